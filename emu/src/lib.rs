@@ -1,0 +1,1 @@
+//! kfd-emu: emulated AMD GPU (placeholder until issue 4 lands).

@@ -1,0 +1,1 @@
+//! kfdrt runtime (placeholder until issue 5 lands).
