@@ -1,1 +1,5 @@
-//! kfd-emu: emulated AMD GPU (placeholder until issue 4 lands).
+//! `kfd-emu`: the emulated AMD GPU behind [`kfd::Backend`].
+#![deny(missing_docs)]
+
+pub mod engine;
+pub mod gpumem;
