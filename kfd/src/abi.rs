@@ -52,7 +52,12 @@ const fn iow<T>(nr: u32) -> u32 {
     ioc(IOC_WRITE, AMDKFD_IOCTL_BASE, nr, core::mem::size_of::<T>())
 }
 const fn iowr<T>(nr: u32) -> u32 {
-    ioc(IOC_READ | IOC_WRITE, AMDKFD_IOCTL_BASE, nr, core::mem::size_of::<T>())
+    ioc(
+        IOC_READ | IOC_WRITE,
+        AMDKFD_IOCTL_BASE,
+        nr,
+        core::mem::size_of::<T>(),
+    )
 }
 /// The number field (`_IOC_NR`) of a request code.
 pub const fn ioc_nr(code: u32) -> u32 {
@@ -69,7 +74,9 @@ pub const fn ioc_size(code: u32) -> u32 {
 
 /// `struct kfd_ioctl_get_version_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct GetVersionArgs {
     /// From KFD.
     pub major_version: u32,
@@ -104,7 +111,9 @@ pub const KFD_MIN_QUEUE_RING_SIZE: u32 = 1024;
 /// `max(user size, kernel size)` bytes and zero-fills, so the longer form is accepted by
 /// every kernel (kfd_chardev.c `kfd_ioctl`).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct CreateQueueArgs {
     /// To KFD: GPU VA of the ring.
     pub ring_base_address: u64,
@@ -144,7 +153,9 @@ pub struct CreateQueueArgs {
 
 /// `struct kfd_ioctl_destroy_queue_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct DestroyQueueArgs {
     /// To KFD.
     pub queue_id: u32,
@@ -154,7 +165,9 @@ pub struct DestroyQueueArgs {
 
 /// `struct kfd_ioctl_update_queue_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct UpdateQueueArgs {
     /// To KFD.
     pub ring_base_address: u64,
@@ -170,7 +183,9 @@ pub struct UpdateQueueArgs {
 
 /// `struct kfd_ioctl_set_cu_mask_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct SetCuMaskArgs {
     /// To KFD.
     pub queue_id: u32,
@@ -182,7 +197,9 @@ pub struct SetCuMaskArgs {
 
 /// `struct kfd_ioctl_get_queue_wave_state_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct GetQueueWaveStateArgs {
     /// To KFD.
     pub ctl_stack_address: u64,
@@ -198,7 +215,9 @@ pub struct GetQueueWaveStateArgs {
 
 /// `struct kfd_ioctl_get_available_memory_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct GetAvailableMemoryArgs {
     /// From KFD: bytes of VRAM this process can still allocate.
     pub available: u64,
@@ -219,7 +238,9 @@ pub const KFD_IOC_CACHE_POLICY_NONCOHERENT: u32 = 1;
 
 /// `struct kfd_ioctl_set_memory_policy_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct SetMemoryPolicyArgs {
     /// To KFD.
     pub alternate_aperture_base: u64,
@@ -237,7 +258,9 @@ pub struct SetMemoryPolicyArgs {
 
 /// `struct kfd_ioctl_get_clock_counters_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct GetClockCountersArgs {
     /// From KFD: GPU timestamp counter.
     pub gpu_clock_counter: u64,
@@ -255,7 +278,9 @@ pub struct GetClockCountersArgs {
 
 /// `struct kfd_process_device_apertures`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct ProcessDeviceApertures {
     /// From KFD.
     pub lds_base: u64,
@@ -280,7 +305,9 @@ pub const NUM_OF_SUPPORTED_GPUS: usize = 7;
 
 /// `struct kfd_ioctl_get_process_apertures_args` (deprecated; at most 7 GPUs).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct GetProcessAperturesArgs {
     /// From KFD.
     pub process_apertures: [ProcessDeviceApertures; NUM_OF_SUPPORTED_GPUS],
@@ -292,7 +319,9 @@ pub struct GetProcessAperturesArgs {
 
 /// `struct kfd_ioctl_get_process_apertures_new_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct GetProcessAperturesNewArgs {
     /// To KFD: pointer to a user array of [`ProcessDeviceApertures`].
     pub kfd_process_device_apertures_ptr: u64,
@@ -353,7 +382,9 @@ pub const KFD_MEM_ERR_GPU_HANG: u32 = 3;
 
 /// `struct kfd_ioctl_create_event_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct CreateEventArgs {
     /// From KFD: mmap offset of the event page (first signal event only).
     pub event_page_offset: u64,
@@ -373,7 +404,9 @@ pub struct CreateEventArgs {
 
 /// `struct kfd_ioctl_destroy_event_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct DestroyEventArgs {
     /// To KFD.
     pub event_id: u32,
@@ -383,7 +416,9 @@ pub struct DestroyEventArgs {
 
 /// `struct kfd_ioctl_set_event_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct SetEventArgs {
     /// To KFD.
     pub event_id: u32,
@@ -393,7 +428,9 @@ pub struct SetEventArgs {
 
 /// `struct kfd_ioctl_reset_event_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct ResetEventArgs {
     /// To KFD.
     pub event_id: u32,
@@ -403,7 +440,9 @@ pub struct ResetEventArgs {
 
 /// `struct kfd_memory_exception_failure`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct MemoryExceptionFailure {
     /// Page not present or supervisor privilege.
     pub not_present: u32,
@@ -417,7 +456,9 @@ pub struct MemoryExceptionFailure {
 
 /// `struct kfd_hsa_memory_exception_data`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct HsaMemoryExceptionData {
     /// What kind of access failed.
     pub failure: MemoryExceptionFailure,
@@ -431,7 +472,9 @@ pub struct HsaMemoryExceptionData {
 
 /// `struct kfd_hsa_hw_exception_data`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct HsaHwExceptionData {
     /// `KFD_HW_EXCEPTION_*_RESET`.
     pub reset_type: u32,
@@ -445,7 +488,9 @@ pub struct HsaHwExceptionData {
 
 /// `struct kfd_hsa_signal_event_data` (KFD 1.14).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct HsaSignalEventData {
     /// To and from KFD: the event age the waiter last saw (0 = don't care).
     pub last_event_age: u64,
@@ -457,7 +502,9 @@ pub struct HsaSignalEventData {
 /// 8-byte aligned) is kept as raw words; [`EventData::memory_exception`],
 /// [`EventData::hw_exception`] and [`EventData::signal`] give typed views.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct EventData {
     /// The union's bytes.
     pub payload: [u64; 4],
@@ -472,7 +519,10 @@ pub struct EventData {
 impl EventData {
     /// A wait entry for `event_id` carrying `last_event_age` (0 = no age check).
     pub fn for_signal(event_id: u32, last_event_age: u64) -> Self {
-        let mut e = EventData { event_id, ..Default::default() };
+        let mut e = EventData {
+            event_id,
+            ..Default::default()
+        };
         e.set_signal(HsaSignalEventData { last_event_age });
         e
     }
@@ -488,7 +538,9 @@ impl EventData {
     }
     /// The union read as signal event data.
     pub fn signal(&self) -> HsaSignalEventData {
-        HsaSignalEventData { last_event_age: self.payload[0] }
+        HsaSignalEventData {
+            last_event_age: self.payload[0],
+        }
     }
     /// Store memory exception data in the union.
     pub fn set_memory_exception(&mut self, d: HsaMemoryExceptionData) {
@@ -507,7 +559,9 @@ impl EventData {
 
 /// `struct kfd_ioctl_wait_events_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct WaitEventsArgs {
     /// To KFD: pointer to an array of [`EventData`].
     pub events_ptr: u64,
@@ -530,7 +584,9 @@ pub const KFD_EVENT_TIMEOUT_INFINITE: u32 = 0xffff_ffff;
 
 /// `struct kfd_ioctl_set_scratch_backing_va_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct SetScratchBackingVaArgs {
     /// To KFD.
     pub va_addr: u64,
@@ -542,7 +598,9 @@ pub struct SetScratchBackingVaArgs {
 
 /// `struct kfd_ioctl_set_trap_handler_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct SetTrapHandlerArgs {
     /// To KFD: trap base address.
     pub tba_addr: u64,
@@ -556,7 +614,9 @@ pub struct SetTrapHandlerArgs {
 
 /// `struct kfd_ioctl_acquire_vm_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct AcquireVmArgs {
     /// To KFD: the render node fd of this GPU.
     pub drm_fd: u32,
@@ -634,7 +694,9 @@ bitflags::bitflags! {
 
 /// `struct kfd_ioctl_alloc_memory_of_gpu_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct AllocMemoryOfGpuArgs {
     /// To KFD: GPU VA of the allocation.
     pub va_addr: u64,
@@ -652,7 +714,9 @@ pub struct AllocMemoryOfGpuArgs {
 
 /// `struct kfd_ioctl_free_memory_of_gpu_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct FreeMemoryOfGpuArgs {
     /// To KFD.
     pub handle: u64,
@@ -660,7 +724,9 @@ pub struct FreeMemoryOfGpuArgs {
 
 /// `struct kfd_ioctl_map_memory_to_gpu_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct MapMemoryToGpuArgs {
     /// To KFD.
     pub handle: u64,
@@ -674,7 +740,9 @@ pub struct MapMemoryToGpuArgs {
 
 /// `struct kfd_ioctl_unmap_memory_from_gpu_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct UnmapMemoryFromGpuArgs {
     /// To KFD.
     pub handle: u64,
@@ -688,7 +756,9 @@ pub struct UnmapMemoryFromGpuArgs {
 
 /// `struct kfd_ioctl_alloc_queue_gws_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct AllocQueueGwsArgs {
     /// To KFD.
     pub queue_id: u32,
@@ -702,7 +772,9 @@ pub struct AllocQueueGwsArgs {
 
 /// `struct kfd_ioctl_get_dmabuf_info_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct GetDmabufInfoArgs {
     /// From KFD.
     pub size: u64,
@@ -720,7 +792,9 @@ pub struct GetDmabufInfoArgs {
 
 /// `struct kfd_ioctl_import_dmabuf_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct ImportDmabufArgs {
     /// To KFD.
     pub va_addr: u64,
@@ -734,7 +808,9 @@ pub struct ImportDmabufArgs {
 
 /// `struct kfd_ioctl_export_dmabuf_args` (KFD 1.12).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct ExportDmabufArgs {
     /// To KFD.
     pub handle: u64,
@@ -791,7 +867,9 @@ pub const KFD_IOCTL_SVM_ATTR_GRANULARITY: u32 = 7;
 
 /// `struct kfd_ioctl_svm_attribute`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct SvmAttribute {
     /// `KFD_IOCTL_SVM_ATTR_*`.
     pub type_: u32,
@@ -804,7 +882,9 @@ pub struct SvmAttribute {
 /// The request code's size field must include the attribute array:
 /// use [`svm_request_code`].
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct SvmArgs {
     /// Page-aligned start address.
     pub start_addr: u64,
@@ -817,8 +897,8 @@ pub struct SvmArgs {
 }
 
 /// Largest attribute count whose request size still fits the 14-bit size field.
-pub const SVM_MAX_ATTRS: usize =
-    (IOC_SIZEMASK as usize - core::mem::size_of::<SvmArgs>()) / core::mem::size_of::<SvmAttribute>();
+pub const SVM_MAX_ATTRS: usize = (IOC_SIZEMASK as usize - core::mem::size_of::<SvmArgs>())
+    / core::mem::size_of::<SvmAttribute>();
 
 /// The request code for an SVM call with `nattr` attributes: `AMDKFD_IOC_SVM` plus the
 /// attribute bytes in the size field (the kernel copies `_IOC_SIZE(cmd)` bytes in and out;
@@ -833,7 +913,9 @@ pub const fn svm_request_code(nattr: usize) -> Option<u32> {
 
 /// `struct kfd_ioctl_set_xnack_mode_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct SetXnackModeArgs {
     /// In: 0 disable, > 0 enable, < 0 query. Out: the current mode.
     pub xnack_enabled: i32,
@@ -850,7 +932,9 @@ pub const KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK: u32 = 2;
 
 /// `struct kfd_runtime_info`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct RuntimeInfo {
     /// Pointer shared between runtime and debugger.
     pub r_debug: u64,
@@ -862,7 +946,9 @@ pub struct RuntimeInfo {
 
 /// `struct kfd_ioctl_runtime_enable_args`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct RuntimeEnableArgs {
     /// Pointer to the runtime's `r_debug`.
     pub r_debug: u64,
@@ -878,7 +964,9 @@ pub struct RuntimeEnableArgs {
 
 /// `struct kfd_ioctl_get_tile_config_args` (pre-gfx9 tiling; kept for completeness).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct GetTileConfigArgs {
     /// To KFD: pointer to the tile array.
     pub tile_config_ptr: u64,
@@ -900,7 +988,9 @@ pub struct GetTileConfigArgs {
 
 /// `struct kfd_ioctl_smi_events_args` (KFD 1.3).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct SmiEventsArgs {
     /// To KFD.
     pub gpuid: u32,
@@ -910,7 +1000,9 @@ pub struct SmiEventsArgs {
 
 /// `struct kfd_ioctl_criu_args` (KFD 1.7).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct CriuArgs {
     /// Pointer to [`CriuDeviceBucket`] array.
     pub devices: u64,
@@ -936,7 +1028,9 @@ pub struct CriuArgs {
 
 /// `struct kfd_criu_device_bucket`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct CriuDeviceBucket {
     /// gpu_id seen by the user.
     pub user_gpu_id: u32,
@@ -950,7 +1044,9 @@ pub struct CriuDeviceBucket {
 
 /// `struct kfd_criu_bo_bucket`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct CriuBoBucket {
     /// BO address.
     pub addr: u64,
@@ -972,7 +1068,9 @@ pub struct CriuBoBucket {
 
 /// `struct kfd_ioctl_dbg_register_args` (deprecated debugger ABI).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct DbgRegisterArgs {
     /// To KFD.
     pub gpu_id: u32,
@@ -982,7 +1080,9 @@ pub struct DbgRegisterArgs {
 
 /// `struct kfd_ioctl_dbg_unregister_args` (deprecated debugger ABI).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct DbgUnregisterArgs {
     /// To KFD.
     pub gpu_id: u32,
@@ -992,7 +1092,9 @@ pub struct DbgUnregisterArgs {
 
 /// `struct kfd_ioctl_dbg_address_watch_args` (deprecated debugger ABI).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct DbgAddressWatchArgs {
     /// Pointer to the content.
     pub content_ptr: u64,
@@ -1004,7 +1106,9 @@ pub struct DbgAddressWatchArgs {
 
 /// `struct kfd_ioctl_dbg_wave_control_args` (deprecated debugger ABI).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct DbgWaveControlArgs {
     /// Pointer to the content.
     pub content_ptr: u64,
@@ -1016,7 +1120,9 @@ pub struct DbgWaveControlArgs {
 
 /// `struct kfd_dbg_device_info_entry` (KFD 1.13 debugger snapshot; 1.17 form).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct DbgDeviceInfoEntry {
     /// Raised exceptions.
     pub exception_status: u64,
@@ -1068,7 +1174,9 @@ pub struct DbgDeviceInfoEntry {
 
 /// `struct kfd_queue_snapshot_entry` (KFD 1.13).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct QueueSnapshotEntry {
     /// Raised exceptions.
     pub exception_status: u64,

@@ -20,7 +20,11 @@ pub struct KfdError {
 impl KfdError {
     /// A new error for `call` with `errno` and a context string.
     pub fn new(call: &'static str, errno: Errno, context: impl Into<String>) -> Self {
-        KfdError { call, errno, context: context.into() }
+        KfdError {
+            call,
+            errno,
+            context: context.into(),
+        }
     }
 }
 
@@ -52,5 +56,9 @@ pub fn errno_name(e: Errno) -> &'static str {
         (Errno::OVERFLOW, "EOVERFLOW"),
         (Errno::SPIPE, "ESPIPE"),
     ];
-    NAMES.iter().find(|(n, _)| *n == e).map(|(_, s)| *s).unwrap_or("E?")
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == e)
+        .map(|(_, s)| *s)
+        .unwrap_or("E?")
 }

@@ -83,7 +83,10 @@ unsafe impl rustix::ioctl::Ioctl for RawIoctl {
     fn as_ptr(&mut self) -> *mut c_void {
         self.arg
     }
-    unsafe fn output_from_ptr(_: rustix::ioctl::IoctlOutput, _: *mut c_void) -> rustix::io::Result<()> {
+    unsafe fn output_from_ptr(
+        _: rustix::ioctl::IoctlOutput,
+        _: *mut c_void,
+    ) -> rustix::io::Result<()> {
         Ok(())
     }
 }
@@ -99,7 +102,10 @@ fn check_len(declared: u32, have: usize) -> Result<(), Errno> {
 impl HwBackend {
     fn raw<T: IntoBytes + zerocopy::FromBytes>(&self, code: u32, arg: &mut T) -> Result<(), Errno> {
         debug_assert_eq!(abi::ioc_size(code) as usize, core::mem::size_of::<T>());
-        let req = RawIoctl { code, arg: (arg as *mut T).cast() };
+        let req = RawIoctl {
+            code,
+            arg: (arg as *mut T).cast(),
+        };
         // SAFETY: `arg` is a live, exclusively borrowed `#[repr(C)]` struct of exactly the
         // size encoded in `code`; the pointer fields inside it were set from slices that
         // outlive this call (see `ioctl`).
@@ -177,13 +183,18 @@ impl Backend for HwBackend {
                 let bytes = buf.as_mut_bytes();
                 bytes[..hdr].copy_from_slice(args.as_bytes());
                 bytes[hdr..hdr + attr_len].copy_from_slice(attrs.as_bytes());
-                let req = RawIoctl { code, arg: buf.as_mut_ptr().cast() };
+                let req = RawIoctl {
+                    code,
+                    arg: buf.as_mut_ptr().cast(),
+                };
                 // SAFETY: `buf` holds at least `_IOC_SIZE(code)` bytes laid out as
                 // `struct kfd_ioctl_svm_args` followed by `nattr` attributes.
                 let r = unsafe { rustix::ioctl::ioctl(&self.kfd, req) };
                 let bytes = buf.as_bytes();
                 args.as_mut_bytes().copy_from_slice(&bytes[..hdr]);
-                attrs.as_mut_bytes().copy_from_slice(&bytes[hdr..hdr + attr_len]);
+                attrs
+                    .as_mut_bytes()
+                    .copy_from_slice(&bytes[hdr..hdr + attr_len]);
                 r
             }
             Ioctl::SetXnackMode(a) => self.raw(code, a),

@@ -38,7 +38,9 @@ pub fn create_queue(b: &dyn Backend, args: &mut CreateQueueArgs) -> Result<(), K
 /// `AMDKFD_IOC_DESTROY_QUEUE`.
 pub fn destroy_queue(b: &dyn Backend, queue_id: u32) -> Result<(), KfdError> {
     let mut a = DestroyQueueArgs { queue_id, pad: 0 };
-    call(b, Ioctl::DestroyQueue(&mut a), || format!("queue_id={queue_id}"))
+    call(b, Ioctl::DestroyQueue(&mut a), || {
+        format!("queue_id={queue_id}")
+    })
 }
 
 /// `AMDKFD_IOC_UPDATE_QUEUE`.
@@ -54,14 +56,21 @@ pub fn update_queue(b: &dyn Backend, args: &mut UpdateQueueArgs) -> Result<(), K
 
 /// `AMDKFD_IOC_SET_CU_MASK`: `mask` holds one bit per CU, 32 per word.
 pub fn set_cu_mask(b: &dyn Backend, queue_id: u32, mask: &[u32]) -> Result<(), KfdError> {
-    let Some(bits) = u32::try_from(mask.len()).ok().and_then(|n| n.checked_mul(32)) else {
+    let Some(bits) = u32::try_from(mask.len())
+        .ok()
+        .and_then(|n| n.checked_mul(32))
+    else {
         return Err(KfdError::new(
             "AMDKFD_IOC_SET_CU_MASK",
             Errno::INVAL,
             format!("queue_id={queue_id} mask words={} (too many)", mask.len()),
         ));
     };
-    let mut a = SetCuMaskArgs { queue_id, num_cu_mask: bits, cu_mask_ptr: mask.as_ptr() as u64 };
+    let mut a = SetCuMaskArgs {
+        queue_id,
+        num_cu_mask: bits,
+        cu_mask_ptr: mask.as_ptr() as u64,
+    };
     call(b, Ioctl::SetCuMask { args: &mut a, mask }, || {
         format!("queue_id={queue_id} num_cu_mask={bits}")
     })
@@ -73,7 +82,11 @@ pub fn get_queue_wave_state(
     queue_id: u32,
     ctl_stack_address: u64,
 ) -> Result<GetQueueWaveStateArgs, KfdError> {
-    let mut a = GetQueueWaveStateArgs { queue_id, ctl_stack_address, ..Default::default() };
+    let mut a = GetQueueWaveStateArgs {
+        queue_id,
+        ctl_stack_address,
+        ..Default::default()
+    };
     call(b, Ioctl::GetQueueWaveState(&mut a), || {
         format!("queue_id={queue_id} ctl_stack={ctl_stack_address:#x}")
     })?;
@@ -86,15 +99,24 @@ pub fn set_memory_policy(b: &dyn Backend, args: &mut SetMemoryPolicyArgs) -> Res
     call(b, Ioctl::SetMemoryPolicy(args), || {
         format!(
             "gpu_id={:#x} default={} alternate={} aperture={:#x}+{:#x}",
-            a.gpu_id, a.default_policy, a.alternate_policy, a.alternate_aperture_base, a.alternate_aperture_size
+            a.gpu_id,
+            a.default_policy,
+            a.alternate_policy,
+            a.alternate_aperture_base,
+            a.alternate_aperture_size
         )
     })
 }
 
 /// `AMDKFD_IOC_GET_CLOCK_COUNTERS`.
 pub fn get_clock_counters(b: &dyn Backend, gpu_id: u32) -> Result<GetClockCountersArgs, KfdError> {
-    let mut a = GetClockCountersArgs { gpu_id, ..Default::default() };
-    call(b, Ioctl::GetClockCounters(&mut a), || format!("gpu_id={gpu_id:#x}"))?;
+    let mut a = GetClockCountersArgs {
+        gpu_id,
+        ..Default::default()
+    };
+    call(b, Ioctl::GetClockCounters(&mut a), || {
+        format!("gpu_id={gpu_id:#x}")
+    })?;
     Ok(a)
 }
 
@@ -108,15 +130,25 @@ pub fn get_process_apertures(b: &dyn Backend) -> Result<GetProcessAperturesArgs,
 /// `AMDKFD_IOC_GET_PROCESS_APERTURES_NEW`: asks for the count, then fills a vector.
 pub fn get_process_apertures_new(b: &dyn Backend) -> Result<Vec<ProcessDeviceApertures>, KfdError> {
     let mut a = GetProcessAperturesNewArgs::default();
-    call(b, Ioctl::GetProcessAperturesNew { args: &mut a, apertures: &mut [] }, || {
-        "num_of_nodes=0 (count query)".into()
-    })?;
+    call(
+        b,
+        Ioctl::GetProcessAperturesNew {
+            args: &mut a,
+            apertures: &mut [],
+        },
+        || "num_of_nodes=0 (count query)".into(),
+    )?;
     let n = a.num_of_nodes as usize;
     let mut v = vec![ProcessDeviceApertures::default(); n];
     a.kfd_process_device_apertures_ptr = v.as_mut_ptr() as u64;
-    call(b, Ioctl::GetProcessAperturesNew { args: &mut a, apertures: &mut v }, || {
-        format!("num_of_nodes={n}")
-    })?;
+    call(
+        b,
+        Ioctl::GetProcessAperturesNew {
+            args: &mut a,
+            apertures: &mut v,
+        },
+        || format!("num_of_nodes={n}"),
+    )?;
     v.truncate(a.num_of_nodes as usize);
     Ok(v)
 }
@@ -136,19 +168,25 @@ pub fn create_event(b: &dyn Backend, args: &mut CreateEventArgs) -> Result<(), K
 /// `AMDKFD_IOC_DESTROY_EVENT`.
 pub fn destroy_event(b: &dyn Backend, event_id: u32) -> Result<(), KfdError> {
     let mut a = DestroyEventArgs { event_id, pad: 0 };
-    call(b, Ioctl::DestroyEvent(&mut a), || format!("event_id={event_id}"))
+    call(b, Ioctl::DestroyEvent(&mut a), || {
+        format!("event_id={event_id}")
+    })
 }
 
 /// `AMDKFD_IOC_SET_EVENT`.
 pub fn set_event(b: &dyn Backend, event_id: u32) -> Result<(), KfdError> {
     let mut a = SetEventArgs { event_id, pad: 0 };
-    call(b, Ioctl::SetEvent(&mut a), || format!("event_id={event_id}"))
+    call(b, Ioctl::SetEvent(&mut a), || {
+        format!("event_id={event_id}")
+    })
 }
 
 /// `AMDKFD_IOC_RESET_EVENT`.
 pub fn reset_event(b: &dyn Backend, event_id: u32) -> Result<(), KfdError> {
     let mut a = ResetEventArgs { event_id, pad: 0 };
-    call(b, Ioctl::ResetEvent(&mut a), || format!("event_id={event_id}"))
+    call(b, Ioctl::ResetEvent(&mut a), || {
+        format!("event_id={event_id}")
+    })
 }
 
 /// `AMDKFD_IOC_WAIT_EVENTS`: returns `KFD_IOC_WAIT_RESULT_*`; `events` is written back
@@ -161,7 +199,11 @@ pub fn wait_events(
 ) -> Result<u32, KfdError> {
     let n = events.len();
     let Ok(num_events) = u32::try_from(n) else {
-        return Err(KfdError::new("AMDKFD_IOC_WAIT_EVENTS", Errno::INVAL, format!("num_events={n}")));
+        return Err(KfdError::new(
+            "AMDKFD_IOC_WAIT_EVENTS",
+            Errno::INVAL,
+            format!("num_events={n}"),
+        ));
     };
     let mut a = WaitEventsArgs {
         events_ptr: events.as_mut_ptr() as u64,
@@ -171,21 +213,44 @@ pub fn wait_events(
         wait_result: 0,
     };
     let first = events.first().map(|e| e.event_id);
-    call(b, Ioctl::WaitEvents { args: &mut a, events }, || {
-        format!("num_events={n} first_event_id={first:?} wait_for_all={wait_for_all} timeout_ms={timeout_ms}")
-    })?;
+    call(
+        b,
+        Ioctl::WaitEvents {
+            args: &mut a,
+            events,
+        },
+        || {
+            format!("num_events={n} first_event_id={first:?} wait_for_all={wait_for_all} timeout_ms={timeout_ms}")
+        },
+    )?;
     Ok(a.wait_result)
 }
 
 /// `AMDKFD_IOC_SET_SCRATCH_BACKING_VA`.
 pub fn set_scratch_backing_va(b: &dyn Backend, gpu_id: u32, va_addr: u64) -> Result<(), KfdError> {
-    let mut a = SetScratchBackingVaArgs { va_addr, gpu_id, pad: 0 };
-    call(b, Ioctl::SetScratchBackingVa(&mut a), || format!("gpu_id={gpu_id:#x} va={va_addr:#x}"))
+    let mut a = SetScratchBackingVaArgs {
+        va_addr,
+        gpu_id,
+        pad: 0,
+    };
+    call(b, Ioctl::SetScratchBackingVa(&mut a), || {
+        format!("gpu_id={gpu_id:#x} va={va_addr:#x}")
+    })
 }
 
 /// `AMDKFD_IOC_SET_TRAP_HANDLER`.
-pub fn set_trap_handler(b: &dyn Backend, gpu_id: u32, tba_addr: u64, tma_addr: u64) -> Result<(), KfdError> {
-    let mut a = SetTrapHandlerArgs { tba_addr, tma_addr, gpu_id, pad: 0 };
+pub fn set_trap_handler(
+    b: &dyn Backend,
+    gpu_id: u32,
+    tba_addr: u64,
+    tma_addr: u64,
+) -> Result<(), KfdError> {
+    let mut a = SetTrapHandlerArgs {
+        tba_addr,
+        tma_addr,
+        gpu_id,
+        pad: 0,
+    };
     call(b, Ioctl::SetTrapHandler(&mut a), || {
         format!("gpu_id={gpu_id:#x} tba={tba_addr:#x} tma={tma_addr:#x}")
     })
@@ -193,12 +258,20 @@ pub fn set_trap_handler(b: &dyn Backend, gpu_id: u32, tba_addr: u64, tma_addr: u
 
 /// `AMDKFD_IOC_ACQUIRE_VM`: `drm_fd` is the GPU's render node.
 pub fn acquire_vm(b: &dyn Backend, gpu_id: u32, drm_fd: i32) -> Result<(), KfdError> {
-    let mut a = AcquireVmArgs { drm_fd: drm_fd as u32, gpu_id };
-    call(b, Ioctl::AcquireVm(&mut a), || format!("gpu_id={gpu_id:#x} drm_fd={drm_fd}"))
+    let mut a = AcquireVmArgs {
+        drm_fd: drm_fd as u32,
+        gpu_id,
+    };
+    call(b, Ioctl::AcquireVm(&mut a), || {
+        format!("gpu_id={gpu_id:#x} drm_fd={drm_fd}")
+    })
 }
 
 /// `AMDKFD_IOC_ALLOC_MEMORY_OF_GPU`: fills `handle` and `mmap_offset`.
-pub fn alloc_memory_of_gpu(b: &dyn Backend, args: &mut AllocMemoryOfGpuArgs) -> Result<(), KfdError> {
+pub fn alloc_memory_of_gpu(
+    b: &dyn Backend,
+    args: &mut AllocMemoryOfGpuArgs,
+) -> Result<(), KfdError> {
     let a = *args;
     call(b, Ioctl::AllocMemoryOfGpu(args), || {
         format!(
@@ -215,7 +288,9 @@ pub fn alloc_memory_of_gpu(b: &dyn Backend, args: &mut AllocMemoryOfGpuArgs) -> 
 /// `AMDKFD_IOC_FREE_MEMORY_OF_GPU`.
 pub fn free_memory_of_gpu(b: &dyn Backend, handle: u64) -> Result<(), KfdError> {
     let mut a = FreeMemoryOfGpuArgs { handle };
-    call(b, Ioctl::FreeMemoryOfGpu(&mut a), || format!("handle={handle:#x}"))
+    call(b, Ioctl::FreeMemoryOfGpu(&mut a), || {
+        format!("handle={handle:#x}")
+    })
 }
 
 /// `AMDKFD_IOC_MAP_MEMORY_TO_GPU` on `gpu_ids`, resuming from `*n_success` (start at 0).
@@ -232,9 +307,14 @@ pub fn map_memory_to_gpu(
         n_devices: gpu_ids.len() as u32,
         n_success: *n_success,
     };
-    let r = call(b, Ioctl::MapMemoryToGpu { args: &mut a, gpu_ids }, || {
-        format!("handle={handle:#x} gpu_ids={gpu_ids:x?} n_success={n_success}")
-    });
+    let r = call(
+        b,
+        Ioctl::MapMemoryToGpu {
+            args: &mut a,
+            gpu_ids,
+        },
+        || format!("handle={handle:#x} gpu_ids={gpu_ids:x?} n_success={n_success}"),
+    );
     *n_success = a.n_success;
     r
 }
@@ -252,23 +332,43 @@ pub fn unmap_memory_from_gpu(
         n_devices: gpu_ids.len() as u32,
         n_success: *n_success,
     };
-    let r = call(b, Ioctl::UnmapMemoryFromGpu { args: &mut a, gpu_ids }, || {
-        format!("handle={handle:#x} gpu_ids={gpu_ids:x?} n_success={n_success}")
-    });
+    let r = call(
+        b,
+        Ioctl::UnmapMemoryFromGpu {
+            args: &mut a,
+            gpu_ids,
+        },
+        || format!("handle={handle:#x} gpu_ids={gpu_ids:x?} n_success={n_success}"),
+    );
     *n_success = a.n_success;
     r
 }
 
 /// `AMDKFD_IOC_GET_DMABUF_INFO` (without metadata).
 pub fn get_dmabuf_info(b: &dyn Backend, dmabuf_fd: i32) -> Result<GetDmabufInfoArgs, KfdError> {
-    let mut a = GetDmabufInfoArgs { dmabuf_fd: dmabuf_fd as u32, ..Default::default() };
-    call(b, Ioctl::GetDmabufInfo(&mut a), || format!("dmabuf_fd={dmabuf_fd}"))?;
+    let mut a = GetDmabufInfoArgs {
+        dmabuf_fd: dmabuf_fd as u32,
+        ..Default::default()
+    };
+    call(b, Ioctl::GetDmabufInfo(&mut a), || {
+        format!("dmabuf_fd={dmabuf_fd}")
+    })?;
     Ok(a)
 }
 
 /// `AMDKFD_IOC_IMPORT_DMABUF` at `va_addr` on `gpu_id`; returns the new handle.
-pub fn import_dmabuf(b: &dyn Backend, gpu_id: u32, dmabuf_fd: i32, va_addr: u64) -> Result<u64, KfdError> {
-    let mut a = ImportDmabufArgs { va_addr, handle: 0, gpu_id, dmabuf_fd: dmabuf_fd as u32 };
+pub fn import_dmabuf(
+    b: &dyn Backend,
+    gpu_id: u32,
+    dmabuf_fd: i32,
+    va_addr: u64,
+) -> Result<u64, KfdError> {
+    let mut a = ImportDmabufArgs {
+        va_addr,
+        handle: 0,
+        gpu_id,
+        dmabuf_fd: dmabuf_fd as u32,
+    };
     call(b, Ioctl::ImportDmabuf(&mut a), || {
         format!("gpu_id={gpu_id:#x} dmabuf_fd={dmabuf_fd} va={va_addr:#x}")
     })?;
@@ -277,14 +377,26 @@ pub fn import_dmabuf(b: &dyn Backend, gpu_id: u32, dmabuf_fd: i32, va_addr: u64)
 
 /// `AMDKFD_IOC_EXPORT_DMABUF`: returns the new dmabuf fd (owned by the caller).
 pub fn export_dmabuf(b: &dyn Backend, handle: u64, flags: u32) -> Result<i32, KfdError> {
-    let mut a = ExportDmabufArgs { handle, flags, dmabuf_fd: 0 };
-    call(b, Ioctl::ExportDmabuf(&mut a), || format!("handle={handle:#x} flags={flags:#x}"))?;
+    let mut a = ExportDmabufArgs {
+        handle,
+        flags,
+        dmabuf_fd: 0,
+    };
+    call(b, Ioctl::ExportDmabuf(&mut a), || {
+        format!("handle={handle:#x} flags={flags:#x}")
+    })?;
     Ok(a.dmabuf_fd as i32)
 }
 
 /// `AMDKFD_IOC_SVM`: SET_ATTR or GET_ATTR over `[start, start+size)`; `attrs` is written
 /// back for GET_ATTR.
-pub fn svm(b: &dyn Backend, op: u32, start_addr: u64, size: u64, attrs: &mut [SvmAttribute]) -> Result<(), KfdError> {
+pub fn svm(
+    b: &dyn Backend,
+    op: u32,
+    start_addr: u64,
+    size: u64,
+    attrs: &mut [SvmAttribute],
+) -> Result<(), KfdError> {
     let n = attrs.len();
     if n > SVM_MAX_ATTRS {
         return Err(KfdError::new(
@@ -293,30 +405,55 @@ pub fn svm(b: &dyn Backend, op: u32, start_addr: u64, size: u64, attrs: &mut [Sv
             format!("nattr={n} exceeds {SVM_MAX_ATTRS}, the most the request code can describe"),
         ));
     }
-    let mut a = SvmArgs { start_addr, size, op, nattr: n as u32 };
+    let mut a = SvmArgs {
+        start_addr,
+        size,
+        op,
+        nattr: n as u32,
+    };
     let first = attrs.first().copied();
-    call(b, Ioctl::Svm { args: &mut a, attrs }, || {
-        format!("op={op} start={start_addr:#x} size={size:#x} nattr={n} first_attr={first:?}")
-    })
+    call(
+        b,
+        Ioctl::Svm {
+            args: &mut a,
+            attrs,
+        },
+        || format!("op={op} start={start_addr:#x} size={size:#x} nattr={n} first_attr={first:?}"),
+    )
 }
 
 /// `AMDKFD_IOC_SET_XNACK_MODE`: `mode` < 0 queries; returns the current mode.
 pub fn set_xnack_mode(b: &dyn Backend, mode: i32) -> Result<i32, KfdError> {
-    let mut a = SetXnackModeArgs { xnack_enabled: mode };
-    call(b, Ioctl::SetXnackMode(&mut a), || format!("xnack_enabled={mode}"))?;
+    let mut a = SetXnackModeArgs {
+        xnack_enabled: mode,
+    };
+    call(b, Ioctl::SetXnackMode(&mut a), || {
+        format!("xnack_enabled={mode}")
+    })?;
     Ok(a.xnack_enabled)
 }
 
 /// `AMDKFD_IOC_AVAILABLE_MEMORY`: VRAM bytes this process can still allocate.
 pub fn available_memory(b: &dyn Backend, gpu_id: u32) -> Result<u64, KfdError> {
-    let mut a = GetAvailableMemoryArgs { gpu_id, ..Default::default() };
-    call(b, Ioctl::AvailableMemory(&mut a), || format!("gpu_id={gpu_id:#x}"))?;
+    let mut a = GetAvailableMemoryArgs {
+        gpu_id,
+        ..Default::default()
+    };
+    call(b, Ioctl::AvailableMemory(&mut a), || {
+        format!("gpu_id={gpu_id:#x}")
+    })?;
     Ok(a.available)
 }
 
 /// `AMDKFD_IOC_RUNTIME_ENABLE`: returns the capabilities mask.
 pub fn runtime_enable(b: &dyn Backend, r_debug: u64, mode_mask: u32) -> Result<u32, KfdError> {
-    let mut a = RuntimeEnableArgs { r_debug, mode_mask, capabilities_mask: 0 };
-    call(b, Ioctl::RuntimeEnable(&mut a), || format!("r_debug={r_debug:#x} mode_mask={mode_mask:#x}"))?;
+    let mut a = RuntimeEnableArgs {
+        r_debug,
+        mode_mask,
+        capabilities_mask: 0,
+    };
+    call(b, Ioctl::RuntimeEnable(&mut a), || {
+        format!("r_debug={r_debug:#x} mode_mask={mode_mask:#x}")
+    })?;
     Ok(a.capabilities_mask)
 }

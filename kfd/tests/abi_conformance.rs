@@ -233,39 +233,199 @@ fn constants() -> Vec<(&'static str, u64, u32)> {
 /// (C name, our code, minor version, C struct name whose size is in the code)
 fn request_codes() -> Vec<(&'static str, u32, u32, &'static str)> {
     vec![
-        ("AMDKFD_IOC_GET_VERSION", AMDKFD_IOC_GET_VERSION, 0, "kfd_ioctl_get_version_args"),
-        ("AMDKFD_IOC_CREATE_QUEUE", AMDKFD_IOC_CREATE_QUEUE, 0, "kfd_ioctl_create_queue_args"),
-        ("AMDKFD_IOC_DESTROY_QUEUE", AMDKFD_IOC_DESTROY_QUEUE, 0, "kfd_ioctl_destroy_queue_args"),
-        ("AMDKFD_IOC_SET_MEMORY_POLICY", AMDKFD_IOC_SET_MEMORY_POLICY, 0, "kfd_ioctl_set_memory_policy_args"),
-        ("AMDKFD_IOC_GET_CLOCK_COUNTERS", AMDKFD_IOC_GET_CLOCK_COUNTERS, 0, "kfd_ioctl_get_clock_counters_args"),
-        ("AMDKFD_IOC_GET_PROCESS_APERTURES", AMDKFD_IOC_GET_PROCESS_APERTURES, 0, "kfd_ioctl_get_process_apertures_args"),
-        ("AMDKFD_IOC_UPDATE_QUEUE", AMDKFD_IOC_UPDATE_QUEUE, 0, "kfd_ioctl_update_queue_args"),
-        ("AMDKFD_IOC_CREATE_EVENT", AMDKFD_IOC_CREATE_EVENT, 0, "kfd_ioctl_create_event_args"),
-        ("AMDKFD_IOC_DESTROY_EVENT", AMDKFD_IOC_DESTROY_EVENT, 0, "kfd_ioctl_destroy_event_args"),
-        ("AMDKFD_IOC_SET_EVENT", AMDKFD_IOC_SET_EVENT, 0, "kfd_ioctl_set_event_args"),
-        ("AMDKFD_IOC_RESET_EVENT", AMDKFD_IOC_RESET_EVENT, 0, "kfd_ioctl_reset_event_args"),
-        ("AMDKFD_IOC_WAIT_EVENTS", AMDKFD_IOC_WAIT_EVENTS, 0, "kfd_ioctl_wait_events_args"),
-        ("AMDKFD_IOC_SET_SCRATCH_BACKING_VA", AMDKFD_IOC_SET_SCRATCH_BACKING_VA, 0, "kfd_ioctl_set_scratch_backing_va_args"),
-        ("AMDKFD_IOC_SET_TRAP_HANDLER", AMDKFD_IOC_SET_TRAP_HANDLER, 0, "kfd_ioctl_set_trap_handler_args"),
-        ("AMDKFD_IOC_GET_PROCESS_APERTURES_NEW", AMDKFD_IOC_GET_PROCESS_APERTURES_NEW, 0, "kfd_ioctl_get_process_apertures_new_args"),
-        ("AMDKFD_IOC_ACQUIRE_VM", AMDKFD_IOC_ACQUIRE_VM, 0, "kfd_ioctl_acquire_vm_args"),
-        ("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, 0, "kfd_ioctl_alloc_memory_of_gpu_args"),
-        ("AMDKFD_IOC_FREE_MEMORY_OF_GPU", AMDKFD_IOC_FREE_MEMORY_OF_GPU, 0, "kfd_ioctl_free_memory_of_gpu_args"),
-        ("AMDKFD_IOC_MAP_MEMORY_TO_GPU", AMDKFD_IOC_MAP_MEMORY_TO_GPU, 0, "kfd_ioctl_map_memory_to_gpu_args"),
-        ("AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU", AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, 0, "kfd_ioctl_unmap_memory_from_gpu_args"),
-        ("AMDKFD_IOC_SET_CU_MASK", AMDKFD_IOC_SET_CU_MASK, 0, "kfd_ioctl_set_cu_mask_args"),
-        ("AMDKFD_IOC_GET_QUEUE_WAVE_STATE", AMDKFD_IOC_GET_QUEUE_WAVE_STATE, 0, "kfd_ioctl_get_queue_wave_state_args"),
-        ("AMDKFD_IOC_GET_DMABUF_INFO", AMDKFD_IOC_GET_DMABUF_INFO, 0, "kfd_ioctl_get_dmabuf_info_args"),
-        ("AMDKFD_IOC_IMPORT_DMABUF", AMDKFD_IOC_IMPORT_DMABUF, 0, "kfd_ioctl_import_dmabuf_args"),
-        ("AMDKFD_IOC_ALLOC_QUEUE_GWS", AMDKFD_IOC_ALLOC_QUEUE_GWS, 0, "kfd_ioctl_alloc_queue_gws_args"),
-        ("AMDKFD_IOC_GET_TILE_CONFIG", AMDKFD_IOC_GET_TILE_CONFIG, 0, "kfd_ioctl_get_tile_config_args"),
-        ("AMDKFD_IOC_SMI_EVENTS", AMDKFD_IOC_SMI_EVENTS, 3, "kfd_ioctl_smi_events_args"),
-        ("AMDKFD_IOC_CRIU_OP", AMDKFD_IOC_CRIU_OP, 7, "kfd_ioctl_criu_args"),
+        (
+            "AMDKFD_IOC_GET_VERSION",
+            AMDKFD_IOC_GET_VERSION,
+            0,
+            "kfd_ioctl_get_version_args",
+        ),
+        (
+            "AMDKFD_IOC_CREATE_QUEUE",
+            AMDKFD_IOC_CREATE_QUEUE,
+            0,
+            "kfd_ioctl_create_queue_args",
+        ),
+        (
+            "AMDKFD_IOC_DESTROY_QUEUE",
+            AMDKFD_IOC_DESTROY_QUEUE,
+            0,
+            "kfd_ioctl_destroy_queue_args",
+        ),
+        (
+            "AMDKFD_IOC_SET_MEMORY_POLICY",
+            AMDKFD_IOC_SET_MEMORY_POLICY,
+            0,
+            "kfd_ioctl_set_memory_policy_args",
+        ),
+        (
+            "AMDKFD_IOC_GET_CLOCK_COUNTERS",
+            AMDKFD_IOC_GET_CLOCK_COUNTERS,
+            0,
+            "kfd_ioctl_get_clock_counters_args",
+        ),
+        (
+            "AMDKFD_IOC_GET_PROCESS_APERTURES",
+            AMDKFD_IOC_GET_PROCESS_APERTURES,
+            0,
+            "kfd_ioctl_get_process_apertures_args",
+        ),
+        (
+            "AMDKFD_IOC_UPDATE_QUEUE",
+            AMDKFD_IOC_UPDATE_QUEUE,
+            0,
+            "kfd_ioctl_update_queue_args",
+        ),
+        (
+            "AMDKFD_IOC_CREATE_EVENT",
+            AMDKFD_IOC_CREATE_EVENT,
+            0,
+            "kfd_ioctl_create_event_args",
+        ),
+        (
+            "AMDKFD_IOC_DESTROY_EVENT",
+            AMDKFD_IOC_DESTROY_EVENT,
+            0,
+            "kfd_ioctl_destroy_event_args",
+        ),
+        (
+            "AMDKFD_IOC_SET_EVENT",
+            AMDKFD_IOC_SET_EVENT,
+            0,
+            "kfd_ioctl_set_event_args",
+        ),
+        (
+            "AMDKFD_IOC_RESET_EVENT",
+            AMDKFD_IOC_RESET_EVENT,
+            0,
+            "kfd_ioctl_reset_event_args",
+        ),
+        (
+            "AMDKFD_IOC_WAIT_EVENTS",
+            AMDKFD_IOC_WAIT_EVENTS,
+            0,
+            "kfd_ioctl_wait_events_args",
+        ),
+        (
+            "AMDKFD_IOC_SET_SCRATCH_BACKING_VA",
+            AMDKFD_IOC_SET_SCRATCH_BACKING_VA,
+            0,
+            "kfd_ioctl_set_scratch_backing_va_args",
+        ),
+        (
+            "AMDKFD_IOC_SET_TRAP_HANDLER",
+            AMDKFD_IOC_SET_TRAP_HANDLER,
+            0,
+            "kfd_ioctl_set_trap_handler_args",
+        ),
+        (
+            "AMDKFD_IOC_GET_PROCESS_APERTURES_NEW",
+            AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
+            0,
+            "kfd_ioctl_get_process_apertures_new_args",
+        ),
+        (
+            "AMDKFD_IOC_ACQUIRE_VM",
+            AMDKFD_IOC_ACQUIRE_VM,
+            0,
+            "kfd_ioctl_acquire_vm_args",
+        ),
+        (
+            "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU",
+            AMDKFD_IOC_ALLOC_MEMORY_OF_GPU,
+            0,
+            "kfd_ioctl_alloc_memory_of_gpu_args",
+        ),
+        (
+            "AMDKFD_IOC_FREE_MEMORY_OF_GPU",
+            AMDKFD_IOC_FREE_MEMORY_OF_GPU,
+            0,
+            "kfd_ioctl_free_memory_of_gpu_args",
+        ),
+        (
+            "AMDKFD_IOC_MAP_MEMORY_TO_GPU",
+            AMDKFD_IOC_MAP_MEMORY_TO_GPU,
+            0,
+            "kfd_ioctl_map_memory_to_gpu_args",
+        ),
+        (
+            "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU",
+            AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU,
+            0,
+            "kfd_ioctl_unmap_memory_from_gpu_args",
+        ),
+        (
+            "AMDKFD_IOC_SET_CU_MASK",
+            AMDKFD_IOC_SET_CU_MASK,
+            0,
+            "kfd_ioctl_set_cu_mask_args",
+        ),
+        (
+            "AMDKFD_IOC_GET_QUEUE_WAVE_STATE",
+            AMDKFD_IOC_GET_QUEUE_WAVE_STATE,
+            0,
+            "kfd_ioctl_get_queue_wave_state_args",
+        ),
+        (
+            "AMDKFD_IOC_GET_DMABUF_INFO",
+            AMDKFD_IOC_GET_DMABUF_INFO,
+            0,
+            "kfd_ioctl_get_dmabuf_info_args",
+        ),
+        (
+            "AMDKFD_IOC_IMPORT_DMABUF",
+            AMDKFD_IOC_IMPORT_DMABUF,
+            0,
+            "kfd_ioctl_import_dmabuf_args",
+        ),
+        (
+            "AMDKFD_IOC_ALLOC_QUEUE_GWS",
+            AMDKFD_IOC_ALLOC_QUEUE_GWS,
+            0,
+            "kfd_ioctl_alloc_queue_gws_args",
+        ),
+        (
+            "AMDKFD_IOC_GET_TILE_CONFIG",
+            AMDKFD_IOC_GET_TILE_CONFIG,
+            0,
+            "kfd_ioctl_get_tile_config_args",
+        ),
+        (
+            "AMDKFD_IOC_SMI_EVENTS",
+            AMDKFD_IOC_SMI_EVENTS,
+            3,
+            "kfd_ioctl_smi_events_args",
+        ),
+        (
+            "AMDKFD_IOC_CRIU_OP",
+            AMDKFD_IOC_CRIU_OP,
+            7,
+            "kfd_ioctl_criu_args",
+        ),
         ("AMDKFD_IOC_SVM", AMDKFD_IOC_SVM, 5, "kfd_ioctl_svm_args"),
-        ("AMDKFD_IOC_SET_XNACK_MODE", AMDKFD_IOC_SET_XNACK_MODE, 5, "kfd_ioctl_set_xnack_mode_args"),
-        ("AMDKFD_IOC_AVAILABLE_MEMORY", AMDKFD_IOC_AVAILABLE_MEMORY, 9, "kfd_ioctl_get_available_memory_args"),
-        ("AMDKFD_IOC_EXPORT_DMABUF", AMDKFD_IOC_EXPORT_DMABUF, 12, "kfd_ioctl_export_dmabuf_args"),
-        ("AMDKFD_IOC_RUNTIME_ENABLE", AMDKFD_IOC_RUNTIME_ENABLE, 13, "kfd_ioctl_runtime_enable_args"),
+        (
+            "AMDKFD_IOC_SET_XNACK_MODE",
+            AMDKFD_IOC_SET_XNACK_MODE,
+            5,
+            "kfd_ioctl_set_xnack_mode_args",
+        ),
+        (
+            "AMDKFD_IOC_AVAILABLE_MEMORY",
+            AMDKFD_IOC_AVAILABLE_MEMORY,
+            9,
+            "kfd_ioctl_get_available_memory_args",
+        ),
+        (
+            "AMDKFD_IOC_EXPORT_DMABUF",
+            AMDKFD_IOC_EXPORT_DMABUF,
+            12,
+            "kfd_ioctl_export_dmabuf_args",
+        ),
+        (
+            "AMDKFD_IOC_RUNTIME_ENABLE",
+            AMDKFD_IOC_RUNTIME_ENABLE,
+            13,
+            "kfd_ioctl_runtime_enable_args",
+        ),
     ]
 }
 
@@ -313,8 +473,11 @@ fn probe() -> HashMap<String, u64> {
     // kfd_ioctl.h includes <drm/drm.h> only for the kernel's integer types; Debian ships
     // that header in libdrm-dev, not linux-libc-dev, so give the probe a minimal one.
     std::fs::create_dir_all(dir.join("drm")).expect("create drm dir");
-    std::fs::write(dir.join("drm/drm.h"), "#include <linux/types.h>\n#include <linux/ioctl.h>\n")
-        .expect("write drm.h");
+    std::fs::write(
+        dir.join("drm/drm.h"),
+        "#include <linux/types.h>\n#include <linux/ioctl.h>\n",
+    )
+    .expect("write drm.h");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
         .arg("-I")
@@ -369,12 +532,18 @@ fn abi_matches_installed_kfd_ioctl_h() {
             };
             n_offsets += 1;
             if coff as usize != *roff {
-                errors.push(format!("{}.{f}: header offset {coff}, ours {roff}", s.c_name));
+                errors.push(format!(
+                    "{}.{f}: header offset {coff}, ours {roff}",
+                    s.c_name
+                ));
             }
             let fsize = p[&format!("Z {}.{}", s.c_name, f)] as usize;
             n_field_sizes += 1;
             if fsize != *rsize {
-                errors.push(format!("{}.{f}: header size {fsize}, ours {rsize}", s.c_name));
+                errors.push(format!(
+                    "{}.{f}: header size {fsize}, ours {rsize}",
+                    s.c_name
+                ));
             }
             present_end = present_end.max(coff as usize + fsize);
         }
@@ -385,11 +554,17 @@ fn abi_matches_installed_kfd_ioctl_h() {
             // last field ends (rounded to alignment), i.e. only our tail is new.
             n_sizes += 1;
             if csize as usize != present_end.next_multiple_of(8) {
-                errors.push(format!("{}: header size {csize} is not a prefix of ours", s.c_name));
+                errors.push(format!(
+                    "{}: header size {csize} is not a prefix of ours",
+                    s.c_name
+                ));
             }
             grown.insert(s.c_name, csize as usize);
         } else {
-            errors.push(format!("{}: header size {csize}, ours {}", s.c_name, s.rust_size));
+            errors.push(format!(
+                "{}: header size {csize}, ours {}",
+                s.c_name, s.rust_size
+            ));
         }
     }
     for (n, v, min) in constants() {
