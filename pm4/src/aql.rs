@@ -1,0 +1,615 @@
+//! AQL packets (64 bytes) and the AQL ring writer.
+//!
+//! Layouts follow HSA `hsa.h` (`hsa_kernel_dispatch_packet_t`,
+//! `hsa_barrier_and_packet_t`, `hsa_barrier_or_packet_t`) and the AMD vendor
+//! packets of ROCr (`hsa_ext_amd.h` `hsa_amd_barrier_value_packet_t`,
+//! `amd_aql_queue.cpp`'s PM4-IB packet). Dword 0 holds the 16-bit header
+//! (type bits 7:0, barrier bit 8, acquire fence scope bits 10:9, release fence
+//! scope bits 12:11) and, above it, the 16-bit `setup` (dispatch) or the AMD
+//! vendor format byte (vendor packets).
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use crate::error::{check_reserved, DecodeError, EncodeError};
+use crate::pkt3::{self, IndirectBuffer, Pm4Packet};
+use crate::sink::{hi, join, lo};
+use crate::GfxFamily;
+
+/// Dwords in an AQL packet.
+pub const PACKET_DWORDS: usize = 16;
+/// Bytes in an AQL packet.
+pub const PACKET_BYTES: usize = 64;
+
+/// `hsa_packet_type_t`.
+pub mod packet_type {
+    /// HSA_PACKET_TYPE_VENDOR_SPECIFIC.
+    pub const VENDOR_SPECIFIC: u8 = 0;
+    /// HSA_PACKET_TYPE_INVALID.
+    pub const INVALID: u8 = 1;
+    /// HSA_PACKET_TYPE_KERNEL_DISPATCH.
+    pub const KERNEL_DISPATCH: u8 = 2;
+    /// HSA_PACKET_TYPE_BARRIER_AND.
+    pub const BARRIER_AND: u8 = 3;
+    /// HSA_PACKET_TYPE_AGENT_DISPATCH.
+    pub const AGENT_DISPATCH: u8 = 4;
+    /// HSA_PACKET_TYPE_BARRIER_OR.
+    pub const BARRIER_OR: u8 = 5;
+
+    /// Name of a packet type.
+    pub const fn name(t: u8) -> &'static str {
+        match t {
+            VENDOR_SPECIFIC => "VENDOR_SPECIFIC",
+            INVALID => "INVALID",
+            KERNEL_DISPATCH => "KERNEL_DISPATCH",
+            BARRIER_AND => "BARRIER_AND",
+            AGENT_DISPATCH => "AGENT_DISPATCH",
+            BARRIER_OR => "BARRIER_OR",
+            _ => "UNKNOWN",
+        }
+    }
+}
+
+/// AMD vendor packet formats (`AmdFormat`, byte 2 of a vendor packet).
+pub mod amd_format {
+    /// AMD_AQL_FORMAT_PM4_IB.
+    pub const PM4_IB: u8 = 1;
+    /// AMD_AQL_FORMAT_BARRIER_VALUE (HSA_AMD_PACKET_TYPE_BARRIER_VALUE).
+    pub const BARRIER_VALUE: u8 = 2;
+}
+
+/// `dw_cnt_remain` of a PM4-IB vendor packet.
+pub const PM4_IB_DW_CNT_REMAIN: u32 = 0xA;
+
+/// `hsa_fence_scope_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum FenceScope {
+    /// HSA_FENCE_SCOPE_NONE.
+    #[default]
+    None = 0,
+    /// HSA_FENCE_SCOPE_AGENT.
+    Agent = 1,
+    /// HSA_FENCE_SCOPE_SYSTEM.
+    System = 2,
+}
+
+impl FenceScope {
+    const fn from_bits(v: u16) -> Option<Self> {
+        match v {
+            0 => Some(FenceScope::None),
+            1 => Some(FenceScope::Agent),
+            2 => Some(FenceScope::System),
+            _ => None,
+        }
+    }
+    /// Disassembly name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FenceScope::None => "none",
+            FenceScope::Agent => "agent",
+            FenceScope::System => "system",
+        }
+    }
+}
+
+/// The header bits shared by every packet: barrier and fence scopes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct PacketControl {
+    /// HSA_PACKET_HEADER_BARRIER (bit 8): wait for earlier packets to complete.
+    pub barrier: bool,
+    /// HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE (bits 10:9).
+    pub acquire: FenceScope,
+    /// HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE (bits 12:11).
+    pub release: FenceScope,
+}
+
+impl PacketControl {
+    /// Barrier set, system-scope acquire and release.
+    pub const SYSTEM_BARRIER: PacketControl = PacketControl {
+        barrier: true,
+        acquire: FenceScope::System,
+        release: FenceScope::System,
+    };
+}
+
+/// A full 16-bit AQL packet header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AqlHeader {
+    /// Packet type (bits 7:0), see [`packet_type`].
+    pub packet_type: u8,
+    /// Barrier and fence scopes.
+    pub control: PacketControl,
+}
+
+impl AqlHeader {
+    /// Encodes the 16-bit header.
+    pub const fn to_u16(self) -> u16 {
+        self.packet_type as u16
+            | ((self.control.barrier as u16) << 8)
+            | ((self.control.acquire as u16) << 9)
+            | ((self.control.release as u16) << 11)
+    }
+
+    /// Decodes a 16-bit header; scope 3 and bits 15:13 are errors.
+    pub const fn from_u16(h: u16) -> Result<Self, DecodeError> {
+        if h >> 13 != 0 {
+            return Err(DecodeError::ReservedBits {
+                dword: 0,
+                bits: (h as u32) & 0xE000,
+            });
+        }
+        let Some(acquire) = FenceScope::from_bits((h >> 9) & 3) else {
+            return Err(DecodeError::InvalidField {
+                field: "acquire_fence_scope",
+                value: 3,
+            });
+        };
+        let Some(release) = FenceScope::from_bits((h >> 11) & 3) else {
+            return Err(DecodeError::InvalidField {
+                field: "release_fence_scope",
+                value: 3,
+            });
+        };
+        Ok(AqlHeader {
+            packet_type: h as u8,
+            control: PacketControl {
+                barrier: (h >> 8) & 1 != 0,
+                acquire,
+                release,
+            },
+        })
+    }
+}
+
+/// `hsa_kernel_dispatch_packet_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelDispatch {
+    /// Barrier and fence scopes.
+    pub control: PacketControl,
+    /// Grid dimensions, 1..=3 (setup bits 1:0).
+    pub dimensions: u8,
+    /// Work-group size x, y, z.
+    pub workgroup_size: [u16; 3],
+    /// Grid size x, y, z (work-items).
+    pub grid_size: [u32; 3],
+    /// Private (scratch) segment bytes per work-item.
+    pub private_segment_size: u32,
+    /// Group (LDS) segment bytes.
+    pub group_segment_size: u32,
+    /// Kernel code object address.
+    pub kernel_object: u64,
+    /// Kernel argument address.
+    pub kernarg_address: u64,
+    /// Completion signal handle (0 = none).
+    pub completion_signal: u64,
+}
+
+/// `hsa_barrier_and_packet_t` / `hsa_barrier_or_packet_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Barrier {
+    /// Barrier and fence scopes.
+    pub control: PacketControl,
+    /// Dependent signal handles (0 = none).
+    pub dep_signals: [u64; 5],
+    /// Completion signal handle (0 = none).
+    pub completion_signal: u64,
+}
+
+/// AMD vendor packet format 1 (`AMD_AQL_FORMAT_PM4_IB`): the CP executes the
+/// INDIRECT_BUFFER command held in the packet body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VendorPm4Ib {
+    /// Barrier and fence scopes.
+    pub control: PacketControl,
+    /// The INDIRECT_BUFFER command (dwords 1..4 of the packet).
+    pub ib: IndirectBuffer,
+    /// Completion signal handle (byte 56).
+    pub completion_signal: u64,
+}
+
+/// `hsa_signal_condition_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SignalCondition {
+    /// HSA_SIGNAL_CONDITION_EQ.
+    Eq = 0,
+    /// HSA_SIGNAL_CONDITION_NE.
+    Ne = 1,
+    /// HSA_SIGNAL_CONDITION_LT.
+    Lt = 2,
+    /// HSA_SIGNAL_CONDITION_GTE.
+    Gte = 3,
+}
+
+impl SignalCondition {
+    const fn from_bits(v: u32) -> Option<Self> {
+        match v {
+            0 => Some(SignalCondition::Eq),
+            1 => Some(SignalCondition::Ne),
+            2 => Some(SignalCondition::Lt),
+            3 => Some(SignalCondition::Gte),
+            _ => None,
+        }
+    }
+    /// Disassembly name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SignalCondition::Eq => "EQ",
+            SignalCondition::Ne => "NE",
+            SignalCondition::Lt => "LT",
+            SignalCondition::Gte => "GTE",
+        }
+    }
+    /// Evaluates `(value & mask) COND reference` on signed signal values.
+    pub const fn test(self, value: i64, mask: i64, reference: i64) -> bool {
+        let v = value & mask;
+        match self {
+            SignalCondition::Eq => v == reference,
+            SignalCondition::Ne => v != reference,
+            SignalCondition::Lt => v < reference,
+            SignalCondition::Gte => v >= reference,
+        }
+    }
+}
+
+/// AMD vendor packet format 2 (`hsa_amd_barrier_value_packet_t`): waits
+/// until `(signal.value & mask) cond value`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BarrierValue {
+    /// Barrier and fence scopes.
+    pub control: PacketControl,
+    /// Dependent signal handle (byte 8).
+    pub signal: u64,
+    /// Value to compare against (byte 16).
+    pub value: i64,
+    /// Mask (byte 24).
+    pub mask: i64,
+    /// Condition (byte 32).
+    pub cond: SignalCondition,
+    /// Completion signal handle (byte 56).
+    pub completion_signal: u64,
+}
+
+/// Any AQL packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AqlPacket {
+    /// HSA kernel dispatch.
+    KernelDispatch(KernelDispatch),
+    /// Barrier-AND: wait for all dependent signals to reach 0.
+    BarrierAnd(Barrier),
+    /// Barrier-OR: wait for any dependent signal to reach 0.
+    BarrierOr(Barrier),
+    /// AMD vendor PM4-IB packet.
+    VendorPm4Ib(VendorPm4Ib),
+    /// AMD vendor barrier-value packet.
+    BarrierValue(BarrierValue),
+    /// A slot whose header type is INVALID (not yet written, or consumed).
+    Invalid,
+    /// A packet of a type or vendor format this crate does not decode, kept raw.
+    Unknown {
+        /// The 16 dwords.
+        words: [u32; 16],
+    },
+}
+
+fn control_bits(c: PacketControl, ty: u8) -> u32 {
+    AqlHeader {
+        packet_type: ty,
+        control: c,
+    }
+    .to_u16() as u32
+}
+
+fn put64(w: &mut [u32; 16], i: usize, v: u64) {
+    w[i] = lo(v);
+    w[i + 1] = hi(v);
+}
+
+impl AqlPacket {
+    /// Packet type of the header this packet encodes to.
+    pub fn packet_type(&self) -> u8 {
+        match self {
+            AqlPacket::KernelDispatch(_) => packet_type::KERNEL_DISPATCH,
+            AqlPacket::BarrierAnd(_) => packet_type::BARRIER_AND,
+            AqlPacket::BarrierOr(_) => packet_type::BARRIER_OR,
+            AqlPacket::VendorPm4Ib(_) | AqlPacket::BarrierValue(_) => packet_type::VENDOR_SPECIFIC,
+            AqlPacket::Invalid => packet_type::INVALID,
+            AqlPacket::Unknown { words } => words[0] as u8,
+        }
+    }
+
+    /// Disassembly name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AqlPacket::KernelDispatch(_) => "KERNEL_DISPATCH",
+            AqlPacket::BarrierAnd(_) => "BARRIER_AND",
+            AqlPacket::BarrierOr(_) => "BARRIER_OR",
+            AqlPacket::VendorPm4Ib(_) => "AMD_PM4_IB",
+            AqlPacket::BarrierValue(_) => "AMD_BARRIER_VALUE",
+            AqlPacket::Invalid => "INVALID",
+            AqlPacket::Unknown { .. } => "UNKNOWN",
+        }
+    }
+
+    /// Checks that every field fits; [`AqlPacket::encode`] masks fields that do not.
+    pub fn validate(&self) -> Result<(), EncodeError> {
+        match self {
+            AqlPacket::KernelDispatch(k) if !(1..=3).contains(&k.dimensions) => {
+                Err(EncodeError::InvalidField {
+                    field: "dimensions",
+                    value: k.dimensions as u64,
+                })
+            }
+            AqlPacket::VendorPm4Ib(p) => {
+                let mut tmp = [0u32; 4];
+                p.ib.encode(GfxFamily::Gfx9, &mut tmp).map(|_| ())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Encodes the 16 dwords; dword 0 (header and setup) is the one to
+    /// publish last. Out-of-range fields are masked to their widths.
+    pub fn encode(&self) -> [u32; 16] {
+        let mut w = [0u32; 16];
+        match self {
+            AqlPacket::KernelDispatch(k) => {
+                w[0] = control_bits(k.control, packet_type::KERNEL_DISPATCH)
+                    | (((k.dimensions & 3) as u32) << 16);
+                w[1] = k.workgroup_size[0] as u32 | ((k.workgroup_size[1] as u32) << 16);
+                w[2] = k.workgroup_size[2] as u32;
+                w[3] = k.grid_size[0];
+                w[4] = k.grid_size[1];
+                w[5] = k.grid_size[2];
+                w[6] = k.private_segment_size;
+                w[7] = k.group_segment_size;
+                put64(&mut w, 8, k.kernel_object);
+                put64(&mut w, 10, k.kernarg_address);
+                put64(&mut w, 14, k.completion_signal);
+            }
+            AqlPacket::BarrierAnd(b) | AqlPacket::BarrierOr(b) => {
+                let ty = if matches!(self, AqlPacket::BarrierAnd(_)) {
+                    packet_type::BARRIER_AND
+                } else {
+                    packet_type::BARRIER_OR
+                };
+                w[0] = control_bits(b.control, ty);
+                for (i, &s) in b.dep_signals.iter().enumerate() {
+                    put64(&mut w, 2 + 2 * i, s);
+                }
+                put64(&mut w, 14, b.completion_signal);
+            }
+            AqlPacket::VendorPm4Ib(p) => {
+                w[0] = control_bits(p.control, packet_type::VENDOR_SPECIFIC)
+                    | ((amd_format::PM4_IB as u32) << 16);
+                let mut ib = p.ib;
+                ib.addr &= !3;
+                ib.size_dw &= 0xFFFFF;
+                ib.vmid &= 0xF;
+                let mut body = [0u32; 4];
+                // Cannot fail after masking.
+                let _ = ib.encode(GfxFamily::Gfx9, &mut body);
+                w[1..5].copy_from_slice(&body);
+                w[5] = PM4_IB_DW_CNT_REMAIN;
+                put64(&mut w, 14, p.completion_signal);
+            }
+            AqlPacket::BarrierValue(b) => {
+                w[0] = control_bits(b.control, packet_type::VENDOR_SPECIFIC)
+                    | ((amd_format::BARRIER_VALUE as u32) << 16);
+                put64(&mut w, 2, b.signal);
+                put64(&mut w, 4, b.value as u64);
+                put64(&mut w, 6, b.mask as u64);
+                w[8] = b.cond as u32;
+                put64(&mut w, 14, b.completion_signal);
+            }
+            AqlPacket::Invalid => w[0] = packet_type::INVALID as u32,
+            AqlPacket::Unknown { words } => w = *words,
+        }
+        w
+    }
+
+    /// Encodes to 64 little-endian bytes.
+    pub fn encode_bytes(&self) -> [u8; 64] {
+        let w = self.encode();
+        let mut b = [0u8; 64];
+        for (i, d) in w.iter().enumerate() {
+            b[4 * i..4 * i + 4].copy_from_slice(&d.to_le_bytes());
+        }
+        b
+    }
+
+    /// Decodes 64 little-endian bytes.
+    pub fn decode_bytes(b: &[u8; 64]) -> Result<AqlPacket, DecodeError> {
+        let mut w = [0u32; 16];
+        for (i, d) in w.iter_mut().enumerate() {
+            *d = u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+        }
+        Self::decode(&w)
+    }
+
+    /// Decodes 16 dwords. Reserved fields must be zero.
+    pub fn decode(w: &[u32; 16]) -> Result<AqlPacket, DecodeError> {
+        let ty = w[0] as u8;
+        if ty == packet_type::INVALID {
+            return Ok(AqlPacket::Invalid);
+        }
+        let known = matches!(
+            ty,
+            packet_type::KERNEL_DISPATCH
+                | packet_type::BARRIER_AND
+                | packet_type::BARRIER_OR
+                | packet_type::VENDOR_SPECIFIC
+        );
+        if !known {
+            return Ok(AqlPacket::Unknown { words: *w });
+        }
+        let header = AqlHeader::from_u16(w[0] as u16)?;
+        let control = header.control;
+        let sig = |i: usize| join(w[i], w[i + 1]);
+        match ty {
+            packet_type::KERNEL_DISPATCH => {
+                let setup = w[0] >> 16;
+                check_reserved(setup, 3, 0).map_err(|_| DecodeError::ReservedBits {
+                    dword: 0,
+                    bits: w[0] & 0xFFFC_0000,
+                })?;
+                let dimensions = (setup & 3) as u8;
+                if dimensions == 0 {
+                    return Err(DecodeError::InvalidField {
+                        field: "dimensions",
+                        value: 0,
+                    });
+                }
+                check_reserved(w[2], 0xFFFF, 2)?;
+                check_reserved(w[12], 0, 12)?;
+                check_reserved(w[13], 0, 13)?;
+                Ok(AqlPacket::KernelDispatch(KernelDispatch {
+                    control,
+                    dimensions,
+                    workgroup_size: [w[1] as u16, (w[1] >> 16) as u16, w[2] as u16],
+                    grid_size: [w[3], w[4], w[5]],
+                    private_segment_size: w[6],
+                    group_segment_size: w[7],
+                    kernel_object: sig(8),
+                    kernarg_address: sig(10),
+                    completion_signal: sig(14),
+                }))
+            }
+            packet_type::BARRIER_AND | packet_type::BARRIER_OR => {
+                check_reserved(w[0], 0xFFFF, 0)?;
+                check_reserved(w[1], 0, 1)?;
+                check_reserved(w[12], 0, 12)?;
+                check_reserved(w[13], 0, 13)?;
+                let b = Barrier {
+                    control,
+                    dep_signals: [sig(2), sig(4), sig(6), sig(8), sig(10)],
+                    completion_signal: sig(14),
+                };
+                Ok(if ty == packet_type::BARRIER_AND {
+                    AqlPacket::BarrierAnd(b)
+                } else {
+                    AqlPacket::BarrierOr(b)
+                })
+            }
+            _ => {
+                // Vendor specific: AmdFormat in byte 2, reserved byte 3.
+                let format = (w[0] >> 16) as u8;
+                match format {
+                    amd_format::PM4_IB => {
+                        check_reserved(w[0], 0x00FF_FFFF, 0)?;
+                        let ib = match pkt3::decode_pm4(&w[1..5], GfxFamily::Gfx9) {
+                            Ok((Pm4Packet::IndirectBuffer(ib), 4)) => ib,
+                            Ok(_) => {
+                                return Err(DecodeError::InvalidField {
+                                    field: "ib_jump_cmd",
+                                    value: w[1] as u64,
+                                })
+                            }
+                            Err(e) => return Err(e),
+                        };
+                        if w[5] != PM4_IB_DW_CNT_REMAIN {
+                            return Err(DecodeError::InvalidField {
+                                field: "dw_cnt_remain",
+                                value: w[5] as u64,
+                            });
+                        }
+                        for (i, &r) in w.iter().enumerate().take(14).skip(6) {
+                            check_reserved(r, 0, i)?;
+                        }
+                        Ok(AqlPacket::VendorPm4Ib(VendorPm4Ib {
+                            control,
+                            ib,
+                            completion_signal: sig(14),
+                        }))
+                    }
+                    amd_format::BARRIER_VALUE => {
+                        check_reserved(w[0], 0x00FF_FFFF, 0)?;
+                        check_reserved(w[1], 0, 1)?;
+                        let Some(cond) = SignalCondition::from_bits(w[8]) else {
+                            return Err(DecodeError::InvalidField {
+                                field: "cond",
+                                value: w[8] as u64,
+                            });
+                        };
+                        for i in 9..14 {
+                            check_reserved(w[i], 0, i)?;
+                        }
+                        Ok(AqlPacket::BarrierValue(BarrierValue {
+                            control,
+                            signal: sig(2),
+                            value: sig(4) as i64,
+                            mask: sig(6) as i64,
+                            cond,
+                            completion_signal: sig(14),
+                        }))
+                    }
+                    _ => Ok(AqlPacket::Unknown { words: *w }),
+                }
+            }
+        }
+    }
+}
+
+/// Sets every slot of `ring` (16 dwords each) to an INVALID packet: the
+/// header dword becomes `HSA_PACKET_TYPE_INVALID`, the body zero.
+pub fn init_invalid(ring: &[AtomicU32]) {
+    for slot in ring.chunks(PACKET_DWORDS) {
+        for w in slot.iter().skip(1) {
+            w.store(0, Ordering::Relaxed);
+        }
+        if let Some(h) = slot.first() {
+            h.store(packet_type::INVALID as u32, Ordering::Release);
+        }
+    }
+}
+
+/// Writes AQL packets into a ring viewed as atomics. Publish order: dwords
+/// 1..15 with relaxed stores, then dword 0 (header and setup) with a release
+/// store, so the packet processor never sees a valid header before the body.
+pub struct AqlRingWriter<'a> {
+    ring: &'a [AtomicU32],
+    mask: u64,
+}
+
+impl<'a> AqlRingWriter<'a> {
+    /// A writer over `ring` (`slots * 16` dwords). `None` unless the slot count
+    /// is a non-zero power of two and the length a multiple of 16.
+    pub fn new(ring: &'a [AtomicU32]) -> Option<Self> {
+        let slots = ring.len() / PACKET_DWORDS;
+        if slots == 0 || ring.len() % PACKET_DWORDS != 0 || !slots.is_power_of_two() {
+            return None;
+        }
+        Some(AqlRingWriter {
+            ring,
+            mask: slots as u64 - 1,
+        })
+    }
+
+    /// Number of 64-byte slots.
+    pub fn slot_count(&self) -> usize {
+        self.mask as usize + 1
+    }
+
+    /// Writes `pkt` into slot `index % slot_count` and returns the doorbell
+    /// value, which is `index` (the packet's write index).
+    #[inline]
+    pub fn write(&self, index: u64, pkt: &AqlPacket) -> u64 {
+        let w = pkt.encode();
+        let base = ((index & self.mask) as usize) * PACKET_DWORDS;
+        let slot = &self.ring[base..base + PACKET_DWORDS];
+        for i in 1..PACKET_DWORDS {
+            slot[i].store(w[i], Ordering::Relaxed);
+        }
+        slot[0].store(w[0], Ordering::Release);
+        index
+    }
+
+    /// Reads back and decodes slot `index % slot_count` (acquire on the header).
+    pub fn read(&self, index: u64) -> Result<AqlPacket, DecodeError> {
+        let base = ((index & self.mask) as usize) * PACKET_DWORDS;
+        let mut w = [0u32; 16];
+        w[0] = self.ring[base].load(Ordering::Acquire);
+        for (i, d) in w.iter_mut().enumerate().skip(1) {
+            *d = self.ring[base + i].load(Ordering::Relaxed);
+        }
+        AqlPacket::decode(&w)
+    }
+}
