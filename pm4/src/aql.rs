@@ -529,8 +529,8 @@ impl AqlPacket {
                                 value: w[8] as u64,
                             });
                         };
-                        for i in 9..14 {
-                            check_reserved(w[i], 0, i)?;
+                        for (i, &r) in w.iter().enumerate().take(14).skip(9) {
+                            check_reserved(r, 0, i)?;
                         }
                         Ok(AqlPacket::BarrierValue(BarrierValue {
                             control,

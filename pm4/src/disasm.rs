@@ -185,6 +185,19 @@ fn yn(b: bool) -> u8 {
     b as u8
 }
 
+/// Non-default WAIT_REG_MEM fields, printed only when set.
+fn wait_extras(l: &mut DisasmLine, opn: pkt3::WaitOperation, engine: u8, cp: pkt3::CachePolicy) {
+    if opn != pkt3::WaitOperation::WaitRegMem {
+        l.f("operation", opn.name());
+    }
+    if engine != 0 {
+        l.f("engine", if engine == 1 { "pfp" } else { "reserved" });
+    }
+    if cp != pkt3::CachePolicy::Lru {
+        l.f("cache_policy", cp.name());
+    }
+}
+
 /// Fields of one decoded PM4 packet.
 pub fn pm4_line(offset_dw: usize, p: &Pm4Packet<'_>, family: GfxFamily) -> DisasmLine {
     let mut l = DisasmLine::new(offset_dw, p.name(), p.dwords(family));
@@ -210,15 +223,11 @@ pub fn pm4_line(offset_dw: usize, p: &Pm4Packet<'_>, family: GfxFamily) -> Disas
         Pm4Packet::WaitRegMem(w) => {
             l.f("function", w.function.name())
                 .f("mem_space", w.mem_space.name())
-                .f("operation", w.operation.name())
-                .f("engine", if w.engine == 1 { "pfp" } else { "me" })
                 .x("addr", w.addr)
                 .x("reference", w.reference as u64)
                 .x("mask", w.mask as u64)
                 .f("poll_interval", w.poll_interval);
-            if w.cache_policy != pkt3::CachePolicy::Lru {
-                l.f("cache_policy", w.cache_policy.name());
-            }
+            wait_extras(&mut l, w.operation, w.engine, w.cache_policy);
             if w.optimize_ace_offload {
                 l.f("optimize_ace_offload", 1);
             }
@@ -226,12 +235,11 @@ pub fn pm4_line(offset_dw: usize, p: &Pm4Packet<'_>, family: GfxFamily) -> Disas
         Pm4Packet::WaitRegMem64(w) => {
             l.f("function", w.function.name())
                 .f("mem_space", w.mem_space.name())
-                .f("operation", w.operation.name())
-                .f("engine", if w.engine == 1 { "pfp" } else { "me" })
                 .x("addr", w.addr)
                 .x("reference", w.reference)
                 .x("mask", w.mask)
                 .f("poll_interval", w.poll_interval);
+            wait_extras(&mut l, w.operation, w.engine, w.cache_policy);
         }
         Pm4Packet::ReleaseMem(r) => {
             match event::name(r.event_type) {
@@ -416,6 +424,11 @@ pub fn sdma_line(offset_dw: usize, p: &SdmaPacket<'_>, version: SdmaVersion) -> 
         }
         SdmaPacket::Fence(f) => {
             l.f("mtype", f.mtype)
+                .f("gcc", yn(f.gcc))
+                .f("sys", yn(f.sys))
+                .f("snp", yn(f.snp))
+                .f("gpa", yn(f.gpa))
+                .f("l2_policy", f.l2_policy)
                 .x("addr", f.addr)
                 .x("data", f.data as u64);
         }

@@ -899,8 +899,8 @@ fn sdma_ring_never_straddles() {
     // NOPs and the copy starts at 0; new wptr = 16*4 + 7*4.
     let wp = w.write(48, &SdmaPacket::CopyLinear(c)).unwrap();
     assert_eq!(wp, 64 + 28);
-    for i in 12..16 {
-        assert_eq!(ring[i].load(Ordering::Relaxed), 0);
+    for w in &ring[12..16] {
+        assert_eq!(w.load(Ordering::Relaxed), 0);
     }
     assert_eq!(ring[0].load(Ordering::Relaxed), 1);
     assert_eq!(ring[5].load(Ordering::Relaxed), 0x2000);
