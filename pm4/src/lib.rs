@@ -4,7 +4,7 @@
 //! Everything the kfdrt runtime submits to a GPU is built here, and the emulated
 //! device executes exactly what the decoders here return.
 //!
-//! * [`pkt3`] (also reachable as [`pm4`](crate::pm4)): PM4 type-3 packets for the
+//! * [`pkt3`] (also reachable as [`pm4`]): PM4 type-3 packets for the
 //!   command processor (compute PM4 queues and indirect buffers).
 //! * [`aql`]: 64-byte AQL packets (HSA kernel dispatch, barriers, AMD vendor
 //!   packets) and [`aql::AqlRingWriter`].
