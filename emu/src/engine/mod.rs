@@ -9,11 +9,64 @@
 //!   [`GpuEngines::remove_queue`] returns only when no engine touches the queue any more.
 //! - [`GpuEngines::doorbell`] is called from `Backend::doorbell_written` (and may be
 //!   called spuriously); engines also read the doorbell value from [`QueueDesc::doorbell`].
-//! - Engines report interrupts and faults through [`Interrupts`].
+//! - Engines report interrupts and faults through [`Interrupts`]. The callbacks run on an
+//!   engine thread: they must not block on the engines (calling [`GpuEngines`] methods,
+//!   including `remove_queue`, from a callback is allowed and does not deadlock).
+//! - [`GpuEngines::flush_tlb`] must be called after a GPU mapping is removed (unmap, free,
+//!   SVM change): engines cache resolved [`MemWindow`]s, as the GPU caches translations.
+//! - [`GpuEngines::pause`] / [`GpuEngines::resume`] stop and restart all scheduling
+//!   (queue eviction, as KFD's `evict_process_queues` / `restore_process_queues`).
+//!
+//! # Model
+//!
+//! * **Threads.** One CP thread (all AQL and PM4 queues of the GPU) and one thread per SDMA
+//!   engine (its SDMA queues), each started when its first queue is added. An engine whose
+//!   queues are all idle parks its thread until a doorbell: an idle device uses no CPU.
+//! * **Scheduling** (see `sched.rs`): each round visits the active queues in descending KFD
+//!   priority (0..=15), round-robin among equal priorities. A queue runs for a quantum of
+//!   `256 * percentage / 100` packets (at least 1); when it used its whole quantum the round
+//!   restarts from the highest priority, so a runnable higher-priority queue is always
+//!   served before a lower one (strict priority, as the CP's HQD arbitration). Percentage 0
+//!   (or a zero ring size or address) means the queue is not scheduled.
+//! * **Blocking packets** (WAIT_REG_MEM, barriers, SDMA POLL_REGMEM, a not yet published
+//!   AQL slot) leave the packet unconsumed. The queue is re-polled immediately for ~50 us
+//!   (yielding the core between polls), then with an exponential backoff from 20 us to
+//!   1 ms; any doorbell on the engine re-polls every blocked queue at once.
+//! * **Clock** ([`GpuEngines::gpu_clock`]): a counter at [`EngineConfig::clock_hz`]
+//!   (100 MHz when 0, the rate of gfx9's "GPU clock counter" / SOC reference clock that
+//!   RELEASE_MEM, COPY_DATA and SDMA TIMESTAMP report) counted from engine creation on
+//!   the host's monotonic clock.
+//! * **Pointers.** AQL: the engine owns `read_dispatch_id` (at [`QueueDesc::rptr_va`]) and
+//!   processes slots while it is below `write_dispatch_id` (at [`QueueDesc::wptr_va`]) or
+//!   the last doorbell value + 1. PM4 (dwords) and SDMA (bytes): the write pointer is the
+//!   larger of the 64-bit doorbell value (what the MEC/SDMA latch as `*_RB_WPTR` from a
+//!   doorbell write, once a doorbell was rung) and the 64-bit value at `wptr_va` (the
+//!   firmware's "wptr poll" address on gfx9+). The engine writes the read pointer as a
+//!   monotonically growing 64-bit count (ring offset = pointer modulo ring size).
+//! * **Faults.** A bad packet or an access to memory not mapped for the GPU stops the queue
+//!   ([`QueueStatus::Faulted`]) and calls [`Interrupts::queue_fault`]; nothing after it runs.
+//!
+//! The behaviours and their public sources are listed in `firmware-notes/cp-engine.md` and
+//! `firmware-notes/sdma-engine.md`.
 
-use std::sync::Arc;
+mod aql;
+mod clock;
+mod fuzz;
+mod memio;
+mod pm4exec;
+mod queue;
+mod sched;
+mod sdma;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+
+pub use fuzz::{fuzz_ring, fuzz_ring_report, FuzzReport, FUZZ_DATA_VA};
 
 use crate::gpumem::{Fault, GpuMemory, MemWindow};
+use clock::GpuClock;
+use sched::{EngineShared, QueueShared};
 
 /// What kind of ring a queue is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,52 +150,219 @@ pub struct EngineConfig {
     pub sdma_version: pm4::SdmaVersion,
     /// Number of SDMA engines.
     pub num_sdma_engines: u32,
-    /// GPU timestamp counter rate in Hz (documented per preset).
+    /// GPU timestamp counter rate in Hz (documented per preset; 0 means 100 MHz).
     pub clock_hz: u64,
+}
+
+/// The reason a kernel dispatch faults its queue: the emulator has no shader model.
+pub const ISA_NOT_SUPPORTED: &str = "ISA execution not supported by the emulator";
+
+/// The state every engine thread shares with the API side.
+pub(crate) struct Inner {
+    pub(crate) cfg: EngineConfig,
+    pub(crate) mem: Arc<dyn GpuMemory>,
+    pub(crate) irq: Arc<dyn Interrupts>,
+    pub(crate) clock: GpuClock,
+    /// Bumped by [`GpuEngines::flush_tlb`]; engines drop cached windows when it changes.
+    pub(crate) tlb_gen: std::sync::atomic::AtomicU64,
+    /// Engine 0 is the CP, engine 1 + i is SDMA engine i.
+    pub(crate) engines: Vec<Arc<EngineShared>>,
 }
 
 /// The engines of one emulated GPU.
 pub struct GpuEngines {
-    cfg: EngineConfig,
-    _mem: Arc<dyn GpuMemory>,
-    _irq: Arc<dyn Interrupts>,
+    inner: Arc<Inner>,
+    queues: RwLock<HashMap<u32, (Arc<QueueShared>, usize)>>,
+}
+
+impl std::fmt::Debug for GpuEngines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuEngines")
+            .field("cfg", &self.inner.cfg)
+            .finish_non_exhaustive()
+    }
 }
 
 impl GpuEngines {
     /// Create the engines of one GPU.
     pub fn new(cfg: EngineConfig, mem: Arc<dyn GpuMemory>, irq: Arc<dyn Interrupts>) -> Self {
-        GpuEngines { cfg, _mem: mem, _irq: irq }
+        let n = 1 + cfg.num_sdma_engines as usize;
+        let engines = (0..n)
+            .map(|i| {
+                let name = if i == 0 {
+                    format!("kfd-emu-cp-{:x}", cfg.gpu_id)
+                } else {
+                    format!("kfd-emu-sdma{}-{:x}", i - 1, cfg.gpu_id)
+                };
+                Arc::new(EngineShared::new(name))
+            })
+            .collect();
+        let clock = GpuClock::new(cfg.clock_hz);
+        GpuEngines {
+            inner: Arc::new(Inner {
+                cfg,
+                mem,
+                irq,
+                clock,
+                tlb_gen: Default::default(),
+                engines,
+            }),
+            queues: RwLock::new(HashMap::new()),
+        }
     }
+
     /// The configuration.
     pub fn config(&self) -> &EngineConfig {
-        &self.cfg
+        &self.inner.cfg
     }
-    /// Start scheduling a queue.
-    pub fn add_queue(&self, _desc: QueueDesc) {
-        todo!("engine helper")
+
+    fn engine_index(&self, kind: QueueKind) -> Option<usize> {
+        match kind {
+            QueueKind::Aql | QueueKind::Pm4 => Some(0),
+            QueueKind::Sdma { engine } => {
+                let i = 1 + engine as usize;
+                (i < self.inner.engines.len()).then_some(i)
+            }
+        }
     }
-    /// Stop scheduling a queue; returns when no engine touches it any more.
-    pub fn remove_queue(&self, _queue_id: u32) {
-        todo!("engine helper")
+
+    fn lookup(&self, queue_id: u32) -> Option<(Arc<QueueShared>, usize)> {
+        let map = self.queues.read().unwrap_or_else(|e| e.into_inner());
+        map.get(&queue_id).map(|(q, e)| (q.clone(), *e))
     }
-    /// Change a queue's ring, priority or percentage (UPDATE_QUEUE).
-    pub fn update_queue(&self, _queue_id: u32, _ring_va: u64, _ring_size: u32, _priority: u32, _percentage: u32) {
-        todo!("engine helper")
+
+    /// Start scheduling a queue. A queue on an SDMA engine the GPU does not have, or
+    /// with an id already in use, is reported as faulted at once (the KFD model
+    /// validates CREATE_QUEUE before, so this only happens on a model bug).
+    pub fn add_queue(&self, desc: QueueDesc) {
+        let id = desc.queue_id;
+        let engine = self.engine_index(desc.kind);
+        let q = Arc::new(QueueShared::new(desc));
+        let Some(ei) = engine else {
+            q.set_fault(
+                &self.inner,
+                0,
+                None,
+                "queue on an SDMA engine this GPU does not have".into(),
+            );
+            let mut map = self.queues.write().unwrap_or_else(|e| e.into_inner());
+            map.insert(id, (q, 0));
+            return;
+        };
+        {
+            let mut map = self.queues.write().unwrap_or_else(|e| e.into_inner());
+            if map.contains_key(&id) {
+                return;
+            }
+            map.insert(id, (q.clone(), ei));
+        }
+        let Some(eng) = self.inner.engines.get(ei) else {
+            return;
+        };
+        eng.add(q);
+        eng.ensure_started(&self.inner, ei);
+        eng.kick();
     }
+
+    /// Stop scheduling a queue; returns when no engine touches it any more (also when
+    /// the queue is blocked in a wait).
+    pub fn remove_queue(&self, queue_id: u32) {
+        let entry = {
+            let mut map = self.queues.write().unwrap_or_else(|e| e.into_inner());
+            map.remove(&queue_id)
+        };
+        let Some((_, ei)) = entry else { return };
+        if let Some(eng) = self.inner.engines.get(ei) {
+            eng.remove(queue_id);
+        }
+    }
+
+    /// Change a queue's ring, priority or percentage (UPDATE_QUEUE). The read pointer is
+    /// kept; a zero ring size or address, or percentage 0, deactivates the queue.
+    pub fn update_queue(
+        &self,
+        queue_id: u32,
+        ring_va: u64,
+        ring_size: u32,
+        priority: u32,
+        percentage: u32,
+    ) {
+        let Some((q, ei)) = self.lookup(queue_id) else {
+            return;
+        };
+        q.update(ring_va, ring_size, priority, percentage);
+        if let Some(eng) = self.inner.engines.get(ei) {
+            eng.kick();
+        }
+    }
+
     /// Restrict a queue to CUs (SET_CU_MASK); engines record it (no ISA runs).
-    pub fn set_cu_mask(&self, _queue_id: u32, _mask: &[u32]) {
-        todo!("engine helper")
+    pub fn set_cu_mask(&self, queue_id: u32, mask: &[u32]) {
+        if let Some((q, _)) = self.lookup(queue_id) {
+            let mut m = q.cu_mask.lock().unwrap_or_else(|e| e.into_inner());
+            m.clear();
+            m.extend_from_slice(mask);
+        }
     }
+
+    /// The CU mask last set with [`GpuEngines::set_cu_mask`] (empty = all CUs).
+    pub fn cu_mask(&self, queue_id: u32) -> Option<Vec<u32>> {
+        self.lookup(queue_id)
+            .map(|(q, _)| q.cu_mask.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
     /// A doorbell was written for `queue_id`: wake its engine.
-    pub fn doorbell(&self, _queue_id: u32) {
-        todo!("engine helper")
+    pub fn doorbell(&self, queue_id: u32) {
+        let map = self.queues.read().unwrap_or_else(|e| e.into_inner());
+        if let Some((q, ei)) = map.get(&queue_id) {
+            q.doorbell_rung.store(true, Ordering::Release);
+            if let Some(eng) = self.inner.engines.get(*ei) {
+                eng.kick();
+            }
+        }
     }
+
     /// The queue's scheduling state (None for an unknown queue).
-    pub fn queue_status(&self, _queue_id: u32) -> Option<QueueStatus> {
-        todo!("engine helper")
+    pub fn queue_status(&self, queue_id: u32) -> Option<QueueStatus> {
+        self.lookup(queue_id).map(|(q, _)| q.status())
     }
+
     /// The GPU timestamp counter now.
     pub fn gpu_clock(&self) -> u64 {
-        todo!("engine helper")
+        self.inner.clock.now()
+    }
+
+    /// The rate of [`GpuEngines::gpu_clock`] in Hz.
+    pub fn gpu_clock_hz(&self) -> u64 {
+        self.inner.clock.hz()
+    }
+
+    /// Invalidate the engines' cached translations (call after unmapping GPU memory).
+    /// Accesses that start after this returns resolve addresses again.
+    pub fn flush_tlb(&self) {
+        self.inner.tlb_gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Stop executing packets on every engine of the GPU (queue eviction). Returns when no
+    /// engine is inside a packet any more. Doorbells are remembered.
+    pub fn pause(&self) {
+        for e in &self.inner.engines {
+            e.set_paused(true);
+        }
+    }
+
+    /// Undo [`GpuEngines::pause`].
+    pub fn resume(&self) {
+        for e in &self.inner.engines {
+            e.set_paused(false);
+        }
+    }
+}
+
+impl Drop for GpuEngines {
+    fn drop(&mut self) {
+        for e in &self.inner.engines {
+            e.shutdown();
+        }
     }
 }

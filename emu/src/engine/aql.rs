@@ -1,0 +1,301 @@
+//! The CP's AQL packet processor.
+//!
+//! Slot `read_dispatch_id % slots` is processed while `read_dispatch_id` is below the
+//! write index and its header type is not INVALID (an INVALID slot is not published yet:
+//! the queue waits). After a packet completes the CP writes INVALID into the header
+//! (keeping the upper 16 bits), bumps `read_dispatch_id`, then completes the
+//! `amd_signal_t` completion signal: atomic decrement of `value` (offset 8) and, when
+//! `event_mailbox_ptr` (offset 16) is non-zero, a write of `event_id` (offset 24) to the
+//! mailbox followed by an interrupt carrying the event id.
+
+use std::sync::atomic::Ordering;
+
+use pm4::aql::{packet_type, AqlPacket, KernelDispatch};
+
+use super::memio::{Access, MemCache};
+use super::pm4exec::{self, IbStep, Step, Stop};
+use super::queue::{QueueExec, RunOut, RunState};
+use super::{Inner, ISA_NOT_SUPPORTED};
+
+/// `amd_signal_t` field offsets (ROCr `amd_hsa_signal.h`).
+pub(crate) mod signal {
+    /// `hsa_signal_value_t value`.
+    pub(crate) const VALUE: u64 = 8;
+    /// `uint64_t event_mailbox_ptr`.
+    pub(crate) const EVENT_MAILBOX_PTR: u64 = 16;
+    /// `uint32_t event_id`.
+    pub(crate) const EVENT_ID: u64 = 24;
+}
+
+/// Decrements a completion signal and raises its event, as the CP does at end of pipe.
+pub(crate) fn complete_signal(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()> {
+    mem.atomic_u64(sig.wrapping_add(signal::VALUE))?
+        .fetch_sub(1, Ordering::AcqRel);
+    let mailbox = mem.load_u64(sig.wrapping_add(signal::EVENT_MAILBOX_PTR))?;
+    if mailbox != 0 {
+        let id = mem.load_u32(sig.wrapping_add(signal::EVENT_ID))?;
+        if mailbox % 8 == 0 {
+            mem.store_u64(mailbox, id as u64)?;
+        } else {
+            mem.store_u32(mailbox, id)?;
+        }
+        inner.irq.event_interrupt(inner.cfg.gpu_id, Some(id));
+    }
+    Ok(())
+}
+
+fn signal_value(mem: &mut MemCache, sig: u64) -> Access<i64> {
+    Ok(mem.load_u64(sig.wrapping_add(signal::VALUE))? as i64)
+}
+
+/// Consumes the packet in `slot_va` and completes its signal.
+fn finish(
+    q: &mut QueueExec,
+    mem: &mut MemCache,
+    inner: &Inner,
+    slot_va: u64,
+    sig: u64,
+) -> Access<()> {
+    let hdr = mem.load_u32(slot_va)?;
+    mem.store_u32(slot_va, (hdr & 0xFFFF_0000) | packet_type::INVALID as u32)?;
+    q.rptr += 1;
+    mem.store_u64(q.rptr_va, q.rptr)?;
+    if sig != 0 {
+        complete_signal(mem, inner, sig)?;
+    }
+    Ok(())
+}
+
+/// Checks a dispatch as the CP would before launching waves; the result is always a
+/// fault (no ISA runs), with the validation error if there is one.
+fn dispatch_fault(mem: &mut MemCache, k: &KernelDispatch) -> Stop {
+    let dims = k.dimensions as usize;
+    for i in 0..3 {
+        let wg = k.workgroup_size.get(i).copied().unwrap_or(1);
+        let grid = k.grid_size.get(i).copied().unwrap_or(1);
+        if i < dims && (wg == 0 || grid == 0) {
+            return Stop::new(format!(
+                "invalid kernel dispatch: dimension {i} has a zero work-group or grid size"
+            ));
+        }
+        if i >= dims && (wg != 1 || grid != 1) {
+            return Stop::new(format!(
+                "invalid kernel dispatch: unused dimension {i} must have work-group and grid size 1"
+            ));
+        }
+    }
+    let wg_items: u64 = k.workgroup_size.iter().map(|&x| x as u64).product();
+    if wg_items > 1024 {
+        return Stop::new(format!(
+            "invalid kernel dispatch: work-group of {wg_items} work-items exceeds 1024"
+        ));
+    }
+    if k.kernel_object == 0 || k.kernel_object % 64 != 0 {
+        return Stop::new(format!(
+            "invalid kernel dispatch: kernel object {:#x} is not a 64-byte aligned kernel descriptor",
+            k.kernel_object
+        ));
+    }
+    if let Err(e) = mem.probe(k.kernel_object, 64, false) {
+        let mut s = Stop::from(e);
+        s.reason = format!("kernel descriptor not mapped: {}", s.reason);
+        return s;
+    }
+    if k.kernarg_address != 0 {
+        if let Err(e) = mem.probe(k.kernarg_address, 1, false) {
+            let mut s = Stop::from(e);
+            s.reason = format!("kernel arguments not mapped: {}", s.reason);
+            return s;
+        }
+    }
+    Stop::new(format!(
+        "{ISA_NOT_SUPPORTED} (kernel dispatch of kernel object {:#x}, grid {:?}, work-group {:?})",
+        k.kernel_object, k.grid_size, k.workgroup_size
+    ))
+}
+
+/// Executes up to `budget` AQL packets (and the PM4 of PM4-IB packets).
+pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: u32) -> RunOut {
+    let slots = q.ring_size / 64;
+    if slots == 0 {
+        return q.fault(inner, 0, Stop::new("AQL ring smaller than one packet"));
+    }
+    let mut executed = 0u32;
+    macro_rules! stop {
+        ($off:expr, $s:expr) => {
+            return RunOut {
+                executed,
+                ..q.fault(inner, $off, $s)
+            }
+        };
+    }
+    loop {
+        if executed >= budget {
+            return RunOut {
+                executed,
+                state: RunState::Budget,
+            };
+        }
+        let slot = q.rptr % slots;
+        let off = slot * 64;
+        let slot_va = q.ring_va + off;
+        if let Some(sig) = q.aql_inflight {
+            if q.pm4.depth > 0 {
+                match pm4exec::step_ib(mem, inner, &mut q.pm4, &mut q.scratch) {
+                    IbStep::Empty | IbStep::Popped => {}
+                    IbStep::Packet(Step::Done) => executed += 1,
+                    IbStep::Packet(Step::Blocked) => {
+                        return RunOut {
+                            executed,
+                            state: RunState::Blocked,
+                        }
+                    }
+                    IbStep::Packet(Step::Stop(s)) => stop!(off, s),
+                }
+                continue;
+            }
+            q.aql_inflight = None;
+            if let Err(e) = finish(q, mem, inner, slot_va, sig) {
+                stop!(off, e.into());
+            }
+            executed += 1;
+            continue;
+        }
+        let wmem = match mem.load_u64(q.wptr_va) {
+            Ok(v) => v,
+            Err(e) => stop!(off, e.into()),
+        };
+        let limit = match q.doorbell_value() {
+            Some(d) => wmem.max(d.saturating_add(1)),
+            None => wmem,
+        };
+        if q.rptr >= limit {
+            return RunOut {
+                executed,
+                state: RunState::Idle,
+            };
+        }
+        let hdr = match mem.load_u32(slot_va) {
+            Ok(h) => h,
+            Err(e) => stop!(off, e.into()),
+        };
+        if hdr as u8 == packet_type::INVALID {
+            // Reserved but not yet published.
+            return RunOut {
+                executed,
+                state: RunState::Blocked,
+            };
+        }
+        let mut w = [0u32; 16];
+        if let Err(e) = mem.read_dwords(slot_va, &mut w) {
+            stop!(off, e.into());
+        }
+        w[0] = hdr;
+        let pkt = match AqlPacket::decode(&w) {
+            Ok(p) => p,
+            Err(e) => stop!(
+                off,
+                Stop::new(format!(
+                    "malformed AQL packet (header {:#06x}): {e}",
+                    hdr & 0xFFFF
+                ))
+            ),
+        };
+        let sig = match pkt {
+            AqlPacket::BarrierAnd(b) => {
+                let mut ready = true;
+                for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
+                    match signal_value(mem, dep) {
+                        Ok(0) => {}
+                        Ok(_) => {
+                            ready = false;
+                            break;
+                        }
+                        Err(e) => stop!(off, e.into()),
+                    }
+                }
+                if !ready {
+                    return RunOut {
+                        executed,
+                        state: RunState::Blocked,
+                    };
+                }
+                b.completion_signal
+            }
+            AqlPacket::BarrierOr(b) => {
+                let mut any = false;
+                let mut ready = false;
+                for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
+                    any = true;
+                    match signal_value(mem, dep) {
+                        Ok(0) => {
+                            ready = true;
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => stop!(off, e.into()),
+                    }
+                }
+                if any && !ready {
+                    return RunOut {
+                        executed,
+                        state: RunState::Blocked,
+                    };
+                }
+                b.completion_signal
+            }
+            AqlPacket::BarrierValue(b) => match signal_value(mem, b.signal) {
+                Ok(v) => {
+                    if !b.cond.test(v, b.mask, b.value) {
+                        return RunOut {
+                            executed,
+                            state: RunState::Blocked,
+                        };
+                    }
+                    b.completion_signal
+                }
+                Err(e) => stop!(off, e.into()),
+            },
+            AqlPacket::VendorPm4Ib(p) => {
+                match q.pm4.push_ib(mem, &p.ib) {
+                    Step::Done => {}
+                    Step::Blocked => {
+                        return RunOut {
+                            executed,
+                            state: RunState::Blocked,
+                        }
+                    }
+                    Step::Stop(s) => stop!(off, s),
+                }
+                q.aql_inflight = Some(p.completion_signal);
+                continue;
+            }
+            AqlPacket::KernelDispatch(k) => stop!(off, dispatch_fault(mem, &k)),
+            AqlPacket::Invalid => {
+                return RunOut {
+                    executed,
+                    state: RunState::Blocked,
+                }
+            }
+            AqlPacket::Unknown { words } => {
+                let ty = words[0] as u8;
+                let reason = if ty == packet_type::VENDOR_SPECIFIC {
+                    format!(
+                        "unsupported AMD vendor AQL packet format {}",
+                        (words[0] >> 16) as u8
+                    )
+                } else {
+                    format!(
+                        "unsupported AQL packet type {ty} ({})",
+                        packet_type::name(ty)
+                    )
+                };
+                stop!(off, Stop::new(reason))
+            }
+        };
+        if let Err(e) = finish(q, mem, inner, slot_va, sig) {
+            stop!(off, e.into());
+        }
+        executed += 1;
+    }
+}

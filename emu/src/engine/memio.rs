@@ -1,0 +1,324 @@
+//! Engine-side memory access: a small translation cache of [`MemWindow`]s in front of
+//! [`GpuMemory::resolve`], and typed accessors that turn every failure into a [`Fault`]
+//! carrying the GPU, address, length and direction.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::gpumem::{Fault, FaultKind, GpuMemory, MemWindow};
+
+/// Cached windows per engine thread (ring, queue descriptor, signals, destinations).
+const ENTRIES: usize = 16;
+
+/// Why an access failed: a memory fault, or a misaligned address (no VM fault kind).
+#[derive(Debug, Clone)]
+pub(crate) enum AccessError {
+    /// Not mapped / read-only.
+    Fault(Fault),
+    /// The address is not aligned to the access size.
+    Misaligned {
+        /// Address.
+        va: u64,
+        /// Access size.
+        size: u64,
+    },
+}
+
+impl From<Fault> for AccessError {
+    fn from(f: Fault) -> Self {
+        AccessError::Fault(f)
+    }
+}
+
+pub(crate) type Access<T> = Result<T, AccessError>;
+
+/// A per-thread translation cache.
+pub(crate) struct MemCache {
+    gpu_id: u32,
+    mem: Arc<dyn GpuMemory>,
+    tlb: Arc<crate::engine::Inner>,
+    gen: u64,
+    entries: Vec<MemWindow>,
+    next: usize,
+    last: usize,
+}
+
+impl MemCache {
+    pub(crate) fn new(inner: Arc<crate::engine::Inner>) -> Self {
+        MemCache {
+            gpu_id: inner.cfg.gpu_id,
+            mem: inner.mem.clone(),
+            gen: inner.tlb_gen.load(Ordering::Acquire),
+            tlb: inner,
+            entries: Vec::with_capacity(ENTRIES),
+            next: 0,
+            last: 0,
+        }
+    }
+
+    fn fault(&self, va: u64, len: u64, write: bool, kind: FaultKind) -> AccessError {
+        AccessError::Fault(Fault {
+            gpu_id: self.gpu_id,
+            va,
+            len,
+            write,
+            kind,
+        })
+    }
+
+    /// The window holding `[va, va+len)`, writable when `write`.
+    #[inline]
+    pub(crate) fn window(&mut self, va: u64, len: u64, write: bool) -> Access<&MemWindow> {
+        let g = self.tlb.tlb_gen.load(Ordering::Acquire);
+        if g != self.gen {
+            self.entries.clear();
+            self.next = 0;
+            self.last = 0;
+            self.gen = g;
+        }
+        let idx = if self
+            .entries
+            .get(self.last)
+            .is_some_and(|w| w.contains(va, len))
+        {
+            Some(self.last)
+        } else {
+            self.entries.iter().position(|w| w.contains(va, len))
+        };
+        let idx = match idx {
+            Some(i) => i,
+            None => {
+                let w = match self.mem.resolve(self.gpu_id, va, len) {
+                    Ok(w) if w.contains(va, len) => w,
+                    Ok(_) | Err(_) => return Err(self.fault(va, len, write, FaultKind::NotMapped)),
+                };
+                if self.entries.len() < ENTRIES {
+                    self.entries.push(w);
+                    self.entries.len() - 1
+                } else {
+                    let i = self.next % ENTRIES;
+                    self.next = self.next.wrapping_add(1);
+                    if let Some(slot) = self.entries.get_mut(i) {
+                        *slot = w;
+                    }
+                    i
+                }
+            }
+        };
+        self.last = idx;
+        let Some(w) = self.entries.get(idx) else {
+            return Err(self.fault(va, len, write, FaultKind::NotMapped));
+        };
+        if write && !w.writable() {
+            return Err(AccessError::Fault(Fault {
+                gpu_id: self.gpu_id,
+                va,
+                len,
+                write,
+                kind: FaultKind::ReadOnly,
+            }));
+        }
+        Ok(w)
+    }
+
+    fn aligned(&self, va: u64, size: u64) -> Access<()> {
+        if va % size != 0 {
+            Err(AccessError::Misaligned { va, size })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn retag(&self, r: Result<(), Fault>, va: u64, len: u64, write: bool) -> Access<()> {
+        r.map_err(|f| self.fault(va, len, write, f.kind))
+    }
+
+    pub(crate) fn load_u32(&mut self, va: u64) -> Access<u32> {
+        self.aligned(va, 4)?;
+        let w = self.window(va, 4, false)?;
+        w.load_u32(va).map_err(|f| {
+            AccessError::Fault(Fault {
+                gpu_id: self.gpu_id,
+                write: false,
+                ..f
+            })
+        })
+    }
+
+    pub(crate) fn load_u64(&mut self, va: u64) -> Access<u64> {
+        self.aligned(va, 8)?;
+        let w = self.window(va, 8, false)?;
+        w.load_u64(va).map_err(|f| {
+            AccessError::Fault(Fault {
+                gpu_id: self.gpu_id,
+                write: false,
+                ..f
+            })
+        })
+    }
+
+    pub(crate) fn store_u32(&mut self, va: u64, v: u32) -> Access<()> {
+        self.aligned(va, 4)?;
+        let w = self.window(va, 4, true)?;
+        let r = w.store_u32(va, v);
+        self.retag(r, va, 4, true)
+    }
+
+    pub(crate) fn store_u64(&mut self, va: u64, v: u64) -> Access<()> {
+        self.aligned(va, 8)?;
+        let w = self.window(va, 8, true)?;
+        let r = w.store_u64(va, v);
+        self.retag(r, va, 8, true)
+    }
+
+    /// A 64-bit value at a 4-byte aligned address: one atomic store when 8-aligned, else
+    /// two dword stores (low first), as the CP writes unaligned qwords.
+    pub(crate) fn store_u64_dw(&mut self, va: u64, v: u64) -> Access<()> {
+        if va % 8 == 0 {
+            self.store_u64(va, v)
+        } else {
+            self.aligned(va, 4)?;
+            self.window(va, 8, true)?;
+            self.store_u32(va, v as u32)?;
+            self.store_u32(va + 4, (v >> 32) as u32)
+        }
+    }
+
+    pub(crate) fn atomic_u64(&mut self, va: u64) -> Access<&AtomicU64> {
+        self.aligned(va, 8)?;
+        let gpu_id = self.gpu_id;
+        let w = self.window(va, 8, true)?;
+        w.atomic_u64(va).map_err(|f| {
+            AccessError::Fault(Fault {
+                gpu_id,
+                write: true,
+                ..f
+            })
+        })
+    }
+
+    pub(crate) fn atomic_u32(&mut self, va: u64) -> Access<&AtomicU32> {
+        self.aligned(va, 4)?;
+        let gpu_id = self.gpu_id;
+        let w = self.window(va, 4, true)?;
+        w.atomic_u32(va).map_err(|f| {
+            AccessError::Fault(Fault {
+                gpu_id,
+                write: true,
+                ..f
+            })
+        })
+    }
+
+    /// Reads `out.len()` bytes at `va` (one object).
+    pub(crate) fn read(&mut self, va: u64, out: &mut [u8]) -> Access<()> {
+        let len = out.len() as u64;
+        let w = self.window(va, len, false)?;
+        let r = w.read(va, out);
+        self.retag(r, va, len, false)
+    }
+
+    /// Reads dwords at `va` into `out` (one object).
+    pub(crate) fn read_dwords(&mut self, va: u64, out: &mut [u32]) -> Access<()> {
+        self.read(va, bytemuck::cast_slice_mut(out))
+    }
+
+    /// Writes `data` at `va`, possibly across several objects.
+    pub(crate) fn write(&mut self, va: u64, data: &[u8]) -> Access<()> {
+        let mut done = 0usize;
+        while done < data.len() {
+            let cur = va
+                .checked_add(done as u64)
+                .ok_or_else(|| self.fault(va, data.len() as u64, true, FaultKind::NotMapped))?;
+            let n = self.span(cur, (data.len() - done) as u64, true)?;
+            let Some(chunk) = data.get(done..done + n as usize) else {
+                break;
+            };
+            let w = self.window(cur, n, true)?;
+            let r = w.write(cur, chunk);
+            self.retag(r, cur, n, true)?;
+            done += n as usize;
+        }
+        Ok(())
+    }
+
+    /// How many bytes from `va` (at most `len`) lie in the object holding `va`.
+    fn span(&mut self, va: u64, len: u64, write: bool) -> Access<u64> {
+        let w = self.window(va, 1, write).map_err(|e| match e {
+            AccessError::Fault(f) => AccessError::Fault(Fault { len, ..f }),
+            e => e,
+        })?;
+        let end = w.va() + w.len() as u64;
+        Ok(len.min(end - va))
+    }
+
+    /// Copies `len` bytes from `src` to `dst` (memmove semantics inside one object pair),
+    /// splitting at object boundaries.
+    pub(crate) fn copy(&mut self, dst: u64, src: u64, len: u64) -> Access<()> {
+        let mut done = 0u64;
+        while done < len {
+            let (Some(d), Some(s)) = (dst.checked_add(done), src.checked_add(done)) else {
+                return Err(self.fault(dst, len, true, FaultKind::NotMapped));
+            };
+            let n = self.span(s, len - done, false)?;
+            let n = self.span(d, n, true)?;
+            let sw = self.window(s, n, false)?.clone();
+            let dw = self.window(d, n, true)?;
+            let r = dw.copy_from(d, &sw, s, n);
+            self.retag(r, d, n, true)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Fills `len` bytes at `dst` with the little-endian repetition of `pattern`
+    /// (the pattern phase restarts at `dst`), splitting at object boundaries.
+    pub(crate) fn fill(&mut self, dst: u64, len: u64, pattern: u32) -> Access<()> {
+        let mut done = 0u64;
+        let bytes = pattern.to_le_bytes();
+        while done < len {
+            let Some(d) = dst.checked_add(done) else {
+                return Err(self.fault(dst, len, true, FaultKind::NotMapped));
+            };
+            let n = self.span(d, len - done, true)?;
+            // Keep the pattern phase: rotate it by the bytes already written.
+            let rot = (done % 4) as u32;
+            let pat = pattern.rotate_right(8 * rot);
+            let whole = n & !3;
+            if whole > 0 {
+                let w = self.window(d, whole, true)?;
+                let r = w.fill_u32(d, whole, pat);
+                self.retag(r, d, whole, true)?;
+            }
+            let tail = n - whole;
+            if tail > 0 {
+                let mut t = [0u8; 4];
+                for (i, b) in t.iter_mut().enumerate().take(tail as usize) {
+                    *b = bytes
+                        .get(((done + whole + i as u64) % 4) as usize)
+                        .copied()
+                        .unwrap_or(0);
+                }
+                let slice = t.get(..tail as usize).unwrap_or(&[]);
+                let w = self.window(d + whole, tail, true)?;
+                let r = w.write(d + whole, slice);
+                self.retag(r, d + whole, tail, true)?;
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Checks that `[va, va+len)` is mapped (readable), possibly across objects.
+    pub(crate) fn probe(&mut self, va: u64, len: u64, write: bool) -> Access<()> {
+        let mut done = 0u64;
+        while done < len.max(1) {
+            let Some(cur) = va.checked_add(done) else {
+                return Err(self.fault(va, len, write, FaultKind::NotMapped));
+            };
+            let n = self.span(cur, len.max(1) - done, write)?;
+            done += n.max(1);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,331 @@
+//! The engine-private execution state of one queue and its ring walkers (PM4 and SDMA
+//! rings here; AQL in `aql.rs`).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use pm4::pkt3;
+
+use super::memio::MemCache;
+use super::pm4exec::{self, IbStep, Pm4State, Step, Stop};
+use super::sched::QueueShared;
+use super::{Inner, QueueKind};
+use crate::gpumem::MemWindow;
+
+/// How a [`QueueExec::run`] call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunState {
+    /// Nothing to do until the write pointer moves.
+    Idle,
+    /// A packet waits for memory to change.
+    Blocked,
+    /// The quantum is used up; more work may be pending.
+    Budget,
+    /// The queue stopped on a fault.
+    Faulted,
+}
+
+/// Result of a [`QueueExec::run`] call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunOut {
+    pub(crate) executed: u32,
+    pub(crate) state: RunState,
+}
+
+/// Per-queue state owned by the engine thread.
+pub(crate) struct QueueExec {
+    shared: Arc<QueueShared>,
+    pub(crate) kind: QueueKind,
+    cfg_gen: u64,
+    pub(crate) ring_va: u64,
+    pub(crate) ring_size: u64,
+    pub(crate) rptr_va: u64,
+    pub(crate) wptr_va: u64,
+    pub(crate) doorbell: MemWindow,
+    /// Engine read pointer: packets (AQL), dwords (PM4) or bytes (SDMA), never wrapped.
+    pub(crate) rptr: u64,
+    pub(crate) pm4: Pm4State,
+    pub(crate) scratch: Vec<u32>,
+    /// AQL: the completion signal of the PM4-IB vendor packet whose buffer is running.
+    pub(crate) aql_inflight: Option<u64>,
+    /// SDMA: the current IB (va, size in dwords, offset in dwords).
+    pub(crate) sdma_ib: Option<(u64, u32, u32)>,
+    /// SDMA: local timestamp = GPU clock + this (TIMESTAMP SET).
+    pub(crate) sdma_ts_offset: u64,
+    /// PM4: ring pointer of the packet that launched the running indirect buffer.
+    ib_origin: u64,
+}
+
+impl QueueExec {
+    pub(crate) fn new(
+        shared: Arc<QueueShared>,
+        mem: &mut MemCache,
+        _inner: &Inner,
+        _sdma: bool,
+    ) -> Self {
+        let d = shared.desc();
+        let cfg_gen = shared.cfg_gen.load(Ordering::Acquire);
+        // The engine starts where the read pointer in memory says (0 for a fresh queue).
+        let rptr = mem.load_u64(d.rptr_va).unwrap_or(0);
+        QueueExec {
+            kind: d.kind,
+            cfg_gen,
+            ring_va: d.ring_va,
+            ring_size: d.ring_size as u64,
+            rptr_va: d.rptr_va,
+            wptr_va: d.wptr_va,
+            doorbell: d.doorbell,
+            rptr,
+            pm4: Pm4State::default(),
+            scratch: vec![0; 256],
+            aql_inflight: None,
+            sdma_ib: None,
+            sdma_ts_offset: 0,
+            ib_origin: 0,
+            shared,
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<QueueShared> {
+        &self.shared
+    }
+
+    /// The doorbell's 64-bit value, once a doorbell was rung.
+    pub(crate) fn doorbell_value(&self) -> Option<u64> {
+        if !self.shared.doorbell_rung.load(Ordering::Acquire) {
+            return None;
+        }
+        self.doorbell.load_u64(self.doorbell.va()).ok()
+    }
+
+    /// PM4 / SDMA write pointer: max(doorbell value, value at `wptr_va`).
+    pub(crate) fn ring_wptr(&self, mem: &mut MemCache) -> Option<u64> {
+        let from_mem = if self.wptr_va != 0 {
+            mem.load_u64(self.wptr_va).ok()
+        } else {
+            None
+        };
+        match (self.doorbell_value(), from_mem) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn reload_config(&mut self) {
+        let g = self.shared.cfg_gen.load(Ordering::Acquire);
+        if g != self.cfg_gen {
+            let d = self.shared.desc();
+            self.ring_va = d.ring_va;
+            self.ring_size = d.ring_size as u64;
+            self.cfg_gen = g;
+        }
+    }
+
+    pub(crate) fn fault(&self, inner: &Inner, offset: u64, stop: Stop) -> RunOut {
+        self.shared
+            .set_fault(inner, offset, stop.fault, stop.reason);
+        RunOut {
+            executed: 0,
+            state: RunState::Faulted,
+        }
+    }
+
+    /// Executes up to `budget` packets.
+    pub(crate) fn run(&mut self, mem: &mut MemCache, inner: &Inner, budget: u32) -> RunOut {
+        self.reload_config();
+        if self.ring_va == 0 || self.ring_size == 0 {
+            return RunOut {
+                executed: 0,
+                state: RunState::Idle,
+            };
+        }
+        if !self.ring_size.is_power_of_two() {
+            return self.fault(
+                inner,
+                0,
+                Stop::new(format!(
+                    "ring size {:#x} is not a power of two",
+                    self.ring_size
+                )),
+            );
+        }
+        match self.kind {
+            QueueKind::Aql => super::aql::run(self, mem, inner, budget),
+            QueueKind::Pm4 => self.run_pm4(mem, inner, budget),
+            QueueKind::Sdma { .. } => super::sdma::run(self, mem, inner, budget),
+        }
+    }
+
+    /// Reads `n` dwords of the ring from dword position `pos`, wrapping at the end.
+    pub(crate) fn read_ring(&mut self, mem: &mut MemCache, pos: u64, n: usize) -> Result<(), Stop> {
+        if self.scratch.len() < n {
+            self.scratch.resize(n, 0);
+        }
+        let ring_dw = self.ring_size / 4;
+        let first = (n as u64).min(ring_dw - pos) as usize;
+        let (a, b) = self.scratch.split_at_mut(first);
+        mem.read_dwords(self.ring_va + pos * 4, a)?;
+        let rest = n - first;
+        if rest > 0 {
+            let Some(b) = b.get_mut(..rest) else {
+                return Err(Stop::new("internal: scratch"));
+            };
+            mem.read_dwords(self.ring_va, b)?;
+        }
+        Ok(())
+    }
+
+    fn run_pm4(&mut self, mem: &mut MemCache, inner: &Inner, budget: u32) -> RunOut {
+        let ring_dw = self.ring_size / 4;
+        let mut executed = 0u32;
+        loop {
+            if executed >= budget {
+                return RunOut {
+                    executed,
+                    state: RunState::Budget,
+                };
+            }
+            if self.pm4.depth > 0 {
+                match pm4exec::step_ib(mem, inner, &mut self.pm4, &mut self.scratch) {
+                    IbStep::Empty | IbStep::Popped => {}
+                    IbStep::Packet(Step::Done) => executed += 1,
+                    IbStep::Packet(Step::Blocked) => {
+                        return RunOut {
+                            executed,
+                            state: RunState::Blocked,
+                        }
+                    }
+                    IbStep::Packet(Step::Stop(s)) => {
+                        // Report the ring offset of the INDIRECT_BUFFER packet.
+                        let off = (self.ib_origin() % ring_dw) * 4;
+                        return RunOut {
+                            executed,
+                            ..self.fault(inner, off, s)
+                        };
+                    }
+                }
+                continue;
+            }
+            let Some(wptr) = self.ring_wptr(mem) else {
+                let s = Stop::new("write pointer not readable");
+                return RunOut {
+                    executed,
+                    ..self.fault(inner, (self.rptr % ring_dw) * 4, s)
+                };
+            };
+            let pending = wptr.wrapping_sub(self.rptr);
+            if pending == 0 || pending > (1 << 62) {
+                return RunOut {
+                    executed,
+                    state: RunState::Idle,
+                };
+            }
+            let pos = self.rptr % ring_dw;
+            let off = pos * 4;
+            if pending > ring_dw {
+                let s = Stop::new(format!(
+                    "write pointer {wptr:#x} is more than a ring ({ring_dw:#x} dwords) ahead of the read pointer {:#x}",
+                    self.rptr
+                ));
+                return RunOut {
+                    executed,
+                    ..self.fault(inner, off, s)
+                };
+            }
+            let h = match mem.load_u32(self.ring_va + off) {
+                Ok(h) => h,
+                Err(e) => {
+                    return RunOut {
+                        executed,
+                        ..self.fault(inner, off, e.into())
+                    }
+                }
+            };
+            let (opcode, n) = match pkt3::decode_header(h) {
+                Ok(x) => x,
+                Err(e) => {
+                    return RunOut {
+                        executed,
+                        ..self.fault(inner, off, Stop::new(format!("malformed PM4 packet: {e}")))
+                    }
+                }
+            };
+            if n as u64 > ring_dw {
+                let s = Stop::new(format!("PM4 packet of {n} dwords is larger than the ring"));
+                return RunOut {
+                    executed,
+                    ..self.fault(inner, off, s)
+                };
+            }
+            if n as u64 > pending {
+                // The rest of the packet is not submitted yet.
+                return RunOut {
+                    executed,
+                    state: RunState::Idle,
+                };
+            }
+            let step = if opcode == pkt3::op::NOP {
+                Step::Done
+            } else {
+                if let Err(s) = self.read_ring(mem, pos, n) {
+                    return RunOut {
+                        executed,
+                        ..self.fault(inner, off, s)
+                    };
+                }
+                let Some(words) = self.scratch.get(..n) else {
+                    return RunOut {
+                        executed,
+                        ..self.fault(inner, off, Stop::new("internal: scratch"))
+                    };
+                };
+                match pkt3::decode_pm4(words, inner.cfg.family) {
+                    Ok((pkt, _)) => {
+                        let depth_before = self.pm4.depth;
+                        let r = pm4exec::exec(mem, inner, &mut self.pm4, &pkt);
+                        if self.pm4.depth > depth_before {
+                            self.ib_origin_set(self.rptr);
+                        }
+                        r
+                    }
+                    Err(e) => Step::Stop(Stop::new(format!(
+                        "malformed PM4 packet (opcode {opcode:#04x}): {e}"
+                    ))),
+                }
+            };
+            match step {
+                Step::Done => {
+                    self.rptr += n as u64;
+                    executed += 1;
+                    if let Err(e) = mem.store_u64(self.rptr_va, self.rptr) {
+                        return RunOut {
+                            executed,
+                            ..self.fault(inner, off, e.into())
+                        };
+                    }
+                }
+                Step::Blocked => {
+                    return RunOut {
+                        executed,
+                        state: RunState::Blocked,
+                    }
+                }
+                Step::Stop(s) => {
+                    return RunOut {
+                        executed,
+                        ..self.fault(inner, off, s)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ring pointer (dwords) of the INDIRECT_BUFFER packet that launched the current IB.
+    fn ib_origin(&self) -> u64 {
+        self.ib_origin
+    }
+
+    fn ib_origin_set(&mut self, rptr: u64) {
+        self.ib_origin = rptr;
+    }
+}

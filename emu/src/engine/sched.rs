@@ -1,0 +1,382 @@
+//! Engine threads and their scheduler.
+//!
+//! Each engine (the CP, or one SDMA engine) is a thread that owns the execution state of
+//! its queues ([`QueueExec`]). The API side shares with it a queue list guarded by a
+//! mutex plus a generation counter: the thread snapshots the list only when the
+//! generation changed and acknowledges every generation it has seen at a point where it
+//! is between packets, which is how `remove_queue` and `pause` wait for the engine to let
+//! go of a queue without ever waiting for a blocked packet to finish.
+//!
+//! Doorbells bump a counter and unpark the thread (`Thread::unpark` keeps a token, so a
+//! doorbell rung while the thread is deciding to sleep is never lost).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use super::memio::MemCache;
+use super::queue::{QueueExec, RunState};
+use super::{Inner, QueueDesc, QueueFault, QueueStatus};
+use crate::gpumem::Fault;
+
+/// Packets a queue at percentage 100 may execute before the scheduler looks again.
+pub(crate) const BASE_QUANTUM: u32 = 256;
+/// Blocked queues are re-polled at once (yielding in between) for this long...
+const SPIN: Duration = Duration::from_micros(50);
+/// ...then with a backoff starting here...
+const BACKOFF_MIN: Duration = Duration::from_micros(20);
+/// ...doubling up to this.
+const BACKOFF_MAX: Duration = Duration::from_millis(1);
+
+/// A queue as both sides see it.
+pub(crate) struct QueueShared {
+    pub(crate) id: u32,
+    pub(crate) desc: Mutex<QueueDesc>,
+    /// Bumped by `update_queue`; the engine reloads the ring when it changes.
+    pub(crate) cfg_gen: AtomicU64,
+    pub(crate) priority: AtomicU32,
+    pub(crate) percentage: AtomicU32,
+    pub(crate) faulted: AtomicBool,
+    fault: Mutex<Option<QueueFault>>,
+    /// Set by the first doorbell: from then on the doorbell value is a write pointer.
+    pub(crate) doorbell_rung: AtomicBool,
+    pub(crate) cu_mask: Mutex<Vec<u32>>,
+}
+
+impl QueueShared {
+    pub(crate) fn new(desc: QueueDesc) -> Self {
+        QueueShared {
+            id: desc.queue_id,
+            priority: AtomicU32::new(desc.priority),
+            percentage: AtomicU32::new(desc.percentage),
+            desc: Mutex::new(desc),
+            cfg_gen: AtomicU64::new(0),
+            faulted: AtomicBool::new(false),
+            fault: Mutex::new(None),
+            doorbell_rung: AtomicBool::new(false),
+            cu_mask: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn desc(&self) -> QueueDesc {
+        self.desc.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn update(&self, ring_va: u64, ring_size: u32, priority: u32, percentage: u32) {
+        {
+            let mut d = self.desc.lock().unwrap_or_else(|e| e.into_inner());
+            d.ring_va = ring_va;
+            d.ring_size = ring_size;
+            d.priority = priority;
+            d.percentage = percentage;
+        }
+        self.priority.store(priority, Ordering::Release);
+        self.percentage.store(percentage, Ordering::Release);
+        self.cfg_gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn status(&self) -> QueueStatus {
+        match &*self.fault.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(f) => QueueStatus::Faulted(f.clone()),
+            None => QueueStatus::Active,
+        }
+    }
+
+    /// Stops the queue and reports the fault (once).
+    pub(crate) fn set_fault(
+        &self,
+        inner: &Inner,
+        packet_offset: u64,
+        fault: Option<Fault>,
+        reason: String,
+    ) {
+        let f = QueueFault {
+            queue_id: self.id,
+            packet_offset,
+            fault,
+            reason,
+        };
+        {
+            let mut slot = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_some() {
+                return;
+            }
+            *slot = Some(f.clone());
+        }
+        self.faulted.store(true, Ordering::Release);
+        inner.irq.queue_fault(inner.cfg.gpu_id, &f);
+    }
+}
+
+/// What the API side shares with one engine thread.
+pub(crate) struct EngineShared {
+    name: String,
+    queues: Mutex<Vec<Arc<QueueShared>>>,
+    list_gen: AtomicU64,
+    ack: Mutex<u64>,
+    ack_cv: Condvar,
+    doorbells: AtomicU64,
+    paused: AtomicBool,
+    shutdown: AtomicBool,
+    thread: OnceLock<Thread>,
+    join: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl EngineShared {
+    pub(crate) fn new(name: String) -> Self {
+        EngineShared {
+            name,
+            queues: Mutex::new(Vec::new()),
+            list_gen: AtomicU64::new(0),
+            ack: Mutex::new(0),
+            ack_cv: Condvar::new(),
+            doorbells: AtomicU64::new(0),
+            paused: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            thread: OnceLock::new(),
+            join: Mutex::new(None),
+        }
+    }
+
+    /// Starts the thread if it is not running yet.
+    pub(crate) fn ensure_started(self: &Arc<Self>, inner: &Arc<Inner>, index: usize) {
+        let mut j = self.join.lock().unwrap_or_else(|e| e.into_inner());
+        if j.is_some() || self.shutdown.load(Ordering::Acquire) {
+            return;
+        }
+        let me = self.clone();
+        let inner2 = inner.clone();
+        match std::thread::Builder::new()
+            .name(self.name.clone())
+            .spawn(move || engine_main(me, inner2, index))
+        {
+            Ok(h) => {
+                let _ = self.thread.set(h.thread().clone());
+                *j = Some(h);
+            }
+            Err(_) => {
+                // No thread: the engine's queues never run. Report it on each queue so the
+                // runtime sees a fault instead of a hang.
+                for q in self.queues.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                    q.set_fault(
+                        inner,
+                        0,
+                        None,
+                        "the emulator could not start an engine thread".into(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Wakes the thread (a doorbell or a configuration change).
+    pub(crate) fn kick(&self) {
+        self.doorbells.fetch_add(1, Ordering::AcqRel);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    pub(crate) fn add(&self, q: Arc<QueueShared>) {
+        let mut l = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        l.push(q);
+        self.list_gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Removes a queue and waits until the thread no longer uses it.
+    pub(crate) fn remove(&self, id: u32) {
+        let gen = {
+            let mut l = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+            l.retain(|q| q.id != id);
+            self.list_gen.fetch_add(1, Ordering::AcqRel) + 1
+        };
+        self.wait_ack(gen);
+    }
+
+    pub(crate) fn set_paused(&self, p: bool) {
+        self.paused.store(p, Ordering::Release);
+        let gen = {
+            let _l = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+            self.list_gen.fetch_add(1, Ordering::AcqRel) + 1
+        };
+        if p {
+            self.wait_ack(gen);
+        } else {
+            self.kick();
+        }
+    }
+
+    fn wait_ack(&self, gen: u64) {
+        let Some(t) = self.thread.get() else { return };
+        if std::thread::current().id() == t.id() {
+            // Called from an interrupt callback on this engine: it will see the new list
+            // before it executes another packet.
+            return;
+        }
+        t.unpark();
+        let mut a = self.ack.lock().unwrap_or_else(|e| e.into_inner());
+        while *a < gen {
+            let finished = self
+                .join
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map_or(true, |h| h.is_finished());
+            if finished {
+                return;
+            }
+            t.unpark();
+            a = match self.ack_cv.wait_timeout(a, Duration::from_millis(10)) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
+
+    pub(crate) fn shutdown(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        let h = self.join.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = h {
+            h.thread().unpark();
+            if std::thread::current().id() != h.thread().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+struct Slot {
+    exec: QueueExec,
+    /// Next time a blocked queue is polled, and the current backoff.
+    blocked_since: Option<Instant>,
+    next_poll: Instant,
+    delay: Duration,
+}
+
+fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
+    let mut mem = MemCache::new(inner.clone());
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut order: Vec<usize> = Vec::new();
+    let mut seen_gen = u64::MAX;
+    let mut seen_db = me.doorbells.load(Ordering::Acquire);
+    let mut rr: usize = 0;
+    let is_sdma = index > 0;
+    loop {
+        if me.shutdown.load(Ordering::Acquire) {
+            return;
+        }
+        let gen = me.list_gen.load(Ordering::Acquire);
+        if gen != seen_gen {
+            let list = me.queues.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let mut old = std::mem::take(&mut slots);
+            for q in list {
+                if let Some(pos) = old.iter().position(|s| Arc::ptr_eq(s.exec.shared(), &q)) {
+                    slots.push(old.swap_remove(pos));
+                } else {
+                    let exec = QueueExec::new(q, &mut mem, &inner, is_sdma);
+                    slots.push(Slot {
+                        exec,
+                        blocked_since: None,
+                        next_poll: Instant::now(),
+                        delay: Duration::ZERO,
+                    });
+                }
+            }
+            drop(old);
+            seen_gen = gen;
+            let mut a = me.ack.lock().unwrap_or_else(|e| e.into_inner());
+            *a = gen;
+            me.ack_cv.notify_all();
+        }
+        if me.paused.load(Ordering::Acquire) {
+            std::thread::park();
+            continue;
+        }
+
+        let db = me.doorbells.load(Ordering::Acquire);
+        let kicked = db != seen_db;
+        seen_db = db;
+
+        // Priority order, round-robin among equals.
+        order.clear();
+        order.extend(0..slots.len());
+        let n = slots.len().max(1);
+        order.sort_by_key(|&i| {
+            let p = slots
+                .get(i)
+                .map_or(0, |s| s.exec.shared().priority.load(Ordering::Relaxed));
+            (std::cmp::Reverse(p), (i + n - rr % n) % n)
+        });
+        rr = rr.wrapping_add(1);
+
+        let now = Instant::now();
+        let mut progressed = false;
+        let mut wake_at: Option<Instant> = None;
+        for &i in order.iter() {
+            let Some(s) = slots.get_mut(i) else { continue };
+            let sh = s.exec.shared();
+            if sh.faulted.load(Ordering::Acquire) {
+                continue;
+            }
+            let pct = sh.percentage.load(Ordering::Relaxed).min(100);
+            if pct == 0 {
+                continue;
+            }
+            if s.blocked_since.is_some() && !kicked && s.next_poll > now {
+                wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
+                continue;
+            }
+            let quantum = (BASE_QUANTUM * pct / 100).max(1);
+            let out = s.exec.run(&mut mem, &inner, quantum);
+            if out.executed > 0 {
+                progressed = true;
+            }
+            match out.state {
+                RunState::Blocked => {
+                    if out.executed > 0 || s.blocked_since.is_none() {
+                        s.blocked_since = Some(now);
+                        s.delay = Duration::ZERO;
+                    }
+                    let since = s.blocked_since.unwrap_or(now);
+                    if now.duration_since(since) < SPIN {
+                        s.next_poll = now;
+                    } else {
+                        s.delay = if s.delay.is_zero() {
+                            BACKOFF_MIN
+                        } else {
+                            (s.delay * 2).min(BACKOFF_MAX)
+                        };
+                        s.next_poll = now + s.delay;
+                    }
+                    wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
+                }
+                RunState::Idle | RunState::Faulted => s.blocked_since = None,
+                RunState::Budget => {
+                    s.blocked_since = None;
+                    // Serve higher priorities again before lower ones.
+                    break;
+                }
+            }
+        }
+        if progressed {
+            continue;
+        }
+        if me.doorbells.load(Ordering::Acquire) != seen_db
+            || me.list_gen.load(Ordering::Acquire) != seen_gen
+        {
+            continue;
+        }
+        match wake_at {
+            Some(t) => {
+                let now = Instant::now();
+                if t <= now {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::park_timeout(t - now);
+                }
+            }
+            None => std::thread::park(),
+        }
+    }
+}

@@ -1,0 +1,1254 @@
+//! Engine tests: real packet bytes built with the `pm4` encoders, executed by the emulated
+//! CP and SDMA engines on [`HeapMemory`]. Timeouts only turn hangs into failures.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kfd_emu::engine::{
+    EngineConfig, GpuEngines, Interrupts, QueueDesc, QueueFault, QueueKind, QueueStatus,
+    ISA_NOT_SUPPORTED,
+};
+use kfd_emu::gpumem::{FaultKind, HeapMemory, MemWindow};
+use pm4::aql::{
+    self, AqlPacket, Barrier, BarrierValue, KernelDispatch, PacketControl, SignalCondition,
+    VendorPm4Ib,
+};
+use pm4::pkt3::{
+    self, AtomicMem, CachePolicy, CompareFn, CopyData, DataSel, DmaData, IndirectBuffer, IntSel,
+    MemSpace, Nop, Pm4Packet, ReleaseMem, WaitOperation, WaitRegMem, WaitRegMem64, WriteData,
+    WriteDataDst,
+};
+use pm4::sdma::{self, SdmaPacket};
+use pm4::{GfxFamily, SdmaVersion};
+
+const FAM: GfxFamily = GfxFamily::Gfx9;
+const SDMA: SdmaVersion = SdmaVersion::V4;
+const LONG: Duration = Duration::from_secs(20);
+
+static NEXT_GPU: AtomicU32 = AtomicU32::new(0x1000);
+
+#[derive(Default)]
+struct Rec {
+    events: Mutex<Vec<Option<u32>>>,
+    faults: Mutex<Vec<QueueFault>>,
+}
+
+impl Interrupts for Rec {
+    fn event_interrupt(&self, _gpu_id: u32, context_id: Option<u32>) {
+        self.events.lock().unwrap().push(context_id);
+    }
+    fn queue_fault(&self, _gpu_id: u32, fault: &QueueFault) {
+        self.faults.lock().unwrap().push(fault.clone());
+    }
+}
+
+fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < LONG {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    f()
+}
+
+struct Gpu {
+    id: u32,
+    mem: Arc<HeapMemory>,
+    irq: Arc<Rec>,
+    eng: GpuEngines,
+    next_va: Mutex<u64>,
+}
+
+impl Gpu {
+    fn new() -> Gpu {
+        let id = NEXT_GPU.fetch_add(1, Ordering::Relaxed);
+        let mem = Arc::new(HeapMemory::new());
+        let irq = Arc::new(Rec::default());
+        let cfg = EngineConfig {
+            gpu_id: id,
+            family: FAM,
+            sdma_version: SDMA,
+            num_sdma_engines: 2,
+            clock_hz: 0,
+        };
+        let eng = GpuEngines::new(cfg, mem.clone(), irq.clone());
+        Gpu {
+            id,
+            mem,
+            irq,
+            eng,
+            next_va: Mutex::new(0x1_0000_0000),
+        }
+    }
+
+    /// A new region (2 MiB aligned VAs with a hole between regions).
+    fn alloc(&self, len: usize) -> MemWindow {
+        let mut n = self.next_va.lock().unwrap();
+        let va = *n;
+        *n += (len as u64).div_ceil(2 << 20) * (2 << 20) + (2 << 20);
+        self.mem.add_region(va, len)
+    }
+
+    fn status(&self, q: &Queue) -> QueueStatus {
+        self.eng.queue_status(q.id).unwrap()
+    }
+
+    fn faulted(&self, q: &Queue) -> QueueFault {
+        assert!(
+            wait_until(|| matches!(self.status(q), QueueStatus::Faulted(_))),
+            "queue did not fault"
+        );
+        match self.status(q) {
+            QueueStatus::Faulted(f) => f,
+            QueueStatus::Active => unreachable!(),
+        }
+    }
+}
+
+struct Queue {
+    id: u32,
+    kind: QueueKind,
+    ring: MemWindow,
+    size: u64,
+    ptrs: MemWindow,
+    rptr_va: u64,
+    wptr_va: u64,
+    db: MemWindow,
+    wptr: u64,
+}
+
+static NEXT_Q: AtomicU32 = AtomicU32::new(1);
+
+impl Queue {
+    fn new(gpu: &Gpu, kind: QueueKind, ring_size: usize, priority: u32, percentage: u32) -> Queue {
+        let ring = gpu.alloc(ring_size);
+        let ptrs = gpu.alloc(256);
+        let db = gpu.alloc(8);
+        let (rptr_va, wptr_va) = match kind {
+            QueueKind::Aql => (ptrs.va() + 128, ptrs.va() + 56),
+            _ => (ptrs.va(), ptrs.va() + 8),
+        };
+        if kind == QueueKind::Aql {
+            for s in 0..ring_size as u64 / 64 {
+                ring.store_u32(ring.va() + s * 64, aql::packet_type::INVALID as u32)
+                    .unwrap();
+            }
+        }
+        let id = NEXT_Q.fetch_add(1, Ordering::Relaxed);
+        gpu.eng.add_queue(QueueDesc {
+            queue_id: id,
+            gpu_id: gpu.id,
+            kind,
+            ring_va: ring.va(),
+            ring_size: ring_size as u32,
+            rptr_va,
+            wptr_va,
+            doorbell: db.clone(),
+            priority,
+            percentage,
+        });
+        Queue {
+            id,
+            kind,
+            ring,
+            size: ring_size as u64,
+            ptrs,
+            rptr_va,
+            wptr_va,
+            db,
+            wptr: 0,
+        }
+    }
+
+    fn rptr(&self) -> u64 {
+        self.ptrs.load_u64(self.rptr_va).unwrap()
+    }
+
+    fn ring_doorbell(&self, gpu: &Gpu, value: u64) {
+        self.db.store_u64(self.db.va(), value).unwrap();
+        gpu.eng.doorbell(self.id);
+    }
+
+    /// PM4 (dword pointers) or SDMA (byte pointers): writes `words` at the write pointer
+    /// (wrapping), waiting for ring space, then publishes.
+    fn submit(&mut self, gpu: &Gpu, words: &[u32]) {
+        let unit = if self.kind == QueueKind::Pm4 { 1 } else { 4 };
+        let ring_dw = self.size / 4;
+        assert!((words.len() as u64) < ring_dw);
+        assert!(wait_until(|| (self.wptr - self.rptr()) / unit
+            + words.len() as u64
+            <= ring_dw));
+        let mut pos = (self.wptr / unit) % ring_dw;
+        for &w in words {
+            self.ring.store_u32(self.ring.va() + pos * 4, w).unwrap();
+            pos = (pos + 1) % ring_dw;
+        }
+        self.wptr += words.len() as u64 * unit;
+        self.ptrs.store_u64(self.wptr_va, self.wptr).unwrap();
+        self.ring_doorbell(gpu, self.wptr);
+    }
+
+    /// SDMA: like `submit` but pads with NOPs so no packet straddles the ring end.
+    fn submit_sdma(&mut self, gpu: &Gpu, pkt: &SdmaPacket<'_>) {
+        let w = sdma_words(pkt);
+        let ring_dw = self.size / 4;
+        let pos = (self.wptr / 4) % ring_dw;
+        if pos + w.len() as u64 > ring_dw {
+            let pad = vec![0u32; (ring_dw - pos) as usize];
+            self.submit(gpu, &pad);
+        }
+        self.submit(gpu, &w);
+    }
+
+    /// AQL: writes the packet body, then the header, bumps write_dispatch_id and rings.
+    fn submit_aql(&mut self, gpu: &Gpu, pkt: &AqlPacket) {
+        let slots = self.size / 64;
+        assert!(wait_until(|| self.wptr - self.rptr() < slots));
+        let va = self.ring.va() + (self.wptr % slots) * 64;
+        let w = pkt.encode();
+        for (i, d) in w.iter().enumerate().skip(1) {
+            self.ring.store_u32(va + 4 * i as u64, *d).unwrap();
+        }
+        self.ptrs.store_u64(self.wptr_va, self.wptr + 1).unwrap();
+        self.ring.store_u32(va, w[0]).unwrap();
+        self.ring_doorbell(gpu, self.wptr);
+        self.wptr += 1;
+    }
+
+    fn wait_idle(&self) {
+        assert!(
+            wait_until(|| self.rptr() == self.wptr),
+            "queue {} did not drain",
+            self.id
+        );
+    }
+}
+
+fn enc(p: Pm4Packet<'_>) -> Vec<u32> {
+    let mut v = vec![0; p.dwords(FAM)];
+    p.encode(FAM, &mut v).unwrap();
+    v
+}
+
+fn sdma_words(p: &SdmaPacket<'_>) -> Vec<u32> {
+    let mut v = vec![0; p.dwords(SDMA)];
+    p.encode(SDMA, &mut v).unwrap();
+    v
+}
+
+fn write_data(addr: u64, data: &[u32]) -> Vec<u32> {
+    enc(Pm4Packet::WriteData(WriteData {
+        dst_sel: WriteDataDst::Memory,
+        addr_incr: true,
+        wr_confirm: true,
+        cache_policy: CachePolicy::Lru,
+        engine_sel: 0,
+        addr,
+        data,
+    }))
+}
+
+fn release_mem(data_sel: DataSel, int_sel: IntSel, addr: u64, data: u64, ctx: u32) -> Vec<u32> {
+    enc(Pm4Packet::ReleaseMem(ReleaseMem {
+        event_type: pkt3::event::CACHE_FLUSH_AND_INV_TS_EVENT,
+        event_index: pkt3::event::INDEX_END_OF_PIPE,
+        cache_actions: 0,
+        cache_policy: CachePolicy::Lru,
+        execute: false,
+        dst_sel: 0,
+        int_sel,
+        data_sel,
+        addr,
+        data,
+        int_ctxid: ctx,
+    }))
+}
+
+fn wait_mem(addr: u64, func: CompareFn, reference: u32) -> Vec<u32> {
+    enc(Pm4Packet::WaitRegMem(WaitRegMem::memory(
+        func,
+        addr,
+        reference,
+        0xFFFF_FFFF,
+        4,
+    )))
+}
+
+fn copy_data(src_sel: u8, src: u64, dst: u64, wide: bool) -> Vec<u32> {
+    enc(Pm4Packet::CopyData(CopyData {
+        src_sel,
+        dst_sel: pkt3::copy_sel::IMMEDIATE_OR_DST_MEMORY,
+        src_cache_policy: CachePolicy::Lru,
+        count_sel_64: wide,
+        wr_confirm: true,
+        dst_cache_policy: CachePolicy::Lru,
+        pq_exe_status: false,
+        engine_sel: 0,
+        src,
+        dst,
+    }))
+}
+
+fn atomic(op: u8, addr: u64, src: u64, cmp: u64) -> Vec<u32> {
+    enc(Pm4Packet::AtomicMem(AtomicMem {
+        atomic: op,
+        command: 0,
+        cache_policy: CachePolicy::Lru,
+        engine_sel: 0,
+        addr,
+        src_data: src,
+        cmp_data: cmp,
+        loop_interval: 0,
+    }))
+}
+
+/// A 64-byte amd_signal_t with `value`, optionally with an event mailbox.
+fn signal(win: &MemWindow, index: u64, value: i64, mailbox: Option<(u64, u32)>) -> u64 {
+    let va = win.va() + index * 64;
+    win.store_u64(va, 1).unwrap();
+    win.store_u64(va + 8, value as u64).unwrap();
+    let (mb, id) = mailbox.unwrap_or((0, 0));
+    win.store_u64(va + 16, mb).unwrap();
+    win.store_u32(va + 24, id).unwrap();
+    va
+}
+
+fn sig_value(win: &MemWindow, sig: u64) -> i64 {
+    win.load_u64(sig + 8).unwrap() as i64
+}
+
+fn barrier_and(deps: &[u64], completion: u64) -> AqlPacket {
+    let mut d = [0u64; 5];
+    d[..deps.len()].copy_from_slice(deps);
+    AqlPacket::BarrierAnd(Barrier {
+        control: PacketControl::SYSTEM_BARRIER,
+        dep_signals: d,
+        completion_signal: completion,
+    })
+}
+
+// ---------------------------------------------------------------------------
+
+#[test]
+fn pm4_packets_execute_in_order() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let d = data.va();
+    let mut q = Queue::new(&gpu, QueueKind::Pm4, 4096, 7, 100);
+    let mut words = Vec::new();
+    words.extend(write_data(d, &[1]));
+    words.extend(copy_data(pkt3::copy_sel::MEMORY, d, d + 8, false)); // [8] = 1
+    words.extend(write_data(d, &[2]));
+    words.extend(copy_data(pkt3::copy_sel::MEMORY, d, d + 12, false)); // [12] = 2
+    words.extend(enc(Pm4Packet::Nop(Nop { dwords: 1 })));
+    words.extend(enc(Pm4Packet::Nop(Nop { dwords: 7 })));
+    words.extend(write_data(d + 16, &[10, 11, 12, 13]));
+    words.extend(atomic(47, d + 32, 5, 0)); // ADD_RTN_64
+    words.extend(atomic(47, d + 32, 7, 0));
+    words.extend(copy_data(
+        pkt3::copy_sel::ATOMIC_RETURN_DATA,
+        0,
+        d + 40,
+        true,
+    )); // = 5
+    words.extend(atomic(72, d + 48, 9, 0)); // CMPSWAP_32: 0 == 0 -> 9
+    words.extend(atomic(72, d + 48, 3, 1)); // 9 != 1 -> unchanged
+    words.extend(copy_data(
+        pkt3::copy_sel::IMMEDIATE_OR_DST_MEMORY,
+        0xABCD,
+        d + 56,
+        false,
+    ));
+    words.extend(enc(Pm4Packet::DmaData(DmaData::fill(
+        d + 256,
+        0x5A5A_5A5A,
+        64,
+    ))));
+    words.extend(enc(Pm4Packet::DmaData(DmaData::copy(d + 16, d + 512, 16))));
+    words.extend(enc(Pm4Packet::AcquireMem(pkt3::AcquireMem::full_range(
+        FAM, 0, 0, 10,
+    ))));
+    words.extend(write_data(d + 1024, &[0xD0E]));
+    q.submit(&gpu, &words);
+    q.wait_idle();
+    let r = |o: u64| data.load_u32(d + o).unwrap();
+    assert_eq!(r(0), 2);
+    assert_eq!(r(8), 1);
+    assert_eq!(r(12), 2);
+    assert_eq!([r(16), r(20), r(24), r(28)], [10, 11, 12, 13]);
+    assert_eq!(data.load_u64(d + 32).unwrap(), 12);
+    assert_eq!(data.load_u64(d + 40).unwrap(), 5);
+    assert_eq!(r(48), 9);
+    assert_eq!(r(56), 0xABCD);
+    assert!((0..16).all(|i| r(256 + 4 * i) == 0x5A5A_5A5A));
+    assert_eq!(r(260 + 64), 0);
+    assert_eq!([r(512), r(516), r(520), r(524)], [10, 11, 12, 13]);
+    assert_eq!(r(1024), 0xD0E);
+    assert_eq!(gpu.status(&q), QueueStatus::Active);
+}
+
+#[test]
+fn wait_reg_mem_waits_for_host_write() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let (flag, flag64, marker, marker2) =
+        (data.va(), data.va() + 8, data.va() + 64, data.va() + 72);
+    let mut q = Queue::new(&gpu, QueueKind::Pm4, 4096, 7, 100);
+    let mut words = wait_mem(flag, CompareFn::GreaterEqual, 3);
+    words.extend(write_data(marker, &[1]));
+    words.extend(enc(Pm4Packet::WaitRegMem64(WaitRegMem64 {
+        function: CompareFn::Equal,
+        mem_space: MemSpace::Memory,
+        operation: WaitOperation::WaitRegMem,
+        engine: 0,
+        cache_policy: CachePolicy::Lru,
+        addr: flag64,
+        reference: 0x1_0000_0000,
+        mask: u64::MAX,
+        poll_interval: 4,
+    })));
+    words.extend(write_data(marker2, &[1]));
+    q.submit(&gpu, &words);
+    std::thread::sleep(Duration::from_millis(30));
+    data.store_u32(flag, 2).unwrap(); // not enough
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(
+        data.load_u32(marker).unwrap(),
+        0,
+        "passed the wait before the host write"
+    );
+    assert_eq!(q.rptr(), 0);
+    // The host writes the flag; no doorbell.
+    data.store_u32(flag, 3).unwrap();
+    assert!(wait_until(|| data.load_u32(marker).unwrap() == 1));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(data.load_u32(marker2).unwrap(), 0);
+    data.store_u64(flag64, 0xFFFF_FFFF).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(data.load_u32(marker2).unwrap(), 0);
+    data.store_u64(flag64, 0x1_0000_0000).unwrap();
+    assert!(wait_until(|| data.load_u32(marker2).unwrap() == 1));
+    q.wait_idle();
+}
+
+#[test]
+fn release_mem_writes_and_interrupts() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let d = data.va();
+    let mut q = Queue::new(&gpu, QueueKind::Pm4, 4096, 7, 100);
+    let before = gpu.eng.gpu_clock();
+    let mut words = release_mem(
+        DataSel::Value32,
+        IntSel::SendInterruptAfterWriteConfirm,
+        d,
+        0x1234,
+        77,
+    );
+    words.extend(release_mem(
+        DataSel::Value64,
+        IntSel::None,
+        d + 8,
+        0x1_0000_0005,
+        0,
+    ));
+    words.extend(release_mem(DataSel::GpuClock, IntSel::None, d + 16, 0, 0));
+    words.extend(release_mem(
+        DataSel::None,
+        IntSel::SendInterruptOnly,
+        0,
+        0,
+        78,
+    ));
+    q.submit(&gpu, &words);
+    q.wait_idle();
+    let after = gpu.eng.gpu_clock();
+    assert_eq!(data.load_u32(d).unwrap(), 0x1234);
+    assert_eq!(data.load_u64(d + 8).unwrap(), 0x1_0000_0005);
+    let ts = data.load_u64(d + 16).unwrap();
+    assert!(before <= ts && ts <= after, "{before} <= {ts} <= {after}");
+    assert_eq!(*gpu.irq.events.lock().unwrap(), vec![Some(77), Some(78)]);
+    assert_eq!(gpu.eng.gpu_clock_hz(), 100_000_000);
+}
+
+#[test]
+fn aql_barriers_and_completion_signals() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let mbox = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 100);
+    let dep_a = signal(&sigs, 0, 1, None);
+    let dep_b = signal(&sigs, 1, 1, None);
+    let done1 = signal(&sigs, 2, 1, Some((mbox.va() + 8, 42)));
+    let done2 = signal(&sigs, 3, 2, None);
+    let done3 = signal(&sigs, 4, 1, None);
+    // barrier-AND on a and b, then barrier-OR on a and b, then barrier-value b == 5.
+    q.submit_aql(&gpu, &barrier_and(&[dep_a, 0, dep_b], done1));
+    let mut deps = [0u64; 5];
+    deps[1] = dep_a;
+    deps[4] = dep_b;
+    q.submit_aql(
+        &gpu,
+        &AqlPacket::BarrierOr(Barrier {
+            control: PacketControl::SYSTEM_BARRIER,
+            dep_signals: deps,
+            completion_signal: done2,
+        }),
+    );
+    q.submit_aql(
+        &gpu,
+        &AqlPacket::BarrierValue(BarrierValue {
+            control: PacketControl::SYSTEM_BARRIER,
+            signal: dep_b,
+            value: 5,
+            mask: 0xFF,
+            cond: SignalCondition::Eq,
+            completion_signal: done3,
+        }),
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(q.rptr(), 0);
+    sigs.store_u64(dep_a + 8, 0).unwrap(); // AND still waits for b
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(q.rptr(), 0);
+    assert_eq!(sig_value(&sigs, done1), 1);
+    sigs.store_u64(dep_b + 8, 0x105).unwrap();
+    // b = 0x105: AND waits (b != 0)...
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(q.rptr(), 0);
+    sigs.store_u64(dep_b + 8, 0).unwrap();
+    assert!(wait_until(|| q.rptr() >= 2));
+    assert_eq!(sig_value(&sigs, done1), 0);
+    assert_eq!(sig_value(&sigs, done2), 1);
+    assert_eq!(mbox.load_u64(mbox.va() + 8).unwrap(), 42);
+    assert_eq!(*gpu.irq.events.lock().unwrap(), vec![Some(42)]);
+    // Consumed slots are INVALID again.
+    assert_eq!(
+        q.ring.load_u32(q.ring.va()).unwrap() & 0xFF,
+        aql::packet_type::INVALID as u32
+    );
+    // barrier-value: (0x105 & 0xFF) == 5 holds once b is 0x105 again.
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(q.rptr(), 2);
+    sigs.store_u64(dep_b + 8, 0x105).unwrap();
+    q.wait_idle();
+    assert_eq!(sig_value(&sigs, done3), 0);
+    assert_eq!(gpu.status(&q), QueueStatus::Active);
+}
+
+#[test]
+fn aql_pm4_ib_runs_the_indirect_buffer() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let data = gpu.alloc(4096);
+    let ib = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let d = data.va();
+    let mut words = wait_mem(d + 100 * 4, CompareFn::Equal, 1);
+    words.extend(write_data(d, &[7, 8]));
+    words.extend(release_mem(
+        DataSel::Value32,
+        IntSel::SendInterruptAfterWriteConfirm,
+        d + 8,
+        9,
+        5,
+    ));
+    for (i, w) in words.iter().enumerate() {
+        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
+    }
+    let done = signal(&sigs, 0, 1, None);
+    let pkt = AqlPacket::VendorPm4Ib(VendorPm4Ib {
+        control: PacketControl::SYSTEM_BARRIER,
+        ib: IndirectBuffer::new(ib.va(), words.len() as u32),
+        completion_signal: done,
+    });
+    q.submit_aql(&gpu, &pkt);
+    let after = signal(&sigs, 1, 1, None);
+    q.submit_aql(&gpu, &barrier_and(&[], after));
+    std::thread::sleep(Duration::from_millis(40));
+    assert_eq!(
+        q.rptr(),
+        0,
+        "the PM4-IB packet completed before its WAIT_REG_MEM passed"
+    );
+    assert_eq!(sig_value(&sigs, done), 1);
+    data.store_u32(d + 400, 1).unwrap();
+    q.wait_idle();
+    assert_eq!(
+        [
+            data.load_u32(d).unwrap(),
+            data.load_u32(d + 4).unwrap(),
+            data.load_u32(d + 8).unwrap()
+        ],
+        [7, 8, 9]
+    );
+    assert_eq!(sig_value(&sigs, done), 0);
+    assert_eq!(sig_value(&sigs, after), 0);
+    assert_eq!(*gpu.irq.events.lock().unwrap(), vec![Some(5)]);
+}
+
+#[test]
+fn pm4_indirect_buffers_nest_and_chain() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let ibs = gpu.alloc(3 * 4096);
+    let d = data.va();
+    let (ib1, ib2, ib3) = (ibs.va(), ibs.va() + 4096, ibs.va() + 8192);
+    let put = |va: u64, w: &[u32]| {
+        for (i, x) in w.iter().enumerate() {
+            ibs.store_u32(va + 4 * i as u64, *x).unwrap();
+        }
+    };
+    // ib2: write 2. ib3 (chained from ib1): write 3. ib1: write 1, IB ib2, chain ib3.
+    let w2 = write_data(d + 4, &[2]);
+    put(ib2, &w2);
+    let w3 = write_data(d + 8, &[3]);
+    put(ib3, &w3);
+    let mut w1 = write_data(d, &[1]);
+    w1.extend(enc(Pm4Packet::IndirectBuffer(IndirectBuffer::new(
+        ib2,
+        w2.len() as u32,
+    ))));
+    let mut chain = IndirectBuffer::new(ib3, w3.len() as u32);
+    chain.chain = true;
+    w1.extend(enc(Pm4Packet::IndirectBuffer(chain)));
+    w1.extend(write_data(d + 12, &[99])); // skipped: the chain replaced ib1
+    put(ib1, &w1);
+    let mut q = Queue::new(&gpu, QueueKind::Pm4, 1024, 7, 100);
+    let mut words = enc(Pm4Packet::IndirectBuffer(IndirectBuffer::new(
+        ib1,
+        w1.len() as u32,
+    )));
+    words.extend(write_data(d + 16, &[4]));
+    q.submit(&gpu, &words);
+    q.wait_idle();
+    assert!(wait_until(|| data.load_u32(d + 16).unwrap() == 4));
+    let v: Vec<u32> = (0..5).map(|i| data.load_u32(d + 4 * i).unwrap()).collect();
+    assert_eq!(v, [1, 2, 3, 0, 4]);
+
+    // IB3 level: ring -> ib(a) -> ib(b) -> ib(c) faults.
+    let nest = gpu.alloc(4096);
+    let (a, b, c) = (nest.va(), nest.va() + 1024, nest.va() + 2048);
+    let wc = write_data(d + 20, &[5]);
+    let wb = enc(Pm4Packet::IndirectBuffer(IndirectBuffer::new(
+        c,
+        wc.len() as u32,
+    )));
+    let wa = enc(Pm4Packet::IndirectBuffer(IndirectBuffer::new(
+        b,
+        wb.len() as u32,
+    )));
+    for (va, w) in [(a, &wa), (b, &wb), (c, &wc)] {
+        for (i, x) in w.iter().enumerate() {
+            nest.store_u32(va + 4 * i as u64, *x).unwrap();
+        }
+    }
+    let at = q.wptr * 4;
+    q.submit(
+        &gpu,
+        &enc(Pm4Packet::IndirectBuffer(IndirectBuffer::new(
+            a,
+            wa.len() as u32,
+        ))),
+    );
+    let f = gpu.faulted(&q);
+    assert!(f.reason.contains("nested deeper"), "{}", f.reason);
+    assert_eq!(f.packet_offset, at % 1024);
+    assert_eq!(data.load_u32(d + 20).unwrap(), 0);
+}
+
+#[test]
+fn bad_address_faults_the_queue() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let d = data.va();
+    let mut q = Queue::new(&gpu, QueueKind::Pm4, 4096, 7, 100);
+    let bad = 0xDEAD_0000u64;
+    let first = write_data(d, &[1]);
+    let mut words = first.clone();
+    words.extend(write_data(bad, &[2]));
+    words.extend(write_data(d + 4, &[3]));
+    q.submit(&gpu, &words);
+    let f = gpu.faulted(&q);
+    assert_eq!(f.queue_id, q.id);
+    assert_eq!(f.packet_offset, first.len() as u64 * 4);
+    let mf = f.fault.expect("a memory fault");
+    assert_eq!(mf.va, bad);
+    assert!(mf.write);
+    assert_eq!(mf.kind, FaultKind::NotMapped);
+    assert_eq!(mf.gpu_id, gpu.id);
+    assert_eq!(data.load_u32(d).unwrap(), 1);
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(
+        data.load_u32(d + 4).unwrap(),
+        0,
+        "a packet after the fault ran"
+    );
+    assert_eq!(
+        gpu.irq.faults.lock().unwrap().as_slice(),
+        std::slice::from_ref(&f)
+    );
+    // More doorbells do not restart it.
+    q.submit(&gpu, &write_data(d + 8, &[4]));
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(data.load_u32(d + 8).unwrap(), 0);
+    assert_eq!(gpu.irq.faults.lock().unwrap().len(), 1);
+
+    // An AQL barrier on an unmapped signal faults too.
+    let mut aq = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    aq.submit_aql(&gpu, &barrier_and(&[], 0));
+    aq.submit_aql(&gpu, &barrier_and(&[0x7777_0000], 0));
+    let f = gpu.faulted(&aq);
+    assert_eq!(f.packet_offset, 64);
+    assert_eq!(f.fault.map(|x| x.va), Some(0x7777_0008));
+    assert_eq!(aq.rptr(), 1);
+
+    // SDMA copy from an unmapped source.
+    let mut sq = Queue::new(&gpu, QueueKind::Sdma { engine: 1 }, 4096, 7, 100);
+    sq.submit_sdma(&gpu, &SdmaPacket::Fence(sdma::Fence::new(d + 64, 1)));
+    sq.submit_sdma(
+        &gpu,
+        &SdmaPacket::CopyLinear(sdma::CopyLinear {
+            src: bad,
+            dst: d,
+            bytes: 64,
+            tmz: false,
+            parameter: 0,
+        }),
+    );
+    sq.submit_sdma(&gpu, &SdmaPacket::Fence(sdma::Fence::new(d + 68, 1)));
+    let f = gpu.faulted(&sq);
+    assert_eq!(f.packet_offset, 16);
+    assert_eq!(f.fault.map(|x| (x.va, x.write)), Some((bad, false)));
+    assert_eq!(data.load_u32(d + 64).unwrap(), 1);
+    assert_eq!(data.load_u32(d + 68).unwrap(), 0);
+}
+
+#[test]
+fn unknown_opcodes_fault() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let d = data.va();
+    let mut q = Queue::new(&gpu, QueueKind::Pm4, 4096, 7, 100);
+    let mut words = write_data(d, &[1]);
+    words.extend([pkt3::packet3(0x99, 1), 0, 0]);
+    words.extend(write_data(d + 4, &[1]));
+    q.submit(&gpu, &words);
+    let f = gpu.faulted(&q);
+    assert!(f.reason.contains("unknown PM4 opcode 0x99"), "{}", f.reason);
+    assert_eq!(f.packet_offset, 5 * 4);
+    assert_eq!(f.fault, None);
+    assert_eq!(data.load_u32(d + 4).unwrap(), 0);
+
+    // A type-2 header is malformed on a PM4 queue.
+    let mut q2 = Queue::new(&gpu, QueueKind::Pm4, 4096, 7, 100);
+    q2.submit(&gpu, &[0x8000_0000]);
+    assert!(gpu.faulted(&q2).reason.contains("malformed"));
+
+    // SDMA: unknown opcode 0x3F.
+    let mut sq = Queue::new(&gpu, QueueKind::Sdma { engine: 0 }, 4096, 7, 100);
+    sq.submit(&gpu, &[0x3F, 0, 0, 0]);
+    let f = gpu.faulted(&sq);
+    assert!(f.reason.contains("unknown SDMA opcode 63"), "{}", f.reason);
+    assert_eq!(f.packet_offset, 0);
+
+    // AQL: agent dispatch packets are not processed by the CP.
+    let mut aq = Queue::new(&gpu, QueueKind::Aql, 4 * 64, 7, 100);
+    let mut w = [0u32; 16];
+    w[0] = aql::packet_type::AGENT_DISPATCH as u32;
+    aq.submit_aql(&gpu, &AqlPacket::Unknown { words: w });
+    assert!(gpu
+        .faulted(&aq)
+        .reason
+        .contains("unsupported AQL packet type 4"));
+}
+
+#[test]
+fn aql_kernel_dispatch_faults_isa_not_supported() {
+    let gpu = Gpu::new();
+    let code = gpu.alloc(4096);
+    let sigs = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 8 * 64, 7, 100);
+    let done = signal(&sigs, 0, 1, None);
+    let k = KernelDispatch {
+        control: PacketControl::SYSTEM_BARRIER,
+        dimensions: 1,
+        workgroup_size: [64, 1, 1],
+        grid_size: [1024, 1, 1],
+        private_segment_size: 0,
+        group_segment_size: 0,
+        kernel_object: code.va(),
+        kernarg_address: code.va() + 1024,
+        completion_signal: done,
+    };
+    q.submit_aql(&gpu, &AqlPacket::KernelDispatch(k));
+    let f = gpu.faulted(&q);
+    assert!(f.reason.starts_with(ISA_NOT_SUPPORTED), "{}", f.reason);
+    assert_eq!(f.packet_offset, 0);
+    assert_eq!(
+        sig_value(&sigs, done),
+        1,
+        "a faulted dispatch must not complete its signal"
+    );
+
+    // An unmapped kernel object is reported as such.
+    let mut q2 = Queue::new(&gpu, QueueKind::Aql, 8 * 64, 7, 100);
+    q2.submit_aql(
+        &gpu,
+        &AqlPacket::KernelDispatch(KernelDispatch {
+            kernel_object: 0x4000_0000,
+            ..k
+        }),
+    );
+    let f = gpu.faulted(&q2);
+    assert!(
+        f.reason.contains("kernel descriptor not mapped"),
+        "{}",
+        f.reason
+    );
+    assert_eq!(f.fault.map(|x| x.va), Some(0x4000_0000));
+
+    // Work-group too large.
+    let mut q3 = Queue::new(&gpu, QueueKind::Aql, 8 * 64, 7, 100);
+    q3.submit_aql(
+        &gpu,
+        &AqlPacket::KernelDispatch(KernelDispatch {
+            workgroup_size: [2048, 1, 1],
+            ..k
+        }),
+    );
+    assert!(gpu.faulted(&q3).reason.contains("exceeds 1024"));
+
+    // PM4 DISPATCH_DIRECT likewise.
+    let mut q4 = Queue::new(&gpu, QueueKind::Pm4, 1024, 7, 100);
+    q4.submit(
+        &gpu,
+        &enc(Pm4Packet::DispatchDirect(pkt3::DispatchDirect {
+            dim_x: 1,
+            dim_y: 1,
+            dim_z: 1,
+            dispatch_initiator: 1,
+        })),
+    );
+    assert!(gpu.faulted(&q4).reason.contains(ISA_NOT_SUPPORTED));
+}
+
+#[test]
+fn remove_queue_while_blocked_in_a_wait() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let d = data.va();
+    let mut q = Queue::new(&gpu, QueueKind::Pm4, 1024, 7, 100);
+    let mut words = wait_mem(d, CompareFn::Equal, 1);
+    words.extend(write_data(d + 4, &[1]));
+    q.submit(&gpu, &words);
+    let mut aq = Queue::new(&gpu, QueueKind::Aql, 4 * 64, 7, 100);
+    let sigs = gpu.alloc(4096);
+    let dep = signal(&sigs, 0, 1, None);
+    aq.submit_aql(&gpu, &barrier_and(&[dep], 0));
+    let mut sq = Queue::new(&gpu, QueueKind::Sdma { engine: 0 }, 1024, 7, 100);
+    sq.submit_sdma(
+        &gpu,
+        &SdmaPacket::PollRegmem(sdma::PollRegmem {
+            func: CompareFn::Equal,
+            mem_poll: true,
+            hdp_flush: false,
+            addr: d,
+            reference: 1,
+            mask: !0,
+            interval: 10,
+            retry_count: 0xFFF,
+        }),
+    );
+    sq.submit_sdma(&gpu, &SdmaPacket::Fence(sdma::Fence::new(d + 8, 1)));
+    std::thread::sleep(Duration::from_millis(50));
+    let start = Instant::now();
+    gpu.eng.remove_queue(q.id);
+    gpu.eng.remove_queue(aq.id);
+    gpu.eng.remove_queue(sq.id);
+    assert!(start.elapsed() < LONG);
+    assert_eq!(gpu.eng.queue_status(q.id), None);
+    data.store_u32(d, 1).unwrap();
+    sigs.store_u64(dep + 8, 0).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        data.load_u32(d + 4).unwrap(),
+        0,
+        "a removed queue executed a packet"
+    );
+    assert_eq!(data.load_u32(d + 8).unwrap(), 0);
+    assert_eq!(aq.rptr(), 0);
+}
+
+#[test]
+fn rings_wrap_many_times() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let d = data.va();
+    // PM4: 64-dword ring, 5-dword packets straddle the end; 20000 dwords = ~300 wraps.
+    let mut q = Queue::new(&gpu, QueueKind::Pm4, 256, 7, 100);
+    for i in 0..4000u32 {
+        q.submit(&gpu, &write_data(d, &[i]));
+        // The value trails the submission in order.
+        if i % 997 == 0 {
+            q.wait_idle();
+            assert_eq!(data.load_u32(d).unwrap(), i);
+        }
+    }
+    q.wait_idle();
+    assert_eq!(data.load_u32(d).unwrap(), 3999);
+    assert_eq!(q.rptr(), 4000 * 5);
+
+    // AQL: 4 slots, 1000 barriers with completion signals.
+    let sigs = gpu.alloc(4096);
+    let s = signal(&sigs, 0, 1000, None);
+    let mut aq = Queue::new(&gpu, QueueKind::Aql, 4 * 64, 7, 100);
+    for _ in 0..1000 {
+        aq.submit_aql(&gpu, &barrier_and(&[], s));
+    }
+    aq.wait_idle();
+    assert_eq!(sig_value(&sigs, s), 0);
+
+    // SDMA: 256-byte ring, WRITE packets of 5 dwords with NOP padding at the end.
+    let mut sq = Queue::new(&gpu, QueueKind::Sdma { engine: 1 }, 256, 7, 100);
+    for i in 0..3000u32 {
+        sq.submit_sdma(
+            &gpu,
+            &SdmaPacket::Write(sdma::Write {
+                dst: d + 16,
+                data: &[i],
+            }),
+        );
+    }
+    sq.wait_idle();
+    assert_eq!(data.load_u32(d + 16).unwrap(), 2999);
+    assert_eq!(gpu.status(&sq), QueueStatus::Active);
+}
+
+#[test]
+fn higher_priority_queue_runs_first() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let d = data.va();
+    let counter = d;
+    gpu.eng.pause();
+    let mut lo = Queue::new(&gpu, QueueKind::Pm4, 4096, 2, 100);
+    let mut hi = Queue::new(&gpu, QueueKind::Pm4, 4096, 13, 100);
+    // Each queue: 50 times { log[counter] ordering via COPY_DATA, counter += 1 }.
+    let prog = |slot: u64| {
+        let mut w = Vec::new();
+        for i in 0..50u64 {
+            w.extend(copy_data(
+                pkt3::copy_sel::MEMORY,
+                counter,
+                slot + 4 * i,
+                false,
+            ));
+            w.extend(atomic(15, counter, 1, 0)); // ADD_RTN_32
+        }
+        w
+    };
+    // Submit the low-priority work first.
+    lo.submit(&gpu, &prog(d + 1024));
+    hi.submit(&gpu, &prog(d + 2048));
+    gpu.eng.resume();
+    lo.wait_idle();
+    hi.wait_idle();
+    let lo_seen: Vec<u32> = (0..50)
+        .map(|i| data.load_u32(d + 1024 + 4 * i).unwrap())
+        .collect();
+    let hi_seen: Vec<u32> = (0..50)
+        .map(|i| data.load_u32(d + 2048 + 4 * i).unwrap())
+        .collect();
+    assert_eq!(hi_seen, (0..50).collect::<Vec<_>>());
+    assert_eq!(lo_seen, (50..100).collect::<Vec<_>>());
+
+    // Percentage 0: not scheduled until updated.
+    let mut off = Queue::new(&gpu, QueueKind::Pm4, 4096, 7, 0);
+    off.submit(&gpu, &write_data(d + 8, &[1]));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(data.load_u32(d + 8).unwrap(), 0);
+    gpu.eng
+        .update_queue(off.id, off.ring.va(), off.size as u32, 7, 50);
+    off.wait_idle();
+    assert_eq!(data.load_u32(d + 8).unwrap(), 1);
+
+    // A blocked high-priority queue does not hold up a lower one.
+    let mut hi2 = Queue::new(&gpu, QueueKind::Pm4, 4096, 15, 100);
+    hi2.submit(&gpu, &wait_mem(d + 12, CompareFn::Equal, 1));
+    lo.submit(&gpu, &write_data(d + 16, &[1]));
+    lo.wait_idle();
+    assert_eq!(hi2.rptr(), 0);
+    data.store_u32(d + 12, 1).unwrap();
+    hi2.wait_idle();
+}
+
+#[test]
+fn sdma_packets() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(64 * 1024);
+    let ib = gpu.alloc(4096);
+    let d = data.va();
+    let mut q = Queue::new(&gpu, QueueKind::Sdma { engine: 0 }, 4096, 7, 100);
+    for i in 0..64u64 {
+        data.store_u32(d + 4 * i, i as u32 * 3).unwrap();
+    }
+    let before = gpu.eng.gpu_clock();
+    q.submit_sdma(
+        &gpu,
+        &SdmaPacket::CopyLinear(sdma::CopyLinear {
+            src: d,
+            dst: d + 4096,
+            bytes: 253,
+            tmz: false,
+            parameter: 0,
+        }),
+    );
+    q.submit_sdma(
+        &gpu,
+        &SdmaPacket::ConstFill(sdma::ConstFill {
+            dst: d + 8192,
+            data: 0xA1B2_C3D4,
+            bytes: 64,
+            fill_size: 2,
+        }),
+    );
+    q.submit_sdma(
+        &gpu,
+        &SdmaPacket::ConstFill(sdma::ConstFill {
+            dst: d + 8192 + 64,
+            data: 0x77,
+            bytes: 7,
+            fill_size: 0,
+        }),
+    );
+    q.submit_sdma(
+        &gpu,
+        &SdmaPacket::Write(sdma::Write {
+            dst: d + 12288,
+            data: &[5, 6, 7],
+        }),
+    );
+    q.submit_sdma(
+        &gpu,
+        &SdmaPacket::Timestamp(sdma::Timestamp {
+            kind: sdma::TimestampKind::GetGlobal,
+            value: d + 12800,
+        }),
+    );
+    q.submit_sdma(
+        &gpu,
+        &SdmaPacket::Timestamp(sdma::Timestamp {
+            kind: sdma::TimestampKind::SetLocal,
+            value: 1 << 40,
+        }),
+    );
+    q.submit_sdma(
+        &gpu,
+        &SdmaPacket::Timestamp(sdma::Timestamp {
+            kind: sdma::TimestampKind::GetLocal,
+            value: d + 12808,
+        }),
+    );
+    // An IB with a FENCE and a TRAP.
+    let mut w = sdma_words(&SdmaPacket::Fence(sdma::Fence::new(d + 13000, 0xFE)));
+    w.extend(sdma_words(&SdmaPacket::Trap(sdma::Trap { int_context: 9 })));
+    for (i, x) in w.iter().enumerate() {
+        ib.store_u32(ib.va() + 4 * i as u64, *x).unwrap();
+    }
+    q.submit_sdma(
+        &gpu,
+        &SdmaPacket::Indirect(sdma::Indirect {
+            vmid: 0,
+            ib_addr: ib.va(),
+            ib_dwords: w.len() as u32,
+            csa_addr: 0,
+        }),
+    );
+    q.submit_sdma(&gpu, &SdmaPacket::Nop(sdma::Nop { count: 3 }));
+    q.submit_sdma(&gpu, &SdmaPacket::Trap(sdma::Trap { int_context: 10 }));
+    q.wait_idle();
+    let after = gpu.eng.gpu_clock();
+    let mut src = vec![0u8; 253];
+    let mut dst = vec![0u8; 256];
+    data.read(d, &mut src).unwrap();
+    data.read(d + 4096, &mut dst).unwrap();
+    assert_eq!(&dst[..253], &src[..]);
+    assert_eq!(&dst[253..], &[0, 0, 0]);
+    assert!((0..16).all(|i| data.load_u32(d + 8192 + 4 * i).unwrap() == 0xA1B2_C3D4));
+    let mut f = [0u8; 8];
+    data.read(d + 8192 + 64, &mut f).unwrap();
+    assert_eq!(f, [0x77, 0x77, 0x77, 0x77, 0x77, 0x77, 0x77, 0]);
+    assert_eq!(
+        (0..3)
+            .map(|i| data.load_u32(d + 12288 + 4 * i).unwrap())
+            .collect::<Vec<_>>(),
+        [5, 6, 7]
+    );
+    let ts = data.load_u64(d + 12800).unwrap();
+    assert!(before <= ts && ts <= after);
+    let local = data.load_u64(d + 12808).unwrap();
+    assert!(local >= 1 << 40 && local - (1 << 40) <= after - before + 1);
+    assert_eq!(data.load_u32(d + 13000).unwrap(), 0xFE);
+    assert_eq!(*gpu.irq.events.lock().unwrap(), vec![Some(9), Some(10)]);
+}
+
+/// Fills `w` (at `va`, `len` bytes) with a position-dependent pattern.
+fn fill_pattern(w: &MemWindow, len: usize, seed: u32) {
+    let chunk = 1 << 20;
+    let mut buf = vec![0u8; chunk];
+    for c in 0..len / chunk {
+        for (i, b) in buf.chunks_exact_mut(4).enumerate() {
+            let x = ((c * chunk / 4 + i) as u32)
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(seed);
+            b.copy_from_slice(&x.to_le_bytes());
+        }
+        w.write(w.va() + (c * chunk) as u64, &buf).unwrap();
+    }
+}
+
+#[test]
+fn sdma_copy_and_fill_256_mib() {
+    const LEN: usize = 256 << 20;
+    let gpu = Gpu::new();
+    let src = gpu.alloc(LEN);
+    let dst = gpu.alloc(LEN);
+    fill_pattern(&src, LEN, 0x1234);
+    let mut q = Queue::new(&gpu, QueueKind::Sdma { engine: 1 }, 64 * 1024, 7, 100);
+    let fence = gpu.alloc(64);
+    for p in sdma::copy_linear_split(src.va(), dst.va(), LEN as u64, SDMA) {
+        q.submit_sdma(&gpu, &SdmaPacket::CopyLinear(p));
+    }
+    q.submit_sdma(&gpu, &SdmaPacket::Fence(sdma::Fence::new(fence.va(), 1)));
+    assert!(wait_until(|| fence.load_u32(fence.va()).unwrap() == 1));
+    let chunk = 4 << 20;
+    let (mut a, mut b) = (vec![0u8; chunk], vec![0u8; chunk]);
+    for c in 0..LEN / chunk {
+        let o = (c * chunk) as u64;
+        src.read(src.va() + o, &mut a).unwrap();
+        dst.read(dst.va() + o, &mut b).unwrap();
+        assert!(a == b, "copy differs in chunk {c}");
+    }
+    // Fill the whole destination with a dword pattern, in packets of at most 4 MiB.
+    let mut off = 0u64;
+    while off < LEN as u64 {
+        let n = (LEN as u64 - off).min(SDMA.copy_chunk_bytes() as u64 & !3) as u32;
+        q.submit_sdma(
+            &gpu,
+            &SdmaPacket::ConstFill(sdma::ConstFill {
+                dst: dst.va() + off,
+                data: 0xC0FF_EE11,
+                bytes: n,
+                fill_size: 2,
+            }),
+        );
+        off += n as u64;
+    }
+    q.submit_sdma(&gpu, &SdmaPacket::Fence(sdma::Fence::new(fence.va(), 2)));
+    assert!(wait_until(|| fence.load_u32(fence.va()).unwrap() == 2));
+    let expect: Vec<u8> = (0..chunk)
+        .map(|i| 0xC0FF_EE11u32.to_le_bytes()[i % 4])
+        .collect();
+    for c in 0..LEN / chunk {
+        dst.read(dst.va() + (c * chunk) as u64, &mut b).unwrap();
+        assert!(b == expect, "fill differs in chunk {c}");
+    }
+    assert_eq!(gpu.status(&q), QueueStatus::Active);
+}
+
+fn thread_cpu_ticks(name: &str) -> Option<u64> {
+    for t in std::fs::read_dir("/proc/self/task").ok()? {
+        let p = t.ok()?.path();
+        let comm = std::fs::read_to_string(p.join("comm")).ok()?;
+        if comm.trim() == name {
+            let stat = std::fs::read_to_string(p.join("stat")).ok()?;
+            let rest = stat.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // Fields after the command: state(0) ... utime(11) stime(12).
+            return Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?);
+        }
+    }
+    None
+}
+
+#[test]
+fn idle_and_blocked_engines_do_not_spin() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let d = data.va();
+    let mut q = Queue::new(&gpu, QueueKind::Pm4, 1024, 7, 100);
+    q.submit(&gpu, &write_data(d, &[1]));
+    q.wait_idle();
+    // Thread names are truncated to 15 bytes by the kernel.
+    let name: String = format!("kfd-emu-cp-{:x}", gpu.id)
+        .chars()
+        .take(15)
+        .collect();
+    let t0 = thread_cpu_ticks(&name).expect("CP thread");
+    std::thread::sleep(Duration::from_millis(500));
+    let idle = thread_cpu_ticks(&name).unwrap() - t0;
+    assert!(idle <= 3, "idle CP used {idle} ticks in 500 ms");
+    // Blocked in a wait: bounded polling, far from a full core (50 ticks in 500 ms).
+    q.submit(&gpu, &wait_mem(d + 4, CompareFn::Equal, 1));
+    std::thread::sleep(Duration::from_millis(100));
+    let t1 = thread_cpu_ticks(&name).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let blocked = thread_cpu_ticks(&name).unwrap() - t1;
+    assert!(blocked <= 15, "blocked CP used {blocked} ticks in 500 ms");
+    data.store_u32(d + 4, 1).unwrap();
+    q.wait_idle();
+}
+
+#[test]
+fn remove_and_drop_from_many_threads_never_hang() {
+    for _ in 0..20 {
+        let gpu = Gpu::new();
+        let data = gpu.alloc(4096);
+        let mut qs: Vec<Queue> = (0..3)
+            .map(|i| Queue::new(&gpu, QueueKind::Pm4, 1024, i * 5, 100))
+            .collect();
+        for q in qs.iter_mut() {
+            let mut w = Vec::new();
+            for _ in 0..20 {
+                w.extend(write_data(data.va(), &[1]));
+            }
+            w.extend(wait_mem(data.va() + 8, CompareFn::Equal, 1));
+            q.submit(&gpu, &w);
+        }
+        gpu.eng.remove_queue(qs[1].id);
+        drop(gpu);
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, .. Default::default() })]
+    #[test]
+    fn fuzz_ring_never_panics(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..1024)) {
+        kfd_emu::engine::fuzz_ring(&data);
+    }
+}
+
+#[test]
+fn fuzz_ring_on_valid_packets() {
+    // A valid PM4 stream (all writes go to the fuzz data region) runs to completion.
+    let va = kfd_emu::engine::FUZZ_DATA_VA;
+    let mut bytes = vec![0u8];
+    for i in 0..10u32 {
+        for w in write_data(va + 4 * i as u64, &[i]) {
+            bytes.extend(w.to_le_bytes());
+        }
+    }
+    let r = kfd_emu::engine::fuzz_ring_report(&bytes);
+    assert!(!r.faulted[1]);
+    assert_eq!(r.rptr[1], 50);
+    assert_eq!(r.wptr[1], 50);
+    // The same bytes as SDMA packets: opcode 0 sub-op 0x37 is unknown.
+    assert!(r.faulted[2]);
+    let r = kfd_emu::engine::fuzz_ring_report(&[]);
+    assert_eq!(r.rptr, [0, 0, 0]);
+    assert_eq!(r.faulted, [false, false, false]);
+}
