@@ -1,1 +1,27 @@
-//! kfdrt runtime (placeholder until issue 5 lands).
+//! kfdrt: a userspace AMD GPU runtime on the Linux KFD ioctls, with HIP's stream, event,
+//! stream-memory-op, allocator, managed-memory and virtual-memory semantics, on real
+//! hardware or on the emulated device (`kfd-emu`).
+#![deny(missing_docs)]
+
+pub mod device_select;
+pub mod error;
+
+pub use device_select::{open_backend, DeviceSpec, DEVICE_ENV};
+pub use error::{Error, ErrorKind, Result};
+pub use kfd;
+pub mod callback;
+pub mod cmd;
+pub mod device;
+pub mod event;
+pub mod hsa;
+pub mod memory;
+pub mod queue;
+pub mod signal;
+pub mod stream;
+pub mod va;
+
+pub use device::{Device, Gpu};
+pub use event::Event;
+pub use memory::{Buffer, MemoryKind};
+pub use signal::Signal;
+pub use stream::Stream;

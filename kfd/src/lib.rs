@@ -10,6 +10,7 @@
 
 pub mod abi;
 pub mod backend;
+pub mod cwsr;
 pub mod error;
 pub mod hw;
 pub mod ioctl;

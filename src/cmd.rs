@@ -1,0 +1,260 @@
+//! The PM4 commands kfdrt places in a queue slot's indirect buffer, and how HIP's
+//! stream-memory-op conditions map onto WAIT_REG_MEM compare functions.
+
+use pm4::pkt3::{
+    CachePolicy, CompareFn, DataSel, IntSel, MemSpace, ReleaseMem, WaitOperation, WaitRegMem,
+    WaitRegMem64, WriteData, WriteDataDst,
+};
+use pm4::GfxFamily;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// CP poll interval used by kfdrt's waits (in the CP's poll-interval units).
+pub const POLL_INTERVAL: u16 = 4;
+
+/// `hipStreamWaitValueGte`.
+pub const WAIT_VALUE_GTE: u32 = 0x0;
+/// `hipStreamWaitValueEq`.
+pub const WAIT_VALUE_EQ: u32 = 0x1;
+/// `hipStreamWaitValueAnd`.
+pub const WAIT_VALUE_AND: u32 = 0x2;
+/// `hipStreamWaitValueNor`.
+pub const WAIT_VALUE_NOR: u32 = 0x3;
+
+/// The condition a wait-value command tests, already reduced to what the CP does:
+/// `(*ptr & mask) FUNCTION reference`, or nothing to wait for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitCondition {
+    /// Poll until `(*ptr & mask) function reference`.
+    Poll {
+        /// Compare function.
+        function: CompareFn,
+        /// Reference value.
+        reference: u64,
+        /// Mask.
+        mask: u64,
+    },
+    /// The condition is true for every memory value: nothing to wait for.
+    AlwaysTrue,
+}
+
+/// Map HIP's wait-value flags onto a CP compare, for `bits`-wide values (32 or 64).
+///
+/// - GTE: `(*ptr & mask) >= value` — unsigned, as the CP compares.
+/// - EQ: `(*ptr & mask) == value`.
+/// - AND: `((*ptr & mask) & value) != 0` — polled as `(*ptr & (mask & value)) != 0`.
+/// - NOR: `~((*ptr & mask) | (value & mask)) != 0`, exactly as the seed defines it, over
+///   `bits` bits. Any bit outside `mask` is 0 in both operands, so its complement is 1 and
+///   the condition holds for every memory value unless `mask` is all ones. With a full
+///   mask the condition is "some bit is clear in both `*ptr` and `value`", i.e.
+///   `(*ptr & ~value) != ~value`, which is what the CP polls.
+///
+/// Unknown flags are InvalidValue.
+pub fn wait_condition(flags: u32, value: u64, mask: u64, bits: u32) -> Result<WaitCondition> {
+    let full = if bits == 32 { 0xffff_ffffu64 } else { u64::MAX };
+    let (value, mask) = (value & full, mask & full);
+    Ok(match flags {
+        WAIT_VALUE_GTE => WaitCondition::Poll {
+            function: CompareFn::GreaterEqual,
+            reference: value,
+            mask,
+        },
+        WAIT_VALUE_EQ => WaitCondition::Poll {
+            function: CompareFn::Equal,
+            reference: value,
+            mask,
+        },
+        WAIT_VALUE_AND => WaitCondition::Poll {
+            function: CompareFn::NotEqual,
+            reference: 0,
+            mask: mask & value,
+        },
+        WAIT_VALUE_NOR => {
+            if mask != full {
+                WaitCondition::AlwaysTrue
+            } else {
+                let nv = !value & full;
+                WaitCondition::Poll {
+                    function: CompareFn::NotEqual,
+                    reference: nv,
+                    mask: nv,
+                }
+            }
+        }
+        _ => {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                "stream_wait_value",
+                format!(
+                "flags {flags:#x}: expected hipStreamWaitValueGte (0), Eq (1), And (2) or Nor (3)"
+            ),
+            ))
+        }
+    })
+}
+
+/// The condition evaluated on the host (tests, reference model).
+pub fn condition_holds(c: WaitCondition, mem: u64) -> bool {
+    match c {
+        WaitCondition::AlwaysTrue => true,
+        WaitCondition::Poll {
+            function,
+            reference,
+            mask,
+        } => {
+            let v = mem & mask;
+            match function {
+                CompareFn::Always => true,
+                CompareFn::Less => v < reference,
+                CompareFn::LessEqual => v <= reference,
+                CompareFn::Equal => v == reference,
+                CompareFn::NotEqual => v != reference,
+                CompareFn::GreaterEqual => v >= reference,
+                CompareFn::Greater => v > reference,
+            }
+        }
+    }
+}
+
+fn enc_err(e: pm4::EncodeError) -> Error {
+    Error::new(ErrorKind::InvalidValue, "pm4 encode", e.to_string())
+}
+
+/// WAIT_REG_MEM (32-bit) or WAIT_REG_MEM64 on memory at `addr`; returns dwords written.
+pub fn wait_mem(
+    fam: GfxFamily,
+    out: &mut [u32],
+    addr: u64,
+    bits: u32,
+    c: WaitCondition,
+) -> Result<usize> {
+    let WaitCondition::Poll {
+        function,
+        reference,
+        mask,
+    } = c
+    else {
+        return Ok(0);
+    };
+    if bits == 32 {
+        WaitRegMem::memory(function, addr, reference as u32, mask as u32, POLL_INTERVAL)
+            .encode(fam, out)
+            .map_err(enc_err)
+    } else {
+        WaitRegMem64 {
+            function,
+            mem_space: MemSpace::Memory,
+            operation: WaitOperation::WaitRegMem,
+            engine: 0,
+            cache_policy: CachePolicy::Lru,
+            addr,
+            reference,
+            mask,
+            poll_interval: POLL_INTERVAL,
+        }
+        .encode(fam, out)
+        .map_err(enc_err)
+    }
+}
+
+/// WRITE_DATA of one (32-bit) or two (64-bit) dwords to memory with write confirm.
+pub fn write_mem(
+    fam: GfxFamily,
+    out: &mut [u32],
+    addr: u64,
+    value: u64,
+    bits: u32,
+) -> Result<usize> {
+    let data = [value as u32, (value >> 32) as u32];
+    let n = if bits == 32 { 1 } else { 2 };
+    WriteData {
+        dst_sel: WriteDataDst::Memory,
+        addr_incr: true,
+        wr_confirm: true,
+        cache_policy: CachePolicy::Lru,
+        engine_sel: 0,
+        addr,
+        data: &data[..n],
+    }
+    .encode(fam, out)
+    .map_err(enc_err)
+}
+
+/// RELEASE_MEM at end of pipe writing the 64-bit GPU clock to `addr`.
+pub fn timestamp(fam: GfxFamily, out: &mut [u32], addr: u64) -> Result<usize> {
+    ReleaseMem {
+        event_type: pm4::pkt3::event::BOTTOM_OF_PIPE_TS,
+        event_index: pm4::pkt3::event::INDEX_END_OF_PIPE,
+        cache_actions: 0,
+        cache_policy: CachePolicy::Lru,
+        execute: false,
+        dst_sel: 0,
+        int_sel: IntSel::None,
+        data_sel: DataSel::GpuClock,
+        addr,
+        data: 0,
+        int_ctxid: 0,
+    }
+    .encode(fam, out)
+    .map_err(enc_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hip_reference(flags: u32, mem: u64, value: u64, mask: u64, bits: u32) -> bool {
+        let full = if bits == 32 { 0xffff_ffffu64 } else { u64::MAX };
+        let (mem, value, mask) = (mem & full, value & full, mask & full);
+        match flags {
+            WAIT_VALUE_GTE => mem & mask >= value,
+            WAIT_VALUE_EQ => mem & mask == value,
+            WAIT_VALUE_AND => (mem & mask) & value != 0,
+            WAIT_VALUE_NOR => (!((mem & mask) | (value & mask)) & full) != 0,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn cp_conditions_match_the_seed_definitions() {
+        let vals = [
+            0u64,
+            1,
+            2,
+            3,
+            0x7fff_ffff,
+            0x8000_0000,
+            0xffff_fffe,
+            0xffff_ffff,
+            1 << 40,
+            u64::MAX,
+            0x1234_5678_9abc_def0,
+        ];
+        let masks = [u64::MAX, 0xffff_ffff, 0xff, 0xf0f0_f0f0, 0, 1 << 40 | 1];
+        for bits in [32, 64] {
+            for flags in 0..4 {
+                for &m in &masks {
+                    for &v in &vals {
+                        let c = wait_condition(flags, v, m, bits).unwrap();
+                        for &mem in &vals {
+                            assert_eq!(
+                                condition_holds(
+                                    c,
+                                    mem & if bits == 32 { 0xffff_ffff } else { u64::MAX }
+                                ),
+                                hip_reference(flags, mem, v, m, bits),
+                                "flags={flags} bits={bits} mem={mem:#x} value={v:#x} mask={m:#x}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_flags_rejected() {
+        let e = wait_condition(4, 0, 0, 32).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidValue);
+    }
+}

@@ -1,0 +1,323 @@
+//! [`Device`]: an opened KFD device (all its GPU agents) and the KFD init sequence.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use kfd::abi::ProcessDeviceApertures;
+use kfd::topology::Node;
+use kfd::Backend;
+
+use crate::device_select::{open_backend, DeviceSpec};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Lowest KFD minor version kfdrt runs on: 1.5 brings SVM and the queue/memory ioctls
+/// of this ABI (older kernels are missing too much to emulate HIP's semantics).
+pub const MIN_KFD_MINOR: u32 = 5;
+
+/// One GPU agent of a [`Device`].
+#[derive(Debug)]
+pub struct Gpu {
+    /// Index among the device's GPUs (HIP device ordinal).
+    pub index: usize,
+    /// KFD gpu_id.
+    pub gpu_id: u32,
+    /// The topology node.
+    pub node: Node,
+    /// PM4/AQL packet family.
+    pub family: pm4::GfxFamily,
+    /// SDMA packet version.
+    pub sdma_version: pm4::SdmaVersion,
+    /// Apertures from GET_PROCESS_APERTURES_NEW.
+    pub apertures: ProcessDeviceApertures,
+    /// The render node (kept open: buffer objects are mmapped through it).
+    pub(crate) render: OwnedFd,
+}
+
+impl Gpu {
+    /// gfx target name, e.g. `gfx942`.
+    pub fn gfx_name(&self) -> String {
+        self.node
+            .gfx_target_name()
+            .unwrap_or_else(|| "unknown".into())
+    }
+    /// Number of compute units.
+    pub fn cu_count(&self) -> u32 {
+        self.node.cu_count()
+    }
+}
+
+/// The KFD connection and the GPUs: what buffer objects need to free themselves.
+/// Dropped after the last [`crate::Buffer`]: render fds close, then the backend.
+pub(crate) struct DeviceCore {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) kfd_version: (u32, u32),
+    pub(crate) gpus: Vec<Gpu>,
+}
+
+/// The runtime's per-device state (event page, signal pool, queue pools). Streams,
+/// events and signals hold it; its own buffers hold only the [`DeviceCore`], so there is
+/// no reference cycle: when the last user object goes, its pools free their buffers.
+pub(crate) struct DeviceInner {
+    pub(crate) core: Arc<DeviceCore>,
+    pub(crate) events: Mutex<Option<Arc<crate::signal::EventPage>>>,
+    pub(crate) signals: crate::signal::SignalPool,
+    pub(crate) doorbells: Mutex<Vec<(usize, crate::queue::DoorbellPage)>>,
+    pub(crate) pools: crate::stream::QueuePools,
+    pub(crate) callbacks: crate::callback::Callbacks,
+    /// KFD memory-exception and hw-exception events (when the device supports them).
+    pub(crate) exception_events: Vec<u32>,
+    /// Faults reported so far: (gpu_id, description). Sticky.
+    pub(crate) faults: Mutex<Vec<(u32, String)>>,
+}
+
+impl Drop for DeviceInner {
+    fn drop(&mut self) {
+        // Streams, queues and signals hold this struct, so they are gone: destroy the
+        // pooled signals' events, then unmap the doorbell pages. The pools' buffers are
+        // freed when their fields drop, before the core.
+        self.signals.destroy_events(self.core.backend.as_ref());
+        for &e in &self.exception_events {
+            let _ = kfd::ioctl::destroy_event(self.core.backend.as_ref(), e);
+        }
+        let pages = std::mem::take(self.doorbells.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for (_, p) in pages {
+            if let Some(nn) = core::ptr::NonNull::new(p.base.cast()) {
+                // SAFETY: the page was mapped by `doorbell_slot` and no queue uses it now.
+                let _ = unsafe { self.core.backend.munmap(nn, p.len) };
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for DeviceInner {
+    type Target = DeviceCore;
+    fn deref(&self) -> &DeviceCore {
+        &self.core
+    }
+}
+
+/// An opened device: every GPU agent of the selected backend, initialised as libhsakmt
+/// and ROCr do (version check, topology, render nodes, ACQUIRE_VM, apertures).
+///
+/// Cloning is cheap; the device is released when the last clone and every object
+/// created from it are dropped.
+#[derive(Clone)]
+pub struct Device {
+    pub(crate) inner: Arc<DeviceInner>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("kind", &self.inner.backend.kind())
+            .field("kfd_version", &self.inner.kfd_version)
+            .field(
+                "gpus",
+                &self
+                    .inner
+                    .gpus
+                    .iter()
+                    .map(|g| (g.gpu_id, g.gfx_name()))
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Device {
+    /// Open the device `KFDRT_DEVICE` selects (default `auto`).
+    pub fn open() -> Result<Device> {
+        Self::open_spec(&DeviceSpec::from_env()?)
+    }
+
+    /// Open the device a spec selects.
+    pub fn open_spec(spec: &DeviceSpec) -> Result<Device> {
+        Self::with_backend(open_backend(spec)?)
+    }
+
+    /// Initialise a device over an already opened backend.
+    ///
+    /// Sequence: GET_VERSION (major 1, minor >= [`MIN_KFD_MINOR`]); the GPU nodes of the
+    /// topology (non-zero gpu_id); for each, open `/dev/dri/renderD<drm_render_minor>`
+    /// and ACQUIRE_VM with it; GET_PROCESS_APERTURES_NEW.
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Result<Device> {
+        let call = "Device::open";
+        let v = kfd::ioctl::get_version(backend.as_ref()).map_err(|e| Error::from_kfd(call, e))?;
+        if v.major_version != 1 || v.minor_version < MIN_KFD_MINOR {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                call,
+                format!(
+                    "KFD interface {}.{} is not supported: kfdrt needs 1.{} or newer",
+                    v.major_version, v.minor_version, MIN_KFD_MINOR
+                ),
+            ));
+        }
+        let nodes: Vec<Node> = backend.topology().gpu_nodes().cloned().collect();
+        if nodes.is_empty() {
+            return Err(Error::new(
+                ErrorKind::NoDevice,
+                call,
+                "the KFD topology has no GPU node",
+            ));
+        }
+        let apertures = kfd::ioctl::get_process_apertures_new(backend.as_ref())
+            .map_err(|e| Error::from_kfd(call, e))?;
+        let mut gpus = Vec::with_capacity(nodes.len());
+        for (index, node) in nodes.into_iter().enumerate() {
+            let gpu_id = node.gpu_id;
+            let tv = node.properties.gfx_target_version;
+            let family = pm4::GfxFamily::from_gfx_target_version(tv).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::NotSupported,
+                    call,
+                    format!("GPU {gpu_id:#x}: gfx_target_version {tv} is not a supported family (gfx9..gfx12)"),
+                )
+            })?;
+            let minor = node.properties.drm_render_minor;
+            let render = backend.open_render_node(minor).map_err(|e| {
+                Error::new(
+                    ErrorKind::NoDevice,
+                    call,
+                    format!("GPU {gpu_id:#x}: opening /dev/dri/renderD{minor}: {e} (add the user to the render group)"),
+                )
+            })?;
+            kfd::ioctl::acquire_vm(backend.as_ref(), gpu_id, render.as_raw_fd())
+                .map_err(|e| Error::from_kfd(call, e))?;
+            let ap = apertures
+                .iter()
+                .find(|a| a.gpu_id == gpu_id)
+                .copied()
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Driver,
+                        call,
+                        format!("GPU {gpu_id:#x} has no aperture entry"),
+                    )
+                })?;
+            gpus.push(Gpu {
+                index,
+                gpu_id,
+                family,
+                sdma_version: pm4::SdmaVersion::for_family(family),
+                apertures: ap,
+                render,
+                node,
+            });
+        }
+        // Exception events: KFD signals MEMORY on GPU VM faults and HW_EXCEPTION on GPU
+        // resets / hangs; waits poll them so a fault ends a wait instead of hanging it.
+        let mut exception_events = Vec::new();
+        for ty in [
+            kfd::abi::KFD_IOC_EVENT_MEMORY,
+            kfd::abi::KFD_IOC_EVENT_HW_EXCEPTION,
+        ] {
+            let mut a = kfd::abi::CreateEventArgs {
+                event_type: ty,
+                auto_reset: 1,
+                ..Default::default()
+            };
+            if kfd::ioctl::create_event(backend.as_ref(), &mut a).is_ok() {
+                exception_events.push(a.event_id);
+            }
+        }
+        Ok(Device {
+            inner: Arc::new(DeviceInner {
+                core: Arc::new(DeviceCore {
+                    backend,
+                    kfd_version: (v.major_version, v.minor_version),
+                    gpus,
+                }),
+                events: Mutex::new(None),
+                signals: crate::signal::SignalPool::new(),
+                doorbells: Mutex::new(Vec::new()),
+                pools: crate::stream::QueuePools::new(),
+                callbacks: crate::callback::Callbacks::new(),
+                exception_events,
+                faults: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The GPU agents, in topology order.
+    pub fn gpus(&self) -> &[Gpu] {
+        &self.inner.gpus
+    }
+
+    /// GPU `index`, or InvalidValue naming the range.
+    pub fn gpu(&self, index: usize) -> Result<&Gpu> {
+        self.inner.gpu(index)
+    }
+
+    /// The KFD interface version (major, minor).
+    pub fn kfd_version(&self) -> (u32, u32) {
+        self.inner.kfd_version
+    }
+
+    /// The backend (for tools that issue raw ioctls).
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+}
+
+impl DeviceInner {
+    /// Poll the exception events (no sleep) and return the first recorded fault of GPU
+    /// `gpu_index`, if any. Faults are sticky.
+    pub(crate) fn check_faults(&self, gpu_index: usize) -> Option<String> {
+        let gpu_id = self.gpus.get(gpu_index)?.gpu_id;
+        if !self.exception_events.is_empty() {
+            let mut evs: Vec<kfd::abi::EventData> = self
+                .exception_events
+                .iter()
+                .map(|&id| kfd::abi::EventData {
+                    event_id: id,
+                    ..Default::default()
+                })
+                .collect();
+            if let Ok(r) = kfd::ioctl::wait_events(self.backend.as_ref(), &mut evs, false, 0) {
+                if r == kfd::abi::KFD_IOC_WAIT_RESULT_COMPLETE {
+                    let mut f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+                    // evs[0] is the memory event, evs[1] the hw exception (when both exist).
+                    let m = evs[0].memory_exception();
+                    if m.gpu_id != 0 {
+                        f.push((
+                            m.gpu_id,
+                            format!("GPU {:#x} memory fault at va={:#x}", m.gpu_id, m.va),
+                        ));
+                    }
+                    if let Some(h) = evs.get(1).map(|e| e.hw_exception()) {
+                        if h.gpu_id != 0 {
+                            f.push((
+                                h.gpu_id,
+                                format!(
+                                    "GPU {:#x} hardware exception (reset_cause={})",
+                                    h.gpu_id, h.reset_cause
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        f.iter().find(|(g, _)| *g == gpu_id).map(|(_, d)| d.clone())
+    }
+}
+
+impl DeviceCore {
+    pub(crate) fn gpu(&self, index: usize) -> Result<&Gpu> {
+        self.gpus.get(index).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidValue,
+                "Device::gpu",
+                format!(
+                    "GPU index {index} out of range (device has {})",
+                    self.gpus.len()
+                ),
+            )
+        })
+    }
+    pub(crate) fn gpu_ids(&self) -> Vec<u32> {
+        self.gpus.iter().map(|g| g.gpu_id).collect()
+    }
+}

@@ -1,0 +1,91 @@
+//! [`Error`]: what every fallible kfdrt call returns, with a HIP-like [`ErrorKind`] and
+//! the underlying cause.
+
+use std::fmt;
+
+/// The HIP error class of a failure (compare `hipError_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// An argument is out of range or inconsistent (`hipErrorInvalidValue`).
+    InvalidValue,
+    /// A handle (stream, event, pool, ...) is not valid (`hipErrorInvalidHandle`).
+    InvalidHandle,
+    /// Work is still pending (`hipErrorNotReady`); not a failure for query calls.
+    NotReady,
+    /// The device or the emulator cannot do this (`hipErrorNotSupported`).
+    NotSupported,
+    /// Device or host memory is exhausted (`hipErrorOutOfMemory`).
+    OutOfMemory,
+    /// No usable device (`hipErrorNoDevice`).
+    NoDevice,
+    /// The selected device spec is malformed or names an unknown device
+    /// (`hipErrorInvalidDevice`).
+    InvalidDevice,
+    /// A queue faulted; the stream's work is lost (`hipErrorLaunchFailure`).
+    LaunchFailure,
+    /// The KFD driver reported an error that maps to none of the above.
+    Driver,
+}
+
+/// A kfdrt failure: the kind, the call that failed, and the underlying cause.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    call: &'static str,
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl Error {
+    /// A new error of `kind` raised by `call` with a message.
+    pub fn new(kind: ErrorKind, call: &'static str, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            call,
+            message: message.into(),
+            source: None,
+        }
+    }
+    /// Attach the underlying cause.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+    /// The HIP-like class.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+    /// The kfdrt call that failed.
+    pub fn call(&self) -> &'static str {
+        self.call
+    }
+    /// Wrap a KFD ioctl failure: errno classes map to kinds as HIP maps them (ENOMEM →
+    /// OutOfMemory, EINVAL → InvalidValue, ENODEV → NoDevice, others → Driver).
+    pub fn from_kfd(call: &'static str, e: kfd::KfdError) -> Self {
+        let kind = match e.errno {
+            kfd::Errno::NOMEM | kfd::Errno::NOSPC => ErrorKind::OutOfMemory,
+            kfd::Errno::INVAL => ErrorKind::InvalidValue,
+            kfd::Errno::NODEV | kfd::Errno::NOENT => ErrorKind::NoDevice,
+            kfd::Errno::NOTSUP | kfd::Errno::NOSYS => ErrorKind::NotSupported,
+            _ => ErrorKind::Driver,
+        };
+        Error::new(kind, call, e.to_string()).with_source(e)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {:?}: {}", self.call, self.kind, self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

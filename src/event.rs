@@ -1,0 +1,157 @@
+//! HIP events: a recorded completion point on a stream timeline, optionally with GPU
+//! timestamps for elapsed time.
+
+use std::sync::{Arc, Mutex};
+
+use crate::device::{Device, DeviceInner};
+use crate::error::{Error, ErrorKind, Result};
+use crate::signal::Signal;
+use crate::stream::{Point, Stream};
+
+/// `hipEventDefault`.
+pub const EVENT_DEFAULT: u32 = 0x0;
+/// `hipEventBlockingSync`: synchronize sleeps instead of spinning.
+pub const EVENT_BLOCKING_SYNC: u32 = 0x1;
+/// `hipEventDisableTiming`: no timestamps (record costs no packet).
+pub const EVENT_DISABLE_TIMING: u32 = 0x2;
+
+/// GPU timestamp frequency: the 100 MHz reference clock gfx9+ timestamps count
+/// (`amdgpu_amdkfd_get_gpu_clock_counter`; ROCr reports 100 MHz; see firmware-notes).
+pub const GPU_TIMESTAMP_HZ: u64 = 100_000_000;
+
+struct Recorded {
+    point: Point,
+    /// Cell the CP writes the GPU clock into (timing events).
+    ts: Option<Arc<Signal>>,
+}
+
+/// A HIP event.
+pub struct Event {
+    dev: Arc<DeviceInner>,
+    flags: u32,
+    rec: Mutex<Option<Recorded>>,
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = self.rec.lock().unwrap_or_else(|e| e.into_inner());
+        write!(f, "Event(flags={:#x} recorded={})", self.flags, r.is_some())
+    }
+}
+
+impl Device {
+    /// `hipEventCreateWithFlags`: flags from [`EVENT_DEFAULT`], [`EVENT_BLOCKING_SYNC`],
+    /// [`EVENT_DISABLE_TIMING`]; other bits are InvalidValue.
+    pub fn create_event(&self, flags: u32) -> Result<Event> {
+        if flags & !(EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING) != 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                "hipEventCreateWithFlags",
+                format!("flags {flags:#x}"),
+            ));
+        }
+        Ok(Event {
+            dev: self.inner.clone(),
+            flags,
+            rec: Mutex::new(None),
+        })
+    }
+}
+
+impl Event {
+    /// The creation flags.
+    pub fn flags(&self) -> u32 {
+        self.flags
+    }
+
+    fn timing(&self) -> bool {
+        self.flags & EVENT_DISABLE_TIMING == 0
+    }
+
+    /// `hipEventRecord`: capture the stream's work so far. A timing event adds one packet
+    /// that writes the GPU clock at that point; otherwise no packet is submitted.
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        if !Arc::ptr_eq(&self.dev, &stream.inner.dev) {
+            return Err(Error::new(
+                ErrorKind::InvalidHandle,
+                "hipEventRecord",
+                "event and stream belong to different devices",
+            ));
+        }
+        let ts = if self.timing() {
+            Some(Arc::new(Signal::new(&self.dev, 0)?))
+        } else {
+            None
+        };
+        let addr = ts
+            .as_ref()
+            .map(|s| s.handle() + crate::hsa::SIGNAL_END_TS_OFFSET);
+        let point = stream.record(addr)?;
+        *self.rec.lock().unwrap_or_else(|e| e.into_inner()) = Some(Recorded { point, ts });
+        Ok(())
+    }
+
+    pub(crate) fn recorded_point(&self) -> Option<Point> {
+        self.rec
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|r| r.point.clone())
+    }
+
+    /// `hipEventQuery`: Ok when the recorded work completed (or never recorded), else
+    /// NotReady.
+    pub fn query(&self) -> Result<()> {
+        match self.recorded_point() {
+            Some(p) if !p.done() => Err(Error::new(
+                ErrorKind::NotReady,
+                "hipEventQuery",
+                "recorded work pending",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `hipEventSynchronize`: wait for the recorded work (immediately Ok if never
+    /// recorded).
+    pub fn synchronize(&self) -> Result<()> {
+        match self.recorded_point() {
+            Some(p) => {
+                crate::callback::before_blocking(&self.dev);
+                self.dev.wait_point(&p, None)
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn timestamp(&self, call: &'static str) -> Result<u64> {
+        let r = self.rec.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(rec) = r.as_ref() else {
+            return Err(Error::new(
+                ErrorKind::InvalidHandle,
+                call,
+                "event was never recorded",
+            ));
+        };
+        let Some(ts) = &rec.ts else {
+            return Err(Error::new(
+                ErrorKind::InvalidHandle,
+                call,
+                "event created with hipEventDisableTiming",
+            ));
+        };
+        if !rec.point.done() {
+            return Err(Error::new(ErrorKind::NotReady, call, "event not complete"));
+        }
+        Ok(ts.timestamps().1)
+    }
+
+    /// `hipEventElapsedTime`: milliseconds between two completed timing events, from the
+    /// GPU timestamps the CP wrote.
+    pub fn elapsed_ms(start: &Event, end: &Event) -> Result<f32> {
+        let call = "hipEventElapsedTime";
+        let a = start.timestamp(call)?;
+        let b = end.timestamp(call)?;
+        Ok(((b as f64 - a as f64) * 1000.0 / GPU_TIMESTAMP_HZ as f64) as f32)
+    }
+}

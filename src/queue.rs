@@ -1,0 +1,397 @@
+//! [`AqlQueue`]: a KFD AQL compute queue with its ring, `amd_queue_t`, EOP and CWSR
+//! buffers, doorbell, and a per-slot indirect-buffer area for PM4 commands (stream
+//! memory ops) carried in AMD vendor PM4-IB packets.
+//!
+//! Submission follows the AQL publish order: reserve a slot (waiting while the ring is
+//! full), write the body, release-store the header (pm4's `AqlRingWriter`), bump
+//! `write_dispatch_id`, then the 64-bit doorbell store of the packet index. Producers on
+//! one queue serialise on a mutex so doorbell values only grow; it is uncontended when one
+//! stream uses the queue.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kfd::abi;
+use pm4::aql::{AqlPacket, AqlRingWriter, VendorPm4Ib};
+use pm4::pkt3::IndirectBuffer;
+
+use crate::device::DeviceInner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::hsa::{self, AmdQueue};
+use crate::memory::{Buffer, MemoryKind};
+
+/// Default ring size in packets.
+pub const DEFAULT_RING_PACKETS: u32 = 1024;
+/// Bytes of PM4 indirect buffer reserved per ring slot.
+pub const IB_BYTES_PER_SLOT: usize = 64;
+
+/// The doorbell mapping of one GPU (mapped once per device and GPU).
+pub(crate) struct DoorbellPage {
+    pub(crate) base: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) offset: u64,
+}
+
+// SAFETY: the page is device MMIO (or the emulator's doorbell memory) written only by
+// 64-bit volatile stores.
+unsafe impl Send for DoorbellPage {}
+// SAFETY: as above.
+unsafe impl Sync for DoorbellPage {}
+
+struct Submit {
+    /// Next packet index to hand out (== write_dispatch_id after publication).
+    next: u64,
+}
+
+/// An AQL queue on one GPU.
+pub struct AqlQueue {
+    dev: Arc<DeviceInner>,
+    gpu_index: usize,
+    queue_id: u32,
+    slots: u32,
+    ring: Buffer,
+    amdq: Buffer,
+    ib: Buffer,
+    _eop: Option<Buffer>,
+    _cwsr: Option<Buffer>,
+    doorbell: *mut u64,
+    submit: Mutex<Submit>,
+    priority: u32,
+}
+
+// SAFETY: raw pointers refer to mappings owned by the queue (doorbell page held by the
+// device); all shared memory is written with atomics or volatile stores.
+unsafe impl Send for AqlQueue {}
+// SAFETY: as above; submission is serialised by `submit`.
+unsafe impl Sync for AqlQueue {}
+
+impl std::fmt::Debug for AqlQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "AqlQueue(id={} gpu={} slots={} prio={})",
+            self.queue_id, self.gpu_index, self.slots, self.priority
+        )
+    }
+}
+
+impl AqlQueue {
+    /// Create an AQL queue on GPU `gpu_index` with KFD priority `priority` (0..=15).
+    pub(crate) fn new(
+        dev: &Arc<DeviceInner>,
+        gpu_index: usize,
+        priority: u32,
+        slots: u32,
+    ) -> Result<AqlQueue> {
+        let call = "AqlQueue::new";
+        if !slots.is_power_of_two() || slots < 64 {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!("ring of {slots} packets"),
+            ));
+        }
+        let core = &dev.core;
+        let gpu = core.gpu(gpu_index)?;
+        let ring_bytes = slots as usize * 64;
+        let ring = Buffer::alloc(core, MemoryKind::HostPinned, gpu_index, ring_bytes)?;
+        let amdq = Buffer::alloc(core, MemoryKind::Signal, gpu_index, 4096)?;
+        let ib = Buffer::alloc(
+            core,
+            MemoryKind::HostPinned,
+            gpu_index,
+            slots as usize * IB_BYTES_PER_SLOT,
+        )?;
+        // Sizes as the kernel computes and checks them (kfd::cwsr). gfx94x AQL queues take
+        // no EOP buffer (design.md; kfd_queue.c checks it only when given).
+        let sizes = kfd::cwsr::queue_sizes(&gpu.node.properties).ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotSupported,
+                call,
+                format!("GPU {:#x} has no CWSR sizes", gpu.gpu_id),
+            )
+        })?;
+        let is_gfx94x = (90400..90500).contains(&gpu.node.properties.gfx_target_version);
+        let eop = if is_gfx94x {
+            None
+        } else {
+            Some(Buffer::alloc(
+                core,
+                MemoryKind::Device,
+                gpu_index,
+                sizes.eop_buffer_size as usize,
+            )?)
+        };
+        let cwsr_len = sizes.cwsr_bo_size(sizes.cwsr_size) as usize;
+        let cwsr = Some(Buffer::alloc(
+            core,
+            MemoryKind::HostPinned,
+            gpu_index,
+            cwsr_len,
+        )?);
+        let (ctx_size, ctl_size) = (sizes.cwsr_size, sizes.ctl_stack_size);
+
+        // Ring slots start INVALID; amd_queue_t describes the ring.
+        // SAFETY: the ring is `ring_bytes` of CPU-mapped memory owned by `ring`.
+        let ring_words = unsafe {
+            core::slice::from_raw_parts(ring.as_ptr() as *const AtomicU32, ring_bytes / 4)
+        };
+        pm4::aql::init_invalid(ring_words);
+        let q = AmdQueue {
+            queue_type: hsa::HSA_QUEUE_TYPE_MULTI,
+            features: hsa::HSA_QUEUE_FEATURE_KERNEL_DISPATCH,
+            base_address: ring.va(),
+            doorbell_signal: 0,
+            size: slots,
+            hsa_reserved1: 0,
+            id: 0,
+            reserved1: [0; 4],
+            write_dispatch_id: 0,
+            group_segment_aperture_base_hi: (gpu.apertures.lds_base >> 32) as u32,
+            private_segment_aperture_base_hi: (gpu.apertures.scratch_base >> 32) as u32,
+            max_cu_id: gpu.cu_count().saturating_sub(1),
+            max_wave_id: gpu.node.properties.max_waves_per_simd.saturating_sub(1),
+            max_legacy_doorbell_dispatch_id_plus_1: 0,
+            legacy_doorbell_lock: 0,
+            reserved2: [0; 9],
+            read_dispatch_id: 0,
+            read_dispatch_id_field_base_byte_offset: hsa::QUEUE_READ_DISPATCH_ID_OFFSET as u32,
+            compute_tmpring_size: 0,
+            scratch_resource_descriptor: [0; 4],
+            scratch_backing_memory_location: 0,
+            scratch_backing_memory_byte_size: 0,
+            scratch_workitem_byte_size: 0,
+            queue_properties: hsa::AMD_QUEUE_PROPERTIES_IS_PTR64,
+            reserved3: [0; 2],
+            queue_inactive_signal: 0,
+            reserved4: [0; 14],
+        };
+        amdq.write(0, zerocopy::IntoBytes::as_bytes(&q))?;
+
+        let mut args = abi::CreateQueueArgs {
+            ring_base_address: ring.va(),
+            write_pointer_address: amdq.va() + hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET,
+            read_pointer_address: amdq.va() + hsa::QUEUE_READ_DISPATCH_ID_OFFSET,
+            ring_size: ring_bytes as u32,
+            gpu_id: gpu.gpu_id,
+            queue_type: abi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+            queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
+            queue_priority: priority.min(abi::KFD_MAX_QUEUE_PRIORITY),
+            eop_buffer_address: eop.as_ref().map_or(0, |b| b.va()),
+            eop_buffer_size: eop.as_ref().map_or(0, |_| sizes.eop_buffer_size as u64),
+            ctx_save_restore_address: cwsr.as_ref().map_or(0, |b| b.va()),
+            ctx_save_restore_size: ctx_size,
+            ctl_stack_size: ctl_size,
+            ..Default::default()
+        };
+        kfd::ioctl::create_queue(core.backend.as_ref(), &mut args)
+            .map_err(|e| Error::from_kfd(call, e))?;
+        let queue_id = args.queue_id;
+        let doorbell = match dev.doorbell_slot(gpu_index, args.doorbell_offset) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = kfd::ioctl::destroy_queue(core.backend.as_ref(), queue_id);
+                return Err(e);
+            }
+        };
+        Ok(AqlQueue {
+            dev: dev.clone(),
+            gpu_index,
+            queue_id,
+            slots,
+            ring,
+            amdq,
+            ib,
+            _eop: eop,
+            _cwsr: cwsr,
+            doorbell,
+            submit: Mutex::new(Submit { next: 0 }),
+            priority,
+        })
+    }
+
+    /// KFD queue id.
+    pub fn queue_id(&self) -> u32 {
+        self.queue_id
+    }
+    /// GPU index.
+    pub fn gpu_index(&self) -> usize {
+        self.gpu_index
+    }
+    /// KFD priority.
+    pub fn priority(&self) -> u32 {
+        self.priority
+    }
+
+    fn cell(&self, offset: u64) -> &AtomicU64 {
+        // SAFETY: amd_queue_t lives in `amdq` (4 KiB, CPU-mapped); offsets are the
+        // 8-aligned dispatch id fields.
+        unsafe { AtomicU64::from_ptr((self.amdq.va() + offset) as *mut u64) }
+    }
+
+    /// Packets the CP has consumed.
+    pub fn read_index(&self) -> u64 {
+        self.cell(hsa::QUEUE_READ_DISPATCH_ID_OFFSET)
+            .load(Ordering::Acquire)
+    }
+
+    fn ring_words(&self) -> &[AtomicU32] {
+        // SAFETY: the ring buffer is CPU-mapped and lives as long as `self`.
+        unsafe {
+            core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, self.ring.len() / 4)
+        }
+    }
+
+    /// Submit packets built by `build` for consecutive indices; `build(index, ib)` gets
+    /// the packet index and the slot's indirect-buffer area (GPU address and CPU words)
+    /// for PM4 commands. Returns the index of the last packet.
+    pub(crate) fn submit(
+        &self,
+        count: u32,
+        mut build: impl FnMut(u64, IbSlot<'_>) -> AqlPacket,
+    ) -> Result<u64> {
+        if count == 0 || count > self.slots {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                "AqlQueue::submit",
+                format!("{count} packets"),
+            ));
+        }
+        let mut g = self.submit.lock().unwrap_or_else(|e| e.into_inner());
+        let first = g.next;
+        let last = first + count as u64 - 1;
+        // Wait for space: the slot of `last` must have been consumed.
+        let mut spins = 0u32;
+        while last - self.read_index() >= self.slots as u64 {
+            spins += 1;
+            if spins < 1000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        let writer = AqlRingWriter::new(self.ring_words()).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Driver,
+                "AqlQueue::submit",
+                "ring is not a power-of-two number of slots",
+            )
+        })?;
+        for idx in first..=last {
+            let slot = (idx % self.slots as u64) as usize;
+            let ib_va = self.ib.va() + (slot * IB_BYTES_PER_SLOT) as u64;
+            // SAFETY: the slot's 64-byte IB area is CPU-mapped and owned by this queue; it
+            // is not read by the CP until the packet below is published.
+            let ib_words = unsafe {
+                core::slice::from_raw_parts_mut(ib_va as *mut u32, IB_BYTES_PER_SLOT / 4)
+            };
+            let pkt = build(
+                idx,
+                IbSlot {
+                    va: ib_va,
+                    words: ib_words,
+                },
+            );
+            writer.write(idx, &pkt);
+        }
+        g.next = last + 1;
+        self.cell(hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET)
+            .store(last + 1, Ordering::Release);
+        // SAFETY: the doorbell is a mapped, 8-byte aligned doorbell slot of this queue.
+        unsafe { core::ptr::write_volatile(self.doorbell, last) };
+        self.dev.backend.doorbell_written(self.queue_id);
+        Ok(last)
+    }
+
+    /// Index of the next packet to be submitted.
+    pub fn next_index(&self) -> u64 {
+        self.submit.lock().unwrap_or_else(|e| e.into_inner()).next
+    }
+}
+
+/// The per-slot indirect-buffer area handed to packet builders.
+pub(crate) struct IbSlot<'a> {
+    /// GPU address of the area.
+    pub(crate) va: u64,
+    /// CPU view (16 dwords).
+    pub(crate) words: &'a mut [u32],
+}
+
+/// A vendor PM4-IB packet running `dwords` of the IB at `va`.
+pub(crate) fn pm4_ib_packet(va: u64, dwords: u32, completion_signal: u64) -> AqlPacket {
+    AqlPacket::VendorPm4Ib(VendorPm4Ib {
+        control: pm4::aql::PacketControl::SYSTEM_BARRIER,
+        ib: IndirectBuffer {
+            addr: va,
+            size_dw: dwords,
+            chain: false,
+            offload_polling: false,
+            volatile: false,
+            valid: true,
+            vmid: 0,
+            cache_policy: pm4::pkt3::CachePolicy::Lru,
+            pre_resume: false,
+            priv_: false,
+        },
+        completion_signal,
+    })
+}
+
+impl Drop for AqlQueue {
+    fn drop(&mut self) {
+        let _ = kfd::ioctl::destroy_queue(self.dev.backend.as_ref(), self.queue_id);
+    }
+}
+
+impl DeviceInner {
+    /// The CPU address of a queue's doorbell: the GPU's doorbell page is mmapped from
+    /// `/dev/kfd` once (at `doorbell_offset & ~(page - 1)`, page = 1024 doorbells), and the
+    /// slot is the offset within it.
+    pub(crate) fn doorbell_slot(&self, gpu_index: usize, doorbell_offset: u64) -> Result<*mut u64> {
+        let call = "AqlQueue::new(doorbell)";
+        let gpu = self.gpu(gpu_index)?;
+        let db_size = gpu.node.doorbell_size().max(4) as u64;
+        let page_len = 1024 * db_size;
+        let page_off = doorbell_offset & !(page_len - 1);
+        let mut pages = self.doorbells.lock().unwrap_or_else(|e| e.into_inner());
+        let existing = pages
+            .iter()
+            .find(|(i, p)| *i == gpu_index && p.offset == page_off)
+            .map(|(_, p)| p.base);
+        let base = match existing {
+            Some(b) => b,
+            None => {
+                // SAFETY: a fresh shared mapping of the KFD doorbell page at a kernel-chosen
+                // address; it stays mapped until the device is dropped.
+                let p = unsafe {
+                    self.backend.mmap(
+                        kfd::MmapFile::Kfd,
+                        page_off,
+                        page_len as usize,
+                        None,
+                        kfd::Prot::READ | kfd::Prot::WRITE,
+                    )
+                }
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Driver,
+                        call,
+                        format!("mmap doorbell page at {page_off:#x}: {e}"),
+                    )
+                })?;
+                let base = p.as_ptr() as *mut u8;
+                pages.push((
+                    gpu_index,
+                    DoorbellPage {
+                        base,
+                        len: page_len as usize,
+                        offset: page_off,
+                    },
+                ));
+                base
+            }
+        };
+        // SAFETY: the slot offset is inside the page just mapped.
+        Ok(unsafe { base.add((doorbell_offset - page_off) as usize) } as *mut u64)
+    }
+}

@@ -1,0 +1,289 @@
+//! Signals: `amd_signal_t` in signal memory, each with a KFD signal event so the command
+//! processor can interrupt a sleeping host waiter (event mailbox = the event's slot in the
+//! event page). Host waits spin briefly, then sleep in WAIT_EVENTS with the event age
+//! (KFD >= 1.14) so a wake-up between the value check and the sleep is never lost.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kfd::abi;
+
+use crate::device::DeviceInner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::hsa::{AmdSignal, AMD_SIGNAL_KIND_USER};
+use crate::memory::{Buffer, MemoryKind};
+
+/// Default time a host waiter spins before sleeping in WAIT_EVENTS.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
+
+/// The process's event page: a GTT buffer of `KFD_SIGNAL_EVENT_LIMIT` 8-byte slots,
+/// handed to KFD with the first CREATE_EVENT (libhsakmt's dGPU path), GPU-mapped so the
+/// CP can write mailboxes.
+pub(crate) struct EventPage {
+    buf: Buffer,
+}
+
+impl EventPage {
+    fn slot_va(&self, slot: u32) -> u64 {
+        self.buf.va() + slot as u64 * 8
+    }
+}
+
+/// Signals ready for reuse, with their events (creating an event is a syscall).
+pub(crate) struct SignalPool {
+    free: Mutex<Vec<SignalSlot>>,
+    chunks: Mutex<Vec<Buffer>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SignalSlot {
+    va: u64,
+    event_id: u32,
+    trigger: u32,
+    mailbox: u64,
+}
+
+/// Signals per signal-memory chunk.
+const CHUNK_SIGNALS: usize = 64;
+
+impl SignalPool {
+    pub(crate) fn new() -> Self {
+        SignalPool {
+            free: Mutex::new(Vec::new()),
+            chunks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// DESTROY_EVENT for every pooled signal's event (device teardown).
+    pub(crate) fn destroy_events(&self, b: &dyn kfd::Backend) {
+        let free = std::mem::take(&mut *self.free.lock().unwrap_or_else(|e| e.into_inner()));
+        for s in free.iter().filter(|s| s.mailbox != 0) {
+            let _ = kfd::ioctl::destroy_event(b, s.event_id);
+        }
+    }
+}
+
+/// CREATE_EVENT for a signal event. The first one hands KFD the event page (a GPU-mapped
+/// signal-memory BO) through `event_page_offset`; KFD rejects a second page with EINVAL
+/// (kfd_chardev.c `kfd_ioctl_create_event`), so later calls pass 0. The device's event
+/// lock serialises this.
+fn create_signal_event(dev: &Arc<DeviceInner>) -> Result<(u32, u32, u64)> {
+    let call = "Signal::new";
+    let mut g = dev.events.lock().unwrap_or_else(|e| e.into_inner());
+    let (page, first) = match g.as_ref() {
+        Some(p) => (p.clone(), false),
+        None => {
+            let buf = Buffer::alloc(
+                &dev.core,
+                MemoryKind::Signal,
+                0,
+                abi::KFD_SIGNAL_EVENT_LIMIT as usize * 8,
+            )?;
+            (Arc::new(EventPage { buf }), true)
+        }
+    };
+    let mut args = abi::CreateEventArgs {
+        event_type: abi::KFD_IOC_EVENT_SIGNAL,
+        auto_reset: 1,
+        event_page_offset: if first { page.buf.handle() } else { 0 },
+        ..Default::default()
+    };
+    kfd::ioctl::create_event(dev.backend.as_ref(), &mut args)
+        .map_err(|e| Error::from_kfd(call, e))?;
+    if first {
+        *g = Some(page.clone());
+    }
+    Ok((
+        args.event_id,
+        args.event_trigger_data,
+        page.slot_va(args.event_slot_index),
+    ))
+}
+
+/// An `amd_signal_t` with an interrupt-capable KFD event. The handle the CP takes is
+/// [`Signal::handle`]. Returned to the device's pool on drop.
+pub struct Signal {
+    dev: Arc<DeviceInner>,
+    slot: SignalSlot,
+}
+
+impl std::fmt::Debug for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Signal({:#x} value={} event={})",
+            self.slot.va,
+            self.load(),
+            self.slot.event_id
+        )
+    }
+}
+
+impl Signal {
+    /// A signal with initial `value`.
+    pub(crate) fn new(dev: &Arc<DeviceInner>, value: i64) -> Result<Signal> {
+        let pool = &dev.signals;
+        let popped = pool.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let slot = match popped {
+            Some(s) => s,
+            None => {
+                // Carve a new chunk; give every slot its event lazily as it is first used.
+                let buf = Buffer::alloc(&dev.core, MemoryKind::Signal, 0, CHUNK_SIGNALS * 64)?;
+                let base = buf.va();
+                pool.chunks
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(buf);
+                let (event_id, trigger, mailbox) = create_signal_event(dev)?;
+                let mut free = pool.free.lock().unwrap_or_else(|e| e.into_inner());
+                for i in 1..CHUNK_SIGNALS {
+                    free.push(SignalSlot {
+                        va: base + (i * 64) as u64,
+                        event_id: 0,
+                        trigger: 0,
+                        mailbox: 0,
+                    });
+                }
+                SignalSlot {
+                    va: base,
+                    event_id,
+                    trigger,
+                    mailbox,
+                }
+            }
+        };
+        let slot = if slot.mailbox == 0 {
+            let (event_id, trigger, mailbox) = create_signal_event(dev)?;
+            SignalSlot {
+                event_id,
+                trigger,
+                mailbox,
+                ..slot
+            }
+        } else {
+            slot
+        };
+        let s = Signal {
+            dev: dev.clone(),
+            slot,
+        };
+        s.init(value);
+        Ok(s)
+    }
+
+    fn init(&self, value: i64) {
+        let sig = AmdSignal {
+            kind: AMD_SIGNAL_KIND_USER,
+            value,
+            event_mailbox_ptr: self.slot.mailbox,
+            event_id: self.slot.trigger,
+            ..Default::default()
+        };
+        // SAFETY: the slot is 64 bytes of signal memory owned by this Signal, aligned to 64.
+        unsafe { core::ptr::write_volatile(self.slot.va as *mut AmdSignal, sig) };
+        std::sync::atomic::fence(Ordering::Release);
+    }
+
+    /// The signal handle (the address of its `amd_signal_t`).
+    pub fn handle(&self) -> u64 {
+        self.slot.va
+    }
+
+    fn value_cell(&self) -> &AtomicI64 {
+        // SAFETY: 8-byte aligned i64 inside our 64-byte slot, shared with the GPU.
+        unsafe { AtomicI64::from_ptr((self.slot.va + 8) as *mut i64) }
+    }
+
+    fn ts_cell(&self, offset: u64) -> &AtomicU64 {
+        // SAFETY: 8-byte aligned u64 inside our slot.
+        unsafe { AtomicU64::from_ptr((self.slot.va + offset) as *mut u64) }
+    }
+
+    /// Current value.
+    pub fn load(&self) -> i64 {
+        self.value_cell().load(Ordering::Acquire)
+    }
+
+    /// Store a value and wake any host waiter sleeping on the signal's event.
+    pub fn store(&self, v: i64) {
+        self.value_cell().store(v, Ordering::Release);
+        let _ = kfd::ioctl::set_event(self.dev.backend.as_ref(), self.slot.event_id);
+    }
+
+    /// Store a value without waking waiters (the CP reads it by polling).
+    pub fn store_relaxed(&self, v: i64) {
+        self.value_cell().store(v, Ordering::Release);
+    }
+
+    /// (start_ts, end_ts) GPU timestamps written by the CP.
+    pub fn timestamps(&self) -> (u64, u64) {
+        (
+            self.ts_cell(crate::hsa::SIGNAL_START_TS_OFFSET)
+                .load(Ordering::Acquire),
+            self.ts_cell(crate::hsa::SIGNAL_END_TS_OFFSET)
+                .load(Ordering::Acquire),
+        )
+    }
+
+    /// Wait until `cond(value)` holds: spin for `spin`, then sleep in WAIT_EVENTS (the CP
+    /// raises the event when it decrements the signal). `deadline` None waits forever.
+    /// Returns the value that satisfied the condition, or NotReady at the deadline.
+    pub fn wait(
+        &self,
+        cond: impl Fn(i64) -> bool,
+        spin: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<i64> {
+        let start = Instant::now();
+        loop {
+            let v = self.load();
+            if cond(v) {
+                return Ok(v);
+            }
+            if start.elapsed() < spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            break;
+        }
+        let mut age = 0u64;
+        loop {
+            let v = self.load();
+            if cond(v) {
+                return Ok(v);
+            }
+            // Bounded sleeps: an event age mismatch or a signal wakes us at once; the
+            // timeout only bounds the cost of a wake-up the event did not carry (a value
+            // changed by a CPU store without SET_EVENT).
+            let mut timeout_ms = 10u32;
+            if let Some(d) = deadline {
+                let now = Instant::now();
+                if now >= d {
+                    return Err(Error::new(
+                        ErrorKind::NotReady,
+                        "Signal::wait",
+                        "deadline reached",
+                    ));
+                }
+                timeout_ms = timeout_ms.min((d - now).as_millis().max(1) as u32);
+            }
+            let mut ev = [abi::EventData::for_signal(self.slot.event_id, age)];
+            kfd::ioctl::wait_events(self.dev.backend.as_ref(), &mut ev, true, timeout_ms)
+                .map_err(|e| Error::from_kfd("Signal::wait", e))?;
+            age = ev[0].signal().last_event_age;
+        }
+    }
+}
+
+impl Drop for Signal {
+    fn drop(&mut self) {
+        let mut free = self
+            .dev
+            .signals
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        free.push(self.slot);
+    }
+}

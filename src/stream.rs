@@ -1,0 +1,854 @@
+//! Streams: HIP's in-order work queues on KFD AQL queues.
+//!
+//! # Model
+//! Every stream owns a *timeline*: an `amd_signal_t` that starts at [`TIMELINE_BASE`] and
+//! is the completion signal of every packet the stream submits, so the CP decrements it
+//! once per packet. The stream counts the packets it submitted; packet *k* is complete
+//! when `timeline <= TIMELINE_BASE - k`. Completion points are therefore just numbers:
+//! an event record captures `(timeline, k)` and needs no packet unless it takes a
+//! timestamp; a query is two atomic loads.
+//!
+//! # Hardware queues and blocking commands
+//! Streams share a pool of at most `KFDRT_MAX_HW_QUEUES` (default 4) AQL queues per GPU
+//! and priority, assigned round robin, as CLR multiplexes streams. A hardware queue runs
+//! in order, so a packet that may wait for something outside its own queue (a
+//! wait-value, a wait on another queue's timeline, the hold behind a callback, an
+//! implicit null-stream dependency) would stall every stream behind it. kfdrt therefore
+//! never puts such a packet in a shared queue: the first time a stream needs one, it
+//! moves to a *dedicated* queue of its own (the first packet there waits for the stream's
+//! own earlier work on the shared queue), and stays there. Packets in shared queues then
+//! depend only on earlier packets of the same queue, which depend on nothing outside it,
+//! so every shared queue drains; a dedicated queue only ever stalls its own stream.
+//! This holds for any stream-to-queue mapping, including `KFDRT_MAX_HW_QUEUES=1`, and
+//! relies on KFD's scheduler running more queues than hardware slots (oversubscription).
+//! A stream with a CU mask always has its own queue (SET_CU_MASK applies per queue).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use pm4::aql::{AqlPacket, Barrier, PacketControl};
+
+use crate::cmd::{self, WaitCondition};
+use crate::device::{Device, DeviceInner};
+use crate::error::{Error, ErrorKind, Result};
+use crate::queue::{pm4_ib_packet, AqlQueue, IbSlot, DEFAULT_RING_PACKETS};
+use crate::signal::{Signal, DEFAULT_SPIN};
+
+/// Initial value of a stream timeline.
+pub const TIMELINE_BASE: i64 = 1 << 62;
+
+/// `hipStreamDefault`: the stream synchronises with the null stream.
+pub const STREAM_DEFAULT: u32 = 0x0;
+/// `hipStreamNonBlocking`: no implicit synchronisation with the null stream.
+pub const STREAM_NON_BLOCKING: u32 = 0x1;
+
+/// HIP's least (lowest) stream priority, as CLR reports it.
+pub const PRIORITY_LEAST: i32 = 1;
+/// HIP's greatest (highest) stream priority, as CLR reports it.
+pub const PRIORITY_GREATEST: i32 = -1;
+
+/// KFD queue priority for a HIP priority (clamped): low 5, normal 7, high 9 — libhsakmt
+/// adds 7 to `HSA_QUEUE_PRIORITY_{LOW,NORMAL,HIGH}` = -2, 0, 2 (see firmware-notes).
+fn kfd_priority(p: i32) -> u32 {
+    match p.clamp(PRIORITY_GREATEST, PRIORITY_LEAST) {
+        1 => 5,
+        0 => 7,
+        _ => 9,
+    }
+}
+
+/// How many shared AQL queues a GPU gets per priority (`KFDRT_MAX_HW_QUEUES`, default 4).
+pub fn max_hw_queues() -> usize {
+    std::env::var("KFDRT_MAX_HW_QUEUES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(4)
+}
+
+/// A completion point on a stream timeline.
+#[derive(Clone)]
+pub(crate) struct Point {
+    pub(crate) timeline: Arc<Signal>,
+    pub(crate) target: u64,
+    pub(crate) queue_id: u32,
+    pub(crate) gpu_index: usize,
+}
+
+impl Point {
+    pub(crate) fn threshold(&self) -> i64 {
+        TIMELINE_BASE - self.target as i64
+    }
+    pub(crate) fn done(&self) -> bool {
+        self.timeline.load() <= self.threshold()
+    }
+}
+
+/// Shared hardware queues of one device, per GPU and KFD priority.
+pub(crate) struct QueuePools {
+    pools: Mutex<Vec<(usize, u32, Vec<Arc<AqlQueue>>, usize)>>,
+    /// Streams that synchronise with the null stream (for the legacy default stream).
+    pub(crate) blocking: Mutex<Vec<Weak<StreamInner>>>,
+    /// The null stream of each GPU, once created.
+    pub(crate) null: Mutex<Vec<(usize, Weak<StreamInner>)>>,
+    /// Streams destroyed while busy, kept until their work completes.
+    pub(crate) graveyard: Mutex<Vec<Arc<StreamInner>>>,
+}
+
+impl QueuePools {
+    pub(crate) fn new() -> Self {
+        QueuePools {
+            pools: Mutex::new(Vec::new()),
+            blocking: Mutex::new(Vec::new()),
+            null: Mutex::new(Vec::new()),
+            graveyard: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn shared(&self, dev: &Arc<DeviceInner>, gpu: usize, prio: u32) -> Result<Arc<AqlQueue>> {
+        let max = max_hw_queues();
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        let idx = match pools
+            .iter()
+            .position(|(g, p, _, _)| *g == gpu && *p == prio)
+        {
+            Some(i) => i,
+            None => {
+                pools.push((gpu, prio, Vec::new(), 0));
+                pools.len() - 1
+            }
+        };
+        let (_, _, qs, rr) = &mut pools[idx];
+        if qs.len() < max {
+            let q = Arc::new(AqlQueue::new(dev, gpu, prio, DEFAULT_RING_PACKETS)?);
+            qs.push(q.clone());
+            return Ok(q);
+        }
+        *rr = (*rr + 1) % qs.len();
+        Ok(qs[*rr].clone())
+    }
+
+    /// Drop destroyed streams whose work has completed.
+    pub(crate) fn reap(&self) {
+        let mut g = self.graveyard.lock().unwrap_or_else(|e| e.into_inner());
+        g.retain(|s| !s.idle());
+    }
+}
+
+pub(crate) struct StreamState {
+    queue: Arc<AqlQueue>,
+    dedicated: bool,
+}
+
+/// The state behind a [`Stream`] handle.
+pub(crate) struct StreamInner {
+    pub(crate) dev: Arc<DeviceInner>,
+    pub(crate) gpu_index: usize,
+    flags: u32,
+    priority: i32,
+    cu_mask: Option<Vec<u32>>,
+    is_null: bool,
+    pub(crate) timeline: Arc<Signal>,
+    /// Packets submitted (written under `state`, read lock-free).
+    submitted: AtomicU64,
+    /// Queue id of the last submitted packet (stored before `submitted`).
+    queue_id: AtomicU32,
+    failed: AtomicBool,
+    error: Mutex<Option<String>>,
+    pub(crate) state: Mutex<StreamState>,
+}
+
+impl StreamInner {
+    pub(crate) fn point(&self) -> Point {
+        let target = self.submitted.load(Ordering::Acquire);
+        let queue_id = self.queue_id.load(Ordering::Acquire);
+        Point {
+            timeline: self.timeline.clone(),
+            target,
+            queue_id,
+            gpu_index: self.gpu_index,
+        }
+    }
+
+    pub(crate) fn idle(&self) -> bool {
+        let target = self.submitted.load(Ordering::Acquire);
+        self.timeline.load() <= TIMELINE_BASE - target as i64
+    }
+
+    pub(crate) fn sticky_error(&self) -> Option<Error> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        let msg = self
+            .error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default();
+        Some(Error::new(ErrorKind::LaunchFailure, "stream", msg))
+    }
+
+    pub(crate) fn fail(&self, why: String) {
+        let mut e = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        if e.is_none() {
+            *e = Some(why);
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+}
+
+/// A HIP stream. Dropping it is `hipStreamDestroy`: it returns at once, and the stream's
+/// resources go when its outstanding work has completed.
+pub struct Stream {
+    pub(crate) inner: Arc<StreamInner>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Stream(gpu={} flags={} priority={} submitted={})",
+            self.inner.gpu_index,
+            self.inner.flags,
+            self.inner.priority,
+            self.inner.submitted.load(Ordering::Relaxed)
+        )
+    }
+}
+
+/// What a blocking-aware submission needs before its own packets.
+enum Deps {
+    None,
+    One(Point),
+    Many(Vec<Point>),
+}
+
+impl Deps {
+    fn push(&mut self, p: Point) {
+        *self = match std::mem::replace(self, Deps::None) {
+            Deps::None => Deps::One(p),
+            Deps::One(a) => Deps::Many(vec![a, p]),
+            Deps::Many(mut v) => {
+                v.push(p);
+                Deps::Many(v)
+            }
+        }
+    }
+    fn as_slice(&self) -> &[Point] {
+        match self {
+            Deps::None => &[],
+            Deps::One(p) => core::slice::from_ref(p),
+            Deps::Many(v) => v,
+        }
+    }
+}
+
+impl Device {
+    /// The HIP stream priority range `(least, greatest)` = `(1, -1)`, as CLR reports it
+    /// (`hipDeviceGetStreamPriorityRange`); 0 is the default priority.
+    pub fn stream_priority_range(&self) -> (i32, i32) {
+        (PRIORITY_LEAST, PRIORITY_GREATEST)
+    }
+
+    /// `hipStreamCreate` on GPU `gpu`: a blocking stream of default priority.
+    pub fn create_stream(&self, gpu: usize) -> Result<Stream> {
+        self.create_stream_with_priority(gpu, STREAM_DEFAULT, 0)
+    }
+
+    /// `hipStreamCreateWithFlags`: `flags` is [`STREAM_DEFAULT`] or [`STREAM_NON_BLOCKING`];
+    /// anything else is InvalidValue.
+    pub fn create_stream_with_flags(&self, gpu: usize, flags: u32) -> Result<Stream> {
+        self.create_stream_with_priority(gpu, flags, 0)
+    }
+
+    /// `hipStreamCreateWithPriority`: the priority is clamped to
+    /// [`Device::stream_priority_range`] (lower numbers are higher priorities).
+    pub fn create_stream_with_priority(
+        &self,
+        gpu: usize,
+        flags: u32,
+        priority: i32,
+    ) -> Result<Stream> {
+        Stream::create(&self.inner, gpu, flags, priority, None, false)
+    }
+
+    /// `hipExtStreamCreateWithCUMask`: a stream whose queue may use only the CUs set in
+    /// `cu_mask` (32 CUs per word). Words beyond the GPU's CU count are ignored, as the
+    /// seed says; an empty mask or one selecting no existing CU is InvalidValue. The
+    /// stream gets its own hardware queue (SET_CU_MASK is per queue).
+    pub fn create_stream_with_cu_mask(&self, gpu: usize, cu_mask: &[u32]) -> Result<Stream> {
+        let call = "hipExtStreamCreateWithCUMask";
+        let g = self.inner.gpu(gpu)?;
+        let cus = g.cu_count() as usize;
+        let words = cus.div_ceil(32);
+        let mut mask: Vec<u32> = cu_mask.iter().copied().take(words).collect();
+        if let Some(last) = mask
+            .last_mut()
+            .filter(|_| cu_mask.len() >= words && cus % 32 != 0)
+        {
+            *last &= (1u32 << (cus % 32)) - 1;
+        }
+        if mask.iter().all(|&w| w == 0) {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!("mask selects none of the {cus} CUs"),
+            ));
+        }
+        Stream::create(&self.inner, gpu, STREAM_DEFAULT, 0, Some(mask), false)
+    }
+
+    /// The null (legacy default) stream of GPU `gpu`: it waits for all prior work of the
+    /// GPU's blocking streams, and they wait for its prior work.
+    pub fn null_stream(&self, gpu: usize) -> Result<Stream> {
+        self.inner.gpu(gpu)?;
+        let nulls = self
+            .inner
+            .pools
+            .null
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = nulls
+            .iter()
+            .find(|(g, _)| *g == gpu)
+            .and_then(|(_, w)| w.upgrade())
+        {
+            return Ok(Stream { inner: s });
+        }
+        drop(nulls);
+        let s = Stream::create(&self.inner, gpu, STREAM_DEFAULT, 0, None, true)?;
+        let mut nulls = self
+            .inner
+            .pools
+            .null
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        nulls.retain(|(g, _)| *g != gpu);
+        nulls.push((gpu, Arc::downgrade(&s.inner)));
+        Ok(s)
+    }
+}
+
+impl Stream {
+    fn create(
+        dev: &Arc<DeviceInner>,
+        gpu: usize,
+        flags: u32,
+        priority: i32,
+        cu_mask: Option<Vec<u32>>,
+        is_null: bool,
+    ) -> Result<Stream> {
+        let call = "hipStreamCreateWithFlags";
+        dev.gpu(gpu)?;
+        if flags & !STREAM_NON_BLOCKING != 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!(
+                    "flags {flags:#x}: expected hipStreamDefault (0) or hipStreamNonBlocking (1)"
+                ),
+            ));
+        }
+        let priority = priority.clamp(PRIORITY_GREATEST, PRIORITY_LEAST);
+        let kprio = kfd_priority(priority);
+        let (queue, dedicated) = match &cu_mask {
+            Some(mask) => {
+                let q = Arc::new(AqlQueue::new(dev, gpu, kprio, DEFAULT_RING_PACKETS)?);
+                kfd::ioctl::set_cu_mask(dev.backend.as_ref(), q.queue_id(), mask)
+                    .map_err(|e| Error::from_kfd("hipExtStreamCreateWithCUMask", e))?;
+                (q, true)
+            }
+            None => (dev.pools.shared(dev, gpu, kprio)?, false),
+        };
+        let timeline = Arc::new(Signal::new(dev, TIMELINE_BASE)?);
+        let inner = Arc::new(StreamInner {
+            dev: dev.clone(),
+            gpu_index: gpu,
+            flags,
+            priority,
+            cu_mask,
+            is_null,
+            timeline,
+            submitted: AtomicU64::new(0),
+            queue_id: AtomicU32::new(queue.queue_id()),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+            state: Mutex::new(StreamState { queue, dedicated }),
+        });
+        if flags & STREAM_NON_BLOCKING == 0 && !is_null {
+            let mut b = dev.pools.blocking.lock().unwrap_or_else(|e| e.into_inner());
+            b.retain(|w| w.strong_count() > 0);
+            b.push(Arc::downgrade(&inner));
+        }
+        dev.pools.reap();
+        Ok(Stream { inner })
+    }
+
+    /// `hipStreamGetFlags`.
+    pub fn flags(&self) -> u32 {
+        self.inner.flags
+    }
+
+    /// `hipStreamGetPriority`: the clamped priority.
+    pub fn priority(&self) -> i32 {
+        self.inner.priority
+    }
+
+    /// `hipExtStreamGetCUMask`: fills `out` with the mask (all CUs set for a stream
+    /// created without one); `out` must hold the GPU's CU count in bits.
+    pub fn cu_mask(&self, out: &mut [u32]) -> Result<()> {
+        let call = "hipExtStreamGetCUMask";
+        let cus = self.inner.dev.gpu(self.inner.gpu_index)?.cu_count() as usize;
+        let words = cus.div_ceil(32);
+        if out.len() < words {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!(
+                    "buffer of {} words, the GPU has {cus} CUs ({words} words)",
+                    out.len()
+                ),
+            ));
+        }
+        out.fill(0);
+        match &self.inner.cu_mask {
+            Some(m) => out[..m.len()].copy_from_slice(m),
+            None => {
+                for (i, w) in out.iter_mut().take(words).enumerate() {
+                    let bits = (cus - i * 32).min(32);
+                    *w = if bits == 32 {
+                        u32::MAX
+                    } else {
+                        (1u32 << bits) - 1
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// GPU index the stream runs on.
+    pub fn gpu_index(&self) -> usize {
+        self.inner.gpu_index
+    }
+
+    /// Whether this is a null stream.
+    pub fn is_null(&self) -> bool {
+        self.inner.is_null
+    }
+
+    /// Whether the stream has moved to a dedicated hardware queue.
+    pub fn has_dedicated_queue(&self) -> bool {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dedicated
+    }
+
+    /// KFD queue id of the hardware queue the stream currently submits to.
+    pub fn hw_queue_id(&self) -> u32 {
+        self.inner.queue_id.load(Ordering::Acquire)
+    }
+
+    /// `hipStreamQuery`: Ok when all work has completed, NotReady otherwise, or the
+    /// stream's sticky error.
+    pub fn query(&self) -> Result<()> {
+        if let Some(e) = self.inner.sticky_error() {
+            return Err(e);
+        }
+        if self.inner.idle() {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::NotReady,
+                "hipStreamQuery",
+                "work pending",
+            ))
+        }
+    }
+
+    /// `hipStreamSynchronize`: block until all work has completed (spinning briefly, then
+    /// sleeping on the timeline's interrupt). On the null stream this also waits for the
+    /// GPU's blocking streams (null-stream semantics). Returns the sticky error if a queue
+    /// fault stopped the stream.
+    pub fn synchronize(&self) -> Result<()> {
+        crate::callback::before_blocking(&self.inner.dev);
+        let mut points = vec![self.inner.point()];
+        if self.inner.is_null {
+            for s in self.inner.dev.blocking_streams(self.inner.gpu_index) {
+                points.push(s.point());
+            }
+        }
+        for p in &points {
+            self.inner.dev.wait_point(p, Some(&self.inner))?;
+        }
+        match self.inner.sticky_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Submit: implicit null-stream dependencies and `extra` waits first, then `n`
+    /// packets from `build`. A stream with any wait to place moves to a dedicated queue.
+    fn submit(
+        &self,
+        blocking: bool,
+        extra: Option<Point>,
+        n: u32,
+        mut build: impl FnMut(u32, IbSlot<'_>, u64) -> Result<AqlPacket>,
+    ) -> Result<Point> {
+        let s = &*self.inner;
+        if let Some(e) = s.sticky_error() {
+            return Err(e);
+        }
+        let mut st = s.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut deps = Deps::None;
+        if let Some(p) = extra {
+            deps.push(p);
+        }
+        s.dev.implicit_deps(s, &mut deps);
+        let qid = st.queue.queue_id();
+        let needs_wait = deps
+            .as_slice()
+            .iter()
+            .any(|p| p.queue_id != qid && !p.done());
+        if (blocking || needs_wait) && !st.dedicated {
+            self.make_dedicated(&mut st)?;
+        }
+        let q = st.queue.clone();
+        let qid = q.queue_id();
+        let fam = s.dev.gpu(s.gpu_index)?.family;
+        let waits: Vec<&Point> = match &deps {
+            Deps::None => Vec::new(),
+            _ => deps
+                .as_slice()
+                .iter()
+                .filter(|p| p.queue_id != qid && !p.done())
+                .collect(),
+        };
+        let total = waits.len() as u32 + n;
+        if total == 0 {
+            return Ok(s.point());
+        }
+        let handle = s.timeline.handle();
+        let mut err = None;
+        let mut i = 0u32;
+        q.submit(total, |_, ib| {
+            let k = i;
+            i += 1;
+            let r = if (k as usize) < waits.len() {
+                let p = waits[k as usize];
+                wait_point_packet(fam, ib, p, handle)
+            } else {
+                build(k - waits.len() as u32, ib, handle)
+            };
+            r.unwrap_or_else(|e| {
+                err.get_or_insert(e);
+                // Keep the ring consistent: a barrier with the timeline as completion.
+                AqlPacket::BarrierAnd(Barrier {
+                    control: PacketControl::SYSTEM_BARRIER,
+                    dep_signals: [0; 5],
+                    completion_signal: handle,
+                })
+            })
+        })?;
+        s.queue_id.store(qid, Ordering::Release);
+        let new = s.submitted.load(Ordering::Relaxed) + total as u64;
+        s.submitted.store(new, Ordering::Release);
+        drop(st);
+        match err {
+            Some(e) => Err(e),
+            None => Ok(Point {
+                timeline: s.timeline.clone(),
+                target: new,
+                queue_id: qid,
+                gpu_index: s.gpu_index,
+            }),
+        }
+    }
+
+    fn make_dedicated(&self, st: &mut StreamState) -> Result<()> {
+        let s = &*self.inner;
+        let q = Arc::new(AqlQueue::new(
+            &s.dev,
+            s.gpu_index,
+            kfd_priority(s.priority),
+            DEFAULT_RING_PACKETS,
+        )?);
+        let before = s.point();
+        let fam = s.dev.gpu(s.gpu_index)?.family;
+        if !before.done() {
+            // The first packet on the new queue waits for the stream's own earlier work.
+            let handle = s.timeline.handle();
+            q.submit(1, |_, ib| {
+                wait_point_packet(fam, ib, &before, handle).unwrap_or(AqlPacket::BarrierAnd(
+                    Barrier {
+                        control: PacketControl::SYSTEM_BARRIER,
+                        dep_signals: [0; 5],
+                        completion_signal: handle,
+                    },
+                ))
+            })?;
+            s.queue_id.store(q.queue_id(), Ordering::Release);
+            let n = s.submitted.load(Ordering::Relaxed) + 1;
+            s.submitted.store(n, Ordering::Release);
+        }
+        st.queue = q;
+        st.dedicated = true;
+        Ok(())
+    }
+
+    /// `hipStreamWriteValue32`: after earlier work, write `value` to `addr` (a GPU-mapped
+    /// address, 4-byte aligned). `flags` must be 0.
+    pub fn write_value32(&self, addr: u64, value: u32, flags: u32) -> Result<()> {
+        self.write_value(addr, value as u64, flags, 32)
+    }
+
+    /// `hipStreamWriteValue64` (8-byte aligned address).
+    pub fn write_value64(&self, addr: u64, value: u64, flags: u32) -> Result<()> {
+        self.write_value(addr, value, flags, 64)
+    }
+
+    fn write_value(&self, addr: u64, value: u64, flags: u32, bits: u32) -> Result<()> {
+        let call = if bits == 32 {
+            "hipStreamWriteValue32"
+        } else {
+            "hipStreamWriteValue64"
+        };
+        check_addr(call, addr, bits, flags)?;
+        let fam = self.family()?;
+        self.submit(false, None, 1, |_, ib, h| {
+            let n = cmd::write_mem(fam, ib.words, addr, value, bits)?;
+            Ok(pm4_ib_packet(ib.va, n as u32, h))
+        })?;
+        Ok(())
+    }
+
+    /// `hipStreamWaitValue32`: later work waits until the condition `flags` (GTE, EQ, AND,
+    /// NOR; see [`cmd::wait_condition`] for the exact tests) holds for the 32-bit value at
+    /// `addr`. The wait runs in the CP (WAIT_REG_MEM); the stream moves to a dedicated
+    /// queue so the wait never stalls another stream.
+    pub fn wait_value32(&self, addr: u64, value: u32, flags: u32, mask: u32) -> Result<()> {
+        self.wait_value(addr, value as u64, flags, mask as u64, 32)
+    }
+
+    /// `hipStreamWaitValue64` (WAIT_REG_MEM64, 8-byte aligned address).
+    pub fn wait_value64(&self, addr: u64, value: u64, flags: u32, mask: u64) -> Result<()> {
+        self.wait_value(addr, value, flags, mask, 64)
+    }
+
+    fn wait_value(&self, addr: u64, value: u64, flags: u32, mask: u64, bits: u32) -> Result<()> {
+        let call = if bits == 32 {
+            "hipStreamWaitValue32"
+        } else {
+            "hipStreamWaitValue64"
+        };
+        check_addr(call, addr, bits, 0)?;
+        let c = cmd::wait_condition(flags, value, mask, bits)
+            .map_err(|e| Error::new(e.kind(), call, e.to_string()))?;
+        if c == WaitCondition::AlwaysTrue {
+            return Ok(());
+        }
+        let fam = self.family()?;
+        self.submit(true, None, 1, |_, ib, h| {
+            let n = cmd::wait_mem(fam, ib.words, addr, bits, c)?;
+            Ok(pm4_ib_packet(ib.va, n as u32, h))
+        })?;
+        Ok(())
+    }
+
+    /// `hipStreamWaitEvent`: later work waits for the event's most recent record *as of
+    /// this call*; an event never recorded makes this a no-op (seed rules). `flags` must
+    /// be 0. Works across streams and across GPUs (the CP polls the other stream's
+    /// timeline in system memory).
+    pub fn wait_event(&self, event: &crate::event::Event, flags: u32) -> Result<()> {
+        if flags != 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                "hipStreamWaitEvent",
+                format!("flags {flags:#x} must be 0"),
+            ));
+        }
+        let Some(p) = event.recorded_point() else {
+            return Ok(());
+        };
+        if p.done() {
+            return Ok(());
+        }
+        self.submit(false, Some(p), 0, |_, _, _| unreachable_packet())?;
+        Ok(())
+    }
+
+    /// Record a completion point (what an event captures), with an optional timestamp
+    /// written by the CP at the end of the stream's earlier work to `ts_addr`.
+    pub(crate) fn record(&self, ts_addr: Option<u64>) -> Result<Point> {
+        let fam = self.family()?;
+        match ts_addr {
+            None => self.submit(false, None, 0, |_, _, _| unreachable_packet()),
+            Some(addr) => self.submit(false, None, 1, |_, ib, h| {
+                let n = cmd::timestamp(fam, ib.words, addr)?;
+                Ok(pm4_ib_packet(ib.va, n as u32, h))
+            }),
+        }
+    }
+
+    /// A barrier packet held until `gate` reaches 0 (the hold behind a callback).
+    pub(crate) fn hold_until(&self, gate: &Signal) -> Result<Point> {
+        let g = gate.handle();
+        self.submit(true, None, 1, |_, _, h| {
+            Ok(AqlPacket::BarrierAnd(Barrier {
+                control: PacketControl::SYSTEM_BARRIER,
+                dep_signals: [g, 0, 0, 0, 0],
+                completion_signal: h,
+            }))
+        })
+    }
+
+    fn family(&self) -> Result<pm4::GfxFamily> {
+        Ok(self.inner.dev.gpu(self.inner.gpu_index)?.family)
+    }
+}
+
+fn unreachable_packet() -> Result<AqlPacket> {
+    Err(Error::new(
+        ErrorKind::Driver,
+        "Stream::submit",
+        "no packet expected",
+    ))
+}
+
+fn check_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()> {
+    if flags != 0 {
+        return Err(Error::new(
+            ErrorKind::InvalidValue,
+            call,
+            format!("flags {flags:#x} must be 0"),
+        ));
+    }
+    if addr == 0 || addr % (bits as u64 / 8) != 0 {
+        return Err(Error::new(
+            ErrorKind::InvalidValue,
+            call,
+            format!(
+                "address {addr:#x} must be non-null and {}-byte aligned",
+                bits / 8
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A PM4-IB packet that waits until `p`'s timeline reaches its point (WAIT_REG_MEM64,
+/// `timeline <= threshold`), completing on `completion`.
+fn wait_point_packet(
+    fam: pm4::GfxFamily,
+    ib: IbSlot<'_>,
+    p: &Point,
+    completion: u64,
+) -> Result<AqlPacket> {
+    let c = WaitCondition::Poll {
+        function: pm4::pkt3::CompareFn::LessEqual,
+        reference: p.threshold() as u64,
+        mask: u64::MAX,
+    };
+    let n = cmd::wait_mem(
+        fam,
+        ib.words,
+        p.timeline.handle() + crate::hsa::SIGNAL_VALUE_OFFSET,
+        64,
+        c,
+    )?;
+    Ok(pm4_ib_packet(ib.va, n as u32, completion))
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let s = &self.inner;
+        if s.is_null {
+            return;
+        }
+        if !s.idle() && !s.failed.load(Ordering::Acquire) {
+            // Destroy while busy: return at once; keep the stream (its timeline and
+            // dedicated queue) until its work completes.
+            s.dev
+                .pools
+                .graveyard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(s.clone());
+        }
+        s.dev.pools.reap();
+    }
+}
+
+impl DeviceInner {
+    pub(crate) fn blocking_streams(&self, gpu: usize) -> Vec<Arc<StreamInner>> {
+        let b = self
+            .pools
+            .blocking
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        b.iter()
+            .filter_map(|w| w.upgrade())
+            .filter(|s| s.gpu_index == gpu)
+            .collect()
+    }
+
+    /// Null-stream semantics: work on the null stream waits for the GPU's blocking
+    /// streams; work on a blocking stream waits for the null stream.
+    fn implicit_deps(&self, s: &StreamInner, deps: &mut Deps) {
+        if s.flags & STREAM_NON_BLOCKING != 0 {
+            return;
+        }
+        if s.is_null {
+            let b = self
+                .pools
+                .blocking
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            for o in b.iter().filter_map(|w| w.upgrade()) {
+                if o.gpu_index == s.gpu_index && !o.idle() {
+                    deps.push(o.point());
+                }
+            }
+        } else {
+            let nulls = self.pools.null.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = nulls
+                .iter()
+                .find(|(g, _)| *g == s.gpu_index)
+                .and_then(|(_, w)| w.upgrade())
+            {
+                if !n.idle() {
+                    deps.push(n.point());
+                }
+            }
+        }
+    }
+
+    /// Host wait for a point, failing instead of hanging when the device reported a fault
+    /// that stopped the work (`owner` then gets the sticky error).
+    pub(crate) fn wait_point(&self, p: &Point, owner: Option<&Arc<StreamInner>>) -> Result<()> {
+        let th = p.threshold();
+        loop {
+            let r = p.timeline.wait(
+                |v| v <= th,
+                DEFAULT_SPIN,
+                Some(Instant::now() + std::time::Duration::from_millis(50)),
+            );
+            match r {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::NotReady => {
+                    if let Some(f) = self.check_faults(p.gpu_index) {
+                        if let Some(o) = owner {
+                            o.fail(f.clone());
+                        }
+                        return Err(Error::new(ErrorKind::LaunchFailure, "synchronize", f));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! GPU virtual address space: on gfx9+ a GPU VA is the same number as the CPU VA, so a
+//! buffer's address is reserved in the process with an inaccessible anonymous mapping
+//! first (as libhsakmt's `fmm.c` does), and the BO is then placed at that address.
+
+use core::ffi::c_void;
+use core::ptr::NonNull;
+
+use rustix::mm::{MapFlags, ProtFlags};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// An address range reserved `PROT_NONE` in this process; unmapped on drop.
+#[derive(Debug)]
+pub struct VaReservation {
+    addr: NonNull<c_void>,
+    len: usize,
+}
+
+// SAFETY: the reservation is an address range owned by this value; nothing is accessed
+// through the pointer here.
+unsafe impl Send for VaReservation {}
+// SAFETY: as above.
+unsafe impl Sync for VaReservation {}
+
+/// Page size the runtime works in.
+pub const PAGE: usize = 4096;
+/// Alignment of large reservations (the GPU's 2 MiB fragment size).
+pub const HUGE: usize = 2 << 20;
+
+impl VaReservation {
+    /// Reserve `len` bytes aligned to `align` (a power of two, at least a page).
+    pub fn new(len: usize, align: usize) -> Result<Self> {
+        let call = "VaReservation::new";
+        if len == 0 || !align.is_power_of_two() || align < PAGE {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!("len={len:#x} align={align:#x}"),
+            ));
+        }
+        let len = len.next_multiple_of(PAGE);
+        let total = len.checked_add(align).ok_or_else(|| {
+            Error::new(
+                ErrorKind::OutOfMemory,
+                call,
+                format!("len={len:#x} too large"),
+            )
+        })?;
+        // SAFETY: a fresh anonymous PROT_NONE mapping at a kernel-chosen address.
+        let base = unsafe {
+            rustix::mm::mmap_anonymous(
+                core::ptr::null_mut(),
+                total,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )
+        }
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::OutOfMemory,
+                call,
+                format!("mmap {total:#x} bytes: {e}"),
+            )
+        })?;
+        let start = (base as usize).next_multiple_of(align);
+        let head = start - base as usize;
+        let tail = total - head - len;
+        // SAFETY: trimming the unaligned head and tail of the mapping we just made.
+        unsafe {
+            if head > 0 {
+                let _ = rustix::mm::munmap(base, head);
+            }
+            if tail > 0 {
+                let _ = rustix::mm::munmap((start + len) as *mut c_void, tail);
+            }
+        }
+        let addr = NonNull::new(start as *mut c_void)
+            .ok_or_else(|| Error::new(ErrorKind::OutOfMemory, call, "null"))?;
+        Ok(VaReservation { addr, len })
+    }
+
+    /// First address.
+    pub fn addr(&self) -> u64 {
+        self.addr.as_ptr() as u64
+    }
+    /// The address as a pointer (for MAP_FIXED placement).
+    pub fn ptr(&self) -> NonNull<c_void> {
+        self.addr
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for an empty reservation (never: construction requires `len > 0`).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for VaReservation {
+    fn drop(&mut self) {
+        // SAFETY: the range is ours; whatever was placed over it (a BO mapping) has been
+        // released by its owner before the reservation drops.
+        let _ = unsafe { rustix::mm::munmap(self.addr.as_ptr(), self.len) };
+    }
+}

@@ -1,0 +1,35 @@
+//! Helpers shared by the runtime integration tests.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use kfdrt::{Buffer, Device, DeviceSpec, MemoryKind};
+
+/// Open an emulated device (`emu:PRESET...`).
+pub fn emu(spec: &str) -> Device {
+    Device::open_spec(&DeviceSpec::parse(spec).unwrap())
+        .unwrap_or_else(|e| panic!("open {spec}: {e}"))
+}
+
+/// A signal-memory buffer for stream memory ops.
+pub fn signal_mem(dev: &Device, bytes: usize) -> Buffer {
+    dev.alloc(MemoryKind::Signal, 0, bytes)
+        .expect("alloc signal memory")
+}
+
+/// Poll `f` until true; panic with `what` after 20 s (a hang becomes a failure).
+pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        if t.elapsed() > Duration::from_secs(20) {
+            panic!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Give the device time to do what it must not do (the assertion after this checks it
+/// did not happen); the outcome never depends on this duration.
+pub fn settle() {
+    std::thread::sleep(Duration::from_millis(30));
+}

@@ -1,0 +1,338 @@
+//! `kfdrt bench`: host-side cost and round-trip latency of the runtime's stream, event and
+//! callback calls, with the names of `shared/anchors/cuda_h200.txt` so the two compare
+//! line by line. Every figure is a median over repeats.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use kfdrt::cmd::WAIT_VALUE_GTE;
+use kfdrt::event::EVENT_DISABLE_TIMING;
+use kfdrt::stream::STREAM_NON_BLOCKING;
+use kfdrt::{Device, MemoryKind};
+
+/// One reported figure.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    /// Name as in the CUDA anchor file.
+    pub name: &'static str,
+    /// Median value.
+    pub value: f64,
+    /// Unit (`ns/op`, `ns`, ...).
+    pub unit: &'static str,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn ns(t0: Instant) -> f64 {
+    t0.elapsed().as_nanos() as f64
+}
+
+/// Sizes of a run (small for tests, full for reports).
+#[derive(Debug, Clone, Copy)]
+pub struct Scale {
+    /// Operations per timed batch.
+    pub n: usize,
+    /// Timed repeats.
+    pub rep: usize,
+    /// Samples for latency figures.
+    pub samples: usize,
+}
+
+impl Scale {
+    /// The figures `kfdrt bench` reports.
+    pub const FULL: Scale = Scale {
+        n: 20_000,
+        rep: 7,
+        samples: 2000,
+    };
+    /// A quick pass (`--quick`, tests).
+    pub const QUICK: Scale = Scale {
+        n: 500,
+        rep: 3,
+        samples: 50,
+    };
+}
+
+/// Run the benchmarks whose name contains `filter`; `progress` is told each name first.
+pub fn run(
+    dev: &Device,
+    scale: Scale,
+    filter: Option<&str>,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<Figure>, kfdrt::Error> {
+    let want = |name: &str| filter.is_none_or(|f| name.contains(f));
+    let mut out = Vec::new();
+    let Scale { n, rep, samples } = scale;
+    let s = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING)?;
+    let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING)?;
+    let mem = dev.alloc(MemoryKind::Signal, 0, 4096)?;
+    let flag = mem.atomic_u32(0)?;
+    let back = mem.atomic_u32(64)?;
+    let va = mem.va();
+    let mut fig =
+        |name: &'static str, value: f64, unit: &'static str| out.push(Figure { name, value, unit });
+
+    let name = "writeValue32 enqueue";
+    if want(name) {
+        progress(name);
+        let mut v = Vec::new();
+        for _ in 0..rep {
+            let t0 = Instant::now();
+            for i in 0..n {
+                s.write_value32(va + 128, i as u32, 0)?;
+            }
+            v.push(ns(t0) / n as f64);
+            s.synchronize()?;
+        }
+        fig(name, median(v), "ns/op");
+    }
+    let name = "waitValue32 enqueue (true)";
+    if want(name) {
+        progress(name);
+        s.write_value32(va + 128, 5, 0)?;
+        s.synchronize()?;
+        let mut v = Vec::new();
+        for _ in 0..rep {
+            let t0 = Instant::now();
+            for _ in 0..n {
+                s.wait_value32(va + 128, 5, WAIT_VALUE_GTE, u32::MAX)?;
+            }
+            v.push(ns(t0) / n as f64);
+            s.synchronize()?;
+        }
+        fig(name, median(v), "ns/op");
+    }
+    let name = "writeValue32 round trip (host spin)";
+    if want(name) {
+        progress(name);
+        let mut v = Vec::new();
+        for i in 1..=samples as u32 {
+            let t0 = Instant::now();
+            s.write_value32(va, i, 0)?;
+            while flag.load(Ordering::Acquire) != i {
+                std::hint::spin_loop();
+            }
+            v.push(ns(t0));
+        }
+        fig(name, median(v), "ns");
+    }
+    let name = "host->waitValue32->writeValue32 ping";
+    if want(name) {
+        progress(name);
+        flag.store(0, Ordering::Release);
+        back.store(0, Ordering::Release);
+        let mut v = Vec::new();
+        for i in 1..=samples as u32 {
+            s.wait_value32(va, i, WAIT_VALUE_GTE, u32::MAX)?;
+            s.write_value32(va + 64, i, 0)?;
+            let t0 = Instant::now();
+            flag.store(i, Ordering::Release);
+            while back.load(Ordering::Acquire) != i {
+                std::hint::spin_loop();
+            }
+            v.push(ns(t0));
+        }
+        fig(name, median(v), "ns");
+    }
+    let e = dev.create_event(EVENT_DISABLE_TIMING)?;
+    let name = "eventRecord+eventSynchronize idle";
+    if want(name) {
+        progress(name);
+        s.synchronize()?;
+        let mut v = Vec::new();
+        for _ in 0..samples {
+            let t0 = Instant::now();
+            e.record(&s)?;
+            e.synchronize()?;
+            v.push(ns(t0));
+        }
+        fig(name, median(v), "ns");
+    }
+    let name = "eventRecord+eventSynchronize blocking";
+    if want(name) {
+        progress(name);
+        let eb = dev.create_event(kfdrt::event::EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING)?;
+        let mut v = Vec::new();
+        for _ in 0..samples {
+            let t0 = Instant::now();
+            eb.record(&s)?;
+            eb.synchronize()?;
+            v.push(ns(t0));
+        }
+        fig(name, median(v), "ns");
+    }
+    let name = "eventRecord enqueue";
+    if want(name) {
+        progress(name);
+        let mut v = Vec::new();
+        for _ in 0..samples {
+            let t0 = Instant::now();
+            e.record(&s)?;
+            v.push(ns(t0));
+        }
+        fig(name, median(v), "ns");
+        s.synchronize()?;
+    }
+    let name = "record/waitEvent ping-pong (2 streams)";
+    if want(name) {
+        progress(name);
+        let e1 = dev.create_event(EVENT_DISABLE_TIMING)?;
+        let e2 = dev.create_event(EVENT_DISABLE_TIMING)?;
+        let rounds = (samples / 2).max(10);
+        let mut v = Vec::new();
+        for _ in 0..rep {
+            let t0 = Instant::now();
+            for i in 0..rounds {
+                // A write on each side gives every record a real packet to follow.
+                s.write_value32(va + 192, i as u32, 0)?;
+                e1.record(&s)?;
+                s2.wait_event(&e1, 0)?;
+                s2.write_value32(va + 196, i as u32, 0)?;
+                e2.record(&s2)?;
+                s.wait_event(&e2, 0)?;
+            }
+            s.synchronize()?;
+            v.push(ns(t0) / rounds as f64);
+        }
+        fig(name, median(v), "ns/round");
+    }
+    let name = "streamQuery idle";
+    if want(name) {
+        progress(name);
+        s.synchronize()?;
+        let mut v = Vec::new();
+        for _ in 0..rep {
+            let t0 = Instant::now();
+            for _ in 0..n {
+                s.query()?;
+            }
+            v.push(ns(t0) / n as f64);
+        }
+        fig(name, median(v), "ns/op");
+    }
+    let name = "streamSynchronize idle";
+    if want(name) {
+        progress(name);
+        let mut v = Vec::new();
+        for _ in 0..rep {
+            let t0 = Instant::now();
+            for _ in 0..n {
+                s.synchronize()?;
+            }
+            v.push(ns(t0) / n as f64);
+        }
+        fig(name, median(v), "ns/op");
+    }
+    let name = "addCallback enqueue->run latency";
+    if want(name) {
+        progress(name);
+        let epoch = Instant::now();
+        let ran = Arc::new(AtomicU64::new(0));
+        let mut v = Vec::new();
+        for i in 1..=samples as u64 {
+            let r = ran.clone();
+            let t0 = epoch.elapsed().as_nanos() as u64;
+            s.add_callback(
+                move |_| {
+                    r.store(
+                        epoch.elapsed().as_nanos() as u64 | 1 << 63,
+                        Ordering::Release,
+                    );
+                },
+                0,
+            )?;
+            let mut t;
+            loop {
+                t = ran.swap(0, Ordering::AcqRel);
+                if t != 0 {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            let _ = i;
+            v.push(((t & !(1 << 63)).saturating_sub(t0)) as f64);
+        }
+        fig(name, median(v), "ns");
+    }
+    let name = "addCallback throughput";
+    if want(name) {
+        progress(name);
+        let count = Arc::new(AtomicU64::new(0));
+        let per = (samples * 2).max(20);
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            let c0 = count.load(Ordering::Acquire);
+            let t0 = Instant::now();
+            for _ in 0..per {
+                let c = count.clone();
+                s.add_callback(
+                    move |_| {
+                        c.fetch_add(1, Ordering::AcqRel);
+                    },
+                    0,
+                )?;
+            }
+            s.synchronize()?;
+            while count.load(Ordering::Acquire) - c0 != per as u64 {
+                std::thread::yield_now();
+            }
+            v.push(ns(t0) / per as f64);
+        }
+        fig(name, median(v), "ns/callback");
+    }
+    let name = "streamCreate+Destroy";
+    if want(name) {
+        progress(name);
+        let (_, hi) = dev.stream_priority_range();
+        let pairs = (samples / 2).max(10);
+        let mut v = Vec::new();
+        for _ in 0..rep {
+            let t0 = Instant::now();
+            for _ in 0..pairs {
+                let t = dev.create_stream_with_priority(0, STREAM_NON_BLOCKING, hi)?;
+                drop(t);
+            }
+            v.push(ns(t0) / pairs as f64);
+        }
+        fig(name, median(v), "ns/pair");
+    }
+    Ok(out)
+}
+
+/// Figures the CUDA anchor has that this build does not measure yet (reported as such).
+pub const NOT_YET: &[&str] = &[
+    "mallocAsync+freeAsync 1MiB same stream",
+    "mallocAsync/freeAsync mixed 64 live",
+    "vmm addressReserve 2MiB",
+    "vmm memCreate 2MiB",
+    "vmm memMap 2MiB",
+    "vmm setAccess 2MiB",
+    "vmm unmap+release+free 2MiB",
+    "memAdvise preferredLocation 256MiB",
+    "memRangeGetAttribute 256MiB",
+    "prefetch host->device 256MiB",
+    "prefetch device->host 256MiB",
+    "streamAttachMemAsync single + sync",
+];
+
+/// Parse an anchor file (`NAME   VALUE UNIT` lines) into (name, value, unit).
+pub fn parse_anchor(text: &str) -> Vec<(String, f64, String)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let toks: Vec<&str> = line.split_whitespace().collect();
+        if toks.len() < 3 {
+            continue;
+        }
+        // VALUE is the second-to-last token and must be a number.
+        let Ok(v) = toks[toks.len() - 2].parse::<f64>() else {
+            continue;
+        };
+        let name = toks[..toks.len() - 2].join(" ");
+        out.push((name, v, toks[toks.len() - 1].to_string()));
+    }
+    out
+}
