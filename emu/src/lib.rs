@@ -1,5 +1,44 @@
 //! `kfd-emu`: the emulated AMD GPU behind [`kfd::Backend`].
+//!
+//! [`EmuBackend`] is a device, not a mock: it implements every KFD ioctl of
+//! [`kfd::Ioctl`] with the kernel's argument checks and errno values, keeps GPU VA == CPU
+//! VA, backs buffer objects with sealed memfds (so the CPU and the emulated engines see the
+//! same bytes, and dmabufs work across processes), and runs command-processor and SDMA
+//! engines ([`engine`]) that execute real packets from ring memory.
+//!
+//! ```no_run
+//! use kfd::Backend;
+//! let dev = kfd_emu::EmuBackend::from_spec("emu:mi300x*2,rx7900xtx").unwrap();
+//! assert_eq!(dev.topology().gpu_nodes().count(), 3);
+//! ```
+//!
+//! - Device strings: [`spec`] (`emu[:PRESET[*N][,PRESET...]]`, options in brackets).
+//! - Boards: [`presets::Preset`] (`mi300x`, `mi250x`, `mi210`, `rx7900xtx`, `rx9070xt`).
+//! - CWSR sizes as the kernel computes them: [`cwsr_sizes`].
+//!
+//! The kernel behaviour each part models is written down, with sources, in
+//! `firmware-notes/kfd-{process,memory,events,queues,svm}.md`.
 #![deny(missing_docs)]
 
 pub mod engine;
 pub mod gpumem;
+
+mod backend;
+mod kfd_events;
+mod kfd_hostmem;
+mod kfd_memory;
+mod kfd_process;
+mod kfd_queues;
+mod kfd_svm;
+mod kfd_topology;
+pub mod presets;
+pub mod spec;
+
+pub use backend::{EmuBackend, EmuError};
+pub use kfd_events::{KFD_FIRST_NONSIGNAL_EVENT_ID, UNSIGNALED_EVENT_SLOT};
+pub use kfd_queues::{ENOTSUPP, MAX_QUEUES_PER_DEVICE, MAX_QUEUES_PER_PROCESS};
+pub use kfd_svm::{
+    DEFAULT_FLAGS as SVM_DEFAULT_FLAGS, DEFAULT_GRANULARITY as SVM_DEFAULT_GRANULARITY,
+};
+pub use presets::{cwsr_sizes, CwsrSizes, Preset};
+pub use spec::{GpuSpec, SpecError};

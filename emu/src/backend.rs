@@ -1,0 +1,301 @@
+//! [`EmuBackend`]: the emulated KFD behind [`kfd::Backend`].
+
+use core::ffi::c_void;
+use core::ptr::NonNull;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kfd::topology::Topology;
+use kfd::{Backend, BackendKind, Ioctl, MmapFile, Prot};
+use rustix::fs::MemfdFlags;
+use rustix::io::Errno;
+
+use crate::engine::{EngineConfig, GpuEngines, QueueStatus};
+use crate::kfd_events::Events;
+use crate::kfd_hostmem::{Backing, PAGE};
+use crate::kfd_memory::GpuVm;
+use crate::kfd_process::{file_id, Emu, Gpu, Pdd, Proc, RenderNode, DOORBELL_SLICE};
+use crate::kfd_queues::MAX_QUEUES_PER_PROCESS;
+use crate::kfd_topology::{self, SysfsDir};
+use crate::presets::Preset;
+use crate::spec::{self, GpuSpec, SpecError};
+
+/// Why an emulated device could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    /// The device string is malformed.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// `xnack=on` was asked for on a board that cannot enable XNACK.
+    #[error("xnack=on is not supported by {0} (only gfx90a/gfx942-class boards support per-process XNACK)")]
+    XnackUnsupported(&'static str),
+    /// A preset the engines cannot run (unknown GPU family).
+    #[error("preset {0} has an unsupported gfx_target_version")]
+    UnsupportedPreset(&'static str),
+    /// Serving the topology or creating host memory failed.
+    #[error("emulator setup failed: {0}")]
+    Setup(String),
+}
+
+/// The emulated KFD: one instance is one process's `/dev/kfd` with its GPUs.
+///
+/// Created from a device string ([`EmuBackend::from_spec`], grammar in [`crate::spec`])
+/// or from presets ([`EmuBackend::new`]). It serves its topology as a sysfs tree in a
+/// private temporary directory ([`EmuBackend::sysfs_root`]), parsed back by
+/// `kfd::topology` like the real one; render nodes are memfds named `renderD<minor>`.
+pub struct EmuBackend {
+    emu: Emu,
+    /// Queue id -> GPU index + 1 (0 = no queue), for doorbell notifications without
+    /// taking the process lock.
+    queue_gpu: Box<[AtomicU32]>,
+}
+
+impl std::fmt::Debug for EmuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmuBackend")
+            .field(
+                "gpus",
+                &self
+                    .emu
+                    .gpus
+                    .iter()
+                    .map(|g| (g.preset.name, g.gpu_id))
+                    .collect::<Vec<_>>(),
+            )
+            .field("sysfs", &self.emu.sysfs.path())
+            .finish()
+    }
+}
+
+impl EmuBackend {
+    /// An emulated device from a device string such as `emu`, `emu:mi300x*2,rx7900xtx`
+    /// or `emu:mi210[vram=64M]` (see [`crate::spec`]).
+    pub fn from_spec(spec_str: &str) -> Result<Self, EmuError> {
+        let gpus = spec::parse(spec_str)?;
+        Self::with_gpus(&gpus)
+    }
+
+    /// An emulated device with one GPU per preset, in order.
+    pub fn new(presets: &[Preset]) -> Result<Self, EmuError> {
+        let gpus: Vec<GpuSpec> = presets.iter().cloned().map(GpuSpec::from).collect();
+        Self::with_gpus(&gpus)
+    }
+
+    /// An emulated device from parsed GPU specs (presets with options).
+    pub fn with_gpus(specs: &[GpuSpec]) -> Result<Self, EmuError> {
+        if specs.len() > spec::MAX_GPUS {
+            return Err(SpecError::TooManyGpus(specs.len()).into());
+        }
+        let xnack = specs.iter().any(|s| s.xnack == Some(true));
+        if xnack {
+            if let Some(s) = specs.iter().find(|s| !s.preset.xnack_capable) {
+                return Err(EmuError::XnackUnsupported(s.preset.name));
+            }
+        }
+        let presets: Vec<Preset> = specs.iter().map(|s| s.preset.clone()).collect();
+        let (topo, placements) = kfd_topology::build(&presets);
+        let (sysfs, topology) =
+            SysfsDir::serve(&topo).map_err(|e| EmuError::Setup(e.to_string()))?;
+        let gpu_ids: Vec<u32> = placements.iter().map(|p| p.gpu_id).collect();
+        let vm = Arc::new(GpuVm::new(gpu_ids.clone()));
+        let events = Arc::new(Events::new(gpu_ids));
+        let mut gpus = Vec::new();
+        for (idx, (p, place)) in presets.iter().zip(&placements).enumerate() {
+            let family = p.family().ok_or(EmuError::UnsupportedPreset(p.name))?;
+            let sdma_version = p
+                .sdma_version()
+                .ok_or(EmuError::UnsupportedPreset(p.name))?;
+            let setup = |e: Errno| EmuError::Setup(format!("memfd: {e}"));
+            let doorbell =
+                Arc::new(Backing::new("kfd-emu-doorbell", DOORBELL_SLICE).map_err(setup)?);
+            let mmio = Arc::new(Backing::new("kfd-emu-mmio", PAGE).map_err(setup)?);
+            let cfg = EngineConfig {
+                gpu_id: place.gpu_id,
+                family,
+                sdma_version,
+                num_sdma_engines: p.num_sdma_engines + p.num_sdma_xgmi_engines,
+                clock_hz: p.gpu_clock_hz,
+            };
+            let engines =
+                GpuEngines::new(cfg, vm.clone(), crate::kfd_events::as_interrupts(&events));
+            gpus.push(Gpu {
+                idx,
+                gpu_id: place.gpu_id,
+                render_minor: place.render_minor,
+                preset: p.clone(),
+                cwsr: p.cwsr(),
+                doorbell,
+                mmio,
+                engines,
+            });
+        }
+        let state = Proc {
+            pdds: gpus.iter().map(|_| Pdd::default()).collect(),
+            xnack,
+            ..Default::default()
+        };
+        let host = topology
+            .cpu_nodes()
+            .flat_map(|n| n.mem_banks.iter())
+            .map(|b| b.size_in_bytes)
+            .sum::<u64>();
+        let emu = Emu {
+            gpus,
+            topology,
+            sysfs,
+            state: Mutex::new(state),
+            vm,
+            events,
+            system_limit: host / 16 * 15,
+        };
+        let queue_gpu = (0..MAX_QUEUES_PER_PROCESS)
+            .map(|_| AtomicU32::new(0))
+            .collect();
+        Ok(EmuBackend { emu, queue_gpu })
+    }
+
+    /// The directory holding the emulated sysfs topology tree (the equivalent of
+    /// `/sys/devices/virtual/kfd/kfd/topology`); removed when the backend is dropped.
+    pub fn sysfs_root(&self) -> &Path {
+        self.emu.sysfs.path()
+    }
+
+    /// The gpu_ids of the emulated GPUs, in node order.
+    pub fn gpu_ids(&self) -> Vec<u32> {
+        self.emu.gpus.iter().map(|g| g.gpu_id).collect()
+    }
+
+    /// The preset of the GPU with `gpu_id` (with the spec's options applied).
+    pub fn preset(&self, gpu_id: u32) -> Option<&Preset> {
+        self.emu.gpu_idx(gpu_id).map(|i| &self.emu.gpus[i].preset)
+    }
+
+    /// Emulator introspection: where the SVM range holding `addr` resides: `Some(0)` for
+    /// system memory, `Some(gpu_id)` for that GPU's VRAM, `None` when `addr` is in no SVM
+    /// range.
+    pub fn svm_location(&self, addr: u64) -> Option<u32> {
+        self.emu.lock().svm.location(addr)
+    }
+
+    /// Emulator introspection: the number of SVM ranges (after splits and merges).
+    pub fn svm_range_count(&self) -> usize {
+        self.emu.lock().svm.len()
+    }
+
+    /// The scheduling state of a queue, from its engine (`None` for an unknown queue).
+    pub fn queue_status(&self, queue_id: u32) -> Option<QueueStatus> {
+        let idx = self
+            .queue_gpu
+            .get(queue_id as usize)?
+            .load(Ordering::Acquire);
+        let gpu = self.emu.gpus.get(idx.checked_sub(1)? as usize)?;
+        gpu.engines.queue_status(queue_id)
+    }
+
+    fn track_queues(&self, req_kind: QueueTrack) {
+        match req_kind {
+            QueueTrack::Created(qid, gpu_id) => {
+                if let (Some(slot), Some(idx)) =
+                    (self.queue_gpu.get(qid as usize), self.emu.gpu_idx(gpu_id))
+                {
+                    slot.store(idx as u32 + 1, Ordering::Release);
+                }
+            }
+            QueueTrack::Destroyed(qid) => {
+                if let Some(slot) = self.queue_gpu.get(qid as usize) {
+                    slot.store(0, Ordering::Release);
+                }
+            }
+        }
+    }
+}
+
+enum QueueTrack {
+    Created(u32, u32),
+    Destroyed(u32),
+}
+
+impl Drop for EmuBackend {
+    fn drop(&mut self) {
+        self.emu.destroy_all_queues();
+    }
+}
+
+impl Backend for EmuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Emulated
+    }
+
+    fn topology(&self) -> &Topology {
+        &self.emu.topology
+    }
+
+    fn ioctl(&self, req: Ioctl<'_>) -> Result<(), Errno> {
+        match req {
+            Ioctl::CreateQueue(a) => {
+                let r = self.emu.ioctl(Ioctl::CreateQueue(a));
+                if r.is_ok() {
+                    self.track_queues(QueueTrack::Created(a.queue_id, a.gpu_id));
+                }
+                r
+            }
+            Ioctl::DestroyQueue(a) => {
+                let r = self.emu.ioctl(Ioctl::DestroyQueue(a));
+                if r.is_ok() {
+                    self.track_queues(QueueTrack::Destroyed(a.queue_id));
+                }
+                r
+            }
+            other => self.emu.ioctl(other),
+        }
+    }
+
+    fn open_render_node(&self, minor: u32) -> Result<OwnedFd, Errno> {
+        let gpu = self
+            .emu
+            .gpus
+            .iter()
+            .find(|g| g.render_minor == minor)
+            .ok_or(Errno::NOENT)?;
+        let fd = rustix::fs::memfd_create(format!("renderD{minor}"), MemfdFlags::CLOEXEC)?;
+        use std::os::fd::AsRawFd;
+        let file = file_id(fd.as_raw_fd())?;
+        self.emu.lock().render_nodes.push(RenderNode {
+            gpu_idx: gpu.idx,
+            file,
+        });
+        Ok(fd)
+    }
+
+    unsafe fn mmap(
+        &self,
+        file: MmapFile<'_>,
+        offset: u64,
+        len: usize,
+        fixed_addr: Option<NonNull<c_void>>,
+        prot: Prot,
+    ) -> Result<NonNull<c_void>, Errno> {
+        // SAFETY: the caller upholds `Backend::mmap`'s contract, which `Emu::mmap` forwards.
+        unsafe { self.emu.mmap(file, offset, len, fixed_addr, prot) }
+    }
+
+    unsafe fn munmap(&self, addr: NonNull<c_void>, len: usize) -> Result<(), Errno> {
+        // SAFETY: the caller guarantees nothing references the range any more.
+        unsafe { rustix::mm::munmap(addr.as_ptr(), len) }
+    }
+
+    fn doorbell_written(&self, queue_id: u32) {
+        let Some(slot) = self.queue_gpu.get(queue_id as usize) else {
+            return;
+        };
+        let idx = slot.load(Ordering::Acquire);
+        if let Some(gpu) = idx
+            .checked_sub(1)
+            .and_then(|i| self.emu.gpus.get(i as usize))
+        {
+            gpu.engines.doorbell(queue_id);
+        }
+    }
+}

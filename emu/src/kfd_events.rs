@@ -1,0 +1,569 @@
+//! Events: signal events with their event page slots, hardware-exception and memory
+//! events, SET/RESET, and WAIT_EVENTS with the KFD 1.14 event age. Engines raise
+//! interrupts through the [`Interrupts`] implementation here.
+//!
+//! Kernel rules modelled here are listed, with their sources, in
+//! `firmware-notes/kfd-events.md`. Waits sleep on a condition variable; every state
+//! change happens under the one events mutex, so no wake-up can be lost.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kfd::abi::{
+    self, EventData, HsaHwExceptionData, HsaMemoryExceptionData, MemoryExceptionFailure,
+};
+use rustix::io::Errno;
+
+use crate::engine::{Interrupts, QueueFault};
+use crate::gpumem::FaultKind;
+use crate::kfd_hostmem::Backing;
+
+/// The value of an unsignaled event slot (`UNSIGNALED_EVENT_SLOT` in kfd_events.c).
+pub const UNSIGNALED_EVENT_SLOT: u64 = u64::MAX;
+/// First id of non-signal events (`KFD_FIRST_NONSIGNAL_EVENT_ID`).
+pub const KFD_FIRST_NONSIGNAL_EVENT_ID: u32 = 0x8000_0000;
+/// Event page bytes (`KFD_SIGNAL_EVENT_LIMIT * 8`).
+const PAGE_BYTES: u64 = abi::KFD_SIGNAL_EVENT_LIMIT as u64 * 8;
+
+#[derive(Debug)]
+struct Event {
+    ty: u32,
+    auto_reset: bool,
+    signaled: bool,
+    age: u64,
+    /// (waiter id, index of this event in the waiter's list).
+    waiters: Vec<(u64, usize)>,
+    mem: HsaMemoryExceptionData,
+    hw: HsaHwExceptionData,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    activated: Vec<bool>,
+    destroyed: Vec<bool>,
+}
+
+#[derive(Debug)]
+struct EvState {
+    events: BTreeMap<u32, Event>,
+    page: Option<Arc<Backing>>,
+    signal_handle: Option<u64>,
+    mapped_size: u64,
+    signal_count: u32,
+    waiters: BTreeMap<u64, Waiter>,
+    next_waiter: u64,
+}
+
+/// The process's events.
+pub(crate) struct Events {
+    gpu_ids: Vec<u32>,
+    st: Mutex<EvState>,
+    cv: Condvar,
+}
+
+fn can_cpu_signal(ty: u32) -> bool {
+    ty == abi::KFD_IOC_EVENT_SIGNAL
+}
+fn can_gpu_signal(ty: u32) -> bool {
+    ty == abi::KFD_IOC_EVENT_SIGNAL || ty == abi::KFD_IOC_EVENT_DEBUG_EVENT
+}
+
+impl EvState {
+    fn slot(&self, id: u32) -> Option<&AtomicU64> {
+        let page = self.page.as_ref()?;
+        let off = u64::from(id) * 8;
+        if off + 8 > page.len() as u64 {
+            return None;
+        }
+        // SAFETY: in bounds of the alias mapping (8-byte aligned: the mapping is page
+        // aligned), which lives as long as `page`; shared memory is only accessed
+        // atomically here.
+        Some(unsafe { AtomicU64::from_ptr(page.ptr().as_ptr().add(off as usize).cast()) })
+    }
+
+    /// `set_event` in kfd_events.c.
+    fn set_event(&mut self, id: u32) {
+        let Some(ev) = self.events.get_mut(&id) else {
+            return;
+        };
+        ev.signaled = !ev.auto_reset || ev.waiters.is_empty();
+        ev.age = ev.age.wrapping_add(1);
+        if ev.age == 0 {
+            ev.age = 2;
+        }
+        for &(w, i) in &ev.waiters {
+            if let Some(a) = self
+                .waiters
+                .get_mut(&w)
+                .and_then(|w| w.activated.get_mut(i))
+            {
+                *a = true;
+            }
+        }
+    }
+
+    fn set_from_interrupt(&mut self, id: u32) -> bool {
+        match self.events.get(&id) {
+            Some(ev) if can_gpu_signal(ev.ty) => {
+                if let Some(s) = self.slot(id) {
+                    s.store(UNSIGNALED_EVENT_SLOT, Ordering::Release);
+                }
+                self.set_event(id);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Events {
+    pub(crate) fn new(gpu_ids: Vec<u32>) -> Self {
+        Events {
+            gpu_ids,
+            st: Mutex::new(EvState {
+                events: BTreeMap::new(),
+                page: None,
+                signal_handle: None,
+                mapped_size: 0,
+                // Event id 0 is reserved (kfd_event_init_process).
+                signal_count: 1,
+                waiters: BTreeMap::new(),
+                next_waiter: 1,
+            }),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, EvState> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The BO handle of a user-provided event page (FREE refuses it with EPERM).
+    pub(crate) fn signal_handle(&self) -> Option<u64> {
+        self.lock().signal_handle
+    }
+
+    /// The event page, for `/dev/kfd` mmaps at the EVENTS offset.
+    pub(crate) fn page(&self) -> Option<Arc<Backing>> {
+        self.lock().page.clone()
+    }
+
+    /// After a successful mmap of the event page: slots usable = mapped bytes / 8.
+    pub(crate) fn set_mapped_size(&self, len: u64) {
+        let mut st = self.lock();
+        if st.page.is_some() {
+            st.mapped_size = len.min(PAGE_BYTES);
+        }
+    }
+
+    /// `kfd_kmap_event_page` after the BO was found: use `page` (a GTT BO's memory).
+    pub(crate) fn set_user_page(&self, page: Arc<Backing>, handle: u64) -> Result<(), Errno> {
+        let mut st = self.lock();
+        if st.page.is_some() {
+            return Err(Errno::INVAL);
+        }
+        let len = (page.len() as u64).min(PAGE_BYTES);
+        // SAFETY: `len` is within the alias mapping.
+        unsafe { core::ptr::write_bytes(page.ptr().as_ptr(), 0xff, len as usize) };
+        st.page = Some(page);
+        st.mapped_size = len;
+        st.signal_handle = Some(handle);
+        Ok(())
+    }
+
+    /// Whether a user event page is already set.
+    pub(crate) fn has_page(&self) -> bool {
+        self.lock().page.is_some()
+    }
+
+    /// `kfd_event_create`: returns (event_id, trigger data, page offset, slot index).
+    pub(crate) fn create(&self, ty: u32, auto_reset: bool) -> Result<(u32, u64, u32), Errno> {
+        let mut st = self.lock();
+        let (id, page_offset, slot_index) = if can_gpu_signal(ty) {
+            if st.mapped_size != 0 && u64::from(st.signal_count) == st.mapped_size / 8 {
+                return Err(Errno::NOSPC);
+            }
+            if st.page.is_none() {
+                let page = Backing::new("kfd-emu-event-page", PAGE_BYTES)?;
+                page.fill(0xff);
+                st.page = Some(Arc::new(page));
+                // "Oldest user mode expects 256 event slots" until the page is mmapped.
+                st.mapped_size = 256 * 8;
+            }
+            let limit = (st.mapped_size / 8) as u32;
+            let id = (1..limit)
+                .find(|i| !st.events.contains_key(i))
+                .ok_or(Errno::NOSPC)?;
+            if let Some(s) = st.slot(id) {
+                s.store(UNSIGNALED_EVENT_SLOT, Ordering::Release);
+            }
+            st.signal_count += 1;
+            (id, abi::KFD_MMAP_TYPE_EVENTS, id)
+        } else {
+            let id = (KFD_FIRST_NONSIGNAL_EVENT_ID..=u32::MAX)
+                .find(|i| !st.events.contains_key(i))
+                .ok_or(Errno::NOSPC)?;
+            (id, 0, 0)
+        };
+        st.events.insert(
+            id,
+            Event {
+                ty,
+                auto_reset,
+                signaled: false,
+                age: 1,
+                waiters: Vec::new(),
+                mem: HsaMemoryExceptionData::default(),
+                hw: HsaHwExceptionData::default(),
+            },
+        );
+        Ok((id, page_offset, slot_index))
+    }
+
+    /// DESTROY_EVENT.
+    pub(crate) fn destroy(&self, id: u32) -> Result<(), Errno> {
+        let mut st = self.lock();
+        let ev = st.events.remove(&id).ok_or(Errno::INVAL)?;
+        for (w, i) in ev.waiters {
+            if let Some(d) = st.waiters.get_mut(&w).and_then(|w| w.destroyed.get_mut(i)) {
+                *d = true;
+            }
+        }
+        if can_gpu_signal(ev.ty) {
+            st.signal_count -= 1;
+        }
+        drop(st);
+        self.cv.notify_all();
+        Ok(())
+    }
+
+    /// SET_EVENT.
+    pub(crate) fn set_from_cpu(&self, id: u32) -> Result<(), Errno> {
+        let mut st = self.lock();
+        let ev = st.events.get(&id).ok_or(Errno::INVAL)?;
+        if !can_cpu_signal(ev.ty) {
+            return Err(Errno::INVAL);
+        }
+        st.set_event(id);
+        drop(st);
+        self.cv.notify_all();
+        Ok(())
+    }
+
+    /// RESET_EVENT.
+    pub(crate) fn reset(&self, id: u32) -> Result<(), Errno> {
+        let mut st = self.lock();
+        let ev = st.events.get_mut(&id).ok_or(Errno::INVAL)?;
+        if !can_cpu_signal(ev.ty) {
+            return Err(Errno::INVAL);
+        }
+        ev.signaled = false;
+        Ok(())
+    }
+
+    /// WAIT_EVENTS.
+    pub(crate) fn wait(
+        &self,
+        args: &mut abi::WaitEventsArgs,
+        data: &mut [EventData],
+    ) -> Result<(), Errno> {
+        let r = self.wait_inner(args, data);
+        if r.is_err() {
+            args.wait_result = abi::KFD_IOC_WAIT_RESULT_FAIL;
+        }
+        r
+    }
+
+    fn wait_inner(
+        &self,
+        args: &mut abi::WaitEventsArgs,
+        data: &mut [EventData],
+    ) -> Result<(), Errno> {
+        let n = args.num_events as usize;
+        if data.len() < n {
+            return Err(Errno::FAULT);
+        }
+        let all = args.wait_for_all != 0;
+        let deadline = match args.timeout {
+            0 => Some(Instant::now()),
+            abi::KFD_EVENT_TIMEOUT_INFINITE => None,
+            ms => Instant::now().checked_add(Duration::from_millis(u64::from(ms.min(0x7fff_ffff)))),
+        };
+        let mut st = self.lock();
+        let wid = st.next_waiter;
+        st.next_waiter += 1;
+        st.waiters.insert(
+            wid,
+            Waiter {
+                activated: vec![false; n],
+                destroyed: vec![false; n],
+            },
+        );
+        let mut age_enabled = vec![false; n];
+        let mut registered: Vec<u32> = Vec::with_capacity(n);
+        let mut result = Ok(());
+        for (i, d) in data.iter().take(n).enumerate() {
+            let Some(ev) = st.events.get_mut(&d.event_id) else {
+                result = Err(Errno::INVAL);
+                break;
+            };
+            let mut activated = ev.signaled;
+            ev.signaled = ev.signaled && !ev.auto_reset;
+            let last_age = d.signal().last_event_age;
+            if ev.ty == abi::KFD_IOC_EVENT_SIGNAL && last_age != 0 {
+                age_enabled[i] = true;
+                if ev.age != last_age {
+                    activated = true;
+                }
+            }
+            if !activated {
+                ev.waiters.push((wid, i));
+                registered.push(d.event_id);
+            }
+            if let Some(w) = st.waiters.get_mut(&wid) {
+                w.activated[i] = activated;
+            }
+        }
+        if result.is_ok() {
+            loop {
+                let cond = Self::test(&st, wid, all);
+                args.wait_result = cond;
+                if cond != abi::KFD_IOC_WAIT_RESULT_TIMEOUT {
+                    break;
+                }
+                match deadline {
+                    None => st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+                    Some(d) => {
+                        let now = Instant::now();
+                        if now >= d {
+                            break;
+                        }
+                        st = self
+                            .cv
+                            .wait_timeout(st, d - now)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                    }
+                }
+            }
+            if args.wait_result == abi::KFD_IOC_WAIT_RESULT_COMPLETE {
+                Self::copy_data(&st, wid, &age_enabled, &mut data[..n]);
+            } else if args.wait_result == abi::KFD_IOC_WAIT_RESULT_FAIL {
+                result = Err(Errno::IO);
+            }
+        }
+        for id in registered {
+            if let Some(ev) = st.events.get_mut(&id) {
+                ev.waiters.retain(|(w, _)| *w != wid);
+            }
+        }
+        st.waiters.remove(&wid);
+        result
+    }
+
+    fn test(st: &EvState, wid: u64, all: bool) -> u32 {
+        let Some(w) = st.waiters.get(&wid) else {
+            return abi::KFD_IOC_WAIT_RESULT_FAIL;
+        };
+        let mut count = 0;
+        for (a, d) in w.activated.iter().zip(&w.destroyed) {
+            if *d {
+                return abi::KFD_IOC_WAIT_RESULT_FAIL;
+            }
+            if *a {
+                if !all {
+                    return abi::KFD_IOC_WAIT_RESULT_COMPLETE;
+                }
+                count += 1;
+            }
+        }
+        if count == w.activated.len() {
+            abi::KFD_IOC_WAIT_RESULT_COMPLETE
+        } else {
+            abi::KFD_IOC_WAIT_RESULT_TIMEOUT
+        }
+    }
+
+    /// `copy_signaled_event_data`.
+    fn copy_data(st: &EvState, wid: u64, age_enabled: &[bool], data: &mut [EventData]) {
+        let Some(w) = st.waiters.get(&wid) else {
+            return;
+        };
+        for (i, d) in data.iter_mut().enumerate() {
+            if !w.activated.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            let Some(ev) = st.events.get(&d.event_id) else {
+                continue;
+            };
+            match ev.ty {
+                abi::KFD_IOC_EVENT_MEMORY => d.set_memory_exception(ev.mem),
+                abi::KFD_IOC_EVENT_HW_EXCEPTION => {
+                    // Copied over the start of the union, the rest left as it was.
+                    let mut bytes = [0u8; 32];
+                    for (k, w) in d.payload.iter().enumerate() {
+                        bytes[k * 8..k * 8 + 8].copy_from_slice(&w.to_le_bytes());
+                    }
+                    let hw = [
+                        ev.hw.reset_type,
+                        ev.hw.reset_cause,
+                        ev.hw.memory_lost,
+                        ev.hw.gpu_id,
+                    ];
+                    for (k, v) in hw.iter().enumerate() {
+                        bytes[k * 4..k * 4 + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                    for (k, w) in d.payload.iter_mut().enumerate() {
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(&bytes[k * 8..k * 8 + 8]);
+                        *w = u64::from_le_bytes(b);
+                    }
+                }
+                abi::KFD_IOC_EVENT_SIGNAL if age_enabled.get(i).copied().unwrap_or(false) => {
+                    d.payload[0] = ev.age;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Signal every event of `ty` (`lookup_events_by_type_and_signal`), storing `mem` in
+    /// memory events.
+    fn signal_type(
+        &self,
+        ty: u32,
+        mem: Option<HsaMemoryExceptionData>,
+        hw: Option<HsaHwExceptionData>,
+    ) {
+        let mut st = self.lock();
+        let ids: Vec<u32> = st
+            .events
+            .iter()
+            .filter(|(_, e)| e.ty == ty)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some(ev) = st.events.get_mut(&id) {
+                if let Some(m) = mem {
+                    ev.mem = m;
+                }
+                if let Some(h) = hw {
+                    ev.hw = h;
+                }
+            }
+            st.set_event(id);
+        }
+        drop(st);
+        self.cv.notify_all();
+    }
+}
+
+impl Interrupts for Events {
+    fn event_interrupt(&self, _gpu_id: u32, context_id: Option<u32>) {
+        let mut st = self.lock();
+        if st.page.is_none() {
+            return;
+        }
+        // kfd_signal_event_interrupt: a full-width id is looked up directly when its
+        // slot is signaled; otherwise every signaled slot is scanned.
+        let direct = context_id.is_some_and(|id| {
+            id < abi::KFD_SIGNAL_EVENT_LIMIT
+                && st
+                    .slot(id)
+                    .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
+                && st.set_from_interrupt(id)
+        });
+        if !direct {
+            let ids: Vec<u32> = st
+                .events
+                .range(..abi::KFD_SIGNAL_EVENT_LIMIT)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                if st
+                    .slot(id)
+                    .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
+                {
+                    st.set_from_interrupt(id);
+                }
+            }
+        }
+        drop(st);
+        self.cv.notify_all();
+    }
+
+    fn queue_fault(&self, gpu_id: u32, fault: &QueueFault) {
+        let gpu_id = if self.gpu_ids.contains(&gpu_id) {
+            gpu_id
+        } else {
+            0
+        };
+        match &fault.fault {
+            Some(f) => {
+                // kfd_signal_vm_fault_event: the page address and the failure kind.
+                let data = HsaMemoryExceptionData {
+                    failure: MemoryExceptionFailure {
+                        not_present: u32::from(f.kind == FaultKind::NotMapped),
+                        read_only: u32::from(f.kind == FaultKind::ReadOnly),
+                        no_execute: 0,
+                        imprecise: 0,
+                    },
+                    va: f.va & !0xfff,
+                    gpu_id,
+                    error_type: abi::KFD_MEM_ERR_NO_RAS,
+                };
+                self.signal_type(abi::KFD_IOC_EVENT_MEMORY, Some(data), None);
+            }
+            None => {
+                let data = HsaHwExceptionData {
+                    reset_type: abi::KFD_HW_EXCEPTION_PER_ENGINE_RESET,
+                    reset_cause: abi::KFD_HW_EXCEPTION_GPU_HANG,
+                    memory_lost: 0,
+                    gpu_id,
+                };
+                self.signal_type(abi::KFD_IOC_EVENT_HW_EXCEPTION, None, Some(data));
+            }
+        }
+    }
+}
+
+/// Keep `Arc<Events>` usable as `Arc<dyn Interrupts>`.
+pub(crate) fn as_interrupts(e: &Arc<Events>) -> Arc<dyn Interrupts> {
+    e.clone()
+}
+
+impl crate::kfd_process::Emu {
+    /// CREATE_EVENT, including the first call's user event page (`kfd_kmap_event_page`).
+    pub(crate) fn create_event(&self, a: &mut abi::CreateEventArgs) -> Result<(), Errno> {
+        if a.event_page_offset != 0 {
+            let handle = a.event_page_offset;
+            let st = self.lock();
+            if self.events.has_page() {
+                return Err(Errno::INVAL);
+            }
+            let idx = self.gpu_idx((handle >> 32) as u32).ok_or(Errno::INVAL)?;
+            Self::bind(&st, idx)?;
+            let bo = st.bos.get(&handle).ok_or(Errno::INVAL)?;
+            // amdgpu_amdkfd_gpuvm_map_gtt_bo_to_kernel: userptr BOs cannot be mapped to
+            // the kernel and the BO is pinned in GTT.
+            match &bo.mem {
+                crate::kfd_memory::BoMem::Pages(b)
+                    if bo.flags & abi::KFD_IOC_ALLOC_MEM_FLAGS_GTT != 0 =>
+                {
+                    self.events.set_user_page(b.clone(), handle)?;
+                }
+                _ => return Err(Errno::INVAL),
+            }
+        }
+        let (id, page_offset, slot) = self.events.create(a.event_type, a.auto_reset != 0)?;
+        a.event_id = id;
+        a.event_trigger_data = id;
+        a.event_page_offset = page_offset;
+        if page_offset != 0 {
+            a.event_slot_index = slot;
+        }
+        Ok(())
+    }
+}

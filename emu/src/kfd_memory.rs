@@ -1,0 +1,663 @@
+//! Memory objects: ALLOC/FREE/MAP/UNMAP, render-node and `/dev/kfd` mmaps, dmabuf
+//! export/import, and the per-GPU page tables the engines resolve GPU VAs through.
+//!
+//! Kernel rules modelled here are listed, with their sources, in
+//! `firmware-notes/kfd-memory.md`.
+
+use core::ffi::c_void;
+use core::ptr::NonNull;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
+use std::sync::{Arc, RwLock};
+
+use kfd::abi::{self, AllocFlags};
+use kfd::{MmapFile, Prot};
+use rustix::io::Errno;
+use rustix::mm::ProtFlags;
+
+use crate::gpumem::{Fault, FaultKind, GpuMemory, MemWindow};
+use crate::kfd_hostmem::{check_user_range, page_align, Backing, UserRange, BO_MEMFD_PREFIX, PAGE};
+use crate::kfd_process::{
+    file_id, Emu, Proc, DOORBELL_SLICE, DRM_FILE_PAGE_OFFSET_START, GPUVM_BASE, GPUVM_END,
+    VRAM_AVAILABILITY_ALIGN,
+};
+
+/// What backs a BO.
+#[derive(Clone, Debug)]
+pub(crate) enum BoMem {
+    /// Pages of its own (a sealed memfd with the emulator's alias).
+    Pages(Arc<Backing>),
+    /// The application's memory at a CPU address (USERPTR).
+    User(Arc<UserRange>),
+}
+
+/// A buffer object (`struct kgd_mem`).
+#[derive(Debug)]
+pub(crate) struct Bo {
+    pub(crate) gpu_idx: usize,
+    pub(crate) va: u64,
+    /// Page-aligned size.
+    pub(crate) size: u64,
+    pub(crate) flags: u32,
+    pub(crate) mem: BoMem,
+    /// Render-node mmap offset (DRM fake offset), 0 for none.
+    pub(crate) drm_offset: u64,
+    /// GPUs this BO was ever mapped on (attachments exist until FREE).
+    pub(crate) attached: BTreeSet<usize>,
+    /// GPUs it is mapped on now.
+    pub(crate) mapped: BTreeSet<usize>,
+    /// VRAM charged (page-aligned, 2 MiB-aligned).
+    pub(crate) vram_charge: (u64, u64),
+    /// System memory charged.
+    pub(crate) system_charge: u64,
+}
+
+impl Bo {
+    /// The window engines use for this BO at its GPU VA.
+    pub(crate) fn window(&self) -> MemWindow {
+        let writable = self.flags & abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE != 0;
+        match &self.mem {
+            BoMem::Pages(b) => {
+                let len = (self.size as usize).min(b.len());
+                // SAFETY: the alias stays mapped read-write while the Arc<Backing> lives;
+                // the window owns a clone of it.
+                unsafe { MemWindow::new(self.va, b.ptr(), len, writable, b.clone()) }
+            }
+            BoMem::User(u) => {
+                let ptr = NonNull::new(u.addr as *mut u8).unwrap_or(NonNull::dangling());
+                // SAFETY: a registered user range: checked mapped at registration and at
+                // every MAP; the application must keep it mapped while registered (the
+                // USERPTR contract, documented in kfd-memory.md).
+                unsafe { MemWindow::new(self.va, ptr, u.len as usize, writable, u.clone()) }
+            }
+        }
+    }
+}
+
+/// Who owns a GPU page-table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VmOwner {
+    /// A BO (by handle).
+    Bo(u64),
+    /// An SVM range.
+    Svm,
+}
+
+/// One mapping in a GPU's page tables.
+#[derive(Clone, Debug)]
+pub(crate) struct VmEntry {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) window: MemWindow,
+    pub(crate) owner: VmOwner,
+}
+
+/// Every GPU's page tables, by GPU VA: what [`GpuMemory::resolve`] serves the engines.
+pub(crate) struct GpuVm {
+    gpu_ids: Vec<u32>,
+    maps: Vec<RwLock<BTreeMap<u64, VmEntry>>>,
+}
+
+impl GpuVm {
+    pub(crate) fn new(gpu_ids: Vec<u32>) -> Self {
+        let maps = gpu_ids
+            .iter()
+            .map(|_| RwLock::new(BTreeMap::new()))
+            .collect();
+        GpuVm { gpu_ids, maps }
+    }
+
+    fn map(&self, idx: usize) -> Option<&RwLock<BTreeMap<u64, VmEntry>>> {
+        self.maps.get(idx)
+    }
+
+    /// The mapping containing `va` on GPU `idx`.
+    pub(crate) fn lookup(&self, idx: usize, va: u64) -> Option<VmEntry> {
+        let m = self.map(idx)?.read().unwrap_or_else(|e| e.into_inner());
+        let (_, e) = m.range(..=va).next_back()?;
+        (va < e.end).then(|| e.clone())
+    }
+
+    fn overlaps(m: &BTreeMap<u64, VmEntry>, start: u64, end: u64) -> bool {
+        if let Some((_, e)) = m.range(..end).next_back() {
+            return e.end > start;
+        }
+        false
+    }
+
+    /// Insert a mapping; EINVAL if it overlaps another one (amdgpu_vm_bo_map).
+    pub(crate) fn insert(&self, idx: usize, entry: VmEntry) -> Result<(), Errno> {
+        let Some(map) = self.map(idx) else {
+            return Err(Errno::INVAL);
+        };
+        let mut m = map.write().unwrap_or_else(|e| e.into_inner());
+        if Self::overlaps(&m, entry.start, entry.end) {
+            return Err(Errno::INVAL);
+        }
+        m.insert(entry.start, entry);
+        Ok(())
+    }
+
+    /// Remove the mapping of BO `handle` on GPU `idx`.
+    pub(crate) fn remove_bo(&self, idx: usize, handle: u64) {
+        if let Some(map) = self.map(idx) {
+            let mut m = map.write().unwrap_or_else(|e| e.into_inner());
+            m.retain(|_, e| e.owner != VmOwner::Bo(handle));
+        }
+    }
+
+    /// Replace all SVM mappings of GPU `idx` by `entries` (entries that would overlap a BO
+    /// mapping are skipped; SET_ATTR prevents that case with EADDRINUSE).
+    pub(crate) fn replace_svm(&self, idx: usize, entries: Vec<VmEntry>) {
+        if let Some(map) = self.map(idx) {
+            let mut m = map.write().unwrap_or_else(|e| e.into_inner());
+            m.retain(|_, e| e.owner != VmOwner::Svm);
+            for e in entries {
+                if !Self::overlaps(&m, e.start, e.end) {
+                    m.insert(e.start, e);
+                }
+            }
+        }
+    }
+}
+
+impl GpuMemory for GpuVm {
+    fn resolve(&self, gpu_id: u32, va: u64, len: u64) -> Result<MemWindow, Fault> {
+        let fault = Fault {
+            gpu_id,
+            va,
+            len,
+            write: false,
+            kind: FaultKind::NotMapped,
+        };
+        let idx = self
+            .gpu_ids
+            .iter()
+            .position(|g| *g == gpu_id)
+            .ok_or(fault)?;
+        let e = self.lookup(idx, va).ok_or(fault)?;
+        if !e.window.contains(va, len.max(1)) {
+            return Err(fault);
+        }
+        Ok(e.window)
+    }
+}
+
+/// The name of a BO's memfd: the prefix, the exporting GPU and the flags GET_DMABUF_INFO
+/// reports (`amdgpu_amdkfd_get_dmabuf_info`: VRAM or GTT, plus PUBLIC for CPU-visible VRAM).
+fn memfd_name(gpu_id: u32, flags: u32) -> String {
+    let mut info = if flags & abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
+        abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM
+    } else {
+        abi::KFD_IOC_ALLOC_MEM_FLAGS_GTT
+    };
+    if flags & abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0
+        && flags & abi::KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC != 0
+    {
+        info |= abi::KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC;
+    }
+    format!("{BO_MEMFD_PREFIX} g={gpu_id:x} f={info:x}")
+}
+
+fn parse_memfd_name(name: &str) -> Option<(u32, u32)> {
+    let rest = name.strip_prefix(BO_MEMFD_PREFIX)?.trim();
+    let mut gpu = None;
+    let mut flags = None;
+    for part in rest.split_whitespace() {
+        if let Some(v) = part.strip_prefix("g=") {
+            gpu = u32::from_str_radix(v, 16).ok();
+        } else if let Some(v) = part.strip_prefix("f=") {
+            flags = u32::from_str_radix(v, 16).ok();
+        }
+    }
+    Some((gpu?, flags?))
+}
+
+fn pages_overlap(a_start: u64, a_len: u64, b_start: u64, b_len: u64) -> bool {
+    let a_last = a_start.saturating_add(a_len.max(1) - 1) >> 12;
+    let b_last = b_start.saturating_add(b_len.max(1) - 1) >> 12;
+    (a_start >> 12) <= b_last && (b_start >> 12) <= a_last
+}
+
+impl Emu {
+    fn alloc_drm_offset(st: &mut Proc, size: u64, handle: u64) -> u64 {
+        if st.next_drm_pgoff < DRM_FILE_PAGE_OFFSET_START {
+            st.next_drm_pgoff = DRM_FILE_PAGE_OFFSET_START;
+        }
+        let off = st.next_drm_pgoff << 12;
+        st.next_drm_pgoff = st.next_drm_pgoff.saturating_add(size >> 12);
+        st.drm_offsets.insert(off, handle);
+        off
+    }
+
+    fn alloc_bo_id(st: &mut Proc, idx: usize) -> u32 {
+        let ids = &mut st.pdds[idx].bo_ids;
+        let id = (0u32..).find(|i| !ids.contains(i)).unwrap_or(u32::MAX);
+        ids.insert(id);
+        id
+    }
+
+    pub(crate) fn alloc_memory(&self, a: &mut abi::AllocMemoryOfGpuArgs) -> Result<(), Errno> {
+        if a.size == 0 {
+            return Err(Errno::INVAL);
+        }
+        let flags = a.flags;
+        let f = AllocFlags::from_bits_retain(flags);
+        let mut st = self.lock();
+        // Overlap with SVM ranges (kfd_ioctl_alloc_memory_of_gpu): EADDRINUSE.
+        if !(a.va_addr == 0 && f.contains(AllocFlags::VRAM)) && st.svm.overlaps(a.va_addr, a.size) {
+            return Err(Errno::ADDRINUSE);
+        }
+        if f.contains(AllocFlags::USERPTR) && st.svm.overlaps(a.mmap_offset, a.size) {
+            return Err(Errno::ADDRINUSE);
+        }
+        let idx = self.gpu_idx(a.gpu_id).ok_or(Errno::INVAL)?;
+        // Every emulated board is "large BAR": PUBLIC VRAM is always allowed.
+        Self::bind(&st, idx)?;
+        let gpu = &self.gpus[idx];
+        if f.contains(AllocFlags::DOORBELL) {
+            if a.size != DOORBELL_SLICE {
+                return Err(Errno::INVAL);
+            }
+        } else if f.contains(AllocFlags::MMIO_REMAP) && a.size != PAGE {
+            return Err(Errno::INVAL);
+        }
+        let size = page_align(a.size).ok_or(Errno::INVAL)?;
+        let usize_ok = usize::try_from(size).is_ok();
+        if !usize_ok {
+            return Err(Errno::NOMEM);
+        }
+        let mut vram_charge = (0, 0);
+        let mut system_charge = 0;
+        let mem = if f.contains(AllocFlags::VRAM) {
+            let aligned = size.div_ceil(VRAM_AVAILABILITY_ALIGN) * VRAM_AVAILABILITY_ALIGN;
+            if st.pdds[idx].vram_used.saturating_add(size) > gpu.preset.vram_size {
+                return Err(Errno::NOMEM);
+            }
+            vram_charge = (size, aligned);
+            BoMem::Pages(Arc::new(Backing::new(
+                &memfd_name(gpu.gpu_id, flags),
+                size,
+            )?))
+        } else if f.contains(AllocFlags::GTT) {
+            if st.system_used.saturating_add(size) > self.system_limit {
+                return Err(Errno::NOMEM);
+            }
+            system_charge = size;
+            BoMem::Pages(Arc::new(Backing::new(
+                &memfd_name(gpu.gpu_id, flags),
+                size,
+            )?))
+        } else if f.contains(AllocFlags::USERPTR) {
+            let addr = a.mmap_offset;
+            if addr == 0 || addr % PAGE != 0 {
+                return Err(Errno::INVAL);
+            }
+            if st.system_used.saturating_add(size) > self.system_limit {
+                return Err(Errno::NOMEM);
+            }
+            check_user_range(addr, size)?;
+            system_charge = size;
+            BoMem::User(Arc::new(UserRange { addr, len: size }))
+        } else if f.contains(AllocFlags::DOORBELL) {
+            BoMem::Pages(gpu.doorbell.clone())
+        } else if f.contains(AllocFlags::MMIO_REMAP) {
+            BoMem::Pages(gpu.mmio.clone())
+        } else {
+            return Err(Errno::INVAL);
+        };
+        let id = Self::alloc_bo_id(&mut st, idx);
+        let handle = (u64::from(gpu.gpu_id) << 32) | u64::from(id);
+        let drm_offset = Self::alloc_drm_offset(&mut st, size, handle);
+        st.pdds[idx].vram_used += vram_charge.0;
+        st.pdds[idx].vram_used_aligned += vram_charge.1;
+        st.system_used += system_charge;
+        st.bos.insert(
+            handle,
+            Bo {
+                gpu_idx: idx,
+                va: a.va_addr,
+                size,
+                flags,
+                mem,
+                drm_offset,
+                attached: BTreeSet::new(),
+                mapped: BTreeSet::new(),
+                vram_charge,
+                system_charge,
+            },
+        );
+        a.handle = handle;
+        // MMIO is mapped through /dev/kfd (kfd_ioctl_alloc_memory_of_gpu).
+        a.mmap_offset = if f.contains(AllocFlags::MMIO_REMAP) {
+            abi::KFD_MMAP_TYPE_MMIO | abi::kfd_mmap_gpu_id(gpu.gpu_id)
+        } else {
+            drm_offset
+        };
+        Ok(())
+    }
+
+    /// Find a BO by handle the way the kernel does: the pdd of the handle's gpu_id, then
+    /// the idr id. `Err(true)` = unknown GPU, `Err(false)` = unknown id.
+    fn find_bo(&self, st: &Proc, handle: u64) -> Result<(), bool> {
+        let gpu_id = (handle >> 32) as u32;
+        self.gpu_idx(gpu_id).ok_or(true)?;
+        if st.bos.contains_key(&handle) {
+            Ok(())
+        } else {
+            Err(false)
+        }
+    }
+
+    pub(crate) fn free_memory(&self, handle: u64) -> Result<(), Errno> {
+        let mut st = self.lock();
+        if self.events.signal_handle() == Some(handle) {
+            return Err(Errno::PERM);
+        }
+        self.find_bo(&st, handle).map_err(|_| Errno::INVAL)?;
+        let bo = st.bos.get(&handle).ok_or(Errno::INVAL)?;
+        if !bo.mapped.is_empty() {
+            return Err(Errno::BUSY);
+        }
+        let Some(bo) = st.bos.remove(&handle) else {
+            return Err(Errno::INVAL);
+        };
+        let pdd = &mut st.pdds[bo.gpu_idx];
+        pdd.bo_ids.remove(&(handle as u32));
+        pdd.vram_used = pdd.vram_used.saturating_sub(bo.vram_charge.0);
+        pdd.vram_used_aligned = pdd.vram_used_aligned.saturating_sub(bo.vram_charge.1);
+        st.system_used = st.system_used.saturating_sub(bo.system_charge);
+        st.drm_offsets.remove(&bo.drm_offset);
+        Ok(())
+    }
+
+    pub(crate) fn map_memory(
+        &self,
+        handle: u64,
+        n_devices: u32,
+        n_success: &mut u32,
+        gpu_ids: &[u32],
+    ) -> Result<(), Errno> {
+        if n_devices == 0 || *n_success > n_devices {
+            return Err(Errno::INVAL);
+        }
+        if gpu_ids.len() < n_devices as usize {
+            return Err(Errno::FAULT);
+        }
+        let mut st = self.lock();
+        let own = self.gpu_idx((handle >> 32) as u32).ok_or(Errno::INVAL)?;
+        Self::bind(&st, own)?;
+        if !st.bos.contains_key(&handle) {
+            return Err(Errno::NOMEM);
+        }
+        for i in *n_success..n_devices {
+            let peer = self.gpu_idx(gpu_ids[i as usize]).ok_or(Errno::INVAL)?;
+            Self::bind(&st, peer)?;
+            let bo = st.bos.get(&handle).ok_or(Errno::NOMEM)?;
+            if !bo.mapped.contains(&peer) {
+                let end = bo.va.checked_add(bo.size).ok_or(Errno::INVAL)?;
+                if bo.va % PAGE != 0 || bo.va < GPUVM_BASE || end > GPUVM_END {
+                    return Err(Errno::INVAL);
+                }
+                if let BoMem::User(u) = &bo.mem {
+                    check_user_range(u.addr, u.len)?;
+                }
+                let entry = VmEntry {
+                    start: bo.va,
+                    end,
+                    window: bo.window(),
+                    owner: VmOwner::Bo(handle),
+                };
+                self.vm.insert(peer, entry)?;
+                let bo = st.bos.get_mut(&handle).ok_or(Errno::NOMEM)?;
+                bo.attached.insert(peer);
+                bo.mapped.insert(peer);
+            }
+            *n_success = i + 1;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn unmap_memory(
+        &self,
+        handle: u64,
+        n_devices: u32,
+        n_success: &mut u32,
+        gpu_ids: &[u32],
+    ) -> Result<(), Errno> {
+        if n_devices == 0 || *n_success > n_devices {
+            return Err(Errno::INVAL);
+        }
+        if gpu_ids.len() < n_devices as usize {
+            return Err(Errno::FAULT);
+        }
+        let mut st = self.lock();
+        self.gpu_idx((handle >> 32) as u32).ok_or(Errno::INVAL)?;
+        if !st.bos.contains_key(&handle) {
+            return Err(Errno::NOMEM);
+        }
+        for i in *n_success..n_devices {
+            let peer = self.gpu_idx(gpu_ids[i as usize]).ok_or(Errno::INVAL)?;
+            let bo = st.bos.get(&handle).ok_or(Errno::NOMEM)?;
+            if !bo.attached.contains(&peer) {
+                return Err(Errno::INVAL);
+            }
+            if bo.mapped.contains(&peer) {
+                if Self::queue_uses(&st, peer, bo.va, bo.size) {
+                    return Err(Errno::BUSY);
+                }
+                self.vm.remove_bo(peer, handle);
+                self.gpus[peer].engines.flush_tlb();
+                if let Some(bo) = st.bos.get_mut(&handle) {
+                    bo.mapped.remove(&peer);
+                }
+            }
+            *n_success = i + 1;
+        }
+        Ok(())
+    }
+
+    /// `Backend::mmap` for the emulator.
+    ///
+    /// # Safety
+    /// As `Backend::mmap`.
+    pub(crate) unsafe fn mmap(
+        &self,
+        file: MmapFile<'_>,
+        offset: u64,
+        len: usize,
+        fixed: Option<NonNull<c_void>>,
+        prot: Prot,
+    ) -> Result<NonNull<c_void>, Errno> {
+        let mut pf = ProtFlags::empty();
+        if prot.contains(Prot::READ) {
+            pf |= ProtFlags::READ;
+        }
+        if prot.contains(Prot::WRITE) {
+            pf |= ProtFlags::WRITE;
+        }
+        if let Some(a) = fixed {
+            if a.as_ptr() as u64 % PAGE != 0 {
+                return Err(Errno::INVAL);
+            }
+        }
+        let backing = match file {
+            MmapFile::Render(fd) => self.render_mmap_target(fd, offset, len)?,
+            MmapFile::Kfd => self.kfd_mmap_target(offset, len)?,
+        };
+        // SAFETY: forwarded from the caller's contract.
+        let p = unsafe { backing.map_for_app(len, fixed, pf) }?;
+        if matches!(file, MmapFile::Kfd)
+            && offset & abi::KFD_MMAP_TYPE_MASK == abi::KFD_MMAP_TYPE_EVENTS
+        {
+            self.events
+                .set_mapped_size(page_align(len as u64).unwrap_or(0));
+        }
+        Ok(p)
+    }
+
+    fn render_mmap_target(
+        &self,
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+    ) -> Result<Arc<Backing>, Errno> {
+        use std::os::fd::AsRawFd;
+        let file = file_id(fd.as_raw_fd())?;
+        let st = self.lock();
+        let node = st
+            .render_nodes
+            .iter()
+            .find(|r| r.file == file)
+            .copied()
+            .ok_or(Errno::INVAL)?;
+        // drm_gem_mmap: exact offset lookup, else EINVAL.
+        let handle = *st.drm_offsets.get(&offset).ok_or(Errno::INVAL)?;
+        let bo = st.bos.get(&handle).ok_or(Errno::INVAL)?;
+        // drm_vma_node_is_allowed: only the DRM file that owns the BO (the render node
+        // whose VM was acquired for the BO's GPU) may map it.
+        if node.gpu_idx != bo.gpu_idx || st.pdds[bo.gpu_idx].vm != Some(file) {
+            return Err(Errno::ACCESS);
+        }
+        if len as u64 > bo.size {
+            return Err(Errno::INVAL);
+        }
+        let f = AllocFlags::from_bits_retain(bo.flags);
+        // amdgpu_gem_object_mmap: userptr BOs and VRAM without CPU access are EPERM.
+        if f.contains(AllocFlags::VRAM) && !f.contains(AllocFlags::PUBLIC) {
+            return Err(Errno::PERM);
+        }
+        match &bo.mem {
+            BoMem::Pages(b) => Ok(b.clone()),
+            BoMem::User(_) => Err(Errno::PERM),
+        }
+    }
+
+    fn kfd_mmap_target(&self, offset: u64, len: usize) -> Result<Arc<Backing>, Errno> {
+        let gpu_id = abi::kfd_mmap_get_gpu_id(offset);
+        let gpu = self.gpu_idx(gpu_id).map(|i| &self.gpus[i]);
+        match offset & abi::KFD_MMAP_TYPE_MASK {
+            abi::KFD_MMAP_TYPE_DOORBELL => {
+                let g = gpu.ok_or(Errno::NODEV)?;
+                if len as u64 != DOORBELL_SLICE {
+                    return Err(Errno::INVAL);
+                }
+                Ok(g.doorbell.clone())
+            }
+            abi::KFD_MMAP_TYPE_EVENTS => {
+                let limit = u64::from(abi::KFD_SIGNAL_EVENT_LIMIT) * 8;
+                if len == 0 || page_align(len as u64).is_none_or(|l| l > limit) {
+                    return Err(Errno::INVAL);
+                }
+                self.events.page().ok_or(Errno::INVAL)
+            }
+            abi::KFD_MMAP_TYPE_MMIO => {
+                let g = gpu.ok_or(Errno::NODEV)?;
+                if len as u64 != PAGE {
+                    return Err(Errno::INVAL);
+                }
+                Ok(g.mmio.clone())
+            }
+            _ => {
+                gpu.ok_or(Errno::NODEV)?;
+                // The CWSR trap-handler pages (APUs only) are not modelled.
+                Err(Errno::INVAL)
+            }
+        }
+    }
+
+    pub(crate) fn export_dmabuf(&self, a: &mut abi::ExportDmabufArgs) -> Result<(), Errno> {
+        self.gpu_idx((a.handle >> 32) as u32).ok_or(Errno::INVAL)?;
+        let st = self.lock();
+        let bo = st.bos.get(&a.handle).ok_or(Errno::INVAL)?;
+        let BoMem::Pages(b) = &bo.mem else {
+            // amdgpu_gem_prime_export refuses userptr BOs.
+            return Err(Errno::PERM);
+        };
+        const O_CLOEXEC: u32 = 0o2000000;
+        let fd = if a.flags & O_CLOEXEC != 0 {
+            rustix::io::fcntl_dupfd_cloexec(b.fd(), 0)?
+        } else {
+            rustix::io::dup(b.fd())?
+        };
+        a.dmabuf_fd = fd.into_raw_fd() as u32;
+        Ok(())
+    }
+
+    /// The memfd behind a dmabuf fd number: EBADF when not open (dma_buf_get), EINVAL when
+    /// not a buffer exported by an emulated GPU.
+    fn dmabuf_backing(fd: u32) -> Result<(Backing, Option<(u32, u32)>), Errno> {
+        let raw = fd as i32;
+        file_id(raw)?;
+        // SAFETY: file_id just proved the number is an open fd; it is only dup'ed.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(raw) };
+        let owned = rustix::io::fcntl_dupfd_cloexec(borrowed, 0).map_err(|_| Errno::BADF)?;
+        let name = crate::kfd_hostmem::memfd_name(owned.as_fd());
+        let backing = Backing::import(owned)?;
+        Ok((backing, name.as_deref().and_then(parse_memfd_name)))
+    }
+
+    pub(crate) fn get_dmabuf_info(&self, a: &mut abi::GetDmabufInfoArgs) -> Result<(), Errno> {
+        let first = self.gpus.first().ok_or(Errno::INVAL)?;
+        let (backing, info) = Self::dmabuf_backing(a.dmabuf_fd)?;
+        a.size = backing.len() as u64;
+        let (gpu_id, flags) = info.unwrap_or((first.gpu_id, abi::KFD_IOC_ALLOC_MEM_FLAGS_GTT));
+        a.gpu_id = if self.gpu_idx(gpu_id).is_some() {
+            gpu_id
+        } else {
+            first.gpu_id
+        };
+        a.flags = flags;
+        a.metadata_size = 0;
+        Ok(())
+    }
+
+    pub(crate) fn import_dmabuf(&self, a: &mut abi::ImportDmabufArgs) -> Result<(), Errno> {
+        let idx = self.gpu_idx(a.gpu_id).ok_or(Errno::INVAL)?;
+        let mut st = self.lock();
+        Self::bind(&st, idx)?;
+        let (backing, info) = Self::dmabuf_backing(a.dmabuf_fd)?;
+        let domain = info
+            .map(|(_, f)| f & abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM)
+            .unwrap_or(0);
+        let domain = if domain != 0 {
+            abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM
+        } else {
+            abi::KFD_IOC_ALLOC_MEM_FLAGS_GTT
+        };
+        // import_obj_create: imported BOs are writable and executable; they are not
+        // charged to the importer.
+        let flags = domain
+            | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
+            | abi::KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
+        let size = backing.len() as u64;
+        let id = Self::alloc_bo_id(&mut st, idx);
+        let handle = (u64::from(a.gpu_id) << 32) | u64::from(id);
+        let drm_offset = Self::alloc_drm_offset(&mut st, size, handle);
+        st.bos.insert(
+            handle,
+            Bo {
+                gpu_idx: idx,
+                va: a.va_addr,
+                size,
+                flags,
+                mem: BoMem::Pages(Arc::new(backing)),
+                drm_offset,
+                attached: BTreeSet::new(),
+                mapped: BTreeSet::new(),
+                vram_charge: (0, 0),
+                system_charge: 0,
+            },
+        );
+        a.handle = handle;
+        Ok(())
+    }
+
+    /// True when `[start, start+len)` shares a page with a BO mapped on some GPU
+    /// (`svm_range_check_vm`, used by SVM SET_ATTR/GET_ATTR).
+    pub(crate) fn bo_overlaps(st: &Proc, start: u64, len: u64) -> bool {
+        st.bos
+            .values()
+            .any(|b| !b.mapped.is_empty() && pages_overlap(b.va, b.size, start, len))
+    }
+}
