@@ -48,15 +48,20 @@ fn signal_value(mem: &mut MemCache, sig: u64) -> Access<i64> {
     Ok(mem.load_u64(sig.wrapping_add(signal::VALUE))? as i64)
 }
 
-/// Consumes the packet in `slot_va` and completes its signal.
+/// Consumes the packet in `slot_va` (whose first dword is `hdr`, when known) and
+/// completes its signal.
 fn finish(
     q: &mut QueueExec,
     mem: &mut MemCache,
     inner: &Inner,
     slot_va: u64,
+    hdr: Option<u32>,
     sig: u64,
 ) -> Access<()> {
-    let hdr = mem.load_u32(slot_va)?;
+    let hdr = match hdr {
+        Some(h) => h,
+        None => mem.load_u32(slot_va)?,
+    };
     mem.store_u32(slot_va, (hdr & 0xFFFF_0000) | packet_type::INVALID as u32)?;
     q.rptr += 1;
     mem.store_u64(q.rptr_va, q.rptr)?;
@@ -121,6 +126,8 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         return q.fault(inner, 0, Stop::new("AQL ring smaller than one packet"));
     }
     let mut executed = 0u32;
+    // The write index, re-read only when the read index catches up with it.
+    let mut limit = 0u64;
     macro_rules! stop {
         ($off:expr, $s:expr) => {
             return RunOut {
@@ -155,20 +162,22 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 continue;
             }
             q.aql_inflight = None;
-            if let Err(e) = finish(q, mem, inner, slot_va, sig) {
+            if let Err(e) = finish(q, mem, inner, slot_va, None, sig) {
                 stop!(off, e.into());
             }
             executed += 1;
             continue;
         }
-        let wmem = match mem.load_u64(q.wptr_va) {
-            Ok(v) => v,
-            Err(e) => stop!(off, e.into()),
-        };
-        let limit = match q.doorbell_value() {
-            Some(d) => wmem.max(d.saturating_add(1)),
-            None => wmem,
-        };
+        if q.rptr >= limit {
+            let wmem = match mem.load_u64(q.wptr_va) {
+                Ok(v) => v,
+                Err(e) => stop!(off, e.into()),
+            };
+            limit = match q.doorbell_value() {
+                Some(d) => wmem.max(d.saturating_add(1)),
+                None => wmem,
+            };
+        }
         if q.rptr >= limit {
             return RunOut {
                 executed,
@@ -293,7 +302,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 stop!(off, Stop::new(reason))
             }
         };
-        if let Err(e) = finish(q, mem, inner, slot_va, sig) {
+        if let Err(e) = finish(q, mem, inner, slot_va, Some(hdr), sig) {
             stop!(off, e.into());
         }
         executed += 1;

@@ -225,6 +225,10 @@ impl MemCache {
 
     /// Writes `data` at `va`, possibly across several objects.
     pub(crate) fn write(&mut self, va: u64, data: &[u8]) -> Access<()> {
+        if let Ok(w) = self.window(va, data.len() as u64, true) {
+            let r = w.write(va, data);
+            return self.retag(r, va, data.len() as u64, true);
+        }
         let mut done = 0usize;
         while done < data.len() {
             let cur = va

@@ -178,6 +178,8 @@ impl QueueExec {
     fn run_pm4(&mut self, mem: &mut MemCache, inner: &Inner, budget: u32) -> RunOut {
         let ring_dw = self.ring_size / 4;
         let mut executed = 0u32;
+        let mut wptr = self.rptr;
+        let mut reread = false;
         loop {
             if executed >= budget {
                 return RunOut {
@@ -206,13 +208,23 @@ impl QueueExec {
                 }
                 continue;
             }
-            let Some(wptr) = self.ring_wptr(mem) else {
-                let s = Stop::new("write pointer not readable");
-                return RunOut {
-                    executed,
-                    ..self.fault(inner, (self.rptr % ring_dw) * 4, s)
+            let stale = wptr == self.rptr || wptr.wrapping_sub(self.rptr) > (1 << 62);
+            let fresh = stale || reread;
+            if fresh {
+                // Re-read the write pointer only when the cached one is consumed.
+                reread = false;
+                wptr = match self.ring_wptr(mem) {
+                    Some(w) => w,
+                    None => {
+                        let s = Stop::new("write pointer not readable");
+                        let off = (self.rptr % ring_dw) * 4;
+                        return RunOut {
+                            executed,
+                            ..self.fault(inner, off, s)
+                        };
+                    }
                 };
-            };
+            }
             let pending = wptr.wrapping_sub(self.rptr);
             if pending == 0 || pending > (1 << 62) {
                 return RunOut {
@@ -256,6 +268,10 @@ impl QueueExec {
                     executed,
                     ..self.fault(inner, off, s)
                 };
+            }
+            if n as u64 > pending && !fresh {
+                reread = true;
+                continue;
             }
             if n as u64 > pending {
                 // The rest of the packet is not submitted yet.
