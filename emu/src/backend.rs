@@ -172,6 +172,12 @@ impl EmuBackend {
         self.emu.gpu_idx(gpu_id).map(|i| &self.emu.gpus[i].preset)
     }
 
+    /// The emulated GPUs' page tables, as the engines see them: resolve a GPU VA of a GPU
+    /// to a [`crate::gpumem::MemWindow`] over the emulator's own alias of the memory.
+    pub fn gpu_memory(&self) -> Arc<dyn crate::gpumem::GpuMemory> {
+        self.emu.vm.clone()
+    }
+
     /// Emulator introspection: where the SVM range holding `addr` resides: `Some(0)` for
     /// system memory, `Some(gpu_id)` for that GPU's VRAM, `None` when `addr` is in no SVM
     /// range.

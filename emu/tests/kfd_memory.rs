@@ -1,0 +1,479 @@
+//! Memory objects: ALLOC/FREE/MAP/UNMAP with the kernel's errno values, render-node and
+//! `/dev/kfd` mmaps, CPU and GPU views of the same bytes, USERPTR, DOORBELL, MMIO.
+
+mod kfd_common;
+
+use std::os::fd::AsFd;
+
+use kfd::abi::{self, AllocMemoryOfGpuArgs};
+use kfd::{ioctl, Errno, MmapFile, Prot};
+use kfd_common::{alloc, cpu_map, errno, gpu_map, gtt, open, vram, Reservation};
+
+const GTT: u32 = abi::KFD_IOC_ALLOC_MEM_FLAGS_GTT | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+const VRAM: u32 = abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+const MIB: u64 = 1 << 20;
+
+fn gpu_read_u64(dev: &kfd_common::Dev, gpu: usize, va: u64) -> Result<u64, kfd_emu::gpumem::Fault> {
+    let mem = dev.emu.gpu_memory();
+    mem.resolve(dev.gpus[gpu], va, 8)?.load_u64(va)
+}
+
+#[test]
+fn cpu_and_gpu_see_the_same_bytes() {
+    let dev = open("emu:mi300x");
+    let r = Reservation::new(8 * MIB as usize, 2 * MIB as usize);
+    let (_h, p) = gtt(&dev, 0, r.base, 2 * MIB);
+    let (_hv, pv) = vram(&dev, 0, r.base + 2 * MIB, 2 * MIB);
+    // SAFETY: both BOs are mapped read-write at these addresses.
+    unsafe {
+        p.cast::<u64>().add(3).write_volatile(0x1122_3344_5566_7788);
+        pv.cast::<u64>().write_volatile(42);
+    }
+    assert_eq!(
+        gpu_read_u64(&dev, 0, r.base + 24).unwrap(),
+        0x1122_3344_5566_7788
+    );
+    assert_eq!(gpu_read_u64(&dev, 0, r.base + 2 * MIB).unwrap(), 42);
+    // The GPU writes, the CPU reads.
+    let mem = dev.emu.gpu_memory();
+    let w = mem.resolve(dev.gpus[0], r.base + 64, 8).unwrap();
+    w.store_u64(r.base + 64, 0xfeed).unwrap();
+    // SAFETY: mapped.
+    assert_eq!(unsafe { p.cast::<u64>().add(8).read_volatile() }, 0xfeed);
+    // Nothing is mapped in the gap or past the end.
+    assert!(mem.resolve(dev.gpus[0], r.base + 4 * MIB, 8).is_err());
+    assert!(
+        mem.resolve(dev.gpus[0], r.base + 2 * MIB - 4, 8).is_err(),
+        "straddles two BOs"
+    );
+}
+
+#[test]
+fn alloc_errors() {
+    let dev = open("emu:mi210[vram=64M]");
+    let b = dev.b();
+    let g = dev.gpus[0];
+    let mut a = AllocMemoryOfGpuArgs {
+        va_addr: 0x4000_0000,
+        size: 0,
+        gpu_id: g,
+        flags: GTT,
+        ..Default::default()
+    };
+    assert_eq!(
+        errno(ioctl::alloc_memory_of_gpu(b, &mut a)),
+        Errno::INVAL,
+        "size 0"
+    );
+    a.size = 4096;
+    a.gpu_id = 0x4321;
+    assert_eq!(
+        errno(ioctl::alloc_memory_of_gpu(b, &mut a)),
+        Errno::INVAL,
+        "unknown GPU"
+    );
+    a.gpu_id = g;
+    a.flags = abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+    assert_eq!(
+        errno(ioctl::alloc_memory_of_gpu(b, &mut a)),
+        Errno::INVAL,
+        "no domain"
+    );
+    a.flags = abi::KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL;
+    assert_eq!(
+        errno(ioctl::alloc_memory_of_gpu(b, &mut a)),
+        Errno::INVAL,
+        "doorbell size != slice"
+    );
+    a.flags = abi::KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP;
+    a.size = 8192;
+    assert_eq!(
+        errno(ioctl::alloc_memory_of_gpu(b, &mut a)),
+        Errno::INVAL,
+        "mmio size != page"
+    );
+    a.flags = abi::KFD_IOC_ALLOC_MEM_FLAGS_USERPTR;
+    a.mmap_offset = 0;
+    assert_eq!(
+        errno(ioctl::alloc_memory_of_gpu(b, &mut a)),
+        Errno::INVAL,
+        "userptr without address"
+    );
+    // VRAM capacity: 64 MiB.
+    let big = alloc(&dev, 0, 0x4000_0000, 60 * MIB, VRAM).unwrap();
+    assert_eq!(
+        errno(alloc(&dev, 0, 0x8000_0000, 8 * MIB, VRAM)),
+        Errno::NOMEM
+    );
+    let small = alloc(&dev, 0, 0x8000_0000, 4 * MIB, VRAM).unwrap();
+    assert_eq!(errno(alloc(&dev, 0, 0x9000_0000, 4096, VRAM)), Errno::NOMEM);
+    ioctl::free_memory_of_gpu(b, big.handle).unwrap();
+    alloc(&dev, 0, 0x9000_0000, 4096, VRAM).unwrap();
+    ioctl::free_memory_of_gpu(b, small.handle).unwrap();
+}
+
+#[test]
+fn handles_and_offsets() {
+    let dev = open("emu:mi210*2");
+    let a = alloc(&dev, 0, 0x4000_0000, 4096, GTT).unwrap();
+    let b2 = alloc(&dev, 0, 0x4000_1000, 8192, GTT).unwrap();
+    let c = alloc(&dev, 1, 0x4000_4000, 4096, VRAM).unwrap();
+    assert_eq!(a.handle >> 32, u64::from(dev.gpus[0]));
+    assert_eq!(c.handle >> 32, u64::from(dev.gpus[1]));
+    assert_ne!(a.handle, b2.handle);
+    // DRM-style fake offsets: page aligned, at or above 4 GiB, distinct.
+    for x in [&a, &b2, &c] {
+        assert_eq!(x.mmap_offset % 4096, 0);
+        assert!(x.mmap_offset >= 1 << 32);
+        assert_eq!(x.mmap_offset >> 62, 0);
+    }
+    assert!(b2.mmap_offset >= a.mmap_offset + 4096);
+    assert_ne!(c.mmap_offset, b2.mmap_offset);
+    // Freed ids are reused, lowest first.
+    ioctl::free_memory_of_gpu(dev.b(), a.handle).unwrap();
+    let d = alloc(&dev, 0, 0x4000_0000, 4096, GTT).unwrap();
+    assert_eq!(d.handle, a.handle);
+    // MMIO: a /dev/kfd offset with the MMIO type and the gpu_id.
+    let m = alloc(
+        &dev,
+        1,
+        0x5000_0000,
+        4096,
+        abi::KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP,
+    )
+    .unwrap();
+    assert_eq!(
+        m.mmap_offset,
+        abi::KFD_MMAP_TYPE_MMIO | abi::kfd_mmap_gpu_id(dev.gpus[1])
+    );
+}
+
+#[test]
+fn free_rules() {
+    let dev = open("emu:mi210");
+    let b = dev.b();
+    let r = Reservation::new(4 * MIB as usize, 2 * MIB as usize);
+    let (h, _) = gtt(&dev, 0, r.base, MIB);
+    // Still mapped: EBUSY.
+    assert_eq!(errno(ioctl::free_memory_of_gpu(b, h)), Errno::BUSY);
+    let mut n = 0;
+    ioctl::unmap_memory_from_gpu(b, h, &[dev.gpus[0]], &mut n).unwrap();
+    ioctl::free_memory_of_gpu(b, h).unwrap();
+    assert_eq!(
+        errno(ioctl::free_memory_of_gpu(b, h)),
+        Errno::INVAL,
+        "already freed"
+    );
+    assert_eq!(
+        errno(ioctl::free_memory_of_gpu(b, 0x1234_0000_0000)),
+        Errno::INVAL,
+        "unknown GPU"
+    );
+    assert_eq!(errno(ioctl::free_memory_of_gpu(b, 0)), Errno::INVAL);
+}
+
+#[test]
+fn map_unmap_with_n_success() {
+    let dev = open("emu:mi210*3");
+    let b = dev.b();
+    let r = Reservation::new(4 * MIB as usize, 2 * MIB as usize);
+    let a = alloc(&dev, 0, r.base, MIB, GTT).unwrap();
+    let ids = [dev.gpus[0], dev.gpus[1], 0xbad, dev.gpus[2]];
+    let mut n = 0;
+    assert_eq!(
+        errno(ioctl::map_memory_to_gpu(b, a.handle, &ids, &mut n)),
+        Errno::INVAL
+    );
+    assert_eq!(n, 2, "two GPUs mapped before the bad id");
+    // Resume past the bad entry.
+    n = 3;
+    ioctl::map_memory_to_gpu(b, a.handle, &ids, &mut n).unwrap();
+    assert_eq!(n, 4);
+    for i in 0..3 {
+        assert!(
+            dev.emu.gpu_memory().resolve(dev.gpus[i], r.base, 8).is_ok(),
+            "mapped on GPU {i}"
+        );
+    }
+    // n_success > n_devices, no devices.
+    n = 5;
+    assert_eq!(
+        errno(ioctl::map_memory_to_gpu(b, a.handle, &ids, &mut n)),
+        Errno::INVAL
+    );
+    n = 0;
+    assert_eq!(
+        errno(ioctl::map_memory_to_gpu(b, a.handle, &[], &mut n)),
+        Errno::INVAL
+    );
+    // Unknown handle on a known GPU: ENOMEM (kfd_ioctl_map_memory_to_gpu).
+    let bad = (u64::from(dev.gpus[0]) << 32) | 77;
+    assert_eq!(
+        errno(ioctl::map_memory_to_gpu(b, bad, &ids[..1], &mut n)),
+        Errno::NOMEM
+    );
+    assert_eq!(
+        errno(ioctl::unmap_memory_from_gpu(b, bad, &ids[..1], &mut n)),
+        Errno::NOMEM
+    );
+    // Mapping twice is harmless.
+    ioctl::map_memory_to_gpu(b, a.handle, &ids[..1], &mut n).unwrap();
+    // Unmap with the same resumption rules.
+    n = 0;
+    assert_eq!(
+        errno(ioctl::unmap_memory_from_gpu(b, a.handle, &ids, &mut n)),
+        Errno::INVAL
+    );
+    assert_eq!(n, 2);
+    n = 3;
+    ioctl::unmap_memory_from_gpu(b, a.handle, &ids, &mut n).unwrap();
+    for i in 0..3 {
+        assert!(
+            dev.emu
+                .gpu_memory()
+                .resolve(dev.gpus[i], r.base, 8)
+                .is_err(),
+            "unmapped on GPU {i}"
+        );
+    }
+    // Unmapping again is a no-op; a GPU the BO was never mapped on is EINVAL.
+    n = 0;
+    ioctl::unmap_memory_from_gpu(b, a.handle, &ids[..2], &mut n).unwrap();
+    let c = alloc(&dev, 0, r.base + 2 * MIB, 4096, GTT).unwrap();
+    n = 0;
+    assert_eq!(
+        errno(ioctl::unmap_memory_from_gpu(b, c.handle, &ids[..1], &mut n)),
+        Errno::INVAL
+    );
+    ioctl::free_memory_of_gpu(b, a.handle).unwrap();
+}
+
+#[test]
+fn map_checks_the_va() {
+    let dev = open("emu:mi210");
+    let b = dev.b();
+    let mut n = 0;
+    let ids = [dev.gpus[0]];
+    // Below the GPUVM aperture, unaligned, past the end: EINVAL.
+    for va in [0x1000u64, 0x4000_0100, (1 << 47) - 4096] {
+        let a = alloc(&dev, 0, va, 8192, GTT).unwrap();
+        n = 0;
+        assert_eq!(
+            errno(ioctl::map_memory_to_gpu(b, a.handle, &ids, &mut n)),
+            Errno::INVAL,
+            "{va:#x}"
+        );
+    }
+    // Overlapping another mapping: EINVAL.
+    let a = alloc(&dev, 0, 0x5000_0000, 8192, GTT).unwrap();
+    let c = alloc(&dev, 0, 0x5000_1000, 8192, GTT).unwrap();
+    ioctl::map_memory_to_gpu(b, a.handle, &ids, &mut n).unwrap();
+    n = 0;
+    assert_eq!(
+        errno(ioctl::map_memory_to_gpu(b, c.handle, &ids, &mut n)),
+        Errno::INVAL
+    );
+}
+
+#[test]
+fn render_node_mmap_rules() {
+    let dev = open("emu:mi210*2");
+    let b = dev.b();
+    let r = Reservation::new(8 * MIB as usize, 2 * MIB as usize);
+    let private = alloc(&dev, 0, r.base, MIB, VRAM).unwrap();
+    assert_eq!(
+        cpu_map(&dev, 0, &private).unwrap_err(),
+        Errno::PERM,
+        "VRAM without PUBLIC"
+    );
+    let a = alloc(&dev, 0, r.base + 2 * MIB, MIB, GTT).unwrap();
+    // Another GPU's render node: EACCES.
+    assert_eq!(cpu_map(&dev, 1, &a).unwrap_err(), Errno::ACCESS);
+    // A length past the BO, an offset that is not a BO's start.
+    // SAFETY: invalid requests map nothing.
+    unsafe {
+        let f = MmapFile::Render(dev.render[0].as_fd());
+        assert_eq!(
+            b.mmap(f, a.mmap_offset, 2 * MIB as usize, None, Prot::READ)
+                .unwrap_err(),
+            Errno::INVAL
+        );
+        assert_eq!(
+            b.mmap(f, a.mmap_offset + 4096, 4096, None, Prot::READ)
+                .unwrap_err(),
+            Errno::INVAL
+        );
+        assert_eq!(
+            b.mmap(f, 0, 4096, None, Prot::READ).unwrap_err(),
+            Errno::INVAL
+        );
+        // Without a fixed address the kernel picks one; the bytes are the BO's.
+        let p = b
+            .mmap(f, a.mmap_offset, 4096, None, Prot::READ | Prot::WRITE)
+            .unwrap();
+        let q = cpu_map(&dev, 0, &a).unwrap();
+        p.as_ptr().cast::<u32>().write_volatile(0x5a5a);
+        assert_eq!(q.cast::<u32>().read_volatile(), 0x5a5a);
+        b.munmap(p, 4096).unwrap();
+    }
+    // A file that is not a render node.
+    let f = std::fs::File::open("/proc/self/stat").unwrap();
+    // SAFETY: nothing is mapped.
+    let e = unsafe {
+        b.mmap(
+            MmapFile::Render(f.as_fd()),
+            a.mmap_offset,
+            4096,
+            None,
+            Prot::READ,
+        )
+    };
+    assert_eq!(e.unwrap_err(), Errno::INVAL);
+}
+
+#[test]
+fn doorbell_and_mmio_mmaps() {
+    let dev = open("emu:mi300x");
+    let b = dev.b();
+    let g = dev.gpus[0];
+    let off = abi::KFD_MMAP_TYPE_DOORBELL | abi::kfd_mmap_gpu_id(g);
+    // SAFETY: the mappings are fresh (no fixed address) and unmapped below.
+    unsafe {
+        assert_eq!(
+            b.mmap(MmapFile::Kfd, off, 4096, None, Prot::WRITE)
+                .unwrap_err(),
+            Errno::INVAL
+        );
+        let bad = abi::KFD_MMAP_TYPE_DOORBELL | abi::kfd_mmap_gpu_id(0x77);
+        assert_eq!(
+            b.mmap(MmapFile::Kfd, bad, 8192, None, Prot::WRITE)
+                .unwrap_err(),
+            Errno::NODEV
+        );
+        let db = b
+            .mmap(MmapFile::Kfd, off, 8192, None, Prot::READ | Prot::WRITE)
+            .unwrap();
+        // A DOORBELL BO aliases the same page.
+        let r = Reservation::new(2 * MIB as usize, 2 * MIB as usize);
+        let a = alloc(
+            &dev,
+            0,
+            r.base,
+            8192,
+            abi::KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE,
+        )
+        .unwrap();
+        let p = cpu_map(&dev, 0, &a).unwrap();
+        db.as_ptr().cast::<u64>().add(5).write_volatile(99);
+        assert_eq!(p.cast::<u64>().add(5).read_volatile(), 99);
+        b.munmap(db, 8192).unwrap();
+
+        let mmio = abi::KFD_MMAP_TYPE_MMIO | abi::kfd_mmap_gpu_id(g);
+        assert_eq!(
+            b.mmap(MmapFile::Kfd, mmio, 8192, None, Prot::READ)
+                .unwrap_err(),
+            Errno::INVAL
+        );
+        assert_eq!(
+            b.mmap(
+                MmapFile::Kfd,
+                abi::KFD_MMAP_TYPE_MMIO,
+                4096,
+                None,
+                Prot::READ
+            )
+            .unwrap_err(),
+            Errno::NODEV
+        );
+        let m = b
+            .mmap(MmapFile::Kfd, mmio, 4096, None, Prot::READ | Prot::WRITE)
+            .unwrap();
+        b.munmap(m, 4096).unwrap();
+        // The event page does not exist before the first signal event.
+        assert_eq!(
+            b.mmap(
+                MmapFile::Kfd,
+                abi::KFD_MMAP_TYPE_EVENTS,
+                32768,
+                None,
+                Prot::READ
+            )
+            .unwrap_err(),
+            Errno::INVAL
+        );
+    }
+}
+
+#[test]
+fn userptr() {
+    let dev = open("emu:mi210");
+    let b = dev.b();
+    let len = 3 * 4096;
+    let mut buf = vec![0u8; len + 4096];
+    let addr = (buf.as_mut_ptr() as u64).div_ceil(4096) * 4096;
+    let mut a = AllocMemoryOfGpuArgs {
+        va_addr: addr,
+        size: len as u64,
+        mmap_offset: addr,
+        gpu_id: dev.gpus[0],
+        flags: abi::KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE,
+        ..Default::default()
+    };
+    ioctl::alloc_memory_of_gpu(b, &mut a).unwrap();
+    gpu_map(&dev, a.handle, &[0]).unwrap();
+    // SAFETY: `addr..addr+len` is inside `buf`.
+    unsafe { (addr as *mut u64).add(100).write_volatile(7) };
+    assert_eq!(gpu_read_u64(&dev, 0, addr + 800).unwrap(), 7);
+    let w = dev
+        .emu
+        .gpu_memory()
+        .resolve(dev.gpus[0], addr + 8, 8)
+        .unwrap();
+    w.store_u64(addr + 8, 0xabc).unwrap();
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { (addr as *const u64).add(1).read_volatile() },
+        0xabc
+    );
+    // USERPTR BOs cannot be mmapped through the render node.
+    assert_eq!(cpu_map(&dev, 0, &a).unwrap_err(), Errno::PERM);
+    // Nor exported.
+    assert_eq!(errno(ioctl::export_dmabuf(b, a.handle, 0)), Errno::PERM);
+    let mut n = 0;
+    ioctl::unmap_memory_from_gpu(b, a.handle, &dev.gpus[..1], &mut n).unwrap();
+    ioctl::free_memory_of_gpu(b, a.handle).unwrap();
+    drop(buf);
+
+    // Unmapped user memory: EFAULT. Unaligned: EINVAL.
+    let r = Reservation::new(2 * MIB as usize, 2 * MIB as usize);
+    let mut u = AllocMemoryOfGpuArgs {
+        va_addr: r.base,
+        size: 4096,
+        mmap_offset: r.base,
+        gpu_id: dev.gpus[0],
+        flags: abi::KFD_IOC_ALLOC_MEM_FLAGS_USERPTR,
+        ..Default::default()
+    };
+    // A PROT_NONE reservation is mapped, so it registers; a hole does not.
+    ioctl::alloc_memory_of_gpu(b, &mut u).unwrap();
+    let hole = r.base + 8 * MIB * 1024;
+    u.va_addr = hole;
+    u.mmap_offset = hole;
+    assert_eq!(errno(ioctl::alloc_memory_of_gpu(b, &mut u)), Errno::FAULT);
+    u.mmap_offset = r.base + 12;
+    assert_eq!(errno(ioctl::alloc_memory_of_gpu(b, &mut u)), Errno::INVAL);
+}
+
+#[test]
+fn gtt_bo_fixed_mapping_over_reservation() {
+    let dev = open("emu:rx7900xtx");
+    let r = Reservation::new(4 * MIB as usize, 2 * MIB as usize);
+    let a = alloc(&dev, 0, r.base, 3 * 4096, GTT).unwrap();
+    let p = cpu_map(&dev, 0, &a).unwrap();
+    assert_eq!(p as u64, r.base, "GPU VA == CPU VA");
+    // SAFETY: mapped.
+    unsafe {
+        let s = std::slice::from_raw_parts(p, 3 * 4096);
+        assert!(s.iter().all(|b| *b == 0), "new BOs are zeroed");
+    }
+}
