@@ -11,6 +11,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use kfd;
 pub mod callback;
 pub mod cmd;
+pub mod copy;
 pub mod device;
 pub mod event;
 pub mod hsa;

@@ -694,6 +694,15 @@ impl Stream {
         }
     }
 
+    /// Submit `n` packets built from the slot's indirect buffer (non-blocking commands).
+    pub(crate) fn submit_packets(
+        &self,
+        n: u32,
+        mut build: impl FnMut(IbSlot<'_>, u64) -> Result<AqlPacket>,
+    ) -> Result<Point> {
+        self.submit(false, None, n, |_, ib, h| build(ib, h))
+    }
+
     /// A barrier packet held until `gate` reaches 0 (the hold behind a callback).
     pub(crate) fn hold_until(&self, gate: &Signal) -> Result<Point> {
         let g = gate.handle();

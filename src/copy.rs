@@ -1,0 +1,200 @@
+//! Copies and fills, stream-ordered, on the command processor's DMA engine (CP DMA:
+//! PM4 `DMA_DATA` in the stream's own AQL queue). Running in the stream's queue keeps
+//! them in order with the stream's other work at no synchronisation cost, and they
+//! complete on the stream timeline like every other command. Any GPU-mapped address
+//! works: VRAM of this or another GPU of the device, host-pinned, signal or registered
+//! memory.
+//!
+//! Each `DMA_DATA` moves at most [`CHUNK`] bytes; one AQL PM4-IB packet carries two of
+//! them (its 64-byte indirect-buffer slot holds 16 dwords).
+
+use pm4::pkt3::DmaData;
+
+use crate::device::Device;
+use crate::error::{Error, ErrorKind, Result};
+use crate::queue::pm4_ib_packet;
+use crate::stream::Stream;
+
+/// Bytes per DMA_DATA command (a 2^25-byte chunk keeps every count well inside the
+/// 26-bit BYTE_COUNT field).
+pub const CHUNK: u64 = 1 << 25;
+
+fn enc(e: pm4::EncodeError) -> Error {
+    Error::new(ErrorKind::InvalidValue, "DMA_DATA", e.to_string())
+}
+
+fn check(call: &'static str, addrs: &[u64], len: u64) -> Result<()> {
+    for &a in addrs {
+        if a == 0 {
+            return Err(Error::new(ErrorKind::InvalidValue, call, "null address"));
+        }
+        if a.checked_add(len).is_none() {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!("{a:#x}+{len:#x} overflows"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One DMA_DATA command of a copy or fill.
+#[derive(Clone, Copy)]
+enum Dma {
+    Copy { src: u64, dst: u64, len: u32 },
+    Fill { dst: u64, value: u32, len: u32 },
+}
+
+impl Stream {
+    fn submit_dma(&self, cmds: &[Dma], pattern: Option<u32>) -> Result<()> {
+        let fam = self.inner.dev.gpu(self.inner.gpu_index)?.family;
+        // Submit in bounded batches so a huge copy cannot exceed the ring.
+        for batch in cmds.chunks(2 * 256) {
+            let n = batch.len().div_ceil(2) as u32;
+            let mut i = 0usize;
+            self.submit_packets(n, |ib, h| {
+                let mut dw = 0usize;
+                for c in &batch[i..(i + 2).min(batch.len())] {
+                    let d = match *c {
+                        Dma::Copy { src, dst, len } => DmaData::copy(src, dst, len),
+                        Dma::Fill { dst, value, len } => DmaData::fill(dst, value, len),
+                    };
+                    dw += d.encode(fam, &mut ib.words[dw..]).map_err(enc)?;
+                }
+                i += 2;
+                if let Some(p) = pattern {
+                    // The byte pattern for unaligned fill edges lives after the commands
+                    // in the same slot (the CP reads only `dw` dwords as commands).
+                    ib.words[14] = p;
+                    ib.words[15] = p;
+                }
+                Ok(pm4_ib_packet(ib.va, dw as u32, h))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `hipMemcpyAsync`: copy `len` bytes from `src` to `dst` (GPU-mapped addresses of this
+    /// device, any alignment) after the stream's earlier work. Overlapping ranges are
+    /// undefined, as in HIP.
+    pub fn memcpy(&self, dst: u64, src: u64, len: u64) -> Result<()> {
+        check("hipMemcpyAsync", &[dst, src], len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mut cmds = Vec::with_capacity(len.div_ceil(CHUNK) as usize);
+        let mut off = 0;
+        while off < len {
+            let n = (len - off).min(CHUNK);
+            cmds.push(Dma::Copy {
+                src: src + off,
+                dst: dst + off,
+                len: n as u32,
+            });
+            off += n;
+        }
+        self.submit_dma(&cmds, None)
+    }
+
+    /// `hipMemsetD32Async`: fill `count` dwords at `dst` (4-byte aligned) with `value`.
+    pub fn memset_d32(&self, dst: u64, value: u32, count: u64) -> Result<()> {
+        let call = "hipMemsetD32Async";
+        let len = count
+            .checked_mul(4)
+            .ok_or_else(|| Error::new(ErrorKind::InvalidValue, call, "count overflows"))?;
+        check(call, &[dst], len)?;
+        if dst % 4 != 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!("dst {dst:#x} is not 4-byte aligned"),
+            ));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let mut cmds = Vec::new();
+        let mut off = 0;
+        while off < len {
+            let n = (len - off).min(CHUNK);
+            cmds.push(Dma::Fill {
+                dst: dst + off,
+                value,
+                len: n as u32,
+            });
+            off += n;
+        }
+        self.submit_dma(&cmds, None)
+    }
+
+    /// `hipMemsetAsync`: set `len` bytes at `dst` to `byte`, any alignment. The aligned
+    /// middle is a CP DMA fill; unaligned head and tail bytes are copied from the pattern
+    /// held in the packet's own indirect-buffer slot.
+    pub fn memset(&self, dst: u64, byte: u8, len: u64) -> Result<()> {
+        let call = "hipMemsetAsync";
+        check(call, &[dst], len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let pattern = u32::from_ne_bytes([byte; 4]);
+        let head = ((4 - dst % 4) % 4).min(len);
+        let body = (len - head) / 4 * 4;
+        let tail = len - head - body;
+        let mut cmds = Vec::new();
+        let mut off = head;
+        while off < head + body {
+            let n = (head + body - off).min(CHUNK);
+            cmds.push(Dma::Fill {
+                dst: dst + off,
+                value: pattern,
+                len: n as u32,
+            });
+            off += n;
+        }
+        // Edges: copies from the slot's pattern dwords (src filled in below per slot).
+        let mut edges = Vec::new();
+        if head > 0 {
+            edges.push((dst, head));
+        }
+        if tail > 0 {
+            edges.push((dst + head + body, tail));
+        }
+        if !cmds.is_empty() {
+            self.submit_dma(&cmds, None)?;
+        }
+        if !edges.is_empty() {
+            let fam = self.inner.dev.gpu(self.inner.gpu_index)?.family;
+            self.submit_packets(1, |ib, h| {
+                let pat_va = ib.va + 14 * 4;
+                let mut dw = 0;
+                for &(d, n) in &edges {
+                    dw += DmaData::copy(pat_va, d, n as u32)
+                        .encode(fam, &mut ib.words[dw..])
+                        .map_err(enc)?;
+                }
+                ib.words[14] = pattern;
+                ib.words[15] = pattern;
+                Ok(pm4_ib_packet(ib.va, dw as u32, h))
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Device {
+    /// `hipMemcpy`: a copy on GPU `gpu`'s null stream, then a wait for it (null-stream
+    /// semantics: it is ordered after the GPU's blocking streams' earlier work).
+    pub fn memcpy(&self, gpu: usize, dst: u64, src: u64, len: u64) -> Result<()> {
+        let s = self.null_stream(gpu)?;
+        s.memcpy(dst, src, len)?;
+        s.synchronize()
+    }
+
+    /// `hipMemset`: a fill on GPU `gpu`'s null stream, then a wait for it.
+    pub fn memset(&self, gpu: usize, dst: u64, byte: u8, len: u64) -> Result<()> {
+        let s = self.null_stream(gpu)?;
+        s.memset(dst, byte, len)?;
+        s.synchronize()
+    }
+}

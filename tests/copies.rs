@@ -1,0 +1,130 @@
+//! Stream-ordered and synchronous copies and fills, checked byte for byte.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+
+use common::{emu, settle, signal_mem};
+use kfdrt::cmd::WAIT_VALUE_EQ;
+use kfdrt::MemoryKind;
+
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2654435761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn host_to_device_to_host_roundtrip_including_multi_chunk() {
+    let dev = emu("emu:mi300x");
+    let len = 80 << 20; // more than two 32 MiB CP DMA chunks
+    let host = dev.alloc(MemoryKind::HostPinned, 0, len).unwrap();
+    let vram = dev.alloc(MemoryKind::Device, 0, len).unwrap();
+    let back = dev.alloc(MemoryKind::HostPinned, 0, len).unwrap();
+    let data = pattern(len, 7);
+    host.write(0, &data).unwrap();
+    let s = dev.create_stream(0).unwrap();
+    s.memcpy(vram.va(), host.va(), len as u64).unwrap();
+    s.memcpy(back.va(), vram.va(), len as u64).unwrap();
+    s.synchronize().unwrap();
+    let mut out = vec![0u8; len];
+    back.read(0, &mut out).unwrap();
+    assert!(out == data, "round trip differs");
+    let mut mid = vec![0u8; 4096];
+    vram.read(len - 4096, &mut mid).unwrap();
+    assert_eq!(&mid[..], &data[len - 4096..]);
+}
+
+#[test]
+fn unaligned_copies_and_fills() {
+    let dev = emu("emu:rx7900xtx");
+    let a = dev.alloc(MemoryKind::HostPinned, 0, 1 << 16).unwrap();
+    let b = dev.alloc(MemoryKind::Device, 0, 1 << 16).unwrap();
+    let data = pattern(1 << 16, 3);
+    a.write(0, &data).unwrap();
+    let s = dev.create_stream(0).unwrap();
+    b.write(0, &vec![0xee; 1 << 16]).unwrap();
+    s.memcpy(b.va() + 3, a.va() + 5, 1001).unwrap();
+    // memset with unaligned head and tail: bytes [7, 7+23) set to 0x5a.
+    s.memset(a.va() + 7, 0x5a, 23).unwrap();
+    // memset of 2 bytes inside one dword, and a dword fill.
+    s.memset(a.va() + 101, 0x11, 2).unwrap();
+    s.memset_d32(a.va() + 1024, 0xdead_beef, 16).unwrap();
+    s.synchronize().unwrap();
+    let mut out = vec![0u8; 1 << 16];
+    b.read(0, &mut out).unwrap();
+    assert_eq!(&out[..3], &[0xee; 3]);
+    assert_eq!(&out[3..1004], &data[5..1006]);
+    assert_eq!(out[1004], 0xee);
+    a.read(0, &mut out).unwrap();
+    assert_eq!(&out[..7], &data[..7]);
+    assert!(out[7..30].iter().all(|&x| x == 0x5a), "{:x?}", &out[..32]);
+    assert_eq!(&out[30..101], &data[30..101]);
+    assert_eq!(&out[101..103], &[0x11, 0x11]);
+    assert_eq!(out[103], data[103]);
+    for i in 0..16 {
+        assert_eq!(
+            u32::from_ne_bytes(out[1024 + i * 4..1028 + i * 4].try_into().unwrap()),
+            0xdead_beef
+        );
+    }
+    assert_eq!(&out[1088..1100], &data[1088..1100]);
+    assert_eq!(
+        s.memset_d32(a.va() + 2, 0, 4).unwrap_err().kind(),
+        kfdrt::ErrorKind::InvalidValue
+    );
+    assert_eq!(
+        s.memcpy(0, a.va(), 4).unwrap_err().kind(),
+        kfdrt::ErrorKind::InvalidValue
+    );
+    s.memcpy(a.va(), b.va(), 0).unwrap();
+}
+
+#[test]
+fn copy_waits_for_earlier_work_in_its_stream() {
+    let dev = emu("emu:mi210");
+    let flags = signal_mem(&dev, 4096);
+    let src = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    let dst = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    src.write(0, &[9u8; 4096]).unwrap();
+    let s = dev.create_stream(0).unwrap();
+    s.wait_value32(flags.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+        .unwrap();
+    s.memcpy(dst.va(), src.va(), 4096).unwrap();
+    settle();
+    let mut out = [0u8; 16];
+    dst.read(0, &mut out).unwrap();
+    assert_eq!(out, [0u8; 16], "copy held behind the wait");
+    flags.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    s.synchronize().unwrap();
+    dst.read(0, &mut out).unwrap();
+    assert_eq!(out, [9u8; 16]);
+}
+
+#[test]
+fn device_to_device_between_two_gpus_and_synchronous_copy() {
+    let dev = emu("emu:mi250x*2");
+    let len = 3 << 20;
+    let v0 = dev.alloc(MemoryKind::Device, 0, len).unwrap();
+    let v1 = dev.alloc(MemoryKind::Device, 1, len).unwrap();
+    let host = dev.alloc(MemoryKind::HostPinned, 0, len).unwrap();
+    let data = pattern(len, 11);
+    host.write(0, &data).unwrap();
+    dev.memcpy(0, v0.va(), host.va(), len as u64).unwrap();
+    // A stream on GPU 1 reads GPU 0's VRAM (mapped on both GPUs) into its own.
+    let s1 = dev.create_stream(1).unwrap();
+    s1.memcpy(v1.va(), v0.va(), len as u64).unwrap();
+    s1.synchronize().unwrap();
+    let mut out = vec![0u8; len];
+    v1.read(0, &mut out).unwrap();
+    assert!(out == data, "GPU1 copy differs");
+    dev.memset(1, v1.va(), 0, len as u64).unwrap();
+    v1.read(0, &mut out).unwrap();
+    assert!(out.iter().all(|&b| b == 0));
+}
