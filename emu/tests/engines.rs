@@ -1252,3 +1252,39 @@ fn fuzz_ring_on_valid_packets() {
     assert_eq!(r.rptr, [0, 0, 0]);
     assert_eq!(r.faulted, [false, false, false]);
 }
+
+#[test]
+fn aql_profiling_writes_signal_timestamps() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 8 * 64, 7, 100);
+    let plain = signal(&sigs, 0, 1, None);
+    q.submit_aql(&gpu, &barrier_and(&[], plain));
+    q.wait_idle();
+    assert_eq!(
+        sigs.load_u64(plain + 32).unwrap(),
+        0,
+        "no timestamps without profiling"
+    );
+    // amd_queue_t.queue_properties (offset 180) |= AMD_QUEUE_PROPERTIES_ENABLE_PROFILING.
+    q.ptrs.store_u32(q.ptrs.va() + 180, 1 << 3).unwrap();
+    let dep = signal(&sigs, 1, 1, None);
+    let timed = signal(&sigs, 2, 1, None);
+    let before = gpu.eng.gpu_clock();
+    q.submit_aql(&gpu, &barrier_and(&[dep], timed));
+    std::thread::sleep(Duration::from_millis(20));
+    sigs.store_u64(dep + 8, 0).unwrap();
+    q.wait_idle();
+    let after = gpu.eng.gpu_clock();
+    assert_eq!(sig_value(&sigs, timed), 0);
+    let (start, end) = (
+        sigs.load_u64(timed + 32).unwrap(),
+        sigs.load_u64(timed + 40).unwrap(),
+    );
+    assert!(
+        before <= start && start <= end && end <= after,
+        "{before} {start} {end} {after}"
+    );
+    // The barrier waited ~20 ms = 2,000,000 ticks at 100 MHz.
+    assert!(end - start >= 1_000_000, "{}", end - start);
+}

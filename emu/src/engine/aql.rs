@@ -25,6 +25,21 @@ pub(crate) mod signal {
     pub(crate) const EVENT_MAILBOX_PTR: u64 = 16;
     /// `uint32_t event_id`.
     pub(crate) const EVENT_ID: u64 = 24;
+    /// `uint64_t start_ts`.
+    pub(crate) const START_TS: u64 = 32;
+    /// `uint64_t end_ts`.
+    pub(crate) const END_TS: u64 = 40;
+}
+
+/// `amd_queue_t` offsets (ROCr `amd_hsa_queue.h`): `write_dispatch_id` is at 56, so the
+/// queue starts 56 bytes before [`super::QueueDesc::wptr_va`].
+mod amd_queue {
+    /// Offset of `write_dispatch_id`.
+    pub(super) const WRITE_DISPATCH_ID: u64 = 56;
+    /// Offset of `queue_properties`.
+    pub(super) const QUEUE_PROPERTIES: u64 = 180;
+    /// `AMD_QUEUE_PROPERTIES_ENABLE_PROFILING` (bit 3).
+    pub(super) const ENABLE_PROFILING: u32 = 1 << 3;
 }
 
 /// Decrements a completion signal and raises its event, as the CP does at end of pipe.
@@ -65,7 +80,13 @@ fn finish(
     mem.store_u32(slot_va, (hdr & 0xFFFF_0000) | packet_type::INVALID as u32)?;
     q.rptr += 1;
     mem.store_u64(q.rptr_va, q.rptr)?;
+    let start = q.aql_start_ts.take();
     if sig != 0 {
+        if let Some(start) = start {
+            // Profiling: the CP stamps the packet's start and end before the signal.
+            mem.store_u64(sig.wrapping_add(signal::START_TS), start)?;
+            mem.store_u64(sig.wrapping_add(signal::END_TS), inner.clock.now())?;
+        }
         complete_signal(mem, inner, sig)?;
     }
     Ok(())
@@ -128,6 +149,14 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
     let mut executed = 0u32;
     // The write index, re-read only when the read index catches up with it.
     let mut limit = 0u64;
+    // amd_queue_t.queue_properties: timestamps go into completion signals when profiling.
+    let props_va = q
+        .wptr_va
+        .wrapping_sub(amd_queue::WRITE_DISPATCH_ID)
+        .wrapping_add(amd_queue::QUEUE_PROPERTIES);
+    let profiling = mem
+        .load_u32(props_va)
+        .is_ok_and(|p| p & amd_queue::ENABLE_PROFILING != 0);
     macro_rules! stop {
         ($off:expr, $s:expr) => {
             return RunOut {
@@ -194,6 +223,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 executed,
                 state: RunState::Blocked,
             };
+        }
+        if profiling && q.aql_start_ts.is_none() {
+            q.aql_start_ts = Some(inner.clock.now());
         }
         let mut w = [0u32; 16];
         if let Err(e) = mem.read_dwords(slot_va, &mut w) {

@@ -327,7 +327,8 @@ fn copy_data(mem: &mut MemCache, inner: &Inner, st: &mut Pm4State, c: &pkt3::Cop
             }
         }
         copy_sel::ATOMIC_RETURN_DATA => st.atomic_ret,
-        copy_sel::GPU_CLOCK_COUNT => inner.clock.now(),
+        // 9 = GPU clock count, 10 = system clock count: both the emulator's clock.
+        copy_sel::GPU_CLOCK_COUNT | 10 => inner.clock.now(),
         copy_sel::GDS => return Step::Stop(Stop::new("COPY_DATA from GDS: GDS is not modelled")),
         other => {
             return Step::Stop(Stop::new(format!(

@@ -48,6 +48,8 @@ pub(crate) struct QueueExec {
     pub(crate) scratch: Vec<u32>,
     /// AQL: the completion signal of the PM4-IB vendor packet whose buffer is running.
     pub(crate) aql_inflight: Option<u64>,
+    /// AQL: GPU clock when the current packet was first fetched (for `start_ts`).
+    pub(crate) aql_start_ts: Option<u64>,
     /// SDMA: the current IB (va, size in dwords, offset in dwords).
     pub(crate) sdma_ib: Option<(u64, u32, u32)>,
     /// SDMA: local timestamp = GPU clock + this (TIMESTAMP SET).
@@ -79,6 +81,7 @@ impl QueueExec {
             pm4: Pm4State::default(),
             scratch: vec![0; 256],
             aql_inflight: None,
+            aql_start_ts: None,
             sdma_ib: None,
             sdma_ts_offset: 0,
             ib_origin: 0,
