@@ -48,7 +48,7 @@ enum Dma {
 
 impl Stream {
     fn submit_dma(&self, cmds: &[Dma], pattern: Option<u32>) -> Result<()> {
-        let fam = self.inner.dev.gpu(self.inner.gpu_index)?.family;
+        let fam = self.inner.family;
         // Submit in bounded batches so a huge copy cannot exceed the ring.
         for batch in cmds.chunks(2 * 256) {
             let n = batch.len().div_ceil(2) as u32;
@@ -164,7 +164,7 @@ impl Stream {
             self.submit_dma(&cmds, None)?;
         }
         if !edges.is_empty() {
-            let fam = self.inner.dev.gpu(self.inner.gpu_index)?.family;
+            let fam = self.inner.family;
             self.submit_packets(1, |ib, h| {
                 let pat_va = ib.va + 14 * 4;
                 let mut dw = 0;

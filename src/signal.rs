@@ -106,6 +106,7 @@ fn create_signal_event(dev: &Arc<DeviceInner>) -> Result<(u32, u32, u64)> {
 pub struct Signal {
     dev: Arc<DeviceInner>,
     slot: SignalSlot,
+    sleepers: Mutex<u32>,
 }
 
 impl std::fmt::Debug for Signal {
@@ -167,6 +168,7 @@ impl Signal {
         let s = Signal {
             dev: dev.clone(),
             slot,
+            sleepers: Mutex::new(0),
         };
         s.init(value);
         Ok(s)
@@ -176,7 +178,9 @@ impl Signal {
         let sig = AmdSignal {
             kind: AMD_SIGNAL_KIND_USER,
             value,
-            event_mailbox_ptr: self.slot.mailbox,
+            // Interrupts are armed only while a host thread sleeps on the signal
+            // (`wait`), so the CP raises none for work nobody is waiting on.
+            event_mailbox_ptr: 0,
             event_id: self.slot.trigger,
             ..Default::default()
         };
@@ -247,8 +251,38 @@ impl Signal {
             }
             break;
         }
+        self.arm(true);
+        let r = self.sleep_until(&cond, deadline);
+        self.arm(false);
+        r
+    }
+
+    /// Point the signal's mailbox at its event slot while any host thread sleeps on it
+    /// (the CP then writes the slot and interrupts on every decrement), and clear it when
+    /// the last sleeper leaves.
+    fn arm(&self, on: bool) {
+        let mut n = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+        let before = *n;
+        *n = if on {
+            before + 1
+        } else {
+            before.saturating_sub(1)
+        };
+        let ptr = if *n > 0 { self.slot.mailbox } else { 0 };
+        if (before == 0) != (*n == 0) {
+            // SAFETY: 8-byte aligned field of our signal slot, shared with the CP.
+            let cell = unsafe {
+                AtomicU64::from_ptr((self.slot.va + crate::hsa::SIGNAL_MAILBOX_OFFSET) as *mut u64)
+            };
+            cell.store(ptr, Ordering::SeqCst);
+        }
+    }
+
+    fn sleep_until(&self, cond: &impl Fn(i64) -> bool, deadline: Option<Instant>) -> Result<i64> {
         let mut age = 0u64;
         loop {
+            // Re-checked after arming: a decrement before the mailbox was armed is seen
+            // here; one after it raises the event.
             let v = self.load();
             if cond(v) {
                 return Ok(v);

@@ -92,6 +92,8 @@ pub(crate) struct QueuePools {
     pub(crate) blocking: Mutex<Vec<Weak<StreamInner>>>,
     /// The null stream of each GPU, once created.
     pub(crate) null: Mutex<Vec<(usize, Weak<StreamInner>)>>,
+    /// Set once any null stream exists: until then blocking streams skip the lookup.
+    pub(crate) null_used: AtomicBool,
     /// Streams destroyed while busy, kept until their work completes.
     pub(crate) graveyard: Mutex<Vec<Arc<StreamInner>>>,
 }
@@ -102,6 +104,7 @@ impl QueuePools {
             pools: Mutex::new(Vec::new()),
             blocking: Mutex::new(Vec::new()),
             null: Mutex::new(Vec::new()),
+            null_used: AtomicBool::new(false),
             graveyard: Mutex::new(Vec::new()),
         }
     }
@@ -145,6 +148,7 @@ pub(crate) struct StreamState {
 pub(crate) struct StreamInner {
     pub(crate) dev: Arc<DeviceInner>,
     pub(crate) gpu_index: usize,
+    pub(crate) family: pm4::GfxFamily,
     flags: u32,
     priority: i32,
     cu_mask: Option<Vec<u32>>,
@@ -326,6 +330,7 @@ impl Device {
             .unwrap_or_else(|e| e.into_inner());
         nulls.retain(|(g, _)| *g != gpu);
         nulls.push((gpu, Arc::downgrade(&s.inner)));
+        self.inner.pools.null_used.store(true, Ordering::Release);
         Ok(s)
     }
 }
@@ -365,6 +370,7 @@ impl Stream {
         let inner = Arc::new(StreamInner {
             dev: dev.clone(),
             gpu_index: gpu,
+            family: dev.gpu(gpu)?.family,
             flags,
             priority,
             cu_mask,
@@ -519,7 +525,7 @@ impl Stream {
         }
         let q = st.queue.clone();
         let qid = q.queue_id();
-        let fam = s.dev.gpu(s.gpu_index)?.family;
+        let fam = s.family;
         let waits: Vec<&Point> = match &deps {
             Deps::None => Vec::new(),
             _ => deps
@@ -578,7 +584,7 @@ impl Stream {
             DEFAULT_RING_PACKETS,
         )?);
         let before = s.point();
-        let fam = s.dev.gpu(s.gpu_index)?.family;
+        let fam = s.family;
         if !before.done() {
             // The first packet on the new queue waits for the stream's own earlier work.
             let handle = s.timeline.handle();
@@ -716,7 +722,7 @@ impl Stream {
     }
 
     fn family(&self) -> Result<pm4::GfxFamily> {
-        Ok(self.inner.dev.gpu(self.inner.gpu_index)?.family)
+        Ok(self.inner.family)
     }
 }
 
@@ -822,7 +828,7 @@ impl DeviceInner {
                     deps.push(o.point());
                 }
             }
-        } else {
+        } else if self.pools.null_used.load(Ordering::Acquire) {
             let nulls = self.pools.null.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(n) = nulls
                 .iter()
