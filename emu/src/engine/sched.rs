@@ -217,12 +217,10 @@ impl EngineShared {
         t.unpark();
         let mut a = self.ack.lock().unwrap_or_else(|e| e.into_inner());
         while *a < gen {
-            let finished = self
-                .join
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-                .map_or(true, |h| h.is_finished());
+            let finished = match self.join.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                Some(h) => h.is_finished(),
+                None => true,
+            };
             if finished {
                 return;
             }
