@@ -12,6 +12,7 @@ use rustix::io::Errno;
 use crate::engine::{QueueDesc, QueueKind};
 use crate::gpumem::MemWindow;
 use crate::kfd_hostmem::{access_ok, PAGE};
+use crate::kfd_memory::VmOwner;
 use crate::kfd_process::{Emu, Proc, DOORBELLS_PER_SLICE};
 
 /// `-ENOTSUPP` (524): the kernel-internal errno CREATE_QUEUE returns for an unknown
@@ -68,7 +69,13 @@ impl Emu {
     /// `idx`, and when `size >> 12` is non-zero the mapping must be exactly that many
     /// pages. Returns the mapping's range.
     fn queue_buffer(&self, idx: usize, addr: u64, size: u64) -> Result<(u64, u64), Errno> {
-        let e = self.vm.lookup(idx, addr).ok_or(Errno::INVAL)?;
+        // Only BO mappings count (amdgpu_vm_bo_lookup_mapping); SVM ranges are checked
+        // separately by `Svm::queue_buffer_ok`.
+        let e = self
+            .vm
+            .lookup(idx, addr)
+            .filter(|e| matches!(e.owner, VmOwner::Bo(_)))
+            .ok_or(Errno::INVAL)?;
         let page = addr >> 12;
         let pages = size >> 12;
         let (first, last) = (e.start >> 12, (e.end - 1) >> 12);

@@ -1,0 +1,614 @@
+//! Queues: CREATE/DESTROY/UPDATE_QUEUE, SET_CU_MASK, GET_QUEUE_WAVE_STATE with the
+//! kernel's argument checks and the >= 6.12 queue-buffer checks, doorbells, and an
+//! end-to-end SDMA queue executing real packets.
+
+mod kfd_common;
+
+use std::time::{Duration, Instant};
+
+use kfd::abi::{self, CreateQueueArgs, EventData, UpdateQueueArgs};
+use kfd::{ioctl, Errno, MmapFile, Prot};
+use kfd_common::{alloc, errno, gpu_map, gtt, open, vram, Dev, Reservation};
+use kfd_emu::engine::QueueStatus;
+use kfd_emu::{cwsr_sizes, CwsrSizes};
+use pm4::sdma::{self, SdmaPacket};
+
+const MIB: u64 = 1 << 20;
+const RING: u64 = 64 * 1024;
+
+/// Queue buffers laid out in one reservation: ring (GTT, exact size), a 4 KiB GTT page
+/// holding the read/write pointers, a 4 KiB VRAM EOP buffer and the CWSR area (VRAM) of
+/// the size the kernel computes.
+struct Bufs {
+    _r: Reservation,
+    ring: u64,
+    ring_ptr: *mut u8,
+    ptrs: u64,
+    ptrs_ptr: *mut u8,
+    eop: u64,
+    cwsr: u64,
+    sizes: CwsrSizes,
+    next: u64,
+}
+
+fn sizes_of(dev: &Dev, gpu: usize) -> CwsrSizes {
+    let n = dev.b().topology().node_by_gpu_id(dev.gpus[gpu]).unwrap();
+    let p = &n.properties;
+    let s = cwsr_sizes(
+        p.gfx_target_version,
+        p.xcc_count(),
+        p.simd_count,
+        p.simd_per_cu,
+        p.array_count,
+        p.simd_arrays_per_engine,
+        p.lds_size_in_kb,
+    )
+    .unwrap();
+    // The runtime takes the sizes from the topology; they agree with the computation.
+    assert_eq!(p.cwsr_size, Some(s.cwsr_size));
+    assert_eq!(p.ctl_stack_size, Some(s.ctl_stack_size));
+    s
+}
+
+fn bufs(dev: &Dev, gpu: usize) -> Bufs {
+    let sizes = sizes_of(dev, gpu);
+    let cwsr_len = sizes.default_total_cwsr_bo_size();
+    let r = Reservation::new((16 * MIB + cwsr_len + 64 * MIB) as usize, 2 * MIB as usize);
+    let (_, ring_ptr) = gtt(dev, gpu, r.base, RING);
+    let (_, ptrs_ptr) = gtt(dev, gpu, r.base + 2 * MIB, 4096);
+    vram(dev, gpu, r.base + 4 * MIB, 4096);
+    let cwsr = r.base + 6 * MIB;
+    let flags = abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+    let c = alloc(dev, gpu, cwsr, cwsr_len, flags).unwrap();
+    gpu_map(dev, c.handle, &[gpu]).unwrap();
+    let next = (cwsr + cwsr_len).div_ceil(2 * MIB) * 2 * MIB;
+    Bufs {
+        ring: r.base,
+        ring_ptr,
+        ptrs: r.base + 2 * MIB,
+        ptrs_ptr,
+        eop: r.base + 4 * MIB,
+        cwsr,
+        sizes,
+        next,
+        _r: r,
+    }
+}
+
+fn aql_args(dev: &Dev, gpu: usize, b: &Bufs) -> CreateQueueArgs {
+    CreateQueueArgs {
+        ring_base_address: b.ring,
+        write_pointer_address: b.ptrs + 0x38,
+        read_pointer_address: b.ptrs + 0x80,
+        ring_size: RING as u32,
+        gpu_id: dev.gpus[gpu],
+        queue_type: abi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+        queue_percentage: 100,
+        queue_priority: 7,
+        eop_buffer_address: b.eop,
+        eop_buffer_size: u64::from(b.sizes.eop_buffer_size),
+        ctx_save_restore_address: b.cwsr,
+        ctx_save_restore_size: b.sizes.cwsr_size,
+        ctl_stack_size: b.sizes.ctl_stack_size,
+        ..Default::default()
+    }
+}
+
+fn sdma_args(dev: &Dev, gpu: usize, b: &Bufs) -> CreateQueueArgs {
+    CreateQueueArgs {
+        ring_base_address: b.ring,
+        write_pointer_address: b.ptrs,
+        read_pointer_address: b.ptrs + 8,
+        ring_size: RING as u32,
+        gpu_id: dev.gpus[gpu],
+        queue_type: abi::KFD_IOC_QUEUE_TYPE_SDMA,
+        queue_percentage: 100,
+        queue_priority: 7,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn create_aql_queue_with_kernel_sizes() {
+    for spec in [
+        "emu:mi300x",
+        "emu:mi210",
+        "emu:rx7900xtx",
+        "emu:rx9070xt",
+        "emu:mi250x",
+    ] {
+        let dev = open(spec);
+        let b = bufs(&dev, 0);
+        let mut a = aql_args(&dev, 0, &b);
+        ioctl::create_queue(dev.b(), &mut a).unwrap();
+        assert_eq!(a.queue_id, 0, "{spec}");
+        let expect_off = abi::KFD_MMAP_TYPE_DOORBELL | abi::kfd_mmap_gpu_id(dev.gpus[0]);
+        assert_eq!(a.doorbell_offset & !0x1fff, expect_off, "{spec}");
+        assert_eq!(a.doorbell_offset & 7, 0, "64-bit doorbells");
+        let mut a2 = a;
+        // The same buffers again: a second queue, another doorbell.
+        ioctl::create_queue(dev.b(), &mut a2).unwrap();
+        assert_eq!(a2.queue_id, 1);
+        assert_ne!(a2.doorbell_offset, a.doorbell_offset);
+        ioctl::destroy_queue(dev.b(), a.queue_id).unwrap();
+        ioctl::destroy_queue(dev.b(), a2.queue_id).unwrap();
+        assert_eq!(
+            errno(ioctl::destroy_queue(dev.b(), a2.queue_id)),
+            Errno::INVAL,
+            "{spec}"
+        );
+    }
+}
+
+#[test]
+fn queue_buffer_checks() {
+    let dev = open("emu:mi300x");
+    let d = dev.b();
+    let b = bufs(&dev, 0);
+    let good = aql_args(&dev, 0, &b);
+    let check = |f: &dyn Fn(&mut CreateQueueArgs), what: &str| {
+        let mut a = good;
+        f(&mut a);
+        assert_eq!(
+            errno(ioctl::create_queue(d, &mut a)),
+            Errno::INVAL,
+            "{what}"
+        );
+    };
+    check(
+        &|a| a.ring_size = (RING / 2) as u32,
+        "ring smaller than its BO",
+    );
+    check(
+        &|a| a.ring_size = (RING * 2) as u32,
+        "ring larger than its BO",
+    );
+    check(
+        &|a| a.ring_base_address += 4096,
+        "ring not at the start of its BO",
+    );
+    check(&|a| a.write_pointer_address = b.next, "wptr not GPU-mapped");
+    check(
+        &|a| a.read_pointer_address = b.ring,
+        "rptr in a multi-page BO",
+    );
+    check(&|a| a.eop_buffer_size = 8192, "EOP size");
+    check(&|a| a.eop_buffer_address = b.ring, "EOP in the ring BO");
+    check(&|a| a.ctl_stack_size += 4096, "control stack size");
+    check(&|a| a.ctl_stack_size = 0, "control stack size 0");
+    check(
+        &|a| a.ctx_save_restore_size -= 4096,
+        "CWSR smaller than the node's",
+    );
+    check(
+        &|a| a.ctx_save_restore_size += 4096 * 16,
+        "CWSR larger than its BO",
+    );
+    check(&|a| a.ctx_save_restore_address = 0, "no CWSR area");
+    // No EOP buffer at all is allowed.
+    let mut a = good;
+    a.eop_buffer_address = 0;
+    a.eop_buffer_size = 0;
+    ioctl::create_queue(d, &mut a).unwrap();
+    // A larger CWSR area with a BO of the matching size is fine.
+    let bigger = good.ctx_save_restore_size + 4096 * 16;
+    let len = b.sizes.total_cwsr_bo_size(bigger);
+    let flags = abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+    let c = alloc(&dev, 0, b.next, len, flags).unwrap();
+    gpu_map(&dev, c.handle, &[0]).unwrap();
+    let mut a = good;
+    a.ctx_save_restore_size = bigger;
+    a.ctx_save_restore_address = b.next;
+    ioctl::create_queue(d, &mut a).unwrap();
+    // While a queue uses a BO, it cannot be unmapped.
+    let ring_handle = {
+        // The ring BO was the first allocation on GPU 0: id 0.
+        (u64::from(dev.gpus[0]) << 32) | 0
+    };
+    let mut n = 0;
+    assert_eq!(
+        errno(ioctl::unmap_memory_from_gpu(
+            d,
+            ring_handle,
+            &dev.gpus,
+            &mut n
+        )),
+        Errno::BUSY
+    );
+}
+
+#[test]
+fn cwsr_area_in_an_svm_range() {
+    let dev = open("emu:rx9070xt");
+    let d = dev.b();
+    let b = bufs(&dev, 0);
+    let len = b.sizes.default_total_cwsr_bo_size();
+    let mut host = vec![0u8; (len + 4096) as usize];
+    let addr = (host.as_mut_ptr() as u64).div_ceil(4096) * 4096;
+    let mut a = aql_args(&dev, 0, &b);
+    a.ctx_save_restore_address = addr;
+    // Not registered yet.
+    assert_eq!(errno(ioctl::create_queue(d, &mut a)), Errno::INVAL);
+    let mut attrs = [abi::SvmAttribute {
+        type_: abi::KFD_IOCTL_SVM_ATTR_ACCESS,
+        value: dev.gpus[0],
+    }];
+    ioctl::svm(d, abi::KFD_IOCTL_SVM_OP_SET_ATTR, addr, len, &mut attrs).unwrap();
+    // Mapped but without GPU_ALWAYS_MAPPED.
+    assert_eq!(errno(ioctl::create_queue(d, &mut a)), Errno::INVAL);
+    let mut attrs = [abi::SvmAttribute {
+        type_: abi::KFD_IOCTL_SVM_ATTR_SET_FLAGS,
+        value: abi::KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED,
+    }];
+    ioctl::svm(d, abi::KFD_IOCTL_SVM_OP_SET_ATTR, addr, len, &mut attrs).unwrap();
+    ioctl::create_queue(d, &mut a).unwrap();
+    ioctl::destroy_queue(d, a.queue_id).unwrap();
+    drop(host);
+}
+
+#[test]
+fn create_queue_argument_errors() {
+    let dev = open("emu:rx7900xtx");
+    let d = dev.b();
+    let b = bufs(&dev, 0);
+    let good = aql_args(&dev, 0, &b);
+    let e = |f: &dyn Fn(&mut CreateQueueArgs)| {
+        let mut a = good;
+        f(&mut a);
+        errno(ioctl::create_queue(d, &mut a))
+    };
+    assert_eq!(e(&|a| a.queue_percentage = 101), Errno::INVAL);
+    assert_eq!(e(&|a| a.queue_priority = 16), Errno::INVAL);
+    assert_eq!(e(&|a| a.ring_size = 3000), Errno::INVAL);
+    assert_eq!(
+        e(&|a| a.queue_type = 5),
+        Errno::from_raw_os_error(kfd_emu::ENOTSUPP)
+    );
+    assert_eq!(e(&|a| a.gpu_id = 0x9999), Errno::INVAL);
+    assert_eq!(e(&|a| a.read_pointer_address = 1 << 47), Errno::FAULT);
+    assert_eq!(e(&|a| a.write_pointer_address = u64::MAX - 2), Errno::FAULT);
+    assert_eq!(e(&|a| a.ring_base_address = 0x7fff_ffff_fffc), Errno::FAULT);
+    assert_eq!(e(&|a| a.eop_buffer_address = 1 << 50), Errno::FAULT);
+    assert_eq!(e(&|a| a.ctx_save_restore_address = 1 << 50), Errno::FAULT);
+    // Bits 8..15 of the percentage carry the PM4 target XCC and are not a percentage.
+    let mut a = good;
+    a.queue_percentage = 100 | (3 << 8);
+    ioctl::create_queue(d, &mut a).unwrap();
+    // SDMA_BY_ENG_ID past the last engine.
+    let mut s = sdma_args(&dev, 0, &b);
+    s.queue_type = abi::KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID;
+    s.sdma_engine_id = 2;
+    assert_eq!(errno(ioctl::create_queue(d, &mut s)), Errno::INVAL);
+    s.sdma_engine_id = 1;
+    ioctl::create_queue(d, &mut s).unwrap();
+    // No XGMI SDMA engines on this board.
+    let mut x = sdma_args(&dev, 0, &b);
+    x.queue_type = abi::KFD_IOC_QUEUE_TYPE_SDMA_XGMI;
+    assert_eq!(errno(ioctl::create_queue(d, &mut x)), Errno::NOMEM);
+}
+
+#[test]
+fn small_rings_are_clamped_to_the_minimum() {
+    let dev = open("emu:mi210");
+    let b = bufs(&dev, 0);
+    let mut a = sdma_args(&dev, 0, &b);
+    a.ring_size = 0;
+    // A 1 KiB ring only needs to sit in the first page of a mapping.
+    ioctl::create_queue(dev.b(), &mut a).unwrap();
+    assert_eq!(
+        a.ring_size,
+        abi::KFD_MIN_QUEUE_RING_SIZE,
+        "clamped and copied back"
+    );
+    let mut a = sdma_args(&dev, 0, &b);
+    a.ring_size = 512;
+    ioctl::create_queue(dev.b(), &mut a).unwrap();
+    assert_eq!(a.ring_size, 1024);
+}
+
+#[test]
+fn sdma_queue_slots_run_out() {
+    // RX 7900 XTX: 2 SDMA engines x 6 queues.
+    let dev = open("emu:rx7900xtx");
+    let b = bufs(&dev, 0);
+    for i in 0..12 {
+        let mut a = sdma_args(&dev, 0, &b);
+        ioctl::create_queue(dev.b(), &mut a).unwrap_or_else(|e| panic!("queue {i}: {e}"));
+    }
+    let mut a = sdma_args(&dev, 0, &b);
+    assert_eq!(errno(ioctl::create_queue(dev.b(), &mut a)), Errno::NOMEM);
+    ioctl::destroy_queue(dev.b(), 3).unwrap();
+    ioctl::create_queue(dev.b(), &mut a).unwrap();
+    assert_eq!(a.queue_id, 3, "lowest free queue id");
+}
+
+#[test]
+fn update_queue_rules() {
+    let dev = open("emu:mi210");
+    let d = dev.b();
+    let b = bufs(&dev, 0);
+    let mut a = aql_args(&dev, 0, &b);
+    ioctl::create_queue(d, &mut a).unwrap();
+    let good = UpdateQueueArgs {
+        ring_base_address: b.ring,
+        queue_id: a.queue_id,
+        ring_size: RING as u32,
+        queue_percentage: 50,
+        queue_priority: 3,
+    };
+    ioctl::update_queue(d, &mut good.clone()).unwrap();
+    let e = |f: &dyn Fn(&mut UpdateQueueArgs)| {
+        let mut u = good;
+        f(&mut u);
+        errno(ioctl::update_queue(d, &mut u))
+    };
+    assert_eq!(e(&|u| u.queue_percentage = 101), Errno::INVAL);
+    assert_eq!(e(&|u| u.queue_priority = 16), Errno::INVAL);
+    assert_eq!(e(&|u| u.ring_size = 100_000), Errno::INVAL);
+    assert_eq!(e(&|u| u.ring_base_address = 1 << 48), Errno::FAULT);
+    assert_eq!(e(&|u| u.queue_id = 77), Errno::FAULT, "unknown queue");
+    assert_eq!(
+        e(&|u| u.ring_base_address = b.next),
+        Errno::FAULT,
+        "ring not mapped"
+    );
+    assert_eq!(
+        e(&|u| u.ring_size = (RING / 2) as u32),
+        Errno::FAULT,
+        "ring size != BO"
+    );
+}
+
+#[test]
+fn cu_mask_and_wave_state() {
+    let dev = open("emu:mi300x");
+    let d = dev.b();
+    let b = bufs(&dev, 0);
+    let mut a = aql_args(&dev, 0, &b);
+    ioctl::create_queue(d, &mut a).unwrap();
+    let q = a.queue_id;
+    ioctl::set_cu_mask(d, q, &[0xffff_ffff; 10]).unwrap();
+    // Longer than 1024 bits: the tail is dropped.
+    ioctl::set_cu_mask(d, q, &[0x5555_5555; 40]).unwrap();
+    assert_eq!(
+        errno(ioctl::set_cu_mask(d, q, &[])),
+        Errno::INVAL,
+        "empty mask"
+    );
+    assert_eq!(
+        errno(ioctl::set_cu_mask(d, 99, &[1])),
+        Errno::FAULT,
+        "unknown queue"
+    );
+    let mut raw = abi::SetCuMaskArgs {
+        queue_id: q,
+        num_cu_mask: 33,
+        cu_mask_ptr: 0,
+    };
+    let r = d.ioctl(kfd::Ioctl::SetCuMask {
+        args: &mut raw,
+        mask: &[1, 2],
+    });
+    assert_eq!(r.unwrap_err(), Errno::INVAL, "not a multiple of 32");
+    raw.num_cu_mask = 96;
+    let r = d.ioctl(kfd::Ioctl::SetCuMask {
+        args: &mut raw,
+        mask: &[1, 2],
+    });
+    assert_eq!(r.unwrap_err(), Errno::FAULT, "mask shorter than claimed");
+
+    // Wave state: only inactive compute queues.
+    assert_eq!(
+        errno(ioctl::get_queue_wave_state(d, q, b.cwsr)),
+        Errno::INVAL,
+        "active"
+    );
+    assert_eq!(
+        errno(ioctl::get_queue_wave_state(d, 1234, b.cwsr)),
+        Errno::FAULT
+    );
+    let mut u = UpdateQueueArgs {
+        ring_base_address: b.ring,
+        queue_id: q,
+        ring_size: RING as u32,
+        queue_percentage: 0,
+        queue_priority: 7,
+    };
+    ioctl::update_queue(d, &mut u).unwrap();
+    let w = ioctl::get_queue_wave_state(d, q, b.cwsr).unwrap();
+    assert_eq!((w.ctl_stack_used_size, w.save_area_used_size), (0, 0));
+    let mut s = sdma_args(&dev, 0, &b);
+    ioctl::create_queue(d, &mut s).unwrap();
+    assert_eq!(
+        errno(ioctl::get_queue_wave_state(d, s.queue_id, 0)),
+        Errno::INVAL,
+        "SDMA"
+    );
+}
+
+#[test]
+fn queues_block_xnack_and_runtime_enable() {
+    let dev = open("emu:mi210");
+    let d = dev.b();
+    let b = bufs(&dev, 0);
+    let mut a = sdma_args(&dev, 0, &b);
+    ioctl::create_queue(d, &mut a).unwrap();
+    assert_eq!(errno(ioctl::set_xnack_mode(d, 1)), Errno::BUSY);
+    assert_eq!(
+        ioctl::set_xnack_mode(d, -1).unwrap(),
+        0,
+        "queries still work"
+    );
+    assert_eq!(
+        errno(ioctl::runtime_enable(
+            d,
+            0,
+            abi::KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK
+        )),
+        Errno::EXIST
+    );
+    ioctl::destroy_queue(d, a.queue_id).unwrap();
+    ioctl::set_xnack_mode(d, 1).unwrap();
+    ioctl::runtime_enable(d, 0, abi::KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK).unwrap();
+}
+
+fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(20) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    f()
+}
+
+/// Write SDMA packets into the ring at byte offset `wptr`, publish the write pointer,
+/// ring the doorbell. Returns the new write pointer.
+fn submit_sdma(
+    dev: &Dev,
+    b: &Bufs,
+    db: *mut u64,
+    q: &CreateQueueArgs,
+    mut wptr: u64,
+    pkts: &[SdmaPacket<'_>],
+) -> u64 {
+    let v = pm4::SdmaVersion::V4;
+    for p in pkts {
+        let mut w = vec![0u32; p.dwords(v)];
+        p.encode(v, &mut w).unwrap();
+        for x in w {
+            // SAFETY: the ring BO is mapped; offsets wrap inside it.
+            unsafe {
+                b.ring_ptr
+                    .add((wptr % RING) as usize)
+                    .cast::<u32>()
+                    .write_volatile(x)
+            };
+            wptr += 4;
+        }
+    }
+    // SAFETY: the pointer page is mapped; the doorbell slice is mapped.
+    unsafe {
+        b.ptrs_ptr.cast::<u64>().write_volatile(wptr);
+        let slot = (q.doorbell_offset & 0x1fff) as usize / 8;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        db.add(slot).write_volatile(wptr);
+    }
+    dev.b().doorbell_written(q.queue_id);
+    wptr
+}
+
+#[test]
+fn sdma_queue_end_to_end() {
+    let dev = open("emu:mi210");
+    let d = dev.b();
+    let b = bufs(&dev, 0);
+    // Data buffers, and a user event page (GTT, GPU-mapped) for the interrupt.
+    let data_va = b.next;
+    let (_, data) = vram(&dev, 0, data_va, 2 * MIB);
+    let page_va = data_va + 2 * MIB;
+    let (page_handle, _) = gtt(&dev, 0, page_va, 32768);
+    let mut ev = abi::CreateEventArgs {
+        event_type: abi::KFD_IOC_EVENT_SIGNAL,
+        auto_reset: 1,
+        event_page_offset: page_handle,
+        ..Default::default()
+    };
+    ioctl::create_event(d, &mut ev).unwrap();
+    let mut mem_ev = abi::CreateEventArgs {
+        event_type: abi::KFD_IOC_EVENT_MEMORY,
+        ..Default::default()
+    };
+    ioctl::create_event(d, &mut mem_ev).unwrap();
+
+    let mut q = sdma_args(&dev, 0, &b);
+    ioctl::create_queue(d, &mut q).unwrap();
+    // SAFETY: a fresh mapping of the doorbell slice.
+    let db = unsafe {
+        d.mmap(
+            MmapFile::Kfd,
+            q.doorbell_offset & !0x1fff,
+            8192,
+            None,
+            Prot::READ | Prot::WRITE,
+        )
+    }
+    .unwrap()
+    .as_ptr()
+    .cast::<u64>();
+
+    let pkts = [
+        SdmaPacket::ConstFill(sdma::ConstFill {
+            dst: data_va,
+            data: 0xabcd_0123,
+            bytes: 4096,
+            fill_size: 2,
+        }),
+        SdmaPacket::CopyLinear(sdma::CopyLinear {
+            src: data_va,
+            dst: data_va + 8192,
+            bytes: 4096,
+            tmz: false,
+            parameter: 0,
+        }),
+        SdmaPacket::Fence(sdma::Fence::new(data_va + 65536, 7)),
+        // The mailbox write, then the interrupt with the event id.
+        SdmaPacket::Fence(sdma::Fence::new(
+            page_va + u64::from(ev.event_id) * 8,
+            ev.event_id,
+        )),
+        SdmaPacket::Trap(sdma::Trap {
+            int_context: ev.event_id,
+        }),
+    ];
+    let mut events = [EventData::for_signal(ev.event_id, 0)];
+    let wptr = submit_sdma(&dev, &b, db, &q, 0, &pkts);
+    let r = ioctl::wait_events(d, &mut events, false, 20_000).unwrap();
+    assert_eq!(
+        r,
+        abi::KFD_IOC_WAIT_RESULT_COMPLETE,
+        "the TRAP woke the waiter"
+    );
+    // SAFETY: the data BO is mapped.
+    unsafe {
+        assert_eq!(data.add(65536).cast::<u32>().read_volatile(), 7);
+        for i in 0..1024 {
+            assert_eq!(
+                data.add(8192 + i * 4).cast::<u32>().read_volatile(),
+                0xabcd_0123
+            );
+        }
+    }
+    assert!(
+        wait_until(|| unsafe { b.ptrs_ptr.add(8).cast::<u64>().read_volatile() } == wptr),
+        "rptr caught up"
+    );
+    assert_eq!(dev.emu.queue_status(q.queue_id), Some(QueueStatus::Active));
+
+    // A copy from an unmapped address faults the queue and raises the memory event.
+    let bad = 0x7000_0000_0000u64;
+    let pkts = [SdmaPacket::CopyLinear(sdma::CopyLinear {
+        src: bad + 0x123,
+        dst: data_va,
+        bytes: 64,
+        tmz: false,
+        parameter: 0,
+    })];
+    submit_sdma(&dev, &b, db, &q, wptr, &pkts);
+    let mut events = [EventData {
+        event_id: mem_ev.event_id,
+        ..Default::default()
+    }];
+    let r = ioctl::wait_events(d, &mut events, false, 20_000).unwrap();
+    assert_eq!(r, abi::KFD_IOC_WAIT_RESULT_COMPLETE);
+    let m = events[0].memory_exception();
+    assert_eq!(m.gpu_id, dev.gpus[0]);
+    assert_eq!(m.va, bad, "the faulting page");
+    assert_eq!(m.failure.not_present, 1);
+    assert!(matches!(
+        dev.emu.queue_status(q.queue_id),
+        Some(QueueStatus::Faulted(_))
+    ));
+    ioctl::destroy_queue(d, q.queue_id).unwrap();
+}
