@@ -1,4 +1,6 @@
-//! Copies and fills, stream-ordered, on the command processor's DMA engine (CP DMA:
+//! Copies and fills, stream-ordered. Copies of at least [`crate::sdma::sdma_min_bytes`]
+//! go to the stream's SDMA queue (see [`crate::sdma`]); smaller copies and all fills run
+//! on the command processor's DMA engine (CP DMA:
 //! PM4 `DMA_DATA` in the stream's own AQL queue). Running in the stream's queue keeps
 //! them in order with the stream's other work at no synchronisation cost, and they
 //! complete on the stream timeline like every other command. Any GPU-mapped address
@@ -81,6 +83,9 @@ impl Stream {
     pub fn memcpy(&self, dst: u64, src: u64, len: u64) -> Result<()> {
         check("hipMemcpyAsync", &[dst, src], len)?;
         if len == 0 {
+            return Ok(());
+        }
+        if len >= crate::sdma::sdma_min_bytes() && self.memcpy_sdma(dst, src, len)? {
             return Ok(());
         }
         let mut cmds = Vec::with_capacity(len.div_ceil(CHUNK) as usize);

@@ -17,6 +17,7 @@ pub mod event;
 pub mod hsa;
 pub mod memory;
 pub mod queue;
+pub mod sdma;
 pub mod signal;
 pub mod stream;
 pub mod va;

@@ -161,6 +161,8 @@ pub(crate) struct StreamInner {
     failed: AtomicBool,
     error: Mutex<Option<String>>,
     pub(crate) state: Mutex<StreamState>,
+    /// The stream's SDMA queue and ordering words, created with its first large copy.
+    pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
 }
 
 impl StreamInner {
@@ -381,6 +383,7 @@ impl Stream {
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
             state: Mutex::new(StreamState { queue, dedicated }),
+            sdma: Mutex::new(None),
         });
         if flags & STREAM_NON_BLOCKING == 0 && !is_null {
             let mut b = dev.pools.blocking.lock().unwrap_or_else(|e| e.into_inner());
@@ -698,6 +701,16 @@ impl Stream {
                 Ok(pm4_ib_packet(ib.va, n as u32, h))
             }),
         }
+    }
+
+    /// Submit `n` packets that may wait on something outside the queue (the stream moves
+    /// to a dedicated queue first); `build(k, ib, completion)` builds packet `k`.
+    pub(crate) fn submit_blocking(
+        &self,
+        n: u32,
+        build: impl FnMut(u32, IbSlot<'_>, u64) -> Result<AqlPacket>,
+    ) -> Result<Point> {
+        self.submit(true, None, n, build)
     }
 
     /// Submit `n` packets built from the slot's indirect buffer (non-blocking commands).

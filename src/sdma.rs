@@ -1,0 +1,246 @@
+//! [`SdmaQueue`]: a KFD SDMA queue (ring, read/write pointers, doorbell) and the
+//! stream-ordered copy path that uses it for large copies.
+//!
+//! Ordering against the stream's compute queue uses two 32-bit words per stream: the
+//! AQL queue writes `go = N` after the stream's earlier work; the SDMA queue polls
+//! `go == N`, copies, and FENCEs `done = N`; the AQL queue then waits for `done == N`
+//! before later work (so the copy completes on the stream timeline). Each stream gets
+//! its own SDMA queue: a POLL_REGMEM in a shared SDMA queue could stall another stream's
+//! copy behind a wait it does not depend on (the same reasoning as for AQL queues).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kfd::abi;
+use pm4::sdma::{CopyLinear, Fence, PollRegmem, SdmaPacket, SdmaRingWriter};
+use pm4::SdmaVersion;
+
+use crate::device::DeviceInner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::memory::{Buffer, MemoryKind};
+
+/// SDMA ring size in bytes.
+pub const SDMA_RING_BYTES: usize = 64 << 10;
+
+/// An SDMA queue on one GPU.
+pub struct SdmaQueue {
+    dev: Arc<DeviceInner>,
+    queue_id: u32,
+    version: SdmaVersion,
+    ring: Buffer,
+    ptrs: Buffer,
+    doorbell: *mut u64,
+    wptr: Mutex<u64>,
+}
+
+// SAFETY: the doorbell pointer targets the device's doorbell page (kept mapped by the
+// device); ring and pointer memory are written with atomics.
+unsafe impl Send for SdmaQueue {}
+// SAFETY: as above; submission is serialised by `wptr`.
+unsafe impl Sync for SdmaQueue {}
+
+impl std::fmt::Debug for SdmaQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SdmaQueue(id={} {:?})", self.queue_id, self.version)
+    }
+}
+
+impl SdmaQueue {
+    /// Create an SDMA queue (PCIe engines) on GPU `gpu_index`.
+    pub(crate) fn new(dev: &Arc<DeviceInner>, gpu_index: usize) -> Result<SdmaQueue> {
+        let call = "SdmaQueue::new";
+        let core = &dev.core;
+        let gpu = core.gpu(gpu_index)?;
+        let ring = Buffer::alloc(core, MemoryKind::HostPinned, gpu_index, SDMA_RING_BYTES)?;
+        // One page: the write pointer at 0 and the read pointer at 8 (kfd_queue.c wants
+        // each in the first page of a one-page mapping).
+        let ptrs = Buffer::alloc(core, MemoryKind::Signal, gpu_index, 4096)?;
+        let mut args = abi::CreateQueueArgs {
+            ring_base_address: ring.va(),
+            write_pointer_address: ptrs.va(),
+            read_pointer_address: ptrs.va() + 8,
+            ring_size: SDMA_RING_BYTES as u32,
+            gpu_id: gpu.gpu_id,
+            queue_type: abi::KFD_IOC_QUEUE_TYPE_SDMA,
+            queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
+            queue_priority: 7,
+            ..Default::default()
+        };
+        kfd::ioctl::create_queue(core.backend.as_ref(), &mut args)
+            .map_err(|e| Error::from_kfd(call, e))?;
+        let doorbell = match dev.doorbell_slot(gpu_index, args.doorbell_offset) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = kfd::ioctl::destroy_queue(core.backend.as_ref(), args.queue_id);
+                return Err(e);
+            }
+        };
+        Ok(SdmaQueue {
+            dev: dev.clone(),
+            queue_id: args.queue_id,
+            version: gpu.sdma_version,
+            ring,
+            ptrs,
+            doorbell,
+            wptr: Mutex::new(0),
+        })
+    }
+
+    /// KFD queue id.
+    pub fn queue_id(&self) -> u32 {
+        self.queue_id
+    }
+
+    fn rptr(&self) -> u64 {
+        // SAFETY: the read pointer cell (8-aligned) inside `ptrs`, written by the engine.
+        unsafe { AtomicU64::from_ptr((self.ptrs.va() + 8) as *mut u64) }.load(Ordering::Acquire)
+    }
+
+    /// Write `pkts` to the ring (waiting for space), publish the write pointer and ring
+    /// the doorbell.
+    pub(crate) fn submit(&self, pkts: &[SdmaPacket<'_>]) -> Result<()> {
+        let call = "SdmaQueue::submit";
+        // SAFETY: the ring is CPU-mapped and lives as long as `self`.
+        let words = unsafe {
+            core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, SDMA_RING_BYTES / 4)
+        };
+        let writer = SdmaRingWriter::new(words, self.version).ok_or_else(|| {
+            Error::new(ErrorKind::Driver, call, "ring size is not a power of two")
+        })?;
+        let mut w = self.wptr.lock().unwrap_or_else(|e| e.into_inner());
+        for p in pkts {
+            // Room for the packet plus worst-case end-of-ring padding.
+            let need = (p.dwords(self.version) * 4) as u64 * 2;
+            let mut spins = 0u32;
+            while *w + need - self.rptr() > SDMA_RING_BYTES as u64 {
+                spins += 1;
+                if spins < 1000 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            *w = writer
+                .write(*w, p)
+                .map_err(|e| Error::new(ErrorKind::InvalidValue, call, e.to_string()))?;
+        }
+        // SAFETY: the write pointer cell (8-aligned) at the start of `ptrs`.
+        unsafe { AtomicU64::from_ptr(self.ptrs.va() as *mut u64) }.store(*w, Ordering::Release);
+        // SAFETY: the queue's mapped, 8-byte aligned doorbell slot.
+        unsafe { core::ptr::write_volatile(self.doorbell, *w) };
+        self.dev.backend.doorbell_written(self.queue_id);
+        Ok(())
+    }
+
+    /// POLL_REGMEM `*addr == value`, the copies, FENCE `*fence = value`.
+    pub(crate) fn ordered_copy(
+        &self,
+        go: u64,
+        value: u32,
+        fence: u64,
+        src: u64,
+        dst: u64,
+        len: u64,
+    ) -> Result<()> {
+        let mut pkts: Vec<SdmaPacket<'_>> = Vec::with_capacity(4);
+        pkts.push(SdmaPacket::PollRegmem(PollRegmem {
+            func: pm4::pkt3::CompareFn::Equal,
+            mem_poll: true,
+            hdp_flush: false,
+            addr: go,
+            reference: value,
+            mask: u32::MAX,
+            interval: 10,
+            retry_count: 0xfff,
+        }));
+        for c in pm4::sdma::copy_linear_split(src, dst, len, self.version) {
+            pkts.push(SdmaPacket::CopyLinear(CopyLinear { ..c }));
+        }
+        pkts.push(SdmaPacket::Fence(Fence::new(fence, value)));
+        self.submit(&pkts)
+    }
+}
+
+impl Drop for SdmaQueue {
+    fn drop(&mut self) {
+        let _ = kfd::ioctl::destroy_queue(self.dev.backend.as_ref(), self.queue_id);
+    }
+}
+
+/// A stream's link to its SDMA queue.
+pub(crate) struct SdmaLink {
+    /// None when no SDMA queue could be created (copies then use CP DMA).
+    queue: Option<SdmaQueue>,
+    /// `go` at offset 0, `done` at offset 4.
+    words: Option<Buffer>,
+    seq: u32,
+}
+
+/// Copies at least this large go to SDMA (`KFDRT_SDMA_MIN_BYTES`, default 1 MiB);
+/// smaller ones run on CP DMA, which needs no cross-engine handshake.
+pub fn sdma_min_bytes() -> u64 {
+    std::env::var("KFDRT_SDMA_MIN_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 20)
+}
+
+impl crate::stream::Stream {
+    /// The KFD queue id of the stream's SDMA queue, once a copy has used it.
+    pub fn sdma_queue_id(&self) -> Option<u32> {
+        let g = self.inner.sdma.lock().unwrap_or_else(|e| e.into_inner());
+        g.as_ref()
+            .and_then(|l| l.queue.as_ref())
+            .map(|q| q.queue_id())
+    }
+
+    /// Try the SDMA path for a copy; Ok(false) when the stream has no SDMA queue (the
+    /// caller falls back to CP DMA).
+    pub(crate) fn memcpy_sdma(&self, dst: u64, src: u64, len: u64) -> Result<bool> {
+        let s = &self.inner;
+        let mut g = s.sdma.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_none() {
+            let link = match (
+                SdmaQueue::new(&s.dev, s.gpu_index),
+                Buffer::alloc(&s.dev.core, MemoryKind::Signal, s.gpu_index, 4096),
+            ) {
+                (Ok(q), Ok(w)) => SdmaLink {
+                    queue: Some(q),
+                    words: Some(w),
+                    seq: 0,
+                },
+                _ => SdmaLink {
+                    queue: None,
+                    words: None,
+                    seq: 0,
+                },
+            };
+            *g = Some(link);
+        }
+        let Some(link) = g.as_mut() else {
+            return Ok(false);
+        };
+        let (Some(q), Some(words)) = (&link.queue, &link.words) else {
+            return Ok(false);
+        };
+        link.seq = link.seq.wrapping_add(1).max(1);
+        let n = link.seq;
+        let (go, done) = (words.va(), words.va() + 4);
+        q.ordered_copy(go, n, done, src, dst, len)?;
+        let fam = s.family;
+        let cond = crate::cmd::WaitCondition::Poll {
+            function: pm4::pkt3::CompareFn::Equal,
+            reference: n as u64,
+            mask: u32::MAX as u64,
+        };
+        self.submit_blocking(2, |k, ib, h| {
+            let dw = if k == 0 {
+                crate::cmd::write_mem(fam, ib.words, go, n as u64, 32)?
+            } else {
+                crate::cmd::wait_mem(fam, ib.words, done, 32, cond)?
+            };
+            Ok(crate::queue::pm4_ib_packet(ib.va, dw as u32, h))
+        })?;
+        Ok(true)
+    }
+}
