@@ -78,7 +78,7 @@ fn finish(
         None => mem.load_u32(slot_va)?,
     };
     mem.store_u32(slot_va, (hdr & 0xFFFF_0000) | packet_type::INVALID as u32)?;
-    q.rptr += 1;
+    q.rptr = q.rptr.wrapping_add(1);
     mem.store_u64(q.rptr_va, q.rptr)?;
     let start = q.aql_start_ts.take();
     if sig != 0 {
@@ -174,7 +174,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         }
         let slot = q.rptr % slots;
         let off = slot * 64;
-        let slot_va = q.ring_va + off;
+        let slot_va = q.ring_va.wrapping_add(off);
         if let Some(sig) = q.aql_inflight {
             if q.pm4.depth > 0 {
                 match pm4exec::step_ib(mem, inner, &mut q.pm4, &mut q.scratch) {

@@ -142,6 +142,10 @@ impl QueueExec {
                 state: RunState::Idle,
             };
         }
+        if self.ring_size < 64 {
+            let s = Stop::new(format!("ring size {:#x} is too small", self.ring_size));
+            return self.fault(inner, 0, s);
+        }
         if !self.ring_size.is_power_of_two() {
             return self.fault(
                 inner,
@@ -167,7 +171,7 @@ impl QueueExec {
         let ring_dw = self.ring_size / 4;
         let first = (n as u64).min(ring_dw - pos) as usize;
         let (a, b) = self.scratch.split_at_mut(first);
-        mem.read_dwords(self.ring_va + pos * 4, a)?;
+        mem.read_dwords(self.ring_va.wrapping_add(pos * 4), a)?;
         let rest = n - first;
         if rest > 0 {
             let Some(b) = b.get_mut(..rest) else {
@@ -247,7 +251,7 @@ impl QueueExec {
                     ..self.fault(inner, off, s)
                 };
             }
-            let h = match mem.load_u32(self.ring_va + off) {
+            let h = match mem.load_u32(self.ring_va.wrapping_add(off)) {
                 Ok(h) => h,
                 Err(e) => {
                     return RunOut {
@@ -314,7 +318,7 @@ impl QueueExec {
             };
             match step {
                 Step::Done => {
-                    self.rptr += n as u64;
+                    self.rptr = self.rptr.wrapping_add(n as u64);
                     executed += 1;
                     if let Err(e) = mem.store_u64(self.rptr_va, self.rptr) {
                         return RunOut {

@@ -270,7 +270,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         q.scratch = scratch;
         match step {
             Step::Done => {
-                q.rptr += n as u64 * 4;
+                q.rptr = q.rptr.wrapping_add(n as u64 * 4);
                 executed += 1;
                 if let Err(e) = mem.store_u64(q.rptr_va, q.rptr) {
                     return RunOut {
