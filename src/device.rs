@@ -68,6 +68,8 @@ pub(crate) struct DeviceInner {
     pub(crate) exception_events: Vec<u32>,
     /// Faults reported so far: (gpu_id, description). Sticky.
     pub(crate) faults: Mutex<Vec<(u32, String)>>,
+    /// How long host waits spin before sleeping, in ns.
+    pub(crate) spin_ns: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for DeviceInner {
@@ -235,6 +237,9 @@ impl Device {
                 callbacks: crate::callback::Callbacks::new(),
                 exception_events,
                 faults: Mutex::new(Vec::new()),
+                spin_ns: std::sync::atomic::AtomicU64::new(
+                    crate::signal::DEFAULT_SPIN.as_nanos() as u64
+                ),
             }),
         })
     }
@@ -254,6 +259,22 @@ impl Device {
         self.inner.kfd_version
     }
 
+    /// How long host waits (synchronize calls) spin on the signal before sleeping in
+    /// WAIT_EVENTS until the CP's interrupt. Default [`crate::signal::DEFAULT_SPIN`];
+    /// zero sleeps at once (what `hipEventBlockingSync` / `hipDeviceScheduleBlockingSync`
+    /// ask for).
+    pub fn set_wait_spin(&self, spin: std::time::Duration) {
+        self.inner.spin_ns.store(
+            spin.as_nanos().min(u64::MAX as u128) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The current spin time of host waits.
+    pub fn wait_spin(&self) -> std::time::Duration {
+        self.inner.wait_spin()
+    }
+
     /// The backend (for tools that issue raw ioctls).
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.inner.backend
@@ -261,6 +282,10 @@ impl Device {
 }
 
 impl DeviceInner {
+    pub(crate) fn wait_spin(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.spin_ns.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Poll the exception events (no sleep) and return the first recorded fault of GPU
     /// `gpu_index`, if any. Faults are sticky.
     pub(crate) fn check_faults(&self, gpu_index: usize) -> Option<String> {

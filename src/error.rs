@@ -1,6 +1,7 @@
 //! [`Error`]: what every fallible kfdrt call returns, with a HIP-like [`ErrorKind`] and
 //! the underlying cause.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// The HIP error class of a failure (compare `hipError_t`).
@@ -32,13 +33,14 @@ pub enum ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     call: &'static str,
-    message: String,
+    // Static messages (NotReady from a query) cost no allocation.
+    message: Cow<'static, str>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl Error {
     /// A new error of `kind` raised by `call` with a message.
-    pub fn new(kind: ErrorKind, call: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(kind: ErrorKind, call: &'static str, message: impl Into<Cow<'static, str>>) -> Self {
         Error {
             kind,
             call,

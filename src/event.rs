@@ -113,12 +113,17 @@ impl Event {
     }
 
     /// `hipEventSynchronize`: wait for the recorded work (immediately Ok if never
-    /// recorded).
+    /// recorded). A `hipEventBlockingSync` event sleeps at once instead of spinning first.
     pub fn synchronize(&self) -> Result<()> {
         match self.recorded_point() {
             Some(p) => {
                 crate::callback::before_blocking(&self.dev);
-                self.dev.wait_point(&p, None)
+                let spin = if self.flags & EVENT_BLOCKING_SYNC != 0 {
+                    std::time::Duration::ZERO
+                } else {
+                    self.dev.wait_spin()
+                };
+                self.dev.wait_point(&p, None, spin)
             }
             None => Ok(()),
         }

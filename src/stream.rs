@@ -33,7 +33,7 @@ use crate::cmd::{self, WaitCondition};
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::queue::{pm4_ib_packet, AqlQueue, IbSlot, DEFAULT_RING_PACKETS};
-use crate::signal::{Signal, DEFAULT_SPIN};
+use crate::signal::Signal;
 
 /// Initial value of a stream timeline.
 pub const TIMELINE_BASE: i64 = 1 << 62;
@@ -491,7 +491,9 @@ impl Stream {
             }
         }
         for p in &points {
-            self.inner.dev.wait_point(p, Some(&self.inner))?;
+            self.inner
+                .dev
+                .wait_point(p, Some(&self.inner), self.inner.dev.wait_spin())?;
         }
         match self.inner.sticky_error() {
             Some(e) => Err(e),
@@ -857,12 +859,17 @@ impl DeviceInner {
 
     /// Host wait for a point, failing instead of hanging when the device reported a fault
     /// that stopped the work (`owner` then gets the sticky error).
-    pub(crate) fn wait_point(&self, p: &Point, owner: Option<&Arc<StreamInner>>) -> Result<()> {
+    pub(crate) fn wait_point(
+        &self,
+        p: &Point,
+        owner: Option<&Arc<StreamInner>>,
+        spin: std::time::Duration,
+    ) -> Result<()> {
         let th = p.threshold();
         loop {
             let r = p.timeline.wait(
                 |v| v <= th,
-                DEFAULT_SPIN,
+                spin,
                 Some(Instant::now() + std::time::Duration::from_millis(50)),
             );
             match r {
