@@ -201,10 +201,8 @@ fn queue_buffer_checks() {
     a.ctx_save_restore_address = b.next;
     ioctl::create_queue(d, &mut a).unwrap();
     // While a queue uses a BO, it cannot be unmapped.
-    let ring_handle = {
-        // The ring BO was the first allocation on GPU 0: id 0.
-        (u64::from(dev.gpus[0]) << 32) | 0
-    };
+    // The ring BO was the first allocation on GPU 0: idr id 0.
+    let ring_handle = u64::from(dev.gpus[0]) << 32;
     let mut n = 0;
     assert_eq!(
         errno(ioctl::unmap_memory_from_gpu(
