@@ -48,13 +48,16 @@ pub const PRIORITY_LEAST: i32 = 1;
 /// HIP's greatest (highest) stream priority, as CLR reports it.
 pub const PRIORITY_GREATEST: i32 = -1;
 
-/// KFD queue priority for a HIP priority (clamped): low 5, normal 7, high 9 — libhsakmt
-/// adds 7 to `HSA_QUEUE_PRIORITY_{LOW,NORMAL,HIGH}` = -2, 0, 2 (see firmware-notes).
+/// KFD queue priority for a HIP priority (clamped): low 0, normal 7, high 11. ROCr maps
+/// HSA_AMD_QUEUE_PRIORITY_{LOW,NORMAL,HIGH} to HSA_QUEUE_PRIORITY_{MINIMUM,NORMAL,HIGH}
+/// (core/runtime/counted_queue_manager.cpp), and libhsakmt's `priority_map`
+/// {0,3,5,7,9,11,15} turns those (-3, 0, 2) into KFD priorities 0, 7, 11 — the low,
+/// medium and high pipe priority bands of the kernel (see firmware-notes/runtime.md).
 fn kfd_priority(p: i32) -> u32 {
     match p.clamp(PRIORITY_GREATEST, PRIORITY_LEAST) {
-        1 => 5,
+        1 => 0,
         0 => 7,
-        _ => 9,
+        _ => 11,
     }
 }
 
