@@ -42,8 +42,6 @@ pub(crate) struct Bo {
     pub(crate) mem: BoMem,
     /// Render-node mmap offset (DRM fake offset), 0 for none.
     pub(crate) drm_offset: u64,
-    /// GPUs this BO was ever mapped on (attachments exist until FREE).
-    pub(crate) attached: BTreeSet<usize>,
     /// GPUs it is mapped on now.
     pub(crate) mapped: BTreeSet<usize>,
     /// VRAM charged (page-aligned, 2 MiB-aligned).
@@ -321,7 +319,6 @@ impl Emu {
                 flags,
                 mem,
                 drm_offset,
-                attached: BTreeSet::new(),
                 mapped: BTreeSet::new(),
                 vram_charge,
                 system_charge,
@@ -410,7 +407,6 @@ impl Emu {
                 };
                 self.vm.insert(peer, entry)?;
                 let bo = st.bos.get_mut(&handle).ok_or(Errno::NOMEM)?;
-                bo.attached.insert(peer);
                 bo.mapped.insert(peer);
             }
             *n_success = i + 1;
@@ -439,18 +435,18 @@ impl Emu {
         for i in *n_success..n_devices {
             let peer = self.gpu_idx(gpu_ids[i as usize]).ok_or(Errno::INVAL)?;
             let bo = st.bos.get(&handle).ok_or(Errno::NOMEM)?;
-            if !bo.attached.contains(&peer) {
+            // amdgpu_amdkfd_gpuvm_unmap_memory_from_gpu: no VM where the BO is mapped
+            // ("the BO wasn't actually mapped") is EINVAL.
+            if !bo.mapped.contains(&peer) {
                 return Err(Errno::INVAL);
             }
-            if bo.mapped.contains(&peer) {
-                if Self::queue_uses(&st, peer, bo.va, bo.size) {
-                    return Err(Errno::BUSY);
-                }
-                self.vm.remove_bo(peer, handle);
-                self.gpus[peer].engines.flush_tlb();
-                if let Some(bo) = st.bos.get_mut(&handle) {
-                    bo.mapped.remove(&peer);
-                }
+            if Self::queue_uses(&st, peer, bo.va, bo.size) {
+                return Err(Errno::BUSY);
+            }
+            self.vm.remove_bo(peer, handle);
+            self.gpus[peer].engines.flush_tlb();
+            if let Some(bo) = st.bos.get_mut(&handle) {
+                bo.mapped.remove(&peer);
             }
             *n_success = i + 1;
         }
@@ -643,7 +639,6 @@ impl Emu {
                 flags,
                 mem: BoMem::Pages(Arc::new(backing)),
                 drm_offset,
-                attached: BTreeSet::new(),
                 mapped: BTreeSet::new(),
                 vram_charge: (0, 0),
                 system_charge: 0,
