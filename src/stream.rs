@@ -162,6 +162,10 @@ pub(crate) struct StreamInner {
     /// Queue id of the last submitted packet (stored before `submitted`).
     queue_id: AtomicU32,
     failed: AtomicBool,
+    /// For each other timeline this stream has ordered itself after (event waits,
+    /// implicit null-stream waits, explicit point waits): the furthest point. Used by the
+    /// stream-ordered allocator's ReuseFollowEventDependencies.
+    waited: Mutex<Vec<(u64, u64)>>,
     error: Mutex<Option<String>>,
     pub(crate) state: Mutex<StreamState>,
     /// The stream's SDMA queue and ordering words, created with its first large copy.
@@ -384,6 +388,7 @@ impl Stream {
             submitted: AtomicU64::new(0),
             queue_id: AtomicU32::new(queue.queue_id()),
             failed: AtomicBool::new(false),
+            waited: Mutex::new(Vec::new()),
             error: Mutex::new(None),
             state: Mutex::new(StreamState { queue, dedicated }),
             sdma: Mutex::new(None),
@@ -523,6 +528,16 @@ impl Stream {
             deps.push(p);
         }
         s.dev.implicit_deps(s, &mut deps);
+        if !matches!(deps, Deps::None) {
+            let mut w = s.waited.lock().unwrap_or_else(|e| e.into_inner());
+            for p in deps.as_slice() {
+                let h = p.timeline.handle();
+                match w.iter_mut().find(|(t, _)| *t == h) {
+                    Some(e) => e.1 = e.1.max(p.target),
+                    None => w.push((h, p.target)),
+                }
+            }
+        }
         let qid = st.queue.queue_id();
         let needs_wait = deps
             .as_slice()
@@ -693,6 +708,36 @@ impl Stream {
         }
         self.submit(false, Some(p), 0, |_, _, _| unreachable_packet())?;
         Ok(())
+    }
+
+    /// The stream's completion point now: all work enqueued so far.
+    #[allow(dead_code)] // used by the stream-ordered allocator (issue 7)
+    pub(crate) fn point_now(&self) -> Point {
+        self.inner.point()
+    }
+
+    /// Order later work of this stream after `p` (a point of any stream or GPU of the
+    /// device); nothing is submitted when `p` is complete or already in this queue's order.
+    #[allow(dead_code)] // used by the stream-ordered allocator (issue 7)
+    pub(crate) fn wait_for_point(&self, p: Point) -> Result<()> {
+        if p.timeline.handle() == self.inner.timeline.handle() {
+            return Ok(());
+        }
+        self.submit(false, Some(p), 0, |_, _, _| unreachable_packet())?;
+        Ok(())
+    }
+
+    /// Whether this stream's later work is already ordered after `p`: `p` is on this
+    /// stream, or the stream waited (event / null-stream / point wait) for a point at or
+    /// past `p` on `p`'s timeline. Completion of `p` is not considered here.
+    #[allow(dead_code)] // used by the stream-ordered allocator (issue 7)
+    pub(crate) fn ordered_after(&self, p: &Point) -> bool {
+        let h = p.timeline.handle();
+        if h == self.inner.timeline.handle() {
+            return true;
+        }
+        let w = self.inner.waited.lock().unwrap_or_else(|e| e.into_inner());
+        w.iter().any(|&(t, target)| t == h && target >= p.target)
     }
 
     /// Record a completion point (what an event captures), with an optional timestamp
