@@ -159,6 +159,11 @@ pub fn fuzz_ring_report(data: &[u8]) -> FuzzReport {
         }
         std::thread::sleep(Duration::from_micros(200));
     }
+    // Surface an engine-thread panic as a panic of the caller (the fuzzer's crash).
+    assert!(
+        !engines.engine_crashed(),
+        "an emulated engine thread panicked"
+    );
     let mut report = FuzzReport {
         rptr: [0; 3],
         wptr: [0; 3],

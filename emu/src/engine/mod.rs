@@ -337,6 +337,15 @@ impl GpuEngines {
         self.inner.clock.hz()
     }
 
+    /// True when an engine thread of this GPU stopped on an internal error (an emulator
+    /// bug; its queues were faulted with "internal error in the emulated engine").
+    pub fn engine_crashed(&self) -> bool {
+        self.inner
+            .engines
+            .iter()
+            .any(|e| e.crashed.load(Ordering::Acquire))
+    }
+
     /// Invalidate the engines' cached translations (call after unmapping GPU memory).
     /// Accesses that start after this returns resolve addresses again.
     pub fn flush_tlb(&self) {

@@ -119,6 +119,8 @@ pub(crate) struct EngineShared {
     doorbells: AtomicU64,
     paused: AtomicBool,
     shutdown: AtomicBool,
+    /// Set when the engine thread panicked (an emulator bug).
+    pub(crate) crashed: AtomicBool,
     thread: OnceLock<Thread>,
     join: Mutex<Option<JoinHandle<()>>>,
 }
@@ -134,6 +136,7 @@ impl EngineShared {
             doorbells: AtomicU64::new(0),
             paused: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
+            crashed: AtomicBool::new(false),
             thread: OnceLock::new(),
             join: Mutex::new(None),
         }
@@ -149,8 +152,26 @@ impl EngineShared {
         let inner2 = inner.clone();
         match std::thread::Builder::new()
             .name(self.name.clone())
-            .spawn(move || engine_main(me, inner2, index))
-        {
+            .spawn(move || {
+                let run =
+                    std::panic::AssertUnwindSafe(|| engine_main(me.clone(), inner2.clone(), index));
+                if std::panic::catch_unwind(run).is_err() {
+                    // An emulator bug: stop this engine's queues visibly instead of hanging.
+                    me.crashed.store(true, Ordering::Release);
+                    let list = me.queues.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    for q in list {
+                        q.set_fault(
+                            &inner2,
+                            0,
+                            None,
+                            "internal error in the emulated engine".into(),
+                        );
+                    }
+                    let mut a = me.ack.lock().unwrap_or_else(|e| e.into_inner());
+                    *a = u64::MAX;
+                    me.ack_cv.notify_all();
+                }
+            }) {
             Ok(h) => {
                 let _ = self.thread.set(h.thread().clone());
                 *j = Some(h);
