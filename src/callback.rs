@@ -183,6 +183,9 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                 (p.f)(status);
                 IN_CALLBACK.with(|c| c.set(false));
                 p.gate.store_relaxed(0);
+                // The CP polls the barrier's dependency by itself; the notification only
+                // lets an emulated engine re-poll now (a no-op on hardware).
+                dev.backend.doorbell_written(p.hold.queue_id);
                 cb.retired
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())

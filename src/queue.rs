@@ -41,6 +41,9 @@ unsafe impl Sync for DoorbellPage {}
 struct Submit {
     /// Next packet index to hand out (== write_dispatch_id after publication).
     next: u64,
+    /// Last read index seen: re-read (a cache line the CP writes) only when the ring
+    /// looks full by this value.
+    read_seen: u64,
 }
 
 /// An AQL queue on one GPU.
@@ -205,7 +208,10 @@ impl AqlQueue {
             _eop: eop,
             _cwsr: cwsr,
             doorbell,
-            submit: Mutex::new(Submit { next: 0 }),
+            submit: Mutex::new(Submit {
+                next: 0,
+                read_seen: 0,
+            }),
             priority,
         })
     }
@@ -262,7 +268,11 @@ impl AqlQueue {
         let last = first + count as u64 - 1;
         // Wait for space: the slot of `last` must have been consumed.
         let mut spins = 0u32;
-        while last - self.read_index() >= self.slots as u64 {
+        while last - g.read_seen >= self.slots as u64 {
+            g.read_seen = self.read_index();
+            if last - g.read_seen < self.slots as u64 {
+                break;
+            }
             spins += 1;
             if spins < 1000 {
                 std::hint::spin_loop();

@@ -516,8 +516,9 @@ impl Stream {
         blocking: bool,
         extra: Option<Point>,
         n: u32,
+        want_point: bool,
         mut build: impl FnMut(u32, IbSlot<'_>, u64) -> Result<AqlPacket>,
-    ) -> Result<Point> {
+    ) -> Result<Option<Point>> {
         let s = &*self.inner;
         if let Some(e) = s.sticky_error() {
             return Err(e);
@@ -559,7 +560,7 @@ impl Stream {
         };
         let total = waits.len() as u32 + n;
         if total == 0 {
-            return Ok(s.point());
+            return Ok(want_point.then(|| s.point()));
         }
         let handle = s.timeline.handle();
         let mut err = None;
@@ -587,14 +588,17 @@ impl Stream {
         let new = s.submitted.load(Ordering::Relaxed) + total as u64;
         s.submitted.store(new, Ordering::Release);
         drop(st);
+        if !want_point && err.is_none() {
+            return Ok(None);
+        }
         match err {
             Some(e) => Err(e),
-            None => Ok(Point {
+            None => Ok(Some(Point {
                 timeline: s.timeline.clone(),
                 target: new,
                 queue_id: qid,
                 gpu_index: s.gpu_index,
-            }),
+            })),
         }
     }
 
@@ -648,7 +652,7 @@ impl Stream {
         };
         check_addr(call, addr, bits, flags)?;
         let fam = self.family()?;
-        self.submit(false, None, 1, |_, ib, h| {
+        self.submit(false, None, 1, false, |_, ib, h| {
             let n = cmd::write_mem(fam, ib.words, addr, value, bits)?;
             Ok(pm4_ib_packet(ib.va, n as u32, h))
         })?;
@@ -681,7 +685,7 @@ impl Stream {
             return Ok(());
         }
         let fam = self.family()?;
-        self.submit(true, None, 1, |_, ib, h| {
+        self.submit(true, None, 1, false, |_, ib, h| {
             let n = cmd::wait_mem(fam, ib.words, addr, bits, c)?;
             Ok(pm4_ib_packet(ib.va, n as u32, h))
         })?;
@@ -706,7 +710,7 @@ impl Stream {
         if p.done() {
             return Ok(());
         }
-        self.submit(false, Some(p), 0, |_, _, _| unreachable_packet())?;
+        self.submit(false, Some(p), 0, false, |_, _, _| unreachable_packet())?;
         Ok(())
     }
 
@@ -723,7 +727,7 @@ impl Stream {
         if p.timeline.handle() == self.inner.timeline.handle() {
             return Ok(());
         }
-        self.submit(false, Some(p), 0, |_, _, _| unreachable_packet())?;
+        self.submit(false, Some(p), 0, false, |_, _, _| unreachable_packet())?;
         Ok(())
     }
 
@@ -745,12 +749,13 @@ impl Stream {
     pub(crate) fn record(&self, ts_addr: Option<u64>) -> Result<Point> {
         let fam = self.family()?;
         match ts_addr {
-            None => self.submit(false, None, 0, |_, _, _| unreachable_packet()),
-            Some(addr) => self.submit(false, None, 1, |_, ib, h| {
+            None => self.submit(false, None, 0, true, |_, _, _| unreachable_packet()),
+            Some(addr) => self.submit(false, None, 1, true, |_, ib, h| {
                 let n = cmd::timestamp(fam, ib.words, addr)?;
                 Ok(pm4_ib_packet(ib.va, n as u32, h))
             }),
         }
+        .and_then(|p| p.ok_or_else(|| Error::new(ErrorKind::Driver, "Stream::record", "no point")))
     }
 
     /// Submit `n` packets that may wait on something outside the queue (the stream moves
@@ -759,8 +764,8 @@ impl Stream {
         &self,
         n: u32,
         build: impl FnMut(u32, IbSlot<'_>, u64) -> Result<AqlPacket>,
-    ) -> Result<Point> {
-        self.submit(true, None, n, build)
+    ) -> Result<()> {
+        self.submit(true, None, n, false, build).map(|_| ())
     }
 
     /// Submit `n` packets built from the slot's indirect buffer (non-blocking commands).
@@ -768,20 +773,22 @@ impl Stream {
         &self,
         n: u32,
         mut build: impl FnMut(IbSlot<'_>, u64) -> Result<AqlPacket>,
-    ) -> Result<Point> {
-        self.submit(false, None, n, |_, ib, h| build(ib, h))
+    ) -> Result<()> {
+        self.submit(false, None, n, false, |_, ib, h| build(ib, h))
+            .map(|_| ())
     }
 
     /// A barrier packet held until `gate` reaches 0 (the hold behind a callback).
     pub(crate) fn hold_until(&self, gate: &Signal) -> Result<Point> {
         let g = gate.handle();
-        self.submit(true, None, 1, |_, _, h| {
+        self.submit(true, None, 1, true, |_, _, h| {
             Ok(AqlPacket::BarrierAnd(Barrier {
                 control: PacketControl::SYSTEM_BARRIER,
                 dep_signals: [g, 0, 0, 0, 0],
                 completion_signal: h,
             }))
-        })
+        })?
+        .ok_or_else(|| Error::new(ErrorKind::Driver, "Stream::hold_until", "no point"))
     }
 
     fn family(&self) -> Result<pm4::GfxFamily> {
