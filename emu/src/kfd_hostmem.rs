@@ -184,6 +184,42 @@ pub(crate) fn check_user_range(addr: u64, len: u64) -> Result<(), Errno> {
     }
 }
 
+/// True when every page of `[addr, addr+len)` is mapped readable and writable right now
+/// (from /proc/self/maps). The engines only get windows over such user memory, so they
+/// never touch a PROT_NONE or read-only page.
+pub(crate) fn user_range_rw(addr: u64, len: u64) -> bool {
+    let Some(end) = addr.checked_add(len) else {
+        return false;
+    };
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return false;
+    };
+    let mut cur = addr;
+    for line in maps.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else {
+            continue;
+        };
+        if hi <= cur {
+            continue;
+        }
+        if lo > cur || !perms.starts_with("rw") {
+            return false;
+        }
+        cur = hi;
+        if cur >= end {
+            return true;
+        }
+    }
+    false
+}
+
 /// End of the user address space the emulator accepts (x86-64 4-level paging:
 /// `TASK_SIZE_MAX` = 0x7fff_ffff_f000).
 pub(crate) const USER_VA_END: u64 = 0x7fff_ffff_f000;

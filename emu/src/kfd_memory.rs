@@ -16,7 +16,9 @@ use rustix::io::Errno;
 use rustix::mm::ProtFlags;
 
 use crate::gpumem::{Fault, FaultKind, GpuMemory, MemWindow};
-use crate::kfd_hostmem::{check_user_range, page_align, Backing, UserRange, BO_MEMFD_PREFIX, PAGE};
+use crate::kfd_hostmem::{
+    check_user_range, page_align, user_range_rw, Backing, UserRange, BO_MEMFD_PREFIX, PAGE,
+};
 use crate::kfd_process::{
     file_id, Emu, Proc, DOORBELL_SLICE, DRM_FILE_PAGE_OFFSET_START, GPUVM_BASE, GPUVM_END,
     VRAM_AVAILABILITY_ALIGN,
@@ -294,7 +296,11 @@ impl Emu {
             if st.system_used.saturating_add(size) > self.system_limit {
                 return Err(Errno::NOMEM);
             }
+            // get_user_pages for a writable userptr BO needs readable, writable pages.
             check_user_range(addr, size)?;
+            if !user_range_rw(addr, size) {
+                return Err(Errno::FAULT);
+            }
             system_charge = size;
             BoMem::User(Arc::new(UserRange { addr, len: size }))
         } else if f.contains(AllocFlags::DOORBELL) {
@@ -398,6 +404,9 @@ impl Emu {
                 }
                 if let BoMem::User(u) = &bo.mem {
                     check_user_range(u.addr, u.len)?;
+                    if !user_range_rw(u.addr, u.len) {
+                        return Err(Errno::FAULT);
+                    }
                 }
                 let entry = VmEntry {
                     start: bo.va,

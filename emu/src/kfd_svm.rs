@@ -16,7 +16,7 @@ use kfd::abi::{self, SvmAttribute};
 use rustix::io::Errno;
 
 use crate::gpumem::MemWindow;
-use crate::kfd_hostmem::{check_user_range, UserRange, PAGE};
+use crate::kfd_hostmem::{check_user_range, user_range_rw, UserRange, PAGE};
 use crate::kfd_memory::{VmEntry, VmOwner};
 use crate::kfd_process::{Emu, Proc};
 
@@ -327,6 +327,8 @@ impl Emu {
                 .ranges
                 .iter()
                 .filter(|(_, r)| (r.access | r.aip) & bit != 0)
+                // Only memory the CPU has readable and writable now gets a GPU window.
+                .filter(|(s, r)| user_range_rw(*s << 12, (r.last - *s + 1) << 12))
                 .map(|(s, r)| {
                     let start = s << 12;
                     let len = (r.last - s + 1) << 12;

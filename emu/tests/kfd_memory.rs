@@ -458,8 +458,8 @@ fn userptr() {
         flags: abi::KFD_IOC_ALLOC_MEM_FLAGS_USERPTR,
         ..Default::default()
     };
-    // A PROT_NONE reservation is mapped, so it registers; a hole does not.
-    ioctl::alloc_memory_of_gpu(b, &mut u).unwrap();
+    // A PROT_NONE reservation is mapped but not accessible: EFAULT, like a hole.
+    assert_eq!(errno(ioctl::alloc_memory_of_gpu(b, &mut u)), Errno::FAULT);
     let hole = r.base + 8 * MIB * 1024;
     u.va_addr = hole;
     u.mmap_offset = hole;

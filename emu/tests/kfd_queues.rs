@@ -610,3 +610,105 @@ fn sdma_queue_end_to_end() {
     ));
     ioctl::destroy_queue(d, q.queue_id).unwrap();
 }
+
+#[test]
+fn aql_queue_end_to_end_signal_wakes_wait_events() {
+    use pm4::aql::{AqlPacket, Barrier, PacketControl};
+    let dev = open("emu:mi300x");
+    let d = dev.b();
+    let b = bufs(&dev, 0);
+    // Ring slots start INVALID (header type 1).
+    for slot in 0..(RING / 64) {
+        // SAFETY: within the ring BO.
+        unsafe {
+            b.ring_ptr
+                .add((slot * 64) as usize)
+                .cast::<u16>()
+                .write_volatile(1)
+        };
+    }
+    let sig_va = b.next;
+    let (_, sig) = gtt(&dev, 0, sig_va, 4096);
+    let page_va = sig_va + 2 * MIB;
+    let (page_handle, page) = gtt(&dev, 0, page_va, 32768);
+    let mut ev = abi::CreateEventArgs {
+        event_type: abi::KFD_IOC_EVENT_SIGNAL,
+        auto_reset: 1,
+        event_page_offset: page_handle,
+        ..Default::default()
+    };
+    ioctl::create_event(d, &mut ev).unwrap();
+    // amd_signal_t: kind, value 1, event_mailbox_ptr = the event's slot, event_id.
+    // SAFETY: the signal BO is mapped.
+    unsafe {
+        let s = sig.cast::<u64>();
+        s.write_volatile(1);
+        s.add(1).write_volatile(1);
+        s.add(2)
+            .write_volatile(page_va + u64::from(ev.event_id) * 8);
+        s.add(3).write_volatile(u64::from(ev.event_id));
+    }
+    let mut q = aql_args(&dev, 0, &b);
+    ioctl::create_queue(d, &mut q).unwrap();
+    // SAFETY: a fresh mapping of the doorbell slice.
+    let db = unsafe {
+        d.mmap(
+            MmapFile::Kfd,
+            q.doorbell_offset & !0x1fff,
+            8192,
+            None,
+            Prot::READ | Prot::WRITE,
+        )
+    }
+    .unwrap()
+    .as_ptr()
+    .cast::<u64>();
+    let pkt = AqlPacket::BarrierAnd(Barrier {
+        control: PacketControl::SYSTEM_BARRIER,
+        dep_signals: [0; 5],
+        completion_signal: sig_va,
+    });
+    let words = pkt.encode();
+    // Body first, then write_dispatch_id, then the header (release), then the doorbell.
+    // SAFETY: slot 0 of the ring, the pointer page and the doorbell slice are mapped.
+    unsafe {
+        for (i, w) in words.iter().enumerate().skip(1) {
+            b.ring_ptr.add(i * 4).cast::<u32>().write_volatile(*w);
+        }
+        b.ptrs_ptr.add(0x38).cast::<u64>().write_volatile(1);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        b.ring_ptr.cast::<u32>().write_volatile(words[0]);
+        db.add((q.doorbell_offset & 0x1fff) as usize / 8)
+            .write_volatile(0);
+    }
+    d.doorbell_written(q.queue_id);
+    let mut events = [EventData::for_signal(ev.event_id, 0)];
+    let r = ioctl::wait_events(d, &mut events, false, 20_000).unwrap();
+    assert_eq!(
+        r,
+        abi::KFD_IOC_WAIT_RESULT_COMPLETE,
+        "the completion signal's mailbox raised the event"
+    );
+    // SAFETY: mapped BOs.
+    unsafe {
+        assert_eq!(
+            sig.cast::<u64>().add(1).read_volatile(),
+            0,
+            "signal decremented"
+        );
+        assert_eq!(
+            b.ptrs_ptr.add(0x80).cast::<u64>().read_volatile(),
+            1,
+            "read_dispatch_id advanced"
+        );
+        let slot = page.cast::<u64>().add(ev.event_id as usize).read_volatile();
+        assert_eq!(
+            slot,
+            kfd_emu::UNSIGNALED_EVENT_SLOT,
+            "KFD acknowledged the slot"
+        );
+    }
+    assert_eq!(dev.emu.queue_status(q.queue_id), Some(QueueStatus::Active));
+    ioctl::destroy_queue(d, q.queue_id).unwrap();
+    assert_eq!(dev.emu.queue_status(q.queue_id), None);
+}
