@@ -5,6 +5,7 @@
 
 mod args;
 mod bench;
+mod check;
 mod disasm;
 mod info;
 
@@ -20,6 +21,7 @@ USAGE:
     kfdrt <COMMAND> [OPTIONS]
 
 COMMANDS:
+    check     Conformance run of the device: named checks, a table, non-zero exit on failure
     info      Print the device's agents (rocminfo's essentials)
     disasm    Decode PM4, AQL or SDMA packets from a file
     bench     Host-side cost and latency of stream, event and callback calls
@@ -31,6 +33,44 @@ DEVICE SELECTION (every command that opens a device):
 
 EXIT CODES:
     0 success, 1 check failure / undecodable input, 2 usage error, 3 device error
+";
+
+const CHECK_HELP: &str = "\
+kfdrt check — conformance run of the device (real or emulated) through kfdrt: named checks
+grouped as topology, memory, queues, pm4, aql, sdma, events, signals, streams, xstream
+(events across streams and GPUs), callbacks, memops (stream memory ops) and faults. Each
+check asserts values and order. A check that needs something the device lacks (a second
+GPU, SVM, a private KFD process) is SKIPPED with the reason, never passed.
+
+Prints a progress line per check to stderr, then a table (check, result, time, detail on
+failure or skip) and a summary `N passed, N failed, N skipped` to stdout.
+
+USAGE:
+    kfdrt check [--device SPEC] [--only PATTERN] [--json] [--repeat N] [--timeout SECS]
+                [--list] [--inject-fault]
+
+OPTIONS:
+    --device SPEC     device to check (see `kfdrt help`)
+    --only PATTERN    only checks whose name or group contains PATTERN (comma-separated
+                      patterns: any may match)
+    --json            machine-readable report (an object with results and summary)
+    --repeat N        run the selected checks N times (default 1)
+    --timeout SECS    per-check deadline; a check still running then FAILS as
+                      \"timeout\" (default 20)
+    --list            list the checks with what each asserts, and exit
+    --inject-fault    self-test of the checker: add `selftest.injected_fault`, which
+                      provokes a queue fault while expecting a fault-free run, so it
+                      FAILS and the run exits 1
+
+EXIT CODES:
+    0 every check passed or was skipped; 1 some check failed; 2 usage error (including
+    a PATTERN that matches no check); 3 the device could not be opened
+
+EXAMPLES:
+    kfdrt check
+    kfdrt check --device emu:mi250x*2 --only xstream,memory
+    kfdrt check --only sdma --repeat 10 --json > sdma.json
+    kfdrt check --inject-fault; echo $?      # prints the failing self-test, exits 1
 ";
 
 const INFO_HELP: &str = "\
@@ -104,11 +144,13 @@ fn main() -> ExitCode {
     };
     let rest = &argv[1..];
     match cmd.as_str() {
+        "check" => cmd_check(rest),
         "info" => cmd_info(rest),
         "disasm" => cmd_disasm(rest),
         "bench" => cmd_bench(rest),
         "help" | "--help" | "-h" => {
             match rest.first().map(String::as_str) {
+                Some("check") => print!("{CHECK_HELP}"),
                 Some("info") => print!("{INFO_HELP}"),
                 Some("disasm") => print!("{DISASM_HELP}"),
                 Some("bench") => print!("{BENCH_HELP}"),
@@ -234,6 +276,121 @@ fn cmd_disasm(argv: &[String]) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+fn cmd_check(argv: &[String]) -> ExitCode {
+    if wants_help(argv) {
+        print!("{CHECK_HELP}");
+        return ExitCode::SUCCESS;
+    }
+    let args = match Args::parse(
+        argv,
+        &["device", "only", "repeat", "timeout"],
+        &["json", "list", "inject-fault"],
+    ) {
+        Ok(a) => a,
+        Err(e) => return usage_error("check", &e, CHECK_HELP),
+    };
+    if let Some(p) = args.positional.first() {
+        return usage_error("check", &format!("unexpected argument {p:?}"), CHECK_HELP);
+    }
+    let repeat = match args.value("repeat").map(str::parse::<u32>) {
+        None => 1,
+        Some(Ok(n)) if (1..=10_000).contains(&n) => n,
+        Some(_) => {
+            return usage_error("check", "--repeat needs a number from 1 to 10000", CHECK_HELP)
+        }
+    };
+    let timeout = match args.value("timeout").map(str::parse::<f64>) {
+        None => std::time::Duration::from_secs(20),
+        Some(Ok(s)) if s > 0.0 && s <= 86_400.0 => std::time::Duration::from_secs_f64(s),
+        Some(_) => {
+            return usage_error(
+                "check",
+                "--timeout needs a number of seconds > 0",
+                CHECK_HELP,
+            )
+        }
+    };
+    let checks = check::select(
+        check::registry(args.flag("inject-fault")),
+        args.value("only"),
+    );
+    if checks.is_empty() {
+        return usage_error(
+            "check",
+            &format!(
+                "--only {:?} matches no check (see `kfdrt check --list`)",
+                args.value("only").unwrap_or_default()
+            ),
+            CHECK_HELP,
+        );
+    }
+    if args.flag("list") {
+        print!("{}", check::render_list(&checks));
+        return ExitCode::SUCCESS;
+    }
+    let spec = match args.value("device") {
+        Some(s) => kfdrt::DeviceSpec::parse(s),
+        None => kfdrt::DeviceSpec::from_env(),
+    };
+    let dev = match spec.and_then(|spec| {
+        kfdrt::open_backend(&spec)
+            .and_then(kfdrt::Device::with_backend)
+            .map(|d| (d, spec))
+    }) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("kfdrt check: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    let device = describe_device(&dev.0);
+    let ctx = std::sync::Arc::new(check::Ctx::new(dev.0, &dev.1));
+    let json = args.flag("json");
+    if !json {
+        println!("# device {device}");
+    }
+    let t = std::time::Instant::now();
+    let records = check::run(&ctx, &checks, repeat, timeout, |i, n, name| {
+        eprintln!("[{i}/{n}] {name} ...");
+    });
+    let wall = t.elapsed();
+    if json {
+        println!("{}", check::render_json(&records, &device, repeat, wall));
+    } else {
+        print!("{}", check::render_table(&records, repeat));
+        println!("{}", check::summary_line(&records, wall));
+        let failed: Vec<&str> = records
+            .iter()
+            .filter(|r| matches!(r.outcome, check::Outcome::Fail(_)))
+            .map(|r| r.name)
+            .collect();
+        if !failed.is_empty() {
+            println!("FAILED: {}", failed.join(", "));
+        }
+    }
+    if check::summary(&records).1 > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// One line naming the device: backend, GPUs and KFD version.
+fn describe_device(dev: &kfdrt::Device) -> String {
+    let gpus: Vec<String> = dev
+        .gpus()
+        .iter()
+        .map(|g| format!("{} ({} CUs)", g.gfx_name(), g.cu_count()))
+        .collect();
+    format!(
+        "{:?}: {}, KFD {}.{}",
+        dev.backend().kind(),
+        gpus.join(", "),
+        dev.kfd_version().0,
+        dev.kfd_version().1
+    )
 }
 
 /// The host CPU and core count, for reports.

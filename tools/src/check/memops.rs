@@ -1,0 +1,136 @@
+//! memops: stream memory operations (writeValue / waitValue, 32 and 64 bit).
+
+use std::sync::atomic::Ordering;
+
+use kfdrt::cmd::{WAIT_VALUE_AND, WAIT_VALUE_EQ, WAIT_VALUE_GTE, WAIT_VALUE_NOR};
+use kfdrt::{ErrorKind, MemoryKind};
+
+use super::raw::Scratch;
+use super::{ensure, pass, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};
+
+/// The stream memory-op checks.
+pub fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            name: "memops.write_value_widths",
+            what: "writeValue32 writes 4 bytes and writeValue64 8 bytes (above 2^32) without touching neighbours",
+            run: write_widths,
+        },
+        Check {
+            name: "memops.wait_value32_gte_holds",
+            what: "waitValue32 GEQ holds later work at 4 < 5 and releases it at 7",
+            run: wait32_gte,
+        },
+        Check {
+            name: "memops.wait_value64_eq_and_nor",
+            what: "waitValue64 EQ (masked), AND and NOR release in turn as memory changes",
+            run: wait64_conditions,
+        },
+        Check {
+            name: "memops.invalid_args_rejected",
+            what: "bad flags and unaligned addresses are InvalidValue; a NOR with a partial mask never waits",
+            run: invalid_args,
+        },
+    ]
+}
+
+fn write_widths(ctx: &Ctx) -> CheckResult {
+    let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
+    m.write(0, &[0xaa; 64]);
+    let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    s.write_value32(m.va(4), 0x1234_5678, 0).or_fail("write_value32")?;
+    s.write_value64(m.va(16), 0x0123_4567_89ab_cdef, 0)
+        .or_fail("write_value64")?;
+    s.synchronize().or_fail("synchronize")?;
+    let got = m.read(0, 64);
+    let mut want = vec![0xaa; 64];
+    want[4..8].copy_from_slice(&0x1234_5678u32.to_le_bytes());
+    want[16..24].copy_from_slice(&0x0123_4567_89ab_cdefu64.to_le_bytes());
+    if let Some(i) = (0..64).find(|&i| got[i] != want[i]) {
+        return Err(format!("byte {i} = {:#x}, want {:#x}", got[i], want[i]));
+    }
+    pass()
+}
+
+fn wait32_gte(ctx: &Ctx) -> CheckResult {
+    let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
+    let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    s.wait_value32(m.va(0), 5, WAIT_VALUE_GTE, u32::MAX)
+        .or_fail("wait_value32")?;
+    s.write_value32(m.va(64), 1, 0).or_fail("write_value32")?;
+    settle();
+    ensure!(m.u32(64).load(Ordering::Acquire) == 0, "write ran with memory 0 < 5");
+    m.u32(0).store(4, Ordering::Release);
+    settle();
+    ensure!(m.u32(64).load(Ordering::Acquire) == 0, "write ran with memory 4 < 5");
+    m.u32(0).store(7, Ordering::Release);
+    s.synchronize().or_fail("synchronize")?;
+    ensure!(m.u32(64).load(Ordering::Acquire) == 1, "write missing after 7 >= 5");
+    pass()
+}
+
+fn wait64_conditions(ctx: &Ctx) -> CheckResult {
+    let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
+    let (cell, out) = (m.u64(0), m.u64(64));
+    let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let big = 0x5_0000_0001u64;
+    s.wait_value64(m.va(0), 0x5_0000_0000, WAIT_VALUE_EQ, 0xffff_ffff_0000_0000)
+        .or_fail("wait EQ")?;
+    s.write_value64(m.va(64), big, 0).or_fail("write")?;
+    s.wait_value64(m.va(0), 0x8_0000_0000, WAIT_VALUE_AND, u64::MAX)
+        .or_fail("wait AND")?;
+    s.write_value64(m.va(64), big + 1, 0).or_fail("write")?;
+    s.wait_value64(m.va(0), 0xffff_ffff_ffff_fffe, WAIT_VALUE_NOR, u64::MAX)
+        .or_fail("wait NOR")?;
+    s.write_value64(m.va(64), big + 2, 0).or_fail("write")?;
+    cell.store(0x4_ffff_ffff, Ordering::Release);
+    settle();
+    ensure!(out.load(Ordering::Acquire) == 0, "EQ released with high word 4");
+    cell.store(0x5_1234_5678, Ordering::Release);
+    wait_for("the write after EQ", WAIT, || out.load(Ordering::Acquire) == big)?;
+    settle();
+    ensure!(
+        out.load(Ordering::Acquire) == big,
+        "AND released with bit 35 clear"
+    );
+    cell.store(u64::MAX, Ordering::Release);
+    wait_for("the write after AND", WAIT, || {
+        out.load(Ordering::Acquire) == big + 1
+    })?;
+    settle();
+    ensure!(
+        out.load(Ordering::Acquire) == big + 1,
+        "NOR released with memory all ones"
+    );
+    cell.store(0xffff_ffff_ffff_fffe, Ordering::Release);
+    s.synchronize().or_fail("synchronize")?;
+    ensure!(out.load(Ordering::Acquire) == big + 2, "write after NOR missing");
+    pass()
+}
+
+fn invalid_args(ctx: &Ctx) -> CheckResult {
+    let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
+    let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let cases: [(&str, kfdrt::Result<()>); 5] = [
+        ("wait flags 4", s.wait_value32(m.va(0), 0, 4, u32::MAX)),
+        ("write flags 1", s.write_value32(m.va(0), 0, 1)),
+        ("write32 at +2", s.write_value32(m.va(2), 0, 0)),
+        ("write64 at +4", s.write_value64(m.va(4), 0, 0)),
+        ("wait64 at +4", s.wait_value64(m.va(4), 0, WAIT_VALUE_GTE, u64::MAX)),
+    ];
+    for (what, r) in cases {
+        match r {
+            Err(e) if e.kind() == ErrorKind::InvalidValue => {}
+            other => return Err(format!("{what}: want InvalidValue, got {other:?}")),
+        }
+    }
+    // NOR with a partial mask holds for every value: the write after it lands at once
+    // even with memory all ones.
+    m.u32(0).store(u32::MAX, Ordering::Release);
+    s.wait_value32(m.va(0), 0, WAIT_VALUE_NOR, 0xff)
+        .or_fail("wait NOR partial mask")?;
+    s.write_value32(m.va(8), 5, 0).or_fail("write")?;
+    s.synchronize().or_fail("synchronize")?;
+    ensure!(m.u32(8).load(Ordering::Acquire) == 5, "write after the no-op NOR missing");
+    pass()
+}

@@ -1,0 +1,475 @@
+//! `kfdrt check`: the device conformance suite.
+//!
+//! Each [`Check`] is a real test of the device through kfdrt (the runtime, or raw KFD
+//! ioctls and packets on [`kfd::Backend`]) that asserts values and order, not only
+//! success codes. The runner executes every selected check on a worker thread with a
+//! deadline, so a hang becomes a failure named "timeout" instead of a stuck run.
+//! A check that needs something the device lacks is skipped with the reason.
+
+mod aql;
+mod callbacks;
+mod events;
+mod faults;
+mod memops;
+mod memory;
+mod pm4;
+mod queues;
+mod raw;
+mod sdma;
+mod signals;
+mod streams;
+mod topology;
+mod xstream;
+
+use std::fmt::Display;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kfdrt::{Device, DeviceSpec};
+
+/// How one run of a check ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The device behaved as required (optional detail: what was measured).
+    Pass(Option<String>),
+    /// The device did not behave as required: what was expected and what happened.
+    Fail(String),
+    /// The check could not run on this device: the reason.
+    Skip(String),
+}
+
+impl Outcome {
+    /// `pass`, `fail` or `skip`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Pass(_) => "pass",
+            Outcome::Fail(_) => "fail",
+            Outcome::Skip(_) => "skip",
+        }
+    }
+    /// The detail text, if any.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Outcome::Pass(d) => d.as_deref(),
+            Outcome::Fail(d) | Outcome::Skip(d) => Some(d),
+        }
+    }
+}
+
+/// What a check function returns: `Err` is a failure with its detail.
+pub type CheckResult = Result<Outcome, String>;
+
+/// A pass without detail.
+pub fn pass() -> CheckResult {
+    Ok(Outcome::Pass(None))
+}
+
+/// A pass with a detail (a measured value).
+pub fn pass_with(detail: impl Into<String>) -> CheckResult {
+    Ok(Outcome::Pass(Some(detail.into())))
+}
+
+/// A skip with its reason.
+pub fn skip(reason: impl Into<String>) -> CheckResult {
+    Ok(Outcome::Skip(reason.into()))
+}
+
+/// Fail with a formatted detail unless the condition holds.
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+pub(crate) use ensure;
+
+/// Turn any displayable error into a failure detail naming the step that failed.
+pub trait OrFail<T> {
+    /// `Err(e)` becomes `"{what}: {e}"`.
+    fn or_fail(self, what: &str) -> Result<T, String>;
+}
+
+impl<T, E: Display> OrFail<T> for Result<T, E> {
+    fn or_fail(self, what: &str) -> Result<T, String> {
+        self.map_err(|e| format!("{what}: {e}"))
+    }
+}
+
+/// One named check.
+#[derive(Clone, Copy)]
+pub struct Check {
+    /// `group.name`.
+    pub name: &'static str,
+    /// One line: what the check asserts.
+    pub what: &'static str,
+    /// The test.
+    pub run: fn(&Ctx) -> CheckResult,
+}
+
+impl Check {
+    /// The group: the part of the name before the first dot.
+    pub fn group(&self) -> &'static str {
+        self.name.split('.').next().unwrap_or(self.name)
+    }
+}
+
+/// Groups in run order, with their descriptions (for `--list` and the README).
+pub const GROUPS: &[(&str, &str)] = &[
+    ("topology", "KFD version, GPU nodes, apertures, clock counters"),
+    ("memory", "VRAM/GTT/USERPTR buffers, KFD memory errno, SVM attributes, peer access"),
+    ("queues", "CREATE_QUEUE argument checks, queue ids, priorities, CU masks"),
+    ("pm4", "PM4 packets: WRITE_DATA, WAIT_REG_MEM, RELEASE_MEM, PM4 compute queues"),
+    ("aql", "AQL barrier-AND/OR, completion signals, read/write dispatch ids"),
+    ("sdma", "SDMA COPY_LINEAR, CONST_FILL, FENCE, POLL_REGMEM, ring wrap"),
+    ("events", "KFD events: SET/WAIT/RESET, timeouts, errno; interrupts from the CP"),
+    ("signals", "amd_signal_t: CP decrements, mailbox interrupts, timestamps"),
+    ("streams", "streams: order, query, synchronize, null stream, destroy while busy"),
+    ("xstream", "events across streams and GPUs: wait on record, re-record, elapsed time"),
+    ("callbacks", "stream callbacks: once, in order, holding later work"),
+    ("memops", "stream memory ops: writeValue/waitValue 32/64-bit conditions"),
+    ("faults", "queue faults: sticky LaunchFailure, no hang, KFD memory exception data"),
+    ("selftest", "checks of the checker (only with --inject-fault)"),
+];
+
+/// Every check, in run order (faults last: a fault may disturb later work on real
+/// hardware). `inject_fault` adds the deliberately failing self-test.
+pub fn registry(inject_fault: bool) -> Vec<Check> {
+    let mut v = Vec::new();
+    v.extend(topology::checks());
+    v.extend(memory::checks());
+    v.extend(queues::checks());
+    v.extend(pm4::checks());
+    v.extend(aql::checks());
+    v.extend(sdma::checks());
+    v.extend(events::checks());
+    v.extend(signals::checks());
+    v.extend(streams::checks());
+    v.extend(xstream::checks());
+    v.extend(callbacks::checks());
+    v.extend(memops::checks());
+    v.extend(faults::checks());
+    if inject_fault {
+        v.push(faults::INJECTED);
+    }
+    v
+}
+
+/// Keep the checks whose name or group contains one of the comma-separated patterns.
+pub fn select(all: Vec<Check>, only: Option<&str>) -> Vec<Check> {
+    let Some(p) = only else { return all };
+    let pats: Vec<&str> = p
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    all.into_iter()
+        .filter(|c| pats.iter().any(|p| c.name.contains(p) || c.group().contains(p)))
+        .collect()
+}
+
+/// What every check gets: the opened device and how to open a private one.
+pub struct Ctx {
+    /// The device under test (shared by the checks).
+    pub dev: Device,
+    /// For the emulator: the spec that opens another, independent emulated device (a
+    /// fresh KFD process). `None` on hardware, where a process has one KFD context.
+    pub private_spec: Option<DeviceSpec>,
+}
+
+impl Ctx {
+    /// Build the context from the device under test and the spec that opened it.
+    pub fn new(dev: Device, spec: &DeviceSpec) -> Ctx {
+        let private_spec = match (dev.backend().kind(), spec) {
+            (kfd::BackendKind::Emulated, DeviceSpec::Emulated(s)) => {
+                Some(DeviceSpec::Emulated(s.clone()))
+            }
+            (kfd::BackendKind::Emulated, _) => Some(DeviceSpec::Emulated("emu".into())),
+            _ => None,
+        };
+        Ctx { dev, private_spec }
+    }
+
+    /// The backend of the device under test.
+    pub fn backend(&self) -> &dyn kfd::Backend {
+        self.dev.backend().as_ref()
+    }
+
+    /// gpu_id of GPU `i`.
+    pub fn gpu_id(&self, i: usize) -> u32 {
+        self.dev.gpus()[i].gpu_id
+    }
+
+    /// A device of its own (a separate KFD process) for checks that provoke faults or
+    /// own the event page; `Err` with a skip reason on hardware.
+    pub fn private_device(&self) -> Result<Device, Outcome> {
+        match &self.private_spec {
+            Some(s) => Device::open_spec(s)
+                .map_err(|e| Outcome::Fail(format!("opening a private emulated device: {e}"))),
+            None => Err(Outcome::Skip(
+                "needs a KFD process of its own; on hardware the runtime owns this one".into(),
+            )),
+        }
+    }
+
+    /// Require `n` GPUs, else a skip naming the count.
+    pub fn need_gpus(&self, n: usize) -> Result<(), Outcome> {
+        let have = self.dev.gpus().len();
+        if have < n {
+            Err(Outcome::Skip(format!(
+                "needs {n} GPUs; the device has {have}"
+            )))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Run `f` for a [`Ctx::private_device`] / [`Ctx::need_gpus`] style precondition:
+/// `Err(outcome)` ends the check with that outcome.
+macro_rules! require {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(o) => return Ok(o),
+        }
+    };
+}
+pub(crate) use require;
+
+/// Poll `f` every 100 µs until it holds; fail naming `what` after `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), String> {
+    let t = Instant::now();
+    while !f() {
+        if t.elapsed() > limit {
+            return Err(format!("timed out after {limit:?} waiting for {what}"));
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    Ok(())
+}
+
+/// The default limit of [`wait_for`] inside checks.
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// Give the device time to do what it must not do; the assertion after this checks it
+/// did not happen (the outcome never depends on this duration).
+pub fn settle() {
+    std::thread::sleep(Duration::from_millis(20));
+}
+
+/// One result row.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// Check name.
+    pub name: &'static str,
+    /// Group.
+    pub group: &'static str,
+    /// 1-based run number (`--repeat`).
+    pub run: u32,
+    /// Outcome.
+    pub outcome: Outcome,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// Run `checks` `repeat` times, each on a worker thread with `timeout`. `progress` is
+/// called before each check with (index from 1, total, name).
+pub fn run(
+    ctx: &Arc<Ctx>,
+    checks: &[Check],
+    repeat: u32,
+    timeout: Duration,
+    mut progress: impl FnMut(usize, usize, &str),
+) -> Vec<Record> {
+    let total = checks.len() * repeat as usize;
+    let mut out = Vec::with_capacity(total);
+    for r in 1..=repeat {
+        for c in checks {
+            progress(out.len() + 1, total, c.name);
+            let t = Instant::now();
+            let outcome = run_one(ctx, *c, timeout);
+            out.push(Record {
+                name: c.name,
+                group: c.group(),
+                run: r,
+                outcome,
+                elapsed: t.elapsed(),
+            });
+        }
+    }
+    out
+}
+
+fn run_one(ctx: &Arc<Ctx>, c: Check, timeout: Duration) -> Outcome {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ctx2 = ctx.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("check {}", c.name))
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (c.run)(&ctx2)));
+            let o = match r {
+                Ok(Ok(o)) => o,
+                Ok(Err(detail)) => Outcome::Fail(detail),
+                Err(p) => {
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "unknown panic".into());
+                    Outcome::Fail(format!("panicked: {msg}"))
+                }
+            };
+            let _ = tx.send(o);
+        });
+    if let Err(e) = spawned {
+        return Outcome::Fail(format!("could not start the check thread: {e}"));
+    }
+    match rx.recv_timeout(timeout) {
+        Ok(o) => o,
+        // The worker is left behind (it may be stuck in the device); the run goes on.
+        Err(_) => Outcome::Fail(format!(
+            "timeout: no result after {:.1} s (the device hung or a wait never completed)",
+            timeout.as_secs_f64()
+        )),
+    }
+}
+
+/// Counts of (passed, failed, skipped).
+pub fn summary(records: &[Record]) -> (usize, usize, usize) {
+    let mut s = (0, 0, 0);
+    for r in records {
+        match r.outcome {
+            Outcome::Pass(_) => s.0 += 1,
+            Outcome::Fail(_) => s.1 += 1,
+            Outcome::Skip(_) => s.2 += 1,
+        }
+    }
+    s
+}
+
+/// The summary line: `N passed, N failed, N skipped`.
+pub fn summary_line(records: &[Record], wall: Duration) -> String {
+    let (p, f, s) = summary(records);
+    format!(
+        "{p} passed, {f} failed, {s} skipped ({} results in {:.2} s)",
+        records.len(),
+        wall.as_secs_f64()
+    )
+}
+
+/// The result table: check, result, time, detail (for failures and skips).
+pub fn render_table(records: &[Record], repeat: u32) -> String {
+    let w = records
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    let mut s = String::new();
+    let run_col = repeat > 1;
+    if run_col {
+        s.push_str("RUN ");
+    }
+    s.push_str(&format!("{:<w$}  {:<6} {:>9}  DETAIL\n", "CHECK", "RESULT", "TIME"));
+    for r in records {
+        if run_col {
+            s.push_str(&format!("{:<3} ", r.run));
+        }
+        let detail = match &r.outcome {
+            Outcome::Pass(_) => "",
+            Outcome::Fail(d) | Outcome::Skip(d) => d.as_str(),
+        };
+        let label = match r.outcome {
+            Outcome::Pass(_) => "PASS",
+            Outcome::Fail(_) => "FAIL",
+            Outcome::Skip(_) => "SKIP",
+        };
+        let line = format!(
+            "{:<w$}  {:<6} {:>7.1}ms  {}",
+            r.name,
+            label,
+            r.elapsed.as_secs_f64() * 1e3,
+            detail
+        );
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s
+}
+
+/// The JSON report.
+pub fn render_json(records: &[Record], device: &str, repeat: u32, wall: Duration) -> String {
+    let (p, f, sk) = summary(records);
+    let results: Vec<serde_json::Value> = records
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "name": r.name,
+                "group": r.group,
+                "run": r.run,
+                "result": r.outcome.label(),
+                "time_ms": (r.elapsed.as_secs_f64() * 1e6).round() / 1e3,
+                "detail": r.outcome.detail(),
+            })
+        })
+        .collect();
+    let v = serde_json::json!({
+        "device": device,
+        "repeat": repeat,
+        "results": results,
+        "summary": {"passed": p, "failed": f, "skipped": sk, "total": records.len(),
+                     "seconds": wall.as_secs_f64()},
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
+
+/// `--list`: every check with its group and what it asserts.
+pub fn render_list(checks: &[Check]) -> String {
+    let w = checks.iter().map(|c| c.name.len()).max().unwrap_or(5);
+    let mut s = String::new();
+    for (g, what) in GROUPS {
+        let in_group: Vec<&Check> = checks.iter().filter(|c| c.group() == *g).collect();
+        if in_group.is_empty() {
+            continue;
+        }
+        s.push_str(&format!("{g}: {what}\n"));
+        for c in in_group {
+            s.push_str(&format!("  {:<w$}  {}\n", c.name, c.what));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_grouped_and_enough() {
+        let all = registry(true);
+        let mut names: Vec<&str> = all.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(names.len(), n, "duplicate check names");
+        for c in &all {
+            assert!(
+                GROUPS.iter().any(|(g, _)| *g == c.group()),
+                "{} has an unknown group",
+                c.name
+            );
+        }
+        assert!(registry(false).len() >= 30, "at least 30 checks");
+        assert!(!registry(false).iter().any(|c| c.group() == "selftest"));
+    }
+
+    #[test]
+    fn select_matches_name_or_group_substrings() {
+        let s = select(registry(false), Some("sdma.copy,topology"));
+        assert!(s.iter().any(|c| c.name == "sdma.copy_linear_bytes"));
+        assert!(s.iter().all(|c| c.name.starts_with("sdma.copy")
+            || c.group() == "topology"));
+        assert!(select(registry(false), Some("no-such-check")).is_empty());
+    }
+}

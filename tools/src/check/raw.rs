@@ -1,0 +1,566 @@
+//! Raw KFD queues for packet-level checks: AQL, PM4 compute and SDMA queues built with
+//! CREATE_QUEUE directly (buffers from the runtime's allocator, which GPU-maps them on
+//! every GPU), and `amd_signal_t` cells for AQL completion and dependency signals.
+
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+
+use kfd::abi;
+use kfdrt::hsa::{self, AmdQueue, AmdSignal};
+use kfdrt::{Buffer, Device, MemoryKind};
+use pm4::aql::{AqlPacket, AqlRingWriter};
+use pm4::sdma::{SdmaPacket, SdmaRingWriter};
+
+use super::{wait_for, OrFail};
+
+/// The GPU's doorbell page mapping for one raw queue (unmapped on drop).
+struct Doorbell {
+    dev: Device,
+    base: core::ptr::NonNull<core::ffi::c_void>,
+    len: usize,
+    cell: *mut u64,
+}
+
+impl Doorbell {
+    fn map(dev: &Device, gpu: usize, doorbell_offset: u64) -> Result<Doorbell, String> {
+        let g = &dev.gpus()[gpu];
+        let db_size = g.node.doorbell_size().max(4) as u64;
+        let len = 1024 * db_size;
+        let page = doorbell_offset & !(len - 1);
+        // SAFETY: a fresh shared mapping of the KFD doorbell page at a kernel-chosen
+        // address, unmapped in Drop; nothing else references it.
+        let base = unsafe {
+            dev.backend().mmap(
+                kfd::MmapFile::Kfd,
+                page,
+                len as usize,
+                None,
+                kfd::Prot::READ | kfd::Prot::WRITE,
+            )
+        }
+        .or_fail("mmap of the doorbell page")?;
+        // SAFETY: the queue's slot offset lies inside the page just mapped.
+        let cell = unsafe { (base.as_ptr() as *mut u8).add((doorbell_offset - page) as usize) }
+            as *mut u64;
+        Ok(Doorbell {
+            dev: dev.clone(),
+            base,
+            len: len as usize,
+            cell,
+        })
+    }
+
+    fn ring(&self, value: u64, queue_id: u32) {
+        // SAFETY: `cell` is this queue's 8-byte aligned doorbell in the live mapping.
+        unsafe { core::ptr::write_volatile(self.cell, value) };
+        self.dev.backend().doorbell_written(queue_id);
+    }
+}
+
+impl Drop for Doorbell {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made in `map` and the queue using it is destroyed.
+        let _ = unsafe { self.dev.backend().munmap(self.base, self.len) };
+    }
+}
+
+/// Compute-queue buffers the kernel checks: EOP (when wanted) and the CWSR area.
+fn compute_buffers(
+    dev: &Device,
+    gpu: usize,
+    with_eop: bool,
+) -> Result<(Option<Buffer>, Buffer, abi::CreateQueueArgs), String> {
+    let g = &dev.gpus()[gpu];
+    let sizes = kfd::cwsr::queue_sizes(&g.node.properties)
+        .ok_or_else(|| format!("GPU {:#x} has no CWSR sizes", g.gpu_id))?;
+    let eop = if with_eop {
+        Some(
+            dev.alloc(MemoryKind::Device, gpu, sizes.eop_buffer_size as usize)
+                .or_fail("EOP buffer")?,
+        )
+    } else {
+        None
+    };
+    let cwsr = dev
+        .alloc(
+            MemoryKind::HostPinned,
+            gpu,
+            sizes.cwsr_bo_size(sizes.cwsr_size) as usize,
+        )
+        .or_fail("CWSR buffer")?;
+    let args = abi::CreateQueueArgs {
+        eop_buffer_address: eop.as_ref().map_or(0, |b| b.va()),
+        eop_buffer_size: eop.as_ref().map_or(0, |_| sizes.eop_buffer_size as u64),
+        ctx_save_restore_address: cwsr.va(),
+        ctx_save_restore_size: sizes.cwsr_size,
+        ctl_stack_size: sizes.ctl_stack_size,
+        ..Default::default()
+    };
+    Ok((eop, cwsr, args))
+}
+
+/// Whether GPU `gpu` is gfx94x (AQL queues take no EOP buffer there).
+pub fn is_gfx94x(dev: &Device, gpu: usize) -> bool {
+    (90400..90500).contains(&dev.gpus()[gpu].node.properties.gfx_target_version)
+}
+
+/// A raw AQL queue.
+pub struct RawAql {
+    dev: Device,
+    /// KFD queue id.
+    pub queue_id: u32,
+    slots: u32,
+    ring: Buffer,
+    amdq: Buffer,
+    _eop: Option<Buffer>,
+    _cwsr: Buffer,
+    doorbell: Option<Doorbell>,
+    next: u64,
+}
+
+impl RawAql {
+    /// Create an AQL queue of `slots` packets on GPU `gpu`.
+    pub fn new(dev: &Device, gpu: usize, slots: u32) -> Result<RawAql, String> {
+        let g = &dev.gpus()[gpu];
+        let ring_bytes = slots as usize * 64;
+        let ring = dev
+            .alloc(MemoryKind::HostPinned, gpu, ring_bytes)
+            .or_fail("AQL ring")?;
+        let amdq = dev
+            .alloc(MemoryKind::Signal, gpu, 4096)
+            .or_fail("amd_queue_t")?;
+        let (eop, cwsr, base) = compute_buffers(dev, gpu, !is_gfx94x(dev, gpu))?;
+        // SAFETY: the ring is `ring_bytes` of CPU-mapped memory owned by `ring`.
+        let words = unsafe {
+            core::slice::from_raw_parts(ring.as_ptr() as *const AtomicU32, ring_bytes / 4)
+        };
+        pm4::aql::init_invalid(words);
+        let q = AmdQueue {
+            queue_type: hsa::HSA_QUEUE_TYPE_MULTI,
+            features: hsa::HSA_QUEUE_FEATURE_KERNEL_DISPATCH,
+            base_address: ring.va(),
+            doorbell_signal: 0,
+            size: slots,
+            hsa_reserved1: 0,
+            id: 0,
+            reserved1: [0; 4],
+            write_dispatch_id: 0,
+            group_segment_aperture_base_hi: (g.apertures.lds_base >> 32) as u32,
+            private_segment_aperture_base_hi: (g.apertures.scratch_base >> 32) as u32,
+            max_cu_id: g.cu_count().saturating_sub(1),
+            max_wave_id: g.node.properties.max_waves_per_simd.saturating_sub(1),
+            max_legacy_doorbell_dispatch_id_plus_1: 0,
+            legacy_doorbell_lock: 0,
+            reserved2: [0; 9],
+            read_dispatch_id: 0,
+            read_dispatch_id_field_base_byte_offset: hsa::QUEUE_READ_DISPATCH_ID_OFFSET as u32,
+            compute_tmpring_size: 0,
+            scratch_resource_descriptor: [0; 4],
+            scratch_backing_memory_location: 0,
+            scratch_backing_memory_byte_size: 0,
+            scratch_workitem_byte_size: 0,
+            queue_properties: hsa::AMD_QUEUE_PROPERTIES_IS_PTR64,
+            reserved3: [0; 2],
+            queue_inactive_signal: 0,
+            reserved4: [0; 14],
+        };
+        amdq.write(0, zerocopy::IntoBytes::as_bytes(&q)).or_fail("amd_queue_t")?;
+        let mut args = abi::CreateQueueArgs {
+            ring_base_address: ring.va(),
+            write_pointer_address: amdq.va() + hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET,
+            read_pointer_address: amdq.va() + hsa::QUEUE_READ_DISPATCH_ID_OFFSET,
+            ring_size: ring_bytes as u32,
+            gpu_id: g.gpu_id,
+            queue_type: abi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+            queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
+            queue_priority: 7,
+            ..base
+        };
+        kfd::ioctl::create_queue(dev.backend().as_ref(), &mut args).or_fail("CREATE_QUEUE")?;
+        let mut q = RawAql {
+            dev: dev.clone(),
+            queue_id: args.queue_id,
+            slots,
+            ring,
+            amdq,
+            _eop: eop,
+            _cwsr: cwsr,
+            doorbell: None,
+            next: 0,
+        };
+        q.doorbell = Some(Doorbell::map(dev, gpu, args.doorbell_offset)?);
+        Ok(q)
+    }
+
+    fn cell(&self, off: u64) -> &AtomicU64 {
+        // SAFETY: 8-aligned field of the amd_queue_t in `amdq` (4 KiB, CPU-mapped).
+        unsafe { AtomicU64::from_ptr((self.amdq.va() + off) as *mut u64) }
+    }
+
+    /// Packets the CP has consumed (`read_dispatch_id`).
+    pub fn read_index(&self) -> u64 {
+        self.cell(hsa::QUEUE_READ_DISPATCH_ID_OFFSET)
+            .load(Ordering::Acquire)
+    }
+
+    /// Publish packets in order and ring the doorbell once (value = last index).
+    pub fn submit(&mut self, pkts: &[AqlPacket]) -> Result<(), String> {
+        // SAFETY: the ring is CPU-mapped and lives as long as `self`.
+        let words = unsafe {
+            core::slice::from_raw_parts(
+                self.ring.as_ptr() as *const AtomicU32,
+                self.ring.len() / 4,
+            )
+        };
+        let w = AqlRingWriter::new(&words[..self.slots as usize * 16])
+            .ok_or("AQL ring is not a power of two")?;
+        for p in pkts {
+            while self.next - self.read_index() >= self.slots as u64 {
+                std::thread::yield_now();
+            }
+            w.write(self.next, p);
+            self.next += 1;
+        }
+        self.cell(hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET)
+            .store(self.next, Ordering::Release);
+        if let Some(d) = &self.doorbell {
+            d.ring(self.next - 1, self.queue_id);
+        }
+        Ok(())
+    }
+
+    /// Wait until the CP consumed every submitted packet.
+    pub fn wait_consumed(&self) -> Result<(), String> {
+        wait_for("the CP to consume the AQL packets", super::WAIT, || {
+            self.read_index() >= self.next
+        })
+    }
+}
+
+impl Drop for RawAql {
+    fn drop(&mut self) {
+        let _ = kfd::ioctl::destroy_queue(self.dev.backend().as_ref(), self.queue_id);
+        self.doorbell = None;
+    }
+}
+
+/// A raw SDMA queue: ring plus a read/write pointer page (no EOP, no CWSR).
+pub struct RawSdma {
+    dev: Device,
+    /// KFD queue id.
+    pub queue_id: u32,
+    ring: Buffer,
+    ptrs: Buffer,
+    doorbell: Option<Doorbell>,
+    wptr: u64,
+    version: pm4::SdmaVersion,
+}
+
+impl RawSdma {
+    /// Create an SDMA queue with a `ring_bytes` ring (a page multiple, power of two).
+    pub fn new(dev: &Device, gpu: usize, ring_bytes: usize) -> Result<RawSdma, String> {
+        let g = &dev.gpus()[gpu];
+        let ring = dev
+            .alloc(MemoryKind::HostPinned, gpu, ring_bytes)
+            .or_fail("SDMA ring")?;
+        let ptrs = dev
+            .alloc(MemoryKind::Signal, gpu, 4096)
+            .or_fail("SDMA rptr/wptr")?;
+        let mut args = abi::CreateQueueArgs {
+            ring_base_address: ring.va(),
+            read_pointer_address: ptrs.va(),
+            write_pointer_address: ptrs.va() + 8,
+            ring_size: ring_bytes as u32,
+            gpu_id: g.gpu_id,
+            queue_type: abi::KFD_IOC_QUEUE_TYPE_SDMA,
+            queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
+            queue_priority: 7,
+            ..Default::default()
+        };
+        kfd::ioctl::create_queue(dev.backend().as_ref(), &mut args)
+            .or_fail("CREATE_QUEUE (SDMA)")?;
+        let mut q = RawSdma {
+            dev: dev.clone(),
+            queue_id: args.queue_id,
+            ring,
+            ptrs,
+            doorbell: None,
+            wptr: 0,
+            version: g.sdma_version,
+        };
+        q.doorbell = Some(Doorbell::map(dev, gpu, args.doorbell_offset)?);
+        Ok(q)
+    }
+
+    fn cell(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: 8-aligned cell in the CPU-mapped pointer page owned by `self`.
+        unsafe { AtomicU64::from_ptr(self.ptrs.as_ptr().add(off) as *mut u64) }
+    }
+
+    /// The engine's read pointer in bytes.
+    pub fn rptr(&self) -> u64 {
+        self.cell(0).load(Ordering::Acquire)
+    }
+
+    /// Write packets (never straddling the ring end), then publish the write pointer
+    /// (bytes) in memory and through the doorbell.
+    pub fn submit(&mut self, pkts: &[SdmaPacket<'_>]) -> Result<(), String> {
+        // SAFETY: the ring is CPU-mapped and lives as long as `self`.
+        let words = unsafe {
+            core::slice::from_raw_parts(
+                self.ring.as_ptr() as *const AtomicU32,
+                self.ring.len() / 4,
+            )
+        };
+        let w = SdmaRingWriter::new(words, self.version).ok_or("SDMA ring size")?;
+        for p in pkts {
+            let need = p.dwords(self.version) as u64 * 4;
+            // Leave room for NOP padding at the ring end as well as the packet.
+            wait_for("SDMA ring space", super::WAIT, || {
+                self.wptr + 2 * need - self.rptr() <= w.ring_bytes()
+            })?;
+            self.wptr = w.write(self.wptr, p).or_fail("SDMA packet")?;
+        }
+        self.cell(8).store(self.wptr, Ordering::Release);
+        if let Some(d) = &self.doorbell {
+            d.ring(self.wptr, self.queue_id);
+        }
+        Ok(())
+    }
+
+    /// Wait until the engine has read everything submitted.
+    pub fn wait_idle(&self) -> Result<(), String> {
+        wait_for("the SDMA engine to drain its ring", super::WAIT, || {
+            self.rptr() >= self.wptr
+        })
+    }
+}
+
+impl Drop for RawSdma {
+    fn drop(&mut self) {
+        let _ = kfd::ioctl::destroy_queue(self.dev.backend().as_ref(), self.queue_id);
+        self.doorbell = None;
+    }
+}
+
+/// A raw PM4 compute queue (`KFD_IOC_QUEUE_TYPE_COMPUTE`): pointers count dwords.
+pub struct RawPm4 {
+    dev: Device,
+    /// KFD queue id.
+    pub queue_id: u32,
+    ring: Buffer,
+    ptrs: Buffer,
+    _eop: Option<Buffer>,
+    _cwsr: Buffer,
+    doorbell: Option<Doorbell>,
+    wptr: u64,
+}
+
+impl RawPm4 {
+    /// Create a PM4 compute queue with a 4 KiB ring (1024 dwords).
+    pub fn new(dev: &Device, gpu: usize) -> Result<RawPm4, String> {
+        let g = &dev.gpus()[gpu];
+        let ring = dev
+            .alloc(MemoryKind::HostPinned, gpu, 4096)
+            .or_fail("PM4 ring")?;
+        let ptrs = dev
+            .alloc(MemoryKind::Signal, gpu, 4096)
+            .or_fail("PM4 rptr/wptr")?;
+        let (eop, cwsr, base) = compute_buffers(dev, gpu, true)?;
+        let mut args = abi::CreateQueueArgs {
+            ring_base_address: ring.va(),
+            read_pointer_address: ptrs.va(),
+            write_pointer_address: ptrs.va() + 8,
+            ring_size: 4096,
+            gpu_id: g.gpu_id,
+            queue_type: abi::KFD_IOC_QUEUE_TYPE_COMPUTE,
+            queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
+            queue_priority: 7,
+            ..base
+        };
+        kfd::ioctl::create_queue(dev.backend().as_ref(), &mut args)
+            .or_fail("CREATE_QUEUE (PM4 compute)")?;
+        let mut q = RawPm4 {
+            dev: dev.clone(),
+            queue_id: args.queue_id,
+            ring,
+            ptrs,
+            _eop: eop,
+            _cwsr: cwsr,
+            doorbell: None,
+            wptr: 0,
+        };
+        q.doorbell = Some(Doorbell::map(dev, gpu, args.doorbell_offset)?);
+        Ok(q)
+    }
+
+    fn cell(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: 8-aligned cell in the CPU-mapped pointer page owned by `self`.
+        unsafe { AtomicU64::from_ptr(self.ptrs.as_ptr().add(off) as *mut u64) }
+    }
+
+    /// The CP's read pointer in dwords.
+    pub fn rptr(&self) -> u64 {
+        self.cell(0).load(Ordering::Acquire)
+    }
+
+    /// Append dwords (wrapping in the 1024-dword ring) and ring the doorbell.
+    pub fn submit(&mut self, dwords: &[u32]) -> Result<(), String> {
+        ensure_len(dwords.len(), 512)?;
+        wait_for("PM4 ring space", super::WAIT, || {
+            self.wptr + dwords.len() as u64 - self.rptr() <= 1024
+        })?;
+        // SAFETY: the ring is 1024 CPU-mapped dwords owned by `self`.
+        let ring =
+            unsafe { core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, 1024) };
+        for (i, &d) in dwords.iter().enumerate() {
+            ring[((self.wptr + i as u64) % 1024) as usize].store(d, Ordering::Relaxed);
+        }
+        self.wptr += dwords.len() as u64;
+        self.cell(8).store(self.wptr, Ordering::Release);
+        if let Some(d) = &self.doorbell {
+            d.ring(self.wptr, self.queue_id);
+        }
+        Ok(())
+    }
+
+    /// Wait until the CP has read everything submitted.
+    pub fn wait_idle(&self) -> Result<(), String> {
+        wait_for("the CP to drain the PM4 ring", super::WAIT, || {
+            self.rptr() >= self.wptr
+        })
+    }
+}
+
+fn ensure_len(n: usize, max: usize) -> Result<(), String> {
+    if n > max {
+        return Err(format!("{n} dwords in one submission (at most {max})"));
+    }
+    Ok(())
+}
+
+impl Drop for RawPm4 {
+    fn drop(&mut self) {
+        let _ = kfd::ioctl::destroy_queue(self.dev.backend().as_ref(), self.queue_id);
+        self.doorbell = None;
+    }
+}
+
+/// `amd_signal_t` cells (64 per page) in signal memory, without interrupts.
+pub struct RawSignals {
+    buf: Buffer,
+}
+
+impl RawSignals {
+    /// A page of signals on GPU 0's allocator.
+    pub fn new(dev: &Device) -> Result<RawSignals, String> {
+        Ok(RawSignals {
+            buf: dev
+                .alloc(MemoryKind::Signal, 0, 4096)
+                .or_fail("signal memory")?,
+        })
+    }
+
+    /// Initialise signal `i` (a user signal with `value`, optional mailbox/event) and
+    /// return its handle.
+    pub fn init(&self, i: usize, value: i64, mailbox: Option<(u64, u32)>) -> u64 {
+        let sig = AmdSignal {
+            kind: hsa::AMD_SIGNAL_KIND_USER,
+            value,
+            event_mailbox_ptr: mailbox.map_or(0, |m| m.0),
+            event_id: mailbox.map_or(0, |m| m.1),
+            ..Default::default()
+        };
+        let h = self.handle(i);
+        // SAFETY: slot `i` is a 64-byte aligned amd_signal_t inside the CPU-mapped page.
+        unsafe { core::ptr::write_volatile(h as *mut AmdSignal, sig) };
+        std::sync::atomic::fence(Ordering::Release);
+        h
+    }
+
+    /// The handle (address) of signal `i`.
+    pub fn handle(&self, i: usize) -> u64 {
+        assert!(i < 64, "signal index {i} out of the page");
+        self.buf.va() + i as u64 * 64
+    }
+
+    /// Signal `i`'s value cell.
+    pub fn value(&self, i: usize) -> &AtomicI64 {
+        // SAFETY: the value field (offset 8) of slot `i`, 8-aligned, CPU-mapped.
+        unsafe {
+            AtomicI64::from_ptr((self.handle(i) + hsa::SIGNAL_VALUE_OFFSET) as *mut i64)
+        }
+    }
+}
+
+/// A CPU-mapped scratch buffer with typed access for packet checks.
+pub struct Scratch {
+    /// The buffer.
+    pub buf: Buffer,
+}
+
+impl Scratch {
+    /// `bytes` of `kind` memory on GPU `gpu`.
+    pub fn new(dev: &Device, kind: MemoryKind, gpu: usize, bytes: usize) -> Result<Self, String> {
+        Ok(Scratch {
+            buf: dev.alloc(kind, gpu, bytes).or_fail("scratch buffer")?,
+        })
+    }
+    /// GPU address of byte `off`.
+    pub fn va(&self, off: usize) -> u64 {
+        self.buf.va() + off as u64
+    }
+    /// The u32 at byte `off`.
+    pub fn u32(&self, off: usize) -> &AtomicU32 {
+        self.buf.atomic_u32(off).expect("aligned, in bounds")
+    }
+    /// The u64 at byte `off`.
+    pub fn u64(&self, off: usize) -> &AtomicU64 {
+        self.buf.atomic_u64(off).expect("aligned, in bounds")
+    }
+    /// Copy bytes out.
+    pub fn read(&self, off: usize, len: usize) -> Vec<u8> {
+        let mut v = vec![0; len];
+        self.buf.read(off, &mut v).expect("in bounds");
+        v
+    }
+    /// Copy bytes in.
+    pub fn write(&self, off: usize, data: &[u8]) {
+        self.buf.write(off, data).expect("in bounds");
+    }
+}
+
+/// A PM4-IB vendor packet running `dwords` of the indirect buffer at `va`.
+pub fn pm4_ib(va: u64, dwords: u32, completion_signal: u64) -> AqlPacket {
+    AqlPacket::VendorPm4Ib(pm4::aql::VendorPm4Ib {
+        control: pm4::aql::PacketControl::SYSTEM_BARRIER,
+        ib: pm4::pkt3::IndirectBuffer {
+            addr: va,
+            size_dw: dwords,
+            chain: false,
+            offload_polling: false,
+            volatile: false,
+            valid: true,
+            vmid: 0,
+            cache_policy: pm4::pkt3::CachePolicy::Lru,
+            pre_resume: false,
+            priv_: false,
+        },
+        completion_signal,
+    })
+}
+
+/// A barrier-AND or barrier-OR packet.
+pub fn barrier(or: bool, deps: &[u64], completion: u64) -> AqlPacket {
+    let mut d = [0u64; 5];
+    d[..deps.len()].copy_from_slice(deps);
+    let b = pm4::aql::Barrier {
+        control: pm4::aql::PacketControl::SYSTEM_BARRIER,
+        dep_signals: d,
+        completion_signal: completion,
+    };
+    if or {
+        AqlPacket::BarrierOr(b)
+    } else {
+        AqlPacket::BarrierAnd(b)
+    }
+}
