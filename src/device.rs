@@ -52,6 +52,21 @@ pub(crate) struct DeviceCore {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) kfd_version: (u32, u32),
     pub(crate) gpus: Vec<Gpu>,
+    /// Doorbell pages mapped so far (per GPU); unmapped when the last queue is gone.
+    pub(crate) doorbells: Mutex<Vec<(usize, crate::queue::DoorbellPage)>>,
+}
+
+impl Drop for DeviceCore {
+    fn drop(&mut self) {
+        // Queues hold the core, so none is left: unmap the doorbell pages.
+        let pages = std::mem::take(self.doorbells.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for (_, p) in pages {
+            if let Some(nn) = core::ptr::NonNull::new(p.base.cast()) {
+                // SAFETY: the page was mapped by `doorbell_slot` and no queue uses it now.
+                let _ = unsafe { self.backend.munmap(nn, p.len) };
+            }
+        }
+    }
 }
 
 /// The runtime's per-device state (event page, signal pool, queue pools). Streams,
@@ -61,7 +76,6 @@ pub(crate) struct DeviceInner {
     pub(crate) core: Arc<DeviceCore>,
     pub(crate) events: Mutex<Option<Arc<crate::signal::EventPage>>>,
     pub(crate) signals: crate::signal::SignalPool,
-    pub(crate) doorbells: Mutex<Vec<(usize, crate::queue::DoorbellPage)>>,
     pub(crate) pools: crate::stream::QueuePools,
     pub(crate) callbacks: crate::callback::Callbacks,
     /// KFD memory-exception and hw-exception events (when the device supports them).
@@ -74,19 +88,12 @@ pub(crate) struct DeviceInner {
 
 impl Drop for DeviceInner {
     fn drop(&mut self) {
-        // Streams, queues and signals hold this struct, so they are gone: destroy the
-        // pooled signals' events, then unmap the doorbell pages. The pools' buffers are
-        // freed when their fields drop, before the core.
+        // Streams and signals hold this struct, so they are gone: destroy the pooled
+        // signals' events and the exception events. The pools' queues and buffers drop
+        // with the fields, and the core (render fds, doorbell pages) after them.
         self.signals.destroy_events(self.core.backend.as_ref());
         for &e in &self.exception_events {
             let _ = kfd::ioctl::destroy_event(self.core.backend.as_ref(), e);
-        }
-        let pages = std::mem::take(self.doorbells.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for (_, p) in pages {
-            if let Some(nn) = core::ptr::NonNull::new(p.base.cast()) {
-                // SAFETY: the page was mapped by `doorbell_slot` and no queue uses it now.
-                let _ = unsafe { self.core.backend.munmap(nn, p.len) };
-            }
         }
     }
 }
@@ -226,13 +233,13 @@ impl Device {
         Ok(Device {
             inner: Arc::new(DeviceInner {
                 core: Arc::new(DeviceCore {
+                    doorbells: Mutex::new(Vec::new()),
                     backend,
                     kfd_version: (v.major_version, v.minor_version),
                     gpus,
                 }),
                 events: Mutex::new(None),
                 signals: crate::signal::SignalPool::new(),
-                doorbells: Mutex::new(Vec::new()),
                 pools: crate::stream::QueuePools::new(),
                 callbacks: crate::callback::Callbacks::new(),
                 exception_events,

@@ -15,7 +15,7 @@ use kfd::abi;
 use pm4::aql::{AqlPacket, AqlRingWriter, VendorPm4Ib};
 use pm4::pkt3::IndirectBuffer;
 
-use crate::device::DeviceInner;
+use crate::device::{DeviceCore, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::hsa::{self, AmdQueue};
 use crate::memory::{Buffer, MemoryKind};
@@ -48,7 +48,7 @@ struct Submit {
 
 /// An AQL queue on one GPU.
 pub struct AqlQueue {
-    dev: Arc<DeviceInner>,
+    dev: Arc<DeviceCore>,
     gpu_index: usize,
     queue_id: u32,
     slots: u32,
@@ -198,7 +198,7 @@ impl AqlQueue {
             }
         };
         Ok(AqlQueue {
-            dev: dev.clone(),
+            dev: dev.core.clone(),
             gpu_index,
             queue_id,
             slots,
@@ -353,7 +353,7 @@ impl Drop for AqlQueue {
     }
 }
 
-impl DeviceInner {
+impl DeviceCore {
     /// The CPU address of a queue's doorbell: the GPU's doorbell page is mmapped from
     /// `/dev/kfd` once (at `doorbell_offset & ~(page - 1)`, page = 1024 doorbells), and the
     /// slot is the offset within it.

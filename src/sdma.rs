@@ -15,7 +15,7 @@ use kfd::abi;
 use pm4::sdma::{CopyLinear, Fence, PollRegmem, SdmaPacket, SdmaRingWriter};
 use pm4::SdmaVersion;
 
-use crate::device::DeviceInner;
+use crate::device::{DeviceCore, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{Buffer, MemoryKind};
 
@@ -24,7 +24,7 @@ pub const SDMA_RING_BYTES: usize = 64 << 10;
 
 /// An SDMA queue on one GPU.
 pub struct SdmaQueue {
-    dev: Arc<DeviceInner>,
+    dev: Arc<DeviceCore>,
     queue_id: u32,
     version: SdmaVersion,
     ring: Buffer,
@@ -76,7 +76,7 @@ impl SdmaQueue {
             }
         };
         Ok(SdmaQueue {
-            dev: dev.clone(),
+            dev: dev.core.clone(),
             queue_id: args.queue_id,
             version: gpu.sdma_version,
             ring,

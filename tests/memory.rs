@@ -114,3 +114,33 @@ fn device_open_errors_name_the_cause() {
     dev.set_wait_spin(Duration::ZERO);
     assert_eq!(dev.wait_spin(), Duration::ZERO);
 }
+
+#[test]
+fn dropping_the_device_releases_queues_memory_and_events() {
+    use std::sync::Arc;
+    let emu_backend: Arc<dyn kfd::Backend> =
+        Arc::new(kfd_emu::EmuBackend::from_spec("emu:mi210").unwrap());
+    let dev = Device::with_backend(emu_backend.clone()).unwrap();
+    let gpu_id = dev.gpus()[0].gpu_id;
+    let avail = || kfd::ioctl::available_memory(emu_backend.as_ref(), gpu_id).unwrap();
+    let initial = avail();
+    {
+        let mem = dev.alloc(MemoryKind::Device, 0, 8 << 20).unwrap();
+        let host = dev.alloc(MemoryKind::HostPinned, 0, 8 << 20).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        let t = dev.create_stream_with_cu_mask(0, &[0xff]).unwrap();
+        let e = dev.create_event(0).unwrap();
+        s.memcpy(mem.va(), host.va(), 4 << 20).unwrap(); // SDMA queue
+        s.wait_value32(host.va(), 0, kfdrt::cmd::WAIT_VALUE_EQ, u32::MAX)
+            .unwrap(); // dedicated queue
+        e.record(&s).unwrap();
+        t.wait_event(&e, 0).unwrap();
+        s.add_callback(|_| {}, 0).unwrap();
+        t.synchronize().unwrap();
+        s.synchronize().unwrap();
+        assert!(avail() < initial, "VRAM in use while the objects live");
+    }
+    drop(dev);
+    // The callback thread may hold the device for one more loop turn.
+    common::wait_until("device teardown", || avail() == initial);
+}
