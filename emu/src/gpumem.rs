@@ -68,7 +68,13 @@ unsafe impl Sync for MemWindow {}
 
 impl std::fmt::Debug for MemWindow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MemWindow({:#x}+{:#x}{})", self.va, self.len, if self.writable { "" } else { " ro" })
+        write!(
+            f,
+            "MemWindow({:#x}+{:#x}{})",
+            self.va,
+            self.len,
+            if self.writable { "" } else { " ro" }
+        )
     }
 }
 
@@ -78,8 +84,20 @@ impl MemWindow {
     /// # Safety
     /// `ptr..ptr+len` must stay mapped read-write (or read-only when `!writable`) for as
     /// long as `owner` lives, and no Rust reference may alias it.
-    pub unsafe fn new(va: u64, ptr: NonNull<u8>, len: usize, writable: bool, owner: Arc<dyn Any + Send + Sync>) -> Self {
-        MemWindow { va, ptr, len, writable, _owner: owner }
+    pub unsafe fn new(
+        va: u64,
+        ptr: NonNull<u8>,
+        len: usize,
+        writable: bool,
+        owner: Arc<dyn Any + Send + Sync>,
+    ) -> Self {
+        MemWindow {
+            va,
+            ptr,
+            len,
+            writable,
+            _owner: owner,
+        }
     }
 
     /// First GPU address of the window.
@@ -100,15 +118,30 @@ impl MemWindow {
     }
     /// True when `[va, va+len)` lies inside the window.
     pub fn contains(&self, va: u64, len: u64) -> bool {
-        va >= self.va && va.checked_add(len).is_some_and(|end| end <= self.va + self.len as u64)
+        va >= self.va
+            && va
+                .checked_add(len)
+                .is_some_and(|end| end <= self.va + self.len as u64)
     }
 
     fn at(&self, va: u64, len: u64, write: bool, gpu_id: u32) -> Result<*mut u8, Fault> {
         if !self.contains(va, len) {
-            return Err(Fault { gpu_id, va, len, write, kind: FaultKind::NotMapped });
+            return Err(Fault {
+                gpu_id,
+                va,
+                len,
+                write,
+                kind: FaultKind::NotMapped,
+            });
         }
         if write && !self.writable {
-            return Err(Fault { gpu_id, va, len, write, kind: FaultKind::ReadOnly });
+            return Err(Fault {
+                gpu_id,
+                va,
+                len,
+                write,
+                kind: FaultKind::ReadOnly,
+            });
         }
         // SAFETY: `contains` proved the offset is inside the mapping.
         Ok(unsafe { self.ptr.as_ptr().add((va - self.va) as usize) })
@@ -157,7 +190,13 @@ impl MemWindow {
         if va % n != 0 {
             // Hardware ignores the low bits of dword addresses; the packet decoders reject
             // misaligned addresses earlier, so reaching here is a fault.
-            return Err(Fault { gpu_id: 0, va, len: n, write, kind: FaultKind::NotMapped });
+            return Err(Fault {
+                gpu_id: 0,
+                va,
+                len: n,
+                write,
+                kind: FaultKind::NotMapped,
+            });
         }
         self.at(va, n, write, 0)
     }
@@ -192,7 +231,13 @@ impl MemWindow {
         Ok(())
     }
     /// Copy `len` bytes from `src_va` in `src` to `dst_va` in `self` (overlap allowed).
-    pub fn copy_from(&self, dst_va: u64, src: &MemWindow, src_va: u64, len: u64) -> Result<(), Fault> {
+    pub fn copy_from(
+        &self,
+        dst_va: u64,
+        src: &MemWindow,
+        src_va: u64,
+        len: u64,
+    ) -> Result<(), Fault> {
         let d = self.at(dst_va, len, true, 0)?;
         let s = src.at(src_va, len, false, 0)?;
         // SAFETY: both ranges are in bounds of live mappings; `copy` allows overlap.
@@ -230,7 +275,10 @@ impl HeapMemory {
         let buf: Box<[AtomicU64]> = (0..words).map(|_| AtomicU64::new(0)).collect();
         let region = Arc::new(HeapRegion { buf });
         let ptr = NonNull::new(region.buf.as_ptr() as *mut u8).unwrap_or(NonNull::dangling());
-        self.regions.write().unwrap_or_else(|e| e.into_inner()).push((va, region.clone()));
+        self.regions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((va, region.clone()));
         // SAFETY: the buffer lives as long as `region`, which the window owns; it is only
         // accessed through atomics and raw copies.
         unsafe { MemWindow::new(va, ptr, words * 8, true, region) }
@@ -248,6 +296,12 @@ impl GpuMemory for HeapMemory {
                 return Ok(unsafe { MemWindow::new(*base, ptr, size as usize, true, r.clone()) });
             }
         }
-        Err(Fault { gpu_id, va, len, write: false, kind: FaultKind::NotMapped })
+        Err(Fault {
+            gpu_id,
+            va,
+            len,
+            write: false,
+            kind: FaultKind::NotMapped,
+        })
     }
 }
