@@ -298,7 +298,11 @@ fn cmd_check(argv: &[String]) -> ExitCode {
         None => 1,
         Some(Ok(n)) if (1..=10_000).contains(&n) => n,
         Some(_) => {
-            return usage_error("check", "--repeat needs a number from 1 to 10000", CHECK_HELP)
+            return usage_error(
+                "check",
+                "--repeat needs a number from 1 to 10000",
+                CHECK_HELP,
+            )
         }
     };
     let timeout = match args.value("timeout").map(str::parse::<f64>) {

@@ -33,10 +33,16 @@ fn barrier_and(ctx: &Ctx) -> CheckResult {
     let (c, next) = (s.init(2, 1, None), s.init(3, 1, None));
     q.submit(&[barrier(false, &[d0, d1], c), barrier(false, &[], next)])?;
     settle();
-    ensure!(s.value(2).load(Ordering::Acquire) == 1, "completed with both deps at 1");
+    ensure!(
+        s.value(2).load(Ordering::Acquire) == 1,
+        "completed with both deps at 1"
+    );
     s.value(0).store(0, Ordering::Release);
     settle();
-    ensure!(s.value(2).load(Ordering::Acquire) == 1, "completed with one dep still at 1");
+    ensure!(
+        s.value(2).load(Ordering::Acquire) == 1,
+        "completed with one dep still at 1"
+    );
     ensure!(
         s.value(3).load(Ordering::Acquire) == 1,
         "the next packet ran while the barrier waited"
@@ -54,12 +60,18 @@ fn barrier_or(ctx: &Ctx) -> CheckResult {
     let (d0, d1, c) = (s.init(0, 1, None), s.init(1, 1, None), s.init(2, 1, None));
     q.submit(&[barrier(true, &[d0, d1], c)])?;
     settle();
-    ensure!(s.value(2).load(Ordering::Acquire) == 1, "completed with no dep at 0");
+    ensure!(
+        s.value(2).load(Ordering::Acquire) == 1,
+        "completed with no dep at 0"
+    );
     s.value(1).store(0, Ordering::Release);
     wait_for("the barrier-OR completion", WAIT, || {
         s.value(2).load(Ordering::Acquire) == 0
     })?;
-    ensure!(s.value(0).load(Ordering::Acquire) == 1, "a dependency was modified");
+    ensure!(
+        s.value(0).load(Ordering::Acquire) == 1,
+        "a dependency was modified"
+    );
     pass()
 }
 
@@ -71,7 +83,9 @@ fn completion_count(ctx: &Ctx) -> CheckResult {
         let pkts: Vec<_> = (0..50).map(|_| barrier(false, &[], c)).collect();
         q.submit(&pkts)?;
     }
-    wait_for("150 completions", WAIT, || s.value(0).load(Ordering::Acquire) == 0)?;
+    wait_for("150 completions", WAIT, || {
+        s.value(0).load(Ordering::Acquire) == 0
+    })?;
     q.wait_consumed()?;
     settle();
     ensure!(

@@ -35,7 +35,9 @@ fn once_in_order(ctx: &Ctx) -> CheckResult {
         s.add_callback(
             move |st| {
                 let seen = mm.u32(0).load(Ordering::Acquire);
-                l.lock().unwrap_or_else(|e| e.into_inner()).push((k, seen, st.is_ok()));
+                l.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((k, seen, st.is_ok()));
             },
             0,
         )

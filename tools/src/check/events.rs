@@ -57,11 +57,15 @@ impl<'a> Ev<'a> {
             ..Default::default()
         };
         kfd::ioctl::create_event(ctx.backend(), &mut a).or_fail("CREATE_EVENT")?;
-        Ok(Ev { ctx, id: a.event_id })
+        Ok(Ev {
+            ctx,
+            id: a.event_id,
+        })
     }
     fn wait(&self, timeout_ms: u32) -> Result<u32, String> {
         let mut e = [EventData::for_signal(self.id, 0)];
-        kfd::ioctl::wait_events(self.ctx.backend(), &mut e, false, timeout_ms).or_fail("WAIT_EVENTS")
+        kfd::ioctl::wait_events(self.ctx.backend(), &mut e, false, timeout_ms)
+            .or_fail("WAIT_EVENTS")
     }
     fn set(&self) -> Result<(), String> {
         kfd::ioctl::set_event(self.ctx.backend(), self.id).or_fail("SET_EVENT")
@@ -78,7 +82,10 @@ fn set_wait_auto_reset(ctx: &Ctx) -> CheckResult {
     let e = Ev::new(ctx, true)?;
     e.set()?;
     let r = e.wait(1000)?;
-    ensure!(r == abi::KFD_IOC_WAIT_RESULT_COMPLETE, "wait after SET returned {r}");
+    ensure!(
+        r == abi::KFD_IOC_WAIT_RESULT_COMPLETE,
+        "wait after SET returned {r}"
+    );
     let r = e.wait(10)?;
     ensure!(
         r == abi::KFD_IOC_WAIT_RESULT_TIMEOUT,
@@ -92,7 +99,10 @@ fn wait_timeout(ctx: &Ctx) -> CheckResult {
     let t = Instant::now();
     let r = e.wait(30)?;
     let dt = t.elapsed();
-    ensure!(r == abi::KFD_IOC_WAIT_RESULT_TIMEOUT, "wait returned {r}, want TIMEOUT (1)");
+    ensure!(
+        r == abi::KFD_IOC_WAIT_RESULT_TIMEOUT,
+        "wait returned {r}, want TIMEOUT (1)"
+    );
     ensure!(
         dt >= Duration::from_millis(20),
         "a 30 ms wait returned after {dt:?}"
@@ -115,11 +125,13 @@ fn set_wakes_sleeper(ctx: &Ctx) -> CheckResult {
     });
     let dt = t.elapsed();
     r.1?;
-    let res = r
-        .0
-        .map_err(|_| "waiter panicked".to_string())?
-        .or_fail("WAIT_EVENTS")?;
-    ensure!(res == abi::KFD_IOC_WAIT_RESULT_COMPLETE, "sleeper woke with {res}");
+    let res =
+        r.0.map_err(|_| "waiter panicked".to_string())?
+            .or_fail("WAIT_EVENTS")?;
+    ensure!(
+        res == abi::KFD_IOC_WAIT_RESULT_COMPLETE,
+        "sleeper woke with {res}"
+    );
     ensure!(
         dt < Duration::from_millis(4000),
         "the sleeper woke only after {dt:?} (the timeout, not the SET)"
@@ -131,17 +143,29 @@ fn wait_any_vs_all(ctx: &Ctx) -> CheckResult {
     let a = Ev::new(ctx, false)?;
     let b = Ev::new(ctx, false)?;
     a.set()?;
-    let mut evs = [EventData::for_signal(a.id, 0), EventData::for_signal(b.id, 0)];
+    let mut evs = [
+        EventData::for_signal(a.id, 0),
+        EventData::for_signal(b.id, 0),
+    ];
     let any = kfd::ioctl::wait_events(ctx.backend(), &mut evs, false, 1000).or_fail("WAIT any")?;
-    ensure!(any == abi::KFD_IOC_WAIT_RESULT_COMPLETE, "wait-any returned {any}");
-    let mut evs = [EventData::for_signal(a.id, 0), EventData::for_signal(b.id, 0)];
+    ensure!(
+        any == abi::KFD_IOC_WAIT_RESULT_COMPLETE,
+        "wait-any returned {any}"
+    );
+    let mut evs = [
+        EventData::for_signal(a.id, 0),
+        EventData::for_signal(b.id, 0),
+    ];
     let all = kfd::ioctl::wait_events(ctx.backend(), &mut evs, true, 20).or_fail("WAIT all")?;
     ensure!(
         all == abi::KFD_IOC_WAIT_RESULT_TIMEOUT,
         "wait-all returned {all} with one event unset"
     );
     b.set()?;
-    let mut evs = [EventData::for_signal(a.id, 0), EventData::for_signal(b.id, 0)];
+    let mut evs = [
+        EventData::for_signal(a.id, 0),
+        EventData::for_signal(b.id, 0),
+    ];
     let all = kfd::ioctl::wait_events(ctx.backend(), &mut evs, true, 1000).or_fail("WAIT all")?;
     ensure!(
         all == abi::KFD_IOC_WAIT_RESULT_COMPLETE,
@@ -155,7 +179,10 @@ fn reset_and_destroy(ctx: &Ctx) -> CheckResult {
     e.set()?;
     kfd::ioctl::reset_event(ctx.backend(), e.id).or_fail("RESET_EVENT")?;
     let r = e.wait(10)?;
-    ensure!(r == abi::KFD_IOC_WAIT_RESULT_TIMEOUT, "wait after RESET returned {r}");
+    ensure!(
+        r == abi::KFD_IOC_WAIT_RESULT_TIMEOUT,
+        "wait after RESET returned {r}"
+    );
     let id = e.id;
     drop(e);
     match kfd::ioctl::set_event(ctx.backend(), id) {

@@ -66,17 +66,34 @@ fn stream_fault_sticky(ctx: &Ctx) -> CheckResult {
         Err(e) => e,
     };
     let dt = t.elapsed();
-    ensure!(e.kind() == ErrorKind::LaunchFailure, "synchronize: want LaunchFailure, got {e}");
+    ensure!(
+        e.kind() == ErrorKind::LaunchFailure,
+        "synchronize: want LaunchFailure, got {e}"
+    );
     match s.query() {
         Err(q) if q.kind() == ErrorKind::LaunchFailure => {}
-        other => return Err(format!("query after the fault: want LaunchFailure, got {other:?}")),
+        other => {
+            return Err(format!(
+                "query after the fault: want LaunchFailure, got {other:?}"
+            ))
+        }
     }
     match s.write_value32(m.va(0), 1, 0) {
         Err(w) if w.kind() == ErrorKind::LaunchFailure => {}
-        other => return Err(format!("submission after the fault: want LaunchFailure, got {other:?}")),
+        other => {
+            return Err(format!(
+                "submission after the fault: want LaunchFailure, got {other:?}"
+            ))
+        }
     }
-    ensure!(m.u32(0).load(Ordering::Acquire) == 0, "work after the fault ran");
-    pass_with(format!("reported after {:.1} ms: {e}", dt.as_secs_f64() * 1e3))
+    ensure!(
+        m.u32(0).load(Ordering::Acquire) == 0,
+        "work after the fault ran"
+    );
+    pass_with(format!(
+        "reported after {:.1} ms: {e}",
+        dt.as_secs_f64() * 1e3
+    ))
 }
 
 fn callback_gets_error(ctx: &Ctx) -> CheckResult {
@@ -138,13 +155,21 @@ fn sdma_memory_exception(ctx: &Ctx) -> CheckResult {
     );
     let m = ev[0].memory_exception();
     let gpu = dev.gpus()[0].gpu_id;
-    ensure!(m.gpu_id == gpu, "memory exception names gpu {:#x}, want {gpu:#x}", m.gpu_id);
+    ensure!(
+        m.gpu_id == gpu,
+        "memory exception names gpu {:#x}, want {gpu:#x}",
+        m.gpu_id
+    );
     ensure!(
         m.va == UNMAPPED,
         "memory exception va {:#x}, want page {UNMAPPED:#x}",
         m.va
     );
-    ensure!(m.failure.not_present == 1, "failure {:?}: want not_present", m.failure);
+    ensure!(
+        m.failure.not_present == 1,
+        "failure {:?}: want not_present",
+        m.failure
+    );
     drop(q);
     pass_with(format!("va {:#x} on gpu {:#x}", m.va, m.gpu_id))
 }

@@ -38,7 +38,8 @@ fn write_widths(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     m.write(0, &[0xaa; 64]);
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
-    s.write_value32(m.va(4), 0x1234_5678, 0).or_fail("write_value32")?;
+    s.write_value32(m.va(4), 0x1234_5678, 0)
+        .or_fail("write_value32")?;
     s.write_value64(m.va(16), 0x0123_4567_89ab_cdef, 0)
         .or_fail("write_value64")?;
     s.synchronize().or_fail("synchronize")?;
@@ -59,13 +60,22 @@ fn wait32_gte(ctx: &Ctx) -> CheckResult {
         .or_fail("wait_value32")?;
     s.write_value32(m.va(64), 1, 0).or_fail("write_value32")?;
     settle();
-    ensure!(m.u32(64).load(Ordering::Acquire) == 0, "write ran with memory 0 < 5");
+    ensure!(
+        m.u32(64).load(Ordering::Acquire) == 0,
+        "write ran with memory 0 < 5"
+    );
     m.u32(0).store(4, Ordering::Release);
     settle();
-    ensure!(m.u32(64).load(Ordering::Acquire) == 0, "write ran with memory 4 < 5");
+    ensure!(
+        m.u32(64).load(Ordering::Acquire) == 0,
+        "write ran with memory 4 < 5"
+    );
     m.u32(0).store(7, Ordering::Release);
     s.synchronize().or_fail("synchronize")?;
-    ensure!(m.u32(64).load(Ordering::Acquire) == 1, "write missing after 7 >= 5");
+    ensure!(
+        m.u32(64).load(Ordering::Acquire) == 1,
+        "write missing after 7 >= 5"
+    );
     pass()
 }
 
@@ -85,9 +95,14 @@ fn wait64_conditions(ctx: &Ctx) -> CheckResult {
     s.write_value64(m.va(64), big + 2, 0).or_fail("write")?;
     cell.store(0x4_ffff_ffff, Ordering::Release);
     settle();
-    ensure!(out.load(Ordering::Acquire) == 0, "EQ released with high word 4");
+    ensure!(
+        out.load(Ordering::Acquire) == 0,
+        "EQ released with high word 4"
+    );
     cell.store(0x5_1234_5678, Ordering::Release);
-    wait_for("the write after EQ", WAIT, || out.load(Ordering::Acquire) == big)?;
+    wait_for("the write after EQ", WAIT, || {
+        out.load(Ordering::Acquire) == big
+    })?;
     settle();
     ensure!(
         out.load(Ordering::Acquire) == big,
@@ -104,7 +119,10 @@ fn wait64_conditions(ctx: &Ctx) -> CheckResult {
     );
     cell.store(0xffff_ffff_ffff_fffe, Ordering::Release);
     s.synchronize().or_fail("synchronize")?;
-    ensure!(out.load(Ordering::Acquire) == big + 2, "write after NOR missing");
+    ensure!(
+        out.load(Ordering::Acquire) == big + 2,
+        "write after NOR missing"
+    );
     pass()
 }
 
@@ -116,7 +134,10 @@ fn invalid_args(ctx: &Ctx) -> CheckResult {
         ("write flags 1", s.write_value32(m.va(0), 0, 1)),
         ("write32 at +2", s.write_value32(m.va(2), 0, 0)),
         ("write64 at +4", s.write_value64(m.va(4), 0, 0)),
-        ("wait64 at +4", s.wait_value64(m.va(4), 0, WAIT_VALUE_GTE, u64::MAX)),
+        (
+            "wait64 at +4",
+            s.wait_value64(m.va(4), 0, WAIT_VALUE_GTE, u64::MAX),
+        ),
     ];
     for (what, r) in cases {
         match r {
@@ -131,6 +152,9 @@ fn invalid_args(ctx: &Ctx) -> CheckResult {
         .or_fail("wait NOR partial mask")?;
     s.write_value32(m.va(8), 5, 0).or_fail("write")?;
     s.synchronize().or_fail("synchronize")?;
-    ensure!(m.u32(8).load(Ordering::Acquire) == 5, "write after the no-op NOR missing");
+    ensure!(
+        m.u32(8).load(Ordering::Acquire) == 5,
+        "write after the no-op NOR missing"
+    );
     pass()
 }

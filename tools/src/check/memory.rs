@@ -70,12 +70,20 @@ fn pattern(len: usize, seed: u32) -> Vec<u8> {
 }
 
 fn cpu_roundtrip(ctx: &Ctx) -> CheckResult {
-    for (i, kind) in [MemoryKind::Device, MemoryKind::HostPinned, MemoryKind::Signal]
-        .into_iter()
-        .enumerate()
+    for (i, kind) in [
+        MemoryKind::Device,
+        MemoryKind::HostPinned,
+        MemoryKind::Signal,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let b = ctx.dev.alloc(kind, 0, 1 << 20).or_fail("alloc")?;
-        ensure!(b.va() % 4096 == 0, "{kind:?} buffer at unaligned {:#x}", b.va());
+        ensure!(
+            b.va() % 4096 == 0,
+            "{kind:?} buffer at unaligned {:#x}",
+            b.va()
+        );
         let data = pattern(b.len(), 7 + i as u32);
         b.write(0, &data).or_fail("write")?;
         let mut back = vec![0; b.len()];
@@ -205,7 +213,11 @@ fn userptr_gpu_write(ctx: &Ctx) -> CheckResult {
     // SAFETY: `host` is page-aligned and outlives `b` (dropped first, below).
     let b = unsafe { ctx.dev.register_host_memory(host.ptr, 1 << 16) }
         .or_fail("register_host_memory")?;
-    ensure!(b.va() == host.ptr as u64, "USERPTR va {:#x} != host address", b.va());
+    ensure!(
+        b.va() == host.ptr as u64,
+        "USERPTR va {:#x} != host address",
+        b.va()
+    );
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
     s.write_value32(b.va() + 0x8000, 0x5eed_cafe, 0)
         .or_fail("write_value32")?;
@@ -213,7 +225,10 @@ fn userptr_gpu_write(ctx: &Ctx) -> CheckResult {
     let v = host.u32(0x8000).load(Ordering::Acquire);
     drop(s);
     drop(b);
-    ensure!(v == 0x5eed_cafe, "host memory holds {v:#x}, want 0x5eedcafe");
+    ensure!(
+        v == 0x5eed_cafe,
+        "host memory holds {v:#x}, want 0x5eedcafe"
+    );
     pass()
 }
 
@@ -279,7 +294,11 @@ fn svm_attr_roundtrip(ctx: &Ctx) -> CheckResult {
             abi::KFD_IOCTL_SVM_ATTR_SET_FLAGS,
         ],
     )?;
-    ensure!(got[0] == gpu, "preferred location {:#x}, want {gpu:#x}", got[0]);
+    ensure!(
+        got[0] == gpu,
+        "preferred location {:#x}, want {gpu:#x}",
+        got[0]
+    );
     ensure!(got[1] == 4, "granularity {}, want 4", got[1]);
     ensure!(
         got[2] & abi::KFD_IOCTL_SVM_FLAG_GPU_RO != 0,
@@ -300,13 +319,22 @@ fn svm_attr_roundtrip(ctx: &Ctx) -> CheckResult {
     )
     .or_fail("SVM SET_ATTR (second half)")?;
     let whole = svm_get(&dev, start, size, &[abi::KFD_IOCTL_SVM_ATTR_PREFERRED_LOC])?;
-    let first = svm_get(&dev, start, size / 2, &[abi::KFD_IOCTL_SVM_ATTR_PREFERRED_LOC])?;
+    let first = svm_get(
+        &dev,
+        start,
+        size / 2,
+        &[abi::KFD_IOCTL_SVM_ATTR_PREFERRED_LOC],
+    )?;
     ensure!(
         whole[0] == abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED,
         "mixed range reads preferred location {:#x}, want undefined",
         whole[0]
     );
-    ensure!(first[0] == gpu, "first half reads {:#x}, want {gpu:#x}", first[0]);
+    ensure!(
+        first[0] == gpu,
+        "first half reads {:#x}, want {gpu:#x}",
+        first[0]
+    );
     drop(dev);
     drop(host);
     pass()
@@ -319,7 +347,8 @@ fn peer_vram_write(ctx: &Ctx) -> CheckResult {
         let vram = Scratch::new(&ctx.dev, MemoryKind::Device, to, 4096)?;
         let s = ctx.dev.create_stream(from).or_fail("create_stream")?;
         let v = 0xabc0_0000_0000_0000u64 | (from as u64) << 8 | to as u64;
-        s.write_value64(vram.va(64), v, 0).or_fail("write_value64")?;
+        s.write_value64(vram.va(64), v, 0)
+            .or_fail("write_value64")?;
         s.synchronize().or_fail("synchronize")?;
         let got = vram.u64(64).load(Ordering::Acquire);
         ensure!(

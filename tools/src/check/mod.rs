@@ -116,20 +116,62 @@ impl Check {
 
 /// Groups in run order, with their descriptions (for `--list` and the README).
 pub const GROUPS: &[(&str, &str)] = &[
-    ("topology", "KFD version, GPU nodes, apertures, clock counters"),
-    ("memory", "VRAM/GTT/USERPTR buffers, KFD memory errno, SVM attributes, peer access"),
-    ("queues", "CREATE_QUEUE argument checks, queue ids, priorities, CU masks"),
-    ("pm4", "PM4 packets: WRITE_DATA, WAIT_REG_MEM, RELEASE_MEM, PM4 compute queues"),
-    ("aql", "AQL barrier-AND/OR, completion signals, read/write dispatch ids"),
-    ("sdma", "SDMA COPY_LINEAR, CONST_FILL, FENCE, POLL_REGMEM, ring wrap"),
-    ("events", "KFD events: SET/WAIT/RESET, timeouts, errno; interrupts from the CP"),
-    ("signals", "amd_signal_t: CP decrements, mailbox interrupts, timestamps"),
-    ("streams", "streams: order, query, synchronize, null stream, destroy while busy"),
-    ("xstream", "events across streams and GPUs: wait on record, re-record, elapsed time"),
-    ("callbacks", "stream callbacks: once, in order, holding later work"),
-    ("memops", "stream memory ops: writeValue/waitValue 32/64-bit conditions"),
-    ("faults", "queue faults: sticky LaunchFailure, no hang, KFD memory exception data"),
-    ("selftest", "checks of the checker (only with --inject-fault)"),
+    (
+        "topology",
+        "KFD version, GPU nodes, apertures, clock counters",
+    ),
+    (
+        "memory",
+        "VRAM/GTT/USERPTR buffers, KFD memory errno, SVM attributes, peer access",
+    ),
+    (
+        "queues",
+        "CREATE_QUEUE argument checks, queue ids, priorities, CU masks",
+    ),
+    (
+        "pm4",
+        "PM4 packets: WRITE_DATA, WAIT_REG_MEM, RELEASE_MEM, PM4 compute queues",
+    ),
+    (
+        "aql",
+        "AQL barrier-AND/OR, completion signals, read/write dispatch ids",
+    ),
+    (
+        "sdma",
+        "SDMA COPY_LINEAR, CONST_FILL, FENCE, POLL_REGMEM, ring wrap",
+    ),
+    (
+        "events",
+        "KFD events: SET/WAIT/RESET, timeouts, errno; interrupts from the CP",
+    ),
+    (
+        "signals",
+        "amd_signal_t: CP decrements, mailbox interrupts, timestamps",
+    ),
+    (
+        "streams",
+        "streams: order, query, synchronize, null stream, destroy while busy",
+    ),
+    (
+        "xstream",
+        "events across streams and GPUs: wait on record, re-record, elapsed time",
+    ),
+    (
+        "callbacks",
+        "stream callbacks: once, in order, holding later work",
+    ),
+    (
+        "memops",
+        "stream memory ops: writeValue/waitValue 32/64-bit conditions",
+    ),
+    (
+        "faults",
+        "queue faults: sticky LaunchFailure, no hang, KFD memory exception data",
+    ),
+    (
+        "selftest",
+        "checks of the checker (only with --inject-fault)",
+    ),
 ];
 
 /// Every check, in run order (faults last: a fault may disturb later work on real
@@ -164,7 +206,10 @@ pub fn select(all: Vec<Check>, only: Option<&str>) -> Vec<Check> {
         .filter(|s| !s.is_empty())
         .collect();
     all.into_iter()
-        .filter(|c| pats.iter().any(|p| c.name.contains(p) || c.group().contains(p)))
+        .filter(|c| {
+            pats.iter()
+                .any(|p| c.name.contains(p) || c.group().contains(p))
+        })
         .collect()
 }
 
@@ -371,7 +416,10 @@ pub fn render_table(records: &[Record], repeat: u32) -> String {
     if run_col {
         s.push_str("RUN ");
     }
-    s.push_str(&format!("{:<w$}  {:<6} {:>9}  DETAIL\n", "CHECK", "RESULT", "TIME"));
+    s.push_str(&format!(
+        "{:<w$}  {:<6} {:>9}  DETAIL\n",
+        "CHECK", "RESULT", "TIME"
+    ));
     for r in records {
         if run_col {
             s.push_str(&format!("{:<3} ", r.run));
@@ -468,8 +516,9 @@ mod tests {
     fn select_matches_name_or_group_substrings() {
         let s = select(registry(false), Some("sdma.copy,topology"));
         assert!(s.iter().any(|c| c.name == "sdma.copy_linear_bytes"));
-        assert!(s.iter().all(|c| c.name.starts_with("sdma.copy")
-            || c.group() == "topology"));
+        assert!(s
+            .iter()
+            .all(|c| c.name.starts_with("sdma.copy") || c.group() == "topology"));
         assert!(select(registry(false), Some("no-such-check")).is_empty());
     }
 }

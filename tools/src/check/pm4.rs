@@ -184,7 +184,10 @@ fn release_mem_timestamps(ctx: &Ctx) -> CheckResult {
     let t0 = mem.u64(0).load(Ordering::Acquire);
     let t1 = mem.u64(8).load(Ordering::Acquire);
     ensure!(t0 != 0 && t1 != 0, "timestamps not written: {t0} {t1}");
-    ensure!(t1 > t0, "second timestamp {t1} not after the first {t0} (1 ms apart)");
+    ensure!(
+        t1 > t0,
+        "second timestamp {t1} not after the first {t0} (1 ms apart)"
+    );
     ensure!(
         before <= t0 && t1 <= after,
         "timestamps {t0}..{t1} outside the GET_CLOCK_COUNTERS window {before}..{after}"
@@ -214,8 +217,15 @@ fn compute_queue(ctx: &Ctx) -> CheckResult {
     for c in 0..16u32 {
         let want = (0..300u32).filter(|i| i % 16 == c).max().unwrap_or(0) + 1;
         let got = mem.u32((c * 4) as usize).load(Ordering::Acquire);
-        ensure!(got == want, "cell {c} = {got}, want {want} (the last write to it)");
+        ensure!(
+            got == want,
+            "cell {c} = {got}, want {want} (the last write to it)"
+        );
     }
-    ensure!(q.rptr() == 1500, "read pointer {} dwords, want 1500", q.rptr());
+    ensure!(
+        q.rptr() == 1500,
+        "read pointer {} dwords, want 1500",
+        q.rptr()
+    );
     pass()
 }

@@ -143,7 +143,11 @@ fn cwsr_size_checked(ctx: &Ctx) -> CheckResult {
     expect_einval(ctx, a, "ctl_stack_size + 4096")?;
     // The kernel's own sizes (RawAql) are accepted.
     let q = RawAql::new(&ctx.dev, 0, 64).or_fail("AQL queue with the kernel's sizes")?;
-    ensure!(q.read_index() == 0, "fresh queue read index {}", q.read_index());
+    ensure!(
+        q.read_index() == 0,
+        "fresh queue read index {}",
+        q.read_index()
+    );
     pass_with(format!(
         "ctl_stack {:#x}, cwsr {:#x}",
         sizes.ctl_stack_size, sizes.cwsr_size
@@ -199,7 +203,11 @@ fn cu_mask_roundtrip(ctx: &Ctx) -> CheckResult {
     s.cu_mask(&mut out).or_fail("cu_mask")?;
     for (i, w) in out.iter().enumerate() {
         let bits = (cus - i * 32).min(32);
-        let valid = if bits == 32 { u32::MAX } else { (1 << bits) - 1 };
+        let valid = if bits == 32 {
+            u32::MAX
+        } else {
+            (1 << bits) - 1
+        };
         ensure!(
             *w == 0x5555_5555 & valid,
             "word {i} reads {w:#x}, want {:#x}",

@@ -163,7 +163,8 @@ impl RawAql {
             queue_inactive_signal: 0,
             reserved4: [0; 14],
         };
-        amdq.write(0, zerocopy::IntoBytes::as_bytes(&q)).or_fail("amd_queue_t")?;
+        amdq.write(0, zerocopy::IntoBytes::as_bytes(&q))
+            .or_fail("amd_queue_t")?;
         let mut args = abi::CreateQueueArgs {
             ring_base_address: ring.va(),
             write_pointer_address: amdq.va() + hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET,
@@ -206,10 +207,7 @@ impl RawAql {
     pub fn submit(&mut self, pkts: &[AqlPacket]) -> Result<(), String> {
         // SAFETY: the ring is CPU-mapped and lives as long as `self`.
         let words = unsafe {
-            core::slice::from_raw_parts(
-                self.ring.as_ptr() as *const AtomicU32,
-                self.ring.len() / 4,
-            )
+            core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, self.ring.len() / 4)
         };
         let w = AqlRingWriter::new(&words[..self.slots as usize * 16])
             .ok_or("AQL ring is not a power of two")?;
@@ -306,10 +304,7 @@ impl RawSdma {
     pub fn submit(&mut self, pkts: &[SdmaPacket<'_>]) -> Result<(), String> {
         // SAFETY: the ring is CPU-mapped and lives as long as `self`.
         let words = unsafe {
-            core::slice::from_raw_parts(
-                self.ring.as_ptr() as *const AtomicU32,
-                self.ring.len() / 4,
-            )
+            core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, self.ring.len() / 4)
         };
         let w = SdmaRingWriter::new(words, self.version).ok_or("SDMA ring size")?;
         for p in pkts {
@@ -486,9 +481,7 @@ impl RawSignals {
     /// Signal `i`'s value cell.
     pub fn value(&self, i: usize) -> &AtomicI64 {
         // SAFETY: the value field (offset 8) of slot `i`, 8-aligned, CPU-mapped.
-        unsafe {
-            AtomicI64::from_ptr((self.handle(i) + hsa::SIGNAL_VALUE_OFFSET) as *mut i64)
-        }
+        unsafe { AtomicI64::from_ptr((self.handle(i) + hsa::SIGNAL_VALUE_OFFSET) as *mut i64) }
     }
 }
 

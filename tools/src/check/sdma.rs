@@ -24,7 +24,8 @@ pub fn checks() -> Vec<Check> {
         },
         Check {
             name: "sdma.fence_after_copy",
-            what: "a FENCE after a 4 MiB VRAM-to-VRAM copy is written only once the whole copy landed",
+            what:
+                "a FENCE after a 4 MiB VRAM-to-VRAM copy is written only once the whole copy landed",
             run: fence_after_copy,
         },
         Check {
@@ -79,7 +80,10 @@ fn copy_linear(ctx: &Ctx) -> CheckResult {
         fence.u32(0).load(Ordering::Acquire) == 1
     })?;
     let got = dst.read(0, 1 << 16);
-    ensure!(got[..5].iter().all(|&b| b == 0xee), "bytes before the copy changed");
+    ensure!(
+        got[..5].iter().all(|&b| b == 0xee),
+        "bytes before the copy changed"
+    );
     if let Some(i) = (0..n).find(|&i| got[5 + i] != data[3 + i]) {
         return Err(format!(
             "dst byte {} = {:#x}, want src byte {} = {:#x}",
@@ -115,7 +119,10 @@ fn const_fill(ctx: &Ctx) -> CheckResult {
         fence.u32(0).load(Ordering::Acquire) == 7
     })?;
     let got = dst.read(0, 1 << 14);
-    ensure!(got[..16].iter().all(|&b| b == 0x11), "bytes before the fill changed");
+    ensure!(
+        got[..16].iter().all(|&b| b == 0x11),
+        "bytes before the fill changed"
+    );
     for (i, w) in got[16..16 + len].chunks(4).enumerate() {
         let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
         ensure!(v == 0xdead_beef, "dword {i} of the fill = {v:#x}");
@@ -136,13 +143,16 @@ fn fence_after_copy(ctx: &Ctx) -> CheckResult {
     let data = pattern(len, 9);
     src.write(0, &data);
     let ver = ctx.dev.gpus()[0].sdma_version;
-    let mut pkts: Vec<SdmaPacket<'_>> = pm4::sdma::copy_linear_split(src.va(0), dst.va(0), len as u64, ver)
-        .map(SdmaPacket::CopyLinear)
-        .collect();
+    let mut pkts: Vec<SdmaPacket<'_>> =
+        pm4::sdma::copy_linear_split(src.va(0), dst.va(0), len as u64, ver)
+            .map(SdmaPacket::CopyLinear)
+            .collect();
     let n = pkts.len();
     pkts.push(SdmaPacket::Fence(Fence::new(fence.va(0), 0xf00d)));
     q.submit(&pkts)?;
-    wait_for("the fence", WAIT, || fence.u32(0).load(Ordering::Acquire) == 0xf00d)?;
+    wait_for("the fence", WAIT, || {
+        fence.u32(0).load(Ordering::Acquire) == 0xf00d
+    })?;
     let got = dst.read(0, len);
     if let Some(i) = (0..len).find(|&i| got[i] != data[i]) {
         return Err(format!("byte {i:#x} not copied when the fence was written"));
@@ -167,7 +177,10 @@ fn poll_regmem(ctx: &Ctx) -> CheckResult {
         SdmaPacket::Fence(Fence::new(mem.va(64), 1)),
     ])?;
     settle();
-    ensure!(mem.u32(64).load(Ordering::Acquire) == 0, "fence written before the poll matched");
+    ensure!(
+        mem.u32(64).load(Ordering::Acquire) == 0,
+        "fence written before the poll matched"
+    );
     mem.u32(0).store(0x106, Ordering::Release);
     settle();
     ensure!(

@@ -89,7 +89,11 @@ fn event_page_slots(ctx: &Ctx) -> CheckResult {
     let b = dev.backend().as_ref();
     let (_page, first) = event_page(&dev)?;
     let page2 = dev
-        .alloc(MemoryKind::Signal, 0, abi::KFD_SIGNAL_EVENT_LIMIT as usize * 8)
+        .alloc(
+            MemoryKind::Signal,
+            0,
+            abi::KFD_SIGNAL_EVENT_LIMIT as usize * 8,
+        )
         .or_fail("second page")?;
     let mut again = CreateEventArgs {
         event_type: abi::KFD_IOC_EVENT_SIGNAL,

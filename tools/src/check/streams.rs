@@ -72,7 +72,11 @@ fn query_synchronize(ctx: &Ctx) -> CheckResult {
         .dev
         .create_stream_with_flags(0, STREAM_NON_BLOCKING)
         .or_fail("create_stream_with_flags")?;
-    ensure!(s.flags() == STREAM_NON_BLOCKING, "flags read back {:#x}", s.flags());
+    ensure!(
+        s.flags() == STREAM_NON_BLOCKING,
+        "flags read back {:#x}",
+        s.flags()
+    );
     match ctx.dev.create_stream_with_flags(0, 0x8) {
         Err(e) if e.kind() == ErrorKind::InvalidValue => {}
         Err(e) => return Err(format!("flags 0x8: want InvalidValue, got {e}")),
@@ -85,11 +89,18 @@ fn query_synchronize(ctx: &Ctx) -> CheckResult {
     settle();
     match s.query() {
         Err(e) if e.kind() == ErrorKind::NotReady => {}
-        other => return Err(format!("query of a held stream: want NotReady, got {other:?}")),
+        other => {
+            return Err(format!(
+                "query of a held stream: want NotReady, got {other:?}"
+            ))
+        }
     }
     m.u32(0).store(1, Ordering::Release);
     s.synchronize().or_fail("synchronize")?;
-    ensure!(m.u32(64).load(Ordering::Acquire) == 9, "write not landed after synchronize");
+    ensure!(
+        m.u32(64).load(Ordering::Acquire) == 9,
+        "write not landed after synchronize"
+    );
     s.query().or_fail("query after synchronize")?;
     pass()
 }
@@ -113,7 +124,9 @@ fn null_stream(ctx: &Ctx) -> CheckResult {
     nonblocking
         .write_value32(m.va(128), 1, 0)
         .or_fail("non-blocking write")?;
-    nonblocking.synchronize().or_fail("non-blocking synchronize")?;
+    nonblocking
+        .synchronize()
+        .or_fail("non-blocking synchronize")?;
     settle();
     ensure!(
         m.u32(128).load(Ordering::Acquire) == 1,
@@ -125,7 +138,10 @@ fn null_stream(ctx: &Ctx) -> CheckResult {
     );
     m.u32(0).store(1, Ordering::Release);
     null.synchronize().or_fail("null synchronize")?;
-    ensure!(m.u32(64).load(Ordering::Acquire) == 1, "null-stream write lost");
+    ensure!(
+        m.u32(64).load(Ordering::Acquire) == 1,
+        "null-stream write lost"
+    );
     blocking.synchronize().or_fail("blocking synchronize")?;
     pass()
 }
@@ -144,7 +160,10 @@ fn destroy_while_busy(ctx: &Ctx) -> CheckResult {
         "dropping a busy stream blocked for {dt:?}"
     );
     settle();
-    ensure!(m.u32(64).load(Ordering::Acquire) == 0, "write ran past the wait");
+    ensure!(
+        m.u32(64).load(Ordering::Acquire) == 0,
+        "write ran past the wait"
+    );
     m.u32(0).store(1, Ordering::Release);
     wait_for("the destroyed stream's write", WAIT, || {
         m.u32(64).load(Ordering::Acquire) == 5
@@ -174,11 +193,18 @@ fn blocked_isolated(ctx: &Ctx) -> CheckResult {
         let got = m.u32(64 + 4 * i).load(Ordering::Acquire);
         ensure!(got == i as u32, "stream {i} wrote {got}");
     }
-    ensure!(m.u32(4).load(Ordering::Acquire) == 0, "blocked stream's write ran");
+    ensure!(
+        m.u32(4).load(Ordering::Acquire) == 0,
+        "blocked stream's write ran"
+    );
     m.u32(0).store(1, Ordering::Release);
-    streams[0].synchronize().or_fail("blocked stream synchronize")?;
-    ensure!(m.u32(4).load(Ordering::Acquire) == 100, "blocked stream's write lost");
-    let queues: std::collections::HashSet<u32> =
-        streams.iter().map(|s| s.hw_queue_id()).collect();
+    streams[0]
+        .synchronize()
+        .or_fail("blocked stream synchronize")?;
+    ensure!(
+        m.u32(4).load(Ordering::Acquire) == 100,
+        "blocked stream's write lost"
+    );
+    let queues: std::collections::HashSet<u32> = streams.iter().map(|s| s.hw_queue_id()).collect();
     pass_with(format!("{} hardware queues for 12 streams", queues.len()))
 }

@@ -32,7 +32,11 @@ pub fn checks() -> Vec<Check> {
 
 fn kfd_version(ctx: &Ctx) -> CheckResult {
     let v = kfd::ioctl::get_version(ctx.backend()).or_fail("GET_VERSION")?;
-    ensure!(v.major_version == 1, "major version {} (want 1)", v.major_version);
+    ensure!(
+        v.major_version == 1,
+        "major version {} (want 1)",
+        v.major_version
+    );
     ensure!(
         v.minor_version >= kfdrt::device::MIN_KFD_MINOR,
         "minor version {} < {}",
@@ -149,7 +153,9 @@ fn clock_counters(ctx: &Ctx) -> CheckResult {
             a.gpu_clock_counter,
             b.gpu_clock_counter
         );
-        let dsys = b.system_clock_counter.saturating_sub(a.system_clock_counter);
+        let dsys = b
+            .system_clock_counter
+            .saturating_sub(a.system_clock_counter);
         ensure!(
             dsys >= 2_000_000,
             "gpu {:#x}: system counter advanced {dsys} ns over a 2 ms sleep",

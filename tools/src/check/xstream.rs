@@ -50,7 +50,10 @@ fn nb(ctx: &Ctx, gpu: usize) -> Result<Stream, String> {
 fn held_by_event(ctx: &Ctx, a_gpu: usize, b_gpu: usize) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let (a, b) = (nb(ctx, a_gpu)?, nb(ctx, b_gpu)?);
-    let e = ctx.dev.create_event(EVENT_DISABLE_TIMING).or_fail("create_event")?;
+    let e = ctx
+        .dev
+        .create_event(EVENT_DISABLE_TIMING)
+        .or_fail("create_event")?;
     a.wait_value32(m.va(0), 1, WAIT_VALUE_GTE, u32::MAX)
         .or_fail("wait_value32")?;
     a.write_value32(m.va(4), 1, 0).or_fail("write A")?;
@@ -83,21 +86,34 @@ fn wait_event_orders(ctx: &Ctx) -> CheckResult {
 fn unrecorded_noop(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let b = nb(ctx, 0)?;
-    let e = ctx.dev.create_event(EVENT_DEFAULT).or_fail("create_event")?;
+    let e = ctx
+        .dev
+        .create_event(EVENT_DEFAULT)
+        .or_fail("create_event")?;
     e.query().or_fail("query of an unrecorded event")?;
-    e.synchronize().or_fail("synchronize of an unrecorded event")?;
+    e.synchronize()
+        .or_fail("synchronize of an unrecorded event")?;
     b.wait_event(&e, 0).or_fail("wait_event")?;
     b.write_value32(m.va(0), 3, 0).or_fail("write")?;
     b.synchronize().or_fail("synchronize")?;
-    ensure!(m.u32(0).load(Ordering::Acquire) == 3, "write after the no-op wait missing");
-    ensure!(!b.has_dedicated_queue(), "a no-op wait moved the stream to a dedicated queue");
+    ensure!(
+        m.u32(0).load(Ordering::Acquire) == 3,
+        "write after the no-op wait missing"
+    );
+    ensure!(
+        !b.has_dedicated_queue(),
+        "a no-op wait moved the stream to a dedicated queue"
+    );
     pass()
 }
 
 fn rerecord(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let (a, b, c) = (nb(ctx, 0)?, nb(ctx, 0)?, nb(ctx, 0)?);
-    let e = ctx.dev.create_event(EVENT_DISABLE_TIMING).or_fail("create_event")?;
+    let e = ctx
+        .dev
+        .create_event(EVENT_DISABLE_TIMING)
+        .or_fail("create_event")?;
     a.wait_value32(m.va(0), 1, WAIT_VALUE_GTE, u32::MAX)
         .or_fail("wait_value32")?;
     e.record(&a).or_fail("record on A")?;
@@ -105,7 +121,8 @@ fn rerecord(ctx: &Ctx) -> CheckResult {
     e.record(&c).or_fail("re-record on idle C")?;
     b.write_value32(m.va(8), 2, 0).or_fail("write B")?;
     c.synchronize().or_fail("synchronize C")?;
-    e.synchronize().or_fail("synchronize the re-recorded event")?;
+    e.synchronize()
+        .or_fail("synchronize the re-recorded event")?;
     settle();
     ensure!(
         m.u32(8).load(Ordering::Acquire) == 0,
@@ -121,8 +138,12 @@ fn elapsed_time(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let s = nb(ctx, 0)?;
     let (start, end) = (
-        ctx.dev.create_event(EVENT_DEFAULT).or_fail("create_event")?,
-        ctx.dev.create_event(EVENT_DEFAULT).or_fail("create_event")?,
+        ctx.dev
+            .create_event(EVENT_DEFAULT)
+            .or_fail("create_event")?,
+        ctx.dev
+            .create_event(EVENT_DEFAULT)
+            .or_fail("create_event")?,
     );
     start.record(&s).or_fail("record start")?;
     s.wait_value32(m.va(0), 1, WAIT_VALUE_GTE, u32::MAX)
@@ -138,7 +159,10 @@ fn elapsed_time(ctx: &Ctx) -> CheckResult {
     );
     let back = Event::elapsed_ms(&end, &start).or_fail("elapsed_ms reversed")?;
     ensure!(back < 0.0, "reversed elapsed time {back} is not negative");
-    let nt = ctx.dev.create_event(EVENT_DISABLE_TIMING).or_fail("create_event")?;
+    let nt = ctx
+        .dev
+        .create_event(EVENT_DISABLE_TIMING)
+        .or_fail("create_event")?;
     nt.record(&s).or_fail("record")?;
     nt.synchronize().or_fail("synchronize")?;
     match Event::elapsed_ms(&start, &nt) {
