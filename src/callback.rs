@@ -40,9 +40,14 @@ pub(crate) struct Callbacks {
     /// Threads currently holding or waiting for the dispatcher role.
     running: AtomicBool,
     threads: AtomicUsize,
+    /// Callbacks ever added (the idle dispatcher spins on this before sleeping).
+    added: AtomicUsize,
     /// Gates of callbacks that returned, kept until their hold packet completed.
     retired: Mutex<Vec<(Arc<Signal>, Point)>>,
 }
+
+/// How long an idle dispatcher spins for new callbacks before sleeping.
+const IDLE_SPIN: Duration = Duration::from_micros(50);
 
 thread_local! {
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
@@ -55,6 +60,7 @@ impl Callbacks {
             cv: Condvar::new(),
             running: AtomicBool::new(false),
             threads: AtomicUsize::new(0),
+            added: AtomicUsize::new(0),
             retired: Mutex::new(Vec::new()),
         }
     }
@@ -87,6 +93,7 @@ impl Stream {
                 .queue
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
+            dev.callbacks.added.fetch_add(1, Ordering::AcqRel);
             q.push_back(Pending {
                 stream: s.clone(),
                 start,
@@ -160,7 +167,25 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                 Some(i) => q.remove(i),
                 None => {
                     if q.is_empty() {
-                        // Idle: sleep until a callback arrives (bounded, to notice exit).
+                        // Idle: spin briefly (a callback right after another runs without
+                        // a futex wake-up), then sleep until one arrives (bounded, to
+                        // notice exit).
+                        drop(q);
+                        let seen = cb.added.load(Ordering::Acquire);
+                        let t0 = std::time::Instant::now();
+                        while cb.added.load(Ordering::Acquire) == seen && t0.elapsed() < IDLE_SPIN {
+                            std::hint::spin_loop();
+                        }
+                        if cb.added.load(Ordering::Acquire) != seen {
+                            drop(dev);
+                            continue;
+                        }
+                        let q = cb.queue.lock().unwrap_or_else(|e| e.into_inner());
+                        if !q.is_empty() {
+                            drop(q);
+                            drop(dev);
+                            continue;
+                        }
                         let (g, _) = cb
                             .cv
                             .wait_timeout(q, Duration::from_millis(100))
