@@ -44,7 +44,7 @@ fn write_widths(ctx: &Ctx) -> CheckResult {
         .or_fail("write_value64")?;
     s.synchronize().or_fail("synchronize")?;
     let got = m.read(0, 64);
-    let mut want = vec![0xaa; 64];
+    let mut want = [0xaa; 64];
     want[4..8].copy_from_slice(&0x1234_5678u32.to_le_bytes());
     want[16..24].copy_from_slice(&0x0123_4567_89ab_cdefu64.to_le_bytes());
     if let Some(i) = (0..64).find(|&i| got[i] != want[i]) {

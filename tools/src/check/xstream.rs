@@ -158,7 +158,10 @@ fn elapsed_time(ctx: &Ctx) -> CheckResult {
         "elapsed {ms} ms across a 20 ms hold"
     );
     let back = Event::elapsed_ms(&end, &start).or_fail("elapsed_ms reversed")?;
-    ensure!(back < 0.0, "reversed elapsed time {back} is not negative");
+    ensure!(
+        back.partial_cmp(&0.0) == Some(std::cmp::Ordering::Less),
+        "reversed elapsed time {back} is not negative"
+    );
     let nt = ctx
         .dev
         .create_event(EVENT_DISABLE_TIMING)
