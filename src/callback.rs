@@ -47,7 +47,7 @@ pub(crate) struct Callbacks {
 }
 
 /// How long an idle dispatcher spins for new callbacks before sleeping.
-const IDLE_SPIN: Duration = Duration::from_micros(50);
+const IDLE_SPIN: Duration = Duration::from_micros(10);
 
 thread_local! {
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
