@@ -137,13 +137,17 @@ fn raw_alloc(ctx: &Ctx, va: u64, size: u64, flags: AllocFlags) -> Result<u64, kf
 fn vram_oversize_enomem(ctx: &Ctx) -> CheckResult {
     let avail =
         kfd::ioctl::available_memory(ctx.backend(), ctx.gpu_id(0)).or_fail("AVAILABLE_MEMORY")?;
-    let size = (avail + (4 << 20)).next_multiple_of(2 << 20);
+    // AVAILABLE_MEMORY rounds each VRAM BO up to 2 MiB while the allocation limit counts
+    // exact sizes (amdgpu_amdkfd_get_available_memory vs amdgpu_amdkfd_reserve_mem_limit),
+    // so "available + a little" may legitimately fit: ask for more than the whole VRAM.
+    let vram = ctx.dev.gpus()[0].node.vram_size();
+    let size = (avail.max(vram) + (64 << 20)).next_multiple_of(2 << 20);
     let res = VaReservation::new(size as usize, 2 << 20).or_fail("reserve address space")?;
     match raw_alloc(ctx, res.addr(), size, AllocFlags::VRAM) {
         Ok(h) => {
             let _ = kfd::ioctl::free_memory_of_gpu(ctx.backend(), h);
             Err(format!(
-                "a {size}-byte VRAM alloc succeeded with {avail} bytes available"
+                "a {size}-byte VRAM alloc succeeded ({vram} bytes of VRAM, {avail} available)"
             ))
         }
         Err(e) if e.errno == Errno::NOMEM => pass_with(format!("{size} bytes: ENOMEM")),
