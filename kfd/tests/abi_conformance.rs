@@ -185,6 +185,117 @@ fn structs() -> Vec<StructCheck> {
     ]
 }
 
+/// Offsets of members nested inside unions and arrays, which our structs expose through
+/// typed views: (C struct, C member path, our offset, first minor version).
+fn nested() -> Vec<(&'static str, String, usize, u32)> {
+    let ev = offset_of!(EventData, payload);
+    let mut v = vec![
+        (
+            "kfd_event_data",
+            "memory_exception_data.failure.NotPresent".to_string(),
+            ev + offset_of!(HsaMemoryExceptionData, failure)
+                + offset_of!(MemoryExceptionFailure, not_present),
+            0,
+        ),
+        (
+            "kfd_event_data",
+            "memory_exception_data.failure.ReadOnly".into(),
+            ev + offset_of!(MemoryExceptionFailure, read_only),
+            0,
+        ),
+        (
+            "kfd_event_data",
+            "memory_exception_data.failure.NoExecute".into(),
+            ev + offset_of!(MemoryExceptionFailure, no_execute),
+            0,
+        ),
+        (
+            "kfd_event_data",
+            "memory_exception_data.failure.imprecise".into(),
+            ev + offset_of!(MemoryExceptionFailure, imprecise),
+            0,
+        ),
+        (
+            "kfd_event_data",
+            "memory_exception_data.va".into(),
+            ev + offset_of!(HsaMemoryExceptionData, va),
+            0,
+        ),
+        (
+            "kfd_event_data",
+            "memory_exception_data.gpu_id".into(),
+            ev + offset_of!(HsaMemoryExceptionData, gpu_id),
+            0,
+        ),
+        (
+            "kfd_event_data",
+            "memory_exception_data.ErrorType".into(),
+            ev + offset_of!(HsaMemoryExceptionData, error_type),
+            4,
+        ),
+        (
+            "kfd_event_data",
+            "hw_exception_data.reset_type".into(),
+            ev + offset_of!(HsaHwExceptionData, reset_type),
+            0,
+        ),
+        (
+            "kfd_event_data",
+            "hw_exception_data.reset_cause".into(),
+            ev + offset_of!(HsaHwExceptionData, reset_cause),
+            0,
+        ),
+        (
+            "kfd_event_data",
+            "hw_exception_data.memory_lost".into(),
+            ev + offset_of!(HsaHwExceptionData, memory_lost),
+            0,
+        ),
+        (
+            "kfd_event_data",
+            "hw_exception_data.gpu_id".into(),
+            ev + offset_of!(HsaHwExceptionData, gpu_id),
+            0,
+        ),
+        (
+            "kfd_event_data",
+            "signal_event_data.last_event_age".into(),
+            ev + offset_of!(HsaSignalEventData, last_event_age),
+            14,
+        ),
+    ];
+    let base = offset_of!(GetProcessAperturesArgs, process_apertures);
+    let el = size_of::<ProcessDeviceApertures>();
+    for i in 0..NUM_OF_SUPPORTED_GPUS {
+        for (f, o) in [
+            ("lds_base", offset_of!(ProcessDeviceApertures, lds_base)),
+            ("lds_limit", offset_of!(ProcessDeviceApertures, lds_limit)),
+            (
+                "scratch_base",
+                offset_of!(ProcessDeviceApertures, scratch_base),
+            ),
+            (
+                "scratch_limit",
+                offset_of!(ProcessDeviceApertures, scratch_limit),
+            ),
+            ("gpuvm_base", offset_of!(ProcessDeviceApertures, gpuvm_base)),
+            (
+                "gpuvm_limit",
+                offset_of!(ProcessDeviceApertures, gpuvm_limit),
+            ),
+            ("gpu_id", offset_of!(ProcessDeviceApertures, gpu_id)),
+        ] {
+            v.push((
+                "kfd_ioctl_get_process_apertures_args",
+                format!("process_apertures[{i}].{f}"),
+                base + i * el + o,
+                0,
+            ));
+        }
+    }
+    v
+}
+
 /// (C name, our value, first minor version that has it)
 fn constants() -> Vec<(&'static str, u64, u32)> {
     macro_rules! c {
@@ -460,6 +571,12 @@ fn probe() -> HashMap<String, u64> {
     for (n, _, min) in constants() {
         c += &guard(min, format!("P(\"C\", \"{n}\", (unsigned int)({n}));\n"));
     }
+    for (st, path, _, min) in nested() {
+        c += &guard(
+            min,
+            format!("P(\"N\", \"{st}.{path}\", offsetof(struct {st}, {path}));\n"),
+        );
+    }
     for (n, _, min, _) in request_codes() {
         c += &guard(min, format!("P(\"R\", \"{n}\", (unsigned int)({n}));\n"));
     }
@@ -567,6 +684,17 @@ fn abi_matches_installed_kfd_ioctl_h() {
             ));
         }
     }
+    for (st, path, ours, min) in nested() {
+        match p.get(&format!("N {st}.{path}")) {
+            Some(&c) => {
+                n_offsets += 1;
+                if c as usize != ours {
+                    errors.push(format!("{st}.{path}: header offset {c}, ours {ours}"));
+                }
+            }
+            None => assert!(min > minor, "{st}.{path} missing from the probe"),
+        }
+    }
     for (n, v, min) in constants() {
         match p.get(&format!("C {n}")) {
             Some(&cv) => {
@@ -602,7 +730,7 @@ fn abi_matches_installed_kfd_ioctl_h() {
         grown.keys().collect::<Vec<_>>()
     );
     assert!(errors.is_empty(), "ABI mismatches:\n{}", errors.join("\n"));
-    assert!(n_offsets > 150, "too few offsets compared: {n_offsets}");
+    assert!(n_offsets > 200, "too few offsets compared: {n_offsets}");
 }
 
 #[test]
