@@ -156,6 +156,8 @@ fn callback_runs_once_in_order_and_holds_later_work() {
         s.add_callback(
             move |st| {
                 // Earlier work is complete when the callback runs.
+                // SAFETY: `va` is the start of `mem`, a live signal-memory buffer that
+                // outlives the callback (the test synchronizes before dropping it).
                 let v = unsafe { core::ptr::read_volatile(va as *const u32) };
                 log.lock()
                     .unwrap()
