@@ -8,6 +8,7 @@
 
 mod aql;
 mod callbacks;
+mod copies;
 mod events;
 mod faults;
 mod memops;
@@ -169,6 +170,10 @@ pub const GROUPS: &[(&str, &str)] = &[
         "queue faults: sticky LaunchFailure, no hang, KFD memory exception data",
     ),
     (
+        "copies",
+        "stream-ordered memcpy/memset through the runtime (CP DMA and SDMA)",
+    ),
+    (
         "selftest",
         "checks of the checker (only with --inject-fault)",
     ),
@@ -190,6 +195,7 @@ pub fn registry(inject_fault: bool) -> Vec<Check> {
     v.extend(xstream::checks());
     v.extend(callbacks::checks());
     v.extend(memops::checks());
+    v.extend(copies::checks());
     v.extend(faults::checks());
     if inject_fault {
         v.push(faults::INJECTED);
