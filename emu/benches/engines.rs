@@ -252,6 +252,49 @@ fn bench_wakeup(c: &mut Criterion) {
             total
         })
     });
+    // Back-to-back: the next doorbell arrives while the CP is still in its post-idle
+    // spin window (or, without one, just after it parked).
+    g.bench_function("doorbell_back_to_back", |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t0 = Instant::now();
+                while t0.elapsed() < Duration::from_micros(5) {
+                    std::hint::spin_loop();
+                }
+                n = n.wrapping_add(1);
+                let mut pkt = [0u32; 5];
+                Pm4Packet::WriteData(WriteData {
+                    dst_sel: WriteDataDst::Memory,
+                    addr_incr: true,
+                    wr_confirm: true,
+                    cache_policy: CachePolicy::Lru,
+                    engine_sel: 0,
+                    addr: data.va(),
+                    data: &[n],
+                })
+                .encode(GfxFamily::Gfx9, &mut pkt)
+                .unwrap();
+                for w in pkt {
+                    q.ring
+                        .store_u32(q.ring.va() + (q.wptr % ring_dw) * 4, w)
+                        .unwrap();
+                    q.wptr += 1;
+                }
+                let t = Instant::now();
+                q.publish(&s.eng, q.wptr);
+                while data.load_u32(data.va()).unwrap() != n {
+                    std::hint::spin_loop();
+                }
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    // The host-side cost of `GpuEngines::doorbell` on a queue with no new work.
+    g.bench_function("doorbell_call", |bch| {
+        bch.iter(|| s.eng.doorbell(std::hint::black_box(q.id)))
+    });
     g.finish();
 }
 

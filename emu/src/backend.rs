@@ -190,6 +190,33 @@ impl EmuBackend {
         self.emu.lock().svm.len()
     }
 
+    /// Start recording every packet the engines execute and every engine event, on all
+    /// GPUs ([`crate::trace`]). Costs nothing until called.
+    pub fn enable_trace(&self) {
+        for g in &self.emu.gpus {
+            g.engines.trace().set_enabled(true);
+        }
+    }
+
+    /// Stop recording (what was recorded stays until [`EmuBackend::take_trace`]).
+    pub fn disable_trace(&self) {
+        for g in &self.emu.gpus {
+            g.engines.trace().set_enabled(false);
+        }
+    }
+
+    /// Everything recorded so far on all GPUs, sorted by start time (host clock); the
+    /// buffers are emptied. Waits until every engine is between packets, so the packets
+    /// of work the caller saw complete are included.
+    pub fn take_trace(&self) -> Vec<crate::trace::TraceEvent> {
+        let mut all = Vec::new();
+        for g in &self.emu.gpus {
+            all.extend(g.engines.take_trace());
+        }
+        all.sort_by_key(|e| (e.start_ns, std::cmp::Reverse(e.end_ns)));
+        all
+    }
+
     /// The scheduling state of a queue, from its engine (`None` for an unknown queue).
     pub fn queue_status(&self, queue_id: u32) -> Option<QueueStatus> {
         let idx = self

@@ -33,6 +33,7 @@ mod kfd_svm;
 mod kfd_topology;
 pub mod presets;
 pub mod spec;
+pub mod trace;
 
 pub use backend::{EmuBackend, EmuError};
 pub use kfd_events::{KFD_FIRST_NONSIGNAL_EVENT_ID, UNSIGNALED_EVENT_SLOT};

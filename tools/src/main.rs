@@ -8,6 +8,7 @@ mod bench;
 mod check;
 mod disasm;
 mod info;
+mod trace;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,6 +26,7 @@ COMMANDS:
     info      Print the device's agents (rocminfo's essentials)
     disasm    Decode PM4, AQL or SDMA packets from a file
     bench     Host-side cost and latency of stream, event and callback calls
+    trace     Record a workload's packets and engine events (Chrome trace JSON + packet log)
     help      Print this help, or `kfdrt help COMMAND` for one command
 
 DEVICE SELECTION (every command that opens a device):
@@ -148,12 +150,14 @@ fn main() -> ExitCode {
         "info" => cmd_info(rest),
         "disasm" => cmd_disasm(rest),
         "bench" => cmd_bench(rest),
+        "trace" => trace::cmd(rest),
         "help" | "--help" | "-h" => {
             match rest.first().map(String::as_str) {
                 Some("check") => print!("{CHECK_HELP}"),
                 Some("info") => print!("{INFO_HELP}"),
                 Some("disasm") => print!("{DISASM_HELP}"),
                 Some("bench") => print!("{BENCH_HELP}"),
+                Some("trace") => print!("{}", trace::HELP),
                 _ => print!("{USAGE}"),
             }
             ExitCode::SUCCESS

@@ -54,7 +54,7 @@ pub(crate) fn complete_signal(mem: &mut MemCache, inner: &Inner, sig: u64) -> Ac
         } else {
             mem.store_u32(mailbox, id)?;
         }
-        inner.irq.event_interrupt(inner.cfg.gpu_id, Some(id));
+        inner.interrupt(mem, Some(id));
     }
     Ok(())
 }
@@ -194,6 +194,19 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
             if let Err(e) = finish(q, mem, inner, slot_va, None, sig) {
                 stop!(off, e.into());
             }
+            if let Some((start, name, disasm)) = q.tr_ib.take() {
+                if mem.tr.on {
+                    let end = inner.stamp();
+                    let kind = crate::trace::TraceKind::Packet {
+                        offset: off,
+                        ib_depth: 0,
+                        ib_va: 0,
+                        name,
+                        disasm,
+                    };
+                    mem.tr.push(start, end, kind);
+                }
+            }
             executed += 1;
             continue;
         }
@@ -202,7 +215,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 Ok(v) => v,
                 Err(e) => stop!(off, e.into()),
             };
-            limit = match q.doorbell_value() {
+            limit = match q.doorbell_value(mem) {
                 Some(d) => wmem.max(d.saturating_add(1)),
                 None => wmem,
             };
@@ -232,6 +245,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
             stop!(off, e.into());
         }
         w[0] = hdr;
+        if mem.tr.on && q.tr_start.is_none() {
+            q.tr_start = Some(inner.stamp());
+        }
         let pkt = match AqlPacket::decode(&w) {
             Ok(p) => p,
             Err(e) => stop!(
@@ -309,6 +325,11 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     Step::Stop(s) => stop!(off, s),
                 }
                 q.aql_inflight = Some(p.completion_signal);
+                if mem.tr.on {
+                    let line = pm4::disasm::aql_line(slot as usize, &pkt);
+                    let start = q.tr_start.take().unwrap_or_else(|| inner.stamp());
+                    q.tr_ib = Some((start, line.name, line.to_string()));
+                }
                 continue;
             }
             AqlPacket::KernelDispatch(k) => stop!(off, dispatch_fault(mem, &k)),
@@ -336,6 +357,10 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         };
         if let Err(e) = finish(q, mem, inner, slot_va, Some(hdr), sig) {
             stop!(off, e.into());
+        }
+        if mem.tr.on {
+            let line = pm4::disasm::aql_line(slot as usize, &pkt);
+            super::queue::trace_packet(mem, inner, q.tr_start.take(), off, (0, 0), line);
         }
         executed += 1;
     }

@@ -32,8 +32,11 @@ impl From<Fault> for AccessError {
 
 pub(crate) type Access<T> = Result<T, AccessError>;
 
-/// A per-thread translation cache.
+/// A per-thread translation cache (and the engine thread's trace recorder, since every
+/// packet's execution reaches it).
 pub(crate) struct MemCache {
+    /// The engine thread's trace recorder.
+    pub(crate) tr: crate::trace::Tracer,
     gpu_id: u32,
     mem: Arc<dyn GpuMemory>,
     tlb: Arc<crate::engine::Inner>,
@@ -46,6 +49,7 @@ pub(crate) struct MemCache {
 impl MemCache {
     pub(crate) fn new(inner: Arc<crate::engine::Inner>) -> Self {
         MemCache {
+            tr: crate::trace::Tracer::new(inner.cfg.gpu_id, crate::trace::EngineId::Cp),
             gpu_id: inner.cfg.gpu_id,
             mem: inner.mem.clone(),
             gen: inner.tlb_gen.load(Ordering::Acquire),
@@ -54,6 +58,11 @@ impl MemCache {
             next: 0,
             last: 0,
         }
+    }
+
+    /// The engines' shared state.
+    pub(crate) fn inner(&self) -> &crate::engine::Inner {
+        &self.tlb
     }
 
     fn fault(&self, va: u64, len: u64, write: bool, kind: FaultKind) -> AccessError {

@@ -21,7 +21,14 @@
 //!
 //! * **Threads.** One CP thread (all AQL and PM4 queues of the GPU) and one thread per SDMA
 //!   engine (its SDMA queues), each started when its first queue is added. An engine whose
-//!   queues are all idle parks its thread until a doorbell: an idle device uses no CPU.
+//!   queues are all idle keeps polling its doorbell counter for [`IDLE_SPIN`] (so
+//!   back-to-back submissions never pay a futex wake-up), then parks its thread until a
+//!   doorbell: an idle device uses no CPU after that window.
+//! * **Doorbells** ([`GpuEngines::doorbell`]) are lock-free for queue ids below
+//!   [`DOORBELL_TABLE`] (a fixed table indexed by queue id; larger ids take a locked
+//!   lookup): they bump the engine's doorbell counter and unpark the thread only when it is
+//!   parked (a "parked" flag the engine sets before parking and re-checks the counter
+//!   after; both sides use sequentially consistent operations, so a doorbell is never lost).
 //! * **Scheduling** (see `sched.rs`): each round visits the active queues in descending KFD
 //!   priority (0..=15), round-robin among equal priorities. A queue runs for a quantum of
 //!   `256 * percentage / 100` packets (at least 1); when it used its whole quantum the round
@@ -59,14 +66,28 @@ mod sched;
 mod sdma;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
 pub use fuzz::{fuzz_ring, fuzz_ring_report, FuzzReport, FUZZ_DATA_VA};
 
 use crate::gpumem::{Fault, GpuMemory, MemWindow};
 use clock::GpuClock;
+use memio::MemCache;
 use sched::{EngineShared, QueueShared};
+
+pub use sched::IDLE_SPIN;
+
+/// Queue ids below this have a slot in the lock-free doorbell table (KFD's queue ids are
+/// below `MAX_QUEUES_PER_PROCESS` = 1024).
+pub const DOORBELL_TABLE: usize = 1024;
+
+/// One queue id's doorbell route: the engine (index + 1, 0 = no queue) and whether a
+/// doorbell was rung since the queue was added.
+pub(crate) struct DoorbellSlot {
+    engine: AtomicU32,
+    pub(crate) rung: AtomicBool,
+}
 
 /// What kind of ring a queue is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +188,28 @@ pub(crate) struct Inner {
     pub(crate) tlb_gen: std::sync::atomic::AtomicU64,
     /// Engine 0 is the CP, engine 1 + i is SDMA engine i.
     pub(crate) engines: Vec<Arc<EngineShared>>,
+    /// Doorbell routes by queue id (ids below [`DOORBELL_TABLE`]).
+    pub(crate) doorbells: Box<[DoorbellSlot]>,
+    /// Opt-in packet and event recording.
+    pub(crate) trace: crate::trace::TraceSink,
+}
+
+impl Inner {
+    /// Now on the trace clocks: (host ns, GPU clock ticks).
+    pub(crate) fn stamp(&self) -> (u64, u64) {
+        (crate::trace::host_ns(), self.clock.now())
+    }
+
+    /// Raises an event interrupt from the engine thread that owns `mem` (recorded in the
+    /// trace when tracing).
+    pub(crate) fn interrupt(&self, mem: &mut MemCache, context_id: Option<u32>) {
+        if mem.tr.on {
+            let t = self.stamp();
+            mem.tr
+                .push(t, t, crate::trace::TraceKind::Interrupt { context_id });
+        }
+        self.irq.event_interrupt(self.cfg.gpu_id, context_id);
+    }
 }
 
 /// The engines of one emulated GPU.
@@ -198,6 +241,12 @@ impl GpuEngines {
             })
             .collect();
         let clock = GpuClock::new(cfg.clock_hz);
+        let doorbells = (0..DOORBELL_TABLE)
+            .map(|_| DoorbellSlot {
+                engine: AtomicU32::new(0),
+                rung: AtomicBool::new(false),
+            })
+            .collect();
         GpuEngines {
             inner: Arc::new(Inner {
                 cfg,
@@ -206,6 +255,8 @@ impl GpuEngines {
                 clock,
                 tlb_gen: Default::default(),
                 engines,
+                doorbells,
+                trace: crate::trace::TraceSink::new(n),
             }),
             queues: RwLock::new(HashMap::new()),
         }
@@ -256,6 +307,10 @@ impl GpuEngines {
             }
             map.insert(id, (q.clone(), ei));
         }
+        if let Some(slot) = self.inner.doorbells.get(id as usize) {
+            slot.rung.store(false, Ordering::SeqCst);
+            slot.engine.store(ei as u32 + 1, Ordering::Release);
+        }
         let Some(eng) = self.inner.engines.get(ei) else {
             return;
         };
@@ -272,6 +327,9 @@ impl GpuEngines {
             map.remove(&queue_id)
         };
         let Some((_, ei)) = entry else { return };
+        if let Some(slot) = self.inner.doorbells.get(queue_id as usize) {
+            slot.engine.store(0, Ordering::Release);
+        }
         if let Some(eng) = self.inner.engines.get(ei) {
             eng.remove(queue_id);
         }
@@ -311,8 +369,24 @@ impl GpuEngines {
             .map(|(q, _)| q.cu_mask.lock().unwrap_or_else(|e| e.into_inner()).clone())
     }
 
-    /// A doorbell was written for `queue_id`: wake its engine.
+    /// A doorbell was written for `queue_id`: wake its engine. Lock-free for ids below
+    /// [`DOORBELL_TABLE`]: two atomic stores, one atomic increment, and an unpark only
+    /// when the engine thread is parked.
+    #[inline]
     pub fn doorbell(&self, queue_id: u32) {
+        if let Some(slot) = self.inner.doorbells.get(queue_id as usize) {
+            let e = slot.engine.load(Ordering::Acquire);
+            if let Some(eng) = e
+                .checked_sub(1)
+                .and_then(|i| self.inner.engines.get(i as usize))
+            {
+                if !slot.rung.load(Ordering::Relaxed) {
+                    slot.rung.store(true, Ordering::Release);
+                }
+                eng.kick();
+            }
+            return;
+        }
         let map = self.queues.read().unwrap_or_else(|e| e.into_inner());
         if let Some((q, ei)) = map.get(&queue_id) {
             q.doorbell_rung.store(true, Ordering::Release);
@@ -358,6 +432,20 @@ impl GpuEngines {
         for e in &self.inner.engines {
             e.set_paused(true);
         }
+    }
+
+    /// The GPU's trace recorder ([`crate::trace`]); off until enabled.
+    pub fn trace(&self) -> &crate::trace::TraceSink {
+        &self.inner.trace
+    }
+
+    /// Everything the engines recorded so far. Waits until every running engine is
+    /// between packets, so packets whose effects the caller already observed are included.
+    pub fn take_trace(&self) -> Vec<crate::trace::TraceEvent> {
+        for e in &self.inner.engines {
+            e.sync();
+        }
+        self.inner.trace.take()
     }
 
     /// Undo [`GpuEngines::pause`].

@@ -91,6 +91,8 @@ pub(crate) struct Pm4State {
     pub(crate) atomic_ret: u64,
     /// Set when the last packet chained (replaced the current indirect buffer).
     chained: bool,
+    /// Tracing: when the current IB packet was first fetched (host ns, GPU ticks).
+    tr_start: Option<(u64, u64)>,
 }
 
 impl Pm4State {
@@ -190,6 +192,26 @@ pub(crate) fn step_ib(
         }
         st.chained = false;
         match pkt3::decode_pm4(buf, inner.cfg.family) {
+            Ok((pkt, _)) if mem.tr.on => {
+                if st.tr_start.is_none() {
+                    st.tr_start = Some(inner.stamp());
+                }
+                let r = exec(mem, inner, st, &pkt);
+                if !matches!(r, Step::Blocked) {
+                    let line = pm4::disasm::pm4_line(frame.off_dw as usize, &pkt, inner.cfg.family);
+                    let at = (level as u8, frame.va);
+                    let start = st.tr_start.take();
+                    super::queue::trace_packet(
+                        mem,
+                        inner,
+                        start,
+                        frame.off_dw as u64 * 4,
+                        at,
+                        line,
+                    );
+                }
+                r
+            }
             Ok((pkt, _)) => exec(mem, inner, st, &pkt),
             Err(e) => Step::Stop(ib_stop(
                 frame,
@@ -283,9 +305,7 @@ pub(crate) fn exec(
                 }
             }
             if r.int_sel.interrupts() {
-                inner
-                    .irq
-                    .event_interrupt(inner.cfg.gpu_id, Some(r.int_ctxid));
+                inner.interrupt(mem, Some(r.int_ctxid));
             }
             Step::Done
         }

@@ -56,6 +56,35 @@ pub(crate) struct QueueExec {
     pub(crate) sdma_ts_offset: u64,
     /// PM4: ring pointer of the packet that launched the running indirect buffer.
     ib_origin: u64,
+    /// Tracing: when the current ring packet was first fetched (host ns, GPU ticks).
+    pub(crate) tr_start: Option<(u64, u64)>,
+    /// Tracing, AQL: the PM4-IB packet whose indirect buffer is running (start, name,
+    /// disasm line).
+    pub(crate) tr_ib: Option<((u64, u64), &'static str, String)>,
+}
+
+/// Records a finished packet (tracing is on): from `start` (or now) to now.
+pub(crate) fn trace_packet(
+    mem: &mut MemCache,
+    inner: &Inner,
+    start: Option<(u64, u64)>,
+    offset: u64,
+    ib: (u8, u64),
+    line: pm4::disasm::DisasmLine,
+) {
+    let end = inner.stamp();
+    let name = line.name;
+    mem.tr.push(
+        start.unwrap_or(end),
+        end,
+        crate::trace::TraceKind::Packet {
+            offset,
+            ib_depth: ib.0,
+            ib_va: ib.1,
+            name,
+            disasm: line.to_string(),
+        },
+    );
 }
 
 impl QueueExec {
@@ -85,6 +114,8 @@ impl QueueExec {
             sdma_ib: None,
             sdma_ts_offset: 0,
             ib_origin: 0,
+            tr_start: None,
+            tr_ib: None,
             shared,
         }
     }
@@ -94,8 +125,12 @@ impl QueueExec {
     }
 
     /// The doorbell's 64-bit value, once a doorbell was rung.
-    pub(crate) fn doorbell_value(&self) -> Option<u64> {
-        if !self.shared.doorbell_rung.load(Ordering::Acquire) {
+    pub(crate) fn doorbell_value(&self, mem: &MemCache) -> Option<u64> {
+        let rung = match mem.inner().doorbells.get(self.shared.id as usize) {
+            Some(slot) => slot.rung.load(Ordering::Acquire),
+            None => self.shared.doorbell_rung.load(Ordering::Acquire),
+        };
+        if !rung {
             return None;
         }
         self.doorbell.load_u64(self.doorbell.va()).ok()
@@ -108,7 +143,7 @@ impl QueueExec {
         } else {
             None
         };
-        match (self.doorbell_value(), from_mem) {
+        match (self.doorbell_value(mem), from_mem) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
@@ -305,9 +340,16 @@ impl QueueExec {
                 match pkt3::decode_pm4(words, inner.cfg.family) {
                     Ok((pkt, _)) => {
                         let depth_before = self.pm4.depth;
+                        if mem.tr.on && self.tr_start.is_none() {
+                            self.tr_start = Some(inner.stamp());
+                        }
                         let r = pm4exec::exec(mem, inner, &mut self.pm4, &pkt);
+                        if mem.tr.on && !matches!(r, Step::Blocked) {
+                            let line = pm4::disasm::pm4_line(pos as usize, &pkt, inner.cfg.family);
+                            trace_packet(mem, inner, self.tr_start.take(), off, (0, 0), line);
+                        }
                         if self.pm4.depth > depth_before {
-                            self.ib_origin_set(self.rptr);
+                            self.ib_origin = self.rptr;
                         }
                         r
                     }
@@ -346,9 +388,5 @@ impl QueueExec {
     /// Ring pointer (dwords) of the INDIRECT_BUFFER packet that launched the current IB.
     fn ib_origin(&self) -> u64 {
         self.ib_origin
-    }
-
-    fn ib_origin_set(&mut self, rptr: u64) {
-        self.ib_origin = rptr;
     }
 }

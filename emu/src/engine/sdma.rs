@@ -5,7 +5,7 @@ use pm4::sdma::{self, SdmaPacket, TimestampKind};
 
 use super::memio::MemCache;
 use super::pm4exec::{tri, Step, Stop};
-use super::queue::{QueueExec, RunOut, RunState};
+use super::queue::{trace_packet, QueueExec, RunOut, RunState};
 use super::Inner;
 
 /// Longest packet the engine reads ahead to learn a packet's length (WRITE's count dword).
@@ -56,9 +56,7 @@ fn exec(
             }
         }
         SdmaPacket::Trap(t) => {
-            inner
-                .irq
-                .event_interrupt(inner.cfg.gpu_id, Some(t.int_context));
+            inner.interrupt(mem, Some(t.int_context));
             Step::Done
         }
         SdmaPacket::Timestamp(t) => {
@@ -131,6 +129,19 @@ fn step_ib(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, ib: (u64, u32, 
     let step = match scratch.get_mut(..n) {
         Some(buf) => match mem.read_dwords(pva, buf) {
             Ok(()) => match sdma::decode_sdma(buf, inner.cfg.sdma_version) {
+                Ok((pkt, _)) if mem.tr.on => {
+                    if q.tr_start.is_none() {
+                        q.tr_start = Some(inner.stamp());
+                    }
+                    let r = exec(q, mem, inner, &pkt, true);
+                    if !matches!(r, Step::Blocked) {
+                        let line =
+                            pm4::disasm::sdma_line(off as usize, &pkt, inner.cfg.sdma_version);
+                        let start = q.tr_start.take();
+                        trace_packet(mem, inner, start, off as u64 * 4, (1, va), line);
+                    }
+                    r
+                }
                 Ok((pkt, _)) => exec(q, mem, inner, &pkt, true),
                 Err(e) => Step::Stop(decode_stop(e)),
             },
@@ -262,6 +273,19 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         let scratch = std::mem::take(&mut q.scratch);
         let step = match scratch.get(..n) {
             Some(words) => match sdma::decode_sdma(words, inner.cfg.sdma_version) {
+                Ok((pkt, _)) if mem.tr.on => {
+                    if q.tr_start.is_none() {
+                        q.tr_start = Some(inner.stamp());
+                    }
+                    let r = exec(q, mem, inner, &pkt, false);
+                    if !matches!(r, Step::Blocked) {
+                        let line =
+                            pm4::disasm::sdma_line(pos as usize, &pkt, inner.cfg.sdma_version);
+                        let start = q.tr_start.take();
+                        trace_packet(mem, inner, start, off, (0, 0), line);
+                    }
+                    r
+                }
                 Ok((pkt, _)) => exec(q, mem, inner, &pkt, false),
                 Err(e) => Step::Stop(decode_stop(e)),
             },

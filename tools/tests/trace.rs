@@ -1,0 +1,282 @@
+//! `kfdrt trace`: the Chrome trace JSON parses, has one named track per queue and engine
+//! that ran, events in time order per track, the packets the demo workload submits; the
+//! packet log lines parse; exit codes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn kfdrt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kfdrt"))
+        .args(args)
+        .env_remove("KFDRT_DEVICE")
+        .output()
+        .expect("run kfdrt")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kfdrt-trace-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Run {
+    json: Value,
+    log: String,
+}
+
+fn run_demo(dir: &str, device: &str) -> Run {
+    let d = tmp(dir);
+    let out = d.join("t.json");
+    let log = d.join("t.log");
+    let o = kfdrt(&[
+        "trace",
+        "--device",
+        device,
+        "--out",
+        out.to_str().unwrap(),
+        "--log",
+        log.to_str().unwrap(),
+        "--",
+        "demo",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap())
+        .expect("the trace is valid JSON");
+    let log = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+    Run { json, log }
+}
+
+fn events(v: &Value) -> &Vec<Value> {
+    v["traceEvents"].as_array().expect("traceEvents array")
+}
+
+#[test]
+fn demo_trace_is_chrome_json_with_a_track_per_queue_and_engine() {
+    let r = run_demo("demo", "emu:mi300x");
+    let evs = events(&r.json);
+    // Track names from thread_name metadata, per (pid, tid).
+    let mut names: BTreeMap<(u64, u64), String> = BTreeMap::new();
+    let mut procs = BTreeSet::new();
+    for e in evs.iter().filter(|e| e["ph"] == "M") {
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        match e["name"].as_str().unwrap() {
+            "thread_name" => {
+                let n = e["args"]["name"].as_str().unwrap().to_string();
+                assert!(names.insert(key, n).is_none(), "one thread_name per track");
+            }
+            "process_name" => {
+                assert!(e["args"]["name"].as_str().unwrap().contains("mi300x"));
+                procs.insert(key.0);
+            }
+            "thread_sort_index" => {}
+            other => panic!("unexpected metadata {other}"),
+        }
+    }
+    assert_eq!(procs, BTreeSet::from([1]), "one process per GPU");
+    // Every event is on a named track; events are X (with dur) or instants.
+    let mut per_track: BTreeMap<(u64, u64), Vec<&Value>> = BTreeMap::new();
+    for e in evs.iter().filter(|e| e["ph"] != "M") {
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        assert!(names.contains_key(&key), "event on an unnamed track: {e}");
+        match e["ph"].as_str().unwrap() {
+            "X" => assert!(e["dur"].as_f64().unwrap() >= 0.0),
+            "i" => {}
+            p => panic!("unexpected phase {p}"),
+        }
+        assert!(e["ts"].as_f64().is_some());
+        per_track.entry(key).or_default().push(e);
+    }
+    // Engines: the CP and SDMA0 (the 2 MiB copy) ran.
+    let track_names: BTreeSet<&str> = names.values().map(String::as_str).collect();
+    assert!(track_names.contains("CP"), "{track_names:?}");
+    assert!(track_names.contains("SDMA0"), "{track_names:?}");
+    // Queues: the demo's three streams run on AQL queues (wait_value moves a stream to a
+    // dedicated queue), and the big copy on an SDMA queue.
+    let aql: Vec<&&str> = track_names
+        .iter()
+        .filter(|n| n.starts_with("CP queue ") && n.ends_with("(AQL)"))
+        .collect();
+    assert!(aql.len() >= 3, "AQL queue tracks: {aql:?}");
+    let sdma: Vec<&&str> = track_names
+        .iter()
+        .filter(|n| n.starts_with("SDMA0 queue ") && n.ends_with("(SDMA)"))
+        .collect();
+    assert_eq!(sdma.len(), 1, "{track_names:?}");
+    // Each track that has a name has events, and they are in time order (per track,
+    // packets by start time; an IB's packets nest inside their AQL packet).
+    for (key, n) in &names {
+        let evs = per_track.get(key).map_or(&[][..], Vec::as_slice);
+        assert!(!evs.is_empty(), "track {n} has no events");
+        let ts: Vec<f64> = evs.iter().map(|e| e["ts"].as_f64().unwrap()).collect();
+        assert!(
+            ts.windows(2).all(|w| w[0] <= w[1]),
+            "track {n} out of order: {ts:?}"
+        );
+    }
+    // Packet names that the workload submits, on the right kind of track.
+    let mut packets: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (key, evs) in &per_track {
+        let n = names[key].as_str();
+        for e in evs.iter().filter(|e| e["cat"] == "packet") {
+            packets
+                .entry(e["name"].as_str().unwrap())
+                .or_default()
+                .insert(n);
+            let d = e["args"]["disasm"].as_str().unwrap();
+            assert!(d.contains(e["name"].as_str().unwrap()), "{d}");
+        }
+    }
+    let on = |p: &str, prefix: &str| {
+        packets
+            .get(p)
+            .is_some_and(|t| t.iter().any(|n| n.starts_with(prefix)))
+    };
+    for p in [
+        "AMD_PM4_IB",
+        "WRITE_DATA",
+        "WAIT_REG_MEM",
+        "DMA_DATA",
+        "BARRIER_AND",
+    ] {
+        assert!(on(p, "CP queue"), "{p} on a CP queue: {packets:?}");
+    }
+    for p in ["COPY_LINEAR", "POLL_REGMEM", "FENCE"] {
+        assert!(on(p, "SDMA0 queue"), "{p} on the SDMA queue: {packets:?}");
+    }
+    // Every IB packet lies inside an AMD_PM4_IB packet of its queue.
+    for evs in per_track.values() {
+        let ibs: Vec<(f64, f64)> = evs
+            .iter()
+            .filter(|e| e["name"] == "AMD_PM4_IB")
+            .map(|e| {
+                let t = e["ts"].as_f64().unwrap();
+                (t, t + e["dur"].as_f64().unwrap())
+            })
+            .collect();
+        for e in evs
+            .iter()
+            .filter(|e| e["cat"] == "packet" && e["args"]["ib_depth"].as_u64() == Some(1))
+        {
+            let t = e["ts"].as_f64().unwrap();
+            let end = t + e["dur"].as_f64().unwrap();
+            assert!(
+                ibs.iter().any(|&(a, b)| a <= t && end <= b + 1e-3),
+                "IB packet outside its AMD_PM4_IB: {e}"
+            );
+        }
+    }
+    // Engine events: interrupts (completion signals with an event mailbox), blocks on
+    // the waitValue ping, and the engines parking.
+    let instants: BTreeSet<&str> = evs
+        .iter()
+        .filter(|e| e["ph"] == "i")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    for i in ["interrupt", "block", "unblock", "park", "wake"] {
+        assert!(instants.contains(i), "{i} in {instants:?}");
+    }
+
+    // The packet log: one parsable line per packet event, same names, start order.
+    let n_packets = evs.iter().filter(|e| e["cat"] == "packet").count();
+    let lines: Vec<&str> = r.log.lines().collect();
+    assert_eq!(lines.len(), n_packets);
+    let mut last = 0.0f64;
+    let mut names_in_log = BTreeSet::new();
+    for l in &lines {
+        let (prefix, dis) = l.split_once(" | ").expect("`PREFIX | DISASM`");
+        let p: Vec<&str> = prefix.split_whitespace().collect();
+        assert_eq!(p.len(), 6, "{l}");
+        let start: f64 = p[0].parse().unwrap();
+        let dur: f64 = p[1].parse().unwrap();
+        assert!(start >= last && dur >= 0.0, "{l}");
+        last = start;
+        assert!(p[2].starts_with("gpu=0x"), "{l}");
+        assert!(p[3] == "CP" || p[3].starts_with("SDMA"), "{l}");
+        assert!(
+            p[4].strip_prefix("q=").unwrap().parse::<u32>().is_ok(),
+            "{l}"
+        );
+        assert!(
+            p[5].strip_prefix("ib=").unwrap().parse::<u8>().is_ok(),
+            "{l}"
+        );
+        let mut d = dis.split_whitespace();
+        let off = d.next().unwrap();
+        assert!(
+            u64::from_str_radix(off.strip_prefix("0x").unwrap(), 16).is_ok(),
+            "{l}"
+        );
+        let name = d.next().unwrap();
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'),
+            "{l}"
+        );
+        for f in d {
+            let (k, v) = f
+                .split_once('=')
+                .unwrap_or_else(|| panic!("field {f} in {l}"));
+            assert!(!k.is_empty() && !v.is_empty(), "{l}");
+        }
+        names_in_log.insert(name);
+    }
+    for p in ["AMD_PM4_IB", "WRITE_DATA", "COPY_LINEAR", "BARRIER_AND"] {
+        assert!(names_in_log.contains(p), "{p} in the log");
+    }
+}
+
+#[test]
+fn two_gpus_get_two_processes() {
+    let r = run_demo("two", "emu:mi300x,rx7900xtx");
+    let procs: BTreeSet<u64> = events(&r.json)
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .map(|e| e["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(procs, BTreeSet::from([1, 2]));
+    // The demo runs on GPU 0 only.
+    assert!(events(&r.json)
+        .iter()
+        .filter(|e| e["ph"] != "M")
+        .all(|e| e["pid"] == 1));
+}
+
+#[test]
+fn hardware_is_refused_with_exit_3() {
+    let o = kfdrt(&["trace", "--device", "hw"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("trace needs the emulated device"));
+}
+
+#[test]
+fn usage_errors_and_help() {
+    let o = kfdrt(&["trace", "--", "nosuch"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown workload \"nosuch\""));
+    let o = kfdrt(&["trace", "--bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = kfdrt(&["trace", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let h = String::from_utf8_lossy(&o.stdout);
+    assert!(h.contains("EXAMPLES") && h.contains("EXIT CODES"));
+    let o = kfdrt(&["help", "trace"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), h);
+    let o = kfdrt(&[
+        "trace",
+        "--device",
+        "emu",
+        "--out",
+        "/nonexistent-dir/t.json",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
