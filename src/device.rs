@@ -84,6 +84,8 @@ pub(crate) struct DeviceInner {
     pub(crate) faults: Mutex<Vec<(u32, String)>>,
     /// How long host waits spin before sleeping, in ns.
     pub(crate) spin_ns: std::sync::atomic::AtomicU64,
+    /// Stream-ordered allocator state: memory pools, current pool per GPU (issue 7).
+    pub(crate) mempools: crate::mempool::DevicePools,
 }
 
 impl Drop for DeviceInner {
@@ -247,6 +249,7 @@ impl Device {
                 spin_ns: std::sync::atomic::AtomicU64::new(
                     crate::signal::DEFAULT_SPIN.as_nanos() as u64
                 ),
+                mempools: crate::mempool::DevicePools::new(),
             }),
         })
     }

@@ -123,7 +123,9 @@ impl Event {
                 } else {
                     self.dev.wait_spin()
                 };
-                self.dev.wait_point(&p, None, spin)
+                self.dev.wait_point(&p, None, spin)?;
+                crate::mempool::on_synchronize(&self.dev);
+                Ok(())
             }
             None => Ok(()),
         }

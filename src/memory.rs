@@ -95,6 +95,16 @@ impl Buffer {
         gpu_index: usize,
         size: usize,
     ) -> Result<Buffer> {
+        Self::alloc_inner(dev, kind, gpu_index, size, true)
+    }
+
+    fn alloc_inner(
+        dev: &Arc<DeviceCore>,
+        kind: MemoryKind,
+        gpu_index: usize,
+        size: usize,
+        map_all: bool,
+    ) -> Result<Buffer> {
         let call = "Device::alloc";
         if kind == MemoryKind::Userptr {
             return Err(Error::new(
@@ -158,8 +168,53 @@ impl Buffer {
                 ));
             }
         }
-        buf.map_all()?;
+        if map_all {
+            buf.map_all()?;
+        }
         Ok(buf)
+    }
+
+    /// Like [`Buffer::alloc`], but GPU-mapped only on the GPUs in `map_gpus` (indices);
+    /// the stream-ordered allocator maps pool memory on peers only after
+    /// `hipMemPoolSetAccess`.
+    pub(crate) fn alloc_on(
+        dev: &Arc<DeviceCore>,
+        kind: MemoryKind,
+        gpu_index: usize,
+        size: usize,
+        map_gpus: &[usize],
+    ) -> Result<Buffer> {
+        let mut buf = Self::alloc_inner(dev, kind, gpu_index, size, false)?;
+        for &g in map_gpus {
+            buf.map_on(g)?;
+        }
+        Ok(buf)
+    }
+
+    /// MAP_MEMORY_TO_GPU on GPU `gpu_index` (no-op when already mapped there).
+    pub(crate) fn map_on(&mut self, gpu_index: usize) -> Result<()> {
+        let id = self.dev.gpu(gpu_index)?.gpu_id;
+        if self.mapped_on.contains(&id) {
+            return Ok(());
+        }
+        let mut n = 0u32;
+        kfd::ioctl::map_memory_to_gpu(self.dev.backend.as_ref(), self.handle, &[id], &mut n)
+            .map_err(|e| Error::from_kfd("Buffer::map_on", e))?;
+        self.mapped_on.push(id);
+        Ok(())
+    }
+
+    /// UNMAP_MEMORY_FROM_GPU on GPU `gpu_index` (no-op when not mapped there).
+    pub(crate) fn unmap_from(&mut self, gpu_index: usize) -> Result<()> {
+        let id = self.dev.gpu(gpu_index)?.gpu_id;
+        let Some(pos) = self.mapped_on.iter().position(|&g| g == id) else {
+            return Ok(());
+        };
+        let mut n = 0u32;
+        kfd::ioctl::unmap_memory_from_gpu(self.dev.backend.as_ref(), self.handle, &[id], &mut n)
+            .map_err(|e| Error::from_kfd("Buffer::unmap_from", e))?;
+        self.mapped_on.remove(pos);
+        Ok(())
     }
 
     fn userptr(dev: &Arc<DeviceCore>, addr: u64, len: usize) -> Result<Buffer> {

@@ -503,6 +503,7 @@ impl Stream {
                 .dev
                 .wait_point(p, Some(&self.inner), self.inner.dev.wait_spin())?;
         }
+        crate::mempool::on_synchronize(&self.inner.dev);
         match self.inner.sticky_error() {
             Some(e) => Err(e),
             None => Ok(()),

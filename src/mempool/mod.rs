@@ -1,0 +1,1214 @@
+//! The stream-ordered allocator and memory pools (`hipMallocAsync`, `hipFreeAsync`,
+//! `hipMallocFromPoolAsync`, `hipMemPool*`, `hipDeviceSetMemPool` / `GetMemPool`, pool
+//! IPC), on the runtime's streams.
+//!
+//! # Model
+//! A pool owns backing chunks (KFD VRAM buffer objects of its GPU) and sub-allocates them
+//! by size class ([`suballoc`] documents the classes and the chunk size policy).
+//! `free_async` on stream *S* does not return memory at once: the block goes to its
+//! class's free list with a *mark*, the completion point of *S*'s work enqueued so far.
+//! `malloc_async` on stream *T* may hand a free block out again only when that is safe:
+//!
+//! 1. the mark is on *T* itself (stream order) — always;
+//! 2. the free's completion was observed by the host (a stream or event synchronize that
+//!    found it complete, a TrimTo, or the freeing stream was destroyed after finishing):
+//!    work submitted afterwards is ordered after it — always;
+//! 3. `ReuseFollowEventDependencies`: *T* already waits (`hipStreamWaitEvent`, null-stream
+//!    semantics, an earlier internal dependency) for a point at or after the mark;
+//! 4. `ReuseAllowOpportunistic`: the mark has completed now (the timeline is read);
+//! 5. otherwise new memory is carved or a new chunk allocated; only when that fails
+//!    (`max_size` reached, or the GPU is out of memory) does
+//!    `ReuseAllowInternalDependencies` take a block freed on another stream and insert a
+//!    CP wait for its mark into *T* ([`Stream`]`::wait_for_point`), as CUDA does.
+//!
+//! All pools of a device share one lock, so `malloc_async` / `free_async` take exactly
+//! one uncontended mutex, do a hash-map insert/remove and a free-list push/pop: no
+//! syscall and no heap allocation once the pool holds enough memory.
+//!
+//! # Release to the OS
+//! `ReservedMemCurrent` counts backing chunks. A chunk can go back to the OS when none of
+//! its blocks is live and every free in it has completed. `trim_to(n)` releases such
+//! chunks, largest first, as long as at least `n` bytes stay reserved; frees whose
+//! completion has not happened yet keep their chunk (the seed allows counting them as
+//! outstanding). The release threshold is applied at every [`Stream::synchronize`] and
+//! [`crate::Event::synchronize`] after a free: the pool is trimmed to
+//! `ReleaseThreshold` (default 0, so all unused memory goes back, as in CUDA).
+//!
+//! # Choices where the seed is vague
+//! - `size == 0` and a null pointer are InvalidValue (CLR's `hipMallocAsync` /
+//!   `hipFreeAsync`); freeing an unknown or already freed pointer is InvalidValue.
+//! - Pool handles stay valid until [`MemPool::destroy`]; using a destroyed pool is
+//!   InvalidHandle.
+//! - Boolean attributes take 0 (off) / non-zero (on); `ReservedMemHigh` / `UsedMemHigh`
+//!   accept only 0, which resets the mark to the current value; the `*Current` attributes
+//!   are read-only (InvalidValue).
+//! - Pool locations are GPUs; `Location::Host` pools and read-only peer access are
+//!   NotSupported (KFD maps a buffer object with one set of permissions on every GPU).
+//! - IPC pools have one fixed backing (see [`ipc`]): `TrimTo` and the release threshold
+//!   do not shrink it.
+
+mod ipc;
+pub mod suballoc;
+
+pub use ipc::{PtrExportData, IPC_DEFAULT_BYTES, LEDGER_BYTES};
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use crate::device::{Device, DeviceInner};
+use crate::error::{Error, ErrorKind, Result};
+use crate::memory::{Buffer, MemoryKind};
+use crate::signal::Signal;
+use crate::stream::{Point, Stream};
+use suballoc::{chunk_bytes, class_index, class_size, is_slab_class, MAX_REQUEST, NUM_CLASSES};
+
+/// Where a pool's memory lives / who accesses it (`hipMemLocation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// GPU `n` of the device (`hipMemLocationTypeDevice`, id = device ordinal).
+    Device(usize),
+    /// Host memory (`hipMemLocationTypeHost`): not supported for pools.
+    Host,
+}
+
+/// `hipMemAllocationHandleType` of a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandleType {
+    /// `hipMemHandleTypeNone`: no IPC.
+    None,
+    /// `hipMemHandleTypePosixFileDescriptor`: exportable as a dmabuf file descriptor.
+    PosixFileDescriptor,
+}
+
+/// `hipMemPoolProps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolProps {
+    /// Where the memory lives.
+    pub location: Location,
+    /// IPC capability.
+    pub handle_type: HandleType,
+    /// Maximum bytes the pool may reserve (0 = limited only by the GPU's memory; for an
+    /// IPC pool, 0 means [`IPC_DEFAULT_BYTES`]).
+    pub max_size: usize,
+}
+
+impl PoolProps {
+    /// A non-IPC pool on GPU `gpu` without size limit.
+    pub fn device(gpu: usize) -> Self {
+        PoolProps {
+            location: Location::Device(gpu),
+            handle_type: HandleType::None,
+            max_size: 0,
+        }
+    }
+}
+
+/// `hipMemPoolAttr`. Values are `u64`; booleans are 0 / 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolAttr {
+    /// Bytes to keep reserved at synchronize (default 0).
+    ReleaseThreshold,
+    /// Reuse across streams ordered by events / null-stream waits (default 1).
+    ReuseFollowEventDependencies,
+    /// Reuse completed frees without a dependency (default 1).
+    ReuseAllowOpportunistic,
+    /// Insert a stream dependency to reuse a pending free (default 1).
+    ReuseAllowInternalDependencies,
+    /// Bytes of backing memory held (read-only).
+    ReservedMemCurrent,
+    /// High-water mark of `ReservedMemCurrent`; set 0 to reset.
+    ReservedMemHigh,
+    /// Bytes of live allocations, in class sizes (read-only).
+    UsedMemCurrent,
+    /// High-water mark of `UsedMemCurrent`; set 0 to reset.
+    UsedMemHigh,
+}
+
+/// `hipMemAccessFlags`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessFlags {
+    /// No access.
+    None,
+    /// Read-only (not supported: KFD cannot map read-only per GPU).
+    Read,
+    /// Read and write.
+    ReadWrite,
+}
+
+/// `hipMemAccessDesc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessDesc {
+    /// Who gets access.
+    pub location: Location,
+    /// What access.
+    pub flags: AccessFlags,
+}
+
+/// A memory pool (`hipMemPool_t`). Cloning copies the handle; the pool lives until
+/// [`MemPool::destroy`] and its last allocation is freed (or the device goes).
+#[derive(Clone)]
+pub struct MemPool {
+    dev: Arc<DeviceInner>,
+    slot: u32,
+}
+
+impl PartialEq for MemPool {
+    fn eq(&self, o: &Self) -> bool {
+        Arc::ptr_eq(&self.dev, &o.dev) && self.slot == o.slot
+    }
+}
+impl Eq for MemPool {}
+
+impl std::fmt::Debug for MemPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MemPool({})", self.slot)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// State
+
+#[derive(Default)]
+struct PtrHasher(u64);
+impl Hasher for PtrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v >> 8).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+type PtrMap<V> = HashMap<u64, V, BuildHasherDefault<PtrHasher>>;
+
+/// Where a free happened: a weak reference to the freeing stream's timeline (so the pool
+/// never keeps the device alive) and the point. A timeline that is gone belonged to a
+/// stream that was destroyed after its work finished (or faulted): the free is complete.
+struct FreeMark {
+    timeline: Weak<Signal>,
+    target: u64,
+    queue_id: u32,
+    gpu_index: usize,
+}
+
+impl FreeMark {
+    fn new(p: Point) -> Self {
+        FreeMark {
+            timeline: Arc::downgrade(&p.timeline),
+            target: p.target,
+            queue_id: p.queue_id,
+            gpu_index: p.gpu_index,
+        }
+    }
+    fn point(&self) -> Option<Point> {
+        self.timeline.upgrade().map(|timeline| Point {
+            timeline,
+            target: self.target,
+            queue_id: self.queue_id,
+            gpu_index: self.gpu_index,
+        })
+    }
+    fn done(&self) -> bool {
+        self.point().is_none_or(|p| p.done())
+    }
+    fn on(&self, s: &Stream) -> bool {
+        std::ptr::eq(Weak::as_ptr(&self.timeline), Arc::as_ptr(&s.inner.timeline))
+    }
+}
+
+struct FreeBlock {
+    va: u64,
+    chunk: u32,
+    /// None once the free is known complete to the host.
+    mark: Option<FreeMark>,
+}
+
+#[derive(Default)]
+struct ClassState {
+    free: Vec<FreeBlock>,
+    /// Slab chunks of this class with never-used space.
+    bump: Vec<u32>,
+}
+
+enum ChunkMem {
+    Bo(Buffer),
+    /// Carved out of the pool's IPC backing.
+    Carved,
+}
+
+struct Chunk {
+    va: u64,
+    size: u64,
+    live: u32,
+    bump: u64,
+    mem: ChunkMem,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Live {
+    pool: u32,
+    chunk: u32,
+    class: u16,
+    ipc_slot: u32,
+    imported: bool,
+}
+
+struct PoolState {
+    gpu: usize,
+    max_size: u64,
+    is_default: bool,
+    release_threshold: u64,
+    follow: bool,
+    opportunistic: bool,
+    internal: bool,
+    destroyed: bool,
+    chunks: Vec<Option<Chunk>>,
+    holes: Vec<u32>,
+    classes: Vec<ClassState>,
+    reserved: u64,
+    reserved_high: u64,
+    used: u64,
+    used_high: u64,
+    live: u64,
+    /// Peer GPUs given access (the owner is always mapped).
+    peers: Vec<bool>,
+    ipc: Option<ipc::IpcBacking>,
+    import: Option<ipc::ImportedBacking>,
+}
+
+/// Per-device allocator state (a field of the device).
+pub(crate) struct DevicePools {
+    state: Mutex<PoolsState>,
+    /// Set by frees, attribute changes and destroys: a synchronize has work to do.
+    dirty: AtomicBool,
+}
+
+struct PoolsState {
+    pools: Vec<Option<PoolState>>,
+    current: Vec<Option<u32>>,
+    defaults: Vec<Option<u32>>,
+    live: PtrMap<Live>,
+}
+
+impl DevicePools {
+    pub(crate) fn new() -> Self {
+        DevicePools {
+            state: Mutex::new(PoolsState {
+                pools: Vec::new(),
+                current: Vec::new(),
+                defaults: Vec::new(),
+                live: PtrMap::default(),
+            }),
+            dirty: AtomicBool::new(false),
+        }
+    }
+    fn lock(&self) -> MutexGuard<'_, PoolsState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn err(
+    kind: ErrorKind,
+    call: &'static str,
+    msg: impl Into<std::borrow::Cow<'static, str>>,
+) -> Error {
+    Error::new(kind, call, msg)
+}
+
+impl PoolState {
+    fn new(dev: &DeviceInner, gpu: usize, max_size: u64) -> Self {
+        PoolState {
+            gpu,
+            max_size,
+            is_default: false,
+            release_threshold: 0,
+            follow: true,
+            opportunistic: true,
+            internal: true,
+            destroyed: false,
+            chunks: Vec::new(),
+            holes: Vec::new(),
+            classes: (0..NUM_CLASSES).map(|_| ClassState::default()).collect(),
+            reserved: 0,
+            reserved_high: 0,
+            used: 0,
+            used_high: 0,
+            live: 0,
+            peers: vec![false; dev.gpus.len()],
+            ipc: None,
+            import: None,
+        }
+    }
+
+    fn mapped_gpus(&self) -> Vec<usize> {
+        let mut v = vec![self.gpu];
+        v.extend(
+            self.peers
+                .iter()
+                .enumerate()
+                .filter(|&(g, &p)| p && g != self.gpu)
+                .map(|(g, _)| g),
+        );
+        v
+    }
+
+    /// A free block of `class` that `s` may reuse without a new dependency.
+    fn take_free(&mut self, class: usize, s: &Stream) -> Option<(u64, u32)> {
+        let list = &mut self.classes[class].free;
+        if let Some(i) = list
+            .iter()
+            .rposition(|b| b.mark.as_ref().is_none_or(|m| m.on(s)))
+        {
+            let b = list.swap_remove(i);
+            return Some((b.va, b.chunk));
+        }
+        let (follow, opp) = (self.follow, self.opportunistic);
+        let i = list.iter().rposition(|b| {
+            let Some(m) = &b.mark else { return true };
+            match m.point() {
+                None => true,
+                Some(p) => (follow && s.ordered_after(&p)) || (opp && p.done()),
+            }
+        })?;
+        let b = list.swap_remove(i);
+        Some((b.va, b.chunk))
+    }
+
+    /// Never-used space in a slab of `class`.
+    fn carve(&mut self, class: usize) -> Option<(u64, u32)> {
+        let cs = class_size(class) as u64;
+        while let Some(&ci) = self.classes[class].bump.last() {
+            let c = self.chunks[ci as usize].as_mut()?;
+            if c.bump + cs <= c.size {
+                let va = c.va + c.bump;
+                c.bump += cs;
+                if c.bump + cs > c.size {
+                    self.classes[class].bump.pop();
+                }
+                return Some((va, ci));
+            }
+            self.classes[class].bump.pop();
+        }
+        None
+    }
+
+    /// A new chunk for `class`; None when the pool may not or cannot grow.
+    fn grow(&mut self, dev: &DeviceInner, class: usize) -> Result<Option<(u64, u32)>> {
+        let bytes = chunk_bytes(class) as u64;
+        let (va, mem) = if let Some(ipc) = &mut self.ipc {
+            match ipc.ranges.alloc(bytes, 64 << 10) {
+                Some(off) => (ipc.va() + off, ChunkMem::Carved),
+                None => return Ok(None),
+            }
+        } else {
+            if self.max_size != 0 && self.reserved + bytes > self.max_size {
+                return Ok(None);
+            }
+            let gpus = self.mapped_gpus();
+            match Buffer::alloc_on(
+                &dev.core,
+                MemoryKind::Device,
+                self.gpu,
+                bytes as usize,
+                &gpus,
+            ) {
+                Ok(b) => (b.va(), ChunkMem::Bo(b)),
+                Err(e) if e.kind() == ErrorKind::OutOfMemory => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        };
+        if matches!(mem, ChunkMem::Bo(_)) {
+            self.reserved += bytes;
+            self.reserved_high = self.reserved_high.max(self.reserved);
+        }
+        let cs = class_size(class) as u64;
+        let chunk = Chunk {
+            va,
+            size: bytes,
+            live: 0,
+            bump: cs,
+            mem,
+        };
+        let ci = match self.holes.pop() {
+            Some(i) => {
+                self.chunks[i as usize] = Some(chunk);
+                i
+            }
+            None => {
+                self.chunks.push(Some(chunk));
+                (self.chunks.len() - 1) as u32
+            }
+        };
+        if is_slab_class(class) && 2 * cs <= bytes {
+            self.classes[class].bump.push(ci);
+        }
+        Ok(Some((va, ci)))
+    }
+
+    /// A block freed on another stream, after making `s` wait for the free.
+    fn take_dependent(&mut self, class: usize, s: &Stream) -> Result<Option<(u64, u32)>> {
+        if !self.internal {
+            return Ok(None);
+        }
+        let list = &mut self.classes[class].free;
+        let Some(b) = list.last() else {
+            return Ok(None);
+        };
+        if let Some(p) = b.mark.as_ref().and_then(|m| m.point()) {
+            s.wait_for_point(p)?;
+        }
+        let b = list.pop().expect("checked non-empty");
+        Ok(Some((b.va, b.chunk)))
+    }
+
+    /// Mark completed frees as observed; per chunk, whether a free in it is pending.
+    fn observe(&mut self) -> (Vec<bool>, bool) {
+        let mut pending = vec![false; self.chunks.len()];
+        let mut any = false;
+        for cl in &mut self.classes {
+            for b in &mut cl.free {
+                if let Some(m) = &b.mark {
+                    if m.done() {
+                        b.mark = None;
+                    } else {
+                        pending[b.chunk as usize] = true;
+                        any = true;
+                    }
+                }
+            }
+        }
+        (pending, any)
+    }
+
+    /// Release releasable chunks, largest first, keeping at least `keep` bytes reserved
+    /// (`None`: release all, including carved IPC chunks). Returns whether frees are
+    /// still pending.
+    fn release(&mut self, keep: Option<u64>) -> bool {
+        let (pending, any) = self.observe();
+        let mut cands: Vec<(u64, u64, usize)> = self
+            .chunks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
+            .filter(|(i, c)| c.live == 0 && !pending[*i])
+            .map(|(i, c)| (c.size, c.va, i))
+            .collect();
+        if cands.is_empty() {
+            return any;
+        }
+        cands.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut rel = vec![false; self.chunks.len()];
+        let mut n = 0;
+        for (size, _, i) in cands {
+            let carved = matches!(
+                self.chunks[i].as_ref().map(|c| &c.mem),
+                Some(ChunkMem::Carved)
+            );
+            match keep {
+                None => {}
+                Some(_) if carved => continue,
+                Some(k) => {
+                    if self.reserved - size < k {
+                        continue;
+                    }
+                    self.reserved -= size;
+                }
+            }
+            rel[i] = true;
+            n += 1;
+        }
+        if n == 0 {
+            return any;
+        }
+        for cl in &mut self.classes {
+            cl.free.retain(|b| !rel[b.chunk as usize]);
+            cl.bump.retain(|&c| !rel[c as usize]);
+        }
+        for (i, r) in rel.iter().enumerate() {
+            if !*r {
+                continue;
+            }
+            if let Some(c) = self.chunks[i].take() {
+                match c.mem {
+                    ChunkMem::Bo(buf) => {
+                        if keep.is_none() {
+                            self.reserved -= c.size;
+                        }
+                        drop(buf);
+                    }
+                    ChunkMem::Carved => {
+                        if let Some(ipc) = &mut self.ipc {
+                            ipc.ranges.free(c.va - ipc.va(), c.size);
+                        }
+                    }
+                }
+                self.holes.push(i as u32);
+            }
+        }
+        any
+    }
+
+    fn empty(&self) -> bool {
+        self.chunks.iter().all(Option::is_none)
+    }
+
+    fn reserved_now(&self) -> u64 {
+        match (&self.ipc, &self.import) {
+            (Some(b), _) => b.buf.len() as u64,
+            _ => self.reserved,
+        }
+    }
+}
+
+impl PoolsState {
+    fn init(&mut self, dev: &DeviceInner) {
+        if self.current.len() != dev.gpus.len() {
+            self.current = vec![None; dev.gpus.len()];
+            self.defaults = vec![None; dev.gpus.len()];
+        }
+    }
+
+    fn default_pool(&mut self, dev: &DeviceInner, gpu: usize) -> Result<u32> {
+        dev.gpu(gpu)?;
+        self.init(dev);
+        if let Some(d) = self.defaults[gpu] {
+            return Ok(d);
+        }
+        let mut p = PoolState::new(dev, gpu, 0);
+        p.is_default = true;
+        self.pools.push(Some(p));
+        let slot = (self.pools.len() - 1) as u32;
+        self.defaults[gpu] = Some(slot);
+        if self.current[gpu].is_none() {
+            self.current[gpu] = Some(slot);
+        }
+        Ok(slot)
+    }
+
+    fn current_pool(&mut self, dev: &DeviceInner, gpu: usize) -> Result<u32> {
+        match self.current.get(gpu) {
+            Some(&Some(s)) => Ok(s),
+            _ => self.default_pool(dev, gpu),
+        }
+    }
+
+    fn pool(&mut self, slot: u32, call: &'static str) -> Result<&mut PoolState> {
+        match self.pools.get_mut(slot as usize) {
+            Some(Some(p)) if !p.destroyed => Ok(p),
+            _ => Err(err(
+                ErrorKind::InvalidHandle,
+                call,
+                "memory pool was destroyed",
+            )),
+        }
+    }
+
+    fn alloc(
+        &mut self,
+        dev: &DeviceInner,
+        slot: u32,
+        s: &Stream,
+        size: usize,
+        call: &'static str,
+    ) -> Result<u64> {
+        if size == 0 {
+            return Err(err(ErrorKind::InvalidValue, call, "size is 0"));
+        }
+        if size > MAX_REQUEST {
+            return Err(err(
+                ErrorKind::OutOfMemory,
+                call,
+                format!("{size} bytes exceed the largest pool allocation"),
+            ));
+        }
+        let class = class_index(size);
+        let cs = class_size(class) as u64;
+        let p = self.pool(slot, call)?;
+        if p.import.is_some() {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                "imported pools cannot allocate",
+            ));
+        }
+        let got = match p.take_free(class, s) {
+            Some(b) => Some(b),
+            None => p.carve(class),
+        };
+        let (va, chunk) = match got {
+            Some(b) => b,
+            None => match p.grow(dev, class)? {
+                Some(b) => b,
+                None => {
+                    // At the limit: give cached chunks back, then try again; then reuse
+                    // a pending free behind an inserted dependency.
+                    p.release(if p.ipc.is_some() { None } else { Some(0) });
+                    match p.grow(dev, class)? {
+                        Some(b) => b,
+                        None => match p.take_dependent(class, s)? {
+                            Some(b) => b,
+                            None => {
+                                return Err(err(
+                                    ErrorKind::OutOfMemory,
+                                    call,
+                                    format!(
+                                        "pool cannot grow by {} bytes (reserved {}, max {})",
+                                        chunk_bytes(class),
+                                        p.reserved_now(),
+                                        p.max_size
+                                    ),
+                                ))
+                            }
+                        },
+                    }
+                }
+            },
+        };
+        if let Some(c) = p.chunks[chunk as usize].as_mut() {
+            c.live += 1;
+        }
+        p.used += cs;
+        p.used_high = p.used_high.max(p.used);
+        p.live += 1;
+        self.live.insert(
+            va,
+            Live {
+                pool: slot,
+                chunk,
+                class: class as u16,
+                ipc_slot: NO_SLOT,
+                imported: false,
+            },
+        );
+        Ok(va)
+    }
+
+    fn free(&mut self, s: &Stream, ptr: u64, dirty: &AtomicBool) -> Result<()> {
+        let call = "hipFreeAsync";
+        let Some(l) = self.live.remove(&ptr) else {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                format!("{ptr:#x} is not a live allocation of a memory pool of this device"),
+            ));
+        };
+        let Some(p) = self.pools[l.pool as usize].as_mut() else {
+            return Ok(());
+        };
+        p.live -= 1;
+        if !l.imported {
+            if l.ipc_slot != NO_SLOT {
+                if let Some(ipc) = &mut p.ipc {
+                    ipc.clear(l.ipc_slot);
+                }
+            }
+            let mark = FreeMark::new(s.point_now());
+            p.classes[l.class as usize].free.push(FreeBlock {
+                va: ptr,
+                chunk: l.chunk,
+                mark: Some(mark),
+            });
+            if let Some(c) = p.chunks[l.chunk as usize].as_mut() {
+                c.live -= 1;
+            }
+            p.used -= class_size(l.class as usize) as u64;
+            dirty.store(true, Ordering::Relaxed);
+        }
+        if p.destroyed {
+            self.finish(l.pool);
+        }
+        Ok(())
+    }
+
+    /// Release what a destroyed pool can; drop it when nothing is left.
+    fn finish(&mut self, slot: u32) {
+        let Some(p) = self.pools[slot as usize].as_mut() else {
+            return;
+        };
+        if p.live > 0 {
+            return;
+        }
+        p.release(None);
+        if p.empty() {
+            self.pools[slot as usize] = None;
+        }
+    }
+}
+
+/// Synchronize hook (stream and event synchronize): observe completed frees, trim pools
+/// above their release threshold, finish destroyed pools.
+pub(crate) fn on_synchronize(dev: &DeviceInner) {
+    let mp = &dev.mempools;
+    if !mp.dirty.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut st = mp.lock();
+    mp.dirty.store(false, Ordering::Relaxed);
+    let mut pending = false;
+    for slot in 0..st.pools.len() {
+        let Some(p) = st.pools[slot].as_mut() else {
+            continue;
+        };
+        if p.destroyed {
+            st.finish(slot as u32);
+            pending |= st.pools[slot].is_some();
+            continue;
+        }
+        pending |= if p.ipc.is_none() && p.reserved > p.release_threshold {
+            p.release(Some(p.release_threshold))
+        } else {
+            p.observe().1
+        };
+    }
+    if pending {
+        mp.dirty.store(true, Ordering::Relaxed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Public API
+
+impl Stream {
+    /// `hipMallocAsync`: `size` bytes from the current pool of the stream's GPU, ordered
+    /// on this stream. Returns the device address (GPU VA == CPU VA).
+    pub fn malloc_async(&self, size: usize) -> Result<u64> {
+        let dev = &*self.inner.dev;
+        let mut st = dev.mempools.lock();
+        let slot = st.current_pool(dev, self.inner.gpu_index)?;
+        st.alloc(dev, slot, self, size, "hipMallocAsync")
+    }
+
+    /// `hipMallocFromPoolAsync`: `size` bytes from `pool` (which may be on another GPU
+    /// of the same device), ordered on this stream.
+    pub fn malloc_from_pool_async(&self, size: usize, pool: &MemPool) -> Result<u64> {
+        let call = "hipMallocFromPoolAsync";
+        if !Arc::ptr_eq(&pool.dev, &self.inner.dev) {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                "pool and stream belong to different devices",
+            ));
+        }
+        let dev = &*self.inner.dev;
+        let mut st = dev.mempools.lock();
+        st.alloc(dev, pool.slot, self, size, call)
+    }
+
+    /// `hipFreeAsync`: free `ptr` (from `malloc_async` / `malloc_from_pool_async`, or
+    /// imported with [`MemPool::import_pointer`]) once this stream's earlier work is done.
+    pub fn free_async(&self, ptr: u64) -> Result<()> {
+        if ptr == 0 {
+            return Err(err(ErrorKind::InvalidValue, "hipFreeAsync", "null pointer"));
+        }
+        let dev = &*self.inner.dev;
+        let mut st = dev.mempools.lock();
+        st.free(self, ptr, &dev.mempools.dirty)
+    }
+}
+
+impl Device {
+    /// `hipDeviceGetDefaultMemPool`: the default pool of GPU `gpu` (created on first use;
+    /// cannot be destroyed).
+    pub fn default_mem_pool(&self, gpu: usize) -> Result<MemPool> {
+        let slot = self.inner.mempools.lock().default_pool(&self.inner, gpu)?;
+        Ok(MemPool {
+            dev: self.inner.clone(),
+            slot,
+        })
+    }
+
+    /// `hipDeviceGetMemPool`: the pool `malloc_async` on GPU `gpu` uses.
+    pub fn mem_pool(&self, gpu: usize) -> Result<MemPool> {
+        self.inner.gpu(gpu)?;
+        let slot = self.inner.mempools.lock().current_pool(&self.inner, gpu)?;
+        Ok(MemPool {
+            dev: self.inner.clone(),
+            slot,
+        })
+    }
+
+    /// `hipDeviceSetMemPool`: make `pool` (located on GPU `gpu`, not imported) the pool
+    /// `malloc_async` on that GPU uses.
+    pub fn set_mem_pool(&self, gpu: usize, pool: &MemPool) -> Result<()> {
+        let call = "hipDeviceSetMemPool";
+        self.inner.gpu(gpu)?;
+        if !Arc::ptr_eq(&pool.dev, &self.inner) {
+            return Err(err(ErrorKind::InvalidValue, call, "pool of another device"));
+        }
+        let mut st = self.inner.mempools.lock();
+        st.default_pool(&self.inner, gpu)?;
+        let p = st.pool(pool.slot, call)?;
+        if p.import.is_some() {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                "imported pools cannot allocate",
+            ));
+        }
+        if p.gpu != gpu {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                format!("pool is located on GPU {}, not {gpu}", p.gpu),
+            ));
+        }
+        st.current[gpu] = Some(pool.slot);
+        Ok(())
+    }
+
+    /// `hipMemPoolCreate`.
+    pub fn create_mem_pool(&self, props: &PoolProps) -> Result<MemPool> {
+        let call = "hipMemPoolCreate";
+        let gpu = match props.location {
+            Location::Device(g) => g,
+            Location::Host => {
+                return Err(err(ErrorKind::NotSupported, call, "host-located pools"));
+            }
+        };
+        self.inner
+            .gpu(gpu)
+            .map_err(|e| err(ErrorKind::InvalidValue, call, e.to_string()))?;
+        let mut p = PoolState::new(&self.inner, gpu, props.max_size as u64);
+        if props.handle_type == HandleType::PosixFileDescriptor {
+            let size = if props.max_size == 0 {
+                IPC_DEFAULT_BYTES
+            } else {
+                props.max_size
+            };
+            let b = ipc::IpcBacking::new(&self.inner.core, gpu, size, &[gpu])?;
+            p.reserved = b.buf.len() as u64;
+            p.reserved_high = p.reserved;
+            p.ipc = Some(b);
+        }
+        let mut st = self.inner.mempools.lock();
+        st.init(&self.inner);
+        st.pools.push(Some(p));
+        Ok(MemPool {
+            dev: self.inner.clone(),
+            slot: (st.pools.len() - 1) as u32,
+        })
+    }
+
+    /// `hipMemPoolExportPointer`: export data for a live allocation of an IPC pool.
+    pub fn mem_pool_export_pointer(&self, ptr: u64) -> Result<PtrExportData> {
+        let call = "hipMemPoolExportPointer";
+        let mut guard = self.inner.mempools.lock();
+        let st = &mut *guard;
+        let Some(l) = st.live.get_mut(&ptr) else {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                "not a live pool allocation",
+            ));
+        };
+        let p = st.pools[l.pool as usize]
+            .as_mut()
+            .ok_or_else(|| err(ErrorKind::InvalidValue, call, "pool gone"))?;
+        let Some(ipc) = p.ipc.as_mut().filter(|_| !l.imported) else {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                "the allocation's pool was not created with an IPC handle type",
+            ));
+        };
+        if l.ipc_slot != NO_SLOT {
+            return ipc.data_of(l.ipc_slot);
+        }
+        let (slot, data) = ipc.export(ptr, class_size(l.class as usize) as u64)?;
+        l.ipc_slot = slot;
+        Ok(data)
+    }
+
+    /// `hipMemPoolImportFromShareableHandle`: import a pool exported by another process
+    /// (a dmabuf fd from [`MemPool::export_to_shareable_handle`]), mapped on GPU 0 of this
+    /// device. The fd is not consumed. Imported pools cannot allocate.
+    pub fn import_mem_pool(
+        &self,
+        handle: BorrowedFd<'_>,
+        handle_type: HandleType,
+        flags: u32,
+    ) -> Result<MemPool> {
+        let call = "hipMemPoolImportFromShareableHandle";
+        if handle_type != HandleType::PosixFileDescriptor || flags != 0 {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                "handle type must be PosixFileDescriptor and flags 0",
+            ));
+        }
+        let imp = ipc::ImportedBacking::import(&self.inner.core, 0, handle)?;
+        let mut p = PoolState::new(&self.inner, 0, 0);
+        p.import = Some(imp);
+        let mut st = self.inner.mempools.lock();
+        st.init(&self.inner);
+        st.pools.push(Some(p));
+        Ok(MemPool {
+            dev: self.inner.clone(),
+            slot: (st.pools.len() - 1) as u32,
+        })
+    }
+
+    /// Bytes of backing memory all pools of the device hold, including destroyed pools
+    /// waiting for their last allocations (a diagnostic; not a HIP call).
+    pub fn mem_pool_backing_bytes(&self) -> u64 {
+        let st = self.inner.mempools.lock();
+        st.pools.iter().flatten().map(PoolState::reserved_now).sum()
+    }
+}
+
+impl MemPool {
+    /// `hipMemPoolDestroy`: returns at once; the pool's memory goes when its last
+    /// allocation is freed and those frees have completed. The default pool cannot be
+    /// destroyed (InvalidValue); destroying a GPU's current pool makes the default pool
+    /// current again.
+    pub fn destroy(&self) -> Result<()> {
+        let call = "hipMemPoolDestroy";
+        let mut st = self.dev.mempools.lock();
+        let p = st.pool(self.slot, call)?;
+        if p.is_default {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                "a device's default pool cannot be destroyed",
+            ));
+        }
+        p.destroyed = true;
+        for g in 0..st.current.len() {
+            if st.current[g] == Some(self.slot) {
+                st.current[g] = st.defaults[g];
+            }
+        }
+        st.finish(self.slot);
+        self.dev.mempools.dirty.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The GPU the pool's memory lives on.
+    pub fn location(&self) -> Result<usize> {
+        Ok(self
+            .dev
+            .mempools
+            .lock()
+            .pool(self.slot, "hipMemPoolGetLocation")?
+            .gpu)
+    }
+
+    /// Whether this pool was imported from another process.
+    pub fn is_imported(&self) -> Result<bool> {
+        Ok(self
+            .dev
+            .mempools
+            .lock()
+            .pool(self.slot, "hipMemPoolGetAttribute")?
+            .import
+            .is_some())
+    }
+
+    /// `hipMemPoolSetAttribute` (see [`PoolAttr`] and the module docs for the rules).
+    pub fn set_attribute(&self, attr: PoolAttr, value: u64) -> Result<()> {
+        let call = "hipMemPoolSetAttribute";
+        let mut st = self.dev.mempools.lock();
+        let p = st.pool(self.slot, call)?;
+        match attr {
+            PoolAttr::ReleaseThreshold => p.release_threshold = value,
+            PoolAttr::ReuseFollowEventDependencies => p.follow = value != 0,
+            PoolAttr::ReuseAllowOpportunistic => p.opportunistic = value != 0,
+            PoolAttr::ReuseAllowInternalDependencies => p.internal = value != 0,
+            PoolAttr::ReservedMemHigh | PoolAttr::UsedMemHigh if value != 0 => {
+                return Err(err(
+                    ErrorKind::InvalidValue,
+                    call,
+                    "high-water marks can only be reset (to 0)",
+                ))
+            }
+            PoolAttr::ReservedMemHigh => p.reserved_high = p.reserved_now(),
+            PoolAttr::UsedMemHigh => p.used_high = p.used,
+            PoolAttr::ReservedMemCurrent | PoolAttr::UsedMemCurrent => {
+                return Err(err(ErrorKind::InvalidValue, call, "read-only attribute"))
+            }
+        }
+        self.dev.mempools.dirty.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// `hipMemPoolGetAttribute`.
+    pub fn attribute(&self, attr: PoolAttr) -> Result<u64> {
+        let mut st = self.dev.mempools.lock();
+        let p = st.pool(self.slot, "hipMemPoolGetAttribute")?;
+        Ok(match attr {
+            PoolAttr::ReleaseThreshold => p.release_threshold,
+            PoolAttr::ReuseFollowEventDependencies => p.follow.into(),
+            PoolAttr::ReuseAllowOpportunistic => p.opportunistic.into(),
+            PoolAttr::ReuseAllowInternalDependencies => p.internal.into(),
+            PoolAttr::ReservedMemCurrent => p.reserved_now(),
+            PoolAttr::ReservedMemHigh => p.reserved_high,
+            PoolAttr::UsedMemCurrent => p.used,
+            PoolAttr::UsedMemHigh => p.used_high,
+        })
+    }
+
+    /// `hipMemPoolTrimTo`: release unused backing chunks to the OS while at least
+    /// `min_bytes_to_hold` bytes stay reserved. Chunks holding live allocations or frees
+    /// that have not completed are kept.
+    pub fn trim_to(&self, min_bytes_to_hold: usize) -> Result<()> {
+        let mut st = self.dev.mempools.lock();
+        let p = st.pool(self.slot, "hipMemPoolTrimTo")?;
+        if p.ipc.is_none() && p.import.is_none() {
+            p.release(Some(min_bytes_to_hold as u64));
+        }
+        Ok(())
+    }
+
+    /// `hipMemPoolSetAccess`: map (ReadWrite) or unmap (None) the pool's memory on other
+    /// GPUs of the device, now and for chunks created later. The owner GPU keeps access.
+    pub fn set_access(&self, descs: &[AccessDesc]) -> Result<()> {
+        let call = "hipMemPoolSetAccess";
+        let ngpus = self.dev.gpus.len();
+        let mut st = self.dev.mempools.lock();
+        let p = st.pool(self.slot, call)?;
+        if p.import.is_some() {
+            return Err(err(
+                ErrorKind::NotSupported,
+                call,
+                "access of imported pools is fixed to the importing GPU",
+            ));
+        }
+        for d in descs {
+            let g = match d.location {
+                Location::Device(g) if g < ngpus => g,
+                _ => return Err(err(ErrorKind::InvalidValue, call, "location is not a GPU")),
+            };
+            let on = match d.flags {
+                AccessFlags::ReadWrite => true,
+                AccessFlags::None => false,
+                AccessFlags::Read => {
+                    return Err(err(
+                        ErrorKind::NotSupported,
+                        call,
+                        "read-only access: KFD maps a buffer object read-write on every GPU",
+                    ))
+                }
+            };
+            if g == p.gpu {
+                if !on {
+                    return Err(err(
+                        ErrorKind::InvalidValue,
+                        call,
+                        "the owning GPU cannot lose access to its pool",
+                    ));
+                }
+                continue;
+            }
+            if p.peers[g] == on {
+                continue;
+            }
+            if let Some(ipc) = &mut p.ipc {
+                if on {
+                    ipc.buf.map_on(g)?
+                } else {
+                    ipc.buf.unmap_from(g)?
+                }
+            }
+            for c in p.chunks.iter_mut().flatten() {
+                if let ChunkMem::Bo(b) = &mut c.mem {
+                    if on {
+                        b.map_on(g)?
+                    } else {
+                        b.unmap_from(g)?
+                    }
+                }
+            }
+            p.peers[g] = on;
+        }
+        Ok(())
+    }
+
+    /// `hipMemPoolGetAccess`: ReadWrite for the owner and for GPUs given access, else
+    /// None.
+    pub fn access(&self, location: Location) -> Result<AccessFlags> {
+        let call = "hipMemPoolGetAccess";
+        let mut st = self.dev.mempools.lock();
+        let p = st.pool(self.slot, call)?;
+        match location {
+            Location::Device(g) if g < p.peers.len() => Ok(if g == p.gpu || p.peers[g] {
+                AccessFlags::ReadWrite
+            } else {
+                AccessFlags::None
+            }),
+            _ => Err(err(ErrorKind::InvalidValue, call, "location is not a GPU")),
+        }
+    }
+
+    /// `hipMemPoolExportToShareableHandle`: a dmabuf fd (close-on-exec) of the pool's
+    /// backing, for [`Device::import_mem_pool`] in another process. The pool must have been
+    /// created with [`HandleType::PosixFileDescriptor`]; `flags` must be 0.
+    pub fn export_to_shareable_handle(
+        &self,
+        handle_type: HandleType,
+        flags: u32,
+    ) -> Result<OwnedFd> {
+        let call = "hipMemPoolExportToShareableHandle";
+        let mut st = self.dev.mempools.lock();
+        let p = st.pool(self.slot, call)?;
+        if flags != 0 || handle_type != HandleType::PosixFileDescriptor {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                "handle type must be PosixFileDescriptor and flags 0",
+            ));
+        }
+        let Some(ipc) = &p.ipc else {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                call,
+                "pool was not created with an IPC handle type",
+            ));
+        };
+        const O_CLOEXEC: u32 = 0o2000000;
+        let fd = kfd::ioctl::export_dmabuf(self.dev.backend.as_ref(), ipc.buf.handle(), O_CLOEXEC)
+            .map_err(|e| Error::from_kfd(call, e))?;
+        // SAFETY: EXPORT_DMABUF returned a new fd that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// `hipMemPoolImportPointer`: the address in this process of an allocation exported
+    /// with [`Device::mem_pool_export_pointer`]. Fails with InvalidValue when the
+    /// exporter freed it (or never exported it). Free it with [`Stream::free_async`]
+    /// before the exporter frees it.
+    pub fn import_pointer(&self, data: &PtrExportData) -> Result<u64> {
+        let call = "hipMemPoolImportPointer";
+        let mut guard = self.dev.mempools.lock();
+        let st = &mut *guard;
+        let va = {
+            let p = st.pool(self.slot, call)?;
+            let Some(imp) = &p.import else {
+                return Err(err(ErrorKind::InvalidValue, call, "pool was not imported"));
+            };
+            imp.lookup(data)?.0
+        };
+        if st.live.contains_key(&va) {
+            return Ok(va);
+        }
+        st.pool(self.slot, call)?.live += 1;
+        st.live.insert(
+            va,
+            Live {
+                pool: self.slot,
+                chunk: 0,
+                class: 0,
+                ipc_slot: NO_SLOT,
+                imported: true,
+            },
+        );
+        Ok(va)
+    }
+}

@@ -1,0 +1,420 @@
+//! Stream-ordered allocator and memory pools: reuse rules, attributes, trim/threshold,
+//! destroy, current pool, peer access.
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use common::{emu, settle, signal_mem};
+use kfdrt::cmd::WAIT_VALUE_GTE;
+use kfdrt::mempool::{AccessDesc, AccessFlags, Location, PoolAttr, PoolProps};
+use kfdrt::stream::STREAM_NON_BLOCKING;
+use kfdrt::{Device, ErrorKind, Stream};
+
+const MIB: u64 = 1 << 20;
+
+fn cell(addr: u64) -> &'static AtomicU32 {
+    // SAFETY: `addr` is a live, CPU-mapped, 4-byte aligned pool allocation (pools use
+    // CPU-visible VRAM) that the test keeps allocated while it reads it.
+    unsafe { AtomicU32::from_ptr(addr as *mut u32) }
+}
+
+/// A pool with the reuse policies set as given.
+fn pool(dev: &Device, follow: bool, opp: bool, internal: bool) -> kfdrt::MemPool {
+    let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
+    p.set_attribute(PoolAttr::ReuseFollowEventDependencies, follow.into())
+        .unwrap();
+    p.set_attribute(PoolAttr::ReuseAllowOpportunistic, opp.into())
+        .unwrap();
+    p.set_attribute(PoolAttr::ReuseAllowInternalDependencies, internal.into())
+        .unwrap();
+    p
+}
+
+/// Block stream `s` behind a gate word (returns the gate's address).
+fn block(s: &Stream, gate: u64) {
+    s.wait_value32(gate, 1, WAIT_VALUE_GTE, u32::MAX).unwrap();
+}
+
+#[test]
+fn defaults_and_attribute_rules() {
+    let dev = emu("emu:mi210");
+    let p = dev.default_mem_pool(0).unwrap();
+    assert_eq!(dev.mem_pool(0).unwrap(), p);
+    assert_eq!(p.attribute(PoolAttr::ReleaseThreshold).unwrap(), 0);
+    assert_eq!(p.attribute(PoolAttr::ReuseFollowEventDependencies).unwrap(), 1);
+    assert_eq!(p.attribute(PoolAttr::ReuseAllowOpportunistic).unwrap(), 1);
+    assert_eq!(p.attribute(PoolAttr::ReuseAllowInternalDependencies).unwrap(), 1);
+    for a in [
+        PoolAttr::ReservedMemCurrent,
+        PoolAttr::ReservedMemHigh,
+        PoolAttr::UsedMemCurrent,
+        PoolAttr::UsedMemHigh,
+    ] {
+        assert_eq!(p.attribute(a).unwrap(), 0, "{a:?}");
+    }
+    assert_eq!(
+        p.set_attribute(PoolAttr::UsedMemCurrent, 0).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
+    assert_eq!(
+        p.set_attribute(PoolAttr::UsedMemHigh, 5).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
+    p.set_attribute(PoolAttr::ReuseAllowOpportunistic, 0).unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReuseAllowOpportunistic).unwrap(), 0);
+    p.set_attribute(PoolAttr::ReleaseThreshold, 123).unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReleaseThreshold).unwrap(), 123);
+    assert_eq!(p.destroy().unwrap_err().kind(), ErrorKind::InvalidValue);
+    let s = dev.create_stream(0).unwrap();
+    assert_eq!(s.malloc_async(0).unwrap_err().kind(), ErrorKind::InvalidValue);
+    assert_eq!(s.free_async(0).unwrap_err().kind(), ErrorKind::InvalidValue);
+    assert_eq!(s.free_async(0x1234_0000).unwrap_err().kind(), ErrorKind::InvalidValue);
+    let a = s.malloc_async(100).unwrap();
+    assert_eq!(a % 256, 0);
+    s.free_async(a).unwrap();
+    assert_eq!(s.free_async(a).unwrap_err().kind(), ErrorKind::InvalidValue, "double free");
+    assert_eq!(
+        dev.create_mem_pool(&PoolProps {
+            location: Location::Host,
+            ..PoolProps::device(0)
+        })
+        .unwrap_err()
+        .kind(),
+        ErrorKind::NotSupported
+    );
+    assert_eq!(
+        dev.create_mem_pool(&PoolProps::device(3)).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
+}
+
+#[test]
+fn stats_high_water_and_exact_sizes() {
+    let dev = emu("emu:mi210");
+    let s = dev.create_stream(0).unwrap();
+    let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
+    let a = s.malloc_from_pool_async(100, &p).unwrap();
+    assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 256);
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 2 * MIB, "2 MiB slab");
+    let b = s.malloc_from_pool_async(1 << 20, &p).unwrap();
+    assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 256 + MIB);
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 6 * MIB, "+4 MiB slab");
+    let c = s.malloc_from_pool_async(3 << 20, &p).unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 9 * MIB, "+3 MiB chunk");
+    assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 256 + 4 * MIB);
+    for x in [a, b, c] {
+        s.free_async(x).unwrap();
+    }
+    assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 0);
+    assert_eq!(p.attribute(PoolAttr::UsedMemHigh).unwrap(), 256 + 4 * MIB);
+    assert_eq!(p.attribute(PoolAttr::ReservedMemHigh).unwrap(), 9 * MIB);
+    // Threshold 0 (default): synchronize gives everything back.
+    s.synchronize().unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 0);
+    assert_eq!(p.attribute(PoolAttr::ReservedMemHigh).unwrap(), 9 * MIB);
+    p.set_attribute(PoolAttr::ReservedMemHigh, 0).unwrap();
+    p.set_attribute(PoolAttr::UsedMemHigh, 0).unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemHigh).unwrap(), 0);
+    assert_eq!(p.attribute(PoolAttr::UsedMemHigh).unwrap(), 0);
+    let d = s.malloc_from_pool_async(4096, &p).unwrap();
+    p.set_attribute(PoolAttr::UsedMemHigh, 0).unwrap();
+    assert_eq!(p.attribute(PoolAttr::UsedMemHigh).unwrap(), 4096, "reset to current");
+    s.free_async(d).unwrap();
+}
+
+#[test]
+fn same_stream_reuse_is_immediate() {
+    let dev = emu("emu:mi210");
+    let s = dev.create_stream(0).unwrap();
+    let gate = signal_mem(&dev, 4096);
+    let p = pool(&dev, false, false, false);
+    block(&s, gate.va());
+    let a = s.malloc_from_pool_async(1 << 20, &p).unwrap();
+    s.free_async(a).unwrap();
+    // The free is pending (the stream is blocked), but stream order makes reuse safe.
+    let b = s.malloc_from_pool_async(1 << 20, &p).unwrap();
+    assert_eq!(a, b);
+    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    s.free_async(b).unwrap();
+    s.synchronize().unwrap();
+}
+
+#[test]
+fn no_reuse_across_unrelated_streams_until_event_dependency() {
+    let dev = emu("emu:mi210");
+    let gate = signal_mem(&dev, 4096);
+    let s1 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let p = pool(&dev, true, true, false);
+    block(&s1, gate.va());
+    let a = s1.malloc_from_pool_async(4096, &p).unwrap();
+    s1.free_async(a).unwrap();
+    // Unrelated stream, free pending: new memory.
+    let b = s2.malloc_from_pool_async(4096, &p).unwrap();
+    assert_ne!(a, b);
+    s2.free_async(b).unwrap();
+    // s2 waits for an event recorded after the free: the dependency exists.
+    let e = dev.create_event(0).unwrap();
+    e.record(&s1).unwrap();
+    s2.wait_event(&e, 0).unwrap();
+    let c = s2.malloc_from_pool_async(4096, &p).unwrap();
+    assert!(c == a || c == b);
+    let d = s2.malloc_from_pool_async(4096, &p).unwrap();
+    assert!(d == a || d == b);
+    assert_ne!(c, d);
+    assert!(s1.query().is_err(), "s1 still blocked: reuse came from the dependency");
+    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    s2.free_async(c).unwrap();
+    s2.free_async(d).unwrap();
+    s2.synchronize().unwrap();
+    s1.synchronize().unwrap();
+}
+
+#[test]
+fn follow_event_dependencies_off_ignores_the_event() {
+    let dev = emu("emu:mi210");
+    let gate = signal_mem(&dev, 4096);
+    let s1 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let p = pool(&dev, false, false, false);
+    block(&s1, gate.va());
+    let a = s1.malloc_from_pool_async(4096, &p).unwrap();
+    s1.free_async(a).unwrap();
+    let e = dev.create_event(0).unwrap();
+    e.record(&s1).unwrap();
+    s2.wait_event(&e, 0).unwrap();
+    let b = s2.malloc_from_pool_async(4096, &p).unwrap();
+    assert_ne!(a, b, "FollowEventDependencies off");
+    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    s2.free_async(b).unwrap();
+    s1.synchronize().unwrap();
+    s2.synchronize().unwrap();
+}
+
+#[test]
+fn opportunistic_reuse_needs_a_completed_free() {
+    for opp in [true, false] {
+        let dev = emu("emu:mi210");
+        let s1 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+        let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+        let p = pool(&dev, false, opp, false);
+        let a = s1.malloc_from_pool_async(4096, &p).unwrap();
+        s1.write_value32(a, 7, 0).unwrap();
+        s1.free_async(a).unwrap();
+        // Wait for completion without a synchronize (no host observation hook).
+        common::wait_until("s1 idle", || s1.query().is_ok());
+        let b = s2.malloc_from_pool_async(4096, &p).unwrap();
+        assert_eq!(a == b, opp, "opportunistic={opp}");
+        s2.free_async(b).unwrap();
+        // After a synchronize observed the free, any stream may reuse it.
+        s1.synchronize().unwrap();
+    }
+}
+
+#[test]
+fn host_observed_free_is_reusable_by_any_stream() {
+    let dev = emu("emu:mi210");
+    let s1 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let p = pool(&dev, false, false, false);
+    p.set_attribute(PoolAttr::ReleaseThreshold, u64::MAX).unwrap();
+    let a = s1.malloc_from_pool_async(4096, &p).unwrap();
+    s1.free_async(a).unwrap();
+    s1.synchronize().unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 2 * MIB, "kept");
+    let b = s2.malloc_from_pool_async(4096, &p).unwrap();
+    assert_eq!(a, b);
+    s2.free_async(b).unwrap();
+}
+
+#[test]
+fn internal_dependency_is_inserted_as_ordering() {
+    let dev = emu("emu:mi210");
+    let gate = signal_mem(&dev, 4096);
+    let s1 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let p = dev
+        .create_mem_pool(&PoolProps {
+            max_size: 2 << 20,
+            ..PoolProps::device(0)
+        })
+        .unwrap();
+    p.set_attribute(PoolAttr::ReuseAllowOpportunistic, 0).unwrap();
+    p.set_attribute(PoolAttr::ReuseFollowEventDependencies, 0).unwrap();
+    // Fill the pool (one 2 MiB slab of 512 KiB blocks) on s1, free it behind a gate.
+    block(&s1, gate.va());
+    let blocks: Vec<u64> = (0..4)
+        .map(|_| s1.malloc_from_pool_async(512 << 10, &p).unwrap())
+        .collect();
+    for &b in &blocks {
+        s1.free_async(b).unwrap();
+    }
+    // Internal dependencies off: the pool is full, nothing is safe: OutOfMemory.
+    p.set_attribute(PoolAttr::ReuseAllowInternalDependencies, 0).unwrap();
+    assert_eq!(
+        s2.malloc_from_pool_async(512 << 10, &p).unwrap_err().kind(),
+        ErrorKind::OutOfMemory
+    );
+    p.set_attribute(PoolAttr::ReuseAllowInternalDependencies, 1).unwrap();
+    let r = s2.malloc_from_pool_async(512 << 10, &p).unwrap();
+    assert!(blocks.contains(&r));
+    // s2's later work is now ordered after s1's free: it must not run before the gate.
+    let flag = signal_mem(&dev, 4096);
+    s2.write_value32(flag.va(), 1, 0).unwrap();
+    settle();
+    assert_eq!(flag.atomic_u32(0).unwrap().load(Ordering::Acquire), 0, "held by the dependency");
+    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    s2.synchronize().unwrap();
+    assert_eq!(flag.atomic_u32(0).unwrap().load(Ordering::Acquire), 1);
+    s2.free_async(r).unwrap();
+    s2.synchronize().unwrap();
+}
+
+#[test]
+fn trim_to_and_threshold_exact_bytes() {
+    let dev = emu("emu:mi210");
+    let gate = signal_mem(&dev, 4096);
+    let s = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
+    p.set_attribute(PoolAttr::ReleaseThreshold, 5 * MIB).unwrap();
+    // Three 2 MiB allocations (a class above 1 MiB gets a dedicated chunk of its size).
+    let xs: Vec<u64> = (0..3)
+        .map(|_| s.malloc_from_pool_async(2 << 20, &p).unwrap())
+        .collect();
+    let live = s.malloc_from_pool_async(4 << 20, &p).unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 10 * MIB);
+    // Outstanding allocations are never trimmed.
+    p.trim_to(0).unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 10 * MIB);
+    // Frees not yet completed are kept.
+    block(&s, gate.va());
+    for &x in &xs {
+        s.free_async(x).unwrap();
+    }
+    p.trim_to(0).unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 10 * MIB);
+    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    // Synchronize with threshold 5 MiB: release 2 MiB chunks while >= 5 MiB stay:
+    // 10 -> 8 -> 6 (4 would be below 5).
+    s.synchronize().unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 6 * MIB);
+    // TrimTo keeps at least the given bytes: 6 -> 4 (>= 3), not 2.
+    p.trim_to(3 << 20).unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 4 * MIB);
+    p.trim_to(0).unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 4 * MIB, "live 4 MiB");
+    s.free_async(live).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 4 * MIB, "under threshold");
+    p.trim_to(0).unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 0);
+    assert_eq!(p.attribute(PoolAttr::ReservedMemHigh).unwrap(), 10 * MIB);
+}
+
+#[test]
+fn destroy_with_outstanding_allocations_and_current_pool() {
+    let dev = emu("emu:mi210");
+    let s = dev.create_stream(0).unwrap();
+    let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
+    let def = dev.default_mem_pool(0).unwrap();
+    dev.set_mem_pool(0, &p).unwrap();
+    assert_eq!(dev.mem_pool(0).unwrap(), p);
+    let a = s.malloc_async(8192).unwrap();
+    assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 8192, "from the current pool");
+    p.destroy().unwrap();
+    assert_eq!(dev.mem_pool(0).unwrap(), def, "default is current again");
+    assert_eq!(
+        p.attribute(PoolAttr::UsedMemCurrent).unwrap_err().kind(),
+        ErrorKind::InvalidHandle
+    );
+    assert_eq!(
+        s.malloc_from_pool_async(64, &p).unwrap_err().kind(),
+        ErrorKind::InvalidHandle
+    );
+    // The allocation stays usable.
+    s.write_value32(a, 0x55, 0).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(cell(a).load(Ordering::Acquire), 0x55);
+    assert_eq!(dev.mem_pool_backing_bytes(), 2 * MIB);
+    s.free_async(a).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(dev.mem_pool_backing_bytes(), 0, "released after the last free");
+    let b = s.malloc_async(8192).unwrap();
+    assert_eq!(def.attribute(PoolAttr::UsedMemCurrent).unwrap(), 8192);
+    s.free_async(b).unwrap();
+    assert_eq!(p.destroy().unwrap_err().kind(), ErrorKind::InvalidHandle);
+}
+
+#[test]
+fn set_mem_pool_rules() {
+    let dev = emu("emu:mi210*2");
+    let p1 = dev.create_mem_pool(&PoolProps::device(1)).unwrap();
+    assert_eq!(dev.set_mem_pool(0, &p1).unwrap_err().kind(), ErrorKind::InvalidValue);
+    dev.set_mem_pool(1, &p1).unwrap();
+    assert_eq!(dev.mem_pool(1).unwrap(), p1);
+    assert_ne!(dev.mem_pool(0).unwrap(), p1);
+    // A pool on GPU 1 used from a stream on GPU 0.
+    let s0 = dev.create_stream(0).unwrap();
+    let a = s0.malloc_from_pool_async(4096, &p1).unwrap();
+    assert_eq!(p1.location().unwrap(), 1);
+    s0.free_async(a).unwrap();
+    s0.synchronize().unwrap();
+}
+
+#[test]
+fn peer_access_maps_pool_memory_on_a_second_gpu() {
+    let dev = emu("emu:mi210*2");
+    let s0 = dev.create_stream(0).unwrap();
+    let s1 = dev.create_stream(1).unwrap();
+    let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
+    assert_eq!(p.access(Location::Device(0)).unwrap(), AccessFlags::ReadWrite);
+    assert_eq!(p.access(Location::Device(1)).unwrap(), AccessFlags::None);
+    assert_eq!(p.access(Location::Device(2)).unwrap_err().kind(), ErrorKind::InvalidValue);
+    let a = s0.malloc_from_pool_async(4096, &p).unwrap();
+    let rw1 = AccessDesc {
+        location: Location::Device(1),
+        flags: AccessFlags::ReadWrite,
+    };
+    p.set_access(&[rw1]).unwrap();
+    assert_eq!(p.access(Location::Device(1)).unwrap(), AccessFlags::ReadWrite);
+    // Existing chunk is now mapped on GPU 1; a chunk created later too.
+    let b = s0.malloc_from_pool_async(8 << 20, &p).unwrap();
+    s1.write_value32(a, 0xa1, 0).unwrap();
+    s1.write_value32(b + 4, 0xb1, 0).unwrap();
+    s1.synchronize().unwrap();
+    assert_eq!(cell(a).load(Ordering::Acquire), 0xa1);
+    assert_eq!(cell(b + 4).load(Ordering::Acquire), 0xb1);
+    for (f, k) in [
+        (AccessFlags::Read, ErrorKind::NotSupported),
+        (AccessFlags::None, ErrorKind::InvalidValue),
+    ] {
+        let d = AccessDesc {
+            location: Location::Device(0),
+            flags: f,
+        };
+        assert_eq!(p.set_access(&[d]).unwrap_err().kind(), k, "{f:?}");
+    }
+    p.set_access(&[AccessDesc {
+        location: Location::Device(1),
+        flags: AccessFlags::None,
+    }])
+    .unwrap();
+    assert_eq!(p.access(Location::Device(1)).unwrap(), AccessFlags::None);
+    s0.free_async(a).unwrap();
+    s0.free_async(b).unwrap();
+    s0.synchronize().unwrap();
+}
+
+#[test]
+fn no_peer_access_faults_the_peer() {
+    let dev = emu("emu:mi210*2");
+    let s0 = dev.create_stream(0).unwrap();
+    let s1 = dev.create_stream(1).unwrap();
+    let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
+    let a = s0.malloc_from_pool_async(4096, &p).unwrap();
+    s1.write_value32(a, 1, 0).unwrap();
+    assert!(s1.synchronize().is_err(), "GPU 1 has no mapping of the pool");
+    assert_eq!(cell(a).load(Ordering::Acquire), 0);
+    s0.free_async(a).unwrap();
+}
