@@ -82,6 +82,10 @@ pub(crate) struct DeviceInner {
     pub(crate) exception_events: Vec<u32>,
     /// Faults reported so far: (gpu_id, description). Sticky.
     pub(crate) faults: Mutex<Vec<(u32, String)>>,
+    /// Managed-memory bookkeeping (issue 8, `crate::managed`).
+    pub(crate) managed: crate::managed::Registry,
+    /// Virtual-memory-management state (issue 8, `crate::vmm`).
+    pub(crate) vmm: crate::vmm::Registry,
     /// How long host waits spin before sleeping, in ns.
     pub(crate) spin_ns: std::sync::atomic::AtomicU64,
     /// Stream-ordered allocator state: memory pools, current pool per GPU (issue 7).
@@ -246,6 +250,8 @@ impl Device {
                 callbacks: crate::callback::Callbacks::new(),
                 exception_events,
                 faults: Mutex::new(Vec::new()),
+                managed: crate::managed::Registry::new(),
+                vmm: crate::vmm::Registry::new(),
                 spin_ns: std::sync::atomic::AtomicU64::new(
                     crate::signal::DEFAULT_SPIN.as_nanos() as u64
                 ),

@@ -1,0 +1,868 @@
+//! Virtual memory management (HIP seed 003): address reservations, physical allocations,
+//! mappings and per-device access, on KFD.
+//!
+//! # How it is built on KFD
+//! KFD places a buffer object at its virtual address when it is allocated, so a physical
+//! allocation that can be mapped anywhere, any number of times, is built the way ROCr's
+//! `hsa_amd_vmem_*` does it (`Runtime::VMemoryHandleCreate` allocates and creates a
+//! shareable handle at once; mapping goes through that handle):
+//! * `memCreate`: `ALLOC_MEMORY_OF_GPU` (VRAM | PUBLIC, `va_addr` 0: never mapped itself),
+//!   then `EXPORT_DMABUF` — the dmabuf fd *is* the physical allocation.
+//! * `addressReserve`: an inaccessible anonymous mapping (`PROT_NONE`), as every kfdrt
+//!   buffer address is reserved (GPU VA == CPU VA).
+//! * `memMap`: `IMPORT_DMABUF` at the address (a new BO handle on the same pages) and a CPU
+//!   mapping of the dmabuf over the reservation (`mmap(fd)`, MAP_FIXED | MAP_SHARED). Two
+//!   mappings of one allocation are two imports of one dmabuf: the same bytes.
+//! * `setAccess`: `MAP_MEMORY_TO_GPU` / `UNMAP_MEMORY_FROM_GPU` of the imported BO per GPU.
+//! * `memUnmap`: unmap from the GPUs, put `PROT_NONE` back, `FREE_MEMORY_OF_GPU` the import.
+//! * export / import of a shareable handle: the dmabuf fd (`hipMemHandleTypePosixFileDescriptor`);
+//!   an imported fd is sized and placed with `GET_DMABUF_INFO`.
+//!
+//! Handles are reference counted as in CUDA/CLR: `memCreate` and `retainAllocationHandle`
+//! take a reference, `memRelease` drops one, and each mapping holds one, so the physical
+//! memory is freed when it is released and unmapped everywhere.
+//!
+//! # Choices where the seed is vague
+//! * Granularity: minimum 4 KiB (KFD BOs and GPU page tables are page granular; ROCr's
+//!   `RUNTIME_ALLOC_GRANULE`), recommended 2 MiB (the GPU's fragment size; ROCr's
+//!   `RUNTIME_ALLOC_REC_GRANULE` for VRAM, and what CUDA reports).
+//! * Mapped memory is CPU-accessible read-write (large-BAR VRAM, like `hipMalloc` memory
+//!   on kfdrt); the GPUs get access only through `setAccess`.
+//! * `hipMemAccessFlagsProtRead`: KFD has no per-GPU read-only mapping of a shared BO (an
+//!   imported BO is always writable and MAP_MEMORY_TO_GPU has no permission argument), so a
+//!   read-only grant maps the BO like read-write and `getAccess` reports Read — what ROCr
+//!   does on KFD. GPU writes through it are not trapped.
+//! * A mapping must cover the whole allocation (`offset` must be 0, as the seed says, and
+//!   KFD maps whole BOs): a smaller `size` is NotSupported, a larger one InvalidValue.
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use kfd::abi::AllocFlags;
+
+use crate::device::{Device, DeviceCore};
+use crate::error::{Error, ErrorKind, Result};
+use crate::stream::Stream;
+use crate::va::{HUGE, PAGE};
+
+/// `hipMemLocationTypeInvalid`.
+pub const MEM_LOCATION_TYPE_INVALID: u32 = 0;
+/// `hipMemLocationTypeDevice`.
+pub const MEM_LOCATION_TYPE_DEVICE: u32 = 1;
+/// `hipMemLocationTypeHost`.
+pub const MEM_LOCATION_TYPE_HOST: u32 = 2;
+/// `hipMemAllocationTypeInvalid`.
+pub const MEM_ALLOCATION_TYPE_INVALID: u32 = 0;
+/// `hipMemAllocationTypePinned`: the only allocation type.
+pub const MEM_ALLOCATION_TYPE_PINNED: u32 = 1;
+/// `hipMemHandleTypeNone`: not exportable.
+pub const MEM_HANDLE_TYPE_NONE: u32 = 0;
+/// `hipMemHandleTypePosixFileDescriptor`: a dmabuf fd.
+pub const MEM_HANDLE_TYPE_POSIX_FD: u32 = 1;
+/// `hipMemHandleTypeWin32` (NotSupported on Linux).
+pub const MEM_HANDLE_TYPE_WIN32: u32 = 2;
+/// `hipMemHandleTypeWin32Kmt` (NotSupported on Linux).
+pub const MEM_HANDLE_TYPE_WIN32_KMT: u32 = 4;
+/// `hipMemAllocationGranularityMinimum`.
+pub const GRANULARITY_MINIMUM: u32 = 0;
+/// `hipMemAllocationGranularityRecommended`.
+pub const GRANULARITY_RECOMMENDED: u32 = 1;
+/// `hipMemAccessFlagsProtNone`.
+pub const MEM_ACCESS_NONE: u64 = 0;
+/// `hipMemAccessFlagsProtRead`.
+pub const MEM_ACCESS_READ: u64 = 1;
+/// `hipMemAccessFlagsProtReadWrite`.
+pub const MEM_ACCESS_READ_WRITE: u64 = 3;
+
+/// Minimum allocation granularity (see the module docs).
+pub const MIN_GRANULARITY: usize = PAGE;
+/// Recommended allocation granularity.
+pub const RECOMMENDED_GRANULARITY: usize = HUGE;
+
+/// `hipMemLocation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemLocation {
+    /// `MEM_LOCATION_TYPE_*`.
+    pub type_: u32,
+    /// Device index for [`MEM_LOCATION_TYPE_DEVICE`].
+    pub id: i32,
+}
+
+impl MemLocation {
+    /// GPU `id` as a location.
+    pub fn device(id: i32) -> Self {
+        MemLocation {
+            type_: MEM_LOCATION_TYPE_DEVICE,
+            id,
+        }
+    }
+}
+
+/// `hipMemAllocationProp.allocFlags`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemAllocFlags {
+    /// Compression type; must be 0 (KFD has no compressible VRAM allocation:
+    /// NotSupported otherwise).
+    pub compression_type: u8,
+    /// GPUDirect RDMA capable: accepted and recorded (VRAM BOs are dmabuf-exportable).
+    pub gpu_direct_rdma_capable: u8,
+    /// Usage hints: must be 0 (InvalidValue otherwise).
+    pub usage: u16,
+}
+
+/// `hipMemAllocationProp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemAllocationProp {
+    /// `MEM_ALLOCATION_TYPE_*`: must be Pinned.
+    pub alloc_type: u32,
+    /// `MEM_HANDLE_TYPE_*` the allocation may be exported as.
+    pub requested_handle_type: u32,
+    /// Where the memory is: a device.
+    pub location: MemLocation,
+    /// Allocation flags.
+    pub alloc_flags: MemAllocFlags,
+}
+
+impl MemAllocationProp {
+    /// Pinned VRAM of GPU `gpu`, exportable as `handle_type`.
+    pub fn device(gpu: i32, handle_type: u32) -> Self {
+        MemAllocationProp {
+            alloc_type: MEM_ALLOCATION_TYPE_PINNED,
+            requested_handle_type: handle_type,
+            location: MemLocation::device(gpu),
+            alloc_flags: MemAllocFlags::default(),
+        }
+    }
+}
+
+/// `hipMemAccessDesc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemAccessDesc {
+    /// The device.
+    pub location: MemLocation,
+    /// `MEM_ACCESS_*`.
+    pub flags: u64,
+}
+
+/// `hipMemGenericAllocationHandle_t`: a physical allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MemHandle(u64);
+
+impl MemHandle {
+    /// The raw value (never 0).
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+}
+
+/// A `PROT_NONE` range owned by an address reservation.
+struct Reserved {
+    addr: u64,
+    len: usize,
+    /// Requested size.
+    size: usize,
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        // SAFETY: the range is ours; mappings in it were removed first.
+        let _ = unsafe { rustix::mm::munmap(self.addr as *mut core::ffi::c_void, self.len) };
+    }
+}
+
+struct PhysAlloc {
+    core: Arc<DeviceCore>,
+    size: usize,
+    prop: MemAllocationProp,
+    /// The local BO (None for an allocation imported from a shareable handle).
+    bo: Option<u64>,
+    fd: OwnedFd,
+    gpu_index: usize,
+    refs: usize,
+}
+
+impl Drop for PhysAlloc {
+    fn drop(&mut self) {
+        if let Some(h) = self.bo {
+            let _ = kfd::ioctl::free_memory_of_gpu(self.core.backend.as_ref(), h);
+        }
+    }
+}
+
+struct Mapping {
+    core: Arc<DeviceCore>,
+    size: usize,
+    handle: u64,
+    /// The imported BO at this address.
+    bo: u64,
+    /// Access flags per GPU index.
+    access: Vec<u64>,
+    /// gpu_ids the BO is mapped on.
+    mapped_on: Vec<u32>,
+    va: u64,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        let b = self.core.backend.as_ref();
+        if !self.mapped_on.is_empty() {
+            let mut n = 0;
+            let _ = kfd::ioctl::unmap_memory_from_gpu(b, self.bo, &self.mapped_on, &mut n);
+        }
+        // SAFETY: the range is inside our reservation; the dmabuf mapping is being retired
+        // and replaced by the inaccessible reservation pages.
+        let _ = unsafe {
+            rustix::mm::mmap_anonymous(
+                self.va as *mut core::ffi::c_void,
+                self.size,
+                rustix::mm::ProtFlags::empty(),
+                rustix::mm::MapFlags::PRIVATE
+                    | rustix::mm::MapFlags::NORESERVE
+                    | rustix::mm::MapFlags::FIXED,
+            )
+        };
+        let _ = kfd::ioctl::free_memory_of_gpu(b, self.bo);
+    }
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    reservations: BTreeMap<u64, Reserved>,
+    allocs: HashMap<u64, PhysAlloc>,
+    mappings: BTreeMap<u64, Mapping>,
+}
+
+impl State {
+    fn unref(&mut self, h: u64) {
+        if let Some(a) = self.allocs.get_mut(&h) {
+            a.refs -= 1;
+            if a.refs == 0 {
+                self.allocs.remove(&h);
+            }
+        }
+    }
+    fn mapping_at(&self, addr: u64) -> Option<(u64, &Mapping)> {
+        self.mappings
+            .range(..=addr)
+            .next_back()
+            .filter(|(&va, m)| addr < va + m.size as u64)
+            .map(|(&va, m)| (va, m))
+    }
+    /// The mappings that exactly tile `[ptr, ptr+size)`, or InvalidValue.
+    fn tiling(&self, call: &'static str, ptr: u64, size: usize) -> Result<Vec<u64>> {
+        let end = ptr + size as u64;
+        let mut at = ptr;
+        let mut out = Vec::new();
+        while at < end {
+            match self.mappings.get(&at) {
+                Some(m) if at + m.size as u64 <= end => {
+                    out.push(at);
+                    at += m.size as u64;
+                }
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidValue,
+                        call,
+                        format!(
+                            "{ptr:#x}+{size:#x} is not exactly covered by mappings (at {at:#x})"
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Per-device VMM state.
+#[derive(Default)]
+pub(crate) struct Registry {
+    st: Mutex<State>,
+}
+
+impl Registry {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn inval(call: &'static str, msg: impl Into<std::borrow::Cow<'static, str>>) -> Error {
+    Error::new(ErrorKind::InvalidValue, call, msg)
+}
+
+impl Device {
+    fn vmm_gpu(&self, call: &'static str, loc: &MemLocation) -> Result<usize> {
+        if loc.type_ != MEM_LOCATION_TYPE_DEVICE {
+            return Err(inval(
+                call,
+                format!(
+                    "location type {}: must be hipMemLocationTypeDevice",
+                    loc.type_
+                ),
+            ));
+        }
+        match usize::try_from(loc.id) {
+            Ok(i) if i < self.inner.gpus.len() => Ok(i),
+            _ => Err(inval(call, format!("device {} out of range", loc.id))),
+        }
+    }
+
+    /// `hipMemGetAllocationGranularity`: [`MIN_GRANULARITY`] (4 KiB) for
+    /// [`GRANULARITY_MINIMUM`], [`RECOMMENDED_GRANULARITY`] (2 MiB) for
+    /// [`GRANULARITY_RECOMMENDED`]. The property must be Pinned on a valid device and the
+    /// option one of the two (InvalidValue otherwise, as CLR).
+    pub fn mem_get_allocation_granularity(
+        &self,
+        prop: &MemAllocationProp,
+        option: u32,
+    ) -> Result<usize> {
+        let call = "hipMemGetAllocationGranularity";
+        if prop.alloc_type != MEM_ALLOCATION_TYPE_PINNED {
+            return Err(inval(call, "allocation type must be Pinned"));
+        }
+        self.vmm_gpu(call, &prop.location)?;
+        match option {
+            GRANULARITY_MINIMUM => Ok(MIN_GRANULARITY),
+            GRANULARITY_RECOMMENDED => Ok(RECOMMENDED_GRANULARITY),
+            _ => Err(inval(call, format!("option {option}"))),
+        }
+    }
+
+    /// `hipMemAddressReserve`: reserve `size` bytes (a non-zero multiple of the minimum
+    /// granularity) aligned to `alignment` (0 = 2 MiB for sizes of at least 2 MiB, else
+    /// 4 KiB; otherwise a power of two, raised to 4 KiB). `addr`, when non-zero, asks for
+    /// that start address: it is used when it is aligned and free, otherwise another
+    /// address is returned (a hint, as in CUDA and ROCr). `flags` must be 0.
+    pub fn mem_address_reserve(
+        &self,
+        size: usize,
+        alignment: usize,
+        addr: u64,
+        flags: u64,
+    ) -> Result<u64> {
+        let call = "hipMemAddressReserve";
+        if flags != 0 {
+            return Err(inval(call, format!("flags {flags:#x} must be 0")));
+        }
+        if size == 0 || size % MIN_GRANULARITY != 0 {
+            return Err(inval(
+                call,
+                format!("size {size:#x} must be a non-zero multiple of {MIN_GRANULARITY:#x}"),
+            ));
+        }
+        if alignment != 0 && !alignment.is_power_of_two() {
+            return Err(inval(
+                call,
+                format!("alignment {alignment:#x} is not a power of two"),
+            ));
+        }
+        let align = match alignment {
+            0 if size >= HUGE => HUGE,
+            0 => PAGE,
+            a => a.max(PAGE),
+        };
+        let mut got = None;
+        if addr != 0 && addr % align as u64 == 0 {
+            // SAFETY: FIXED_NOREPLACE never replaces an existing mapping; a fresh
+            // PROT_NONE mapping at the requested address or an error.
+            let r = unsafe {
+                rustix::mm::mmap_anonymous(
+                    addr as *mut core::ffi::c_void,
+                    size,
+                    rustix::mm::ProtFlags::empty(),
+                    rustix::mm::MapFlags::PRIVATE
+                        | rustix::mm::MapFlags::NORESERVE
+                        | rustix::mm::MapFlags::FIXED_NOREPLACE,
+                )
+            };
+            match r {
+                Ok(p) if p as u64 == addr => got = Some(addr),
+                Ok(p) => {
+                    // Old kernels treat FIXED_NOREPLACE as a hint: not where we asked.
+                    // SAFETY: the mapping we just made.
+                    let _ = unsafe { rustix::mm::munmap(p, size) };
+                }
+                Err(_) => {}
+            }
+        }
+        let start = match got {
+            Some(a) => a,
+            None => {
+                let v = crate::va::VaReservation::new(size, align)?;
+                let a = v.addr();
+                // The range now belongs to the registry's Reserved (unmapped on its drop).
+                std::mem::forget(v);
+                a
+            }
+        };
+        self.inner.vmm.lock().reservations.insert(
+            start,
+            Reserved {
+                addr: start,
+                len: size,
+                size,
+            },
+        );
+        Ok(start)
+    }
+
+    /// `hipMemAddressFree`: free a reservation; `ptr` and `size` must be exactly those of
+    /// a reservation, and nothing may be mapped in it any more (InvalidValue otherwise —
+    /// unmap first).
+    pub fn mem_address_free(&self, ptr: u64, size: usize) -> Result<()> {
+        let call = "hipMemAddressFree";
+        if ptr == 0 || size == 0 {
+            return Err(inval(call, "null pointer or zero size"));
+        }
+        let mut st = self.inner.vmm.lock();
+        match st.reservations.get(&ptr) {
+            Some(r) if r.size == size => {}
+            _ => {
+                return Err(inval(
+                    call,
+                    format!("{ptr:#x}+{size:#x} is not a reservation"),
+                ))
+            }
+        }
+        if st.mappings.range(ptr..ptr + size as u64).next().is_some() {
+            return Err(inval(call, "the reservation still has mappings"));
+        }
+        st.reservations.remove(&ptr);
+        Ok(())
+    }
+
+    /// `hipMemCreate`: `size` bytes (a non-zero multiple of the minimum granularity) of
+    /// VRAM of `prop.location`'s GPU. `prop` must be Pinned on a valid device,
+    /// `requested_handle_type` None or PosixFileDescriptor (Win32 types: NotSupported),
+    /// compression 0 (NotSupported otherwise), usage 0; `flags` must be 0. VRAM
+    /// exhaustion is OutOfMemory.
+    pub fn mem_create(
+        &self,
+        size: usize,
+        prop: &MemAllocationProp,
+        flags: u64,
+    ) -> Result<MemHandle> {
+        let call = "hipMemCreate";
+        if flags != 0 {
+            return Err(inval(call, format!("flags {flags:#x} must be 0")));
+        }
+        if prop.alloc_type != MEM_ALLOCATION_TYPE_PINNED {
+            return Err(inval(call, "allocation type must be Pinned"));
+        }
+        let gpu = self.vmm_gpu(call, &prop.location)?;
+        match prop.requested_handle_type {
+            MEM_HANDLE_TYPE_NONE | MEM_HANDLE_TYPE_POSIX_FD => {}
+            MEM_HANDLE_TYPE_WIN32 | MEM_HANDLE_TYPE_WIN32_KMT => {
+                return Err(Error::new(
+                    ErrorKind::NotSupported,
+                    call,
+                    "Win32 handle types do not exist on Linux",
+                ))
+            }
+            t => return Err(inval(call, format!("handle type {t}"))),
+        }
+        if prop.alloc_flags.compression_type != 0 {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                call,
+                "KFD has no compressible VRAM allocation",
+            ));
+        }
+        if prop.alloc_flags.usage != 0 {
+            return Err(inval(call, "allocFlags.usage must be 0"));
+        }
+        if size == 0 || size % MIN_GRANULARITY != 0 {
+            return Err(inval(
+                call,
+                format!("size {size:#x} must be a non-zero multiple of {MIN_GRANULARITY:#x}"),
+            ));
+        }
+        let core = &self.inner.core;
+        let b = core.backend.as_ref();
+        let mut args = kfd::abi::AllocMemoryOfGpuArgs {
+            va_addr: 0,
+            size: size as u64,
+            gpu_id: core.gpus[gpu].gpu_id,
+            flags: (AllocFlags::VRAM
+                | AllocFlags::PUBLIC
+                | AllocFlags::WRITABLE
+                | AllocFlags::EXECUTABLE
+                | AllocFlags::NO_SUBSTITUTE)
+                .bits(),
+            ..Default::default()
+        };
+        kfd::ioctl::alloc_memory_of_gpu(b, &mut args).map_err(|e| Error::from_kfd(call, e))?;
+        const O_CLOEXEC: u32 = 0o2000000;
+        let fd = match kfd::ioctl::export_dmabuf(b, args.handle, O_CLOEXEC) {
+            // SAFETY: EXPORT_DMABUF returned a new fd that we own.
+            Ok(fd) => unsafe { OwnedFd::from_raw_fd(fd) },
+            Err(e) => {
+                let _ = kfd::ioctl::free_memory_of_gpu(b, args.handle);
+                return Err(Error::from_kfd(call, e));
+            }
+        };
+        let mut st = self.inner.vmm.lock();
+        st.next += 1;
+        let id = st.next;
+        st.allocs.insert(
+            id,
+            PhysAlloc {
+                core: core.clone(),
+                size,
+                prop: *prop,
+                bo: Some(args.handle),
+                fd,
+                gpu_index: gpu,
+                refs: 1,
+            },
+        );
+        Ok(MemHandle(id))
+    }
+
+    /// `hipMemRelease`: drop the reference `memCreate` / `retainAllocationHandle` /
+    /// `importFromShareableHandle` gave; the memory is freed once every reference and
+    /// every mapping is gone. An unknown (or fully released) handle is InvalidValue.
+    pub fn mem_release(&self, handle: MemHandle) -> Result<()> {
+        let mut st = self.inner.vmm.lock();
+        if !st.allocs.contains_key(&handle.0) {
+            return Err(inval(
+                "hipMemRelease",
+                format!("unknown handle {:#x}", handle.0),
+            ));
+        }
+        st.unref(handle.0);
+        Ok(())
+    }
+
+    /// `hipMemGetAllocationPropertiesFromHandle`: the properties given to `memCreate` (for
+    /// an imported handle: Pinned on the exporting GPU's index here, PosixFileDescriptor).
+    pub fn mem_get_allocation_properties_from_handle(
+        &self,
+        handle: MemHandle,
+    ) -> Result<MemAllocationProp> {
+        let st = self.inner.vmm.lock();
+        st.allocs.get(&handle.0).map(|a| a.prop).ok_or_else(|| {
+            inval(
+                "hipMemGetAllocationPropertiesFromHandle",
+                format!("unknown handle {:#x}", handle.0),
+            )
+        })
+    }
+
+    /// `hipMemRetainAllocationHandle`: the handle mapped at `addr` (anywhere inside a
+    /// mapping), with a new reference the caller must release. InvalidValue when nothing is
+    /// mapped there.
+    pub fn mem_retain_allocation_handle(&self, addr: u64) -> Result<MemHandle> {
+        let mut st = self.inner.vmm.lock();
+        let h = st.mapping_at(addr).map(|(_, m)| m.handle).ok_or_else(|| {
+            inval(
+                "hipMemRetainAllocationHandle",
+                format!("nothing mapped at {addr:#x}"),
+            )
+        })?;
+        if let Some(a) = st.allocs.get_mut(&h) {
+            a.refs += 1;
+        }
+        Ok(MemHandle(h))
+    }
+
+    /// `hipMemMap`: map `handle` at `ptr` (inside one reservation, page aligned, not
+    /// overlapping another mapping). `offset` must be 0 and `flags` 0; `size` must be the
+    /// allocation's size (smaller: NotSupported, KFD maps whole BOs; larger: InvalidValue).
+    /// The mapping is CPU-accessible at once; GPUs need [`Device::mem_set_access`].
+    pub fn mem_map(
+        &self,
+        ptr: u64,
+        size: usize,
+        offset: usize,
+        handle: MemHandle,
+        flags: u64,
+    ) -> Result<()> {
+        let call = "hipMemMap";
+        if ptr == 0 || size == 0 || offset != 0 || flags != 0 {
+            return Err(inval(
+                call,
+                format!("ptr={ptr:#x} size={size:#x} offset={offset:#x} flags={flags:#x}: need non-zero ptr and size, zero offset and flags"),
+            ));
+        }
+        if ptr % MIN_GRANULARITY as u64 != 0 || size % MIN_GRANULARITY != 0 {
+            return Err(inval(
+                call,
+                "ptr and size must be multiples of the minimum granularity",
+            ));
+        }
+        let mut st = self.inner.vmm.lock();
+        let (asize, gpu, fd) = match st.allocs.get(&handle.0) {
+            Some(a) => (a.size, a.gpu_index, a.fd.as_raw_fd()),
+            None => return Err(inval(call, format!("unknown handle {:#x}", handle.0))),
+        };
+        if size > asize {
+            return Err(inval(
+                call,
+                format!("size {size:#x} exceeds the allocation ({asize:#x})"),
+            ));
+        }
+        if size < asize {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                call,
+                format!("mapping {size:#x} of a {asize:#x} allocation: KFD maps whole BOs"),
+            ));
+        }
+        let end = ptr + size as u64;
+        let inside = st
+            .reservations
+            .range(..=ptr)
+            .next_back()
+            .is_some_and(|(&a, r)| end <= a + r.len as u64);
+        if !inside {
+            return Err(inval(
+                call,
+                format!("{ptr:#x}+{size:#x} is not inside one reservation"),
+            ));
+        }
+        let overlap = st
+            .mappings
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&va, m)| va + m.size as u64 > ptr);
+        if overlap {
+            return Err(inval(
+                call,
+                format!("{ptr:#x}+{size:#x} overlaps a mapping"),
+            ));
+        }
+        let core = self.inner.core.clone();
+        let b = core.backend.as_ref();
+        let gpu_id = core.gpus[gpu].gpu_id;
+        let bo =
+            kfd::ioctl::import_dmabuf(b, gpu_id, fd, ptr).map_err(|e| Error::from_kfd(call, e))?;
+        // SAFETY: the fd is the allocation's dmabuf; the fixed range lies in our own
+        // reservation (checked above), which nothing references.
+        let r = unsafe {
+            rustix::mm::mmap(
+                ptr as *mut core::ffi::c_void,
+                size,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::SHARED | rustix::mm::MapFlags::FIXED,
+                BorrowedFd::borrow_raw(fd),
+                0,
+            )
+        };
+        if let Err(e) = r {
+            let _ = kfd::ioctl::free_memory_of_gpu(b, bo);
+            return Err(Error::new(
+                ErrorKind::Driver,
+                call,
+                format!("mmap of the dmabuf: {e}"),
+            ));
+        }
+        if let Some(a) = st.allocs.get_mut(&handle.0) {
+            a.refs += 1;
+        }
+        let n = core.gpus.len();
+        st.mappings.insert(
+            ptr,
+            Mapping {
+                core,
+                size,
+                handle: handle.0,
+                bo,
+                access: vec![MEM_ACCESS_NONE; n],
+                mapped_on: Vec::new(),
+                va: ptr,
+            },
+        );
+        Ok(())
+    }
+
+    /// `hipMemUnmap`: unmap every mapping in `[ptr, ptr+size)`, which must be exactly a
+    /// sequence of whole mappings (InvalidValue otherwise). GPU access goes with them.
+    pub fn mem_unmap(&self, ptr: u64, size: usize) -> Result<()> {
+        let call = "hipMemUnmap";
+        if ptr == 0 || size == 0 {
+            return Err(inval(call, "null pointer or zero size"));
+        }
+        let mut st = self.inner.vmm.lock();
+        for va in st.tiling(call, ptr, size)? {
+            if let Some(m) = st.mappings.remove(&va) {
+                let h = m.handle;
+                drop(m);
+                st.unref(h);
+            }
+        }
+        Ok(())
+    }
+
+    /// `hipMemSetAccess`: for every descriptor, give its device read-write
+    /// ([`MEM_ACCESS_READ_WRITE`]), read ([`MEM_ACCESS_READ`], see the module docs) or no
+    /// ([`MEM_ACCESS_NONE`]) access to `[ptr, ptr+size)`, which must be exactly a sequence
+    /// of whole mappings. Locations must be valid devices and flags one of the three; no
+    /// descriptor, a null pointer or zero size is InvalidValue. Nothing changes when a
+    /// descriptor is invalid.
+    pub fn mem_set_access(&self, ptr: u64, size: usize, desc: &[MemAccessDesc]) -> Result<()> {
+        let call = "hipMemSetAccess";
+        if ptr == 0 || size == 0 || desc.is_empty() {
+            return Err(inval(call, "null pointer, zero size or no descriptor"));
+        }
+        let mut wanted = Vec::with_capacity(desc.len());
+        for d in desc {
+            let g = self.vmm_gpu(call, &d.location)?;
+            if !matches!(
+                d.flags,
+                MEM_ACCESS_NONE | MEM_ACCESS_READ | MEM_ACCESS_READ_WRITE
+            ) {
+                return Err(inval(call, format!("access flags {:#x}", d.flags)));
+            }
+            wanted.push((g, d.flags));
+        }
+        let mut st = self.inner.vmm.lock();
+        let vas = st.tiling(call, ptr, size)?;
+        let b = self.inner.backend.as_ref();
+        for va in vas {
+            let Some(m) = st.mappings.get_mut(&va) else {
+                continue;
+            };
+            for &(g, f) in &wanted {
+                let id = self.inner.gpus[g].gpu_id;
+                let on = m.mapped_on.contains(&id);
+                if f != MEM_ACCESS_NONE && !on {
+                    let mut n = 0;
+                    kfd::ioctl::map_memory_to_gpu(b, m.bo, &[id], &mut n)
+                        .map_err(|e| Error::from_kfd(call, e))?;
+                    m.mapped_on.push(id);
+                } else if f == MEM_ACCESS_NONE && on {
+                    let mut n = 0;
+                    kfd::ioctl::unmap_memory_from_gpu(b, m.bo, &[id], &mut n)
+                        .map_err(|e| Error::from_kfd(call, e))?;
+                    m.mapped_on.retain(|&x| x != id);
+                }
+                m.access[g] = f;
+            }
+        }
+        Ok(())
+    }
+
+    /// `hipMemGetAccess`: the access flags `location` has to the mapping holding `ptr`
+    /// ([`MEM_ACCESS_NONE`] until set). InvalidValue when nothing is mapped at `ptr` or the
+    /// location is not a valid device.
+    pub fn mem_get_access(&self, location: &MemLocation, ptr: u64) -> Result<u64> {
+        let call = "hipMemGetAccess";
+        let g = self.vmm_gpu(call, location)?;
+        let st = self.inner.vmm.lock();
+        st.mapping_at(ptr)
+            .map(|(_, m)| m.access[g])
+            .ok_or_else(|| inval(call, format!("nothing mapped at {ptr:#x}")))
+    }
+
+    /// `hipMemExportToShareableHandle`: a new dmabuf fd for the allocation (close-on-exec;
+    /// clear the flag to pass it to a child, or send it over a Unix socket). `handle_type`
+    /// must be PosixFileDescriptor (Win32 types: NotSupported) and the allocation must have
+    /// been created with that `requested_handle_type`; `flags` must be 0 (InvalidValue).
+    pub fn mem_export_to_shareable_handle(
+        &self,
+        handle: MemHandle,
+        handle_type: u32,
+        flags: u64,
+    ) -> Result<OwnedFd> {
+        let call = "hipMemExportToShareableHandle";
+        if flags != 0 {
+            return Err(inval(call, format!("flags {flags:#x} must be 0")));
+        }
+        match handle_type {
+            MEM_HANDLE_TYPE_POSIX_FD => {}
+            MEM_HANDLE_TYPE_WIN32 | MEM_HANDLE_TYPE_WIN32_KMT => {
+                return Err(Error::new(
+                    ErrorKind::NotSupported,
+                    call,
+                    "Win32 handle types do not exist on Linux",
+                ))
+            }
+            t => return Err(inval(call, format!("handle type {t}"))),
+        }
+        let st = self.inner.vmm.lock();
+        let a = st
+            .allocs
+            .get(&handle.0)
+            .ok_or_else(|| inval(call, format!("unknown handle {:#x}", handle.0)))?;
+        if a.prop.requested_handle_type != MEM_HANDLE_TYPE_POSIX_FD {
+            return Err(inval(
+                call,
+                "the allocation was not created with hipMemHandleTypePosixFileDescriptor",
+            ));
+        }
+        rustix::io::fcntl_dupfd_cloexec(a.fd.as_fd(), 0)
+            .map_err(|e| Error::new(ErrorKind::Driver, call, format!("dup: {e}")))
+    }
+
+    /// `hipMemImportFromShareableHandle`: a handle for the allocation behind a dmabuf fd
+    /// (from this or another process); the fd is duplicated, the caller keeps its own.
+    /// `handle_type` must be PosixFileDescriptor (Win32: NotSupported); an fd that is not a
+    /// GPU dmabuf of this device is InvalidValue.
+    pub fn mem_import_from_shareable_handle(
+        &self,
+        fd: BorrowedFd<'_>,
+        handle_type: u32,
+    ) -> Result<MemHandle> {
+        let call = "hipMemImportFromShareableHandle";
+        match handle_type {
+            MEM_HANDLE_TYPE_POSIX_FD => {}
+            MEM_HANDLE_TYPE_WIN32 | MEM_HANDLE_TYPE_WIN32_KMT => {
+                return Err(Error::new(
+                    ErrorKind::NotSupported,
+                    call,
+                    "Win32 handle types do not exist on Linux",
+                ))
+            }
+            t => return Err(inval(call, format!("handle type {t}"))),
+        }
+        let core = &self.inner.core;
+        let info = kfd::ioctl::get_dmabuf_info(core.backend.as_ref(), fd.as_raw_fd())
+            .map_err(|e| Error::new(ErrorKind::InvalidValue, call, e.to_string()).with_source(e))?;
+        let gpu = core
+            .gpus
+            .iter()
+            .position(|g| g.gpu_id == info.gpu_id)
+            .ok_or_else(|| inval(call, format!("dmabuf of unknown gpu_id {:#x}", info.gpu_id)))?;
+        let own = rustix::io::fcntl_dupfd_cloexec(fd, 0)
+            .map_err(|e| Error::new(ErrorKind::InvalidValue, call, format!("dup: {e}")))?;
+        let size = info.size as usize;
+        let mut st = self.inner.vmm.lock();
+        st.next += 1;
+        let id = st.next;
+        st.allocs.insert(
+            id,
+            PhysAlloc {
+                core: core.clone(),
+                size,
+                prop: MemAllocationProp::device(gpu as i32, MEM_HANDLE_TYPE_POSIX_FD),
+                bo: None,
+                fd: own,
+                gpu_index: gpu,
+                refs: 1,
+            },
+        );
+        Ok(MemHandle(id))
+    }
+
+    /// `hipMemMapArrayAsync`: sparse arrays do not exist on AMD GPUs (the seed: "not
+    /// supported on AMD GPUs"): an empty list is InvalidValue (as CLR), anything else
+    /// NotSupported.
+    pub fn mem_map_array_async(&self, map_info_count: usize, stream: &Stream) -> Result<()> {
+        let call = "hipMemMapArrayAsync";
+        let _ = stream;
+        if map_info_count == 0 {
+            return Err(inval(call, "empty map-info list"));
+        }
+        Err(Error::new(
+            ErrorKind::NotSupported,
+            call,
+            "sparse arrays are not supported on AMD GPUs",
+        ))
+    }
+}
