@@ -721,6 +721,13 @@ impl Stream {
         self.inner.point()
     }
 
+    /// `(target, queue_id)` of [`Stream::point_now`] without cloning the timeline (the
+    /// allocator's freeAsync hot path).
+    pub(crate) fn point_parts(&self) -> (u64, u32) {
+        let target = self.inner.submitted.load(Ordering::Acquire);
+        (target, self.inner.queue_id.load(Ordering::Acquire))
+    }
+
     /// Order later work of this stream after `p` (a point of any stream or GPU of the
     /// device); nothing is submitted when `p` is complete or already in this queue's order.
     #[allow(dead_code)] // used by the stream-ordered allocator (issue 7)

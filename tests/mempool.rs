@@ -42,9 +42,16 @@ fn defaults_and_attribute_rules() {
     let p = dev.default_mem_pool(0).unwrap();
     assert_eq!(dev.mem_pool(0).unwrap(), p);
     assert_eq!(p.attribute(PoolAttr::ReleaseThreshold).unwrap(), 0);
-    assert_eq!(p.attribute(PoolAttr::ReuseFollowEventDependencies).unwrap(), 1);
+    assert_eq!(
+        p.attribute(PoolAttr::ReuseFollowEventDependencies).unwrap(),
+        1
+    );
     assert_eq!(p.attribute(PoolAttr::ReuseAllowOpportunistic).unwrap(), 1);
-    assert_eq!(p.attribute(PoolAttr::ReuseAllowInternalDependencies).unwrap(), 1);
+    assert_eq!(
+        p.attribute(PoolAttr::ReuseAllowInternalDependencies)
+            .unwrap(),
+        1
+    );
     for a in [
         PoolAttr::ReservedMemCurrent,
         PoolAttr::ReservedMemHigh,
@@ -54,26 +61,41 @@ fn defaults_and_attribute_rules() {
         assert_eq!(p.attribute(a).unwrap(), 0, "{a:?}");
     }
     assert_eq!(
-        p.set_attribute(PoolAttr::UsedMemCurrent, 0).unwrap_err().kind(),
+        p.set_attribute(PoolAttr::UsedMemCurrent, 0)
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidValue
     );
     assert_eq!(
-        p.set_attribute(PoolAttr::UsedMemHigh, 5).unwrap_err().kind(),
+        p.set_attribute(PoolAttr::UsedMemHigh, 5)
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidValue
     );
-    p.set_attribute(PoolAttr::ReuseAllowOpportunistic, 0).unwrap();
+    p.set_attribute(PoolAttr::ReuseAllowOpportunistic, 0)
+        .unwrap();
     assert_eq!(p.attribute(PoolAttr::ReuseAllowOpportunistic).unwrap(), 0);
     p.set_attribute(PoolAttr::ReleaseThreshold, 123).unwrap();
     assert_eq!(p.attribute(PoolAttr::ReleaseThreshold).unwrap(), 123);
     assert_eq!(p.destroy().unwrap_err().kind(), ErrorKind::InvalidValue);
     let s = dev.create_stream(0).unwrap();
-    assert_eq!(s.malloc_async(0).unwrap_err().kind(), ErrorKind::InvalidValue);
+    assert_eq!(
+        s.malloc_async(0).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
     assert_eq!(s.free_async(0).unwrap_err().kind(), ErrorKind::InvalidValue);
-    assert_eq!(s.free_async(0x1234_0000).unwrap_err().kind(), ErrorKind::InvalidValue);
+    assert_eq!(
+        s.free_async(0x1234_0000).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
     let a = s.malloc_async(100).unwrap();
     assert_eq!(a % 256, 0);
     s.free_async(a).unwrap();
-    assert_eq!(s.free_async(a).unwrap_err().kind(), ErrorKind::InvalidValue, "double free");
+    assert_eq!(
+        s.free_async(a).unwrap_err().kind(),
+        ErrorKind::InvalidValue,
+        "double free"
+    );
     assert_eq!(
         dev.create_mem_pool(&PoolProps {
             location: Location::Host,
@@ -84,7 +106,9 @@ fn defaults_and_attribute_rules() {
         ErrorKind::NotSupported
     );
     assert_eq!(
-        dev.create_mem_pool(&PoolProps::device(3)).unwrap_err().kind(),
+        dev.create_mem_pool(&PoolProps::device(3))
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidValue
     );
 }
@@ -96,13 +120,28 @@ fn stats_high_water_and_exact_sizes() {
     let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
     let a = s.malloc_from_pool_async(100, &p).unwrap();
     assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 256);
-    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 2 * MIB, "2 MiB slab");
+    assert_eq!(
+        p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
+        2 * MIB,
+        "2 MiB slab"
+    );
     let b = s.malloc_from_pool_async(1 << 20, &p).unwrap();
     assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 256 + MIB);
-    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 6 * MIB, "+4 MiB slab");
+    assert_eq!(
+        p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
+        6 * MIB,
+        "+4 MiB slab"
+    );
     let c = s.malloc_from_pool_async(3 << 20, &p).unwrap();
-    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 9 * MIB, "+3 MiB chunk");
-    assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 256 + 4 * MIB);
+    assert_eq!(
+        p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
+        9 * MIB,
+        "+3 MiB chunk"
+    );
+    assert_eq!(
+        p.attribute(PoolAttr::UsedMemCurrent).unwrap(),
+        256 + 4 * MIB
+    );
     for x in [a, b, c] {
         s.free_async(x).unwrap();
     }
@@ -119,7 +158,11 @@ fn stats_high_water_and_exact_sizes() {
     assert_eq!(p.attribute(PoolAttr::UsedMemHigh).unwrap(), 0);
     let d = s.malloc_from_pool_async(4096, &p).unwrap();
     p.set_attribute(PoolAttr::UsedMemHigh, 0).unwrap();
-    assert_eq!(p.attribute(PoolAttr::UsedMemHigh).unwrap(), 4096, "reset to current");
+    assert_eq!(
+        p.attribute(PoolAttr::UsedMemHigh).unwrap(),
+        4096,
+        "reset to current"
+    );
     s.free_async(d).unwrap();
 }
 
@@ -144,8 +187,12 @@ fn same_stream_reuse_is_immediate() {
 fn no_reuse_across_unrelated_streams_until_event_dependency() {
     let dev = emu("emu:mi210");
     let gate = signal_mem(&dev, 4096);
-    let s1 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
-    let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let s1 = dev
+        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .unwrap();
+    let s2 = dev
+        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .unwrap();
     let p = pool(&dev, true, true, false);
     block(&s1, gate.va());
     let a = s1.malloc_from_pool_async(4096, &p).unwrap();
@@ -163,7 +210,10 @@ fn no_reuse_across_unrelated_streams_until_event_dependency() {
     let d = s2.malloc_from_pool_async(4096, &p).unwrap();
     assert!(d == a || d == b);
     assert_ne!(c, d);
-    assert!(s1.query().is_err(), "s1 still blocked: reuse came from the dependency");
+    assert!(
+        s1.query().is_err(),
+        "s1 still blocked: reuse came from the dependency"
+    );
     gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
     s2.free_async(c).unwrap();
     s2.free_async(d).unwrap();
@@ -175,8 +225,12 @@ fn no_reuse_across_unrelated_streams_until_event_dependency() {
 fn follow_event_dependencies_off_ignores_the_event() {
     let dev = emu("emu:mi210");
     let gate = signal_mem(&dev, 4096);
-    let s1 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
-    let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let s1 = dev
+        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .unwrap();
+    let s2 = dev
+        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .unwrap();
     let p = pool(&dev, false, false, false);
     block(&s1, gate.va());
     let a = s1.malloc_from_pool_async(4096, &p).unwrap();
@@ -196,8 +250,12 @@ fn follow_event_dependencies_off_ignores_the_event() {
 fn opportunistic_reuse_needs_a_completed_free() {
     for opp in [true, false] {
         let dev = emu("emu:mi210");
-        let s1 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
-        let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+        let s1 = dev
+            .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+            .unwrap();
+        let s2 = dev
+            .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+            .unwrap();
         let p = pool(&dev, false, opp, false);
         let a = s1.malloc_from_pool_async(4096, &p).unwrap();
         s1.write_value32(a, 7, 0).unwrap();
@@ -215,14 +273,23 @@ fn opportunistic_reuse_needs_a_completed_free() {
 #[test]
 fn host_observed_free_is_reusable_by_any_stream() {
     let dev = emu("emu:mi210");
-    let s1 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
-    let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let s1 = dev
+        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .unwrap();
+    let s2 = dev
+        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .unwrap();
     let p = pool(&dev, false, false, false);
-    p.set_attribute(PoolAttr::ReleaseThreshold, u64::MAX).unwrap();
+    p.set_attribute(PoolAttr::ReleaseThreshold, u64::MAX)
+        .unwrap();
     let a = s1.malloc_from_pool_async(4096, &p).unwrap();
     s1.free_async(a).unwrap();
     s1.synchronize().unwrap();
-    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 2 * MIB, "kept");
+    assert_eq!(
+        p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
+        2 * MIB,
+        "kept"
+    );
     let b = s2.malloc_from_pool_async(4096, &p).unwrap();
     assert_eq!(a, b);
     s2.free_async(b).unwrap();
@@ -232,16 +299,22 @@ fn host_observed_free_is_reusable_by_any_stream() {
 fn internal_dependency_is_inserted_as_ordering() {
     let dev = emu("emu:mi210");
     let gate = signal_mem(&dev, 4096);
-    let s1 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
-    let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let s1 = dev
+        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .unwrap();
+    let s2 = dev
+        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .unwrap();
     let p = dev
         .create_mem_pool(&PoolProps {
             max_size: 2 << 20,
             ..PoolProps::device(0)
         })
         .unwrap();
-    p.set_attribute(PoolAttr::ReuseAllowOpportunistic, 0).unwrap();
-    p.set_attribute(PoolAttr::ReuseFollowEventDependencies, 0).unwrap();
+    p.set_attribute(PoolAttr::ReuseAllowOpportunistic, 0)
+        .unwrap();
+    p.set_attribute(PoolAttr::ReuseFollowEventDependencies, 0)
+        .unwrap();
     // Fill the pool (one 2 MiB slab of 512 KiB blocks) on s1, free it behind a gate.
     block(&s1, gate.va());
     let blocks: Vec<u64> = (0..4)
@@ -251,19 +324,25 @@ fn internal_dependency_is_inserted_as_ordering() {
         s1.free_async(b).unwrap();
     }
     // Internal dependencies off: the pool is full, nothing is safe: OutOfMemory.
-    p.set_attribute(PoolAttr::ReuseAllowInternalDependencies, 0).unwrap();
+    p.set_attribute(PoolAttr::ReuseAllowInternalDependencies, 0)
+        .unwrap();
     assert_eq!(
         s2.malloc_from_pool_async(512 << 10, &p).unwrap_err().kind(),
         ErrorKind::OutOfMemory
     );
-    p.set_attribute(PoolAttr::ReuseAllowInternalDependencies, 1).unwrap();
+    p.set_attribute(PoolAttr::ReuseAllowInternalDependencies, 1)
+        .unwrap();
     let r = s2.malloc_from_pool_async(512 << 10, &p).unwrap();
     assert!(blocks.contains(&r));
     // s2's later work is now ordered after s1's free: it must not run before the gate.
     let flag = signal_mem(&dev, 4096);
     s2.write_value32(flag.va(), 1, 0).unwrap();
     settle();
-    assert_eq!(flag.atomic_u32(0).unwrap().load(Ordering::Acquire), 0, "held by the dependency");
+    assert_eq!(
+        flag.atomic_u32(0).unwrap().load(Ordering::Acquire),
+        0,
+        "held by the dependency"
+    );
     gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
     s2.synchronize().unwrap();
     assert_eq!(flag.atomic_u32(0).unwrap().load(Ordering::Acquire), 1);
@@ -275,9 +354,12 @@ fn internal_dependency_is_inserted_as_ordering() {
 fn trim_to_and_threshold_exact_bytes() {
     let dev = emu("emu:mi210");
     let gate = signal_mem(&dev, 4096);
-    let s = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap();
+    let s = dev
+        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .unwrap();
     let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
-    p.set_attribute(PoolAttr::ReleaseThreshold, 5 * MIB).unwrap();
+    p.set_attribute(PoolAttr::ReleaseThreshold, 5 * MIB)
+        .unwrap();
     // Three 2 MiB allocations (a class above 1 MiB gets a dedicated chunk of its size).
     let xs: Vec<u64> = (0..3)
         .map(|_| s.malloc_from_pool_async(2 << 20, &p).unwrap())
@@ -303,10 +385,18 @@ fn trim_to_and_threshold_exact_bytes() {
     p.trim_to(3 << 20).unwrap();
     assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 4 * MIB);
     p.trim_to(0).unwrap();
-    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 4 * MIB, "live 4 MiB");
+    assert_eq!(
+        p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
+        4 * MIB,
+        "live 4 MiB"
+    );
     s.free_async(live).unwrap();
     s.synchronize().unwrap();
-    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 4 * MIB, "under threshold");
+    assert_eq!(
+        p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
+        4 * MIB,
+        "under threshold"
+    );
     p.trim_to(0).unwrap();
     assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 0);
     assert_eq!(p.attribute(PoolAttr::ReservedMemHigh).unwrap(), 10 * MIB);
@@ -321,7 +411,11 @@ fn destroy_with_outstanding_allocations_and_current_pool() {
     dev.set_mem_pool(0, &p).unwrap();
     assert_eq!(dev.mem_pool(0).unwrap(), p);
     let a = s.malloc_async(8192).unwrap();
-    assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 8192, "from the current pool");
+    assert_eq!(
+        p.attribute(PoolAttr::UsedMemCurrent).unwrap(),
+        8192,
+        "from the current pool"
+    );
     p.destroy().unwrap();
     assert_eq!(dev.mem_pool(0).unwrap(), def, "default is current again");
     assert_eq!(
@@ -339,7 +433,11 @@ fn destroy_with_outstanding_allocations_and_current_pool() {
     assert_eq!(dev.mem_pool_backing_bytes(), 2 * MIB);
     s.free_async(a).unwrap();
     s.synchronize().unwrap();
-    assert_eq!(dev.mem_pool_backing_bytes(), 0, "released after the last free");
+    assert_eq!(
+        dev.mem_pool_backing_bytes(),
+        0,
+        "released after the last free"
+    );
     let b = s.malloc_async(8192).unwrap();
     assert_eq!(def.attribute(PoolAttr::UsedMemCurrent).unwrap(), 8192);
     s.free_async(b).unwrap();
@@ -350,7 +448,10 @@ fn destroy_with_outstanding_allocations_and_current_pool() {
 fn set_mem_pool_rules() {
     let dev = emu("emu:mi210*2");
     let p1 = dev.create_mem_pool(&PoolProps::device(1)).unwrap();
-    assert_eq!(dev.set_mem_pool(0, &p1).unwrap_err().kind(), ErrorKind::InvalidValue);
+    assert_eq!(
+        dev.set_mem_pool(0, &p1).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
     dev.set_mem_pool(1, &p1).unwrap();
     assert_eq!(dev.mem_pool(1).unwrap(), p1);
     assert_ne!(dev.mem_pool(0).unwrap(), p1);
@@ -368,16 +469,25 @@ fn peer_access_maps_pool_memory_on_a_second_gpu() {
     let s0 = dev.create_stream(0).unwrap();
     let s1 = dev.create_stream(1).unwrap();
     let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
-    assert_eq!(p.access(Location::Device(0)).unwrap(), AccessFlags::ReadWrite);
+    assert_eq!(
+        p.access(Location::Device(0)).unwrap(),
+        AccessFlags::ReadWrite
+    );
     assert_eq!(p.access(Location::Device(1)).unwrap(), AccessFlags::None);
-    assert_eq!(p.access(Location::Device(2)).unwrap_err().kind(), ErrorKind::InvalidValue);
+    assert_eq!(
+        p.access(Location::Device(2)).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
     let a = s0.malloc_from_pool_async(4096, &p).unwrap();
     let rw1 = AccessDesc {
         location: Location::Device(1),
         flags: AccessFlags::ReadWrite,
     };
     p.set_access(&[rw1]).unwrap();
-    assert_eq!(p.access(Location::Device(1)).unwrap(), AccessFlags::ReadWrite);
+    assert_eq!(
+        p.access(Location::Device(1)).unwrap(),
+        AccessFlags::ReadWrite
+    );
     // Existing chunk is now mapped on GPU 1; a chunk created later too.
     let b = s0.malloc_from_pool_async(8 << 20, &p).unwrap();
     s1.write_value32(a, 0xa1, 0).unwrap();
@@ -414,7 +524,10 @@ fn no_peer_access_faults_the_peer() {
     let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
     let a = s0.malloc_from_pool_async(4096, &p).unwrap();
     s1.write_value32(a, 1, 0).unwrap();
-    assert!(s1.synchronize().is_err(), "GPU 1 has no mapping of the pool");
+    assert!(
+        s1.synchronize().is_err(),
+        "GPU 1 has no mapping of the pool"
+    );
     assert_eq!(cell(a).load(Ordering::Acquire), 0);
     s0.free_async(a).unwrap();
 }

@@ -98,7 +98,10 @@ fn ipc_pool_between_two_processes() {
             ..PoolProps::device(0)
         })
         .unwrap();
-    assert_eq!(pool.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 8 << 20);
+    assert_eq!(
+        pool.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
+        8 << 20
+    );
     let a = s.malloc_from_pool_async(4096, &pool).unwrap();
     let b = s.malloc_from_pool_async(4096, &pool).unwrap();
     s.write_value32(a, 0xC0FFEE, 0).unwrap();
@@ -122,11 +125,18 @@ fn ipc_pool_between_two_processes() {
         .output()
         .unwrap();
     drop(fd);
-    let text = String::from_utf8_lossy(&out.stdout).to_string()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "child failed:\n{text}");
-    assert!(text.contains("CHILD-OK"), "child did not run its checks:\n{text}");
-    assert_eq!(cell(a + 4).load(Ordering::Acquire), 0xBEEF, "child's GPU write");
+    assert!(
+        text.contains("CHILD-OK"),
+        "child did not run its checks:\n{text}"
+    );
+    assert_eq!(
+        cell(a + 4).load(Ordering::Acquire),
+        0xBEEF,
+        "child's GPU write"
+    );
     s.free_async(a).unwrap();
     s.synchronize().unwrap();
     pool.destroy().unwrap();

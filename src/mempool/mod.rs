@@ -188,38 +188,76 @@ impl Hasher for PtrHasher {
 }
 type PtrMap<V> = HashMap<u64, V, BuildHasherDefault<PtrHasher>>;
 
-/// Where a free happened: a weak reference to the freeing stream's timeline (so the pool
-/// never keeps the device alive) and the point. A timeline that is gone belonged to a
-/// stream that was destroyed after its work finished (or faulted): the free is complete.
+/// Where a free happened: an index into the pool's [`Timelines`] and the point. Marks
+/// hold no reference count, so freeing and reusing costs no atomic operation beyond the
+/// lock.
 struct FreeMark {
-    timeline: Weak<Signal>,
+    tl: u32,
     target: u64,
     queue_id: u32,
-    gpu_index: usize,
+    gpu_index: u32,
 }
 
-impl FreeMark {
-    fn new(p: Point) -> Self {
+/// The stream timelines a pool's pending frees refer to: `(address, weak reference)`.
+/// A weak reference never keeps the device alive, and keeps the address unique while the
+/// entry exists. A timeline that is gone belonged to a stream destroyed after its work
+/// finished (or faulted): its frees are complete.
+#[derive(Default)]
+struct Timelines {
+    v: Vec<(usize, Weak<Signal>)>,
+    last: usize,
+}
+
+impl Timelines {
+    fn mark(&mut self, s: &Stream) -> FreeMark {
+        let ptr = Arc::as_ptr(&s.inner.timeline) as usize;
+        let tl = if self.v.get(self.last).is_some_and(|e| e.0 == ptr) {
+            self.last
+        } else if let Some(i) = self.v.iter().position(|e| e.0 == ptr) {
+            i
+        } else {
+            let e = (ptr, Arc::downgrade(&s.inner.timeline));
+            match self.v.iter().position(|e| e.0 == 0) {
+                Some(i) => {
+                    self.v[i] = e;
+                    i
+                }
+                None => {
+                    self.v.push(e);
+                    self.v.len() - 1
+                }
+            }
+        };
+        self.last = tl;
+        let (target, queue_id) = s.point_parts();
         FreeMark {
-            timeline: Arc::downgrade(&p.timeline),
-            target: p.target,
-            queue_id: p.queue_id,
-            gpu_index: p.gpu_index,
+            tl: tl as u32,
+            target,
+            queue_id,
+            gpu_index: s.inner.gpu_index as u32,
         }
     }
-    fn point(&self) -> Option<Point> {
-        self.timeline.upgrade().map(|timeline| Point {
+    fn point(&self, m: &FreeMark) -> Option<Point> {
+        self.v[m.tl as usize].1.upgrade().map(|timeline| Point {
             timeline,
-            target: self.target,
-            queue_id: self.queue_id,
-            gpu_index: self.gpu_index,
+            target: m.target,
+            queue_id: m.queue_id,
+            gpu_index: m.gpu_index as usize,
         })
     }
-    fn done(&self) -> bool {
-        self.point().is_none_or(|p| p.done())
+    fn done(&self, m: &FreeMark) -> bool {
+        self.point(m).is_none_or(|p| p.done())
     }
-    fn on(&self, s: &Stream) -> bool {
-        std::ptr::eq(Weak::as_ptr(&self.timeline), Arc::as_ptr(&s.inner.timeline))
+    fn on(&self, m: &FreeMark, s: &Stream) -> bool {
+        self.v[m.tl as usize].0 == Arc::as_ptr(&s.inner.timeline) as usize
+    }
+    /// Drop entries of dead timelines no mark refers to.
+    fn sweep(&mut self, referenced: &[bool]) {
+        for (i, e) in self.v.iter_mut().enumerate() {
+            if !referenced.get(i).copied().unwrap_or(false) && e.1.strong_count() == 0 {
+                *e = (0, Weak::new());
+            }
+        }
     }
 }
 
@@ -283,6 +321,7 @@ struct PoolState {
     peers: Vec<bool>,
     ipc: Option<ipc::IpcBacking>,
     import: Option<ipc::ImportedBacking>,
+    timelines: Timelines,
 }
 
 /// Per-device allocator state (a field of the device).
@@ -346,6 +385,7 @@ impl PoolState {
             peers: vec![false; dev.gpus.len()],
             ipc: None,
             import: None,
+            timelines: Timelines::default(),
         }
     }
 
@@ -363,10 +403,11 @@ impl PoolState {
 
     /// A free block of `class` that `s` may reuse without a new dependency.
     fn take_free(&mut self, class: usize, s: &Stream) -> Option<(u64, u32)> {
+        let tls = &self.timelines;
         let list = &mut self.classes[class].free;
         if let Some(i) = list
             .iter()
-            .rposition(|b| b.mark.as_ref().is_none_or(|m| m.on(s)))
+            .rposition(|b| b.mark.as_ref().is_none_or(|m| tls.on(m, s)))
         {
             let b = list.swap_remove(i);
             return Some((b.va, b.chunk));
@@ -374,7 +415,7 @@ impl PoolState {
         let (follow, opp) = (self.follow, self.opportunistic);
         let i = list.iter().rposition(|b| {
             let Some(m) = &b.mark else { return true };
-            match m.point() {
+            match tls.point(m) {
                 None => true,
                 Some(p) => (follow && s.ordered_after(&p)) || (opp && p.done()),
             }
@@ -463,7 +504,7 @@ impl PoolState {
         let Some(b) = list.last() else {
             return Ok(None);
         };
-        if let Some(p) = b.mark.as_ref().and_then(|m| m.point()) {
+        if let Some(p) = b.mark.as_ref().and_then(|m| self.timelines.point(m)) {
             s.wait_for_point(p)?;
         }
         let b = list.pop().expect("checked non-empty");
@@ -474,18 +515,21 @@ impl PoolState {
     fn observe(&mut self) -> (Vec<bool>, bool) {
         let mut pending = vec![false; self.chunks.len()];
         let mut any = false;
+        let mut referenced = vec![false; self.timelines.v.len()];
         for cl in &mut self.classes {
             for b in &mut cl.free {
                 if let Some(m) = &b.mark {
-                    if m.done() {
+                    if self.timelines.done(m) {
                         b.mark = None;
                     } else {
                         pending[b.chunk as usize] = true;
+                        referenced[m.tl as usize] = true;
                         any = true;
                     }
                 }
             }
         }
+        self.timelines.sweep(&referenced);
         (pending, any)
     }
 
@@ -711,7 +755,7 @@ impl PoolsState {
                     ipc.clear(l.ipc_slot);
                 }
             }
-            let mark = FreeMark::new(s.point_now());
+            let mark = p.timelines.mark(s);
             p.classes[l.class as usize].free.push(FreeBlock {
                 va: ptr,
                 chunk: l.chunk,
