@@ -88,9 +88,13 @@ impl Point {
     }
 }
 
+/// The shared queues of one GPU and priority: (gpu, KFD priority, queues, round-robin
+/// cursor).
+type SharedPool = (usize, u32, Vec<Arc<AqlQueue>>, usize);
+
 /// Shared hardware queues of one device, per GPU and KFD priority.
 pub(crate) struct QueuePools {
-    pools: Mutex<Vec<(usize, u32, Vec<Arc<AqlQueue>>, usize)>>,
+    pools: Mutex<Vec<SharedPool>>,
     /// Streams that synchronise with the null stream (for the legacy default stream).
     pub(crate) blocking: Mutex<Vec<Weak<StreamInner>>>,
     /// The null stream of each GPU, once created.
