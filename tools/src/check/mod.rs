@@ -11,6 +11,7 @@ mod callbacks;
 mod copies;
 mod events;
 mod faults;
+mod managed;
 mod memops;
 mod memory;
 mod pm4;
@@ -20,6 +21,7 @@ mod sdma;
 mod signals;
 mod streams;
 mod topology;
+mod vmm;
 mod xstream;
 
 use std::fmt::Display;
@@ -174,6 +176,14 @@ pub const GROUPS: &[(&str, &str)] = &[
         "stream-ordered memcpy/memset through the runtime (CP DMA and SDMA)",
     ),
     (
+        "managed",
+        "managed memory on KFD SVM: prefetch, advise, range attributes, stream attach",
+    ),
+    (
+        "vmm",
+        "virtual memory management: reserve, create, map, access, dmabuf export/import",
+    ),
+    (
         "selftest",
         "checks of the checker (only with --inject-fault)",
     ),
@@ -196,6 +206,8 @@ pub fn registry(inject_fault: bool) -> Vec<Check> {
     v.extend(callbacks::checks());
     v.extend(memops::checks());
     v.extend(copies::checks());
+    v.extend(managed::checks());
+    v.extend(vmm::checks());
     v.extend(faults::checks());
     if inject_fault {
         v.push(faults::INJECTED);
