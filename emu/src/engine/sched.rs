@@ -31,10 +31,10 @@ pub(crate) const BASE_QUANTUM: u32 = 256;
 /// `spin_loop` hints) this long before parking its thread. A doorbell inside the window
 /// costs no futex wake-up (a parked thread takes ~5-10 us to wake), which is what
 /// back-to-back submissions and callback round trips hit; after the window an idle
-/// engine uses no CPU. 30 us is a few futex wake-ups' worth: long enough to cover a host
+/// engine uses no CPU. 20 us is a few futex wake-ups' worth: long enough to cover a host
 /// thread's enqueue-to-enqueue gap, short enough that an idle engine spins < 0.003% of a
 /// core per second of idleness after a burst.
-pub const IDLE_SPIN: Duration = Duration::from_micros(30);
+pub const IDLE_SPIN: Duration = Duration::from_micros(20);
 /// Blocked queues are re-polled at once (yielding in between) for this long...
 const SPIN: Duration = Duration::from_micros(50);
 /// ...then with a backoff starting here...
@@ -477,7 +477,9 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 }
             }
             None => {
-                // Idle: poll the doorbell counter for IDLE_SPIN before parking.
+                // Idle: poll the doorbell counter for IDLE_SPIN before parking. No
+                // `yield_now` in the loop: on a loaded host a yield gives the core away
+                // for whole time slices (milliseconds), the opposite of the point.
                 let t0 = Instant::now();
                 let mut woke = false;
                 'spin: while t0.elapsed() < IDLE_SPIN {
