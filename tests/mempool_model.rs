@@ -1,4 +1,4 @@
-//! Model-based test of the stream-ordered allocator: random alloc / free / record / wait /
+//! Model-based test of the stream-ordered allocator (fixed proptest seed: deterministic): random alloc / free / record / wait /
 //! synchronize sequences over three streams (one of them blocked behind a gate at times),
 //! checked against a vector-clock model: a block is never handed out while another live
 //! allocation overlaps it, memory freed on another stream is reused only when the model
@@ -51,7 +51,7 @@ struct Freed {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(0x6b66_6472_7400_0001), ..ProptestConfig::default() })]
     #[test]
     fn allocator_matches_model(ops in prop::collection::vec(op(), 1..60), follow: bool, opp: bool) {
         let dev = common::emu("emu:mi210");
@@ -64,7 +64,8 @@ proptest! {
         pool.set_attribute(PoolAttr::ReuseAllowOpportunistic, opp.into()).unwrap();
         pool.set_attribute(PoolAttr::ReuseAllowInternalDependencies, 0).unwrap();
         let mut gate_val = 0u32;
-        // Model: per stream an op counter and a vector clock; host clock.
+        // Model: per stream a counter of the work it submitted (blocking waits; allocations
+        // and frees submit nothing), a vector clock, and the host's clock.
         let mut count = [0u64; NS];
         let mut vc = [[0u64; NS]; NS];
         let mut host = [0u64; NS];
@@ -90,13 +91,13 @@ proptest! {
                     }
                     freed.retain(|f| end <= f.start || start >= f.end);
                     live.push((start, end, s));
-                    count[s] += 1;
                 }
                 Op::Free(s, i) => {
                     if live.is_empty() { continue; }
                     let (start, end, _) = live.swap_remove(i % live.len());
+                    // A free submits nothing: its point is the stream's work so far, the
+                    // same point an event recorded just before it captures.
                     streams[s].free_async(start).unwrap();
-                    count[s] += 1;
                     let probe = dev.create_event(EVENT_DISABLE_TIMING).unwrap();
                     probe.record(&streams[s]).unwrap();
                     freed.push(Freed { start, end, stream: s, pos: count[s], done_probe: probe, observed: false });

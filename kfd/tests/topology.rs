@@ -1109,7 +1109,7 @@ fn minimal_tree(t: &TempTree) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(0x6b66_6472_7400_0001), ..ProptestConfig::default() })]
 
     /// Arbitrary bytes in any file of the tree: an error or a value, never a panic.
     #[test]
@@ -1130,7 +1130,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(0x6b66_6472_7400_0001), ..ProptestConfig::default() })]
 
     /// Arbitrary bytes through every parser directly.
     #[test]

@@ -23,7 +23,7 @@ pub fn checks() -> Vec<Check> {
             run: memset_edges,
         },
         Check {
-            name: "copies.sdma_ordered",
+            name: "copies.large_copy_ordered",
             what: "a 4 MiB copy goes to the stream's SDMA queue, waits for earlier work, and later work waits for it",
             run: sdma_ordered,
         },
