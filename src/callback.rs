@@ -28,9 +28,20 @@ pub type Callback = Box<dyn FnOnce(Result<()>) + Send + 'static>;
 struct Pending {
     stream: Arc<StreamInner>,
     start: Point,
+    /// The gate of the callback right before this one when nothing was enqueued in
+    /// between: once it opens (that callback returned), all earlier work is complete.
+    prev_gate: Option<Arc<Signal>>,
     gate: Arc<Signal>,
     hold: Point,
     f: Callback,
+}
+
+impl Pending {
+    fn ready(&self) -> bool {
+        self.start.done()
+            || self.prev_gate.as_ref().is_some_and(|g| g.load() == 0)
+            || self.stream.sticky_error().is_some()
+    }
 }
 
 /// Per-device callback state.
@@ -84,8 +95,15 @@ impl Stream {
         }
         let s = &self.inner;
         let gate = Arc::new(Signal::new(&s.dev, 1)?);
+        let mut last = s.last_hold.lock().unwrap_or_else(|e| e.into_inner());
         let start = s.point();
+        let prev_gate = last
+            .as_ref()
+            .filter(|(t, _)| *t == start.target)
+            .map(|(_, g)| g.clone());
         let hold = self.hold_until(&gate)?;
+        *last = Some((hold.target, gate.clone()));
+        drop(last);
         let dev = s.dev.clone();
         {
             let mut q = dev
@@ -97,6 +115,7 @@ impl Stream {
             q.push_back(Pending {
                 stream: s.clone(),
                 start,
+                prev_gate,
                 gate,
                 hold,
                 f: Box::new(f),
@@ -158,7 +177,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                     continue;
                 }
                 seen.push(key);
-                if p.start.done() || p.stream.sticky_error().is_some() {
+                if p.ready() {
                     pick = Some(i);
                     break;
                 }
@@ -226,7 +245,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                     let th = pt.threshold();
                     let _ = pt.timeline.wait(
                         |v| v <= th,
-                        Duration::from_micros(50),
+                        Duration::ZERO,
                         Some(std::time::Instant::now() + Duration::from_millis(2)),
                     );
                     if let Some(f) = dev.check_faults(pt.gpu_index) {

@@ -172,6 +172,9 @@ pub(crate) struct StreamInner {
     waited: Mutex<Vec<(u64, u64)>>,
     error: Mutex<Option<String>>,
     pub(crate) state: Mutex<StreamState>,
+    /// Target and gate of the stream's most recent callback hold: a callback enqueued
+    /// right after it (nothing in between) may start as soon as that gate opens.
+    pub(crate) last_hold: Mutex<Option<(u64, Arc<Signal>)>>,
     /// The stream's SDMA queue and ordering words, created with its first large copy.
     pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
 }
@@ -396,6 +399,7 @@ impl Stream {
             error: Mutex::new(None),
             state: Mutex::new(StreamState { queue, dedicated }),
             sdma: Mutex::new(None),
+            last_hold: Mutex::new(None),
         });
         if flags & STREAM_NON_BLOCKING == 0 && !is_null {
             let mut b = dev.pools.blocking.lock().unwrap_or_else(|e| e.into_inner());
