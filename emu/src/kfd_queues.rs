@@ -148,7 +148,7 @@ impl Emu {
             if a.ctl_stack_size != cwsr.ctl_stack_size || a.ctx_save_restore_size < cwsr.cwsr_size {
                 return Err(Errno::INVAL);
             }
-            let total = cwsr.total_cwsr_bo_size(a.ctx_save_restore_size);
+            let total = cwsr.cwsr_bo_size(a.ctx_save_restore_size);
             match self.queue_buffer(idx, a.ctx_save_restore_address, total) {
                 Ok(r) => refs.push(r),
                 Err(e) => {

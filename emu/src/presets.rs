@@ -321,52 +321,9 @@ impl Preset {
 }
 
 /// Context-save (CWSR) sizes of one GPU, as `kfd_queue_ctx_save_restore_size`
-/// (drivers/gpu/drm/amd/amdkfd/kfd_queue.c) computes them and as the kernel publishes
-/// them in the topology (`cwsr_size`, `ctl_stack_size`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CwsrSizes {
-    /// Control stack bytes per XCC (`ctl_stack_size`; CREATE_QUEUE must pass exactly this).
-    pub ctl_stack_size: u32,
-    /// Context save area bytes per XCC (`cwsr_size` = control stack + workgroup data;
-    /// CREATE_QUEUE must pass at least this as `ctx_save_restore_size`).
-    pub cwsr_size: u32,
-    /// Debugger bytes per XCC appended to each XCC's save area (`debug_memory_size`).
-    pub debug_memory_size: u32,
-    /// EOP buffer bytes (`eop_buffer_size`; CREATE_QUEUE must pass exactly this when it
-    /// passes an EOP buffer).
-    pub eop_buffer_size: u32,
-    /// XCC count the sizes were computed for.
-    pub num_xcc: u32,
-}
-
-impl CwsrSizes {
-    /// The size of the GPU mapping the CWSR area must occupy for a queue created with
-    /// `ctx_save_restore_size`: `ALIGN((ctx_save_restore_size + debug_memory_size) *
-    /// num_xcc, PAGE_SIZE)` (`kfd_queue_acquire_buffers`).
-    pub fn total_cwsr_bo_size(&self, ctx_save_restore_size: u32) -> u64 {
-        let per_xcc = u64::from(ctx_save_restore_size) + u64::from(self.debug_memory_size);
-        align_up(per_xcc * u64::from(self.num_xcc.max(1)), PAGE)
-    }
-
-    /// The CWSR mapping size for the minimum `ctx_save_restore_size` (= `cwsr_size`).
-    pub fn default_total_cwsr_bo_size(&self) -> u64 {
-        self.total_cwsr_bo_size(self.cwsr_size)
-    }
-}
-
-const PAGE: u64 = 4096;
-
-fn align_up(v: u64, a: u64) -> u64 {
-    v.div_ceil(a) * a
-}
-
-fn vgpr_size_per_cu(gfxv: u32) -> u32 {
-    match gfxv {
-        90402 | 90010 | 90008 | 90500 => 0x80000,
-        110000 | 110001 | 120000 | 120001 => 0x60000,
-        _ => 0x40000,
-    }
-}
+/// (drivers/gpu/drm/amd/amdkfd/kfd_queue.c) computes them; the computation lives in
+/// [`kfd::cwsr`] (the runtime sizes its queues with the same function, as ROCr does).
+pub use kfd::cwsr::QueueSizes as CwsrSizes;
 
 /// The CWSR sizes the kernel computes for a GPU (`kfd_queue_ctx_save_restore_size` in
 /// kfd_queue.c), from the topology values it uses: `gfx_target_version`, the XCC count,
@@ -386,38 +343,14 @@ pub fn cwsr_sizes(
     simd_arrays_per_engine: u32,
     lds_size_in_kb: u32,
 ) -> Option<CwsrSizes> {
-    let gfxv = gfx_target_version;
-    if gfxv < 80001 {
-        return None;
-    }
-    let num_xcc = num_xcc.max(1);
-    let cu_num = simd_count.checked_div(simd_per_cu).unwrap_or(0) / num_xcc;
-    let wave_num: u64 = if gfxv < 100100 {
-        let shader_engines = array_count.checked_div(simd_arrays_per_engine).unwrap_or(0);
-        (u64::from(cu_num) * 40).min(u64::from(shader_engines) * 512)
-    } else {
-        u64::from(cu_num) * 32
-    };
-    let lds = if gfxv == 90500 {
-        u64::from(lds_size_in_kb) << 10
-    } else {
-        0x10000
-    };
-    let wg_per_cu = u64::from(vgpr_size_per_cu(gfxv)) + 0x4000 + lds + 0x1000;
-    let wg_data_size = align_up(u64::from(cu_num) * wg_per_cu, PAGE);
-    let bytes_per_wave: u64 = if gfxv >= 100100 { 12 } else { 8 };
-    let mut ctl_stack_size = align_up(40 + wave_num * bytes_per_wave + 8, PAGE);
-    if gfxv / 10000 * 10000 == 100000 {
-        ctl_stack_size = ctl_stack_size.min(0x7000);
-    }
-    let debug_memory_size = align_up(wave_num * 32, 64);
-    let eop_buffer_size = if gfxv == 80002 { 0x8000 } else { 4096 };
-    let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
-    Some(CwsrSizes {
-        ctl_stack_size: clamp(ctl_stack_size),
-        cwsr_size: clamp(ctl_stack_size + wg_data_size),
-        debug_memory_size: clamp(debug_memory_size),
-        eop_buffer_size,
-        num_xcc,
+    kfd::cwsr::queue_sizes(&kfd::topology::NodeProperties {
+        gfx_target_version,
+        num_xcc: Some(num_xcc),
+        simd_count,
+        simd_per_cu,
+        array_count,
+        simd_arrays_per_engine,
+        lds_size_in_kb,
+        ..Default::default()
     })
 }

@@ -52,7 +52,7 @@ fn sizes_of(dev: &Dev, gpu: usize) -> CwsrSizes {
 
 fn bufs(dev: &Dev, gpu: usize) -> Bufs {
     let sizes = sizes_of(dev, gpu);
-    let cwsr_len = sizes.default_total_cwsr_bo_size();
+    let cwsr_len = sizes.default_cwsr_bo_size();
     let r = Reservation::new((16 * MIB + cwsr_len + 64 * MIB) as usize, 2 * MIB as usize);
     let (_, ring_ptr) = gtt(dev, gpu, r.base, RING);
     let (_, ptrs_ptr) = gtt(dev, gpu, r.base + 2 * MIB, 4096);
@@ -192,7 +192,7 @@ fn queue_buffer_checks() {
     ioctl::create_queue(d, &mut a).unwrap();
     // A larger CWSR area with a BO of the matching size is fine.
     let bigger = good.ctx_save_restore_size + 4096 * 16;
-    let len = b.sizes.total_cwsr_bo_size(bigger);
+    let len = b.sizes.cwsr_bo_size(bigger);
     let flags = abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
     let c = alloc(&dev, 0, b.next, len, flags).unwrap();
     gpu_map(&dev, c.handle, &[0]).unwrap();
@@ -220,7 +220,7 @@ fn cwsr_area_in_an_svm_range() {
     let dev = open("emu:rx9070xt");
     let d = dev.b();
     let b = bufs(&dev, 0);
-    let len = b.sizes.default_total_cwsr_bo_size();
+    let len = b.sizes.default_cwsr_bo_size();
     let mut host = vec![0u8; (len + 4096) as usize];
     let addr = (host.as_mut_ptr() as u64).div_ceil(4096) * 4096;
     let mut a = aql_args(&dev, 0, &b);

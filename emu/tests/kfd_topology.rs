@@ -68,7 +68,7 @@ fn cwsr_sizes_match_the_kernels_published_values() {
     let dbg = (wave_num * 32u64).div_ceil(64) * 64;
     assert_eq!(mi300x.debug_memory_size as u64, dbg);
     assert_eq!(
-        mi300x.default_total_cwsr_bo_size(),
+        mi300x.default_cwsr_bo_size(),
         ((23_203_840 + dbg) * 8).div_ceil(4096) * 4096
     );
     // gfx10.x caps the control stack at 0x7000.

@@ -29,10 +29,17 @@ pub struct QueueSizes {
 }
 
 impl QueueSizes {
-    /// Bytes of the CWSR buffer object for a queue created with `ctx_save_restore_size`.
+    /// Bytes of the CWSR buffer object for a queue created with `ctx_save_restore_size`:
+    /// `ALIGN((ctx_save_restore_size + debug_memory_size) * num_xcc, PAGE_SIZE)`
+    /// (`kfd_queue_acquire_buffers`).
     pub fn cwsr_bo_size(&self, ctx_save_restore_size: u32) -> u64 {
         let per_xcc = u64::from(ctx_save_restore_size) + u64::from(self.debug_memory_size);
         align_up(per_xcc * u64::from(self.num_xcc.max(1)), PAGE)
+    }
+
+    /// [`QueueSizes::cwsr_bo_size`] for the minimum `ctx_save_restore_size` (`cwsr_size`).
+    pub fn default_cwsr_bo_size(&self) -> u64 {
+        self.cwsr_bo_size(self.cwsr_size)
     }
 }
 
@@ -47,10 +54,10 @@ fn vgpr_size_per_cu(gfxv: u32) -> u64 {
 
 /// The sizes for a GPU node, computed as the kernel does; where the topology publishes
 /// `cwsr_size` / `ctl_stack_size` those values win (they are what the kernel checks).
-/// `None` for a CPU node or a GPU older than gfx8.0.1.
+/// `None` for a CPU node (gfx_target_version 0) or a GPU older than gfx8.0.1.
 pub fn queue_sizes(p: &NodeProperties) -> Option<QueueSizes> {
     let gfxv = p.gfx_target_version;
-    if gfxv < 80001 || p.simd_count == 0 {
+    if gfxv < 80001 {
         return None;
     }
     let num_xcc = p.num_xcc.unwrap_or(1).max(1);
@@ -151,6 +158,9 @@ mod tests {
         };
         let s = queue_sizes(&p).unwrap();
         assert_eq!((s.cwsr_size, s.ctl_stack_size), (0x123000, 0x5000));
-        assert!(queue_sizes(&NodeProperties::default()).is_none());
+        assert!(
+            queue_sizes(&NodeProperties::default()).is_none(),
+            "CPU node"
+        );
     }
 }
