@@ -499,17 +499,21 @@ impl Stream {
     /// GPU's blocking streams (null-stream semantics). Returns the sticky error if a queue
     /// fault stopped the stream.
     pub fn synchronize(&self) -> Result<()> {
-        crate::callback::before_blocking(&self.inner.dev);
-        let mut points = vec![self.inner.point()];
-        if self.inner.is_null {
-            for s in self.inner.dev.blocking_streams(self.inner.gpu_index) {
-                points.push(s.point());
-            }
-        }
-        for p in &points {
+        if !self.inner.idle() {
+            crate::callback::before_blocking(&self.inner.dev);
+            let p = self.inner.point();
             self.inner
                 .dev
-                .wait_point(p, Some(&self.inner), self.inner.dev.wait_spin())?;
+                .wait_point(&p, Some(&self.inner), self.inner.dev.wait_spin())?;
+        }
+        if self.inner.is_null {
+            crate::callback::before_blocking(&self.inner.dev);
+            for s in self.inner.dev.blocking_streams(self.inner.gpu_index) {
+                let p = s.point();
+                self.inner
+                    .dev
+                    .wait_point(&p, Some(&self.inner), self.inner.dev.wait_spin())?;
+            }
         }
         crate::mempool::on_synchronize(&self.inner.dev);
         match self.inner.sticky_error() {
