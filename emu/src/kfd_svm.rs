@@ -2,12 +2,15 @@
 //! merge, every attribute, GET_ATTR's intersection rules, PREFETCH_LOC migration with VRAM
 //! capacity accounting, and the GPU mappings the engines resolve.
 //!
-//! Memory model: an SVM range is the application's own memory at its own address. Data
-//! never moves: VRAM residency after a prefetch is accounting (it counts against the GPU's
-//! VRAM capacity and AVAILABLE_MEMORY, as the kernel's SVM BOs do), and the engines always
-//! reach the bytes through a window at the range's address, so every byte survives any
-//! sequence of migrations. Kernel rules are listed, with their sources, in
-//! `firmware-notes/kfd-svm.md`.
+//! Memory model: an SVM range in system memory is the application's own memory at its own
+//! address, reached by the engines through a window at that address. A PREFETCH_LOC to a
+//! GPU moves the bytes into emulated VRAM (`svm_migrate_ram_to_vram`): a memfd charged to
+//! the GPU's VRAM capacity, filled with a copy of the range and mapped MAP_SHARED|MAP_FIXED
+//! over the application's pages, so the CPU keeps the same bytes at the same address (large
+//! BAR VRAM behind HMM) and the engines reach them through the emulator's alias of the memfd.
+//! Back to system memory (`svm_migrate_vram_to_ram`) the bytes are copied into fresh
+//! anonymous memory that is moved into place with mremap. Kernel rules are listed, with
+//! their sources, in `firmware-notes/kfd-svm.md`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +19,7 @@ use kfd::abi::{self, SvmAttribute};
 use rustix::io::Errno;
 
 use crate::gpumem::MemWindow;
-use crate::kfd_hostmem::{check_user_range, user_range_rw, UserRange, PAGE};
+use crate::kfd_hostmem::{check_user_range, user_range_rw, Backing, UserRange, PAGE};
 use crate::kfd_memory::{VmEntry, VmOwner};
 use crate::kfd_process::{Emu, Proc};
 
@@ -25,6 +28,24 @@ pub const DEFAULT_GRANULARITY: u8 = 9;
 /// Flags of a new range (`svm_range_set_default_attributes`).
 pub const DEFAULT_FLAGS: u32 =
     abi::KFD_IOCTL_SVM_FLAG_HOST_ACCESS | abi::KFD_IOCTL_SVM_FLAG_COHERENT;
+
+/// Name of the memfds behind VRAM-resident SVM ranges (not importable as a dmabuf).
+const VRAM_MEMFD_PREFIX: &str = "kfd-emu-svm-vram";
+
+/// The emulated VRAM holding a VRAM-resident range: its bytes start at `offset` in
+/// `backing` (the pieces of a split range share one memfd).
+#[derive(Debug, Clone)]
+pub(crate) struct VramPages {
+    backing: Arc<Backing>,
+    offset: u64,
+}
+
+impl PartialEq for VramPages {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.backing, &other.backing) && self.offset == other.offset
+    }
+}
+impl Eq for VramPages {}
 
 /// One SVM range: pages `[start, last]` (the map key is `start`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +61,32 @@ pub(crate) struct Range {
     access: u64,
     /// GPU indices with ACCESS_IN_PLACE.
     aip: u64,
+    /// The VRAM holding the bytes while `actual_loc` is a GPU.
+    vram: Option<VramPages>,
+}
+
+impl Range {
+    /// True when `b` (starting at page `b_start`) continues `a` (starting at `a_start`)
+    /// with the same attributes and residency, in the same VRAM pages when in VRAM.
+    fn continued_by(&self, a_start: u64, b: &Range, b_start: u64) -> bool {
+        if self.last + 1 != b_start {
+            return false;
+        }
+        let mut x = self.clone();
+        x.last = b.last;
+        x.vram = None;
+        let mut y = b.clone();
+        y.vram = None;
+        x == y
+            && match (&self.vram, &b.vram) {
+                (None, None) => true,
+                (Some(p), Some(q)) => {
+                    Arc::ptr_eq(&p.backing, &q.backing)
+                        && q.offset == p.offset + (b_start - a_start) * PAGE
+                }
+                _ => false,
+            }
+    }
 }
 
 /// The process's SVM ranges, keyed by first page.
@@ -93,7 +140,9 @@ impl Svm {
         };
         if r.last >= p {
             let mut tail = r.clone();
-            tail.last = r.last;
+            if let Some(v) = &mut tail.vram {
+                v.offset += (p - start) * PAGE;
+            }
             if let Some(head) = self.ranges.get_mut(&start) {
                 head.last = p - 1;
             }
@@ -101,15 +150,14 @@ impl Svm {
         }
     }
 
-    /// Merge neighbours with identical attributes and residency.
+    /// Merge neighbours with identical attributes and residency (VRAM-resident neighbours
+    /// only when they are consecutive pages of the same VRAM memfd).
     fn merge(&mut self) {
         let mut out = BTreeMap::new();
         let mut cur: Option<(u64, Range)> = None;
         for (s, r) in std::mem::take(&mut self.ranges) {
-            if let Some((_, cr)) = &mut cur {
-                let mut grown = cr.clone();
-                grown.last = r.last;
-                if cr.last + 1 == s && grown == r {
+            if let Some((cs, cr)) = &mut cur {
+                if cr.continued_by(*cs, &r, s) {
                     cr.last = r.last;
                     continue;
                 }
@@ -238,10 +286,15 @@ impl Emu {
                     granularity: DEFAULT_GRANULARITY,
                     access: if xnack { all_gpus } else { 0 },
                     aip: 0,
+                    vram: None,
                 },
             );
         }
-        // svm_range_apply_attrs, then svm_range_trigger_migration for each range.
+        // svm_range_apply_attrs, then svm_range_trigger_migration for each range. The
+        // engines are paused from the first migration that moves bytes until the new
+        // mappings are in place (the kernel evicts the process's queues while it migrates:
+        // svm_range_evict from the MMU notifier of migrate_vma_setup).
+        let mut paused = false;
         let keys: Vec<u64> = st.svm.ranges.range(first..=last).map(|(s, _)| *s).collect();
         for k in keys {
             let Some(mut r) = st.svm.ranges.get(&k).cloned() else {
@@ -270,17 +323,40 @@ impl Emu {
                     _ => {}
                 }
             }
-            self.svm_migrate(&mut st, k, &mut r, xnack);
+            self.svm_migrate(&mut st, k, &mut r, xnack, &mut paused);
             st.svm.ranges.insert(k, r);
         }
         st.svm.merge();
         self.refresh_svm_windows(&st);
+        if paused {
+            for g in &self.gpus {
+                g.engines.resume();
+            }
+        }
         Ok(())
     }
 
+    /// Stop every engine before the first byte of this SET_ATTR moves (see the caller).
+    fn pause_for_migration(&self, paused: &mut bool) {
+        if !*paused {
+            for g in &self.gpus {
+                g.engines.pause();
+            }
+            *paused = true;
+        }
+    }
+
     /// `svm_range_best_prefetch_location` + `svm_range_trigger_migration`. A migration to
-    /// VRAM that does not fit leaves the range where it is and is not an error.
-    fn svm_migrate(&self, st: &mut Proc, start: u64, r: &mut Range, xnack: bool) {
+    /// VRAM that does not fit, or that finds no anonymous read-write pages to move, leaves
+    /// the range where it is and is not an error.
+    fn svm_migrate(
+        &self,
+        st: &mut Proc,
+        start: u64,
+        r: &mut Range,
+        xnack: bool,
+        paused: &mut bool,
+    ) {
         let mut best = r.prefetch_loc;
         if best != 0 && best != abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED {
             match self.gpu_idx(best) {
@@ -302,20 +378,161 @@ impl Emu {
         if best == r.actual_loc {
             return;
         }
+        let addr = start << 12;
         if best != 0 {
             let Some(to) = self.gpu_idx(best) else { return };
             let cap = self.gpus[to].preset.vram_size;
             if st.pdds[to].vram_used.saturating_add(bytes) > cap {
                 return;
             }
+            let Some(pages) = self.move_to_vram(addr, bytes, r.vram.as_ref(), best, paused) else {
+                return;
+            };
+            r.vram = Some(pages);
             st.pdds[to].vram_used += bytes;
             st.pdds[to].vram_used_aligned += bytes;
+        } else if let Some(old) = &r.vram {
+            if !self.move_to_ram(addr, bytes, old, paused) {
+                return;
+            }
+            r.vram = None;
         }
         if let Some(from) = self.gpu_idx(r.actual_loc) {
             st.pdds[from].vram_used = st.pdds[from].vram_used.saturating_sub(bytes);
             st.pdds[from].vram_used_aligned = st.pdds[from].vram_used_aligned.saturating_sub(bytes);
         }
         r.actual_loc = best;
+    }
+
+    /// `svm_migrate_ram_to_vram` (and `svm_migrate_vram_to_vram`): copy `[addr, addr+len)`
+    /// into a new VRAM memfd of GPU `gpu_id` and map it over the application's pages at the
+    /// same address. `None` (nothing moved) when the pages are not anonymous read-write
+    /// memory (only anonymous pages migrate: `migrate_vma_pages`) or, from VRAM, when the
+    /// application no longer maps the range's VRAM there.
+    fn move_to_vram(
+        &self,
+        addr: u64,
+        len: u64,
+        from: Option<&VramPages>,
+        gpu_id: u32,
+        paused: &mut bool,
+    ) -> Option<VramPages> {
+        let ok = match from {
+            None => maps_cover(addr, len, |m| {
+                m.perms.starts_with("rw")
+                    && m.perms.as_bytes().get(3) == Some(&b'p')
+                    && m.inode == 0
+            }),
+            Some(v) => maps_vram(addr, len, v),
+        };
+        let ulen = usize::try_from(len).ok()?;
+        if !ok {
+            return None;
+        }
+        self.pause_for_migration(paused);
+        let backing = Backing::new(&format!("{VRAM_MEMFD_PREFIX} g={gpu_id:x}"), len).ok()?;
+        // Allocate the VRAM pages up front (the kernel allocates the range's VRAM BO before
+        // copying, svm_range_vram_node_new) rather than one page fault at a time; a kernel
+        // without MADV_POPULATE_WRITE just faults them in during the copy.
+        // SAFETY: the whole alias of the fresh memfd; populating writes no data.
+        let _ = unsafe {
+            rustix::mm::madvise(
+                backing.ptr().as_ptr().cast(),
+                ulen,
+                rustix::mm::Advice::LinuxPopulateWrite,
+            )
+        };
+        let src = match from {
+            Some(v) => v
+                .backing
+                .ptr()
+                .as_ptr()
+                .wrapping_add(v.offset as usize)
+                .cast_const(),
+            None => addr as *const u8,
+        };
+        // SAFETY: the source is `len` bytes of readable memory: the application's anonymous
+        // read-write pages (just checked in /proc/self/maps, under the process lock) or the
+        // emulator's alias of the old VRAM; the destination is the new memfd's alias. They
+        // do not overlap. A CPU thread writing the range while it migrates races with the
+        // copy (the kernel would block it on the page lock), as documented in kfd-svm.md.
+        unsafe { core::ptr::copy_nonoverlapping(src, backing.ptr().as_ptr(), ulen) };
+        let fixed = core::ptr::NonNull::new(addr as *mut core::ffi::c_void)?;
+        // SAFETY: `[addr, addr+len)` is the registered range's own memory (checked above):
+        // replacing its pages with a shared mapping of the same bytes keeps every CPU
+        // reference valid, as the kernel's migration to device pages does.
+        let mapped = unsafe {
+            backing.map_for_app(
+                ulen,
+                Some(fixed),
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            )
+        };
+        mapped.ok()?;
+        if let Some(v) = from {
+            release_vram(v, len);
+        }
+        Some(VramPages {
+            backing: Arc::new(backing),
+            offset: 0,
+        })
+    }
+
+    /// `svm_migrate_vram_to_ram`: copy the range's VRAM into fresh anonymous memory and
+    /// move that over `[addr, addr+len)` (mremap, so the CPU never sees a half-copied
+    /// range), then free the VRAM pages. When the application no longer maps the range's
+    /// VRAM at `addr` (it unmapped or replaced the memory) its mapping is left alone and
+    /// only the VRAM is freed. False when the move failed (the range stays in VRAM).
+    fn move_to_ram(&self, addr: u64, len: u64, from: &VramPages, paused: &mut bool) -> bool {
+        let Ok(ulen) = usize::try_from(len) else {
+            return false;
+        };
+        if !maps_vram(addr, len, from) {
+            release_vram(from, len);
+            return true;
+        }
+        self.pause_for_migration(paused);
+        // SAFETY: a fresh private anonymous mapping where the kernel chooses, its pages
+        // allocated up front (MAP_POPULATE) rather than one fault at a time.
+        let tmp = unsafe {
+            rustix::mm::mmap_anonymous(
+                core::ptr::null_mut(),
+                ulen,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::POPULATE,
+            )
+        };
+        let Ok(tmp) = tmp else {
+            return false;
+        };
+        let src = from
+            .backing
+            .ptr()
+            .as_ptr()
+            .wrapping_add(from.offset as usize)
+            .cast_const();
+        // SAFETY: `src` is `len` bytes inside the old VRAM memfd's alias (the range's pages);
+        // `tmp` is our fresh mapping of `len` bytes; they do not overlap.
+        unsafe { core::ptr::copy_nonoverlapping(src, tmp.cast::<u8>(), ulen) };
+        // SAFETY: `tmp` is ours; `[addr, addr+len)` is the registered range's own mapping
+        // of its VRAM (checked above), replaced atomically by the same bytes in anonymous
+        // memory, as the kernel's migration back to system pages does.
+        let moved = unsafe {
+            rustix::mm::mremap_fixed(
+                tmp,
+                ulen,
+                ulen,
+                rustix::mm::MremapFlags::MAYMOVE,
+                addr as *mut core::ffi::c_void,
+            )
+        };
+        if moved.is_err() {
+            // SAFETY: `tmp` is still our own mapping, referenced by nothing.
+            let _ = unsafe { rustix::mm::munmap(tmp, ulen) };
+            return false;
+        }
+        release_vram(from, len);
+        true
     }
 
     /// Rebuild every GPU's SVM mappings from the range tree.
@@ -327,12 +544,33 @@ impl Emu {
                 .ranges
                 .iter()
                 .filter(|(_, r)| (r.access | r.aip) & bit != 0)
-                // Only memory the CPU has readable and writable now gets a GPU window.
-                .filter(|(s, r)| user_range_rw(*s << 12, (r.last - *s + 1) << 12))
+                // System memory gets a GPU window only where the CPU has it readable and
+                // writable now; VRAM is reached through the emulator's alias of its memfd.
+                .filter(|(s, r)| {
+                    r.vram.is_some() || user_range_rw(*s << 12, (r.last - *s + 1) << 12)
+                })
                 .map(|(s, r)| {
                     let start = s << 12;
                     let len = (r.last - s + 1) << 12;
                     let writable = r.flags & abi::KFD_IOCTL_SVM_FLAG_GPU_RO == 0;
+                    if let Some(v) = &r.vram {
+                        let ptr = core::ptr::NonNull::new(
+                            v.backing.ptr().as_ptr().wrapping_add(v.offset as usize),
+                        )
+                        .unwrap_or(core::ptr::NonNull::dangling());
+                        let owner = v.backing.clone();
+                        // SAFETY: `[offset, offset+len)` lies inside the memfd (a range's
+                        // pages never outgrow the memfd made for them); its alias stays
+                        // mapped read-write while the window holds the Arc<Backing>.
+                        let window =
+                            unsafe { MemWindow::new(start, ptr, len as usize, writable, owner) };
+                        return VmEntry {
+                            start,
+                            end: start + len,
+                            window,
+                            owner: VmOwner::Svm,
+                        };
+                    }
                     let owner = Arc::new(UserRange { addr: start, len });
                     let ptr = core::ptr::NonNull::new(start as *mut u8)
                         .unwrap_or(core::ptr::NonNull::dangling());
@@ -461,4 +699,94 @@ impl Emu {
         }
         Ok(())
     }
+}
+
+/// Free the VRAM pages `[offset, offset+len)` of `v` (the range moved away; other pieces of
+/// a split range keep theirs). The memfd itself goes with its last piece.
+fn release_vram(v: &VramPages, len: u64) {
+    // Punching a hole is allowed on a memfd sealed only against resizing; the alias keeps
+    // reading zeros there, so a stale engine window can never fault.
+    let _ = rustix::fs::fallocate(
+        v.backing.fd(),
+        rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+        v.offset,
+        len,
+    );
+}
+
+/// One line of /proc/self/maps.
+struct MapsLine<'a> {
+    lo: u64,
+    hi: u64,
+    perms: &'a str,
+    offset: u64,
+    inode: u64,
+    path: &'a str,
+}
+
+/// True when every page of `[addr, addr+len)` is mapped, by lines that all satisfy `ok`.
+fn maps_cover(addr: u64, len: u64, ok: impl Fn(&MapsLine<'_>) -> bool) -> bool {
+    let Some(end) = addr.checked_add(len) else {
+        return false;
+    };
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return false;
+    };
+    let mut cur = addr;
+    for line in maps.lines() {
+        let mut f = line.split_ascii_whitespace();
+        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(inode)) =
+            (f.next(), f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        let path = f.next().unwrap_or("");
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi), Ok(offset), Ok(inode)) = (
+            u64::from_str_radix(lo, 16),
+            u64::from_str_radix(hi, 16),
+            u64::from_str_radix(offset, 16),
+            inode.parse::<u64>(),
+        ) else {
+            continue;
+        };
+        if hi <= cur {
+            continue;
+        }
+        let m = MapsLine {
+            lo,
+            hi,
+            perms,
+            offset,
+            inode,
+            path,
+        };
+        if lo > cur || !ok(&m) {
+            return false;
+        }
+        cur = hi;
+        if cur >= end {
+            return true;
+        }
+    }
+    false
+}
+
+/// True when `[addr, addr+len)` is still the application's read-write shared mapping of
+/// `v`'s VRAM pages, page for page (not unmapped or replaced since the migration).
+fn maps_vram(addr: u64, len: u64, v: &VramPages) -> bool {
+    let Ok(st) = rustix::fs::fstat(v.backing.fd()) else {
+        return false;
+    };
+    maps_cover(addr, len, |m| {
+        let at = m.lo.max(addr);
+        m.perms.starts_with("rw")
+            && m.perms.as_bytes().get(3) == Some(&b's')
+            && m.inode == st.st_ino
+            && m.path.starts_with(&format!("/memfd:{VRAM_MEMFD_PREFIX}"))
+            && m.offset + (at - m.lo) == v.offset + (at - addr)
+            && m.hi > at
+    })
 }

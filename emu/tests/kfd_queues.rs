@@ -4,77 +4,16 @@
 
 mod kfd_common;
 
-use std::time::{Duration, Instant};
-
 use kfd::abi::{self, CreateQueueArgs, EventData, UpdateQueueArgs};
 use kfd::{ioctl, Errno, MmapFile, Prot};
-use kfd_common::{alloc, errno, gpu_map, gtt, open, vram, Dev, Reservation};
+use kfd_common::{
+    alloc, bufs, errno, gpu_map, gtt, open, sdma_args, submit_sdma, vram, wait_until, Bufs, Dev,
+    RING,
+};
 use kfd_emu::engine::QueueStatus;
-use kfd_emu::{cwsr_sizes, CwsrSizes};
 use pm4::sdma::{self, SdmaPacket};
 
 const MIB: u64 = 1 << 20;
-const RING: u64 = 64 * 1024;
-
-/// Queue buffers laid out in one reservation: ring (GTT, exact size), a 4 KiB GTT page
-/// holding the read/write pointers, a 4 KiB VRAM EOP buffer and the CWSR area (VRAM) of
-/// the size the kernel computes.
-struct Bufs {
-    _r: Reservation,
-    ring: u64,
-    ring_ptr: *mut u8,
-    ptrs: u64,
-    ptrs_ptr: *mut u8,
-    eop: u64,
-    cwsr: u64,
-    sizes: CwsrSizes,
-    next: u64,
-}
-
-fn sizes_of(dev: &Dev, gpu: usize) -> CwsrSizes {
-    let n = dev.b().topology().node_by_gpu_id(dev.gpus[gpu]).unwrap();
-    let p = &n.properties;
-    let s = cwsr_sizes(
-        p.gfx_target_version,
-        p.xcc_count(),
-        p.simd_count,
-        p.simd_per_cu,
-        p.array_count,
-        p.simd_arrays_per_engine,
-        p.lds_size_in_kb,
-    )
-    .unwrap();
-    // The runtime takes the sizes from the topology; they agree with the computation.
-    assert_eq!(p.cwsr_size, Some(s.cwsr_size));
-    assert_eq!(p.ctl_stack_size, Some(s.ctl_stack_size));
-    s
-}
-
-fn bufs(dev: &Dev, gpu: usize) -> Bufs {
-    let sizes = sizes_of(dev, gpu);
-    let cwsr_len = sizes.default_cwsr_bo_size();
-    let r = Reservation::new((16 * MIB + cwsr_len + 64 * MIB) as usize, 2 * MIB as usize);
-    let (_, ring_ptr) = gtt(dev, gpu, r.base, RING);
-    let (_, ptrs_ptr) = gtt(dev, gpu, r.base + 2 * MIB, 4096);
-    vram(dev, gpu, r.base + 4 * MIB, 4096);
-    let cwsr = r.base + 6 * MIB;
-    let flags = abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
-    let c = alloc(dev, gpu, cwsr, cwsr_len, flags).unwrap();
-    gpu_map(dev, c.handle, &[gpu]).unwrap();
-    let next = (cwsr + cwsr_len).div_ceil(2 * MIB) * 2 * MIB;
-    Bufs {
-        ring: r.base,
-        ring_ptr,
-        ptrs: r.base + 2 * MIB,
-        ptrs_ptr,
-        eop: r.base + 4 * MIB,
-        cwsr,
-        sizes,
-        next,
-        _r: r,
-    }
-}
-
 fn aql_args(dev: &Dev, gpu: usize, b: &Bufs) -> CreateQueueArgs {
     CreateQueueArgs {
         ring_base_address: b.ring,
@@ -90,20 +29,6 @@ fn aql_args(dev: &Dev, gpu: usize, b: &Bufs) -> CreateQueueArgs {
         ctx_save_restore_address: b.cwsr,
         ctx_save_restore_size: b.sizes.cwsr_size,
         ctl_stack_size: b.sizes.ctl_stack_size,
-        ..Default::default()
-    }
-}
-
-fn sdma_args(dev: &Dev, gpu: usize, b: &Bufs) -> CreateQueueArgs {
-    CreateQueueArgs {
-        ring_base_address: b.ring,
-        write_pointer_address: b.ptrs,
-        read_pointer_address: b.ptrs + 8,
-        ring_size: RING as u32,
-        gpu_id: dev.gpus[gpu],
-        queue_type: abi::KFD_IOC_QUEUE_TYPE_SDMA,
-        queue_percentage: 100,
-        queue_priority: 7,
         ..Default::default()
     }
 }
@@ -448,53 +373,6 @@ fn queues_block_xnack_and_runtime_enable() {
     ioctl::destroy_queue(d, a.queue_id).unwrap();
     ioctl::set_xnack_mode(d, 1).unwrap();
     ioctl::runtime_enable(d, 0, abi::KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK).unwrap();
-}
-
-fn wait_until(mut f: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(20) {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    f()
-}
-
-/// Write SDMA packets into the ring at byte offset `wptr`, publish the write pointer,
-/// ring the doorbell. Returns the new write pointer.
-fn submit_sdma(
-    dev: &Dev,
-    b: &Bufs,
-    db: *mut u64,
-    q: &CreateQueueArgs,
-    mut wptr: u64,
-    pkts: &[SdmaPacket<'_>],
-) -> u64 {
-    let v = pm4::SdmaVersion::V4;
-    for p in pkts {
-        let mut w = vec![0u32; p.dwords(v)];
-        p.encode(v, &mut w).unwrap();
-        for x in w {
-            // SAFETY: the ring BO is mapped; offsets wrap inside it.
-            unsafe {
-                b.ring_ptr
-                    .add((wptr % RING) as usize)
-                    .cast::<u32>()
-                    .write_volatile(x)
-            };
-            wptr += 4;
-        }
-    }
-    // SAFETY: the pointer page is mapped; the doorbell slice is mapped.
-    unsafe {
-        b.ptrs_ptr.cast::<u64>().write_volatile(wptr);
-        let slot = (q.doorbell_offset & 0x1fff) as usize / 8;
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        db.add(slot).write_volatile(wptr);
-    }
-    dev.b().doorbell_written(q.queue_id);
-    wptr
 }
 
 #[test]

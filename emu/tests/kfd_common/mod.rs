@@ -7,9 +7,12 @@ use core::ffi::c_void;
 use core::ptr::NonNull;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use kfd::abi::{self, AllocMemoryOfGpuArgs};
+use std::time::{Duration, Instant};
+
+use kfd::abi::{self, AllocMemoryOfGpuArgs, CreateQueueArgs};
 use kfd::{ioctl, Backend, Errno, KfdError, MmapFile, Prot};
-use kfd_emu::EmuBackend;
+use kfd_emu::{cwsr_sizes, CwsrSizes, EmuBackend};
+use pm4::sdma::SdmaPacket;
 
 /// An emulated device with its VMs acquired.
 pub struct Dev {
@@ -158,4 +161,130 @@ pub fn vram(dev: &Dev, gpu: usize, va: u64, size: u64) -> (u64, *mut u8) {
     let p = cpu_map(dev, gpu, &a).expect("cpu map");
     gpu_map(dev, a.handle, &[gpu]).expect("gpu map");
     (a.handle, p)
+}
+
+// ---- Queue helpers: buffers for a queue of each kind, and SDMA submission. ----
+
+const MIB: u64 = 1 << 20;
+
+pub const RING: u64 = 64 * 1024;
+
+/// Queue buffers laid out in one reservation: ring (GTT, exact size), a 4 KiB GTT page
+/// holding the read/write pointers, a 4 KiB VRAM EOP buffer and the CWSR area (VRAM) of
+/// the size the kernel computes.
+pub struct Bufs {
+    _r: Reservation,
+    pub ring: u64,
+    pub ring_ptr: *mut u8,
+    pub ptrs: u64,
+    pub ptrs_ptr: *mut u8,
+    pub eop: u64,
+    pub cwsr: u64,
+    pub sizes: CwsrSizes,
+    pub next: u64,
+}
+
+pub fn sizes_of(dev: &Dev, gpu: usize) -> CwsrSizes {
+    let n = dev.b().topology().node_by_gpu_id(dev.gpus[gpu]).unwrap();
+    let p = &n.properties;
+    let s = cwsr_sizes(
+        p.gfx_target_version,
+        p.xcc_count(),
+        p.simd_count,
+        p.simd_per_cu,
+        p.array_count,
+        p.simd_arrays_per_engine,
+        p.lds_size_in_kb,
+    )
+    .unwrap();
+    // The runtime takes the sizes from the topology; they agree with the computation.
+    assert_eq!(p.cwsr_size, Some(s.cwsr_size));
+    assert_eq!(p.ctl_stack_size, Some(s.ctl_stack_size));
+    s
+}
+
+pub fn bufs(dev: &Dev, gpu: usize) -> Bufs {
+    let sizes = sizes_of(dev, gpu);
+    let cwsr_len = sizes.default_cwsr_bo_size();
+    let r = Reservation::new((16 * MIB + cwsr_len + 64 * MIB) as usize, 2 * MIB as usize);
+    let (_, ring_ptr) = gtt(dev, gpu, r.base, RING);
+    let (_, ptrs_ptr) = gtt(dev, gpu, r.base + 2 * MIB, 4096);
+    vram(dev, gpu, r.base + 4 * MIB, 4096);
+    let cwsr = r.base + 6 * MIB;
+    let flags = abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+    let c = alloc(dev, gpu, cwsr, cwsr_len, flags).unwrap();
+    gpu_map(dev, c.handle, &[gpu]).unwrap();
+    let next = (cwsr + cwsr_len).div_ceil(2 * MIB) * 2 * MIB;
+    Bufs {
+        ring: r.base,
+        ring_ptr,
+        ptrs: r.base + 2 * MIB,
+        ptrs_ptr,
+        eop: r.base + 4 * MIB,
+        cwsr,
+        sizes,
+        next,
+        _r: r,
+    }
+}
+
+pub fn sdma_args(dev: &Dev, gpu: usize, b: &Bufs) -> CreateQueueArgs {
+    CreateQueueArgs {
+        ring_base_address: b.ring,
+        write_pointer_address: b.ptrs,
+        read_pointer_address: b.ptrs + 8,
+        ring_size: RING as u32,
+        gpu_id: dev.gpus[gpu],
+        queue_type: abi::KFD_IOC_QUEUE_TYPE_SDMA,
+        queue_percentage: 100,
+        queue_priority: 7,
+        ..Default::default()
+    }
+}
+
+pub fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(20) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    f()
+}
+
+/// Write SDMA packets into the ring at byte offset `wptr`, publish the write pointer,
+/// ring the doorbell. Returns the new write pointer.
+pub fn submit_sdma(
+    dev: &Dev,
+    b: &Bufs,
+    db: *mut u64,
+    q: &CreateQueueArgs,
+    mut wptr: u64,
+    pkts: &[SdmaPacket<'_>],
+) -> u64 {
+    let v = pm4::SdmaVersion::V4;
+    for p in pkts {
+        let mut w = vec![0u32; p.dwords(v)];
+        p.encode(v, &mut w).unwrap();
+        for x in w {
+            // SAFETY: the ring BO is mapped; offsets wrap inside it.
+            unsafe {
+                b.ring_ptr
+                    .add((wptr % RING) as usize)
+                    .cast::<u32>()
+                    .write_volatile(x)
+            };
+            wptr += 4;
+        }
+    }
+    // SAFETY: the pointer page is mapped; the doorbell slice is mapped.
+    unsafe {
+        b.ptrs_ptr.cast::<u64>().write_volatile(wptr);
+        let slot = (q.doorbell_offset & 0x1fff) as usize / 8;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        db.add(slot).write_volatile(wptr);
+    }
+    dev.b().doorbell_written(q.queue_id);
+    wptr
 }
