@@ -369,8 +369,8 @@ pub fn parse_anchor(text: &str) -> Vec<(String, f64, String)> {
 /// Managed-memory and virtual-memory-management figures (issue 8), named as in the CUDA
 /// anchor. Prefetch bandwidth is reported with the host memcpy bandwidth of the same
 /// size beside it ("host memcpy 256MiB"), so the fraction can be read off. On the
-/// emulator a migration moves no bytes (VRAM residency is accounting, see
-/// firmware-notes/kfd-svm.md), so its prefetch figures measure the ioctl path only.
+/// emulator a migration copies the range into (or out of) emulated VRAM and remaps it at
+/// the same address (firmware-notes/kfd-svm.md), so the figures measure those copies.
 fn managed_vmm(
     dev: &Device,
     scale: Scale,
