@@ -5,9 +5,15 @@ use std::time::{Duration, Instant};
 
 use kfdrt::{Buffer, Device, DeviceSpec, MemoryKind};
 
-/// Open an emulated device (`emu:PRESET...`).
+/// Open the device for a test: the emulated device `spec` (`emu:PRESET...`), or the real
+/// GPU when `KFDRT_DEVICE=hw` (the same tests then run on hardware through the same
+/// `Backend` seam; tests that need more GPUs than the machine has fail to find them).
 pub fn emu(spec: &str) -> Device {
-    Device::open_spec(&DeviceSpec::parse(spec).unwrap())
+    let spec = match std::env::var("KFDRT_DEVICE") {
+        Ok(v) if v == "hw" => "hw".to_string(),
+        _ => spec.to_string(),
+    };
+    Device::open_spec(&DeviceSpec::parse(&spec).unwrap())
         .unwrap_or_else(|e| panic!("open {spec}: {e}"))
 }
 
