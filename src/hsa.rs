@@ -113,6 +113,43 @@ pub struct AmdQueue {
     pub reserved4: [u32; 14],
 }
 
+impl AmdQueue {
+    /// The `amd_queue_t` of an AQL queue over `slots` packets at `ring_va` on `gpu`, as
+    /// ROCr fills it (`amd_aql_queue.cpp`): a multi-producer queue with kernel-dispatch
+    /// feature, LDS/scratch aperture high bits, CU and wave id limits, 64-bit pointers.
+    pub fn new(ring_va: u64, slots: u32, gpu: &crate::Gpu) -> AmdQueue {
+        AmdQueue {
+            queue_type: HSA_QUEUE_TYPE_MULTI,
+            features: HSA_QUEUE_FEATURE_KERNEL_DISPATCH,
+            base_address: ring_va,
+            doorbell_signal: 0,
+            size: slots,
+            hsa_reserved1: 0,
+            id: 0,
+            reserved1: [0; 4],
+            write_dispatch_id: 0,
+            group_segment_aperture_base_hi: (gpu.apertures.lds_base >> 32) as u32,
+            private_segment_aperture_base_hi: (gpu.apertures.scratch_base >> 32) as u32,
+            max_cu_id: gpu.cu_count().saturating_sub(1),
+            max_wave_id: gpu.node.properties.max_waves_per_simd.saturating_sub(1),
+            max_legacy_doorbell_dispatch_id_plus_1: 0,
+            legacy_doorbell_lock: 0,
+            reserved2: [0; 9],
+            read_dispatch_id: 0,
+            read_dispatch_id_field_base_byte_offset: QUEUE_READ_DISPATCH_ID_OFFSET as u32,
+            compute_tmpring_size: 0,
+            scratch_resource_descriptor: [0; 4],
+            scratch_backing_memory_location: 0,
+            scratch_backing_memory_byte_size: 0,
+            scratch_workitem_byte_size: 0,
+            queue_properties: AMD_QUEUE_PROPERTIES_IS_PTR64,
+            reserved3: [0; 2],
+            queue_inactive_signal: 0,
+            reserved4: [0; 14],
+        }
+    }
+}
+
 /// Byte offset of [`AmdQueue::write_dispatch_id`] (the AQL wptr the kernel is given).
 pub const QUEUE_WRITE_DISPATCH_ID_OFFSET: u64 = 56;
 /// Byte offset of [`AmdQueue::read_dispatch_id`] (the AQL rptr the kernel is given).

@@ -140,35 +140,7 @@ impl AqlQueue {
             core::slice::from_raw_parts(ring.as_ptr() as *const AtomicU32, ring_bytes / 4)
         };
         pm4::aql::init_invalid(ring_words);
-        let q = AmdQueue {
-            queue_type: hsa::HSA_QUEUE_TYPE_MULTI,
-            features: hsa::HSA_QUEUE_FEATURE_KERNEL_DISPATCH,
-            base_address: ring.va(),
-            doorbell_signal: 0,
-            size: slots,
-            hsa_reserved1: 0,
-            id: 0,
-            reserved1: [0; 4],
-            write_dispatch_id: 0,
-            group_segment_aperture_base_hi: (gpu.apertures.lds_base >> 32) as u32,
-            private_segment_aperture_base_hi: (gpu.apertures.scratch_base >> 32) as u32,
-            max_cu_id: gpu.cu_count().saturating_sub(1),
-            max_wave_id: gpu.node.properties.max_waves_per_simd.saturating_sub(1),
-            max_legacy_doorbell_dispatch_id_plus_1: 0,
-            legacy_doorbell_lock: 0,
-            reserved2: [0; 9],
-            read_dispatch_id: 0,
-            read_dispatch_id_field_base_byte_offset: hsa::QUEUE_READ_DISPATCH_ID_OFFSET as u32,
-            compute_tmpring_size: 0,
-            scratch_resource_descriptor: [0; 4],
-            scratch_backing_memory_location: 0,
-            scratch_backing_memory_byte_size: 0,
-            scratch_workitem_byte_size: 0,
-            queue_properties: hsa::AMD_QUEUE_PROPERTIES_IS_PTR64,
-            reserved3: [0; 2],
-            queue_inactive_signal: 0,
-            reserved4: [0; 14],
-        };
+        let q = AmdQueue::new(ring.va(), slots, gpu);
         amdq.write(0, zerocopy::IntoBytes::as_bytes(&q))?;
 
         let mut args = abi::CreateQueueArgs {
