@@ -1285,6 +1285,13 @@ fn aql_profiling_writes_signal_timestamps() {
         before <= start && start <= end && end <= after,
         "{before} {start} {end} {after}"
     );
-    // The barrier waited ~20 ms = 2,000,000 ticks at 100 MHz.
-    assert!(end - start >= 1_000_000, "{}", end - start);
+    // The barrier waited ~20 ms = 2,000,000 ticks at 100 MHz: start_ts is the fetch, not
+    // the completion — unless a loaded host kept the engine from fetching it for half the
+    // hold, which the second clause accepts (an order fact, not a timing race).
+    assert!(
+        end - start >= 1_000_000 || start - before >= 1_000_000,
+        "start-before={} end-start={}",
+        start - before,
+        end - start
+    );
 }
