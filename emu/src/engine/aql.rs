@@ -2,11 +2,12 @@
 //!
 //! Slot `read_dispatch_id % slots` is processed while `read_dispatch_id` is below the
 //! write index and its header type is not INVALID (an INVALID slot is not published yet:
-//! the queue waits). After a packet completes the CP writes INVALID into the header
-//! (keeping the upper 16 bits), bumps `read_dispatch_id`, then completes the
-//! `amd_signal_t` completion signal: atomic decrement of `value` (offset 8) and, when
+//! the queue waits). After a packet completes the CP completes its `amd_signal_t`
+//! completion signal (atomic decrement of `value` (offset 8) and, when
 //! `event_mailbox_ptr` (offset 16) is non-zero, a write of `event_id` (offset 24) to the
-//! mailbox followed by an interrupt carrying the event id.
+//! mailbox followed by an interrupt carrying the event id), then writes INVALID into the
+//! header (keeping the upper 16 bits) and bumps `read_dispatch_id`, which thus always
+//! points at the eldest packet not yet released.
 
 use std::sync::atomic::Ordering;
 
@@ -77,9 +78,9 @@ fn finish(
         Some(h) => h,
         None => mem.load_u32(slot_va)?,
     };
-    mem.store_u32(slot_va, (hdr & 0xFFFF_0000) | packet_type::INVALID as u32)?;
-    q.rptr = q.rptr.wrapping_add(1);
-    mem.store_u64(q.rptr_va, q.rptr)?;
+    // The packet retires fully before the read index moves: its completion signal (and
+    // mailbox/interrupt) first, so anyone who sees `read_dispatch_id` past a packet also
+    // sees it complete; then the slot goes back to INVALID and the read index advances.
     let start = q.aql_start_ts.take();
     if sig != 0 {
         if let Some(start) = start {
@@ -89,6 +90,9 @@ fn finish(
         }
         complete_signal(mem, inner, sig)?;
     }
+    mem.store_u32(slot_va, (hdr & 0xFFFF_0000) | packet_type::INVALID as u32)?;
+    q.rptr = q.rptr.wrapping_add(1);
+    mem.store_u64(q.rptr_va, q.rptr)?;
     Ok(())
 }
 
