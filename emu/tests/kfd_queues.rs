@@ -574,11 +574,14 @@ fn aql_queue_end_to_end_signal_wakes_wait_events() {
             0,
             "signal decremented"
         );
-        assert_eq!(
-            b.ptrs_ptr.add(0x80).cast::<u64>().read_volatile(),
-            1,
-            "read_dispatch_id advanced"
-        );
+        // The read index moves right after the completion signal (the packet is
+        // released once it completed): poll for it.
+        let rptr = b.ptrs_ptr.add(0x80).cast::<u64>();
+        let t = std::time::Instant::now();
+        while rptr.read_volatile() != 1 && t.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::yield_now();
+        }
+        assert_eq!(rptr.read_volatile(), 1, "read_dispatch_id advanced");
         let slot = page.cast::<u64>().add(ev.event_id as usize).read_volatile();
         assert_eq!(
             slot,
