@@ -8,6 +8,7 @@
 //!   command processor (compute PM4 queues and indirect buffers).
 //! * [`aql`]: 64-byte AQL packets (HSA kernel dispatch, barriers, AMD vendor
 //!   packets) and [`aql::AqlRingWriter`].
+//! * [`kd`]: the 64-byte AMDHSA kernel descriptor the CP reads for a dispatch.
 //! * [`sdma`]: SDMA packets for SDMA 4.x..7.x and [`sdma::SdmaRingWriter`].
 //! * `disasm` (feature `alloc`, on by default): a one-line-per-packet
 //!   disassembler with a JSON form.
@@ -29,6 +30,7 @@ pub mod aql;
 pub mod disasm;
 mod error;
 mod family;
+pub mod kd;
 pub mod pkt3;
 pub mod sdma;
 mod sink;
