@@ -58,6 +58,7 @@
 
 mod aql;
 mod clock;
+mod firmware;
 mod fuzz;
 mod memio;
 mod pm4exec;
@@ -126,6 +127,9 @@ pub struct QueueDesc {
     pub priority: u32,
     /// Percentage 0..=100 (0 = the queue is not scheduled).
     pub percentage: u32,
+    /// GPU VA of the compute queue's EOP buffer (0: created without one). The CP
+    /// delivers end-of-pipe RELEASE_MEM events through it.
+    pub eop_va: u64,
 }
 
 /// Why a queue stopped.
@@ -173,6 +177,9 @@ pub struct EngineConfig {
     pub num_sdma_engines: u32,
     /// GPU timestamp counter rate in Hz (documented per preset; 0 means 100 MHz).
     pub clock_hz: u64,
+    /// XCCs in the partition (MI300X: 8); each executes the PM4 of an indirect buffer.
+    /// 0 is read as 1.
+    pub num_xcc: u32,
 }
 
 /// The reason a kernel dispatch faults its queue: the emulator has no shader model.
