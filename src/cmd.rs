@@ -1,13 +1,87 @@
-//! The PM4 commands kfdrt places in a queue slot's indirect buffer, and how HIP's
-//! stream-memory-op conditions map onto WAIT_REG_MEM compare functions.
+//! The PM4 commands kfdrt places in a queue slot's indirect buffer, how HIP's
+//! stream-memory-op conditions map onto WAIT_REG_MEM compare functions, and every
+//! per-family encoding choice (one place, see `firmware-notes/firmware-rules.md`):
+//!
+//! - waits: 32-bit WAIT_REG_MEM on every family; 64-bit waits WAIT_REG_MEM64 on gfx10+
+//!   and the AQL BARRIER_VALUE vendor packet on gfx9, whose CP has no WAIT_REG_MEM64;
+//! - CP DMA: at most [`Target::dma_max_bytes`] per DMA_DATA (32736 on gfx11+);
+//! - timestamps: COPY_DATA of the GPU clock (no end-of-pipe event, so no EOP buffer is
+//!   needed: gfx94x AQL queues have none);
+//! - multi-XCC GPUs: side effects (writes, DMA, timestamps) under PRED_EXEC(XCC 0).
 
+use pm4::aql::{AqlPacket, BarrierValue, PacketControl, SignalCondition};
 use pm4::pkt3::{
-    CachePolicy, CompareFn, DataSel, IntSel, MemSpace, ReleaseMem, WaitOperation, WaitRegMem,
-    WaitRegMem64, WriteData, WriteDataDst,
+    copy_sel, CachePolicy, CompareFn, CopyData, DmaData, MemSpace, PredExec, WaitOperation,
+    WaitRegMem, WaitRegMem64, WriteData, WriteDataDst,
 };
 use pm4::GfxFamily;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::queue::{pm4_ib_packet, IbSlot};
+
+/// What the packets for one GPU must respect: its family's firmware and its XCC count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    /// Packet family.
+    pub family: GfxFamily,
+    /// XCCs in the partition (MI300X: 8); each runs the PM4 of an indirect buffer.
+    pub num_xcc: u32,
+}
+
+impl Target {
+    /// The target of a GPU of the device.
+    pub fn of(gpu: &crate::device::Gpu) -> Target {
+        Target {
+            family: gpu.family,
+            num_xcc: gpu.node.properties.xcc_count(),
+        }
+    }
+
+    /// Bytes per DMA_DATA: Mesa `cp_dma_max_byte_count` (32767 on gfx11+, the 26-bit
+    /// BYTE_COUNT before), rounded down to its 32-byte alignment; 32 MiB chunks below gfx11.
+    pub const fn dma_max_bytes(self) -> u32 {
+        match self.family {
+            GfxFamily::Gfx9 | GfxFamily::Gfx10 => 1 << 25,
+            GfxFamily::Gfx11 | GfxFamily::Gfx12 => 32767 & !31,
+        }
+    }
+
+    /// Whether the CP has WAIT_REG_MEM64 (`nvd.h`, gfx10+; gfx9's `soc15d.h` has none).
+    pub const fn has_wait_reg_mem64(self) -> bool {
+        !matches!(self.family, GfxFamily::Gfx9)
+    }
+
+    /// DMA_DATA commands that fit one 16-dword slot with their predication.
+    pub const fn dma_per_slot(self) -> usize {
+        2
+    }
+}
+
+/// Encodes `body` so that only XCC 0 runs it: PRED_EXEC(xcc_mask = 1) around it on a
+/// multi-XCC GPU (tinygrad `ops_amd.py` `pred_exec`), as is on one XCC.
+fn on_one_xcc(
+    t: Target,
+    out: &mut [u32],
+    body: impl FnOnce(&mut [u32]) -> Result<usize>,
+) -> Result<usize> {
+    if t.num_xcc <= 1 {
+        return body(out);
+    }
+    let rest = out
+        .get_mut(PredExec::DWORDS..)
+        .ok_or_else(|| enc_err(pm4::EncodeError::BufferTooSmall {
+            needed: PredExec::DWORDS,
+            available: 0,
+        }))?;
+    let n = body(rest)?;
+    PredExec {
+        exec_count: n as u16,
+        xcc_mask: 1,
+    }
+    .encode(t.family, out)
+    .map_err(enc_err)?;
+    Ok(PredExec::DWORDS + n)
+}
 
 /// CP poll interval used by kfdrt's waits (in the CP's poll-interval units).
 pub const POLL_INTERVAL: u16 = 4;
@@ -121,13 +195,9 @@ fn enc_err(e: pm4::EncodeError) -> Error {
 }
 
 /// WAIT_REG_MEM (32-bit) or WAIT_REG_MEM64 on memory at `addr`; returns dwords written.
-pub fn wait_mem(
-    fam: GfxFamily,
-    out: &mut [u32],
-    addr: u64,
-    bits: u32,
-    c: WaitCondition,
-) -> Result<usize> {
+/// Every XCC waits (no predication). A 64-bit wait on a family without WAIT_REG_MEM64 is
+/// NotSupported: use [`wait_packet`].
+pub fn wait_mem(t: Target, out: &mut [u32], addr: u64, bits: u32, c: WaitCondition) -> Result<usize> {
     let WaitCondition::Poll {
         function,
         reference,
@@ -138,9 +208,9 @@ pub fn wait_mem(
     };
     if bits == 32 {
         WaitRegMem::memory(function, addr, reference as u32, mask as u32, POLL_INTERVAL)
-            .encode(fam, out)
+            .encode(t.family, out)
             .map_err(enc_err)
-    } else {
+    } else if t.has_wait_reg_mem64() {
         WaitRegMem64 {
             function,
             mem_space: MemSpace::Memory,
@@ -152,51 +222,181 @@ pub fn wait_mem(
             mask,
             poll_interval: POLL_INTERVAL,
         }
-        .encode(fam, out)
+        .encode(t.family, out)
         .map_err(enc_err)
+    } else {
+        Err(Error::new(
+            ErrorKind::NotSupported,
+            "wait_mem",
+            format!("{:?} has no WAIT_REG_MEM64", t.family),
+        ))
     }
 }
 
-/// WRITE_DATA of one (32-bit) or two (64-bit) dwords to memory with write confirm.
-pub fn write_mem(
-    fam: GfxFamily,
-    out: &mut [u32],
+/// The AQL BARRIER_VALUE packet that waits exactly as `c` does on the 64-bit value at
+/// `addr` (8-byte aligned). BARRIER_VALUE compares a signal's value, signed: the CP reads
+/// the `amd_signal_t` value at handle + 8, so handle = `addr - 8` names any 8-byte cell
+/// (`firmware-notes/firmware-rules.md` has the table). Conditions with no exact signed
+/// form are NotSupported.
+pub fn barrier_value_for(addr: u64, c: WaitCondition, completion: u64) -> Result<AqlPacket> {
+    let WaitCondition::Poll {
+        function,
+        reference,
+        mask,
+    } = c
+    else {
+        return Err(Error::new(
+            ErrorKind::InvalidValue,
+            "barrier_value_for",
+            "nothing to wait for",
+        ));
+    };
+    const SIGN: u64 = 1 << 63;
+    let (cond, value, mask) = match function {
+        CompareFn::Equal => (SignalCondition::Eq, reference, mask),
+        CompareFn::NotEqual => (SignalCondition::Ne, reference, mask),
+        CompareFn::Always => (SignalCondition::Eq, 0, 0),
+        CompareFn::GreaterEqual if reference == 0 => (SignalCondition::Eq, 0, 0),
+        // (v & mask) is non-negative: unsigned and signed order agree below 2^63; a
+        // reference at or above 2^63 is never reached (0 == 1 never holds).
+        CompareFn::GreaterEqual if mask & SIGN == 0 => {
+            if reference & SIGN == 0 {
+                (SignalCondition::Gte, reference, mask)
+            } else {
+                (SignalCondition::Eq, 1, 0)
+            }
+        }
+        // x >= 2^k (unsigned) iff x has a bit at or above k set.
+        CompareFn::GreaterEqual if reference.is_power_of_two() => {
+            (SignalCondition::Ne, 0, mask & !(reference - 1))
+        }
+        CompareFn::Less if mask & SIGN == 0 && reference & SIGN == 0 => {
+            (SignalCondition::Lt, reference, mask)
+        }
+        CompareFn::LessEqual if mask & SIGN == 0 && reference < SIGN - 1 => {
+            (SignalCondition::Lt, reference + 1, mask)
+        }
+        _ => {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                "hipStreamWaitValue64",
+                format!(
+                    "{function:?} {reference:#x} under mask {mask:#x}: gfx9 has no WAIT_REG_MEM64 and \
+                     BARRIER_VALUE compares signed 64-bit values; this unsigned compare over bit 63 \
+                     has no exact single-packet form"
+                ),
+            ))
+        }
+    };
+    Ok(AqlPacket::BarrierValue(BarrierValue {
+        control: PacketControl::SYSTEM_BARRIER,
+        signal: addr.wrapping_sub(crate::hsa::SIGNAL_VALUE_OFFSET),
+        value: value as i64,
+        mask: mask as i64,
+        cond,
+        completion_signal: completion,
+    }))
+}
+
+/// The packet that waits until `c` holds for the `bits`-wide value at `addr`, completing
+/// on `completion`: a PM4-IB WAIT_REG_MEM(64) where the family has it, else BARRIER_VALUE.
+pub(crate) fn wait_packet(
+    t: Target,
+    ib: IbSlot<'_>,
     addr: u64,
-    value: u64,
     bits: u32,
-) -> Result<usize> {
-    let data = [value as u32, (value >> 32) as u32];
-    let n = if bits == 32 { 1 } else { 2 };
-    WriteData {
-        dst_sel: WriteDataDst::Memory,
-        addr_incr: true,
-        wr_confirm: true,
-        cache_policy: CachePolicy::Lru,
-        engine_sel: 0,
-        addr,
-        data: &data[..n],
+    c: WaitCondition,
+    completion: u64,
+) -> Result<AqlPacket> {
+    if bits == 64 && !t.has_wait_reg_mem64() {
+        return barrier_value_for(addr, c, completion);
     }
-    .encode(fam, out)
-    .map_err(enc_err)
+    let n = wait_mem(t, ib.words, addr, bits, c)?;
+    Ok(pm4_ib_packet(ib.va, n as u32, completion))
 }
 
-/// RELEASE_MEM at end of pipe writing the 64-bit GPU clock to `addr`.
-pub fn timestamp(fam: GfxFamily, out: &mut [u32], addr: u64) -> Result<usize> {
-    ReleaseMem {
-        event_type: pm4::pkt3::event::BOTTOM_OF_PIPE_TS,
-        event_index: pm4::pkt3::event::INDEX_END_OF_PIPE,
-        cache_actions: 0,
-        cache_policy: CachePolicy::Lru,
-        execute: false,
-        dst_sel: 0,
-        int_sel: IntSel::None,
-        data_sel: DataSel::GpuClock,
-        addr,
-        data: 0,
-        int_ctxid: 0,
-    }
-    .encode(fam, out)
-    .map_err(enc_err)
+/// A 32-bit WRITE_DATA, or for 64 bits a COPY_DATA of the immediate with a 64-bit count
+/// (one 64-bit write, never two 32-bit halves), with write confirm, on XCC 0.
+pub fn write_mem(t: Target, out: &mut [u32], addr: u64, value: u64, bits: u32) -> Result<usize> {
+    on_one_xcc(t, out, |out| {
+        if bits == 32 {
+            let data = [value as u32];
+            WriteData {
+                dst_sel: WriteDataDst::Memory,
+                addr_incr: true,
+                wr_confirm: true,
+                cache_policy: CachePolicy::Lru,
+                engine_sel: 0,
+                addr,
+                data: &data,
+            }
+            .encode(t.family, out)
+            .map_err(enc_err)
+        } else {
+            CopyData {
+                src_sel: copy_sel::IMMEDIATE_OR_DST_MEMORY,
+                dst_sel: copy_sel::IMMEDIATE_OR_DST_MEMORY,
+                src_cache_policy: CachePolicy::Lru,
+                count_sel_64: true,
+                wr_confirm: true,
+                dst_cache_policy: CachePolicy::Lru,
+                pq_exe_status: false,
+                engine_sel: 0,
+                src: value,
+                dst: addr,
+            }
+            .encode(t.family, out)
+            .map_err(enc_err)
+        }
+    })
+}
+
+/// The 64-bit GPU clock written to `addr` by COPY_DATA (source GPU_CLOCK_COUNT), on XCC 0.
+/// The AQL packet carrying it has the barrier bit, so the stream's earlier work has
+/// completed when the CP copies the clock; no end-of-pipe event (and so no EOP buffer)
+/// is involved.
+pub fn timestamp(t: Target, out: &mut [u32], addr: u64) -> Result<usize> {
+    on_one_xcc(t, out, |out| {
+        CopyData {
+            src_sel: copy_sel::GPU_CLOCK_COUNT,
+            dst_sel: copy_sel::IMMEDIATE_OR_DST_MEMORY,
+            src_cache_policy: CachePolicy::Lru,
+            count_sel_64: true,
+            wr_confirm: true,
+            dst_cache_policy: CachePolicy::Lru,
+            pq_exe_status: false,
+            engine_sel: 0,
+            src: 0,
+            dst: addr,
+        }
+        .encode(t.family, out)
+        .map_err(enc_err)
+    })
+}
+
+/// DMA_DATA commands (each at most [`Target::dma_max_bytes`]) on XCC 0.
+pub fn dma(t: Target, out: &mut [u32], cmds: &[DmaData]) -> Result<usize> {
+    on_one_xcc(t, out, |out| {
+        let mut dw = 0;
+        for d in cmds {
+            if d.byte_count > t.dma_max_bytes() {
+                return Err(Error::new(
+                    ErrorKind::InvalidValue,
+                    "DMA_DATA",
+                    format!(
+                        "{} bytes exceed the {:?} CP DMA limit of {}",
+                        d.byte_count,
+                        t.family,
+                        t.dma_max_bytes()
+                    ),
+                ));
+            }
+            dw += d
+                .encode(t.family, out.get_mut(dw..).unwrap_or_default())
+                .map_err(enc_err)?;
+        }
+        Ok(dw)
+    })
 }
 
 #[cfg(test)]
@@ -250,6 +450,61 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// gfx9: every 64-bit condition maps onto BARRIER_VALUE (signed compare of the value
+    /// at handle + 8) exactly, or is NotSupported (GTE over bit 63 with a reference that
+    /// is not a power of two; never silently inexact).
+    #[test]
+    fn barrier_value_mapping_is_exact_on_gfx9() {
+        let vals = [
+            0u64,
+            1,
+            2,
+            3,
+            0x7fff_ffff,
+            0x8000_0000,
+            0xffff_ffff,
+            1 << 40,
+            (1 << 63) - 1,
+            1 << 63,
+            (1 << 63) + 5,
+            u64::MAX - 1,
+            u64::MAX,
+            0x1234_5678_9abc_def0,
+        ];
+        let masks = [u64::MAX, 0xffff_ffff, 0xff, 0, 1 << 40 | 1, 1 << 63, (1 << 63) - 1];
+        let mut unsupported = 0;
+        for flags in 0..4 {
+            for &m in &masks {
+                for &v in &vals {
+                    let c = wait_condition(flags, v, m, 64).unwrap();
+                    if c == WaitCondition::AlwaysTrue {
+                        continue;
+                    }
+                    let p = match barrier_value_for(0x1008, c, 0) {
+                        Ok(AqlPacket::BarrierValue(b)) => b,
+                        Ok(other) => panic!("{other:?}"),
+                        Err(e) => {
+                            assert_eq!(e.kind(), ErrorKind::NotSupported);
+                            assert_eq!(flags, WAIT_VALUE_GTE, "{e}");
+                            assert!(m & (1 << 63) != 0 && !v.is_power_of_two(), "{e}");
+                            unsupported += 1;
+                            continue;
+                        }
+                    };
+                    assert_eq!(p.signal, 0x1000);
+                    for &mem in &vals {
+                        assert_eq!(
+                            p.cond.test(mem as i64, p.mask, p.value),
+                            hip_reference(flags, mem, v, m, 64),
+                            "flags={flags} mem={mem:#x} value={v:#x} mask={m:#x}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(unsupported > 0);
     }
 
     #[test]
