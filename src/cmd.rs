@@ -315,6 +315,36 @@ pub(crate) fn wait_packet(
     Ok(pm4_ib_packet(ib.va, n as u32, completion))
 }
 
+/// The packet that waits until the signal `handle`'s value is at most `threshold` (a
+/// timeline point; timeline values are never negative), completing on `completion`:
+/// WAIT_REG_MEM64 `<=` on gfx10+, BARRIER_VALUE `value < threshold + 1` on gfx9 (signal
+/// values are signed, as the CP compares them).
+pub(crate) fn wait_signal_packet(
+    t: Target,
+    ib: IbSlot<'_>,
+    handle: u64,
+    threshold: i64,
+    completion: u64,
+) -> Result<AqlPacket> {
+    if !t.has_wait_reg_mem64() {
+        return Ok(AqlPacket::BarrierValue(BarrierValue {
+            control: PacketControl::SYSTEM_BARRIER,
+            signal: handle,
+            value: threshold.saturating_add(1),
+            mask: -1,
+            cond: SignalCondition::Lt,
+            completion_signal: completion,
+        }));
+    }
+    let c = WaitCondition::Poll {
+        function: CompareFn::LessEqual,
+        reference: threshold as u64,
+        mask: u64::MAX,
+    };
+    let n = wait_mem(t, ib.words, handle + crate::hsa::SIGNAL_VALUE_OFFSET, 64, c)?;
+    Ok(pm4_ib_packet(ib.va, n as u32, completion))
+}
+
 /// A 32-bit WRITE_DATA, or for 64 bits a COPY_DATA of the immediate with a 64-bit count
 /// (one 64-bit write, never two 32-bit halves), with write confirm, on XCC 0.
 pub fn write_mem(t: Target, out: &mut [u32], addr: u64, value: u64, bits: u32) -> Result<usize> {

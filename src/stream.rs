@@ -866,19 +866,7 @@ fn wait_point_packet(
     p: &Point,
     completion: u64,
 ) -> Result<AqlPacket> {
-    let c = WaitCondition::Poll {
-        function: pm4::pkt3::CompareFn::LessEqual,
-        reference: p.threshold() as u64,
-        mask: u64::MAX,
-    };
-    cmd::wait_packet(
-        fam,
-        ib,
-        p.timeline.handle() + crate::hsa::SIGNAL_VALUE_OFFSET,
-        64,
-        c,
-        completion,
-    )
+    cmd::wait_signal_packet(fam, ib, p.timeline.handle(), p.threshold(), completion)
 }
 
 impl Drop for Stream {
