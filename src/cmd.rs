@@ -67,12 +67,12 @@ fn on_one_xcc(
     if t.num_xcc <= 1 {
         return body(out);
     }
-    let rest = out
-        .get_mut(PredExec::DWORDS..)
-        .ok_or_else(|| enc_err(pm4::EncodeError::BufferTooSmall {
+    let rest = out.get_mut(PredExec::DWORDS..).ok_or_else(|| {
+        enc_err(pm4::EncodeError::BufferTooSmall {
             needed: PredExec::DWORDS,
             available: 0,
-        }))?;
+        })
+    })?;
     let n = body(rest)?;
     PredExec {
         exec_count: n as u16,
@@ -197,7 +197,13 @@ fn enc_err(e: pm4::EncodeError) -> Error {
 /// WAIT_REG_MEM (32-bit) or WAIT_REG_MEM64 on memory at `addr`; returns dwords written.
 /// Every XCC waits (no predication). A 64-bit wait on a family without WAIT_REG_MEM64 is
 /// NotSupported: use [`wait_packet`].
-pub fn wait_mem(t: Target, out: &mut [u32], addr: u64, bits: u32, c: WaitCondition) -> Result<usize> {
+pub fn wait_mem(
+    t: Target,
+    out: &mut [u32],
+    addr: u64,
+    bits: u32,
+    c: WaitCondition,
+) -> Result<usize> {
     let WaitCondition::Poll {
         function,
         reference,
@@ -503,7 +509,15 @@ mod tests {
             u64::MAX,
             0x1234_5678_9abc_def0,
         ];
-        let masks = [u64::MAX, 0xffff_ffff, 0xff, 0, 1 << 40 | 1, 1 << 63, (1 << 63) - 1];
+        let masks = [
+            u64::MAX,
+            0xffff_ffff,
+            0xff,
+            0,
+            1 << 40 | 1,
+            1 << 63,
+            (1 << 63) - 1,
+        ];
         let mut unsupported = 0;
         for flags in 0..4 {
             for &m in &masks {

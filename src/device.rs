@@ -54,10 +54,18 @@ pub(crate) struct DeviceCore {
     pub(crate) gpus: Vec<Gpu>,
     /// Doorbell pages mapped so far (per GPU); unmapped when the last queue is gone.
     pub(crate) doorbells: Mutex<Vec<(usize, crate::queue::DoorbellPage)>>,
+    /// The signal event every queue's context save area header names for queue errors.
+    /// Created with the first queue (a signal event needs the event page first).
+    pub(crate) queue_error_event: std::sync::OnceLock<u32>,
+    /// The error payloads of live queues.
+    pub(crate) queue_errors: crate::queue_error::Registry,
 }
 
 impl Drop for DeviceCore {
     fn drop(&mut self) {
+        if let Some(&e) = self.queue_error_event.get() {
+            let _ = kfd::ioctl::destroy_event(self.backend.as_ref(), e);
+        }
         // Queues hold the core, so none is left: unmap the doorbell pages.
         let pages = std::mem::take(self.doorbells.get_mut().unwrap_or_else(|e| e.into_inner()));
         for (_, p) in pages {
@@ -222,6 +230,16 @@ impl Device {
         }
         // Exception events: KFD signals MEMORY on GPU VM faults and HW_EXCEPTION on GPU
         // resets / hangs; waits poll them so a fault ends a wait instead of hanging it.
+        // Queue exceptions reach the runtime through the context save area header once
+        // runtime exception delivery is enabled, which KFD allows only before the first
+        // queue (KFD 1.13 RUNTIME_ENABLE; EEXIST later). Older kernels lack the ioctl,
+        // and a second device of the same process finds it enabled (EBUSY): both fine.
+        let _ = kfd::ioctl::runtime_enable(
+            backend.as_ref(),
+            0,
+            kfd::abi::KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK
+                | kfd::abi::KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK,
+        );
         let mut exception_events = Vec::new();
         for ty in [
             kfd::abi::KFD_IOC_EVENT_MEMORY,
@@ -240,6 +258,8 @@ impl Device {
             inner: Arc::new(DeviceInner {
                 core: Arc::new(DeviceCore {
                     doorbells: Mutex::new(Vec::new()),
+                    queue_error_event: std::sync::OnceLock::new(),
+                    queue_errors: Default::default(),
                     backend,
                     kfd_version: (v.major_version, v.minor_version),
                     gpus,
@@ -338,6 +358,13 @@ impl DeviceInner {
                         }
                     }
                 }
+            }
+        }
+        if let Some((qid, payload)) = self.queue_errors.poll(gpu_index) {
+            let d = crate::queue_error::describe(gpu_id, qid, payload);
+            let mut f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+            if !f.iter().any(|(g, x)| *g == gpu_id && *x == d) {
+                f.push((gpu_id, d));
             }
         }
         let f = self.faults.lock().unwrap_or_else(|e| e.into_inner());

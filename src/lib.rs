@@ -19,6 +19,7 @@ pub mod managed;
 pub mod memory;
 pub mod mempool;
 pub mod queue;
+mod queue_error;
 pub mod sdma;
 pub mod signal;
 pub mod stream;

@@ -84,6 +84,7 @@ impl Setup {
             priority: 7,
             percentage: 100,
             eop_va: eop_va(&ptrs),
+            ctx_save_va: 0,
         });
         Q {
             id,

@@ -516,16 +516,18 @@ impl Interrupts for Events {
                 };
                 self.signal_type(abi::KFD_IOC_EVENT_MEMORY, Some(data), None);
             }
-            None => {
-                let data = HsaHwExceptionData {
-                    reset_type: abi::KFD_HW_EXCEPTION_PER_ENGINE_RESET,
-                    reset_cause: abi::KFD_HW_EXCEPTION_GPU_HANG,
-                    memory_lost: 0,
-                    gpu_id,
-                };
-                self.signal_type(abi::KFD_IOC_EVENT_HW_EXCEPTION, None, Some(data));
-            }
+            // A packet error is no GPU reset: KFD raises no HW_EXCEPTION event; it is
+            // reported through the queue's context save area header (see
+            // `engine::sched`), or not at all when the runtime left the header empty.
+            None => {}
         }
+    }
+
+    fn queue_error(&self, _gpu_id: u32, event_id: u32) {
+        let mut st = self.lock();
+        st.set_from_interrupt(event_id);
+        drop(st);
+        self.cv.notify_all();
     }
 }
 

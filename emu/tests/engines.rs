@@ -173,6 +173,7 @@ impl Queue {
             priority,
             percentage,
             eop_va: if with_eop { eop_va(&ptrs) } else { 0 },
+            ctx_save_va: 0,
         });
         Queue {
             id,

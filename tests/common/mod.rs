@@ -33,6 +33,17 @@ pub fn emu(spec: &str) -> Device {
         .unwrap_or_else(|e| panic!("open {spec}: {e}"))
 }
 
+/// Like [`emu`], for a test whose expectations are those of the preset it names (e.g. a
+/// CU count): a `KFDRT_DEVICE=emu:PRESET` override does not apply.
+pub fn emu_exact(spec: &str) -> Device {
+    let spec = match std::env::var("KFDRT_DEVICE") {
+        Ok(v) if v == "hw" => "hw".to_string(),
+        _ => spec.to_string(),
+    };
+    Device::open_spec(&DeviceSpec::parse(&spec).unwrap())
+        .unwrap_or_else(|e| panic!("open {spec}: {e}"))
+}
+
 /// The preset of `KFDRT_DEVICE=emu:PRESET` when it names one plain preset.
 fn preset_override(v: &str) -> Option<&str> {
     let p = v.strip_prefix("emu:")?;

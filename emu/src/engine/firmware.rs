@@ -104,6 +104,24 @@ static GFX12: Firmware = Firmware {
     ib_runs_on_every_xcc: true,
 };
 
+/// The KFD exception code (`enum kfd_dbg_trap_exception_code`) a packet error reports.
+pub(crate) fn queue_exception(reason: &str) -> u32 {
+    use kfd::abi::ec;
+    if reason.contains("vendor AQL packet format") {
+        ec::QUEUE_PACKET_VENDOR_UNSUPPORTED
+    } else if reason.contains("work-group of") {
+        ec::QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID
+    } else if reason.contains("kernel object") || reason.contains("kernel descriptor") {
+        ec::QUEUE_PACKET_DISPATCH_CODE_INVALID
+    } else if reason.contains("invalid kernel dispatch") {
+        ec::QUEUE_PACKET_DISPATCH_DIM_INVALID
+    } else if reason.starts_with(super::ISA_NOT_SUPPORTED) {
+        ec::QUEUE_WAVE_ILLEGAL_INSTRUCTION
+    } else {
+        ec::QUEUE_PACKET_UNSUPPORTED
+    }
+}
+
 /// The table of `family`.
 pub(crate) fn firmware(family: GfxFamily) -> &'static Firmware {
     match family {

@@ -136,6 +136,7 @@ pub fn fuzz_ring_report(data: &[u8]) -> FuzzReport {
             priority: 7,
             percentage: 100,
             eop_va: *ring_va,
+            ctx_save_va: 0,
         });
         if i % 2 == 0 {
             engines.doorbell(i as u32 + 1);

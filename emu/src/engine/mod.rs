@@ -130,6 +130,10 @@ pub struct QueueDesc {
     /// GPU VA of the compute queue's EOP buffer (0: created without one). The CP
     /// delivers end-of-pipe RELEASE_MEM events through it.
     pub eop_va: u64,
+    /// GPU VA of the queue's context save area (0: none). Its header
+    /// (`kfd_context_save_area_header`) names the error payload and event through which
+    /// queue exceptions are reported.
+    pub ctx_save_va: u64,
 }
 
 /// Why a queue stopped.
@@ -162,6 +166,11 @@ pub trait Interrupts: Send + Sync + 'static {
     fn event_interrupt(&self, gpu_id: u32, context_id: Option<u32>);
     /// A queue stopped on a fault (memory or hardware exception).
     fn queue_fault(&self, gpu_id: u32, fault: &QueueFault);
+    /// A queue exception was written to the error payload named by the queue's context
+    /// save area header; signal its error event `event_id` (KFD sets it by id).
+    fn queue_error(&self, gpu_id: u32, event_id: u32) {
+        self.event_interrupt(gpu_id, Some(event_id));
+    }
 }
 
 /// Static facts about the GPU the engines belong to.
