@@ -551,6 +551,75 @@ mod tests {
         assert!(unsupported > 0);
     }
 
+    /// On a multi-XCC GPU every side effect is under one PRED_EXEC(XCC 0) that covers
+    /// exactly the commands; on one XCC there is none; waits are never predicated.
+    #[test]
+    fn side_effects_are_predicated_to_one_xcc() {
+        use pm4::pkt3::{decode_pm4, Pm4Packet};
+        let mi300x = Target {
+            family: GfxFamily::Gfx9,
+            num_xcc: 8,
+        };
+        let one = Target {
+            family: GfxFamily::Gfx9,
+            num_xcc: 1,
+        };
+        let encoders: [&dyn Fn(Target, &mut [u32]) -> Result<usize>; 4] = [
+            &|t, o| write_mem(t, o, 0x1000, 5, 32),
+            &|t, o| write_mem(t, o, 0x1000, 5, 64),
+            &|t, o| timestamp(t, o, 0x1000),
+            &|t, o| {
+                dma(
+                    t,
+                    o,
+                    &[DmaData::fill(0x1000, 0, 64), DmaData::copy(0x2000, 0x3000, 64)],
+                )
+            },
+        ];
+        for e in encoders {
+            let mut w = [0u32; 16];
+            let n = e(mi300x, &mut w).unwrap();
+            let (p, used) = decode_pm4(&w[..n], GfxFamily::Gfx9).unwrap();
+            assert_eq!(
+                p,
+                Pm4Packet::PredExec(PredExec {
+                    exec_count: (n - used) as u16,
+                    xcc_mask: 1
+                })
+            );
+            let mut w1 = [0u32; 16];
+            let n1 = e(one, &mut w1).unwrap();
+            assert_eq!(n1, n - used);
+            assert_eq!(w1[..n1], w[used..n]);
+        }
+        let mut w = [0u32; 16];
+        let c = wait_condition(WAIT_VALUE_EQ, 1, u64::MAX, 32).unwrap();
+        let n = wait_mem(mi300x, &mut w, 0x1000, 32, c).unwrap();
+        assert!(matches!(
+            decode_pm4(&w[..n], GfxFamily::Gfx9).unwrap().0,
+            Pm4Packet::WaitRegMem(_)
+        ));
+    }
+
+    /// gfx11+ CP DMA moves at most 32767 bytes; kfdrt's chunk respects it per family.
+    #[test]
+    fn dma_chunk_per_family() {
+        for f in GfxFamily::ALL {
+            let t = Target {
+                family: f,
+                num_xcc: 1,
+            };
+            let max = match f {
+                GfxFamily::Gfx11 | GfxFamily::Gfx12 => 32767,
+                _ => (1 << 26) - 1,
+            };
+            assert!(t.dma_max_bytes() <= max && t.dma_max_bytes() % 32 == 0);
+            let mut w = [0u32; 16];
+            let over = DmaData::fill(0x1000, 0, t.dma_max_bytes() + 32);
+            assert!(dma(t, &mut w, &[over]).is_err());
+        }
+    }
+
     #[test]
     fn invalid_flags_rejected() {
         let e = wait_condition(4, 0, 0, 32).unwrap_err();
