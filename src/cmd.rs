@@ -572,7 +572,10 @@ mod tests {
                 dma(
                     t,
                     o,
-                    &[DmaData::fill(0x1000, 0, 64), DmaData::copy(0x2000, 0x3000, 64)],
+                    &[
+                        DmaData::fill(0x1000, 0, 64),
+                        DmaData::copy(0x2000, 0x3000, 64),
+                    ],
                 )
             },
         ];
