@@ -59,10 +59,15 @@ pub(crate) struct DeviceCore {
     pub(crate) queue_error_event: std::sync::OnceLock<u32>,
     /// The error payloads of live queues.
     pub(crate) queue_errors: crate::queue_error::Registry,
+    /// Per GPU: the MMIO remap page (HDP flush) and whether the CPU wrote its VRAM.
+    pub(crate) hdp: Vec<crate::hdp::Hdp>,
 }
 
 impl Drop for DeviceCore {
     fn drop(&mut self) {
+        for h in &mut self.hdp {
+            h.close(self.backend.as_ref());
+        }
         if let Some(&e) = self.queue_error_event.get() {
             let _ = kfd::ioctl::destroy_event(self.backend.as_ref(), e);
         }
@@ -260,6 +265,10 @@ impl Device {
                     doorbells: Mutex::new(Vec::new()),
                     queue_error_event: std::sync::OnceLock::new(),
                     queue_errors: Default::default(),
+                    hdp: gpus
+                        .iter()
+                        .map(|g| crate::hdp::Hdp::open(backend.as_ref(), g.gpu_id))
+                        .collect(),
                     backend,
                     kfd_version: (v.major_version, v.minor_version),
                     gpus,
@@ -372,7 +381,23 @@ impl DeviceInner {
     }
 }
 
+impl Device {
+    /// Whether GPU `gpu`'s MMIO remap page (the HDP flush register) is mapped: kfdrt then
+    /// flushes the HDP after CPU writes to that GPU's VRAM, before the next submission.
+    pub fn has_hdp_flush(&self, gpu: usize) -> bool {
+        self.inner.core.hdp.get(gpu).is_some_and(|h| h.available())
+    }
+}
+
 impl DeviceCore {
+    /// Flush the HDP of every GPU whose VRAM the CPU wrote since the last flush: call
+    /// before a doorbell (or a release of waiting GPU work).
+    pub(crate) fn hdp_flush_dirty(&self) {
+        for h in &self.hdp {
+            h.flush_if_dirty();
+        }
+    }
+
     pub(crate) fn gpu(&self, index: usize) -> Result<&Gpu> {
         self.gpus.get(index).ok_or_else(|| {
             Error::new(

@@ -14,6 +14,7 @@ pub mod cmd;
 pub mod copy;
 pub mod device;
 pub mod event;
+pub mod hdp;
 pub mod hsa;
 pub mod managed;
 pub mod memory;

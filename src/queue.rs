@@ -302,6 +302,7 @@ impl AqlQueue {
         g.next = last + 1;
         self.cell(hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET)
             .store(last + 1, Ordering::Release);
+        self.dev.hdp_flush_dirty();
         // SAFETY: the doorbell is a mapped, 8-byte aligned doorbell slot of this queue.
         unsafe { core::ptr::write_volatile(self.doorbell, last) };
         self.dev.backend.doorbell_written(self.queue_id);

@@ -126,6 +126,7 @@ impl SdmaQueue {
         }
         // SAFETY: the write pointer cell (8-aligned) at the start of `ptrs`.
         unsafe { AtomicU64::from_ptr(self.ptrs.va() as *mut u64) }.store(*w, Ordering::Release);
+        self.dev.hdp_flush_dirty();
         // SAFETY: the queue's mapped, 8-byte aligned doorbell slot.
         unsafe { core::ptr::write_volatile(self.doorbell, *w) };
         self.dev.backend.doorbell_written(self.queue_id);

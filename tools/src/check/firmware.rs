@@ -29,6 +29,11 @@ pub fn checks() -> Vec<Check> {
             run: xcc_predication,
         },
         Check {
+            name: "firmware.hdp_flush",
+            what: "the MMIO remap page (HDP flush register) is mapped; VRAM the CPU wrote is read correctly by the next copy",
+            run: hdp_flush,
+        },
+        Check {
             name: "firmware.queue_error_reported",
             what: "an unsupported vendor AQL packet ORs KFD_EC_MASK(EC_QUEUE_PACKET_VENDOR_UNSUPPORTED) into the CWSR header's error payload and signals its event",
             run: queue_error_reported,
@@ -197,4 +202,32 @@ fn queue_error_reported(ctx: &Ctx) -> CheckResult {
         "the error event was not signalled"
     );
     pass_with(abi::ec::describe(p))
+}
+
+fn hdp_flush(ctx: &Ctx) -> CheckResult {
+    let dev = &ctx.dev;
+    let mut mapped = 0;
+    for g in 0..dev.gpus().len() {
+        if dev.has_hdp_flush(g) {
+            mapped += 1;
+        }
+    }
+    ensure!(
+        mapped == dev.gpus().len(),
+        "MMIO remap page mapped on {mapped} of {} GPUs (ALLOC_MEMORY_OF_GPU with MMIO_REMAP + mmap of /dev/kfd)",
+        dev.gpus().len()
+    );
+    let vram = Scratch::new(dev, MemoryKind::Device, 0, 4096)?;
+    let host = Scratch::new(dev, MemoryKind::HostPinned, 0, 4096)?;
+    let s = dev.create_stream(0).or_fail("create_stream")?;
+    let data: Vec<u8> = (0..256u32).map(|i| (i * 13 + 1) as u8).collect();
+    vram.write(0, &data);
+    s.memcpy(host.va(0), vram.va(0), data.len() as u64)
+        .or_fail("memcpy")?;
+    s.synchronize().or_fail("synchronize")?;
+    ensure!(
+        host.read(0, data.len()) == data,
+        "the copy read stale VRAM after a CPU write"
+    );
+    pass_with(format!("{mapped} GPU(s) with an HDP flush register"))
 }
