@@ -410,6 +410,18 @@ pub fn timestamp(t: Target, out: &mut [u32], addr: u64) -> Result<usize> {
     })
 }
 
+/// The SDMA FENCE that signals a copy's completion to the host: MTYPE 3 (uncached) on
+/// SDMA 5+ (gfx10+), so the write reaches system memory rather than stopping in a GPU
+/// cache (ROCr `amd_blit_sdma.cpp` `BuildFenceCommand`: `mtype = 3` when the ISA major
+/// version is >= 10).
+pub fn sdma_fence(version: pm4::SdmaVersion, addr: u64, data: u32) -> pm4::sdma::Fence {
+    let mut f = pm4::sdma::Fence::new(addr, data);
+    if !matches!(version, pm4::SdmaVersion::V4) {
+        f.mtype = 3;
+    }
+    f
+}
+
 /// DMA_DATA commands (each at most [`Target::dma_max_bytes`]) on XCC 0.
 pub fn dma(t: Target, out: &mut [u32], cmds: &[DmaData]) -> Result<usize> {
     on_one_xcc(t, out, |out| {
@@ -620,6 +632,14 @@ mod tests {
             let mut w = [0u32; 16];
             let over = DmaData::fill(0x1000, 0, t.dma_max_bytes() + 32);
             assert!(dma(t, &mut w, &[over]).is_err());
+        }
+    }
+
+    #[test]
+    fn sdma_fence_is_uncached_from_sdma5() {
+        for v in pm4::SdmaVersion::ALL {
+            let f = sdma_fence(v, 0x1000, 7);
+            assert_eq!(f.mtype, if v == pm4::SdmaVersion::V4 { 0 } else { 3 });
         }
     }
 

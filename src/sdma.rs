@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::abi;
-use pm4::sdma::{CopyLinear, Fence, PollRegmem, SdmaPacket, SdmaRingWriter};
+use pm4::sdma::{CopyLinear, PollRegmem, SdmaPacket, SdmaRingWriter};
 use pm4::SdmaVersion;
 
 use crate::device::{DeviceCore, DeviceInner};
@@ -157,7 +157,11 @@ impl SdmaQueue {
         for c in pm4::sdma::copy_linear_split(src, dst, len, self.version) {
             pkts.push(SdmaPacket::CopyLinear(CopyLinear { ..c }));
         }
-        pkts.push(SdmaPacket::Fence(Fence::new(fence, value)));
+        pkts.push(SdmaPacket::Fence(crate::cmd::sdma_fence(
+            self.version,
+            fence,
+            value,
+        )));
         self.submit(&pkts)
     }
 }
