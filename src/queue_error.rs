@@ -106,6 +106,22 @@ mod tests {
         Device::open_spec(&DeviceSpec::parse(preset).unwrap()).unwrap()
     }
 
+    /// kfdrt enables runtime exception delivery at open, before any queue: a second
+    /// RUNTIME_ENABLE then finds it enabled (EBUSY), where a late first call would have
+    /// failed with EEXIST (queues exist; `kfd_chardev.c` `runtime_enable`).
+    #[test]
+    fn runtime_enable_precedes_the_first_queue() {
+        let dev = open("emu:mi210");
+        let _s = dev.create_stream(0).unwrap();
+        let en = kfd::abi::KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK;
+        let e = kfd::ioctl::runtime_enable(dev.backend().as_ref(), 0, en).unwrap_err();
+        assert_eq!(e.errno, rustix::io::Errno::BUSY, "{e}");
+        // The kernel's answer to a late first call: disable, then enable with a queue.
+        kfd::ioctl::runtime_enable(dev.backend().as_ref(), 0, 0).unwrap();
+        let e = kfd::ioctl::runtime_enable(dev.backend().as_ref(), 0, en).unwrap_err();
+        assert_eq!(e.errno, rustix::io::Errno::EXIST, "{e}");
+    }
+
     /// An AMD vendor AQL packet of an unknown format: the CP stops the queue with
     /// EC_QUEUE_PACKET_VENDOR_UNSUPPORTED, which reaches the stream as a sticky error.
     #[test]
