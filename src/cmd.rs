@@ -576,7 +576,8 @@ mod tests {
             family: GfxFamily::Gfx9,
             num_xcc: 1,
         };
-        let encoders: [&dyn Fn(Target, &mut [u32]) -> Result<usize>; 4] = [
+        type Encoder<'a> = &'a dyn Fn(Target, &mut [u32]) -> Result<usize>;
+        let encoders: [Encoder<'_>; 4] = [
             &|t, o| write_mem(t, o, 0x1000, 5, 32),
             &|t, o| write_mem(t, o, 0x1000, 5, 64),
             &|t, o| timestamp(t, o, 0x1000),

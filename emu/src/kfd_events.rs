@@ -500,26 +500,23 @@ impl Interrupts for Events {
         } else {
             0
         };
-        match &fault.fault {
-            Some(f) => {
-                // kfd_signal_vm_fault_event: the page address and the failure kind.
-                let data = HsaMemoryExceptionData {
-                    failure: MemoryExceptionFailure {
-                        not_present: u32::from(f.kind == FaultKind::NotMapped),
-                        read_only: u32::from(f.kind == FaultKind::ReadOnly),
-                        no_execute: 0,
-                        imprecise: 0,
-                    },
-                    va: f.va & !0xfff,
-                    gpu_id,
-                    error_type: abi::KFD_MEM_ERR_NO_RAS,
-                };
-                self.signal_type(abi::KFD_IOC_EVENT_MEMORY, Some(data), None);
-            }
-            // A packet error is no GPU reset: KFD raises no HW_EXCEPTION event; it is
-            // reported through the queue's context save area header (see
-            // `engine::sched`), or not at all when the runtime left the header empty.
-            None => {}
+        // A packet error is no GPU reset: KFD raises no HW_EXCEPTION event for it; it is
+        // reported through the queue's context save area header (see `engine::sched`),
+        // or not at all when the runtime left the header empty.
+        if let Some(f) = &fault.fault {
+            // kfd_signal_vm_fault_event: the page address and the failure kind.
+            let data = HsaMemoryExceptionData {
+                failure: MemoryExceptionFailure {
+                    not_present: u32::from(f.kind == FaultKind::NotMapped),
+                    read_only: u32::from(f.kind == FaultKind::ReadOnly),
+                    no_execute: 0,
+                    imprecise: 0,
+                },
+                va: f.va & !0xfff,
+                gpu_id,
+                error_type: abi::KFD_MEM_ERR_NO_RAS,
+            };
+            self.signal_type(abi::KFD_IOC_EVENT_MEMORY, Some(data), None);
         }
     }
 
