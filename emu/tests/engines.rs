@@ -1434,3 +1434,36 @@ fn multi_xcc_runs_the_ib_per_xcc_and_honours_pred_exec() {
     assert_eq!(data.load_u64(b).unwrap(), 1);
     assert_eq!(sig_value(&sigs, done), 0);
 }
+
+/// The trace shows the duplication: one WRITE_DATA in an IB is executed (and recorded)
+/// once per XCC; under PRED_EXEC(XCC 0) the others skip it.
+#[test]
+fn multi_xcc_trace_counts_ib_packets_per_xcc() {
+    use kfd_emu::trace::TraceKind;
+    let gpu = Gpu::with(GfxFamily::Gfx9, 4);
+    let data = gpu.alloc(4096);
+    let mut words = write_data(data.va(), &[1]);
+    let pred = write_data(data.va() + 8, &[2]);
+    words.extend(enc(Pm4Packet::PredExec(pkt3::PredExec {
+        exec_count: pred.len() as u16,
+        xcc_mask: 1,
+    })));
+    words.extend(pred);
+    gpu.eng.trace().set_enabled(true);
+    let (q, done, sigs) = run_ib(&gpu, &words, true);
+    q.wait_idle();
+    assert_eq!(sig_value(&sigs, done), 0);
+    let ev = gpu.eng.take_trace();
+    let count = |name: &str, depth: u8| {
+        ev.iter()
+            .filter(|e| {
+                matches!(&e.kind, TraceKind::Packet { name: n, ib_depth, .. }
+                    if *n == name && *ib_depth == depth)
+            })
+            .count()
+    };
+    // Each XCC runs the IB: 4 PRED_EXECs, 4 + 1 WRITE_DATAs (the predicated one once).
+    assert_eq!(count("PRED_EXEC", 1), 4);
+    assert_eq!(count("WRITE_DATA", 1), 5);
+    assert_eq!(data.load_u32(data.va() + 8).unwrap(), 2);
+}
