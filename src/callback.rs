@@ -226,6 +226,8 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                 IN_CALLBACK.with(|c| c.set(true));
                 (p.f)(status);
                 IN_CALLBACK.with(|c| c.set(false));
+                // The callback may have written VRAM that the held work reads.
+                dev.core.hdp_flush_dirty();
                 p.gate.store_relaxed(0);
                 // The CP polls the barrier's dependency by itself; the notification only
                 // lets an emulated engine re-poll now (a no-op on hardware).

@@ -7,8 +7,10 @@
 //! works: VRAM of this or another GPU of the device, host-pinned, signal or registered
 //! memory.
 //!
-//! Each `DMA_DATA` moves at most [`CHUNK`] bytes; one AQL PM4-IB packet carries two of
-//! them (its 64-byte indirect-buffer slot holds 16 dwords).
+//! Each `DMA_DATA` moves at most [`crate::cmd::Target::dma_max_bytes`] bytes (32 MiB, or
+//! 32736 on gfx11+ whose CP DMA takes at most 32767 bytes a packet); one AQL PM4-IB
+//! packet carries two of them (its 64-byte indirect-buffer slot holds 16 dwords, with
+//! room for the PRED_EXEC that keeps them on one XCC of a multi-XCC GPU).
 
 use pm4::pkt3::DmaData;
 
@@ -17,13 +19,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::queue::pm4_ib_packet;
 use crate::stream::Stream;
 
-/// Bytes per DMA_DATA command (a 2^25-byte chunk keeps every count well inside the
-/// 26-bit BYTE_COUNT field).
+/// Bytes per DMA_DATA command below gfx11 (a 2^25-byte chunk keeps every count well
+/// inside the 26-bit BYTE_COUNT field); see [`crate::cmd::Target::dma_max_bytes`].
 pub const CHUNK: u64 = 1 << 25;
-
-fn enc(e: pm4::EncodeError) -> Error {
-    Error::new(ErrorKind::InvalidValue, "DMA_DATA", e.to_string())
-}
 
 fn check(call: &'static str, addrs: &[u64], len: u64) -> Result<()> {
     for &a in addrs {
@@ -52,20 +50,22 @@ impl Stream {
     fn submit_dma(&self, cmds: &[Dma], pattern: Option<u32>) -> Result<()> {
         let fam = self.inner.family;
         // Submit in bounded batches so a huge copy cannot exceed the ring.
-        for batch in cmds.chunks(2 * 256) {
-            let n = batch.len().div_ceil(2) as u32;
+        let per = fam.dma_per_slot();
+        for batch in cmds.chunks(per * 256) {
+            let n = batch.len().div_ceil(per) as u32;
             let mut i = 0usize;
             self.submit_packets(n, |ib, h| {
-                let mut dw = 0usize;
-                for c in &batch[i..(i + 2).min(batch.len())] {
-                    let d = match *c {
+                let mut ds = [DmaData::fill(0, 0, 0); 2];
+                let group = &batch[i..(i + per).min(batch.len())];
+                for (d, c) in ds.iter_mut().zip(group) {
+                    *d = match *c {
                         Dma::Copy { src, dst, len } => DmaData::copy(src, dst, len),
                         Dma::Fill { dst, value, len } => DmaData::fill(dst, value, len),
                     };
-                    dw += d.encode(fam, &mut ib.words[dw..]).map_err(enc)?;
                 }
-                i += 2;
-                if let Some(p) = pattern {
+                let dw = crate::cmd::dma(fam, ib.words, &ds[..group.len()])?;
+                i += per;
+                if let (Some(p), true) = (pattern, dw <= 14) {
                     // The byte pattern for unaligned fill edges lives after the commands
                     // in the same slot (the CP reads only `dw` dwords as commands).
                     ib.words[14] = p;
@@ -88,10 +88,11 @@ impl Stream {
         if len >= crate::sdma::sdma_min_bytes() && self.memcpy_sdma(dst, src, len)? {
             return Ok(());
         }
-        let mut cmds = Vec::with_capacity(len.div_ceil(CHUNK) as usize);
+        let chunk = self.inner.family.dma_max_bytes() as u64;
+        let mut cmds = Vec::with_capacity(len.div_ceil(chunk) as usize);
         let mut off = 0;
         while off < len {
-            let n = (len - off).min(CHUNK);
+            let n = (len - off).min(chunk);
             cmds.push(Dma::Copy {
                 src: src + off,
                 dst: dst + off,
@@ -119,10 +120,11 @@ impl Stream {
         if len == 0 {
             return Ok(());
         }
+        let chunk = self.inner.family.dma_max_bytes() as u64;
         let mut cmds = Vec::new();
         let mut off = 0;
         while off < len {
-            let n = (len - off).min(CHUNK);
+            let n = (len - off).min(chunk);
             cmds.push(Dma::Fill {
                 dst: dst + off,
                 value,
@@ -146,10 +148,11 @@ impl Stream {
         let head = ((4 - dst % 4) % 4).min(len);
         let body = (len - head) / 4 * 4;
         let tail = len - head - body;
+        let chunk = self.inner.family.dma_max_bytes() as u64;
         let mut cmds = Vec::new();
         let mut off = head;
         while off < head + body {
-            let n = (head + body - off).min(CHUNK);
+            let n = (head + body - off).min(chunk);
             cmds.push(Dma::Fill {
                 dst: dst + off,
                 value: pattern,
@@ -170,15 +173,14 @@ impl Stream {
         }
         if !edges.is_empty() {
             let fam = self.inner.family;
-            self.submit_packets(1, |ib, h| {
-                let pat_va = ib.va + 14 * 4;
-                let mut dw = 0;
-                for &(d, n) in &edges {
-                    dw += DmaData::copy(pat_va, d, n as u32)
-                        .encode(fam, &mut ib.words[dw..])
-                        .map_err(enc)?;
-                }
-                ib.words[14] = pattern;
+            // One edge per packet: PRED_EXEC (2) + DMA_DATA (7) leave dword 15 for the
+            // pattern (an edge is under 4 bytes).
+            let mut k = 0usize;
+            self.submit_packets(edges.len() as u32, |ib, h| {
+                let pat_va = ib.va + 15 * 4;
+                let (d, n) = edges[k.min(edges.len() - 1)];
+                k += 1;
+                let dw = crate::cmd::dma(fam, ib.words, &[DmaData::copy(pat_va, d, n as u32)])?;
                 ib.words[15] = pattern;
                 Ok(pm4_ib_packet(ib.va, dw as u32, h))
             })?;

@@ -54,10 +54,23 @@ pub(crate) struct DeviceCore {
     pub(crate) gpus: Vec<Gpu>,
     /// Doorbell pages mapped so far (per GPU); unmapped when the last queue is gone.
     pub(crate) doorbells: Mutex<Vec<(usize, crate::queue::DoorbellPage)>>,
+    /// The signal event every queue's context save area header names for queue errors.
+    /// Created with the first queue (a signal event needs the event page first).
+    pub(crate) queue_error_event: std::sync::OnceLock<u32>,
+    /// The error payloads of live queues.
+    pub(crate) queue_errors: crate::queue_error::Registry,
+    /// Per GPU: the MMIO remap page (HDP flush) and whether the CPU wrote its VRAM.
+    pub(crate) hdp: Vec<crate::hdp::Hdp>,
 }
 
 impl Drop for DeviceCore {
     fn drop(&mut self) {
+        for h in &mut self.hdp {
+            h.close(self.backend.as_ref());
+        }
+        if let Some(&e) = self.queue_error_event.get() {
+            let _ = kfd::ioctl::destroy_event(self.backend.as_ref(), e);
+        }
         // Queues hold the core, so none is left: unmap the doorbell pages.
         let pages = std::mem::take(self.doorbells.get_mut().unwrap_or_else(|e| e.into_inner()));
         for (_, p) in pages {
@@ -222,6 +235,16 @@ impl Device {
         }
         // Exception events: KFD signals MEMORY on GPU VM faults and HW_EXCEPTION on GPU
         // resets / hangs; waits poll them so a fault ends a wait instead of hanging it.
+        // Queue exceptions reach the runtime through the context save area header once
+        // runtime exception delivery is enabled, which KFD allows only before the first
+        // queue (KFD 1.13 RUNTIME_ENABLE; EEXIST later). Older kernels lack the ioctl,
+        // and a second device of the same process finds it enabled (EBUSY): both fine.
+        let _ = kfd::ioctl::runtime_enable(
+            backend.as_ref(),
+            0,
+            kfd::abi::KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK
+                | kfd::abi::KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK,
+        );
         let mut exception_events = Vec::new();
         for ty in [
             kfd::abi::KFD_IOC_EVENT_MEMORY,
@@ -240,6 +263,12 @@ impl Device {
             inner: Arc::new(DeviceInner {
                 core: Arc::new(DeviceCore {
                     doorbells: Mutex::new(Vec::new()),
+                    queue_error_event: std::sync::OnceLock::new(),
+                    queue_errors: Default::default(),
+                    hdp: gpus
+                        .iter()
+                        .map(|g| crate::hdp::Hdp::open(backend.as_ref(), g.gpu_id))
+                        .collect(),
                     backend,
                     kfd_version: (v.major_version, v.minor_version),
                     gpus,
@@ -340,12 +369,35 @@ impl DeviceInner {
                 }
             }
         }
+        if let Some((qid, payload)) = self.queue_errors.poll(gpu_index) {
+            let d = crate::queue_error::describe(gpu_id, qid, payload);
+            let mut f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+            if !f.iter().any(|(g, x)| *g == gpu_id && *x == d) {
+                f.push((gpu_id, d));
+            }
+        }
         let f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
         f.iter().find(|(g, _)| *g == gpu_id).map(|(_, d)| d.clone())
     }
 }
 
+impl Device {
+    /// Whether GPU `gpu`'s MMIO remap page (the HDP flush register) is mapped: kfdrt then
+    /// flushes the HDP after CPU writes to that GPU's VRAM, before the next submission.
+    pub fn has_hdp_flush(&self, gpu: usize) -> bool {
+        self.inner.core.hdp.get(gpu).is_some_and(|h| h.available())
+    }
+}
+
 impl DeviceCore {
+    /// Flush the HDP of every GPU whose VRAM the CPU wrote since the last flush: call
+    /// before a doorbell (or a release of waiting GPU work).
+    pub(crate) fn hdp_flush_dirty(&self) {
+        for h in &self.hdp {
+            h.flush_if_dirty();
+        }
+    }
+
     pub(crate) fn gpu(&self, index: usize) -> Result<&Gpu> {
         self.gpus.get(index).ok_or_else(|| {
             Error::new(

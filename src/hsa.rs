@@ -131,7 +131,10 @@ impl AmdQueue {
             group_segment_aperture_base_hi: (gpu.apertures.lds_base >> 32) as u32,
             private_segment_aperture_base_hi: (gpu.apertures.scratch_base >> 32) as u32,
             max_cu_id: gpu.cu_count().saturating_sub(1),
-            max_wave_id: gpu.node.properties.max_waves_per_simd.saturating_sub(1),
+            // ROCr amd_aql_queue.cpp: MaxWavesPerSIMD * NumSIMDPerCU - 1 (waves per CU).
+            max_wave_id: (gpu.node.properties.max_waves_per_simd)
+                .saturating_mul(gpu.node.properties.simd_per_cu)
+                .saturating_sub(1),
             max_legacy_doorbell_dispatch_id_plus_1: 0,
             legacy_doorbell_lock: 0,
             reserved2: [0; 9],
@@ -175,6 +178,20 @@ mod tests {
         );
         assert_eq!(offset_of!(AmdSignal, end_ts) as u64, SIGNAL_END_TS_OFFSET);
         assert_eq!(offset_of!(AmdSignal, queue_ptr), 48);
+    }
+
+    /// ROCr amd_aql_queue.cpp: max_cu_id = simd_count / simd_per_cu - 1, max_wave_id =
+    /// max_waves_per_simd * simd_per_cu - 1 (MI300X: 304 CUs, 8 waves x 4 SIMDs).
+    #[test]
+    fn amd_queue_max_ids_as_rocr_computes_them() {
+        let dev =
+            crate::Device::open_spec(&crate::DeviceSpec::parse("emu:mi300x").unwrap()).unwrap();
+        let g = &dev.gpus()[0];
+        let q = AmdQueue::new(0x1000, 64, g);
+        let p = &g.node.properties;
+        assert_eq!(q.max_wave_id, p.max_waves_per_simd * p.simd_per_cu - 1);
+        assert_eq!(q.max_cu_id, p.simd_count / p.simd_per_cu - 1);
+        assert_eq!((q.max_cu_id, q.max_wave_id), (303, 31));
     }
 
     #[test]

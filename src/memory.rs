@@ -287,9 +287,19 @@ impl Buffer {
     pub fn gpu_index(&self) -> usize {
         self.gpu_index
     }
-    /// The CPU pointer (valid while the buffer lives).
+    /// The CPU pointer (valid while the buffer lives). For device memory the HDP of its
+    /// GPU is then flushed before the next submission ([`crate::hdp`]).
     pub fn as_ptr(&self) -> *mut u8 {
+        self.mark_cpu_write();
         self.va as *mut u8
+    }
+
+    fn mark_cpu_write(&self) {
+        if self.kind == MemoryKind::Device {
+            if let Some(h) = self.dev.hdp.get(self.gpu_index) {
+                h.mark_dirty();
+            }
+        }
     }
 
     fn check(&self, call: &'static str, offset: usize, len: usize) -> Result<()> {
@@ -329,7 +339,11 @@ impl Buffer {
         self.check("Buffer::read", offset, out.len())?;
         // SAFETY: as in `write`.
         unsafe {
-            core::ptr::copy_nonoverlapping(self.as_ptr().add(offset), out.as_mut_ptr(), out.len())
+            core::ptr::copy_nonoverlapping(
+                (self.va as *const u8).add(offset),
+                out.as_mut_ptr(),
+                out.len(),
+            )
         };
         Ok(())
     }

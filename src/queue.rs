@@ -133,6 +133,27 @@ impl AqlQueue {
             cwsr_len,
         )?);
         let (ctx_size, ctl_size) = (sizes.cwsr_size, sizes.ctl_stack_size);
+        // Queue errors: every XCC's context save area header names this queue's error
+        // payload and the device's error event (libhsakmt `fill_cwsr_header`).
+        let payload_va = amdq.va() + crate::queue_error::PAYLOAD_OFFSET;
+        let ev = match core.queue_error_event.get() {
+            Some(&e) => e,
+            None => {
+                let (e, _, _) = crate::signal::create_signal_event(dev)?;
+                // A racing creator may have won: keep one event, destroy the other.
+                if core.queue_error_event.set(e).is_err() {
+                    let _ = kfd::ioctl::destroy_event(core.backend.as_ref(), e);
+                }
+                core.queue_error_event.get().copied().unwrap_or(e)
+            }
+        };
+        if let Some(c) = cwsr.as_ref() {
+            for (off, h) in
+                crate::queue_error::cwsr_headers(sizes.num_xcc, ctx_size as u64, payload_va, ev)
+            {
+                c.write(off as usize, zerocopy::IntoBytes::as_bytes(&h))?;
+            }
+        }
 
         // Ring slots start INVALID; amd_queue_t describes the ring.
         // SAFETY: the ring is `ring_bytes` of CPU-mapped memory owned by `ring`.
@@ -162,9 +183,11 @@ impl AqlQueue {
         kfd::ioctl::create_queue(core.backend.as_ref(), &mut args)
             .map_err(|e| Error::from_kfd(call, e))?;
         let queue_id = args.queue_id;
+        core.queue_errors.add(gpu_index, queue_id, payload_va);
         let doorbell = match dev.doorbell_slot(gpu_index, args.doorbell_offset) {
             Ok(p) => p,
             Err(e) => {
+                core.queue_errors.remove(queue_id);
                 let _ = kfd::ioctl::destroy_queue(core.backend.as_ref(), queue_id);
                 return Err(e);
             }
@@ -279,6 +302,7 @@ impl AqlQueue {
         g.next = last + 1;
         self.cell(hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET)
             .store(last + 1, Ordering::Release);
+        self.dev.hdp_flush_dirty();
         // SAFETY: the doorbell is a mapped, 8-byte aligned doorbell slot of this queue.
         unsafe { core::ptr::write_volatile(self.doorbell, last) };
         self.dev.backend.doorbell_written(self.queue_id);
@@ -321,6 +345,7 @@ pub(crate) fn pm4_ib_packet(va: u64, dwords: u32, completion_signal: u64) -> Aql
 
 impl Drop for AqlQueue {
     fn drop(&mut self) {
+        self.dev.queue_errors.remove(self.queue_id);
         let _ = kfd::ioctl::destroy_queue(self.dev.backend.as_ref(), self.queue_id);
     }
 }

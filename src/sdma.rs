@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::abi;
-use pm4::sdma::{CopyLinear, Fence, PollRegmem, SdmaPacket, SdmaRingWriter};
+use pm4::sdma::{CopyLinear, PollRegmem, SdmaPacket, SdmaRingWriter};
 use pm4::SdmaVersion;
 
 use crate::device::{DeviceCore, DeviceInner};
@@ -126,6 +126,7 @@ impl SdmaQueue {
         }
         // SAFETY: the write pointer cell (8-aligned) at the start of `ptrs`.
         unsafe { AtomicU64::from_ptr(self.ptrs.va() as *mut u64) }.store(*w, Ordering::Release);
+        self.dev.hdp_flush_dirty();
         // SAFETY: the queue's mapped, 8-byte aligned doorbell slot.
         unsafe { core::ptr::write_volatile(self.doorbell, *w) };
         self.dev.backend.doorbell_written(self.queue_id);
@@ -156,7 +157,11 @@ impl SdmaQueue {
         for c in pm4::sdma::copy_linear_split(src, dst, len, self.version) {
             pkts.push(SdmaPacket::CopyLinear(CopyLinear { ..c }));
         }
-        pkts.push(SdmaPacket::Fence(Fence::new(fence, value)));
+        pkts.push(SdmaPacket::Fence(crate::cmd::sdma_fence(
+            self.version,
+            fence,
+            value,
+        )));
         self.submit(&pkts)
     }
 }

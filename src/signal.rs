@@ -68,7 +68,7 @@ impl SignalPool {
 /// signal-memory BO) through `event_page_offset`; KFD rejects a second page with EINVAL
 /// (kfd_chardev.c `kfd_ioctl_create_event`), so later calls pass 0. The device's event
 /// lock serialises this.
-fn create_signal_event(dev: &Arc<DeviceInner>) -> Result<(u32, u32, u64)> {
+pub(crate) fn create_signal_event(dev: &Arc<DeviceInner>) -> Result<(u32, u32, u64)> {
     let call = "Signal::new";
     let mut g = dev.events.lock().unwrap_or_else(|e| e.into_inner());
     let (page, first) = match g.as_ref() {

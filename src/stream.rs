@@ -155,7 +155,7 @@ pub(crate) struct StreamState {
 pub(crate) struct StreamInner {
     pub(crate) dev: Arc<DeviceInner>,
     pub(crate) gpu_index: usize,
-    pub(crate) family: pm4::GfxFamily,
+    pub(crate) family: cmd::Target,
     flags: u32,
     priority: i32,
     cu_mask: Option<Vec<u32>>,
@@ -386,7 +386,7 @@ impl Stream {
         let inner = Arc::new(StreamInner {
             dev: dev.clone(),
             gpu_index: gpu,
-            family: dev.gpu(gpu)?.family,
+            family: cmd::Target::of(dev.gpu(gpu)?),
             flags,
             priority,
             cu_mask,
@@ -699,8 +699,7 @@ impl Stream {
         }
         let fam = self.family()?;
         self.submit(true, None, 1, false, |_, ib, h| {
-            let n = cmd::wait_mem(fam, ib.words, addr, bits, c)?;
-            Ok(pm4_ib_packet(ib.va, n as u32, h))
+            cmd::wait_packet(fam, ib, addr, bits, c, h)
         })?;
         Ok(())
     }
@@ -824,7 +823,7 @@ impl Stream {
         .ok_or_else(|| Error::new(ErrorKind::Driver, "Stream::hold_until", "no point"))
     }
 
-    fn family(&self) -> Result<pm4::GfxFamily> {
+    fn family(&self) -> Result<cmd::Target> {
         Ok(self.inner.family)
     }
 }
@@ -858,27 +857,16 @@ fn check_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()
     Ok(())
 }
 
-/// A PM4-IB packet that waits until `p`'s timeline reaches its point (WAIT_REG_MEM64,
-/// `timeline <= threshold`), completing on `completion`.
+/// A packet that waits until `p`'s timeline reaches its point (`timeline <= threshold`),
+/// completing on `completion`: WAIT_REG_MEM64 on gfx10+, BARRIER_VALUE LT on gfx9
+/// ([`cmd::wait_packet`]).
 fn wait_point_packet(
-    fam: pm4::GfxFamily,
+    fam: cmd::Target,
     ib: IbSlot<'_>,
     p: &Point,
     completion: u64,
 ) -> Result<AqlPacket> {
-    let c = WaitCondition::Poll {
-        function: pm4::pkt3::CompareFn::LessEqual,
-        reference: p.threshold() as u64,
-        mask: u64::MAX,
-    };
-    let n = cmd::wait_mem(
-        fam,
-        ib.words,
-        p.timeline.handle() + crate::hsa::SIGNAL_VALUE_OFFSET,
-        64,
-        c,
-    )?;
-    Ok(pm4_ib_packet(ib.va, n as u32, completion))
+    cmd::wait_signal_packet(fam, ib, p.timeline.handle(), p.threshold(), completion)
 }
 
 impl Drop for Stream {

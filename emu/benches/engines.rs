@@ -17,6 +17,12 @@ use pm4::pkt3::{CachePolicy, Pm4Packet, WriteData, WriteDataDst};
 use pm4::sdma::{self, SdmaPacket};
 use pm4::{GfxFamily, SdmaVersion};
 
+/// A queue's EOP buffer: 64 bytes at the end of its pointer page (the engines only need
+/// it to be present; end-of-pipe RELEASE_MEM faults on a queue without one).
+fn eop_va(ptrs: &MemWindow) -> u64 {
+    ptrs.va() + 192
+}
+
 struct NoIrq;
 impl Interrupts for NoIrq {
     fn event_interrupt(&self, _: u32, _: Option<u32>) {}
@@ -42,6 +48,7 @@ impl Setup {
             sdma_version: SdmaVersion::V4,
             num_sdma_engines: 1,
             clock_hz: 0,
+            num_xcc: 1,
         };
         let eng = GpuEngines::new(cfg, mem.clone(), Arc::new(NoIrq));
         Setup {
@@ -76,6 +83,8 @@ impl Setup {
             doorbell: db.clone(),
             priority: 7,
             percentage: 100,
+            eop_va: eop_va(&ptrs),
+            ctx_save_va: 0,
         });
         Q {
             id,

@@ -111,12 +111,14 @@ impl EmuBackend {
             let doorbell =
                 Arc::new(Backing::new("kfd-emu-doorbell", DOORBELL_SLICE).map_err(setup)?);
             let mmio = Arc::new(Backing::new("kfd-emu-mmio", PAGE).map_err(setup)?);
+            hdp_reg(&mmio).store(HDP_IDLE, Ordering::Release);
             let cfg = EngineConfig {
                 gpu_id: place.gpu_id,
                 family,
                 sdma_version,
                 num_sdma_engines: p.num_sdma_engines + p.num_sdma_xgmi_engines,
                 clock_hz: p.gpu_clock_hz,
+                num_xcc: p.num_xcc,
             };
             let engines =
                 GpuEngines::new(cfg, vm.clone(), crate::kfd_events::as_interrupts(&events));
@@ -129,6 +131,7 @@ impl EmuBackend {
                 doorbell,
                 mmio,
                 engines,
+                hdp: HdpCounters::default(),
             });
         }
         let state = Proc {
@@ -188,6 +191,16 @@ impl EmuBackend {
     /// Emulator introspection: the number of SVM ranges (after splits and merges).
     pub fn svm_range_count(&self) -> usize {
         self.emu.lock().svm.len()
+    }
+
+    /// Emulator introspection: HDP flushes of GPU `gpu_id` as (doorbells rung, doorbells
+    /// that a write to HDP_MEM_FLUSH_CNTL preceded), or None for an unknown GPU.
+    pub fn hdp_stats(&self, gpu_id: u32) -> Option<(u64, u64)> {
+        let g = self.emu.gpus.iter().find(|g| g.gpu_id == gpu_id)?;
+        Some((
+            g.hdp.doorbells.load(Ordering::Acquire),
+            g.hdp.flushes.load(Ordering::Acquire),
+        ))
     }
 
     /// Start recording every packet the engines execute and every engine event, on all
@@ -328,7 +341,35 @@ impl Backend for EmuBackend {
             .checked_sub(1)
             .and_then(|i| self.emu.gpus.get(i as usize))
         {
+            // A write to HDP_MEM_FLUSH_CNTL since the last doorbell: the flush precedes
+            // this doorbell (any value written triggers a flush; the page rests at
+            // HDP_IDLE between flushes).
+            let reg = hdp_reg(&gpu.mmio);
+            if reg.load(Ordering::Acquire) != HDP_IDLE {
+                reg.store(HDP_IDLE, Ordering::Release);
+                gpu.hdp.flushes.fetch_add(1, Ordering::AcqRel);
+            }
+            gpu.hdp.doorbells.fetch_add(1, Ordering::AcqRel);
             gpu.engines.doorbell(queue_id);
         }
     }
+}
+
+/// The value HDP_MEM_FLUSH_CNTL (offset 0 of the MMIO remap page,
+/// `KFD_MMIO_REMAP_HDP_MEM_FLUSH_CNTL`) rests at between flushes: any write changes it.
+pub const HDP_IDLE: u32 = 0xFFFF_FFFF;
+
+fn hdp_reg(mmio: &Backing) -> &std::sync::atomic::AtomicU32 {
+    // SAFETY: the MMIO page is a live, page-aligned shared mapping owned by `mmio`; the
+    // register is its first 4 bytes, accessed only atomically.
+    unsafe { std::sync::atomic::AtomicU32::from_ptr(mmio.ptr().as_ptr().cast()) }
+}
+
+/// HDP flush counters of one emulated GPU.
+#[derive(Debug, Default)]
+pub(crate) struct HdpCounters {
+    /// Doorbells rung.
+    pub(crate) doorbells: std::sync::atomic::AtomicU64,
+    /// Doorbells preceded by a write to HDP_MEM_FLUSH_CNTL.
+    pub(crate) flushes: std::sync::atomic::AtomicU64,
 }

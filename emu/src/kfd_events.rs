@@ -500,32 +500,31 @@ impl Interrupts for Events {
         } else {
             0
         };
-        match &fault.fault {
-            Some(f) => {
-                // kfd_signal_vm_fault_event: the page address and the failure kind.
-                let data = HsaMemoryExceptionData {
-                    failure: MemoryExceptionFailure {
-                        not_present: u32::from(f.kind == FaultKind::NotMapped),
-                        read_only: u32::from(f.kind == FaultKind::ReadOnly),
-                        no_execute: 0,
-                        imprecise: 0,
-                    },
-                    va: f.va & !0xfff,
-                    gpu_id,
-                    error_type: abi::KFD_MEM_ERR_NO_RAS,
-                };
-                self.signal_type(abi::KFD_IOC_EVENT_MEMORY, Some(data), None);
-            }
-            None => {
-                let data = HsaHwExceptionData {
-                    reset_type: abi::KFD_HW_EXCEPTION_PER_ENGINE_RESET,
-                    reset_cause: abi::KFD_HW_EXCEPTION_GPU_HANG,
-                    memory_lost: 0,
-                    gpu_id,
-                };
-                self.signal_type(abi::KFD_IOC_EVENT_HW_EXCEPTION, None, Some(data));
-            }
+        // A packet error is no GPU reset: KFD raises no HW_EXCEPTION event for it; it is
+        // reported through the queue's context save area header (see `engine::sched`),
+        // or not at all when the runtime left the header empty.
+        if let Some(f) = &fault.fault {
+            // kfd_signal_vm_fault_event: the page address and the failure kind.
+            let data = HsaMemoryExceptionData {
+                failure: MemoryExceptionFailure {
+                    not_present: u32::from(f.kind == FaultKind::NotMapped),
+                    read_only: u32::from(f.kind == FaultKind::ReadOnly),
+                    no_execute: 0,
+                    imprecise: 0,
+                },
+                va: f.va & !0xfff,
+                gpu_id,
+                error_type: abi::KFD_MEM_ERR_NO_RAS,
+            };
+            self.signal_type(abi::KFD_IOC_EVENT_MEMORY, Some(data), None);
         }
+    }
+
+    fn queue_error(&self, _gpu_id: u32, event_id: u32) {
+        let mut st = self.lock();
+        st.set_from_interrupt(event_id);
+        drop(st);
+        self.cv.notify_all();
     }
 }
 

@@ -44,6 +44,8 @@ pub(crate) struct Gpu {
     /// MMIO_REMAP BOs.
     pub(crate) mmio: Arc<Backing>,
     pub(crate) engines: GpuEngines,
+    /// HDP flushes seen through the MMIO remap page.
+    pub(crate) hdp: crate::backend::HdpCounters,
 }
 
 /// Identity of an open file: (st_dev, st_ino).

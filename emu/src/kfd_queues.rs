@@ -227,6 +227,8 @@ impl Emu {
             doorbell: self.doorbell_window(idx, slot),
             priority: q.priority,
             percentage: if q.is_active() { q.percentage } else { 0 },
+            eop_va: a.eop_buffer_address,
+            ctx_save_va: a.ctx_save_restore_address,
         };
         st.pdds[idx].doorbells.insert(slot);
         st.pdds[idx].queue_count += 1;

@@ -28,6 +28,12 @@ const LONG: Duration = Duration::from_secs(20);
 
 static NEXT_GPU: AtomicU32 = AtomicU32::new(0x1000);
 
+/// A queue's EOP buffer: 64 bytes at the end of its pointer page (the engines only need
+/// it to be present; end-of-pipe RELEASE_MEM faults on a queue without one).
+fn eop_va(ptrs: &MemWindow) -> u64 {
+    ptrs.va() + 192
+}
+
 #[derive(Default)]
 struct Rec {
     events: Mutex<Vec<Option<u32>>>,
@@ -64,15 +70,21 @@ struct Gpu {
 
 impl Gpu {
     fn new() -> Gpu {
+        Gpu::with(FAM, 1)
+    }
+
+    /// A GPU of `family` with `num_xcc` XCCs.
+    fn with(family: GfxFamily, num_xcc: u32) -> Gpu {
         let id = NEXT_GPU.fetch_add(1, Ordering::Relaxed);
         let mem = Arc::new(HeapMemory::new());
         let irq = Arc::new(Rec::default());
         let cfg = EngineConfig {
             gpu_id: id,
-            family: FAM,
+            family,
             sdma_version: SDMA,
             num_sdma_engines: 2,
             clock_hz: 0,
+            num_xcc,
         };
         let eng = GpuEngines::new(cfg, mem.clone(), irq.clone());
         Gpu {
@@ -124,6 +136,17 @@ static NEXT_Q: AtomicU32 = AtomicU32::new(1);
 
 impl Queue {
     fn new(gpu: &Gpu, kind: QueueKind, ring_size: usize, priority: u32, percentage: u32) -> Queue {
+        Queue::create(gpu, kind, ring_size, priority, percentage, true)
+    }
+
+    fn create(
+        gpu: &Gpu,
+        kind: QueueKind,
+        ring_size: usize,
+        priority: u32,
+        percentage: u32,
+        with_eop: bool,
+    ) -> Queue {
         let ring = gpu.alloc(ring_size);
         let ptrs = gpu.alloc(256);
         let db = gpu.alloc(8);
@@ -149,6 +172,8 @@ impl Queue {
             doorbell: db.clone(),
             priority,
             percentage,
+            eop_va: if with_eop { eop_va(&ptrs) } else { 0 },
+            ctx_save_va: 0,
         });
         Queue {
             id,
@@ -392,10 +417,11 @@ fn pm4_packets_execute_in_order() {
 
 #[test]
 fn wait_reg_mem_waits_for_host_write() {
-    let gpu = Gpu::new();
+    let gpu = Gpu::with(GfxFamily::Gfx11, 1);
     let data = gpu.alloc(4096);
     let (flag, flag64, marker, marker2) =
         (data.va(), data.va() + 8, data.va() + 64, data.va() + 72);
+    // WAIT_REG_MEM64 exists from gfx10 (nvd.h); the words are the same on every family.
     let mut q = Queue::new(&gpu, QueueKind::Pm4, 4096, 7, 100);
     let mut words = wait_mem(flag, CompareFn::GreaterEqual, 3);
     words.extend(write_data(marker, &[1]));
@@ -1294,4 +1320,150 @@ fn aql_profiling_writes_signal_timestamps() {
         start - before,
         end - start
     );
+}
+
+// --------------------------------------------------------------------------- firmware rules
+
+/// Runs `words` as the indirect buffer of one AQL PM4-IB packet on `gpu`; returns the
+/// queue, its completion signal and the signal window.
+fn run_ib(gpu: &Gpu, words: &[u32], with_eop: bool) -> (Queue, u64, MemWindow) {
+    let sigs = gpu.alloc(4096);
+    let ib = gpu.alloc(4096);
+    for (i, w) in words.iter().enumerate() {
+        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
+    }
+    let mut q = Queue::create(gpu, QueueKind::Aql, 16 * 64, 7, 100, with_eop);
+    let done = signal(&sigs, 0, 1, None);
+    q.submit_aql(
+        gpu,
+        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
+            control: PacketControl::SYSTEM_BARRIER,
+            ib: IndirectBuffer::new(ib.va(), words.len() as u32),
+            completion_signal: done,
+        }),
+    );
+    (q, done, sigs)
+}
+
+fn wait64(addr: u64) -> Vec<u32> {
+    enc(Pm4Packet::WaitRegMem64(WaitRegMem64 {
+        function: CompareFn::Equal,
+        mem_space: MemSpace::Memory,
+        operation: WaitOperation::WaitRegMem,
+        engine: 0,
+        cache_policy: CachePolicy::Lru,
+        addr,
+        reference: 0,
+        mask: u64::MAX,
+        poll_interval: 4,
+    }))
+}
+
+/// kernel soc15d.h has no PACKET3_WAIT_REG_MEM64; nvd.h (gfx10+) has it (0x93).
+#[test]
+fn wait_reg_mem64_is_an_unknown_opcode_on_gfx9() {
+    let gpu = Gpu::with(GfxFamily::Gfx9, 1);
+    let data = gpu.alloc(4096);
+    let (q, done, sigs) = run_ib(&gpu, &wait64(data.va()), true);
+    let f = gpu.faulted(&q);
+    assert!(f.reason.contains("unknown PM4 opcode 0x93"), "{}", f.reason);
+    assert_eq!(sig_value(&sigs, done), 1);
+    let gpu = Gpu::with(GfxFamily::Gfx10, 1);
+    let data = gpu.alloc(4096);
+    let (q, done, sigs) = run_ib(&gpu, &wait64(data.va()), true);
+    q.wait_idle();
+    assert_eq!(sig_value(&sigs, done), 0);
+}
+
+/// Mesa cp_dma_max_byte_count: 32767 bytes per DMA_DATA on gfx11+.
+#[test]
+fn dma_data_above_32767_bytes_faults_on_gfx11() {
+    for (fam, ok) in [(GfxFamily::Gfx9, true), (GfxFamily::Gfx11, false)] {
+        let gpu = Gpu::with(fam, 1);
+        let data = gpu.alloc(1 << 17);
+        let mut v = vec![0; 7];
+        let d = DmaData::fill(data.va(), 0xAB, 32768);
+        d.encode(fam, &mut v).unwrap();
+        let (q, done, sigs) = run_ib(&gpu, &v, true);
+        if ok {
+            q.wait_idle();
+            assert_eq!(sig_value(&sigs, done), 0);
+            assert_eq!(data.load_u32(data.va() + 32764).unwrap(), 0xAB);
+        } else {
+            let f = gpu.faulted(&q);
+            assert!(f.reason.contains("at most 32767 bytes"), "{}", f.reason);
+            assert_eq!(data.load_u32(data.va()).unwrap(), 0);
+        }
+    }
+}
+
+/// tinygrad ops_amd.py: RELEASE_MEM needs an EOP buffer "or it will NULL pointer".
+#[test]
+fn end_of_pipe_release_mem_without_eop_buffer_faults() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let words = release_mem(DataSel::GpuClock, IntSel::None, data.va(), 0, 0);
+    let (q, _, _) = run_ib(&gpu, &words, false);
+    let f = gpu.faulted(&q);
+    assert_eq!(f.fault.map(|f| f.va), Some(0), "{}", f.reason);
+    assert!(f.reason.contains("without an EOP buffer"), "{}", f.reason);
+    assert_eq!(data.load_u64(data.va()).unwrap(), 0);
+    // With an EOP buffer the same packet writes the clock.
+    let (q, _, _) = run_ib(&gpu, &words, true);
+    q.wait_idle();
+    assert_ne!(data.load_u64(data.va()).unwrap(), 0);
+}
+
+/// Every XCC runs the indirect buffer: an unpredicated ATOMIC_MEM add lands once per XCC,
+/// one under PRED_EXEC(xcc_mask = 1) once; the completion signal drops once.
+#[test]
+fn multi_xcc_runs_the_ib_per_xcc_and_honours_pred_exec() {
+    let gpu = Gpu::with(GfxFamily::Gfx9, 8);
+    let data = gpu.alloc(4096);
+    let (a, b) = (data.va(), data.va() + 8);
+    let mut words = atomic(47, a, 1, 0); // ADD_RTN_64, every XCC
+    let pred = atomic(47, b, 1, 0);
+    words.extend(enc(Pm4Packet::PredExec(pkt3::PredExec {
+        exec_count: pred.len() as u16,
+        xcc_mask: 1,
+    })));
+    words.extend(pred);
+    let (q, done, sigs) = run_ib(&gpu, &words, true);
+    q.wait_idle();
+    assert_eq!(data.load_u64(a).unwrap(), 8);
+    assert_eq!(data.load_u64(b).unwrap(), 1);
+    assert_eq!(sig_value(&sigs, done), 0);
+}
+
+/// The trace shows the duplication: one WRITE_DATA in an IB is executed (and recorded)
+/// once per XCC; under PRED_EXEC(XCC 0) the others skip it.
+#[test]
+fn multi_xcc_trace_counts_ib_packets_per_xcc() {
+    use kfd_emu::trace::TraceKind;
+    let gpu = Gpu::with(GfxFamily::Gfx9, 4);
+    let data = gpu.alloc(4096);
+    let mut words = write_data(data.va(), &[1]);
+    let pred = write_data(data.va() + 8, &[2]);
+    words.extend(enc(Pm4Packet::PredExec(pkt3::PredExec {
+        exec_count: pred.len() as u16,
+        xcc_mask: 1,
+    })));
+    words.extend(pred);
+    gpu.eng.trace().set_enabled(true);
+    let (q, done, sigs) = run_ib(&gpu, &words, true);
+    q.wait_idle();
+    assert_eq!(sig_value(&sigs, done), 0);
+    let ev = gpu.eng.take_trace();
+    let count = |name: &str, depth: u8| {
+        ev.iter()
+            .filter(|e| {
+                matches!(&e.kind, TraceKind::Packet { name: n, ib_depth, .. }
+                    if *n == name && *ib_depth == depth)
+            })
+            .count()
+    };
+    // Each XCC runs the IB: 4 PRED_EXECs, 4 + 1 WRITE_DATAs (the predicated one once).
+    assert_eq!(count("PRED_EXEC", 1), 4);
+    assert_eq!(count("WRITE_DATA", 1), 5);
+    assert_eq!(data.load_u32(data.va() + 8).unwrap(), 2);
 }

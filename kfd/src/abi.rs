@@ -944,6 +944,114 @@ pub struct RuntimeInfo {
     pub ttmp_setup: u32,
 }
 
+/// `struct kfd_context_save_area_header`: the first 40 bytes of each XCC's context
+/// save area. The runtime fills `err_payload_addr` / `err_event_id` (libhsakmt
+/// `fill_cwsr_header`); on a queue exception the firmware / KFD ORs
+/// `KFD_EC_MASK(code)` into the 64-bit payload and signals the event.
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+pub struct ContextSaveAreaHeader {
+    /// `wave_state.control_stack_offset`.
+    pub control_stack_offset: u32,
+    /// `wave_state.control_stack_size`.
+    pub control_stack_size: u32,
+    /// `wave_state.wave_state_offset`.
+    pub wave_state_offset: u32,
+    /// `wave_state.wave_state_size`.
+    pub wave_state_size: u32,
+    /// Offset of the debugger area.
+    pub debug_offset: u32,
+    /// Size of the debugger area.
+    pub debug_size: u32,
+    /// GPU address of the 64-bit error payload.
+    pub err_payload_addr: u64,
+    /// Event signalled on a queue error.
+    pub err_event_id: u32,
+    /// Reserved.
+    pub reserved1: u32,
+}
+
+/// Offset of `err_payload_addr` in [`ContextSaveAreaHeader`].
+pub const CWSR_HEADER_ERR_PAYLOAD_ADDR: u64 = 24;
+/// Offset of `err_event_id` in [`ContextSaveAreaHeader`].
+pub const CWSR_HEADER_ERR_EVENT_ID: u64 = 32;
+
+/// `enum kfd_dbg_trap_exception_code` values reported per queue.
+pub mod ec {
+    /// `EC_QUEUE_WAVE_ABORT`.
+    pub const QUEUE_WAVE_ABORT: u32 = 1;
+    /// `EC_QUEUE_WAVE_TRAP`.
+    pub const QUEUE_WAVE_TRAP: u32 = 2;
+    /// `EC_QUEUE_WAVE_MATH_ERROR`.
+    pub const QUEUE_WAVE_MATH_ERROR: u32 = 3;
+    /// `EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION`.
+    pub const QUEUE_WAVE_ILLEGAL_INSTRUCTION: u32 = 4;
+    /// `EC_QUEUE_WAVE_MEMORY_VIOLATION`.
+    pub const QUEUE_WAVE_MEMORY_VIOLATION: u32 = 5;
+    /// `EC_QUEUE_WAVE_APERTURE_VIOLATION`.
+    pub const QUEUE_WAVE_APERTURE_VIOLATION: u32 = 6;
+    /// `EC_QUEUE_PACKET_DISPATCH_DIM_INVALID`.
+    pub const QUEUE_PACKET_DISPATCH_DIM_INVALID: u32 = 16;
+    /// `EC_QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID`.
+    pub const QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID: u32 = 17;
+    /// `EC_QUEUE_PACKET_DISPATCH_CODE_INVALID`.
+    pub const QUEUE_PACKET_DISPATCH_CODE_INVALID: u32 = 18;
+    /// `EC_QUEUE_PACKET_RESERVED`.
+    pub const QUEUE_PACKET_RESERVED: u32 = 19;
+    /// `EC_QUEUE_PACKET_UNSUPPORTED`.
+    pub const QUEUE_PACKET_UNSUPPORTED: u32 = 20;
+    /// `EC_QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID`.
+    pub const QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID: u32 = 21;
+    /// `EC_QUEUE_PACKET_DISPATCH_REGISTER_INVALID`.
+    pub const QUEUE_PACKET_DISPATCH_REGISTER_INVALID: u32 = 22;
+    /// `EC_QUEUE_PACKET_VENDOR_UNSUPPORTED`.
+    pub const QUEUE_PACKET_VENDOR_UNSUPPORTED: u32 = 23;
+    /// `EC_QUEUE_PREEMPTION_ERROR`.
+    pub const QUEUE_PREEMPTION_ERROR: u32 = 30;
+
+    /// `KFD_EC_MASK(code)`.
+    pub const fn mask(code: u32) -> u64 {
+        1u64 << (code.saturating_sub(1) & 63)
+    }
+
+    /// The `EC_*` name of a queue exception code.
+    pub const fn name(code: u32) -> &'static str {
+        match code {
+            QUEUE_WAVE_ABORT => "EC_QUEUE_WAVE_ABORT",
+            QUEUE_WAVE_TRAP => "EC_QUEUE_WAVE_TRAP",
+            QUEUE_WAVE_MATH_ERROR => "EC_QUEUE_WAVE_MATH_ERROR",
+            QUEUE_WAVE_ILLEGAL_INSTRUCTION => "EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION",
+            QUEUE_WAVE_MEMORY_VIOLATION => "EC_QUEUE_WAVE_MEMORY_VIOLATION",
+            QUEUE_WAVE_APERTURE_VIOLATION => "EC_QUEUE_WAVE_APERTURE_VIOLATION",
+            QUEUE_PACKET_DISPATCH_DIM_INVALID => "EC_QUEUE_PACKET_DISPATCH_DIM_INVALID",
+            QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID => {
+                "EC_QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID"
+            }
+            QUEUE_PACKET_DISPATCH_CODE_INVALID => "EC_QUEUE_PACKET_DISPATCH_CODE_INVALID",
+            QUEUE_PACKET_RESERVED => "EC_QUEUE_PACKET_RESERVED",
+            QUEUE_PACKET_UNSUPPORTED => "EC_QUEUE_PACKET_UNSUPPORTED",
+            QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID => {
+                "EC_QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID"
+            }
+            QUEUE_PACKET_DISPATCH_REGISTER_INVALID => "EC_QUEUE_PACKET_DISPATCH_REGISTER_INVALID",
+            QUEUE_PACKET_VENDOR_UNSUPPORTED => "EC_QUEUE_PACKET_VENDOR_UNSUPPORTED",
+            QUEUE_PREEMPTION_ERROR => "EC_QUEUE_PREEMPTION_ERROR",
+            _ => "EC_UNKNOWN",
+        }
+    }
+
+    /// The names of the codes set in a payload, comma separated.
+    pub fn describe(payload: u64) -> String {
+        (1..=64u32)
+            .filter(|&c| payload & mask(c) != 0)
+            .map(|c| name(c).to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// `struct kfd_ioctl_runtime_enable_args`.
 #[repr(C)]
 #[derive(

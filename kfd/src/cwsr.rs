@@ -1,9 +1,15 @@
 //! Queue buffer sizes the kernel requires: the context save/restore (CWSR) area, its
 //! control stack and debugger area, and the EOP buffer, as
 //! `kfd_queue_ctx_save_restore_size` (drivers/gpu/drm/amd/amdkfd/kfd_queue.c) computes
-//! them from the topology. Kernels >= 6.12 publish `cwsr_size` and `ctl_stack_size` and
-//! reject CREATE_QUEUE calls whose sizes differ; the CWSR buffer object must be exactly
+//! them from the topology. Since Linux 6.12-rc1 (the "validate user queue buffers"
+//! series, 2024-07; tinygrad PR #7765 hit it as EINVAL) CREATE_QUEUE checks the sizes
+//! against the node's and that the CWSR buffer object is exactly
 //! `ALIGN((ctx_save_restore_size + debug_memory_size) * num_xcc, PAGE_SIZE)` bytes.
+//! Whether a kernel also publishes `cwsr_size` / `ctl_stack_size` in the node's sysfs
+//! properties depends on its version, and libhsakmt reads them only since late 2025
+//! (ROCm/rocm-systems PR #2200, "Expose and use CWSR and Control stack sizes"), falling
+//! back to its own computation: so do we. Published values win; absent ones (older
+//! kernels) are computed here exactly as the kernel does.
 
 use crate::topology::NodeProperties;
 

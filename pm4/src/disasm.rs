@@ -354,6 +354,10 @@ pub fn pm4_line(offset_dw: usize, p: &Pm4Packet<'_>, family: GfxFamily) -> Disas
                 .f("dim_z", d.dim_z)
                 .x("dispatch_initiator", d.dispatch_initiator as u64);
         }
+        Pm4Packet::PredExec(p) => {
+            l.f("exec_count", p.exec_count)
+                .x("xcc_mask", p.xcc_mask as u64);
+        }
         Pm4Packet::Unknown { opcode, .. } => {
             l.x("opcode", *opcode as u64);
             l.unknown = true;

@@ -43,6 +43,8 @@ pub mod op {
     pub const SET_SH_REG: u8 = 0x76;
     /// WAIT_REG_MEM64.
     pub const WAIT_REG_MEM64: u8 = 0x93;
+    /// PRED_EXEC.
+    pub const PRED_EXEC: u8 = 0x23;
 }
 
 /// `PACKET3(op, count)`: a type-3 header; `count` = total dwords - 2.
@@ -69,12 +71,12 @@ pub const fn opcode_name(opcode: u8) -> Option<&'static str> {
         op::ACQUIRE_MEM => "ACQUIRE_MEM",
         op::SET_SH_REG => "SET_SH_REG",
         op::WAIT_REG_MEM64 => "WAIT_REG_MEM64",
+        op::PRED_EXEC => "PRED_EXEC",
         0x11 => "SET_BASE",
         0x12 => "CLEAR_STATE",
         0x16 => "DISPATCH_INDIRECT",
         0x21 => "REG_RMW",
         0x22 => "COND_EXEC",
-        0x23 => "PRED_EXEC",
         0x39 => "MEM_SEMAPHORE",
         0x42 => "PFP_SYNC_ME",
         0x45 => "COND_WRITE",
@@ -1604,6 +1606,40 @@ impl Encodable for DispatchDirect {
 encode_methods!(DispatchDirect);
 
 // ---------------------------------------------------------------------------
+// PRED_EXEC
+
+/// PRED_EXEC (0x23, 2 dwords): the next `exec_count` dwords execute only on the XCCs
+/// whose bit is set in `xcc_mask` (kernel `soc15d.h`: `PACKET3_PRED_EXEC__EXEC_COUNT`
+/// bits 13:0, `PACKET3_PRED_EXEC__VIRTUALXCCID_SELECT` bits 31:24; tinygrad
+/// `ops_amd.py` `pred_exec`). On a single-XCC GPU XCC 0 is the only one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PredExec {
+    /// Dwords that follow this packet and are predicated (bits 13:0).
+    pub exec_count: u16,
+    /// Virtual XCC ids that execute them (bits 31:24).
+    pub xcc_mask: u8,
+}
+
+impl PredExec {
+    /// Dwords of a PRED_EXEC.
+    pub const DWORDS: usize = 2;
+}
+
+impl Encodable for PredExec {
+    fn len(&self, _: GfxFamily) -> usize {
+        Self::DWORDS
+    }
+    fn validate(&self, _: GfxFamily) -> Result<(), EncodeError> {
+        check_width("exec_count", self.exec_count as u64, 14)
+    }
+    fn emit<S: Sink + ?Sized>(&self, _: GfxFamily, s: &mut S) {
+        s.put(0, packet3(op::PRED_EXEC, 0));
+        s.put(1, self.exec_count as u32 | ((self.xcc_mask as u32) << 24));
+    }
+}
+encode_methods!(PredExec);
+
+// ---------------------------------------------------------------------------
 // The packet enum
 
 /// Any PM4 type-3 packet this crate decodes. Variable-length packets borrow
@@ -1636,6 +1672,8 @@ pub enum Pm4Packet<'a> {
     SetShReg(SetShReg<'a>),
     /// DISPATCH_DIRECT.
     DispatchDirect(DispatchDirect),
+    /// PRED_EXEC.
+    PredExec(PredExec),
     /// A well-formed type-3 packet with an opcode this crate does not decode.
     Unknown {
         /// Opcode.
@@ -1661,6 +1699,7 @@ macro_rules! each_packet {
             Pm4Packet::AtomicMem($p) => $e,
             Pm4Packet::SetShReg($p) => $e,
             Pm4Packet::DispatchDirect($p) => $e,
+            Pm4Packet::PredExec($p) => $e,
             Pm4Packet::Unknown { dwords: $d, .. } => $u,
         }
     };
@@ -1694,6 +1733,7 @@ impl Pm4Packet<'_> {
             Pm4Packet::AtomicMem(_) => op::ATOMIC_MEM,
             Pm4Packet::SetShReg(_) => op::SET_SH_REG,
             Pm4Packet::DispatchDirect(_) => op::DISPATCH_DIRECT,
+            Pm4Packet::PredExec(_) => op::PRED_EXEC,
             Pm4Packet::Unknown { opcode, .. } => *opcode,
         }
     }
@@ -2036,6 +2076,14 @@ pub fn decode_pm4(words: &[u32], family: GfxFamily) -> Result<(Pm4Packet<'_>, us
                 dispatch_initiator: w[4],
             })
         }
+        op::PRED_EXEC => {
+            need(opcode, n, PredExec::DWORDS)?;
+            check_reserved(w[1], 0x3FFF | (0xFF << 24), 1)?;
+            Pm4Packet::PredExec(PredExec {
+                exec_count: (w[1] & 0x3FFF) as u16,
+                xcc_mask: (w[1] >> 24) as u8,
+            })
+        }
         _ => Pm4Packet::Unknown { opcode, dwords: n },
     };
     Ok((pkt, n))
@@ -2137,6 +2185,7 @@ impl<'a> Pm4RingWriter<'a> {
             Pm4Packet::AtomicMem(p) => p.validate(fam).map(|_| p.emit(fam, &mut sink)),
             Pm4Packet::SetShReg(p) => p.validate(fam).map(|_| p.emit(fam, &mut sink)),
             Pm4Packet::DispatchDirect(p) => p.validate(fam).map(|_| p.emit(fam, &mut sink)),
+            Pm4Packet::PredExec(p) => p.validate(fam).map(|_| p.emit(fam, &mut sink)),
             Pm4Packet::Unknown { .. } => Err(EncodeError::Unsupported {
                 what: "encoding an unknown PM4 packet",
             }),

@@ -479,6 +479,25 @@ fn dispatch_direct() {
     assert_eq!(enc(&p, GfxFamily::Gfx9), vec![0xC003_1500, 4, 2, 1, 1]);
 }
 
+/// torvalds/linux drivers/gpu/drm/amd/amdgpu/soc15d.h PACKET3_PRED_EXEC (0x23) with
+/// PACKET3_PRED_EXEC__EXEC_COUNT(x) = (x & 0x3FFF) << 0 and
+/// PACKET3_PRED_EXEC__VIRTUALXCCID_SELECT(x) = (x & 0xFF) << 24; tinygrad
+/// tinygrad/runtime/ops_amd.py `pred_exec` emits PACKET3(PRED_EXEC, 0), xcc_mask << 24 | count.
+/// PACKET3(0x23, 0) = 0xC000_2300; XCC 0 only, 7 dwords -> 0x0100_0007.
+#[test]
+fn pred_exec() {
+    let p = Pm4Packet::PredExec(PredExec {
+        exec_count: 7,
+        xcc_mask: 1,
+    });
+    assert_eq!(enc(&p, GfxFamily::Gfx9), vec![0xC000_2300, 0x0100_0007]);
+    let p = Pm4Packet::PredExec(PredExec {
+        exec_count: 0x3FFF,
+        xcc_mask: 0xFF,
+    });
+    assert_eq!(enc(&p, GfxFamily::Gfx12), vec![0xC000_2300, 0xFF00_3FFF]);
+}
+
 // ----------------------------------------------------------------------- AQL
 
 const SYS: PacketControl = PacketControl::SYSTEM_BARRIER;

@@ -8,13 +8,46 @@ use kfdrt::{Buffer, Device, DeviceSpec, MemoryKind};
 /// Open the device for a test: the emulated device `spec` (`emu:PRESET...`), or the real
 /// GPU when `KFDRT_DEVICE=hw` (the same tests then run on hardware through the same
 /// `Backend` seam; tests that need more GPUs than the machine has fail to find them).
+///
+/// `KFDRT_DEVICE=emu:PRESET` (a plain preset name) runs the test on that preset instead of
+/// the one it names, keeping the GPU count and options (`emu:mi300x*2` becomes
+/// `emu:PRESET*2`), so every test runs on every preset.
 pub fn emu(spec: &str) -> Device {
+    let spec = match std::env::var("KFDRT_DEVICE") {
+        Ok(v) if v == "hw" => "hw".to_string(),
+        Ok(v) if preset_override(&v).is_some() => {
+            let p = preset_override(&v).unwrap_or_default();
+            let body = spec.strip_prefix("emu:").unwrap_or(spec);
+            let parts: Vec<String> = body
+                .split(',')
+                .map(|g| {
+                    let cut = g.find(['*', '[']).unwrap_or(g.len());
+                    format!("{p}{}", &g[cut..])
+                })
+                .collect();
+            format!("emu:{}", parts.join(","))
+        }
+        _ => spec.to_string(),
+    };
+    Device::open_spec(&DeviceSpec::parse(&spec).unwrap())
+        .unwrap_or_else(|e| panic!("open {spec}: {e}"))
+}
+
+/// Like [`emu`], for a test whose expectations are those of the preset it names (e.g. a
+/// CU count): a `KFDRT_DEVICE=emu:PRESET` override does not apply.
+pub fn emu_exact(spec: &str) -> Device {
     let spec = match std::env::var("KFDRT_DEVICE") {
         Ok(v) if v == "hw" => "hw".to_string(),
         _ => spec.to_string(),
     };
     Device::open_spec(&DeviceSpec::parse(&spec).unwrap())
         .unwrap_or_else(|e| panic!("open {spec}: {e}"))
+}
+
+/// The preset of `KFDRT_DEVICE=emu:PRESET` when it names one plain preset.
+fn preset_override(v: &str) -> Option<&str> {
+    let p = v.strip_prefix("emu:")?;
+    (!p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric())).then_some(p)
 }
 
 /// A signal-memory buffer for stream memory ops.

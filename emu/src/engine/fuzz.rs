@@ -107,6 +107,7 @@ pub fn fuzz_ring_report(data: &[u8]) -> FuzzReport {
         sdma_version,
         num_sdma_engines: 1,
         clock_hz: 0,
+        num_xcc: 1,
     };
     let engines = GpuEngines::new(cfg, mem.clone(), irq.clone());
     let kinds = [
@@ -134,6 +135,8 @@ pub fn fuzz_ring_report(data: &[u8]) -> FuzzReport {
             doorbell: db.clone(),
             priority: 7,
             percentage: 100,
+            eop_va: *ring_va,
+            ctx_save_va: 0,
         });
         if i % 2 == 0 {
             engines.doorbell(i as u32 + 1);

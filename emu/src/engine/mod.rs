@@ -58,6 +58,7 @@
 
 mod aql;
 mod clock;
+mod firmware;
 mod fuzz;
 mod memio;
 mod pm4exec;
@@ -126,6 +127,13 @@ pub struct QueueDesc {
     pub priority: u32,
     /// Percentage 0..=100 (0 = the queue is not scheduled).
     pub percentage: u32,
+    /// GPU VA of the compute queue's EOP buffer (0: created without one). The CP
+    /// delivers end-of-pipe RELEASE_MEM events through it.
+    pub eop_va: u64,
+    /// GPU VA of the queue's context save area (0: none). Its header
+    /// (`kfd_context_save_area_header`) names the error payload and event through which
+    /// queue exceptions are reported.
+    pub ctx_save_va: u64,
 }
 
 /// Why a queue stopped.
@@ -158,6 +166,11 @@ pub trait Interrupts: Send + Sync + 'static {
     fn event_interrupt(&self, gpu_id: u32, context_id: Option<u32>);
     /// A queue stopped on a fault (memory or hardware exception).
     fn queue_fault(&self, gpu_id: u32, fault: &QueueFault);
+    /// A queue exception was written to the error payload named by the queue's context
+    /// save area header; signal its error event `event_id` (KFD sets it by id).
+    fn queue_error(&self, gpu_id: u32, event_id: u32) {
+        self.event_interrupt(gpu_id, Some(event_id));
+    }
 }
 
 /// Static facts about the GPU the engines belong to.
@@ -173,6 +186,9 @@ pub struct EngineConfig {
     pub num_sdma_engines: u32,
     /// GPU timestamp counter rate in Hz (documented per preset; 0 means 100 MHz).
     pub clock_hz: u64,
+    /// XCCs in the partition (MI300X: 8); each executes the PM4 of an indirect buffer.
+    /// 0 is read as 1.
+    pub num_xcc: u32,
 }
 
 /// The reason a kernel dispatch faults its queue: the emulator has no shader model.

@@ -9,6 +9,7 @@ use pm4::pkt3::{
     self, copy_sel, DataSel, DmaDstSel, DmaSrcSel, MemSpace, Pm4Packet, WaitOperation, WriteDataDst,
 };
 
+use super::firmware::{self, Firmware};
 use super::memio::{AccessError, MemCache};
 use super::{Inner, ISA_NOT_SUPPORTED};
 use crate::gpumem::Fault;
@@ -93,6 +94,30 @@ pub(crate) struct Pm4State {
     chained: bool,
     /// Tracing: when the current IB packet was first fetched (host ns, GPU ticks).
     tr_start: Option<(u64, u64)>,
+    /// The queue's EOP buffer (0: none); end-of-pipe RELEASE_MEM goes through it.
+    pub(crate) eop_va: u64,
+    /// XCCs that execute each indirect buffer (1 on a single-XCC GPU).
+    pub(crate) xcc_count: u32,
+    /// The XCC whose pass through the current indirect buffer is running.
+    pub(crate) xcc: u32,
+    /// The bottom indirect buffer as first pushed: every XCC starts its pass there.
+    bottom: IbFrame,
+}
+
+impl Pm4State {
+    /// The state of a new compute queue with EOP buffer `eop_va` on a GPU of `inner`.
+    pub(crate) fn for_queue(inner: &Inner, eop_va: u64) -> Self {
+        let fw = firmware::firmware(inner.cfg.family);
+        Pm4State {
+            eop_va,
+            xcc_count: if fw.ib_runs_on_every_xcc {
+                inner.cfg.num_xcc.max(1)
+            } else {
+                1
+            },
+            ..Default::default()
+        }
+    }
 }
 
 impl Pm4State {
@@ -117,6 +142,10 @@ impl Pm4State {
         match self.frames.get_mut(self.depth) {
             Some(slot) => {
                 *slot = frame;
+                if self.depth == 0 {
+                    self.bottom = frame;
+                    self.xcc = 0;
+                }
                 self.depth += 1;
                 Step::Done
             }
@@ -154,7 +183,18 @@ pub(crate) fn step_ib(
         return IbStep::Empty;
     };
     if frame.off_dw >= frame.size_dw {
+        if level == 1 && st.xcc + 1 < st.xcc_count {
+            // Multi-XCC: the next XCC runs the same indirect buffer from its start.
+            st.xcc += 1;
+            if let Some(f) = st.frames.first_mut() {
+                *f = st.bottom;
+            }
+            return IbStep::Popped;
+        }
         st.depth -= 1;
+        if st.depth == 0 {
+            st.xcc = 0;
+        }
         return IbStep::Popped;
     }
     let remaining = (frame.size_dw - frame.off_dw) as usize;
@@ -179,6 +219,42 @@ pub(crate) fn step_ib(
         )));
     }
     let step = if opcode == pkt3::op::NOP {
+        Step::Done
+    } else if opcode == firmware::PRED_EXEC && n == 2 {
+        // PRED_EXEC: the next EXEC_COUNT dwords run only on the selected XCCs.
+        let ctl = match mem.load_u32(va + 4) {
+            Ok(v) => v,
+            Err(e) => return IbStep::Packet(Step::Stop(e.into())),
+        };
+        let count = ctl & 0x3FFF;
+        let mask = ctl >> 24;
+        if n + count as usize > remaining {
+            return IbStep::Packet(Step::Stop(ib_stop(
+                frame,
+                format!("PRED_EXEC over {count} dwords crosses the end of the indirect buffer"),
+            )));
+        }
+        if mem.tr.on {
+            let p = pkt3::Pm4Packet::PredExec(pkt3::PredExec {
+                exec_count: count as u16,
+                xcc_mask: mask as u8,
+            });
+            let line = pm4::disasm::pm4_line(frame.off_dw as usize, &p, inner.cfg.family);
+            let start = st.tr_start.take();
+            super::queue::trace_packet(
+                mem,
+                inner,
+                start,
+                frame.off_dw as u64 * 4,
+                (level as u8, frame.va),
+                line,
+            );
+        }
+        if mask >> st.xcc.min(31) & 1 == 0 {
+            if let Some(f) = st.frames.get_mut(level - 1) {
+                f.off_dw += count;
+            }
+        }
         Step::Done
     } else {
         if scratch.len() < n {
@@ -245,6 +321,15 @@ pub(crate) fn exec(
     st: &mut Pm4State,
     pkt: &Pm4Packet<'_>,
 ) -> Step {
+    let fw = firmware::firmware(inner.cfg.family);
+    if !matches!(pkt, Pm4Packet::Unknown { .. }) && !fw.accepts(pkt.opcode()) {
+        return Step::Stop(Stop::new(format!(
+            "unknown PM4 opcode {:#04x} ({}): the {:?} MEC firmware does not implement it",
+            pkt.opcode(),
+            pkt.name(),
+            fw.family
+        )));
+    }
     match pkt {
         Pm4Packet::Nop(_) => Step::Done,
         Pm4Packet::WriteData(w) => {
@@ -291,6 +376,26 @@ pub(crate) fn exec(
             }
         }
         Pm4Packet::ReleaseMem(r) => {
+            if fw.eop_release_needs_eop_buffer
+                && r.event_index == pkt3::event::INDEX_END_OF_PIPE
+                && st.eop_va == 0
+            {
+                // The CP queues the end-of-pipe event in the EOP buffer: none is a VM
+                // fault at the null EOP address (tinygrad ops_amd.py `timestamp`).
+                let f = Fault {
+                    gpu_id: inner.cfg.gpu_id,
+                    va: 0,
+                    len: 4,
+                    write: true,
+                    kind: crate::gpumem::FaultKind::NotMapped,
+                };
+                return Step::Stop(Stop {
+                    reason: format!(
+                        "end-of-pipe RELEASE_MEM on a queue without an EOP buffer: memory fault: {f}"
+                    ),
+                    fault: Some(f),
+                });
+            }
             // Everything before completed (the emulator is serial): the end-of-pipe event
             // fires now, then the data write, then the interrupt.
             match r.data_sel {
@@ -313,9 +418,12 @@ pub(crate) fn exec(
         Pm4Packet::AcquireMem(_) | Pm4Packet::EventWrite(_) => Step::Done,
         Pm4Packet::IndirectBuffer(ib) => st.push_ib(mem, ib),
         Pm4Packet::CopyData(c) => copy_data(mem, inner, st, c),
-        Pm4Packet::DmaData(d) => dma_data(mem, d),
+        Pm4Packet::DmaData(d) => dma_data(mem, fw, d),
         Pm4Packet::AtomicMem(a) => atomic_mem(mem, st, a),
         Pm4Packet::SetShReg(_) => Step::Done,
+        Pm4Packet::PredExec(_) => Step::Stop(Stop::new(
+            "PRED_EXEC outside an indirect buffer is not modelled by the emulator",
+        )),
         Pm4Packet::DispatchDirect(_) => {
             Step::Stop(Stop::new(format!("DISPATCH_DIRECT: {ISA_NOT_SUPPORTED}")))
         }
@@ -373,7 +481,13 @@ fn copy_data(mem: &mut MemCache, inner: &Inner, st: &mut Pm4State, c: &pkt3::Cop
     }
 }
 
-fn dma_data(mem: &mut MemCache, d: &pkt3::DmaData) -> Step {
+fn dma_data(mem: &mut MemCache, fw: &Firmware, d: &pkt3::DmaData) -> Step {
+    if d.byte_count > fw.dma_data_max_bytes {
+        return Step::Stop(Stop::new(format!(
+            "DMA_DATA of {} bytes: the {:?} CP DMA moves at most {} bytes per packet",
+            d.byte_count, fw.family, fw.dma_data_max_bytes
+        )));
+    }
     if matches!(d.src_sel, DmaSrcSel::Gds) || matches!(d.dst_sel, DmaDstSel::Gds) {
         return Step::Stop(Stop::new("DMA_DATA with GDS: GDS is not modelled"));
     }

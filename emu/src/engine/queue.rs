@@ -107,7 +107,7 @@ impl QueueExec {
             wptr_va: d.wptr_va,
             doorbell: d.doorbell,
             rptr,
-            pm4: Pm4State::default(),
+            pm4: Pm4State::for_queue(_inner, d.eop_va),
             scratch: vec![0; 256],
             aql_inflight: None,
             aql_start_ts: None,

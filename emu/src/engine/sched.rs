@@ -118,7 +118,43 @@ impl QueueShared {
             *slot = Some(f.clone());
         }
         self.faulted.store(true, Ordering::Release);
+        if f.fault.is_none() {
+            self.report_queue_error(inner, &f);
+        }
         inner.irq.queue_fault(inner.cfg.gpu_id, &f);
+    }
+
+    /// A packet error (not a VM fault): OR `KFD_EC_MASK(code)` into the error payload the
+    /// context save area header names and signal its error event, as the firmware / KFD
+    /// do once the runtime enabled exception delivery (RUNTIME_ENABLE). A header left
+    /// empty reports nothing: the queue just stops.
+    fn report_queue_error(&self, inner: &Inner, f: &QueueFault) {
+        use kfd::abi;
+        let base = self.desc().ctx_save_va;
+        if base == 0 {
+            return;
+        }
+        let gpu = inner.cfg.gpu_id;
+        let Ok(hdr) = inner.mem.resolve(gpu, base, 40) else {
+            return;
+        };
+        let (Ok(payload), Ok(event)) = (
+            hdr.load_u64(base + abi::CWSR_HEADER_ERR_PAYLOAD_ADDR),
+            hdr.load_u32(base + abi::CWSR_HEADER_ERR_EVENT_ID),
+        ) else {
+            return;
+        };
+        if payload == 0 || payload % 8 != 0 {
+            return;
+        }
+        let code = super::firmware::queue_exception(&f.reason);
+        if let Ok(w) = inner.mem.resolve(gpu, payload, 8) {
+            let old = w.load_u64(payload).unwrap_or(0);
+            let _ = w.store_u64(payload, old | abi::ec::mask(code));
+        }
+        if event != 0 {
+            inner.irq.queue_error(gpu, event);
+        }
     }
 }
 

@@ -27,7 +27,7 @@ pub fn checks() -> Vec<Check> {
         },
         Check {
             name: "pm4.release_mem_timestamps",
-            what: "RELEASE_MEM GPU-clock writes are ordered and lie between two GET_CLOCK_COUNTERS reads",
+            what: "RELEASE_MEM GPU-clock writes (on a queue with an EOP buffer) are ordered and lie between two GET_CLOCK_COUNTERS reads",
             run: release_mem_timestamps,
         },
         Check {
@@ -158,7 +158,9 @@ fn wait_reg_mem_holds(ctx: &Ctx) -> CheckResult {
 
 fn release_mem_timestamps(ctx: &Ctx) -> CheckResult {
     let gpu_id = ctx.gpu_id(0);
-    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
+    // An end-of-pipe event goes through the queue's EOP buffer: give it one even on
+    // gfx94x, whose AQL queues libhsakmt creates without (tinygrad ops_amd.py does too).
+    let mut q = RawAql::with_eop(&ctx.dev, 0, 64, true)?;
     let sig = RawSignals::new(&ctx.dev)?;
     let mem = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let mut ib = Ib::new(&ctx.dev, 0)?;

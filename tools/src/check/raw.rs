@@ -118,8 +118,14 @@ pub struct RawAql {
 }
 
 impl RawAql {
-    /// Create an AQL queue of `slots` packets on GPU `gpu`.
+    /// Create an AQL queue of `slots` packets on GPU `gpu`, with an EOP buffer except on
+    /// gfx94x (as libhsakmt creates them).
     pub fn new(dev: &Device, gpu: usize, slots: u32) -> Result<RawAql, String> {
+        Self::with_eop(dev, gpu, slots, !is_gfx94x(dev, gpu))
+    }
+
+    /// Create an AQL queue, with or without an EOP buffer.
+    pub fn with_eop(dev: &Device, gpu: usize, slots: u32, eop: bool) -> Result<RawAql, String> {
         let g = &dev.gpus()[gpu];
         let ring_bytes = slots as usize * 64;
         let ring = dev
@@ -128,7 +134,7 @@ impl RawAql {
         let amdq = dev
             .alloc(MemoryKind::Signal, gpu, 4096)
             .or_fail("amd_queue_t")?;
-        let (eop, cwsr, base) = compute_buffers(dev, gpu, !is_gfx94x(dev, gpu))?;
+        let (eop, cwsr, base) = compute_buffers(dev, gpu, eop)?;
         // SAFETY: the ring is `ring_bytes` of CPU-mapped memory owned by `ring`.
         let words = unsafe {
             core::slice::from_raw_parts(ring.as_ptr() as *const AtomicU32, ring_bytes / 4)
@@ -167,6 +173,11 @@ impl RawAql {
     fn cell(&self, off: u64) -> &AtomicU64 {
         // SAFETY: 8-aligned field of the amd_queue_t in `amdq` (4 KiB, CPU-mapped).
         unsafe { AtomicU64::from_ptr((self.amdq.va() + off) as *mut u64) }
+    }
+
+    /// The queue's context save area (its first 40 bytes are XCC 0's header).
+    pub fn cwsr(&self) -> &Buffer {
+        &self._cwsr
     }
 
     /// Packets the CP has consumed (`read_dispatch_id`).
