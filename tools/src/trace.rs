@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use crate::out::{errln, out, outln};
 use kfd_emu::engine::QueueKind;
 use kfd_emu::trace::{EngineId, TraceEvent, TraceKind};
 use kfdrt::cmd::WAIT_VALUE_GTE;
@@ -312,7 +313,7 @@ EXAMPLES:
 ";
 
 fn usage(msg: &str) -> std::process::ExitCode {
-    eprintln!("kfdrt trace: {msg}\n\n{HELP}");
+    errln!("kfdrt trace: {msg}\n\n{HELP}");
     std::process::ExitCode::from(2)
 }
 
@@ -320,7 +321,7 @@ fn usage(msg: &str) -> std::process::ExitCode {
 pub fn cmd(argv: &[String]) -> std::process::ExitCode {
     use std::process::ExitCode;
     if argv.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{HELP}");
+        out!("{HELP}");
         return ExitCode::SUCCESS;
     }
     let args = match crate::args::Args::parse(argv, &["device", "out", "log"], &[]) {
@@ -347,21 +348,21 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
         Ok(kfdrt::DeviceSpec::Emulated(s)) => s,
         Ok(kfdrt::DeviceSpec::Auto) => "emu".to_string(),
         Ok(kfdrt::DeviceSpec::Hardware) => {
-            eprintln!(
+            errln!(
                 "kfdrt trace: trace needs the emulated device (--device emu[:PRESET]): \
                  packets are recorded inside the emulator's engines, not on hardware"
             );
             return ExitCode::from(3);
         }
         Err(e) => {
-            eprintln!("kfdrt trace: {e}");
+            errln!("kfdrt trace: {e}");
             return ExitCode::from(3);
         }
     };
     let emu = match kfd_emu::EmuBackend::from_spec(&spec) {
         Ok(b) => Arc::new(b),
         Err(e) => {
-            eprintln!("kfdrt trace: {e}");
+            errln!("kfdrt trace: {e}");
             return ExitCode::from(3);
         }
     };
@@ -376,7 +377,7 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
     let dev = match Device::with_backend(emu.clone()) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("kfdrt trace: {e}");
+            errln!("kfdrt trace: {e}");
             return ExitCode::from(3);
         }
     };
@@ -387,12 +388,12 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
     let out = args.value("out").unwrap_or("kfdrt-trace.json");
     let json = chrome_json(&events, &gpus);
     if let Err(e) = std::fs::write(out, json.to_string()) {
-        eprintln!("kfdrt trace: writing {out}: {e}");
+        errln!("kfdrt trace: writing {out}: {e}");
         return ExitCode::from(2);
     }
     if let Some(log) = args.value("log") {
         if let Err(e) = std::fs::write(log, packet_log(&events)) {
-            eprintln!("kfdrt trace: writing {log}: {e}");
+            errln!("kfdrt trace: writing {log}: {e}");
             return ExitCode::from(2);
         }
     }
@@ -402,7 +403,7 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
         .count();
     match result {
         Ok(s) => {
-            println!(
+            outln!(
                 "kfdrt trace: workload {workload}: {} streams, {} callbacks, {} bytes copied; \
                  {packets} packets, {} events -> {out}",
                 s.streams,
@@ -414,7 +415,7 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("kfdrt trace: workload {workload} failed: {e} (trace written to {out})");
+            errln!("kfdrt trace: workload {workload} failed: {e} (trace written to {out})");
             ExitCode::from(1)
         }
     }
