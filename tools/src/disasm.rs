@@ -163,7 +163,7 @@ pub fn run_file(file: &str, o: &Options) -> Result<Outcome, Failure> {
                 "reading {file}: it is a directory, not a file"
             )));
         }
-        let size = meta.is_file().then(|| meta.len());
+        let size = meta.is_file().then_some(meta.len());
         if let Some(n) = size.filter(|n| !o.hex && n % 4 != 0) {
             return Err(Failure::Input(format!(
                 "{file}: {n} bytes is not a whole number of dwords (trailing {} bytes); \

@@ -127,9 +127,23 @@ fn read_node_dir(dir: &Path) -> Result<InfoSource, SysfsError> {
     let mut notes = Vec::new();
     let props_path = dir.join("properties");
     let text = read_text(&props_path)?.unwrap_or_default();
-    let numeric = numeric_lines(&text, &props_path, &mut notes);
-    let properties = NodeProperties::parse(numeric.as_bytes(), &props_path)
-        .map_err(SysfsError::from_topology)?;
+    let mut numeric = numeric_lines(&text, &props_path, &mut notes);
+    // Posted dumps are often partial: a missing key is shown as 0, with a note.
+    let properties = loop {
+        match NodeProperties::parse(numeric.as_bytes(), &props_path) {
+            Ok(p) => break p,
+            Err(TopologyError::MissingKey { key, .. })
+                if notes.len() <= NodeProperties::KEYS.len() =>
+            {
+                notes.push(format!(
+                    "{}: no `{key}` line: shown as 0",
+                    props_path.display()
+                ));
+                numeric.push_str(&format!("{key} 0\n"));
+            }
+            Err(e) => return Err(SysfsError::from_topology(e)),
+        }
+    };
     let name = read_text(&dir.join("name"))?
         .map(|s| s.trim().to_string())
         .unwrap_or_default();

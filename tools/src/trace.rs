@@ -512,9 +512,9 @@ WORKLOADS:
                     between two streams
 
 EXIT CODES:
-    0 trace written; 1 the workload failed or produced wrong results; 2 usage error or
-    an output file could not be written; 3 the device is not the emulator or could not
-    be opened
+    0 trace written; 1 the workload failed or produced wrong results; 2 usage error, a
+    bad device spec or an output file could not be written; 3 the device is not the
+    emulator (hw) or could not be opened
 
 EXAMPLES:
     kfdrt trace
@@ -551,11 +551,7 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
             known.join(", ")
         ));
     }
-    let spec = match args.value("device") {
-        Some(s) => kfdrt::DeviceSpec::parse(s),
-        None => kfdrt::DeviceSpec::from_env(),
-    };
-    let spec = match spec {
+    let spec = match crate::device_spec(&args) {
         Ok(kfdrt::DeviceSpec::Emulated(s)) => s,
         Ok(kfdrt::DeviceSpec::Auto) => "emu".to_string(),
         Ok(kfdrt::DeviceSpec::Hardware) => {
@@ -565,16 +561,16 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
             );
             return ExitCode::from(3);
         }
-        Err(e) => {
-            errln!("kfdrt trace: {e}");
-            return ExitCode::from(3);
+        Err(m) => {
+            errln!("kfdrt trace: {m}");
+            return ExitCode::from(2);
         }
     };
     let emu = match kfd_emu::EmuBackend::from_spec(&spec) {
         Ok(b) => Arc::new(b),
         Err(e) => {
-            errln!("kfdrt trace: {e}");
-            return ExitCode::from(3);
+            errln!("kfdrt trace: opening {}: {e}", crate::spec_origin(&args));
+            return ExitCode::from(2);
         }
     };
     let gpus_gfx: Vec<(u32, String, String)> = emu
@@ -594,7 +590,10 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
     let dev = match Device::with_backend(emu.clone()) {
         Ok(d) => d,
         Err(e) => {
-            errln!("kfdrt trace: {e}");
+            errln!(
+                "kfdrt trace: opening the emulated device: {}",
+                crate::user_msg(&e)
+            );
             return ExitCode::from(3);
         }
     };

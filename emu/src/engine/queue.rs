@@ -58,10 +58,13 @@ pub(crate) struct QueueExec {
     ib_origin: u64,
     /// Tracing: when the current ring packet was first fetched (host ns, GPU ticks).
     pub(crate) tr_start: Option<(u64, u64)>,
-    /// Tracing, AQL: the PM4-IB packet whose indirect buffer is running (start, name,
-    /// disasm line, the slot's dwords).
-    pub(crate) tr_ib: Option<((u64, u64), &'static str, String, Box<[u32]>)>,
+    /// Tracing, AQL: the PM4-IB packet whose indirect buffer is running.
+    pub(crate) tr_ib: Option<TracedIb>,
 }
+
+/// Tracing, AQL: a PM4-IB packet whose indirect buffer runs: (start, name, disasm line,
+/// the slot's dwords).
+pub(crate) type TracedIb = ((u64, u64), &'static str, String, Box<[u32]>);
 
 /// Records a finished packet (tracing is on): from `start` (or now) to now.
 pub(crate) fn trace_packet(
