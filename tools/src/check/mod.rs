@@ -616,6 +616,51 @@ mod tests {
     }
 
     #[test]
+    fn a_timeout_says_what_the_check_was_waiting_for() {
+        let dev = Device::open_spec(&DeviceSpec::Emulated("emu".into())).unwrap();
+        let ctx = Arc::new(Ctx::new(dev, &DeviceSpec::Emulated("emu".into())));
+        // The stuck check waits on this until the test lets it go (threads are not killed).
+        static HOLD: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>> =
+            std::sync::Mutex::new(None);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        *HOLD.lock().unwrap() = Some(rx);
+        let c = Check {
+            name: "selftest.stuck",
+            what: "waits for a second GPU that never comes",
+            run: |_| {
+                note_step("waiting for a second GPU (the device has 1)");
+                let rx = HOLD.lock().ok().and_then(|mut g| g.take());
+                if let Some(rx) = rx {
+                    let _ = rx.recv_timeout(Duration::from_secs(30));
+                }
+                pass()
+            },
+        };
+        let o = run_one(&ctx, c, Duration::from_millis(200));
+        let _ = tx.send(());
+        match o {
+            Outcome::Fail(d) => assert!(
+                d.starts_with("timeout: no result after 0.2 s; it was waiting for a second GPU"),
+                "{d}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Without a note: the generic message.
+        let c = Check {
+            name: "selftest.stuck2",
+            what: "sleeps",
+            run: |_| {
+                std::thread::sleep(Duration::from_millis(600));
+                pass()
+            },
+        };
+        match run_one(&ctx, c, Duration::from_millis(100)) {
+            Outcome::Fail(d) => assert!(d.contains("the device hung"), "{d}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn select_matches_name_or_group_substrings() {
         let s = select(registry(false), Some("sdma.copy,topology"));
         assert!(s.iter().any(|c| c.name == "sdma.copy_linear_bytes"));
