@@ -110,6 +110,10 @@ impl Progress {
             return;
         }
         self.last = std::time::Instant::now();
+        self.show(done, lines);
+    }
+
+    fn show(&mut self, done: u64, lines: u64) {
         self.shown = true;
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
         let of = match self.total {
@@ -127,8 +131,11 @@ impl Progress {
             errln!("{msg}");
         }
     }
-    fn done(&self) {
-        if self.tty && self.shown {
+
+    /// The final figures (always, so a run with `--progress` ends with a total).
+    fn done(&mut self, total: u64, lines: u64) {
+        self.show(total, lines);
+        if self.tty {
             errln!("");
         }
     }
@@ -270,8 +277,8 @@ pub fn run_file(file: &str, o: &Options) -> Result<Outcome, Failure> {
     }
     d.finish(&mut |l| sink.line(l));
     sink.end();
-    if let Some(p) = &progress {
-        p.done();
+    if let Some(p) = progress.as_mut() {
+        p.done(read_total, sink.lines);
     }
     if read_total == 0 {
         errln!("kfdrt disasm: {file} is empty: no packets to decode");

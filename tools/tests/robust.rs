@@ -274,6 +274,25 @@ fn every_exit_code_of_the_readme() {
             assert!(!stderr(&o).contains(internal), "{args:?}: {}", stderr(&o));
         }
     }
+    // --progress reports on stderr (not a terminal here), ending with the totals.
+    let o = kfdrt(&[
+        "disasm",
+        "--engine",
+        "pm4",
+        "--gfx",
+        "gfx942",
+        "--progress",
+        &p(&nops),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).ends_with("disasm: 0.0 MiB of 0.0 MiB (100%) decoded, 4 packets\n"),
+        "{}",
+        stderr(&o)
+    );
+    // Without it, and stderr not a terminal: no progress.
+    let o = kfdrt(&["disasm", "--engine", "pm4", "--gfx", "gfx942", &p(&nops)]);
+    assert_eq!(stderr(&o), "");
     // A binary input that is hex text gets a hint.
     let o = kfdrt(&["disasm", "--engine", "pm4", "--gfx", "gfx942", &p(&text)]);
     assert!(stderr(&o).contains("add --hex"), "{}", stderr(&o));
