@@ -182,7 +182,7 @@ fn read_node_dir(dir: &Path) -> Result<InfoSource, SysfsError> {
     }
     if mem_banks.is_empty() && properties.mem_banks_count > 0 {
         notes.push(format!(
-            "properties lists {} memory bank(s) but the directory has no mem_banks/: VRAM unknown (shown as 0)",
+            "properties lists {} memory bank(s) but the directory has no mem_banks/: VRAM unknown",
             properties.mem_banks_count
         ));
     }
@@ -213,6 +213,12 @@ fn read_node_dir(dir: &Path) -> Result<InfoSource, SysfsError> {
         },
         notes,
     })
+}
+
+/// VRAM bytes, `None` when the node lists memory banks that were not read (a posted
+/// node directory without `mem_banks/`).
+fn vram_bytes(n: &Node) -> Option<u64> {
+    (n.mem_banks.len() as u64 >= u64::from(n.properties.mem_banks_count)).then(|| n.vram_size())
 }
 
 fn gib(bytes: u64) -> String {
@@ -256,7 +262,11 @@ fn agent_text(out: &mut String, n: &Node) {
         p.array_count, p.simd_arrays_per_engine, p.cu_per_simd_array
     );
     let _ = writeln!(out, "  LDS:                 {} KiB", p.lds_size_in_kb);
-    let _ = writeln!(out, "  VRAM:                {}", gib(n.vram_size()));
+    let vram = match vram_bytes(n) {
+        Some(b) => gib(b),
+        None => "unknown (the node lists memory banks the input does not have)".into(),
+    };
+    let _ = writeln!(out, "  VRAM:                {vram}");
     let _ = writeln!(
         out,
         "  SDMA engines:        {} PCIe + {} XGMI, {} queues each",
@@ -354,7 +364,7 @@ pub fn render_json(src: &InfoSource) -> String {
                 "simd_per_cu": p.simd_per_cu,
                 "wave_front_size": p.wave_front_size,
                 "num_xcc": p.xcc_count(),
-                "vram_bytes": n.vram_size(),
+                "vram_bytes": vram_bytes(n),
                 "lds_kib": p.lds_size_in_kb,
                 "num_sdma_engines": p.num_sdma_engines,
                 "num_sdma_xgmi_engines": p.num_sdma_xgmi_engines,
