@@ -124,7 +124,7 @@ OPTIONS:
                     tree (DIR holds system_properties and nodes/) or one node directory
                     as posted in bug reports (DIR holds properties, and optionally name,
                     gpu_id, mem_banks/); values that are not numbers (template
-                    placeholders) are ignored with a note
+                    placeholders) and missing keys are shown as 0, with a note on stderr
     --json          machine-readable output
 
 EXIT CODES:
