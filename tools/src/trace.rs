@@ -648,3 +648,82 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(q: u32, kind: QueueKind, offset: u64, ib: (u8, u64), words: &[u32]) -> TraceEvent {
+        TraceEvent {
+            gpu_id: 0x1234,
+            engine: EngineId::Cp,
+            queue: Some((q, kind)),
+            start_ns: 0,
+            end_ns: 0,
+            start_gpu: 0,
+            end_gpu: 0,
+            kind: TraceKind::Packet {
+                offset,
+                ib_depth: ib.0,
+                ib_va: ib.1,
+                name: "X",
+                disasm: String::new(),
+                words: words.into(),
+            },
+        }
+    }
+
+    fn words_of(dir: &std::path::Path, name: &str) -> Vec<u32> {
+        std::fs::read(dir.join(name))
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    /// A ring that wraps gets one file per lap; an IB run twice (the same VA reused
+    /// after the ring moved on) gets one file per execution; packets sit at their
+    /// offsets.
+    #[test]
+    fn dump_splits_ring_laps_and_ib_executions() {
+        let dir = std::env::temp_dir().join(format!("kfdrt-dump-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let pm4 = QueueKind::Pm4;
+        let ib = (1, 0x7000);
+        let events = [
+            packet(2, pm4, 0, (0, 0), &[1, 1]),
+            packet(2, pm4, 0, ib, &[10]),
+            packet(2, pm4, 8, ib, &[11, 11]),
+            packet(2, pm4, 8, (0, 0), &[2]),
+            packet(2, pm4, 0, ib, &[12]),
+            // The ring wrapped: offset 0 again.
+            packet(2, pm4, 0, (0, 0), &[3]),
+            packet(7, QueueKind::Sdma { engine: 0 }, 0, (0, 0), &[4, 4, 4]),
+        ];
+        let gpus = [(0x1234, "mi300x".to_string(), "gfx942".to_string())];
+        let files = dump_rings(&events, &gpus, &dir).unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "gpu0-gfx942-q2-pm4-ring.bin",
+                "gpu0-gfx942-q2-pm4-ring-lap1.bin",
+                "gpu0-gfx942-q2-ib0000-pm4-0x7000.bin",
+                "gpu0-gfx942-q2-ib0001-pm4-0x7000.bin",
+                "gpu0-gfx942-q7-sdma-ring.bin",
+            ]
+        );
+        assert_eq!(words_of(&dir, names[0]), [1, 1, 2]);
+        assert_eq!(words_of(&dir, names[1]), [3]);
+        assert_eq!(words_of(&dir, names[2]), [10, 0, 11, 11]);
+        assert_eq!(words_of(&dir, names[3]), [12]);
+        assert_eq!(words_of(&dir, names[4]), [4, 4, 4]);
+        assert_eq!(files[4].engine, "sdma");
+        let index = std::fs::read_to_string(dir.join("index.txt")).unwrap();
+        assert!(index.contains(
+            "gpu0-gfx942-q2-ib0000-pm4-0x7000.bin pm4 gfx942 0x1234 2 1 2 | \
+             kfdrt disasm --engine pm4 --gfx gfx942 gpu0-gfx942-q2-ib0000-pm4-0x7000.bin"
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
