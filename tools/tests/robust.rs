@@ -421,3 +421,44 @@ fn info_reads_each_single_node_dump() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `check` prints each row when its check finishes: the first row arrives while the
+/// run (10000 repeats) is far from done, and an interrupt (Ctrl-C) keeps the rows so far.
+#[test]
+fn check_rows_arrive_as_checks_finish() {
+    let mut child = bin()
+        .args([
+            "check",
+            "--only",
+            "topology.kfd_version",
+            "--repeat",
+            "10000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut r = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    while lines.len() < 3 {
+        let mut l = String::new();
+        assert!(r.read_line(&mut l).unwrap() > 0, "output ended: {lines:?}");
+        lines.push(l);
+    }
+    assert!(lines[0].starts_with("# device"), "{lines:?}");
+    assert!(lines[1].starts_with("RUN CHECK"), "{lines:?}");
+    assert!(
+        lines[2].starts_with("1   topology.kfd_version") && lines[2].contains("PASS"),
+        "{lines:?}"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "a row arrived only after the whole run"
+    );
+    // Ctrl-C: the rows printed so far stay printed.
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let status = wait_bounded(&mut child, Duration::from_secs(60), "check after SIGINT");
+    assert!(!status.success());
+}
