@@ -1,32 +1,73 @@
 //! The stream-ordered allocator: allocate and free in stream order, watch the pool reuse
 //! memory on the same stream, and read the pool's statistics.
 //!
-//! Run: `cargo run --example mempool`
+//! Run: `cargo run --example mempool` (KFDRT_DEVICE picks the device; the emulator when
+//! there is no /dev/kfd).
+
+use std::process::ExitCode;
 
 use kfdrt::{Device, PoolAttr};
 
-fn main() -> kfdrt::Result<()> {
+const MIB: usize = 1 << 20;
+
+fn run() -> kfdrt::Result<()> {
     let dev = Device::open()?;
     let s = dev.create_stream(0)?;
+    // The GPU's current pool (hipDeviceGetMemPool): where malloc_async takes memory from.
     let pool = dev.mem_pool(0)?;
 
-    let a = s.malloc_async(1 << 20)?;
-    s.memset(a, 0xab, 1 << 20)?;
+    let a = s.malloc_async(MIB)?;
+    s.memset(a, 0xab, MIB as u64)?;
     s.free_async(a)?;
-    // Freed on the same stream: the next allocation may reuse it at once (stream order).
-    let b = s.malloc_async(1 << 20)?;
+    // Freed on the same stream: the next allocation may reuse it at once, because the
+    // stream runs the free before anything enqueued after it.
+    let b = s.malloc_async(MIB)?;
+    println!("hipMallocAsync(1 MiB) on stream s:  {a:#x}");
+    println!("hipFreeAsync, then hipMallocAsync:   {b:#x}");
     println!(
-        "first allocation {a:#x}, second {b:#x} (reused: {})",
-        a == b
+        "  -> {}",
+        if a == b {
+            "the same address: the pool reused the freed block in stream order"
+        } else {
+            "a different address: the pool did not reuse the freed block"
+        }
     );
+    let used_live = pool.attribute(PoolAttr::UsedMemCurrent)?;
     s.free_async(b)?;
     s.synchronize()?;
-    for attr in [
-        PoolAttr::ReservedMemCurrent,
-        PoolAttr::UsedMemCurrent,
-        PoolAttr::UsedMemHigh,
-    ] {
-        println!("{attr:?} = {} bytes", pool.attribute(attr)?);
-    }
+
+    let mib = |v: u64| format!("{:>5.1} MiB", v as f64 / MIB as f64);
+    println!("\nthe pool's statistics (hipMemPoolGetAttribute):");
+    println!(
+        "  UsedMemCurrent     {}  while the second block was live: bytes allocated from the pool",
+        mib(used_live)
+    );
+    println!(
+        "  UsedMemCurrent     {}  after freeAsync + synchronize: nothing is allocated",
+        mib(pool.attribute(PoolAttr::UsedMemCurrent)?)
+    );
+    println!(
+        "  UsedMemHigh        {}  the most ever allocated at once",
+        mib(pool.attribute(PoolAttr::UsedMemHigh)?)
+    );
+    println!(
+        "  ReservedMemCurrent {}  GPU memory the pool still holds; synchronize returns what \
+         exceeds ReleaseThreshold ({} bytes)",
+        mib(pool.attribute(PoolAttr::ReservedMemCurrent)?),
+        pool.attribute(PoolAttr::ReleaseThreshold)?
+    );
     Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mempool example: {e}");
+            if e.kind() == kfdrt::ErrorKind::NoDevice {
+                eprintln!("(no GPU here? KFDRT_DEVICE=emu runs on the emulated device)");
+            }
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -3,13 +3,28 @@
 //!
 //! Run: `cargo run --example streams`
 
+use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 use kfdrt::cmd::WAIT_VALUE_GTE;
 use kfdrt::event::EVENT_DEFAULT;
 use kfdrt::{Device, Event, MemoryKind};
 
-fn main() -> kfdrt::Result<()> {
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The error's message (what failed and why), not a debug dump of the struct.
+            eprintln!("streams example: {e}");
+            if e.kind() == kfdrt::ErrorKind::NoDevice {
+                eprintln!("(no GPU here? KFDRT_DEVICE=emu runs on the emulated device)");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> kfdrt::Result<()> {
     let dev = Device::open()?;
     let gpu = &dev.gpus()[0];
     println!(
@@ -68,6 +83,12 @@ fn main() -> kfdrt::Result<()> {
         "round trip through VRAM: {:?}",
         std::str::from_utf8(&back).unwrap_or("?")
     );
-    assert_eq!(&back, b"hello from the host");
+    if &back != b"hello from the host" {
+        return Err(kfdrt::Error::new(
+            kfdrt::ErrorKind::InvalidValue,
+            "streams example",
+            format!("read back {back:?}"),
+        ));
+    }
     Ok(())
 }

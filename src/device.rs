@@ -129,6 +129,23 @@ impl std::ops::Deref for DeviceInner {
 ///
 /// Cloning is cheap; the device is released when the last clone and every object
 /// created from it are dropped.
+///
+/// # Example
+///
+/// ```
+/// use kfdrt::{Device, DeviceSpec};
+///
+/// # fn main() -> kfdrt::Result<()> {
+/// // The default device (KFDRT_DEVICE, else /dev/kfd, else the emulator) ...
+/// let dev = Device::open()?;
+/// println!("{} GPU(s), KFD {:?}", dev.gpus().len(), dev.kfd_version());
+/// // ... or a chosen one: two emulated MI250X GPUs.
+/// let two = Device::open_spec(&DeviceSpec::parse("emu:mi250x*2")?)?;
+/// assert_eq!(two.gpus().len(), 2);
+/// assert_eq!(two.gpus()[1].gfx_name(), "gfx90a");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Device {
     pub(crate) inner: Arc<DeviceInner>,

@@ -26,6 +26,35 @@ struct Recorded {
 }
 
 /// A HIP event.
+///
+/// # Example
+///
+/// ```
+/// use kfdrt::event::{EVENT_DEFAULT, EVENT_DISABLE_TIMING};
+/// use kfdrt::{Device, ErrorKind, Event, MemoryKind};
+///
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = Device::open()?;
+/// let (a, b) = (dev.create_stream(0)?, dev.create_stream(0)?);
+/// let buf = dev.alloc(MemoryKind::Device, 0, 1 << 16)?;
+/// let (start, stop) = (dev.create_event(EVENT_DEFAULT)?, dev.create_event(EVENT_DEFAULT)?);
+/// start.record(&a)?;
+/// a.memset(buf.va(), 1, 1 << 16)?;
+/// stop.record(&a)?;
+/// // Stream b waits for a's memset without blocking the host.
+/// let ready = dev.create_event(EVENT_DISABLE_TIMING)?;
+/// ready.record(&a)?;
+/// b.wait_event(&ready, 0)?;
+/// b.synchronize()?;
+/// assert!(stop.query().is_ok());
+/// let ms = Event::elapsed_ms(&start, &stop)?;
+/// assert!(ms >= 0.0);
+/// // A non-timing event has no timestamps.
+/// let e = Event::elapsed_ms(&start, &ready).unwrap_err();
+/// assert_ne!(e.kind(), ErrorKind::NotReady);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Event {
     dev: Arc<DeviceInner>,
     flags: u32,

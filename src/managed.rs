@@ -321,6 +321,32 @@ fn attr(type_: u32, value: u32) -> SvmAttribute {
 
 /// Memory from [`Device::malloc_managed`]: host memory registered as a KFD SVM range,
 /// usable by the CPU and every GPU at the same address. Dropping it is `hipFree`.
+///
+/// # Example
+///
+/// ```
+/// use kfdrt::managed::{CPU_DEVICE_ID, MEM_ATTACH_GLOBAL};
+/// use kfdrt::{Device, MemRangeAttribute, MemoryAdvise};
+///
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = Device::open()?;
+/// let s = dev.create_stream(0)?;
+/// let m = dev.malloc_managed(1 << 20, MEM_ATTACH_GLOBAL)?;
+/// m.write(0, &[9u8; 16])?;
+/// dev.mem_advise(m.ptr(), 1 << 20, MemoryAdvise::SetPreferredLocation, 0)?;
+/// dev.mem_prefetch_async(m.ptr(), 1 << 20, 0, &s)?; // to GPU 0's VRAM
+/// s.write_value32(m.ptr() + 16, 5, 0)?; // the GPU writes it there
+/// dev.mem_prefetch_async(m.ptr(), 1 << 20, CPU_DEVICE_ID, &s)?; // and back
+/// s.synchronize()?;
+/// let mut b = [0u8; 20];
+/// m.read(0, &mut b)?;
+/// assert_eq!((b[0], b[16]), (9, 5));
+/// let mut loc = [0u8; 4];
+/// dev.mem_range_get_attribute(&mut loc, MemRangeAttribute::PreferredLocation, m.ptr(), 1 << 20)?;
+/// assert_eq!(i32::from_le_bytes(loc), 0);
+/// # Ok(())
+/// # }
+/// ```
 pub struct ManagedMemory {
     dev: Device,
     base: u64,

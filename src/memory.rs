@@ -42,6 +42,26 @@ impl MemoryKind {
 }
 
 /// A GPU buffer object. GPU VA == CPU VA == [`Buffer::va`].
+///
+/// # Example
+///
+/// ```
+/// use kfdrt::{Device, MemoryKind};
+///
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = Device::open()?;
+/// let vram = dev.alloc(MemoryKind::Device, 0, 1 << 20)?; // hipMalloc
+/// let host = dev.alloc(MemoryKind::HostPinned, 0, 1 << 20)?; // hipHostMalloc
+/// host.write(0, b"bytes")?;
+/// let s = dev.create_stream(0)?;
+/// s.memcpy(vram.va(), host.va(), 5)?;
+/// s.synchronize()?;
+/// let mut out = [0u8; 5];
+/// vram.read(0, &mut out)?; // VRAM is CPU-visible
+/// assert_eq!(&out, b"bytes");
+/// # Ok(())
+/// # }
+/// ```
 pub struct Buffer {
     dev: Arc<DeviceCore>,
     va: u64,

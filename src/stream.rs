@@ -220,6 +220,30 @@ impl StreamInner {
 
 /// A HIP stream. Dropping it is `hipStreamDestroy`: it returns at once, and the stream's
 /// resources go when its outstanding work has completed.
+///
+/// # Example
+///
+/// ```
+/// use kfdrt::cmd::WAIT_VALUE_EQ;
+/// use kfdrt::stream::STREAM_NON_BLOCKING;
+/// use kfdrt::{Device, MemoryKind};
+///
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = Device::open()?;
+/// let s = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING)?;
+/// let mem = dev.alloc(MemoryKind::Signal, 0, 4096)?;
+/// // Work runs in order: the wait sees the write before it.
+/// s.write_value64(mem.va(), 7, 0)?;
+/// s.wait_value64(mem.va(), 7, WAIT_VALUE_EQ, u64::MAX)?;
+/// s.memset_d32(mem.va() + 64, 0xdead_beef, 4)?;
+/// s.synchronize()?;
+/// assert!(s.query().is_ok());
+/// let mut w = [0u8; 4];
+/// mem.read(64 + 12, &mut w)?;
+/// assert_eq!(u32::from_le_bytes(w), 0xdead_beef);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Stream {
     pub(crate) inner: Arc<StreamInner>,
 }

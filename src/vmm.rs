@@ -146,6 +146,34 @@ pub struct MemAccessDesc {
 }
 
 /// `hipMemGenericAllocationHandle_t`: a physical allocation.
+///
+/// # Example
+///
+/// Reserve an address range, back it with VRAM, map it, give GPU 0 access, then undo:
+///
+/// ```
+/// use kfdrt::vmm::{GRANULARITY_RECOMMENDED, MEM_ACCESS_READ_WRITE, MEM_HANDLE_TYPE_NONE};
+/// use kfdrt::{Device, MemAccessDesc, MemAllocationProp, MemLocation};
+///
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = Device::open()?;
+/// let prop = MemAllocationProp::device(0, MEM_HANDLE_TYPE_NONE);
+/// let size = dev.mem_get_allocation_granularity(&prop, GRANULARITY_RECOMMENDED)?;
+/// let va = dev.mem_address_reserve(size, 0, 0, 0)?;
+/// let handle = dev.mem_create(size, &prop, 0)?;
+/// dev.mem_map(va, size, 0, handle, 0)?;
+/// let rw = MemAccessDesc { location: MemLocation::device(0), flags: MEM_ACCESS_READ_WRITE };
+/// dev.mem_set_access(va, size, &[rw])?;
+/// assert_eq!(dev.mem_get_access(&MemLocation::device(0), va)?, MEM_ACCESS_READ_WRITE);
+/// let s = dev.create_stream(0)?;
+/// s.write_value32(va, 1, 0)?; // the GPU writes through the mapping
+/// s.synchronize()?;
+/// dev.mem_unmap(va, size)?;
+/// dev.mem_release(handle)?;
+/// dev.mem_address_free(va, size)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MemHandle(u64);
 

@@ -197,8 +197,8 @@ fn apply_option(gpu: &mut GpuSpec, name: &str, opt: &str) -> Result<(), SpecErro
         .ok_or_else(|| bad("expected key=value"))?;
     match key.trim().to_ascii_lowercase().as_str() {
         "vram" => {
-            let size =
-                parse_size(value.trim()).ok_or_else(|| bad("expected a size such as 64M or 2G"))?;
+            let size = parse_size(value.trim())
+                .ok_or_else(|| bad("expected a size such as 64M, 2G or 2GiB"))?;
             if size < (1 << 20) || size % 4096 != 0 {
                 return Err(bad(
                     "the VRAM size must be at least 1M and a multiple of 4K",
@@ -218,8 +218,19 @@ fn apply_option(gpu: &mut GpuSpec, name: &str, opt: &str) -> Result<(), SpecErro
     Ok(())
 }
 
-/// Parse `digits[K|M|G|T]` (binary units).
+/// Parse `digits[K|M|G|T]` (binary units); `KiB`, `MiB`, `GiB`, `TiB` (and `KB`...)
+/// mean the same.
 pub fn parse_size(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let text = lower
+        .strip_suffix("ib")
+        .filter(|t| t.ends_with(['k', 'm', 'g', 't']))
+        .or_else(|| {
+            lower
+                .strip_suffix('b')
+                .filter(|t| t.ends_with(['k', 'm', 'g', 't']))
+        })
+        .unwrap_or(&lower);
     let (digits, shift) = match text.char_indices().last()? {
         (i, 'k' | 'K') => (&text[..i], 10),
         (i, 'm' | 'M') => (&text[..i], 20),

@@ -66,6 +66,10 @@ pub enum TraceKind {
         name: &'static str,
         /// The `pm4::disasm` line: `OFFSET NAME field=value ...`.
         disasm: String,
+        /// The packet's dwords as the engine read them (an AQL slot's 16 dwords with
+        /// the header it had before the engine reset it to INVALID), so a trace can be
+        /// turned back into ring and IB bytes (`kfdrt trace --dump-rings`).
+        words: Box<[u32]>,
     },
     /// The engine woke from a park (doorbell, configuration change or poll timer).
     Wake,

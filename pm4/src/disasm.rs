@@ -181,6 +181,95 @@ pub fn disasm(engine: Engine, family: GfxFamily, words: &[u32]) -> Vec<DisasmLin
     }
 }
 
+/// Incremental disassembly: decodes the packet at the start of `words`, whose first
+/// dword is dword `base_dw` of the whole buffer (offsets in the line are absolute).
+/// Returns the line and the dwords it covers (at least 1), or `None` when `words` ends
+/// inside the packet and `at_end` is false: more words will follow, call again with a
+/// longer slice. With `at_end`, a packet cut by the end is reported as `TRUNCATED`
+/// covering the rest, as [`disasm`] does. `None` also when `words` is empty.
+/// For [`Engine::Aql`], `base_dw` must be a multiple of 16 (a slot boundary).
+pub fn disasm_step(
+    engine: Engine,
+    family: GfxFamily,
+    words: &[u32],
+    base_dw: usize,
+    at_end: bool,
+) -> Option<(DisasmLine, usize)> {
+    if words.is_empty() {
+        return None;
+    }
+    match engine {
+        Engine::Pm4 => pm4_step(family, words, base_dw, at_end),
+        Engine::Aql => aql_step(words, base_dw, at_end),
+        Engine::Sdma => sdma_step(SdmaVersion::for_family(family), words, base_dw, at_end),
+    }
+}
+
+/// Streaming disassembly with bounded memory: [`Disassembler::push`] words as they are
+/// read, get lines as soon as their packet is complete; [`Disassembler::finish`] at the
+/// end of the input. Holds at most one incomplete packet between pushes.
+#[derive(Debug)]
+pub struct Disassembler {
+    engine: Engine,
+    family: GfxFamily,
+    pending: Vec<u32>,
+    base_dw: usize,
+}
+
+impl Disassembler {
+    /// A disassembler for `engine` packets of `family`.
+    pub fn new(engine: Engine, family: GfxFamily) -> Self {
+        Disassembler {
+            engine,
+            family,
+            pending: Vec::new(),
+            base_dw: 0,
+        }
+    }
+
+    /// Dwords consumed so far (the offset of the next line, in dwords).
+    pub fn position_dw(&self) -> usize {
+        self.base_dw
+    }
+
+    /// Decode what `words` completes; `out` gets each line in order.
+    pub fn push(&mut self, words: &[u32], out: &mut dyn FnMut(DisasmLine)) {
+        if self.pending.is_empty() {
+            let used = self.drain(words, false, out);
+            self.pending.extend_from_slice(&words[used..]);
+        } else {
+            self.pending.extend_from_slice(words);
+            let pending = core::mem::take(&mut self.pending);
+            let used = self.drain(&pending, false, out);
+            self.pending = pending;
+            self.pending.drain(..used);
+        }
+    }
+
+    /// End of input: decode what is left (a cut packet becomes `TRUNCATED`).
+    pub fn finish(mut self, out: &mut dyn FnMut(DisasmLine)) {
+        let pending = core::mem::take(&mut self.pending);
+        self.drain(&pending, true, out);
+    }
+
+    fn drain(&mut self, words: &[u32], at_end: bool, out: &mut dyn FnMut(DisasmLine)) -> usize {
+        let mut off = 0;
+        while let Some((line, n)) = disasm_step(
+            self.engine,
+            self.family,
+            &words[off..],
+            self.base_dw,
+            at_end,
+        ) {
+            out(line);
+            let n = n.clamp(1, words.len() - off);
+            off += n;
+            self.base_dw += n;
+        }
+        off
+    }
+}
+
 fn yn(b: bool) -> u8 {
     b as u8
 }
@@ -368,40 +457,52 @@ pub fn pm4_line(offset_dw: usize, p: &Pm4Packet<'_>, family: GfxFamily) -> Disas
 
 /// Disassembles a PM4 buffer.
 pub fn disasm_pm4(family: GfxFamily, words: &[u32]) -> Vec<DisasmLine> {
+    collect(Engine::Pm4, family, words)
+}
+
+fn collect(engine: Engine, family: GfxFamily, words: &[u32]) -> Vec<DisasmLine> {
     let mut out = Vec::new();
     let mut off = 0;
-    while off < words.len() {
-        match pkt3::decode_pm4(&words[off..], family) {
-            Ok((p, n)) => {
-                out.push(pm4_line(off, &p, family));
-                off += n;
-            }
-            Err(e @ DecodeError::BadHeaderType { header, .. }) => {
-                let mut l = DisasmLine::new(off, "BAD_HEADER", 1);
-                l.x("header", header as u64);
-                out.push(l.err(e));
-                off += 1;
-            }
-            Err(e @ DecodeError::Truncated { .. }) => {
-                let mut l = DisasmLine::new(off, "TRUNCATED", words.len() - off);
-                l.x("header", words[off] as u64);
-                if let Ok((opc, _)) = pkt3::decode_header(words[off]) {
-                    l.f("opcode", pkt3::opcode_name(opc).unwrap_or("UNKNOWN"));
-                }
-                out.push(l.err(e));
-                break;
-            }
-            Err(e) => {
-                // A type-3 header with a bad body: its length is known, skip it.
-                let (opc, n) = pkt3::decode_header(words[off]).unwrap_or((0, 1));
-                let mut l = DisasmLine::new(off, pkt3::opcode_name(opc).unwrap_or("UNKNOWN"), n);
-                l.x("header", words[off] as u64);
-                out.push(l.err(e));
-                off += n.max(1);
-            }
-        }
+    while let Some((l, n)) = disasm_step(engine, family, &words[off..], off, true) {
+        out.push(l);
+        off += n.clamp(1, words.len() - off);
     }
     out
+}
+
+fn pm4_step(
+    family: GfxFamily,
+    words: &[u32],
+    base: usize,
+    at_end: bool,
+) -> Option<(DisasmLine, usize)> {
+    match pkt3::decode_pm4(words, family) {
+        Ok((p, n)) => Some((pm4_line(base, &p, family), n)),
+        Err(e @ DecodeError::BadHeaderType { header, .. }) => {
+            let mut l = DisasmLine::new(base, "BAD_HEADER", 1);
+            l.x("header", header as u64);
+            Some((l.err(e), 1))
+        }
+        Err(DecodeError::Truncated { .. }) if !at_end => None,
+        Err(e @ DecodeError::Truncated { .. }) => {
+            let mut l = DisasmLine::new(base, "TRUNCATED", words.len());
+            l.x("header", words[0] as u64);
+            if let Ok((opc, _)) = pkt3::decode_header(words[0]) {
+                l.f("opcode", pkt3::opcode_name(opc).unwrap_or("UNKNOWN"));
+            }
+            Some((l.err(e), words.len()))
+        }
+        Err(e) => {
+            // A type-3 header with a bad body: its length is known, skip it.
+            let (opc, n) = pkt3::decode_header(words[0]).unwrap_or((0, 1));
+            if n > words.len() && !at_end {
+                return None;
+            }
+            let mut l = DisasmLine::new(base, pkt3::opcode_name(opc).unwrap_or("UNKNOWN"), n);
+            l.x("header", words[0] as u64);
+            Some((l.err(e), n.max(1)))
+        }
+    }
 }
 
 /// Fields of one decoded SDMA packet.
@@ -480,37 +581,48 @@ pub fn disasm_sdma(version: SdmaVersion, words: &[u32]) -> Vec<DisasmLine> {
     let mut out = Vec::new();
     let mut off = 0;
     while off < words.len() {
-        match sdma::decode_sdma(&words[off..], version) {
-            Ok((p, n)) => {
-                out.push(sdma_line(off, &p, version));
-                off += n;
-            }
-            Err(e @ DecodeError::UnknownSdmaOpcode { op, sub_op }) => {
-                let mut l = DisasmLine::new(off, "UNKNOWN", 1);
-                l.f("op", op)
-                    .f("sub_op", sub_op)
-                    .x("header", words[off] as u64);
-                l.unknown = true;
-                out.push(l.err(e));
-                off += 1;
-            }
-            Err(e @ DecodeError::Truncated { .. }) => {
-                let mut l = DisasmLine::new(off, "TRUNCATED", words.len() - off);
-                l.x("header", words[off] as u64);
-                out.push(l.err(e));
-                break;
-            }
-            Err(e) => {
-                let n = sdma::packet_dwords(&words[off..]).unwrap_or(1).max(1);
-                let name = sdma_op_name(words[off] as u8);
-                let mut l = DisasmLine::new(off, name, n);
-                l.x("header", words[off] as u64);
-                out.push(l.err(e));
-                off += n;
-            }
-        }
+        let Some((l, n)) = sdma_step(version, &words[off..], off, true) else {
+            break;
+        };
+        out.push(l);
+        off += n.clamp(1, words.len() - off);
     }
     out
+}
+
+fn sdma_step(
+    version: SdmaVersion,
+    words: &[u32],
+    base: usize,
+    at_end: bool,
+) -> Option<(DisasmLine, usize)> {
+    match sdma::decode_sdma(words, version) {
+        Ok((p, n)) => Some((sdma_line(base, &p, version), n)),
+        Err(e @ DecodeError::UnknownSdmaOpcode { op, sub_op }) => {
+            let mut l = DisasmLine::new(base, "UNKNOWN", 1);
+            l.f("op", op)
+                .f("sub_op", sub_op)
+                .x("header", words[0] as u64);
+            l.unknown = true;
+            Some((l.err(e), 1))
+        }
+        Err(DecodeError::Truncated { .. }) if !at_end => None,
+        Err(e @ DecodeError::Truncated { .. }) => {
+            let mut l = DisasmLine::new(base, "TRUNCATED", words.len());
+            l.x("header", words[0] as u64);
+            Some((l.err(e), words.len()))
+        }
+        Err(e) => {
+            let n = sdma::packet_dwords(words).unwrap_or(1).max(1);
+            if n > words.len() && !at_end {
+                return None;
+            }
+            let name = sdma_op_name(words[0] as u8);
+            let mut l = DisasmLine::new(base, name, n);
+            l.x("header", words[0] as u64);
+            Some((l.err(e), n))
+        }
+    }
 }
 
 fn sdma_op_name(op: u8) -> &'static str {
@@ -597,34 +709,39 @@ pub fn aql_line(slot: usize, p: &AqlPacket) -> DisasmLine {
 
 /// Disassembles an AQL ring or buffer, one line per 64-byte slot.
 pub fn disasm_aql(words: &[u32]) -> Vec<DisasmLine> {
-    let mut out = Vec::new();
-    let mut chunks = words.chunks_exact(aql::PACKET_DWORDS);
-    for (slot, c) in chunks.by_ref().enumerate() {
-        let mut w = [0u32; 16];
-        w.copy_from_slice(c);
-        match AqlPacket::decode(&w) {
-            Ok(p) => out.push(aql_line(slot, &p)),
-            Err(e) => {
-                let name = match w[0] as u8 {
-                    aql::packet_type::KERNEL_DISPATCH => "KERNEL_DISPATCH",
-                    aql::packet_type::BARRIER_AND => "BARRIER_AND",
-                    aql::packet_type::BARRIER_OR => "BARRIER_OR",
-                    _ => "VENDOR_SPECIFIC",
-                };
-                let mut l = DisasmLine::new(slot * aql::PACKET_DWORDS, name, aql::PACKET_DWORDS);
-                l.x("header", w[0] as u64);
-                out.push(l.err(e));
-            }
+    collect(Engine::Aql, GfxFamily::Gfx9, words)
+}
+
+fn aql_step(words: &[u32], base: usize, at_end: bool) -> Option<(DisasmLine, usize)> {
+    let Some(c) = words.get(..aql::PACKET_DWORDS) else {
+        if !at_end {
+            return None;
         }
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let off = words.len() - rest.len();
-        let l = DisasmLine::new(off, "TRUNCATED", rest.len());
-        out.push(l.err(DecodeError::Truncated {
-            needed: aql::PACKET_DWORDS,
-            available: rest.len(),
-        }));
-    }
-    out
+        let l = DisasmLine::new(base, "TRUNCATED", words.len());
+        return Some((
+            l.err(DecodeError::Truncated {
+                needed: aql::PACKET_DWORDS,
+                available: words.len(),
+            }),
+            words.len(),
+        ));
+    };
+    let slot = base / aql::PACKET_DWORDS;
+    let mut w = [0u32; 16];
+    w.copy_from_slice(c);
+    let line = match AqlPacket::decode(&w) {
+        Ok(p) => aql_line(slot, &p),
+        Err(e) => {
+            let name = match w[0] as u8 {
+                aql::packet_type::KERNEL_DISPATCH => "KERNEL_DISPATCH",
+                aql::packet_type::BARRIER_AND => "BARRIER_AND",
+                aql::packet_type::BARRIER_OR => "BARRIER_OR",
+                _ => "VENDOR_SPECIFIC",
+            };
+            let mut l = DisasmLine::new(base, name, aql::PACKET_DWORDS);
+            l.x("header", w[0] as u64);
+            l.err(e)
+        }
+    };
+    Some((line, aql::PACKET_DWORDS))
 }

@@ -345,4 +345,27 @@ proptest! {
             prop_assert_eq!(off, words.len());
         }
     }
+
+    #[test]
+    fn streaming_disasm_equals_whole_buffer(
+        fam in fam(),
+        words in prop::collection::vec(any::<u32>(), 0..200),
+        cuts in prop::collection::vec(0usize..40, 0..12),
+    ) {
+        use pm4::disasm::{disasm, Disassembler, Engine};
+        for engine in [Engine::Pm4, Engine::Sdma, Engine::Aql] {
+            let whole = disasm(engine, fam, &words);
+            let mut d = Disassembler::new(engine, fam);
+            let mut got = Vec::new();
+            let mut rest = &words[..];
+            for c in &cuts {
+                let (a, b) = rest.split_at((*c).min(rest.len()));
+                d.push(a, &mut |l| got.push(l));
+                rest = b;
+            }
+            d.push(rest, &mut |l| got.push(l));
+            d.finish(&mut |l| got.push(l));
+            prop_assert_eq!(got, whole);
+        }
+    }
 }

@@ -44,7 +44,7 @@
 //!   are read-only (InvalidValue).
 //! - Pool locations are GPUs; `Location::Host` pools and read-only peer access are
 //!   NotSupported (KFD maps a buffer object with one set of permissions on every GPU).
-//! - IPC pools have one fixed backing (see [`ipc`]): `TrimTo` and the release threshold
+//! - IPC pools have one fixed backing (see the private `ipc` module): `TrimTo` and the release threshold
 //!   do not shrink it.
 
 mod ipc;
@@ -149,6 +149,30 @@ pub struct AccessDesc {
 
 /// A memory pool (`hipMemPool_t`). Cloning copies the handle; the pool lives until
 /// [`MemPool::destroy`] and its last allocation is freed (or the device goes).
+///
+/// # Example
+///
+/// ```
+/// use kfdrt::{Device, PoolAttr, PoolProps};
+///
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = Device::open()?;
+/// let s = dev.create_stream(0)?;
+/// let pool = dev.create_mem_pool(&PoolProps::device(0))?;
+/// pool.set_attribute(PoolAttr::ReleaseThreshold, 8 << 20)?; // keep 8 MiB at sync
+/// let p = s.malloc_from_pool_async(1 << 20, &pool)?;
+/// s.memset(p, 0, 1 << 20)?;
+/// s.free_async(p)?;
+/// // Freed on the same stream: the next allocation may take the same memory.
+/// let q = s.malloc_from_pool_async(1 << 20, &pool)?;
+/// s.free_async(q)?;
+/// s.synchronize()?;
+/// assert!(pool.attribute(PoolAttr::ReservedMemCurrent)? >= 1 << 20);
+/// assert_eq!(pool.attribute(PoolAttr::UsedMemCurrent)?, 0);
+/// pool.destroy()?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct MemPool {
     dev: Arc<DeviceInner>,

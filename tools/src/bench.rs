@@ -73,8 +73,10 @@ pub fn run(
     let flag = mem.atomic_u32(0)?;
     let back = mem.atomic_u32(64)?;
     let va = mem.va();
-    let mut fig =
-        |name: &'static str, value: f64, unit: &'static str| out.push(Figure { name, value, unit });
+    let mut fig = |name: &'static str, value: f64, unit: &'static str| {
+        debug_assert!(NAMES.contains(&name), "{name} missing from bench::NAMES");
+        out.push(Figure { name, value, unit })
+    };
 
     let name = "writeValue32 enqueue";
     if want(name) {
@@ -345,6 +347,42 @@ pub fn run(
     Ok(out)
 }
 
+/// Every figure `run` can produce, in run order (`--filter` is checked against these
+/// before the device is opened).
+pub const NAMES: &[&str] = &[
+    "writeValue32 enqueue",
+    "waitValue32 enqueue (true)",
+    "writeValue32 round trip (host spin)",
+    "host->waitValue32->writeValue32 ping",
+    "eventRecord+eventSynchronize idle",
+    "eventRecord+eventSynchronize blocking",
+    "eventRecord enqueue",
+    "record/waitEvent ping-pong (2 streams)",
+    "streamQuery idle",
+    "streamSynchronize idle",
+    "addCallback enqueue->run latency",
+    "addCallback throughput",
+    "streamCreate+Destroy",
+    "mallocAsync+freeAsync 1MiB same stream",
+    "mallocAsync/freeAsync mixed 64 live",
+    "vmm addressReserve 2MiB",
+    "vmm memCreate 2MiB",
+    "vmm memMap 2MiB",
+    "vmm setAccess 2MiB",
+    "vmm unmap+release+free 2MiB",
+    "memAdvise preferredLocation 256MiB",
+    "memRangeGetAttribute 256MiB",
+    "prefetch host->device 256MiB",
+    "prefetch device->host 256MiB",
+    "host memcpy 256MiB",
+    "streamAttachMemAsync single + sync",
+];
+
+/// Whether `filter` selects at least one figure.
+pub fn filter_matches(filter: &str) -> bool {
+    NAMES.iter().any(|n| n.contains(filter))
+}
+
 /// Figures the CUDA anchor has that this build does not measure yet (reported as such).
 pub const NOT_YET: &[&str] = &[];
 
@@ -382,8 +420,10 @@ fn managed_vmm(
     use kfdrt::vmm::{MEM_ACCESS_READ_WRITE, MEM_HANDLE_TYPE_NONE};
     use kfdrt::{MemAccessDesc, MemAllocationProp, MemLocation, MemRangeAttribute, MemoryAdvise};
     const MIB: usize = 1 << 20;
-    let mut fig =
-        |name: &'static str, value: f64, unit: &'static str| out.push(Figure { name, value, unit });
+    let mut fig = |name: &'static str, value: f64, unit: &'static str| {
+        debug_assert!(NAMES.contains(&name), "{name} missing from bench::NAMES");
+        out.push(Figure { name, value, unit })
+    };
 
     let vmm_names = [
         "vmm addressReserve 2MiB",

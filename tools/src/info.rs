@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use kfd::topology::{Node, Topology};
+use kfd::topology::{MemBank, Node, NodeProperties, Topology, TopologyError};
 
 /// What `info` reports about the device as a whole.
 pub struct InfoSource {
@@ -13,16 +13,52 @@ pub struct InfoSource {
     pub kfd_version: Option<(u32, u32)>,
     /// The topology.
     pub topology: Topology,
+    /// What the reader skipped or could not know (printed on stderr).
+    pub notes: Vec<String>,
+}
+
+/// Why `--sysfs DIR` could not be read.
+#[derive(Debug)]
+pub enum SysfsError {
+    /// DIR or a file in it is missing or unreadable (exit 2: a bad input path).
+    Unreadable(String),
+    /// A file is there but its contents are malformed (exit 3).
+    Malformed(String),
+}
+
+impl SysfsError {
+    fn from_topology(e: TopologyError) -> Self {
+        match e {
+            TopologyError::MissingFile { .. } | TopologyError::Io { .. } => {
+                SysfsError::Unreadable(e.to_string())
+            }
+            _ => SysfsError::Malformed(e.to_string()),
+        }
+    }
 }
 
 impl InfoSource {
-    /// Read only a sysfs-format topology tree (no KFD calls).
-    pub fn from_sysfs(dir: &Path) -> Result<Self, String> {
-        let topology = Topology::from_sysfs(dir).map_err(|e| format!("reading topology: {e}"))?;
+    /// Read sysfs-format topology (no KFD calls): a whole tree (`system_properties`,
+    /// `nodes/N/`) or a single node directory as posted in bug reports (`properties`,
+    /// optionally `name`, `gpu_id`, `mem_banks/M/properties` or a flat
+    /// `mem_banks_0_properties`).
+    pub fn from_sysfs(dir: &Path) -> Result<Self, SysfsError> {
+        let meta = std::fs::metadata(dir)
+            .map_err(|e| SysfsError::Unreadable(format!("cannot read it: {e}")))?;
+        if !meta.is_dir() {
+            return Err(SysfsError::Unreadable(
+                "not a directory (give the topology directory or one node's directory)".into(),
+            ));
+        }
+        if !dir.join("system_properties").exists() && dir.join("properties").is_file() {
+            return read_node_dir(dir);
+        }
+        let topology = Topology::from_sysfs(dir).map_err(SysfsError::from_topology)?;
         Ok(InfoSource {
             origin: format!("sysfs {}", dir.display()),
             kfd_version: None,
             topology,
+            notes: Vec::new(),
         })
     }
 
@@ -37,8 +73,152 @@ impl InfoSource {
             origin,
             kfd_version: Some((v.major_version, v.minor_version)),
             topology: b.topology().clone(),
+            notes: Vec::new(),
         })
     }
+}
+
+/// Keep the `key value` lines whose value is a decimal number; the others (template
+/// placeholders such as `drm_render_minor {}` in posted dumps) become notes.
+fn numeric_lines(text: &str, file: &Path, notes: &mut Vec<String>) -> String {
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut f = line.split_ascii_whitespace();
+        match (f.next(), f.next(), f.next()) {
+            (None, ..) => continue,
+            (Some(_), Some(v), None) if v.bytes().all(|b| b.is_ascii_digit()) => {
+                out.push_str(line.trim());
+                out.push('\n');
+            }
+            (Some(k), Some(_), None) => {
+                notes.push(format!(
+                    "{}:{}: {:?} is not a number (a template placeholder?): shown as 0",
+                    file.display(),
+                    i + 1,
+                    line.trim()
+                ));
+                out.push_str(k);
+                out.push_str(" 0\n");
+            }
+            _ => notes.push(format!(
+                "{}:{}: ignored {:?}: not `key value`",
+                file.display(),
+                i + 1,
+                line.trim()
+            )),
+        }
+    }
+    out
+}
+
+fn read_text(path: &Path) -> Result<Option<String>, SysfsError> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SysfsError::Unreadable(format!(
+            "{}: cannot read it: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// One node directory as posted in bug reports.
+fn read_node_dir(dir: &Path) -> Result<InfoSource, SysfsError> {
+    let mut notes = Vec::new();
+    let props_path = dir.join("properties");
+    let text = read_text(&props_path)?.unwrap_or_default();
+    let mut numeric = numeric_lines(&text, &props_path, &mut notes);
+    // Posted dumps are often partial: a missing key is shown as 0, with a note.
+    let properties = loop {
+        match NodeProperties::parse(numeric.as_bytes(), &props_path) {
+            Ok(p) => break p,
+            Err(TopologyError::MissingKey { key, .. })
+                if notes.len() <= NodeProperties::KEYS.len() =>
+            {
+                notes.push(format!(
+                    "{}: no `{key}` line: shown as 0",
+                    props_path.display()
+                ));
+                numeric.push_str(&format!("{key} 0\n"));
+            }
+            Err(e) => return Err(SysfsError::from_topology(e)),
+        }
+    };
+    let name = read_text(&dir.join("name"))?
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let gpu_id = match read_text(&dir.join("gpu_id"))? {
+        Some(t) => t.trim().parse().map_err(|_| {
+            SysfsError::Malformed(format!(
+                "{}: {:?} is not a number",
+                dir.join("gpu_id").display(),
+                t.trim()
+            ))
+        })?,
+        None => {
+            notes.push("no gpu_id file: gpu_id shown as 0".into());
+            0
+        }
+    };
+    let mut mem_banks = Vec::new();
+    let mut bank_files: Vec<(u32, std::path::PathBuf)> = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir.join("mem_banks")) {
+        for e in rd.flatten() {
+            if let Ok(i) = e.file_name().to_string_lossy().parse::<u32>() {
+                bank_files.push((i, e.path().join("properties")));
+            }
+        }
+    }
+    if bank_files.is_empty() && dir.join("mem_banks_0_properties").is_file() {
+        bank_files.push((0, dir.join("mem_banks_0_properties")));
+    }
+    bank_files.sort();
+    for (_, f) in &bank_files {
+        if let Some(t) = read_text(f)? {
+            let numeric = numeric_lines(&t, f, &mut notes);
+            mem_banks
+                .push(MemBank::parse(numeric.as_bytes(), f).map_err(SysfsError::from_topology)?);
+        }
+    }
+    if mem_banks.is_empty() && properties.mem_banks_count > 0 {
+        notes.push(format!(
+            "properties lists {} memory bank(s) but the directory has no mem_banks/: VRAM unknown",
+            properties.mem_banks_count
+        ));
+    }
+    let node = Node {
+        id: dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
+        gpu_id,
+        name,
+        properties,
+        mem_banks,
+        ..Default::default()
+    };
+    if !node.properties.has_gpu_cores() {
+        notes.push("the node has no GPU cores (simd_count 0): a CPU node".into());
+    }
+    Ok(InfoSource {
+        origin: format!(
+            "sysfs node directory {} (one node, as posted)",
+            dir.display()
+        ),
+        kfd_version: None,
+        topology: Topology {
+            nodes: vec![node],
+            ..Default::default()
+        },
+        notes,
+    })
+}
+
+/// VRAM bytes, `None` when the node lists memory banks that were not read (a posted
+/// node directory without `mem_banks/`).
+fn vram_bytes(n: &Node) -> Option<u64> {
+    (n.mem_banks.len() as u64 >= u64::from(n.properties.mem_banks_count)).then(|| n.vram_size())
 }
 
 fn gib(bytes: u64) -> String {
@@ -82,7 +262,11 @@ fn agent_text(out: &mut String, n: &Node) {
         p.array_count, p.simd_arrays_per_engine, p.cu_per_simd_array
     );
     let _ = writeln!(out, "  LDS:                 {} KiB", p.lds_size_in_kb);
-    let _ = writeln!(out, "  VRAM:                {}", gib(n.vram_size()));
+    let vram = match vram_bytes(n) {
+        Some(b) => gib(b),
+        None => "unknown (the node lists memory banks the input does not have)".into(),
+    };
+    let _ = writeln!(out, "  VRAM:                {vram}");
     let _ = writeln!(
         out,
         "  SDMA engines:        {} PCIe + {} XGMI, {} queues each",
@@ -125,6 +309,16 @@ fn agent_text(out: &mut String, n: &Node) {
     let _ = writeln!(out, "  hive id:             {:#x}", p.hive_id);
 }
 
+/// The nodes to report: GPU nodes, and in a single node directory without a `gpu_id`
+/// file, the node when it has GPU cores.
+fn agents(src: &InfoSource) -> Vec<&Node> {
+    src.topology
+        .nodes
+        .iter()
+        .filter(|n| n.is_gpu() || n.properties.has_gpu_cores())
+        .collect()
+}
+
 /// Human-readable report.
 pub fn render_text(src: &InfoSource) -> String {
     let mut out = String::new();
@@ -137,7 +331,7 @@ pub fn render_text(src: &InfoSource) -> String {
             let _ = writeln!(out, "KFD interface version: n/a (topology only)");
         }
     }
-    let gpus: Vec<&Node> = src.topology.gpu_nodes().collect();
+    let gpus = agents(src);
     let _ = writeln!(
         out,
         "Nodes:                 {} ({} CPU, {} GPU)",
@@ -154,9 +348,8 @@ pub fn render_text(src: &InfoSource) -> String {
 
 /// JSON report for scripts.
 pub fn render_json(src: &InfoSource) -> String {
-    let agents: Vec<serde_json::Value> = src
-        .topology
-        .gpu_nodes()
+    let agents: Vec<serde_json::Value> = agents(src)
+        .into_iter()
         .map(|n| {
             let p = &n.properties;
             serde_json::json!({
@@ -171,7 +364,7 @@ pub fn render_json(src: &InfoSource) -> String {
                 "simd_per_cu": p.simd_per_cu,
                 "wave_front_size": p.wave_front_size,
                 "num_xcc": p.xcc_count(),
-                "vram_bytes": n.vram_size(),
+                "vram_bytes": vram_bytes(n),
                 "lds_kib": p.lds_size_in_kb,
                 "num_sdma_engines": p.num_sdma_engines,
                 "num_sdma_xgmi_engines": p.num_sdma_xgmi_engines,

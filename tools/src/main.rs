@@ -2,18 +2,21 @@
 //!
 //! Exit codes: 0 success; 1 a check failed (`check`) or input could not be decoded
 //! cleanly (`disasm`); 2 usage error; 3 the device could not be opened or queried.
+//! A closed output pipe (`kfdrt check | head -1`) ends any command quietly with 0.
 
 mod args;
 mod bench;
 mod check;
 mod disasm;
 mod info;
+mod out;
 mod trace;
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use args::Args;
+use out::{err, errln, out, outln};
 
 const USAGE: &str = "\
 kfdrt — userspace AMD GPU runtime on KFD, with an emulated device
@@ -28,24 +31,57 @@ COMMANDS:
     bench     Host-side cost and latency of stream, event and callback calls
     trace     Record a workload's packets and engine events (Chrome trace JSON + packet log)
     help      Print this help, or `kfdrt help COMMAND` for one command
+    --version Print the version
 
 DEVICE SELECTION (every command that opens a device):
-    --device SPEC   auto | hw | emu[:PRESET[*N][,PRESET...]]   (default: $KFDRT_DEVICE, else auto)
+    --device SPEC   auto | hw | emu[:PRESET[OPTIONS][*N][,PRESET...]]
+                    (default: $KFDRT_DEVICE, else auto)
                     auto = hardware when /dev/kfd can be opened, else the emulator
+                    OPTIONS = [vram=SIZE,xnack=on|off], SIZE like 512M, 16G or 16GiB
+                    e.g. emu:mi300x, emu:mi250x*2,rx7900xtx, emu:mi300x[vram=4GiB,xnack=on]
 
 EXIT CODES:
-    0 success, 1 check failure / undecodable input, 2 usage error, 3 device error
+    0 success, 1 check failure / undecodable input / failed workload, 2 usage error
+    (bad option or value, bad device spec, unreadable input, unwritable output),
+    3 the device could not be opened or queried
+    A closed output pipe (`kfdrt check | head -1`) ends the command quietly with 0.
 ";
+
+/// The full `kfdrt help`: [`USAGE`], the emulator presets and the check groups.
+fn usage() -> String {
+    let mut s = String::from(USAGE);
+    s.push_str("\nEMULATOR PRESETS (emu:PRESET):\n");
+    for p in kfd_emu::Preset::ALL {
+        let gfx = kfd::topology::GfxVersion::from_target_version(p.gfx_target_version)
+            .and_then(|v| v.name())
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "    {:<10} {} ({gfx}, {} CUs, {} GiB VRAM){}\n",
+            p.name,
+            p.marketing_name,
+            p.cu_count(),
+            p.vram_size >> 30,
+            if p.name == kfd_emu::Preset::DEFAULT.name {
+                " (default)"
+            } else {
+                ""
+            }
+        ));
+    }
+    s.push_str("\nCHECK GROUPS (kfdrt check --only GROUP):\n");
+    s.push_str(&check::render_groups());
+    s
+}
 
 const CHECK_HELP: &str = "\
 kfdrt check — conformance run of the device (real or emulated) through kfdrt: named checks
-grouped as topology, memory, queues, pm4, aql, sdma, events, signals, streams, xstream
-(events across streams and GPUs), callbacks, memops (stream memory ops) and faults. Each
-check asserts values and order. A check that needs something the device lacks (a second
-GPU, SVM, a private KFD process) is SKIPPED with the reason, never passed.
+in the groups listed below. Each check asserts values and order. A check that needs
+something the device lacks (a second GPU, SVM, a private KFD process) is SKIPPED with the
+reason, never passed; a check that runs out of time says what it was waiting for.
 
-Prints a progress line per check to stderr, then a table (check, result, time, detail on
-failure or skip) and a summary `N passed, N failed, N skipped` to stdout.
+Prints a progress line per check to stderr and each result row to stdout as soon as the
+check finishes (so an interrupted run keeps what ran), then a summary
+`N passed, N failed, N skipped`. With --json the report is printed at the end.
 
 USAGE:
     kfdrt check [--device SPEC] [--only PATTERN] [--json] [--repeat N] [--timeout SECS]
@@ -59,7 +95,7 @@ OPTIONS:
     --repeat N        run the selected checks N times (default 1)
     --timeout SECS    per-check deadline; a check still running then FAILS as
                       \"timeout\" (default 20)
-    --list            list the checks with what each asserts, and exit
+    --list            list the checks with what each asserts, and exit (JSON with --json)
     --inject-fault    self-test of the checker: add `selftest.injected_fault`, which
                       provokes a queue fault while expecting a fault-free run, so it
                       FAILS and the run exits 1
@@ -84,38 +120,56 @@ USAGE:
 
 OPTIONS:
     --device SPEC   device to open (see `kfdrt help`)
-    --sysfs DIR     read a KFD sysfs topology tree instead of opening a device
-                    (DIR holds system_properties and nodes/)
+    --sysfs DIR     read KFD sysfs topology instead of opening a device: either a whole
+                    tree (DIR holds system_properties and nodes/) or one node directory
+                    as posted in bug reports (DIR holds properties, and optionally name,
+                    gpu_id, mem_banks/); values that are not numbers (template
+                    placeholders) and missing keys are shown as 0, with a note on stderr
     --json          machine-readable output
+
+EXIT CODES:
+    0 printed; 2 usage error, bad device spec or unreadable DIR; 3 the device could not
+    be opened or the topology is malformed
 
 EXAMPLES:
     kfdrt info
     kfdrt info --device emu:mi300x
     kfdrt info --sysfs /sys/devices/virtual/kfd/kfd/topology --json
+    kfdrt info --sysfs ./nodes/2          # one node directory from a bug report
 ";
 
 const DISASM_HELP: &str = "\
 kfdrt disasm — decode a file of little-endian dwords into one packet per line:
 `OFFSET NAME field=value ...`. Unknown or truncated packets are printed as such with
-their offset, and decoding continues where it can.
+their offset, and decoding continues where it can. The input is read and decoded in
+chunks, so lines appear at once and memory stays small whatever the input's size.
 
 USAGE:
-    kfdrt disasm --engine pm4|aql|sdma --gfx TARGET [--hex] [--json] FILE
+    kfdrt disasm --engine pm4|aql|sdma [--gfx TARGET] [--hex] [--json] [--progress] FILE
 
 OPTIONS:
     --engine E   pm4 (type-3 packets / IBs), aql (64-byte slots), sdma
-    --gfx T      gfx90a, gfx942, gfx1100, gfx1201, ... (selects family and SDMA version)
+    --gfx T      gfx90a, gfx942, gfx1100, gfx1201, ... (the PM4 family: required for
+                 pm4; for sdma it selects the SDMA version, which only changes the width
+                 of the copy/fill count field: without it the 30-bit field of SDMA 5.x+
+                 is read, which decodes well-formed 4.x packets the same; aql does not
+                 depend on it)
     --hex        FILE holds hex words (whitespace/comma separated, # comments) instead of
                  raw binary
     --json       one JSON object per packet, in an array
+    --progress   report bytes decoded on stderr (default: when stderr is a terminal and
+                 FILE is larger than 16 MiB)
+    FILE         a file, or - for standard input
 
 EXIT CODES:
-    0 every packet decoded; 1 some packet was unknown, malformed or truncated;
-    2 usage error or unreadable file
+    0 every packet decoded; 1 some packet was unknown, malformed or truncated, or the
+    input is empty; 2 usage error or unreadable file
 
 EXAMPLES:
     kfdrt disasm --engine pm4 --gfx gfx942 ib.bin
+    kfdrt disasm --engine sdma ring.bin | head
     echo 'c0053c00 00000015 ...' > w.txt && kfdrt disasm --engine pm4 --gfx gfx90a --hex w.txt
+    kfdrt trace --dump-rings rings/ && kfdrt disasm --engine aql rings/gpu0-gfx942-q1-aql-ring.bin
 ";
 
 const BENCH_HELP: &str = "\
@@ -141,7 +195,7 @@ EXAMPLES:
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = argv.first() else {
-        eprint!("{USAGE}");
+        err!("{}", usage());
         return ExitCode::from(2);
     };
     let rest = &argv[1..];
@@ -151,26 +205,34 @@ fn main() -> ExitCode {
         "disasm" => cmd_disasm(rest),
         "bench" => cmd_bench(rest),
         "trace" => trace::cmd(rest),
+        "--version" | "-V" | "version" => {
+            outln!("kfdrt {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
         "help" | "--help" | "-h" => {
             match rest.first().map(String::as_str) {
-                Some("check") => print!("{CHECK_HELP}"),
-                Some("info") => print!("{INFO_HELP}"),
-                Some("disasm") => print!("{DISASM_HELP}"),
-                Some("bench") => print!("{BENCH_HELP}"),
-                Some("trace") => print!("{}", trace::HELP),
-                _ => print!("{USAGE}"),
+                Some("check") => out!("{CHECK_HELP}\nGROUPS:\n{}", check::render_groups()),
+                Some("info") => out!("{INFO_HELP}"),
+                Some("disasm") => out!("{DISASM_HELP}"),
+                Some("bench") => out!("{BENCH_HELP}"),
+                Some("trace") => out!("{}", trace::HELP),
+                None => out!("{}", usage()),
+                Some(other) => {
+                    errln!("kfdrt help {other}: no such command\n\n{}", usage());
+                    return ExitCode::from(2);
+                }
             }
             ExitCode::SUCCESS
         }
         other => {
-            eprintln!("kfdrt: unknown command {other:?}\n\n{USAGE}");
+            errln!("kfdrt: unknown command {other:?}\n\n{}", usage());
             ExitCode::from(2)
         }
     }
 }
 
 fn usage_error(cmd: &str, msg: &str, help: &str) -> ExitCode {
-    eprintln!("kfdrt {cmd}: {msg}\n\n{help}");
+    errln!("kfdrt {cmd}: {msg}\n\n{help}");
     ExitCode::from(2)
 }
 
@@ -178,19 +240,73 @@ fn wants_help(argv: &[String]) -> bool {
     argv.iter().any(|a| a == "--help" || a == "-h")
 }
 
-/// Open the device named by `--device`, else `KFDRT_DEVICE`, else auto.
-fn open_device(args: &Args) -> Result<std::sync::Arc<dyn kfd::Backend>, String> {
+/// A kfdrt error's message without the internal call name and kind that its `Display`
+/// starts with (`open_backend(emu): InvalidDevice: ...`): users read what they did and
+/// what went wrong, not function names.
+fn user_msg(e: &kfdrt::Error) -> String {
+    let s = e.to_string();
+    let prefix = format!("{}: {:?}: ", e.call(), e.kind());
+    match s.strip_prefix(&prefix) {
+        Some(m) => m.to_string(),
+        None => s,
+    }
+}
+
+/// Where the device spec came from, for messages.
+fn spec_origin(args: &Args) -> String {
+    match args.value("device") {
+        Some(s) => format!("--device {s:?}"),
+        None => match std::env::var(kfdrt::device_select::DEVICE_ENV) {
+            Ok(v) => format!("{}={v:?}", kfdrt::device_select::DEVICE_ENV),
+            Err(_) => "the default device (auto)".into(),
+        },
+    }
+}
+
+/// The device spec of `--device`, else `KFDRT_DEVICE`, else auto. `Err` is a usage
+/// message (exit 2).
+fn device_spec(args: &Args) -> Result<kfdrt::DeviceSpec, String> {
     let spec = match args.value("device") {
+        Some(s) if s.trim().is_empty() => {
+            return Err(
+                "--device \"\" names no device: give auto, hw, emu or emu:PRESET[*N][,...] \
+                 (see `kfdrt help`)"
+                    .into(),
+            )
+        }
         Some(s) => kfdrt::DeviceSpec::parse(s),
         None => kfdrt::DeviceSpec::from_env(),
-    }
-    .map_err(|e| e.to_string())?;
-    kfdrt::open_backend(&spec).map_err(|e| e.to_string())
+    };
+    spec.map_err(|e| format!("{}: {}", spec_origin(args), user_msg(&e)))
+}
+
+/// Open the device of `args`; on failure print why and return the exit code: 2 for a
+/// bad spec (unknown preset or option), 3 when the device could not be opened.
+fn open_device(cmd: &str, args: &Args) -> Result<(kfdrt::Device, kfdrt::DeviceSpec), ExitCode> {
+    let spec = device_spec(args).map_err(|m| {
+        errln!("kfdrt {cmd}: {m}");
+        ExitCode::from(2)
+    })?;
+    let fail = |e: kfdrt::Error| {
+        errln!(
+            "kfdrt {cmd}: opening {}: {}",
+            spec_origin(args),
+            user_msg(&e)
+        );
+        ExitCode::from(if e.kind() == kfdrt::ErrorKind::InvalidDevice {
+            2
+        } else {
+            3
+        })
+    };
+    let backend = kfdrt::open_backend(&spec).map_err(fail)?;
+    let dev = kfdrt::Device::with_backend(backend).map_err(fail)?;
+    Ok((dev, spec))
 }
 
 fn cmd_info(argv: &[String]) -> ExitCode {
     if wants_help(argv) {
-        print!("{INFO_HELP}");
+        out!("{INFO_HELP}");
         return ExitCode::SUCCESS;
     }
     let args = match Args::parse(argv, &["device", "sysfs"], &["json"]) {
@@ -201,90 +317,102 @@ fn cmd_info(argv: &[String]) -> ExitCode {
         return usage_error("info", &format!("unexpected argument {p:?}"), INFO_HELP);
     }
     let src = match args.value("sysfs") {
-        Some(dir) => info::InfoSource::from_sysfs(Path::new(dir)),
-        None => open_device(&args).and_then(|b| info::InfoSource::from_backend(b.as_ref())),
-    };
-    match src {
-        Ok(src) => {
-            if args.flag("json") {
-                println!("{}", info::render_json(&src));
-            } else {
-                print!("{}", info::render_text(&src));
+        Some(dir) => match info::InfoSource::from_sysfs(Path::new(dir)) {
+            Ok(s) => s,
+            Err(info::SysfsError::Unreadable(m)) => {
+                errln!("kfdrt info: --sysfs {dir:?}: {m}");
+                return ExitCode::from(2);
             }
-            ExitCode::SUCCESS
+            Err(info::SysfsError::Malformed(m)) => {
+                errln!("kfdrt info: --sysfs {dir:?}: {m}");
+                return ExitCode::from(3);
+            }
+        },
+        None => {
+            let dev = match open_device("info", &args) {
+                Ok((d, _)) => d,
+                Err(code) => return code,
+            };
+            match info::InfoSource::from_backend(dev.backend().as_ref()) {
+                Ok(s) => s,
+                Err(e) => {
+                    errln!("kfdrt info: querying the device: {e}");
+                    return ExitCode::from(3);
+                }
+            }
         }
-        Err(e) => {
-            eprintln!("kfdrt info: {e}");
-            ExitCode::from(3)
-        }
+    };
+    for note in &src.notes {
+        errln!("kfdrt info: note: {note}");
     }
+    if args.flag("json") {
+        outln!("{}", info::render_json(&src));
+    } else {
+        out!("{}", info::render_text(&src));
+    }
+    ExitCode::SUCCESS
 }
 
 fn cmd_disasm(argv: &[String]) -> ExitCode {
     if wants_help(argv) {
-        print!("{DISASM_HELP}");
+        out!("{DISASM_HELP}");
         return ExitCode::SUCCESS;
     }
-    let args = match Args::parse(argv, &["engine", "gfx"], &["hex", "json"]) {
+    let args = match Args::parse(argv, &["engine", "gfx"], &["hex", "json", "progress"]) {
         Ok(a) => a,
         Err(e) => return usage_error("disasm", &e, DISASM_HELP),
     };
-    let (Some(engine), Some(gfx)) = (args.value("engine"), args.value("gfx")) else {
-        return usage_error("disasm", "--engine and --gfx are required", DISASM_HELP);
+    let Some(engine) = args.value("engine") else {
+        return usage_error(
+            "disasm",
+            "--engine is required (pm4, aql or sdma)",
+            DISASM_HELP,
+        );
     };
     let engine = match disasm::engine(engine) {
         Ok(e) => e,
         Err(e) => return usage_error("disasm", &e, DISASM_HELP),
     };
-    let family = match disasm::family(gfx) {
-        Ok(f) => f,
-        Err(e) => return usage_error("disasm", &e, DISASM_HELP),
+    let family = match (args.value("gfx"), engine) {
+        (Some(gfx), _) => match disasm::family(gfx) {
+            Ok(f) => f,
+            Err(e) => return usage_error("disasm", &e, DISASM_HELP),
+        },
+        (None, pm4::disasm::Engine::Pm4) => {
+            return usage_error(
+                "disasm",
+                "--engine pm4 needs --gfx TARGET (packet layouts differ between families)",
+                DISASM_HELP,
+            )
+        }
+        // AQL does not depend on the family. SDMA does only through the width of the
+        // COPY_LINEAR / CONST_FILL count field (22 bits on 4.x, 30 from 5.x); reading 30
+        // bits decodes every well-formed 4.x packet the same (its bits 29:22 are 0).
+        (None, _) => pm4::GfxFamily::Gfx11,
     };
     let [file] = args.positional.as_slice() else {
         return usage_error("disasm", "exactly one FILE is required", DISASM_HELP);
     };
-    let bytes = match std::fs::read(file) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("kfdrt disasm: reading {file}: {e}");
-            return ExitCode::from(2);
-        }
+    let opts = disasm::Options {
+        engine,
+        family,
+        hex: args.flag("hex"),
+        json: args.flag("json"),
+        progress: args.flag("progress"),
     };
-    let words = if args.flag("hex") {
-        match std::str::from_utf8(&bytes)
-            .map_err(|e| format!("{file} is not text: {e}"))
-            .and_then(disasm::parse_hex)
-        {
-            Ok(w) => w,
-            Err(e) => {
-                eprintln!("kfdrt disasm: {e}");
-                return ExitCode::from(2);
-            }
+    match disasm::run_file(file, &opts) {
+        Ok(disasm::Outcome::Clean) => ExitCode::SUCCESS,
+        Ok(disasm::Outcome::Problem) => ExitCode::from(1),
+        Err(disasm::Failure::Input(m)) => {
+            errln!("kfdrt disasm: {m}");
+            ExitCode::from(2)
         }
-    } else {
-        match disasm::parse_binary(&bytes) {
-            Ok(w) => w,
-            Err(e) => {
-                eprintln!("kfdrt disasm: {file}: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    };
-    let (text, problem) = disasm::run(engine, family, &words, args.flag("json"));
-    print!("{text}");
-    if !text.ends_with('\n') {
-        println!();
-    }
-    if problem {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
     }
 }
 
 fn cmd_check(argv: &[String]) -> ExitCode {
     if wants_help(argv) {
-        print!("{CHECK_HELP}");
+        out!("{CHECK_HELP}\nGROUPS:\n{}", check::render_groups());
         return ExitCode::SUCCESS;
     }
     let args = match Args::parse(
@@ -334,48 +462,51 @@ fn cmd_check(argv: &[String]) -> ExitCode {
             CHECK_HELP,
         );
     }
+    let json = args.flag("json");
     if args.flag("list") {
-        print!("{}", check::render_list(&checks));
+        if json {
+            outln!("{}", check::render_list_json(&checks));
+        } else {
+            out!("{}", check::render_list(&checks));
+        }
         return ExitCode::SUCCESS;
     }
-    let spec = match args.value("device") {
-        Some(s) => kfdrt::DeviceSpec::parse(s),
-        None => kfdrt::DeviceSpec::from_env(),
-    };
-    let dev = match spec.and_then(|spec| {
-        kfdrt::open_backend(&spec)
-            .and_then(kfdrt::Device::with_backend)
-            .map(|d| (d, spec))
-    }) {
+    let (dev, spec) = match open_device("check", &args) {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!("kfdrt check: {e}");
-            return ExitCode::from(3);
-        }
+        Err(code) => return code,
     };
-    let device = describe_device(&dev.0);
-    let ctx = std::sync::Arc::new(check::Ctx::new(dev.0, &dev.1));
-    let json = args.flag("json");
+    let device = describe_device(&dev);
+    let ctx = std::sync::Arc::new(check::Ctx::new(dev, &spec));
+    let table = check::Table::new(&checks, repeat);
     if !json {
-        println!("# device {device}");
+        outln!("# device {device}");
+        out!("{}", table.header());
     }
     let t = std::time::Instant::now();
-    let records = check::run(&ctx, &checks, repeat, timeout, |i, n, name| {
-        eprintln!("[{i}/{n}] {name} ...");
-    });
+    let records = check::run(
+        &ctx,
+        &checks,
+        repeat,
+        timeout,
+        |i, n, name| errln!("[{i}/{n}] {name} ..."),
+        |r| {
+            if !json {
+                out!("{}", table.row(r));
+            }
+        },
+    );
     let wall = t.elapsed();
     if json {
-        println!("{}", check::render_json(&records, &device, repeat, wall));
+        outln!("{}", check::render_json(&records, &device, repeat, wall));
     } else {
-        print!("{}", check::render_table(&records, repeat));
-        println!("{}", check::summary_line(&records, wall));
+        outln!("{}", check::summary_line(&records, wall));
         let failed: Vec<&str> = records
             .iter()
             .filter(|r| matches!(r.outcome, check::Outcome::Fail(_)))
             .map(|r| r.name)
             .collect();
         if !failed.is_empty() {
-            println!("FAILED: {}", failed.join(", "));
+            outln!("FAILED: {}", failed.join(", "));
         }
     }
     if check::summary(&records).1 > 0 {
@@ -420,31 +551,41 @@ fn machine() -> String {
 
 fn cmd_bench(argv: &[String]) -> ExitCode {
     if wants_help(argv) {
-        print!("{BENCH_HELP}");
+        out!("{BENCH_HELP}");
         return ExitCode::SUCCESS;
     }
     let args = match Args::parse(argv, &["device", "filter", "compare"], &["json", "quick"]) {
         Ok(a) => a,
         Err(e) => return usage_error("bench", &e, BENCH_HELP),
     };
+    if let Some(p) = args.positional.first() {
+        return usage_error("bench", &format!("unexpected argument {p:?}"), BENCH_HELP);
+    }
+    if let Some(f) = args.value("filter") {
+        if !bench::filter_matches(f) {
+            return usage_error(
+                "bench",
+                &format!(
+                    "--filter {f:?} matches no figure; figures:\n    {}",
+                    bench::NAMES.join("\n    ")
+                ),
+                BENCH_HELP,
+            );
+        }
+    }
     let anchor = match args.value("compare") {
         Some(f) => match std::fs::read_to_string(f) {
             Ok(t) => Some(bench::parse_anchor(&t)),
             Err(e) => {
-                eprintln!("kfdrt bench: reading {f}: {e}");
+                errln!("kfdrt bench: --compare {f:?}: cannot read it: {e}");
                 return ExitCode::from(2);
             }
         },
         None => None,
     };
-    let dev = match open_device(&args)
-        .and_then(|b| kfdrt::Device::with_backend(b).map_err(|e| e.to_string()))
-    {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("kfdrt bench: {e}");
-            return ExitCode::from(3);
-        }
+    let dev = match open_device("bench", &args) {
+        Ok((d, _)) => d,
+        Err(code) => return code,
     };
     let gpu = &dev.gpus()[0];
     let device = format!(
@@ -462,17 +603,17 @@ fn cmd_bench(argv: &[String]) -> ExitCode {
     };
     let json = args.flag("json");
     if !json {
-        println!("# machine {}", machine());
-        println!("# device {device}");
+        outln!("# machine {}", machine());
+        outln!("# device {device}");
     }
     let figs = match bench::run(&dev, scale, args.value("filter"), |name| {
         if !json {
-            eprintln!("bench: {name} ...");
+            errln!("bench: {name} ...");
         }
     }) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("kfdrt bench: {e}");
+            errln!("kfdrt bench: measuring on the device: {}", user_msg(&e));
             return ExitCode::from(3);
         }
     };
@@ -489,21 +630,23 @@ fn cmd_bench(argv: &[String]) -> ExitCode {
             .map(|f| serde_json::json!({"name": f.name, "value": f.value, "unit": f.unit, "ratio_vs_compare": ratio(f.name, f.value)}))
             .collect();
         let v = serde_json::json!({"machine": machine(), "device": device, "figures": list, "not_measured": bench::NOT_YET});
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         for f in &figs {
             match ratio(f.name, f.value) {
-                Some(r) => println!(
+                Some(r) => outln!(
                     "{:<44} {:>12.1} {:<12} x{r:.3} of compare",
-                    f.name, f.value, f.unit
+                    f.name,
+                    f.value,
+                    f.unit
                 ),
-                None => println!("{:<44} {:>12.1} {}", f.name, f.value, f.unit),
+                None => outln!("{:<44} {:>12.1} {}", f.name, f.value, f.unit),
             }
         }
         let (lo, hi) = dev.stream_priority_range();
-        println!("priority range least={lo} greatest={hi}");
+        outln!("priority range least={lo} greatest={hi}");
         if args.value("filter").is_none() && !bench::NOT_YET.is_empty() {
-            println!("# not measured yet: {}", bench::NOT_YET.join(", "));
+            outln!("# not measured yet: {}", bench::NOT_YET.join(", "));
         }
     }
     ExitCode::SUCCESS

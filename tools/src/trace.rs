@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use crate::out::{errln, out, outln};
 use kfd_emu::engine::QueueKind;
 use kfd_emu::trace::{EngineId, TraceEvent, TraceKind};
 use kfdrt::cmd::WAIT_VALUE_GTE;
@@ -197,6 +198,7 @@ pub fn chrome_json(events: &[TraceEvent], gpus: &[(u32, String)]) -> serde_json:
                 ib_va,
                 name,
                 disasm,
+                ..
             } => {
                 args["offset"] = json!(format!("{offset:#x}"));
                 args["ib_depth"] = json!(ib_depth);
@@ -275,6 +277,209 @@ pub fn packet_log(events: &[TraceEvent]) -> String {
     s
 }
 
+/// One file written by [`dump_rings`].
+#[derive(Debug)]
+pub struct DumpFile {
+    /// File name in the dump directory.
+    pub name: String,
+    /// `kfdrt disasm --engine` value.
+    pub engine: &'static str,
+    /// `kfdrt disasm --gfx` value.
+    pub gfx: String,
+    /// The GPU's gpu_id.
+    pub gpu_id: u32,
+    /// The queue id.
+    pub queue: u32,
+    /// 0 for a ring, 1.. for (nested) indirect buffers.
+    pub ib_depth: u8,
+    /// Packets placed in the file.
+    pub packets: usize,
+}
+
+/// Bytes of one ring lap or one indirect-buffer execution being assembled.
+struct Image {
+    /// Creation order (execution order within a queue).
+    order: usize,
+    file: DumpFile,
+    words: Vec<u32>,
+    last_off: Option<u64>,
+}
+
+impl Image {
+    /// Place a packet's dwords at byte `offset` (gaps stay zero).
+    fn place(&mut self, offset: u64, words: &[u32]) {
+        let at = (offset / 4) as usize;
+        if self.words.len() < at + words.len() {
+            self.words.resize(at + words.len(), 0);
+        }
+        self.words[at..at + words.len()].copy_from_slice(words);
+        self.last_off = Some(offset);
+        self.file.packets += 1;
+    }
+}
+
+/// Write the executed packets of every queue back as bytes, for `kfdrt disasm`: one file
+/// per ring lap (`gpu0-gfx942-q1-aql-ring.bin`, `...-ring-lap1.bin` after a wrap) with
+/// each packet at its ring offset, and one per execution of an indirect buffer
+/// (`gpu0-gfx942-q1-ib0003-pm4-0x7f0000001000.bin`, packets at their IB offsets),
+/// plus `index.txt` naming each file's engine, target and the command that decodes it.
+/// The bytes are the dwords the engines read when they executed each packet (AQL
+/// headers as they were before the engine reset them to INVALID).
+pub fn dump_rings(
+    events: &[TraceEvent],
+    gpus: &[(u32, String, String)],
+    dir: &std::path::Path,
+) -> std::io::Result<Vec<DumpFile>> {
+    std::fs::create_dir_all(dir)?;
+    let gpu_of = |id: u32| -> (usize, String) {
+        gpus.iter()
+            .position(|(g, _, _)| *g == id)
+            .map_or((gpus.len(), "gfx942".to_string()), |i| {
+                (i, gpus[i].2.clone())
+            })
+    };
+    let mut done: Vec<Image> = Vec::new();
+    // Open images: rings by (gpu, queue), IBs by (gpu, queue, depth, va).
+    let mut rings: BTreeMap<(u32, u32), Image> = BTreeMap::new();
+    let mut ibs: BTreeMap<(u32, u32, u8, u64), Image> = BTreeMap::new();
+    let mut laps: BTreeMap<(u32, u32), u32> = BTreeMap::new();
+    let mut ib_seq: BTreeMap<(u32, u32), u32> = BTreeMap::new();
+    let mut next_order = 0usize;
+    for ev in events {
+        let TraceKind::Packet {
+            offset,
+            ib_depth,
+            ib_va,
+            words,
+            ..
+        } = &ev.kind
+        else {
+            continue;
+        };
+        let Some((q, kind)) = ev.queue else { continue };
+        let (idx, gfx) = gpu_of(ev.gpu_id);
+        let ring_engine = match kind {
+            QueueKind::Aql => "aql",
+            QueueKind::Pm4 => "pm4",
+            QueueKind::Sdma { .. } => "sdma",
+        };
+        if *ib_depth == 0 {
+            // The ring moved on: the queue's indirect buffers so far are complete.
+            let keys: Vec<_> = ibs
+                .keys()
+                .filter(|k| (k.0, k.1) == (ev.gpu_id, q))
+                .copied()
+                .collect();
+            for k in keys {
+                done.extend(ibs.remove(&k));
+            }
+            let key = (ev.gpu_id, q);
+            if rings
+                .get(&key)
+                .is_some_and(|r| r.last_off.is_some_and(|l| *offset <= l))
+            {
+                done.extend(rings.remove(&key));
+                *laps.entry(key).or_insert(0) += 1;
+            }
+            let lap = laps.get(&key).copied().unwrap_or(0);
+            let img = rings.entry(key).or_insert_with(|| Image {
+                file: DumpFile {
+                    name: if lap == 0 {
+                        format!("gpu{idx}-{gfx}-q{q}-{ring_engine}-ring.bin")
+                    } else {
+                        format!("gpu{idx}-{gfx}-q{q}-{ring_engine}-ring-lap{lap}.bin")
+                    },
+                    engine: ring_engine,
+                    gfx: gfx.clone(),
+                    gpu_id: ev.gpu_id,
+                    queue: q,
+                    ib_depth: 0,
+                    packets: 0,
+                },
+                words: Vec::new(),
+                last_off: None,
+                order: 0,
+            });
+            if img.file.packets == 0 {
+                img.order = next_order;
+                next_order += 1;
+            }
+            img.place(*offset, words);
+        } else {
+            let engine = if ring_engine == "sdma" { "sdma" } else { "pm4" };
+            let key = (ev.gpu_id, q, *ib_depth, *ib_va);
+            if ibs
+                .get(&key)
+                .is_some_and(|r| r.last_off.is_some_and(|l| *offset <= l))
+            {
+                done.extend(ibs.remove(&key));
+            }
+            let img = ibs.entry(key).or_insert_with(|| {
+                let seq = ib_seq.entry((ev.gpu_id, q)).or_insert(0);
+                *seq += 1;
+                Image {
+                    file: DumpFile {
+                        name: format!(
+                            "gpu{idx}-{gfx}-q{q}-ib{:04}-{engine}-{ib_va:#x}{}.bin",
+                            *seq - 1,
+                            if *ib_depth > 1 {
+                                format!("-depth{ib_depth}")
+                            } else {
+                                String::new()
+                            }
+                        ),
+                        engine,
+                        gfx: gfx.clone(),
+                        gpu_id: ev.gpu_id,
+                        queue: q,
+                        ib_depth: *ib_depth,
+                        packets: 0,
+                    },
+                    words: Vec::new(),
+                    last_off: None,
+                    order: 0,
+                }
+            });
+            if img.file.packets == 0 {
+                img.order = next_order;
+                next_order += 1;
+            }
+            img.place(*offset, words);
+        }
+    }
+    done.extend(rings.into_values());
+    done.extend(ibs.into_values());
+    done.sort_by_key(|i| (i.file.gpu_id, i.file.queue, i.file.ib_depth, i.order));
+    let mut index = String::from(
+        "# kfdrt trace --dump-rings: one file per ring lap and per indirect-buffer execution,\n\
+         # each packet's dwords at its offset (zeros where nothing executed: the emulator\n\
+         # does not record NOP padding inside an IB). In execution order per queue.\n\
+         # FILE ENGINE GFX GPU_ID QUEUE IB_DEPTH PACKETS | decode with\n",
+    );
+    let mut files = Vec::new();
+    for img in done {
+        let bytes: Vec<u8> = img.words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        std::fs::write(dir.join(&img.file.name), bytes)?;
+        let f = img.file;
+        index.push_str(&format!(
+            "{} {} {} {:#x} {} {} {} | kfdrt disasm --engine {} --gfx {} {}\n",
+            f.name,
+            f.engine,
+            f.gfx,
+            f.gpu_id,
+            f.queue,
+            f.ib_depth,
+            f.packets,
+            f.engine,
+            f.gfx,
+            f.name
+        ));
+        files.push(f);
+    }
+    std::fs::write(dir.join("index.txt"), index)?;
+    Ok(files)
+}
+
 /// `kfdrt trace --help`.
 pub const HELP: &str = "\
 kfdrt trace — run a built-in workload on the emulated device, record every packet the
@@ -284,7 +489,7 @@ fault, interrupt) with host and GPU-clock timestamps, and write a Chrome/Perfett
 queue and per engine) plus a packet log in the `kfdrt disasm` line format.
 
 USAGE:
-    kfdrt trace [--device SPEC] [--out FILE] [--log FILE] [-- WORKLOAD]
+    kfdrt trace [--device SPEC] [--out FILE] [--log FILE] [--dump-rings DIR] [-- WORKLOAD]
 
 OPTIONS:
     --device SPEC   emu[:PRESET[*N][,PRESET...]] (default: $KFDRT_DEVICE, else emu);
@@ -294,6 +499,12 @@ OPTIONS:
     --log FILE      packet log, one line per packet:
                     `START_US DUR_US gpu=ID ENGINE q=QUEUE ib=DEPTH | OFFSET NAME field=value ...`
                     (default: not written)
+    --dump-rings DIR
+                    write the bytes of every packet executed, back in place: one file
+                    per queue ring (per lap when it wrapped) and per indirect-buffer
+                    execution, named GPU-GFX-QUEUE-ENGINE (gpu0-gfx942-q1-aql-ring.bin,
+                    gpu0-gfx942-q1-ib0000-pm4-0x....bin), plus DIR/index.txt with the
+                    `kfdrt disasm` command for each file
 
 WORKLOADS:
     demo            (default) 3 streams: small copies (CP DMA) and a 2 MiB copy (SDMA),
@@ -301,18 +512,19 @@ WORKLOADS:
                     between two streams
 
 EXIT CODES:
-    0 trace written; 1 the workload failed or produced wrong results; 2 usage error or
-    an output file could not be written; 3 the device is not the emulator or could not
-    be opened
+    0 trace written; 1 the workload failed or produced wrong results; 2 usage error, a
+    bad device spec or an output file could not be written; 3 the device is not the
+    emulator (hw) or could not be opened
 
 EXAMPLES:
     kfdrt trace
     kfdrt trace --device emu:mi300x --out demo.json --log demo.log -- demo
     kfdrt trace --device emu:rx7900xtx --out rdna3.json
+    kfdrt trace --dump-rings rings && kfdrt disasm --engine aql rings/gpu0-gfx942-q1-aql-ring.bin
 ";
 
 fn usage(msg: &str) -> std::process::ExitCode {
-    eprintln!("kfdrt trace: {msg}\n\n{HELP}");
+    errln!("kfdrt trace: {msg}\n\n{HELP}");
     std::process::ExitCode::from(2)
 }
 
@@ -320,10 +532,10 @@ fn usage(msg: &str) -> std::process::ExitCode {
 pub fn cmd(argv: &[String]) -> std::process::ExitCode {
     use std::process::ExitCode;
     if argv.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{HELP}");
+        out!("{HELP}");
         return ExitCode::SUCCESS;
     }
-    let args = match crate::args::Args::parse(argv, &["device", "out", "log"], &[]) {
+    let args = match crate::args::Args::parse(argv, &["device", "out", "log", "dump-rings"], &[]) {
         Ok(a) => a,
         Err(e) => return usage(&e),
     };
@@ -339,44 +551,49 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
             known.join(", ")
         ));
     }
-    let spec = match args.value("device") {
-        Some(s) => kfdrt::DeviceSpec::parse(s),
-        None => kfdrt::DeviceSpec::from_env(),
-    };
-    let spec = match spec {
+    let spec = match crate::device_spec(&args) {
         Ok(kfdrt::DeviceSpec::Emulated(s)) => s,
         Ok(kfdrt::DeviceSpec::Auto) => "emu".to_string(),
         Ok(kfdrt::DeviceSpec::Hardware) => {
-            eprintln!(
+            errln!(
                 "kfdrt trace: trace needs the emulated device (--device emu[:PRESET]): \
                  packets are recorded inside the emulator's engines, not on hardware"
             );
             return ExitCode::from(3);
         }
-        Err(e) => {
-            eprintln!("kfdrt trace: {e}");
-            return ExitCode::from(3);
+        Err(m) => {
+            errln!("kfdrt trace: {m}");
+            return ExitCode::from(2);
         }
     };
     let emu = match kfd_emu::EmuBackend::from_spec(&spec) {
         Ok(b) => Arc::new(b),
         Err(e) => {
-            eprintln!("kfdrt trace: {e}");
-            return ExitCode::from(3);
+            errln!("kfdrt trace: opening {}: {e}", crate::spec_origin(&args));
+            return ExitCode::from(2);
         }
     };
-    let gpus: Vec<(u32, String)> = emu
+    let gpus_gfx: Vec<(u32, String, String)> = emu
         .gpu_ids()
         .into_iter()
         .map(|g| {
             let name = emu.preset(g).map_or("?", |p| p.name);
-            (g, name.to_string())
+            let gfx = emu
+                .preset(g)
+                .and_then(|p| kfd::topology::GfxVersion::from_target_version(p.gfx_target_version))
+                .and_then(|v| v.name())
+                .unwrap_or_else(|| "gfx942".into());
+            (g, name.to_string(), gfx)
         })
         .collect();
+    let gpus: Vec<(u32, String)> = gpus_gfx.iter().map(|(g, n, _)| (*g, n.clone())).collect();
     let dev = match Device::with_backend(emu.clone()) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("kfdrt trace: {e}");
+            errln!(
+                "kfdrt trace: opening the emulated device: {}",
+                crate::user_msg(&e)
+            );
             return ExitCode::from(3);
         }
     };
@@ -387,13 +604,25 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
     let out = args.value("out").unwrap_or("kfdrt-trace.json");
     let json = chrome_json(&events, &gpus);
     if let Err(e) = std::fs::write(out, json.to_string()) {
-        eprintln!("kfdrt trace: writing {out}: {e}");
+        errln!("kfdrt trace: writing {out}: {e}");
         return ExitCode::from(2);
     }
     if let Some(log) = args.value("log") {
         if let Err(e) = std::fs::write(log, packet_log(&events)) {
-            eprintln!("kfdrt trace: writing {log}: {e}");
+            errln!("kfdrt trace: writing {log}: {e}");
             return ExitCode::from(2);
+        }
+    }
+    if let Some(dir) = args.value("dump-rings") {
+        match dump_rings(&events, &gpus_gfx, std::path::Path::new(dir)) {
+            Ok(files) => errln!(
+                "kfdrt trace: {} ring and IB files -> {dir} (see {dir}/index.txt)",
+                files.len()
+            ),
+            Err(e) => {
+                errln!("kfdrt trace: --dump-rings {dir:?}: cannot write it: {e}");
+                return ExitCode::from(2);
+            }
         }
     }
     let packets = events
@@ -402,7 +631,7 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
         .count();
     match result {
         Ok(s) => {
-            println!(
+            outln!(
                 "kfdrt trace: workload {workload}: {} streams, {} callbacks, {} bytes copied; \
                  {packets} packets, {} events -> {out}",
                 s.streams,
@@ -414,8 +643,87 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("kfdrt trace: workload {workload} failed: {e} (trace written to {out})");
+            errln!("kfdrt trace: workload {workload} failed: {e} (trace written to {out})");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(q: u32, kind: QueueKind, offset: u64, ib: (u8, u64), words: &[u32]) -> TraceEvent {
+        TraceEvent {
+            gpu_id: 0x1234,
+            engine: EngineId::Cp,
+            queue: Some((q, kind)),
+            start_ns: 0,
+            end_ns: 0,
+            start_gpu: 0,
+            end_gpu: 0,
+            kind: TraceKind::Packet {
+                offset,
+                ib_depth: ib.0,
+                ib_va: ib.1,
+                name: "X",
+                disasm: String::new(),
+                words: words.into(),
+            },
+        }
+    }
+
+    fn words_of(dir: &std::path::Path, name: &str) -> Vec<u32> {
+        std::fs::read(dir.join(name))
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    /// A ring that wraps gets one file per lap; an IB run twice (the same VA reused
+    /// after the ring moved on) gets one file per execution; packets sit at their
+    /// offsets.
+    #[test]
+    fn dump_splits_ring_laps_and_ib_executions() {
+        let dir = std::env::temp_dir().join(format!("kfdrt-dump-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let pm4 = QueueKind::Pm4;
+        let ib = (1, 0x7000);
+        let events = [
+            packet(2, pm4, 0, (0, 0), &[1, 1]),
+            packet(2, pm4, 0, ib, &[10]),
+            packet(2, pm4, 8, ib, &[11, 11]),
+            packet(2, pm4, 8, (0, 0), &[2]),
+            packet(2, pm4, 0, ib, &[12]),
+            // The ring wrapped: offset 0 again.
+            packet(2, pm4, 0, (0, 0), &[3]),
+            packet(7, QueueKind::Sdma { engine: 0 }, 0, (0, 0), &[4, 4, 4]),
+        ];
+        let gpus = [(0x1234, "mi300x".to_string(), "gfx942".to_string())];
+        let files = dump_rings(&events, &gpus, &dir).unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "gpu0-gfx942-q2-pm4-ring.bin",
+                "gpu0-gfx942-q2-pm4-ring-lap1.bin",
+                "gpu0-gfx942-q2-ib0000-pm4-0x7000.bin",
+                "gpu0-gfx942-q2-ib0001-pm4-0x7000.bin",
+                "gpu0-gfx942-q7-sdma-ring.bin",
+            ]
+        );
+        assert_eq!(words_of(&dir, names[0]), [1, 1, 2]);
+        assert_eq!(words_of(&dir, names[1]), [3]);
+        assert_eq!(words_of(&dir, names[2]), [10, 0, 11, 11]);
+        assert_eq!(words_of(&dir, names[3]), [12]);
+        assert_eq!(words_of(&dir, names[4]), [4, 4, 4]);
+        assert_eq!(files[4].engine, "sdma");
+        let index = std::fs::read_to_string(dir.join("index.txt")).unwrap();
+        assert!(index.contains(
+            "gpu0-gfx942-q2-ib0000-pm4-0x7000.bin pm4 gfx942 0x1234 2 1 2 | \
+             kfdrt disasm --engine pm4 --gfx gfx942 gpu0-gfx942-q2-ib0000-pm4-0x7000.bin"
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -237,6 +237,6 @@ fn list_help_and_usage_errors() {
         );
     }
     let o = kfdrt(&["check", "--device", "emu:nosuchgpu"]);
-    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown preset"), "{}", stderr(&o));
 }

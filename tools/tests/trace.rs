@@ -280,3 +280,93 @@ fn usage_errors_and_help() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `--dump-rings`: every ring and IB file decodes with `kfdrt disasm` (the command the
+/// index names) into exactly the packet log's lines for that queue and IB depth, in
+/// order; on two GPU families (the SDMA and PM4 layouts differ).
+#[test]
+fn dump_rings_round_trip_through_disasm() {
+    for (device, target) in [("emu:mi300x", "gfx942"), ("emu:rx7900xtx", "gfx1100")] {
+        dump_round_trip(device, target);
+    }
+}
+
+fn dump_round_trip(device: &str, target: &str) {
+    let d = tmp(&format!("dump-{target}"));
+    let dump = d.join("rings");
+    let log = d.join("t.log");
+    let o = kfdrt(&[
+        "trace",
+        "--device",
+        device,
+        "--out",
+        d.join("t.json").to_str().unwrap(),
+        "--log",
+        log.to_str().unwrap(),
+        "--dump-rings",
+        dump.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The packet log per (gpu, queue, ib depth), in order.
+    let mut logged: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
+    for line in std::fs::read_to_string(&log).unwrap().lines() {
+        let (head, dis) = line.split_once(" | ").expect("log line has ` | `");
+        let f: Vec<&str> = head.split_whitespace().collect();
+        let gpu = f[2].strip_prefix("gpu=").unwrap().to_string();
+        let q = f[4].strip_prefix("q=").unwrap().to_string();
+        let ib = f[5].strip_prefix("ib=").unwrap().to_string();
+        logged
+            .entry((gpu, q, ib))
+            .or_default()
+            .push(dis.to_string());
+    }
+    let index = std::fs::read_to_string(dump.join("index.txt")).unwrap();
+    let mut decoded: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
+    let mut engines = BTreeSet::new();
+    let mut targets = BTreeSet::new();
+    for line in index.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (file, engine, gfx, gpu, q, ib, packets) = (f[0], f[1], f[2], f[3], f[4], f[5], f[6]);
+        assert!(
+            file.contains(engine) && file.contains(gfx),
+            "{file} names its engine and target"
+        );
+        engines.insert(engine.to_string());
+        targets.insert(gfx.to_string());
+        let o = kfdrt(&[
+            "disasm",
+            "--engine",
+            engine,
+            "--gfx",
+            gfx,
+            dump.join(file).to_str().unwrap(),
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{file}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let lines: Vec<String> = String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(lines.len().to_string(), packets, "{file}");
+        decoded
+            .entry((gpu.to_string(), q.to_string(), ib.to_string()))
+            .or_default()
+            .extend(lines);
+    }
+    assert_eq!(decoded, logged, "disasm of the dump = the packet log");
+    for e in ["aql", "pm4", "sdma"] {
+        assert!(engines.contains(e), "the demo uses {e}: {engines:?}");
+    }
+    assert_eq!(targets, BTreeSet::from([target.to_string()]));
+    let _ = std::fs::remove_dir_all(&d);
+}

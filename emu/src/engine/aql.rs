@@ -198,7 +198,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
             if let Err(e) = finish(q, mem, inner, slot_va, None, sig) {
                 stop!(off, e.into());
             }
-            if let Some((start, name, disasm)) = q.tr_ib.take() {
+            if let Some((start, name, disasm, words)) = q.tr_ib.take() {
                 if mem.tr.on {
                     let end = inner.stamp();
                     let kind = crate::trace::TraceKind::Packet {
@@ -207,6 +207,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                         ib_va: 0,
                         name,
                         disasm,
+                        words,
                     };
                     mem.tr.push(start, end, kind);
                 }
@@ -332,7 +333,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 if mem.tr.on {
                     let line = pm4::disasm::aql_line(slot as usize, &pkt);
                     let start = q.tr_start.take().unwrap_or_else(|| inner.stamp());
-                    q.tr_ib = Some((start, line.name, line.to_string()));
+                    q.tr_ib = Some((start, line.name, line.to_string(), Box::new(w)));
                 }
                 continue;
             }
@@ -364,7 +365,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         }
         if mem.tr.on {
             let line = pm4::disasm::aql_line(slot as usize, &pkt);
-            super::queue::trace_packet(mem, inner, q.tr_start.take(), off, (0, 0), line);
+            super::queue::trace_packet(mem, inner, q.tr_start.take(), off, (0, 0), line, &w);
         }
         executed += 1;
     }

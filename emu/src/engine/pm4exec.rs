@@ -284,6 +284,7 @@ pub(crate) fn step_ib(
                         frame.off_dw as u64 * 4,
                         at,
                         line,
+                        buf,
                     );
                 }
                 r

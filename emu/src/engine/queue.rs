@@ -58,10 +58,13 @@ pub(crate) struct QueueExec {
     ib_origin: u64,
     /// Tracing: when the current ring packet was first fetched (host ns, GPU ticks).
     pub(crate) tr_start: Option<(u64, u64)>,
-    /// Tracing, AQL: the PM4-IB packet whose indirect buffer is running (start, name,
-    /// disasm line).
-    pub(crate) tr_ib: Option<((u64, u64), &'static str, String)>,
+    /// Tracing, AQL: the PM4-IB packet whose indirect buffer is running.
+    pub(crate) tr_ib: Option<TracedIb>,
 }
+
+/// Tracing, AQL: a PM4-IB packet whose indirect buffer runs: (start, name, disasm line,
+/// the slot's dwords).
+pub(crate) type TracedIb = ((u64, u64), &'static str, String, Box<[u32]>);
 
 /// Records a finished packet (tracing is on): from `start` (or now) to now.
 pub(crate) fn trace_packet(
@@ -71,6 +74,7 @@ pub(crate) fn trace_packet(
     offset: u64,
     ib: (u8, u64),
     line: pm4::disasm::DisasmLine,
+    words: &[u32],
 ) {
     let end = inner.stamp();
     let name = line.name;
@@ -83,6 +87,7 @@ pub(crate) fn trace_packet(
             ib_va: ib.1,
             name,
             disasm: line.to_string(),
+            words: words.into(),
         },
     );
 }
@@ -346,7 +351,15 @@ impl QueueExec {
                         let r = pm4exec::exec(mem, inner, &mut self.pm4, &pkt);
                         if mem.tr.on && !matches!(r, Step::Blocked) {
                             let line = pm4::disasm::pm4_line(pos as usize, &pkt, inner.cfg.family);
-                            trace_packet(mem, inner, self.tr_start.take(), off, (0, 0), line);
+                            trace_packet(
+                                mem,
+                                inner,
+                                self.tr_start.take(),
+                                off,
+                                (0, 0),
+                                line,
+                                words,
+                            );
                         }
                         if self.pm4.depth > depth_before {
                             self.ib_origin = self.rptr;

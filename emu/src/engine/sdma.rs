@@ -138,7 +138,7 @@ fn step_ib(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, ib: (u64, u32, 
                         let line =
                             pm4::disasm::sdma_line(off as usize, &pkt, inner.cfg.sdma_version);
                         let start = q.tr_start.take();
-                        trace_packet(mem, inner, start, off as u64 * 4, (1, va), line);
+                        trace_packet(mem, inner, start, off as u64 * 4, (1, va), line, buf);
                     }
                     r
                 }
@@ -282,7 +282,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                         let line =
                             pm4::disasm::sdma_line(pos as usize, &pkt, inner.cfg.sdma_version);
                         let start = q.tr_start.take();
-                        trace_packet(mem, inner, start, off, (0, 0), line);
+                        trace_packet(mem, inner, start, off, (0, 0), line, words);
                     }
                     r
                 }

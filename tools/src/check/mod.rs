@@ -272,6 +272,10 @@ impl Ctx {
     /// A device of its own (a separate KFD process) for checks that provoke faults or
     /// own the event page; `Err` with a skip reason on hardware.
     pub fn private_device(&self) -> Result<Device, Outcome> {
+        note_step(
+            "opening a private emulated device (it needs a KFD process of its own: \
+             memory for another emulated GPU and its engine threads)",
+        );
         match &self.private_spec {
             Some(s) => Device::open_spec(s)
                 .map_err(|e| Outcome::Fail(format!("opening a private emulated device: {e}"))),
@@ -308,6 +312,7 @@ pub(crate) use require;
 
 /// Poll `f` every 100 µs until it holds; fail naming `what` after `limit`.
 pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), String> {
+    note_step(format!("waiting for {what}"));
     let t = Instant::now();
     while !f() {
         if t.elapsed() > limit {
@@ -343,13 +348,15 @@ pub struct Record {
 }
 
 /// Run `checks` `repeat` times, each on a worker thread with `timeout`. `progress` is
-/// called before each check with (index from 1, total, name).
+/// called before each check with (index from 1, total, name), `done` with each record
+/// as soon as it is known (so the caller can print it at once).
 pub fn run(
     ctx: &Arc<Ctx>,
     checks: &[Check],
     repeat: u32,
     timeout: Duration,
     mut progress: impl FnMut(usize, usize, &str),
+    mut done: impl FnMut(&Record),
 ) -> Vec<Record> {
     let total = checks.len() * repeat as usize;
     let mut out = Vec::with_capacity(total);
@@ -358,24 +365,48 @@ pub fn run(
             progress(out.len() + 1, total, c.name);
             let t = Instant::now();
             let outcome = run_one(ctx, *c, timeout);
-            out.push(Record {
+            let rec = Record {
                 name: c.name,
                 group: c.group(),
                 run: r,
                 outcome,
                 elapsed: t.elapsed(),
-            });
+            };
+            done(&rec);
+            out.push(rec);
         }
     }
     out
 }
 
+type StepNote = Arc<std::sync::Mutex<Option<String>>>;
+
+thread_local! {
+    /// The running check's step note ([`note_step`]); set on each check's worker thread.
+    static STEP: std::cell::RefCell<Option<StepNote>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Record what the running check is doing or waiting for, so that a timeout can say
+/// what the check was waiting for (and what it needed) instead of only "timeout".
+pub fn note_step(what: impl Into<String>) {
+    STEP.with(|s| {
+        if let Some(n) = s.borrow().as_ref() {
+            if let Ok(mut g) = n.lock() {
+                *g = Some(what.into());
+            }
+        }
+    });
+}
+
 fn run_one(ctx: &Arc<Ctx>, c: Check, timeout: Duration) -> Outcome {
     let (tx, rx) = std::sync::mpsc::channel();
     let ctx2 = ctx.clone();
+    let note: StepNote = Arc::default();
+    let note2 = note.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("check {}", c.name))
         .spawn(move || {
+            STEP.with(|s| *s.borrow_mut() = Some(note2));
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (c.run)(&ctx2)));
             let o = match r {
                 Ok(Ok(o)) => o,
@@ -397,10 +428,20 @@ fn run_one(ctx: &Arc<Ctx>, c: Check, timeout: Duration) -> Outcome {
     match rx.recv_timeout(timeout) {
         Ok(o) => o,
         // The worker is left behind (it may be stuck in the device); the run goes on.
-        Err(_) => Outcome::Fail(format!(
-            "timeout: no result after {:.1} s (the device hung or a wait never completed)",
-            timeout.as_secs_f64()
-        )),
+        Err(_) => {
+            let step = note.lock().ok().and_then(|g| g.clone());
+            Outcome::Fail(match step {
+                Some(step) => format!(
+                    "timeout: no result after {:.1} s; it was {step}",
+                    timeout.as_secs_f64()
+                ),
+                None => format!(
+                    "timeout: no result after {:.1} s (the device hung or a wait never \
+                     completed)",
+                    timeout.as_secs_f64()
+                ),
+            })
+        }
     }
 }
 
@@ -427,25 +468,45 @@ pub fn summary_line(records: &[Record], wall: Duration) -> String {
     )
 }
 
-/// The result table: check, result, time, detail (for failures and skips).
-pub fn render_table(records: &[Record], repeat: u32) -> String {
-    let w = records
-        .iter()
-        .map(|r| r.name.len())
-        .max()
-        .unwrap_or(5)
-        .max(5);
-    let mut s = String::new();
-    let run_col = repeat > 1;
-    if run_col {
-        s.push_str("RUN ");
+/// The result table, printed row by row as checks finish: check, result, time, detail
+/// (for failures and skips). Column widths come from the selected checks' names.
+pub struct Table {
+    w: usize,
+    run_col: bool,
+}
+
+impl Table {
+    /// The table for `checks` run `repeat` times.
+    pub fn new(checks: &[Check], repeat: u32) -> Self {
+        let w = checks
+            .iter()
+            .map(|c| c.name.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        Table {
+            w,
+            run_col: repeat > 1,
+        }
     }
-    s.push_str(&format!(
-        "{:<w$}  {:<6} {:>9}  DETAIL\n",
-        "CHECK", "RESULT", "TIME"
-    ));
-    for r in records {
-        if run_col {
+
+    /// The header line.
+    pub fn header(&self) -> String {
+        let w = self.w;
+        format!(
+            "{}{:<w$}  {:<6} {:>9}  DETAIL\n",
+            if self.run_col { "RUN " } else { "" },
+            "CHECK",
+            "RESULT",
+            "TIME"
+        )
+    }
+
+    /// One result line.
+    pub fn row(&self, r: &Record) -> String {
+        let w = self.w;
+        let mut s = String::new();
+        if self.run_col {
             s.push_str(&format!("{:<3} ", r.run));
         }
         let detail = match &r.outcome {
@@ -466,8 +527,32 @@ pub fn render_table(records: &[Record], repeat: u32) -> String {
         );
         s.push_str(line.trim_end());
         s.push('\n');
+        s
     }
-    s
+}
+
+/// Every group with what it covers, one per line (for `kfdrt help`).
+pub fn render_groups() -> String {
+    let w = GROUPS.iter().map(|(g, _)| g.len()).max().unwrap_or(8);
+    GROUPS
+        .iter()
+        .map(|(g, what)| format!("    {g:<w$}  {what}\n"))
+        .collect()
+}
+
+/// `--list --json`: every check with its group and what it asserts.
+pub fn render_list_json(checks: &[Check]) -> String {
+    let groups: Vec<serde_json::Value> = GROUPS
+        .iter()
+        .filter(|(g, _)| checks.iter().any(|c| c.group() == *g))
+        .map(|(g, what)| serde_json::json!({"name": g, "what": what}))
+        .collect();
+    let list: Vec<serde_json::Value> = checks
+        .iter()
+        .map(|c| serde_json::json!({"name": c.name, "group": c.group(), "what": c.what}))
+        .collect();
+    serde_json::to_string_pretty(&serde_json::json!({"groups": groups, "checks": list}))
+        .unwrap_or_default()
 }
 
 /// The JSON report.
@@ -534,6 +619,51 @@ mod tests {
         }
         assert!(registry(false).len() >= 30, "at least 30 checks");
         assert!(!registry(false).iter().any(|c| c.group() == "selftest"));
+    }
+
+    #[test]
+    fn a_timeout_says_what_the_check_was_waiting_for() {
+        let dev = Device::open_spec(&DeviceSpec::Emulated("emu".into())).unwrap();
+        let ctx = Arc::new(Ctx::new(dev, &DeviceSpec::Emulated("emu".into())));
+        // The stuck check waits on this until the test lets it go (threads are not killed).
+        static HOLD: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>> =
+            std::sync::Mutex::new(None);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        *HOLD.lock().unwrap() = Some(rx);
+        let c = Check {
+            name: "selftest.stuck",
+            what: "waits for a second GPU that never comes",
+            run: |_| {
+                note_step("waiting for a second GPU (the device has 1)");
+                let rx = HOLD.lock().ok().and_then(|mut g| g.take());
+                if let Some(rx) = rx {
+                    let _ = rx.recv_timeout(Duration::from_secs(30));
+                }
+                pass()
+            },
+        };
+        let o = run_one(&ctx, c, Duration::from_millis(200));
+        let _ = tx.send(());
+        match o {
+            Outcome::Fail(d) => assert!(
+                d.starts_with("timeout: no result after 0.2 s; it was waiting for a second GPU"),
+                "{d}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Without a note: the generic message.
+        let c = Check {
+            name: "selftest.stuck2",
+            what: "sleeps",
+            run: |_| {
+                std::thread::sleep(Duration::from_millis(600));
+                pass()
+            },
+        };
+        match run_one(&ctx, c, Duration::from_millis(100)) {
+            Outcome::Fail(d) => assert!(d.contains("the device hung"), "{d}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -1,0 +1,31 @@
+//! The README's first program: two streams synchronising in the GPU through
+//! waitValue/writeValue, the result read back on the host.
+//!
+//! Run: `cargo run --example first`
+
+use kfdrt::cmd::WAIT_VALUE_GTE;
+use kfdrt::{Device, MemoryKind};
+
+fn main() -> std::process::ExitCode {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+fn run() -> kfdrt::Result<()> {
+    let dev = Device::open()?; // KFDRT_DEVICE, else /dev/kfd, else the emulator
+    let gpu = &dev.gpus()[0];
+    println!("GPU 0: {} with {} CUs", gpu.gfx_name(), gpu.cu_count());
+    let flags = dev.alloc(MemoryKind::Signal, 0, 4096)?; // hipMallocSignalMemory
+    let (a, b) = (dev.create_stream(0)?, dev.create_stream(0)?);
+    b.wait_value32(flags.va(), 1, WAIT_VALUE_GTE, u32::MAX)?; // b waits in the GPU ...
+    b.write_value32(flags.va() + 4, 42, 0)?;
+    a.write_value32(flags.va(), 1, 0)?; // ... until a releases it
+    b.synchronize()?;
+    let mut v = [0u8; 4];
+    flags.read(4, &mut v)?;
+    println!("b wrote {}", u32::from_le_bytes(v));
+    Ok(())
+}
