@@ -55,7 +55,7 @@ for tgt in ("gfx90a", "gfx940"):
         if row is None:
             w, f = info(r)
             row = {"cls": cls, "name": [None, None], "code": [None, None], "vop3": [None, None],
-                   "w": w, "f": f, "asm": r["asm"]}
+                   "w": w, "f": f, "asm": r["asm"], "e32": mn.endswith("_e32")}
             rows.append(row)
         row["name"][ti] = name
         row["code"][ti] = r["op"]
@@ -102,8 +102,12 @@ def flags(row):
         fl.append("ACC_DST")
     if row["f"]["s0"] == "a" and cls != "Mai":
         fl.append("ACC_SRC0")
-    if row["asm"].count(",") >= 0 and cls == "Sopk" and n == "s_setreg_imm32_b32":
+    if n == "s_setreg_imm32_b32" or re.search(r"_(madmk|madak|fmamk|fmaak)_", n):
         fl.append("LITERAL")
+    if row["f"]["d0"] == "s" and cls in ("Vop1", "Vop2", "Vop3"):
+        fl.append("SCALAR_DST")
+    if row.get("e32"):
+        fl.append("E32")
     if row["w"]["d1"]:
         fl.append("SDST")
     if n in ("v_cndmask_b32", "v_addc_co_u32", "v_subb_co_u32", "v_subbrev_co_u32"):

@@ -69,6 +69,8 @@ MASKS = {
     "sopp": [None, [~0 ^ 0xFFFF]],
 }
 MASKS["scratch"] = MASKS["global"]
+MASKS["vop2"] = [None, "PAD"]
+MASKS["sopk"] = MASKS["sopk"] + ["PAD"]
 
 REG = re.compile(r"^(-|\|)*(s|v|a|ttmp)(?:\[(\d+):(\d+)\]|(\d+))\|?$")
 
@@ -145,7 +147,10 @@ def main():
           for mask in MASKS.get(enc, [None]):
             todo = [op for op in rng if op not in found]
             words = [gen(op) for op in todo]
-            if mask is not None:
+            if mask == "PAD":
+                # ops taking a literal dword after the instruction (v_madak_f32, ...)
+                words = [ws + [0xBF800000] for ws in words]
+            elif mask is not None:
                 words = [[w & m for w, m in zip(ws, mask)] for ws in words]
             res = run(tgt, words)
             for i, asm in res.items():

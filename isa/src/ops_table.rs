@@ -30,6 +30,10 @@ pub mod flags {
     pub const SDST: u32 = 1 << 8;
     /// Reads a carry-in/condition: VCC in `_e32`, an SGPR pair as src2 in `_e64`.
     pub const CARRY_IN: u32 = 1 << 9;
+    /// VOP destination field names an SGPR (`v_readfirstlane_b32`, `v_readlane_b32`).
+    pub const SCALAR_DST: u32 = 1 << 10;
+    /// llvm-objdump spells the 32-bit form with an `_e32` suffix.
+    pub const E32: u32 = 1 << 11;
 }
 use flags::*;
 
@@ -189,5 +193,15 @@ pub(crate) fn opcode_at(i: u16) -> Option<Opcode> {
 }
 
 #[allow(dead_code)]
-const _FLAGS_USED: u32 =
-    BRANCH | LOAD | STORE | ATOMIC | RETURNS | ACC_DST | ACC_SRC0 | LITERAL | SDST | CARRY_IN;
+const _FLAGS_USED: u32 = BRANCH
+    | LOAD
+    | STORE
+    | ATOMIC
+    | RETURNS
+    | ACC_DST
+    | ACC_SRC0
+    | LITERAL
+    | SDST
+    | CARRY_IN
+    | SCALAR_DST
+    | E32;
