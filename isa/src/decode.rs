@@ -659,8 +659,20 @@ fn flat(cx: &mut Ctx<'_>, lk: &Lookup, w0: u32, inst: &mut Inst) -> Result<(), D
     inst.src[2] = saddr_op;
     if w[0] > 0 {
         inst.dst[0] = vreg(acc, bits(w1, 24, 8), w[0]);
+    } else if op.info().flags & flags::ATOMIC != 0 && bit(w0, 16) {
+        // glc/sc0 atomics return the old value: as wide as data, half of it for cmpswap
+        let n = if op.name(inst.target).contains("cmpswap") {
+            w[3] / 2
+        } else {
+            w[3]
+        };
+        inst.dst[0] = vreg(acc, bits(w1, 24, 8), n.max(1));
     }
     let lds = !(gfx94x && enc == Encoding::Scratch) && bit(w0, 13);
+    if lds {
+        // loads to LDS have no VGPR destination
+        inst.dst[0] = Operand::None;
+    }
     inst.mods = Mods::Flat {
         offset,
         glc: bit(w0, 16),
@@ -701,20 +713,24 @@ fn mubuf(
     let glc = bit(w0, 14);
     let acc = bit(w1, 23);
     let n = u8::from(offen) + u8::from(idxen);
-    inst.src[0] = if n > 0 {
-        vgpr(bits(w1, 0, 8), n)
-    } else {
-        Operand::Off
-    };
-    inst.src[1] = sgpr(bits(w1, 16, 5) << 2, 4);
-    inst.src[2] = cx.src(bits(w1, 24, 8), 1)?;
+    // cache control ops (buffer_wbl2, buffer_inv, buffer_wbinvl1*) have no operands
+    if w != [0; 5] {
+        inst.src[0] = if n > 0 {
+            vgpr(bits(w1, 0, 8), n)
+        } else {
+            Operand::Off
+        };
+        inst.src[1] = sgpr(bits(w1, 16, 5) << 2, 4);
+        inst.src[2] = cx.src(bits(w1, 24, 8), 1)?;
+    }
     if cx.literal {
         return Err(DecodeError::NotSupported {
             what: "literal soffset in MUBUF",
             word: w0,
         });
     }
-    if w[0] > 0 {
+    // loads to LDS (`lds` bit) have no VGPR data
+    if w[0] > 0 && (typed || !bit(w0, 16)) {
         let vdata = vreg(acc, bits(w1, 8, 8), w[0]);
         let f = i.flags;
         if f & flags::LOAD != 0 {
@@ -722,7 +738,12 @@ fn mubuf(
         } else {
             inst.src[3] = vdata;
             if f & flags::ATOMIC != 0 && glc {
-                inst.dst[0] = vdata;
+                let n = if op.name(inst.target).contains("cmpswap") {
+                    w[0] / 2
+                } else {
+                    w[0]
+                };
+                inst.dst[0] = vreg(acc, bits(w1, 8, 8), n.max(1));
             }
         }
     }

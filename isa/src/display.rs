@@ -10,6 +10,10 @@ use std::fmt::{self, Write};
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Ty {
     B16,
+    /// 16-bit integer: LLVM shows float inline constants as their f16 bit patterns
+    I16,
+    /// Packed 16-bit: f16 constants, literals printed whole
+    P16,
     B32,
     B64,
 }
@@ -22,7 +26,8 @@ fn src_ty(name: &str, width: u8) -> Ty {
     let mut ty = Ty::B32;
     for tok in name.split('_') {
         match tok {
-            "f16" | "i16" | "u16" | "b16" | "bf16" => ty = Ty::B16,
+            "f16" | "bf16" => ty = Ty::B16,
+            "i16" | "u16" | "b16" => ty = Ty::I16,
             "f32" | "i32" | "u32" | "b32" | "f64" | "i64" | "u64" | "b64" | "u24" | "i24" => {
                 ty = Ty::B32
             }
@@ -32,6 +37,13 @@ fn src_ty(name: &str, width: u8) -> Ty {
     if name.starts_with("s_") {
         return Ty::B32;
     }
+    if name.contains("pk_") {
+        return if name.ends_with("_f32") || name.ends_with("_b32") {
+            Ty::B32
+        } else {
+            Ty::P16
+        };
+    }
     if name.starts_with("v_pk_") || name.starts_with("v_dot") {
         // packed 16-bit sources print as 32-bit
         if !name.ends_with("_f32") && !name.starts_with("v_pk_") {
@@ -39,6 +51,44 @@ fn src_ty(name: &str, width: u8) -> Ty {
         }
     }
     ty
+}
+
+/// Whether the sources of a VOP3 op take float input modifiers (abs/neg): the source type
+/// (last type token of the mnemonic) is a float, or the op is `v_cndmask_b32`.
+fn fp_mods(name: &str) -> bool {
+    if name.starts_with("v_cndmask_b32") {
+        return true;
+    }
+    let mut fp = false;
+    for t in name.split('_') {
+        match t {
+            "f16" | "f32" | "f64" => fp = true,
+            "i16" | "u16" | "b16" | "i32" | "u32" | "b32" | "i64" | "u64" | "b64" | "u24"
+            | "i24" | "u8" | "i8" | "i4" | "u4" => fp = false,
+            _ => {}
+        }
+    }
+    fp
+}
+
+/// Integer sources of ops that take float modifiers (exponent, selector, packed byte
+/// position): LLVM prints their modifier bit as `sext(...)`.
+fn int_src(name: &str, k: usize) -> bool {
+    match k {
+        1 => {
+            name.starts_with("v_ldexp")
+                || name.starts_with("v_trig_preop")
+                || name == "v_cvt_pk_u8_f32"
+        }
+        2 => name == "v_cvt_pk_u8_f32",
+        _ => false,
+    }
+}
+
+/// Whether a mnemonic names a 16-bit type (VOP3 op_sel is printed for those only).
+fn has_16bit(name: &str) -> bool {
+    name.split('_')
+        .any(|t| matches!(t, "f16" | "i16" | "u16" | "b16"))
 }
 
 fn reg_range(f: &mut dyn Write, prefix: &str, idx: u32, n: u8) -> fmt::Result {
@@ -94,11 +144,9 @@ fn operand(f: &mut dyn Write, o: Operand, ty: Ty) -> fmt::Result {
         Operand::Vgpr { idx, n } => reg_range(f, "v", u32::from(idx), n),
         Operand::Agpr { idx, n } => reg_range(f, "a", u32::from(idx), n),
         Operand::Int(i) => write!(f, "{i}"),
+        Operand::Float(c) if ty == Ty::I16 => write!(f, "0x{:x}", c.f16_bits()),
         Operand::Float(c) => f.write_str(float_name(c, ty)),
-        Operand::Literal(l) => match ty {
-            Ty::B16 => write!(f, "0x{:x}", l & 0xFFFF),
-            _ => write!(f, "0x{l:x}"),
-        },
+        Operand::Literal(l) => literal(f, l, ty),
         Operand::Special(s) => f.write_str(match s {
             Special::SharedBase => "src_shared_base",
             Special::SharedLimit => "src_shared_limit",
@@ -111,6 +159,52 @@ fn operand(f: &mut dyn Write, o: Operand, ty: Ty) -> fmt::Result {
             Special::LdsDirect => "src_lds_direct",
         }),
         Operand::Off => f.write_str("off"),
+    }
+}
+
+const FLOATS: [FloatConst; 9] = [
+    FloatConst::Half,
+    FloatConst::NegHalf,
+    FloatConst::One,
+    FloatConst::NegOne,
+    FloatConst::Two,
+    FloatConst::NegTwo,
+    FloatConst::Four,
+    FloatConst::NegFour,
+    FloatConst::InvTwoPi,
+];
+
+/// LLVM prints a literal whose value an inline constant could express like that constant.
+fn literal(f: &mut dyn Write, l: u32, ty: Ty) -> fmt::Result {
+    match ty {
+        Ty::B16 | Ty::I16 => {
+            let v = l & 0xFFFF;
+            if (-16..=64).contains(&i32::from(v as u16 as i16)) {
+                return write!(f, "{}", v as u16 as i16);
+            }
+            if let Some(c) = FLOATS.iter().find(|c| u32::from(c.f16_bits()) == v) {
+                return f.write_str(float_name(*c, ty));
+            }
+            write!(f, "0x{v:x}")
+        }
+        Ty::B32 | Ty::P16 => {
+            if (-16..=64).contains(&(l as i32)) {
+                return write!(f, "{}", l as i32);
+            }
+            if let Some(c) = FLOATS.iter().find(|c| c.f32_bits() == l) {
+                return f.write_str(float_name(*c, ty));
+            }
+            write!(f, "0x{l:x}")
+        }
+        Ty::B64 => {
+            if (-16..=64).contains(&(l as i32)) {
+                return write!(f, "{}", l as i32);
+            }
+            if let Some(c) = FLOATS.iter().find(|c| c.f64_bits() == u64::from(l) << 32) {
+                return f.write_str(float_name(*c, ty));
+            }
+            write!(f, "0x{l:x}")
+        }
     }
 }
 
@@ -142,7 +236,12 @@ impl Ops<'_, '_> {
         if sext {
             self.f.write_str("sext(")?;
         }
-        if neg {
+        // LLVM writes neg(imm) for a negated constant without abs (-1 would read as an int)
+        let imm = matches!(o, Operand::Int(_) | Operand::Float(_) | Operand::Literal(_));
+        let neg_fn = neg && !abs && imm;
+        if neg_fn {
+            self.f.write_str("neg(")?;
+        } else if neg {
             self.f.write_str("-")?;
         }
         if abs {
@@ -151,6 +250,9 @@ impl Ops<'_, '_> {
         operand(self.f, o, ty)?;
         if abs {
             self.f.write_str("|")?;
+        }
+        if neg_fn {
+            self.f.write_str(")")?;
         }
         if sext {
             self.f.write_str(")")?;
@@ -204,7 +306,7 @@ fn dpp_ctrl(f: &mut fmt::Formatter<'_>, c: u16) -> fmt::Result {
         0x142 => f.write_str(" row_bcast:15"),
         0x143 => f.write_str(" row_bcast:31"),
         0x150..=0x15F => write!(f, " row_newbcast:{}", c & 0xF),
-        _ => write!(f, " /* invalid dpp_ctrl {c:#x} */"),
+        _ => f.write_str(" /* Invalid dpp_ctrl value */"),
     }
 }
 
@@ -311,7 +413,8 @@ fn sendmsg(f: &mut fmt::Formatter<'_>, v: u16) -> fmt::Result {
         15 => "MSG_SYSMSG",
         _ => "",
     };
-    if name.is_empty() || v >> 10 != 0 {
+    let gs = matches!(id, 2 | 3);
+    if name.is_empty() || (!gs && v >> 10 != 0) || (gs && op == 0 && stream != 0) {
         return write!(f, " {v}");
     }
     write!(f, " sendmsg({name}")?;
@@ -381,7 +484,8 @@ impl fmt::Display for Inst {
         }
         let ty = src_ty(name, info.widths[2]);
         let ty1 = src_ty(name, 1);
-        let tyn = |n: u8| if n >= 2 { Ty::B64 } else { ty1 };
+        let packed32 = name.starts_with("v_pk_") && ty1 == Ty::B32;
+        let tyn = |n: u8| if n >= 2 && !packed32 { Ty::B64 } else { ty1 };
         let mut o = Ops { f, first: true };
         let gfx94x = self.target.is_gfx94x();
         match self.mods {
@@ -418,12 +522,13 @@ impl fmt::Display for Inst {
                     // v_madmk: vdst, src0, K, vsrc1; v_madak: vdst, src0, vsrc1, K
                     let mk = name.contains("mk_");
                     o.op(self.src[0], ty)?;
+                    // the K constant prints as its full 32-bit literal even for f16 ops
                     if mk {
-                        o.op(self.src[2], ty)?;
+                        o.op(self.src[2], Ty::B32)?;
                         o.op(self.src[1], ty)?;
                     } else {
                         o.op(self.src[1], ty)?;
-                        o.op(self.src[2], ty)?;
+                        o.op(self.src[2], Ty::B32)?;
                     }
                     return Ok(());
                 }
@@ -488,8 +593,16 @@ impl fmt::Display for Inst {
                         o.op(self.src[1], ty)?;
                     }
                 }
-                if glc {
-                    o.f.write_str(if gfx94x { " sc0" } else { " glc" })?;
+                // SMEM keeps the name glc on gfx94x; probes and discards do not print it
+                let no_glc = matches!(
+                    self.op,
+                    Opcode::S_ATC_PROBE
+                        | Opcode::S_ATC_PROBE_BUFFER
+                        | Opcode::S_DCACHE_DISCARD
+                        | Opcode::S_DCACHE_DISCARD_X2
+                );
+                if glc && !no_glc {
+                    o.f.write_str(" glc")?;
                 }
                 Ok(())
             }
@@ -500,21 +613,30 @@ impl fmt::Display for Inst {
                 omod,
                 op_sel,
             } => {
+                // integer ops have no input modifiers: LLVM ignores those bits
+                let (abs, neg) = if fp_mods(name) { (abs, neg) } else { (0, 0) };
                 o.op(self.dst[0], ty)?;
                 o.op(self.dst[1], ty)?;
                 let w = info.widths;
                 let carry = info.flags & flags::CARRY_IN != 0;
                 for k in 0..3 {
                     let n = if k == 2 && carry { 2 } else { w[2 + k] };
+                    // an integer source of an op with float modifiers: its neg bit is sext
+                    let int = int_src(name, k);
+                    let t = if k == 2 && name.starts_with("v_mad_") && name.contains("32_") {
+                        Ty::B32
+                    } else {
+                        tyn(n)
+                    };
                     o.modded(
                         self.src[k],
-                        tyn(n),
-                        neg >> k & 1 != 0,
-                        abs >> k & 1 != 0,
-                        false,
+                        t,
+                        !int && neg >> k & 1 != 0,
+                        !int && abs >> k & 1 != 0,
+                        int && neg >> k & 1 != 0,
                     )?;
                 }
-                if op_sel != 0 {
+                if op_sel != 0 && has_16bit(name) && !name.contains("legacy") {
                     let nsrc = self
                         .src
                         .iter()
@@ -539,8 +661,15 @@ impl fmt::Display for Inst {
             } => {
                 o.op(self.dst[0], ty)?;
                 let w = info.widths;
+                // v_fma_mix*: neg_lo/neg_hi are the sources' neg/abs modifiers
+                let mix = name.starts_with("v_fma_mix") || name.starts_with("v_mad_mix");
                 for k in 0..3 {
-                    o.op(self.src[k], tyn(w[2 + k]))?;
+                    if mix {
+                        let (n, a) = (neg_lo >> k & 1 != 0, neg_hi >> k & 1 != 0);
+                        o.modded(self.src[k], Ty::B32, n, a, false)?;
+                    } else {
+                        o.op(self.src[k], tyn(w[2 + k]))?;
+                    }
                 }
                 let nsrc = self
                     .src
@@ -552,13 +681,15 @@ impl fmt::Display for Inst {
                 if op_sel & mask != 0 {
                     bitlist(o.f, "op_sel", op_sel, nsrc)?;
                 }
-                if op_sel_hi & mask != mask {
+                // mix ops default to op_sel_hi 0, the others to all ones
+                let hi_default = if mix { 0 } else { mask };
+                if op_sel_hi & mask != hi_default {
                     bitlist(o.f, "op_sel_hi", op_sel_hi, nsrc)?;
                 }
-                if neg_lo & mask != 0 {
+                if neg_lo & mask != 0 && !mix {
                     bitlist(o.f, "neg_lo", neg_lo, nsrc)?;
                 }
-                if neg_hi & mask != 0 {
+                if neg_hi & mask != 0 && !mix {
                     bitlist(o.f, "neg_hi", neg_hi, nsrc)?;
                 }
                 if clamp {
@@ -583,7 +714,12 @@ impl fmt::Display for Inst {
                     write!(o.f, " abid:{abid}")?;
                 }
                 if blgp != 0 {
-                    write!(o.f, " blgp:{blgp}")?;
+                    if gfx94x && name.starts_with("v_mfma_f64") {
+                        // gfx94x f64 MFMA reuses blgp as neg of A, B, C
+                        bitlist(o.f, "neg", blgp, 3)?;
+                    } else {
+                        write!(o.f, " blgp:{blgp}")?;
+                    }
                 }
                 Ok(())
             }
@@ -600,10 +736,24 @@ impl fmt::Display for Inst {
                     o.op(self.dst[1], ty)?;
                 }
                 let w = info.widths;
+                let (abs, neg) = if fp_mods(name) { (abs, neg) } else { (0, 0) };
+                let i1 = int_src(name, 1);
+                let n1 = neg & 2 != 0;
                 o.modded(self.src[0], tyn(w[2]), neg & 1 != 0, abs & 1 != 0, false)?;
-                o.modded(self.src[1], tyn(w[3]), neg & 2 != 0, abs & 2 != 0, false)?;
+                o.modded(
+                    self.src[1],
+                    tyn(w[3]),
+                    !i1 && n1,
+                    !i1 && abs & 2 != 0,
+                    i1 && n1,
+                )?;
                 o.op(self.src[2], ty)?;
-                dpp_ctrl(o.f, ctrl)?;
+                let dp_alu = w[2] >= 2 || w[0] >= 2;
+                if dp_alu && !(0x150..=0x15F).contains(&ctrl) {
+                    o.f.write_str("  /* DP ALU dpp only supports row_newbcast */")?;
+                } else {
+                    dpp_ctrl(o.f, ctrl)?;
+                }
                 write!(o.f, " row_mask:0x{row_mask:x} bank_mask:0x{bank_mask:x}")?;
                 if bound_ctrl {
                     o.f.write_str(" bound_ctrl:1")?;
@@ -641,7 +791,7 @@ impl fmt::Display for Inst {
                     sext & 2 != 0,
                 )?;
                 o.op(self.src[2], ty)?;
-                if clamp {
+                if clamp && info.class != Class::Vopc {
                     o.f.write_str(" clamp")?;
                 }
                 omod_str(o.f, omod)?;
@@ -665,7 +815,7 @@ impl fmt::Display for Inst {
                 o.op(self.src[0], ty)?;
                 o.op(self.src[1], ty)?;
                 o.op(self.src[2], ty)?;
-                if name.contains("2st64") || name.contains("read2") || name.contains("write2") {
+                if name.contains("2st64") || name.contains("2_") {
                     if offset0 != 0 {
                         write!(o.f, " offset0:{offset0}")?;
                     }
@@ -718,6 +868,14 @@ impl fmt::Display for Inst {
                 dfmt,
                 nfmt,
             } => {
+                if info.widths == [0; 5] {
+                    // cache control (buffer_wbl2, buffer_inv, ...): no operands; objdump
+                    // shows the scope bits on gfx94x only
+                    if !gfx94x {
+                        return Ok(());
+                    }
+                    return cache_bits(o.f, gfx94x, glc, false, scc);
+                }
                 let vdata = if self.src[3] != Operand::None {
                     self.src[3]
                 } else {
@@ -728,7 +886,15 @@ impl fmt::Display for Inst {
                 o.op(self.src[1], ty)?;
                 o.op(self.src[2], ty)?;
                 if self.enc == Encoding::Mtbuf {
-                    write!(o.f, " format:[{},{}]", dfmt_name(dfmt), nfmt_name(nfmt))?;
+                    // defaults (dfmt 1 = BUF_DATA_FORMAT_8, nfmt 0 = UNORM) are omitted
+                    match (dfmt != 1, nfmt != 0) {
+                        (true, true) => {
+                            write!(o.f, " format:[{},{}]", dfmt_name(dfmt), nfmt_name(nfmt))?
+                        }
+                        (true, false) => write!(o.f, " format:[{}]", dfmt_name(dfmt))?,
+                        (false, true) => write!(o.f, " format:[{}]", nfmt_name(nfmt))?,
+                        (false, false) => {}
+                    }
                 }
                 if idxen {
                     o.f.write_str(" idxen")?;
@@ -769,11 +935,11 @@ fn cache_bits(
         if glc {
             f.write_str(" sc0")?;
         }
-        if scc {
-            f.write_str(" sc1")?;
-        }
         if slc {
             f.write_str(" nt")?;
+        }
+        if scc {
+            f.write_str(" sc1")?;
         }
     } else {
         if glc {
@@ -846,10 +1012,10 @@ fn swizzle(off: u16) -> String {
             return format!("swizzle(REVERSE,{})", xor + 1);
         }
     }
-    if xor == 0 && (and | or) == 0x1F && or != 0x1F {
-        // broadcast: and mask keeps the group, or selects the lane
+    if xor == 0 {
+        // broadcast: the and mask clears the lane bits of a group, or selects the lane
         let group = (!and & 0x1F) + 1;
-        if group.is_power_of_two() {
+        if group.is_power_of_two() && group > 1 && or < group {
             return format!("swizzle(BROADCAST,{group},{or})");
         }
     }
