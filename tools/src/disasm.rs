@@ -51,6 +51,11 @@ pub fn run(engine: Engine, family: GfxFamily, words: &[u32], json: bool) -> (Str
     (text, problem)
 }
 
+/// `--engine isa` (gfx9 machine code, `disasm_isa.rs`); None for the packet engines.
+pub fn isa(argv: &[String]) -> Option<std::process::ExitCode> {
+    crate::disasm_isa::wants(argv).then(|| crate::disasm_isa::main(argv))
+}
+
 /// Engine from the `--engine` name.
 pub fn engine(name: &str) -> Result<Engine, String> {
     Engine::from_name(name)

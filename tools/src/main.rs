@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod check;
 mod disasm;
+mod disasm_isa;
 mod info;
 mod trace;
 
@@ -101,6 +102,7 @@ their offset, and decoding continues where it can.
 
 USAGE:
     kfdrt disasm --engine pm4|aql|sdma --gfx TARGET [--hex] [--json] FILE
+    kfdrt disasm --engine isa --gfx TARGET [--hex] FILE   (gfx9 machine code or code object)
 
 OPTIONS:
     --engine E   pm4 (type-3 packets / IBs), aql (64-byte slots), sdma
@@ -224,6 +226,9 @@ fn cmd_disasm(argv: &[String]) -> ExitCode {
     if wants_help(argv) {
         print!("{DISASM_HELP}");
         return ExitCode::SUCCESS;
+    }
+    if let Some(code) = disasm::isa(argv) {
+        return code;
     }
     let args = match Args::parse(argv, &["engine", "gfx"], &["hex", "json"]) {
         Ok(a) => a,
