@@ -24,7 +24,7 @@ mod ops_table;
 
 pub use decode::decode;
 pub use display::{disassemble, DisasmLine};
-pub use ops_table::{OpInfo, Opcode};
+pub use ops_table::{flags, OpInfo, Opcode};
 
 /// A gfx9 CDNA target. gfx940, gfx941 and gfx942 share one instruction encoding (checked
 /// opcode-for-opcode against LLVM 19); gfx90a differs in MFMA names/opcodes, cache-policy
@@ -496,6 +496,17 @@ impl Inst {
     /// The instruction's mnemonic on its target, without encoding suffix.
     pub fn name(&self) -> &'static str {
         self.op.name(self.target)
+    }
+    /// Byte address a SOPP branch (`s_branch`, `s_cbranch_*`) at `pc` jumps to when taken:
+    /// `pc + 4 + simm16 * 4`. None for other instructions (`s_setpc`/`s_swappc` jump to a
+    /// register value).
+    pub fn branch_target(&self, pc: u64) -> Option<u64> {
+        match (self.enc, self.mods) {
+            (Encoding::Sopp, Mods::Simm16(imm)) if self.info().flags & flags::BRANCH != 0 => {
+                Some(pc.wrapping_add(4).wrapping_add((i64::from(imm) * 4) as u64))
+            }
+            _ => None,
+        }
     }
 }
 
