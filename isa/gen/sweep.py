@@ -4,7 +4,7 @@ for gfx90a and gfx940/941/942, and write the raw findings as JSON (one record pe
 (encoding, opcode, target)): mnemonic and which operand fields it prints, with widths.
 
 The Rust table in isa/src/table.rs is generated from this by gen_table.py. Run:
-    python3 isa/gen/sweep.py > isa/gen/sweep.json
+    python3 isa/gen/sweep.py > target/sweep.json   (generated, not committed)
 """
 import json, re, subprocess, sys
 
