@@ -42,6 +42,12 @@ for tgt in ("gfx90a", "gfx940"):
         if enc == "vop3" and mn.endswith("_e64"):
             vop3_promoted.append((ti, mn[:-4], r["op"], r))
             continue
+        if enc == "vop3" and 0x140 <= r["op"] < 0x200 and any(
+                x["enc"] == "vop1" and x["target"] == tgt and x["op"] == r["op"] - 0x140
+                and x["mn"] == mn for x in recs):
+            # a VOP1 op whose VOP3 form LLVM prints without _e64 (v_nop, v_clrexcp)
+            vop3_promoted.append((ti, mn, r["op"], r))
+            continue
         name = mn[:-4] if mn.endswith("_e32") else mn
         cls = CLS[enc]
         if enc == "vop3p" and (name.startswith("v_mfma") or name.startswith("v_smfmac")):

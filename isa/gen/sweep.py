@@ -69,6 +69,18 @@ MASKS = {
     "sopp": [None, [~0 ^ 0xFFFF]],
 }
 MASKS["scratch"] = MASKS["global"]
+# last resorts: only the encoding and opcode bits kept (s_memtime, s_dcache_wb, ... have no
+# operands or only sdata), then sdata alone
+MASKS["smem"] = MASKS["smem"] + [[0xFFFC0000 | 0x7F << 6, 0], [0xFFFC0000, 0]]
+OPCODE_ONLY = {
+    "sop2": [0xFF800000], "sopk": [0xFF800000], "sop1": [0xFFFFFF00], "sopc": [0xFFFF0000],
+    "sopp": [0xFFFF0000], "vop2": [0xFE000000], "vop1": [0xFE01FE00], "vopc": [0xFFFE0000],
+    "vop3": [0xFFFF0000, 0], "vop3p": [0xFFFF0000, 0], "ds": [0xFFFE0000, 0],
+    "flat": [0xFFFCC000, 0], "global": [0xFFFCC000, 0], "scratch": [0xFFFCC000, 0],
+    "mubuf": [0xFFFC0000, 0], "mtbuf": [0xFC078000, 0],
+}
+for _enc, _m in OPCODE_ONLY.items():
+    MASKS[_enc] = MASKS.get(_enc, [None]) + [_m]
 MASKS["vop2"] = [None, "PAD"]
 MASKS["sopk"] = MASKS["sopk"] + ["PAD"]
 

@@ -146,6 +146,10 @@ fn sgpr(idx: u32, n: u8) -> Operand {
 /// SGPR tuples are aligned: pairs to 2, wider to 4.
 #[inline]
 fn align(idx: u8, n: u8) -> u8 {
+    // only SGPRs and trap temporaries form tuples (null, m0, exec are not realigned)
+    if idx > sreg::SGPR_LAST && !(sreg::TTMP0..sreg::M0).contains(&idx) {
+        return idx;
+    }
     match n {
         0 | 1 => idx,
         2 => idx & !1,
@@ -316,9 +320,11 @@ fn smem(cx: &mut Ctx<'_>, lk: &Lookup, w0: u32, inst: &mut Inst) -> Result<(), D
     if i.widths[2] > 0 {
         inst.src[0] = sgpr(bits(w0, 0, 6) << 1, i.widths[2]);
     }
-    if soe {
+    // ops without an address (s_memtime, s_dcache_wb, ...) have no offset either
+    let addressed = i.widths[2] > 0;
+    if addressed && soe {
         inst.src[1] = sgpr(bits(w1, 25, 7), 1);
-    } else if !imm {
+    } else if addressed && !imm {
         inst.src[1] = sgpr(raw & 0x7F, 1);
     }
     if i.widths[0] > 0 {

@@ -79,6 +79,7 @@ fn int_src(name: &str, k: usize) -> bool {
             name.starts_with("v_ldexp")
                 || name.starts_with("v_trig_preop")
                 || name == "v_cvt_pk_u8_f32"
+                || name == "v_cvt_pkaccum_u8_f32"
         }
         2 => name == "v_cvt_pk_u8_f32",
         _ => false,
@@ -474,7 +475,8 @@ impl fmt::Display for Inst {
                 f.write_str("_e32")?
             }
             Encoding::Vop3 | Encoding::Vop3b
-                if matches!(info.class, Class::Vop1 | Class::Vop2 | Class::Vopc) =>
+                if matches!(info.class, Class::Vop1 | Class::Vop2 | Class::Vopc)
+                    && info.flags & flags::E32 != 0 =>
             {
                 f.write_str("_e64")?
             }
@@ -582,7 +584,7 @@ impl fmt::Display for Inst {
                     o.op(self.src[2], ty)?;
                 }
                 o.op(self.src[0], ty)?;
-                if self.src[0] != Operand::None || self.src[1] != Operand::None || imm {
+                if self.src[0] != Operand::None {
                     if imm && soe {
                         o.op(self.src[1], ty)?;
                         write!(o.f, " offset:0x{:x}", offset)?;
@@ -601,7 +603,7 @@ impl fmt::Display for Inst {
                         | Opcode::S_DCACHE_DISCARD
                         | Opcode::S_DCACHE_DISCARD_X2
                 );
-                if glc && !no_glc {
+                if glc && !no_glc && self.src[0] != Operand::None {
                     o.f.write_str(" glc")?;
                 }
                 Ok(())

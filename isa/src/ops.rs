@@ -204,6 +204,12 @@ isa_ops! {
     S_BUFFER_STORE_DWORD = Smem, [0x18, 0x18], [NONE, NONE], [1, 0, 4, 0, 0], STORE, "s_buffer_store_dword", "s_buffer_store_dword";
     S_BUFFER_STORE_DWORDX2 = Smem, [0x19, 0x19], [NONE, NONE], [2, 0, 4, 0, 0], STORE, "s_buffer_store_dwordx2", "s_buffer_store_dwordx2";
     S_BUFFER_STORE_DWORDX4 = Smem, [0x1a, 0x1a], [NONE, NONE], [4, 0, 4, 0, 0], STORE, "s_buffer_store_dwordx4", "s_buffer_store_dwordx4";
+    S_DCACHE_INV = Smem, [0x20, 0x20], [NONE, NONE], [0, 0, 0, 0, 0], 0, "s_dcache_inv", "s_dcache_inv";
+    S_DCACHE_WB = Smem, [0x21, 0x21], [NONE, NONE], [0, 0, 0, 0, 0], 0, "s_dcache_wb", "s_dcache_wb";
+    S_DCACHE_INV_VOL = Smem, [0x22, 0x22], [NONE, NONE], [0, 0, 0, 0, 0], 0, "s_dcache_inv_vol", "s_dcache_inv_vol";
+    S_DCACHE_WB_VOL = Smem, [0x23, 0x23], [NONE, NONE], [0, 0, 0, 0, 0], 0, "s_dcache_wb_vol", "s_dcache_wb_vol";
+    S_MEMTIME = Smem, [0x24, 0x24], [NONE, NONE], [2, 0, 0, 0, 0], 0, "s_memtime", "s_memtime";
+    S_MEMREALTIME = Smem, [0x25, 0x25], [NONE, NONE], [2, 0, 0, 0, 0], 0, "s_memrealtime", "s_memrealtime";
     S_ATC_PROBE = Smem, [0x26, 0x26], [NONE, NONE], [0, 0, 2, 0, 0], 0, "s_atc_probe", "s_atc_probe";
     S_ATC_PROBE_BUFFER = Smem, [0x27, 0x27], [NONE, NONE], [0, 0, 4, 0, 0], 0, "s_atc_probe_buffer", "s_atc_probe_buffer";
     S_DCACHE_DISCARD = Smem, [0x28, 0x28], [NONE, NONE], [0, 0, 2, 0, 0], 0, "s_dcache_discard", "s_dcache_discard";
@@ -322,6 +328,7 @@ isa_ops! {
     V_FMAC_F32 = Vop2, [0x3b, 0x3b], [0x13b, 0x13b], [1, 0, 1, 1, 0], E32, "v_fmac_f32", "v_fmac_f32";
     V_PK_FMAC_F16 = Vop2, [0x3c, 0x3c], [NONE, NONE], [1, 0, 1, 1, 0], E32, "v_pk_fmac_f16", "v_pk_fmac_f16";
     V_XNOR_B32 = Vop2, [0x3d, 0x3d], [0x13d, 0x13d], [1, 0, 1, 1, 0], E32, "v_xnor_b32", "v_xnor_b32";
+    V_NOP = Vop1, [0x0, 0x0], [0x140, 0x140], [0, 0, 0, 0, 0], 0, "v_nop", "v_nop";
     V_MOV_B32 = Vop1, [0x1, 0x1], [0x141, 0x141], [1, 0, 1, 0, 0], E32, "v_mov_b32", "v_mov_b32";
     V_READFIRSTLANE_B32 = Vop1, [0x2, 0x2], [NONE, NONE], [1, 0, 1, 0, 0], SCALAR_DST, "v_readfirstlane_b32", "v_readfirstlane_b32";
     V_CVT_I32_F64 = Vop1, [0x3, 0x3], [0x143, 0x143], [1, 0, 2, 0, 0], E32, "v_cvt_i32_f64", "v_cvt_i32_f64";
@@ -373,6 +380,7 @@ isa_ops! {
     V_FRACT_F64 = Vop1, [0x32, 0x32], [0x172, 0x172], [2, 0, 2, 0, 0], E32, "v_fract_f64", "v_fract_f64";
     V_FREXP_EXP_I32_F32 = Vop1, [0x33, 0x33], [0x173, 0x173], [1, 0, 1, 0, 0], E32, "v_frexp_exp_i32_f32", "v_frexp_exp_i32_f32";
     V_FREXP_MANT_F32 = Vop1, [0x34, 0x34], [0x174, 0x174], [1, 0, 1, 0, 0], E32, "v_frexp_mant_f32", "v_frexp_mant_f32";
+    V_CLREXCP = Vop1, [0x35, 0x35], [0x175, 0x175], [0, 0, 0, 0, 0], 0, "v_clrexcp", "v_clrexcp";
     V_SCREEN_PARTITION_4SE_B32 = Vop1, [0x37, 0x37], [0x177, 0x177], [1, 0, 1, 0, 0], E32, "v_screen_partition_4se_b32", "v_screen_partition_4se_b32";
     V_CVT_F16_U16 = Vop1, [0x39, 0x39], [0x179, 0x179], [1, 0, 1, 0, 0], E32, "v_cvt_f16_u16", "v_cvt_f16_u16";
     V_CVT_F16_I16 = Vop1, [0x3a, 0x3a], [0x17a, 0x17a], [1, 0, 1, 0, 0], E32, "v_cvt_f16_i16", "v_cvt_f16_i16";

@@ -77,9 +77,12 @@ fn agrees_with_llvm_objdump_on_every_test_kernel() {
     let mut mismatches = Vec::new();
     let mut compared = 0usize;
     for (target, mcpu) in [(Target::Gfx90a, "gfx90a"), (Target::Gfx942, "gfx942")] {
-        for src in &sources {
+        // -O2 as shipped, -O0 for the unoptimized forms (scratch spills, buffer/scratch
+        // stack traffic, more SALU)
+        for (src, opt) in sources.iter().flat_map(|s| [(s, "-O2"), (s, "-O0")]) {
             let rel = format!("cl/{src}");
-            let elf = test_kernels::build(&rel, mcpu).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            let elf = test_kernels::build_with(&rel, mcpu, &[opt])
+                .unwrap_or_else(|e| panic!("{rel} {opt}: {e}"));
             let file = object::File::parse(&*elf).expect("ELF");
             let text = file.section_by_name(".text").expect(".text");
             let base = text.address();
@@ -88,7 +91,7 @@ fn agrees_with_llvm_objdump_on_every_test_kernel() {
                 .chunks_exact(4)
                 .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .collect();
-            let listing = objdump(&elf, mcpu, &format!("{mcpu}-{src}"));
+            let listing = objdump(&elf, mcpu, &format!("{mcpu}{opt}-{src}"));
             assert!(!listing.is_empty(), "{rel} {mcpu}: objdump printed nothing");
             for (addr, theirs) in listing {
                 compared += 1;
@@ -102,7 +105,7 @@ fn agrees_with_llvm_objdump_on_every_test_kernel() {
                 };
                 if common::norm(&theirs) != common::norm(&ours) {
                     mismatches.push(format!(
-                        "{mcpu} {src} {addr:#x}:\n  objdump: {theirs}\n  ours:    {ours}"
+                        "{mcpu} {opt} {src} {addr:#x}:\n  objdump: {theirs}\n  ours:    {ours}"
                     ));
                 }
             }
