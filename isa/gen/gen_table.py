@@ -113,6 +113,20 @@ def flags(row):
         fl.append("LITERAL")
     if row["f"]["d0"] == "s" and cls in ("Vop1", "Vop2", "Vop3"):
         fl.append("SCALAR_DST")
+    # SCC per the CDNA2/CDNA3 ISA guides' SOP2/SOP1/SOPC/SOPK opcode descriptions
+    if cls == "Sopc" and n not in ("s_setvskip", "s_set_gpr_idx_on"):
+        fl.append("WRITES_SCC")
+    elif cls == "Sop2" and re.match(
+            r"s_(add|sub|addc|subb|min|max|and|or|xor|andn2|orn2|nand|nor|xnor|lshl|lshr|ashr|bfe"
+            r"|absdiff|lshl[1-4]_add)_", n):
+        fl.append("WRITES_SCC")
+    elif cls == "Sop1" and re.match(
+            r"s_(not|wqm|bcnt[01]_i32|quadmask|abs)_|s_\w+_(saveexec|wrexec)_b64", n):
+        fl.append("WRITES_SCC")
+    elif cls == "Sopk" and re.match(r"s_(cmpk_|addk_)", n):
+        fl.append("WRITES_SCC")
+    if re.match(r"s_(cselect|cmov|cmovk|addc|subb)_|s_cbranch_scc", n):
+        fl.append("READS_SCC")
     if row.get("e32"):
         fl.append("E32")
     if row["w"]["d1"]:

@@ -34,6 +34,10 @@ pub mod flags {
     pub const SCALAR_DST: u32 = 1 << 10;
     /// llvm-objdump spells the 32-bit form with an `_e32` suffix.
     pub const E32: u32 = 1 << 11;
+    /// Writes SCC (scalar ALU results, compares, saveexec).
+    pub const WRITES_SCC: u32 = 1 << 12;
+    /// Reads SCC (`s_cselect`, `s_cmov`, `s_addc`, `s_subb`, `s_cbranch_scc*`).
+    pub const READS_SCC: u32 = 1 << 13;
 }
 use flags::*;
 
