@@ -214,6 +214,30 @@ fn fields_an_interpreter_uses() {
     assert_eq!((i.op, i.mods), (Opcode::S_CBRANCH_SCC1, Mods::Simm16(5)));
     assert_eq!(i.branch_target(0x100), Some(0x100 + 4 + 5 * 4));
     assert!(i.info().flags & amdgpu_isa::flags::BRANCH != 0);
+
+    // SCC traffic from the table
+    use amdgpu_isa::flags::{READS_SCC, WRITES_SCC};
+    let f = |op: Opcode| op.info().flags;
+    assert!(f(Opcode::S_ADD_U32) & WRITES_SCC != 0);
+    assert!(f(Opcode::S_ADDC_U32) & (WRITES_SCC | READS_SCC) == WRITES_SCC | READS_SCC);
+    assert!(f(Opcode::S_MUL_I32) & WRITES_SCC == 0);
+    assert!(
+        f(Opcode::S_CSELECT_B64) & READS_SCC != 0 && f(Opcode::S_CSELECT_B64) & WRITES_SCC == 0
+    );
+    assert!(f(Opcode::S_AND_SAVEEXEC_B64) & WRITES_SCC != 0);
+    assert!(f(Opcode::S_CMP_LG_U64) & WRITES_SCC != 0);
+
+    // s_memtime: SMEM with only a destination pair
+    let i = decode(&[0xc090_0080, 0], Target::Gfx942).unwrap();
+    assert_eq!(
+        (i.op, i.dst[0], i.src[0]),
+        (
+            Opcode::S_MEMTIME,
+            Operand::Sreg { idx: 2, n: 2 },
+            Operand::None
+        )
+    );
+    assert_eq!(i.to_string(), "s_memtime s[2:3]");
 }
 
 #[test]
