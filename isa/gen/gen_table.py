@@ -94,7 +94,7 @@ def flags(row):
     n = row["name"][0] or row["name"][1]
     cls = row["cls"]
     fl = []
-    if cls in ("Sopp", "Sop1") and re.match(r"s_(c?branch|setpc|swappc|cbranch|call)", n):
+    if cls in ("Sopp", "Sop1", "Sopk", "Sop2") and re.match(r"s_(c?branch|setpc|swappc|cbranch|call)", n):
         fl.append("BRANCH")
     if cls in ("Smem", "Ds", "Flat", "Global", "Scratch", "Mubuf", "Mtbuf"):
         if re.search(r"atomic|_add_|_sub_|_inc_|_dec_|_min_|_max_|_and_|_or_|_xor_|_cmpst|_wrxchg|_rsub|_mskor|_swap|_cmpswap|_fmin|_fmax|_condxchg|_append|_consume", n) and not re.search(r"read|write|load|store", n):

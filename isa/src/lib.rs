@@ -497,12 +497,14 @@ impl Inst {
     pub fn name(&self) -> &'static str {
         self.op.name(self.target)
     }
-    /// Byte address a SOPP branch (`s_branch`, `s_cbranch_*`) at `pc` jumps to when taken:
-    /// `pc + 4 + simm16 * 4`. None for other instructions (`s_setpc`/`s_swappc` jump to a
-    /// register value).
+    /// Byte address a PC-relative branch at `pc` jumps to when taken: `pc + 4 + simm16 * 4`
+    /// for SOPP `s_branch`/`s_cbranch_*` and SOPK `s_call_b64`/`s_cbranch_i_fork`. None for
+    /// other instructions (`s_setpc`/`s_swappc` jump to a register value).
     pub fn branch_target(&self, pc: u64) -> Option<u64> {
         match (self.enc, self.mods) {
-            (Encoding::Sopp, Mods::Simm16(imm)) if self.info().flags & flags::BRANCH != 0 => {
+            (Encoding::Sopp | Encoding::Sopk, Mods::Simm16(imm))
+                if self.info().flags & flags::BRANCH != 0 =>
+            {
                 Some(pc.wrapping_add(4).wrapping_add((i64::from(imm) * 4) as u64))
             }
             _ => None,

@@ -44,7 +44,7 @@ isa_ops! {
     S_BFE_I32 = Sop2, [0x26, 0x26], [NONE, NONE], [1, 0, 1, 1, 0], WRITES_SCC, "s_bfe_i32", "s_bfe_i32";
     S_BFE_U64 = Sop2, [0x27, 0x27], [NONE, NONE], [2, 0, 2, 1, 0], WRITES_SCC, "s_bfe_u64", "s_bfe_u64";
     S_BFE_I64 = Sop2, [0x28, 0x28], [NONE, NONE], [2, 0, 2, 1, 0], WRITES_SCC, "s_bfe_i64", "s_bfe_i64";
-    S_CBRANCH_G_FORK = Sop2, [0x29, 0x29], [NONE, NONE], [0, 0, 2, 2, 0], 0, "s_cbranch_g_fork", "s_cbranch_g_fork";
+    S_CBRANCH_G_FORK = Sop2, [0x29, 0x29], [NONE, NONE], [0, 0, 2, 2, 0], BRANCH, "s_cbranch_g_fork", "s_cbranch_g_fork";
     S_ABSDIFF_I32 = Sop2, [0x2a, 0x2a], [NONE, NONE], [1, 0, 1, 1, 0], WRITES_SCC, "s_absdiff_i32", "s_absdiff_i32";
     S_RFE_RESTORE_B64 = Sop2, [0x2b, 0x2b], [NONE, NONE], [0, 0, 2, 1, 0], 0, "s_rfe_restore_b64", "s_rfe_restore_b64";
     S_MUL_HI_U32 = Sop2, [0x2c, 0x2c], [NONE, NONE], [1, 0, 1, 1, 0], 0, "s_mul_hi_u32", "s_mul_hi_u32";
@@ -72,11 +72,11 @@ isa_ops! {
     S_CMPK_LE_U32 = Sopk, [0xd, 0xd], [NONE, NONE], [1, 0, 0, 0, 0], WRITES_SCC, "s_cmpk_le_u32", "s_cmpk_le_u32";
     S_ADDK_I32 = Sopk, [0xe, 0xe], [NONE, NONE], [1, 0, 0, 0, 0], WRITES_SCC, "s_addk_i32", "s_addk_i32";
     S_MULK_I32 = Sopk, [0xf, 0xf], [NONE, NONE], [1, 0, 0, 0, 0], 0, "s_mulk_i32", "s_mulk_i32";
-    S_CBRANCH_I_FORK = Sopk, [0x10, 0x10], [NONE, NONE], [2, 0, 0, 0, 0], 0, "s_cbranch_i_fork", "s_cbranch_i_fork";
+    S_CBRANCH_I_FORK = Sopk, [0x10, 0x10], [NONE, NONE], [2, 0, 0, 0, 0], BRANCH, "s_cbranch_i_fork", "s_cbranch_i_fork";
     S_GETREG_B32 = Sopk, [0x11, 0x11], [NONE, NONE], [1, 0, 0, 0, 0], 0, "s_getreg_b32", "s_getreg_b32";
     S_SETREG_B32 = Sopk, [0x12, 0x12], [NONE, NONE], [1, 0, 0, 0, 0], 0, "s_setreg_b32", "s_setreg_b32";
     S_SETREG_IMM32_B32 = Sopk, [0x14, 0x14], [NONE, NONE], [0, 0, 0, 0, 0], LITERAL, "s_setreg_imm32_b32", "s_setreg_imm32_b32";
-    S_CALL_B64 = Sopk, [0x15, 0x15], [NONE, NONE], [0, 0, 0, 0, 0], 0, "s_call_b64", "s_call_b64";
+    S_CALL_B64 = Sopk, [0x15, 0x15], [NONE, NONE], [0, 0, 0, 0, 0], BRANCH, "s_call_b64", "s_call_b64";
     S_MOV_B32 = Sop1, [0x0, 0x0], [NONE, NONE], [1, 0, 1, 0, 0], 0, "s_mov_b32", "s_mov_b32";
     S_MOV_B64 = Sop1, [0x1, 0x1], [NONE, NONE], [2, 0, 2, 0, 0], 0, "s_mov_b64", "s_mov_b64";
     S_CMOV_B32 = Sop1, [0x2, 0x2], [NONE, NONE], [1, 0, 1, 0, 0], READS_SCC, "s_cmov_b32", "s_cmov_b32";

@@ -215,6 +215,20 @@ fn fields_an_interpreter_uses() {
     assert_eq!(i.branch_target(0x100), Some(0x100 + 4 + 5 * 4));
     assert!(i.info().flags & amdgpu_isa::flags::BRANCH != 0);
 
+    // s_call_b64 s[30:31], 4: SOPK, PC-relative like SOPP branches
+    let i = decode(&[0xBA9E_0004], Target::Gfx90a).unwrap();
+    assert_eq!(
+        (i.op, i.dst[0]),
+        (Opcode::S_CALL_B64, Operand::Sreg { idx: 30, n: 2 })
+    );
+    assert_eq!(i.branch_target(0x1000), Some(0x1000 + 4 + 16));
+    assert_eq!(
+        decode(&[0xBE80_1D1E], Target::Gfx90a)
+            .unwrap()
+            .branch_target(0),
+        None
+    );
+
     // SCC traffic from the table
     use amdgpu_isa::flags::{READS_SCC, WRITES_SCC};
     let f = |op: Opcode| op.info().flags;
