@@ -308,3 +308,15 @@ fn no_input_panics_and_errors_name_the_problem() {
         Err(amdgpu_isa::DecodeError::Truncated { need: 1, have: 0 })
     ));
 }
+
+#[test]
+fn inst_is_small_plain_data() {
+    // Copy, no heap: the interpreter caches a Vec<Inst> per kernel
+    fn is_copy<T: Copy>() {}
+    is_copy::<amdgpu_isa::Inst>();
+    assert!(
+        std::mem::size_of::<amdgpu_isa::Inst>() <= 80,
+        "{}",
+        std::mem::size_of::<amdgpu_isa::Inst>()
+    );
+}
