@@ -26,6 +26,15 @@ fn parse_hex_line(line: &str, ln: usize, out: &mut Vec<u32>) -> Result<(), Strin
     Ok(())
 }
 
+/// Parse a whole text of hex words (see [`parse_hex_line`]); used by `--engine isa`.
+pub fn parse_hex(text: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        parse_hex_line(line, i + 1, &mut out)?;
+    }
+    Ok(out)
+}
+
 /// What `kfdrt disasm` was asked to do.
 pub struct Options {
     /// Packet format.
@@ -293,6 +302,11 @@ pub fn run_file(file: &str, o: &Options) -> Result<Outcome, Failure> {
     } else {
         Outcome::Clean
     })
+}
+
+/// `--engine isa` (gfx9 machine code, `disasm_isa.rs`); None for the packet engines.
+pub fn isa(argv: &[String]) -> Option<std::process::ExitCode> {
+    crate::disasm_isa::wants(argv).then(|| crate::disasm_isa::main(argv))
 }
 
 /// Engine from the `--engine` name.

@@ -8,6 +8,7 @@ mod args;
 mod bench;
 mod check;
 mod disasm;
+mod disasm_isa;
 mod info;
 mod out;
 mod trace;
@@ -146,6 +147,7 @@ chunks, so lines appear at once and memory stays small whatever the input's size
 
 USAGE:
     kfdrt disasm --engine pm4|aql|sdma [--gfx TARGET] [--hex] [--json] [--progress] FILE
+    kfdrt disasm --engine isa --gfx TARGET [--hex] FILE   (gfx9 machine code or code object)
 
 OPTIONS:
     --engine E   pm4 (type-3 packets / IBs), aql (64-byte slots), sdma
@@ -357,6 +359,9 @@ fn cmd_disasm(argv: &[String]) -> ExitCode {
     if wants_help(argv) {
         out!("{DISASM_HELP}");
         return ExitCode::SUCCESS;
+    }
+    if let Some(code) = disasm::isa(argv) {
+        return code;
     }
     let args = match Args::parse(argv, &["engine", "gfx"], &["hex", "json", "progress"]) {
         Ok(a) => a,

@@ -248,6 +248,7 @@ pub(crate) fn step_ib(
                 frame.off_dw as u64 * 4,
                 (level as u8, frame.va),
                 line,
+                &[h, ctl],
             );
         }
         if mask >> st.xcc.min(31) & 1 == 0 {
