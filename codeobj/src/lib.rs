@@ -365,7 +365,7 @@ impl CodeObject {
         }
 
         let mut relocations = Vec::new();
-        for (_, sh) in sections.iter().enumerate() {
+        for sh in sections.iter() {
             let ty = sh.sh_type(LE);
             if ty != elf::SHT_RELA && ty != elf::SHT_REL {
                 continue;
