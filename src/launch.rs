@@ -347,7 +347,12 @@ pub fn scratch_srd(gfx_major: u32, base: u64, bytes_per_xcc: u32) -> [u32; 4] {
     if gfx_major >= 11 {
         // WORD1_GFX11: SWIZZLE_ENABLE (bits 30..31) = 1. WORD3_GFX11: FORMAT 32_UINT (20),
         // INDEX_STRIDE 0 (the CP fills it), ADD_TID_ENABLE, OOB_SELECT 2, TYPE buffer.
-        [w0, hi | 1 << 30, bytes_per_xcc, dst_sel | 20 << 12 | 1 << 23 | 2 << 28]
+        [
+            w0,
+            hi | 1 << 30,
+            bytes_per_xcc,
+            dst_sel | 20 << 12 | 1 << 23 | 2 << 28,
+        ]
     } else {
         // WORD1: SWIZZLE_ENABLE (bit 31). WORD3: NUM_FORMAT UINT (4), DATA_FORMAT 32 (4),
         // ELEMENT_SIZE 1 (4 bytes), INDEX_STRIDE 3 (64), ADD_TID_ENABLE, TYPE buffer.
@@ -387,10 +392,14 @@ impl QueueScratch {
         let fam = scratch_family(major);
         let xcc = gpu.node.properties.xcc_count().max(1);
         let per_thread_gran = fam.granule / 64;
-        let per_thread = private_size.max(self.per_thread).next_multiple_of(per_thread_gran);
+        let per_thread = private_size
+            .max(self.per_thread)
+            .next_multiple_of(per_thread_gran);
         let cus_per_xcc = (gpu.cu_count() / xcc).max(1);
         let max_waves = (cus_per_xcc * props.max_slots_scratch_cu.max(1)).min(0xfff);
-        let waves = (waves_needed.min(u64::from(max_waves)) as u32).max(self.waves).max(1);
+        let waves = (waves_needed.min(u64::from(max_waves)) as u32)
+            .max(self.waves)
+            .max(1);
         if self.buf.is_some() && per_thread <= self.per_thread && waves <= self.waves {
             return Ok(());
         }
@@ -410,7 +419,11 @@ impl QueueScratch {
         let per_xcc = wave_bytes * u64::from(waves);
         let total = (per_xcc * u64::from(xcc)).next_multiple_of(4096);
         let per_xcc32 = u32::try_from(per_xcc).map_err(|_| {
-            Error::new(ErrorKind::OutOfMemory, call, "scratch per XCC exceeds 4 GiB")
+            Error::new(
+                ErrorKind::OutOfMemory,
+                call,
+                "scratch per XCC exceeds 4 GiB",
+            )
         })?;
         let buf = Buffer::alloc(q.core(), MemoryKind::Device, q.gpu_index(), total as usize)?;
         let base = buf.va();
@@ -459,7 +472,8 @@ impl Stream {
         let inv = |m: String| Err(Error::new(ErrorKind::InvalidValue, call, m));
         let s = &*self.inner;
         let name = kernel.name();
-        if !std::sync::Arc::ptr_eq(&kernel.module.dev, &s.dev) || kernel.gpu_index() != s.gpu_index {
+        if !std::sync::Arc::ptr_eq(&kernel.module.dev, &s.dev) || kernel.gpu_index() != s.gpu_index
+        {
             return inv(format!(
                 "{name} is loaded on GPU {} (of its device) but the stream runs on GPU {}",
                 kernel.gpu_index(),
@@ -484,7 +498,9 @@ impl Stream {
             ));
         }
         if grid.contains(&0) || block.contains(&0) {
-            return inv(format!("{name}: grid {grid:?} and block {block:?} must be non-zero"));
+            return inv(format!(
+                "{name}: grid {grid:?} and block {block:?} must be non-zero"
+            ));
         }
         let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
         if threads > u64::from(meta.max_flat_workgroup_size) {
@@ -496,7 +512,9 @@ impl Stream {
         }
         if let Some(r) = meta.reqd_workgroup_size {
             if r != block {
-                return inv(format!("{name}: block {block:?} but the kernel requires {r:?}"));
+                return inv(format!(
+                    "{name}: block {block:?} but the kernel requires {r:?}"
+                ));
             }
         }
         let mut items = [0u32; 3];
@@ -557,7 +575,11 @@ impl Stream {
                 ));
             }
             if a.size > 8 {
-                return inv(format!("{name}: hidden argument {} of {} bytes", a.value_kind.name(), a.size));
+                return inv(format!(
+                    "{name}: hidden argument {} of {} bytes",
+                    a.value_kind.name(),
+                    a.size
+                ));
             }
         }
         let ka_len = u64::from(meta.kernarg_segment_size).max(1);
@@ -577,9 +599,9 @@ impl Stream {
         if ring_guard.is_none() {
             *ring_guard = Some(KernargRing::new(self)?);
         }
-        let ring = ring_guard.as_mut().ok_or_else(|| {
-            Error::new(ErrorKind::Driver, call, "kernarg ring missing")
-        })?;
+        let ring = ring_guard
+            .as_mut()
+            .ok_or_else(|| Error::new(ErrorKind::Driver, call, "kernarg ring missing"))?;
         let off = ring.reserve(self, ka_len, align)?;
         let ka_va = ring.buf.va() + off;
         ring.buf.write(off as usize, &args.bytes)?;
@@ -618,7 +640,8 @@ impl Stream {
                 completion,
             )))
         })?;
-        ring.inflight.push_back((ring.head - ka_len, ring.head, point));
+        ring.inflight
+            .push_back((ring.head - ka_len, ring.head, point));
         Ok(())
     }
 }

@@ -27,14 +27,14 @@ pub mod stream;
 pub mod va;
 pub mod vmm;
 
+pub use codeobj;
 pub use device::{Device, Gpu};
 pub use event::Event;
 pub use launch::{Dim3, KernelArgs};
-pub use module::{Kernel, KernelAttributes, Module};
-pub use codeobj;
 pub use managed::{ManagedMemory, MemRangeAttribute, MemoryAdvise};
 pub use memory::{Buffer, MemoryKind};
 pub use mempool::{MemPool, PoolAttr, PoolProps};
+pub use module::{Kernel, KernelAttributes, Module};
 pub use signal::Signal;
 pub use stream::Stream;
 pub use vmm::{MemAccessDesc, MemAllocationProp, MemHandle, MemLocation};

@@ -75,11 +75,14 @@ impl Device {
     pub fn load_module(&self, gpu: usize, bytes: &[u8]) -> Result<Module> {
         let call = "hipModuleLoadData";
         let g = self.inner.gpu(gpu)?;
-        let code =
-            CodeObject::parse_for(bytes, &g.target_id()).map_err(|e| load_error(call, e))?;
+        let code = CodeObject::parse_for(bytes, &g.target_id()).map_err(|e| load_error(call, e))?;
         let size = code.image_size();
         if size == 0 {
-            return Err(Error::new(ErrorKind::InvalidValue, call, "empty load image"));
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                "empty load image",
+            ));
         }
         // Code, descriptors and globals in GTT: host-written without a BAR/HDP flush and
         // readable by the CP and the shaders (ROCr puts them in VRAM; either is valid).
@@ -99,7 +102,11 @@ impl Device {
     }
 
     /// `hipModuleLoad`: [`Device::load_module`] from a file.
-    pub fn load_module_file(&self, gpu: usize, path: impl AsRef<std::path::Path>) -> Result<Module> {
+    pub fn load_module_file(
+        &self,
+        gpu: usize,
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<Module> {
         let p = path.as_ref();
         let b = std::fs::read(p).map_err(|e| {
             Error::new(
@@ -117,7 +124,11 @@ impl Module {
     /// InvalidValue listing the kernels the module has.
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
         let k = self.inner.code.kernel(name).map_err(|e| {
-            Error::new(ErrorKind::InvalidValue, "hipModuleGetFunction", e.to_string())
+            Error::new(
+                ErrorKind::InvalidValue,
+                "hipModuleGetFunction",
+                e.to_string(),
+            )
         })?;
         let index = self
             .inner

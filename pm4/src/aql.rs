@@ -674,9 +674,27 @@ mod dispatch_tests {
         assert_eq!((w[3], w[4], w[5]), (64, 32, 1));
         assert_eq!((w[6], w[7]), (1040, 2048));
         assert_eq!(AqlPacket::decode(&w).unwrap(), AqlPacket::KernelDispatch(k));
-        let one = KernelDispatch::new(PacketControl::default(), [64, 1, 1], [256, 1, 1], 0, 0, 0, 0, 0);
+        let one = KernelDispatch::new(
+            PacketControl::default(),
+            [64, 1, 1],
+            [256, 1, 1],
+            0,
+            0,
+            0,
+            0,
+            0,
+        );
         assert_eq!(one.dimensions, 1);
-        let three = KernelDispatch::new(PacketControl::default(), [4, 4, 4], [4, 4, 8], 0, 0, 0, 0, 0);
+        let three = KernelDispatch::new(
+            PacketControl::default(),
+            [4, 4, 4],
+            [4, 4, 8],
+            0,
+            0,
+            0,
+            0,
+            0,
+        );
         assert_eq!(three.dimensions, 3);
     }
 }
