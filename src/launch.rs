@@ -645,3 +645,211 @@ impl Stream {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Device, DeviceSpec};
+
+    fn open(spec: &str) -> Device {
+        Device::open_spec(&DeviceSpec::parse(spec).unwrap()).unwrap()
+    }
+
+    /// The kernarg segment of the stream's most recent launch, as the CP reads it.
+    fn last_kernargs(s: &Stream) -> (u64, Vec<u8>) {
+        let g = s.inner.kernargs.lock().unwrap();
+        let r = g.as_ref().expect("a launch created the ring");
+        let &(start, end, _) = r.inflight.back().expect("a launch in flight");
+        let cap = r.buf.len() as u64;
+        let mut v = vec![0u8; (end - start) as usize];
+        r.buf.read((start % cap) as usize, &mut v).unwrap();
+        (r.buf.va() + start % cap, v)
+    }
+
+    fn field(ka: &[u8], a: &codeobj::KernelArg) -> u64 {
+        let mut b = [0u8; 8];
+        b[..a.size as usize].copy_from_slice(&ka[a.offset as usize..(a.offset + a.size) as usize]);
+        u64::from_le_bytes(b)
+    }
+
+    fn load(dev: &Device, src: &str) -> crate::Module {
+        dev.load_module(0, &test_kernels::build(src, "gfx942").unwrap())
+            .unwrap()
+    }
+
+    #[test]
+    fn hidden_arguments_follow_the_metadata() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/vadd.cl");
+        let k = m.kernel("vadd").unwrap();
+        let mut args = k.args();
+        args.ptr(0x1000)
+            .unwrap()
+            .ptr(0x2000)
+            .unwrap()
+            .ptr(0x3000)
+            .unwrap();
+        args.arg(&77u32).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.launch(&k, 5, 64, 0, &args).unwrap();
+        let (va, ka) = last_kernargs(&s);
+        assert_eq!(va % KERNARG_SEGMENT_ALIGN, 0);
+        assert_eq!(ka.len(), 288);
+        assert_eq!(&ka[..8], &0x1000u64.to_le_bytes());
+        assert_eq!(&ka[16..24], &0x3000u64.to_le_bytes());
+        assert_eq!(&ka[24..28], &77u32.to_le_bytes());
+        let mut seen = 0;
+        for a in &k.metadata().args {
+            let want = match a.value_kind {
+                ValueKind::HiddenBlockCount(0) => 5,
+                ValueKind::HiddenGroupSize(0) => 64,
+                ValueKind::HiddenBlockCount(_) | ValueKind::HiddenGroupSize(_) => 1,
+                ValueKind::HiddenRemainder(_) | ValueKind::HiddenGlobalOffset(_) => 0,
+                ValueKind::HiddenGridDims => 1,
+                _ => continue,
+            };
+            assert_eq!(field(&ka, a), want, "{}", a.value_kind.name());
+            seen += 1;
+        }
+        assert_eq!(seen, 13);
+        // A 2D launch: grid dims 2, counts per dimension.
+        s.launch(&k, (3, 4), (16, 8), 0, &args).unwrap();
+        let (_, ka) = last_kernargs(&s);
+        for a in &k.metadata().args {
+            let want = match a.value_kind {
+                ValueKind::HiddenBlockCount(d) => [3, 4, 1][d as usize],
+                ValueKind::HiddenGroupSize(d) => [16, 8, 1][d as usize],
+                ValueKind::HiddenGridDims => 2,
+                _ => continue,
+            };
+            assert_eq!(field(&ka, a), want, "{}", a.value_kind.name());
+        }
+    }
+
+    #[test]
+    fn dynamic_lds_size_and_queue_ptr() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "hip/dynlds.hip");
+        let k = m.kernel("dynlds").unwrap();
+        let mut args = k.args();
+        args.ptr(0x1000).unwrap().ptr(0x2000).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.launch(&k, 2, 128, 512, &args).unwrap();
+        let (_, ka) = last_kernargs(&s);
+        let a = k
+            .metadata()
+            .args
+            .iter()
+            .find(|a| a.value_kind == ValueKind::HiddenDynamicLdsSize)
+            .unwrap();
+        assert_eq!(field(&ka, a), 512);
+
+        let q = load(&dev, "cl/queue_ptr.cl");
+        let qk = q.kernel("queue_ptr").unwrap();
+        let mut qa = qk.args();
+        qa.ptr(0x1000).unwrap();
+        s.launch(&qk, 1, 64, 0, &qa).unwrap();
+        let (_, ka) = last_kernargs(&s);
+        let a = qk
+            .metadata()
+            .args
+            .iter()
+            .find(|a| a.value_kind == ValueKind::HiddenQueuePtr)
+            .unwrap();
+        let qp = field(&ka, a);
+        assert_eq!(qp % 64, 0);
+        // SAFETY: the queue pointer is the CPU-mapped amd_queue_t of the stream's queue
+        // (GPU VA == CPU VA), alive while the stream is.
+        let rd_off = unsafe { core::ptr::read_volatile((qp + 136) as *const u32) };
+        assert_eq!(u64::from(rd_off), crate::hsa::QUEUE_READ_DISPATCH_ID_OFFSET);
+    }
+
+    fn amd_queue_u32(qp: u64, off: u64) -> u32 {
+        // SAFETY: `qp` is a live, CPU-mapped amd_queue_t (see dynamic_lds_size_and_queue_ptr).
+        unsafe { core::ptr::read_volatile((qp + off) as *const u32) }
+    }
+
+    #[test]
+    fn scratch_is_set_up_in_amd_queue_t_and_grows() {
+        let dev = open("emu:mi300x");
+        let gpu = dev.gpu(0).unwrap();
+        let xcc = gpu.node.properties.xcc_count();
+        let p = load(&dev, "cl/private_array.cl");
+        let pk = p.kernel("private_array").unwrap();
+        let private = pk.descriptor().private_segment_fixed_size;
+        let mut pa = pk.args();
+        pa.ptr(0x1000)
+            .unwrap()
+            .ptr(0x2000)
+            .unwrap()
+            .arg(&1u32)
+            .unwrap();
+        let q = load(&dev, "cl/queue_ptr.cl");
+        let qk = q.kernel("queue_ptr").unwrap();
+        let mut qa = qk.args();
+        qa.ptr(0x1000).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.launch(&qk, 1, 64, 0, &qa).unwrap();
+        let (_, ka) = last_kernargs(&s);
+        let qp = field(
+            &ka,
+            qk.metadata()
+                .args
+                .iter()
+                .find(|a| a.value_kind == ValueKind::HiddenQueuePtr)
+                .unwrap(),
+        );
+        assert_eq!(
+            amd_queue_u32(qp, 140),
+            0,
+            "no scratch before a kernel needs it"
+        );
+
+        // 8 workgroups of one wave each.
+        s.launch(&pk, 8, 64, 0, &pa).unwrap();
+        let per_thread = private.next_multiple_of(16);
+        let wavesize = (per_thread * 64).div_ceil(1024);
+        let tmpring = amd_queue_u32(qp, 140);
+        assert_eq!(tmpring & 0xfff, 8, "WAVES");
+        assert_eq!(tmpring >> 12, wavesize, "WAVESIZE in KiB");
+        let base =
+            u64::from(amd_queue_u32(qp, 144)) | u64::from(amd_queue_u32(qp, 148) & 0xffff) << 32;
+        assert_ne!(base, 0);
+        assert_eq!(amd_queue_u32(qp, 148) >> 31, 1, "SWIZZLE_ENABLE");
+        let per_xcc = 8 * wavesize * 1024;
+        assert_eq!(amd_queue_u32(qp, 152), per_xcc, "NUM_RECORDS per XCC");
+        assert_eq!(
+            amd_queue_u32(qp, 156),
+            0x00ea_4fac,
+            "gfx9 scratch SRD word 3"
+        );
+        let loc = u64::from(amd_queue_u32(qp, 160)) | u64::from(amd_queue_u32(qp, 164)) << 32;
+        assert_eq!(loc, base, "gfx9+: the absolute scratch address");
+        assert_eq!(amd_queue_u32(qp, 168), per_xcc);
+        assert_eq!(amd_queue_u32(qp, 176), per_thread);
+        assert!(xcc >= 1);
+
+        // A smaller dispatch keeps it; a larger one grows it.
+        s.launch(&pk, 4, 64, 0, &pa).unwrap();
+        assert_eq!(amd_queue_u32(qp, 140) & 0xfff, 8);
+        s.launch(&pk, 20, 128, 0, &pa).unwrap();
+        assert_eq!(amd_queue_u32(qp, 140) & 0xfff, 40);
+        let base2 =
+            u64::from(amd_queue_u32(qp, 144)) | u64::from(amd_queue_u32(qp, 148) & 0xffff) << 32;
+        assert_ne!(base2, base, "a new, larger allocation");
+    }
+
+    #[test]
+    fn srd_and_tmpring_encodings() {
+        assert_eq!(
+            scratch_srd(9, 0x1234_5678_9abc_d000, 4096),
+            [0x9abc_d000, 0x5678 | 1 << 31, 4096, 0x00ea_4fac]
+        );
+        let g11 = scratch_srd(11, 0x7f00_0000_0000, 256);
+        assert_eq!(g11[1], 0x7f00 | 1 << 30);
+        assert_eq!(g11[3] >> 28, 2, "OOB_SELECT 2");
+        assert_eq!(compute_tmpring_size(40, 65), 40 | 65 << 12);
+        assert_eq!(scratch_family(9).granule, 1024);
+        assert_eq!(scratch_family(11).granule, 256);
+    }
+}
