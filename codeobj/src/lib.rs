@@ -257,6 +257,15 @@ impl CodeObject {
         if bytes.len() < 4 || &bytes[..4] != b"\x7fELF" {
             return Err(Error::Elf("no ELF magic".into()));
         }
+        // The ELF layer reads headers in place and needs them 8-byte aligned; input from
+        // `include_bytes!` or a sub-slice of a bundle may not be.
+        let store;
+        let bytes = if bytes.as_ptr() as usize % 8 == 0 {
+            bytes
+        } else {
+            store = aligned_copy(bytes);
+            &store.0[store.1..store.1 + bytes.len()]
+        };
         let f = ElfFile64::<LE>::parse(bytes)?;
         let hdr = f.elf_header();
         let ident = hdr.e_ident();
@@ -549,6 +558,14 @@ impl CodeObject {
         }
         Ok(img)
     }
+}
+
+/// A copy of `bytes` starting at an 8-byte aligned address: (buffer, offset of the copy).
+fn aligned_copy(bytes: &[u8]) -> (Vec<u8>, usize) {
+    let mut v = vec![0u8; bytes.len() + 8];
+    let off = (8 - v.as_ptr() as usize % 8) % 8;
+    v[off..off + bytes.len()].copy_from_slice(bytes);
+    (v, off)
 }
 
 fn apply(img: &mut [u8], base: u64, r: &Relocation) -> Result<(), Error> {

@@ -143,6 +143,15 @@ fn offload_bundle_picks_the_device_entry() {
 }
 
 #[test]
+fn unaligned_input_parses() {
+    let elf = build("cl/vadd.cl", "gfx942");
+    let mut shifted = vec![0u8; elf.len() + 1];
+    shifted[1..].copy_from_slice(&elf);
+    let co = CodeObject::parse(&shifted[1..]).unwrap();
+    assert_eq!(co.kernel("vadd").unwrap().meta.kernarg_segment_size, 288);
+}
+
+#[test]
 fn missing_kernel_lists_the_kernels() {
     let co = CodeObject::parse(&build("cl/vadd.cl", "gfx942")).unwrap();
     let e = co.kernel("vsub").unwrap_err().to_string();

@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod check;
 mod disasm;
+mod disasm_codeobj;
 mod info;
 mod trace;
 
@@ -101,6 +102,9 @@ their offset, and decoding continues where it can.
 
 USAGE:
     kfdrt disasm --engine pm4|aql|sdma --gfx TARGET [--hex] [--json] FILE
+    kfdrt disasm [--gfx TARGET] [--json] CODE_OBJECT
+        an AMDGPU code object (ELF) or clang offload bundle (--gfx picks the entry):
+        each kernel's descriptor and metadata
 
 OPTIONS:
     --engine E   pm4 (type-3 packets / IBs), aql (64-byte slots), sdma
@@ -224,6 +228,9 @@ fn cmd_disasm(argv: &[String]) -> ExitCode {
     if wants_help(argv) {
         print!("{DISASM_HELP}");
         return ExitCode::SUCCESS;
+    }
+    if let Some(code) = disasm_codeobj::maybe_run(argv) {
+        return code;
     }
     let args = match Args::parse(argv, &["engine", "gfx"], &["hex", "json"]) {
         Ok(a) => a,

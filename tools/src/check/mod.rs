@@ -11,6 +11,7 @@ mod callbacks;
 mod copies;
 mod events;
 mod faults;
+mod kernels;
 mod managed;
 mod memops;
 mod memory;
@@ -168,6 +169,10 @@ pub const GROUPS: &[(&str, &str)] = &[
         "stream memory ops: writeValue/waitValue 32/64-bit conditions",
     ),
     (
+        "kernels",
+        "kernels: load code objects, arguments, LDS, scratch, ordering with stream commands",
+    ),
+    (
         "faults",
         "queue faults: sticky LaunchFailure, no hang, KFD memory exception data",
     ),
@@ -208,6 +213,7 @@ pub fn registry(inject_fault: bool) -> Vec<Check> {
     v.extend(copies::checks());
     v.extend(managed::checks());
     v.extend(vmm::checks());
+    v.extend(kernels::checks());
     v.extend(faults::checks());
     if inject_fault {
         v.push(faults::INJECTED);
