@@ -5,6 +5,7 @@
 
 mod args;
 mod bench;
+mod bench_kernels;
 mod check;
 mod disasm;
 mod disasm_codeobj;

@@ -57,22 +57,21 @@ pub fn checks() -> Vec<Check> {
     ]
 }
 
-fn code_object(ctx: &Ctx, src: &str) -> Result<(&'static [u8], String), Outcome> {
+/// The embedded code object built from `src` for `gfx`, or why there is none.
+pub fn embedded(src: &str, gfx: &str) -> Result<&'static [u8], String> {
     if let Some(e) = embedded::BUILD_ERROR {
-        return Err(Outcome::Skip(format!(
-            "no kernels embedded at build time: {e}"
-        )));
+        return Err(format!("no kernels embedded at build time: {e}"));
     }
-    let gfx = ctx.dev.gpu(0).map(|g| g.gfx_name()).unwrap_or_default();
     embedded::KERNELS
         .iter()
         .find(|(s, t, _)| *s == src && *t == gfx)
-        .map(|(_, _, b)| (*b, gfx.clone()))
-        .ok_or_else(|| {
-            Outcome::Skip(format!(
-                "no embedded {src} for {gfx} (built for gfx90a, gfx942)"
-            ))
-        })
+        .map(|(_, _, b)| *b)
+        .ok_or_else(|| format!("no embedded {src} for {gfx} (built for gfx90a, gfx942)"))
+}
+
+fn code_object(ctx: &Ctx, src: &str) -> Result<(&'static [u8], String), Outcome> {
+    let gfx = ctx.dev.gpu(0).map(|g| g.gfx_name()).unwrap_or_default();
+    embedded(src, &gfx).map(|b| (b, gfx)).map_err(Outcome::Skip)
 }
 
 /// The device a launch check runs on: on the emulator a private one whose backend we

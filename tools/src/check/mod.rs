@@ -11,7 +11,7 @@ mod callbacks;
 mod copies;
 mod events;
 mod faults;
-mod kernels;
+pub mod kernels;
 mod managed;
 mod memops;
 mod memory;
