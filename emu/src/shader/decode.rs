@@ -117,20 +117,6 @@ pub(crate) fn split(words: &[u32]) -> Op {
             o.len = 2;
         }
     };
-    if w0 >> 31 == 0 {
-        // VOP2
-        let op = ((w0 >> 25) & 0x3F) as u16;
-        o = Op::new(Enc::Valu, 0x100 + op, 1, raw);
-        o.src = [(w0 & 0x1FF) as u16, 256 + ((w0 >> 9) & 0xFF) as u16, 0];
-        o.dst = ((w0 >> 17) & 0xFF) as u16;
-        // v_madmk/v_madak/v_fmamk/v_fmaak carry a literal constant as well.
-        let k = matches!(op, 0x17 | 0x18 | 0x24 | 0x25);
-        vop_ext(&mut o, w1, k);
-        if !matches!(o.form, VopForm::Sdwa | VopForm::Dpp) {
-            lit1(&mut o, 1);
-        }
-        return o;
-    }
     match w0 >> 25 {
         0x3F => {
             // VOP1
@@ -157,6 +143,20 @@ pub(crate) fn split(words: &[u32]) -> Op {
             return o;
         }
         _ => {}
+    }
+    if w0 >> 31 == 0 {
+        // VOP2
+        let op = ((w0 >> 25) & 0x3F) as u16;
+        o = Op::new(Enc::Valu, 0x100 + op, 1, raw);
+        o.src = [(w0 & 0x1FF) as u16, 256 + ((w0 >> 9) & 0xFF) as u16, 0];
+        o.dst = ((w0 >> 17) & 0xFF) as u16;
+        // v_madmk/v_madak/v_fmamk/v_fmaak carry a literal constant as well.
+        let k = matches!(op, 0x17 | 0x18 | 0x24 | 0x25);
+        vop_ext(&mut o, w1, k);
+        if !matches!(o.form, VopForm::Sdwa | VopForm::Dpp) {
+            lit1(&mut o, 1);
+        }
+        return o;
     }
     match w0 >> 23 {
         0x17D => {
