@@ -408,3 +408,52 @@ fn divergent_loops_and_integer_division() {
         }
     }
 }
+
+#[test]
+fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
+    for dev in devices() {
+        let n = 256usize;
+        let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let (wa, wb, wc) = (dev.upload(&a), dev.upload(&a), dev.alloc(n * 4));
+
+        // An instruction the shader core does not model faults the queue, naming it.
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa/sendmsg.cl");
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc);
+        let f = dev
+            .run(&mut q, &m, "sendmsg", [n as u32, 1, 1], [64, 1, 1], 0, &args.0)
+            .expect_err("sendmsg must fault");
+        assert!(
+            f.reason.contains("not implemented") && f.reason.contains(" at 0x"),
+            "{}: {}",
+            dev.target,
+            f.reason
+        );
+        assert_eq!(f.packet_offset, 0);
+
+        // A store to an unmapped address faults with the VM fault and the instruction.
+        let mut q2 = dev.queue();
+        let m = dev.load("cl/vadd.cl");
+        let bad = 0x7f00_0000_0000u64;
+        let args = Args::default()
+            .ptr(&wa)
+            .ptr(&wb)
+            .put(&bad.to_le_bytes())
+            .u32(n as u32);
+        let f = dev
+            .run(&mut q2, &m, "vadd", [n as u32, 1, 1], [64, 1, 1], 0, &args.0)
+            .expect_err("the store must fault");
+        let fault = f.fault.expect("a memory fault");
+        assert!(fault.write, "{}: {}", dev.target, f.reason);
+        assert!(fault.va >= bad && fault.va < bad + 4 * n as u64, "{:#x}", fault.va);
+        assert!(f.reason.contains("Flat opcode 0x1c"), "{}: {}", dev.target, f.reason);
+
+        // The device still runs kernels on a new queue.
+        let mut q3 = dev.queue();
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
+        dev.run(&mut q3, &m, "vadd", [n as u32, 1, 1], [64, 1, 1], 0, &args.0)
+            .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let c: Vec<f32> = dev.download(&wc, n);
+        assert!((0..n).all(|i| c[i] == 2.0 * i as f32), "{}", dev.target);
+    }
+}
