@@ -42,6 +42,7 @@ impl Setup {
             sdma_version: SdmaVersion::V4,
             num_sdma_engines: 1,
             clock_hz: 0,
+            gfx_target_version: 0,
         };
         let eng = GpuEngines::new(cfg, mem.clone(), Arc::new(NoIrq));
         Setup {

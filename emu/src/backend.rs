@@ -117,6 +117,7 @@ impl EmuBackend {
                 sdma_version,
                 num_sdma_engines: p.num_sdma_engines + p.num_sdma_xgmi_engines,
                 clock_hz: p.gpu_clock_hz,
+                gfx_target_version: p.gfx_target_version,
             };
             let engines =
                 GpuEngines::new(cfg, vm.clone(), crate::kfd_events::as_interrupts(&events));

@@ -73,6 +73,7 @@ impl Gpu {
             sdma_version: SDMA,
             num_sdma_engines: 2,
             clock_hz: 0,
+            gfx_target_version: 0,
         };
         let eng = GpuEngines::new(cfg, mem.clone(), irq.clone());
         Gpu {

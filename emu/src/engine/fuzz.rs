@@ -107,6 +107,7 @@ pub fn fuzz_ring_report(data: &[u8]) -> FuzzReport {
         sdma_version,
         num_sdma_engines: 1,
         clock_hz: 0,
+        gfx_target_version: 0,
     };
     let engines = GpuEngines::new(cfg, mem.clone(), irq.clone());
     let kinds = [

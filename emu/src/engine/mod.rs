@@ -173,6 +173,10 @@ pub struct EngineConfig {
     pub num_sdma_engines: u32,
     /// GPU timestamp counter rate in Hz (documented per preset; 0 means 100 MHz).
     pub clock_hz: u64,
+    /// KFD `gfx_target_version` (90010 = gfx90a, 90402 = gfx942; 0 = unknown): selects the
+    /// shader core's instruction set. Kernel dispatches on a target without a shader model
+    /// fault with [`ISA_NOT_SUPPORTED`].
+    pub gfx_target_version: u32,
 }
 
 /// The reason a kernel dispatch faults its queue: the emulator has no shader model.
@@ -192,6 +196,8 @@ pub(crate) struct Inner {
     pub(crate) doorbells: Box<[DoorbellSlot]>,
     /// Opt-in packet and event recording.
     pub(crate) trace: crate::trace::TraceSink,
+    /// The shader core's decoded programs, by kernel entry address.
+    pub(crate) programs: crate::shader::ProgramCache,
 }
 
 impl Inner {
@@ -257,6 +263,7 @@ impl GpuEngines {
                 engines,
                 doorbells,
                 trace: crate::trace::TraceSink::new(n),
+                programs: crate::shader::ProgramCache::default(),
             }),
             queues: RwLock::new(HashMap::new()),
         }
