@@ -505,14 +505,22 @@ fn init_wave(
     // EXEC: the wave's live work-items.
     let first = w * 64;
     let live = items.saturating_sub(first).min(64);
-    let exec = if live == 64 { u64::MAX } else { (1u64 << live) - 1 };
+    let exec = if live == 64 {
+        u64::MAX
+    } else {
+        (1u64 << live) - 1
+    };
     wave.s[126] = exec as u32;
     wave.s[127] = (exec >> 32) as u32;
     // v0: work-item ids packed x | y << 10 | z << 20 (gfx90a/gfx94x).
     for l in 0..64 {
         let i = (first + l) as u32;
         let (x, y, z) = if (first + l) < items {
-            (i % size[0], (i / size[0]) % size[1], i / (size[0] * size[1]))
+            (
+                i % size[0],
+                (i / size[0]) % size[1],
+                i / (size[0] * size[1]),
+            )
         } else {
             (0, 0, 0)
         };

@@ -120,9 +120,11 @@ fn finish(s: &Stream, emu: &Option<Arc<kfd_emu::EmuBackend>>) -> Result<Option<O
                 if let Some(kfd_emu::engine::QueueStatus::Faulted(f)) =
                     b.queue_status(s.hw_queue_id())
                 {
-                    if f.reason.contains(kfd_emu::engine::ISA_NOT_SUPPORTED) {
+                    if f.reason.contains(kfd_emu::engine::ISA_NOT_SUPPORTED)
+                        || f.reason.contains("not implemented by the emulator")
+                    {
                         return Ok(Some(Outcome::Skip(format!(
-                            "the emulated device does not execute kernel ISA yet ({})",
+                            "the emulated device cannot execute this kernel yet ({})",
                             f.reason
                         ))));
                     }
