@@ -561,24 +561,22 @@ impl Stream {
             private_base_hi: (gpu.apertures.scratch_base >> 32) as u32,
             shared_base_hi: (gpu.apertures.lds_base >> 32) as u32,
         };
-        for a in meta.args.iter().filter(|a| a.value_kind.is_hidden()) {
-            if hidden_value(&a.value_kind, &hidden, 0).is_none() {
+        for (offset, size, kind) in &kernel.hidden {
+            if hidden_value(kind, &hidden, 0).is_none() {
                 return Err(Error::new(
                     ErrorKind::NotSupported,
                     call,
                     format!(
-                        "{name} takes hidden argument {} at offset {}, which kfdrt does not \
-                         provide",
-                        a.value_kind.name(),
-                        a.offset
+                        "{name} takes hidden argument {} at offset {offset}, which kfdrt does \
+                         not provide",
+                        kind.name()
                     ),
                 ));
             }
-            if a.size > 8 {
+            if *size > 8 {
                 return inv(format!(
-                    "{name}: hidden argument {} of {} bytes",
-                    a.value_kind.name(),
-                    a.size
+                    "{name}: hidden argument {} of {size} bytes",
+                    kind.name()
                 ));
             }
         }
@@ -604,10 +602,18 @@ impl Stream {
             .ok_or_else(|| Error::new(ErrorKind::Driver, call, "kernarg ring missing"))?;
         let off = ring.reserve(self, ka_len, align)?;
         let ka_va = ring.buf.va() + off;
-        ring.buf.write(off as usize, &args.bytes)?;
-        let mut queue_ptr = 0u64;
+        // The segment is built on the stack (one copy into the ring) when it is small.
+        let mut local = [0u8; 512];
+        let image: &mut [u8] = match local.get_mut(..args.bytes.len()) {
+            Some(l) => {
+                l.copy_from_slice(&args.bytes);
+                l
+            }
+            None => &mut [],
+        };
         let kernel_object = kernel.kernel_object;
         let group = lds as u32;
+        let ring_buf = &ring.buf;
         let point = self.submit_one(|ib, completion| {
             let q = ib.queue;
             if private > 0 {
@@ -616,18 +622,22 @@ impl Stream {
                     .unwrap_or_else(|e| e.into_inner())
                     .ensure(q, private, waves)?;
             }
-            queue_ptr = q.amd_queue_va();
-            for a in &meta.args {
-                if let Some(v) = a
-                    .value_kind
-                    .is_hidden()
-                    .then(|| hidden_value(&a.value_kind, &hidden, queue_ptr))
-                    .flatten()
-                {
-                    let b = v.to_le_bytes();
-                    ring.buf
-                        .write(off as usize + a.offset as usize, &b[..a.size as usize])?;
+            let queue_ptr = q.amd_queue_va();
+            if image.is_empty() {
+                ring_buf.write(off as usize, &args.bytes)?;
+            }
+            for (offset, size, kind) in &kernel.hidden {
+                let v = hidden_value(kind, &hidden, queue_ptr)
+                    .unwrap_or(0)
+                    .to_le_bytes();
+                let (o, n) = (*offset as usize, *size as usize);
+                match image.get_mut(o..o + n) {
+                    Some(dst) => dst.copy_from_slice(&v[..n]),
+                    None => ring_buf.write(off as usize + o, &v[..n])?,
                 }
+            }
+            if !image.is_empty() {
+                ring_buf.write(off as usize, image)?;
             }
             Ok(AqlPacket::KernelDispatch(KernelDispatch::new(
                 PacketControl::SYSTEM_BARRIER,

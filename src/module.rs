@@ -145,11 +145,19 @@ impl Module {
             .filter(|(_, a)| !a.value_kind.is_hidden())
             .map(|(i, _)| i)
             .collect();
+        let hidden = k
+            .meta
+            .args
+            .iter()
+            .filter(|a| a.value_kind.is_hidden())
+            .map(|a| (a.offset, a.size, a.value_kind.clone()))
+            .collect();
         Ok(Kernel {
             module: self.inner.clone(),
             index,
             kernel_object: self.inner.image.va() + k.kd_offset,
             explicit,
+            hidden,
         })
     }
 
@@ -218,6 +226,8 @@ pub struct Kernel {
     pub(crate) kernel_object: u64,
     /// Indices (in `meta.args`) of the explicit arguments.
     pub(crate) explicit: Vec<usize>,
+    /// (offset, size, kind) of the hidden arguments, filled at launch.
+    pub(crate) hidden: Vec<(u32, u32, codeobj::ValueKind)>,
 }
 
 impl std::fmt::Debug for Kernel {
