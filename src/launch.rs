@@ -7,6 +7,25 @@
 //! signal is the stream's timeline, so the kernel is ordered with every other stream
 //! command. The launch path allocates nothing and makes no system call once the ring and
 //! the queue's scratch exist. Facts and sources: `firmware-notes/kernels.md`.
+//!
+//! ```no_run
+//! # fn main() -> kfdrt::Result<()> {
+//! let dev = kfdrt::Device::open()?;
+//! let elf = std::fs::read("vadd.co").unwrap(); // clang -target amdgcn-amd-amdhsa ...
+//! let module = dev.load_module(0, &elf)?;
+//! let vadd = module.kernel("vadd")?;
+//! let (a, b, c) = (
+//!     dev.alloc(kfdrt::MemoryKind::Device, 0, 4096)?,
+//!     dev.alloc(kfdrt::MemoryKind::Device, 0, 4096)?,
+//!     dev.alloc(kfdrt::MemoryKind::Device, 0, 4096)?,
+//! );
+//! let mut args = vadd.args();
+//! args.buffer(&a)?.buffer(&b)?.buffer(&c)?.arg(&1024u32)?;
+//! let stream = dev.create_stream(0)?;
+//! stream.launch(&vadd, 4, 256, 0, &args)?; // 4 workgroups of 256 work-items
+//! stream.synchronize()?;
+//! # Ok(()) }
+//! ```
 
 use std::collections::VecDeque;
 
