@@ -452,6 +452,32 @@ fn event_after_kernel_and_callback_see_its_output() {
 }
 
 #[test]
+fn kernarg_ring_reuses_segments_only_after_completion() {
+    // More launches than the ring holds segments (1 MiB / 320 bytes): every kernel must
+    // still see its own arguments.
+    let (dev, eb) = open("emu:mi300x");
+    let m = module(&dev, "cl/store.cl", "gfx942");
+    let k = m.kernel("store").unwrap();
+    let n = 4000u32;
+    let out = buf_from(&dev, &vec![0u32; n as usize]);
+    let s = dev.create_stream(0).unwrap();
+    let mut args = k.args();
+    for i in 0..n {
+        args.clear();
+        args.buffer(&out)
+            .unwrap()
+            .arg(&i)
+            .unwrap()
+            .arg(&(i * 3 + 1))
+            .unwrap();
+        s.launch(&k, 1, 64, 0, &args).unwrap();
+    }
+    assert!(executed(&eb, &s, &k, [1, 1, 1], [64, 1, 1]));
+    let want: Vec<u32> = (0..n).map(|i| i * 3 + 1).collect();
+    assert_eq!(read_u32(&out, n as usize), want);
+}
+
+#[test]
 fn bad_code_objects_are_clear_errors() {
     let dev = emu("emu:mi300x");
     let elf = test_kernels::build("cl/vadd.cl", "gfx942").unwrap();
