@@ -134,6 +134,33 @@ fn vector_add() {
 }
 
 #[test]
+fn vector_add_code_object_v4_and_v6() {
+    for flag in ["-mcode-object-version=4", "-mcode-object-version=6"] {
+        let (dev, eb) = open("emu:mi300x");
+        let elf = test_kernels::build_with("cl/vadd.cl", "gfx942", &["-Xclang", flag]).unwrap();
+        let m = dev.load_module(0, &elf).unwrap();
+        let k = m.kernel("vadd").unwrap();
+        let n = 300u32;
+        let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let (ba, bc) = (buf_from(&dev, &a), buf_from(&dev, &vec![0f32; n as usize]));
+        let mut args = k.args();
+        args.buffer(&ba)
+            .unwrap()
+            .buffer(&ba)
+            .unwrap()
+            .buffer(&bc)
+            .unwrap();
+        args.arg(&n).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.launch(&k, n.div_ceil(64), 64, 0, &args).unwrap();
+        if executed(&eb, &s, &k, [n.div_ceil(64), 1, 1], [64, 1, 1]) {
+            let want: Vec<f32> = a.iter().map(|x| x + x).collect();
+            assert_eq!(read_f32(&bc, n as usize), want, "{flag}");
+        }
+    }
+}
+
+#[test]
 fn saxpy() {
     for (spec, t) in DEVICES {
         let (dev, eb) = open(spec);

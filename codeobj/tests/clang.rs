@@ -143,6 +143,34 @@ fn offload_bundle_picks_the_device_entry() {
 }
 
 #[test]
+fn code_object_v4_and_v6() {
+    for (flag, v) in [
+        ("-mcode-object-version=4", CodeObjectVersion::V4),
+        ("-mcode-object-version=6", CodeObjectVersion::V6),
+    ] {
+        let elf = test_kernels::build_with("cl/vadd.cl", "gfx942", &["-Xclang", flag])
+            .or_else(|_| test_kernels::build_with("cl/vadd.cl", "gfx942", &[flag]))
+            .unwrap();
+        let co = CodeObject::parse(&elf).unwrap();
+        assert_eq!(co.version, v, "{flag}");
+        let k = co.kernel("vadd").unwrap();
+        let kinds: Vec<_> = k.meta.args.iter().map(|a| a.value_kind.clone()).collect();
+        if v == CodeObjectVersion::V4 {
+            // v4 has no block counts: the workgroup size comes from the dispatch packet.
+            assert!(
+                !kinds.contains(&ValueKind::HiddenBlockCount(0)),
+                "{kinds:?}"
+            );
+            assert!(k
+                .descriptor
+                .has(pm4::kd::code_props::ENABLE_SGPR_DISPATCH_PTR));
+        } else {
+            assert!(kinds.contains(&ValueKind::HiddenBlockCount(0)), "{kinds:?}");
+        }
+    }
+}
+
+#[test]
 fn unaligned_input_parses() {
     let elf = build("cl/vadd.cl", "gfx942");
     let mut shifted = vec![0u8; elf.len() + 1];
