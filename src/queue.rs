@@ -60,6 +60,8 @@ pub struct AqlQueue {
     doorbell: *mut u64,
     submit: Mutex<Submit>,
     priority: u32,
+    /// The queue's scratch (private segment) memory, grown by kernel launches.
+    pub(crate) scratch: Mutex<crate::launch::QueueScratch>,
 }
 
 // SAFETY: raw pointers refer to mappings owned by the queue (doorbell page held by the
@@ -208,6 +210,7 @@ impl AqlQueue {
                 read_seen: 0,
             }),
             priority,
+            scratch: Mutex::new(Default::default()),
         })
     }
 
@@ -222,6 +225,40 @@ impl AqlQueue {
     /// KFD priority.
     pub fn priority(&self) -> u32 {
         self.priority
+    }
+
+    /// GPU address of the queue's `amd_queue_t` (the kernel's queue pointer).
+    pub fn amd_queue_va(&self) -> u64 {
+        self.amdq.va()
+    }
+
+    /// `AMDKFD_IOC_UPDATE_QUEUE` with the queue's own ring, percentage and priority: the
+    /// CP reloads the queue (and with it the `amd_queue_t` scratch fields).
+    pub(crate) fn reload(&self) -> Result<()> {
+        let mut a = abi::UpdateQueueArgs {
+            ring_base_address: self.ring.va(),
+            queue_id: self.queue_id,
+            ring_size: self.ring.len() as u32,
+            queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
+            queue_priority: self.priority.min(abi::KFD_MAX_QUEUE_PRIORITY),
+        };
+        kfd::ioctl::update_queue(self.dev.backend.as_ref(), &mut a)
+            .map_err(|e| Error::from_kfd("AqlQueue::reload", e))
+    }
+
+    /// Write bytes of the queue's `amd_queue_t` at `offset` (the scratch fields).
+    pub(crate) fn write_amd_queue(&self, offset: usize, bytes: &[u8]) -> Result<()> {
+        self.amdq.write(offset, bytes)
+    }
+
+    /// The GPU this queue runs on.
+    pub(crate) fn gpu(&self) -> Result<&crate::Gpu> {
+        self.dev.gpu(self.gpu_index)
+    }
+
+    /// The device core (for allocations tied to the queue).
+    pub(crate) fn core(&self) -> &Arc<DeviceCore> {
+        &self.dev
     }
 
     fn cell(&self, offset: u64) -> &AtomicU64 {
@@ -295,6 +332,7 @@ impl AqlQueue {
                 IbSlot {
                     va: ib_va,
                     words: ib_words,
+                    queue: self,
                 },
             );
             writer.write(idx, &pkt);
@@ -321,6 +359,8 @@ pub(crate) struct IbSlot<'a> {
     pub(crate) va: u64,
     /// CPU view (16 dwords).
     pub(crate) words: &'a mut [u32],
+    /// The queue the packet goes to (kernel launches set up its scratch).
+    pub(crate) queue: &'a AqlQueue,
 }
 
 /// A vendor PM4-IB packet running `dwords` of the IB at `va`.

@@ -177,6 +177,8 @@ pub(crate) struct StreamInner {
     pub(crate) last_hold: Mutex<Option<(u64, Arc<Signal>)>>,
     /// The stream's SDMA queue and ordering words, created with its first large copy.
     pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
+    /// The stream's kernarg ring, created with its first kernel launch.
+    pub(crate) kernargs: Mutex<Option<crate::launch::KernargRing>>,
 }
 
 impl StreamInner {
@@ -423,6 +425,7 @@ impl Stream {
             error: Mutex::new(None),
             state: Mutex::new(StreamState { queue, dedicated }),
             sdma: Mutex::new(None),
+            kernargs: Mutex::new(None),
             last_hold: Mutex::new(None),
         });
         if flags & STREAM_NON_BLOCKING == 0 && !is_null {
@@ -832,6 +835,15 @@ impl Stream {
     ) -> Result<()> {
         self.submit(false, None, n, false, |_, ib, h| build(ib, h))
             .map(|_| ())
+    }
+
+    /// Submit one non-blocking packet and return its completion point (kernel launches).
+    pub(crate) fn submit_one(
+        &self,
+        mut build: impl FnMut(IbSlot<'_>, u64) -> Result<AqlPacket>,
+    ) -> Result<Point> {
+        self.submit(false, None, 1, true, |_, ib, h| build(ib, h))?
+            .ok_or_else(|| Error::new(ErrorKind::Driver, "Stream::submit_one", "no point"))
     }
 
     /// A barrier packet held until `gate` reaches 0 (the hold behind a callback).

@@ -158,3 +158,45 @@ fn enqueue_path_makes_no_kfd_call() {
     );
     s.synchronize().unwrap();
 }
+
+#[test]
+fn kernel_launch_path_makes_no_kfd_call_and_allocates_nothing() {
+    use std::sync::atomic::Ordering;
+    let backend = std::sync::Arc::new(Counting2 {
+        inner: kfd_emu::EmuBackend::from_spec("emu:mi300x").unwrap(),
+        calls: std::sync::atomic::AtomicU64::new(0),
+    });
+    let dev = kfdrt::Device::with_backend(backend.clone()).unwrap();
+    let elf = test_kernels::build("cl/store.cl", "gfx942").unwrap();
+    let m = dev.load_module(0, &elf).unwrap();
+    let k = m.kernel("store").unwrap();
+    let out = dev.alloc(kfdrt::MemoryKind::HostPinned, 0, 4096).unwrap();
+    let s = dev
+        .create_stream_with_flags(0, kfdrt::stream::STREAM_NON_BLOCKING)
+        .unwrap();
+    let mut args = k.args();
+    args.buffer(&out)
+        .unwrap()
+        .arg(&0u32)
+        .unwrap()
+        .arg(&0u32)
+        .unwrap();
+    // Warm up: the kernarg ring is created with the first launch.
+    for _ in 0..8 {
+        s.launch(&k, 1, 64, 0, &args).unwrap();
+    }
+    s.synchronize().unwrap();
+    let before = backend.calls.load(Ordering::Relaxed);
+    let a0 = ALLOCS.with(|c| c.get());
+    for _ in 0..300 {
+        s.launch(&k, 1, 64, 0, &args).unwrap();
+    }
+    let allocs = ALLOCS.with(|c| c.get()) - a0;
+    assert_eq!(
+        backend.calls.load(Ordering::Relaxed) - before,
+        0,
+        "KFD calls on the launch path"
+    );
+    assert_eq!(allocs, 0, "allocations on the launch path");
+    s.synchronize().unwrap();
+}

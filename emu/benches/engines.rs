@@ -49,6 +49,7 @@ impl Setup {
             num_sdma_engines: 1,
             clock_hz: 0,
             num_xcc: 1,
+            gfx_target_version: 0,
         };
         let eng = GpuEngines::new(cfg, mem.clone(), Arc::new(NoIrq));
         Setup {

@@ -119,6 +119,7 @@ impl EmuBackend {
                 num_sdma_engines: p.num_sdma_engines + p.num_sdma_xgmi_engines,
                 clock_hz: p.gpu_clock_hz,
                 num_xcc: p.num_xcc,
+                gfx_target_version: p.gfx_target_version,
             };
             let engines =
                 GpuEngines::new(cfg, vm.clone(), crate::kfd_events::as_interrupts(&events));

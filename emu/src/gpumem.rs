@@ -147,6 +147,11 @@ impl MemWindow {
         Ok(unsafe { self.ptr.as_ptr().add((va - self.va) as usize) })
     }
 
+    /// The emulator's host address of `[va, va+len)` (the shader core's memory path).
+    pub(crate) fn host_ptr(&self, va: u64, len: u64, write: bool) -> Result<*mut u8, Fault> {
+        self.at(va, len, write, 0)
+    }
+
     /// 32-bit load with acquire ordering (`va` must be 4-byte aligned).
     pub fn load_u32(&self, va: u64) -> Result<u32, Fault> {
         let p = self.aligned(va, 4, false)?;

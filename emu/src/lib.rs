@@ -32,6 +32,7 @@ mod kfd_queues;
 mod kfd_svm;
 mod kfd_topology;
 pub mod presets;
+mod shader;
 pub mod spec;
 pub mod trace;
 

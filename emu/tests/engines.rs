@@ -85,6 +85,7 @@ impl Gpu {
             num_sdma_engines: 2,
             clock_hz: 0,
             num_xcc,
+            gfx_target_version: 0,
         };
         let eng = GpuEngines::new(cfg, mem.clone(), irq.clone());
         Gpu {

@@ -183,6 +183,42 @@ pub struct KernelDispatch {
     pub completion_signal: u64,
 }
 
+impl KernelDispatch {
+    /// A dispatch of `grid_size` work-items in workgroups of `workgroup_size`; the setup
+    /// dimensions are the highest dimension whose grid or workgroup extent exceeds 1 (HSA
+    /// runtime spec, `hsa_kernel_dispatch_packet_t.setup`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        control: PacketControl,
+        workgroup_size: [u16; 3],
+        grid_size: [u32; 3],
+        private_segment_size: u32,
+        group_segment_size: u32,
+        kernel_object: u64,
+        kernarg_address: u64,
+        completion_signal: u64,
+    ) -> Self {
+        let dimensions = if grid_size[2] > 1 || workgroup_size[2] > 1 {
+            3
+        } else if grid_size[1] > 1 || workgroup_size[1] > 1 {
+            2
+        } else {
+            1
+        };
+        KernelDispatch {
+            control,
+            dimensions,
+            workgroup_size,
+            grid_size,
+            private_segment_size,
+            group_segment_size,
+            kernel_object,
+            kernarg_address,
+            completion_signal,
+        }
+    }
+}
+
 /// `hsa_barrier_and_packet_t` / `hsa_barrier_or_packet_t`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Barrier {
@@ -611,5 +647,54 @@ impl<'a> AqlRingWriter<'a> {
             *d = self.ring[base + i].load(Ordering::Relaxed);
         }
         AqlPacket::decode(&w)
+    }
+}
+
+#[cfg(test)]
+mod dispatch_tests {
+    use super::*;
+
+    #[test]
+    fn kernel_dispatch_new_sets_dimensions_and_encodes() {
+        let k = KernelDispatch::new(
+            PacketControl::SYSTEM_BARRIER,
+            [16, 16, 1],
+            [64, 32, 1],
+            1040,
+            2048,
+            0x7000_0040,
+            0x8000_0000,
+            0x9000_0000,
+        );
+        assert_eq!(k.dimensions, 2);
+        let w = AqlPacket::KernelDispatch(k).encode();
+        assert_eq!(w[0] & 0xff, packet_type::KERNEL_DISPATCH as u32);
+        assert_eq!(w[0] >> 16, 2);
+        assert_eq!(w[1], 16 | 16 << 16);
+        assert_eq!((w[3], w[4], w[5]), (64, 32, 1));
+        assert_eq!((w[6], w[7]), (1040, 2048));
+        assert_eq!(AqlPacket::decode(&w).unwrap(), AqlPacket::KernelDispatch(k));
+        let one = KernelDispatch::new(
+            PacketControl::default(),
+            [64, 1, 1],
+            [256, 1, 1],
+            0,
+            0,
+            0,
+            0,
+            0,
+        );
+        assert_eq!(one.dimensions, 1);
+        let three = KernelDispatch::new(
+            PacketControl::default(),
+            [4, 4, 4],
+            [4, 4, 8],
+            0,
+            0,
+            0,
+            0,
+            0,
+        );
+        assert_eq!(three.dimensions, 3);
     }
 }

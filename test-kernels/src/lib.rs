@@ -64,8 +64,8 @@ pub fn build(rel: &str, mcpu: &str) -> Result<Vec<u8>, BuildError> {
 
 /// [`build`] with extra compiler flags (for example `-DTILE=16` or `-O0`).
 pub fn build_with(rel: &str, mcpu: &str, extra: &[&str]) -> Result<Vec<u8>, BuildError> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, String, Vec<String>), Vec<u8>>>> =
-        OnceLock::new();
+    type Cache = HashMap<(String, String, Vec<String>), Vec<u8>>;
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
     let key = (
         rel.to_string(),
         mcpu.to_string(),
@@ -131,10 +131,22 @@ fn compile_file(src: &Path, mcpu: &str, extra: &[&str]) -> Result<Vec<u8>, Build
     }
     cc.args(extra).arg(src).arg("-o").arg(&obj);
     run(cc, src)?;
+    if is_shared_object(&obj) {
+        // HIP device-only compiles already link the code object (clang runs lld itself);
+        // linking a shared object again would give an empty one.
+        return std::fs::read(&obj).map_err(|e| BuildError(format!("read {}: {e}", obj.display())));
+    }
     let mut ld = Command::new(LLD);
     ld.arg("-shared").arg(&obj).arg("-o").arg(&out);
     run(ld, src)?;
     std::fs::read(&out).map_err(|e| BuildError(format!("read {}: {e}", out.display())))
+}
+
+/// Whether `path` is an ELF shared object (`e_type` ET_DYN = 3 at offset 16).
+fn is_shared_object(path: &Path) -> bool {
+    std::fs::read(path)
+        .map(|b| b.len() > 17 && b.starts_with(b"\x7fELF") && b[16] == 3 && b[17] == 0)
+        .unwrap_or(false)
 }
 
 fn run(mut cmd: Command, src: &Path) -> Result<(), BuildError> {

@@ -343,6 +343,7 @@ pub fn run(
         }
         fig(name, median(v), "ns/pair");
     }
+    crate::bench_kernels::run(dev, scale, &want, &mut progress, &mut out)?;
     managed_vmm(dev, scale, &want, &mut progress, &mut out)?;
     Ok(out)
 }

@@ -6,8 +6,10 @@
 
 mod args;
 mod bench;
+mod bench_kernels;
 mod check;
 mod disasm;
+mod disasm_codeobj;
 mod disasm_isa;
 mod info;
 mod out;
@@ -148,6 +150,9 @@ chunks, so lines appear at once and memory stays small whatever the input's size
 USAGE:
     kfdrt disasm --engine pm4|aql|sdma [--gfx TARGET] [--hex] [--json] [--progress] FILE
     kfdrt disasm --engine isa --gfx TARGET [--hex] FILE   (gfx9 machine code or code object)
+    kfdrt disasm [--gfx TARGET] [--json] CODE_OBJECT
+        an AMDGPU code object (ELF) or clang offload bundle (--gfx picks the entry):
+        each kernel's descriptor and metadata
 
 OPTIONS:
     --engine E   pm4 (type-3 packets / IBs), aql (64-byte slots), sdma
@@ -359,6 +364,9 @@ fn cmd_disasm(argv: &[String]) -> ExitCode {
     if wants_help(argv) {
         out!("{DISASM_HELP}");
         return ExitCode::SUCCESS;
+    }
+    if let Some(code) = disasm_codeobj::maybe_run(argv) {
+        return code;
     }
     if let Some(code) = disasm::isa(argv) {
         return code;

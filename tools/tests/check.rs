@@ -40,8 +40,14 @@ fn default_device_passes_every_check() {
     let (p, f, s) = summary(&out);
     assert_eq!(f, 0, "{out}");
     assert!(p >= 30, "at least 30 checks pass: {out}");
-    // Single GPU: the multi-GPU checks are skipped with the reason, never passed.
-    assert_eq!(s, 2, "{out}");
+    // Single GPU: the multi-GPU checks are skipped with the reason, never passed. A kernel
+    // check may skip only while the emulator's interpreter lacks an instruction it needs.
+    let kernel_skips = out
+        .lines()
+        .filter(|l| l.starts_with("kernels.") && l.contains("SKIP"))
+        .inspect(|l| assert!(l.contains("cannot execute this kernel yet"), "{l}"))
+        .count();
+    assert_eq!(s - kernel_skips, 2, "{out}");
     for name in ["memory.peer_vram_write", "xstream.cross_gpu_wait_event"] {
         let row = out.lines().find(|l| l.starts_with(name)).unwrap();
         assert!(
@@ -62,6 +68,7 @@ fn default_device_passes_every_check() {
         "xstream.",
         "callbacks.",
         "memops.",
+        "kernels.",
         "faults.",
     ] {
         assert!(

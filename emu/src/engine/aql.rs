@@ -96,52 +96,94 @@ fn finish(
     Ok(())
 }
 
-/// Checks a dispatch as the CP would before launching waves; the result is always a
-/// fault (no ISA runs), with the validation error if there is one.
-fn dispatch_fault(mem: &mut MemCache, k: &KernelDispatch) -> Stop {
+/// Checks a dispatch as the CP would before launching waves: the validation error, if any.
+fn dispatch_check(mem: &mut MemCache, k: &KernelDispatch) -> Option<Stop> {
     let dims = k.dimensions as usize;
     for i in 0..3 {
         let wg = k.workgroup_size.get(i).copied().unwrap_or(1);
         let grid = k.grid_size.get(i).copied().unwrap_or(1);
         if i < dims && (wg == 0 || grid == 0) {
-            return Stop::new(format!(
+            return Some(Stop::new(format!(
                 "invalid kernel dispatch: dimension {i} has a zero work-group or grid size"
-            ));
+            )));
         }
         if i >= dims && (wg != 1 || grid != 1) {
-            return Stop::new(format!(
+            return Some(Stop::new(format!(
                 "invalid kernel dispatch: unused dimension {i} must have work-group and grid size 1"
-            ));
+            )));
         }
     }
     let wg_items: u64 = k.workgroup_size.iter().map(|&x| x as u64).product();
     if wg_items > 1024 {
-        return Stop::new(format!(
+        return Some(Stop::new(format!(
             "invalid kernel dispatch: work-group of {wg_items} work-items exceeds 1024"
-        ));
+        )));
     }
     if k.kernel_object == 0 || k.kernel_object % 64 != 0 {
-        return Stop::new(format!(
+        return Some(Stop::new(format!(
             "invalid kernel dispatch: kernel object {:#x} is not a 64-byte aligned kernel descriptor",
             k.kernel_object
-        ));
+        )));
     }
     if let Err(e) = mem.probe(k.kernel_object, 64, false) {
         let mut s = Stop::from(e);
         s.reason = format!("kernel descriptor not mapped: {}", s.reason);
-        return s;
+        return Some(s);
     }
     if k.kernarg_address != 0 {
         if let Err(e) = mem.probe(k.kernarg_address, 1, false) {
             let mut s = Stop::from(e);
             s.reason = format!("kernel arguments not mapped: {}", s.reason);
-            return s;
+            return Some(s);
         }
     }
-    Stop::new(format!(
-        "{ISA_NOT_SUPPORTED} (kernel dispatch of kernel object {:#x}, grid {:?}, work-group {:?})",
-        k.kernel_object, k.grid_size, k.workgroup_size
-    ))
+    None
+}
+
+/// The dispatch hook: runs the kernel on the shader core (`crate::shader`), tracing it.
+fn dispatch(
+    q: &QueueExec,
+    mem: &mut MemCache,
+    inner: &Inner,
+    k: &KernelDispatch,
+    slot_va: u64,
+) -> Result<(), Stop> {
+    if let Some(s) = dispatch_check(mem, k) {
+        return Err(s);
+    }
+    let start = inner.stamp();
+    let queue_va = q.wptr_va.wrapping_sub(amd_queue::WRITE_DISPATCH_ID);
+    match crate::shader::dispatch(inner, k, slot_va, queue_va, q.rptr) {
+        Ok(st) => {
+            if mem.tr.on {
+                let kind = crate::trace::TraceKind::Packet {
+                    offset: slot_va.wrapping_sub(q.ring_va),
+                    ib_depth: 0,
+                    ib_va: 0,
+                    name: "DISPATCH",
+                    disasm: format!(
+                        "DISPATCH kernel_object={:#x} workgroups={} waves={} instructions={} lane_instructions={}",
+                        k.kernel_object, st.workgroups, st.waves, st.instructions, st.lane_instructions
+                    ),
+                    words: pm4::aql::AqlPacket::KernelDispatch(*k).encode().into(),
+                };
+                mem.tr.push(start, inner.stamp(), kind);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            if e.reason.starts_with(ISA_NOT_SUPPORTED) {
+                return Err(Stop::new(format!(
+                    "{} (kernel dispatch of kernel object {:#x}, grid {:?}, work-group {:?})",
+                    e.reason, k.kernel_object, k.grid_size, k.workgroup_size
+                )));
+            }
+            Err(Stop {
+                fault: e.fault,
+                reason: format!("shader fault: {}", e.reason),
+            })
+        }
+    }
 }
 
 /// Executes up to `budget` AQL packets (and the PM4 of PM4-IB packets).
@@ -337,7 +379,12 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 }
                 continue;
             }
-            AqlPacket::KernelDispatch(k) => stop!(off, dispatch_fault(mem, &k)),
+            AqlPacket::KernelDispatch(k) => {
+                if let Err(s) = dispatch(q, mem, inner, &k, slot_va) {
+                    stop!(off, s);
+                }
+                k.completion_signal
+            }
             AqlPacket::Invalid => {
                 return RunOut {
                     executed,

@@ -108,6 +108,7 @@ pub fn fuzz_ring_report(data: &[u8]) -> FuzzReport {
         num_sdma_engines: 1,
         clock_hz: 0,
         num_xcc: 1,
+        gfx_target_version: 0,
     };
     let engines = GpuEngines::new(cfg, mem.clone(), irq.clone());
     let kinds = [

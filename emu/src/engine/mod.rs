@@ -189,6 +189,10 @@ pub struct EngineConfig {
     /// XCCs in the partition (MI300X: 8); each executes the PM4 of an indirect buffer.
     /// 0 is read as 1.
     pub num_xcc: u32,
+    /// KFD `gfx_target_version` (90010 = gfx90a, 90402 = gfx942; 0 = unknown): selects the
+    /// shader core's instruction set. Kernel dispatches on a target without a shader model
+    /// fault with [`ISA_NOT_SUPPORTED`].
+    pub gfx_target_version: u32,
 }
 
 /// The reason a kernel dispatch faults its queue: the emulator has no shader model.
@@ -208,6 +212,8 @@ pub(crate) struct Inner {
     pub(crate) doorbells: Box<[DoorbellSlot]>,
     /// Opt-in packet and event recording.
     pub(crate) trace: crate::trace::TraceSink,
+    /// The shader core's decoded programs, by kernel entry address.
+    pub(crate) programs: crate::shader::ProgramCache,
 }
 
 impl Inner {
@@ -273,6 +279,7 @@ impl GpuEngines {
                 engines,
                 doorbells,
                 trace: crate::trace::TraceSink::new(n),
+                programs: crate::shader::ProgramCache::default(),
             }),
             queues: RwLock::new(HashMap::new()),
         }

@@ -12,6 +12,7 @@ mod copies;
 mod events;
 mod faults;
 mod firmware;
+pub mod kernels;
 mod managed;
 mod memops;
 mod memory;
@@ -173,6 +174,10 @@ pub const GROUPS: &[(&str, &str)] = &[
         "per-family firmware rules: packet support, XCC predication, queue-error reporting",
     ),
     (
+        "kernels",
+        "kernels: load code objects, arguments, LDS, scratch, ordering with stream commands",
+    ),
+    (
         "faults",
         "queue faults: sticky LaunchFailure, no hang, KFD memory exception data",
     ),
@@ -214,6 +219,7 @@ pub fn registry(inject_fault: bool) -> Vec<Check> {
     v.extend(managed::checks());
     v.extend(vmm::checks());
     v.extend(firmware::checks());
+    v.extend(kernels::checks());
     v.extend(faults::checks());
     if inject_fault {
         v.push(faults::INJECTED);

@@ -1,0 +1,154 @@
+//! The shader core's path to GPU memory: a per-worker translation cache of [`MemWindow`]s
+//! and typed lane accesses on the emulator's host alias of each buffer. Every access is an
+//! atomic operation on the shared mapping (relaxed for plain loads/stores, sequentially
+//! consistent read-modify-write for atomics), so atomics are atomic against other
+//! workgroups on other threads, other queues and the host.
+
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use crate::gpumem::{Fault, FaultKind, GpuMemory, MemWindow};
+
+/// A per-worker memory port.
+pub(crate) struct MemPort {
+    gpu_id: u32,
+    mem: Arc<dyn GpuMemory>,
+    wins: Vec<MemWindow>,
+    last: usize,
+}
+
+impl MemPort {
+    pub(crate) fn new(gpu_id: u32, mem: Arc<dyn GpuMemory>) -> Self {
+        MemPort {
+            gpu_id,
+            mem,
+            wins: Vec::with_capacity(16),
+            last: 0,
+        }
+    }
+
+    fn fault(&self, va: u64, len: u64, write: bool, kind: FaultKind) -> Fault {
+        Fault {
+            gpu_id: self.gpu_id,
+            va,
+            len,
+            write,
+            kind,
+        }
+    }
+
+    /// Host pointer of `[va, va+len)`.
+    #[inline]
+    pub(crate) fn ptr(&mut self, va: u64, len: u64, write: bool) -> Result<*mut u8, Fault> {
+        if let Some(w) = self.wins.get(self.last) {
+            if w.contains(va, len) {
+                return w
+                    .host_ptr(va, len, write)
+                    .map_err(|f| self.fault(va, len, write, f.kind));
+            }
+        }
+        self.slow_ptr(va, len, write)
+    }
+
+    #[cold]
+    fn slow_ptr(&mut self, va: u64, len: u64, write: bool) -> Result<*mut u8, Fault> {
+        let idx = match self.wins.iter().position(|w| w.contains(va, len)) {
+            Some(i) => i,
+            None => {
+                let w = match self.mem.resolve(self.gpu_id, va, len) {
+                    Ok(w) if w.contains(va, len) => w,
+                    _ => return Err(self.fault(va, len, write, FaultKind::NotMapped)),
+                };
+                if self.wins.len() >= 16 {
+                    self.wins.remove(0);
+                }
+                self.wins.push(w);
+                self.wins.len() - 1
+            }
+        };
+        self.last = idx;
+        match self.wins.get(idx) {
+            Some(w) => w
+                .host_ptr(va, len, write)
+                .map_err(|f| self.fault(va, len, write, f.kind)),
+            None => Err(self.fault(va, len, write, FaultKind::NotMapped)),
+        }
+    }
+
+    /// Loads `size` (1, 2, 4, 8) bytes, zero-extended.
+    #[inline]
+    pub(crate) fn load(&mut self, va: u64, size: u64) -> Result<u64, Fault> {
+        let p = self.ptr(va, size, false)?;
+        // SAFETY: `ptr` proved [va, va+size) lies in a live mapping; accesses are atomic
+        // (aligned) or byte-wise atomic (unaligned), as device memory is shared.
+        unsafe { Ok(load_raw(p, size)) }
+    }
+
+    /// Stores the low `size` bytes of `v`.
+    #[inline]
+    pub(crate) fn store(&mut self, va: u64, size: u64, v: u64) -> Result<(), Fault> {
+        let p = self.ptr(va, size, true)?;
+        // SAFETY: as in `load`; the window is writable.
+        unsafe { store_raw(p, size, v) };
+        Ok(())
+    }
+
+    /// The aligned 32-bit cell at `va` for a read-modify-write.
+    pub(crate) fn atomic32(&mut self, va: u64) -> Result<&AtomicU32, Fault> {
+        if va % 4 != 0 {
+            return Err(self.fault(va, 4, true, FaultKind::NotMapped));
+        }
+        let p = self.ptr(va, 4, true)?;
+        // SAFETY: in bounds, aligned, writable; the window (kept in `wins`) owns the mapping
+        // for as long as `self` is borrowed.
+        Ok(unsafe { AtomicU32::from_ptr(p.cast()) })
+    }
+
+    /// The aligned 64-bit cell at `va` for a read-modify-write.
+    pub(crate) fn atomic64(&mut self, va: u64) -> Result<&AtomicU64, Fault> {
+        if va % 8 != 0 {
+            return Err(self.fault(va, 8, true, FaultKind::NotMapped));
+        }
+        let p = self.ptr(va, 8, true)?;
+        // SAFETY: as in `atomic32`.
+        Ok(unsafe { AtomicU64::from_ptr(p.cast()) })
+    }
+}
+
+/// # Safety
+/// `p..p+size` must be valid for reads.
+#[inline]
+pub(crate) unsafe fn load_raw(p: *mut u8, size: u64) -> u64 {
+    let a = p as usize;
+    match size {
+        1 => AtomicU8::from_ptr(p).load(Ordering::Relaxed) as u64,
+        2 if a % 2 == 0 => AtomicU16::from_ptr(p.cast()).load(Ordering::Relaxed) as u64,
+        4 if a % 4 == 0 => AtomicU32::from_ptr(p.cast()).load(Ordering::Relaxed) as u64,
+        8 if a % 8 == 0 => AtomicU64::from_ptr(p.cast()).load(Ordering::Relaxed),
+        _ => {
+            let mut v = 0u64;
+            for i in 0..size.min(8) as usize {
+                v |= (AtomicU8::from_ptr(p.add(i)).load(Ordering::Relaxed) as u64) << (8 * i);
+            }
+            v
+        }
+    }
+}
+
+/// # Safety
+/// `p..p+size` must be valid for writes.
+#[inline]
+pub(crate) unsafe fn store_raw(p: *mut u8, size: u64, v: u64) {
+    let a = p as usize;
+    match size {
+        1 => AtomicU8::from_ptr(p).store(v as u8, Ordering::Relaxed),
+        2 if a % 2 == 0 => AtomicU16::from_ptr(p.cast()).store(v as u16, Ordering::Relaxed),
+        4 if a % 4 == 0 => AtomicU32::from_ptr(p.cast()).store(v as u32, Ordering::Relaxed),
+        8 if a % 8 == 0 => AtomicU64::from_ptr(p.cast()).store(v, Ordering::Relaxed),
+        _ => {
+            for i in 0..size.min(8) as usize {
+                AtomicU8::from_ptr(p.add(i)).store((v >> (8 * i)) as u8, Ordering::Relaxed);
+            }
+        }
+    }
+}

@@ -1,0 +1,537 @@
+//! The emulated shader core: a gfx9 (CDNA2 gfx90a, CDNA3 gfx942) wave64 interpreter that
+//! executes a kernel dispatch's real machine code.
+//!
+//! Dispatch follows what the CP and SPI do (LLVM `AMDGPUUsage`, "Initial Kernel Execution
+//! State"; notes in `firmware-notes/isa-gfx9.md`): read the 64-byte kernel descriptor at
+//! `kernel_object`, decode the code at its entry once (cached by entry address until the
+//! next TLB flush), then for every work-group: allocate LDS (the packet's
+//! `group_segment_size`, at least the descriptor's static size), create
+//! ceil(work-items / 64) waves, load their user SGPRs (private segment buffer, dispatch
+//! ptr, queue ptr, kernarg ptr, dispatch id, flat scratch init, private segment size,
+//! preloaded kernel arguments) and system SGPRs (work-group ids, work-group info, private
+//! segment wave offset) and the packed work-item ids in v0, and run the waves round-robin
+//! between `s_barrier`s. Work-groups are spread over worker threads (one per host core);
+//! the first fault stops the dispatch.
+
+mod decode;
+mod mem;
+mod wave;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use pm4::aql::KernelDispatch;
+use pm4::kd::{code_props, KernelDescriptor};
+
+use crate::engine::Inner;
+use crate::gpumem::Fault;
+use decode::Op;
+use mem::MemPort;
+use wave::{Ctx, Wave, WaveStop};
+
+/// The instruction-set flavour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// CDNA2 (MI210/MI250X).
+    Gfx90a,
+    /// CDNA3 (MI300X).
+    Gfx942,
+}
+
+impl Target {
+    /// The shader model for a KFD `gfx_target_version`, if there is one.
+    pub(crate) fn from_gfx_target_version(v: u32) -> Option<Target> {
+        match v {
+            90010 => Some(Target::Gfx90a),
+            90400..=90402 => Some(Target::Gfx942),
+            _ => None,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Target::Gfx90a => "gfx90a",
+            Target::Gfx942 => "gfx942",
+        }
+    }
+}
+
+/// Why a dispatch stopped: a fault naming the instruction, its address and the kernel.
+#[derive(Debug, Clone)]
+pub(crate) struct ShaderError {
+    pub(crate) reason: String,
+    pub(crate) fault: Option<Fault>,
+}
+
+impl ShaderError {
+    pub(crate) fn new(reason: String) -> Self {
+        ShaderError {
+            reason,
+            fault: None,
+        }
+    }
+
+    /// An error at op index `pc` of `prog`.
+    pub(crate) fn at(prog: &Program, pc: usize, msg: String, fault: Option<Fault>) -> Self {
+        let va = prog.addr_of(pc);
+        let desc = prog.ops.get(pc).map(describe).unwrap_or_default();
+        ShaderError {
+            reason: format!(
+                "{msg}: `{desc}` at {va:#x} (kernel {}+{:#x})",
+                prog.name,
+                va.wrapping_sub(prog.entry)
+            ),
+            fault,
+        }
+    }
+}
+
+/// A textual form of an op: its encoding, opcode number and raw words (the shared
+/// disassembler replaces this once `amdgpu-isa` lands).
+fn describe(op: &Op) -> String {
+    let words: Vec<String> = op.words[..op.len.clamp(1, 3) as usize]
+        .iter()
+        .map(|w| format!("{w:08x}"))
+        .collect();
+    format!("{:?} opcode {:#x} [{}]", op.enc, op.op, words.join(" "))
+}
+
+/// A kernel's code, decoded once.
+pub(crate) struct Program {
+    /// Kernel name for messages (`kernel@ENTRY`).
+    pub(crate) name: String,
+    pub(crate) entry: u64,
+    pub(crate) ops: Vec<Op>,
+    /// Address of each op.
+    addrs: Vec<u64>,
+    /// Dword index (from `entry`) → op index (`u32::MAX` inside an instruction).
+    index: Vec<u32>,
+}
+
+impl Program {
+    fn decode(entry: u64, words: &[u32]) -> Program {
+        let mut ops = Vec::with_capacity(words.len());
+        let mut addrs = Vec::with_capacity(words.len());
+        let mut index = vec![u32::MAX; words.len()];
+        let mut i = 0usize;
+        while i < words.len() {
+            let op = decode::split(&words[i..words.len().min(i + 3)]);
+            index[i] = ops.len() as u32;
+            addrs.push(entry + 4 * i as u64);
+            ops.push(op);
+            i += op.len.max(1) as usize;
+        }
+        Program {
+            name: format!("kernel@{entry:#x}"),
+            entry,
+            ops,
+            addrs,
+            index,
+        }
+    }
+
+    /// Address of op `i` (one past the end for `i == len`).
+    pub(crate) fn addr_of(&self, i: usize) -> u64 {
+        match self.addrs.get(i) {
+            Some(&a) => a,
+            None => self.entry + 4 * self.index.len() as u64,
+        }
+    }
+
+    /// The op index at `va`, when an instruction starts there.
+    pub(crate) fn index_of(&self, va: u64) -> Option<usize> {
+        let off = va.checked_sub(self.entry)?;
+        if off % 4 != 0 {
+            return None;
+        }
+        match self.index.get((off / 4) as usize) {
+            Some(&i) if i != u32::MAX => Some(i as usize),
+            _ => None,
+        }
+    }
+}
+
+/// Decoded programs by entry address, dropped when the GPU's mappings change.
+#[derive(Default)]
+pub(crate) struct ProgramCache {
+    map: Mutex<(u64, HashMap<u64, Arc<Program>>)>,
+}
+
+/// Most code decoded from one entry (the rest of the code object's segment).
+const MAX_CODE_BYTES: u64 = 512 * 1024;
+
+impl ProgramCache {
+    fn get(&self, inner: &Inner, entry: u64) -> Result<Arc<Program>, ShaderError> {
+        let gen = inner.tlb_gen.load(Ordering::Acquire);
+        {
+            let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            if g.0 != gen {
+                g.1.clear();
+                g.0 = gen;
+            }
+            if let Some(p) = g.1.get(&entry) {
+                return Ok(p.clone());
+            }
+        }
+        let w = inner
+            .mem
+            .resolve(inner.cfg.gpu_id, entry, 4)
+            .map_err(|f| ShaderError {
+                reason: format!("kernel code at {entry:#x} not mapped: {f}"),
+                fault: Some(f),
+            })?;
+        let end = (w.va() + w.len() as u64).min(entry.saturating_add(MAX_CODE_BYTES));
+        let n = ((end.saturating_sub(entry)) / 4) as usize;
+        let p = w
+            .host_ptr(entry, 4 * n as u64, false)
+            .map_err(|f| ShaderError::new(format!("kernel code at {entry:#x}: {f}")))?;
+        let words: Vec<u32> = (0..n)
+            // SAFETY: [entry, entry + 4n) lies in the live window `w`.
+            .map(|i| unsafe { mem::load_raw(p.add(4 * i), 4) } as u32)
+            .collect();
+        let prog = Arc::new(Program::decode(entry, &words));
+        let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        g.1.insert(entry, prog.clone());
+        Ok(prog)
+    }
+}
+
+/// What a dispatch did (for the trace).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct DispatchStats {
+    pub(crate) workgroups: u64,
+    pub(crate) waves: u64,
+    pub(crate) instructions: u64,
+    pub(crate) lane_instructions: u64,
+}
+
+/// Per-dispatch constants each wave's initial state derives from.
+struct Setup {
+    kd: KernelDescriptor,
+    k: KernelDispatch,
+    target: Target,
+    packet_va: u64,
+    queue_va: u64,
+    dispatch_id: u64,
+    groups: [u32; 3],
+    wg: [u32; 3],
+    lds_bytes: usize,
+    priv_bytes: u32,
+    nregs: usize,
+    acc_base: usize,
+    preload: Vec<u32>,
+}
+
+/// Runs kernel dispatch `k` (the AQL packet at `packet_va` of the queue whose
+/// `amd_queue_t` is at `queue_va`) to completion.
+pub(crate) fn dispatch(
+    inner: &Inner,
+    k: &KernelDispatch,
+    packet_va: u64,
+    queue_va: u64,
+    dispatch_id: u64,
+) -> Result<DispatchStats, ShaderError> {
+    let Some(target) = Target::from_gfx_target_version(inner.cfg.gfx_target_version) else {
+        return Err(ShaderError::new(format!(
+            "{} (no shader model for gfx_target_version {})",
+            crate::engine::ISA_NOT_SUPPORTED,
+            inner.cfg.gfx_target_version
+        )));
+    };
+    let mut port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
+    let mut kdb = [0u8; 64];
+    for (i, b) in kdb.iter_mut().enumerate() {
+        *b = port
+            .load(k.kernel_object + i as u64, 1)
+            .map_err(|f| ShaderError {
+                reason: format!("kernel descriptor not mapped: {f}"),
+                fault: Some(f),
+            })? as u8;
+    }
+    let kd = KernelDescriptor::from_bytes(&kdb);
+    if kd.has(code_props::ENABLE_WAVEFRONT_SIZE32) {
+        return Err(ShaderError::new(
+            "kernel descriptor asks for wave32, which gfx9 does not have".into(),
+        ));
+    }
+    if kd.float_round_mode_32() != 0 || kd.float_round_mode_16_64() != 0 {
+        return Err(ShaderError::new(
+            "kernel descriptor sets a float round mode other than round-to-nearest-even (not modelled)"
+                .into(),
+        ));
+    }
+    let entry = k
+        .kernel_object
+        .wrapping_add(kd.kernel_code_entry_byte_offset as u64);
+    let prog = inner.programs.get(inner, entry)?;
+    let mut wg = [1u32; 3];
+    let mut groups = [1u32; 3];
+    for d in 0..3 {
+        wg[d] = k.workgroup_size[d].max(1) as u32;
+        groups[d] = k.grid_size[d].max(1).div_ceil(wg[d]);
+    }
+    // Unified VGPR file on gfx90a/gfx942: granule of 8 registers, AccVGPRs from
+    // ACCUM_OFFSET (RSRC3) on.
+    let nregs = ((kd.granulated_vgpr_count() as usize + 1) * 8).min(512);
+    let acc_base = ((kd.accum_offset() as usize) + 1) * 4;
+    let preload_n = if target == Target::Gfx942 {
+        kd.kernarg_preload_length() as usize
+    } else {
+        0
+    };
+    let mut preload = Vec::with_capacity(preload_n);
+    for i in 0..preload_n {
+        let va = k.kernarg_address + 4 * (kd.kernarg_preload_offset() as u64 + i as u64);
+        preload.push(port.load(va, 4).map_err(|f| ShaderError {
+            reason: format!("preloaded kernel arguments not mapped: {f}"),
+            fault: Some(f),
+        })? as u32);
+    }
+    let setup = Setup {
+        lds_bytes: (k.group_segment_size.max(kd.group_segment_fixed_size) as usize).min(64 * 1024),
+        priv_bytes: k.private_segment_size.max(kd.private_segment_fixed_size),
+        kd,
+        k: *k,
+        target,
+        packet_va,
+        queue_va,
+        dispatch_id,
+        groups,
+        wg,
+        nregs,
+        acc_base,
+        preload,
+    };
+    let total = groups.iter().map(|&g| g as u64).product::<u64>();
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(total as usize)
+        .max(1);
+    let next = AtomicU64::new(0);
+    let abort = AtomicBool::new(false);
+    let first_err: Mutex<Option<ShaderError>> = Mutex::new(None);
+    let stats = Mutex::new(DispatchStats::default());
+    let run = |port: &mut MemPort| {
+        let mut local = DispatchStats::default();
+        let mut lds = vec![0u8; setup.lds_bytes];
+        let clock = || inner.clock.now();
+        loop {
+            if abort.load(Ordering::Relaxed) {
+                break;
+            }
+            let g = next.fetch_add(1, Ordering::Relaxed);
+            if g >= total {
+                break;
+            }
+            if let Err(e) = run_workgroup(&setup, &prog, port, &mut lds, &clock, g, &mut local) {
+                abort.store(true, Ordering::Relaxed);
+                let mut fe = first_err.lock().unwrap_or_else(|e| e.into_inner());
+                if fe.is_none() {
+                    *fe = Some(e);
+                }
+                break;
+            }
+        }
+        let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.workgroups += local.workgroups;
+        s.waves += local.waves;
+        s.instructions += local.instructions;
+        s.lane_instructions += local.lane_instructions;
+    };
+    if workers <= 1 {
+        run(&mut port);
+    } else {
+        std::thread::scope(|sc| {
+            for _ in 1..workers {
+                let mem = inner.mem.clone();
+                let gpu = inner.cfg.gpu_id;
+                let run = &run;
+                sc.spawn(move || {
+                    let mut p = MemPort::new(gpu, mem);
+                    run(&mut p);
+                });
+            }
+            run(&mut port);
+        });
+    }
+    if let Some(e) = first_err.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    let s = *stats.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(s)
+}
+
+/// Runs work-group number `g` (x fastest) to completion.
+fn run_workgroup(
+    st: &Setup,
+    prog: &Program,
+    port: &mut MemPort,
+    lds: &mut [u8],
+    clock: &dyn Fn() -> u64,
+    g: u64,
+    stats: &mut DispatchStats,
+) -> Result<(), ShaderError> {
+    let gx = (g % st.groups[0] as u64) as u32;
+    let gy = ((g / st.groups[0] as u64) % st.groups[1] as u64) as u32;
+    let gz = (g / (st.groups[0] as u64 * st.groups[1] as u64)) as u32;
+    let gid = [gx, gy, gz];
+    // Partial work-groups at the grid's edge have fewer work-items.
+    let mut size = [0u32; 3];
+    for d in 0..3 {
+        let rem = st.k.grid_size[d].max(1) - gid[d] * st.wg[d];
+        size[d] = rem.min(st.wg[d]);
+    }
+    let items = (size[0] * size[1] * size[2]) as usize;
+    let nwaves = items.div_ceil(64).max(1);
+    lds.iter_mut().for_each(|b| *b = 0);
+    let mut waves: Vec<Wave> = (0..nwaves)
+        .map(|w| init_wave(st, prog, gid, size, items, w))
+        .collect();
+    let mut done = vec![false; nwaves];
+    let mut at_barrier = vec![false; nwaves];
+    loop {
+        let mut progressed = false;
+        for w in 0..nwaves {
+            if done[w] || at_barrier[w] {
+                continue;
+            }
+            let mut ctx = Ctx {
+                prog,
+                mem: port,
+                lds,
+                target: st.target,
+                clock,
+            };
+            match waves[w].run(&mut ctx)? {
+                WaveStop::End => done[w] = true,
+                WaveStop::Barrier => at_barrier[w] = true,
+            }
+            progressed = true;
+        }
+        if done.iter().all(|&d| d) {
+            break;
+        }
+        // Every live wave reached the barrier: release them (ended waves do not count).
+        if (0..nwaves).all(|w| done[w] || at_barrier[w]) {
+            at_barrier.iter_mut().for_each(|b| *b = false);
+        } else if !progressed {
+            return Err(ShaderError::new(format!(
+                "work-group {gid:?} of kernel {} deadlocked at a barrier",
+                prog.name
+            )));
+        }
+    }
+    stats.workgroups += 1;
+    stats.waves += nwaves as u64;
+    for w in &waves {
+        stats.instructions += w.instrs;
+        stats.lane_instructions += w.lane_instrs;
+    }
+    Ok(())
+}
+
+/// A wave's initial state (LLVM AMDGPUUsage, "Initial Kernel Execution State").
+fn init_wave(
+    st: &Setup,
+    prog: &Program,
+    gid: [u32; 3],
+    size: [u32; 3],
+    items: usize,
+    w: usize,
+) -> Wave {
+    let kd = &st.kd;
+    let mut wave = Wave::new(st.nregs, st.acc_base, st.priv_bytes);
+    wave.pc = prog.index_of(prog.entry).unwrap_or(0);
+    wave.hw_id = w as u32;
+    // MODE from RSRC1: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9].
+    wave.mode = (kd.float_denorm_mode_32() << 4)
+        | (kd.float_denorm_mode_16_64() << 6)
+        | (kd.dx10_clamp() as u32) << 8
+        | (kd.ieee_mode() as u32) << 9;
+    let mut s = 0usize;
+    let put = |wave: &mut Wave, s: &mut usize, v: u32| {
+        if let Some(r) = wave.s.get_mut(*s) {
+            *r = v;
+        }
+        *s += 1;
+    };
+    if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER) {
+        // The private segment V#: scratch is lane-private in this model (see notes), so the
+        // descriptor has base 0 and the wave offset below is 0.
+        for _ in 0..4 {
+            put(&mut wave, &mut s, 0);
+        }
+    }
+    if kd.has(code_props::ENABLE_SGPR_DISPATCH_PTR) {
+        put(&mut wave, &mut s, st.packet_va as u32);
+        put(&mut wave, &mut s, (st.packet_va >> 32) as u32);
+    }
+    if kd.has(code_props::ENABLE_SGPR_QUEUE_PTR) {
+        put(&mut wave, &mut s, st.queue_va as u32);
+        put(&mut wave, &mut s, (st.queue_va >> 32) as u32);
+    }
+    if kd.has(code_props::ENABLE_SGPR_KERNARG_SEGMENT_PTR) {
+        put(&mut wave, &mut s, st.k.kernarg_address as u32);
+        put(&mut wave, &mut s, (st.k.kernarg_address >> 32) as u32);
+    }
+    if kd.has(code_props::ENABLE_SGPR_DISPATCH_ID) {
+        put(&mut wave, &mut s, st.dispatch_id as u32);
+        put(&mut wave, &mut s, (st.dispatch_id >> 32) as u32);
+    }
+    if kd.has(code_props::ENABLE_SGPR_FLAT_SCRATCH_INIT) {
+        put(&mut wave, &mut s, 0);
+        put(&mut wave, &mut s, st.priv_bytes);
+    }
+    if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_SIZE) {
+        put(&mut wave, &mut s, st.priv_bytes);
+    }
+    for &v in &st.preload {
+        put(&mut wave, &mut s, v);
+    }
+    // System SGPRs start right after the USER_SGPR_COUNT user SGPRs.
+    s = kd.user_sgpr_count() as usize;
+    for d in 0..3 {
+        if kd.workgroup_id_enabled(d as u32) {
+            put(&mut wave, &mut s, gid[d]);
+        }
+    }
+    if kd.workgroup_info_enabled() {
+        put(&mut wave, &mut s, 0);
+    }
+    if kd.private_segment_enabled() {
+        put(&mut wave, &mut s, 0);
+    }
+    // EXEC: the wave's live work-items.
+    let first = w * 64;
+    let live = items.saturating_sub(first).min(64);
+    let exec = if live == 64 {
+        u64::MAX
+    } else {
+        (1u64 << live) - 1
+    };
+    wave.s[126] = exec as u32;
+    wave.s[127] = (exec >> 32) as u32;
+    // v0: work-item ids packed x | y << 10 | z << 20 (gfx90a/gfx94x).
+    for l in 0..64 {
+        let i = (first + l) as u32;
+        let (x, y, z) = if (first + l) < items {
+            (
+                i % size[0],
+                (i / size[0]) % size[1],
+                i / (size[0] * size[1]),
+            )
+        } else {
+            (0, 0, 0)
+        };
+        if let Some(r) = wave.v.get_mut(l) {
+            *r = x | y << 10 | z << 20;
+        }
+    }
+    wave
+}
+
+/// The shader model's name for a target version (for messages).
+pub(crate) fn target_name(v: u32) -> Option<&'static str> {
+    Target::from_gfx_target_version(v).map(Target::name)
+}

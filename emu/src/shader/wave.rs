@@ -1,0 +1,2363 @@
+//! One wave64's architectural state and the interpreter loop.
+//!
+//! Each instruction executes over all 64 lanes in a straight loop on flat arrays (operands
+//! gathered into `[u32; 64]`, results merged under EXEC), so the compiler vectorises the
+//! lane loops. Semantics follow AMD's "CDNA3 Instruction Set Architecture" and "CDNA2
+//! Instruction Set Architecture" reference guides (sections cited in
+//! `firmware-notes/isa-gfx9.md`).
+
+use std::sync::atomic::Ordering;
+
+use super::decode::{Enc, Op, VopForm};
+use super::mem::MemPort;
+use super::{Program, ShaderError, Target};
+
+/// Why [`Wave::run`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaveStop {
+    /// At an `s_barrier`, waiting for the other waves of the work-group.
+    Barrier,
+    /// `s_endpgm`.
+    End,
+}
+
+type R<T> = Result<T, ShaderError>;
+
+/// Operand type (how inline constants read).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    B32,
+    F16,
+    F32,
+    F64,
+}
+
+/// SGPR-space operand codes.
+const VCC: u16 = 106;
+const M0: u16 = 124;
+const EXEC: u16 = 126;
+
+/// The private (scratch) aperture base (high dword), as KFD's `kfd_init_apertures_v9`.
+pub(crate) const PRIVATE_APERTURE_HI: u32 = 0x2_0000;
+/// The LDS (shared) aperture base (high dword).
+pub(crate) const SHARED_APERTURE_HI: u32 = 0x1_0000;
+
+/// Per-dispatch context shared by a worker's waves.
+pub(crate) struct Ctx<'a> {
+    pub(crate) prog: &'a Program,
+    pub(crate) mem: &'a mut MemPort,
+    pub(crate) lds: &'a mut [u8],
+    pub(crate) target: Target,
+    pub(crate) clock: &'a dyn Fn() -> u64,
+}
+
+/// A wave's state.
+pub(crate) struct Wave {
+    /// SGPRs by operand code (s0..s101, FLAT_SCRATCH 102-103, XNACK_MASK 104-105,
+    /// VCC 106-107, TTMP 108-123, M0 124, EXEC 126-127).
+    pub(crate) s: [u32; 128],
+    /// VGPRs then AccVGPRs, 64 lanes each (`v[r * 64 + lane]`).
+    pub(crate) v: Vec<u32>,
+    /// Where the AccVGPRs start (in registers).
+    pub(crate) acc_base: usize,
+    pub(crate) pc: usize,
+    pub(crate) scc: bool,
+    /// The MODE hardware register.
+    pub(crate) mode: u32,
+    /// Lane-private memory (`priv_size` bytes per lane).
+    pub(crate) private: Vec<u8>,
+    pub(crate) priv_size: u32,
+    /// Instructions executed, and lane-instructions (active lanes of vector instructions,
+    /// 1 for scalar ones).
+    pub(crate) instrs: u64,
+    pub(crate) lane_instrs: u64,
+    /// HW_ID-style wave slot (for s_getreg HW_ID).
+    pub(crate) hw_id: u32,
+}
+
+#[inline]
+fn exec_lanes(exec: u64, mut f: impl FnMut(usize)) {
+    let mut m = exec;
+    while m != 0 {
+        let l = m.trailing_zeros() as usize;
+        m &= m - 1;
+        f(l);
+    }
+}
+
+fn f32_inline(code: u16) -> Option<f32> {
+    Some(match code {
+        240 => 0.5,
+        241 => -0.5,
+        242 => 1.0,
+        243 => -1.0,
+        244 => 2.0,
+        245 => -2.0,
+        246 => 4.0,
+        247 => -4.0,
+        248 => f32::from_bits(0x3e22_f983),
+        _ => return None,
+    })
+}
+
+fn f64_inline(code: u16) -> Option<f64> {
+    match code {
+        248 => Some(f64::from_bits(0x3fc4_5f30_6dc9_c882)),
+        _ => f32_inline(code).map(|f| f as f64),
+    }
+}
+
+fn f16_inline(code: u16) -> Option<u16> {
+    Some(match code {
+        240 => 0x3800,
+        241 => 0xB800,
+        242 => 0x3C00,
+        243 => 0xBC00,
+        244 => 0x4000,
+        245 => 0xC000,
+        246 => 0x4400,
+        247 => 0xC400,
+        248 => 0x3118,
+        _ => return None,
+    })
+}
+
+/// Flushes an f32 denormal to a signed zero.
+#[inline]
+fn ftz32(x: f32) -> f32 {
+    if x.is_subnormal() {
+        f32::from_bits(x.to_bits() & 0x8000_0000)
+    } else {
+        x
+    }
+}
+
+impl Wave {
+    pub(crate) fn new(nregs: usize, acc_base: usize, priv_size: u32) -> Wave {
+        Wave {
+            s: [0; 128],
+            v: vec![0; nregs * 64],
+            acc_base,
+            pc: 0,
+            scc: false,
+            mode: 0,
+            private: vec![0; priv_size as usize * 64],
+            priv_size,
+            instrs: 0,
+            lane_instrs: 0,
+            hw_id: 0,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn exec(&self) -> u64 {
+        self.s[126] as u64 | (self.s[127] as u64) << 32
+    }
+    #[inline]
+    fn vcc(&self) -> u64 {
+        self.s[106] as u64 | (self.s[107] as u64) << 32
+    }
+
+    fn err(&self, ctx: &Ctx<'_>, msg: impl Into<String>) -> ShaderError {
+        ShaderError::at(ctx.prog, self.pc, msg.into(), None)
+    }
+
+    fn unimpl(&self, ctx: &Ctx<'_>) -> ShaderError {
+        self.err(ctx, "instruction not implemented by the emulator")
+    }
+
+    fn mem_err(&self, ctx: &Ctx<'_>, f: crate::gpumem::Fault) -> ShaderError {
+        ShaderError::at(ctx.prog, self.pc, format!("memory fault: {f}"), Some(f))
+    }
+
+    // ---- scalar operands ----
+
+    #[inline]
+    fn rs(&self, ctx: &Ctx<'_>, code: u16, lit: u32) -> R<u32> {
+        Ok(match code {
+            0..=127 => self.s[code as usize],
+            128..=192 => (code - 128) as u32,
+            193..=208 => (-((code - 192) as i32)) as u32,
+            235 => SHARED_APERTURE_HI,
+            236 => SHARED_APERTURE_HI | 0xFFFF_FFFF,
+            237 => PRIVATE_APERTURE_HI,
+            238 => PRIVATE_APERTURE_HI | 0xFFFF_FFFF,
+            240..=248 => f32_inline(code).map(f32::to_bits).unwrap_or(0),
+            251 => (self.vcc() == 0) as u32,
+            252 => (self.exec() == 0) as u32,
+            253 => self.scc as u32,
+            255 => lit,
+            _ => return Err(self.err(ctx, format!("operand code {code} not supported"))),
+        })
+    }
+
+    #[inline]
+    fn rs64(&self, ctx: &Ctx<'_>, code: u16, lit: u32, f64ty: bool) -> R<u64> {
+        Ok(match code {
+            0..=126 => self.s[code as usize] as u64 | (self.s[code as usize + 1] as u64) << 32,
+            128..=192 => (code - 128) as u64,
+            193..=208 => (-((code - 192) as i64)) as u64,
+            235 | 237 => (self.rs(ctx, code, lit)? as u64) << 32,
+            240..=248 => {
+                if f64ty {
+                    f64_inline(code).map(f64::to_bits).unwrap_or(0)
+                } else {
+                    f32_inline(code).map(f32::to_bits).unwrap_or(0) as u64
+                }
+            }
+            // A 64-bit float literal supplies the high dword.
+            255 if f64ty => (lit as u64) << 32,
+            255 => lit as u64,
+            _ => self.rs(ctx, code, lit)? as u64,
+        })
+    }
+
+    #[inline]
+    fn ws(&mut self, code: u16, v: u32) {
+        if let Some(r) = self.s.get_mut(code as usize) {
+            *r = v;
+        }
+    }
+    #[inline]
+    fn ws64(&mut self, code: u16, v: u64) {
+        self.ws(code, v as u32);
+        self.ws(code + 1, (v >> 32) as u32);
+    }
+
+    // ---- vector operands ----
+
+    #[inline]
+    fn vreg(&self, ctx: &Ctx<'_>, r: usize) -> R<&[u32]> {
+        self.v
+            .get(r * 64..r * 64 + 64)
+            .ok_or_else(|| self.err(ctx, format!("VGPR v{r} beyond the wave's allocation")))
+    }
+
+    #[inline]
+    fn vreg_mut(&mut self, r: usize) -> Option<&mut [u32]> {
+        self.v.get_mut(r * 64..r * 64 + 64)
+    }
+
+    /// Gathers source `i` of a VALU op as 32-bit lanes (with VOP3 abs/neg for float types).
+    #[inline]
+    fn fetch(&self, ctx: &Ctx<'_>, op: &Op, i: usize, ty: Ty, out: &mut [u32; 64]) -> R<()> {
+        let code = op.src[i];
+        if code >= 256 {
+            out.copy_from_slice(self.vreg(ctx, (code - 256) as usize)?);
+        } else {
+            let v = match ty {
+                Ty::F16 => match f16_inline(code) {
+                    Some(h) => h as u32,
+                    None => self.rs(ctx, code, op.lit)?,
+                },
+                _ => self.rs(ctx, code, op.lit)?,
+            };
+            *out = [v; 64];
+        }
+        if op.form == VopForm::Vop3 && (op.abs | op.neg) != 0 {
+            let sign = match ty {
+                Ty::F32 => 0x8000_0000u32,
+                Ty::F16 => 0x8000,
+                _ => return Ok(()),
+            };
+            if op.abs >> i & 1 != 0 {
+                out.iter_mut().for_each(|x| *x &= !sign);
+            }
+            if op.neg >> i & 1 != 0 {
+                out.iter_mut().for_each(|x| *x ^= sign);
+            }
+        }
+        Ok(())
+    }
+
+    /// Gathers source `i` as 64-bit lanes (register pairs).
+    #[inline]
+    fn fetch64(&self, ctx: &Ctx<'_>, op: &Op, i: usize, ty: Ty, out: &mut [u64; 64]) -> R<()> {
+        let code = op.src[i];
+        if code >= 256 {
+            let r = (code - 256) as usize;
+            let lo = self.vreg(ctx, r)?;
+            let hi = self.vreg(ctx, r + 1)?;
+            for l in 0..64 {
+                out[l] = lo[l] as u64 | (hi[l] as u64) << 32;
+            }
+        } else {
+            *out = [self.rs64(ctx, code, op.lit, ty == Ty::F64)?; 64];
+        }
+        if ty == Ty::F64 && op.form == VopForm::Vop3 {
+            let sign = 1u64 << 63;
+            if op.abs >> i & 1 != 0 {
+                out.iter_mut().for_each(|x| *x &= !sign);
+            }
+            if op.neg >> i & 1 != 0 {
+                out.iter_mut().for_each(|x| *x ^= sign);
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn write32(&mut self, ctx: &Ctx<'_>, dst: usize, r: &[u32; 64], exec: u64) -> R<()> {
+        let Some(d) = self.vreg_mut(dst) else {
+            return Err(self.err(ctx, format!("VGPR v{dst} beyond the wave's allocation")));
+        };
+        if exec == u64::MAX {
+            d.copy_from_slice(r);
+        } else {
+            for l in 0..64 {
+                if exec >> l & 1 != 0 {
+                    d[l] = r[l];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn write64(&mut self, ctx: &Ctx<'_>, dst: usize, r: &[u64; 64], exec: u64) -> R<()> {
+        let lo: [u32; 64] = std::array::from_fn(|l| r[l] as u32);
+        let hi: [u32; 64] = std::array::from_fn(|l| (r[l] >> 32) as u32);
+        self.write32(ctx, dst, &lo, exec)?;
+        self.write32(ctx, dst + 1, &hi, exec)
+    }
+
+    /// Runs until a barrier or the end of the program.
+    pub(crate) fn run(&mut self, ctx: &mut Ctx<'_>) -> R<WaveStop> {
+        loop {
+            let Some(op) = ctx.prog.ops.get(self.pc).copied() else {
+                return Err(ShaderError::new(format!(
+                    "program counter left the decoded code of kernel {} (op index {})",
+                    ctx.prog.name, self.pc
+                )));
+            };
+            self.instrs += 1;
+            let next = self.pc + 1;
+            match op.enc {
+                Enc::Valu => {
+                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.valu(ctx, &op)?;
+                }
+                Enc::Sop2 => {
+                    self.lane_instrs += 1;
+                    self.sop2(ctx, &op)?
+                }
+                Enc::Sop1 => {
+                    self.lane_instrs += 1;
+                    if self.sop1(ctx, &op)? {
+                        continue;
+                    }
+                }
+                Enc::Sopc => {
+                    self.lane_instrs += 1;
+                    self.sopc(ctx, &op)?
+                }
+                Enc::Sopk => {
+                    self.lane_instrs += 1;
+                    self.sopk(ctx, &op)?
+                }
+                Enc::Sopp => {
+                    self.lane_instrs += 1;
+                    match self.sopp(ctx, &op)? {
+                        Flow::Next => {}
+                        Flow::Jump => continue,
+                        Flow::Stop(s) => {
+                            self.pc = next;
+                            return Ok(s);
+                        }
+                    }
+                }
+                Enc::Smem => {
+                    self.lane_instrs += 1;
+                    self.smem(ctx, &op)?
+                }
+                Enc::Ds => {
+                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.ds(ctx, &op)?
+                }
+                Enc::Flat => {
+                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.flat(ctx, &op)?
+                }
+                Enc::Vop3p | Enc::Mubuf | Enc::Invalid => return Err(self.unimpl(ctx)),
+            }
+            self.pc = next;
+        }
+    }
+
+    fn jump_to(&mut self, ctx: &Ctx<'_>, va: u64) -> R<()> {
+        match ctx.prog.index_of(va) {
+            Some(i) => {
+                self.pc = i;
+                Ok(())
+            }
+            None => Err(self.err(
+                ctx,
+                format!("branch target {va:#x} is outside the kernel's decoded code"),
+            )),
+        }
+    }
+
+    // ---- SALU ----
+
+    fn sop2(&mut self, ctx: &Ctx<'_>, op: &Op) -> R<()> {
+        let (c0, c1, l) = (op.src[0], op.src[1], op.lit);
+        let is64 = matches!(
+            op.op,
+            0x0b | 0x0d
+                | 0x0f
+                | 0x11
+                | 0x13
+                | 0x15
+                | 0x17
+                | 0x19
+                | 0x1b
+                | 0x1d
+                | 0x1f
+                | 0x21
+                | 0x27
+        );
+        if is64 {
+            let a = self.rs64(ctx, c0, l, false)?;
+            let b = self.rs64(ctx, c1, l, false)?;
+            let b32 = self.rs(ctx, c1, l)?;
+            let (r, scc) = match op.op {
+                0x0b => (if self.scc { a } else { b }, None),
+                0x0d => (a & b, Some(())),
+                0x0f => (a | b, Some(())),
+                0x11 => (a ^ b, Some(())),
+                0x13 => (a & !b, Some(())),
+                0x15 => (a | !b, Some(())),
+                0x17 => (!(a & b), Some(())),
+                0x19 => (!(a | b), Some(())),
+                0x1b => (!(a ^ b), Some(())),
+                0x1d => (a << (b32 & 63), Some(())),
+                0x1f => (a >> (b32 & 63), Some(())),
+                0x21 => (((a as i64) >> (b32 & 63)) as u64, Some(())),
+                0x27 => {
+                    let off = b32 & 63;
+                    let w = (b32 >> 16) & 0x7F;
+                    let v = if w == 0 {
+                        0
+                    } else {
+                        (a >> off) & (u64::MAX >> (64 - w.min(64)))
+                    };
+                    (v, Some(()))
+                }
+                _ => return Err(self.unimpl(ctx)),
+            };
+            if scc.is_some() {
+                self.scc = r != 0;
+            }
+            self.ws64(op.dst, r);
+            return Ok(());
+        }
+        let a = self.rs(ctx, c0, l)?;
+        let b = self.rs(ctx, c1, l)?;
+        let (ai, bi) = (a as i32, b as i32);
+        let mut scc = self.scc;
+        let r = match op.op {
+            0x00 => {
+                let (r, c) = a.overflowing_add(b);
+                scc = c;
+                r
+            }
+            0x01 => {
+                let (r, c) = a.overflowing_sub(b);
+                scc = c;
+                r
+            }
+            0x02 => {
+                let (r, o) = ai.overflowing_add(bi);
+                scc = o;
+                r as u32
+            }
+            0x03 => {
+                let (r, o) = ai.overflowing_sub(bi);
+                scc = o;
+                r as u32
+            }
+            0x04 => {
+                let r = a as u64 + b as u64 + self.scc as u64;
+                scc = r >> 32 != 0;
+                r as u32
+            }
+            0x05 => {
+                let r = (a as u64)
+                    .wrapping_sub(b as u64)
+                    .wrapping_sub(self.scc as u64);
+                scc = r >> 32 != 0;
+                r as u32
+            }
+            0x06 => {
+                scc = ai < bi;
+                ai.min(bi) as u32
+            }
+            0x07 => {
+                scc = a < b;
+                a.min(b)
+            }
+            0x08 => {
+                scc = ai > bi;
+                ai.max(bi) as u32
+            }
+            0x09 => {
+                scc = a > b;
+                a.max(b)
+            }
+            0x0a => {
+                if self.scc {
+                    a
+                } else {
+                    b
+                }
+            }
+            0x0c | 0x0e | 0x10 | 0x12 | 0x14 | 0x1c | 0x1e | 0x20 | 0x2a => {
+                let r = match op.op {
+                    0x0c => a & b,
+                    0x0e => a | b,
+                    0x10 => a ^ b,
+                    0x12 => a & !b,
+                    0x14 => a | !b,
+                    0x1c => a << (b & 31),
+                    0x1e => a >> (b & 31),
+                    0x20 => (ai >> (b & 31)) as u32,
+                    _ => ai.wrapping_sub(bi).unsigned_abs(),
+                };
+                scc = r != 0;
+                r
+            }
+            0x22 => (((1u64 << (a & 31)) - 1) as u32).wrapping_shl(b & 31),
+            0x24 => ai.wrapping_mul(bi) as u32,
+            0x25 | 0x26 => {
+                let off = b & 31;
+                let w = (b >> 16) & 0x7F;
+                let r = if w == 0 {
+                    0
+                } else if op.op == 0x25 {
+                    ((a as u64 >> off) & ((1u64 << w.min(32)) - 1)) as u32
+                } else {
+                    let w = w.min(32);
+                    let x = (a >> off) as u64 & ((1u64 << w) - 1);
+                    (((x << (64 - w)) as i64) >> (64 - w)) as u32
+                };
+                scc = r != 0;
+                r
+            }
+            0x2c => ((a as u64 * b as u64) >> 32) as u32,
+            0x2d => ((ai as i64 * bi as i64) >> 32) as u32,
+            0x2e..=0x31 => {
+                let sh = (op.op - 0x2d) as u32;
+                let r = ((a as u64) << sh) + b as u64;
+                scc = r >> 32 != 0;
+                r as u32
+            }
+            0x32 => (a & 0xFFFF) | (b << 16),
+            0x33 => (a & 0xFFFF) | (b & 0xFFFF_0000),
+            0x34 => (a >> 16) | (b & 0xFFFF_0000),
+            _ => return Err(self.unimpl(ctx)),
+        };
+        self.scc = scc;
+        self.ws(op.dst, r);
+        Ok(())
+    }
+
+    /// Returns true when the op changed the PC itself.
+    fn sop1(&mut self, ctx: &Ctx<'_>, op: &Op) -> R<bool> {
+        let (c, l) = (op.src[0], op.lit);
+        match op.op {
+            0x00 => {
+                let v = self.rs(ctx, c, l)?;
+                self.ws(op.dst, v)
+            }
+            0x01 => {
+                let v = self.rs64(ctx, c, l, false)?;
+                self.ws64(op.dst, v)
+            }
+            0x02 => {
+                if self.scc {
+                    let v = self.rs(ctx, c, l)?;
+                    self.ws(op.dst, v)
+                }
+            }
+            0x03 => {
+                if self.scc {
+                    let v = self.rs64(ctx, c, l, false)?;
+                    self.ws64(op.dst, v)
+                }
+            }
+            0x04 => {
+                let v = !self.rs(ctx, c, l)?;
+                self.scc = v != 0;
+                self.ws(op.dst, v)
+            }
+            0x05 => {
+                let v = !self.rs64(ctx, c, l, false)?;
+                self.scc = v != 0;
+                self.ws64(op.dst, v)
+            }
+            0x08 => {
+                let v = self.rs(ctx, c, l)?.reverse_bits();
+                self.ws(op.dst, v)
+            }
+            0x0a | 0x0c => {
+                let x = self.rs(ctx, c, l)?;
+                let v = if op.op == 0x0c {
+                    x.count_ones()
+                } else {
+                    x.count_zeros()
+                };
+                self.scc = v != 0;
+                self.ws(op.dst, v)
+            }
+            0x0b | 0x0d => {
+                let x = self.rs64(ctx, c, l, false)?;
+                let v = if op.op == 0x0d {
+                    x.count_ones()
+                } else {
+                    x.count_zeros()
+                };
+                self.scc = v != 0;
+                self.ws(op.dst, v)
+            }
+            0x10 => {
+                let x = self.rs(ctx, c, l)?;
+                let v = if x == 0 { u32::MAX } else { x.trailing_zeros() };
+                self.ws(op.dst, v)
+            }
+            0x11 => {
+                let x = self.rs64(ctx, c, l, false)?;
+                let v = if x == 0 { u32::MAX } else { x.trailing_zeros() };
+                self.ws(op.dst, v)
+            }
+            0x12 => {
+                let x = self.rs(ctx, c, l)?;
+                let v = if x == 0 { u32::MAX } else { x.leading_zeros() };
+                self.ws(op.dst, v)
+            }
+            0x13 => {
+                let x = self.rs64(ctx, c, l, false)?;
+                let v = if x == 0 { u32::MAX } else { x.leading_zeros() };
+                self.ws(op.dst, v)
+            }
+            0x16 => {
+                let v = self.rs(ctx, c, l)? as i8 as i32 as u32;
+                self.ws(op.dst, v)
+            }
+            0x17 => {
+                let v = self.rs(ctx, c, l)? as i16 as i32 as u32;
+                self.ws(op.dst, v)
+            }
+            0x18 | 0x1a => {
+                let b = self.rs(ctx, c, l)? & 31;
+                let d = self.s.get(op.dst as usize).copied().unwrap_or(0);
+                let v = if op.op == 0x18 {
+                    d & !(1 << b)
+                } else {
+                    d | (1 << b)
+                };
+                self.ws(op.dst, v)
+            }
+            0x1c => {
+                let pc = ctx.prog.addr_of(self.pc + 1);
+                self.ws64(op.dst, pc);
+            }
+            0x1d => {
+                let t = self.rs64(ctx, c, l, false)?;
+                self.jump_to(ctx, t)?;
+                return Ok(true);
+            }
+            0x1e => {
+                let t = self.rs64(ctx, c, l, false)?;
+                let ret = ctx.prog.addr_of(self.pc + 1);
+                self.ws64(op.dst, ret);
+                self.jump_to(ctx, t)?;
+                return Ok(true);
+            }
+            0x20..=0x25 | 0x33 => {
+                let s = self.rs64(ctx, c, l, false)?;
+                let e = self.exec();
+                let n = match op.op {
+                    0x20 => s & e,
+                    0x21 => s | e,
+                    0x22 => s ^ e,
+                    0x23 => s & !e,
+                    0x24 => s | !e,
+                    0x25 => !(s & e),
+                    _ => !s & e,
+                };
+                self.ws64(op.dst, e);
+                self.ws64(EXEC, n);
+                self.scc = n != 0;
+            }
+            0x35 | 0x36 => {
+                let s = self.rs64(ctx, c, l, false)?;
+                let e = self.exec();
+                let n = if op.op == 0x35 { !s & e } else { s & !e };
+                self.ws64(EXEC, n);
+                self.ws64(op.dst, n);
+                self.scc = n != 0;
+            }
+            0x30 => {
+                let v = (self.rs(ctx, c, l)? as i32).unsigned_abs();
+                self.scc = v != 0;
+                self.ws(op.dst, v)
+            }
+            _ => return Err(self.unimpl(ctx)),
+        }
+        Ok(false)
+    }
+
+    fn sopc(&mut self, ctx: &Ctx<'_>, op: &Op) -> R<()> {
+        if matches!(op.op, 0x12 | 0x13) {
+            let a = self.rs64(ctx, op.src[0], op.lit, false)?;
+            let b = self.rs64(ctx, op.src[1], op.lit, false)?;
+            self.scc = if op.op == 0x12 { a == b } else { a != b };
+            return Ok(());
+        }
+        let a = self.rs(ctx, op.src[0], op.lit)?;
+        let b = self.rs(ctx, op.src[1], op.lit)?;
+        let (ai, bi) = (a as i32, b as i32);
+        self.scc = match op.op {
+            0x0 => ai == bi,
+            0x1 => ai != bi,
+            0x2 => ai > bi,
+            0x3 => ai >= bi,
+            0x4 => ai < bi,
+            0x5 => ai <= bi,
+            0x6 => a == b,
+            0x7 => a != b,
+            0x8 => a > b,
+            0x9 => a >= b,
+            0xa => a < b,
+            0xb => a <= b,
+            0xc => (a >> (b & 31)) & 1 == 0,
+            0xd => (a >> (b & 31)) & 1 == 1,
+            0xe => {
+                let x = self.rs64(ctx, op.src[0], op.lit, false)?;
+                (x >> (b & 63)) & 1 == 0
+            }
+            0xf => {
+                let x = self.rs64(ctx, op.src[0], op.lit, false)?;
+                (x >> (b & 63)) & 1 == 1
+            }
+            _ => return Err(self.unimpl(ctx)),
+        };
+        Ok(())
+    }
+
+    fn sopk(&mut self, ctx: &Ctx<'_>, op: &Op) -> R<()> {
+        let k = op.imm as u32 & 0xFFFF;
+        let ks = k as u16 as i16 as i32;
+        let d = self.s.get(op.dst as usize).copied().unwrap_or(0);
+        match op.op {
+            0x0 => self.ws(op.dst, ks as u32),
+            0x1 => {
+                if self.scc {
+                    self.ws(op.dst, ks as u32)
+                }
+            }
+            0x2..=0x7 => {
+                let a = d as i32;
+                self.scc = match op.op {
+                    0x2 => a == ks,
+                    0x3 => a != ks,
+                    0x4 => a > ks,
+                    0x5 => a >= ks,
+                    0x6 => a < ks,
+                    _ => a <= ks,
+                };
+            }
+            0x8..=0xd => {
+                self.scc = match op.op {
+                    0x8 => d == k,
+                    0x9 => d != k,
+                    0xa => d > k,
+                    0xb => d >= k,
+                    0xc => d < k,
+                    _ => d <= k,
+                };
+            }
+            0xe => {
+                let (r, o) = (d as i32).overflowing_add(ks);
+                self.scc = o;
+                self.ws(op.dst, r as u32)
+            }
+            0xf => self.ws(op.dst, (d as i32).wrapping_mul(ks) as u32),
+            0x11 => {
+                let v = self.getreg(ctx, k)?;
+                self.ws(op.dst, v)
+            }
+            0x12 | 0x14 => {
+                let v = if op.op == 0x14 { op.lit } else { d };
+                self.setreg(ctx, k, v)?
+            }
+            _ => return Err(self.unimpl(ctx)),
+        }
+        Ok(())
+    }
+
+    fn hwreg_field(k: u32) -> (u32, u32, u32) {
+        let id = k & 0x3F;
+        let off = (k >> 6) & 0x1F;
+        let size = ((k >> 11) & 0x1F) + 1;
+        (id, off, size)
+    }
+
+    fn getreg(&self, ctx: &Ctx<'_>, k: u32) -> R<u32> {
+        let (id, off, size) = Self::hwreg_field(k);
+        let full = match id {
+            1 => self.mode,
+            // STATUS: SCC (bit 0), EXECZ (9), VCCZ (10), IN_BARRIER...
+            2 => {
+                self.scc as u32
+                    | ((self.exec() == 0) as u32) << 9
+                    | ((self.vcc() == 0) as u32) << 10
+            }
+            3 => 0, // TRAPSTS: no exception raised
+            4 => self.hw_id,
+            // GPR_ALLOC / LDS_ALLOC / IB_STS: report zero-based fields are not modelled.
+            _ => {
+                return Err(self.err(
+                    ctx,
+                    format!("s_getreg of hardware register {id} is not modelled"),
+                ))
+            }
+        };
+        let mask = if size >= 32 {
+            u32::MAX
+        } else {
+            (1 << size) - 1
+        };
+        Ok((full >> off) & mask)
+    }
+
+    fn setreg(&mut self, ctx: &Ctx<'_>, k: u32, v: u32) -> R<()> {
+        let (id, off, size) = Self::hwreg_field(k);
+        if id != 1 {
+            return Err(self.err(
+                ctx,
+                format!("s_setreg of hardware register {id} is not modelled"),
+            ));
+        }
+        let mask = (if size >= 32 {
+            u32::MAX
+        } else {
+            (1 << size) - 1
+        }) << off;
+        let mode = (self.mode & !mask) | ((v << off) & mask);
+        // Only round-to-nearest-even is modelled.
+        if mode & 0xF != 0 {
+            return Err(self.err(
+                ctx,
+                format!(
+                    "MODE round mode {:#x} is not modelled (only round to nearest even)",
+                    mode & 0xF
+                ),
+            ));
+        }
+        self.mode = mode;
+        Ok(())
+    }
+
+    fn sopp(&mut self, ctx: &Ctx<'_>, op: &Op) -> R<Flow> {
+        let target = || {
+            ctx.prog
+                .addr_of(self.pc + 1)
+                .wrapping_add((op.imm as i64 * 4) as u64)
+        };
+        let take = match op.op {
+            // s_nop, s_waitcnt, s_sethalt is below, s_sleep, s_setprio, s_icache_inv,
+            // s_incperflevel, s_decperflevel, s_ttracedata: no architectural effect here
+            // (memory operations complete in order).
+            0x00 | 0x0c | 0x0e | 0x0f | 0x13 | 0x14 | 0x15 | 0x16 => return Ok(Flow::Next),
+            0x01 => return Ok(Flow::Stop(WaveStop::End)),
+            0x0a => return Ok(Flow::Stop(WaveStop::Barrier)),
+            0x02 => true,
+            0x04 => !self.scc,
+            0x05 => self.scc,
+            0x06 => self.vcc() == 0,
+            0x07 => self.vcc() != 0,
+            0x08 => self.exec() == 0,
+            0x09 => self.exec() != 0,
+            // Debugger branches: no debugger attached.
+            0x17..=0x1a => false,
+            0x12 => {
+                return Err(self.err(
+                    ctx,
+                    format!("s_trap {} raised (no trap handler)", op.imm & 0xFF),
+                ))
+            }
+            0x0d => {
+                if op.imm & 1 != 0 {
+                    return Err(self.err(ctx, "s_sethalt 1 halted the wave"));
+                }
+                return Ok(Flow::Next);
+            }
+            _ => return Err(self.unimpl(ctx)),
+        };
+        if take {
+            let t = target();
+            self.jump_to(ctx, t)?;
+            Ok(Flow::Jump)
+        } else {
+            Ok(Flow::Next)
+        }
+    }
+
+    fn smem(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let n = match op.op {
+            0x00..=0x04 => 1u16 << op.op,
+            0x20 | 0x21 | 0x22 | 0x23 => return Ok(()), // s_dcache_inv/wb(_vol): no cache
+            0x24 | 0x25 => {
+                let t = (ctx.clock)();
+                self.ws64(op.dst, t);
+                return Ok(());
+            }
+            _ => return Err(self.unimpl(ctx)),
+        };
+        let base = (self.s.get(op.src[0] as usize).copied().unwrap_or(0) as u64
+            | (self.s.get(op.src[0] as usize + 1).copied().unwrap_or(0) as u64) << 32)
+            & 0xFFFF_FFFF_FFFF;
+        let mut off = op.imm as i64;
+        if op.ext & 2 != 0 || op.ext & 1 != 0 {
+            off += self.rs(ctx, op.src[1], 0)? as i64;
+        }
+        let addr = base.wrapping_add(off as u64) & !3;
+        for i in 0..n {
+            let v = ctx
+                .mem
+                .load(addr + 4 * i as u64, 4)
+                .map_err(|f| self.mem_err(ctx, f))? as u32;
+            self.ws(op.dst + i, v);
+        }
+        Ok(())
+    }
+
+    // ---- VALU ----
+
+    fn valu(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        if matches!(op.form, VopForm::Sdwa | VopForm::Dpp) {
+            return Err(self.err(
+                ctx,
+                "SDWA/DPP operand forms are not implemented by the emulator",
+            ));
+        }
+        let exec = self.exec();
+        let d = op.dst as usize;
+        let mut a = [0u32; 64];
+        let mut b = [0u32; 64];
+        let mut c = [0u32; 64];
+        macro_rules! u1 {
+            ($f:expr) => {{
+                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                let f = $f;
+                let r: [u32; 64] = std::array::from_fn(|l| f(a[l]));
+                self.write32(ctx, d, &r, exec)?;
+            }};
+        }
+        macro_rules! u2 {
+            ($f:expr) => {{
+                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                let f = $f;
+                let r: [u32; 64] = std::array::from_fn(|l| f(a[l], b[l]));
+                self.write32(ctx, d, &r, exec)?;
+            }};
+        }
+        macro_rules! u3 {
+            ($f:expr) => {{
+                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                self.fetch(ctx, op, 2, Ty::B32, &mut c)?;
+                let f = $f;
+                let r: [u32; 64] = std::array::from_fn(|l| f(a[l], b[l], c[l]));
+                self.write32(ctx, d, &r, exec)?;
+            }};
+        }
+        let ftz = self.mode & 0x30 == 0; // FP_DENORM single: 0 = flush in and out
+        let omod = op.omod;
+        let clamp = op.clamp;
+        let post = move |x: f32| -> u32 {
+            let mut x = match omod {
+                1 => x * 2.0,
+                2 => x * 4.0,
+                3 => x * 0.5,
+                _ => x,
+            };
+            if clamp {
+                x = if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+            }
+            if ftz {
+                x = ftz32(x);
+            }
+            x.to_bits()
+        };
+        let pre = move |x: u32| -> f32 {
+            let f = f32::from_bits(x);
+            if ftz {
+                ftz32(f)
+            } else {
+                f
+            }
+        };
+        macro_rules! f1 {
+            ($f:expr) => {{
+                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                let f = $f;
+                let r: [u32; 64] = std::array::from_fn(|l| post(f(pre(a[l]))));
+                self.write32(ctx, d, &r, exec)?;
+            }};
+        }
+        macro_rules! f2 {
+            ($f:expr) => {{
+                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                let f = $f;
+                let r: [u32; 64] = std::array::from_fn(|l| post(f(pre(a[l]), pre(b[l]))));
+                self.write32(ctx, d, &r, exec)?;
+            }};
+        }
+        macro_rules! f3 {
+            ($f:expr) => {{
+                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                self.fetch(ctx, op, 2, Ty::F32, &mut c)?;
+                let f = $f;
+                let r: [u32; 64] =
+                    std::array::from_fn(|l| post(f(pre(a[l]), pre(b[l]), pre(c[l]))));
+                self.write32(ctx, d, &r, exec)?;
+            }};
+        }
+        let mut a64 = [0u64; 64];
+        let mut b64 = [0u64; 64];
+        let mut c64 = [0u64; 64];
+        macro_rules! d2 {
+            ($f:expr) => {{
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
+                let f = $f;
+                let r: [u64; 64] = std::array::from_fn(|l| {
+                    f(f64::from_bits(a64[l]), f64::from_bits(b64[l])).to_bits()
+                });
+                self.write64(ctx, d, &r, exec)?;
+            }};
+        }
+        macro_rules! d1 {
+            ($f:expr) => {{
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                let f = $f;
+                let r: [u64; 64] = std::array::from_fn(|l| f(f64::from_bits(a64[l])).to_bits());
+                self.write64(ctx, d, &r, exec)?;
+            }};
+        }
+        let e32 = op.form == VopForm::E32;
+        match op.op {
+            // VOPC compares (0x00..=0xFF).
+            0x00..=0xFF => return self.vopc(ctx, op, exec),
+            // ---- VOP2 (0x100 + n) ----
+            0x100 => {
+                // v_cndmask_b32
+                let m = if e32 {
+                    self.vcc()
+                } else {
+                    self.rs64(ctx, op.src[2], op.lit, false)?
+                };
+                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                let r: [u32; 64] =
+                    std::array::from_fn(|l| if m >> l & 1 != 0 { b[l] } else { a[l] });
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x101 => f2!(|x: f32, y: f32| x + y),
+            0x102 => f2!(|x: f32, y: f32| x - y),
+            0x103 => f2!(|x: f32, y: f32| y - x),
+            0x105 => f2!(|x: f32, y: f32| x * y),
+            0x106 => u2!(
+                |x: u32, y: u32| ((x << 8) as i32 >> 8).wrapping_mul((y << 8) as i32 >> 8) as u32
+            ),
+            0x107 => u2!(|x: u32, y: u32| ((((x << 8) as i32 >> 8) as i64
+                * ((y << 8) as i32 >> 8) as i64)
+                >> 32) as u32),
+            0x108 => u2!(|x: u32, y: u32| (x & 0xFF_FFFF).wrapping_mul(y & 0xFF_FFFF)),
+            0x109 => u2!(
+                |x: u32, y: u32| (((x & 0xFF_FFFF) as u64 * (y & 0xFF_FFFF) as u64) >> 32) as u32
+            ),
+            0x10a => f2!(|x: f32, y: f32| fmin(x, y)),
+            0x10b => f2!(|x: f32, y: f32| fmax(x, y)),
+            0x10c => u2!(|x: u32, y: u32| (x as i32).min(y as i32) as u32),
+            0x10d => u2!(|x: u32, y: u32| (x as i32).max(y as i32) as u32),
+            0x10e => u2!(|x: u32, y: u32| x.min(y)),
+            0x10f => u2!(|x: u32, y: u32| x.max(y)),
+            0x110 => u2!(|x: u32, y: u32| y >> (x & 31)),
+            0x111 => u2!(|x: u32, y: u32| ((y as i32) >> (x & 31)) as u32),
+            0x112 => u2!(|x: u32, y: u32| y << (x & 31)),
+            0x113 => u2!(|x: u32, y: u32| x & y),
+            0x114 => u2!(|x: u32, y: u32| x | y),
+            0x115 => u2!(|x: u32, y: u32| x ^ y),
+            0x13d => u2!(|x: u32, y: u32| !(x ^ y)),
+            0x116 | 0x13b => {
+                // v_mac_f32 / v_fmac_f32: D = S0 * S1 + D
+                let mut dd = [0u32; 64];
+                dd.copy_from_slice(self.vreg(ctx, d)?);
+                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                let fused = op.op == 0x13b;
+                let r: [u32; 64] = std::array::from_fn(|l| {
+                    let (x, y, z) = (pre(a[l]), pre(b[l]), pre(dd[l]));
+                    post(if fused { x.mul_add(y, z) } else { x * y + z })
+                });
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x119..=0x11e => return self.carry_op(ctx, op, exec),
+            0x134 => u2!(|x: u32, y: u32| x.wrapping_add(y)),
+            0x135 => u2!(|x: u32, y: u32| x.wrapping_sub(y)),
+            0x136 => u2!(|x: u32, y: u32| y.wrapping_sub(x)),
+            0x104 => {
+                // v_fmac_f64
+                let mut dd = [0u64; 64];
+                let lo = self.vreg(ctx, d)?.to_vec();
+                let hi = self.vreg(ctx, d + 1)?.to_vec();
+                for l in 0..64 {
+                    dd[l] = lo[l] as u64 | (hi[l] as u64) << 32;
+                }
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
+                let r: [u64; 64] = std::array::from_fn(|l| {
+                    f64::from_bits(a64[l])
+                        .mul_add(f64::from_bits(b64[l]), f64::from_bits(dd[l]))
+                        .to_bits()
+                });
+                self.write64(ctx, d, &r, exec)?;
+            }
+            // ---- VOP1 (0x140 + n) ----
+            0x140 => {}
+            0x141 => u1!(|x: u32| x),
+            0x142 => {
+                // v_readfirstlane_b32: dst is an SGPR.
+                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                let lane = if exec == 0 {
+                    0
+                } else {
+                    exec.trailing_zeros() as usize
+                };
+                self.ws(op.dst, a[lane]);
+            }
+            0x143 => {
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                let r: [u32; 64] =
+                    std::array::from_fn(|l| f64_to_i32(f64::from_bits(a64[l])) as u32);
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x144 | 0x156 | 0x150 => {
+                let ty = if op.op == 0x150 { Ty::F32 } else { Ty::B32 };
+                self.fetch(ctx, op, 0, ty, &mut a)?;
+                let r: [u64; 64] = std::array::from_fn(|l| {
+                    match op.op {
+                        0x144 => a[l] as i32 as f64,
+                        0x156 => a[l] as f64,
+                        _ => pre(a[l]) as f64,
+                    }
+                    .to_bits()
+                });
+                self.write64(ctx, d, &r, exec)?;
+            }
+            0x145 => u1!(|x: u32| post(x as i32 as f32)),
+            0x146 => u1!(|x: u32| post(x as f32)),
+            0x147 => f1!(|x: f32| f32::from_bits(f32_to_u32(x))),
+            0x148 => f1!(|x: f32| f32::from_bits(f32_to_i32(x) as u32)),
+            0x14a => {
+                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                let r: [u32; 64] =
+                    std::array::from_fn(|l| half::f16::from_f32(pre(a[l])).to_bits() as u32);
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x14b => {
+                self.fetch(ctx, op, 0, Ty::F16, &mut a)?;
+                let r: [u32; 64] =
+                    std::array::from_fn(|l| post(half::f16::from_bits(a[l] as u16).to_f32()));
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x14f => {
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                let r: [u32; 64] = std::array::from_fn(|l| post(f64::from_bits(a64[l]) as f32));
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x151..=0x154 => {
+                let sh = (op.op - 0x151) * 8;
+                u1!(|x: u32| post(((x >> sh) & 0xFF) as f32))
+            }
+            0x155 => {
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                let r: [u32; 64] = std::array::from_fn(|l| f64_to_u32(f64::from_bits(a64[l])));
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x157 => d1!(|x: f64| x.trunc()),
+            0x158 => d1!(|x: f64| x.ceil()),
+            0x159 => d1!(|x: f64| x.round_ties_even()),
+            0x15a => d1!(|x: f64| x.floor()),
+            0x15b => f1!(|x: f32| if x.is_infinite() {
+                f32::NAN
+            } else {
+                x - x.floor()
+            }),
+            0x15c => f1!(|x: f32| x.trunc()),
+            0x15d => f1!(|x: f32| x.ceil()),
+            0x15e => f1!(|x: f32| x.round_ties_even()),
+            0x15f => f1!(|x: f32| x.floor()),
+            0x160 => f1!(|x: f32| x.exp2()),
+            0x161 => f1!(|x: f32| x.log2()),
+            0x162 | 0x163 => f1!(|x: f32| 1.0 / x),
+            0x164 => f1!(|x: f32| 1.0 / x.sqrt()),
+            0x165 => d1!(|x: f64| 1.0 / x),
+            0x166 => d1!(|x: f64| 1.0 / x.sqrt()),
+            0x167 => f1!(|x: f32| x.sqrt()),
+            0x168 => d1!(|x: f64| x.sqrt()),
+            0x169 => f1!(|x: f32| (x * std::f32::consts::TAU).sin()),
+            0x16a => f1!(|x: f32| (x * std::f32::consts::TAU).cos()),
+            0x16b => u1!(|x: u32| !x),
+            0x16c => u1!(|x: u32| x.reverse_bits()),
+            0x16d => u1!(|x: u32| if x == 0 { u32::MAX } else { x.leading_zeros() }),
+            0x16e => u1!(|x: u32| if x == 0 { u32::MAX } else { x.trailing_zeros() }),
+            0x16f => u1!(|x: u32| {
+                let s = x as i32;
+                if s == 0 || s == -1 {
+                    u32::MAX
+                } else if s < 0 {
+                    (!x).leading_zeros()
+                } else {
+                    x.leading_zeros()
+                }
+            }),
+            0x173 => f1!(|x: f32| f32::from_bits(frexp_exp(x) as u32)),
+            0x174 => f1!(|x: f32| frexp_mant(x)),
+            0x178 => {
+                // v_mov_b64 (gfx940+)
+                if ctx.target == Target::Gfx90a {
+                    return Err(self.unimpl(ctx));
+                }
+                self.fetch64(ctx, op, 0, Ty::B32, &mut a64)?;
+                let r = a64;
+                self.write64(ctx, d, &r, exec)?;
+            }
+            // ---- VOP3-only ----
+            0x1c2 => u3!(|x: u32, y: u32, z: u32| (((x << 8) as i32 >> 8)
+                .wrapping_mul((y << 8) as i32 >> 8)
+                as u32)
+                .wrapping_add(z)),
+            0x1c3 => u3!(|x: u32, y: u32, z: u32| (x & 0xFF_FFFF)
+                .wrapping_mul(y & 0xFF_FFFF)
+                .wrapping_add(z)),
+            0x1c1 => f3!(|x: f32, y: f32, z: f32| x * y + z),
+            0x1c8 => u3!(|x: u32, y: u32, z: u32| {
+                let (o, w) = (y & 31, z & 31);
+                if w == 0 {
+                    0
+                } else {
+                    ((x as u64 >> o) & ((1u64 << w) - 1)) as u32
+                }
+            }),
+            0x1c9 => u3!(|x: u32, y: u32, z: u32| {
+                let (o, w) = (y & 31, z & 31);
+                if w == 0 {
+                    0
+                } else {
+                    ((((x >> o) as u64) << (64 - w)) as i64 >> (64 - w)) as u32
+                }
+            }),
+            0x1ca => u3!(|x: u32, y: u32, z: u32| (x & y) | (!x & z)),
+            0x1cb => f3!(|x: f32, y: f32, z: f32| x.mul_add(y, z)),
+            0x1cc => {
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
+                self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
+                let r: [u64; 64] = std::array::from_fn(|l| {
+                    f64::from_bits(a64[l])
+                        .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
+                        .to_bits()
+                });
+                self.write64(ctx, d, &r, exec)?;
+            }
+            0x1ce => {
+                u3!(|x: u32, y: u32, z: u32| (((x as u64) << 32 | y as u64) >> (z & 31)) as u32)
+            }
+            0x1cf => u3!(
+                |x: u32, y: u32, z: u32| (((x as u64) << 32 | y as u64) >> (8 * (z & 3))) as u32
+            ),
+            0x1d0 => f3!(|x: f32, y: f32, z: f32| fmin(fmin(x, y), z)),
+            0x1d1 => u3!(|x: u32, y: u32, z: u32| (x as i32).min(y as i32).min(z as i32) as u32),
+            0x1d2 => u3!(|x: u32, y: u32, z: u32| x.min(y).min(z)),
+            0x1d3 => f3!(|x: f32, y: f32, z: f32| fmax(fmax(x, y), z)),
+            0x1d4 => u3!(|x: u32, y: u32, z: u32| (x as i32).max(y as i32).max(z as i32) as u32),
+            0x1d5 => u3!(|x: u32, y: u32, z: u32| x.max(y).max(z)),
+            0x1d7 => u3!(|x: u32, y: u32, z: u32| {
+                let (x, y, z) = (x as i32, y as i32, z as i32);
+                x.max(y).min(x.min(y).max(z)) as u32
+            }),
+            0x1d8 => u3!(|x: u32, y: u32, z: u32| x.max(y).min(x.min(y).max(z))),
+            0x1e8 | 0x1e9 => {
+                // v_mad_u64_u32 / v_mad_i64_i32 (VOP3B): D64 = S0 * S1 + S2_64
+                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                self.fetch64(ctx, op, 2, Ty::B32, &mut c64)?;
+                let signed = op.op == 0x1e9;
+                let mut carry = 0u64;
+                let r: [u64; 64] = std::array::from_fn(|l| {
+                    let (p, cy) = if signed {
+                        let p =
+                            (a[l] as i32 as i128) * (b[l] as i32 as i128) + c64[l] as i64 as i128;
+                        (p as u64, p > i64::MAX as i128 || p < i64::MIN as i128)
+                    } else {
+                        let p = a[l] as u128 * b[l] as u128 + c64[l] as u128;
+                        (p as u64, p >> 64 != 0)
+                    };
+                    if cy && exec >> l & 1 != 0 {
+                        carry |= 1 << l;
+                    }
+                    p
+                });
+                self.write64(ctx, d, &r, exec)?;
+                self.ws64(op.sdst, carry);
+            }
+            0x1f3 => u3!(|x: u32, y: u32, z: u32| (x ^ y).wrapping_add(z)),
+            0x1ed => u3!(|x: u32, y: u32, z: u32| perm(x, y, z)),
+            0x1fd => u3!(|x: u32, y: u32, z: u32| (x << (y & 31)).wrapping_add(z)),
+            0x1fe => u3!(|x: u32, y: u32, z: u32| x.wrapping_add(y) << (z & 31)),
+            0x1ff => u3!(|x: u32, y: u32, z: u32| x.wrapping_add(y).wrapping_add(z)),
+            0x200 => u3!(|x: u32, y: u32, z: u32| (x << (y & 31)) | z),
+            0x201 => u3!(|x: u32, y: u32, z: u32| (x & y) | z),
+            0x202 => u3!(|x: u32, y: u32, z: u32| x | y | z),
+            0x208 => {
+                // v_lshl_add_u64 (gfx940+): D = (S0 << S1[2:0]) + S2
+                if ctx.target == Target::Gfx90a {
+                    return Err(self.unimpl(ctx));
+                }
+                self.fetch64(ctx, op, 0, Ty::B32, &mut a64)?;
+                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                self.fetch64(ctx, op, 2, Ty::B32, &mut c64)?;
+                let r: [u64; 64] =
+                    std::array::from_fn(|l| (a64[l] << (b[l] & 7)).wrapping_add(c64[l]));
+                self.write64(ctx, d, &r, exec)?;
+            }
+            0x280 => d2!(|x: f64, y: f64| x + y),
+            0x281 => d2!(|x: f64, y: f64| x * y),
+            0x282 => d2!(|x: f64, y: f64| fmin64(x, y)),
+            0x283 => d2!(|x: f64, y: f64| fmax64(x, y)),
+            0x285 => u2!(|x: u32, y: u32| x.wrapping_mul(y)),
+            0x286 => u2!(|x: u32, y: u32| ((x as u64 * y as u64) >> 32) as u32),
+            0x287 => u2!(|x: u32, y: u32| ((x as i32 as i64 * y as i32 as i64) >> 32) as u32),
+            0x288 => {
+                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                let r: [u32; 64] = std::array::from_fn(|l| post(ldexp32(pre(a[l]), b[l] as i32)));
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x289 => {
+                // v_readlane_b32 sdst, vsrc, lane
+                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                let lane = self.rs(ctx, op.src[1], op.lit)? as usize & 63;
+                self.ws(op.dst, a[lane]);
+            }
+            0x28a => {
+                // v_writelane_b32 vdst, ssrc, lane (ignores EXEC)
+                let v = self.rs(ctx, op.src[0], op.lit)?;
+                let lane = self.rs(ctx, op.src[1], op.lit)? as usize & 63;
+                match self.vreg_mut(d) {
+                    Some(r) => r[lane] = v,
+                    None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
+                }
+            }
+            0x28b => u2!(|x: u32, y: u32| x.count_ones().wrapping_add(y)),
+            0x28c => {
+                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                let r: [u32; 64] = std::array::from_fn(|l| {
+                    let m = if l >= 32 {
+                        a[l]
+                    } else {
+                        a[l] & ((1u64 << l) - 1) as u32
+                    };
+                    m.count_ones().wrapping_add(b[l])
+                });
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x28d => {
+                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                let r: [u32; 64] = std::array::from_fn(|l| {
+                    let m = if l < 32 {
+                        0
+                    } else {
+                        a[l] & ((1u64 << (l - 32)) - 1) as u32
+                    };
+                    m.count_ones().wrapping_add(b[l])
+                });
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x28f | 0x290 | 0x291 => {
+                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch64(ctx, op, 1, Ty::B32, &mut b64)?;
+                let k = op.op;
+                let r: [u64; 64] = std::array::from_fn(|l| {
+                    let s = a[l] & 63;
+                    match k {
+                        0x28f => b64[l] << s,
+                        0x290 => b64[l] >> s,
+                        _ => ((b64[l] as i64) >> s) as u64,
+                    }
+                });
+                self.write64(ctx, d, &r, exec)?;
+            }
+            0x293 => u2!(|x: u32, y: u32| (((1u64 << (x & 31)) - 1) as u32).wrapping_shl(y & 31)),
+            0x296 => {
+                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                let r: [u32; 64] = std::array::from_fn(|l| {
+                    f32_to_f16_rtz(pre(a[l])) as u32 | (f32_to_f16_rtz(pre(b[l])) as u32) << 16
+                });
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x29c => u2!(|x: u32, y: u32| x.wrapping_add(y)),
+            0x29d => u2!(|x: u32, y: u32| x.wrapping_sub(y)),
+            0x2a0 => u2!(|x: u32, y: u32| (x & 0xFFFF) | (y << 16)),
+            _ => return Err(self.unimpl(ctx)),
+        }
+        Ok(())
+    }
+
+    fn carry_op(&mut self, ctx: &Ctx<'_>, op: &Op, exec: u64) -> R<()> {
+        let mut a = [0u32; 64];
+        let mut b = [0u32; 64];
+        self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+        self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+        let e32 = op.form == VopForm::E32;
+        let cin = if matches!(op.op, 0x11c..=0x11e) {
+            if e32 {
+                self.vcc()
+            } else {
+                self.rs64(ctx, op.src[2], op.lit, false)?
+            }
+        } else {
+            0
+        };
+        let mut cout = 0u64;
+        let k = op.op;
+        let r: [u32; 64] = std::array::from_fn(|l| {
+            let ci = (cin >> l & 1) as u64;
+            let (x, y) = (a[l] as u64, b[l] as u64);
+            let (v, c) = match k {
+                0x119 => {
+                    let s = x + y;
+                    (s, s >> 32 != 0)
+                }
+                0x11a => (x.wrapping_sub(y), y > x),
+                0x11b => (y.wrapping_sub(x), x > y),
+                0x11c => {
+                    let s = x + y + ci;
+                    (s, s >> 32 != 0)
+                }
+                0x11d => (x.wrapping_sub(y).wrapping_sub(ci), y + ci > x),
+                _ => (y.wrapping_sub(x).wrapping_sub(ci), x + ci > y),
+            };
+            if c {
+                cout |= 1 << l;
+            }
+            v as u32
+        });
+        self.write32(ctx, op.dst as usize, &r, exec)?;
+        let sd = if e32 { VCC } else { op.sdst };
+        self.ws64(sd, cout & exec);
+        Ok(())
+    }
+
+    fn vopc(&mut self, ctx: &Ctx<'_>, op: &Op, exec: u64) -> R<()> {
+        let k = op.op;
+        let cmpx = (k >> 4) & 1 == 1 && k >= 0x20;
+        let cond = (k & 0xF) as u8;
+        let mut mask = 0u64;
+        match k {
+            0x10 | 0x11 | 0x12 | 0x13 => {
+                // v_cmp(x)_class_f32 / f64
+                let mut cls = [0u32; 64];
+                self.fetch(ctx, op, 1, Ty::B32, &mut cls)?;
+                if k < 0x12 {
+                    let mut a = [0u32; 64];
+                    self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                    for l in 0..64 {
+                        if class_bits(
+                            f32::from_bits(a[l]) as f64,
+                            f32::from_bits(a[l]).is_subnormal(),
+                        ) & cls[l]
+                            != 0
+                        {
+                            mask |= 1 << l;
+                        }
+                    }
+                } else {
+                    let mut a = [0u64; 64];
+                    self.fetch64(ctx, op, 0, Ty::F64, &mut a)?;
+                    for l in 0..64 {
+                        let x = f64::from_bits(a[l]);
+                        if class_bits(x, x.is_subnormal()) & cls[l] != 0 {
+                            mask |= 1 << l;
+                        }
+                    }
+                }
+                mask &= exec;
+                self.write_cmp(op, mask, k & 1 == 1)?;
+                return Ok(());
+            }
+            0x40..=0x5F => {
+                let mut a = [0u32; 64];
+                let mut b = [0u32; 64];
+                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                for l in 0..64 {
+                    if fcmp(
+                        cond,
+                        f32::from_bits(a[l]) as f64,
+                        f32::from_bits(b[l]) as f64,
+                    ) {
+                        mask |= 1 << l;
+                    }
+                }
+            }
+            0x60..=0x7F => {
+                let mut a = [0u64; 64];
+                let mut b = [0u64; 64];
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a)?;
+                self.fetch64(ctx, op, 1, Ty::F64, &mut b)?;
+                for l in 0..64 {
+                    if fcmp(cond, f64::from_bits(a[l]), f64::from_bits(b[l])) {
+                        mask |= 1 << l;
+                    }
+                }
+            }
+            0xC0..=0xDF => {
+                let mut a = [0u32; 64];
+                let mut b = [0u32; 64];
+                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                let signed = (k >> 3) & 1 == 0;
+                for l in 0..64 {
+                    let r = if signed {
+                        icmp(cond & 7, a[l] as i32 as i64, b[l] as i32 as i64)
+                    } else {
+                        icmp(cond & 7, a[l] as i64, b[l] as i64)
+                    };
+                    if r {
+                        mask |= 1 << l;
+                    }
+                }
+            }
+            0xE0..=0xFF => {
+                let mut a = [0u64; 64];
+                let mut b = [0u64; 64];
+                self.fetch64(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch64(ctx, op, 1, Ty::B32, &mut b)?;
+                let signed = (k >> 3) & 1 == 0;
+                for l in 0..64 {
+                    let r = if signed {
+                        icmp(cond & 7, a[l] as i64 as i128, b[l] as i64 as i128)
+                    } else {
+                        icmp(cond & 7, a[l] as i128, b[l] as i128)
+                    };
+                    if r {
+                        mask |= 1 << l;
+                    }
+                }
+            }
+            _ => return Err(self.unimpl(ctx)),
+        }
+        mask &= exec;
+        self.write_cmp(op, mask, cmpx)
+    }
+
+    fn write_cmp(&mut self, op: &Op, mask: u64, cmpx: bool) -> R<()> {
+        let sd = if op.form == VopForm::E32 {
+            VCC
+        } else {
+            op.sdst
+        };
+        self.ws64(sd, mask);
+        if cmpx {
+            self.ws64(EXEC, mask);
+        }
+        Ok(())
+    }
+
+    // ---- LDS ----
+
+    fn ds(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        if op.ext & 1 != 0 {
+            return Err(self.err(ctx, "GDS is not modelled"));
+        }
+        let exec = self.exec();
+        let addr = self.vreg(ctx, op.src[0] as usize)?.to_vec();
+        let off16 = (op.imm as u32) | (op.aux as u32) << 8;
+        let (o0, o1) = (op.imm as u32, op.aux as u32);
+        let dbase = op.dst as usize + if op.acc { self.acc_base } else { 0 };
+        let d0 = op.src[1] as usize;
+        let d1 = op.src[2] as usize;
+        let lds_len = ctx.lds.len();
+        // Out-of-range LDS reads return 0 and writes are dropped (the LDS bounds check).
+        let rd = |lds: &[u8], a: u32, n: usize| -> u64 {
+            let a = a as usize;
+            match lds.get(a..a + n) {
+                Some(b) => {
+                    let mut v = [0u8; 8];
+                    v[..n].copy_from_slice(b);
+                    u64::from_le_bytes(v)
+                }
+                None => 0,
+            }
+        };
+        let wr = |lds: &mut [u8], a: u32, n: usize, v: u64| {
+            let a = a as usize;
+            if let Some(b) = lds.get_mut(a..a + n) {
+                b.copy_from_slice(&v.to_le_bytes()[..n]);
+            }
+        };
+        let _ = lds_len;
+        macro_rules! vr {
+            ($r:expr, $l:expr) => {
+                self.v.get(($r) * 64 + $l).copied().unwrap_or(0)
+            };
+        }
+        macro_rules! vw {
+            ($r:expr, $l:expr, $v:expr) => {
+                match self.v.get_mut(($r) * 64 + $l) {
+                    Some(x) => *x = $v,
+                    None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
+                }
+            };
+        }
+        match op.op {
+            // loads
+            0x36 | 0x39 | 0x3a | 0x3b | 0x3c | 0x76 | 0xfe | 0xff => {
+                let (n, words) = match op.op {
+                    0x36 => (4, 1),
+                    0x39 | 0x3a => (1, 1),
+                    0x3b | 0x3c => (2, 1),
+                    0x76 => (8, 2),
+                    0xfe => (12, 3),
+                    _ => (16, 4),
+                };
+                for l in 0..64 {
+                    if exec >> l & 1 == 0 {
+                        continue;
+                    }
+                    let a = addr[l].wrapping_add(off16);
+                    if words == 1 {
+                        let raw = rd(ctx.lds, a, n);
+                        let v = match op.op {
+                            0x39 => raw as u8 as i8 as i32 as u32,
+                            0x3b => raw as u16 as i16 as i32 as u32,
+                            _ => raw as u32,
+                        };
+                        vw!(dbase, l, v);
+                    } else {
+                        for w in 0..words {
+                            let v = rd(ctx.lds, a.wrapping_add(4 * w as u32), 4) as u32;
+                            vw!(dbase + w, l, v);
+                        }
+                    }
+                }
+            }
+            0x37 | 0x38 | 0x77 | 0x78 => {
+                let (size, scale) = match op.op {
+                    0x37 => (4, 4),
+                    0x38 => (4, 256),
+                    0x77 => (8, 8),
+                    _ => (8, 512),
+                };
+                for l in 0..64 {
+                    if exec >> l & 1 == 0 {
+                        continue;
+                    }
+                    let a0 = addr[l].wrapping_add(o0 * scale);
+                    let a1 = addr[l].wrapping_add(o1 * scale);
+                    let v0 = rd(ctx.lds, a0, size);
+                    let v1 = rd(ctx.lds, a1, size);
+                    if size == 4 {
+                        vw!(dbase, l, v0 as u32);
+                        vw!(dbase + 1, l, v1 as u32);
+                    } else {
+                        vw!(dbase, l, v0 as u32);
+                        vw!(dbase + 1, l, (v0 >> 32) as u32);
+                        vw!(dbase + 2, l, v1 as u32);
+                        vw!(dbase + 3, l, (v1 >> 32) as u32);
+                    }
+                }
+            }
+            // stores
+            0x0d | 0x1e | 0x1f | 0x4d | 0xde | 0xdf => {
+                let (n, words) = match op.op {
+                    0x0d => (4, 1),
+                    0x1e => (1, 1),
+                    0x1f => (2, 1),
+                    0x4d => (4, 2),
+                    0xde => (4, 3),
+                    _ => (4, 4),
+                };
+                let src = d0 + if op.acc { self.acc_base } else { 0 };
+                for l in 0..64 {
+                    if exec >> l & 1 == 0 {
+                        continue;
+                    }
+                    let a = addr[l].wrapping_add(off16);
+                    for w in 0..words {
+                        let v = vr!(src + w, l) as u64;
+                        wr(ctx.lds, a.wrapping_add(4 * w as u32), n, v);
+                    }
+                }
+            }
+            0x0e | 0x0f | 0x4e | 0x4f => {
+                let (size, scale) = match op.op {
+                    0x0e => (4, 4),
+                    0x0f => (4, 256),
+                    0x4e => (8, 8),
+                    _ => (8, 512),
+                };
+                for l in 0..64 {
+                    if exec >> l & 1 == 0 {
+                        continue;
+                    }
+                    let a0 = addr[l].wrapping_add(o0 * scale);
+                    let a1 = addr[l].wrapping_add(o1 * scale);
+                    let (v0, v1) = if size == 4 {
+                        (vr!(d0, l) as u64, vr!(d1, l) as u64)
+                    } else {
+                        (
+                            vr!(d0, l) as u64 | (vr!(d0 + 1, l) as u64) << 32,
+                            vr!(d1, l) as u64 | (vr!(d1 + 1, l) as u64) << 32,
+                        )
+                    };
+                    wr(ctx.lds, a0, size, v0);
+                    wr(ctx.lds, a1, size, v1);
+                }
+            }
+            // 32-bit atomics (with and without return)
+            0x00..=0x0b
+            | 0x20..=0x2b
+            | 0x2d
+            | 0x30
+            | 0x10
+            | 0x12
+            | 0x13
+            | 0x15
+            | 0x32
+            | 0x33
+            | 0x35 => {
+                let rtn = matches!(op.op, 0x20..=0x2b | 0x2d | 0x30 | 0x32 | 0x33 | 0x35);
+                let base = if (0x20..=0x2b).contains(&op.op) {
+                    op.op - 0x20
+                } else {
+                    op.op
+                };
+                for l in 0..64 {
+                    if exec >> l & 1 == 0 {
+                        continue;
+                    }
+                    let a = addr[l].wrapping_add(off16);
+                    let old = rd(ctx.lds, a, 4) as u32;
+                    let x = vr!(d0, l);
+                    let y = vr!(d1, l);
+                    let new = match base {
+                        0x00 => old.wrapping_add(x),
+                        0x01 => old.wrapping_sub(x),
+                        0x02 => x.wrapping_sub(old),
+                        0x03 => {
+                            if old >= x {
+                                0
+                            } else {
+                                old + 1
+                            }
+                        }
+                        0x04 => {
+                            if old == 0 || old > x {
+                                x
+                            } else {
+                                old - 1
+                            }
+                        }
+                        0x05 => (old as i32).min(x as i32) as u32,
+                        0x06 => (old as i32).max(x as i32) as u32,
+                        0x07 => old.min(x),
+                        0x08 => old.max(x),
+                        0x09 => old & x,
+                        0x0a => old | x,
+                        0x0b => old ^ x,
+                        0x2d => x,
+                        0x30 | 0x10 => {
+                            if old == x {
+                                y
+                            } else {
+                                old
+                            }
+                        }
+                        0x12 | 0x32 => fmin(f32::from_bits(old), f32::from_bits(x)).to_bits(),
+                        0x13 | 0x33 => fmax(f32::from_bits(old), f32::from_bits(x)).to_bits(),
+                        _ => (f32::from_bits(old) + f32::from_bits(x)).to_bits(),
+                    };
+                    wr(ctx.lds, a, 4, new as u64);
+                    if rtn {
+                        vw!(dbase, l, old);
+                    }
+                }
+            }
+            0x40 | 0x60 => {
+                for l in 0..64 {
+                    if exec >> l & 1 == 0 {
+                        continue;
+                    }
+                    let a = addr[l].wrapping_add(off16);
+                    let old = rd(ctx.lds, a, 8);
+                    let x = vr!(d0, l) as u64 | (vr!(d0 + 1, l) as u64) << 32;
+                    wr(ctx.lds, a, 8, old.wrapping_add(x));
+                    if op.op == 0x60 {
+                        vw!(dbase, l, old as u32);
+                        vw!(dbase + 1, l, (old >> 32) as u32);
+                    }
+                }
+            }
+            0x3d => {
+                // ds_swizzle_b32
+                let src: Vec<u32> = self.vreg(ctx, d0)?.to_vec();
+                let r: [u32; 64] = std::array::from_fn(|l| src[swizzle_lane(off16, l)]);
+                let r: [u32; 64] = std::array::from_fn(|l| {
+                    let s = swizzle_lane(off16, l);
+                    if exec >> s & 1 != 0 {
+                        r[l]
+                    } else {
+                        0
+                    }
+                });
+                self.write32(ctx, dbase, &r, exec)?;
+            }
+            0x3e | 0x3f => {
+                // ds_permute_b32 (push) / ds_bpermute_b32 (pull); addresses are lane*4.
+                let src: Vec<u32> = self.vreg(ctx, d0)?.to_vec();
+                let mut r = [0u32; 64];
+                for l in 0..64 {
+                    if exec >> l & 1 == 0 {
+                        continue;
+                    }
+                    let sel = ((addr[l].wrapping_add(off16) >> 2) & 63) as usize;
+                    if op.op == 0x3f {
+                        r[l] = if exec >> sel & 1 != 0 { src[sel] } else { 0 };
+                    } else {
+                        r[sel] = src[l];
+                    }
+                }
+                self.write32(ctx, dbase, &r, exec)?;
+            }
+            _ => return Err(self.unimpl(ctx)),
+        }
+        Ok(())
+    }
+
+    // ---- FLAT / GLOBAL / SCRATCH ----
+
+    fn lane_addr(&self, ctx: &Ctx<'_>, op: &Op, l: usize) -> R<u64> {
+        let va = op.src[0] as usize;
+        let seg = op.aux;
+        let saddr = op.src[2];
+        Ok(match seg {
+            1 => {
+                // scratch: lane-private offset
+                let base = if saddr != 0x7F {
+                    self.rs(ctx, saddr, 0)? as u64
+                } else {
+                    self.v.get(va * 64 + l).copied().unwrap_or(0) as u64
+                };
+                let base = if saddr != 0x7F
+                    && ctx.target == Target::Gfx942
+                    && op.words[1] >> 23 & 1 == 0
+                    && false
+                {
+                    base
+                } else {
+                    base
+                };
+                ((PRIVATE_APERTURE_HI as u64) << 32)
+                    + (base.wrapping_add(op.imm as i64 as u64) & 0xFFFF_FFFF)
+            }
+            _ => {
+                let base = if seg == 2 && saddr != 0x7F {
+                    let sb = self.rs64(ctx, saddr, 0, false)?;
+                    sb.wrapping_add(self.v.get(va * 64 + l).copied().unwrap_or(0) as u64)
+                } else {
+                    self.v.get(va * 64 + l).copied().unwrap_or(0) as u64
+                        | (self.v.get((va + 1) * 64 + l).copied().unwrap_or(0) as u64) << 32
+                };
+                base.wrapping_add(op.imm as i64 as u64)
+            }
+        })
+    }
+
+    /// Loads `size` bytes at a flat address (global, LDS or private aperture).
+    fn fload(&mut self, ctx: &mut Ctx<'_>, a: u64, size: u64, l: usize) -> R<u64> {
+        match (a >> 32) as u32 {
+            SHARED_APERTURE_HI => {
+                let o = (a & 0xFFFF_FFFF) as usize;
+                let mut v = [0u8; 8];
+                if let Some(b) = ctx.lds.get(o..o + size as usize) {
+                    v[..size as usize].copy_from_slice(b);
+                }
+                Ok(u64::from_le_bytes(v))
+            }
+            PRIVATE_APERTURE_HI => {
+                let o = (a & 0xFFFF_FFFF) as usize;
+                let ps = self.priv_size as usize;
+                if o + size as usize > ps {
+                    return Err(self.err(ctx, format!("private (scratch) access at offset {o:#x} beyond the {ps}-byte private segment")));
+                }
+                let mut v = [0u8; 8];
+                v[..size as usize]
+                    .copy_from_slice(&self.private[l * ps + o..l * ps + o + size as usize]);
+                Ok(u64::from_le_bytes(v))
+            }
+            _ => ctx.mem.load(a, size).map_err(|f| self.mem_err(ctx, f)),
+        }
+    }
+
+    fn fstore(&mut self, ctx: &mut Ctx<'_>, a: u64, size: u64, v: u64, l: usize) -> R<()> {
+        match (a >> 32) as u32 {
+            SHARED_APERTURE_HI => {
+                let o = (a & 0xFFFF_FFFF) as usize;
+                if let Some(b) = ctx.lds.get_mut(o..o + size as usize) {
+                    b.copy_from_slice(&v.to_le_bytes()[..size as usize]);
+                }
+                Ok(())
+            }
+            PRIVATE_APERTURE_HI => {
+                let o = (a & 0xFFFF_FFFF) as usize;
+                let ps = self.priv_size as usize;
+                if o + size as usize > ps {
+                    return Err(self.err(ctx, format!("private (scratch) access at offset {o:#x} beyond the {ps}-byte private segment")));
+                }
+                self.private[l * ps + o..l * ps + o + size as usize]
+                    .copy_from_slice(&v.to_le_bytes()[..size as usize]);
+                Ok(())
+            }
+            _ => ctx.mem.store(a, size, v).map_err(|f| self.mem_err(ctx, f)),
+        }
+    }
+
+    fn flat(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        if op.ext & 1 != 0 {
+            return Err(self.err(ctx, "FLAT LDS-DMA form is not modelled"));
+        }
+        let exec = self.exec();
+        let vd = op.dst as usize + if op.acc { self.acc_base } else { 0 };
+        let vdata = op.src[1] as usize + if op.acc { self.acc_base } else { 0 };
+        match op.op {
+            0x10..=0x17 | 0x20..=0x25 => {
+                let (size, words) = match op.op {
+                    0x10 | 0x11 | 0x20..=0x23 => (1, 1),
+                    0x12 | 0x13 | 0x24 | 0x25 => (2, 1),
+                    0x14 => (4, 1),
+                    0x15 => (4, 2),
+                    0x16 => (4, 3),
+                    _ => (4, 4),
+                };
+                for l in 0..64 {
+                    if exec >> l & 1 == 0 {
+                        continue;
+                    }
+                    let a = self.lane_addr(ctx, op, l)?;
+                    for w in 0..words {
+                        let raw = self.fload(ctx, a + 4 * w as u64, size, l)?;
+                        let old = self.v.get((vd + w) * 64 + l).copied().unwrap_or(0);
+                        let v = match op.op {
+                            0x11 => raw as u8 as i8 as i32 as u32,
+                            0x13 => raw as u16 as i16 as i32 as u32,
+                            0x20 | 0x24 => (old & 0xFFFF_0000) | raw as u32,
+                            0x21 | 0x25 => (old & 0xFFFF) | (raw as u32) << 16,
+                            0x22 => (old & 0xFFFF_0000) | (raw as u8 as i8 as i16 as u16 as u32),
+                            0x23 => (old & 0xFFFF) | (raw as u8 as i8 as i16 as u16 as u32) << 16,
+                            _ => raw as u32,
+                        };
+                        match self.v.get_mut((vd + w) * 64 + l) {
+                            Some(x) => *x = v,
+                            None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
+                        }
+                    }
+                }
+            }
+            0x18..=0x1f => {
+                let (size, words, hi) = match op.op {
+                    0x18 => (1, 1, false),
+                    0x19 => (1, 1, true),
+                    0x1a => (2, 1, false),
+                    0x1b => (2, 1, true),
+                    0x1c => (4, 1, false),
+                    0x1d => (4, 2, false),
+                    0x1e => (4, 3, false),
+                    _ => (4, 4, false),
+                };
+                for l in 0..64 {
+                    if exec >> l & 1 == 0 {
+                        continue;
+                    }
+                    let a = self.lane_addr(ctx, op, l)?;
+                    for w in 0..words {
+                        let mut v = self.v.get((vdata + w) * 64 + l).copied().unwrap_or(0);
+                        if hi {
+                            v >>= 16;
+                        }
+                        self.fstore(ctx, a + 4 * w as u64, size, v as u64, l)?;
+                    }
+                }
+            }
+            0x40..=0x52 | 0x60..=0x6c => self.flat_atomic(ctx, op, exec, vd, vdata)?,
+            _ => return Err(self.unimpl(ctx)),
+        }
+        Ok(())
+    }
+
+    fn flat_atomic(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        op: &Op,
+        exec: u64,
+        vd: usize,
+        vdata: usize,
+    ) -> R<()> {
+        let rtn = op.clamp; // glc / sc0: return the pre-op value
+        let wide = op.op >= 0x60 || matches!(op.op, 0x4f..=0x51);
+        for l in 0..64 {
+            if exec >> l & 1 == 0 {
+                continue;
+            }
+            let a = self.lane_addr(ctx, op, l)?;
+            if (a >> 32) as u32 == SHARED_APERTURE_HI || (a >> 32) as u32 == PRIVATE_APERTURE_HI {
+                return Err(self.err(
+                    ctx,
+                    "flat atomics to the LDS/private apertures are not modelled",
+                ));
+            }
+            let x = self.v.get(vdata * 64 + l).copied().unwrap_or(0);
+            let x1 = self.v.get((vdata + 1) * 64 + l).copied().unwrap_or(0);
+            let old: u64 = if !wide {
+                let cell = match ctx.mem.atomic32(a) {
+                    Ok(c) => c,
+                    Err(f) => return Err(self.mem_err(ctx, f)),
+                };
+                let k = op.op;
+                let f = |o: u32| -> u32 {
+                    match k {
+                        0x40 => x,
+                        0x41 => {
+                            if o == x1 {
+                                x
+                            } else {
+                                o
+                            }
+                        }
+                        0x42 => o.wrapping_add(x),
+                        0x43 => o.wrapping_sub(x),
+                        0x44 => (o as i32).min(x as i32) as u32,
+                        0x45 => o.min(x),
+                        0x46 => (o as i32).max(x as i32) as u32,
+                        0x47 => o.max(x),
+                        0x48 => o & x,
+                        0x49 => o | x,
+                        0x4a => o ^ x,
+                        0x4b => {
+                            if o >= x {
+                                0
+                            } else {
+                                o + 1
+                            }
+                        }
+                        0x4c => {
+                            if o == 0 || o > x {
+                                x
+                            } else {
+                                o - 1
+                            }
+                        }
+                        0x4d => (f32::from_bits(o) + f32::from_bits(x)).to_bits(),
+                        0x4e => {
+                            let lo =
+                                half::f16::from_bits(o as u16) + half::f16::from_bits(x as u16);
+                            let hi = half::f16::from_bits((o >> 16) as u16)
+                                + half::f16::from_bits((x >> 16) as u16);
+                            lo.to_bits() as u32 | (hi.to_bits() as u32) << 16
+                        }
+                        _ => {
+                            let lo =
+                                half::bf16::from_bits(o as u16) + half::bf16::from_bits(x as u16);
+                            let hi = half::bf16::from_bits((o >> 16) as u16)
+                                + half::bf16::from_bits((x >> 16) as u16);
+                            lo.to_bits() as u32 | (hi.to_bits() as u32) << 16
+                        }
+                    }
+                };
+                let prev = match k {
+                    0x42 => cell.fetch_add(x, Ordering::SeqCst),
+                    0x43 => cell.fetch_sub(x, Ordering::SeqCst),
+                    0x40 => cell.swap(x, Ordering::SeqCst),
+                    0x48 => cell.fetch_and(x, Ordering::SeqCst),
+                    0x49 => cell.fetch_or(x, Ordering::SeqCst),
+                    0x4a => cell.fetch_xor(x, Ordering::SeqCst),
+                    0x45 => cell.fetch_min(x, Ordering::SeqCst),
+                    0x47 => cell.fetch_max(x, Ordering::SeqCst),
+                    0x52 if ctx.target == Target::Gfx90a => return Err(self.unimpl(ctx)),
+                    0x4f..=0x51 => unreachable_wide(),
+                    _ => {
+                        match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o)))
+                        {
+                            Ok(p) | Err(p) => p,
+                        }
+                    }
+                };
+                prev as u64
+            } else {
+                let cell = match ctx.mem.atomic64(a) {
+                    Ok(c) => c,
+                    Err(f) => return Err(self.mem_err(ctx, f)),
+                };
+                let xv = x as u64 | (x1 as u64) << 32;
+                let cmp = if op.op == 0x61 {
+                    self.v.get((vdata + 2) * 64 + l).copied().unwrap_or(0) as u64
+                        | (self.v.get((vdata + 3) * 64 + l).copied().unwrap_or(0) as u64) << 32
+                } else {
+                    0
+                };
+                let k = op.op;
+                let f = |o: u64| -> u64 {
+                    match k {
+                        0x60 => xv,
+                        0x61 => {
+                            if o == cmp {
+                                xv
+                            } else {
+                                o
+                            }
+                        }
+                        0x62 => o.wrapping_add(xv),
+                        0x63 => o.wrapping_sub(xv),
+                        0x64 => (o as i64).min(xv as i64) as u64,
+                        0x65 => o.min(xv),
+                        0x66 => (o as i64).max(xv as i64) as u64,
+                        0x67 => o.max(xv),
+                        0x68 => o & xv,
+                        0x69 => o | xv,
+                        0x6a => o ^ xv,
+                        0x6b => {
+                            if o >= xv {
+                                0
+                            } else {
+                                o + 1
+                            }
+                        }
+                        0x6c => {
+                            if o == 0 || o > xv {
+                                xv
+                            } else {
+                                o - 1
+                            }
+                        }
+                        0x4f => (f64::from_bits(o) + f64::from_bits(xv)).to_bits(),
+                        0x50 => fmin64(f64::from_bits(o), f64::from_bits(xv)).to_bits(),
+                        _ => fmax64(f64::from_bits(o), f64::from_bits(xv)).to_bits(),
+                    }
+                };
+                match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o))) {
+                    Ok(p) | Err(p) => p,
+                }
+            };
+            if rtn {
+                let n = if wide { 2 } else { 1 };
+                for w in 0..n {
+                    match self.v.get_mut((vd + w) * 64 + l) {
+                        Some(r) => *r = (old >> (32 * w)) as u32,
+                        None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn unreachable_wide() -> u32 {
+    0
+}
+
+enum Flow {
+    Next,
+    Jump,
+    Stop(WaveStop),
+}
+
+/// IEEE minNum as the VALU does with IEEE mode: a NaN operand yields the other.
+#[inline]
+fn fmin(x: f32, y: f32) -> f32 {
+    x.min(y)
+}
+#[inline]
+fn fmax(x: f32, y: f32) -> f32 {
+    x.max(y)
+}
+#[inline]
+fn fmin64(x: f64, y: f64) -> f64 {
+    x.min(y)
+}
+#[inline]
+fn fmax64(x: f64, y: f64) -> f64 {
+    x.max(y)
+}
+
+/// Float → int conversions saturate and map NaN to 0 (as Rust's `as`).
+fn f32_to_i32(x: f32) -> i32 {
+    x as i32
+}
+fn f32_to_u32(x: f32) -> u32 {
+    x as u32
+}
+fn f64_to_i32(x: f64) -> i32 {
+    x as i32
+}
+fn f64_to_u32(x: f64) -> u32 {
+    x as u32
+}
+
+fn ldexp32(x: f32, e: i32) -> f32 {
+    (x as f64 * 2f64.powi(e.clamp(-400, 400))) as f32
+}
+
+fn frexp_exp(x: f32) -> i32 {
+    if x == 0.0 || !x.is_finite() {
+        return 0;
+    }
+    let b = (x as f64).to_bits();
+    ((b >> 52) & 0x7FF) as i32 - 1022
+}
+
+fn frexp_mant(x: f32) -> f32 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let e = frexp_exp(x);
+    (x as f64 / 2f64.powi(e)) as f32
+}
+
+fn f32_to_f16_rtz(x: f32) -> u16 {
+    let h = half::f16::from_f32(x);
+    // Round toward zero: step back one ulp when rounding went away from zero.
+    if h.is_finite() && (h.to_f32().abs() > x.abs()) {
+        let b = h.to_bits();
+        if b & 0x7FFF != 0 {
+            return b - 1;
+        }
+    }
+    if h.is_infinite() && x.is_finite() {
+        return (h.to_bits() & 0x8000) | 0x7BFF;
+    }
+    h.to_bits()
+}
+
+fn perm(x: u32, y: u32, sel: u32) -> u32 {
+    let bytes = ((x as u64) << 32 | y as u64).to_le_bytes();
+    let mut r = 0u32;
+    for i in 0..4 {
+        let s = (sel >> (8 * i)) & 0xFF;
+        let b: u32 = match s {
+            0..=7 => bytes[s as usize] as u32,
+            8 => ((bytes[1] as i8) >> 7) as u8 as u32,
+            9 => ((bytes[3] as i8) >> 7) as u8 as u32,
+            10 => ((bytes[5] as i8) >> 7) as u8 as u32,
+            11 => ((bytes[7] as i8) >> 7) as u8 as u32,
+            12 => 0,
+            _ => 0xFF,
+        };
+        r |= b << (8 * i);
+    }
+    r
+}
+
+fn class_bits(x: f64, sub: bool) -> u32 {
+    // 0 sNaN, 1 qNaN, 2 -inf, 3 -norm, 4 -denorm, 5 -0, 6 +0, 7 +denorm, 8 +norm, 9 +inf
+    if x.is_nan() {
+        return 0b11; // both NaN classes: the signalling bit is not tracked through f32→f64
+    }
+    let neg = x.is_sign_negative();
+    let bit = if x.is_infinite() {
+        if neg {
+            2
+        } else {
+            9
+        }
+    } else if x == 0.0 {
+        if neg {
+            5
+        } else {
+            6
+        }
+    } else if sub {
+        if neg {
+            4
+        } else {
+            7
+        }
+    } else if neg {
+        3
+    } else {
+        8
+    };
+    1 << bit
+}
+
+fn fcmp(c: u8, a: f64, b: f64) -> bool {
+    let un = a.is_nan() || b.is_nan();
+    match c {
+        0 => false,
+        1 => a < b,
+        2 => a == b,
+        3 => a <= b,
+        4 => a > b,
+        5 => a < b || a > b,
+        6 => a >= b,
+        7 => !un,
+        8 => un,
+        9 => !(a >= b),
+        10 => !(a < b || a > b),
+        11 => !(a > b),
+        12 => !(a <= b),
+        13 => a != b,
+        14 => !(a < b),
+        _ => true,
+    }
+}
+
+fn icmp<T: PartialOrd>(c: u8, a: T, b: T) -> bool {
+    match c {
+        0 => false,
+        1 => a < b,
+        2 => a == b,
+        3 => a <= b,
+        4 => a > b,
+        5 => a != b,
+        6 => a >= b,
+        _ => true,
+    }
+}
+
+/// ds_swizzle_b32 source lane for `offset` (ISA guide, DS_SWIZZLE_B32).
+fn swizzle_lane(offset: u32, l: usize) -> usize {
+    if offset & 0x8000 != 0 {
+        // Quad-permute mode over groups of 4 lanes.
+        let sel = (offset >> (2 * (l & 3))) & 3;
+        (l & !3) | sel as usize
+    } else {
+        // Bit-mask mode within groups of 32.
+        let and = offset & 0x1F;
+        let or = (offset >> 5) & 0x1F;
+        let xor = (offset >> 10) & 0x1F;
+        let j = (((l as u32 & 0x1F) & and) | or) ^ xor;
+        (l & 0x20) | j as usize
+    }
+}

@@ -1,0 +1,884 @@
+//! Kernel launch: typed arguments checked against the metadata ([`KernelArgs`]),
+//! [`Stream::launch`], the per-stream kernarg ring and the per-queue scratch memory.
+//!
+//! A launch writes the kernarg segment (explicit arguments, then the hidden arguments of
+//! code object v5/v6 at the offsets the metadata gives) into the stream's kernarg ring (GPU
+//! visible, allocated once), then submits one AQL KERNEL_DISPATCH packet whose completion
+//! signal is the stream's timeline, so the kernel is ordered with every other stream
+//! command. The launch path allocates nothing and makes no system call once the ring and
+//! the queue's scratch exist. Facts and sources: `firmware-notes/kernels.md`.
+//!
+//! ```no_run
+//! # fn main() -> kfdrt::Result<()> {
+//! let dev = kfdrt::Device::open()?;
+//! let elf = std::fs::read("vadd.co").unwrap(); // clang -target amdgcn-amd-amdhsa ...
+//! let module = dev.load_module(0, &elf)?;
+//! let vadd = module.kernel("vadd")?;
+//! let (a, b, c) = (
+//!     dev.alloc(kfdrt::MemoryKind::Device, 0, 4096)?,
+//!     dev.alloc(kfdrt::MemoryKind::Device, 0, 4096)?,
+//!     dev.alloc(kfdrt::MemoryKind::Device, 0, 4096)?,
+//! );
+//! let mut args = vadd.args();
+//! args.buffer(&a)?.buffer(&b)?.buffer(&c)?.arg(&1024u32)?;
+//! let stream = dev.create_stream(0)?;
+//! stream.launch(&vadd, 4, 256, 0, &args)?; // 4 workgroups of 256 work-items
+//! stream.synchronize()?;
+//! # Ok(()) }
+//! ```
+
+use std::collections::VecDeque;
+
+use codeobj::ValueKind;
+use pm4::aql::{AqlPacket, KernelDispatch, PacketControl};
+use zerocopy::{Immutable, IntoBytes};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::memory::{Buffer, MemoryKind};
+use crate::module::Kernel;
+use crate::queue::AqlQueue;
+use crate::stream::{Point, Stream};
+
+/// Bytes of a stream's kernarg ring.
+pub const KERNARG_RING_BYTES: usize = 1 << 20;
+/// Alignment of every kernarg segment in the ring (at least the 16 bytes HSA requires; a
+/// cache line keeps segments apart).
+pub const KERNARG_SEGMENT_ALIGN: u64 = 64;
+
+/// Grid or block dimensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dim3 {
+    /// X.
+    pub x: u32,
+    /// Y.
+    pub y: u32,
+    /// Z.
+    pub z: u32,
+}
+
+impl Dim3 {
+    /// `(x, y, z)`.
+    pub const fn new(x: u32, y: u32, z: u32) -> Dim3 {
+        Dim3 { x, y, z }
+    }
+    fn arr(self) -> [u32; 3] {
+        [self.x, self.y, self.z]
+    }
+}
+impl From<u32> for Dim3 {
+    fn from(x: u32) -> Dim3 {
+        Dim3::new(x, 1, 1)
+    }
+}
+impl From<(u32, u32)> for Dim3 {
+    fn from((x, y): (u32, u32)) -> Dim3 {
+        Dim3::new(x, y, 1)
+    }
+}
+impl From<(u32, u32, u32)> for Dim3 {
+    fn from((x, y, z): (u32, u32, u32)) -> Dim3 {
+        Dim3::new(x, y, z)
+    }
+}
+impl From<[u32; 3]> for Dim3 {
+    fn from(a: [u32; 3]) -> Dim3 {
+        Dim3::new(a[0], a[1], a[2])
+    }
+}
+
+/// The explicit arguments of one kernel, pushed in order and checked against its
+/// metadata: a wrong count, size, kind or alignment is an InvalidValue naming the
+/// argument. Reusable across launches ([`KernelArgs::clear`]).
+#[derive(Clone)]
+pub struct KernelArgs {
+    kernel: Kernel,
+    bytes: Vec<u8>,
+    next: usize,
+}
+
+impl std::fmt::Debug for KernelArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "KernelArgs({}: {}/{} given)",
+            self.kernel.name(),
+            self.next,
+            self.kernel.explicit.len()
+        )
+    }
+}
+
+const ARG_CALL: &str = "KernelArgs";
+
+impl KernelArgs {
+    /// An empty argument list for `kernel`.
+    pub fn new(kernel: &Kernel) -> KernelArgs {
+        KernelArgs {
+            kernel: kernel.clone(),
+            bytes: vec![0; kernel.metadata().kernarg_segment_size as usize],
+            next: 0,
+        }
+    }
+
+    fn slot(&self, what: &str) -> Result<(usize, &codeobj::KernelArg)> {
+        let n = self.kernel.explicit.len();
+        let Some(&i) = self.kernel.explicit.get(self.next) else {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                ARG_CALL,
+                format!(
+                    "{}: {what} given as argument {} but the kernel takes {n} argument{}",
+                    self.kernel.name(),
+                    self.next,
+                    if n == 1 { "" } else { "s" }
+                ),
+            ));
+        };
+        Ok((i, &self.kernel.metadata().args[i]))
+    }
+
+    fn describe(&self, a: &codeobj::KernelArg) -> String {
+        format!(
+            "{}: argument {} `{}`{} ({}, {} bytes at offset {})",
+            self.kernel.name(),
+            self.next,
+            a.display_name(self.next),
+            a.type_name
+                .as_deref()
+                .map(|t| format!(" of type {t}"))
+                .unwrap_or_default(),
+            a.value_kind.name(),
+            a.size,
+            a.offset
+        )
+    }
+
+    fn put(&mut self, offset: u32, data: &[u8]) {
+        let o = offset as usize;
+        self.bytes[o..o + data.len()].copy_from_slice(data);
+        self.next += 1;
+    }
+
+    /// The next argument, passed by value (`by_value`): `T`'s size must be the argument's
+    /// and its alignment must not exceed the argument's.
+    pub fn arg<T: IntoBytes + Immutable>(&mut self, v: &T) -> Result<&mut Self> {
+        let (_, a) = self.slot("a value")?;
+        let a = a.clone();
+        let bad = |why: String| Err(Error::new(ErrorKind::InvalidValue, ARG_CALL, why));
+        match a.value_kind {
+            ValueKind::ByValue => {}
+            ValueKind::GlobalBuffer => {
+                return bad(format!(
+                    "{} is a pointer: pass it with KernelArgs::ptr",
+                    self.describe(&a)
+                ))
+            }
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::NotSupported,
+                    ARG_CALL,
+                    format!("{}: this argument kind is not supported", self.describe(&a)),
+                ))
+            }
+        }
+        let b = v.as_bytes();
+        if b.len() != a.size as usize {
+            return bad(format!("{}: {} bytes given", self.describe(&a), b.len()));
+        }
+        let align = core::mem::align_of::<T>() as u32;
+        if align > a.align {
+            return bad(format!(
+                "{}: the value's {align}-byte alignment exceeds the argument's {}",
+                self.describe(&a),
+                a.align
+            ));
+        }
+        self.put(a.offset, b);
+        Ok(self)
+    }
+
+    /// The next argument, a global address (`global_buffer`).
+    pub fn ptr(&mut self, addr: u64) -> Result<&mut Self> {
+        let (_, a) = self.slot("a pointer")?;
+        let a = a.clone();
+        if a.value_kind != ValueKind::GlobalBuffer || a.size != 8 {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                ARG_CALL,
+                format!("{}: a pointer given", self.describe(&a)),
+            ));
+        }
+        self.put(a.offset, &addr.to_le_bytes());
+        Ok(self)
+    }
+
+    /// The next argument, the GPU address of `buf` (`global_buffer`).
+    pub fn buffer(&mut self, buf: &Buffer) -> Result<&mut Self> {
+        self.ptr(buf.va())
+    }
+
+    /// Forget the arguments given so far (to build a new list for the same kernel).
+    pub fn clear(&mut self) {
+        self.bytes.fill(0);
+        self.next = 0;
+    }
+
+    /// Arguments given so far.
+    pub fn count(&self) -> usize {
+        self.next
+    }
+
+    /// The kernarg segment as built so far (explicit arguments; hidden ones are zero
+    /// until a launch fills them in the ring).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// Hidden argument values of one launch.
+struct Hidden {
+    grid: [u32; 3],
+    block: [u32; 3],
+    dims: u16,
+    dynamic_lds: u32,
+    private_base_hi: u32,
+    shared_base_hi: u32,
+}
+
+/// The value of a hidden argument, `None` when kfdrt does not provide it.
+fn hidden_value(k: &ValueKind, h: &Hidden, queue_ptr: u64) -> Option<u64> {
+    Some(match *k {
+        ValueKind::HiddenBlockCount(d) => u64::from(h.grid[d as usize]),
+        ValueKind::HiddenGroupSize(d) => u64::from(h.block[d as usize]),
+        // Whole workgroups only: the grid is given in workgroups.
+        ValueKind::HiddenRemainder(_) => 0,
+        ValueKind::HiddenGlobalOffset(_) => 0,
+        ValueKind::HiddenGridDims => u64::from(h.dims),
+        ValueKind::HiddenDynamicLdsSize => u64::from(h.dynamic_lds),
+        ValueKind::HiddenPrivateBase => u64::from(h.private_base_hi),
+        ValueKind::HiddenSharedBase => u64::from(h.shared_base_hi),
+        ValueKind::HiddenQueuePtr => queue_ptr,
+        ValueKind::HiddenNone => 0,
+        // Only a multi-grid cooperative launch passes one; 0 tells the kernel it is not.
+        ValueKind::HiddenMultigridSyncArg => 0,
+        _ => return None,
+    })
+}
+
+/// A stream's kernarg ring: GPU-visible memory handed out in order; a segment is reused
+/// once the launch that used it has completed on the stream's timeline.
+pub(crate) struct KernargRing {
+    buf: Buffer,
+    /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
+    head: u64,
+    /// (start, end, completion point) of launches that may still read their segment.
+    inflight: VecDeque<(u64, u64, Point)>,
+}
+
+impl KernargRing {
+    fn new(s: &Stream) -> Result<KernargRing> {
+        let buf = Buffer::alloc(
+            &s.inner.dev.core,
+            MemoryKind::HostPinned,
+            s.inner.gpu_index,
+            KERNARG_RING_BYTES,
+        )?;
+        Ok(KernargRing {
+            buf,
+            head: 0,
+            inflight: VecDeque::with_capacity(KERNARG_RING_BYTES / 256),
+        })
+    }
+
+    /// Reserve `len` contiguous bytes aligned to `align`; waits (bounded by the stream's
+    /// fault checks) while the oldest segments in the way are still in use.
+    fn reserve(&mut self, s: &Stream, len: u64, align: u64) -> Result<u64> {
+        let cap = self.buf.len() as u64;
+        let mut start = self.head.next_multiple_of(align);
+        if start % cap + len > cap {
+            start = start.next_multiple_of(cap); // do not straddle the end
+        }
+        let end = start + len;
+        while let Some((s0, _, p)) = self.inflight.front() {
+            if p.done() {
+                self.inflight.pop_front();
+                continue;
+            }
+            if end - s0 <= cap {
+                break; // everything still in flight lies within one lap behind `end`
+            }
+            let p = p.clone();
+            s.inner
+                .dev
+                .wait_point(&p, Some(&s.inner), s.inner.dev.wait_spin())?;
+        }
+        self.head = end;
+        Ok(start % cap)
+    }
+}
+
+/// The scratch (private segment) memory of one AQL queue and the `amd_queue_t` fields
+/// describing it.
+#[derive(Default)]
+pub(crate) struct QueueScratch {
+    buf: Option<Buffer>,
+    /// Bytes per work-item the memory is laid out for.
+    per_thread: u32,
+    /// Waves per XCC it holds.
+    waves: u32,
+    /// Smaller allocations replaced while dispatches using them may run; freed with the
+    /// queue.
+    retired: Vec<Buffer>,
+}
+
+/// Scratch layout facts per family (ROCr `AqlQueue::InitScratchSRD`,
+/// `queue_scratch_.mem_alignment_size`).
+struct ScratchFamily {
+    /// COMPUTE_TMPRING_SIZE.WAVESIZE granule: 1 KiB on gfx9/gfx10, 256 bytes on gfx11+.
+    granule: u32,
+    /// Width of the WAVESIZE field.
+    wavesize_bits: u32,
+    gfx11: bool,
+}
+
+fn scratch_family(gfx_major: u32) -> ScratchFamily {
+    if gfx_major >= 11 {
+        ScratchFamily {
+            granule: 256,
+            wavesize_bits: 15,
+            gfx11: true,
+        }
+    } else {
+        ScratchFamily {
+            granule: 1024,
+            wavesize_bits: 13,
+            gfx11: false,
+        }
+    }
+}
+
+/// The four dwords of the scratch buffer resource (V#) ROCr writes into
+/// `amd_queue_t.scratch_resource_descriptor`.
+pub fn scratch_srd(gfx_major: u32, base: u64, bytes_per_xcc: u32) -> [u32; 4] {
+    let dst_sel = 4 | 5 << 3 | 6 << 6 | 7 << 9; // X, Y, Z, W
+    let w0 = base as u32;
+    let hi = ((base >> 32) as u32) & 0xffff;
+    if gfx_major >= 11 {
+        // WORD1_GFX11: SWIZZLE_ENABLE (bits 30..31) = 1. WORD3_GFX11: FORMAT 32_UINT (20),
+        // INDEX_STRIDE 0 (the CP fills it), ADD_TID_ENABLE, OOB_SELECT 2, TYPE buffer.
+        [
+            w0,
+            hi | 1 << 30,
+            bytes_per_xcc,
+            dst_sel | 20 << 12 | 1 << 23 | 2 << 28,
+        ]
+    } else {
+        // WORD1: SWIZZLE_ENABLE (bit 31). WORD3: NUM_FORMAT UINT (4), DATA_FORMAT 32 (4),
+        // ELEMENT_SIZE 1 (4 bytes), INDEX_STRIDE 3 (64), ADD_TID_ENABLE, TYPE buffer.
+        [
+            w0,
+            hi | 1 << 31,
+            bytes_per_xcc,
+            dst_sel | 4 << 12 | 4 << 15 | 1 << 19 | 3 << 21 | 1 << 23,
+        ]
+    }
+}
+
+/// COMPUTE_TMPRING_SIZE: WAVES (bits 0..11) and WAVESIZE (bits 12..) in granules.
+pub fn compute_tmpring_size(waves: u32, wavesize_granules: u32) -> u32 {
+    (waves & 0xfff) | wavesize_granules << 12
+}
+
+/// `amd_queue_t` byte offsets of the scratch fields (`amd_hsa_queue.h`).
+const Q_COMPUTE_TMPRING_SIZE: usize = 140;
+const Q_SCRATCH_SRD: usize = 144;
+const Q_SCRATCH_LOCATION: usize = 160;
+const Q_SCRATCH_BYTES: usize = 168;
+const Q_SCRATCH_WORKITEM_BYTES: usize = 176;
+
+impl QueueScratch {
+    /// Make the queue's scratch hold `waves_needed` waves (per XCC, capped at what the
+    /// GPU runs at once) of `private_size` bytes per work-item; grows (a new allocation,
+    /// the `amd_queue_t` fields, and a queue reload so the CP reads them) when too small.
+    fn ensure(&mut self, q: &AqlQueue, private_size: u32, waves_needed: u64) -> Result<()> {
+        let call = "Stream::launch";
+        if private_size == 0 {
+            return Ok(());
+        }
+        let gpu = q.gpu()?;
+        let props = &gpu.node.properties;
+        let major = props.gfx_target_version / 10000;
+        let fam = scratch_family(major);
+        let xcc = gpu.node.properties.xcc_count().max(1);
+        let per_thread_gran = fam.granule / 64;
+        let per_thread = private_size
+            .max(self.per_thread)
+            .next_multiple_of(per_thread_gran);
+        let cus_per_xcc = (gpu.cu_count() / xcc).max(1);
+        let max_waves = (cus_per_xcc * props.max_slots_scratch_cu.max(1)).min(0xfff);
+        let waves = (waves_needed.min(u64::from(max_waves)) as u32)
+            .max(self.waves)
+            .max(1);
+        if self.buf.is_some() && per_thread <= self.per_thread && waves <= self.waves {
+            return Ok(());
+        }
+        // Scratch lanes are laid out for 64 lanes even for wave32 (ROCr lanes_per_wave).
+        let wave_bytes = (u64::from(per_thread) * 64).next_multiple_of(u64::from(fam.granule));
+        let wavesize = wave_bytes / u64::from(fam.granule);
+        if wavesize >= 1 << fam.wavesize_bits {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!(
+                    "private segment of {private_size} bytes per work-item exceeds the \
+                     COMPUTE_TMPRING_SIZE.WAVESIZE limit"
+                ),
+            ));
+        }
+        let per_xcc = wave_bytes * u64::from(waves);
+        let total = (per_xcc * u64::from(xcc)).next_multiple_of(4096);
+        let per_xcc32 = u32::try_from(per_xcc).map_err(|_| {
+            Error::new(
+                ErrorKind::OutOfMemory,
+                call,
+                "scratch per XCC exceeds 4 GiB",
+            )
+        })?;
+        let buf = Buffer::alloc(q.core(), MemoryKind::Device, q.gpu_index(), total as usize)?;
+        let base = buf.va();
+        let mut tmpring_waves = waves;
+        if fam.gfx11 {
+            // gfx11+: WAVES counts waves per shader engine.
+            let se = (props.array_count / props.simd_arrays_per_engine.max(1)).max(1);
+            tmpring_waves = (waves / se).max(1);
+        }
+        let srd = scratch_srd(major, base, per_xcc32);
+        let tmpring = compute_tmpring_size(tmpring_waves, wavesize as u32);
+        q.write_amd_queue(Q_SCRATCH_SRD, srd.as_bytes())?;
+        q.write_amd_queue(Q_SCRATCH_LOCATION, &base.to_le_bytes())?;
+        q.write_amd_queue(Q_SCRATCH_BYTES, &per_xcc.to_le_bytes())?;
+        q.write_amd_queue(Q_SCRATCH_WORKITEM_BYTES, &per_thread.to_le_bytes())?;
+        q.write_amd_queue(Q_COMPUTE_TMPRING_SIZE, &tmpring.to_le_bytes())?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        // The CP keeps its copy of the scratch fields from queue connect: reload.
+        q.reload()?;
+        if let Some(old) = self.buf.replace(buf) {
+            self.retired.push(old);
+        }
+        self.per_thread = per_thread;
+        self.waves = waves;
+        Ok(())
+    }
+}
+
+impl Stream {
+    /// `hipModuleLaunchKernel`: run `kernel` over `grid` workgroups of `block` work-items
+    /// with `dynamic_lds` bytes of dynamic LDS per workgroup, after the stream's earlier
+    /// work; later stream work runs after it. Errors (InvalidValue unless said):
+    /// arguments missing or built for another kernel; a zero dimension; a block larger
+    /// than the kernel's maximum or different from its required size; LDS over the
+    /// device's limit; a hidden argument kfdrt does not provide (NotSupported, named).
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        dynamic_lds: u32,
+        args: &KernelArgs,
+    ) -> Result<()> {
+        let call = "hipModuleLaunchKernel";
+        let (grid, block) = (grid.into().arr(), block.into().arr());
+        let inv = |m: String| Err(Error::new(ErrorKind::InvalidValue, call, m));
+        let s = &*self.inner;
+        let name = kernel.name();
+        if !std::sync::Arc::ptr_eq(&kernel.module.dev, &s.dev) || kernel.gpu_index() != s.gpu_index
+        {
+            return inv(format!(
+                "{name} is loaded on GPU {} (of its device) but the stream runs on GPU {}",
+                kernel.gpu_index(),
+                s.gpu_index
+            ));
+        }
+        if args.kernel.kernel_object != kernel.kernel_object {
+            return inv(format!(
+                "arguments were built for {}, not {name}",
+                args.kernel.name()
+            ));
+        }
+        let meta = kernel.metadata();
+        if args.next < kernel.explicit.len() {
+            let a = &meta.args[kernel.explicit[args.next]];
+            return inv(format!(
+                "{name}: {} of {} arguments given; argument {} `{}` is missing",
+                args.next,
+                kernel.explicit.len(),
+                args.next,
+                a.display_name(args.next)
+            ));
+        }
+        if grid.contains(&0) || block.contains(&0) {
+            return inv(format!(
+                "{name}: grid {grid:?} and block {block:?} must be non-zero"
+            ));
+        }
+        let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
+        if threads > u64::from(meta.max_flat_workgroup_size) {
+            return inv(format!(
+                "{name}: block {block:?} has {threads} work-items, more than the kernel's \
+                 maximum {}",
+                meta.max_flat_workgroup_size
+            ));
+        }
+        if let Some(r) = meta.reqd_workgroup_size {
+            if r != block {
+                return inv(format!(
+                    "{name}: block {block:?} but the kernel requires {r:?}"
+                ));
+            }
+        }
+        let mut items = [0u32; 3];
+        for d in 0..3 {
+            items[d] = match grid[d].checked_mul(block[d]) {
+                Some(v) => v,
+                None => {
+                    return inv(format!(
+                        "{name}: grid {grid:?} x block {block:?} exceeds 2^32 work-items in a \
+                         dimension"
+                    ))
+                }
+            };
+        }
+        let gpu = s.dev.gpu(s.gpu_index)?;
+        let kd = kernel.descriptor();
+        let lds = u64::from(kd.group_segment_fixed_size) + u64::from(dynamic_lds);
+        if lds > u64::from(gpu.lds_limit()) {
+            return inv(format!(
+                "{name}: {} bytes of static + {dynamic_lds} bytes of dynamic LDS exceed the \
+                 device's {} bytes per workgroup",
+                kd.group_segment_fixed_size,
+                gpu.lds_limit()
+            ));
+        }
+        if meta.uses_dynamic_stack {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                call,
+                format!("{name} uses a dynamically sized stack (.uses_dynamic_stack)"),
+            ));
+        }
+        let hidden = Hidden {
+            grid,
+            block,
+            dims: if grid[2] > 1 || block[2] > 1 {
+                3
+            } else if grid[1] > 1 || block[1] > 1 {
+                2
+            } else {
+                1
+            },
+            dynamic_lds,
+            private_base_hi: (gpu.apertures.scratch_base >> 32) as u32,
+            shared_base_hi: (gpu.apertures.lds_base >> 32) as u32,
+        };
+        for (offset, size, kind) in &kernel.hidden {
+            if hidden_value(kind, &hidden, 0).is_none() {
+                return Err(Error::new(
+                    ErrorKind::NotSupported,
+                    call,
+                    format!(
+                        "{name} takes hidden argument {} at offset {offset}, which kfdrt does \
+                         not provide",
+                        kind.name()
+                    ),
+                ));
+            }
+            if *size > 8 {
+                return inv(format!(
+                    "{name}: hidden argument {} of {size} bytes",
+                    kind.name()
+                ));
+            }
+        }
+        let ka_len = u64::from(meta.kernarg_segment_size).max(1);
+        if ka_len > KERNARG_RING_BYTES as u64 / 4 {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                call,
+                format!("{name}: a {ka_len}-byte kernarg segment"),
+            ));
+        }
+        let align = u64::from(meta.kernarg_segment_align).max(KERNARG_SEGMENT_ALIGN);
+        let waves_per_group = threads.div_ceil(u64::from(meta.wavefront_size.max(1)));
+        let waves = waves_per_group * grid.iter().map(|&g| u64::from(g)).product::<u64>();
+        let private = kd.private_segment_fixed_size;
+
+        let mut ring_guard = s.kernargs.lock().unwrap_or_else(|e| e.into_inner());
+        if ring_guard.is_none() {
+            *ring_guard = Some(KernargRing::new(self)?);
+        }
+        let ring = ring_guard
+            .as_mut()
+            .ok_or_else(|| Error::new(ErrorKind::Driver, call, "kernarg ring missing"))?;
+        let off = ring.reserve(self, ka_len, align)?;
+        let ka_va = ring.buf.va() + off;
+        // The segment is built on the stack (one copy into the ring) when it is small.
+        let mut local = [0u8; 512];
+        let image: &mut [u8] = match local.get_mut(..args.bytes.len()) {
+            Some(l) => {
+                l.copy_from_slice(&args.bytes);
+                l
+            }
+            None => &mut [],
+        };
+        let kernel_object = kernel.kernel_object;
+        let group = lds as u32;
+        let ring_buf = &ring.buf;
+        let point = self.submit_one(|ib, completion| {
+            let q = ib.queue;
+            if private > 0 {
+                q.scratch
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .ensure(q, private, waves)?;
+            }
+            let queue_ptr = q.amd_queue_va();
+            if image.is_empty() {
+                ring_buf.write(off as usize, &args.bytes)?;
+            }
+            for (offset, size, kind) in &kernel.hidden {
+                let v = hidden_value(kind, &hidden, queue_ptr)
+                    .unwrap_or(0)
+                    .to_le_bytes();
+                let (o, n) = (*offset as usize, *size as usize);
+                match image.get_mut(o..o + n) {
+                    Some(dst) => dst.copy_from_slice(&v[..n]),
+                    None => ring_buf.write(off as usize + o, &v[..n])?,
+                }
+            }
+            if !image.is_empty() {
+                ring_buf.write(off as usize, image)?;
+            }
+            Ok(AqlPacket::KernelDispatch(KernelDispatch::new(
+                PacketControl::SYSTEM_BARRIER,
+                [block[0] as u16, block[1] as u16, block[2] as u16],
+                items,
+                private,
+                group,
+                kernel_object,
+                ka_va,
+                completion,
+            )))
+        })?;
+        ring.inflight
+            .push_back((ring.head - ka_len, ring.head, point));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Device, DeviceSpec};
+
+    fn open(spec: &str) -> Device {
+        Device::open_spec(&DeviceSpec::parse(spec).unwrap()).unwrap()
+    }
+
+    /// The kernarg segment of the stream's most recent launch, as the CP reads it.
+    fn last_kernargs(s: &Stream) -> (u64, Vec<u8>) {
+        let g = s.inner.kernargs.lock().unwrap();
+        let r = g.as_ref().expect("a launch created the ring");
+        let &(start, end, _) = r.inflight.back().expect("a launch in flight");
+        let cap = r.buf.len() as u64;
+        let mut v = vec![0u8; (end - start) as usize];
+        r.buf.read((start % cap) as usize, &mut v).unwrap();
+        (r.buf.va() + start % cap, v)
+    }
+
+    fn field(ka: &[u8], a: &codeobj::KernelArg) -> u64 {
+        let mut b = [0u8; 8];
+        b[..a.size as usize].copy_from_slice(&ka[a.offset as usize..(a.offset + a.size) as usize]);
+        u64::from_le_bytes(b)
+    }
+
+    fn load(dev: &Device, src: &str) -> crate::Module {
+        dev.load_module(0, &test_kernels::build(src, "gfx942").unwrap())
+            .unwrap()
+    }
+
+    #[test]
+    fn hidden_arguments_follow_the_metadata() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/vadd.cl");
+        let k = m.kernel("vadd").unwrap();
+        let mut args = k.args();
+        args.ptr(0x1000)
+            .unwrap()
+            .ptr(0x2000)
+            .unwrap()
+            .ptr(0x3000)
+            .unwrap();
+        args.arg(&77u32).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.launch(&k, 5, 64, 0, &args).unwrap();
+        let (va, ka) = last_kernargs(&s);
+        assert_eq!(va % KERNARG_SEGMENT_ALIGN, 0);
+        assert_eq!(ka.len(), 288);
+        assert_eq!(&ka[..8], &0x1000u64.to_le_bytes());
+        assert_eq!(&ka[16..24], &0x3000u64.to_le_bytes());
+        assert_eq!(&ka[24..28], &77u32.to_le_bytes());
+        let mut seen = 0;
+        for a in &k.metadata().args {
+            let want = match a.value_kind {
+                ValueKind::HiddenBlockCount(0) => 5,
+                ValueKind::HiddenGroupSize(0) => 64,
+                ValueKind::HiddenBlockCount(_) | ValueKind::HiddenGroupSize(_) => 1,
+                ValueKind::HiddenRemainder(_) | ValueKind::HiddenGlobalOffset(_) => 0,
+                ValueKind::HiddenGridDims => 1,
+                _ => continue,
+            };
+            assert_eq!(field(&ka, a), want, "{}", a.value_kind.name());
+            seen += 1;
+        }
+        assert_eq!(seen, 13);
+        // A 2D launch: grid dims 2, counts per dimension.
+        s.launch(&k, (3, 4), (16, 8), 0, &args).unwrap();
+        let (_, ka) = last_kernargs(&s);
+        for a in &k.metadata().args {
+            let want = match a.value_kind {
+                ValueKind::HiddenBlockCount(d) => [3, 4, 1][d as usize],
+                ValueKind::HiddenGroupSize(d) => [16, 8, 1][d as usize],
+                ValueKind::HiddenGridDims => 2,
+                _ => continue,
+            };
+            assert_eq!(field(&ka, a), want, "{}", a.value_kind.name());
+        }
+    }
+
+    #[test]
+    fn dynamic_lds_size_and_queue_ptr() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "hip/dynlds.hip");
+        let k = m.kernel("dynlds").unwrap();
+        let mut args = k.args();
+        args.ptr(0x1000).unwrap().ptr(0x2000).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.launch(&k, 2, 128, 512, &args).unwrap();
+        let (_, ka) = last_kernargs(&s);
+        let a = k
+            .metadata()
+            .args
+            .iter()
+            .find(|a| a.value_kind == ValueKind::HiddenDynamicLdsSize)
+            .unwrap();
+        assert_eq!(field(&ka, a), 512);
+
+        let q = load(&dev, "cl/queue_ptr.cl");
+        let qk = q.kernel("queue_ptr").unwrap();
+        let mut qa = qk.args();
+        qa.ptr(0x1000).unwrap();
+        s.launch(&qk, 1, 64, 0, &qa).unwrap();
+        let (_, ka) = last_kernargs(&s);
+        let a = qk
+            .metadata()
+            .args
+            .iter()
+            .find(|a| a.value_kind == ValueKind::HiddenQueuePtr)
+            .unwrap();
+        let qp = field(&ka, a);
+        assert_eq!(qp % 64, 0);
+        // SAFETY: the queue pointer is the CPU-mapped amd_queue_t of the stream's queue
+        // (GPU VA == CPU VA), alive while the stream is.
+        let rd_off = unsafe { core::ptr::read_volatile((qp + 136) as *const u32) };
+        assert_eq!(u64::from(rd_off), crate::hsa::QUEUE_READ_DISPATCH_ID_OFFSET);
+    }
+
+    fn amd_queue_u32(qp: u64, off: u64) -> u32 {
+        // SAFETY: `qp` is a live, CPU-mapped amd_queue_t (see dynamic_lds_size_and_queue_ptr).
+        unsafe { core::ptr::read_volatile((qp + off) as *const u32) }
+    }
+
+    #[test]
+    fn scratch_is_set_up_in_amd_queue_t_and_grows() {
+        let dev = open("emu:mi300x");
+        let gpu = dev.gpu(0).unwrap();
+        let xcc = gpu.node.properties.xcc_count();
+        let p = load(&dev, "cl/private_array.cl");
+        let pk = p.kernel("private_array").unwrap();
+        let private = pk.descriptor().private_segment_fixed_size;
+        let mut pa = pk.args();
+        pa.ptr(0x1000)
+            .unwrap()
+            .ptr(0x2000)
+            .unwrap()
+            .arg(&1u32)
+            .unwrap();
+        let q = load(&dev, "cl/queue_ptr.cl");
+        let qk = q.kernel("queue_ptr").unwrap();
+        let mut qa = qk.args();
+        qa.ptr(0x1000).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.launch(&qk, 1, 64, 0, &qa).unwrap();
+        let (_, ka) = last_kernargs(&s);
+        let qp = field(
+            &ka,
+            qk.metadata()
+                .args
+                .iter()
+                .find(|a| a.value_kind == ValueKind::HiddenQueuePtr)
+                .unwrap(),
+        );
+        assert_eq!(
+            amd_queue_u32(qp, 140),
+            0,
+            "no scratch before a kernel needs it"
+        );
+
+        // 8 workgroups of one wave each.
+        s.launch(&pk, 8, 64, 0, &pa).unwrap();
+        let per_thread = private.next_multiple_of(16);
+        let wavesize = (per_thread * 64).div_ceil(1024);
+        let tmpring = amd_queue_u32(qp, 140);
+        assert_eq!(tmpring & 0xfff, 8, "WAVES");
+        assert_eq!(tmpring >> 12, wavesize, "WAVESIZE in KiB");
+        let base =
+            u64::from(amd_queue_u32(qp, 144)) | u64::from(amd_queue_u32(qp, 148) & 0xffff) << 32;
+        assert_ne!(base, 0);
+        assert_eq!(amd_queue_u32(qp, 148) >> 31, 1, "SWIZZLE_ENABLE");
+        let per_xcc = 8 * wavesize * 1024;
+        assert_eq!(amd_queue_u32(qp, 152), per_xcc, "NUM_RECORDS per XCC");
+        assert_eq!(
+            amd_queue_u32(qp, 156),
+            0x00ea_4fac,
+            "gfx9 scratch SRD word 3"
+        );
+        let loc = u64::from(amd_queue_u32(qp, 160)) | u64::from(amd_queue_u32(qp, 164)) << 32;
+        assert_eq!(loc, base, "gfx9+: the absolute scratch address");
+        assert_eq!(amd_queue_u32(qp, 168), per_xcc);
+        assert_eq!(amd_queue_u32(qp, 176), per_thread);
+        assert!(xcc >= 1);
+
+        // A smaller dispatch keeps it; a larger one grows it.
+        s.launch(&pk, 4, 64, 0, &pa).unwrap();
+        assert_eq!(amd_queue_u32(qp, 140) & 0xfff, 8);
+        s.launch(&pk, 20, 128, 0, &pa).unwrap();
+        assert_eq!(amd_queue_u32(qp, 140) & 0xfff, 40);
+        let base2 =
+            u64::from(amd_queue_u32(qp, 144)) | u64::from(amd_queue_u32(qp, 148) & 0xffff) << 32;
+        assert_ne!(base2, base, "a new, larger allocation");
+    }
+
+    #[test]
+    fn srd_and_tmpring_encodings() {
+        assert_eq!(
+            scratch_srd(9, 0x1234_5678_9abc_d000, 4096),
+            [0x9abc_d000, 0x5678 | 1 << 31, 4096, 0x00ea_4fac]
+        );
+        let g11 = scratch_srd(11, 0x7f00_0000_0000, 256);
+        assert_eq!(g11[1], 0x7f00 | 1 << 30);
+        assert_eq!(g11[3] >> 28, 2, "OOB_SELECT 2");
+        assert_eq!(compute_tmpring_size(40, 65), 40 | 65 << 12);
+        assert_eq!(scratch_family(9).granule, 1024);
+        assert_eq!(scratch_family(11).granule, 256);
+    }
+}

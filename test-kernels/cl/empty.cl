@@ -1,0 +1,2 @@
+// Does nothing: the launch-overhead kernel.
+__kernel void empty(void) {}
