@@ -290,7 +290,7 @@ fn random_ioctls_never_panic() {
                 alternate_policy: rng.below(3) as u32,
                 alternate_aperture_base: va,
                 alternate_aperture_size: size,
-                pad: 0,
+                misc_process_flag: 0,
             })),
             _ => {
                 let mut n = GetProcessAperturesNewArgs {
