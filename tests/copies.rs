@@ -117,7 +117,12 @@ fn device_to_device_between_two_gpus_and_synchronous_copy() {
     let data = pattern(len, 11);
     host.write(0, &data).unwrap();
     dev.memcpy(0, v0.va(), host.va(), len as u64).unwrap();
-    // A stream on GPU 1 reads GPU 0's VRAM (mapped on both GPUs) into its own.
+    // A stream on GPU 1 reads GPU 0's VRAM into its own without peer access: as
+    // hipMemcpy between devices in HIP, the copy maps the source for GPU 1's copy engine.
+    assert!(
+        v0.mapped_gpu_ids().len() == 1,
+        "no peer mapping before the copy"
+    );
     let s1 = dev.create_stream(1).unwrap();
     s1.memcpy(v1.va(), v0.va(), len as u64).unwrap();
     s1.synchronize().unwrap();

@@ -12,6 +12,9 @@ use kfdrt::{Device, DeviceSpec, ErrorKind, MemoryKind};
 fn every_kind_is_cpu_and_gpu_visible_and_freed_on_drop() {
     let dev = emu("emu:mi210*2");
     let s = dev.create_stream(1).unwrap();
+    // Device memory reaches another GPU only through peer access (hipMalloc +
+    // hipDeviceEnablePeerAccess); system memory is mapped on every GPU.
+    dev.enable_peer_access(1, 0).unwrap();
     for kind in [
         MemoryKind::Device,
         MemoryKind::HostPinned,
@@ -110,7 +113,7 @@ fn device_open_errors_name_the_cause() {
     let dev = emu("emu:mi300x*2,rx9070xt");
     assert_eq!(dev.gpus().len(), 3);
     assert_eq!(dev.gpus()[2].gfx_name(), "gfx1201");
-    assert_eq!(dev.kfd_version(), (1, 17));
+    assert_eq!(dev.kfd_version(), (1, 22));
     dev.set_wait_spin(Duration::ZERO);
     assert_eq!(dev.wait_spin(), Duration::ZERO);
 }
@@ -143,4 +146,84 @@ fn dropping_the_device_releases_queues_memory_and_events() {
     drop(dev);
     // The callback thread may hold the device for one more loop turn.
     common::wait_until("device teardown", || avail() == initial);
+}
+
+/// The old behaviour mapped every device buffer on every GPU; now a GPU that was not given
+/// peer access faults on another GPU's VRAM (the emulator's per-GPU page tables), as a
+/// `hipMalloc` buffer of device 0 is unreachable from device 1 until
+/// `hipDeviceEnablePeerAccess`.
+#[test]
+fn device_memory_of_another_gpu_faults_without_peer_access() {
+    let dev = emu("emu:mi300x*2");
+    let v0 = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    assert_eq!(v0.mapped_gpu_ids(), vec![dev.gpus()[0].gpu_id]);
+    let s1 = dev.create_stream(1).unwrap();
+    // The access the old runtime allowed: a CP write on GPU 1 into GPU 0's VRAM.
+    s1.write_value32(v0.va(), 7, 0).unwrap();
+    let e = s1.synchronize().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LaunchFailure, "{e}");
+    assert!(e.to_string().contains("fault"), "{e}");
+    let mut out = [0u8; 4];
+    v0.read(0, &mut out).unwrap();
+    assert_eq!(out, [0; 4], "the faulting write did not land");
+}
+
+#[test]
+fn peer_access_maps_existing_and_later_buffers_and_disable_unmaps() {
+    let dev = emu("emu:mi300x*2");
+    let (id0, id1) = (dev.gpus()[0].gpu_id, dev.gpus()[1].gpu_id);
+    assert!(dev.can_access_peer(1, 0).unwrap());
+    assert!(!dev.can_access_peer(0, 0).unwrap());
+    assert_eq!(
+        dev.can_access_peer(0, 2).unwrap_err().kind(),
+        ErrorKind::InvalidDevice
+    );
+    let before = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    let own1 = dev.alloc(MemoryKind::Device, 1, 4096).unwrap();
+    dev.enable_peer_access(1, 0).unwrap();
+    assert_eq!(
+        dev.enable_peer_access(1, 0).unwrap_err().kind(),
+        ErrorKind::PeerAccessAlreadyEnabled
+    );
+    assert_eq!(
+        dev.enable_peer_access(0, 0).unwrap_err().kind(),
+        ErrorKind::InvalidDevice
+    );
+    assert_eq!(
+        dev.enable_peer_access(0, 5).unwrap_err().kind(),
+        ErrorKind::InvalidDevice
+    );
+    let after = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    assert_eq!(before.mapped_gpu_ids(), vec![id0, id1]);
+    assert_eq!(after.mapped_gpu_ids(), vec![id0, id1]);
+    // Access is one-way: GPU 0 still has no access to GPU 1's memory.
+    assert_eq!(own1.mapped_gpu_ids(), vec![id1]);
+
+    let s1 = dev.create_stream(1).unwrap();
+    s1.write_value32(before.va() + 8, 0x11, 0).unwrap();
+    s1.write_value32(after.va() + 8, 0x22, 0).unwrap();
+    s1.synchronize().unwrap();
+    assert_eq!(before.atomic_u32(8).unwrap().load(Ordering::Acquire), 0x11);
+    assert_eq!(after.atomic_u32(8).unwrap().load(Ordering::Acquire), 0x22);
+
+    dev.disable_peer_access(1, 0).unwrap();
+    assert_eq!(
+        dev.disable_peer_access(1, 0).unwrap_err().kind(),
+        ErrorKind::PeerAccessNotEnabled
+    );
+    assert_eq!(before.mapped_gpu_ids(), vec![id0]);
+    assert_eq!(after.mapped_gpu_ids(), vec![id0]);
+    let later = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    assert_eq!(later.mapped_gpu_ids(), vec![id0]);
+    // After disabling, GPU 1's access faults again.
+    let s1b = dev.create_stream(1).unwrap();
+    s1b.write_value32(before.va() + 8, 0x33, 0).unwrap();
+    assert_eq!(
+        s1b.synchronize().unwrap_err().kind(),
+        ErrorKind::LaunchFailure
+    );
+    assert_eq!(before.atomic_u32(8).unwrap().load(Ordering::Acquire), 0x11);
+    // Host memory stays mapped everywhere, with or without peer access.
+    let host = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    assert_eq!(host.mapped_gpu_ids(), vec![id0, id1]);
 }
