@@ -570,8 +570,14 @@ impl Buffer {
     pub fn gpu_index(&self) -> usize {
         self.gpu_index
     }
-    /// The CPU pointer (valid while the buffer lives). For device memory the HDP of its
-    /// GPU is then flushed before the next submission ([`crate::hdp`]).
+    /// Whether the CPU can access the buffer (`read`, `write`, atomics, `as_ptr`): false
+    /// only for device memory on a small-BAR board (see [`MemoryKind::Device`]).
+    pub fn is_cpu_visible(&self) -> bool {
+        self.cpu_mapped || self.kind == MemoryKind::Userptr
+    }
+    /// The CPU pointer (valid while the buffer lives; dereference it only when
+    /// [`Buffer::is_cpu_visible`]). For device memory the HDP of its GPU is then flushed
+    /// before the next submission ([`crate::hdp`]).
     pub fn as_ptr(&self) -> *mut u8 {
         self.mark_cpu_write();
         self.va as *mut u8

@@ -227,3 +227,91 @@ fn peer_access_maps_existing_and_later_buffers_and_disable_unmaps() {
     let host = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
     assert_eq!(host.mapped_gpu_ids(), vec![id0, id1]);
 }
+
+/// A board whose VRAM is not in its BAR (`HEAP_TYPE_FB_PRIVATE`): the emulator with the
+/// topology's heap type changed. Every other call goes to the emulated device.
+struct SmallBar {
+    emu: kfd_emu::EmuBackend,
+    topology: kfd::topology::Topology,
+}
+
+impl kfd::Backend for SmallBar {
+    fn kind(&self) -> kfd::BackendKind {
+        self.emu.kind()
+    }
+    fn topology(&self) -> &kfd::topology::Topology {
+        &self.topology
+    }
+    fn ioctl(&self, req: kfd::Ioctl<'_>) -> Result<(), kfd::Errno> {
+        self.emu.ioctl(req)
+    }
+    fn open_render_node(&self, minor: u32) -> Result<std::os::fd::OwnedFd, kfd::Errno> {
+        self.emu.open_render_node(minor)
+    }
+    unsafe fn mmap(
+        &self,
+        file: kfd::MmapFile<'_>,
+        offset: u64,
+        len: usize,
+        fixed_addr: Option<core::ptr::NonNull<core::ffi::c_void>>,
+        prot: kfd::Prot,
+    ) -> Result<core::ptr::NonNull<core::ffi::c_void>, kfd::Errno> {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { self.emu.mmap(file, offset, len, fixed_addr, prot) }
+    }
+    unsafe fn munmap(
+        &self,
+        addr: core::ptr::NonNull<core::ffi::c_void>,
+        len: usize,
+    ) -> Result<(), kfd::Errno> {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { self.emu.munmap(addr, len) }
+    }
+    fn doorbell_written(&self, queue_id: u32) {
+        self.emu.doorbell_written(queue_id)
+    }
+}
+
+/// hipMalloc memory is CPU-visible only on a large-BAR board (ROCr: `HostAccess` unless
+/// the heap is FRAME_BUFFER_PRIVATE). On a small-BAR board kfdrt allocates VRAM without
+/// `PUBLIC` (the emulated KFD refuses a CPU mapping of such a BO, EPERM, as amdgpu does)
+/// and the buffer is GPU-only; on a large-BAR board it is CPU-visible.
+#[test]
+fn device_memory_is_cpu_visible_only_on_large_bar_boards() {
+    use kfd::Backend;
+    let backend = kfd_emu::EmuBackend::from_spec("emu:mi210").unwrap();
+    let mut topology = backend.topology().clone();
+    for n in topology.nodes.iter_mut().filter(|n| n.gpu_id != 0) {
+        for b in &mut n.mem_banks {
+            if b.heap_type == kfd::topology::HEAP_TYPE_FB_PUBLIC {
+                b.heap_type = kfd::topology::HEAP_TYPE_FB_PRIVATE;
+            }
+        }
+    }
+    let dev = Device::with_backend(std::sync::Arc::new(SmallBar {
+        emu: backend,
+        topology,
+    }))
+    .unwrap();
+    let v = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    assert!(!v.is_cpu_visible());
+    let mut out = [0u8; 8];
+    let e = v.read(0, &mut out).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidValue);
+    assert!(e.to_string().contains("not CPU-visible"), "{e}");
+    // The GPU still reaches it: write there, copy to host memory, read on the CPU.
+    let host = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    let s = dev.create_stream(0).unwrap();
+    s.write_value32(v.va() + 16, 0x5eed, 0).unwrap();
+    s.memcpy(host.va(), v.va(), 64).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(host.atomic_u32(16).unwrap().load(Ordering::Acquire), 0x5eed);
+
+    // The large-BAR emulated board: the same allocation is CPU-visible.
+    let dev = emu("emu:mi210");
+    let v = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    assert!(v.is_cpu_visible());
+    v.write(0, b"visible!").unwrap();
+    v.read(0, &mut out).unwrap();
+    assert_eq!(&out, b"visible!");
+}
