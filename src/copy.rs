@@ -85,6 +85,13 @@ impl Stream {
         if len == 0 {
             return Ok(());
         }
+        // A copy between GPUs works without peer access, as in HIP: the buffers are mapped
+        // on this stream's GPU for its copy engines (memory::Peers::map_for_copy).
+        let core = &self.inner.dev.core;
+        core.peers
+            .map_for_copy(core, self.inner.gpu_index, src, len)?;
+        core.peers
+            .map_for_copy(core, self.inner.gpu_index, dst, len)?;
         if len >= crate::sdma::sdma_min_bytes() && self.memcpy_sdma(dst, src, len)? {
             return Ok(());
         }

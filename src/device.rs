@@ -61,6 +61,8 @@ pub(crate) struct DeviceCore {
     pub(crate) queue_errors: crate::queue_error::Registry,
     /// Per GPU: the MMIO remap page (HDP flush) and whether the CPU wrote its VRAM.
     pub(crate) hdp: Vec<crate::hdp::Hdp>,
+    /// Peer access between GPUs and the device buffers it maps.
+    pub(crate) peers: crate::memory::Peers,
 }
 
 impl Drop for DeviceCore {
@@ -282,6 +284,7 @@ impl Device {
                     doorbells: Mutex::new(Vec::new()),
                     queue_error_event: std::sync::OnceLock::new(),
                     queue_errors: Default::default(),
+                    peers: Default::default(),
                     hdp: gpus
                         .iter()
                         .map(|g| crate::hdp::Hdp::open(backend.as_ref(), g.gpu_id))

@@ -24,6 +24,11 @@ pub enum ErrorKind {
     InvalidDevice,
     /// A queue faulted; the stream's work is lost (`hipErrorLaunchFailure`).
     LaunchFailure,
+    /// Peer access between these GPUs is already enabled
+    /// (`hipErrorPeerAccessAlreadyEnabled`).
+    PeerAccessAlreadyEnabled,
+    /// Peer access between these GPUs was not enabled (`hipErrorPeerAccessNotEnabled`).
+    PeerAccessNotEnabled,
     /// The KFD driver reported an error that maps to none of the above.
     Driver,
 }

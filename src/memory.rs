@@ -1,9 +1,12 @@
 //! Memory: device (VRAM), host-pinned (GTT), signal memory and registered user memory,
 //! each a KFD buffer object placed at a reserved address (GPU VA == CPU VA), CPU-mapped
-//! through the render node where the kind allows, and GPU-mapped on every GPU of the
-//! device. [`Buffer`] frees itself on drop, in the reverse order of creation.
+//! through the render node where the kind allows. System memory is GPU-mapped on every
+//! GPU of the device; device memory on its own GPU, and on another GPU only once peer
+//! access is enabled ([`Device::enable_peer_access`]), as HIP does. [`Buffer`] frees
+//! itself on drop, in the reverse order of creation.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use kfd::abi::{AllocFlags, AllocMemoryOfGpuArgs};
 use kfd::{MmapFile, Prot};
@@ -16,7 +19,19 @@ use crate::va::{VaReservation, HUGE, PAGE};
 /// What a buffer is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemoryKind {
-    /// VRAM of one GPU, CPU-visible (large-BAR `PUBLIC`), mapped on every GPU.
+    /// VRAM of one GPU (`hipMalloc`).
+    ///
+    /// GPU-mapped on its own GPU; on GPU `g` also once `g` has peer access to the owner
+    /// ([`Device::enable_peer_access`], `hipDeviceEnablePeerAccess`): CLR maps a device
+    /// allocation on the devices in the owner's peer list at allocation
+    /// (`rocclr/device/rocm/rocdevice.cpp` `Device::deviceAllowAccess`) and maps the
+    /// existing ones when a peer is added (`Device::enableP2P`, `MemObjMap::UpdateAccess`).
+    ///
+    /// CPU-visible (`KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC` and a CPU mapping) exactly when the
+    /// GPU's VRAM heap is large-BAR (`HEAP_TYPE_FB_PUBLIC` in the topology), as ROCr gives
+    /// every `hipMalloc`: `amd_memory_region.cc` sets `HostAccess` for local memory unless
+    /// the heap is `HSA_HEAPTYPE_FRAME_BUFFER_PRIVATE`. On a small-BAR board the buffer is
+    /// GPU-only and `read`/`write` fail with `InvalidValue`.
     Device,
     /// System memory pinned for the GPUs (GTT), CPU-mapped.
     HostPinned,
@@ -28,10 +43,13 @@ pub enum MemoryKind {
 }
 
 impl MemoryKind {
-    fn flags(self) -> AllocFlags {
+    fn flags(self, host_visible_vram: bool) -> AllocFlags {
         let common = AllocFlags::WRITABLE | AllocFlags::EXECUTABLE | AllocFlags::NO_SUBSTITUTE;
         match self {
-            MemoryKind::Device => common | AllocFlags::VRAM | AllocFlags::PUBLIC,
+            MemoryKind::Device if host_visible_vram => {
+                common | AllocFlags::VRAM | AllocFlags::PUBLIC
+            }
+            MemoryKind::Device => common | AllocFlags::VRAM,
             MemoryKind::HostPinned => common | AllocFlags::GTT | AllocFlags::COHERENT,
             MemoryKind::Signal => {
                 common | AllocFlags::GTT | AllocFlags::COHERENT | AllocFlags::UNCACHED
@@ -69,9 +87,102 @@ pub struct Buffer {
     handle: u64,
     kind: MemoryKind,
     gpu_index: usize,
-    mapped_on: Vec<u32>,
+    /// gpu_ids the BO is mapped on; shared with [`Peers`] for device buffers, whose peer
+    /// mappings change with peer access.
+    mapped_on: Arc<Mutex<Vec<u32>>>,
+    /// Registered in [`Peers`] (a device buffer whose peer mappings follow peer access).
+    peer_managed: bool,
     cpu_mapped: bool,
     reservation: Option<VaReservation>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Peer access (`hipDeviceEnablePeerAccess`) and the device buffers it governs.
+#[derive(Default)]
+pub(crate) struct Peers {
+    state: Mutex<PeerState>,
+}
+
+#[derive(Default)]
+struct PeerState {
+    /// `(accessor, owner)`: GPU `accessor` may access GPU `owner`'s device buffers.
+    enabled: BTreeSet<(usize, usize)>,
+    /// Live device buffers by VA.
+    bufs: BTreeMap<u64, PeerBuf>,
+}
+
+struct PeerBuf {
+    len: u64,
+    handle: u64,
+    owner: usize,
+    mapped: Arc<Mutex<Vec<u32>>>,
+}
+
+impl Peers {
+    /// Map the device buffers that hold `[va, va + len)` on GPU `gpu` so that its copy
+    /// engines can reach them: a copy between GPUs works without peer access, as
+    /// `hipMemcpy`/`hipMemcpyPeer` do in HIP. The mapping stays until the buffer is
+    /// freed or peer access from `gpu` to the owner is disabled.
+    pub(crate) fn map_for_copy(
+        &self,
+        dev: &DeviceCore,
+        gpu: usize,
+        va: u64,
+        len: u64,
+    ) -> Result<()> {
+        let st = lock(&self.state);
+        let end = va.saturating_add(len.max(1));
+        for (&bva, b) in st.bufs.range(..end).rev() {
+            if bva + b.len <= va {
+                break;
+            }
+            if b.owner != gpu {
+                map_handle(dev, b.handle, &b.mapped, gpu, "hipMemcpy")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn map_handle(
+    dev: &DeviceCore,
+    handle: u64,
+    mapped: &Mutex<Vec<u32>>,
+    gpu: usize,
+    call: &'static str,
+) -> Result<()> {
+    let id = dev.gpu(gpu)?.gpu_id;
+    let mut m = lock(mapped);
+    if m.contains(&id) {
+        return Ok(());
+    }
+    let mut n = 0u32;
+    kfd::ioctl::map_memory_to_gpu(dev.backend.as_ref(), handle, &[id], &mut n)
+        .map_err(|e| Error::from_kfd(call, e))?;
+    m.push(id);
+    Ok(())
+}
+
+fn unmap_handle(
+    dev: &DeviceCore,
+    handle: u64,
+    mapped: &Mutex<Vec<u32>>,
+    gpu: usize,
+    call: &'static str,
+) -> Result<()> {
+    let id = dev.gpu(gpu)?.gpu_id;
+    let mut m = lock(mapped);
+    let Some(pos) = m.iter().position(|&g| g == id) else {
+        return Ok(());
+    };
+    let mut n = 0u32;
+    kfd::ioctl::unmap_memory_from_gpu(dev.backend.as_ref(), handle, &[id], &mut n)
+        .map_err(|e| Error::from_kfd(call, e))?;
+    m.remove(pos);
+    Ok(())
 }
 
 impl std::fmt::Debug for Buffer {
@@ -92,7 +203,8 @@ unsafe impl Sync for Buffer {}
 
 impl Device {
     /// Allocate `size` bytes of `kind` memory owned by GPU `gpu_index` (for VRAM, the GPU
-    /// whose memory it is), mapped on every GPU of the device.
+    /// whose memory it is). System memory is mapped on every GPU of the device; device
+    /// memory on its GPU and on the GPUs with peer access to it (see [`MemoryKind::Device`]).
     pub fn alloc(&self, kind: MemoryKind, gpu_index: usize, size: usize) -> Result<Buffer> {
         Buffer::alloc(&self.inner.core, kind, gpu_index, size)
     }
@@ -105,6 +217,124 @@ impl Device {
     /// returned [`Buffer`] is dropped; the GPUs may read and write it meanwhile.
     pub unsafe fn register_host_memory(&self, ptr: *mut u8, len: usize) -> Result<Buffer> {
         Buffer::userptr(&self.inner.core, ptr as u64, len)
+    }
+}
+
+impl Device {
+    fn peer_pair(&self, call: &'static str, gpu: usize, peer: usize) -> Result<()> {
+        let n = self.inner.gpus.len();
+        if gpu >= n || peer >= n {
+            return Err(Error::new(
+                ErrorKind::InvalidDevice,
+                call,
+                format!("GPU index {gpu} or {peer} out of range (device has {n})"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `hipDeviceCanAccessPeer(&can, gpu, peer)`: whether GPU `gpu` can be given access to
+    /// GPU `peer`'s device memory. False for `gpu == peer` (HIP answers 0 for the same
+    /// device). True when the topology has a link from `gpu` to `peer` (XGMI or a
+    /// `p2p_links` path), or when `peer`'s VRAM is large-BAR: KFD and ROCr allow PCIe
+    /// peer access to a GPU whose whole VRAM is in its BAR (amdgpu
+    /// `amdgpu_device_is_peer_accessible`). Errors: an index out of range is
+    /// `InvalidDevice` (`hipErrorInvalidDevice`).
+    pub fn can_access_peer(&self, gpu: usize, peer: usize) -> Result<bool> {
+        self.peer_pair("hipDeviceCanAccessPeer", gpu, peer)?;
+        if gpu == peer {
+            return Ok(false);
+        }
+        let (g, p) = (&self.inner.gpus[gpu], &self.inner.gpus[peer]);
+        let linked = g
+            .node
+            .io_links
+            .iter()
+            .chain(&g.node.p2p_links)
+            .any(|l| l.node_to == p.node.id);
+        let large_bar = p
+            .node
+            .mem_banks
+            .iter()
+            .any(|b| b.heap_type == kfd::topology::HEAP_TYPE_FB_PUBLIC);
+        Ok(linked || large_bar)
+    }
+
+    /// `hipSetDevice(gpu); hipDeviceEnablePeerAccess(peer, 0)`: GPU `gpu` may access GPU
+    /// `peer`'s device memory from now on. Every live [`MemoryKind::Device`] buffer of
+    /// `peer` is mapped on `gpu` (MAP_MEMORY_TO_GPU with `gpu`'s gpu_id), and so is every
+    /// later one, as CLR's `Device::enableP2P` (`MemObjMap::UpdateAccess`) and
+    /// `Device::deviceAllowAccess` do (`rocclr/device/rocm/rocdevice.cpp`; the HIP entry
+    /// point is `hipamd/src/hip_peer.cpp`).
+    ///
+    /// Errors as HIP: `InvalidDevice` (`hipErrorInvalidDevice`) for an index out of range,
+    /// `gpu == peer`, or a pair [`Device::can_access_peer`] refuses;
+    /// `PeerAccessAlreadyEnabled` (`hipErrorPeerAccessAlreadyEnabled`) when enabled
+    /// already. If a mapping fails, the ones this call made are undone and access stays
+    /// disabled.
+    pub fn enable_peer_access(&self, gpu: usize, peer: usize) -> Result<()> {
+        let call = "hipDeviceEnablePeerAccess";
+        if !self.can_access_peer(gpu, peer)? {
+            return Err(Error::new(
+                ErrorKind::InvalidDevice,
+                call,
+                format!("GPU {gpu} cannot access GPU {peer}'s memory"),
+            ));
+        }
+        let core = &self.inner.core;
+        let mut st = lock(&core.peers.state);
+        if st.enabled.contains(&(gpu, peer)) {
+            return Err(Error::new(
+                ErrorKind::PeerAccessAlreadyEnabled,
+                call,
+                format!("GPU {gpu} already has access to GPU {peer}"),
+            ));
+        }
+        let id = core.gpu(gpu)?.gpu_id;
+        let mut done: Vec<&PeerBuf> = Vec::new();
+        for b in st.bufs.values().filter(|b| b.owner == peer) {
+            if lock(&b.mapped).contains(&id) {
+                continue; // mapped for a copy already
+            }
+            if let Err(e) = map_handle(core, b.handle, &b.mapped, gpu, call) {
+                for d in done {
+                    let _ = unmap_handle(core, d.handle, &d.mapped, gpu, call);
+                }
+                return Err(e);
+            }
+            done.push(b);
+        }
+        st.enabled.insert((gpu, peer));
+        Ok(())
+    }
+
+    /// `hipSetDevice(gpu); hipDeviceDisablePeerAccess(peer)`: GPU `gpu` loses access to
+    /// GPU `peer`'s device memory; `peer`'s device buffers are unmapped from `gpu`
+    /// (UNMAP_MEMORY_FROM_GPU), so a later access from `gpu` faults. (CLR's
+    /// `Device::disableP2P` only drops the peer from the list used for new allocations;
+    /// kfdrt also unmaps the existing ones, so that disabling is observable and the
+    /// GPU's page tables match the access HIP grants.) Work of `gpu` still using that
+    /// memory must have completed. Errors: `InvalidDevice` for an index out of range;
+    /// `PeerAccessNotEnabled` (`hipErrorPeerAccessNotEnabled`) when not enabled.
+    pub fn disable_peer_access(&self, gpu: usize, peer: usize) -> Result<()> {
+        let call = "hipDeviceDisablePeerAccess";
+        self.peer_pair(call, gpu, peer)?;
+        let core = &self.inner.core;
+        let mut st = lock(&core.peers.state);
+        if !st.enabled.remove(&(gpu, peer)) {
+            return Err(Error::new(
+                ErrorKind::PeerAccessNotEnabled,
+                call,
+                format!("GPU {gpu} has no peer access to GPU {peer}"),
+            ));
+        }
+        let mut first_err = None;
+        for b in st.bufs.values().filter(|b| b.owner == peer) {
+            if let Err(e) = unmap_handle(core, b.handle, &b.mapped, gpu, call) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
     }
 }
 
@@ -146,11 +376,17 @@ impl Buffer {
         })?;
         let align = if size >= HUGE { HUGE } else { PAGE };
         let reservation = VaReservation::new(size, align)?;
+        let host_visible_vram = gpu
+            .node
+            .mem_banks
+            .iter()
+            .any(|b| b.heap_type == kfd::topology::HEAP_TYPE_FB_PUBLIC);
+        let cpu_visible = kind != MemoryKind::Device || host_visible_vram;
         let mut args = AllocMemoryOfGpuArgs {
             va_addr: reservation.addr(),
             size: size as u64,
             gpu_id: gpu.gpu_id,
-            flags: kind.flags().bits(),
+            flags: kind.flags(host_visible_vram).bits(),
             ..Default::default()
         };
         kfd::ioctl::alloc_memory_of_gpu(dev.backend.as_ref(), &mut args)
@@ -162,10 +398,17 @@ impl Buffer {
             handle: args.handle,
             kind,
             gpu_index,
-            mapped_on: Vec::new(),
+            mapped_on: Arc::default(),
+            peer_managed: false,
             cpu_mapped: false,
             reservation: Some(reservation),
         };
+        if !cpu_visible {
+            if map_all {
+                buf.map_device()?;
+            }
+            return Ok(buf);
+        }
         // CPU mapping through the render node, placed over the reservation.
         let fixed = buf.reservation.as_ref().map(|r| r.ptr());
         // SAFETY: the fixed range is our own reservation, which nothing references.
@@ -188,10 +431,48 @@ impl Buffer {
                 ));
             }
         }
-        if map_all {
+        if map_all && kind == MemoryKind::Device {
+            buf.map_device()?;
+        } else if map_all {
             buf.map_all()?;
         }
         Ok(buf)
+    }
+
+    /// A device buffer: map it on its GPU and on every GPU with peer access to that GPU,
+    /// and register it so that later peer-access changes reach it. Done under the peer
+    /// lock, so an `enable_peer_access` running meanwhile sees the buffer either before
+    /// (and maps it itself) or after (and finds it mapped).
+    fn map_device(&mut self) -> Result<()> {
+        let dev = self.dev.clone();
+        let mut st = lock(&dev.peers.state);
+        map_handle(
+            &dev,
+            self.handle,
+            &self.mapped_on,
+            self.gpu_index,
+            "Buffer::map",
+        )?;
+        let accessors: Vec<usize> = st
+            .enabled
+            .iter()
+            .filter(|&&(_, owner)| owner == self.gpu_index)
+            .map(|&(a, _)| a)
+            .collect();
+        for a in accessors {
+            map_handle(&dev, self.handle, &self.mapped_on, a, "Buffer::map")?;
+        }
+        st.bufs.insert(
+            self.va,
+            PeerBuf {
+                len: self.size as u64,
+                handle: self.handle,
+                owner: self.gpu_index,
+                mapped: self.mapped_on.clone(),
+            },
+        );
+        self.peer_managed = true;
+        Ok(())
     }
 
     /// Like [`Buffer::alloc`], but GPU-mapped only on the GPUs in `map_gpus` (indices);
@@ -213,28 +494,29 @@ impl Buffer {
 
     /// MAP_MEMORY_TO_GPU on GPU `gpu_index` (no-op when already mapped there).
     pub(crate) fn map_on(&mut self, gpu_index: usize) -> Result<()> {
-        let id = self.dev.gpu(gpu_index)?.gpu_id;
-        if self.mapped_on.contains(&id) {
-            return Ok(());
-        }
-        let mut n = 0u32;
-        kfd::ioctl::map_memory_to_gpu(self.dev.backend.as_ref(), self.handle, &[id], &mut n)
-            .map_err(|e| Error::from_kfd("Buffer::map_on", e))?;
-        self.mapped_on.push(id);
-        Ok(())
+        map_handle(
+            &self.dev,
+            self.handle,
+            &self.mapped_on,
+            gpu_index,
+            "Buffer::map_on",
+        )
     }
 
     /// UNMAP_MEMORY_FROM_GPU on GPU `gpu_index` (no-op when not mapped there).
     pub(crate) fn unmap_from(&mut self, gpu_index: usize) -> Result<()> {
-        let id = self.dev.gpu(gpu_index)?.gpu_id;
-        let Some(pos) = self.mapped_on.iter().position(|&g| g == id) else {
-            return Ok(());
-        };
-        let mut n = 0u32;
-        kfd::ioctl::unmap_memory_from_gpu(self.dev.backend.as_ref(), self.handle, &[id], &mut n)
-            .map_err(|e| Error::from_kfd("Buffer::unmap_from", e))?;
-        self.mapped_on.remove(pos);
-        Ok(())
+        unmap_handle(
+            &self.dev,
+            self.handle,
+            &self.mapped_on,
+            gpu_index,
+            "Buffer::unmap_from",
+        )
+    }
+
+    /// The gpu_ids the buffer is GPU-mapped on now.
+    pub fn mapped_gpu_ids(&self) -> Vec<u32> {
+        lock(&self.mapped_on).clone()
     }
 
     fn userptr(dev: &Arc<DeviceCore>, addr: u64, len: usize) -> Result<Buffer> {
@@ -252,7 +534,7 @@ impl Buffer {
             size: len as u64,
             mmap_offset: addr,
             gpu_id: gpu.gpu_id,
-            flags: MemoryKind::Userptr.flags().bits(),
+            flags: MemoryKind::Userptr.flags(false).bits(),
             ..Default::default()
         };
         kfd::ioctl::alloc_memory_of_gpu(dev.backend.as_ref(), &mut args)
@@ -264,7 +546,8 @@ impl Buffer {
             handle: args.handle,
             kind: MemoryKind::Userptr,
             gpu_index: 0,
-            mapped_on: Vec::new(),
+            mapped_on: Arc::default(),
+            peer_managed: false,
             cpu_mapped: false,
             reservation: None,
         };
@@ -279,7 +562,7 @@ impl Buffer {
         let mut n = 0u32;
         kfd::ioctl::map_memory_to_gpu(self.dev.backend.as_ref(), self.handle, &ids, &mut n)
             .map_err(|e| Error::from_kfd("Buffer::map", e))?;
-        self.mapped_on = ids;
+        *lock(&self.mapped_on) = ids;
         Ok(())
     }
 
@@ -307,8 +590,14 @@ impl Buffer {
     pub fn gpu_index(&self) -> usize {
         self.gpu_index
     }
-    /// The CPU pointer (valid while the buffer lives). For device memory the HDP of its
-    /// GPU is then flushed before the next submission ([`crate::hdp`]).
+    /// Whether the CPU can access the buffer (`read`, `write`, atomics, `as_ptr`): false
+    /// only for device memory on a small-BAR board (see [`MemoryKind::Device`]).
+    pub fn is_cpu_visible(&self) -> bool {
+        self.cpu_mapped || self.kind == MemoryKind::Userptr
+    }
+    /// The CPU pointer (valid while the buffer lives; dereference it only when
+    /// [`Buffer::is_cpu_visible`]). For device memory the HDP of its GPU is then flushed
+    /// before the next submission ([`crate::hdp`]).
     pub fn as_ptr(&self) -> *mut u8 {
         self.mark_cpu_write();
         self.va as *mut u8
@@ -400,9 +689,16 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         let b = self.dev.backend.as_ref();
-        if !self.mapped_on.is_empty() {
+        // Leave the peer registry first, so peer-access changes no longer touch the BO.
+        let _peers = self.peer_managed.then(|| {
+            let mut st = lock(&self.dev.peers.state);
+            st.bufs.remove(&self.va);
+            st
+        });
+        let mapped = std::mem::take(&mut *lock(&self.mapped_on));
+        if !mapped.is_empty() {
             let mut n = 0;
-            let _ = kfd::ioctl::unmap_memory_from_gpu(b, self.handle, &self.mapped_on, &mut n);
+            let _ = kfd::ioctl::unmap_memory_from_gpu(b, self.handle, &mapped, &mut n);
         }
         if self.cpu_mapped {
             if let Some(r) = &self.reservation {

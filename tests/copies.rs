@@ -117,7 +117,12 @@ fn device_to_device_between_two_gpus_and_synchronous_copy() {
     let data = pattern(len, 11);
     host.write(0, &data).unwrap();
     dev.memcpy(0, v0.va(), host.va(), len as u64).unwrap();
-    // A stream on GPU 1 reads GPU 0's VRAM (mapped on both GPUs) into its own.
+    // A stream on GPU 1 reads GPU 0's VRAM into its own without peer access: as
+    // hipMemcpy between devices in HIP, the copy maps the source for GPU 1's copy engine.
+    assert!(
+        v0.mapped_gpu_ids().len() == 1,
+        "no peer mapping before the copy"
+    );
     let s1 = dev.create_stream(1).unwrap();
     s1.memcpy(v1.va(), v0.va(), len as u64).unwrap();
     s1.synchronize().unwrap();
@@ -163,4 +168,36 @@ fn large_copies_use_sdma_ordered_both_ways_with_compute_work() {
     let mut out = vec![0u8; len];
     dst.read(0, &mut out).unwrap();
     assert!(out == data, "SDMA copy differs");
+}
+
+/// Copies between GPUs need no peer access (hipMemcpy between devices works without
+/// hipDeviceEnablePeerAccess): the copying GPU gets the other GPU's buffer mapped, for CP
+/// DMA (small) and SDMA (large) copies, source or destination on the other GPU.
+#[test]
+fn cross_gpu_copies_work_without_peer_access_on_both_engines() {
+    let dev = emu("emu:mi300x*2");
+    let (id0, id1) = (dev.gpus()[0].gpu_id, dev.gpus()[1].gpu_id);
+    for len in [4096usize, 2 << 20] {
+        let v0 = dev.alloc(MemoryKind::Device, 0, len).unwrap();
+        let v1 = dev.alloc(MemoryKind::Device, 1, len).unwrap();
+        let back = dev.alloc(MemoryKind::Device, 1, len).unwrap();
+        let data = pattern(len, len as u32 ^ 0x5a);
+        v0.write(0, &data).unwrap();
+        assert_eq!(v0.mapped_gpu_ids(), vec![id0]);
+        let s1 = dev.create_stream(1).unwrap();
+        // Source on GPU 0, copied by GPU 1.
+        s1.memcpy(v1.va(), v0.va(), len as u64).unwrap();
+        s1.synchronize().unwrap();
+        let mut out = vec![0u8; len];
+        v1.read(0, &mut out).unwrap();
+        assert!(out == data, "{len}: GPU 1 pulled GPU 0's VRAM");
+        assert_eq!(v0.mapped_gpu_ids(), vec![id0, id1], "mapped for the copy");
+        // Source and destination on GPU 1, copied by GPU 0.
+        let s0 = dev.create_stream(0).unwrap();
+        s0.memset(v0.va(), 0, len as u64).unwrap();
+        s0.memcpy(back.va(), v1.va(), len as u64).unwrap();
+        s0.synchronize().unwrap();
+        back.read(0, &mut out).unwrap();
+        assert!(out == data, "{len}: GPU 0 pushed into GPU 1's VRAM");
+    }
 }

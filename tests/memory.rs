@@ -12,6 +12,9 @@ use kfdrt::{Device, DeviceSpec, ErrorKind, MemoryKind};
 fn every_kind_is_cpu_and_gpu_visible_and_freed_on_drop() {
     let dev = emu("emu:mi210*2");
     let s = dev.create_stream(1).unwrap();
+    // Device memory reaches another GPU only through peer access (hipMalloc +
+    // hipDeviceEnablePeerAccess); system memory is mapped on every GPU.
+    dev.enable_peer_access(1, 0).unwrap();
     for kind in [
         MemoryKind::Device,
         MemoryKind::HostPinned,
@@ -110,7 +113,7 @@ fn device_open_errors_name_the_cause() {
     let dev = emu("emu:mi300x*2,rx9070xt");
     assert_eq!(dev.gpus().len(), 3);
     assert_eq!(dev.gpus()[2].gfx_name(), "gfx1201");
-    assert_eq!(dev.kfd_version(), (1, 17));
+    assert_eq!(dev.kfd_version(), (1, 22));
     dev.set_wait_spin(Duration::ZERO);
     assert_eq!(dev.wait_spin(), Duration::ZERO);
 }
@@ -143,4 +146,172 @@ fn dropping_the_device_releases_queues_memory_and_events() {
     drop(dev);
     // The callback thread may hold the device for one more loop turn.
     common::wait_until("device teardown", || avail() == initial);
+}
+
+/// The old behaviour mapped every device buffer on every GPU; now a GPU that was not given
+/// peer access faults on another GPU's VRAM (the emulator's per-GPU page tables), as a
+/// `hipMalloc` buffer of device 0 is unreachable from device 1 until
+/// `hipDeviceEnablePeerAccess`.
+#[test]
+fn device_memory_of_another_gpu_faults_without_peer_access() {
+    let dev = emu("emu:mi300x*2");
+    let v0 = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    assert_eq!(v0.mapped_gpu_ids(), vec![dev.gpus()[0].gpu_id]);
+    let s1 = dev.create_stream(1).unwrap();
+    // The access the old runtime allowed: a CP write on GPU 1 into GPU 0's VRAM.
+    s1.write_value32(v0.va(), 7, 0).unwrap();
+    let e = s1.synchronize().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LaunchFailure, "{e}");
+    assert!(e.to_string().contains("fault"), "{e}");
+    let mut out = [0u8; 4];
+    v0.read(0, &mut out).unwrap();
+    assert_eq!(out, [0; 4], "the faulting write did not land");
+}
+
+#[test]
+fn peer_access_maps_existing_and_later_buffers_and_disable_unmaps() {
+    let dev = emu("emu:mi300x*2");
+    let (id0, id1) = (dev.gpus()[0].gpu_id, dev.gpus()[1].gpu_id);
+    assert!(dev.can_access_peer(1, 0).unwrap());
+    assert!(!dev.can_access_peer(0, 0).unwrap());
+    assert_eq!(
+        dev.can_access_peer(0, 2).unwrap_err().kind(),
+        ErrorKind::InvalidDevice
+    );
+    let before = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    let own1 = dev.alloc(MemoryKind::Device, 1, 4096).unwrap();
+    dev.enable_peer_access(1, 0).unwrap();
+    assert_eq!(
+        dev.enable_peer_access(1, 0).unwrap_err().kind(),
+        ErrorKind::PeerAccessAlreadyEnabled
+    );
+    assert_eq!(
+        dev.enable_peer_access(0, 0).unwrap_err().kind(),
+        ErrorKind::InvalidDevice
+    );
+    assert_eq!(
+        dev.enable_peer_access(0, 5).unwrap_err().kind(),
+        ErrorKind::InvalidDevice
+    );
+    let after = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    assert_eq!(before.mapped_gpu_ids(), vec![id0, id1]);
+    assert_eq!(after.mapped_gpu_ids(), vec![id0, id1]);
+    // Access is one-way: GPU 0 still has no access to GPU 1's memory.
+    assert_eq!(own1.mapped_gpu_ids(), vec![id1]);
+
+    let s1 = dev.create_stream(1).unwrap();
+    s1.write_value32(before.va() + 8, 0x11, 0).unwrap();
+    s1.write_value32(after.va() + 8, 0x22, 0).unwrap();
+    s1.synchronize().unwrap();
+    assert_eq!(before.atomic_u32(8).unwrap().load(Ordering::Acquire), 0x11);
+    assert_eq!(after.atomic_u32(8).unwrap().load(Ordering::Acquire), 0x22);
+
+    dev.disable_peer_access(1, 0).unwrap();
+    assert_eq!(
+        dev.disable_peer_access(1, 0).unwrap_err().kind(),
+        ErrorKind::PeerAccessNotEnabled
+    );
+    assert_eq!(before.mapped_gpu_ids(), vec![id0]);
+    assert_eq!(after.mapped_gpu_ids(), vec![id0]);
+    let later = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    assert_eq!(later.mapped_gpu_ids(), vec![id0]);
+    // After disabling, GPU 1's access faults again.
+    let s1b = dev.create_stream(1).unwrap();
+    s1b.write_value32(before.va() + 8, 0x33, 0).unwrap();
+    assert_eq!(
+        s1b.synchronize().unwrap_err().kind(),
+        ErrorKind::LaunchFailure
+    );
+    assert_eq!(before.atomic_u32(8).unwrap().load(Ordering::Acquire), 0x11);
+    // Host memory stays mapped everywhere, with or without peer access.
+    let host = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    assert_eq!(host.mapped_gpu_ids(), vec![id0, id1]);
+}
+
+/// A board whose VRAM is not in its BAR (`HEAP_TYPE_FB_PRIVATE`): the emulator with the
+/// topology's heap type changed. Every other call goes to the emulated device.
+struct SmallBar {
+    emu: kfd_emu::EmuBackend,
+    topology: kfd::topology::Topology,
+}
+
+impl kfd::Backend for SmallBar {
+    fn kind(&self) -> kfd::BackendKind {
+        self.emu.kind()
+    }
+    fn topology(&self) -> &kfd::topology::Topology {
+        &self.topology
+    }
+    fn ioctl(&self, req: kfd::Ioctl<'_>) -> Result<(), kfd::Errno> {
+        self.emu.ioctl(req)
+    }
+    fn open_render_node(&self, minor: u32) -> Result<std::os::fd::OwnedFd, kfd::Errno> {
+        self.emu.open_render_node(minor)
+    }
+    unsafe fn mmap(
+        &self,
+        file: kfd::MmapFile<'_>,
+        offset: u64,
+        len: usize,
+        fixed_addr: Option<core::ptr::NonNull<core::ffi::c_void>>,
+        prot: kfd::Prot,
+    ) -> Result<core::ptr::NonNull<core::ffi::c_void>, kfd::Errno> {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { self.emu.mmap(file, offset, len, fixed_addr, prot) }
+    }
+    unsafe fn munmap(
+        &self,
+        addr: core::ptr::NonNull<core::ffi::c_void>,
+        len: usize,
+    ) -> Result<(), kfd::Errno> {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { self.emu.munmap(addr, len) }
+    }
+    fn doorbell_written(&self, queue_id: u32) {
+        self.emu.doorbell_written(queue_id)
+    }
+}
+
+/// hipMalloc memory is CPU-visible only on a large-BAR board (ROCr: `HostAccess` unless
+/// the heap is FRAME_BUFFER_PRIVATE). On a small-BAR board kfdrt allocates VRAM without
+/// `PUBLIC` (the emulated KFD refuses a CPU mapping of such a BO, EPERM, as amdgpu does)
+/// and the buffer is GPU-only; on a large-BAR board it is CPU-visible.
+#[test]
+fn device_memory_is_cpu_visible_only_on_large_bar_boards() {
+    use kfd::Backend;
+    let backend = kfd_emu::EmuBackend::from_spec("emu:mi210").unwrap();
+    let mut topology = backend.topology().clone();
+    for n in topology.nodes.iter_mut().filter(|n| n.gpu_id != 0) {
+        for b in &mut n.mem_banks {
+            if b.heap_type == kfd::topology::HEAP_TYPE_FB_PUBLIC {
+                b.heap_type = kfd::topology::HEAP_TYPE_FB_PRIVATE;
+            }
+        }
+    }
+    let dev = Device::with_backend(std::sync::Arc::new(SmallBar {
+        emu: backend,
+        topology,
+    }))
+    .unwrap();
+    let v = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    assert!(!v.is_cpu_visible());
+    let mut out = [0u8; 8];
+    let e = v.read(0, &mut out).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidValue);
+    assert!(e.to_string().contains("not CPU-visible"), "{e}");
+    // The GPU still reaches it: write there, copy to host memory, read on the CPU.
+    let host = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    let s = dev.create_stream(0).unwrap();
+    s.write_value32(v.va() + 16, 0x5eed, 0).unwrap();
+    s.memcpy(host.va(), v.va(), 64).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(host.atomic_u32(16).unwrap().load(Ordering::Acquire), 0x5eed);
+
+    // The large-BAR emulated board: the same allocation is CPU-visible.
+    let dev = emu("emu:mi210");
+    let v = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    assert!(v.is_cpu_visible());
+    v.write(0, b"visible!").unwrap();
+    v.read(0, &mut out).unwrap();
+    assert_eq!(&out, b"visible!");
 }

@@ -100,6 +100,8 @@ pub(crate) struct Proc {
     pub(crate) xnack: bool,
     pub(crate) runtime_enabled: bool,
     pub(crate) svm: Svm,
+    /// AMDKFD_IOC_CREATE_PROCESS replaced the fd's primary process (KFD 1.19).
+    pub(crate) secondary: bool,
 }
 
 /// The emulated KFD with its devices: one instance is one process's `/dev/kfd`.
@@ -227,6 +229,27 @@ impl Emu {
                 } else {
                     st.runtime_enabled = false;
                 }
+                Ok(())
+            }
+            Ioctl::CreateProcess => {
+                // kfd_chardev.c kfd_ioctl_create_process: "Each FD owns only one
+                // kfd_process" (EINVAL on a secondary), else the fd gets a new, empty
+                // secondary process. The emulator has one process per backend, so it can
+                // only swap in an empty one for an fd that has created nothing yet.
+                let mut st = self.lock();
+                if st.secondary {
+                    return Err(Errno::INVAL);
+                }
+                let fresh = st.pdds.iter().all(|p| p.vm.is_none())
+                    && st.bos.is_empty()
+                    && st.queues.is_empty()
+                    && !st.runtime_enabled
+                    && !self.events.has_page();
+                if !fresh {
+                    // Not modelled: a secondary process next to a primary with resources.
+                    return Err(Errno::OPNOTSUPP);
+                }
+                st.secondary = true;
                 Ok(())
             }
             Ioctl::AvailableMemory(a) => {

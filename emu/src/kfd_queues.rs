@@ -102,6 +102,10 @@ impl Emu {
         if a.ring_size < abi::KFD_MIN_QUEUE_RING_SIZE {
             a.ring_size = abi::KFD_MIN_QUEUE_RING_SIZE;
         }
+        // KFD 1.22: "Metadata ring size must be a power of 2 or 0".
+        if a.metadata_ring_size != 0 && !a.metadata_ring_size.is_power_of_two() {
+            return Err(Errno::INVAL);
+        }
         if !access_ok(a.read_pointer_address, 4) || !access_ok(a.write_pointer_address, 4) {
             return Err(Errno::FAULT);
         }
@@ -136,7 +140,18 @@ impl Emu {
         let mut refs = Vec::new();
         refs.push(self.queue_buffer(idx, a.write_pointer_address, PAGE)?);
         refs.push(self.queue_buffer(idx, a.read_pointer_address, PAGE)?);
-        refs.push(self.queue_buffer(idx, a.ring_base_address, u64::from(a.ring_size))?);
+        // kfd_queue_acquire_buffers (1.22): an AQL queue's metadata ring follows its ring
+        // in the same BO, so the BO must cover both.
+        let metadata = if qtype == abi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL {
+            u64::from(a.metadata_ring_size)
+        } else {
+            0
+        };
+        refs.push(self.queue_buffer(
+            idx,
+            a.ring_base_address,
+            u64::from(a.ring_size) + metadata,
+        )?);
         if compute {
             let cwsr = gpu.cwsr.ok_or(Errno::INVAL)?;
             if a.eop_buffer_address != 0 {

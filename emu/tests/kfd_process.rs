@@ -11,10 +11,28 @@ use kfd_common::{errno, open};
 use kfd_emu::EmuBackend;
 
 #[test]
-fn get_version_reports_1_17() {
+fn get_version_reports_1_22() {
     let emu = EmuBackend::from_spec("emu").unwrap();
     let v = ioctl::get_version(&emu).unwrap();
-    assert_eq!((v.major_version, v.minor_version), (1, 17));
+    assert_eq!((v.major_version, v.minor_version), (1, 22));
+}
+
+/// KFD 1.19 CREATE_PROCESS (kfd_chardev.c `kfd_ioctl_create_process`): a primary process
+/// becomes a fresh secondary once; a second call is EINVAL ("Each FD owns only one
+/// kfd_process"). The emulator refuses (EOPNOTSUPP, not modelled) once the fd owns
+/// resources, since it cannot keep two processes behind one backend.
+#[test]
+fn create_process_once_per_fd() {
+    let emu = EmuBackend::from_spec("emu:mi300x").unwrap();
+    ioctl::create_process(&emu).unwrap();
+    assert_eq!(errno(ioctl::create_process(&emu)), Errno::INVAL);
+    // The secondary process works like any other.
+    let b: &dyn Backend = &emu;
+    let r = b.open_render_node(128).unwrap();
+    ioctl::acquire_vm(b, emu.gpu_ids()[0], r.as_raw_fd()).unwrap();
+
+    let dev = open("emu:mi300x");
+    assert_eq!(errno(ioctl::create_process(dev.b())), Errno::OPNOTSUPP);
 }
 
 #[test]

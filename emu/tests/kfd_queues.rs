@@ -65,6 +65,27 @@ fn create_aql_queue_with_kernel_sizes() {
     }
 }
 
+/// KFD 1.22 `metadata_ring_size`: 0 or a power of two (else EINVAL), and an AQL queue's
+/// ring BO must then cover ring + metadata ring (kfd_queue.c `kfd_queue_acquire_buffers`).
+#[test]
+fn metadata_ring_size_rules() {
+    let dev = open("emu:mi300x");
+    let b = bufs(&dev, 0);
+    let mut a = aql_args(&dev, 0, &b);
+    a.metadata_ring_size = 3000;
+    assert_eq!(errno(ioctl::create_queue(dev.b(), &mut a)), Errno::INVAL);
+    // The ring BO is exactly RING bytes: a metadata ring does not fit after it.
+    let mut a = aql_args(&dev, 0, &b);
+    a.metadata_ring_size = (RING / 2) as u32;
+    assert_eq!(errno(ioctl::create_queue(dev.b(), &mut a)), Errno::INVAL);
+    // Half the ring plus a metadata ring of half the ring fill the BO exactly.
+    let mut a = aql_args(&dev, 0, &b);
+    a.ring_size = (RING / 2) as u32;
+    a.metadata_ring_size = (RING / 2) as u32;
+    ioctl::create_queue(dev.b(), &mut a).unwrap();
+    ioctl::destroy_queue(dev.b(), a.queue_id).unwrap();
+}
+
 #[test]
 fn queue_buffer_checks() {
     let dev = open("emu:mi300x");

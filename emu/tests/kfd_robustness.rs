@@ -70,7 +70,7 @@ fn random_ioctls_never_panic() {
         let handle = rng.pick(&handles);
         let qid = rng.pick(&queues);
         let eid = rng.pick(&events);
-        let r = match rng.below(22) {
+        let r = match rng.below(23) {
             0 => {
                 let flags = rng.pick(&[
                     abi::KFD_IOC_ALLOC_MEM_FLAGS_GTT,
@@ -138,6 +138,7 @@ fn random_ioctls_never_panic() {
                     ctx_save_restore_size: rng.next() as u32,
                     ctl_stack_size: rng.next() as u32,
                     sdma_engine_id: rng.below(20) as u32,
+                    metadata_ring_size: rng.pick(&[0, 0, 1024, 3000, 65536]),
                     ..Default::default()
                 };
                 let r = b.ioctl(Ioctl::CreateQueue(&mut a));
@@ -290,8 +291,9 @@ fn random_ioctls_never_panic() {
                 alternate_policy: rng.below(3) as u32,
                 alternate_aperture_base: va,
                 alternate_aperture_size: size,
-                pad: 0,
+                misc_process_flag: rng.below(3) as u32,
             })),
+            21 => b.ioctl(Ioctl::CreateProcess),
             _ => {
                 let mut n = GetProcessAperturesNewArgs {
                     num_of_nodes: rng.below(4) as u32,
@@ -314,7 +316,7 @@ fn random_ioctls_never_panic() {
     assert!(err > 300, "most garbage is refused ({err})");
     // Still a working device.
     let v = kfd::ioctl::get_version(b).unwrap();
-    assert_eq!(v.minor_version, 17);
+    assert_eq!(v.minor_version, abi::KFD_IOCTL_MINOR_VERSION);
     for q in queues {
         let _ = kfd::ioctl::destroy_queue(b, q);
     }

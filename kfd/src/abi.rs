@@ -1,5 +1,7 @@
 //! Raw KFD ABI: the `#[repr(C)]` argument structs, request codes and constants of
-//! `include/uapi/linux/kfd_ioctl.h` up to KFD interface version 1.17.
+//! `include/uapi/linux/kfd_ioctl.h` up to KFD interface version 1.22 (and the 128-byte
+//! `kfd_dbg_device_info_entry` that followed it); the version history and its sources are
+//! in `firmware-notes/kfd-abi.md`.
 //!
 //! Every struct follows the kernel header field for field, in the same order, with the
 //! header's explicit `pad` members and nothing else; the `zerocopy` derives prove at
@@ -14,7 +16,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 /// KFD interface major version this crate speaks.
 pub const KFD_IOCTL_MAJOR_VERSION: u32 = 1;
 /// Newest KFD interface minor version whose ABI this crate models.
-pub const KFD_IOCTL_MINOR_VERSION: u32 = 17;
+pub const KFD_IOCTL_MINOR_VERSION: u32 = 22;
 
 /// The ioctl "type" byte of every KFD request (`AMDKFD_IOCTL_BASE`).
 pub const AMDKFD_IOCTL_BASE: u8 = b'K';
@@ -105,7 +107,8 @@ pub const KFD_MAX_QUEUE_PRIORITY: u32 = 15;
 /// `KFD_MIN_QUEUE_RING_SIZE` (bytes; the kernel rejects smaller rings).
 pub const KFD_MIN_QUEUE_RING_SIZE: u32 = 1024;
 
-/// `struct kfd_ioctl_create_queue_args` in its KFD 1.17 form (with `sdma_engine_id`).
+/// `struct kfd_ioctl_create_queue_args` in its KFD 1.22 form (with `sdma_engine_id`, 1.17,
+/// and `metadata_ring_size`, 1.22, which was the `pad` member before).
 ///
 /// Older kernels know the 88-byte form without the last two members; the kernel copies
 /// `max(user size, kernel size)` bytes and zero-fills, so the longer form is accepted by
@@ -147,8 +150,10 @@ pub struct CreateQueueArgs {
     pub ctl_stack_size: u32,
     /// To KFD (1.17): engine for `KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID`.
     pub sdma_engine_id: u32,
-    /// Padding named in the header.
-    pub pad: u32,
+    /// To KFD (1.22; `pad` before): bytes of the metadata ring that follows the AQL ring
+    /// in the same allocation, 0 or a power of two. Kernels before 1.22 ignore it (it was
+    /// padding), so 0 is the only portable value.
+    pub metadata_ring_size: u32,
 }
 
 /// `struct kfd_ioctl_destroy_queue_args`.
@@ -252,9 +257,13 @@ pub struct SetMemoryPolicyArgs {
     pub default_policy: u32,
     /// To KFD: `KFD_IOC_CACHE_POLICY_*`.
     pub alternate_policy: u32,
-    /// Padding named in the header (renamed `misc_process_flag` in KFD 1.18).
-    pub pad: u32,
+    /// To KFD (1.18; `pad` before): `KFD_PROC_FLAG_*` bits.
+    pub misc_process_flag: u32,
 }
+
+/// `KFD_PROC_FLAG_MFMA_HIGH_PRECISION` for [`SetMemoryPolicyArgs::misc_process_flag`]
+/// (KFD 1.18).
+pub const KFD_PROC_FLAG_MFMA_HIGH_PRECISION: u32 = 1 << 0;
 
 /// `struct kfd_ioctl_get_clock_counters_args`.
 #[repr(C)]
@@ -1226,7 +1235,10 @@ pub struct DbgWaveControlArgs {
     pub buf_size_in_bytes: u32,
 }
 
-/// `struct kfd_dbg_device_info_entry` (KFD 1.13 debugger snapshot; 1.17 form).
+/// `struct kfd_dbg_device_info_entry` (KFD 1.13 debugger snapshot) in its 128-byte form:
+/// `capability2` and `pad` were appended after 1.22 without a version bump (amd-gfx,
+/// Jonathan Kim, 2026-01-19, "Add additional capabilities reporting"). The debugger
+/// snapshot passes `entry_size`, so the kernel copies `min(entry_size, its size)`.
 #[repr(C)]
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
@@ -1278,7 +1290,19 @@ pub struct DbgDeviceInfoEntry {
     pub capability: u32,
     /// Debug properties.
     pub debug_prop: u32,
+    /// `HSA_CAP2_*` bits (after 1.22).
+    pub capability2: u32,
+    /// Padding named in the header.
+    pub pad: u32,
 }
+
+/// `KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP` (`enum kfd_dbg_trap_flags`, KFD 1.13).
+pub const KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP: u32 = 1;
+/// `KFD_DBG_TRAP_FLAG_SINGLE_ALU_OP` (KFD 1.13).
+pub const KFD_DBG_TRAP_FLAG_SINGLE_ALU_OP: u32 = 2;
+/// `KFD_DBG_TRAP_FLAG_LDS_OUT_OF_ADDR_RANGE` (KFD 1.21: GC 12.1 reports LDS accesses
+/// out of range to a subscribed debugger).
+pub const KFD_DBG_TRAP_FLAG_LDS_OUT_OF_ADDR_RANGE: u32 = 4;
 
 /// `struct kfd_queue_snapshot_entry` (KFD 1.13).
 #[repr(C)]
@@ -1410,6 +1434,15 @@ pub const AMDKFD_IOC_AVAILABLE_MEMORY: u32 = iowr::<GetAvailableMemoryArgs>(0x23
 pub const AMDKFD_IOC_EXPORT_DMABUF: u32 = iowr::<ExportDmabufArgs>(0x24);
 /// `AMDKFD_IOC_RUNTIME_ENABLE`.
 pub const AMDKFD_IOC_RUNTIME_ENABLE: u32 = iowr::<RuntimeEnableArgs>(0x25);
+/// `AMDKFD_IOC_CREATE_PROCESS` (KFD 1.19): `_IO('K', 0x27)`, no argument. Replaces the
+/// fd's primary KFD process by a new secondary one; EINVAL when the fd already has one.
+pub const AMDKFD_IOC_CREATE_PROCESS: u32 = ioc(0, AMDKFD_IOCTL_BASE, 0x27, 0);
+/// `AMDKFD_COMMAND_START`: the lowest KFD ioctl number.
+pub const AMDKFD_COMMAND_START: u32 = 0x01;
+/// `AMDKFD_COMMAND_END` (KFD 1.19+: 0x28): one past the highest KFD ioctl number. The
+/// kernel answers a number outside `[START, END)` with ENOTTY (EINVAL in kernels before
+/// a 2025 stable fix of kfd_chardev.c `kfd_ioctl`).
+pub const AMDKFD_COMMAND_END: u32 = 0x28;
 
 /// Minimum KFD minor version that has each newer ioctl (from the header's change log).
 pub mod min_minor {
@@ -1427,4 +1460,14 @@ pub mod min_minor {
     pub const CONTIGUOUS: u32 = 16;
     /// `KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID` and `sdma_engine_id` (1.17).
     pub const SDMA_BY_ENG_ID: u32 = 17;
+    /// `set_memory_policy_args.misc_process_flag` (1.18).
+    pub const MISC_PROCESS_FLAG: u32 = 18;
+    /// `AMDKFD_IOC_CREATE_PROCESS` (1.19).
+    pub const CREATE_PROCESS: u32 = 19;
+    /// Trap handler support for expert scheduling mode (1.20; no ABI change).
+    pub const EXPERT_SCHED_TRAP: u32 = 20;
+    /// `KFD_DBG_TRAP_FLAG_LDS_OUT_OF_ADDR_RANGE` (1.21).
+    pub const LDS_OUT_OF_ADDR_RANGE: u32 = 21;
+    /// `create_queue_args.metadata_ring_size` (1.22).
+    pub const METADATA_RING: u32 = 22;
 }

@@ -120,6 +120,8 @@ pub enum Ioctl<'a> {
     AvailableMemory(&'a mut abi::GetAvailableMemoryArgs),
     /// `AMDKFD_IOC_RUNTIME_ENABLE`.
     RuntimeEnable(&'a mut abi::RuntimeEnableArgs),
+    /// `AMDKFD_IOC_CREATE_PROCESS` (KFD 1.19; no argument).
+    CreateProcess,
 }
 
 impl Ioctl<'_> {
@@ -155,6 +157,7 @@ impl Ioctl<'_> {
             Ioctl::SetXnackMode(_) => "AMDKFD_IOC_SET_XNACK_MODE",
             Ioctl::AvailableMemory(_) => "AMDKFD_IOC_AVAILABLE_MEMORY",
             Ioctl::RuntimeEnable(_) => "AMDKFD_IOC_RUNTIME_ENABLE",
+            Ioctl::CreateProcess => "AMDKFD_IOC_CREATE_PROCESS",
         }
     }
 
@@ -192,6 +195,7 @@ impl Ioctl<'_> {
             Ioctl::SetXnackMode(_) => AMDKFD_IOC_SET_XNACK_MODE,
             Ioctl::AvailableMemory(_) => AMDKFD_IOC_AVAILABLE_MEMORY,
             Ioctl::RuntimeEnable(_) => AMDKFD_IOC_RUNTIME_ENABLE,
+            Ioctl::CreateProcess => AMDKFD_IOC_CREATE_PROCESS,
         })
     }
 }

@@ -200,6 +200,14 @@ impl Backend for HwBackend {
             Ioctl::SetXnackMode(a) => self.raw(code, a),
             Ioctl::AvailableMemory(a) => self.raw(code, a),
             Ioctl::RuntimeEnable(a) => self.raw(code, a),
+            Ioctl::CreateProcess => {
+                let req = RawIoctl {
+                    code,
+                    arg: core::ptr::null_mut(),
+                };
+                // SAFETY: an `_IO` request: the kernel reads and writes no argument.
+                unsafe { rustix::ioctl::ioctl(&self.kfd, req) }
+            }
         }
     }
 

@@ -457,3 +457,8 @@ pub fn runtime_enable(b: &dyn Backend, r_debug: u64, mode_mask: u32) -> Result<u
     })?;
     Ok(a.capabilities_mask)
 }
+
+/// `AMDKFD_IOC_CREATE_PROCESS` (KFD 1.19): give this fd a new secondary KFD process.
+pub fn create_process(b: &dyn Backend) -> Result<(), KfdError> {
+    call(b, Ioctl::CreateProcess, String::new)
+}

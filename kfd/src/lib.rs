@@ -1,7 +1,7 @@
 //! `kfd`: the Linux KFD interface for kfdrt.
 //!
 //! - [`abi`]: `#[repr(C)]` ioctl argument structs, request codes and constants of
-//!   `linux/kfd_ioctl.h` (up to KFD 1.17).
+//!   `linux/kfd_ioctl.h` (up to KFD 1.22).
 //! - [`ioctl`]: one thin function per ioctl returning `Result<_, KfdError>`.
 //! - [`topology`]: the sysfs topology tree parser.
 //! - [`Backend`]: the seam between the runtime and a device (hardware or emulated).

@@ -59,7 +59,7 @@ fn structs() -> Vec<StructCheck> {
             eop_buffer_address => eop_buffer_address, eop_buffer_size => eop_buffer_size,
             ctx_save_restore_address => ctx_save_restore_address,
             ctx_save_restore_size => ctx_save_restore_size, ctl_stack_size => ctl_stack_size,
-            sdma_engine_id => sdma_engine_id @ 17,
+            sdma_engine_id => sdma_engine_id @ 17, metadata_ring_size => metadata_ring_size @ 22,
         }),
         st!("kfd_ioctl_destroy_queue_args", 0, DestroyQueueArgs, { queue_id => queue_id, pad => pad }),
         st!("kfd_ioctl_update_queue_args", 0, UpdateQueueArgs, {
@@ -75,6 +75,7 @@ fn structs() -> Vec<StructCheck> {
         st!("kfd_ioctl_set_memory_policy_args", 0, SetMemoryPolicyArgs, {
             alternate_aperture_base => alternate_aperture_base, alternate_aperture_size => alternate_aperture_size,
             gpu_id => gpu_id, default_policy => default_policy, alternate_policy => alternate_policy,
+            misc_process_flag => misc_process_flag @ 18,
         }),
         st!("kfd_ioctl_get_clock_counters_args", 0, GetClockCountersArgs, {
             gpu_clock_counter => gpu_clock_counter, cpu_clock_counter => cpu_clock_counter,
@@ -172,6 +173,9 @@ fn structs() -> Vec<StructCheck> {
             max_waves_per_simd => max_waves_per_simd, array_count => array_count,
             simd_arrays_per_engine => simd_arrays_per_engine, num_xcc => num_xcc,
             capability => capability, debug_prop => debug_prop,
+            // Appended after 1.22 without a version bump: no installed header can be
+            // gated on it, so `newer_than_installed_header_matches_1_22_text` checks it.
+            capability2 => capability2 @ 23, pad => pad @ 23,
         }),
         st!("kfd_queue_snapshot_entry", 13, QueueSnapshotEntry, {
             exception_status => exception_status, ring_base_address => ring_base_address,
@@ -338,6 +342,9 @@ fn constants() -> Vec<(&'static str, u64, u32)> {
         KFD_IOCTL_SVM_ATTR_NO_ACCESS @ 5, KFD_IOCTL_SVM_ATTR_SET_FLAGS @ 5,
         KFD_IOCTL_SVM_ATTR_CLR_FLAGS @ 5, KFD_IOCTL_SVM_ATTR_GRANULARITY @ 5,
         KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK @ 13, KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK @ 13,
+        KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP @ 13, KFD_DBG_TRAP_FLAG_SINGLE_ALU_OP @ 13,
+        KFD_PROC_FLAG_MFMA_HIGH_PRECISION @ 18, KFD_DBG_TRAP_FLAG_LDS_OUT_OF_ADDR_RANGE @ 21,
+        AMDKFD_COMMAND_START,
     ]
 }
 
@@ -536,6 +543,12 @@ fn request_codes() -> Vec<(&'static str, u32, u32, &'static str)> {
             AMDKFD_IOC_RUNTIME_ENABLE,
             13,
             "kfd_ioctl_runtime_enable_args",
+        ),
+        (
+            "AMDKFD_IOC_CREATE_PROCESS",
+            AMDKFD_IOC_CREATE_PROCESS,
+            19,
+            "",
         ),
     ]
 }
@@ -750,4 +763,54 @@ fn mmap_offset_gpu_id_round_trips() {
         assert_eq!(kfd_mmap_get_gpu_id(off), id);
         assert_eq!(off & KFD_MMAP_TYPE_MASK, KFD_MMAP_TYPE_DOORBELL);
     }
+}
+
+/// Layout facts of what is newer than the installed header (Debian 12 ships KFD 1.11),
+/// computed by hand from the header text of each change (sources in
+/// `firmware-notes/kfd-abi.md`): 1.18 "Rename pad in set_memory_policy_args to
+/// misc_process_flag", 1.19 "Add a new ioctl to craete secondary kfd processes"
+/// (`AMDKFD_IO(0x27)`, `AMDKFD_COMMAND_END` 0x28), 1.21 `KFD_DBG_TRAP_FLAG_LDS_OUT_OF_ADDR_RANGE
+/// = 4`, 1.22 "Add queue creation with metadata ring base address" (`pad` of
+/// create_queue_args becomes `metadata_ring_size`), and the post-1.22 `capability2` + `pad`
+/// at the end of `kfd_dbg_device_info_entry`.
+#[test]
+fn newer_than_installed_header_matches_1_22_text() {
+    assert_eq!(KFD_IOCTL_MAJOR_VERSION, 1);
+    assert_eq!(KFD_IOCTL_MINOR_VERSION, 22);
+
+    // create_queue_args: 4 x u64 (0..32), 6 x u32 (32..56), 3 x u64 (56..80),
+    // ctx_save_restore_size 80, ctl_stack_size 84, sdma_engine_id 88, metadata_ring_size 92.
+    assert_eq!(size_of::<CreateQueueArgs>(), 96);
+    assert_eq!(offset_of!(CreateQueueArgs, ctx_save_restore_size), 80);
+    assert_eq!(offset_of!(CreateQueueArgs, ctl_stack_size), 84);
+    assert_eq!(offset_of!(CreateQueueArgs, sdma_engine_id), 88);
+    assert_eq!(offset_of!(CreateQueueArgs, metadata_ring_size), 92);
+    assert_eq!(AMDKFD_IOC_CREATE_QUEUE, 0xC060_4B02); // _IOWR('K', 0x02, 96 bytes)
+
+    // set_memory_policy_args: 2 x u64, gpu_id 16, default 20, alternate 24, flag 28.
+    assert_eq!(size_of::<SetMemoryPolicyArgs>(), 32);
+    assert_eq!(offset_of!(SetMemoryPolicyArgs, misc_process_flag), 28);
+    assert_eq!(KFD_PROC_FLAG_MFMA_HIGH_PRECISION, 1);
+    assert_eq!(AMDKFD_IOC_SET_MEMORY_POLICY, 0x4020_4B04); // _IOW('K', 0x04, 32 bytes)
+
+    // kfd_dbg_device_info_entry: 7 x u64 (0..56), then 18 x u32: gpu_id 56 ...
+    // debug_prop 116, capability2 120, pad 124; 128 bytes.
+    assert_eq!(size_of::<DbgDeviceInfoEntry>(), 128);
+    assert_eq!(offset_of!(DbgDeviceInfoEntry, gpu_id), 56);
+    assert_eq!(offset_of!(DbgDeviceInfoEntry, num_xcc), 108);
+    assert_eq!(offset_of!(DbgDeviceInfoEntry, capability), 112);
+    assert_eq!(offset_of!(DbgDeviceInfoEntry, debug_prop), 116);
+    assert_eq!(offset_of!(DbgDeviceInfoEntry, capability2), 120);
+    assert_eq!(offset_of!(DbgDeviceInfoEntry, pad), 124);
+
+    // _IO('K', 0x27): direction none, size 0.
+    assert_eq!(AMDKFD_IOC_CREATE_PROCESS, 0x4B27);
+    assert_eq!(ioc_nr(AMDKFD_IOC_CREATE_PROCESS), 0x27);
+    assert_eq!(ioc_size(AMDKFD_IOC_CREATE_PROCESS), 0);
+    assert_eq!(AMDKFD_COMMAND_END, 0x28);
+    assert_eq!(KFD_DBG_TRAP_FLAG_LDS_OUT_OF_ADDR_RANGE, 4);
+    assert_eq!(
+        kfd::Ioctl::CreateProcess.request_code(),
+        Some(AMDKFD_IOC_CREATE_PROCESS)
+    );
 }

@@ -51,7 +51,7 @@ pub fn checks() -> Vec<Check> {
         },
         Check {
             name: "memory.peer_vram_write",
-            what: "a stream on each GPU writes into the other GPU's VRAM (multi-GPU)",
+            what: "with peer access enabled (hipDeviceEnablePeerAccess), a stream on each GPU writes into the other GPU's VRAM (multi-GPU)",
             run: peer_vram_write,
         },
     ]
@@ -349,11 +349,18 @@ fn peer_vram_write(ctx: &Ctx) -> CheckResult {
     let n = ctx.dev.gpus().len();
     for (from, to) in [(0, 1), (1, 0), (n - 1, 0)] {
         let vram = Scratch::new(&ctx.dev, MemoryKind::Device, to, 4096)?;
+        // hipDeviceEnablePeerAccess: device memory reaches another GPU only through it.
+        ctx.dev
+            .enable_peer_access(from, to)
+            .or_fail("enable_peer_access")?;
         let s = ctx.dev.create_stream(from).or_fail("create_stream")?;
         let v = 0xabc0_0000_0000_0000u64 | (from as u64) << 8 | to as u64;
         s.write_value64(vram.va(64), v, 0)
             .or_fail("write_value64")?;
         s.synchronize().or_fail("synchronize")?;
+        ctx.dev
+            .disable_peer_access(from, to)
+            .or_fail("disable_peer_access")?;
         let got = vram.u64(64).load(Ordering::Acquire);
         ensure!(
             got == v,
