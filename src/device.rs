@@ -54,6 +54,8 @@ pub(crate) struct DeviceCore {
     pub(crate) gpus: Vec<Gpu>,
     /// Doorbell pages mapped so far (per GPU); unmapped when the last queue is gone.
     pub(crate) doorbells: Mutex<Vec<(usize, crate::queue::DoorbellPage)>>,
+    /// Address ranges of the live buffer objects (length checks of copies and fills).
+    pub(crate) extents: crate::memory::Extents,
 }
 
 impl Drop for DeviceCore {
@@ -240,6 +242,7 @@ impl Device {
             inner: Arc::new(DeviceInner {
                 core: Arc::new(DeviceCore {
                     doorbells: Mutex::new(Vec::new()),
+                    extents: crate::memory::Extents::default(),
                     backend,
                     kfd_version: (v.major_version, v.minor_version),
                     gpus,

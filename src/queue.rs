@@ -226,7 +226,19 @@ impl AqlQueue {
     pub(crate) fn submit(
         &self,
         count: u32,
+        build: impl FnMut(u64, IbSlot<'_>) -> AqlPacket,
+    ) -> Result<u64> {
+        self.submit_watched(count, build, &|| None)
+    }
+
+    /// [`AqlQueue::submit`] whose wait for ring space also calls `fault` (after a short
+    /// spin, then on every retry): a `Some(why)` ends the wait with LaunchFailure, as a
+    /// faulted queue never consumes the packets in front of the new ones.
+    pub(crate) fn submit_watched(
+        &self,
+        count: u32,
         mut build: impl FnMut(u64, IbSlot<'_>) -> AqlPacket,
+        fault: &dyn Fn() -> Option<String>,
     ) -> Result<u64> {
         if count == 0 || count > self.slots {
             return Err(Error::new(
@@ -249,6 +261,13 @@ impl AqlQueue {
             if spins < 1000 {
                 std::hint::spin_loop();
             } else {
+                if let Some(why) = fault() {
+                    return Err(Error::new(
+                        ErrorKind::LaunchFailure,
+                        "AqlQueue::submit",
+                        format!("the ring is full behind work that faulted: {why}"),
+                    ));
+                }
                 std::thread::yield_now();
             }
         }
