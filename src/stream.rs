@@ -22,6 +22,10 @@
 //! This holds for any stream-to-queue mapping, including `KFDRT_MAX_HW_QUEUES=1`, and
 //! relies on KFD's scheduler running more queues than hardware slots (oversubscription).
 //! A stream with a CU mask always has its own queue (SET_CU_MASK applies per queue).
+//!
+//! KFD allows 127 queues per process and GPU: once a dedicated queue cannot be created,
+//! a stream that needs one stays on its shared queue (as every CLR stream does), where
+//! its waits may delay the other streams of that queue until they are satisfied.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -164,6 +168,8 @@ impl QueuePools {
 pub(crate) struct StreamState {
     queue: Arc<AqlQueue>,
     dedicated: bool,
+    /// Needed a dedicated queue but KFD's queue limit was reached: stays shared.
+    overflow: bool,
 }
 
 /// The state behind a [`Stream`] handle.
@@ -415,7 +421,11 @@ impl Stream {
             failed: AtomicBool::new(false),
             waited: Mutex::new(Vec::new()),
             error: Mutex::new(None),
-            state: Mutex::new(StreamState { queue, dedicated }),
+            state: Mutex::new(StreamState {
+                queue,
+                dedicated,
+                overflow: false,
+            }),
             sdma: Mutex::new(None),
             last_hold: Mutex::new(None),
         });
@@ -481,13 +491,11 @@ impl Stream {
         self.inner.is_null
     }
 
-    /// Whether the stream has moved to a dedicated hardware queue.
+    /// Whether the stream has moved to a dedicated hardware queue (false for a stream
+    /// that needed one after KFD's queue limit was reached: it stays shared).
     pub fn has_dedicated_queue(&self) -> bool {
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .dedicated
+        let st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.dedicated && !st.overflow
     }
 
     /// KFD queue id of the hardware queue the stream currently submits to.
@@ -690,12 +698,25 @@ impl Stream {
 
     fn make_dedicated(&self, st: &mut StreamState) -> Result<()> {
         let s = &*self.inner;
-        let q = Arc::new(AqlQueue::new(
+        let q = match AqlQueue::new(
             &s.dev,
             s.gpu_index,
             kfd_priority(s.priority),
             DEFAULT_RING_PACKETS,
-        )?);
+        ) {
+            Ok(q) => Arc::new(q),
+            Err(e) if e.kind() == ErrorKind::OutOfMemory => {
+                // KFD's queue limit (127 per process and GPU, the HWS limit in
+                // pqm_create_queue) or memory is exhausted: stay on the shared queue, as
+                // CLR's streams always do. Waits there still complete (every wait targets
+                // work submitted before it, or the host), but may delay the queue's other
+                // streams until they are satisfied. Not retried for this stream.
+                st.dedicated = true;
+                st.overflow = true;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let before = s.point();
         let fam = s.family;
         if !before.done() {
