@@ -237,7 +237,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                         .map(|m| m.to_string())
                         .or_else(|| payload.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "a non-string payload".into());
-                    p.stream.fail(format!(
+                    p.stream.fail_soft(format!(
                         "a callback on stream #{} (GPU {}) panicked: {what}",
                         p.stream.timeline.serial(),
                         p.stream.gpu_index

@@ -247,8 +247,7 @@ fn worker(
                 let byte = rng.next() as u8;
                 let a = s.malloc_async(len).map_err(|x| e("malloc_async", x))?;
                 let b = s.malloc_async(len).map_err(|x| e("malloc_async", x))?;
-                s.memset(a, byte, len as u64)
-                    .map_err(|x| e("memset", x))?;
+                s.memset(a, byte, len as u64).map_err(|x| e("memset", x))?;
                 s.memcpy(b, a, len as u64).map_err(|x| e("memcpy", x))?;
                 let off = p.staging_used;
                 s.memcpy(staging.va() + off as u64, b, len as u64)
@@ -345,7 +344,9 @@ fn checkpoint(
     p.writes.clear();
     p.copies.clear();
     p.staging_used = 0;
-    slots.write(0, &vec![0u8; SLOTS * 4]).map_err(|x| x.to_string())?;
+    slots
+        .write(0, &vec![0u8; SLOTS * 4])
+        .map_err(|x| x.to_string())?;
     counts.checkpoints.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }

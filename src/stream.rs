@@ -187,6 +187,8 @@ pub(crate) struct StreamInner {
     /// Queue id of the last submitted packet (stored before `submitted`).
     queue_id: AtomicU32,
     failed: AtomicBool,
+    /// The sticky error is not a GPU fault (a callback panicked): the queue still drains.
+    soft_failed: AtomicBool,
     /// For each other timeline this stream has ordered itself after (event waits,
     /// implicit null-stream waits, explicit point waits): the furthest point. Used by the
     /// stream-ordered allocator's ReuseFollowEventDependencies. Keyed on the timeline's
@@ -231,6 +233,15 @@ impl StreamInner {
             .clone()
             .unwrap_or_default();
         Some(Error::new(ErrorKind::LaunchFailure, "stream", msg))
+    }
+
+    /// A sticky error that is not a GPU fault: the stream's queue keeps draining its
+    /// submitted work (so a destroy while busy still waits for it).
+    pub(crate) fn fail_soft(&self, why: String) {
+        if !self.failed.load(Ordering::Acquire) {
+            self.soft_failed.store(true, Ordering::Release);
+        }
+        self.fail(why);
     }
 
     pub(crate) fn fail(&self, why: String) {
@@ -419,6 +430,7 @@ impl Stream {
             submitted: AtomicU64::new(0),
             queue_id: AtomicU32::new(queue.queue_id()),
             failed: AtomicBool::new(false),
+            soft_failed: AtomicBool::new(false),
             waited: Mutex::new(Vec::new()),
             error: Mutex::new(None),
             state: Mutex::new(StreamState {
@@ -507,7 +519,7 @@ impl Stream {
     /// stream's sticky error — including a GPU fault that stopped its work, seen without
     /// a synchronize: a query of a busy stream polls the device's exception events (one
     /// non-blocking WAIT_EVENTS at most once per millisecond per device, and none once a
-    /// fault is known); a query of an idle stream makes no system call.
+    /// fault of its GPU is known); a query of an idle stream makes no system call.
     pub fn query(&self) -> Result<()> {
         if let Some(e) = self.inner.sticky_error() {
             return Err(e);
@@ -1008,7 +1020,8 @@ impl Drop for Stream {
         if s.is_null {
             return;
         }
-        if !s.idle() && !s.failed.load(Ordering::Acquire) {
+        if !s.idle() && (!s.failed.load(Ordering::Acquire) || s.soft_failed.load(Ordering::Acquire))
+        {
             // Destroy while busy: return at once; keep the stream (its timeline and
             // dedicated queue) until its work completes.
             s.dev
@@ -1071,7 +1084,14 @@ impl DeviceInner {
     /// non-blocking poll of the exception events at most once per millisecond.
     pub(crate) fn poll_faults(&self, gpu_index: usize) -> Option<String> {
         let p = &self.pools;
-        if !p.faulted.load(Ordering::Acquire) {
+        if p.faulted.load(Ordering::Acquire) {
+            let gpu_id = self.gpus.get(gpu_index)?.gpu_id;
+            let f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((_, d)) = f.iter().find(|(g, _)| *g == gpu_id) {
+                return Some(d.clone());
+            }
+        }
+        {
             let now = p.epoch.elapsed().as_nanos() as u64;
             let last = p.fault_poll_ns.load(Ordering::Relaxed);
             if now.saturating_sub(last) < 1_000_000

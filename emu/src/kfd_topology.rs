@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use kfd::topology::{
-    IoLink, MemBank, Node, NodeProperties, SystemProperties, Topology, HEAP_TYPE_FB_PUBLIC,
-    HEAP_TYPE_SYSTEM, IOLINK_TYPE_PCIEXPRESS, SysfsTree,
+    IoLink, MemBank, Node, NodeProperties, SysfsTree, SystemProperties, Topology,
+    HEAP_TYPE_FB_PUBLIC, HEAP_TYPE_SYSTEM, IOLINK_TYPE_PCIEXPRESS,
 };
 
 use crate::presets::Preset;

@@ -123,8 +123,12 @@ fn sysfs_tree_lists_and_reads_like_the_kernel_tree() {
         t.read_file(Path::new("nodes/2/gpu_id")).unwrap(),
         format!("{}\n", gpu.gpu_id).as_bytes()
     );
-    let props = String::from_utf8(t.read_file(Path::new("/nodes/2/properties")).unwrap().to_vec())
-        .unwrap();
+    let props = String::from_utf8(
+        t.read_file(Path::new("/nodes/2/properties"))
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap();
     assert!(props.contains("gfx_target_version 110000\n"), "{props}");
     assert!(t.list_dir(Path::new("nodes/2/mem_banks")).is_some());
     assert!(t.read_file(Path::new("nodes/9/gpu_id")).is_none());
@@ -152,7 +156,7 @@ fn no_topology_directory_is_written_or_left_behind() {
     }
     let me = std::process::id();
     {
-        let emu = EmuBackend::from_spec("emu:mi300x*2").unwrap();
+        let _emu = EmuBackend::from_spec("emu:mi300x*2").unwrap();
         assert_eq!(emu_dirs_of(me), Vec::<String>::new(), "while alive");
     }
     let r = std::thread::spawn(|| {
@@ -161,7 +165,11 @@ fn no_topology_directory_is_written_or_left_behind() {
     })
     .join();
     assert!(r.is_err());
-    assert_eq!(emu_dirs_of(me), Vec::<String>::new(), "after drop and panic");
+    assert_eq!(
+        emu_dirs_of(me),
+        Vec::<String>::new(),
+        "after drop and panic"
+    );
     // A process that aborts while holding a device.
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([

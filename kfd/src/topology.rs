@@ -1389,11 +1389,7 @@ fn read_list<T>(
 impl Node {
     /// Read one `nodes/N` directory. `Ok(None)` if the node is hidden from this
     /// process (permission denied on `gpu_id` or `properties`).
-    fn from_dir(
-        src: &dyn SysfsSource,
-        id: u32,
-        dir: &Path,
-    ) -> Result<Option<Node>, TopologyError> {
+    fn from_dir(src: &dyn SysfsSource, id: u32, dir: &Path) -> Result<Option<Node>, TopologyError> {
         let gpu_id_path = dir.join("gpu_id");
         let gpu_id = match read_bytes(src, &gpu_id_path) {
             Ok(b) => parse_single_u32(&gpu_id_path, &b)?,

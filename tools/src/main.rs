@@ -8,6 +8,7 @@ mod bench;
 mod check;
 mod disasm;
 mod info;
+mod soak;
 mod trace;
 
 use std::path::Path;
@@ -27,6 +28,7 @@ COMMANDS:
     disasm    Decode PM4, AQL or SDMA packets from a file
     bench     Host-side cost and latency of stream, event and callback calls
     trace     Record a workload's packets and engine events (Chrome trace JSON + packet log)
+    soak      Stress run: threads x streams mixing every stream command, every result checked
     help      Print this help, or `kfdrt help COMMAND` for one command
 
 DEVICE SELECTION (every command that opens a device):
@@ -151,6 +153,7 @@ fn main() -> ExitCode {
         "disasm" => cmd_disasm(rest),
         "bench" => cmd_bench(rest),
         "trace" => trace::cmd(rest),
+        "soak" => soak::cmd(rest),
         "help" | "--help" | "-h" => {
             match rest.first().map(String::as_str) {
                 Some("check") => print!("{CHECK_HELP}"),
@@ -158,6 +161,7 @@ fn main() -> ExitCode {
                 Some("disasm") => print!("{DISASM_HELP}"),
                 Some("bench") => print!("{BENCH_HELP}"),
                 Some("trace") => print!("{}", trace::HELP),
+                Some("soak") => print!("{}", soak::HELP),
                 _ => print!("{USAGE}"),
             }
             ExitCode::SUCCESS
