@@ -31,9 +31,9 @@ pub struct Config {
 /// Operation counts of a run.
 #[derive(Debug, Default)]
 pub struct Counts {
-    /// writeValue32/64.
+    /// writeValue32.
     pub writes: AtomicU64,
-    /// waitValue32 (each released by the host).
+    /// waitValue32/64 (each released by the host right after).
     pub waits: AtomicU64,
     /// Event records followed by a wait on another stream.
     pub event_waits: AtomicU64,
@@ -41,7 +41,7 @@ pub struct Counts {
     pub callbacks: AtomicU64,
     /// mallocAsync / freeAsync pairs.
     pub allocs: AtomicU64,
-    /// memsetAsync.
+    /// memsetAsync / memsetD32Async.
     pub memsets: AtomicU64,
     /// memcpyAsync.
     pub copies: AtomicU64,
@@ -208,12 +208,22 @@ fn worker(
             2 => {
                 // Wait for a host value, released right away by this thread.
                 flag_value += 1;
-                s.wait_value32(flags.va(), flag_value, WAIT_VALUE_GTE, u32::MAX)
-                    .map_err(|x| e("wait_value32", x))?;
-                flags
-                    .atomic_u32(0)
-                    .map_err(|x| e("flag", x))?
-                    .store(flag_value, Ordering::Release);
+                if flag_value % 2 == 0 {
+                    s.wait_value32(flags.va(), flag_value, WAIT_VALUE_GTE, u32::MAX)
+                        .map_err(|x| e("wait_value32", x))?;
+                    flags
+                        .atomic_u32(0)
+                        .map_err(|x| e("flag", x))?
+                        .store(flag_value, Ordering::Release);
+                } else {
+                    let v = u64::from(flag_value) << 32;
+                    s.wait_value64(flags.va() + 8, v, WAIT_VALUE_GTE, u64::MAX)
+                        .map_err(|x| e("wait_value64", x))?;
+                    flags
+                        .atomic_u64(8)
+                        .map_err(|x| e("flag", x))?
+                        .store(v, Ordering::Release);
+                }
                 counts.waits.fetch_add(1, Ordering::Relaxed);
             }
             3 => {
@@ -247,7 +257,12 @@ fn worker(
                 let byte = rng.next() as u8;
                 let a = s.malloc_async(len).map_err(|x| e("malloc_async", x))?;
                 let b = s.malloc_async(len).map_err(|x| e("malloc_async", x))?;
-                s.memset(a, byte, len as u64).map_err(|x| e("memset", x))?;
+                if len % 4 == 0 {
+                    s.memset_d32(a, u32::from_ne_bytes([byte; 4]), len as u64 / 4)
+                        .map_err(|x| e("memset_d32", x))?;
+                } else {
+                    s.memset(a, byte, len as u64).map_err(|x| e("memset", x))?;
+                }
                 s.memcpy(b, a, len as u64).map_err(|x| e("memcpy", x))?;
                 let off = p.staging_used;
                 s.memcpy(staging.va() + off as u64, b, len as u64)

@@ -113,12 +113,10 @@ pub(crate) struct QueuePools {
     pub(crate) null_used: AtomicBool,
     /// Streams destroyed while busy, kept until their work completes.
     pub(crate) graveyard: Mutex<Vec<Arc<StreamInner>>>,
-    /// Set once any fault was seen by [`DeviceInner::poll_faults`] (the recorded faults
-    /// are then read without a system call).
+    /// Set by the fault watcher once a fault is recorded (read by `poll_faults`).
     faulted: AtomicBool,
-    /// When `poll_faults` last polled the exception events (ns since `epoch`).
-    fault_poll_ns: AtomicU64,
-    epoch: Instant,
+    /// Whether the device's fault watcher thread was started.
+    watcher: AtomicBool,
 }
 
 impl QueuePools {
@@ -130,8 +128,7 @@ impl QueuePools {
             null_used: AtomicBool::new(false),
             graveyard: Mutex::new(Vec::new()),
             faulted: AtomicBool::new(false),
-            fault_poll_ns: AtomicU64::new(0),
-            epoch: Instant::now(),
+            watcher: AtomicBool::new(false),
         }
     }
 
@@ -447,6 +444,7 @@ impl Stream {
             b.push(Arc::downgrade(&inner));
         }
         dev.pools.reap();
+        start_fault_watcher(dev);
         Ok(Stream { inner })
     }
 
@@ -517,9 +515,8 @@ impl Stream {
 
     /// `hipStreamQuery`: Ok when all work has completed, NotReady otherwise, or the
     /// stream's sticky error — including a GPU fault that stopped its work, seen without
-    /// a synchronize: a query of a busy stream polls the device's exception events (one
-    /// non-blocking WAIT_EVENTS at most once per millisecond per device, and none once a
-    /// fault of its GPU is known); a query of an idle stream makes no system call.
+    /// a synchronize: the device's fault watcher thread records faults and sets a flag
+    /// that a query of a busy stream reads (no system call on any query path).
     pub fn query(&self) -> Result<()> {
         if let Some(e) = self.inner.sticky_error() {
             return Err(e);
@@ -1035,6 +1032,71 @@ impl Drop for Stream {
     }
 }
 
+/// Start the device's fault watcher once: a thread that sleeps in WAIT_EVENTS on its own
+/// MEMORY and HW_EXCEPTION events (KFD signals every event of the type, so the device's
+/// own exception events still fire for `check_faults`), records the fault and sets the
+/// flag `poll_faults` reads, so query and ring-space waits see a fault without a system
+/// call. It holds the device only weakly (and the backend for at most one 50 ms wait
+/// after the device goes), as ROCr's exception thread waits on the memory event.
+fn start_fault_watcher(dev: &Arc<DeviceInner>) {
+    if dev.exception_events.is_empty() || dev.pools.watcher.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let backend = dev.backend.clone();
+    let mut ids = Vec::new();
+    for ty in [
+        kfd::abi::KFD_IOC_EVENT_MEMORY,
+        kfd::abi::KFD_IOC_EVENT_HW_EXCEPTION,
+    ] {
+        let mut a = kfd::abi::CreateEventArgs {
+            event_type: ty,
+            auto_reset: 1,
+            ..Default::default()
+        };
+        if kfd::ioctl::create_event(backend.as_ref(), &mut a).is_ok() {
+            ids.push(a.event_id);
+        }
+    }
+    if ids.is_empty() {
+        return;
+    }
+    let weak = Arc::downgrade(dev);
+    let watch = move || {
+        let mut evs: Vec<kfd::abi::EventData> = ids
+            .iter()
+            .map(|&id| kfd::abi::EventData {
+                event_id: id,
+                ..Default::default()
+            })
+            .collect();
+        loop {
+            let r = kfd::ioctl::wait_events(backend.as_ref(), &mut evs, false, 50);
+            let Some(dev) = weak.upgrade() else { break };
+            if r.as_ref()
+                .is_ok_and(|&r| r == kfd::abi::KFD_IOC_WAIT_RESULT_COMPLETE)
+            {
+                for g in 0..dev.gpus.len() {
+                    if dev.check_faults(g).is_some() {
+                        dev.pools.faulted.store(true, Ordering::Release);
+                    }
+                }
+            } else if r.is_err() {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+        for &id in &ids {
+            let _ = kfd::ioctl::destroy_event(backend.as_ref(), id);
+        }
+    };
+    if std::thread::Builder::new()
+        .name("kfdrt-faults".into())
+        .spawn(watch)
+        .is_err()
+    {
+        dev.pools.watcher.store(false, Ordering::Release);
+    }
+}
+
 impl DeviceInner {
     pub(crate) fn blocking_streams(&self, gpu: usize) -> Vec<Arc<StreamInner>> {
         let b = self
@@ -1079,34 +1141,16 @@ impl DeviceInner {
         }
     }
 
-    /// A fault of GPU `gpu_index`, for callers that must not sleep or spin (query, waits
-    /// for ring space): the recorded faults once one is known (no system call), else a
-    /// non-blocking poll of the exception events at most once per millisecond.
+    /// A fault of GPU `gpu_index`, for callers that must not sleep or make system calls
+    /// (query, waits for ring space): an atomic flag the device's fault watcher sets,
+    /// then the recorded faults.
     pub(crate) fn poll_faults(&self, gpu_index: usize) -> Option<String> {
-        let p = &self.pools;
-        if p.faulted.load(Ordering::Acquire) {
-            let gpu_id = self.gpus.get(gpu_index)?.gpu_id;
-            let f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((_, d)) = f.iter().find(|(g, _)| *g == gpu_id) {
-                return Some(d.clone());
-            }
+        if !self.pools.faulted.load(Ordering::Acquire) {
+            return None;
         }
-        {
-            let now = p.epoch.elapsed().as_nanos() as u64;
-            let last = p.fault_poll_ns.load(Ordering::Relaxed);
-            if now.saturating_sub(last) < 1_000_000
-                || p.fault_poll_ns
-                    .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_err()
-            {
-                return None;
-            }
-        }
-        let f = self.check_faults(gpu_index);
-        if f.is_some() {
-            p.faulted.store(true, Ordering::Release);
-        }
-        f
+        let gpu_id = self.gpus.get(gpu_index)?.gpu_id;
+        let f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        f.iter().find(|(g, _)| *g == gpu_id).map(|(_, d)| d.clone())
     }
 
     /// Host wait for a point, failing instead of hanging when the device reported a fault
