@@ -23,7 +23,11 @@ use crate::stream::Stream;
 /// inside the 26-bit BYTE_COUNT field); see [`crate::cmd::Target::dma_max_bytes`].
 pub const CHUNK: u64 = 1 << 25;
 
-fn check(call: &'static str, addrs: &[u64], len: u64) -> Result<()> {
+/// Null and overflow checks, and HIP's length rule: a range that starts in an
+/// allocation of this device (a buffer object, a managed allocation, a VMM reservation)
+/// must end inside it (InvalidValue otherwise, as `hipMemcpy` / `hipMemset` report). An
+/// address in no allocation kfdrt knows (XNACK pageable memory) is left to the GPU.
+fn check(s: &Stream, call: &'static str, addrs: &[u64], len: u64) -> Result<()> {
     for &a in addrs {
         if a == 0 {
             return Err(Error::new(ErrorKind::InvalidValue, call, "null address"));
@@ -34,6 +38,26 @@ fn check(call: &'static str, addrs: &[u64], len: u64) -> Result<()> {
                 call,
                 format!("{a:#x}+{len:#x} overflows"),
             ));
+        }
+        let dev = &s.inner.dev;
+        let ext = dev
+            .extents
+            .containing(a)
+            .or_else(|| dev.managed.extent_of(a))
+            .or_else(|| dev.vmm.extent_of(a));
+        if let Some((start, size)) = ext {
+            let room = start + size - a;
+            if len > room {
+                return Err(Error::new(
+                    ErrorKind::InvalidValue,
+                    call,
+                    format!(
+                        "{len:#x} bytes at {a:#x} run past the end of the allocation \
+                         [{start:#x}, {:#x}) ({room:#x} bytes left)",
+                        start + size
+                    ),
+                ));
+            }
         }
     }
     Ok(())
@@ -47,23 +71,31 @@ enum Dma {
 }
 
 impl Stream {
-    fn submit_dma(&self, cmds: &[Dma], pattern: Option<u32>) -> Result<()> {
+    fn submit_dma(
+        &self,
+        total: u64,
+        cmd_at: impl Fn(u64) -> Dma,
+        pattern: Option<u32>,
+    ) -> Result<()> {
         let fam = self.inner.family;
         // Submit in bounded batches so a huge copy cannot exceed the ring.
-        let per = fam.dma_per_slot();
-        for batch in cmds.chunks(per * 256) {
-            let n = batch.len().div_ceil(per) as u32;
-            let mut i = 0usize;
+        let per = fam.dma_per_slot() as u64;
+        let batch = per * 256;
+        let mut first = 0u64;
+        while first < total {
+            let end = (first + batch).min(total);
+            let n = (end - first).div_ceil(per) as u32;
+            let mut i = first;
             self.submit_packets(n, |ib, h| {
                 let mut ds = [DmaData::fill(0, 0, 0); 2];
-                let group = &batch[i..(i + per).min(batch.len())];
-                for (d, c) in ds.iter_mut().zip(group) {
-                    *d = match *c {
+                let group = (end.min(i + per) - i) as usize;
+                for (k, d) in ds.iter_mut().take(group).enumerate() {
+                    *d = match cmd_at(i + k as u64) {
                         Dma::Copy { src, dst, len } => DmaData::copy(src, dst, len),
                         Dma::Fill { dst, value, len } => DmaData::fill(dst, value, len),
                     };
                 }
-                let dw = crate::cmd::dma(fam, ib.words, &ds[..group.len()])?;
+                let dw = crate::cmd::dma(fam, ib.words, &ds[..group])?;
                 i += per;
                 if let (Some(p), true) = (pattern, dw <= 14) {
                     // The byte pattern for unaligned fill edges lives after the commands
@@ -73,6 +105,7 @@ impl Stream {
                 }
                 Ok(pm4_ib_packet(ib.va, dw as u32, h))
             })?;
+            first = end;
         }
         Ok(())
     }
@@ -81,7 +114,7 @@ impl Stream {
     /// device, any alignment) after the stream's earlier work. Overlapping ranges are
     /// undefined, as in HIP.
     pub fn memcpy(&self, dst: u64, src: u64, len: u64) -> Result<()> {
-        check("hipMemcpyAsync", &[dst, src], len)?;
+        check(self, "hipMemcpyAsync", &[dst, src], len)?;
         if len == 0 {
             return Ok(());
         }
@@ -96,18 +129,15 @@ impl Stream {
             return Ok(());
         }
         let chunk = self.inner.family.dma_max_bytes() as u64;
-        let mut cmds = Vec::with_capacity(len.div_ceil(chunk) as usize);
-        let mut off = 0;
-        while off < len {
-            let n = (len - off).min(chunk);
-            cmds.push(Dma::Copy {
+        let cmd_at = |i: u64| {
+            let off = i * chunk;
+            Dma::Copy {
                 src: src + off,
                 dst: dst + off,
-                len: n as u32,
-            });
-            off += n;
-        }
-        self.submit_dma(&cmds, None)
+                len: (len - off).min(chunk) as u32,
+            }
+        };
+        self.submit_dma(len.div_ceil(chunk), cmd_at, None)
     }
 
     /// `hipMemsetD32Async`: fill `count` dwords at `dst` (4-byte aligned) with `value`.
@@ -116,7 +146,7 @@ impl Stream {
         let len = count
             .checked_mul(4)
             .ok_or_else(|| Error::new(ErrorKind::InvalidValue, call, "count overflows"))?;
-        check(call, &[dst], len)?;
+        check(self, call, &[dst], len)?;
         if dst % 4 != 0 {
             return Err(Error::new(
                 ErrorKind::InvalidValue,
@@ -128,18 +158,15 @@ impl Stream {
             return Ok(());
         }
         let chunk = self.inner.family.dma_max_bytes() as u64;
-        let mut cmds = Vec::new();
-        let mut off = 0;
-        while off < len {
-            let n = (len - off).min(chunk);
-            cmds.push(Dma::Fill {
+        let cmd_at = |i: u64| {
+            let off = i * chunk;
+            Dma::Fill {
                 dst: dst + off,
                 value,
-                len: n as u32,
-            });
-            off += n;
-        }
-        self.submit_dma(&cmds, None)
+                len: (len - off).min(chunk) as u32,
+            }
+        };
+        self.submit_dma(len.div_ceil(chunk), cmd_at, None)
     }
 
     /// `hipMemsetAsync`: set `len` bytes at `dst` to `byte`, any alignment. The aligned
@@ -147,7 +174,7 @@ impl Stream {
     /// held in the packet's own indirect-buffer slot.
     pub fn memset(&self, dst: u64, byte: u8, len: u64) -> Result<()> {
         let call = "hipMemsetAsync";
-        check(call, &[dst], len)?;
+        check(self, call, &[dst], len)?;
         if len == 0 {
             return Ok(());
         }
@@ -156,17 +183,14 @@ impl Stream {
         let body = (len - head) / 4 * 4;
         let tail = len - head - body;
         let chunk = self.inner.family.dma_max_bytes() as u64;
-        let mut cmds = Vec::new();
-        let mut off = head;
-        while off < head + body {
-            let n = (head + body - off).min(chunk);
-            cmds.push(Dma::Fill {
-                dst: dst + off,
+        let fill_at = |i: u64| {
+            let off = i * chunk;
+            Dma::Fill {
+                dst: dst + head + off,
                 value: pattern,
-                len: n as u32,
-            });
-            off += n;
-        }
+                len: (body - off).min(chunk) as u32,
+            }
+        };
         // Edges: copies from the slot's pattern dwords (src filled in below per slot).
         let mut edges = Vec::new();
         if head > 0 {
@@ -175,8 +199,8 @@ impl Stream {
         if tail > 0 {
             edges.push((dst + head + body, tail));
         }
-        if !cmds.is_empty() {
-            self.submit_dma(&cmds, None)?;
+        if body > 0 {
+            self.submit_dma(body.div_ceil(chunk), fill_at, None)?;
         }
         if !edges.is_empty() {
             let fam = self.inner.family;

@@ -63,6 +63,11 @@ pub(crate) struct DeviceCore {
     pub(crate) hdp: Vec<crate::hdp::Hdp>,
     /// Peer access between GPUs and the device buffers it maps.
     pub(crate) peers: crate::memory::Peers,
+    /// Address ranges of the live buffer objects (length checks of copies and fills).
+    pub(crate) extents: crate::memory::Extents,
+    /// SVM context-save areas of destroyed queues, for reuse: (gpu index, address,
+    /// length). Unmapped when the device goes.
+    pub(crate) cwsr_free: Mutex<Vec<(usize, u64, usize)>>,
 }
 
 impl Drop for DeviceCore {
@@ -74,6 +79,11 @@ impl Drop for DeviceCore {
             let _ = kfd::ioctl::destroy_event(self.backend.as_ref(), e);
         }
         // Queues hold the core, so none is left: unmap the doorbell pages.
+        let areas = std::mem::take(self.cwsr_free.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for (_, addr, len) in areas {
+            // SAFETY: an SVM context-save area this device mapped; no queue uses it now.
+            let _ = unsafe { rustix::mm::munmap(addr as *mut core::ffi::c_void, len) };
+        }
         let pages = std::mem::take(self.doorbells.get_mut().unwrap_or_else(|e| e.into_inner()));
         for (_, p) in pages {
             if let Some(nn) = core::ptr::NonNull::new(p.base.cast()) {
@@ -289,6 +299,8 @@ impl Device {
                         .iter()
                         .map(|g| crate::hdp::Hdp::open(backend.as_ref(), g.gpu_id))
                         .collect(),
+                    extents: crate::memory::Extents::default(),
+                    cwsr_free: Mutex::new(Vec::new()),
                     backend,
                     kfd_version: (v.major_version, v.minor_version),
                     gpus,

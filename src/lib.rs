@@ -166,6 +166,8 @@ pub mod queue;
 mod queue_error;
 pub mod sdma;
 pub mod signal;
+#[doc(hidden)]
+pub mod soak;
 pub mod stream;
 pub mod va;
 pub mod vmm;

@@ -13,6 +13,7 @@ mod disasm_codeobj;
 mod disasm_isa;
 mod info;
 mod out;
+mod soak;
 mod trace;
 
 use std::path::Path;
@@ -33,6 +34,7 @@ COMMANDS:
     disasm    Decode PM4, AQL or SDMA packets from a file
     bench     Host-side cost and latency of stream, event and callback calls
     trace     Record a workload's packets and engine events (Chrome trace JSON + packet log)
+    soak      Stress run: threads x streams mixing every stream command, every result checked
     help      Print this help, or `kfdrt help COMMAND` for one command
     --version Print the version
 
@@ -212,6 +214,7 @@ fn main() -> ExitCode {
         "disasm" => cmd_disasm(rest),
         "bench" => cmd_bench(rest),
         "trace" => trace::cmd(rest),
+        "soak" => soak::cmd(rest),
         "--version" | "-V" | "version" => {
             outln!("kfdrt {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
@@ -223,6 +226,7 @@ fn main() -> ExitCode {
                 Some("disasm") => out!("{DISASM_HELP}"),
                 Some("bench") => out!("{BENCH_HELP}"),
                 Some("trace") => out!("{}", trace::HELP),
+                Some("soak") => out!("{}", soak::HELP),
                 None => out!("{}", usage()),
                 Some(other) => {
                     errln!("kfdrt help {other}: no such command\n\n{}", usage());

@@ -28,7 +28,7 @@ pub fn checks() -> Vec<Check> {
         },
         Check {
             name: "memops.invalid_args_rejected",
-            what: "bad flags and unaligned addresses are InvalidValue; a NOR with a partial mask never waits",
+            what: "bad wait flags and unaligned addresses are InvalidValue; reserved write flags are ignored; a NOR with a partial mask never waits",
             run: invalid_args,
         },
     ]
@@ -129,9 +129,8 @@ fn wait64_conditions(ctx: &Ctx) -> CheckResult {
 fn invalid_args(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
-    let cases: [(&str, kfdrt::Result<()>); 5] = [
+    let cases: [(&str, kfdrt::Result<()>); 4] = [
         ("wait flags 4", s.wait_value32(m.va(0), 0, 4, u32::MAX)),
-        ("write flags 1", s.write_value32(m.va(0), 0, 1)),
         ("write32 at +2", s.write_value32(m.va(2), 0, 0)),
         ("write64 at +4", s.write_value64(m.va(4), 0, 0)),
         (
@@ -151,10 +150,17 @@ fn invalid_args(ctx: &Ctx) -> CheckResult {
     s.wait_value32(m.va(0), 0, WAIT_VALUE_NOR, 0xff)
         .or_fail("wait NOR partial mask")?;
     s.write_value32(m.va(8), 5, 0).or_fail("write")?;
+    // Write flags are reserved and ignored (HIP seed), CUDA's NO_MEMORY_BARRIER included.
+    s.write_value32(m.va(12), 6, kfdrt::stream::WRITE_VALUE_NO_MEMORY_BARRIER)
+        .or_fail("write with flags 1")?;
     s.synchronize().or_fail("synchronize")?;
     ensure!(
         m.u32(8).load(Ordering::Acquire) == 5,
         "write after the no-op NOR missing"
+    );
+    ensure!(
+        m.u32(12).load(Ordering::Acquire) == 6,
+        "write with reserved flags missing"
     );
     pass()
 }
