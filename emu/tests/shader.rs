@@ -187,7 +187,13 @@ impl Dev {
             let rem = (grid[d] % wg[d] as u32) as u16;
             args[h + 18 + 2 * d..h + 20 + 2 * d].copy_from_slice(&rem.to_le_bytes());
         }
-        let dims = if grid[2] > 1 { 3u16 } else if grid[1] > 1 { 2 } else { 1 };
+        let dims = if grid[2] > 1 {
+            3u16
+        } else if grid[1] > 1 {
+            2
+        } else {
+            1
+        };
         if h + 66 <= args.len() {
             args[h + 64..h + 66].copy_from_slice(&dims.to_le_bytes());
         }
@@ -224,7 +230,10 @@ impl Dev {
             if sig.load_u64(sig.va() + 8).unwrap() == 0 {
                 return Ok(());
             }
-            assert!(start.elapsed() < LONG, "dispatch of {kernel} did not complete");
+            assert!(
+                start.elapsed() < LONG,
+                "dispatch of {kernel} did not complete"
+            );
             std::thread::sleep(Duration::from_micros(200));
         }
     }
@@ -279,23 +288,50 @@ fn vadd_and_saxpy_match_the_cpu() {
     for dev in devices() {
         let mut q = dev.queue();
         let n = 10_000usize; // not a multiple of the work-group: a partial group
-        let a: Vec<f32> = rand_u32(n, 1).iter().map(|&x| (x % 1000) as f32 * 0.25).collect();
-        let b: Vec<f32> = rand_u32(n, 2).iter().map(|&x| (x % 777) as f32 * 0.5).collect();
+        let a: Vec<f32> = rand_u32(n, 1)
+            .iter()
+            .map(|&x| (x % 1000) as f32 * 0.25)
+            .collect();
+        let b: Vec<f32> = rand_u32(n, 2)
+            .iter()
+            .map(|&x| (x % 777) as f32 * 0.5)
+            .collect();
         let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * 4));
         let m = dev.load("cl/vadd.cl");
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run(&mut q, &m, "vadd", [n as u32, 1, 1], [256, 1, 1], 0, &args.0)
-            .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        dev.run(
+            &mut q,
+            &m,
+            "vadd",
+            [n as u32, 1, 1],
+            [256, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
         let c: Vec<f32> = dev.download(&wc, n);
         for i in 0..n {
-            assert_eq!(c[i].to_bits(), (a[i] + b[i]).to_bits(), "{} vadd[{i}]", dev.target);
+            assert_eq!(
+                c[i].to_bits(),
+                (a[i] + b[i]).to_bits(),
+                "{} vadd[{i}]",
+                dev.target
+            );
         }
 
         let m = dev.load("cl/isa/saxpy.cl");
         let alpha = 1.75f32;
         let args = Args::default().f32(alpha).ptr(&wa).ptr(&wb).u32(n as u32);
-        dev.run(&mut q, &m, "saxpy", [n as u32, 1, 1], [128, 1, 1], 0, &args.0)
-            .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        dev.run(
+            &mut q,
+            &m,
+            "saxpy",
+            [n as u32, 1, 1],
+            [128, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
         let y: Vec<f32> = dev.download(&wb, n);
         for i in 0..n {
             let want = alpha.mul_add(a[i], b[i]);
@@ -321,8 +357,16 @@ fn lds_reduction_with_barriers() {
         let (wi, wo) = (dev.upload(&input), dev.alloc(groups * 4));
         let m = dev.load("cl/isa/reduce.cl");
         let args = Args::default().ptr(&wi).ptr(&wo);
-        dev.run(&mut q, &m, "reduce", [n as u32, 1, 1], [256, 1, 1], 0, &args.0)
-            .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        dev.run(
+            &mut q,
+            &m,
+            "reduce",
+            [n as u32, 1, 1],
+            [256, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
         let out: Vec<u32> = dev.download(&wo, groups);
         for g in 0..groups {
             let want: u32 = input[g * 256..(g + 1) * 256].iter().sum();
@@ -340,8 +384,16 @@ fn global_atomic_histogram() {
         let (wi, wb) = (dev.upload(&input), dev.alloc(64 * 4));
         let m = dev.load("cl/isa/histogram.cl");
         let args = Args::default().ptr(&wi).ptr(&wb).u32(n as u32);
-        dev.run(&mut q, &m, "histogram", [n as u32, 1, 1], [256, 1, 1], 0, &args.0)
-            .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        dev.run(
+            &mut q,
+            &m,
+            "histogram",
+            [n as u32, 1, 1],
+            [256, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
         let bins: Vec<u32> = dev.download(&wb, 64);
         let mut want = [0u32; 64];
         for x in &input {
@@ -356,13 +408,27 @@ fn tiled_matmul() {
     for dev in devices() {
         let mut q = dev.queue();
         let n = 64usize;
-        let a: Vec<f32> = rand_u32(n * n, 3).iter().map(|&x| (x % 17) as f32 - 8.0).collect();
-        let b: Vec<f32> = rand_u32(n * n, 5).iter().map(|&x| (x % 13) as f32 * 0.5).collect();
+        let a: Vec<f32> = rand_u32(n * n, 3)
+            .iter()
+            .map(|&x| (x % 17) as f32 - 8.0)
+            .collect();
+        let b: Vec<f32> = rand_u32(n * n, 5)
+            .iter()
+            .map(|&x| (x % 13) as f32 * 0.5)
+            .collect();
         let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * n * 4));
         let m = dev.load("cl/isa/matmul.cl");
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run(&mut q, &m, "matmul", [n as u32, n as u32, 1], [16, 16, 1], 0, &args.0)
-            .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        dev.run(
+            &mut q,
+            &m,
+            "matmul",
+            [n as u32, n as u32, 1],
+            [16, 16, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
         let c: Vec<f32> = dev.download(&wc, n * n);
         for r in 0..n {
             for col in 0..n {
@@ -370,7 +436,12 @@ fn tiled_matmul() {
                 for k in 0..n {
                     acc = a[r * n + k].mul_add(b[k * n + col], acc);
                 }
-                assert_eq!(c[r * n + col].to_bits(), acc.to_bits(), "{} c[{r}][{col}]", dev.target);
+                assert_eq!(
+                    c[r * n + col].to_bits(),
+                    acc.to_bits(),
+                    "{} c[{r}][{col}]",
+                    dev.target
+                );
             }
         }
     }
@@ -385,8 +456,16 @@ fn divergent_loops_and_integer_division() {
         let (wi, wo, wq) = (dev.upload(&input), dev.alloc(n * 4), dev.alloc(n * 4));
         let m = dev.load("cl/isa/divergent.cl");
         let args = Args::default().ptr(&wi).ptr(&wo).ptr(&wq);
-        dev.run(&mut q, &m, "divergent", [n as u32, 1, 1], [64, 1, 1], 0, &args.0)
-            .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        dev.run(
+            &mut q,
+            &m,
+            "divergent",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
         let out: Vec<u32> = dev.download(&wo, n);
         let qo: Vec<i32> = dev.download(&wq, n);
         for i in 0..n {
@@ -421,7 +500,15 @@ fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
         let m = dev.load("cl/isa/sendmsg.cl");
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc);
         let f = dev
-            .run(&mut q, &m, "sendmsg", [n as u32, 1, 1], [64, 1, 1], 0, &args.0)
+            .run(
+                &mut q,
+                &m,
+                "sendmsg",
+                [n as u32, 1, 1],
+                [64, 1, 1],
+                0,
+                &args.0,
+            )
             .expect_err("sendmsg must fault");
         assert!(
             f.reason.contains("not implemented") && f.reason.contains(" at 0x"),
@@ -441,18 +528,43 @@ fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
             .put(&bad.to_le_bytes())
             .u32(n as u32);
         let f = dev
-            .run(&mut q2, &m, "vadd", [n as u32, 1, 1], [64, 1, 1], 0, &args.0)
+            .run(
+                &mut q2,
+                &m,
+                "vadd",
+                [n as u32, 1, 1],
+                [64, 1, 1],
+                0,
+                &args.0,
+            )
             .expect_err("the store must fault");
         let fault = f.fault.expect("a memory fault");
         assert!(fault.write, "{}: {}", dev.target, f.reason);
-        assert!(fault.va >= bad && fault.va < bad + 4 * n as u64, "{:#x}", fault.va);
-        assert!(f.reason.contains("Flat opcode 0x1c"), "{}: {}", dev.target, f.reason);
+        assert!(
+            fault.va >= bad && fault.va < bad + 4 * n as u64,
+            "{:#x}",
+            fault.va
+        );
+        assert!(
+            f.reason.contains("Flat opcode 0x1c"),
+            "{}: {}",
+            dev.target,
+            f.reason
+        );
 
         // The device still runs kernels on a new queue.
         let mut q3 = dev.queue();
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run(&mut q3, &m, "vadd", [n as u32, 1, 1], [64, 1, 1], 0, &args.0)
-            .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        dev.run(
+            &mut q3,
+            &m,
+            "vadd",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
         let c: Vec<f32> = dev.download(&wc, n);
         assert!((0..n).all(|i| c[i] == 2.0 * i as f32), "{}", dev.target);
     }

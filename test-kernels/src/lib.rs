@@ -64,8 +64,8 @@ pub fn build(rel: &str, mcpu: &str) -> Result<Vec<u8>, BuildError> {
 
 /// [`build`] with extra compiler flags (for example `-DTILE=16` or `-O0`).
 pub fn build_with(rel: &str, mcpu: &str, extra: &[&str]) -> Result<Vec<u8>, BuildError> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, String, Vec<String>), Vec<u8>>>> =
-        OnceLock::new();
+    type Key = (String, String, Vec<String>);
+    static CACHE: OnceLock<Mutex<HashMap<Key, Vec<u8>>>> = OnceLock::new();
     let key = (
         rel.to_string(),
         mcpu.to_string(),

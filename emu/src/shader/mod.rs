@@ -48,12 +48,6 @@ impl Target {
             _ => None,
         }
     }
-    fn name(self) -> &'static str {
-        match self {
-            Target::Gfx90a => "gfx90a",
-            Target::Gfx942 => "gfx942",
-        }
-    }
 }
 
 /// Why a dispatch stopped: a fault naming the instruction, its address and the kernel.
@@ -491,9 +485,9 @@ fn init_wave(
     }
     // System SGPRs start right after the USER_SGPR_COUNT user SGPRs.
     s = kd.user_sgpr_count() as usize;
-    for d in 0..3 {
+    for (d, &id) in gid.iter().enumerate() {
         if kd.workgroup_id_enabled(d as u32) {
-            put(&mut wave, &mut s, gid[d]);
+            put(&mut wave, &mut s, id);
         }
     }
     if kd.workgroup_info_enabled() {
@@ -505,14 +499,22 @@ fn init_wave(
     // EXEC: the wave's live work-items.
     let first = w * 64;
     let live = items.saturating_sub(first).min(64);
-    let exec = if live == 64 { u64::MAX } else { (1u64 << live) - 1 };
+    let exec = if live == 64 {
+        u64::MAX
+    } else {
+        (1u64 << live) - 1
+    };
     wave.s[126] = exec as u32;
     wave.s[127] = (exec >> 32) as u32;
     // v0: work-item ids packed x | y << 10 | z << 20 (gfx90a/gfx94x).
     for l in 0..64 {
         let i = (first + l) as u32;
         let (x, y, z) = if (first + l) < items {
-            (i % size[0], (i / size[0]) % size[1], i / (size[0] * size[1]))
+            (
+                i % size[0],
+                (i / size[0]) % size[1],
+                i / (size[0] * size[1]),
+            )
         } else {
             (0, 0, 0)
         };
@@ -521,9 +523,4 @@ fn init_wave(
         }
     }
     wave
-}
-
-/// The shader model's name for a target version (for messages).
-pub(crate) fn target_name(v: u32) -> Option<&'static str> {
-    Target::from_gfx_target_version(v).map(Target::name)
 }

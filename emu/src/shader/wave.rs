@@ -6,6 +6,14 @@
 //! Instruction Set Architecture" reference guides (sections cited in
 //! `firmware-notes/isa-gfx9.md`).
 
+// Lane loops index several per-lane arrays at once; NaN-aware negated float compares are
+// the ISA's definitions (NGE, NLG, ...).
+#![allow(
+    clippy::needless_range_loop,
+    clippy::neg_cmp_op_on_partial_ord,
+    clippy::nonminimal_bool
+)]
+
 use std::sync::atomic::Ordering;
 
 use super::decode::{Enc, Op, VopForm};
@@ -34,7 +42,6 @@ enum Ty {
 
 /// SGPR-space operand codes.
 const VCC: u16 = 106;
-const M0: u16 = 124;
 const EXEC: u16 = 126;
 
 /// The private (scratch) aperture base (high dword), as KFD's `kfd_init_apertures_v9`.
@@ -73,16 +80,6 @@ pub(crate) struct Wave {
     pub(crate) lane_instrs: u64,
     /// HW_ID-style wave slot (for s_getreg HW_ID).
     pub(crate) hw_id: u32,
-}
-
-#[inline]
-fn exec_lanes(exec: u64, mut f: impl FnMut(usize)) {
-    let mut m = exec;
-    while m != 0 {
-        let l = m.trailing_zeros() as usize;
-        m &= m - 1;
-        f(l);
-    }
 }
 
 fn f32_inline(code: u16) -> Option<f32> {
@@ -403,7 +400,18 @@ impl Wave {
         let (c0, c1, l) = (op.src[0], op.src[1], op.lit);
         let is64 = matches!(
             op.op,
-            0x0b | 0x0d | 0x0f | 0x11 | 0x13 | 0x15 | 0x17 | 0x19 | 0x1b | 0x1d | 0x1f | 0x21 | 0x27
+            0x0b | 0x0d
+                | 0x0f
+                | 0x11
+                | 0x13
+                | 0x15
+                | 0x17
+                | 0x19
+                | 0x1b
+                | 0x1d
+                | 0x1f
+                | 0x21
+                | 0x27
         );
         if is64 {
             let a = self.rs64(ctx, c0, l, false)?;
@@ -425,7 +433,11 @@ impl Wave {
                 0x27 => {
                     let off = b32 & 63;
                     let w = (b32 >> 16) & 0x7F;
-                    let v = if w == 0 { 0 } else { (a >> off) & (u64::MAX >> (64 - w.min(64))) };
+                    let v = if w == 0 {
+                        0
+                    } else {
+                        (a >> off) & (u64::MAX >> (64 - w.min(64)))
+                    };
                     (v, Some(()))
                 }
                 _ => return Err(self.unimpl(ctx)),
@@ -467,7 +479,9 @@ impl Wave {
                 r as u32
             }
             0x05 => {
-                let r = (a as u64).wrapping_sub(b as u64).wrapping_sub(self.scc as u64);
+                let r = (a as u64)
+                    .wrapping_sub(b as u64)
+                    .wrapping_sub(self.scc as u64);
                 scc = r >> 32 != 0;
                 r as u32
             }
@@ -584,13 +598,21 @@ impl Wave {
             }
             0x0a | 0x0c => {
                 let x = self.rs(ctx, c, l)?;
-                let v = if op.op == 0x0c { x.count_ones() } else { x.count_zeros() };
+                let v = if op.op == 0x0c {
+                    x.count_ones()
+                } else {
+                    x.count_zeros()
+                };
                 self.scc = v != 0;
                 self.ws(op.dst, v)
             }
             0x0b | 0x0d => {
                 let x = self.rs64(ctx, c, l, false)?;
-                let v = if op.op == 0x0d { x.count_ones() } else { x.count_zeros() };
+                let v = if op.op == 0x0d {
+                    x.count_ones()
+                } else {
+                    x.count_zeros()
+                };
                 self.scc = v != 0;
                 self.ws(op.dst, v)
             }
@@ -625,7 +647,11 @@ impl Wave {
             0x18 | 0x1a => {
                 let b = self.rs(ctx, c, l)? & 31;
                 let d = self.s.get(op.dst as usize).copied().unwrap_or(0);
-                let v = if op.op == 0x18 { d & !(1 << b) } else { d | (1 << b) };
+                let v = if op.op == 0x18 {
+                    d & !(1 << b)
+                } else {
+                    d | (1 << b)
+                };
                 self.ws(op.dst, v)
             }
             0x1c => {
@@ -794,7 +820,11 @@ impl Wave {
                 ))
             }
         };
-        let mask = if size >= 32 { u32::MAX } else { (1 << size) - 1 };
+        let mask = if size >= 32 {
+            u32::MAX
+        } else {
+            (1 << size) - 1
+        };
         Ok((full >> off) & mask)
     }
 
@@ -806,13 +836,20 @@ impl Wave {
                 format!("s_setreg of hardware register {id} is not modelled"),
             ));
         }
-        let mask = (if size >= 32 { u32::MAX } else { (1 << size) - 1 }) << off;
+        let mask = (if size >= 32 {
+            u32::MAX
+        } else {
+            (1 << size) - 1
+        }) << off;
         let mode = (self.mode & !mask) | ((v << off) & mask);
         // Only round-to-nearest-even is modelled.
         if mode & 0xF != 0 {
             return Err(self.err(
                 ctx,
-                format!("MODE round mode {:#x} is not modelled (only round to nearest even)", mode & 0xF),
+                format!(
+                    "MODE round mode {:#x} is not modelled (only round to nearest even)",
+                    mode & 0xF
+                ),
             ));
         }
         self.mode = mode;
@@ -867,7 +904,7 @@ impl Wave {
     fn smem(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         let n = match op.op {
             0x00..=0x04 => 1u16 << op.op,
-            0x20 | 0x21 | 0x22 | 0x23 => return Ok(()), // s_dcache_inv/wb(_vol): no cache
+            0x20..=0x23 => return Ok(()), // s_dcache_inv/wb(_vol): no cache
             0x24 | 0x25 => {
                 let t = (ctx.clock)();
                 self.ws64(op.dst, t);
@@ -897,7 +934,10 @@ impl Wave {
 
     fn valu(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         if matches!(op.form, VopForm::Sdwa | VopForm::Dpp) {
-            return Err(self.err(ctx, "SDWA/DPP operand forms are not implemented by the emulator"));
+            return Err(self.err(
+                ctx,
+                "SDWA/DPP operand forms are not implemented by the emulator",
+            ));
         }
         let exec = self.exec();
         let d = op.dst as usize;
@@ -1014,20 +1054,31 @@ impl Wave {
             // ---- VOP2 (0x100 + n) ----
             0x100 => {
                 // v_cndmask_b32
-                let m = if e32 { self.vcc() } else { self.rs64(ctx, op.src[2], op.lit, false)? };
+                let m = if e32 {
+                    self.vcc()
+                } else {
+                    self.rs64(ctx, op.src[2], op.lit, false)?
+                };
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
-                let r: [u32; 64] = std::array::from_fn(|l| if m >> l & 1 != 0 { b[l] } else { a[l] });
+                let r: [u32; 64] =
+                    std::array::from_fn(|l| if m >> l & 1 != 0 { b[l] } else { a[l] });
                 self.write32(ctx, d, &r, exec)?;
             }
             0x101 => f2!(|x: f32, y: f32| x + y),
             0x102 => f2!(|x: f32, y: f32| x - y),
             0x103 => f2!(|x: f32, y: f32| y - x),
             0x105 => f2!(|x: f32, y: f32| x * y),
-            0x106 => u2!(|x: u32, y: u32| ((x << 8) as i32 >> 8).wrapping_mul((y << 8) as i32 >> 8) as u32),
-            0x107 => u2!(|x: u32, y: u32| ((((x << 8) as i32 >> 8) as i64 * ((y << 8) as i32 >> 8) as i64) >> 32) as u32),
+            0x106 => u2!(
+                |x: u32, y: u32| ((x << 8) as i32 >> 8).wrapping_mul((y << 8) as i32 >> 8) as u32
+            ),
+            0x107 => u2!(|x: u32, y: u32| ((((x << 8) as i32 >> 8) as i64
+                * ((y << 8) as i32 >> 8) as i64)
+                >> 32) as u32),
             0x108 => u2!(|x: u32, y: u32| (x & 0xFF_FFFF).wrapping_mul(y & 0xFF_FFFF)),
-            0x109 => u2!(|x: u32, y: u32| (((x & 0xFF_FFFF) as u64 * (y & 0xFF_FFFF) as u64) >> 32) as u32),
+            0x109 => u2!(
+                |x: u32, y: u32| (((x & 0xFF_FFFF) as u64 * (y & 0xFF_FFFF) as u64) >> 32) as u32
+            ),
             0x10a => f2!(|x: f32, y: f32| fmin(x, y)),
             0x10b => f2!(|x: f32, y: f32| fmax(x, y)),
             0x10c => u2!(|x: u32, y: u32| (x as i32).min(y as i32) as u32),
@@ -1069,7 +1120,9 @@ impl Wave {
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
                 let r: [u64; 64] = std::array::from_fn(|l| {
-                    f64::from_bits(a64[l]).mul_add(f64::from_bits(b64[l]), f64::from_bits(dd[l])).to_bits()
+                    f64::from_bits(a64[l])
+                        .mul_add(f64::from_bits(b64[l]), f64::from_bits(dd[l]))
+                        .to_bits()
                 });
                 self.write64(ctx, d, &r, exec)?;
             }
@@ -1079,12 +1132,17 @@ impl Wave {
             0x142 => {
                 // v_readfirstlane_b32: dst is an SGPR.
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                let lane = if exec == 0 { 0 } else { exec.trailing_zeros() as usize };
+                let lane = if exec == 0 {
+                    0
+                } else {
+                    exec.trailing_zeros() as usize
+                };
                 self.ws(op.dst, a[lane]);
             }
             0x143 => {
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                let r: [u32; 64] = std::array::from_fn(|l| f64_to_i32(f64::from_bits(a64[l])) as u32);
+                let r: [u32; 64] =
+                    std::array::from_fn(|l| f64_to_i32(f64::from_bits(a64[l])) as u32);
                 self.write32(ctx, d, &r, exec)?;
             }
             0x144 | 0x156 | 0x150 => {
@@ -1106,12 +1164,14 @@ impl Wave {
             0x148 => f1!(|x: f32| f32::from_bits(f32_to_i32(x) as u32)),
             0x14a => {
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                let r: [u32; 64] = std::array::from_fn(|l| half::f16::from_f32(pre(a[l])).to_bits() as u32);
+                let r: [u32; 64] =
+                    std::array::from_fn(|l| half::f16::from_f32(pre(a[l])).to_bits() as u32);
                 self.write32(ctx, d, &r, exec)?;
             }
             0x14b => {
                 self.fetch(ctx, op, 0, Ty::F16, &mut a)?;
-                let r: [u32; 64] = std::array::from_fn(|l| post(half::f16::from_bits(a[l] as u16).to_f32()));
+                let r: [u32; 64] =
+                    std::array::from_fn(|l| post(half::f16::from_bits(a[l] as u16).to_f32()));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x14f => {
@@ -1132,7 +1192,11 @@ impl Wave {
             0x158 => d1!(|x: f64| x.ceil()),
             0x159 => d1!(|x: f64| x.round_ties_even()),
             0x15a => d1!(|x: f64| x.floor()),
-            0x15b => f1!(|x: f32| if x.is_infinite() { f32::NAN } else { x - x.floor() }),
+            0x15b => f1!(|x: f32| if x.is_infinite() {
+                f32::NAN
+            } else {
+                x - x.floor()
+            }),
             0x15c => f1!(|x: f32| x.trunc()),
             0x15d => f1!(|x: f32| x.ceil()),
             0x15e => f1!(|x: f32| x.round_ties_even()),
@@ -1173,16 +1237,29 @@ impl Wave {
                 self.write64(ctx, d, &r, exec)?;
             }
             // ---- VOP3-only ----
-            0x1c2 => u3!(|x: u32, y: u32, z: u32| (((x << 8) as i32 >> 8).wrapping_mul((y << 8) as i32 >> 8) as u32).wrapping_add(z)),
-            0x1c3 => u3!(|x: u32, y: u32, z: u32| (x & 0xFF_FFFF).wrapping_mul(y & 0xFF_FFFF).wrapping_add(z)),
+            0x1c2 => u3!(|x: u32, y: u32, z: u32| (((x << 8) as i32 >> 8)
+                .wrapping_mul((y << 8) as i32 >> 8)
+                as u32)
+                .wrapping_add(z)),
+            0x1c3 => u3!(|x: u32, y: u32, z: u32| (x & 0xFF_FFFF)
+                .wrapping_mul(y & 0xFF_FFFF)
+                .wrapping_add(z)),
             0x1c1 => f3!(|x: f32, y: f32, z: f32| x * y + z),
             0x1c8 => u3!(|x: u32, y: u32, z: u32| {
                 let (o, w) = (y & 31, z & 31);
-                if w == 0 { 0 } else { ((x as u64 >> o) & ((1u64 << w) - 1)) as u32 }
+                if w == 0 {
+                    0
+                } else {
+                    ((x as u64 >> o) & ((1u64 << w) - 1)) as u32
+                }
             }),
             0x1c9 => u3!(|x: u32, y: u32, z: u32| {
                 let (o, w) = (y & 31, z & 31);
-                if w == 0 { 0 } else { ((((x >> o) as u64) << (64 - w)) as i64 >> (64 - w)) as u32 }
+                if w == 0 {
+                    0
+                } else {
+                    ((((x >> o) as u64) << (64 - w)) as i64 >> (64 - w)) as u32
+                }
             }),
             0x1ca => u3!(|x: u32, y: u32, z: u32| (x & y) | (!x & z)),
             0x1cb => f3!(|x: f32, y: f32, z: f32| x.mul_add(y, z)),
@@ -1191,12 +1268,18 @@ impl Wave {
                 self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
                 self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
                 let r: [u64; 64] = std::array::from_fn(|l| {
-                    f64::from_bits(a64[l]).mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l])).to_bits()
+                    f64::from_bits(a64[l])
+                        .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
+                        .to_bits()
                 });
                 self.write64(ctx, d, &r, exec)?;
             }
-            0x1ce => u3!(|x: u32, y: u32, z: u32| (((x as u64) << 32 | y as u64) >> (z & 31)) as u32),
-            0x1cf => u3!(|x: u32, y: u32, z: u32| (((x as u64) << 32 | y as u64) >> (8 * (z & 3))) as u32),
+            0x1ce => {
+                u3!(|x: u32, y: u32, z: u32| (((x as u64) << 32 | y as u64) >> (z & 31)) as u32)
+            }
+            0x1cf => u3!(
+                |x: u32, y: u32, z: u32| (((x as u64) << 32 | y as u64) >> (8 * (z & 3))) as u32
+            ),
             0x1d0 => f3!(|x: f32, y: f32, z: f32| fmin(fmin(x, y), z)),
             0x1d1 => u3!(|x: u32, y: u32, z: u32| (x as i32).min(y as i32).min(z as i32) as u32),
             0x1d2 => u3!(|x: u32, y: u32, z: u32| x.min(y).min(z)),
@@ -1217,7 +1300,8 @@ impl Wave {
                 let mut carry = 0u64;
                 let r: [u64; 64] = std::array::from_fn(|l| {
                     let (p, cy) = if signed {
-                        let p = (a[l] as i32 as i128) * (b[l] as i32 as i128) + c64[l] as i64 as i128;
+                        let p =
+                            (a[l] as i32 as i128) * (b[l] as i32 as i128) + c64[l] as i64 as i128;
                         (p as u64, p > i64::MAX as i128 || p < i64::MIN as i128)
                     } else {
                         let p = a[l] as u128 * b[l] as u128 + c64[l] as u128;
@@ -1247,7 +1331,8 @@ impl Wave {
                 self.fetch64(ctx, op, 0, Ty::B32, &mut a64)?;
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
                 self.fetch64(ctx, op, 2, Ty::B32, &mut c64)?;
-                let r: [u64; 64] = std::array::from_fn(|l| (a64[l] << (b[l] & 7)).wrapping_add(c64[l]));
+                let r: [u64; 64] =
+                    std::array::from_fn(|l| (a64[l] << (b[l] & 7)).wrapping_add(c64[l]));
                 self.write64(ctx, d, &r, exec)?;
             }
             0x280 => d2!(|x: f64, y: f64| x + y),
@@ -1283,7 +1368,11 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
                 let r: [u32; 64] = std::array::from_fn(|l| {
-                    let m = if l >= 32 { a[l] } else { a[l] & ((1u64 << l) - 1) as u32 };
+                    let m = if l >= 32 {
+                        a[l]
+                    } else {
+                        a[l] & ((1u64 << l) - 1) as u32
+                    };
                     m.count_ones().wrapping_add(b[l])
                 });
                 self.write32(ctx, d, &r, exec)?;
@@ -1292,12 +1381,16 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
                 let r: [u32; 64] = std::array::from_fn(|l| {
-                    let m = if l < 32 { 0 } else { a[l] & ((1u64 << (l - 32)) - 1) as u32 };
+                    let m = if l < 32 {
+                        0
+                    } else {
+                        a[l] & ((1u64 << (l - 32)) - 1) as u32
+                    };
                     m.count_ones().wrapping_add(b[l])
                 });
                 self.write32(ctx, d, &r, exec)?;
             }
-            0x28f | 0x290 | 0x291 => {
+            0x28f..=0x291 => {
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch64(ctx, op, 1, Ty::B32, &mut b64)?;
                 let k = op.op;
@@ -1346,7 +1439,7 @@ impl Wave {
         let mut cout = 0u64;
         let k = op.op;
         let r: [u32; 64] = std::array::from_fn(|l| {
-            let ci = (cin >> l & 1) as u64;
+            let ci = cin >> l & 1;
             let (x, y) = (a[l] as u64, b[l] as u64);
             let (v, c) = match k {
                 0x119 => {
@@ -1379,7 +1472,7 @@ impl Wave {
         let cond = (k & 0xF) as u8;
         let mut mask = 0u64;
         match k {
-            0x10 | 0x11 | 0x12 | 0x13 => {
+            0x10..=0x13 => {
                 // v_cmp(x)_class_f32 / f64
                 let mut cls = [0u32; 64];
                 self.fetch(ctx, op, 1, Ty::B32, &mut cls)?;
@@ -1387,7 +1480,12 @@ impl Wave {
                     let mut a = [0u32; 64];
                     self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                     for l in 0..64 {
-                        if class_bits(f32::from_bits(a[l]) as f64, f32::from_bits(a[l]).is_subnormal()) & cls[l] != 0 {
+                        if class_bits(
+                            f32::from_bits(a[l]) as f64,
+                            f32::from_bits(a[l]).is_subnormal(),
+                        ) & cls[l]
+                            != 0
+                        {
                             mask |= 1 << l;
                         }
                     }
@@ -1411,7 +1509,11 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
                 for l in 0..64 {
-                    if fcmp(cond, f32::from_bits(a[l]) as f64, f32::from_bits(b[l]) as f64) {
+                    if fcmp(
+                        cond,
+                        f32::from_bits(a[l]) as f64,
+                        f32::from_bits(b[l]) as f64,
+                    ) {
                         mask |= 1 << l;
                     }
                 }
@@ -1468,7 +1570,11 @@ impl Wave {
     }
 
     fn write_cmp(&mut self, op: &Op, mask: u64, cmpx: bool) -> R<()> {
-        let sd = if op.form == VopForm::E32 { VCC } else { op.sdst };
+        let sd = if op.form == VopForm::E32 {
+            VCC
+        } else {
+            op.sdst
+        };
         self.ws64(sd, mask);
         if cmpx {
             self.ws64(EXEC, mask);
@@ -1628,9 +1734,23 @@ impl Wave {
                 }
             }
             // 32-bit atomics (with and without return)
-            0x00..=0x0b | 0x20..=0x2b | 0x2d | 0x30 | 0x10 | 0x12 | 0x13 | 0x15 | 0x32 | 0x33 | 0x35 => {
+            0x00..=0x0b
+            | 0x20..=0x2b
+            | 0x2d
+            | 0x30
+            | 0x10
+            | 0x12
+            | 0x13
+            | 0x15
+            | 0x32
+            | 0x33
+            | 0x35 => {
                 let rtn = matches!(op.op, 0x20..=0x2b | 0x2d | 0x30 | 0x32 | 0x33 | 0x35);
-                let base = if (0x20..=0x2b).contains(&op.op) { op.op - 0x20 } else { op.op };
+                let base = if (0x20..=0x2b).contains(&op.op) {
+                    op.op - 0x20
+                } else {
+                    op.op
+                };
                 for l in 0..64 {
                     if exec >> l & 1 == 0 {
                         continue;
@@ -1643,8 +1763,20 @@ impl Wave {
                         0x00 => old.wrapping_add(x),
                         0x01 => old.wrapping_sub(x),
                         0x02 => x.wrapping_sub(old),
-                        0x03 => if old >= x { 0 } else { old + 1 },
-                        0x04 => if old == 0 || old > x { x } else { old - 1 },
+                        0x03 => {
+                            if old >= x {
+                                0
+                            } else {
+                                old + 1
+                            }
+                        }
+                        0x04 => {
+                            if old == 0 || old > x {
+                                x
+                            } else {
+                                old - 1
+                            }
+                        }
                         0x05 => (old as i32).min(x as i32) as u32,
                         0x06 => (old as i32).max(x as i32) as u32,
                         0x07 => old.min(x),
@@ -1653,7 +1785,13 @@ impl Wave {
                         0x0a => old | x,
                         0x0b => old ^ x,
                         0x2d => x,
-                        0x30 | 0x10 => if old == x { y } else { old },
+                        0x30 | 0x10 => {
+                            if old == x {
+                                y
+                            } else {
+                                old
+                            }
+                        }
                         0x12 | 0x32 => fmin(f32::from_bits(old), f32::from_bits(x)).to_bits(),
                         0x13 | 0x33 => fmax(f32::from_bits(old), f32::from_bits(x)).to_bits(),
                         _ => (f32::from_bits(old) + f32::from_bits(x)).to_bits(),
@@ -1685,7 +1823,11 @@ impl Wave {
                 let r: [u32; 64] = std::array::from_fn(|l| src[swizzle_lane(off16, l)]);
                 let r: [u32; 64] = std::array::from_fn(|l| {
                     let s = swizzle_lane(off16, l);
-                    if exec >> s & 1 != 0 { r[l] } else { 0 }
+                    if exec >> s & 1 != 0 {
+                        r[l]
+                    } else {
+                        0
+                    }
                 });
                 self.write32(ctx, dbase, &r, exec)?;
             }
@@ -1725,12 +1867,8 @@ impl Wave {
                 } else {
                     self.v.get(va * 64 + l).copied().unwrap_or(0) as u64
                 };
-                let base = if saddr != 0x7F && ctx.target == Target::Gfx942 && op.words[1] >> 23 & 1 == 0 && false {
-                    base
-                } else {
-                    base
-                };
-                ((PRIVATE_APERTURE_HI as u64) << 32) + (base.wrapping_add(op.imm as i64 as u64) & 0xFFFF_FFFF)
+                ((PRIVATE_APERTURE_HI as u64) << 32)
+                    + (base.wrapping_add(op.imm as i64 as u64) & 0xFFFF_FFFF)
             }
             _ => {
                 let base = if seg == 2 && saddr != 0x7F {
@@ -1763,7 +1901,8 @@ impl Wave {
                     return Err(self.err(ctx, format!("private (scratch) access at offset {o:#x} beyond the {ps}-byte private segment")));
                 }
                 let mut v = [0u8; 8];
-                v[..size as usize].copy_from_slice(&self.private[l * ps + o..l * ps + o + size as usize]);
+                v[..size as usize]
+                    .copy_from_slice(&self.private[l * ps + o..l * ps + o + size as usize]);
                 Ok(u64::from_le_bytes(v))
             }
             _ => ctx.mem.load(a, size).map_err(|f| self.mem_err(ctx, f)),
@@ -1865,7 +2004,14 @@ impl Wave {
         Ok(())
     }
 
-    fn flat_atomic(&mut self, ctx: &mut Ctx<'_>, op: &Op, exec: u64, vd: usize, vdata: usize) -> R<()> {
+    fn flat_atomic(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        op: &Op,
+        exec: u64,
+        vd: usize,
+        vdata: usize,
+    ) -> R<()> {
         let rtn = op.clamp; // glc / sc0: return the pre-op value
         let wide = op.op >= 0x60 || matches!(op.op, 0x4f..=0x51);
         for l in 0..64 {
@@ -1874,7 +2020,10 @@ impl Wave {
             }
             let a = self.lane_addr(ctx, op, l)?;
             if (a >> 32) as u32 == SHARED_APERTURE_HI || (a >> 32) as u32 == PRIVATE_APERTURE_HI {
-                return Err(self.err(ctx, "flat atomics to the LDS/private apertures are not modelled"));
+                return Err(self.err(
+                    ctx,
+                    "flat atomics to the LDS/private apertures are not modelled",
+                ));
             }
             let x = self.v.get(vdata * 64 + l).copied().unwrap_or(0);
             let x1 = self.v.get((vdata + 1) * 64 + l).copied().unwrap_or(0);
@@ -1887,7 +2036,13 @@ impl Wave {
                 let f = |o: u32| -> u32 {
                     match k {
                         0x40 => x,
-                        0x41 => if o == x1 { x } else { o },
+                        0x41 => {
+                            if o == x1 {
+                                x
+                            } else {
+                                o
+                            }
+                        }
                         0x42 => o.wrapping_add(x),
                         0x43 => o.wrapping_sub(x),
                         0x44 => (o as i32).min(x as i32) as u32,
@@ -1897,17 +2052,33 @@ impl Wave {
                         0x48 => o & x,
                         0x49 => o | x,
                         0x4a => o ^ x,
-                        0x4b => if o >= x { 0 } else { o + 1 },
-                        0x4c => if o == 0 || o > x { x } else { o - 1 },
+                        0x4b => {
+                            if o >= x {
+                                0
+                            } else {
+                                o + 1
+                            }
+                        }
+                        0x4c => {
+                            if o == 0 || o > x {
+                                x
+                            } else {
+                                o - 1
+                            }
+                        }
                         0x4d => (f32::from_bits(o) + f32::from_bits(x)).to_bits(),
                         0x4e => {
-                            let lo = half::f16::from_bits(o as u16) + half::f16::from_bits(x as u16);
-                            let hi = half::f16::from_bits((o >> 16) as u16) + half::f16::from_bits((x >> 16) as u16);
+                            let lo =
+                                half::f16::from_bits(o as u16) + half::f16::from_bits(x as u16);
+                            let hi = half::f16::from_bits((o >> 16) as u16)
+                                + half::f16::from_bits((x >> 16) as u16);
                             lo.to_bits() as u32 | (hi.to_bits() as u32) << 16
                         }
                         _ => {
-                            let lo = half::bf16::from_bits(o as u16) + half::bf16::from_bits(x as u16);
-                            let hi = half::bf16::from_bits((o >> 16) as u16) + half::bf16::from_bits((x >> 16) as u16);
+                            let lo =
+                                half::bf16::from_bits(o as u16) + half::bf16::from_bits(x as u16);
+                            let hi = half::bf16::from_bits((o >> 16) as u16)
+                                + half::bf16::from_bits((x >> 16) as u16);
                             lo.to_bits() as u32 | (hi.to_bits() as u32) << 16
                         }
                     }
@@ -1923,9 +2094,12 @@ impl Wave {
                     0x47 => cell.fetch_max(x, Ordering::SeqCst),
                     0x52 if ctx.target == Target::Gfx90a => return Err(self.unimpl(ctx)),
                     0x4f..=0x51 => unreachable_wide(),
-                    _ => match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o))) {
-                        Ok(p) | Err(p) => p,
-                    },
+                    _ => {
+                        match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o)))
+                        {
+                            Ok(p) | Err(p) => p,
+                        }
+                    }
                 };
                 prev as u64
             } else {
@@ -1944,7 +2118,13 @@ impl Wave {
                 let f = |o: u64| -> u64 {
                     match k {
                         0x60 => xv,
-                        0x61 => if o == cmp { xv } else { o },
+                        0x61 => {
+                            if o == cmp {
+                                xv
+                            } else {
+                                o
+                            }
+                        }
                         0x62 => o.wrapping_add(xv),
                         0x63 => o.wrapping_sub(xv),
                         0x64 => (o as i64).min(xv as i64) as u64,
@@ -1954,8 +2134,20 @@ impl Wave {
                         0x68 => o & xv,
                         0x69 => o | xv,
                         0x6a => o ^ xv,
-                        0x6b => if o >= xv { 0 } else { o + 1 },
-                        0x6c => if o == 0 || o > xv { xv } else { o - 1 },
+                        0x6b => {
+                            if o >= xv {
+                                0
+                            } else {
+                                o + 1
+                            }
+                        }
+                        0x6c => {
+                            if o == 0 || o > xv {
+                                xv
+                            } else {
+                                o - 1
+                            }
+                        }
                         0x4f => (f64::from_bits(o) + f64::from_bits(xv)).to_bits(),
                         0x50 => fmin64(f64::from_bits(o), f64::from_bits(xv)).to_bits(),
                         _ => fmax64(f64::from_bits(o), f64::from_bits(xv)).to_bits(),
@@ -2082,11 +2274,23 @@ fn class_bits(x: f64, sub: bool) -> u32 {
     }
     let neg = x.is_sign_negative();
     let bit = if x.is_infinite() {
-        if neg { 2 } else { 9 }
+        if neg {
+            2
+        } else {
+            9
+        }
     } else if x == 0.0 {
-        if neg { 5 } else { 6 }
+        if neg {
+            5
+        } else {
+            6
+        }
     } else if sub {
-        if neg { 4 } else { 7 }
+        if neg {
+            4
+        } else {
+            7
+        }
     } else if neg {
         3
     } else {
@@ -2103,12 +2307,12 @@ fn fcmp(c: u8, a: f64, b: f64) -> bool {
         2 => a == b,
         3 => a <= b,
         4 => a > b,
-        5 => a < b || a > b,
+        5 => a != b && !un,
         6 => a >= b,
         7 => !un,
         8 => un,
         9 => !(a >= b),
-        10 => !(a < b || a > b),
+        10 => a == b || un,
         11 => !(a > b),
         12 => !(a <= b),
         13 => a != b,
