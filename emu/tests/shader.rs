@@ -546,7 +546,7 @@ fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
             fault.va
         );
         assert!(
-            f.reason.contains("Flat opcode 0x1c"),
+            f.reason.contains("global_store_dword"),
             "{}: {}",
             dev.target,
             f.reason

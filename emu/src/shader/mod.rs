@@ -40,6 +40,14 @@ pub(crate) enum Target {
 }
 
 impl Target {
+    /// The decoder's target.
+    fn isa(self) -> amdgpu_isa::Target {
+        match self {
+            Target::Gfx90a => amdgpu_isa::Target::Gfx90a,
+            Target::Gfx942 => amdgpu_isa::Target::Gfx942,
+        }
+    }
+
     /// The shader model for a KFD `gfx_target_version`, if there is one.
     pub(crate) fn from_gfx_target_version(v: u32) -> Option<Target> {
         match v {
@@ -68,7 +76,10 @@ impl ShaderError {
     /// An error at op index `pc` of `prog`.
     pub(crate) fn at(prog: &Program, pc: usize, msg: String, fault: Option<Fault>) -> Self {
         let va = prog.addr_of(pc);
-        let desc = prog.ops.get(pc).map(describe).unwrap_or_default();
+        let desc = match prog.insts.get(pc) {
+            Some(Some(inst)) => inst.to_string(),
+            _ => prog.ops.get(pc).map(describe).unwrap_or_default(),
+        };
         ShaderError {
             reason: format!(
                 "{msg}: `{desc}` at {va:#x} (kernel {}+{:#x})",
@@ -80,8 +91,7 @@ impl ShaderError {
     }
 }
 
-/// A textual form of an op: its encoding, opcode number and raw words (the shared
-/// disassembler replaces this once `amdgpu-isa` lands).
+/// A textual form of an op the decoder does not know: encoding, opcode number, raw words.
 fn describe(op: &Op) -> String {
     let words: Vec<String> = op.words[..op.len.clamp(1, 3) as usize]
         .iter()
@@ -96,6 +106,8 @@ pub(crate) struct Program {
     pub(crate) name: String,
     pub(crate) entry: u64,
     pub(crate) ops: Vec<Op>,
+    /// The shared decoder's view of each op (`amdgpu_isa`), for disassembly in messages.
+    pub(crate) insts: Vec<Option<amdgpu_isa::Inst>>,
     /// Address of each op.
     addrs: Vec<u64>,
     /// Dword index (from `entry`) → op index (`u32::MAX` inside an instruction).
@@ -103,13 +115,23 @@ pub(crate) struct Program {
 }
 
 impl Program {
-    fn decode(entry: u64, words: &[u32]) -> Program {
+    fn decode(entry: u64, words: &[u32], target: Target) -> Program {
         let mut ops = Vec::with_capacity(words.len());
+        let mut insts = Vec::with_capacity(words.len());
         let mut addrs = Vec::with_capacity(words.len());
         let mut index = vec![u32::MAX; words.len()];
         let mut i = 0usize;
         while i < words.len() {
-            let op = decode::split(&words[i..words.len().min(i + 3)]);
+            let w = &words[i..words.len().min(i + 3)];
+            let mut op = decode::split(w);
+            let inst = amdgpu_isa::decode(w, target.isa()).ok();
+            match inst {
+                // The interpreter's field split and the decoder must agree on the length;
+                // where they do not (or the decoder rejects the bits), the op faults.
+                Some(ins) if ins.len == op.len => {}
+                _ => op.enc = decode::Enc::Invalid,
+            }
+            insts.push(inst);
             index[i] = ops.len() as u32;
             addrs.push(entry + 4 * i as u64);
             ops.push(op);
@@ -119,6 +141,7 @@ impl Program {
             name: format!("kernel@{entry:#x}"),
             entry,
             ops,
+            insts,
             addrs,
             index,
         }
@@ -155,7 +178,7 @@ pub(crate) struct ProgramCache {
 const MAX_CODE_BYTES: u64 = 512 * 1024;
 
 impl ProgramCache {
-    fn get(&self, inner: &Inner, entry: u64) -> Result<Arc<Program>, ShaderError> {
+    fn get(&self, inner: &Inner, entry: u64, target: Target) -> Result<Arc<Program>, ShaderError> {
         let gen = inner.tlb_gen.load(Ordering::Acquire);
         {
             let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
@@ -183,7 +206,7 @@ impl ProgramCache {
             // SAFETY: [entry, entry + 4n) lies in the live window `w`.
             .map(|i| unsafe { mem::load_raw(p.add(4 * i), 4) } as u32)
             .collect();
-        let prog = Arc::new(Program::decode(entry, &words));
+        let prog = Arc::new(Program::decode(entry, &words, target));
         let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
         g.1.insert(entry, prog.clone());
         Ok(prog)
@@ -257,7 +280,7 @@ pub(crate) fn dispatch(
     let entry = k
         .kernel_object
         .wrapping_add(kd.kernel_code_entry_byte_offset as u64);
-    let prog = inner.programs.get(inner, entry)?;
+    let prog = inner.programs.get(inner, entry, target)?;
     let mut wg = [1u32; 3];
     let mut groups = [1u32; 3];
     for d in 0..3 {

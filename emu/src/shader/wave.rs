@@ -375,7 +375,8 @@ impl Wave {
                     self.lane_instrs += self.exec().count_ones() as u64;
                     self.flat(ctx, &op)?
                 }
-                Enc::Vop3p | Enc::Mubuf | Enc::Invalid => return Err(self.unimpl(ctx)),
+                Enc::Invalid => return Err(self.err(ctx, "invalid or undecodable instruction")),
+                Enc::Vop3p | Enc::Mubuf => return Err(self.unimpl(ctx)),
             }
             self.pc = next;
         }
