@@ -105,17 +105,20 @@ pub(crate) struct Program {
     /// Kernel name for messages (`kernel@ENTRY`).
     pub(crate) name: String,
     pub(crate) entry: u64,
+    /// Address of the first decoded dword (below `entry` when device functions precede
+    /// the kernel).
+    base: u64,
     pub(crate) ops: Vec<Op>,
     /// The shared decoder's view of each op (`amdgpu_isa`), for disassembly in messages.
     pub(crate) insts: Vec<Option<amdgpu_isa::Inst>>,
     /// Address of each op.
     addrs: Vec<u64>,
-    /// Dword index (from `entry`) → op index (`u32::MAX` inside an instruction).
+    /// Dword index (from `base`) → op index (`u32::MAX` inside an instruction).
     index: Vec<u32>,
 }
 
 impl Program {
-    fn decode(entry: u64, words: &[u32], target: Target) -> Program {
+    fn decode(entry: u64, base: u64, words: &[u32], target: Target) -> Program {
         let mut ops = Vec::with_capacity(words.len());
         let mut insts = Vec::with_capacity(words.len());
         let mut addrs = Vec::with_capacity(words.len());
@@ -125,6 +128,12 @@ impl Program {
             let w = &words[i..words.len().min(i + 3)];
             let mut op = decode::split(w);
             let inst = amdgpu_isa::decode(w, target.isa()).ok();
+            if let Some(ins) = &inst {
+                // FLAT/SCRATCH with no VGPR address (gfx940 `scratch_* off, ..., off`).
+                if op.enc == decode::Enc::Flat && ins.src[0] == amdgpu_isa::Operand::Off {
+                    op.neg_hi = 1;
+                }
+            }
             match inst {
                 // The interpreter's field split and the decoder must agree on the length;
                 // where they do not (or the decoder rejects the bits), the op faults.
@@ -133,13 +142,14 @@ impl Program {
             }
             insts.push(inst);
             index[i] = ops.len() as u32;
-            addrs.push(entry + 4 * i as u64);
+            addrs.push(base + 4 * i as u64);
             ops.push(op);
             i += op.len.max(1) as usize;
         }
         Program {
             name: format!("kernel@{entry:#x}"),
             entry,
+            base,
             ops,
             insts,
             addrs,
@@ -147,17 +157,45 @@ impl Program {
         }
     }
 
+    /// Absolute targets of `s_getpc_b64 s[n:n+1]; s_add_u32 sn, sn, lo; s_addc_u32 sn+1,
+    /// sn+1, hi` sequences (how clang materialises call and jump-table addresses).
+    fn call_targets(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for i in 0..self.ops.len() {
+            let (Some(g), Some(a), Some(c)) =
+                (self.ops.get(i), self.ops.get(i + 1), self.ops.get(i + 2))
+            else {
+                break;
+            };
+            if g.enc == decode::Enc::Sop1
+                && g.op == 0x1c
+                && a.enc == decode::Enc::Sop2
+                && a.op == 0x00
+                && a.dst == g.dst
+                && a.src == [g.dst, 255, 0]
+                && c.enc == decode::Enc::Sop2
+                && c.op == 0x04
+                && c.dst == g.dst + 1
+                && c.src == [g.dst + 1, 255, 0]
+            {
+                let off = a.lit as u64 | (c.lit as u64) << 32;
+                out.push(self.addr_of(i + 1).wrapping_add(off));
+            }
+        }
+        out
+    }
+
     /// Address of op `i` (one past the end for `i == len`).
     pub(crate) fn addr_of(&self, i: usize) -> u64 {
         match self.addrs.get(i) {
             Some(&a) => a,
-            None => self.entry + 4 * self.index.len() as u64,
+            None => self.base + 4 * self.index.len() as u64,
         }
     }
 
     /// The op index at `va`, when an instruction starts there.
     pub(crate) fn index_of(&self, va: u64) -> Option<usize> {
-        let off = va.checked_sub(self.entry)?;
+        let off = va.checked_sub(self.base)?;
         if off % 4 != 0 {
             return None;
         }
@@ -198,15 +236,33 @@ impl ProgramCache {
                 fault: Some(f),
             })?;
         let end = (w.va() + w.len() as u64).min(entry.saturating_add(MAX_CODE_BYTES));
-        let n = ((end.saturating_sub(entry)) / 4) as usize;
-        let p = w
-            .host_ptr(entry, 4 * n as u64, false)
-            .map_err(|f| ShaderError::new(format!("kernel code at {entry:#x}: {f}")))?;
-        let words: Vec<u32> = (0..n)
-            // SAFETY: [entry, entry + 4n) lies in the live window `w`.
-            .map(|i| unsafe { mem::load_raw(p.add(4 * i), 4) } as u32)
-            .collect();
-        let prog = Arc::new(Program::decode(entry, &words, target));
+        let decode_from = |base: u64| -> Result<Program, ShaderError> {
+            let n = ((end.saturating_sub(base)) / 4) as usize;
+            let p = w
+                .host_ptr(base, 4 * n as u64, false)
+                .map_err(|f| ShaderError::new(format!("kernel code at {base:#x}: {f}")))?;
+            let words: Vec<u32> = (0..n)
+                // SAFETY: [base, base + 4n) lies in the live window `w`.
+                .map(|i| unsafe { mem::load_raw(p.add(4 * i), 4) } as u32)
+                .collect();
+            Ok(Program::decode(entry, base, &words, target))
+        };
+        // Device functions placed before the kernel: start decoding at the lowest call
+        // target found in the code (until no new lower target appears).
+        let mut prog = decode_from(entry)?;
+        for _ in 0..8 {
+            let low = prog
+                .call_targets()
+                .into_iter()
+                .filter(|&t| t >= w.va() && t % 4 == 0)
+                .min()
+                .unwrap_or(prog.base);
+            if low >= prog.base {
+                break;
+            }
+            prog = decode_from(low)?;
+        }
+        let prog = Arc::new(prog);
         let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
         g.1.insert(entry, prog.clone());
         Ok(prog)
@@ -320,11 +376,7 @@ pub(crate) fn dispatch(
         preload,
     };
     let total = groups.iter().map(|&g| g as u64).product::<u64>();
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(total as usize)
-        .max(1);
+    let workers = worker_threads().min(total as usize).max(1);
     let next = AtomicU64::new(0);
     let abort = AtomicBool::new(false);
     let first_err: Mutex<Option<ShaderError>> = Mutex::new(None);
@@ -377,6 +429,23 @@ pub(crate) fn dispatch(
     }
     let s = *stats.lock().unwrap_or_else(|e| e.into_inner());
     Ok(s)
+}
+
+/// Worker threads per dispatch: `KFD_EMU_SHADER_THREADS` when set (for speed-up
+/// measurements), else one per host core.
+fn worker_threads() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("KFD_EMU_SHADER_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &usize| n > 0)
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            })
+    })
 }
 
 /// Runs work-group number `g` (x fastest) to completion.

@@ -80,6 +80,8 @@ pub(crate) struct Wave {
     pub(crate) lane_instrs: u64,
     /// HW_ID-style wave slot (for s_getreg HW_ID).
     pub(crate) hw_id: u32,
+    /// The DPP-permuted src0 of the current instruction.
+    dpp_src: [u32; 64],
 }
 
 fn f32_inline(code: u16) -> Option<f32> {
@@ -143,6 +145,7 @@ impl Wave {
             instrs: 0,
             lane_instrs: 0,
             hw_id: 0,
+            dpp_src: [0; 64],
         }
     }
 
@@ -239,7 +242,9 @@ impl Wave {
     #[inline]
     fn fetch(&self, ctx: &Ctx<'_>, op: &Op, i: usize, ty: Ty, out: &mut [u32; 64]) -> R<()> {
         let code = op.src[i];
-        if code >= 256 {
+        if i == 0 && op.form == VopForm::Dpp {
+            *out = self.dpp_src;
+        } else if code >= 256 {
             out.copy_from_slice(self.vreg(ctx, (code - 256) as usize)?);
         } else {
             let v = match ty {
@@ -251,7 +256,7 @@ impl Wave {
             };
             *out = [v; 64];
         }
-        if op.form == VopForm::Vop3 && (op.abs | op.neg) != 0 {
+        if op.form != VopForm::E32 && (op.abs | op.neg) != 0 {
             let sign = match ty {
                 Ty::F32 => 0x8000_0000u32,
                 Ty::F16 => 0x8000,
@@ -376,6 +381,9 @@ impl Wave {
                     self.flat(ctx, &op)?
                 }
                 Enc::Invalid => return Err(self.err(ctx, "invalid or undecodable instruction")),
+                // buffer_wbl2, buffer_inv, buffer_wbinvl1(_vol): cache maintenance, no
+                // architectural effect without modelled caches.
+                Enc::Mubuf if matches!(op.op, 0x28 | 0x29 | 0x3e | 0x3f) => {}
                 Enc::Vop3p | Enc::Mubuf => return Err(self.unimpl(ctx)),
             }
             self.pc = next;
@@ -934,13 +942,16 @@ impl Wave {
     // ---- VALU ----
 
     fn valu(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
-        if matches!(op.form, VopForm::Sdwa | VopForm::Dpp) {
+        if op.form == VopForm::Sdwa {
             return Err(self.err(
                 ctx,
-                "SDWA/DPP operand forms are not implemented by the emulator",
+                "SDWA operand forms are not implemented by the emulator",
             ));
         }
-        let exec = self.exec();
+        let mut exec = self.exec();
+        if op.form == VopForm::Dpp {
+            exec &= self.dpp(ctx, op, exec)?;
+        }
         let d = op.dst as usize;
         let mut a = [0u32; 64];
         let mut b = [0u32; 64];
@@ -1292,6 +1303,64 @@ impl Wave {
                 x.max(y).min(x.min(y).max(z)) as u32
             }),
             0x1d8 => u3!(|x: u32, y: u32, z: u32| x.max(y).min(x.min(y).max(z))),
+            0x117 | 0x118 => {
+                // v_fmamk_f32: S0 * K + S1; v_fmaak_f32: S0 * S1 + K (gfx940); gfx90a has the
+                // unfused v_madmk_f32 / v_madak_f32 at the same opcodes.
+                let fused = ctx.target != Target::Gfx90a;
+                let k = f32::from_bits(op.lit);
+                let mk = op.op == 0x117;
+                f2!(|x: f32, y: f32| match (mk, fused) {
+                    (true, true) => x.mul_add(k, y),
+                    (false, true) => x.mul_add(y, k),
+                    (true, false) => x * k + y,
+                    (false, false) => x * y + k,
+                })
+            }
+            0x1e0 | 0x1e1 => return self.div_scale(ctx, op, exec),
+            0x1e2 => {
+                // v_div_fmas_f32 with VCC clear is a plain fma (div_scale never sets VCC here).
+                if self.vcc() & exec != 0 {
+                    return Err(self.err(
+                        ctx,
+                        "v_div_fmas with VCC set (scaled division) is not modelled",
+                    ));
+                }
+                f3!(|x: f32, y: f32, z: f32| x.mul_add(y, z))
+            }
+            0x1e3 => {
+                if self.vcc() & exec != 0 {
+                    return Err(self.err(
+                        ctx,
+                        "v_div_fmas with VCC set (scaled division) is not modelled",
+                    ));
+                }
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
+                self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
+                let r: [u64; 64] = std::array::from_fn(|l| {
+                    f64::from_bits(a64[l])
+                        .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
+                        .to_bits()
+                });
+                self.write64(ctx, d, &r, exec)?;
+            }
+            0x1de => {
+                f3!(|q: f32, den: f32, num: f32| div_fixup(q as f64, den as f64, num as f64) as f32)
+            }
+            0x1df => {
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
+                self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
+                let r: [u64; 64] = std::array::from_fn(|l| {
+                    div_fixup(
+                        f64::from_bits(a64[l]),
+                        f64::from_bits(b64[l]),
+                        f64::from_bits(c64[l]),
+                    )
+                    .to_bits()
+                });
+                self.write64(ctx, d, &r, exec)?;
+            }
             0x1e8 | 0x1e9 => {
                 // v_mad_u64_u32 / v_mad_i64_i32 (VOP3B): D64 = S0 * S1 + S2_64
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
@@ -1420,6 +1489,138 @@ impl Wave {
             _ => return Err(self.unimpl(ctx)),
         }
         Ok(())
+    }
+
+    /// v_div_scale_f32/f64 (VOP3B). Only the unscaled case is modelled: when the ISA's
+    /// pseudocode would scale an operand (extreme exponents, denormal quotients) the op faults.
+    fn div_scale(&mut self, ctx: &Ctx<'_>, op: &Op, exec: u64) -> R<()> {
+        let f64op = op.op == 0x1e1;
+        let mut s = [[0u64; 64]; 3];
+        for (i, v) in s.iter_mut().enumerate() {
+            if f64op {
+                self.fetch64(ctx, op, i, Ty::F64, v)?;
+            } else {
+                let mut t = [0u32; 64];
+                self.fetch(ctx, op, i, Ty::F32, &mut t)?;
+                for l in 0..64 {
+                    v[l] = (f32::from_bits(t[l]) as f64).to_bits();
+                }
+            }
+        }
+        let (lim, tiny) = if f64op { (768, 53) } else { (96, 23) };
+        let expo = |x: f64, f64op: bool| -> i32 {
+            if f64op {
+                ((x.to_bits() >> 52) & 0x7FF) as i32 - 1023
+            } else {
+                (((x as f32).to_bits() >> 23) & 0xFF) as i32 - 127
+            }
+        };
+        let denorm = |x: f64| {
+            if f64op {
+                x.is_subnormal()
+            } else {
+                (x as f32).is_subnormal()
+            }
+        };
+        let mut r = [0u64; 64];
+        for l in 0..64 {
+            let (s0, s1, s2) = (
+                f64::from_bits(s[0][l]),
+                f64::from_bits(s[1][l]),
+                f64::from_bits(s[2][l]),
+            );
+            r[l] = s[0][l];
+            if exec >> l & 1 == 0 || s0.is_nan() || s1.is_nan() || s2.is_nan() {
+                continue;
+            }
+            if s2 == 0.0 || s1 == 0.0 {
+                r[l] = f64::NAN.to_bits();
+                continue;
+            }
+            if !s1.is_finite() || !s2.is_finite() {
+                continue;
+            }
+            let scaled = expo(s2, f64op) - expo(s1, f64op) >= lim
+                || denorm(s1)
+                || denorm(1.0 / s1)
+                || denorm(s2 / s1)
+                || expo(s2, f64op) <= -(if f64op { 1022 } else { 126 }) + tiny;
+            if scaled {
+                return Err(self.err(
+                    ctx,
+                    "v_div_scale operands that need scaling (extreme exponents) are not modelled",
+                ));
+            }
+        }
+        if f64op {
+            self.write64(ctx, op.dst as usize, &r, exec)?;
+        } else {
+            let r32: [u32; 64] = std::array::from_fn(|l| (f64::from_bits(r[l]) as f32).to_bits());
+            self.write32(ctx, op.dst as usize, &r32, exec)?;
+        }
+        // VCC (the scale flag) is clear for every lane.
+        self.ws64(op.sdst, 0);
+        Ok(())
+    }
+
+    /// Gathers the DPP-permuted src0 into `dpp_src`; returns the lanes that are written
+    /// (row_mask/bank_mask, and bound_ctrl:0 lanes whose source is invalid are not).
+    fn dpp(&mut self, ctx: &Ctx<'_>, op: &Op, exec: u64) -> R<u64> {
+        let ctrl = (op.ext >> 8) & 0x1FF;
+        let bound_zero = (op.ext >> 19) & 1 != 0;
+        let bank_mask = (op.ext >> 24) & 0xF;
+        let row_mask = (op.ext >> 28) & 0xF;
+        let src = self.vreg(ctx, (op.src[0] - 256) as usize)?.to_vec();
+        let mut write = 0u64;
+        for l in 0..64usize {
+            let row = l >> 4;
+            let bank = (l >> 2) & 3;
+            if row_mask >> row & 1 == 0 || bank_mask >> bank & 1 == 0 {
+                continue;
+            }
+            let r = l & 15;
+            let base = l & !15;
+            let s: Option<usize> = match ctrl {
+                0x000..=0x0FF => Some((l & !3) | ((ctrl >> (2 * (l & 3))) & 3) as usize),
+                0x101..=0x10F => {
+                    let n = (ctrl & 0xF) as usize;
+                    (r + n < 16).then(|| l + n)
+                }
+                0x111..=0x11F => {
+                    let n = (ctrl & 0xF) as usize;
+                    (r >= n).then(|| l - n)
+                }
+                0x121..=0x12F => Some(base + (r + 16 - (ctrl & 0xF) as usize) % 16),
+                0x130 => (l < 63).then(|| l + 1),
+                0x134 => Some((l + 1) % 64),
+                0x138 => (l > 0).then(|| l - 1),
+                0x13C => Some((l + 63) % 64),
+                0x140 => Some(base + 15 - r),
+                0x141 => Some((l & !7) + 7 - (l & 7)),
+                // row_bcast:15: lane 15 of each row feeds the next row.
+                0x142 => (row > 0).then(|| row * 16 - 1),
+                // row_bcast:31: lane 31 feeds rows 2 and 3.
+                0x143 => (row >= 2).then_some(31),
+                _ => {
+                    return Err(self.err(
+                        ctx,
+                        format!("DPP control {ctrl:#x} is not a gfx9 DPP operation"),
+                    ))
+                }
+            };
+            match s {
+                Some(s) if exec >> s & 1 != 0 => {
+                    self.dpp_src[l] = src[s];
+                    write |= 1 << l;
+                }
+                _ if bound_zero => {
+                    self.dpp_src[l] = 0;
+                    write |= 1 << l;
+                }
+                _ => {}
+            }
+        }
+        Ok(write)
     }
 
     fn carry_op(&mut self, ctx: &Ctx<'_>, op: &Op, exec: u64) -> R<()> {
@@ -1819,8 +2020,8 @@ impl Wave {
                 }
             }
             0x3d => {
-                // ds_swizzle_b32
-                let src: Vec<u32> = self.vreg(ctx, d0)?.to_vec();
+                // ds_swizzle_b32: the source is the ADDR operand.
+                let src: Vec<u32> = addr.clone();
                 let r: [u32; 64] = std::array::from_fn(|l| src[swizzle_lane(off16, l)]);
                 let r: [u32; 64] = std::array::from_fn(|l| {
                     let s = swizzle_lane(off16, l);
@@ -1863,11 +2064,15 @@ impl Wave {
         Ok(match seg {
             1 => {
                 // scratch: lane-private offset
-                let base = if saddr != 0x7F {
+                let mut base = if saddr != 0x7F {
                     self.rs(ctx, saddr, 0)? as u64
                 } else {
-                    self.v.get(va * 64 + l).copied().unwrap_or(0) as u64
+                    0
                 };
+                if op.neg_hi == 0 && (saddr == 0x7F || ctx.target == Target::Gfx942) {
+                    // gfx940 adds the VGPR to the SGPR when both are given (SVE).
+                    base = base.wrapping_add(self.v.get(va * 64 + l).copied().unwrap_or(0) as u64);
+                }
                 ((PRIVATE_APERTURE_HI as u64) << 32)
                     + (base.wrapping_add(op.imm as i64 as u64) & 0xFFFF_FFFF)
             }
@@ -1934,7 +2139,8 @@ impl Wave {
     }
 
     fn flat(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
-        if op.ext & 1 != 0 {
+        // Bit 13 is `lds` on gfx90a; on gfx940 scratch it is SVE (VGPR address enable).
+        if op.ext & 1 != 0 && !(ctx.target == Target::Gfx942 && op.aux == 1) {
             return Err(self.err(ctx, "FLAT LDS-DMA form is not modelled"));
         }
         let exec = self.exec();
@@ -2247,6 +2453,28 @@ fn f32_to_f16_rtz(x: f32) -> u16 {
         return (h.to_bits() & 0x8000) | 0x7BFF;
     }
     h.to_bits()
+}
+
+/// v_div_fixup: special cases of `num / den` around the refined quotient `q` (ISA guide).
+fn div_fixup(q: f64, den: f64, num: f64) -> f64 {
+    let sign = if den.is_sign_negative() != num.is_sign_negative() {
+        -1.0
+    } else {
+        1.0
+    };
+    if num.is_nan() || den.is_nan() {
+        f64::NAN
+    } else if (den == 0.0 && num == 0.0) || (den.is_infinite() && num.is_infinite()) {
+        f64::NAN
+    } else if den == 0.0 || num.is_infinite() {
+        sign * f64::INFINITY
+    } else if den.is_infinite() || num == 0.0 {
+        sign * 0.0
+    } else if q.is_nan() {
+        f64::NAN
+    } else {
+        sign * q.abs()
+    }
 }
 
 fn perm(x: u32, y: u32, sel: u32) -> u32 {
