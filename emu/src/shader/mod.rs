@@ -545,8 +545,8 @@ fn init_wave(
     if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER) {
         // The private segment V#: scratch is lane-private in this model (see notes), so the
         // descriptor has base 0 and the wave offset below is 0.
-        for _ in 0..4 {
-            put(&mut wave, &mut s, 0);
+        for v in wave::PRIVATE_SEGMENT_VSHARP {
+            put(&mut wave, &mut s, v);
         }
     }
     if kd.has(code_props::ENABLE_SGPR_DISPATCH_PTR) {

@@ -46,6 +46,11 @@ const EXEC: u16 = 126;
 
 /// The private (scratch) aperture base (high dword), as KFD's `kfd_init_apertures_v9`.
 pub(crate) const PRIVATE_APERTURE_HI: u32 = 0x2_0000;
+/// The private segment buffer V# dispatch loads into the user SGPRs: base 0, all records,
+/// ADD_TID_ENABLE (word 3 bit 23) as ROCr's scratch descriptor; MUBUF accesses through it
+/// reach the lane-private segment.
+pub(crate) const PRIVATE_SEGMENT_VSHARP: [u32; 4] = [0, 0, 0xFFFF_FFFF, 1 << 23];
+
 /// The LDS (shared) aperture base (high dword).
 pub(crate) const SHARED_APERTURE_HI: u32 = 0x1_0000;
 
@@ -384,7 +389,14 @@ impl Wave {
                 // buffer_wbl2, buffer_inv, buffer_wbinvl1(_vol): cache maintenance, no
                 // architectural effect without modelled caches.
                 Enc::Mubuf if matches!(op.op, 0x28 | 0x29 | 0x3e | 0x3f) => {}
-                Enc::Vop3p | Enc::Mubuf => return Err(self.unimpl(ctx)),
+                Enc::Mubuf => {
+                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.mubuf(ctx, &op)?
+                }
+                Enc::Vop3p => {
+                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.vop3p(ctx, &op)?
+                }
             }
             self.pc = next;
         }
@@ -2209,6 +2221,118 @@ impl Wave {
             _ => return Err(self.unimpl(ctx)),
         }
         Ok(())
+    }
+
+    /// MUBUF through the private segment buffer (how gfx90a code reaches scratch): the V#
+    /// must be the one dispatch loaded ([`PRIVATE_SEGMENT_VSHARP`]); other buffers fault.
+    fn mubuf(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let r = op.src[2] as usize;
+        let vsharp = [0, 1, 2, 3].map(|i| self.s.get(r + i).copied().unwrap_or(0));
+        if vsharp != PRIVATE_SEGMENT_VSHARP || op.ext & 0x12 != 0 {
+            return Err(self.err(
+                ctx,
+                "MUBUF access to a buffer other than the private segment is not modelled",
+            ));
+        }
+        let soff = self.rs(ctx, op.sdst, 0)? as u64;
+        let exec = self.exec();
+        let (size, words, store) = match op.op {
+            0x10 | 0x11 => (1, 1, false),
+            0x12 | 0x13 => (2, 1, false),
+            0x14..=0x17 => (4, op.op as usize - 0x13, false),
+            0x18 => (1, 1, true),
+            0x1a => (2, 1, true),
+            0x1c..=0x1f => (4, op.op as usize - 0x1b, true),
+            _ => return Err(self.unimpl(ctx)),
+        };
+        let vd = op.dst as usize + if op.acc { self.acc_base } else { 0 };
+        for l in 0..64 {
+            if exec >> l & 1 == 0 {
+                continue;
+            }
+            let voff = if op.ext & 1 != 0 {
+                self.v
+                    .get(op.src[0] as usize * 64 + l)
+                    .copied()
+                    .unwrap_or(0) as u64
+            } else {
+                0
+            };
+            let off = (soff + voff + op.imm as u64) & 0xFFFF_FFFF;
+            let a = ((PRIVATE_APERTURE_HI as u64) << 32) | off;
+            for w in 0..words {
+                let reg = (vd + w) * 64 + l;
+                if store {
+                    let v = self.v.get(reg).copied().unwrap_or(0);
+                    self.fstore(ctx, a + 4 * w as u64, size, v as u64, l)?;
+                } else {
+                    let raw = self.fload(ctx, a + 4 * w as u64, size, l)?;
+                    let v = match op.op {
+                        0x11 => raw as u8 as i8 as i32 as u32,
+                        0x13 => raw as u16 as i16 as i32 as u32,
+                        _ => raw as u32,
+                    };
+                    match self.v.get_mut(reg) {
+                        Some(x) => *x = v,
+                        None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// VOP3P: the packed 32-bit moves and float ops of gfx90a/gfx940.
+    fn vop3p(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let exec = self.exec();
+        let mut s = [[0u64; 64]; 3];
+        let nsrc = match op.op {
+            0x30 => 3,
+            0x31..=0x33 => 2,
+            _ => return Err(self.unimpl(ctx)),
+        };
+        for (i, v) in s.iter_mut().enumerate().take(nsrc) {
+            self.fetch64(ctx, op, i, Ty::B32, v)?;
+        }
+        // op_sel picks the source half for the low result, op_sel_hi for the high one;
+        // neg / neg_hi negate the halves (float ops).
+        let pick = |i: usize, x: u64, hi: bool| -> u32 {
+            let sel = if hi {
+                (op.ext >> i) & 1
+            } else {
+                (op.opsel as u32 >> i) & 1
+            };
+            let v = (x >> (32 * sel)) as u32;
+            let neg = if hi {
+                op.neg_hi >> i & 1
+            } else {
+                op.neg >> i & 1
+            };
+            if neg != 0 && op.op != 0x33 {
+                v ^ 0x8000_0000
+            } else {
+                v
+            }
+        };
+        let k = op.op;
+        let r: [u64; 64] = std::array::from_fn(|l| {
+            let half = |hi: bool| -> u32 {
+                let a = f32::from_bits(pick(0, s[0][l], hi));
+                let b = f32::from_bits(pick(1, s[1][l], hi));
+                match k {
+                    0x30 => a.mul_add(b, f32::from_bits(pick(2, s[2][l], hi))).to_bits(),
+                    0x31 => (a * b).to_bits(),
+                    0x32 => (a + b).to_bits(),
+                    // v_pk_mov_b32: D.lo = S0 half op_sel[0], D.hi = S1 half op_sel[1].
+                    _ => {
+                        let i = hi as usize;
+                        (s[i][l] >> (32 * ((op.opsel as u64 >> i) & 1))) as u32
+                    }
+                }
+            };
+            half(false) as u64 | (half(true) as u64) << 32
+        });
+        self.write64(ctx, op.dst as usize, &r, exec)
     }
 
     fn flat_atomic(
