@@ -555,3 +555,52 @@ fn jump_table_device_calls_and_scratch_array() {
         }
     }
 }
+
+#[test]
+fn dispatch_is_traced_with_workgroups_waves_and_instructions() {
+    let dev = Dev::new("gfx942", 90402);
+    dev.eng.trace().set_enabled(true);
+    let mut q = dev.queue();
+    let n = 1000usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let (wa, wb, wc) = (dev.upload(&a), dev.upload(&a), dev.alloc(n * 4));
+    let m = dev.load("cl/vadd.cl");
+    let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
+    dev.run(
+        &mut q,
+        &m,
+        "vadd",
+        [n as u32, 1, 1],
+        [256, 1, 1],
+        0,
+        &args.0,
+    )
+    .unwrap_or_else(|f| panic!("{}", f.reason));
+    let ev = dev.eng.take_trace();
+    let line = ev
+        .iter()
+        .find_map(|e| match &e.kind {
+            kfd_emu::trace::TraceKind::Packet {
+                name: "DISPATCH",
+                disasm,
+                ..
+            } => Some(disasm.clone()),
+            _ => None,
+        })
+        .expect("a DISPATCH event on the CP track");
+    // 1000 work-items in groups of 256: 4 groups, 4 + 4 + 4 + 4 waves (the last group
+    // has 232 work-items, still 4 waves).
+    assert!(
+        line.contains(&format!("kernel_object={:#x}", m.kd("vadd"))),
+        "{line}"
+    );
+    assert!(line.contains(" workgroups=4 "), "{line}");
+    assert!(line.contains(" waves=16 "), "{line}");
+    let instrs: u64 = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("instructions="))
+        .and_then(|v| v.parse().ok())
+        .expect("instruction count");
+    // Every wave runs the whole straight-line body (about 20 instructions).
+    assert!((16 * 15..=16 * 40).contains(&instrs), "{line}");
+}

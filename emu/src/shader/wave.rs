@@ -126,6 +126,16 @@ fn f16_inline(code: u16) -> Option<u16> {
     })
 }
 
+/// `[f(0), .., f(63)]` as a plain loop (inlined, so the lane loop vectorises).
+#[inline(always)]
+fn lanes<T: Copy + Default, F: FnMut(usize) -> T>(mut f: F) -> [T; 64] {
+    let mut r = [T::default(); 64];
+    for (l, x) in r.iter_mut().enumerate() {
+        *x = f(l);
+    }
+    r
+}
+
 /// Flushes an f32 denormal to a signed zero.
 #[inline]
 fn ftz32(x: f32) -> f32 {
@@ -322,8 +332,8 @@ impl Wave {
 
     #[inline]
     fn write64(&mut self, ctx: &Ctx<'_>, dst: usize, r: &[u64; 64], exec: u64) -> R<()> {
-        let lo: [u32; 64] = std::array::from_fn(|l| r[l] as u32);
-        let hi: [u32; 64] = std::array::from_fn(|l| (r[l] >> 32) as u32);
+        let lo: [u32; 64] = lanes(|l| r[l] as u32);
+        let hi: [u32; 64] = lanes(|l| (r[l] >> 32) as u32);
         self.write32(ctx, dst, &lo, exec)?;
         self.write32(ctx, dst + 1, &hi, exec)
     }
@@ -972,7 +982,7 @@ impl Wave {
             ($f:expr) => {{
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
                 let f = $f;
-                let r: [u32; 64] = std::array::from_fn(|l| f(a[l]));
+                let r: [u32; 64] = lanes(|l| f(a[l]));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -981,7 +991,7 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
                 let f = $f;
-                let r: [u32; 64] = std::array::from_fn(|l| f(a[l], b[l]));
+                let r: [u32; 64] = lanes(|l| f(a[l], b[l]));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -991,7 +1001,7 @@ impl Wave {
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
                 self.fetch(ctx, op, 2, Ty::B32, &mut c)?;
                 let f = $f;
-                let r: [u32; 64] = std::array::from_fn(|l| f(a[l], b[l], c[l]));
+                let r: [u32; 64] = lanes(|l| f(a[l], b[l], c[l]));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1025,7 +1035,7 @@ impl Wave {
             ($f:expr) => {{
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                 let f = $f;
-                let r: [u32; 64] = std::array::from_fn(|l| post(f(pre(a[l]))));
+                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]))));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1034,7 +1044,7 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
                 let f = $f;
-                let r: [u32; 64] = std::array::from_fn(|l| post(f(pre(a[l]), pre(b[l]))));
+                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]), pre(b[l]))));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1044,8 +1054,7 @@ impl Wave {
                 self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
                 self.fetch(ctx, op, 2, Ty::F32, &mut c)?;
                 let f = $f;
-                let r: [u32; 64] =
-                    std::array::from_fn(|l| post(f(pre(a[l]), pre(b[l]), pre(c[l]))));
+                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]), pre(b[l]), pre(c[l]))));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1057,9 +1066,8 @@ impl Wave {
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
                 let f = $f;
-                let r: [u64; 64] = std::array::from_fn(|l| {
-                    f(f64::from_bits(a64[l]), f64::from_bits(b64[l])).to_bits()
-                });
+                let r: [u64; 64] =
+                    lanes(|l| f(f64::from_bits(a64[l]), f64::from_bits(b64[l])).to_bits());
                 self.write64(ctx, d, &r, exec)?;
             }};
         }
@@ -1067,7 +1075,7 @@ impl Wave {
             ($f:expr) => {{
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
                 let f = $f;
-                let r: [u64; 64] = std::array::from_fn(|l| f(f64::from_bits(a64[l])).to_bits());
+                let r: [u64; 64] = lanes(|l| f(f64::from_bits(a64[l])).to_bits());
                 self.write64(ctx, d, &r, exec)?;
             }};
         }
@@ -1085,8 +1093,7 @@ impl Wave {
                 };
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
-                let r: [u32; 64] =
-                    std::array::from_fn(|l| if m >> l & 1 != 0 { b[l] } else { a[l] });
+                let r: [u32; 64] = lanes(|l| if m >> l & 1 != 0 { b[l] } else { a[l] });
                 self.write32(ctx, d, &r, exec)?;
             }
             0x101 => f2!(|x: f32, y: f32| x + y),
@@ -1123,7 +1130,7 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
                 let fused = op.op == 0x13b;
-                let r: [u32; 64] = std::array::from_fn(|l| {
+                let r: [u32; 64] = lanes(|l| {
                     let (x, y, z) = (pre(a[l]), pre(b[l]), pre(dd[l]));
                     post(if fused { x.mul_add(y, z) } else { x * y + z })
                 });
@@ -1143,7 +1150,7 @@ impl Wave {
                 }
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                let r: [u64; 64] = lanes(|l| {
                     f64::from_bits(a64[l])
                         .mul_add(f64::from_bits(b64[l]), f64::from_bits(dd[l]))
                         .to_bits()
@@ -1165,14 +1172,13 @@ impl Wave {
             }
             0x143 => {
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                let r: [u32; 64] =
-                    std::array::from_fn(|l| f64_to_i32(f64::from_bits(a64[l])) as u32);
+                let r: [u32; 64] = lanes(|l| f64_to_i32(f64::from_bits(a64[l])) as u32);
                 self.write32(ctx, d, &r, exec)?;
             }
             0x144 | 0x156 | 0x150 => {
                 let ty = if op.op == 0x150 { Ty::F32 } else { Ty::B32 };
                 self.fetch(ctx, op, 0, ty, &mut a)?;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                let r: [u64; 64] = lanes(|l| {
                     match op.op {
                         0x144 => a[l] as i32 as f64,
                         0x156 => a[l] as f64,
@@ -1188,19 +1194,17 @@ impl Wave {
             0x148 => f1!(|x: f32| f32::from_bits(f32_to_i32(x) as u32)),
             0x14a => {
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                let r: [u32; 64] =
-                    std::array::from_fn(|l| half::f16::from_f32(pre(a[l])).to_bits() as u32);
+                let r: [u32; 64] = lanes(|l| half::f16::from_f32(pre(a[l])).to_bits() as u32);
                 self.write32(ctx, d, &r, exec)?;
             }
             0x14b => {
                 self.fetch(ctx, op, 0, Ty::F16, &mut a)?;
-                let r: [u32; 64] =
-                    std::array::from_fn(|l| post(half::f16::from_bits(a[l] as u16).to_f32()));
+                let r: [u32; 64] = lanes(|l| post(half::f16::from_bits(a[l] as u16).to_f32()));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x14f => {
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                let r: [u32; 64] = std::array::from_fn(|l| post(f64::from_bits(a64[l]) as f32));
+                let r: [u32; 64] = lanes(|l| post(f64::from_bits(a64[l]) as f32));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x151..=0x154 => {
@@ -1209,7 +1213,7 @@ impl Wave {
             }
             0x155 => {
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                let r: [u32; 64] = std::array::from_fn(|l| f64_to_u32(f64::from_bits(a64[l])));
+                let r: [u32; 64] = lanes(|l| f64_to_u32(f64::from_bits(a64[l])));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x157 => d1!(|x: f64| x.trunc()),
@@ -1291,7 +1295,7 @@ impl Wave {
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
                 self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                let r: [u64; 64] = lanes(|l| {
                     f64::from_bits(a64[l])
                         .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
                         .to_bits()
@@ -1349,7 +1353,7 @@ impl Wave {
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
                 self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                let r: [u64; 64] = lanes(|l| {
                     f64::from_bits(a64[l])
                         .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
                         .to_bits()
@@ -1363,7 +1367,7 @@ impl Wave {
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
                 self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                let r: [u64; 64] = lanes(|l| {
                     div_fixup(
                         f64::from_bits(a64[l]),
                         f64::from_bits(b64[l]),
@@ -1380,7 +1384,7 @@ impl Wave {
                 self.fetch64(ctx, op, 2, Ty::B32, &mut c64)?;
                 let signed = op.op == 0x1e9;
                 let mut carry = 0u64;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                let r: [u64; 64] = lanes(|l| {
                     let (p, cy) = if signed {
                         let p =
                             (a[l] as i32 as i128) * (b[l] as i32 as i128) + c64[l] as i64 as i128;
@@ -1413,8 +1417,7 @@ impl Wave {
                 self.fetch64(ctx, op, 0, Ty::B32, &mut a64)?;
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
                 self.fetch64(ctx, op, 2, Ty::B32, &mut c64)?;
-                let r: [u64; 64] =
-                    std::array::from_fn(|l| (a64[l] << (b[l] & 7)).wrapping_add(c64[l]));
+                let r: [u64; 64] = lanes(|l| (a64[l] << (b[l] & 7)).wrapping_add(c64[l]));
                 self.write64(ctx, d, &r, exec)?;
             }
             0x280 => d2!(|x: f64, y: f64| x + y),
@@ -1427,7 +1430,7 @@ impl Wave {
             0x288 => {
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                let r: [u32; 64] = std::array::from_fn(|l| post(ldexp32(pre(a[l]), b[l] as i32)));
+                let r: [u32; 64] = lanes(|l| post(ldexp32(pre(a[l]), b[l] as i32)));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x289 => {
@@ -1449,7 +1452,7 @@ impl Wave {
             0x28c => {
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                let r: [u32; 64] = std::array::from_fn(|l| {
+                let r: [u32; 64] = lanes(|l| {
                     let m = if l >= 32 {
                         a[l]
                     } else {
@@ -1462,7 +1465,7 @@ impl Wave {
             0x28d => {
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                let r: [u32; 64] = std::array::from_fn(|l| {
+                let r: [u32; 64] = lanes(|l| {
                     let m = if l < 32 {
                         0
                     } else {
@@ -1476,7 +1479,7 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch64(ctx, op, 1, Ty::B32, &mut b64)?;
                 let k = op.op;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                let r: [u64; 64] = lanes(|l| {
                     let s = a[l] & 63;
                     match k {
                         0x28f => b64[l] << s,
@@ -1490,7 +1493,7 @@ impl Wave {
             0x296 => {
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
-                let r: [u32; 64] = std::array::from_fn(|l| {
+                let r: [u32; 64] = lanes(|l| {
                     f32_to_f16_rtz(pre(a[l])) as u32 | (f32_to_f16_rtz(pre(b[l])) as u32) << 16
                 });
                 self.write32(ctx, d, &r, exec)?;
@@ -1567,7 +1570,7 @@ impl Wave {
         if f64op {
             self.write64(ctx, op.dst as usize, &r, exec)?;
         } else {
-            let r32: [u32; 64] = std::array::from_fn(|l| (f64::from_bits(r[l]) as f32).to_bits());
+            let r32: [u32; 64] = lanes(|l| (f64::from_bits(r[l]) as f32).to_bits());
             self.write32(ctx, op.dst as usize, &r32, exec)?;
         }
         // VCC (the scale flag) is clear for every lane.
@@ -1652,7 +1655,7 @@ impl Wave {
         };
         let mut cout = 0u64;
         let k = op.op;
-        let r: [u32; 64] = std::array::from_fn(|l| {
+        let r: [u32; 64] = lanes(|l| {
             let ci = cin >> l & 1;
             let (x, y) = (a[l] as u64, b[l] as u64);
             let (v, c) = match k {
@@ -2034,8 +2037,8 @@ impl Wave {
             0x3d => {
                 // ds_swizzle_b32: the source is the ADDR operand.
                 let src: Vec<u32> = addr.clone();
-                let r: [u32; 64] = std::array::from_fn(|l| src[swizzle_lane(off16, l)]);
-                let r: [u32; 64] = std::array::from_fn(|l| {
+                let r: [u32; 64] = lanes(|l| src[swizzle_lane(off16, l)]);
+                let r: [u32; 64] = lanes(|l| {
                     let s = swizzle_lane(off16, l);
                     if exec >> s & 1 != 0 {
                         r[l]
@@ -2315,7 +2318,7 @@ impl Wave {
             }
         };
         let k = op.op;
-        let r: [u64; 64] = std::array::from_fn(|l| {
+        let r: [u64; 64] = lanes(|l| {
             let half = |hi: bool| -> u32 {
                 let a = f32::from_bits(pick(0, s[0][l], hi));
                 let b = f32::from_bits(pick(1, s[1][l], hi));
@@ -2586,9 +2589,11 @@ fn div_fixup(q: f64, den: f64, num: f64) -> f64 {
     } else {
         1.0
     };
-    if num.is_nan() || den.is_nan() {
-        f64::NAN
-    } else if (den == 0.0 && num == 0.0) || (den.is_infinite() && num.is_infinite()) {
+    if num.is_nan()
+        || den.is_nan()
+        || (den == 0.0 && num == 0.0)
+        || (den.is_infinite() && num.is_infinite())
+    {
         f64::NAN
     } else if den == 0.0 || num.is_infinite() {
         sign * f64::INFINITY
