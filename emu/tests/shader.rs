@@ -2,6 +2,9 @@
 //! the emulated CP through raw AQL queues (the code object's segments are placed in
 //! emulated GPU memory by the test itself) and must give exactly the CPU reference result.
 
+// Lane-indexed comparisons against CPU references.
+#![allow(clippy::needless_range_loop)]
+
 mod shader_common;
 use shader_common::*;
 
