@@ -607,3 +607,83 @@ fn dispatch_is_traced_with_workgroups_waves_and_instructions() {
     // Every wave runs the whole straight-line body (about 20 instructions).
     assert!((16 * 15..=16 * 40).contains(&instrs), "{line}");
 }
+
+#[test]
+fn f16_bf16_conversions_and_f64_arithmetic() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let n = 1024usize;
+        let input: Vec<f32> = rand_u32(n, 51)
+            .iter()
+            .map(|&x| (x % 200_000) as f32 / 97.0 - 1000.0)
+            .collect();
+        let win = dev.upload(&input);
+        let (wh, wback, wbf) = (dev.alloc(n * 2), dev.alloc(n * 4), dev.alloc(n * 2));
+        let m = dev.load("cl/isa_types.cl");
+        let args = Args::default().ptr(&win).ptr(&wh).ptr(&wback).ptr(&wbf);
+        dev.run(
+            &mut q,
+            &m,
+            "f16_convert",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let h: Vec<u16> = dev.download(&wh, n);
+        let back: Vec<f32> = dev.download(&wback, n);
+        let bf: Vec<u16> = dev.download(&wbf, n);
+        for i in 0..n {
+            let y = half::f16::from_f32(input[i]);
+            assert_eq!(back[i], y.to_f32(), "{} back[{i}]", dev.target);
+            let want =
+                half::f16::from_f64(y.to_f64().mul_add(half::f16::from_f32(1.5).to_f64(), 0.25));
+            let alt = y * half::f16::from_f32(1.5) + half::f16::from_f32(0.25);
+            assert!(
+                h[i] == want.to_bits() || h[i] == alt.to_bits(),
+                "{} h[{i}]: {:#x} vs {:#x}",
+                dev.target,
+                h[i],
+                want.to_bits()
+            );
+            let mut u = input[i].to_bits();
+            u = u.wrapping_add(0x7FFF + ((u >> 16) & 1));
+            assert_eq!(bf[i], (u >> 16) as u16, "{} bf[{i}]", dev.target);
+        }
+
+        let a: Vec<f64> = rand_u32(n, 52)
+            .iter()
+            .map(|&x| x as f64 / 1e4 - 2e5)
+            .collect();
+        let b: Vec<f64> = rand_u32(n, 53)
+            .iter()
+            .map(|&x| x as f64 / 3e5 + 0.5)
+            .collect();
+        let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * 8));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc);
+        dev.run(
+            &mut q,
+            &m,
+            "f64_math",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let c: Vec<f64> = dev.download(&wc, n);
+        for i in 0..n {
+            let (x, y) = (a[i], b[i]);
+            let want = x.mul_add(y, 1.0) / (y + 2.0) + x.abs().sqrt() - (x * 0.5).floor()
+                + (y as i32) as f64;
+            assert_eq!(
+                c[i].to_bits(),
+                want.to_bits(),
+                "{} c[{i}]: {} vs {want}",
+                dev.target,
+                c[i]
+            );
+        }
+    }
+}

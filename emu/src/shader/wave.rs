@@ -1420,6 +1420,29 @@ impl Wave {
                 let r: [u64; 64] = lanes(|l| (a64[l] << (b[l] & 7)).wrapping_add(c64[l]));
                 self.write64(ctx, d, &r, exec)?;
             }
+            0x206 => {
+                // v_fma_f16 (op_sel picks halves; only the low halves are modelled).
+                if op.opsel != 0 {
+                    return Err(self.err(ctx, "v_fma_f16 with op_sel is not modelled"));
+                }
+                self.fetch(ctx, op, 0, Ty::F16, &mut a)?;
+                self.fetch(ctx, op, 1, Ty::F16, &mut b)?;
+                self.fetch(ctx, op, 2, Ty::F16, &mut c)?;
+                let h = |x: u32| half::f16::from_bits(x as u16).to_f64();
+                let r: [u32; 64] = lanes(|l| {
+                    // The f16 product is exact in f64; one rounding of the sum to f64,
+                    // then to f16.
+                    half::f16::from_f64(h(a[l]).mul_add(h(b[l]), h(c[l]))).to_bits() as u32
+                });
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x284 => {
+                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                let r: [u64; 64] =
+                    lanes(|l| ldexp64(f64::from_bits(a64[l]), b[l] as i32).to_bits());
+                self.write64(ctx, d, &r, exec)?;
+            }
             0x280 => d2!(|x: f64, y: f64| x + y),
             0x281 => d2!(|x: f64, y: f64| x * y),
             0x282 => d2!(|x: f64, y: f64| fmin64(x, y)),
@@ -2545,6 +2568,21 @@ fn f64_to_i32(x: f64) -> i32 {
 }
 fn f64_to_u32(x: f64) -> u32 {
     x as u32
+}
+
+/// `x * 2^e` exactly (scaling in steps that cannot overflow an intermediate).
+fn ldexp64(mut x: f64, e: i32) -> f64 {
+    let mut e = e.clamp(-2200, 2200);
+    while e > 1000 {
+        x *= 2f64.powi(1000);
+        e -= 1000;
+    }
+    while e < -1000 {
+        x *= 2f64.powi(-1000);
+        e += 1000;
+    }
+    // The last step rounds once (a denormal result rounds like the hardware's).
+    x * 2f64.powi(e)
 }
 
 fn ldexp32(x: f32, e: i32) -> f32 {
