@@ -87,6 +87,31 @@ pub(crate) struct Wave {
     pub(crate) hw_id: u32,
     /// The DPP-permuted src0 of the current instruction.
     dpp_src: [u32; 64],
+    /// VALU operand buffers.
+    tmp: Box<Tmp>,
+}
+
+/// VALU operand gather buffers.
+pub(crate) struct Tmp {
+    a: [u32; 64],
+    b: [u32; 64],
+    c: [u32; 64],
+    a64: [u64; 64],
+    b64: [u64; 64],
+    c64: [u64; 64],
+}
+
+impl Default for Box<Tmp> {
+    fn default() -> Self {
+        Box::new(Tmp {
+            a: [0; 64],
+            b: [0; 64],
+            c: [0; 64],
+            a64: [0; 64],
+            b64: [0; 64],
+            c64: [0; 64],
+        })
+    }
 }
 
 fn f32_inline(code: u16) -> Option<f32> {
@@ -161,6 +186,7 @@ impl Wave {
             lane_instrs: 0,
             hw_id: 0,
             dpp_src: [0; 64],
+            tmp: Box::default(),
         }
     }
 
@@ -964,6 +990,14 @@ impl Wave {
     // ---- VALU ----
 
     fn valu(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        // Operand buffers live in the wave (no per-instruction zeroing of 2 KiB of stack).
+        let mut tmp = std::mem::take(&mut self.tmp);
+        let r = self.valu_ops(ctx, op, &mut tmp);
+        self.tmp = tmp;
+        r
+    }
+
+    fn valu_ops(&mut self, ctx: &mut Ctx<'_>, op: &Op, tmp: &mut Tmp) -> R<()> {
         if op.form == VopForm::Sdwa {
             return Err(self.err(
                 ctx,
@@ -975,12 +1009,12 @@ impl Wave {
             exec &= self.dpp(ctx, op, exec)?;
         }
         let d = op.dst as usize;
-        let mut a = [0u32; 64];
-        let mut b = [0u32; 64];
-        let mut c = [0u32; 64];
+        let a = &mut tmp.a;
+        let b = &mut tmp.b;
+        let c = &mut tmp.c;
         macro_rules! u1 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
                 let f = $f;
                 let r: [u32; 64] = lanes(|l| f(a[l]));
                 self.write32(ctx, d, &r, exec)?;
@@ -988,8 +1022,8 @@ impl Wave {
         }
         macro_rules! u2 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
                 let f = $f;
                 let r: [u32; 64] = lanes(|l| f(a[l], b[l]));
                 self.write32(ctx, d, &r, exec)?;
@@ -997,9 +1031,9 @@ impl Wave {
         }
         macro_rules! u3 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                self.fetch(ctx, op, 2, Ty::B32, &mut c)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                self.fetch(ctx, op, 2, Ty::B32, c)?;
                 let f = $f;
                 let r: [u32; 64] = lanes(|l| f(a[l], b[l], c[l]));
                 self.write32(ctx, d, &r, exec)?;
@@ -1033,7 +1067,7 @@ impl Wave {
         };
         macro_rules! f1 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
                 let f = $f;
                 let r: [u32; 64] = lanes(|l| post(f(pre(a[l]))));
                 self.write32(ctx, d, &r, exec)?;
@@ -1041,8 +1075,8 @@ impl Wave {
         }
         macro_rules! f2 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
                 let f = $f;
                 let r: [u32; 64] = lanes(|l| post(f(pre(a[l]), pre(b[l]))));
                 self.write32(ctx, d, &r, exec)?;
@@ -1050,21 +1084,21 @@ impl Wave {
         }
         macro_rules! f3 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
-                self.fetch(ctx, op, 2, Ty::F32, &mut c)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
+                self.fetch(ctx, op, 2, Ty::F32, c)?;
                 let f = $f;
                 let r: [u32; 64] = lanes(|l| post(f(pre(a[l]), pre(b[l]), pre(c[l]))));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
-        let mut a64 = [0u64; 64];
-        let mut b64 = [0u64; 64];
-        let mut c64 = [0u64; 64];
+        let a64 = &mut tmp.a64;
+        let b64 = &mut tmp.b64;
+        let c64 = &mut tmp.c64;
         macro_rules! d2 {
             ($f:expr) => {{
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, b64)?;
                 let f = $f;
                 let r: [u64; 64] =
                     lanes(|l| f(f64::from_bits(a64[l]), f64::from_bits(b64[l])).to_bits());
@@ -1073,7 +1107,7 @@ impl Wave {
         }
         macro_rules! d1 {
             ($f:expr) => {{
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
                 let f = $f;
                 let r: [u64; 64] = lanes(|l| f(f64::from_bits(a64[l])).to_bits());
                 self.write64(ctx, d, &r, exec)?;
@@ -1091,8 +1125,8 @@ impl Wave {
                 } else {
                     self.rs64(ctx, op.src[2], op.lit, false)?
                 };
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
                 let r: [u32; 64] = lanes(|l| if m >> l & 1 != 0 { b[l] } else { a[l] });
                 self.write32(ctx, d, &r, exec)?;
             }
@@ -1127,8 +1161,8 @@ impl Wave {
                 // v_mac_f32 / v_fmac_f32: D = S0 * S1 + D
                 let mut dd = [0u32; 64];
                 dd.copy_from_slice(self.vreg(ctx, d)?);
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
                 let fused = op.op == 0x13b;
                 let r: [u32; 64] = lanes(|l| {
                     let (x, y, z) = (pre(a[l]), pre(b[l]), pre(dd[l]));
@@ -1148,8 +1182,8 @@ impl Wave {
                 for l in 0..64 {
                     dd[l] = lo[l] as u64 | (hi[l] as u64) << 32;
                 }
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, b64)?;
                 let r: [u64; 64] = lanes(|l| {
                     f64::from_bits(a64[l])
                         .mul_add(f64::from_bits(b64[l]), f64::from_bits(dd[l]))
@@ -1162,7 +1196,7 @@ impl Wave {
             0x141 => u1!(|x: u32| x),
             0x142 => {
                 // v_readfirstlane_b32: dst is an SGPR.
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
                 let lane = if exec == 0 {
                     0
                 } else {
@@ -1171,13 +1205,13 @@ impl Wave {
                 self.ws(op.dst, a[lane]);
             }
             0x143 => {
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
                 let r: [u32; 64] = lanes(|l| f64_to_i32(f64::from_bits(a64[l])) as u32);
                 self.write32(ctx, d, &r, exec)?;
             }
             0x144 | 0x156 | 0x150 => {
                 let ty = if op.op == 0x150 { Ty::F32 } else { Ty::B32 };
-                self.fetch(ctx, op, 0, ty, &mut a)?;
+                self.fetch(ctx, op, 0, ty, a)?;
                 let r: [u64; 64] = lanes(|l| {
                     match op.op {
                         0x144 => a[l] as i32 as f64,
@@ -1193,17 +1227,17 @@ impl Wave {
             0x147 => f1!(|x: f32| f32::from_bits(f32_to_u32(x))),
             0x148 => f1!(|x: f32| f32::from_bits(f32_to_i32(x) as u32)),
             0x14a => {
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
                 let r: [u32; 64] = lanes(|l| half::f16::from_f32(pre(a[l])).to_bits() as u32);
                 self.write32(ctx, d, &r, exec)?;
             }
             0x14b => {
-                self.fetch(ctx, op, 0, Ty::F16, &mut a)?;
+                self.fetch(ctx, op, 0, Ty::F16, a)?;
                 let r: [u32; 64] = lanes(|l| post(half::f16::from_bits(a[l] as u16).to_f32()));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x14f => {
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
                 let r: [u32; 64] = lanes(|l| post(f64::from_bits(a64[l]) as f32));
                 self.write32(ctx, d, &r, exec)?;
             }
@@ -1212,7 +1246,7 @@ impl Wave {
                 u1!(|x: u32| post(((x >> sh) & 0xFF) as f32))
             }
             0x155 => {
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
                 let r: [u32; 64] = lanes(|l| f64_to_u32(f64::from_bits(a64[l])));
                 self.write32(ctx, d, &r, exec)?;
             }
@@ -1260,9 +1294,8 @@ impl Wave {
                 if ctx.target == Target::Gfx90a {
                     return Err(self.unimpl(ctx));
                 }
-                self.fetch64(ctx, op, 0, Ty::B32, &mut a64)?;
-                let r = a64;
-                self.write64(ctx, d, &r, exec)?;
+                self.fetch64(ctx, op, 0, Ty::B32, a64)?;
+                self.write64(ctx, d, a64, exec)?;
             }
             // ---- VOP3-only ----
             0x1c2 => u3!(|x: u32, y: u32, z: u32| (((x << 8) as i32 >> 8)
@@ -1292,9 +1325,9 @@ impl Wave {
             0x1ca => u3!(|x: u32, y: u32, z: u32| (x & y) | (!x & z)),
             0x1cb => f3!(|x: f32, y: f32, z: f32| x.mul_add(y, z)),
             0x1cc => {
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
-                self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, b64)?;
+                self.fetch64(ctx, op, 2, Ty::F64, c64)?;
                 let r: [u64; 64] = lanes(|l| {
                     f64::from_bits(a64[l])
                         .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
@@ -1350,9 +1383,9 @@ impl Wave {
                         "v_div_fmas with VCC set (scaled division) is not modelled",
                     ));
                 }
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
-                self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, b64)?;
+                self.fetch64(ctx, op, 2, Ty::F64, c64)?;
                 let r: [u64; 64] = lanes(|l| {
                     f64::from_bits(a64[l])
                         .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
@@ -1364,9 +1397,9 @@ impl Wave {
                 f3!(|q: f32, den: f32, num: f32| div_fixup(q as f64, den as f64, num as f64) as f32)
             }
             0x1df => {
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
-                self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, b64)?;
+                self.fetch64(ctx, op, 2, Ty::F64, c64)?;
                 let r: [u64; 64] = lanes(|l| {
                     div_fixup(
                         f64::from_bits(a64[l]),
@@ -1379,9 +1412,9 @@ impl Wave {
             }
             0x1e8 | 0x1e9 => {
                 // v_mad_u64_u32 / v_mad_i64_i32 (VOP3B): D64 = S0 * S1 + S2_64
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                self.fetch64(ctx, op, 2, Ty::B32, &mut c64)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                self.fetch64(ctx, op, 2, Ty::B32, c64)?;
                 let signed = op.op == 0x1e9;
                 let mut carry = 0u64;
                 let r: [u64; 64] = lanes(|l| {
@@ -1414,9 +1447,9 @@ impl Wave {
                 if ctx.target == Target::Gfx90a {
                     return Err(self.unimpl(ctx));
                 }
-                self.fetch64(ctx, op, 0, Ty::B32, &mut a64)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                self.fetch64(ctx, op, 2, Ty::B32, &mut c64)?;
+                self.fetch64(ctx, op, 0, Ty::B32, a64)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                self.fetch64(ctx, op, 2, Ty::B32, c64)?;
                 let r: [u64; 64] = lanes(|l| (a64[l] << (b[l] & 7)).wrapping_add(c64[l]));
                 self.write64(ctx, d, &r, exec)?;
             }
@@ -1425,9 +1458,9 @@ impl Wave {
                 if op.opsel != 0 {
                     return Err(self.err(ctx, "v_fma_f16 with op_sel is not modelled"));
                 }
-                self.fetch(ctx, op, 0, Ty::F16, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F16, &mut b)?;
-                self.fetch(ctx, op, 2, Ty::F16, &mut c)?;
+                self.fetch(ctx, op, 0, Ty::F16, a)?;
+                self.fetch(ctx, op, 1, Ty::F16, b)?;
+                self.fetch(ctx, op, 2, Ty::F16, c)?;
                 let h = |x: u32| half::f16::from_bits(x as u16).to_f64();
                 let r: [u32; 64] = lanes(|l| {
                     // The f16 product is exact in f64; one rounding of the sum to f64,
@@ -1437,8 +1470,8 @@ impl Wave {
                 self.write32(ctx, d, &r, exec)?;
             }
             0x284 => {
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
                 let r: [u64; 64] =
                     lanes(|l| ldexp64(f64::from_bits(a64[l]), b[l] as i32).to_bits());
                 self.write64(ctx, d, &r, exec)?;
@@ -1451,14 +1484,14 @@ impl Wave {
             0x286 => u2!(|x: u32, y: u32| ((x as u64 * y as u64) >> 32) as u32),
             0x287 => u2!(|x: u32, y: u32| ((x as i32 as i64 * y as i32 as i64) >> 32) as u32),
             0x288 => {
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
                 let r: [u32; 64] = lanes(|l| post(ldexp32(pre(a[l]), b[l] as i32)));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x289 => {
                 // v_readlane_b32 sdst, vsrc, lane
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
                 let lane = self.rs(ctx, op.src[1], op.lit)? as usize & 63;
                 self.ws(op.dst, a[lane]);
             }
@@ -1473,8 +1506,8 @@ impl Wave {
             }
             0x28b => u2!(|x: u32, y: u32| x.count_ones().wrapping_add(y)),
             0x28c => {
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
                 let r: [u32; 64] = lanes(|l| {
                     let m = if l >= 32 {
                         a[l]
@@ -1486,8 +1519,8 @@ impl Wave {
                 self.write32(ctx, d, &r, exec)?;
             }
             0x28d => {
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
                 let r: [u32; 64] = lanes(|l| {
                     let m = if l < 32 {
                         0
@@ -1499,8 +1532,8 @@ impl Wave {
                 self.write32(ctx, d, &r, exec)?;
             }
             0x28f..=0x291 => {
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch64(ctx, op, 1, Ty::B32, &mut b64)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch64(ctx, op, 1, Ty::B32, b64)?;
                 let k = op.op;
                 let r: [u64; 64] = lanes(|l| {
                     let s = a[l] & 63;
@@ -1514,8 +1547,8 @@ impl Wave {
             }
             0x293 => u2!(|x: u32, y: u32| (((1u64 << (x & 31)) - 1) as u32).wrapping_shl(y & 31)),
             0x296 => {
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
                 let r: [u32; 64] = lanes(|l| {
                     f32_to_f16_rtz(pre(a[l])) as u32 | (f32_to_f16_rtz(pre(b[l])) as u32) << 16
                 });
