@@ -2,289 +2,11 @@
 //! the emulated CP through raw AQL queues (the code object's segments are placed in
 //! emulated GPU memory by the test itself) and must give exactly the CPU reference result.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+// Lane-indexed comparisons against CPU references.
+#![allow(clippy::needless_range_loop)]
 
-use kfd_emu::engine::{
-    EngineConfig, GpuEngines, Interrupts, QueueDesc, QueueFault, QueueKind, QueueStatus,
-};
-use kfd_emu::gpumem::{HeapMemory, MemWindow};
-use object::{Object, ObjectSegment, ObjectSymbol};
-use pm4::aql::{self, AqlPacket, KernelDispatch, PacketControl};
-use pm4::{GfxFamily, SdmaVersion};
-
-const LONG: Duration = Duration::from_secs(60);
-static NEXT_GPU: AtomicU32 = AtomicU32::new(0x5000);
-static NEXT_Q: AtomicU32 = AtomicU32::new(1);
-
-#[derive(Default)]
-struct Rec {
-    faults: Mutex<Vec<QueueFault>>,
-}
-
-impl Interrupts for Rec {
-    fn event_interrupt(&self, _gpu_id: u32, _context_id: Option<u32>) {}
-    fn queue_fault(&self, _gpu_id: u32, fault: &QueueFault) {
-        self.faults.lock().unwrap().push(fault.clone());
-    }
-}
-
-const TARGETS: [(&str, u32); 2] = [("gfx942", 90402), ("gfx90a", 90010)];
-
-struct Dev {
-    id: u32,
-    mem: Arc<HeapMemory>,
-    eng: GpuEngines,
-    next_va: Mutex<u64>,
-    target: &'static str,
-}
-
-struct Queue {
-    id: u32,
-    ring: MemWindow,
-    ptrs: MemWindow,
-    db: MemWindow,
-    wptr: u64,
-}
-
-struct Module {
-    image: MemWindow,
-    syms: Vec<(String, u64)>,
-}
-
-impl Module {
-    fn kd(&self, name: &str) -> u64 {
-        let want = format!("{name}.kd");
-        self.syms
-            .iter()
-            .find(|(n, _)| *n == want)
-            .map(|(_, a)| self.image.va() + a)
-            .unwrap_or_else(|| panic!("no kernel {name}"))
-    }
-}
-
-impl Dev {
-    fn new(target: &'static str, version: u32) -> Dev {
-        let id = NEXT_GPU.fetch_add(1, Ordering::Relaxed);
-        let mem = Arc::new(HeapMemory::new());
-        let cfg = EngineConfig {
-            gpu_id: id,
-            family: GfxFamily::Gfx9,
-            sdma_version: SdmaVersion::V4,
-            num_sdma_engines: 1,
-            clock_hz: 0,
-            gfx_target_version: version,
-            num_xcc: 1,
-        };
-        let eng = GpuEngines::new(cfg, mem.clone(), Arc::new(Rec::default()));
-        Dev {
-            id,
-            mem,
-            eng,
-            next_va: Mutex::new(0x1_0000_0000),
-            target,
-        }
-    }
-
-    fn alloc(&self, len: usize) -> MemWindow {
-        let mut n = self.next_va.lock().unwrap();
-        let va = *n;
-        *n += (len as u64).div_ceil(2 << 20) * (2 << 20) + (2 << 20);
-        self.mem.add_region(va, len.max(8))
-    }
-
-    fn upload<T: bytemuck::Pod>(&self, data: &[T]) -> MemWindow {
-        let bytes: &[u8] = bytemuck::cast_slice(data);
-        let w = self.alloc(bytes.len());
-        w.write(w.va(), bytes).unwrap();
-        w
-    }
-
-    fn download<T: bytemuck::Pod + Default + Clone>(&self, w: &MemWindow, n: usize) -> Vec<T> {
-        let mut out = vec![T::default(); n];
-        w.read(w.va(), bytemuck::cast_slice_mut(&mut out)).unwrap();
-        out
-    }
-
-    /// Builds `src` for this device's target and places its loadable segments.
-    fn load(&self, src: &str) -> Module {
-        let elf = test_kernels::build(src, self.target).expect("clang-19 builds the kernel");
-        let file = object::File::parse(&*elf).expect("ELF");
-        let end = file
-            .segments()
-            .map(|s| s.address() + s.size())
-            .max()
-            .unwrap_or(0);
-        let image = self.alloc(end as usize);
-        for s in file.segments() {
-            let data = s.data().unwrap();
-            image.write(image.va() + s.address(), data).unwrap();
-        }
-        let syms = file
-            .symbols()
-            .filter_map(|s| Some((s.name().ok()?.to_string(), s.address())))
-            .collect();
-        Module { image, syms }
-    }
-
-    fn queue(&self) -> Queue {
-        let ring_size = 16 * 64;
-        let ring = self.alloc(ring_size);
-        let ptrs = self.alloc(256);
-        let db = self.alloc(8);
-        for s in 0..16u64 {
-            ring.store_u32(ring.va() + s * 64, aql::packet_type::INVALID as u32)
-                .unwrap();
-        }
-        let id = NEXT_Q.fetch_add(1, Ordering::Relaxed);
-        self.eng.add_queue(QueueDesc {
-            queue_id: id,
-            gpu_id: self.id,
-            kind: QueueKind::Aql,
-            ring_va: ring.va(),
-            ring_size: ring_size as u32,
-            rptr_va: ptrs.va() + 128,
-            wptr_va: ptrs.va() + 56,
-            doorbell: db.clone(),
-            priority: 7,
-            percentage: 100,
-            eop_va: 0,
-            ctx_save_va: 0,
-        });
-        Queue {
-            id,
-            ring,
-            ptrs,
-            db,
-            wptr: 0,
-        }
-    }
-
-    /// Dispatches `kernel` and waits for its completion signal or a queue fault.
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        &self,
-        q: &mut Queue,
-        m: &Module,
-        kernel: &str,
-        grid: [u32; 3],
-        wg: [u16; 3],
-        lds: u32,
-        explicit: &[u8],
-    ) -> Result<(), QueueFault> {
-        let kd = m.kd(kernel);
-        let mut kdb = [0u8; 64];
-        m.image.read(kd, &mut kdb).unwrap();
-        let kdesc = pm4::kd::KernelDescriptor::from_bytes(&kdb);
-        let size = (kdesc.kernarg_size as usize).max(explicit.len()).max(256);
-        let mut args = vec![0u8; size];
-        args[..explicit.len()].copy_from_slice(explicit);
-        // Code object v5 hidden arguments right after the explicit ones (8-aligned):
-        // block counts (u32 x3), group sizes (u16 x3), remainders (u16 x3), grid dims at +64.
-        let h = explicit.len().div_ceil(8) * 8;
-        for d in 0..3 {
-            let bc = grid[d].div_ceil(wg[d] as u32);
-            args[h + 4 * d..h + 4 * d + 4].copy_from_slice(&bc.to_le_bytes());
-            args[h + 12 + 2 * d..h + 14 + 2 * d].copy_from_slice(&wg[d].to_le_bytes());
-            let rem = (grid[d] % wg[d] as u32) as u16;
-            args[h + 18 + 2 * d..h + 20 + 2 * d].copy_from_slice(&rem.to_le_bytes());
-        }
-        let dims = if grid[2] > 1 {
-            3u16
-        } else if grid[1] > 1 {
-            2
-        } else {
-            1
-        };
-        if h + 66 <= args.len() {
-            args[h + 64..h + 66].copy_from_slice(&dims.to_le_bytes());
-        }
-        let karg = self.upload(&args);
-        let sig = self.alloc(64);
-        sig.store_u64(sig.va() + 8, 1).unwrap();
-        let k = KernelDispatch {
-            control: PacketControl::SYSTEM_BARRIER,
-            dimensions: dims as u8,
-            workgroup_size: wg,
-            grid_size: grid,
-            private_segment_size: 0,
-            group_segment_size: lds,
-            kernel_object: kd,
-            kernarg_address: karg.va(),
-            completion_signal: sig.va(),
-        };
-        let slots = 16u64;
-        let va = q.ring.va() + (q.wptr % slots) * 64;
-        let w = AqlPacket::KernelDispatch(k).encode();
-        for (i, d) in w.iter().enumerate().skip(1) {
-            q.ring.store_u32(va + 4 * i as u64, *d).unwrap();
-        }
-        q.ptrs.store_u64(q.ptrs.va() + 56, q.wptr + 1).unwrap();
-        q.ring.store_u32(va, w[0]).unwrap();
-        q.db.store_u64(q.db.va(), q.wptr).unwrap();
-        self.eng.doorbell(q.id);
-        q.wptr += 1;
-        let start = Instant::now();
-        loop {
-            if let Some(QueueStatus::Faulted(f)) = self.eng.queue_status(q.id) {
-                return Err(f);
-            }
-            if sig.load_u64(sig.va() + 8).unwrap() == 0 {
-                return Ok(());
-            }
-            assert!(
-                start.elapsed() < LONG,
-                "dispatch of {kernel} did not complete"
-            );
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    }
-}
-
-/// Explicit kernel arguments, each aligned to its size.
-#[derive(Default)]
-struct Args(Vec<u8>);
-impl Args {
-    fn put(mut self, b: &[u8]) -> Self {
-        let a = b.len();
-        while self.0.len() % a != 0 {
-            self.0.push(0);
-        }
-        self.0.extend_from_slice(b);
-        self
-    }
-    fn ptr(self, w: &MemWindow) -> Self {
-        self.put(&w.va().to_le_bytes())
-    }
-    fn u32(self, v: u32) -> Self {
-        self.put(&v.to_le_bytes())
-    }
-    fn f32(self, v: f32) -> Self {
-        self.put(&v.to_le_bytes())
-    }
-}
-
-/// A deterministic pseudo-random sequence (xorshift).
-fn rand_u32(n: usize, seed: u32) -> Vec<u32> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x
-        })
-        .collect()
-}
-
-fn devices() -> Vec<Dev> {
-    assert!(
-        test_kernels::toolchain_available(),
-        "clang-19 and ld.lld-19 are needed (Debian packages clang-19, lld-19)"
-    );
-    TARGETS.iter().map(|&(t, v)| Dev::new(t, v)).collect()
-}
+mod shader_common;
+use shader_common::*;
 
 #[test]
 fn vadd_and_saxpy_match_the_cpu() {
@@ -549,7 +271,7 @@ fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
             fault.va
         );
         assert!(
-            f.reason.contains("Flat opcode 0x1c"),
+            f.reason.contains("global_store_dword"),
             "{}: {}",
             dev.target,
             f.reason
@@ -570,5 +292,398 @@ fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
         .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
         let c: Vec<f32> = dev.download(&wc, n);
         assert!((0..n).all(|i| c[i] == 2.0 * i as f32), "{}", dev.target);
+    }
+}
+
+#[test]
+fn integer_division_32_and_64_bit() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let n = 1024usize;
+        let a: Vec<i32> = rand_u32(n, 21).iter().map(|&x| x as i32 >> 3).collect();
+        let b: Vec<i32> = rand_u32(n, 22)
+            .iter()
+            .map(|&x| (x as i32) >> (x % 28))
+            .collect();
+        let la: Vec<i64> = rand_u32(2 * n, 23)
+            .chunks(2)
+            .map(|c| ((c[0] as i64) << 32 | c[1] as i64) >> (c[0] % 40))
+            .collect();
+        let lb: Vec<i64> = rand_u32(2 * n, 24)
+            .chunks(2)
+            .map(|c| ((c[0] as i64) << 32 | c[1] as i64) >> (c[1] % 63))
+            .collect();
+        let (wa, wb, wla, wlb) = (
+            dev.upload(&a),
+            dev.upload(&b),
+            dev.upload(&la),
+            dev.upload(&lb),
+        );
+        let (wq, wlq) = (dev.alloc(2 * n * 4), dev.alloc(2 * n * 8));
+        let m = dev.load("cl/isa_types.cl");
+        let args = Args::default()
+            .ptr(&wa)
+            .ptr(&wb)
+            .ptr(&wla)
+            .ptr(&wlb)
+            .ptr(&wq)
+            .ptr(&wlq);
+        dev.run(
+            &mut q,
+            &m,
+            "int_div",
+            [n as u32, 1, 1],
+            [128, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let qv: Vec<i32> = dev.download(&wq, 2 * n);
+        let lq: Vec<i64> = dev.download(&wlq, 2 * n);
+        for i in 0..n {
+            let (x, y) = (a[i], b[i] | 1);
+            assert_eq!(qv[2 * i], x.wrapping_div(y), "{} {x}/{y}", dev.target);
+            assert_eq!(qv[2 * i + 1], x.wrapping_rem(y), "{} {x}%{y}", dev.target);
+            let (lx, ly) = (la[i], lb[i] | 1);
+            assert_eq!(lq[2 * i], lx.wrapping_div(ly), "{} {lx}/{ly}", dev.target);
+            assert_eq!(
+                lq[2 * i + 1],
+                ((lx as u64) % (ly as u64)) as i64,
+                "{} {lx}%{ly}",
+                dev.target
+            );
+        }
+    }
+}
+
+#[test]
+fn float_and_64_bit_global_atomics() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let n = 2048usize;
+        // Small integers: every float/double sum is exact in any order.
+        let input: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+        let wf = dev.upload(&[0f32]);
+        let wd = dev.upload(&[0f64]);
+        let wu = dev.upload(&[0u64, 0, 0]);
+        let ws = dev.upload(&[i64::MIN, i64::MAX]);
+        let wi = dev.alloc((2 + n) * 4);
+        let win = dev.upload(&input);
+        let m = dev.load("cl/isa_atomics.cl");
+        let args = Args::default()
+            .ptr(&wf)
+            .ptr(&wd)
+            .ptr(&wu)
+            .ptr(&ws)
+            .ptr(&wi)
+            .ptr(&win);
+        dev.run(
+            &mut q,
+            &m,
+            "atomics",
+            [n as u32, 1, 1],
+            [256, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let sum: f32 = input.iter().sum();
+        assert_eq!(dev.download::<f32>(&wf, 1)[0], sum, "{}", dev.target);
+        assert_eq!(dev.download::<f64>(&wd, 1)[0], sum as f64, "{}", dev.target);
+        let u: Vec<u64> = dev.download(&wu, 3);
+        assert_eq!(u[0], (0..n as u64).sum::<u64>(), "{}", dev.target);
+        assert_eq!(
+            u[1],
+            (0..n as u64).fold(0, |a, i| a ^ (i << 33)),
+            "{}",
+            dev.target
+        );
+        assert!(
+            u[2] >= 1 && u[2] <= n as u64,
+            "{} cmpswap chain {}",
+            dev.target,
+            u[2]
+        );
+        let s: Vec<i64> = dev.download(&ws, 2);
+        assert_eq!(s, vec![(n as i64 - 1) * 3 - 100, -100], "{}", dev.target);
+        let iv: Vec<i32> = dev.download(&wi, 2 + n);
+        assert_eq!(iv[0], n as i32, "{}", dev.target);
+        let total: i32 = (0..n as i32).sum();
+        assert_eq!(iv[1], total, "{}", dev.target);
+        // Each returned value is the sum of the items that came before it.
+        assert!(
+            iv[2..].iter().all(|&o| (0..=total).contains(&o)),
+            "{}",
+            dev.target
+        );
+        assert!(iv[2..].contains(&0), "{}", dev.target);
+    }
+}
+
+#[test]
+fn swizzle_bpermute_and_dpp_scan() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let n = 256usize;
+        let input: Vec<i32> = rand_u32(n, 31).iter().map(|&x| (x % 1000) as i32).collect();
+        let (wi, wo) = (dev.upload(&input), dev.alloc(n * 4));
+        let m = dev.load("cl/isa_lanes.cl");
+        let args = Args::default().ptr(&wi).ptr(&wo);
+        dev.run(
+            &mut q,
+            &m,
+            "swizzle_ops",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let out: Vec<i32> = dev.download(&wo, n);
+        for i in 0..n {
+            let w = i & !63;
+            let l = i & 63;
+            let x = |j: usize| input[w + j];
+            let s0 = x(l ^ 1);
+            let s1 = x((l & !3) | (3 - (l & 3)));
+            // and=0x00, or=0x07, xor=0: every lane of a 32-group reads lane 7 of it.
+            let s2 = x((l & 32) | 7);
+            let p = x((l ^ 5) & 63);
+            let f = x(0);
+            assert_eq!(
+                out[i],
+                s0 + 2 * s1 + 4 * s2 + 8 * p + 16 * f,
+                "{} lane {i}",
+                dev.target
+            );
+        }
+        dev.run(
+            &mut q,
+            &m,
+            "wave_scan",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let out: Vec<i32> = dev.download(&wo, n);
+        for i in 0..n {
+            let w = i & !63;
+            let want: i32 = input[w..=i].iter().sum();
+            assert_eq!(out[i], want, "{} scan lane {i}", dev.target);
+        }
+    }
+}
+
+#[test]
+fn jump_table_device_calls_and_scratch_array() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let n = 512usize;
+        let input: Vec<u32> = rand_u32(n, 41).iter().map(|x| x % 100_000).collect();
+        let coef: Vec<f32> = (0..8).map(|k| 0.5 + k as f32 * 0.25).collect();
+        let (wi, wc) = (dev.upload(&input), dev.upload(&coef));
+        let (wo, wf) = (dev.alloc(2 * n * 4), dev.alloc(n * 4));
+        let m = dev.load("cl/isa_control.cl");
+        let args = Args::default().ptr(&wi).ptr(&wc).ptr(&wo).ptr(&wf);
+        dev.run(
+            &mut q,
+            &m,
+            "control",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let out: Vec<i32> = dev.download(&wo, 2 * n);
+        let fout: Vec<f32> = dev.download(&wf, n);
+        for i in 0..n {
+            let x = input[i];
+            let r = match x % 9 {
+                0 => (x as i32).wrapping_mul(3),
+                1 => x as i32 ^ 0x55,
+                2 => (x >> 2) as i32 + 17,
+                3 => -(x as i32),
+                4 => x.wrapping_mul(x) as i32,
+                5 => x as i32 | 0x100,
+                6 => x as i32 - 1000,
+                7 => (x / 7) as i32,
+                _ => 42,
+            };
+            assert_eq!(out[2 * i], r, "{} switch {i}", dev.target);
+            let (mut y, mut steps) = (x, 0);
+            while y > 1 && steps < 1000 {
+                y = if y & 1 != 0 { 3 * y + 1 } else { y / 2 };
+                steps += 1;
+            }
+            assert_eq!(out[2 * i + 1], steps, "{} collatz {i}", dev.target);
+            let t = x as f32 * 0.001;
+            let mut p = 0f32;
+            for k in (0..=(x & 7) as usize).rev() {
+                p = p.mul_add(t, coef[k]);
+            }
+            let mut p2 = 0f32;
+            for k in (0..=(x & 7) as usize).rev() {
+                p2 = p2 * t + coef[k];
+            }
+            assert!(
+                fout[i].to_bits() == p.to_bits() || fout[i].to_bits() == p2.to_bits(),
+                "{} poly {i}: {} vs {}",
+                dev.target,
+                fout[i],
+                p
+            );
+        }
+
+        let input: Vec<i32> = (0..64).map(|k| k * 3 - 50).collect();
+        let (wi, wo) = (dev.upload(&input), dev.alloc(n * 4));
+        let args = Args::default().ptr(&wi).ptr(&wo);
+        dev.run(
+            &mut q,
+            &m,
+            "scratch_array",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let out: Vec<i32> = dev.download(&wo, n);
+        for i in 0..n {
+            let a: Vec<i32> = (0..37).map(|k| input[(i + k) % 64] * k as i32).collect();
+            let s: i32 = (0..37).map(|k| a[(k * 7 + i) % 37]).sum();
+            assert_eq!(out[i], s, "{} scratch {i}", dev.target);
+        }
+    }
+}
+
+#[test]
+fn dispatch_is_traced_with_workgroups_waves_and_instructions() {
+    let dev = Dev::new("gfx942", 90402);
+    dev.eng.trace().set_enabled(true);
+    let mut q = dev.queue();
+    let n = 1000usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let (wa, wb, wc) = (dev.upload(&a), dev.upload(&a), dev.alloc(n * 4));
+    let m = dev.load("cl/vadd.cl");
+    let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
+    dev.run(
+        &mut q,
+        &m,
+        "vadd",
+        [n as u32, 1, 1],
+        [256, 1, 1],
+        0,
+        &args.0,
+    )
+    .unwrap_or_else(|f| panic!("{}", f.reason));
+    let ev = dev.eng.take_trace();
+    let line = ev
+        .iter()
+        .find_map(|e| match &e.kind {
+            kfd_emu::trace::TraceKind::Packet {
+                name: "DISPATCH",
+                disasm,
+                ..
+            } => Some(disasm.clone()),
+            _ => None,
+        })
+        .expect("a DISPATCH event on the CP track");
+    // 1000 work-items in groups of 256: 4 groups, 4 + 4 + 4 + 4 waves (the last group
+    // has 232 work-items, still 4 waves).
+    assert!(
+        line.contains(&format!("kernel_object={:#x}", m.kd("vadd"))),
+        "{line}"
+    );
+    assert!(line.contains(" workgroups=4 "), "{line}");
+    assert!(line.contains(" waves=16 "), "{line}");
+    let instrs: u64 = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("instructions="))
+        .and_then(|v| v.parse().ok())
+        .expect("instruction count");
+    // Every wave runs the whole straight-line body (about 20 instructions).
+    assert!((16 * 15..=16 * 40).contains(&instrs), "{line}");
+}
+
+#[test]
+fn f16_bf16_conversions_and_f64_arithmetic() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let n = 1024usize;
+        let input: Vec<f32> = rand_u32(n, 51)
+            .iter()
+            .map(|&x| (x % 200_000) as f32 / 97.0 - 1000.0)
+            .collect();
+        let win = dev.upload(&input);
+        let (wh, wback, wbf) = (dev.alloc(n * 2), dev.alloc(n * 4), dev.alloc(n * 2));
+        let m = dev.load("cl/isa_types.cl");
+        let args = Args::default().ptr(&win).ptr(&wh).ptr(&wback).ptr(&wbf);
+        dev.run(
+            &mut q,
+            &m,
+            "f16_convert",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let h: Vec<u16> = dev.download(&wh, n);
+        let back: Vec<f32> = dev.download(&wback, n);
+        let bf: Vec<u16> = dev.download(&wbf, n);
+        for i in 0..n {
+            let y = half::f16::from_f32(input[i]);
+            assert_eq!(back[i], y.to_f32(), "{} back[{i}]", dev.target);
+            let want =
+                half::f16::from_f64(y.to_f64().mul_add(half::f16::from_f32(1.5).to_f64(), 0.25));
+            let alt = y * half::f16::from_f32(1.5) + half::f16::from_f32(0.25);
+            assert!(
+                h[i] == want.to_bits() || h[i] == alt.to_bits(),
+                "{} h[{i}]: {:#x} vs {:#x}",
+                dev.target,
+                h[i],
+                want.to_bits()
+            );
+            let mut u = input[i].to_bits();
+            u = u.wrapping_add(0x7FFF + ((u >> 16) & 1));
+            assert_eq!(bf[i], (u >> 16) as u16, "{} bf[{i}]", dev.target);
+        }
+
+        let a: Vec<f64> = rand_u32(n, 52)
+            .iter()
+            .map(|&x| x as f64 / 1e4 - 2e5)
+            .collect();
+        let b: Vec<f64> = rand_u32(n, 53)
+            .iter()
+            .map(|&x| x as f64 / 3e5 + 0.5)
+            .collect();
+        let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * 8));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc);
+        dev.run(
+            &mut q,
+            &m,
+            "f64_math",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let c: Vec<f64> = dev.download(&wc, n);
+        for i in 0..n {
+            let (x, y) = (a[i], b[i]);
+            let want = x.mul_add(y, 1.0) / (y + 2.0) + x.abs().sqrt() - (x * 0.5).floor()
+                + (y as i32) as f64;
+            assert_eq!(
+                c[i].to_bits(),
+                want.to_bits(),
+                "{} c[{i}]: {} vs {want}",
+                dev.target,
+                c[i]
+            );
+        }
     }
 }

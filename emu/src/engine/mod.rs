@@ -195,7 +195,8 @@ pub struct EngineConfig {
     pub gfx_target_version: u32,
 }
 
-/// The reason a kernel dispatch faults its queue: the emulator has no shader model.
+/// The reason a kernel dispatch faults its queue on a GPU without a shader model (the
+/// shader core, `crate::shader`, runs gfx90a and gfx942; other targets fault with this).
 pub const ISA_NOT_SUPPORTED: &str = "ISA execution not supported by the emulator";
 
 /// The state every engine thread shares with the API side.

@@ -353,6 +353,8 @@ fn vop_ext(o: &mut Op, w1: u32, k_literal: bool) {
             o.form = VopForm::Dpp;
             o.len = 2;
             o.ext = w1;
+            o.neg = (((w1 >> 20) & 1) | ((w1 >> 22) & 1) << 1) as u8;
+            o.abs = (((w1 >> 21) & 1) | ((w1 >> 23) & 1) << 1) as u8;
             o.src[0] = 256 + (w1 & 0xFF) as u16;
         }
         _ => {

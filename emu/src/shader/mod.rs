@@ -40,18 +40,20 @@ pub(crate) enum Target {
 }
 
 impl Target {
+    /// The decoder's target.
+    fn isa(self) -> amdgpu_isa::Target {
+        match self {
+            Target::Gfx90a => amdgpu_isa::Target::Gfx90a,
+            Target::Gfx942 => amdgpu_isa::Target::Gfx942,
+        }
+    }
+
     /// The shader model for a KFD `gfx_target_version`, if there is one.
     pub(crate) fn from_gfx_target_version(v: u32) -> Option<Target> {
         match v {
             90010 => Some(Target::Gfx90a),
             90400..=90402 => Some(Target::Gfx942),
             _ => None,
-        }
-    }
-    fn name(self) -> &'static str {
-        match self {
-            Target::Gfx90a => "gfx90a",
-            Target::Gfx942 => "gfx942",
         }
     }
 }
@@ -74,7 +76,10 @@ impl ShaderError {
     /// An error at op index `pc` of `prog`.
     pub(crate) fn at(prog: &Program, pc: usize, msg: String, fault: Option<Fault>) -> Self {
         let va = prog.addr_of(pc);
-        let desc = prog.ops.get(pc).map(describe).unwrap_or_default();
+        let desc = match prog.insts.get(pc) {
+            Some(Some(inst)) => inst.to_string(),
+            _ => prog.ops.get(pc).map(describe).unwrap_or_default(),
+        };
         ShaderError {
             reason: format!(
                 "{msg}: `{desc}` at {va:#x} (kernel {}+{:#x})",
@@ -86,8 +91,7 @@ impl ShaderError {
     }
 }
 
-/// A textual form of an op: its encoding, opcode number and raw words (the shared
-/// disassembler replaces this once `amdgpu-isa` lands).
+/// A textual form of an op the decoder does not know: encoding, opcode number, raw words.
 fn describe(op: &Op) -> String {
     let words: Vec<String> = op.words[..op.len.clamp(1, 3) as usize]
         .iter()
@@ -101,46 +105,97 @@ pub(crate) struct Program {
     /// Kernel name for messages (`kernel@ENTRY`).
     pub(crate) name: String,
     pub(crate) entry: u64,
+    /// Address of the first decoded dword (below `entry` when device functions precede
+    /// the kernel).
+    base: u64,
     pub(crate) ops: Vec<Op>,
+    /// The shared decoder's view of each op (`amdgpu_isa`), for disassembly in messages.
+    pub(crate) insts: Vec<Option<amdgpu_isa::Inst>>,
     /// Address of each op.
     addrs: Vec<u64>,
-    /// Dword index (from `entry`) → op index (`u32::MAX` inside an instruction).
+    /// Dword index (from `base`) → op index (`u32::MAX` inside an instruction).
     index: Vec<u32>,
 }
 
 impl Program {
-    fn decode(entry: u64, words: &[u32]) -> Program {
+    fn decode(entry: u64, base: u64, words: &[u32], target: Target) -> Program {
         let mut ops = Vec::with_capacity(words.len());
+        let mut insts = Vec::with_capacity(words.len());
         let mut addrs = Vec::with_capacity(words.len());
         let mut index = vec![u32::MAX; words.len()];
         let mut i = 0usize;
         while i < words.len() {
-            let op = decode::split(&words[i..words.len().min(i + 3)]);
+            let w = &words[i..words.len().min(i + 3)];
+            let mut op = decode::split(w);
+            let inst = amdgpu_isa::decode(w, target.isa()).ok();
+            if let Some(ins) = &inst {
+                // FLAT/SCRATCH with no VGPR address (gfx940 `scratch_* off, ..., off`).
+                if op.enc == decode::Enc::Flat && ins.src[0] == amdgpu_isa::Operand::Off {
+                    op.neg_hi = 1;
+                }
+            }
+            match inst {
+                // The interpreter's field split and the decoder must agree on the length;
+                // where they do not (or the decoder rejects the bits), the op faults.
+                Some(ins) if ins.len == op.len => {}
+                _ => op.enc = decode::Enc::Invalid,
+            }
+            insts.push(inst);
             index[i] = ops.len() as u32;
-            addrs.push(entry + 4 * i as u64);
+            addrs.push(base + 4 * i as u64);
             ops.push(op);
             i += op.len.max(1) as usize;
         }
         Program {
             name: format!("kernel@{entry:#x}"),
             entry,
+            base,
             ops,
+            insts,
             addrs,
             index,
         }
+    }
+
+    /// Absolute targets of `s_getpc_b64 s[n:n+1]; s_add_u32 sn, sn, lo; s_addc_u32 sn+1,
+    /// sn+1, hi` sequences (how clang materialises call and jump-table addresses).
+    fn call_targets(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for i in 0..self.ops.len() {
+            let (Some(g), Some(a), Some(c)) =
+                (self.ops.get(i), self.ops.get(i + 1), self.ops.get(i + 2))
+            else {
+                break;
+            };
+            if g.enc == decode::Enc::Sop1
+                && g.op == 0x1c
+                && a.enc == decode::Enc::Sop2
+                && a.op == 0x00
+                && a.dst == g.dst
+                && a.src == [g.dst, 255, 0]
+                && c.enc == decode::Enc::Sop2
+                && c.op == 0x04
+                && c.dst == g.dst + 1
+                && c.src == [g.dst + 1, 255, 0]
+            {
+                let off = a.lit as u64 | (c.lit as u64) << 32;
+                out.push(self.addr_of(i + 1).wrapping_add(off));
+            }
+        }
+        out
     }
 
     /// Address of op `i` (one past the end for `i == len`).
     pub(crate) fn addr_of(&self, i: usize) -> u64 {
         match self.addrs.get(i) {
             Some(&a) => a,
-            None => self.entry + 4 * self.index.len() as u64,
+            None => self.base + 4 * self.index.len() as u64,
         }
     }
 
     /// The op index at `va`, when an instruction starts there.
     pub(crate) fn index_of(&self, va: u64) -> Option<usize> {
-        let off = va.checked_sub(self.entry)?;
+        let off = va.checked_sub(self.base)?;
         if off % 4 != 0 {
             return None;
         }
@@ -161,7 +216,7 @@ pub(crate) struct ProgramCache {
 const MAX_CODE_BYTES: u64 = 512 * 1024;
 
 impl ProgramCache {
-    fn get(&self, inner: &Inner, entry: u64) -> Result<Arc<Program>, ShaderError> {
+    fn get(&self, inner: &Inner, entry: u64, target: Target) -> Result<Arc<Program>, ShaderError> {
         let gen = inner.tlb_gen.load(Ordering::Acquire);
         {
             let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
@@ -181,15 +236,33 @@ impl ProgramCache {
                 fault: Some(f),
             })?;
         let end = (w.va() + w.len() as u64).min(entry.saturating_add(MAX_CODE_BYTES));
-        let n = ((end.saturating_sub(entry)) / 4) as usize;
-        let p = w
-            .host_ptr(entry, 4 * n as u64, false)
-            .map_err(|f| ShaderError::new(format!("kernel code at {entry:#x}: {f}")))?;
-        let words: Vec<u32> = (0..n)
-            // SAFETY: [entry, entry + 4n) lies in the live window `w`.
-            .map(|i| unsafe { mem::load_raw(p.add(4 * i), 4) } as u32)
-            .collect();
-        let prog = Arc::new(Program::decode(entry, &words));
+        let decode_from = |base: u64| -> Result<Program, ShaderError> {
+            let n = ((end.saturating_sub(base)) / 4) as usize;
+            let p = w
+                .host_ptr(base, 4 * n as u64, false)
+                .map_err(|f| ShaderError::new(format!("kernel code at {base:#x}: {f}")))?;
+            let words: Vec<u32> = (0..n)
+                // SAFETY: [base, base + 4n) lies in the live window `w`.
+                .map(|i| unsafe { mem::load_raw(p.add(4 * i), 4) } as u32)
+                .collect();
+            Ok(Program::decode(entry, base, &words, target))
+        };
+        // Device functions placed before the kernel: start decoding at the lowest call
+        // target found in the code (until no new lower target appears).
+        let mut prog = decode_from(entry)?;
+        for _ in 0..8 {
+            let low = prog
+                .call_targets()
+                .into_iter()
+                .filter(|&t| t >= w.va() && t % 4 == 0)
+                .min()
+                .unwrap_or(prog.base);
+            if low >= prog.base {
+                break;
+            }
+            prog = decode_from(low)?;
+        }
+        let prog = Arc::new(prog);
         let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
         g.1.insert(entry, prog.clone());
         Ok(prog)
@@ -263,7 +336,7 @@ pub(crate) fn dispatch(
     let entry = k
         .kernel_object
         .wrapping_add(kd.kernel_code_entry_byte_offset as u64);
-    let prog = inner.programs.get(inner, entry)?;
+    let prog = inner.programs.get(inner, entry, target)?;
     let mut wg = [1u32; 3];
     let mut groups = [1u32; 3];
     for d in 0..3 {
@@ -303,11 +376,7 @@ pub(crate) fn dispatch(
         preload,
     };
     let total = groups.iter().map(|&g| g as u64).product::<u64>();
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(total as usize)
-        .max(1);
+    let workers = worker_threads().min(total as usize).max(1);
     let next = AtomicU64::new(0);
     let abort = AtomicBool::new(false);
     let first_err: Mutex<Option<ShaderError>> = Mutex::new(None);
@@ -360,6 +429,23 @@ pub(crate) fn dispatch(
     }
     let s = *stats.lock().unwrap_or_else(|e| e.into_inner());
     Ok(s)
+}
+
+/// Worker threads per dispatch: `KFD_EMU_SHADER_THREADS` when set (for speed-up
+/// measurements), else one per host core.
+fn worker_threads() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("KFD_EMU_SHADER_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &usize| n > 0)
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            })
+    })
 }
 
 /// Runs work-group number `g` (x fastest) to completion.
@@ -459,8 +545,8 @@ fn init_wave(
     if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER) {
         // The private segment V#: scratch is lane-private in this model (see notes), so the
         // descriptor has base 0 and the wave offset below is 0.
-        for _ in 0..4 {
-            put(&mut wave, &mut s, 0);
+        for v in wave::PRIVATE_SEGMENT_VSHARP {
+            put(&mut wave, &mut s, v);
         }
     }
     if kd.has(code_props::ENABLE_SGPR_DISPATCH_PTR) {
@@ -491,9 +577,9 @@ fn init_wave(
     }
     // System SGPRs start right after the USER_SGPR_COUNT user SGPRs.
     s = kd.user_sgpr_count() as usize;
-    for d in 0..3 {
+    for (d, &id) in gid.iter().enumerate() {
         if kd.workgroup_id_enabled(d as u32) {
-            put(&mut wave, &mut s, gid[d]);
+            put(&mut wave, &mut s, id);
         }
     }
     if kd.workgroup_info_enabled() {
@@ -529,9 +615,4 @@ fn init_wave(
         }
     }
     wave
-}
-
-/// The shader model's name for a target version (for messages).
-pub(crate) fn target_name(v: u32) -> Option<&'static str> {
-    Target::from_gfx_target_version(v).map(Target::name)
 }

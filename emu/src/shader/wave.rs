@@ -6,6 +6,14 @@
 //! Instruction Set Architecture" reference guides (sections cited in
 //! `firmware-notes/isa-gfx9.md`).
 
+// Lane loops index several per-lane arrays at once; NaN-aware negated float compares are
+// the ISA's definitions (NGE, NLG, ...).
+#![allow(
+    clippy::needless_range_loop,
+    clippy::neg_cmp_op_on_partial_ord,
+    clippy::nonminimal_bool
+)]
+
 use std::sync::atomic::Ordering;
 
 use super::decode::{Enc, Op, VopForm};
@@ -34,11 +42,15 @@ enum Ty {
 
 /// SGPR-space operand codes.
 const VCC: u16 = 106;
-const M0: u16 = 124;
 const EXEC: u16 = 126;
 
 /// The private (scratch) aperture base (high dword), as KFD's `kfd_init_apertures_v9`.
 pub(crate) const PRIVATE_APERTURE_HI: u32 = 0x2_0000;
+/// The private segment buffer V# dispatch loads into the user SGPRs: base 0, all records,
+/// ADD_TID_ENABLE (word 3 bit 23) as ROCr's scratch descriptor; MUBUF accesses through it
+/// reach the lane-private segment.
+pub(crate) const PRIVATE_SEGMENT_VSHARP: [u32; 4] = [0, 0, 0xFFFF_FFFF, 1 << 23];
+
 /// The LDS (shared) aperture base (high dword).
 pub(crate) const SHARED_APERTURE_HI: u32 = 0x1_0000;
 
@@ -73,15 +85,32 @@ pub(crate) struct Wave {
     pub(crate) lane_instrs: u64,
     /// HW_ID-style wave slot (for s_getreg HW_ID).
     pub(crate) hw_id: u32,
+    /// The DPP-permuted src0 of the current instruction.
+    dpp_src: [u32; 64],
+    /// VALU operand buffers.
+    tmp: Box<Tmp>,
 }
 
-#[inline]
-fn exec_lanes(exec: u64, mut f: impl FnMut(usize)) {
-    let mut m = exec;
-    while m != 0 {
-        let l = m.trailing_zeros() as usize;
-        m &= m - 1;
-        f(l);
+/// VALU operand gather buffers.
+pub(crate) struct Tmp {
+    a: [u32; 64],
+    b: [u32; 64],
+    c: [u32; 64],
+    a64: [u64; 64],
+    b64: [u64; 64],
+    c64: [u64; 64],
+}
+
+impl Default for Box<Tmp> {
+    fn default() -> Self {
+        Box::new(Tmp {
+            a: [0; 64],
+            b: [0; 64],
+            c: [0; 64],
+            a64: [0; 64],
+            b64: [0; 64],
+            c64: [0; 64],
+        })
     }
 }
 
@@ -122,6 +151,16 @@ fn f16_inline(code: u16) -> Option<u16> {
     })
 }
 
+/// `[f(0), .., f(63)]` as a plain loop (inlined, so the lane loop vectorises).
+#[inline(always)]
+fn lanes<T: Copy + Default, F: FnMut(usize) -> T>(mut f: F) -> [T; 64] {
+    let mut r = [T::default(); 64];
+    for (l, x) in r.iter_mut().enumerate() {
+        *x = f(l);
+    }
+    r
+}
+
 /// Flushes an f32 denormal to a signed zero.
 #[inline]
 fn ftz32(x: f32) -> f32 {
@@ -146,6 +185,8 @@ impl Wave {
             instrs: 0,
             lane_instrs: 0,
             hw_id: 0,
+            dpp_src: [0; 64],
+            tmp: Box::default(),
         }
     }
 
@@ -242,7 +283,9 @@ impl Wave {
     #[inline]
     fn fetch(&self, ctx: &Ctx<'_>, op: &Op, i: usize, ty: Ty, out: &mut [u32; 64]) -> R<()> {
         let code = op.src[i];
-        if code >= 256 {
+        if i == 0 && op.form == VopForm::Dpp {
+            *out = self.dpp_src;
+        } else if code >= 256 {
             out.copy_from_slice(self.vreg(ctx, (code - 256) as usize)?);
         } else {
             let v = match ty {
@@ -254,7 +297,7 @@ impl Wave {
             };
             *out = [v; 64];
         }
-        if op.form == VopForm::Vop3 && (op.abs | op.neg) != 0 {
+        if op.form != VopForm::E32 && (op.abs | op.neg) != 0 {
             let sign = match ty {
                 Ty::F32 => 0x8000_0000u32,
                 Ty::F16 => 0x8000,
@@ -315,8 +358,8 @@ impl Wave {
 
     #[inline]
     fn write64(&mut self, ctx: &Ctx<'_>, dst: usize, r: &[u64; 64], exec: u64) -> R<()> {
-        let lo: [u32; 64] = std::array::from_fn(|l| r[l] as u32);
-        let hi: [u32; 64] = std::array::from_fn(|l| (r[l] >> 32) as u32);
+        let lo: [u32; 64] = lanes(|l| r[l] as u32);
+        let hi: [u32; 64] = lanes(|l| (r[l] >> 32) as u32);
         self.write32(ctx, dst, &lo, exec)?;
         self.write32(ctx, dst + 1, &hi, exec)
     }
@@ -378,7 +421,18 @@ impl Wave {
                     self.lane_instrs += self.exec().count_ones() as u64;
                     self.flat(ctx, &op)?
                 }
-                Enc::Vop3p | Enc::Mubuf | Enc::Invalid => return Err(self.unimpl(ctx)),
+                Enc::Invalid => return Err(self.err(ctx, "invalid or undecodable instruction")),
+                // buffer_wbl2, buffer_inv, buffer_wbinvl1(_vol): cache maintenance, no
+                // architectural effect without modelled caches.
+                Enc::Mubuf if matches!(op.op, 0x28 | 0x29 | 0x3e | 0x3f) => {}
+                Enc::Mubuf => {
+                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.mubuf(ctx, &op)?
+                }
+                Enc::Vop3p => {
+                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.vop3p(ctx, &op)?
+                }
             }
             self.pc = next;
         }
@@ -907,7 +961,7 @@ impl Wave {
     fn smem(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         let n = match op.op {
             0x00..=0x04 => 1u16 << op.op,
-            0x20 | 0x21 | 0x22 | 0x23 => return Ok(()), // s_dcache_inv/wb(_vol): no cache
+            0x20..=0x23 => return Ok(()), // s_dcache_inv/wb(_vol): no cache
             0x24 | 0x25 => {
                 let t = (ctx.clock)();
                 self.ws64(op.dst, t);
@@ -936,41 +990,52 @@ impl Wave {
     // ---- VALU ----
 
     fn valu(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
-        if matches!(op.form, VopForm::Sdwa | VopForm::Dpp) {
+        // Operand buffers live in the wave (no per-instruction zeroing of 2 KiB of stack).
+        let mut tmp = std::mem::take(&mut self.tmp);
+        let r = self.valu_ops(ctx, op, &mut tmp);
+        self.tmp = tmp;
+        r
+    }
+
+    fn valu_ops(&mut self, ctx: &mut Ctx<'_>, op: &Op, tmp: &mut Tmp) -> R<()> {
+        if op.form == VopForm::Sdwa {
             return Err(self.err(
                 ctx,
-                "SDWA/DPP operand forms are not implemented by the emulator",
+                "SDWA operand forms are not implemented by the emulator",
             ));
         }
-        let exec = self.exec();
+        let mut exec = self.exec();
+        if op.form == VopForm::Dpp {
+            exec &= self.dpp(ctx, op, exec)?;
+        }
         let d = op.dst as usize;
-        let mut a = [0u32; 64];
-        let mut b = [0u32; 64];
-        let mut c = [0u32; 64];
+        let a = &mut tmp.a;
+        let b = &mut tmp.b;
+        let c = &mut tmp.c;
         macro_rules! u1 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
                 let f = $f;
-                let r: [u32; 64] = std::array::from_fn(|l| f(a[l]));
+                let r: [u32; 64] = lanes(|l| f(a[l]));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
         macro_rules! u2 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
                 let f = $f;
-                let r: [u32; 64] = std::array::from_fn(|l| f(a[l], b[l]));
+                let r: [u32; 64] = lanes(|l| f(a[l], b[l]));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
         macro_rules! u3 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                self.fetch(ctx, op, 2, Ty::B32, &mut c)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                self.fetch(ctx, op, 2, Ty::B32, c)?;
                 let f = $f;
-                let r: [u32; 64] = std::array::from_fn(|l| f(a[l], b[l], c[l]));
+                let r: [u32; 64] = lanes(|l| f(a[l], b[l], c[l]));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1002,51 +1067,49 @@ impl Wave {
         };
         macro_rules! f1 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
                 let f = $f;
-                let r: [u32; 64] = std::array::from_fn(|l| post(f(pre(a[l]))));
+                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]))));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
         macro_rules! f2 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
                 let f = $f;
-                let r: [u32; 64] = std::array::from_fn(|l| post(f(pre(a[l]), pre(b[l]))));
+                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]), pre(b[l]))));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
         macro_rules! f3 {
             ($f:expr) => {{
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
-                self.fetch(ctx, op, 2, Ty::F32, &mut c)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
+                self.fetch(ctx, op, 2, Ty::F32, c)?;
                 let f = $f;
-                let r: [u32; 64] =
-                    std::array::from_fn(|l| post(f(pre(a[l]), pre(b[l]), pre(c[l]))));
+                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]), pre(b[l]), pre(c[l]))));
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
-        let mut a64 = [0u64; 64];
-        let mut b64 = [0u64; 64];
-        let mut c64 = [0u64; 64];
+        let a64 = &mut tmp.a64;
+        let b64 = &mut tmp.b64;
+        let c64 = &mut tmp.c64;
         macro_rules! d2 {
             ($f:expr) => {{
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, b64)?;
                 let f = $f;
-                let r: [u64; 64] = std::array::from_fn(|l| {
-                    f(f64::from_bits(a64[l]), f64::from_bits(b64[l])).to_bits()
-                });
+                let r: [u64; 64] =
+                    lanes(|l| f(f64::from_bits(a64[l]), f64::from_bits(b64[l])).to_bits());
                 self.write64(ctx, d, &r, exec)?;
             }};
         }
         macro_rules! d1 {
             ($f:expr) => {{
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
                 let f = $f;
-                let r: [u64; 64] = std::array::from_fn(|l| f(f64::from_bits(a64[l])).to_bits());
+                let r: [u64; 64] = lanes(|l| f(f64::from_bits(a64[l])).to_bits());
                 self.write64(ctx, d, &r, exec)?;
             }};
         }
@@ -1062,10 +1125,9 @@ impl Wave {
                 } else {
                     self.rs64(ctx, op.src[2], op.lit, false)?
                 };
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
-                let r: [u32; 64] =
-                    std::array::from_fn(|l| if m >> l & 1 != 0 { b[l] } else { a[l] });
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
+                let r: [u32; 64] = lanes(|l| if m >> l & 1 != 0 { b[l] } else { a[l] });
                 self.write32(ctx, d, &r, exec)?;
             }
             0x101 => f2!(|x: f32, y: f32| x + y),
@@ -1099,10 +1161,10 @@ impl Wave {
                 // v_mac_f32 / v_fmac_f32: D = S0 * S1 + D
                 let mut dd = [0u32; 64];
                 dd.copy_from_slice(self.vreg(ctx, d)?);
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
                 let fused = op.op == 0x13b;
-                let r: [u32; 64] = std::array::from_fn(|l| {
+                let r: [u32; 64] = lanes(|l| {
                     let (x, y, z) = (pre(a[l]), pre(b[l]), pre(dd[l]));
                     post(if fused { x.mul_add(y, z) } else { x * y + z })
                 });
@@ -1120,9 +1182,9 @@ impl Wave {
                 for l in 0..64 {
                     dd[l] = lo[l] as u64 | (hi[l] as u64) << 32;
                 }
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, b64)?;
+                let r: [u64; 64] = lanes(|l| {
                     f64::from_bits(a64[l])
                         .mul_add(f64::from_bits(b64[l]), f64::from_bits(dd[l]))
                         .to_bits()
@@ -1134,7 +1196,7 @@ impl Wave {
             0x141 => u1!(|x: u32| x),
             0x142 => {
                 // v_readfirstlane_b32: dst is an SGPR.
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
                 let lane = if exec == 0 {
                     0
                 } else {
@@ -1143,15 +1205,14 @@ impl Wave {
                 self.ws(op.dst, a[lane]);
             }
             0x143 => {
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                let r: [u32; 64] =
-                    std::array::from_fn(|l| f64_to_i32(f64::from_bits(a64[l])) as u32);
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                let r: [u32; 64] = lanes(|l| f64_to_i32(f64::from_bits(a64[l])) as u32);
                 self.write32(ctx, d, &r, exec)?;
             }
             0x144 | 0x156 | 0x150 => {
                 let ty = if op.op == 0x150 { Ty::F32 } else { Ty::B32 };
-                self.fetch(ctx, op, 0, ty, &mut a)?;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                self.fetch(ctx, op, 0, ty, a)?;
+                let r: [u64; 64] = lanes(|l| {
                     match op.op {
                         0x144 => a[l] as i32 as f64,
                         0x156 => a[l] as f64,
@@ -1166,20 +1227,18 @@ impl Wave {
             0x147 => f1!(|x: f32| f32::from_bits(f32_to_u32(x))),
             0x148 => f1!(|x: f32| f32::from_bits(f32_to_i32(x) as u32)),
             0x14a => {
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                let r: [u32; 64] =
-                    std::array::from_fn(|l| half::f16::from_f32(pre(a[l])).to_bits() as u32);
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                let r: [u32; 64] = lanes(|l| half::f16::from_f32(pre(a[l])).to_bits() as u32);
                 self.write32(ctx, d, &r, exec)?;
             }
             0x14b => {
-                self.fetch(ctx, op, 0, Ty::F16, &mut a)?;
-                let r: [u32; 64] =
-                    std::array::from_fn(|l| post(half::f16::from_bits(a[l] as u16).to_f32()));
+                self.fetch(ctx, op, 0, Ty::F16, a)?;
+                let r: [u32; 64] = lanes(|l| post(half::f16::from_bits(a[l] as u16).to_f32()));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x14f => {
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                let r: [u32; 64] = std::array::from_fn(|l| post(f64::from_bits(a64[l]) as f32));
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                let r: [u32; 64] = lanes(|l| post(f64::from_bits(a64[l]) as f32));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x151..=0x154 => {
@@ -1187,8 +1246,8 @@ impl Wave {
                 u1!(|x: u32| post(((x >> sh) & 0xFF) as f32))
             }
             0x155 => {
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                let r: [u32; 64] = std::array::from_fn(|l| f64_to_u32(f64::from_bits(a64[l])));
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                let r: [u32; 64] = lanes(|l| f64_to_u32(f64::from_bits(a64[l])));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x157 => d1!(|x: f64| x.trunc()),
@@ -1235,9 +1294,8 @@ impl Wave {
                 if ctx.target == Target::Gfx90a {
                     return Err(self.unimpl(ctx));
                 }
-                self.fetch64(ctx, op, 0, Ty::B32, &mut a64)?;
-                let r = a64;
-                self.write64(ctx, d, &r, exec)?;
+                self.fetch64(ctx, op, 0, Ty::B32, a64)?;
+                self.write64(ctx, d, a64, exec)?;
             }
             // ---- VOP3-only ----
             0x1c2 => u3!(|x: u32, y: u32, z: u32| (((x << 8) as i32 >> 8)
@@ -1267,10 +1325,10 @@ impl Wave {
             0x1ca => u3!(|x: u32, y: u32, z: u32| (x & y) | (!x & z)),
             0x1cb => f3!(|x: f32, y: f32, z: f32| x.mul_add(y, z)),
             0x1cc => {
-                self.fetch64(ctx, op, 0, Ty::F64, &mut a64)?;
-                self.fetch64(ctx, op, 1, Ty::F64, &mut b64)?;
-                self.fetch64(ctx, op, 2, Ty::F64, &mut c64)?;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, b64)?;
+                self.fetch64(ctx, op, 2, Ty::F64, c64)?;
+                let r: [u64; 64] = lanes(|l| {
                     f64::from_bits(a64[l])
                         .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
                         .to_bits()
@@ -1294,14 +1352,72 @@ impl Wave {
                 x.max(y).min(x.min(y).max(z)) as u32
             }),
             0x1d8 => u3!(|x: u32, y: u32, z: u32| x.max(y).min(x.min(y).max(z))),
+            0x117 | 0x118 => {
+                // v_fmamk_f32: S0 * K + S1; v_fmaak_f32: S0 * S1 + K (gfx940); gfx90a has the
+                // unfused v_madmk_f32 / v_madak_f32 at the same opcodes.
+                let fused = ctx.target != Target::Gfx90a;
+                let k = f32::from_bits(op.lit);
+                let mk = op.op == 0x117;
+                f2!(|x: f32, y: f32| match (mk, fused) {
+                    (true, true) => x.mul_add(k, y),
+                    (false, true) => x.mul_add(y, k),
+                    (true, false) => x * k + y,
+                    (false, false) => x * y + k,
+                })
+            }
+            0x1e0 | 0x1e1 => return self.div_scale(ctx, op, exec),
+            0x1e2 => {
+                // v_div_fmas_f32 with VCC clear is a plain fma (div_scale never sets VCC here).
+                if self.vcc() & exec != 0 {
+                    return Err(self.err(
+                        ctx,
+                        "v_div_fmas with VCC set (scaled division) is not modelled",
+                    ));
+                }
+                f3!(|x: f32, y: f32, z: f32| x.mul_add(y, z))
+            }
+            0x1e3 => {
+                if self.vcc() & exec != 0 {
+                    return Err(self.err(
+                        ctx,
+                        "v_div_fmas with VCC set (scaled division) is not modelled",
+                    ));
+                }
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, b64)?;
+                self.fetch64(ctx, op, 2, Ty::F64, c64)?;
+                let r: [u64; 64] = lanes(|l| {
+                    f64::from_bits(a64[l])
+                        .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
+                        .to_bits()
+                });
+                self.write64(ctx, d, &r, exec)?;
+            }
+            0x1de => {
+                f3!(|q: f32, den: f32, num: f32| div_fixup(q as f64, den as f64, num as f64) as f32)
+            }
+            0x1df => {
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch64(ctx, op, 1, Ty::F64, b64)?;
+                self.fetch64(ctx, op, 2, Ty::F64, c64)?;
+                let r: [u64; 64] = lanes(|l| {
+                    div_fixup(
+                        f64::from_bits(a64[l]),
+                        f64::from_bits(b64[l]),
+                        f64::from_bits(c64[l]),
+                    )
+                    .to_bits()
+                });
+                self.write64(ctx, d, &r, exec)?;
+            }
             0x1e8 | 0x1e9 => {
                 // v_mad_u64_u32 / v_mad_i64_i32 (VOP3B): D64 = S0 * S1 + S2_64
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                self.fetch64(ctx, op, 2, Ty::B32, &mut c64)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                self.fetch64(ctx, op, 2, Ty::B32, c64)?;
                 let signed = op.op == 0x1e9;
                 let mut carry = 0u64;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                let r: [u64; 64] = lanes(|l| {
                     let (p, cy) = if signed {
                         let p =
                             (a[l] as i32 as i128) * (b[l] as i32 as i128) + c64[l] as i64 as i128;
@@ -1331,11 +1447,33 @@ impl Wave {
                 if ctx.target == Target::Gfx90a {
                     return Err(self.unimpl(ctx));
                 }
-                self.fetch64(ctx, op, 0, Ty::B32, &mut a64)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                self.fetch64(ctx, op, 2, Ty::B32, &mut c64)?;
+                self.fetch64(ctx, op, 0, Ty::B32, a64)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                self.fetch64(ctx, op, 2, Ty::B32, c64)?;
+                let r: [u64; 64] = lanes(|l| (a64[l] << (b[l] & 7)).wrapping_add(c64[l]));
+                self.write64(ctx, d, &r, exec)?;
+            }
+            0x206 => {
+                // v_fma_f16 (op_sel picks halves; only the low halves are modelled).
+                if op.opsel != 0 {
+                    return Err(self.err(ctx, "v_fma_f16 with op_sel is not modelled"));
+                }
+                self.fetch(ctx, op, 0, Ty::F16, a)?;
+                self.fetch(ctx, op, 1, Ty::F16, b)?;
+                self.fetch(ctx, op, 2, Ty::F16, c)?;
+                let h = |x: u32| half::f16::from_bits(x as u16).to_f64();
+                let r: [u32; 64] = lanes(|l| {
+                    // The f16 product is exact in f64; one rounding of the sum to f64,
+                    // then to f16.
+                    half::f16::from_f64(h(a[l]).mul_add(h(b[l]), h(c[l]))).to_bits() as u32
+                });
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x284 => {
+                self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
                 let r: [u64; 64] =
-                    std::array::from_fn(|l| (a64[l] << (b[l] & 7)).wrapping_add(c64[l]));
+                    lanes(|l| ldexp64(f64::from_bits(a64[l]), b[l] as i32).to_bits());
                 self.write64(ctx, d, &r, exec)?;
             }
             0x280 => d2!(|x: f64, y: f64| x + y),
@@ -1346,14 +1484,14 @@ impl Wave {
             0x286 => u2!(|x: u32, y: u32| ((x as u64 * y as u64) >> 32) as u32),
             0x287 => u2!(|x: u32, y: u32| ((x as i32 as i64 * y as i32 as i64) >> 32) as u32),
             0x288 => {
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                let r: [u32; 64] = std::array::from_fn(|l| post(ldexp32(pre(a[l]), b[l] as i32)));
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                let r: [u32; 64] = lanes(|l| post(ldexp32(pre(a[l]), b[l] as i32)));
                 self.write32(ctx, d, &r, exec)?;
             }
             0x289 => {
                 // v_readlane_b32 sdst, vsrc, lane
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
                 let lane = self.rs(ctx, op.src[1], op.lit)? as usize & 63;
                 self.ws(op.dst, a[lane]);
             }
@@ -1368,9 +1506,9 @@ impl Wave {
             }
             0x28b => u2!(|x: u32, y: u32| x.count_ones().wrapping_add(y)),
             0x28c => {
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                let r: [u32; 64] = std::array::from_fn(|l| {
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                let r: [u32; 64] = lanes(|l| {
                     let m = if l >= 32 {
                         a[l]
                     } else {
@@ -1381,9 +1519,9 @@ impl Wave {
                 self.write32(ctx, d, &r, exec)?;
             }
             0x28d => {
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                let r: [u32; 64] = std::array::from_fn(|l| {
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                let r: [u32; 64] = lanes(|l| {
                     let m = if l < 32 {
                         0
                     } else {
@@ -1393,11 +1531,11 @@ impl Wave {
                 });
                 self.write32(ctx, d, &r, exec)?;
             }
-            0x28f | 0x290 | 0x291 => {
-                self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
-                self.fetch64(ctx, op, 1, Ty::B32, &mut b64)?;
+            0x28f..=0x291 => {
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch64(ctx, op, 1, Ty::B32, b64)?;
                 let k = op.op;
-                let r: [u64; 64] = std::array::from_fn(|l| {
+                let r: [u64; 64] = lanes(|l| {
                     let s = a[l] & 63;
                     match k {
                         0x28f => b64[l] << s,
@@ -1409,9 +1547,9 @@ impl Wave {
             }
             0x293 => u2!(|x: u32, y: u32| (((1u64 << (x & 31)) - 1) as u32).wrapping_shl(y & 31)),
             0x296 => {
-                self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
-                self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
-                let r: [u32; 64] = std::array::from_fn(|l| {
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
+                let r: [u32; 64] = lanes(|l| {
                     f32_to_f16_rtz(pre(a[l])) as u32 | (f32_to_f16_rtz(pre(b[l])) as u32) << 16
                 });
                 self.write32(ctx, d, &r, exec)?;
@@ -1422,6 +1560,138 @@ impl Wave {
             _ => return Err(self.unimpl(ctx)),
         }
         Ok(())
+    }
+
+    /// v_div_scale_f32/f64 (VOP3B). Only the unscaled case is modelled: when the ISA's
+    /// pseudocode would scale an operand (extreme exponents, denormal quotients) the op faults.
+    fn div_scale(&mut self, ctx: &Ctx<'_>, op: &Op, exec: u64) -> R<()> {
+        let f64op = op.op == 0x1e1;
+        let mut s = [[0u64; 64]; 3];
+        for (i, v) in s.iter_mut().enumerate() {
+            if f64op {
+                self.fetch64(ctx, op, i, Ty::F64, v)?;
+            } else {
+                let mut t = [0u32; 64];
+                self.fetch(ctx, op, i, Ty::F32, &mut t)?;
+                for l in 0..64 {
+                    v[l] = (f32::from_bits(t[l]) as f64).to_bits();
+                }
+            }
+        }
+        let (lim, tiny) = if f64op { (768, 53) } else { (96, 23) };
+        let expo = |x: f64, f64op: bool| -> i32 {
+            if f64op {
+                ((x.to_bits() >> 52) & 0x7FF) as i32 - 1023
+            } else {
+                (((x as f32).to_bits() >> 23) & 0xFF) as i32 - 127
+            }
+        };
+        let denorm = |x: f64| {
+            if f64op {
+                x.is_subnormal()
+            } else {
+                (x as f32).is_subnormal()
+            }
+        };
+        let mut r = [0u64; 64];
+        for l in 0..64 {
+            let (s0, s1, s2) = (
+                f64::from_bits(s[0][l]),
+                f64::from_bits(s[1][l]),
+                f64::from_bits(s[2][l]),
+            );
+            r[l] = s[0][l];
+            if exec >> l & 1 == 0 || s0.is_nan() || s1.is_nan() || s2.is_nan() {
+                continue;
+            }
+            if s2 == 0.0 || s1 == 0.0 {
+                r[l] = f64::NAN.to_bits();
+                continue;
+            }
+            if !s1.is_finite() || !s2.is_finite() {
+                continue;
+            }
+            let scaled = expo(s2, f64op) - expo(s1, f64op) >= lim
+                || denorm(s1)
+                || denorm(1.0 / s1)
+                || denorm(s2 / s1)
+                || expo(s2, f64op) <= -(if f64op { 1022 } else { 126 }) + tiny;
+            if scaled {
+                return Err(self.err(
+                    ctx,
+                    "v_div_scale operands that need scaling (extreme exponents) are not modelled",
+                ));
+            }
+        }
+        if f64op {
+            self.write64(ctx, op.dst as usize, &r, exec)?;
+        } else {
+            let r32: [u32; 64] = lanes(|l| (f64::from_bits(r[l]) as f32).to_bits());
+            self.write32(ctx, op.dst as usize, &r32, exec)?;
+        }
+        // VCC (the scale flag) is clear for every lane.
+        self.ws64(op.sdst, 0);
+        Ok(())
+    }
+
+    /// Gathers the DPP-permuted src0 into `dpp_src`; returns the lanes that are written
+    /// (row_mask/bank_mask, and bound_ctrl:0 lanes whose source is invalid are not).
+    fn dpp(&mut self, ctx: &Ctx<'_>, op: &Op, exec: u64) -> R<u64> {
+        let ctrl = (op.ext >> 8) & 0x1FF;
+        let bound_zero = (op.ext >> 19) & 1 != 0;
+        let bank_mask = (op.ext >> 24) & 0xF;
+        let row_mask = (op.ext >> 28) & 0xF;
+        let src = self.vreg(ctx, (op.src[0] - 256) as usize)?.to_vec();
+        let mut write = 0u64;
+        for l in 0..64usize {
+            let row = l >> 4;
+            let bank = (l >> 2) & 3;
+            if row_mask >> row & 1 == 0 || bank_mask >> bank & 1 == 0 {
+                continue;
+            }
+            let r = l & 15;
+            let base = l & !15;
+            let s: Option<usize> = match ctrl {
+                0x000..=0x0FF => Some((l & !3) | ((ctrl >> (2 * (l & 3))) & 3) as usize),
+                0x101..=0x10F => {
+                    let n = (ctrl & 0xF) as usize;
+                    (r + n < 16).then(|| l + n)
+                }
+                0x111..=0x11F => {
+                    let n = (ctrl & 0xF) as usize;
+                    (r >= n).then(|| l - n)
+                }
+                0x121..=0x12F => Some(base + (r + 16 - (ctrl & 0xF) as usize) % 16),
+                0x130 => (l < 63).then(|| l + 1),
+                0x134 => Some((l + 1) % 64),
+                0x138 => (l > 0).then(|| l - 1),
+                0x13C => Some((l + 63) % 64),
+                0x140 => Some(base + 15 - r),
+                0x141 => Some((l & !7) + 7 - (l & 7)),
+                // row_bcast:15: lane 15 of each row feeds the next row.
+                0x142 => (row > 0).then(|| row * 16 - 1),
+                // row_bcast:31: lane 31 feeds rows 2 and 3.
+                0x143 => (row >= 2).then_some(31),
+                _ => {
+                    return Err(self.err(
+                        ctx,
+                        format!("DPP control {ctrl:#x} is not a gfx9 DPP operation"),
+                    ))
+                }
+            };
+            match s {
+                Some(s) if exec >> s & 1 != 0 => {
+                    self.dpp_src[l] = src[s];
+                    write |= 1 << l;
+                }
+                _ if bound_zero => {
+                    self.dpp_src[l] = 0;
+                    write |= 1 << l;
+                }
+                _ => {}
+            }
+        }
+        Ok(write)
     }
 
     fn carry_op(&mut self, ctx: &Ctx<'_>, op: &Op, exec: u64) -> R<()> {
@@ -1441,8 +1711,8 @@ impl Wave {
         };
         let mut cout = 0u64;
         let k = op.op;
-        let r: [u32; 64] = std::array::from_fn(|l| {
-            let ci = (cin >> l & 1) as u64;
+        let r: [u32; 64] = lanes(|l| {
+            let ci = cin >> l & 1;
             let (x, y) = (a[l] as u64, b[l] as u64);
             let (v, c) = match k {
                 0x119 => {
@@ -1475,7 +1745,7 @@ impl Wave {
         let cond = (k & 0xF) as u8;
         let mut mask = 0u64;
         match k {
-            0x10 | 0x11 | 0x12 | 0x13 => {
+            0x10..=0x13 => {
                 // v_cmp(x)_class_f32 / f64
                 let mut cls = [0u32; 64];
                 self.fetch(ctx, op, 1, Ty::B32, &mut cls)?;
@@ -1821,10 +2091,10 @@ impl Wave {
                 }
             }
             0x3d => {
-                // ds_swizzle_b32
-                let src: Vec<u32> = self.vreg(ctx, d0)?.to_vec();
-                let r: [u32; 64] = std::array::from_fn(|l| src[swizzle_lane(off16, l)]);
-                let r: [u32; 64] = std::array::from_fn(|l| {
+                // ds_swizzle_b32: the source is the ADDR operand.
+                let src: Vec<u32> = addr.clone();
+                let r: [u32; 64] = lanes(|l| src[swizzle_lane(off16, l)]);
+                let r: [u32; 64] = lanes(|l| {
                     let s = swizzle_lane(off16, l);
                     if exec >> s & 1 != 0 {
                         r[l]
@@ -1865,20 +2135,15 @@ impl Wave {
         Ok(match seg {
             1 => {
                 // scratch: lane-private offset
-                let base = if saddr != 0x7F {
+                let mut base = if saddr != 0x7F {
                     self.rs(ctx, saddr, 0)? as u64
                 } else {
-                    self.v.get(va * 64 + l).copied().unwrap_or(0) as u64
+                    0
                 };
-                let base = if saddr != 0x7F
-                    && ctx.target == Target::Gfx942
-                    && op.words[1] >> 23 & 1 == 0
-                    && false
-                {
-                    base
-                } else {
-                    base
-                };
+                if op.neg_hi == 0 && (saddr == 0x7F || ctx.target == Target::Gfx942) {
+                    // gfx940 adds the VGPR to the SGPR when both are given (SVE).
+                    base = base.wrapping_add(self.v.get(va * 64 + l).copied().unwrap_or(0) as u64);
+                }
                 ((PRIVATE_APERTURE_HI as u64) << 32)
                     + (base.wrapping_add(op.imm as i64 as u64) & 0xFFFF_FFFF)
             }
@@ -1945,7 +2210,8 @@ impl Wave {
     }
 
     fn flat(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
-        if op.ext & 1 != 0 {
+        // Bit 13 is `lds` on gfx90a; on gfx940 scratch it is SVE (VGPR address enable).
+        if op.ext & 1 != 0 && !(ctx.target == Target::Gfx942 && op.aux == 1) {
             return Err(self.err(ctx, "FLAT LDS-DMA form is not modelled"));
         }
         let exec = self.exec();
@@ -2014,6 +2280,118 @@ impl Wave {
             _ => return Err(self.unimpl(ctx)),
         }
         Ok(())
+    }
+
+    /// MUBUF through the private segment buffer (how gfx90a code reaches scratch): the V#
+    /// must be the one dispatch loaded ([`PRIVATE_SEGMENT_VSHARP`]); other buffers fault.
+    fn mubuf(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let r = op.src[2] as usize;
+        let vsharp = [0, 1, 2, 3].map(|i| self.s.get(r + i).copied().unwrap_or(0));
+        if vsharp != PRIVATE_SEGMENT_VSHARP || op.ext & 0x12 != 0 {
+            return Err(self.err(
+                ctx,
+                "MUBUF access to a buffer other than the private segment is not modelled",
+            ));
+        }
+        let soff = self.rs(ctx, op.sdst, 0)? as u64;
+        let exec = self.exec();
+        let (size, words, store) = match op.op {
+            0x10 | 0x11 => (1, 1, false),
+            0x12 | 0x13 => (2, 1, false),
+            0x14..=0x17 => (4, op.op as usize - 0x13, false),
+            0x18 => (1, 1, true),
+            0x1a => (2, 1, true),
+            0x1c..=0x1f => (4, op.op as usize - 0x1b, true),
+            _ => return Err(self.unimpl(ctx)),
+        };
+        let vd = op.dst as usize + if op.acc { self.acc_base } else { 0 };
+        for l in 0..64 {
+            if exec >> l & 1 == 0 {
+                continue;
+            }
+            let voff = if op.ext & 1 != 0 {
+                self.v
+                    .get(op.src[0] as usize * 64 + l)
+                    .copied()
+                    .unwrap_or(0) as u64
+            } else {
+                0
+            };
+            let off = (soff + voff + op.imm as u64) & 0xFFFF_FFFF;
+            let a = ((PRIVATE_APERTURE_HI as u64) << 32) | off;
+            for w in 0..words {
+                let reg = (vd + w) * 64 + l;
+                if store {
+                    let v = self.v.get(reg).copied().unwrap_or(0);
+                    self.fstore(ctx, a + 4 * w as u64, size, v as u64, l)?;
+                } else {
+                    let raw = self.fload(ctx, a + 4 * w as u64, size, l)?;
+                    let v = match op.op {
+                        0x11 => raw as u8 as i8 as i32 as u32,
+                        0x13 => raw as u16 as i16 as i32 as u32,
+                        _ => raw as u32,
+                    };
+                    match self.v.get_mut(reg) {
+                        Some(x) => *x = v,
+                        None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// VOP3P: the packed 32-bit moves and float ops of gfx90a/gfx940.
+    fn vop3p(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let exec = self.exec();
+        let mut s = [[0u64; 64]; 3];
+        let nsrc = match op.op {
+            0x30 => 3,
+            0x31..=0x33 => 2,
+            _ => return Err(self.unimpl(ctx)),
+        };
+        for (i, v) in s.iter_mut().enumerate().take(nsrc) {
+            self.fetch64(ctx, op, i, Ty::B32, v)?;
+        }
+        // op_sel picks the source half for the low result, op_sel_hi for the high one;
+        // neg / neg_hi negate the halves (float ops).
+        let pick = |i: usize, x: u64, hi: bool| -> u32 {
+            let sel = if hi {
+                (op.ext >> i) & 1
+            } else {
+                (op.opsel as u32 >> i) & 1
+            };
+            let v = (x >> (32 * sel)) as u32;
+            let neg = if hi {
+                op.neg_hi >> i & 1
+            } else {
+                op.neg >> i & 1
+            };
+            if neg != 0 && op.op != 0x33 {
+                v ^ 0x8000_0000
+            } else {
+                v
+            }
+        };
+        let k = op.op;
+        let r: [u64; 64] = lanes(|l| {
+            let half = |hi: bool| -> u32 {
+                let a = f32::from_bits(pick(0, s[0][l], hi));
+                let b = f32::from_bits(pick(1, s[1][l], hi));
+                match k {
+                    0x30 => a.mul_add(b, f32::from_bits(pick(2, s[2][l], hi))).to_bits(),
+                    0x31 => (a * b).to_bits(),
+                    0x32 => (a + b).to_bits(),
+                    // v_pk_mov_b32: D.lo = S0 half op_sel[0], D.hi = S1 half op_sel[1].
+                    _ => {
+                        let i = hi as usize;
+                        (s[i][l] >> (32 * ((op.opsel as u64 >> i) & 1))) as u32
+                    }
+                }
+            };
+            half(false) as u64 | (half(true) as u64) << 32
+        });
+        self.write64(ctx, op.dst as usize, &r, exec)
     }
 
     fn flat_atomic(
@@ -2225,6 +2603,21 @@ fn f64_to_u32(x: f64) -> u32 {
     x as u32
 }
 
+/// `x * 2^e` exactly (scaling in steps that cannot overflow an intermediate).
+fn ldexp64(mut x: f64, e: i32) -> f64 {
+    let mut e = e.clamp(-2200, 2200);
+    while e > 1000 {
+        x *= 2f64.powi(1000);
+        e -= 1000;
+    }
+    while e < -1000 {
+        x *= 2f64.powi(-1000);
+        e += 1000;
+    }
+    // The last step rounds once (a denormal result rounds like the hardware's).
+    x * 2f64.powi(e)
+}
+
 fn ldexp32(x: f32, e: i32) -> f32 {
     (x as f64 * 2f64.powi(e.clamp(-400, 400))) as f32
 }
@@ -2258,6 +2651,30 @@ fn f32_to_f16_rtz(x: f32) -> u16 {
         return (h.to_bits() & 0x8000) | 0x7BFF;
     }
     h.to_bits()
+}
+
+/// v_div_fixup: special cases of `num / den` around the refined quotient `q` (ISA guide).
+fn div_fixup(q: f64, den: f64, num: f64) -> f64 {
+    let sign = if den.is_sign_negative() != num.is_sign_negative() {
+        -1.0
+    } else {
+        1.0
+    };
+    if num.is_nan()
+        || den.is_nan()
+        || (den == 0.0 && num == 0.0)
+        || (den.is_infinite() && num.is_infinite())
+    {
+        f64::NAN
+    } else if den == 0.0 || num.is_infinite() {
+        sign * f64::INFINITY
+    } else if den.is_infinite() || num == 0.0 {
+        sign * 0.0
+    } else if q.is_nan() {
+        f64::NAN
+    } else {
+        sign * q.abs()
+    }
 }
 
 fn perm(x: u32, y: u32, sel: u32) -> u32 {
@@ -2319,12 +2736,12 @@ fn fcmp(c: u8, a: f64, b: f64) -> bool {
         2 => a == b,
         3 => a <= b,
         4 => a > b,
-        5 => a < b || a > b,
+        5 => a != b && !un,
         6 => a >= b,
         7 => !un,
         8 => un,
         9 => !(a >= b),
-        10 => !(a < b || a > b),
+        10 => a == b || un,
         11 => !(a > b),
         12 => !(a <= b),
         13 => a != b,
