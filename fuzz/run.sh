@@ -2,6 +2,7 @@
 # Builds one libFuzzer target on the stable toolchain and runs it for SECONDS.
 #   fuzz/run.sh TARGET SECONDS [extra libFuzzer flags...]
 #   fuzz/run.sh --build            (build every target only)
+#   fuzz/run.sh --test [ARGS]      (cargo test of the harnesses and seeds, uninstrumented)
 # Targets: pm4_decode engine_pm4 engine_sdma engine_aql kfd_ioctl.
 #
 # No nightly, no cargo-fuzz: stable rustc instruments with the SanitizerCoverage pass
@@ -36,6 +37,11 @@ build() {
   cargo build -q --release --target "$triple" --bins
 }
 
+if [ "${1:-}" = "--test" ]; then
+  shift
+  env -u RUSTFLAGS cargo test -q "$@"
+  exit 0
+fi
 if [ "${1:-}" = "--build" ]; then
   build
   exit 0

@@ -921,3 +921,42 @@ pub fn run_sdma(data: &[u8]) -> Report {
 pub fn run_aql(data: &[u8]) -> Report {
     drive(Engine::Aql, data)
 }
+
+/// The disassembly of what an input submits (ring segments and indirect buffers), without
+/// running it: for triaging a crash (`cargo test --test seeds explain -- --nocapture` with
+/// `KFDRT_FUZZ_EXPLAIN=ENGINE:FILE`).
+pub fn explain(engine: Engine, data: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut g = Gen::new(data);
+    let mut s = format!(
+        "{:?} family {:?} sdma {:?} ring {} bytes\n",
+        engine, g.family, g.version, g.ring_size
+    );
+    let dis = |g: &Gen<'_>, words: &[u32]| match engine {
+        Engine::Sdma => pm4::disasm::to_text(&pm4::disasm::disasm_sdma(g.version, words)),
+        Engine::Pm4 => pm4::disasm::to_text(&pm4::disasm::disasm_pm4(g.family, words)),
+        Engine::Aql => pm4::disasm::to_text(&pm4::disasm::disasm_aql(words)),
+    };
+    let mut n = 0;
+    while !g.done() {
+        let mut seg = Vec::new();
+        match engine {
+            Engine::Aql => g.aql_list(&mut seg),
+            Engine::Pm4 => g.pm4_list(&mut seg, 0),
+            Engine::Sdma => g.sdma_list(&mut seg, 0),
+        }
+        for (va, words) in g.preload.drain(..).collect::<Vec<_>>() {
+            let text = match engine {
+                Engine::Sdma => dis(&g, &words),
+                _ => pm4::disasm::to_text(&pm4::disasm::disasm_pm4(g.family, &words)),
+            };
+            let _ = writeln!(s, "IB at {va:#x} ({} dwords):\n{text}", words.len());
+        }
+        for w in g.pending.drain(..) {
+            let _ = writeln!(s, "host write {w:x?}");
+        }
+        let _ = writeln!(s, "segment {n} ({} dwords):\n{}", seg.len(), dis(&g, &seg));
+        n += 1;
+    }
+    s
+}

@@ -15,8 +15,12 @@
 //! engine parks with a blocked queue it applies the input's pending host writes one at a
 //! time (and rings the doorbell, which re-polls blocked queues at once). A queue still
 //! blocked when no host write is left stays blocked (a wait that never completes is legal).
-//! An engine that does not park within [`PACKET_BUDGET`] packets or [`TIME_BUDGET`] of one
-//! submission is a livelock: the rig panics.
+//! An engine that executes more than [`PACKET_BUDGET`] packets for one submission runs a
+//! program that loops (e.g. an IB chain back to itself, which hangs a real CP as well): the
+//! rig stops feeding it and removes the queue (which must still work). An engine that
+//! neither parks nor gets through that many packets within [`TIME_BUDGET`] is a livelock
+//! (busy without progress, e.g. spinning inside a packet or never parking while idle): the
+//! rig panics.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,8 +64,10 @@ pub const SIG_SLOTS: u64 = 64;
 const DOORBELL_VA: u64 = 0x60_0000;
 const QID: u32 = 1;
 
-/// Packets one submission may execute before the engine must park.
-pub const PACKET_BUDGET: u64 = 2_000_000;
+/// Packets one submission may execute before the rig stops it as a runaway program (an
+/// indirect-buffer chain that loops runs forever on the CP too: that is the input's doing,
+/// not an engine fault; the rig then checks the queue can still be removed).
+pub const PACKET_BUDGET: u64 = 100_000;
 /// Wall time one submission may take before the engine must park (generous: the host
 /// is a loaded 2-core VM).
 pub const TIME_BUDGET: Duration = Duration::from_secs(10);
@@ -125,6 +131,8 @@ pub struct Report {
     pub interrupts: u64,
     /// The queue's fault, if it faulted.
     pub fault: Option<String>,
+    /// Whether a submission ran past [`PACKET_BUDGET`] packets (a looping program).
+    pub runaway: bool,
     /// Whether the queue was still blocked at the end.
     pub blocked: bool,
     /// Final read pointer.
@@ -327,7 +335,7 @@ impl Rig {
     fn kick_and_settle(&mut self) {
         loop {
             let settled = self.ring_and_wait();
-            if self.fault().is_some() {
+            if self.fault().is_some() || !self.alive {
                 self.alive = false;
                 return;
             }
@@ -383,9 +391,16 @@ impl Rig {
                 self.last = Settled::Idle;
                 return self.last;
             }
+            if packets > PACKET_BUDGET {
+                self.report.packets += packets;
+                self.report.runaway = true;
+                self.alive = false;
+                self.last = Settled::Idle;
+                return self.last;
+            }
             let elapsed = start.elapsed();
             assert!(
-                packets <= PACKET_BUDGET && elapsed <= TIME_BUDGET,
+                elapsed <= TIME_BUDGET,
                 "livelock: the {:?} engine is still busy after {packets} packets and {elapsed:?} \
                  of one submission (rptr {:#x}, wptr {:#x})",
                 self.engine,

@@ -66,8 +66,8 @@ fn ioctl_and_decode_seeds_run() {
 }
 
 #[test]
-fn livelock_budget_is_enforced_not_skipped() {
-    // Empty and junk inputs end quickly (no livelock report).
+fn junk_inputs_end_without_a_panic() {
+    // Empty and junk inputs end without a panic or a livelock report.
     let r = kfdrt_fuzz::gen::run_pm4(&[]);
     assert_eq!(r.submits, 0);
     let junk: Vec<u8> = (0..2000u32).map(|i| (i * 37 % 251) as u8).collect();
@@ -95,4 +95,39 @@ fn committed_seed_files_are_current() {
             assert_eq!(on_disk, bytes, "{} is stale", path.display());
         }
     }
+}
+
+#[test]
+fn explain() {
+    // KFDRT_FUZZ_EXPLAIN=pm4:path prints what a (crashing) input submits.
+    let Some(spec) = std::env::var_os("KFDRT_FUZZ_EXPLAIN") else {
+        let s = kfdrt_fuzz::gen::explain(
+            kfdrt_fuzz::rig::Engine::Pm4,
+            &kfdrt_fuzz::seeds::pm4()[0].1,
+        );
+        assert!(s.contains("WRITE_DATA") && s.contains("INDIRECT_BUFFER"), "{s}");
+        return;
+    };
+    let spec = spec.to_string_lossy().into_owned();
+    let (engine, path) = spec.split_once(':').expect("ENGINE:FILE");
+    let engine = match engine {
+        "aql" => kfdrt_fuzz::rig::Engine::Aql,
+        "sdma" => kfdrt_fuzz::rig::Engine::Sdma,
+        _ => kfdrt_fuzz::rig::Engine::Pm4,
+    };
+    let data = std::fs::read(path).expect("input file");
+    println!("{}", kfdrt_fuzz::gen::explain(engine, &data));
+}
+
+#[test]
+fn looping_ib_chain_is_a_runaway_not_a_hang() {
+    // The input the fuzzer found first: an IB chained back into itself (size 53 covers the
+    // chain packet). The CP runs it forever; the rig stops it and removes the queue.
+    let data = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds/engine_pm4/ib-chain-loop"),
+    )
+    .expect("seed");
+    let r = kfdrt_fuzz::gen::run_pm4(&data);
+    assert!(r.runaway, "{r:?}");
+    assert!(r.packets > kfdrt_fuzz::rig::PACKET_BUDGET, "{r:?}");
 }
