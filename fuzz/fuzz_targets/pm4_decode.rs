@@ -2,5 +2,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let _ = kfdrt_fuzz::pm4_decode(data);
+    kfdrt_fuzz::pm4_decode(data);
 });

@@ -146,7 +146,7 @@ impl<'a> Gen<'a> {
     }
 
     /// A byte length: mostly small, sometimes up to 64 KiB, rarely anything.
-    pub fn len(&mut self) -> u32 {
+    pub fn byte_len(&mut self) -> u32 {
         match self.src.u8() % 8 {
             0..=4 => self.src.u8() as u32 + 1,
             5 | 6 => self.src.u16() as u32 + 1,
@@ -376,7 +376,7 @@ impl<'a> Gen<'a> {
             6 => {
                 let engine = self.src.u8() & 1;
                 let coher_base = self.addr(256);
-                let coher_size = self.len() as u64;
+                let coher_size = self.byte_len() as u64;
                 Self::push_pm4(
                     self.family,
                     out,
@@ -461,7 +461,7 @@ impl<'a> Gen<'a> {
                 let flags = self.src.u8();
                 let src = self.addr(4);
                 let dst = self.addr(4);
-                let byte_count = self.len() & 0x3F_FFFF;
+                let byte_count = self.byte_len() & 0x3F_FFFF;
                 Self::push_pm4(
                     self.family,
                     out,
@@ -586,7 +586,7 @@ impl<'a> Gen<'a> {
             2 | 13 => {
                 let src = self.addr(1);
                 let dst = self.addr(1);
-                let bytes = self.len();
+                let bytes = self.byte_len();
                 Self::push_sdma(
                     self.version,
                     out,
@@ -602,7 +602,7 @@ impl<'a> Gen<'a> {
             3 => {
                 let dst = self.addr(4);
                 let data = self.src.u32();
-                let bytes = self.len();
+                let bytes = self.byte_len();
                 let fill_size = self.src.u8() & 3;
                 Self::push_sdma(
                     self.version,

@@ -121,7 +121,7 @@ impl Session<'_> {
         &mut self,
         fix: impl FnOnce(&mut Self, &mut T),
     ) -> T {
-        let raw = self.src.u8() % 8 == 0;
+        let raw = self.src.u8().is_multiple_of(8);
         let mut t = T::default();
         for b in t.as_mut_bytes().iter_mut() {
             *b = if raw { self.src.u8() } else { 0 };
@@ -329,7 +329,7 @@ impl Session<'_> {
                 }
             }
             20 | 21 => {
-                let map = self.src.u8() % 2 == 0;
+                let map = self.src.u8().is_multiple_of(2);
                 let n = self.src.below(4) as usize;
                 let ids: Vec<u32> = (0..n).map(|_| self.gpu()).collect();
                 let mut a = self.args::<MapMemoryToGpuArgs>(|s, a| {

@@ -101,11 +101,12 @@ fn committed_seed_files_are_current() {
 fn explain() {
     // KFDRT_FUZZ_EXPLAIN=pm4:path prints what a (crashing) input submits.
     let Some(spec) = std::env::var_os("KFDRT_FUZZ_EXPLAIN") else {
-        let s = kfdrt_fuzz::gen::explain(
-            kfdrt_fuzz::rig::Engine::Pm4,
-            &kfdrt_fuzz::seeds::pm4()[0].1,
+        let s =
+            kfdrt_fuzz::gen::explain(kfdrt_fuzz::rig::Engine::Pm4, &kfdrt_fuzz::seeds::pm4()[0].1);
+        assert!(
+            s.contains("WRITE_DATA") && s.contains("INDIRECT_BUFFER"),
+            "{s}"
         );
-        assert!(s.contains("WRITE_DATA") && s.contains("INDIRECT_BUFFER"), "{s}");
         return;
     };
     let spec = spec.to_string_lossy().into_owned();
