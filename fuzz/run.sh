@@ -56,8 +56,12 @@ target=${1:?usage: fuzz/run.sh TARGET SECONDS [libFuzzer flags]}
 secs=${2:?usage: fuzz/run.sh TARGET SECONDS [libFuzzer flags]}
 shift 2
 build
+# The decoder is cheap: let inputs reach the full length at once. Engine inputs grow
+# gradually (libFuzzer's default), longer ones cost more per run.
+len_flags=(-max_len=4096)
+[ "$target" = pm4_decode ] && len_flags=(-max_len=8192 -len_control=0)
 mkdir -p "corpus/$target" "artifacts/$target" "seeds/$target"
 exec "$CARGO_TARGET_DIR/$triple/release/$target" \
-  -max_total_time="$secs" -timeout=30 -rss_limit_mb=4096 -max_len=4096 \
+  -max_total_time="$secs" -timeout=30 -rss_limit_mb=4096 "${len_flags[@]}" \
   -print_final_stats=1 -artifact_prefix="artifacts/$target/" \
   "$@" "corpus/$target" "seeds/$target"

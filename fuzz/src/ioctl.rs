@@ -35,6 +35,16 @@ struct Session<'a> {
     dmabufs: Vec<OwnedFd>,
     drm_fds: Vec<OwnedFd>,
     host: Vec<u64>,
+    stats: Stats,
+}
+
+/// What one [`run`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Calls made.
+    pub calls: usize,
+    /// Calls that succeeded.
+    pub ok: usize,
 }
 
 fn raw_fd(v: u32) -> Option<OwnedFd> {
@@ -48,6 +58,12 @@ fn raw_fd(v: u32) -> Option<OwnedFd> {
 }
 
 impl Session<'_> {
+    fn io(&mut self, req: Ioctl<'_>) -> bool {
+        let ok = self.dev.ioctl(req).is_ok();
+        self.stats.ok += ok as usize;
+        ok
+    }
+
     fn pick<T: Copy>(&mut self, pool: &[T], fallback: T) -> T {
         if pool.is_empty() {
             return fallback;
@@ -136,7 +152,7 @@ impl Session<'_> {
         match self.src.u8() % 28 {
             0 => {
                 let mut a = GetVersionArgs::default();
-                let _ = self.dev.ioctl(Ioctl::GetVersion(&mut a));
+                let _ = self.io(Ioctl::GetVersion(&mut a));
             }
             1 => {
                 let mut a = self.args::<CreateQueueArgs>(|s, a| {
@@ -157,13 +173,13 @@ impl Session<'_> {
                     }
                     a.sdma_engine_id = s.src.u8() as u32 % 20;
                 });
-                if self.dev.ioctl(Ioctl::CreateQueue(&mut a)).is_ok() {
+                if self.io(Ioctl::CreateQueue(&mut a)) {
                     self.queues.push(a.queue_id);
                 }
             }
             2 => {
                 let mut a = self.args::<DestroyQueueArgs>(|s, a| a.queue_id = s.queue());
-                if self.dev.ioctl(Ioctl::DestroyQueue(&mut a)).is_ok() {
+                if self.io(Ioctl::DestroyQueue(&mut a)) {
                     self.queues.retain(|q| *q != a.queue_id);
                 }
             }
@@ -175,7 +191,7 @@ impl Session<'_> {
                     a.queue_percentage = s.src.u8() as u32 % 110;
                     a.queue_priority = s.src.u8() as u32 % 17;
                 });
-                let _ = self.dev.ioctl(Ioctl::UpdateQueue(&mut a));
+                let _ = self.io(Ioctl::UpdateQueue(&mut a));
             }
             4 => {
                 let n = self.src.below(8) as usize;
@@ -185,7 +201,7 @@ impl Session<'_> {
                     a.num_cu_mask = n as u32 * 32;
                 });
                 // The variant carries the words; the header must agree for a valid call.
-                let _ = self.dev.ioctl(Ioctl::SetCuMask {
+                let _ = self.io(Ioctl::SetCuMask {
                     args: &mut a,
                     mask: &mask,
                 });
@@ -195,7 +211,7 @@ impl Session<'_> {
                     a.queue_id = s.queue();
                     a.ctl_stack_address = s.va();
                 });
-                let _ = self.dev.ioctl(Ioctl::GetQueueWaveState(&mut a));
+                let _ = self.io(Ioctl::GetQueueWaveState(&mut a));
             }
             6 => {
                 let mut a = self.args::<SetMemoryPolicyArgs>(|s, a| {
@@ -205,22 +221,22 @@ impl Session<'_> {
                     a.alternate_aperture_base = s.va();
                     a.alternate_aperture_size = s.size();
                 });
-                let _ = self.dev.ioctl(Ioctl::SetMemoryPolicy(&mut a));
+                let _ = self.io(Ioctl::SetMemoryPolicy(&mut a));
             }
             7 => {
                 let mut a = self.args::<GetClockCountersArgs>(|s, a| a.gpu_id = s.gpu());
-                let _ = self.dev.ioctl(Ioctl::GetClockCounters(&mut a));
+                let _ = self.io(Ioctl::GetClockCounters(&mut a));
             }
             8 => {
                 let mut a = GetProcessAperturesArgs::default();
-                let _ = self.dev.ioctl(Ioctl::GetProcessApertures(&mut a));
+                let _ = self.io(Ioctl::GetProcessApertures(&mut a));
             }
             9 => {
                 let n = self.src.below(10) as usize;
                 let mut ap = vec![ProcessDeviceApertures::default(); n];
                 let mut a =
                     self.args::<GetProcessAperturesNewArgs>(|_, a| a.num_of_nodes = n as u32);
-                let _ = self.dev.ioctl(Ioctl::GetProcessAperturesNew {
+                let _ = self.io(Ioctl::GetProcessAperturesNew {
                     args: &mut a,
                     apertures: &mut ap,
                 });
@@ -234,23 +250,23 @@ impl Session<'_> {
                         a.event_page_offset = s.handle();
                     }
                 });
-                if self.dev.ioctl(Ioctl::CreateEvent(&mut a)).is_ok() {
+                if self.io(Ioctl::CreateEvent(&mut a)) {
                     self.events.push(a.event_id);
                 }
             }
             11 => {
                 let mut a = self.args::<DestroyEventArgs>(|s, a| a.event_id = s.event());
-                if self.dev.ioctl(Ioctl::DestroyEvent(&mut a)).is_ok() {
+                if self.io(Ioctl::DestroyEvent(&mut a)) {
                     self.events.retain(|e| *e != a.event_id);
                 }
             }
             12 => {
                 let mut a = self.args::<SetEventArgs>(|s, a| a.event_id = s.event());
-                let _ = self.dev.ioctl(Ioctl::SetEvent(&mut a));
+                let _ = self.io(Ioctl::SetEvent(&mut a));
             }
             13 => {
                 let mut a = self.args::<ResetEventArgs>(|s, a| a.event_id = s.event());
-                let _ = self.dev.ioctl(Ioctl::ResetEvent(&mut a));
+                let _ = self.io(Ioctl::ResetEvent(&mut a));
             }
             14 => {
                 let n = self.src.below(6) as usize;
@@ -264,7 +280,7 @@ impl Session<'_> {
                 });
                 // A wait that times out is not a hang: keep it short.
                 a.timeout = a.timeout.min(MAX_WAIT_MS);
-                let _ = self.dev.ioctl(Ioctl::WaitEvents {
+                let _ = self.io(Ioctl::WaitEvents {
                     args: &mut a,
                     events: &mut evs,
                 });
@@ -274,7 +290,7 @@ impl Session<'_> {
                     a.gpu_id = s.gpu();
                     a.va_addr = s.va();
                 });
-                let _ = self.dev.ioctl(Ioctl::SetScratchBackingVa(&mut a));
+                let _ = self.io(Ioctl::SetScratchBackingVa(&mut a));
             }
             16 => {
                 let mut a = self.args::<SetTrapHandlerArgs>(|s, a| {
@@ -282,7 +298,7 @@ impl Session<'_> {
                     a.tba_addr = s.va();
                     a.tma_addr = s.va();
                 });
-                let _ = self.dev.ioctl(Ioctl::SetTrapHandler(&mut a));
+                let _ = self.io(Ioctl::SetTrapHandler(&mut a));
             }
             17 => {
                 let minors = self.minors.clone();
@@ -295,7 +311,7 @@ impl Session<'_> {
                         a.gpu_id = s.gpu();
                         a.drm_fd = raw;
                     });
-                    let _ = self.dev.ioctl(Ioctl::AcquireVm(&mut a));
+                    let _ = self.io(Ioctl::AcquireVm(&mut a));
                 }
             }
             18 | 27 => {
@@ -317,14 +333,14 @@ impl Session<'_> {
                         a.size = a.size.min(HOST_BYTES as u64 / 2);
                     }
                 });
-                if self.dev.ioctl(Ioctl::AllocMemoryOfGpu(&mut a)).is_ok() {
+                if self.io(Ioctl::AllocMemoryOfGpu(&mut a)) {
                     self.handles.push(a.handle);
                     self.vas.push(a.va_addr);
                 }
             }
             19 => {
                 let mut a = self.args::<FreeMemoryOfGpuArgs>(|s, a| a.handle = s.handle());
-                if self.dev.ioctl(Ioctl::FreeMemoryOfGpu(&mut a)).is_ok() {
+                if self.io(Ioctl::FreeMemoryOfGpu(&mut a)) {
                     self.handles.retain(|h| *h != a.handle);
                 }
             }
@@ -338,7 +354,7 @@ impl Session<'_> {
                     a.n_success = s.src.u8() as u32 % 2;
                 });
                 if map {
-                    let _ = self.dev.ioctl(Ioctl::MapMemoryToGpu {
+                    let _ = self.io(Ioctl::MapMemoryToGpu {
                         args: &mut a,
                         gpu_ids: &ids,
                     });
@@ -349,7 +365,7 @@ impl Session<'_> {
                         n_devices: a.n_devices,
                         n_success: a.n_success,
                     };
-                    let _ = self.dev.ioctl(Ioctl::UnmapMemoryFromGpu {
+                    let _ = self.io(Ioctl::UnmapMemoryFromGpu {
                         args: &mut u,
                         gpu_ids: &ids,
                     });
@@ -360,7 +376,7 @@ impl Session<'_> {
                     a.handle = s.handle();
                     a.flags = 0x80002; // O_RDWR | O_CLOEXEC
                 });
-                if self.dev.ioctl(Ioctl::ExportDmabuf(&mut a)).is_ok() {
+                if self.io(Ioctl::ExportDmabuf(&mut a)) {
                     if let Some(fd) = raw_fd(a.dmabuf_fd) {
                         self.dmabufs.push(fd);
                     }
@@ -379,14 +395,14 @@ impl Session<'_> {
                     // No metadata buffer: the pointer would be a host address.
                     a.metadata_ptr = 0;
                     a.metadata_size = 0;
-                    let _ = self.dev.ioctl(Ioctl::GetDmabufInfo(&mut a));
+                    let _ = self.io(Ioctl::GetDmabufInfo(&mut a));
                 } else {
                     let mut a = self.args::<ImportDmabufArgs>(|s, a| {
                         a.dmabuf_fd = fd;
                         a.gpu_id = s.gpu();
                         a.va_addr = s.gpuvm_base + ((s.src.u16() as u64) << 16);
                     });
-                    if self.dev.ioctl(Ioctl::ImportDmabuf(&mut a)).is_ok() {
+                    if self.io(Ioctl::ImportDmabuf(&mut a)) {
                         self.handles.push(a.handle);
                         self.vas.push(a.va_addr);
                     }
@@ -418,7 +434,7 @@ impl Session<'_> {
                     a.start_addr = host;
                 }
                 a.size = a.size.min(end - a.start_addr);
-                let _ = self.dev.ioctl(Ioctl::Svm {
+                let _ = self.io(Ioctl::Svm {
                     args: &mut a,
                     attrs: &mut attrs,
                 });
@@ -427,18 +443,18 @@ impl Session<'_> {
                 let mut a = self.args::<SetXnackModeArgs>(|s, a| {
                     a.xnack_enabled = s.src.u8() as i32 % 3 - 1;
                 });
-                let _ = self.dev.ioctl(Ioctl::SetXnackMode(&mut a));
+                let _ = self.io(Ioctl::SetXnackMode(&mut a));
             }
             _ => {
                 if self.src.bool() {
                     let mut a = self.args::<GetAvailableMemoryArgs>(|s, a| a.gpu_id = s.gpu());
-                    let _ = self.dev.ioctl(Ioctl::AvailableMemory(&mut a));
+                    let _ = self.io(Ioctl::AvailableMemory(&mut a));
                 } else if self.src.bool() {
                     let mut a = self.args::<RuntimeEnableArgs>(|s, a| {
                         a.mode_mask = s.src.u8() as u32 & 3;
                     });
                     a.r_debug = 0;
-                    let _ = self.dev.ioctl(Ioctl::RuntimeEnable(&mut a));
+                    let _ = self.io(Ioctl::RuntimeEnable(&mut a));
                 } else {
                     let q = self.queue();
                     self.dev.doorbell_written(q);
@@ -448,9 +464,8 @@ impl Session<'_> {
     }
 }
 
-/// Runs one input; returns the number of calls made. Never panics except on an
-/// emulator bug.
-pub fn run(data: &[u8]) -> usize {
+/// Runs one input. Never panics except on an emulator bug.
+pub fn run(data: &[u8]) -> Stats {
     let mut src = Src::new(data);
     let spec = match src.u8() % 4 {
         0 => "emu:mi300x",
@@ -459,7 +474,7 @@ pub fn run(data: &[u8]) -> usize {
         _ => "emu:mi210",
     };
     let Ok(dev) = kfd_emu::EmuBackend::from_spec(spec) else {
-        return 0;
+        return Stats::default();
     };
     let gpus: Vec<u32> = dev.topology().gpu_nodes().map(|n| n.gpu_id).collect();
     let minors: Vec<u32> = dev
@@ -480,6 +495,7 @@ pub fn run(data: &[u8]) -> usize {
         dmabufs: Vec::new(),
         drm_fds: Vec::new(),
         host: vec![0u64; HOST_BYTES / 8],
+        stats: Stats::default(),
     };
     // Learn the GPUVM aperture as a runtime does first.
     let mut ap = vec![ProcessDeviceApertures::default(); s.gpus.len()];
@@ -496,10 +512,9 @@ pub fn run(data: &[u8]) -> usize {
     {
         s.gpuvm_base = ap.first().map_or(0, |x| x.gpuvm_base.max(1 << 21));
     }
-    let mut calls = 0;
-    while !s.src.is_empty() && calls < MAX_CALLS {
+    while !s.src.is_empty() && s.stats.calls < MAX_CALLS {
         s.call();
-        calls += 1;
+        s.stats.calls += 1;
     }
     // Tear down as a process exit does: queues, then the device.
     for q in std::mem::take(&mut s.queues) {
@@ -509,5 +524,5 @@ pub fn run(data: &[u8]) -> usize {
         };
         let _ = s.dev.ioctl(Ioctl::DestroyQueue(&mut a));
     }
-    calls
+    s.stats
 }

@@ -332,34 +332,48 @@ pub fn decode() -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// Seeds of the `kfd_ioctl` target: allocate, map, create a queue, events, free.
+/// Seeds of the `kfd_ioctl` target: acquire the VM, allocate and map, events, an SDMA
+/// queue, a doorbell, destroy, free.
 pub fn ioctl() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for preset in 0..4u8 {
         let mut e = Enc::new();
         e.u8(preset);
-        // ALLOC (GTT, writable), patched mode: raw? no, gpu pick 1 -> first GPU.
-        e.u8(18)
-            .u8(1)
-            .u8(1)
-            .u8(0)
-            .u8(1)
-            .u32(0x8000_0000)
-            .u16(4)
-            .u8(0)
-            .u8(15);
-        // MAP the handle on the first GPU.
-        e.u8(20).u8(0).u8(0).u8(1).u8(1).u8(1).u8(1).u8(0).u8(0);
-        // CREATE_EVENT (signal, auto reset) then SET and WAIT on it.
+        // ACQUIRE_VM on the first render node (allocations need the VM).
+        e.u8(17).u8(0).u8(1).u8(1).u8(0);
+        // Three one-page GTT BOs (ring, write pointer, read pointer: KFD wants each
+        // queue buffer to be a whole BO), each mapped on the first GPU.
+        for (i, va) in [4u16, 5, 6].into_iter().enumerate() {
+            e.u8(18)
+                .u8(1)
+                .u8(1)
+                .u8(0)
+                .u8(1)
+                .u32(0x8000_0000)
+                .u16(va)
+                .u8(0)
+                .u8(0);
+            e.u8(20)
+                .u8(0)
+                .u8(1)
+                .u8(1)
+                .u8(0)
+                .u8(1)
+                .u8(1)
+                .u8(i as u8)
+                .u8(0);
+        }
+        // CREATE_EVENT (signal, auto reset), SET_EVENT, WAIT_EVENTS on it.
         e.u8(10).u8(1).u8(0).u8(1).u8(0).u8(0);
         e.u8(12).u8(1).u8(1).u8(0);
-        e.u8(14).u8(1).u8(1).u8(0).u8(1).u8(0);
-        // CREATE_QUEUE (compute AQL) on the BO.
-        e.u8(1).u8(1).u8(2).u8(1).u8(0);
-        e.u8(0).u16(0).u8(0).u8(12);
-        e.u8(0).u16(0x100).u8(0).u8(0).u16(0x80).u8(0);
+        e.u8(14).u8(1).u8(1).u8(0).u8(1).u8(1);
+        // CREATE_QUEUE (SDMA: no CWSR area needed) on those BOs.
+        e.u8(1).u8(1).u8(1).u8(1).u8(0);
+        e.u16(0).u8(0).u8(0).u8(12);
+        e.u16(0).u8(0).u8(1);
+        e.u16(0).u8(0).u8(2);
         e.u8(100).u8(7).u8(0).u8(0);
-        // Doorbell, DESTROY_QUEUE, FREE.
+        // A doorbell, DESTROY_QUEUE, FREE_MEMORY_OF_GPU.
         e.u8(26).u8(0).u8(0).u8(1).u8(0);
         e.u8(2).u8(1).u8(1).u8(0);
         e.u8(19).u8(1).u8(1).u8(0);
