@@ -3,7 +3,7 @@
 #   fuzz/run.sh TARGET SECONDS [extra libFuzzer flags...]
 #   fuzz/run.sh --build            (build every target only)
 #   fuzz/run.sh --test [ARGS]      (cargo test of the harnesses and seeds, uninstrumented)
-#   fuzz/run.sh --clippy           (clippy -D warnings on the fuzz crate)
+#   fuzz/run.sh --lint             (rustfmt --check and clippy -D warnings on the fuzz crate)
 # Targets: pm4_decode engine_pm4 engine_sdma engine_aql kfd_ioctl.
 #
 # No nightly, no cargo-fuzz: stable rustc instruments with the SanitizerCoverage pass
@@ -38,7 +38,8 @@ build() {
   cargo build -q --release --target "$triple" --bins
 }
 
-if [ "${1:-}" = "--clippy" ]; then
+if [ "${1:-}" = "--lint" ]; then
+  cargo fmt --check
   env -u RUSTFLAGS cargo clippy -q --all-targets -- -D warnings
   exit 0
 fi
