@@ -775,7 +775,7 @@ impl<'a> Gen<'a> {
                     *d = self.signal();
                     if *d != 0 && self.src.bool() {
                         self.pending.push(HostWrite {
-                            va: *d + 8,
+                            va: d.wrapping_add(8),
                             value: 0,
                             wide: true,
                         });
@@ -839,7 +839,7 @@ impl<'a> Gen<'a> {
                         SignalCondition::Lt => value.wrapping_sub(1),
                     };
                     self.pending.push(HostWrite {
-                        va: signal + 8,
+                        va: signal.wrapping_add(8),
                         value: v as u64,
                         wide: true,
                     });

@@ -134,3 +134,16 @@ fn looping_ib_chain_is_a_runaway_not_a_hang() {
     assert!(r.runaway, "{r:?}");
     assert!(r.packets > kfdrt_fuzz::rig::PACKET_BUDGET, "{r:?}");
 }
+
+#[test]
+fn aql_signal_near_the_top_of_the_address_space() {
+    // Found by engine_aql: a dependency signal at 0xffff_ffff_ffff_fff8 overflowed the
+    // harness's own `signal + 8` (the engines wrap and fault the queue).
+    let data = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("seeds/engine_aql/signal-at-top-of-address-space"),
+    )
+    .expect("seed");
+    let r = kfdrt_fuzz::gen::run_aql(&data);
+    assert!(r.fault.is_some() || r.blocked || r.rptr == r.wptr, "{r:?}");
+}
