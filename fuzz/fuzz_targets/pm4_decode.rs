@@ -1,8 +1,6 @@
-//! Runs every pm4 decoder and the disassembler on arbitrary bytes.
+//! libFuzzer target `pm4_decode` (see `kfdrt_fuzz` and `fuzz/run.sh`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    pm4::fuzz_decode_all(data);
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    kfdrt_fuzz::pm4_decode(data);
 });

@@ -63,7 +63,8 @@ pub fn fuzz_ring(data: &[u8]) {
 /// the rings of an AQL, a PM4 and an SDMA queue on a [`HeapMemory`] GPU, submits it all
 /// and runs the engines until every queue is idle or faulted, or a ~40 ms deadline passes
 /// (a packet may legitimately wait forever). Used by the proptest in
-/// `tests/engines.rs` and by the cargo-fuzz target `emu_engines`. Must never panic or hang.
+/// `tests/engines.rs` (the libFuzzer targets in `fuzz/` drive one engine each with typed
+/// packet streams instead). Must never panic or hang.
 pub fn fuzz_ring_report(data: &[u8]) -> FuzzReport {
     let (sel, body) = match data.split_first() {
         Some((s, b)) => (*s, b),

@@ -1,0 +1,6 @@
+//! libFuzzer target `engine_pm4` (see `kfdrt_fuzz` and `fuzz/run.sh`).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let _ = kfdrt_fuzz::gen::run_pm4(data);
+});
