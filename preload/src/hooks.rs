@@ -88,7 +88,29 @@ fn device_of(fd: c_int) -> Option<Result<(&'static State, Vfd), Errno>> {
     })
 }
 
+/// A read-only file with `data` as content: a memfd positioned at 0.
+fn open_synth(data: &[u8], flags: c_int) -> Result<c_int, Errno> {
+    if flags & libc::O_ACCMODE != libc::O_RDONLY {
+        return Err(Errno::ACCESS);
+    }
+    let fl = if flags & libc::O_CLOEXEC != 0 {
+        rustix::fs::MemfdFlags::CLOEXEC
+    } else {
+        rustix::fs::MemfdFlags::empty()
+    };
+    let fd = rustix::fs::memfd_create("kfdrt-emu-file", fl)?;
+    let mut off = 0;
+    while off < data.len() {
+        off += rustix::io::write(&fd, &data[off..])?;
+    }
+    rustix::fs::seek(&fd, rustix::fs::SeekFrom::Start(0))?;
+    Ok(fd.into_raw_fd())
+}
+
 fn open_device(target: &Target, flags: c_int) -> Result<c_int, Errno> {
+    if let Target::Synth(data) = target {
+        return open_synth(data, flags);
+    }
     let st = state::get()?;
     let cloexec = flags & libc::O_CLOEXEC != 0;
     let (fd, what) = match *target {
@@ -226,7 +248,10 @@ fn fopen_common(
         Ok(Target::Pass) => unsafe { f(path, mode) },
         // SAFETY: forwarding with the rewritten path.
         Ok(Target::Sysfs(p)) => unsafe { f(p.as_ptr(), mode) },
-        Ok(t) => match open_device(&t, libc::O_RDWR | libc::O_CLOEXEC) {
+        Ok(t) => match open_device(
+            &t,
+            if matches!(t, Target::Synth(_)) { libc::O_RDONLY } else { libc::O_RDWR } | libc::O_CLOEXEC,
+        ) {
             // SAFETY: fdopen on the fd we just opened, with the caller's mode string.
             Ok(fd) => unsafe { libc::fdopen(fd, mode) },
             Err(e) => {
@@ -522,7 +547,7 @@ pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: s
         // SAFETY: forwarding with the rewritten path.
         Ok(Target::Sysfs(p)) => unsafe { f(p.as_ptr(), buf, size) },
         // Device nodes are not symlinks.
-        Ok(Target::Kfd | Target::Render(_)) => fail(Errno::INVAL),
+        Ok(Target::Kfd | Target::Render(_) | Target::Synth(_)) => fail(Errno::INVAL),
         // SAFETY: forwarding unchanged.
         Ok(Target::Pass) => unsafe { f(path, buf, size) },
         Err(e) => fail(e),

@@ -32,6 +32,8 @@ pub(crate) struct State {
     /// The emulator's sysfs tree (what `/sys/devices/virtual/kfd/kfd/topology` shows).
     pub(crate) sysfs_root: PathBuf,
     pub(crate) gpus: Vec<GpuInfo>,
+    /// The DRM sysfs entries (`/sys/dev/char/226:N`, `/sys/class/drm/...`), made up.
+    pub(crate) drm_root: PathBuf,
     pub(crate) doorbells: Doorbells,
 }
 
@@ -87,7 +89,12 @@ pub(crate) fn get() -> Result<&'static State, Errno> {
             preset,
         });
     }
+    let drm_root = PathBuf::from(format!("{}-drm", emu.sysfs_root().display()));
+    if let Err(e) = write_drm_sysfs(&drm_root, &emu, &gpus) {
+        eprintln!("kfdrt-preload: cannot write the DRM sysfs entries: {e}");
+    }
     let state = Box::new(State {
+        drm_root,
         pid,
         gen: GEN.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff,
         sysfs_root: emu.sysfs_root().to_path_buf(),
@@ -109,6 +116,7 @@ fn register_cleanup() {
     extern "C" fn cleanup() {
         if let Some(st) = current() {
             let _ = std::fs::remove_dir_all(&st.sysfs_root);
+            let _ = std::fs::remove_dir_all(&st.drm_root);
         }
     }
     // SAFETY: registering a plain extern "C" function with no captured state.
@@ -137,4 +145,55 @@ pub(crate) const DOORBELL_PAGE: u64 = 8192;
 /// CREATE_QUEUE returns are the doorbell's byte offset inside the page).
 pub(crate) fn doorbell_page(offset: u64) -> u64 {
     offset & !(DOORBELL_PAGE - 1)
+}
+
+/// The sysfs entries of each GPU's DRM minors, as libdrm reads them: `drmNodeIsDRM`
+/// stats `/sys/dev/char/M:m/device/drm`, `drmGetMinorNameForFD` lists that directory,
+/// `drmParsePciDeviceInfo`/`drmParsePciBusInfo` read `device/{vendor,device,revision,
+/// subsystem_*}` and `device/uevent` (libdrm xf86drm.c). `render<minor>` is the render
+/// node's entry, `card<i>` the primary node's (a symlink to the same device).
+fn write_drm_sysfs(root: &std::path::Path, emu: &EmuBackend, gpus: &[GpuInfo]) -> std::io::Result<()> {
+    use std::fs;
+    let topo = kfd::Backend::topology(emu);
+    for (i, g) in gpus.iter().enumerate() {
+        let node = topo.nodes.iter().find(|n| n.gpu_id == g.gpu_id);
+        let (domain, loc) = node.map_or((0, 0), |n| (n.properties.domain, n.properties.location_id));
+        let slot = format!(
+            "{:04x}:{:02x}:{:02x}.{}",
+            domain,
+            (loc >> 8) & 0xff,
+            (loc >> 3) & 0x1f,
+            loc & 7
+        );
+        let dev = root.join(format!("render{}", g.render_minor)).join("device");
+        fs::create_dir_all(dev.join("drm").join(format!("renderD{}", g.render_minor)))?;
+        fs::create_dir_all(dev.join("drm").join(format!("card{i}")))?;
+        let id = g.preset.device_id;
+        for (f, v) in [
+            ("vendor", "0x1002\n".to_owned()),
+            ("device", format!("{id:#06x}\n")),
+            ("subsystem_vendor", "0x1002\n".to_owned()),
+            ("subsystem_device", format!("{id:#06x}\n")),
+            ("revision", "0x00\n".to_owned()),
+            (
+                "uevent",
+                format!(
+                    "DRIVER=amdgpu\nPCI_CLASS=38000\nPCI_ID=1002:{id:04X}\nPCI_SUBSYS_ID=1002:{id:04X}\nPCI_SLOT_NAME={slot}\n"
+                ),
+            ),
+        ] {
+            fs::write(dev.join(f), v)?;
+        }
+        let r = root.join(format!("render{}", g.render_minor));
+        fs::write(r.join("dev"), format!("226:{}\n", g.render_minor))?;
+        fs::write(
+            r.join("uevent"),
+            format!("MAJOR=226\nMINOR={m}\nDEVNAME=dri/renderD{m}\n", m = g.render_minor),
+        )?;
+        let c = root.join(format!("card{i}"));
+        fs::create_dir_all(&c)?;
+        std::os::unix::fs::symlink(&dev, c.join("device"))?;
+        fs::write(c.join("dev"), format!("226:{i}\n"))?;
+    }
+    Ok(())
 }
