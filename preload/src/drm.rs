@@ -173,9 +173,7 @@ fn info(st: &State, gpu: &GpuInfo, arg: u64) -> Result<(), Errno> {
             };
             Out::new(8).u32(0, ver).0.clone()
         }
-        INFO_VRAM_USAGE | INFO_VIS_VRAM_USAGE => {
-            Out::new(8).u64(0, vram_used(st, gpu)).0.clone()
-        }
+        INFO_VRAM_USAGE | INFO_VIS_VRAM_USAGE => Out::new(8).u64(0, vram_used(st, gpu)).0.clone(),
         INFO_GTT_USAGE | INFO_VRAM_LOST_COUNTER => Out::new(8).0,
         INFO_VRAM_GTT => Out::new(24)
             .u64(0, p.vram_size)

@@ -154,12 +154,18 @@ macro_rules! open_hook {
         pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
             match target_of(path) {
                 Err(e) => fail(e),
-                Ok(Target::Pass) => match real!($sym, unsafe extern "C" fn(*const c_char, c_int, c_uint) -> c_int) {
+                Ok(Target::Pass) => match real!(
+                    $sym,
+                    unsafe extern "C" fn(*const c_char, c_int, c_uint) -> c_int
+                ) {
                     // SAFETY: forwarding the caller's arguments unchanged.
                     Some(f) => unsafe { f(path, flags, mode) },
                     None => fail(Errno::NOSYS),
                 },
-                Ok(Target::Sysfs(p)) => match real!($sym, unsafe extern "C" fn(*const c_char, c_int, c_uint) -> c_int) {
+                Ok(Target::Sysfs(p)) => match real!(
+                    $sym,
+                    unsafe extern "C" fn(*const c_char, c_int, c_uint) -> c_int
+                ) {
                     // SAFETY: as above with the rewritten path.
                     Some(f) => unsafe { f(p.as_ptr(), flags, mode) },
                     None => fail(Errno::NOSYS),
@@ -179,16 +185,20 @@ macro_rules! open2_hook {
         pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int) -> c_int {
             match target_of(path) {
                 Err(e) => fail(e),
-                Ok(Target::Pass) => match real!($sym, unsafe extern "C" fn(*const c_char, c_int) -> c_int) {
-                    // SAFETY: forwarding unchanged.
-                    Some(f) => unsafe { f(path, flags) },
-                    None => fail(Errno::NOSYS),
-                },
-                Ok(Target::Sysfs(p)) => match real!($sym, unsafe extern "C" fn(*const c_char, c_int) -> c_int) {
-                    // SAFETY: forwarding with the rewritten path.
-                    Some(f) => unsafe { f(p.as_ptr(), flags) },
-                    None => fail(Errno::NOSYS),
-                },
+                Ok(Target::Pass) => {
+                    match real!($sym, unsafe extern "C" fn(*const c_char, c_int) -> c_int) {
+                        // SAFETY: forwarding unchanged.
+                        Some(f) => unsafe { f(path, flags) },
+                        None => fail(Errno::NOSYS),
+                    }
+                }
+                Ok(Target::Sysfs(p)) => {
+                    match real!($sym, unsafe extern "C" fn(*const c_char, c_int) -> c_int) {
+                        // SAFETY: forwarding with the rewritten path.
+                        Some(f) => unsafe { f(p.as_ptr(), flags) },
+                        None => fail(Errno::NOSYS),
+                    }
+                }
                 Ok(t) => ret_fd(open_device(&t, flags)),
             }
         }
@@ -212,8 +222,15 @@ macro_rules! openat_hook {
             flags: c_int,
             mode: c_uint,
         ) -> c_int {
-            let t = if is_abs(path) { target_of(path) } else { Ok(Target::Pass) };
-            let Some(f) = real!($sym, unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_int) else {
+            let t = if is_abs(path) {
+                target_of(path)
+            } else {
+                Ok(Target::Pass)
+            };
+            let Some(f) = real!(
+                $sym,
+                unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_int
+            ) else {
                 return fail(Errno::NOSYS);
             };
             match t {
@@ -250,7 +267,11 @@ fn fopen_common(
         Ok(Target::Sysfs(p)) => unsafe { f(p.as_ptr(), mode) },
         Ok(t) => match open_device(
             &t,
-            if matches!(t, Target::Synth(_)) { libc::O_RDONLY } else { libc::O_RDWR } | libc::O_CLOEXEC,
+            if matches!(t, Target::Synth(_)) {
+                libc::O_RDONLY
+            } else {
+                libc::O_RDWR
+            } | libc::O_CLOEXEC,
         ) {
             // SAFETY: fdopen on the fd we just opened, with the caller's mode string.
             Ok(fd) => unsafe { libc::fdopen(fd, mode) },
@@ -268,7 +289,10 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
     fopen_common(
         path,
         mode,
-        real!("fopen", unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE),
+        real!(
+            "fopen",
+            unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE
+        ),
     )
 }
 
@@ -278,7 +302,10 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
     fopen_common(
         path,
         mode,
-        real!("fopen64", unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE),
+        real!(
+            "fopen64",
+            unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE
+        ),
     )
 }
 
@@ -286,7 +313,10 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
 /// and `closedir` then work unchanged on the real directory stream.
 #[no_mangle]
 pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
-    let Some(f) = real!("opendir", unsafe extern "C" fn(*const c_char) -> *mut libc::DIR) else {
+    let Some(f) = real!(
+        "opendir",
+        unsafe extern "C" fn(*const c_char) -> *mut libc::DIR
+    ) else {
         set_errno(Errno::NOSYS);
         return core::ptr::null_mut();
     };
@@ -346,7 +376,10 @@ fn fill_stat(buf: *mut libc::stat, rdev: libc::dev_t) -> c_int {
     s.st_blksize = 4096;
     // SAFETY: viewing the stat struct as bytes to copy it out.
     let bytes = unsafe {
-        core::slice::from_raw_parts((&s as *const libc::stat).cast::<u8>(), size_of::<libc::stat>())
+        core::slice::from_raw_parts(
+            (&s as *const libc::stat).cast::<u8>(),
+            size_of::<libc::stat>(),
+        )
     };
     match copy_to_user(buf as u64, bytes) {
         Ok(()) => 0,
@@ -398,7 +431,11 @@ macro_rules! xstat_hook {
     ($name:ident, $sym:literal) => {
         /// Interposed pre-2.33 `__xstat` family member.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+        pub unsafe extern "C" fn $name(
+            ver: c_int,
+            path: *const c_char,
+            buf: *mut libc::stat,
+        ) -> c_int {
             let Some(f) = real!($sym, XstatFn) else {
                 return fail(Errno::NOSYS);
             };
@@ -457,7 +494,10 @@ macro_rules! fxstat_hook {
             if let Some(r) = fstat_vfd(fd, buf) {
                 return r;
             }
-            match real!($sym, unsafe extern "C" fn(c_int, c_int, *mut libc::stat) -> c_int) {
+            match real!(
+                $sym,
+                unsafe extern "C" fn(c_int, c_int, *mut libc::stat) -> c_int
+            ) {
                 // SAFETY: forwarding unchanged.
                 Some(f) => unsafe { f(ver, fd, buf) },
                 None => fail(Errno::NOSYS),
@@ -479,7 +519,10 @@ macro_rules! fstatat_hook {
             buf: *mut libc::stat,
             flags: c_int,
         ) -> c_int {
-            let Some(f) = real!($sym, unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int) else {
+            let Some(f) = real!(
+                $sym,
+                unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int
+            ) else {
                 return fail(Errno::NOSYS);
             };
             // SAFETY: `path` is a C string per fstatat's contract.
@@ -517,7 +560,10 @@ fstatat_hook!(fstatat64, "fstatat64");
 /// are checked in the emulator's tree.
 #[no_mangle]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
-    let Some(f) = real!("access", unsafe extern "C" fn(*const c_char, c_int) -> c_int) else {
+    let Some(f) = real!(
+        "access",
+        unsafe extern "C" fn(*const c_char, c_int) -> c_int
+    ) else {
         return fail(Errno::NOSYS);
     };
     let t = match target_of(path) {
@@ -540,7 +586,10 @@ pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
 /// Interposed `readlink`: topology paths are resolved in the emulator's tree.
 #[no_mangle]
 pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t {
-    let Some(f) = real!("readlink", unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> ssize_t) else {
+    let Some(f) = real!(
+        "readlink",
+        unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> ssize_t
+    ) else {
         return fail(Errno::NOSYS);
     };
     match target_of(path) {
@@ -638,7 +687,10 @@ fcntl_hook!(fcntl64, "fcntl64");
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int {
     match device_of(fd) {
-        None => match real!("ioctl", unsafe extern "C" fn(c_int, c_ulong, *mut c_void) -> c_int) {
+        None => match real!(
+            "ioctl",
+            unsafe extern "C" fn(c_int, c_ulong, *mut c_void) -> c_int
+        ) {
             // SAFETY: forwarding unchanged.
             Some(f) => unsafe { f(fd, req, arg) },
             None => fail(Errno::NOSYS),
@@ -707,7 +759,17 @@ macro_rules! mmap_hook {
             off: off_t,
         ) -> *mut c_void {
             match device_of(fd) {
-                None => match real!($sym, unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void) {
+                None => match real!(
+                    $sym,
+                    unsafe extern "C" fn(
+                        *mut c_void,
+                        size_t,
+                        c_int,
+                        c_int,
+                        c_int,
+                        off_t,
+                    ) -> *mut c_void
+                ) {
                     // SAFETY: forwarding unchanged.
                     Some(f) => unsafe { f(addr, len, prot, flags, fd, off) },
                     None => {
@@ -722,7 +784,9 @@ macro_rules! mmap_hook {
                 }
                 Some(Ok((st, what))) => {
                     let r = mmap_device(st, what, fd, addr, len, prot, flags, off);
-                    crate::trace(format_args!("mmap {what:?} off {off:#x} len {len:#x} -> {r:?}"));
+                    crate::trace(format_args!(
+                        "mmap {what:?} off {off:#x} len {len:#x} -> {r:?}"
+                    ));
                     r.unwrap_or_else(|e| {
                         set_errno(e);
                         libc::MAP_FAILED

@@ -63,13 +63,18 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
         0x01 => call(AMDKFD_IOC_GET_VERSION, req, arg, |a| {
             emu.ioctl(Ioctl::GetVersion(a))
         }),
-        0x02 => call(AMDKFD_IOC_CREATE_QUEUE, req, arg, |a: &mut CreateQueueArgs| {
-            emu.ioctl(Ioctl::CreateQueue(a))?;
-            if let Some(idx) = st.gpu_idx(a.gpu_id) {
-                st.doorbells.add(st, idx, a.queue_id, a.doorbell_offset);
-            }
-            Ok(())
-        }),
+        0x02 => call(
+            AMDKFD_IOC_CREATE_QUEUE,
+            req,
+            arg,
+            |a: &mut CreateQueueArgs| {
+                emu.ioctl(Ioctl::CreateQueue(a))?;
+                if let Some(idx) = st.gpu_idx(a.gpu_id) {
+                    st.doorbells.add(st, idx, a.queue_id, a.doorbell_offset);
+                }
+                Ok(())
+            },
+        ),
         0x03 => call(
             AMDKFD_IOC_DESTROY_QUEUE,
             req,
@@ -104,16 +109,21 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
         0x0B => call(AMDKFD_IOC_RESET_EVENT, req, arg, |a| {
             emu.ioctl(Ioctl::ResetEvent(a))
         }),
-        0x0C => call(AMDKFD_IOC_WAIT_EVENTS, req, arg, |a: &mut WaitEventsArgs| {
-            let n = check_len(a.num_events)?;
-            let mut events: Vec<EventData> = read_array(a.events_ptr, n)?;
-            let r = emu.ioctl(Ioctl::WaitEvents {
-                args: a,
-                events: &mut events,
-            });
-            copy_to_user(a.events_ptr, events.as_bytes())?;
-            r
-        }),
+        0x0C => call(
+            AMDKFD_IOC_WAIT_EVENTS,
+            req,
+            arg,
+            |a: &mut WaitEventsArgs| {
+                let n = check_len(a.num_events)?;
+                let mut events: Vec<EventData> = read_array(a.events_ptr, n)?;
+                let r = emu.ioctl(Ioctl::WaitEvents {
+                    args: a,
+                    events: &mut events,
+                });
+                copy_to_user(a.events_ptr, events.as_bytes())?;
+                r
+            },
+        ),
         0x11 => call(AMDKFD_IOC_SET_SCRATCH_BACKING_VA, req, arg, |a| {
             emu.ioctl(Ioctl::SetScratchBackingVa(a))
         }),
@@ -186,7 +196,10 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
             let bits = a.num_cu_mask.min(1024);
             let mask: Vec<u32> = read_array(a.cu_mask_ptr, bits as usize / 32)?;
             a.num_cu_mask = bits;
-            emu.ioctl(Ioctl::SetCuMask { args: a, mask: &mask })
+            emu.ioctl(Ioctl::SetCuMask {
+                args: a,
+                mask: &mask,
+            })
         }),
         0x1B => call(AMDKFD_IOC_GET_QUEUE_WAVE_STATE, req, arg, |a| {
             emu.ioctl(Ioctl::GetQueueWaveState(a))

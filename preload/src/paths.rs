@@ -88,9 +88,7 @@ pub(crate) fn classify(path: &CStr) -> Result<Target, Errno> {
                 String::from_utf8_lossy(b),
                 OsStr::from_bytes(&p).to_string_lossy()
             ));
-            return CString::new(p)
-                .map(Target::Sysfs)
-                .map_err(|_| Errno::NOENT);
+            return CString::new(p).map(Target::Sysfs).map_err(|_| Errno::NOENT);
         }
     }
     Ok(Target::Pass)
@@ -101,10 +99,17 @@ pub(crate) fn classify(path: &CStr) -> Result<Target, Errno> {
 fn drm_sysfs(b: &[u8]) -> Result<Option<Target>, Errno> {
     let (name, rest): (String, &[u8]) = if let Some(r) = b.strip_prefix(b"/sys/dev/char/226:") {
         let end = r.iter().position(|&c| c == b'/').unwrap_or(r.len());
-        let Some(minor) = std::str::from_utf8(&r[..end]).ok().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(minor) = std::str::from_utf8(&r[..end])
+            .ok()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             return Ok(None);
         };
-        let name = if minor >= 128 { format!("render{minor}") } else { format!("card{minor}") };
+        let name = if minor >= 128 {
+            format!("render{minor}")
+        } else {
+            format!("card{minor}")
+        };
         (name, &r[end..])
     } else if let Some(r) = b.strip_prefix(b"/sys/class/drm/") {
         let end = r.iter().position(|&c| c == b'/').unwrap_or(r.len());
@@ -129,6 +134,12 @@ fn drm_sysfs(b: &[u8]) -> Result<Option<Target>, Errno> {
     }
     let mut p = dir.into_os_string().into_vec();
     p.extend_from_slice(rest);
-    crate::trace(format_args!("drm sysfs {} -> {}", String::from_utf8_lossy(b), String::from_utf8_lossy(&p)));
-    CString::new(p).map(|c| Some(Target::Sysfs(c))).map_err(|_| Errno::NOENT)
+    crate::trace(format_args!(
+        "drm sysfs {} -> {}",
+        String::from_utf8_lossy(b),
+        String::from_utf8_lossy(&p)
+    ));
+    CString::new(p)
+        .map(|c| Some(Target::Sysfs(c)))
+        .map_err(|_| Errno::NOENT)
 }

@@ -152,12 +152,17 @@ pub(crate) fn doorbell_page(offset: u64) -> u64 {
 /// `drmParsePciDeviceInfo`/`drmParsePciBusInfo` read `device/{vendor,device,revision,
 /// subsystem_*}` and `device/uevent` (libdrm xf86drm.c). `render<minor>` is the render
 /// node's entry, `card<i>` the primary node's (a symlink to the same device).
-fn write_drm_sysfs(root: &std::path::Path, emu: &EmuBackend, gpus: &[GpuInfo]) -> std::io::Result<()> {
+fn write_drm_sysfs(
+    root: &std::path::Path,
+    emu: &EmuBackend,
+    gpus: &[GpuInfo],
+) -> std::io::Result<()> {
     use std::fs;
     let topo = kfd::Backend::topology(emu);
     for (i, g) in gpus.iter().enumerate() {
         let node = topo.nodes.iter().find(|n| n.gpu_id == g.gpu_id);
-        let (domain, loc) = node.map_or((0, 0), |n| (n.properties.domain, n.properties.location_id));
+        let (domain, loc) =
+            node.map_or((0, 0), |n| (n.properties.domain, n.properties.location_id));
         let slot = format!(
             "{:04x}:{:02x}:{:02x}.{}",
             domain,
@@ -165,7 +170,9 @@ fn write_drm_sysfs(root: &std::path::Path, emu: &EmuBackend, gpus: &[GpuInfo]) -
             (loc >> 3) & 0x1f,
             loc & 7
         );
-        let dev = root.join(format!("render{}", g.render_minor)).join("device");
+        let dev = root
+            .join(format!("render{}", g.render_minor))
+            .join("device");
         fs::create_dir_all(dev.join("drm").join(format!("renderD{}", g.render_minor)))?;
         fs::create_dir_all(dev.join("drm").join(format!("card{i}")))?;
         let id = g.preset.device_id;
@@ -188,7 +195,10 @@ fn write_drm_sysfs(root: &std::path::Path, emu: &EmuBackend, gpus: &[GpuInfo]) -
         fs::write(r.join("dev"), format!("226:{}\n", g.render_minor))?;
         fs::write(
             r.join("uevent"),
-            format!("MAJOR=226\nMINOR={m}\nDEVNAME=dri/renderD{m}\n", m = g.render_minor),
+            format!(
+                "MAJOR=226\nMINOR={m}\nDEVNAME=dri/renderD{m}\n",
+                m = g.render_minor
+            ),
         )?;
         let c = root.join(format!("card{i}"));
         fs::create_dir_all(&c)?;

@@ -22,7 +22,9 @@ pub(crate) enum Vfd {
 
 /// The entry of `fd`: what it stands for and the device generation that opened it.
 pub(crate) fn get(fd: i32) -> Option<(Vfd, u32)> {
-    let v = TABLE.get(usize::try_from(fd).ok()?)?.load(Ordering::Acquire);
+    let v = TABLE
+        .get(usize::try_from(fd).ok()?)?
+        .load(Ordering::Acquire);
     let gen = v >> 8;
     match v & 0xff {
         0 => None,

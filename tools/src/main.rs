@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod check;
 mod disasm;
+mod emu_run;
 mod info;
 mod trace;
 
@@ -27,6 +28,7 @@ COMMANDS:
     disasm    Decode PM4, AQL or SDMA packets from a file
     bench     Host-side cost and latency of stream, event and callback calls
     trace     Record a workload's packets and engine events (Chrome trace JSON + packet log)
+    emu-run   Run an unmodified program (rocminfo, ROCr, HIP) on the emulated device
     help      Print this help, or `kfdrt help COMMAND` for one command
 
 DEVICE SELECTION (every command that opens a device):
@@ -151,6 +153,7 @@ fn main() -> ExitCode {
         "disasm" => cmd_disasm(rest),
         "bench" => cmd_bench(rest),
         "trace" => trace::cmd(rest),
+        "emu-run" => emu_run::cmd(rest),
         "help" | "--help" | "-h" => {
             match rest.first().map(String::as_str) {
                 Some("check") => print!("{CHECK_HELP}"),
@@ -158,6 +161,7 @@ fn main() -> ExitCode {
                 Some("disasm") => print!("{DISASM_HELP}"),
                 Some("bench") => print!("{BENCH_HELP}"),
                 Some("trace") => print!("{}", trace::HELP),
+                Some("emu-run") => print!("{}", emu_run::HELP),
                 _ => print!("{USAGE}"),
             }
             ExitCode::SUCCESS
