@@ -26,9 +26,12 @@ pub(crate) const MIN_SLEEP: Duration = Duration::from_micros(20);
 /// Poll interval when idle.
 pub(crate) const MAX_SLEEP: Duration = Duration::from_millis(1);
 
+/// What a doorbell holds until its queue is first rung.
+const UNRUNG: u64 = u64::MAX;
+
 struct Watch {
     queue_id: u32,
-    /// Our own read-only mapping of the queue's doorbell (8 bytes).
+    /// Our own mapping of the queue's doorbell (8 bytes).
     addr: usize,
     last: u64,
 }
@@ -69,7 +72,7 @@ impl Doorbells {
                             page_off,
                             state::DOORBELL_PAGE as usize,
                             None,
-                            kfd::Prot::READ,
+                            kfd::Prot::READ | kfd::Prot::WRITE,
                         )
                     };
                     let Ok(m) = m else {
@@ -81,12 +84,19 @@ impl Doorbells {
             }
         };
         let addr = base + (in_page & !7);
+        // The first ring of a queue stores write index 0 (ROCr rings with the packet's
+        // index) into a doorbell that reads 0: invisible to a poller. A fresh doorbell is
+        // therefore set to a value no ring stores; the engine ignores the doorbell's
+        // value until it is told of the first ring.
+        // SAFETY: `addr` is 8-byte aligned in our writable mapping of the doorbell page;
+        // the queue was just created, so the program has not rung it yet.
+        unsafe { (*(addr as *const AtomicU64)).store(UNRUNG, Ordering::Release) };
         let mut w = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         w.retain(|x| x.queue_id != queue_id);
         w.push(Watch {
             queue_id,
             addr,
-            last: load(addr),
+            last: UNRUNG,
         });
         drop(w);
         self.poller.call_once(|| {
@@ -94,6 +104,16 @@ impl Doorbells {
                 .name("kfdrt-doorbells".into())
                 .spawn(poll_loop);
         });
+    }
+
+    /// The watched queues.
+    pub(crate) fn queues(&self) -> Vec<u32> {
+        self.watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|x| x.queue_id)
+            .collect()
     }
 
     /// Stop watching `queue_id`.
@@ -128,6 +148,7 @@ impl Doorbells {
             }
         }
         for q in &rung[..n] {
+            crate::trace(format_args!("doorbell of queue {q} rung"));
             st.emu.doorbell_written(*q);
         }
         if more {

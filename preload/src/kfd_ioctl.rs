@@ -63,18 +63,24 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
         0x01 => call(AMDKFD_IOC_GET_VERSION, req, arg, |a| {
             emu.ioctl(Ioctl::GetVersion(a))
         }),
-        0x02 => call(
-            AMDKFD_IOC_CREATE_QUEUE,
-            req,
-            arg,
-            |a: &mut CreateQueueArgs| {
-                emu.ioctl(Ioctl::CreateQueue(a))?;
-                if let Some(idx) = st.gpu_idx(a.gpu_id) {
-                    st.doorbells.add(st, idx, a.queue_id, a.doorbell_offset);
-                }
-                Ok(())
-            },
-        ),
+        0x02 => {
+            call(
+                AMDKFD_IOC_CREATE_QUEUE,
+                req,
+                arg,
+                |a: &mut CreateQueueArgs| {
+                    emu.ioctl(Ioctl::CreateQueue(a))?;
+                    crate::trace(format_args!(
+                "CREATE_QUEUE type {} gpu {:#x} ring {:#x}/{:#x} -> queue {} doorbell {:#x}",
+                a.queue_type, a.gpu_id, a.ring_base_address, a.ring_size, a.queue_id, a.doorbell_offset
+            ));
+                    if let Some(idx) = st.gpu_idx(a.gpu_id) {
+                        st.doorbells.add(st, idx, a.queue_id, a.doorbell_offset);
+                    }
+                    Ok(())
+                },
+            )
+        }
         0x03 => call(
             AMDKFD_IOC_DESTROY_QUEUE,
             req,
@@ -157,9 +163,19 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
         0x15 => call(AMDKFD_IOC_ACQUIRE_VM, req, arg, |a| {
             emu.ioctl(Ioctl::AcquireVm(a))
         }),
-        0x16 => call(AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, req, arg, |a| {
-            emu.ioctl(Ioctl::AllocMemoryOfGpu(a))
-        }),
+        0x16 => call(
+            AMDKFD_IOC_ALLOC_MEMORY_OF_GPU,
+            req,
+            arg,
+            |a: &mut AllocMemoryOfGpuArgs| {
+                let r = emu.ioctl(Ioctl::AllocMemoryOfGpu(a));
+                crate::trace(format_args!(
+                    "ALLOC_MEMORY_OF_GPU va {:#x} size {:#x} flags {:#x} -> handle {:#x} mmap_offset {:#x}",
+                    a.va_addr, a.size, a.flags, a.handle, a.mmap_offset
+                ));
+                r
+            },
+        ),
         0x17 => call(AMDKFD_IOC_FREE_MEMORY_OF_GPU, req, arg, |a| {
             emu.ioctl(Ioctl::FreeMemoryOfGpu(a))
         }),

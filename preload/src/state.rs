@@ -115,6 +115,12 @@ pub(crate) fn get() -> Result<&'static State, Errno> {
 fn register_cleanup() {
     extern "C" fn cleanup() {
         if let Some(st) = current() {
+            for q in st.doorbells.queues() {
+                crate::trace(format_args!(
+                    "at exit: queue {q} is {:?}",
+                    st.emu.queue_status(q)
+                ));
+            }
             let _ = std::fs::remove_dir_all(&st.sysfs_root);
             let _ = std::fs::remove_dir_all(&st.drm_root);
         }
