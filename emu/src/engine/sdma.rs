@@ -66,6 +66,18 @@ fn exec(
             inner.interrupt(mem, Some(t.int_context));
             Step::Done
         }
+        SdmaPacket::Atomic(a) => {
+            if a.atomic_op != pm4::sdma::ATOMIC_ADD64 {
+                return Step::Stop(Stop::new(format!(
+                    "SDMA ATOMIC operation {} is not modelled (only ADD64 = {})",
+                    a.atomic_op,
+                    pm4::sdma::ATOMIC_ADD64
+                )));
+            }
+            let cell = tri!(mem.atomic_u64(a.addr));
+            cell.fetch_add(a.src_data, std::sync::atomic::Ordering::AcqRel);
+            Step::Done
+        }
         SdmaPacket::Timestamp(t) => {
             let now = inner.clock.now();
             match t.kind {

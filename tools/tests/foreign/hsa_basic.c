@@ -174,14 +174,14 @@ int main(void) {
     CHECK(hsa_amd_queue_cu_set_mask(q, (cus + 31) / 32 * 32, mask));
     printf("ok cu_set_mask\n");
 
-    /* Pool allocation and SDMA copies host -> device -> device -> host. */
+    /* Pool allocation and SDMA copies host -> device -> host. (Device -> device copies
+     * on one GPU run ROCr's blit kernel, which needs ISA execution.) */
     const size_t n = 1 << 20;
     uint8_t *host_src = NULL, *host_dst = NULL;
-    void *dev_a = NULL, *dev_b = NULL;
+    void *dev_a = NULL;
     CHECK(hsa_amd_memory_pool_allocate(sys_pool, n, 0, (void **)&host_src));
     CHECK(hsa_amd_memory_pool_allocate(sys_pool, n, 0, (void **)&host_dst));
     CHECK(hsa_amd_memory_pool_allocate(vram_pool, n, 0, &dev_a));
-    CHECK(hsa_amd_memory_pool_allocate(vram_pool, n, 0, &dev_b));
     hsa_agent_t both[2] = {cpu, gpu};
     CHECK(hsa_amd_agents_allow_access(2, both, NULL, host_src));
     CHECK(hsa_amd_agents_allow_access(2, both, NULL, host_dst));
@@ -192,17 +192,55 @@ int main(void) {
     CHECK(hsa_amd_memory_async_copy(dev_a, gpu, host_src, cpu, n, 0, NULL, c));
     EXPECT(wait_lt(c, 1, HSA_WAIT_STATE_BLOCKED) == 0, "h2d copy timed out");
     hsa_signal_store_screlease(c, 1);
-    CHECK(hsa_amd_memory_async_copy(dev_b, gpu, dev_a, gpu, n, 0, NULL, c));
-    EXPECT(wait_lt(c, 1, HSA_WAIT_STATE_BLOCKED) == 0, "d2d copy timed out");
-    hsa_signal_store_screlease(c, 1);
-    CHECK(hsa_amd_memory_async_copy(host_dst, cpu, dev_b, gpu, n, 0, NULL, c));
+    CHECK(hsa_amd_memory_async_copy(host_dst, cpu, dev_a, gpu, n, 0, NULL, c));
     EXPECT(wait_lt(c, 1, HSA_WAIT_STATE_ACTIVE) == 0, "d2h copy timed out");
     EXPECT(memcmp(host_src, host_dst, n) == 0, "copied data differs");
-    printf("ok async_copy h2d d2d d2h\n");
+    /* A copy that waits for a dependency signal the host completes later. */
+    hsa_signal_t gate;
+    CHECK(hsa_signal_create(1, 0, NULL, &gate));
+    memset(host_dst, 0, n);
+    hsa_signal_store_screlease(c, 1);
+    CHECK(hsa_amd_memory_async_copy(host_dst, cpu, dev_a, gpu, n, 1, &gate, c));
+    usleep(20000);
+    EXPECT(hsa_signal_load_scacquire(c) == 1 && host_dst[1] == 0, "copy ran before its dependency");
+    hsa_signal_store_screlease(gate, 0);
+    EXPECT(wait_lt(c, 1, HSA_WAIT_STATE_BLOCKED) == 0, "gated d2h copy timed out");
+    EXPECT(memcmp(host_src, host_dst, n) == 0, "gated copy data differs");
+    printf("ok async_copy h2d d2h gated\n");
     CHECK(hsa_amd_memory_pool_free(dev_a));
-    CHECK(hsa_amd_memory_pool_free(dev_b));
     CHECK(hsa_amd_memory_pool_free(host_src));
     CHECK(hsa_amd_memory_pool_free(host_dst));
+    CHECK(hsa_signal_destroy(gate));
+
+    /* SVM attributes on plain host memory. */
+    bool svm = false;
+    CHECK(hsa_system_get_info((hsa_system_info_t)HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED, &svm));
+    if (svm) {
+        size_t sz = 4 << 20;
+        void *m = NULL;
+        EXPECT(posix_memalign(&m, 4096, sz) == 0, "posix_memalign");
+        memset(m, 0x5a, sz);
+        hsa_amd_svm_attribute_pair_t set[2] = {
+            {HSA_AMD_SVM_ATTRIB_PREFERRED_LOCATION, gpu.handle},
+            {HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE, gpu.handle},
+        };
+        CHECK(hsa_amd_svm_attributes_set(m, sz, set, 2));
+        hsa_amd_svm_attribute_pair_t get[1] = {{HSA_AMD_SVM_ATTRIB_PREFERRED_LOCATION, 0}};
+        CHECK(hsa_amd_svm_attributes_get(m, sz, get, 1));
+        EXPECT(get[0].value == gpu.handle, "preferred location %#llx, expected the GPU %#llx",
+               (unsigned long long)get[0].value, (unsigned long long)gpu.handle);
+        hsa_signal_store_screlease(c, 1);
+        CHECK(hsa_amd_svm_prefetch_async(m, sz, gpu, 0, NULL, c));
+        EXPECT(wait_lt(c, 1, HSA_WAIT_STATE_BLOCKED) == 0, "prefetch timed out");
+        hsa_amd_svm_attribute_pair_t loc[1] = {{HSA_AMD_SVM_ATTRIB_PREFETCH_LOCATION, 0}};
+        CHECK(hsa_amd_svm_attributes_get(m, sz, loc, 1));
+        EXPECT(loc[0].value == gpu.handle, "prefetch location %#llx", (unsigned long long)loc[0].value);
+        EXPECT(((uint8_t *)m)[sz - 1] == 0x5a, "data changed by migration");
+        free(m);
+        printf("ok svm_attributes prefetch\n");
+    } else {
+        printf("skip svm (HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED is false)\n");
+    }
 
     CHECK(hsa_queue_destroy(q));
     CHECK(hsa_signal_destroy(a));
