@@ -111,6 +111,67 @@ fn rocminfo_on_gfx942_and_gfx1100_reaches_agent_creation() {
     }
 }
 
+/// Compile `tests/foreign/NAME.c` against Debian's HSA runtime into cargo's per-test
+/// temporary directory.
+fn compile_c(name: &str) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/foreign")
+        .join(format!("{name}.c"));
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let st = Command::new("cc")
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .arg("-lhsa-runtime64")
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "cc {} failed", src.display());
+    out
+}
+
+/// A ROCr program of ours (tests/foreign/hsa_basic.c) on the emulated MI250X: every
+/// check prints `ok NAME` in order; the process exits 0.
+#[test]
+fn hsa_runtime_program_runs_on_emulated_mi250x() {
+    let lib = preload_lib();
+    let exe = compile_c("hsa_basic");
+    let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
+        .args(["emu-run", "--device", "emu:mi250x", "--", "timeout", "300"])
+        .arg(&exe)
+        .env("KFDRT_PRELOAD_LIB", &lib)
+        .output()
+        .expect("run kfdrt emu-run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "hsa_basic failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let oks: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("ok "))
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        oks,
+        [
+            "agents",
+            "pools",
+            "queue_create",
+            "barrier_and",
+            "barrier_or",
+            "async_handler",
+            "cu_set_mask",
+            "async_copy",
+            "svm_attributes",
+            "shut_down"
+        ],
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("name=gfx90a cus=110 wave=64"), "{stdout}");
+}
+
 #[test]
 fn emu_run_usage_errors() {
     let run = |args: &[&str]| {
