@@ -1307,11 +1307,8 @@ fn sdma_rocr_hdp_flush_and_atomic_decrement() {
     data.store_u64(d, 5).unwrap();
     let mut q = Queue::new(&gpu, QueueKind::Sdma { engine: 0 }, 4096, 7, 100);
     // The template's words: {0x8, 0, 0x80000000, 0, 0, 0}.
-    let (pkt, n) = pm4::sdma::decode_sdma(
-        &[0x8, 0, 0x8000_0000, 0, 0, 0],
-        pm4::SdmaVersion::V4,
-    )
-    .unwrap();
+    let (pkt, n) =
+        pm4::sdma::decode_sdma(&[0x8, 0, 0x8000_0000, 0, 0, 0], pm4::SdmaVersion::V4).unwrap();
     assert_eq!(n, 6);
     q.submit_sdma(&gpu, &pkt);
     let atomic = sdma::Atomic {

@@ -1,7 +1,7 @@
 //! `kfdrt emu-run`: run an unmodified program on the emulated device through the
 //! `kfdrt-preload` LD_PRELOAD library.
 
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -31,8 +31,12 @@ inherit LD_PRELOAD: a forked or exec'd child that opens /dev/kfd gets a fresh de
 same spec; KFD fds inherited from the parent fail with EBADF (as on KFD). Memory is never
 shared between processes' devices.
 
+A program that dies without running its exit handlers (abort, a signal) cannot remove its
+emulated sysfs tree from $TMPDIR; emu-run removes such leftovers when the program ends.
+
 EXIT CODES:
-    the program's exit status; 2 usage error; 3 the preload library or program cannot be run
+    the program's exit status (128+N when killed by signal N); 2 usage error; 3 the preload
+    library or program cannot be run
 ";
 
 fn find_lib() -> Option<PathBuf> {
@@ -103,12 +107,51 @@ pub fn cmd(argv: &[String]) -> ExitCode {
     if args.flag("trace") {
         c.env("KFDRT_PRELOAD_TRACE", "1");
     }
-    let err = c.exec();
-    eprintln!(
-        "kfdrt emu-run: cannot run {}: {err}",
-        Path::new(program).display()
-    );
-    ExitCode::from(3)
+    let status = match c.status() {
+        Ok(s) => s,
+        Err(err) => {
+            eprintln!(
+                "kfdrt emu-run: cannot run {}: {err}",
+                Path::new(program).display()
+            );
+            return ExitCode::from(3);
+        }
+    };
+    remove_stale_device_dirs();
+    match (status.code(), status.signal()) {
+        (Some(c), _) => ExitCode::from(c as u8),
+        // The shell's convention for a child killed by a signal.
+        (None, Some(sig)) => ExitCode::from((128 + sig) as u8),
+        (None, None) => ExitCode::from(3),
+    }
+}
+
+/// A device process that died without running its exit handlers (abort, a signal)
+/// leaves its emulated sysfs tree in `$TMPDIR`: `kfd-emu-<pid>-<n>` with the preload's
+/// `kfd-emu-<pid>-<n>-drm` beside it. Remove such pairs whose process is gone.
+fn remove_stale_device_dirs() {
+    let tmp = std::env::temp_dir();
+    let Ok(entries) = std::fs::read_dir(&tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(stem) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("kfd-emu-"))
+            .and_then(|n| n.strip_suffix("-drm"))
+        else {
+            continue;
+        };
+        let Some(pid) = stem.split('-').next() else {
+            continue;
+        };
+        if pid.is_empty() || Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        let _ = std::fs::remove_dir_all(e.path());
+        let _ = std::fs::remove_dir_all(tmp.join(format!("kfd-emu-{stem}")));
+    }
 }
 
 fn usage(msg: &str) -> ExitCode {

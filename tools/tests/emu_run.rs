@@ -162,6 +162,7 @@ fn hsa_runtime_program_runs_on_emulated_mi250x() {
             "barrier_and",
             "barrier_or",
             "async_handler",
+            "doorbell_latency",
             "cu_set_mask",
             "async_copy",
             "svm_attributes",
@@ -170,6 +171,46 @@ fn hsa_runtime_program_runs_on_emulated_mi250x() {
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert!(stdout.contains("name=gfx90a cus=110 wave=64"), "{stdout}");
+}
+
+/// Debian's CLR (libamdhip64 5.2) on the emulated MI250X: device discovery and
+/// properties come from the emulated topology; its first stream dispatches one of
+/// ROCclr's internal kernels, which needs ISA execution (not modelled), so the emulated
+/// CP stops the queue, reports it through the queue's inactive signal, and CLR aborts
+/// with ROCr's queue-error message instead of waiting forever.
+#[test]
+fn hip_program_discovers_device_then_stops_cleanly_at_first_kernel() {
+    let lib = preload_lib();
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hip_basic");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/foreign/hip_basic.cpp");
+    let st = Command::new("g++")
+        .args(["-O1", "-Wall", "-Werror", "-D__HIP_PLATFORM_AMD__", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-lamdhip64")
+        .status()
+        .expect("run g++");
+    assert!(st.success(), "g++ {} failed", src.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
+        .args(["emu-run", "--device", "emu:mi250x", "--", "timeout", "300"])
+        .arg(&exe)
+        .env("KFDRT_PRELOAD_LIB", &lib)
+        .output()
+        .expect("run kfdrt emu-run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let all = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    // timeout(1) exits 124 on a hang: the run must end by itself.
+    assert_ne!(out.status.code(), Some(124), "hung\n{all}");
+    assert!(
+        stdout.contains("ok device count=1 name=gfx90a:sramecc+:xnack- cus=110 warp=64"),
+        "{all}"
+    );
+    assert!(
+        stderr.contains("HSA_STATUS_ERROR_INVALID_PACKET_FORMAT"),
+        "expected ROCr's queue error report\n{all}"
+    );
+    assert!(!out.status.success(), "{all}");
 }
 
 #[test]
@@ -186,6 +227,11 @@ fn emu_run_usage_errors() {
     let o = run(&["emu-run"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no PROGRAM"));
+    // The program's exit status comes back; 128+N for a signal.
+    let o = run(&["emu-run", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(o.status.code(), Some(7));
+    let o = run(&["emu-run", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(o.status.code(), Some(128 + 15));
     let o = run(&["help", "emu-run"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).contains("LD_PRELOAD"));
