@@ -215,9 +215,11 @@ fn hip_program_discovers_device_then_stops_cleanly_at_first_kernel() {
 
 #[test]
 fn emu_run_usage_errors() {
+    let lib = preload_lib();
     let run = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_kfdrt"))
             .args(args)
+            .env("KFDRT_PRELOAD_LIB", &lib)
             .output()
             .expect("run kfdrt")
     };
