@@ -145,6 +145,7 @@ fn info(st: &State, gpu: &GpuInfo, arg: u64) -> Result<(), Errno> {
     let ret_ptr = rd_u64(&req, 0);
     let ret_size = rd_u32(&req, 8) as usize;
     let query = rd_u32(&req, 12);
+    crate::trace(format_args!("AMDGPU_INFO query {query:#x} size {ret_size}"));
     let p = &gpu.preset;
     let gtt = host_memory() / 2;
     let out = match query {
