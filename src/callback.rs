@@ -9,7 +9,9 @@
 //! whose start point is reached, whichever stream they belong to, and sleeps on the
 //! timelines' interrupts otherwise. If a callback blocks inside a kfdrt call (say, a
 //! synchronize on another stream), the waiting call hands the dispatcher role to a new
-//! thread first, so other streams' callbacks keep running.
+//! thread first, so other streams' callbacks keep running. A callback that panics is
+//! caught: its stream gets a sticky LaunchFailure naming the stream and the panic
+//! message, its hold still opens, and every other callback still runs exactly once.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -224,8 +226,23 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                     None => Ok(()),
                 };
                 IN_CALLBACK.with(|c| c.set(true));
-                (p.f)(status);
+                // A panic must not kill the dispatcher (every other stream's callbacks
+                // would stop): it becomes the stream's sticky error.
+                let f = p.f;
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f(status)));
                 IN_CALLBACK.with(|c| c.set(false));
+                if let Err(payload) = r {
+                    let what = payload
+                        .downcast_ref::<&str>()
+                        .map(|m| m.to_string())
+                        .or_else(|| payload.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a non-string payload".into());
+                    p.stream.fail(format!(
+                        "a callback on stream #{} (GPU {}) panicked: {what}",
+                        p.stream.timeline.serial(),
+                        p.stream.gpu_index
+                    ));
+                }
                 p.gate.store_relaxed(0);
                 // The CP polls the barrier's dependency by itself; the notification only
                 // lets an emulated engine re-poll now (a no-op on hardware).

@@ -25,7 +25,11 @@ fn enc(e: pm4::EncodeError) -> Error {
     Error::new(ErrorKind::InvalidValue, "DMA_DATA", e.to_string())
 }
 
-fn check(call: &'static str, addrs: &[u64], len: u64) -> Result<()> {
+/// Null and overflow checks, and HIP's length rule: a range that starts in an
+/// allocation of this device (a buffer object, a managed allocation, a VMM reservation)
+/// must end inside it (InvalidValue otherwise, as `hipMemcpy` / `hipMemset` report). An
+/// address in no allocation kfdrt knows (XNACK pageable memory) is left to the GPU.
+fn check(s: &Stream, call: &'static str, addrs: &[u64], len: u64) -> Result<()> {
     for &a in addrs {
         if a == 0 {
             return Err(Error::new(ErrorKind::InvalidValue, call, "null address"));
@@ -36,6 +40,26 @@ fn check(call: &'static str, addrs: &[u64], len: u64) -> Result<()> {
                 call,
                 format!("{a:#x}+{len:#x} overflows"),
             ));
+        }
+        let dev = &s.inner.dev;
+        let ext = dev
+            .extents
+            .containing(a)
+            .or_else(|| dev.managed.extent_of(a))
+            .or_else(|| dev.vmm.extent_of(a));
+        if let Some((start, size)) = ext {
+            let room = start + size - a;
+            if len > room {
+                return Err(Error::new(
+                    ErrorKind::InvalidValue,
+                    call,
+                    format!(
+                        "{len:#x} bytes at {a:#x} run past the end of the allocation \
+                         [{start:#x}, {:#x}) ({room:#x} bytes left)",
+                        start + size
+                    ),
+                ));
+            }
         }
     }
     Ok(())
@@ -49,16 +73,26 @@ enum Dma {
 }
 
 impl Stream {
-    fn submit_dma(&self, cmds: &[Dma], pattern: Option<u32>) -> Result<()> {
+    /// Submit `total` DMA_DATA commands, command `i` built by `cmd_at(i)` (generated as
+    /// submitted: no host memory grows with a copy's length).
+    fn submit_dma(
+        &self,
+        total: u64,
+        cmd_at: impl Fn(u64) -> Dma,
+        pattern: Option<u32>,
+    ) -> Result<()> {
         let fam = self.inner.family;
         // Submit in bounded batches so a huge copy cannot exceed the ring.
-        for batch in cmds.chunks(2 * 256) {
-            let n = batch.len().div_ceil(2) as u32;
-            let mut i = 0usize;
+        const BATCH: u64 = 2 * 256;
+        let mut first = 0u64;
+        while first < total {
+            let end = (first + BATCH).min(total);
+            let n = (end - first).div_ceil(2) as u32;
+            let mut i = first;
             self.submit_packets(n, |ib, h| {
                 let mut dw = 0usize;
-                for c in &batch[i..(i + 2).min(batch.len())] {
-                    let d = match *c {
+                for k in i..(i + 2).min(end) {
+                    let d = match cmd_at(k) {
                         Dma::Copy { src, dst, len } => DmaData::copy(src, dst, len),
                         Dma::Fill { dst, value, len } => DmaData::fill(dst, value, len),
                     };
@@ -73,6 +107,7 @@ impl Stream {
                 }
                 Ok(pm4_ib_packet(ib.va, dw as u32, h))
             })?;
+            first = end;
         }
         Ok(())
     }
@@ -81,25 +116,22 @@ impl Stream {
     /// device, any alignment) after the stream's earlier work. Overlapping ranges are
     /// undefined, as in HIP.
     pub fn memcpy(&self, dst: u64, src: u64, len: u64) -> Result<()> {
-        check("hipMemcpyAsync", &[dst, src], len)?;
+        check(self, "hipMemcpyAsync", &[dst, src], len)?;
         if len == 0 {
             return Ok(());
         }
         if len >= crate::sdma::sdma_min_bytes() && self.memcpy_sdma(dst, src, len)? {
             return Ok(());
         }
-        let mut cmds = Vec::with_capacity(len.div_ceil(CHUNK) as usize);
-        let mut off = 0;
-        while off < len {
-            let n = (len - off).min(CHUNK);
-            cmds.push(Dma::Copy {
+        let cmd_at = |i: u64| {
+            let off = i * CHUNK;
+            Dma::Copy {
                 src: src + off,
                 dst: dst + off,
-                len: n as u32,
-            });
-            off += n;
-        }
-        self.submit_dma(&cmds, None)
+                len: (len - off).min(CHUNK) as u32,
+            }
+        };
+        self.submit_dma(len.div_ceil(CHUNK), cmd_at, None)
     }
 
     /// `hipMemsetD32Async`: fill `count` dwords at `dst` (4-byte aligned) with `value`.
@@ -108,7 +140,7 @@ impl Stream {
         let len = count
             .checked_mul(4)
             .ok_or_else(|| Error::new(ErrorKind::InvalidValue, call, "count overflows"))?;
-        check(call, &[dst], len)?;
+        check(self, call, &[dst], len)?;
         if dst % 4 != 0 {
             return Err(Error::new(
                 ErrorKind::InvalidValue,
@@ -119,18 +151,15 @@ impl Stream {
         if len == 0 {
             return Ok(());
         }
-        let mut cmds = Vec::new();
-        let mut off = 0;
-        while off < len {
-            let n = (len - off).min(CHUNK);
-            cmds.push(Dma::Fill {
+        let cmd_at = |i: u64| {
+            let off = i * CHUNK;
+            Dma::Fill {
                 dst: dst + off,
                 value,
-                len: n as u32,
-            });
-            off += n;
-        }
-        self.submit_dma(&cmds, None)
+                len: (len - off).min(CHUNK) as u32,
+            }
+        };
+        self.submit_dma(len.div_ceil(CHUNK), cmd_at, None)
     }
 
     /// `hipMemsetAsync`: set `len` bytes at `dst` to `byte`, any alignment. The aligned
@@ -138,7 +167,7 @@ impl Stream {
     /// held in the packet's own indirect-buffer slot.
     pub fn memset(&self, dst: u64, byte: u8, len: u64) -> Result<()> {
         let call = "hipMemsetAsync";
-        check(call, &[dst], len)?;
+        check(self, call, &[dst], len)?;
         if len == 0 {
             return Ok(());
         }
@@ -146,17 +175,14 @@ impl Stream {
         let head = ((4 - dst % 4) % 4).min(len);
         let body = (len - head) / 4 * 4;
         let tail = len - head - body;
-        let mut cmds = Vec::new();
-        let mut off = head;
-        while off < head + body {
-            let n = (head + body - off).min(CHUNK);
-            cmds.push(Dma::Fill {
-                dst: dst + off,
+        let fill_at = |i: u64| {
+            let off = i * CHUNK;
+            Dma::Fill {
+                dst: dst + head + off,
                 value: pattern,
-                len: n as u32,
-            });
-            off += n;
-        }
+                len: (body - off).min(CHUNK) as u32,
+            }
+        };
         // Edges: copies from the slot's pattern dwords (src filled in below per slot).
         let mut edges = Vec::new();
         if head > 0 {
@@ -165,8 +191,8 @@ impl Stream {
         if tail > 0 {
             edges.push((dst + head + body, tail));
         }
-        if !cmds.is_empty() {
-            self.submit_dma(&cmds, None)?;
+        if body > 0 {
+            self.submit_dma(body.div_ceil(CHUNK), fill_at, None)?;
         }
         if !edges.is_empty() {
             let fam = self.inner.family;

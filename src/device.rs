@@ -54,11 +54,21 @@ pub(crate) struct DeviceCore {
     pub(crate) gpus: Vec<Gpu>,
     /// Doorbell pages mapped so far (per GPU); unmapped when the last queue is gone.
     pub(crate) doorbells: Mutex<Vec<(usize, crate::queue::DoorbellPage)>>,
+    /// Address ranges of the live buffer objects (length checks of copies and fills).
+    pub(crate) extents: crate::memory::Extents,
+    /// SVM context-save areas of destroyed queues, for reuse: (gpu index, address,
+    /// length). Unmapped when the device goes.
+    pub(crate) cwsr_free: Mutex<Vec<(usize, u64, usize)>>,
 }
 
 impl Drop for DeviceCore {
     fn drop(&mut self) {
         // Queues hold the core, so none is left: unmap the doorbell pages.
+        let areas = std::mem::take(self.cwsr_free.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for (_, addr, len) in areas {
+            // SAFETY: an SVM context-save area this device mapped; no queue uses it now.
+            let _ = unsafe { rustix::mm::munmap(addr as *mut core::ffi::c_void, len) };
+        }
         let pages = std::mem::take(self.doorbells.get_mut().unwrap_or_else(|e| e.into_inner()));
         for (_, p) in pages {
             if let Some(nn) = core::ptr::NonNull::new(p.base.cast()) {
@@ -240,6 +250,8 @@ impl Device {
             inner: Arc::new(DeviceInner {
                 core: Arc::new(DeviceCore {
                     doorbells: Mutex::new(Vec::new()),
+                    extents: crate::memory::Extents::default(),
+                    cwsr_free: Mutex::new(Vec::new()),
                     backend,
                     kfd_version: (v.major_version, v.minor_version),
                     gpus,

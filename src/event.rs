@@ -19,6 +19,22 @@ pub const EVENT_DISABLE_TIMING: u32 = 0x2;
 /// (`amdgpu_amdkfd_get_gpu_clock_counter`; ROCr reports 100 MHz; see firmware-notes).
 pub const GPU_TIMESTAMP_HZ: u64 = 100_000_000;
 
+/// How an error names a device: its backend and the address of its state (two
+/// `Device::open` calls give two distinct names).
+pub(crate) fn device_name(dev: &Arc<DeviceInner>) -> String {
+    let gpus: Vec<String> = dev
+        .gpus
+        .iter()
+        .map(|g| format!("{:#x}", g.gpu_id))
+        .collect();
+    format!(
+        "{:?}@{:p} (gpus {})",
+        dev.backend.kind(),
+        Arc::as_ptr(dev),
+        gpus.join(",")
+    )
+}
+
 struct Recorded {
     point: Point,
     /// Cell the CP writes the GPU clock into (timing events).
@@ -91,6 +107,14 @@ impl Event {
         Ok(())
     }
 
+    pub(crate) fn on_device(&self, dev: &Arc<DeviceInner>) -> bool {
+        Arc::ptr_eq(&self.dev, dev)
+    }
+
+    pub(crate) fn device_name(&self) -> String {
+        device_name(&self.dev)
+    }
+
     pub(crate) fn recorded_point(&self) -> Option<Point> {
         self.rec
             .lock()
@@ -129,6 +153,37 @@ impl Event {
             }
             None => Ok(()),
         }
+    }
+
+    /// [`Event::synchronize`] with a deadline (a Rust extension; HIP has none): NotReady
+    /// when the recorded work has not completed within `timeout`, LaunchFailure on a
+    /// GPU fault, Ok once complete (or never recorded).
+    pub fn wait_timeout(&self, timeout: std::time::Duration) -> Result<()> {
+        let Some(p) = self.recorded_point() else {
+            return Ok(());
+        };
+        if p.done() {
+            return Ok(());
+        }
+        crate::callback::before_blocking(&self.dev);
+        let spin = if self.flags & EVENT_BLOCKING_SYNC != 0 {
+            std::time::Duration::ZERO
+        } else {
+            self.dev.wait_spin()
+        };
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        self.dev
+            .wait_point_until(&p, None, spin, deadline)
+            .map_err(|e| match e.kind() {
+                ErrorKind::NotReady => Error::new(
+                    ErrorKind::NotReady,
+                    "Event::wait_timeout",
+                    "the deadline passed before the recorded work completed",
+                ),
+                _ => e,
+            })?;
+        crate::mempool::on_synchronize(&self.dev);
+        Ok(())
     }
 
     fn timestamp(&self, call: &'static str) -> Result<u64> {

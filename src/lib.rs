@@ -21,6 +21,8 @@ pub mod mempool;
 pub mod queue;
 pub mod sdma;
 pub mod signal;
+#[doc(hidden)]
+pub mod soak;
 pub mod stream;
 pub mod va;
 pub mod vmm;

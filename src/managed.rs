@@ -262,6 +262,15 @@ impl Registry {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
+    /// `(start, size)` of the managed allocation containing `addr`.
+    pub(crate) fn extent_of(&self, addr: u64) -> Option<(u64, u64)> {
+        let st = self.lock();
+        st.allocs
+            .range(..=addr)
+            .next_back()
+            .filter(|(&b, a)| addr - b < a.size as u64)
+            .map(|(&b, a)| (b, a.size as u64))
+    }
 }
 
 /// What a (ptr, count) names.

@@ -41,6 +41,35 @@ impl MemoryKind {
     }
 }
 
+/// The address ranges `[va, va+size)` of a device's live buffer objects, keyed by
+/// `(va, handle)` (a range registered twice as USERPTR appears twice).
+#[derive(Default)]
+pub(crate) struct Extents(std::sync::RwLock<std::collections::BTreeMap<(u64, u64), u64>>);
+
+impl Extents {
+    fn insert(&self, va: u64, handle: u64, size: u64) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((va, handle), size);
+    }
+    fn remove(&self, va: u64, handle: u64) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(va, handle));
+    }
+    /// `(start, len)` of the buffer object containing `addr`.
+    pub(crate) fn containing(&self, addr: u64) -> Option<(u64, u64)> {
+        let m = self.0.read().unwrap_or_else(|e| e.into_inner());
+        m.range(..=(addr, u64::MAX))
+            .rev()
+            .take(4)
+            .find(|(&(va, _), &len)| addr - va < len)
+            .map(|(&(va, _), &len)| (va, len))
+    }
+}
+
 /// A GPU buffer object. GPU VA == CPU VA == [`Buffer::va`].
 pub struct Buffer {
     dev: Arc<DeviceCore>,
@@ -135,6 +164,8 @@ impl Buffer {
         };
         kfd::ioctl::alloc_memory_of_gpu(dev.backend.as_ref(), &mut args)
             .map_err(|e| Error::from_kfd(call, e))?;
+        dev.extents
+            .insert(reservation.addr(), args.handle, size as u64);
         let mut buf = Buffer {
             dev: dev.clone(),
             va: reservation.addr(),
@@ -237,6 +268,7 @@ impl Buffer {
         };
         kfd::ioctl::alloc_memory_of_gpu(dev.backend.as_ref(), &mut args)
             .map_err(|e| Error::from_kfd(call, e))?;
+        dev.extents.insert(addr, args.handle, len as u64);
         let mut buf = Buffer {
             dev: dev.clone(),
             va: addr,
@@ -386,5 +418,6 @@ impl Drop for Buffer {
             }
         }
         let _ = kfd::ioctl::free_memory_of_gpu(b, self.handle);
+        self.dev.extents.remove(self.va, self.handle);
     }
 }

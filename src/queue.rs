@@ -56,7 +56,7 @@ pub struct AqlQueue {
     amdq: Buffer,
     ib: Buffer,
     _eop: Option<Buffer>,
-    _cwsr: Option<Buffer>,
+    _cwsr: Option<CwsrArea>,
     doorbell: *mut u64,
     submit: Mutex<Submit>,
     priority: u32,
@@ -126,12 +126,7 @@ impl AqlQueue {
             )?)
         };
         let cwsr_len = sizes.cwsr_bo_size(sizes.cwsr_size) as usize;
-        let cwsr = Some(Buffer::alloc(
-            core,
-            MemoryKind::HostPinned,
-            gpu_index,
-            cwsr_len,
-        )?);
+        let cwsr = Some(CwsrArea::new(dev, gpu_index, cwsr_len)?);
         let (ctx_size, ctl_size) = (sizes.cwsr_size, sizes.ctl_stack_size);
 
         // Ring slots start INVALID; amd_queue_t describes the ring.
@@ -154,7 +149,7 @@ impl AqlQueue {
             queue_priority: priority.min(abi::KFD_MAX_QUEUE_PRIORITY),
             eop_buffer_address: eop.as_ref().map_or(0, |b| b.va()),
             eop_buffer_size: eop.as_ref().map_or(0, |_| sizes.eop_buffer_size as u64),
-            ctx_save_restore_address: cwsr.as_ref().map_or(0, |b| b.va()),
+            ctx_save_restore_address: cwsr.as_ref().map_or(0, |c| c.va()),
             ctx_save_restore_size: ctx_size,
             ctl_stack_size: ctl_size,
             ..Default::default()
@@ -226,7 +221,19 @@ impl AqlQueue {
     pub(crate) fn submit(
         &self,
         count: u32,
+        build: impl FnMut(u64, IbSlot<'_>) -> AqlPacket,
+    ) -> Result<u64> {
+        self.submit_watched(count, build, &|| None)
+    }
+
+    /// [`AqlQueue::submit`] whose wait for ring space also calls `fault` (after a short
+    /// spin, then on every retry): a `Some(why)` ends the wait with LaunchFailure, as a
+    /// faulted queue never consumes the packets in front of the new ones.
+    pub(crate) fn submit_watched(
+        &self,
+        count: u32,
         mut build: impl FnMut(u64, IbSlot<'_>) -> AqlPacket,
+        fault: &dyn Fn() -> Option<String>,
     ) -> Result<u64> {
         if count == 0 || count > self.slots {
             return Err(Error::new(
@@ -249,6 +256,13 @@ impl AqlQueue {
             if spins < 1000 {
                 std::hint::spin_loop();
             } else {
+                if let Some(why) = fault() {
+                    return Err(Error::new(
+                        ErrorKind::LaunchFailure,
+                        "AqlQueue::submit",
+                        format!("the ring is full behind work that faulted: {why}"),
+                    ));
+                }
                 std::thread::yield_now();
             }
         }
@@ -288,6 +302,128 @@ impl AqlQueue {
     /// Index of the next packet to be submitted.
     pub fn next_index(&self) -> u64 {
         self.submit.lock().unwrap_or_else(|e| e.into_inner()).next
+    }
+}
+
+/// A queue's context save/restore (CWSR) area.
+///
+/// Where KFD allows it (SVM support on the GPU, KFD >= 1.11 for
+/// `KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED`), it is pageable host memory registered as an
+/// SVM range with GPU access and GPU_ALWAYS_MAPPED, as libhsakmt allocates it
+/// (`queues.c`, `register_svm_range(..., alwaysMapped)`); `kfd_queue_buffer_svm_get`
+/// accepts such a range for the CWSR area. Only the pages the firmware touches use
+/// memory, instead of a pinned GTT buffer of the full size (~177 MiB per queue on an
+/// MI300X). Otherwise it is a host-pinned buffer object. SVM areas are recycled through
+/// the device (a range cannot be unregistered, only unmapped) and unmapped with it.
+pub(crate) enum CwsrArea {
+    Bo(Buffer),
+    Svm {
+        core: Arc<DeviceCore>,
+        gpu_index: usize,
+        addr: u64,
+        len: usize,
+    },
+}
+
+impl CwsrArea {
+    fn new(dev: &Arc<DeviceInner>, gpu_index: usize, len: usize) -> Result<CwsrArea> {
+        let core = &dev.core;
+        let gpu = core.gpu(gpu_index)?;
+        if !gpu.node.properties.svm_supported() || core.kfd_version.1 < 11 {
+            let b = Buffer::alloc(core, MemoryKind::HostPinned, gpu_index, len)?;
+            return Ok(CwsrArea::Bo(b));
+        }
+        let reuse = {
+            let mut free = core.cwsr_free.lock().unwrap_or_else(|e| e.into_inner());
+            free.iter()
+                .position(|&(g, _, l)| g == gpu_index && l == len)
+                .map(|i| free.swap_remove(i))
+        };
+        if let Some((_, addr, len)) = reuse {
+            return Ok(CwsrArea::Svm {
+                core: core.clone(),
+                gpu_index,
+                addr,
+                len,
+            });
+        }
+        let call = "AqlQueue::new(CWSR)";
+        // SAFETY: a fresh private anonymous mapping at a kernel-chosen address.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                core::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::NORESERVE,
+            )
+        }
+        .map_err(|e| Error::new(ErrorKind::OutOfMemory, call, format!("mmap {len:#x}: {e}")))?;
+        let addr = p as u64;
+        let flags = abi::KFD_IOCTL_SVM_FLAG_HOST_ACCESS
+            | abi::KFD_IOCTL_SVM_FLAG_GPU_EXEC
+            | abi::KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED;
+        let mut attrs = [
+            abi::SvmAttribute {
+                type_: abi::KFD_IOCTL_SVM_ATTR_PREFERRED_LOC,
+                value: abi::KFD_IOCTL_SVM_LOCATION_SYSMEM,
+            },
+            abi::SvmAttribute {
+                type_: abi::KFD_IOCTL_SVM_ATTR_CLR_FLAGS,
+                value: !flags,
+            },
+            abi::SvmAttribute {
+                type_: abi::KFD_IOCTL_SVM_ATTR_SET_FLAGS,
+                value: flags,
+            },
+            abi::SvmAttribute {
+                type_: abi::KFD_IOCTL_SVM_ATTR_ACCESS,
+                value: gpu.gpu_id,
+            },
+        ];
+        let r = kfd::ioctl::svm(
+            core.backend.as_ref(),
+            abi::KFD_IOCTL_SVM_OP_SET_ATTR,
+            addr,
+            len as u64,
+            &mut attrs,
+        );
+        if let Err(e) = r {
+            // SAFETY: our fresh mapping, never handed out.
+            let _ = unsafe { rustix::mm::munmap(p, len) };
+            return Err(Error::from_kfd(call, e));
+        }
+        Ok(CwsrArea::Svm {
+            core: core.clone(),
+            gpu_index,
+            addr,
+            len,
+        })
+    }
+
+    /// GPU (and CPU) address of the area.
+    pub(crate) fn va(&self) -> u64 {
+        match self {
+            CwsrArea::Bo(b) => b.va(),
+            CwsrArea::Svm { addr, .. } => *addr,
+        }
+    }
+}
+
+impl Drop for CwsrArea {
+    fn drop(&mut self) {
+        if let CwsrArea::Svm {
+            core,
+            gpu_index,
+            addr,
+            len,
+        } = self
+        {
+            // The queue using it is destroyed (AqlQueue::drop runs first): recycle it.
+            core.cwsr_free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((*gpu_index, *addr, *len));
+        }
     }
 }
 

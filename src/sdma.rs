@@ -22,6 +22,17 @@ use crate::memory::{Buffer, MemoryKind};
 /// SDMA ring size in bytes.
 pub const SDMA_RING_BYTES: usize = 64 << 10;
 
+/// COPY_LINEAR packets per ordered copy piece (7-8 dwords each: a piece takes well under
+/// half the ring, with the submit's worst-case end-of-ring padding).
+/// `KFDRT_SDMA_PIECE_PACKETS` (1..=256) lowers it, so tests reach several pieces with
+/// small copies.
+fn piece_packets() -> u64 {
+    std::env::var("KFDRT_SDMA_PIECE_PACKETS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(256, |n| n.clamp(1, 256))
+}
+
 /// An SDMA queue on one GPU.
 pub struct SdmaQueue {
     dev: Arc<DeviceCore>,
@@ -96,9 +107,14 @@ impl SdmaQueue {
         unsafe { AtomicU64::from_ptr((self.ptrs.va() + 8) as *mut u64) }.load(Ordering::Acquire)
     }
 
-    /// Write `pkts` to the ring (waiting for space), publish the write pointer and ring
-    /// the doorbell.
-    pub(crate) fn submit(&self, pkts: &[SdmaPacket<'_>]) -> Result<()> {
+    /// Write `pkts` to the ring (waiting for space, watching `fault` as
+    /// [`crate::queue::AqlQueue::submit_watched`] does), publish the write pointer and
+    /// ring the doorbell.
+    pub(crate) fn submit(
+        &self,
+        pkts: &[SdmaPacket<'_>],
+        fault: &dyn Fn() -> Option<String>,
+    ) -> Result<()> {
         let call = "SdmaQueue::submit";
         // SAFETY: the ring is CPU-mapped and lives as long as `self`.
         let words = unsafe {
@@ -117,6 +133,13 @@ impl SdmaQueue {
                 if spins < 1000 {
                     std::hint::spin_loop();
                 } else {
+                    if let Some(why) = fault() {
+                        return Err(Error::new(
+                            ErrorKind::LaunchFailure,
+                            call,
+                            format!("the ring is full behind work that faulted: {why}"),
+                        ));
+                    }
                     std::thread::yield_now();
                 }
             }
@@ -132,7 +155,9 @@ impl SdmaQueue {
         Ok(())
     }
 
-    /// POLL_REGMEM `*addr == value`, the copies, FENCE `*fence = value`.
+    /// POLL_REGMEM `*addr == value`, the copies, FENCE `*fence = value`. `len` is at
+    /// most [`SdmaQueue::piece_bytes`], so the packets fit the ring.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn ordered_copy(
         &self,
         go: u64,
@@ -141,6 +166,7 @@ impl SdmaQueue {
         src: u64,
         dst: u64,
         len: u64,
+        fault: &dyn Fn() -> Option<String>,
     ) -> Result<()> {
         let mut pkts: Vec<SdmaPacket<'_>> = Vec::with_capacity(4);
         pkts.push(SdmaPacket::PollRegmem(PollRegmem {
@@ -157,7 +183,14 @@ impl SdmaQueue {
             pkts.push(SdmaPacket::CopyLinear(CopyLinear { ..c }));
         }
         pkts.push(SdmaPacket::Fence(Fence::new(fence, value)));
-        self.submit(&pkts)
+        self.submit(&pkts, fault)
+    }
+
+    /// Bytes one ordered copy moves at most: 256 COPY_LINEAR packets. The
+    /// POLL_REGMEM in front of a piece is released only after the piece was submitted, so
+    /// a piece must fit the ring (then the ring drains piece by piece).
+    pub(crate) fn piece_bytes(&self) -> u64 {
+        piece_packets() * self.version.copy_chunk_bytes() as u64
     }
 }
 
@@ -223,24 +256,39 @@ impl crate::stream::Stream {
         let (Some(q), Some(words)) = (&link.queue, &link.words) else {
             return Ok(false);
         };
-        link.seq = link.seq.wrapping_add(1).max(1);
-        let n = link.seq;
         let (go, done) = (words.va(), words.va() + 4);
-        q.ordered_copy(go, n, done, src, dst, len)?;
         let fam = s.family;
-        let cond = crate::cmd::WaitCondition::Poll {
-            function: pm4::pkt3::CompareFn::Equal,
-            reference: n as u64,
-            mask: u32::MAX as u64,
-        };
-        self.submit_blocking(2, |k, ib, h| {
-            let dw = if k == 0 {
-                crate::cmd::write_mem(fam, ib.words, go, n as u64, 32)?
-            } else {
-                crate::cmd::wait_mem(fam, ib.words, done, 32, cond)?
+        let gpu = s.gpu_index;
+        let fault = || s.dev.poll_faults(gpu);
+        let piece = q.piece_bytes();
+        let mut off = 0;
+        // One go/done handshake per piece: the ring never holds more than fits behind
+        // one POLL_REGMEM, so copies of any size drain.
+        while off < len {
+            let n_bytes = (len - off).min(piece);
+            link.seq = link.seq.wrapping_add(1).max(1);
+            let n = link.seq;
+            q.ordered_copy(go, n, done, src + off, dst + off, n_bytes, &fault)
+                .inspect_err(|e| {
+                    if e.kind() == ErrorKind::LaunchFailure {
+                        s.fail(e.to_string());
+                    }
+                })?;
+            let cond = crate::cmd::WaitCondition::Poll {
+                function: pm4::pkt3::CompareFn::Equal,
+                reference: n as u64,
+                mask: u32::MAX as u64,
             };
-            Ok(crate::queue::pm4_ib_packet(ib.va, dw as u32, h))
-        })?;
+            self.submit_blocking(2, |k, ib, h| {
+                let dw = if k == 0 {
+                    crate::cmd::write_mem(fam, ib.words, go, n as u64, 32)?
+                } else {
+                    crate::cmd::wait_mem(fam, ib.words, done, 32, cond)?
+                };
+                Ok(crate::queue::pm4_ib_packet(ib.va, dw as u32, h))
+            })?;
+            off += n_bytes;
+        }
         Ok(true)
     }
 }

@@ -106,6 +106,9 @@ fn create_signal_event(dev: &Arc<DeviceInner>) -> Result<(u32, u32, u64)> {
 pub struct Signal {
     dev: Arc<DeviceInner>,
     slot: SignalSlot,
+    /// Process-wide serial, never reused (the slot address is, at once): what remembers a
+    /// signal's identity (timeline waits) keys on this.
+    serial: u64,
     sleepers: Mutex<u32>,
 }
 
@@ -165,9 +168,11 @@ impl Signal {
         } else {
             slot
         };
+        static SERIAL: AtomicU64 = AtomicU64::new(1);
         let s = Signal {
             dev: dev.clone(),
             slot,
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             sleepers: Mutex::new(0),
         };
         s.init(value);
@@ -189,9 +194,15 @@ impl Signal {
         std::sync::atomic::fence(Ordering::Release);
     }
 
-    /// The signal handle (the address of its `amd_signal_t`).
+    /// The signal handle (the address of its `amd_signal_t`). The address is reused by
+    /// a later signal once this one is dropped; [`Signal::serial`] never is.
     pub fn handle(&self) -> u64 {
         self.slot.va
+    }
+
+    /// A process-wide identity of this signal that is never reused.
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     fn value_cell(&self) -> &AtomicI64 {

@@ -22,6 +22,10 @@
 //! This holds for any stream-to-queue mapping, including `KFDRT_MAX_HW_QUEUES=1`, and
 //! relies on KFD's scheduler running more queues than hardware slots (oversubscription).
 //! A stream with a CU mask always has its own queue (SET_CU_MASK applies per queue).
+//!
+//! KFD allows 127 queues per process and GPU: once a dedicated queue cannot be created,
+//! a stream that needs one stays on its shared queue (as every CLR stream does), where
+//! its waits may delay the other streams of that queue until they are satisfied.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -42,6 +46,12 @@ pub const TIMELINE_BASE: i64 = 1 << 62;
 pub const STREAM_DEFAULT: u32 = 0x0;
 /// `hipStreamNonBlocking`: no implicit synchronisation with the null stream.
 pub const STREAM_NON_BLOCKING: u32 = 0x1;
+
+/// CUDA's `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER` (0x1): the writer allows the value
+/// write to become visible before earlier writes of the stream. kfdrt accepts it and
+/// keeps the full ordering (a stronger guarantee, always correct): every write-value runs
+/// in a PM4-IB packet whose AQL header has system-scope acquire and release fences.
+pub const WRITE_VALUE_NO_MEMORY_BARRIER: u32 = 0x1;
 
 /// HIP's least (lowest) stream priority, as CLR reports it.
 pub const PRIORITY_LEAST: i32 = 1;
@@ -103,6 +113,12 @@ pub(crate) struct QueuePools {
     pub(crate) null_used: AtomicBool,
     /// Streams destroyed while busy, kept until their work completes.
     pub(crate) graveyard: Mutex<Vec<Arc<StreamInner>>>,
+    /// Set once any fault was seen by [`DeviceInner::poll_faults`] (the recorded faults
+    /// are then read without a system call).
+    faulted: AtomicBool,
+    /// When `poll_faults` last polled the exception events (ns since `epoch`).
+    fault_poll_ns: AtomicU64,
+    epoch: Instant,
 }
 
 impl QueuePools {
@@ -113,6 +129,9 @@ impl QueuePools {
             null: Mutex::new(Vec::new()),
             null_used: AtomicBool::new(false),
             graveyard: Mutex::new(Vec::new()),
+            faulted: AtomicBool::new(false),
+            fault_poll_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
     }
 
@@ -149,6 +168,8 @@ impl QueuePools {
 pub(crate) struct StreamState {
     queue: Arc<AqlQueue>,
     dedicated: bool,
+    /// Needed a dedicated queue but KFD's queue limit was reached: stays shared.
+    overflow: bool,
 }
 
 /// The state behind a [`Stream`] handle.
@@ -168,8 +189,11 @@ pub(crate) struct StreamInner {
     failed: AtomicBool,
     /// For each other timeline this stream has ordered itself after (event waits,
     /// implicit null-stream waits, explicit point waits): the furthest point. Used by the
-    /// stream-ordered allocator's ReuseFollowEventDependencies.
-    waited: Mutex<Vec<(u64, u64)>>,
+    /// stream-ordered allocator's ReuseFollowEventDependencies. Keyed on the timeline's
+    /// [`Signal::serial`] (its address is recycled as soon as the timeline is dropped, and
+    /// another stream's timeline must never inherit this ordering); the weak reference
+    /// lets entries of dropped timelines be pruned (nothing can ask about them then).
+    waited: Mutex<Vec<(u64, u64, Weak<Signal>)>>,
     error: Mutex<Option<String>>,
     pub(crate) state: Mutex<StreamState>,
     /// Target and gate of the stream's most recent callback hold: a callback enqueued
@@ -397,7 +421,11 @@ impl Stream {
             failed: AtomicBool::new(false),
             waited: Mutex::new(Vec::new()),
             error: Mutex::new(None),
-            state: Mutex::new(StreamState { queue, dedicated }),
+            state: Mutex::new(StreamState {
+                queue,
+                dedicated,
+                overflow: false,
+            }),
             sdma: Mutex::new(None),
             last_hold: Mutex::new(None),
         });
@@ -463,13 +491,11 @@ impl Stream {
         self.inner.is_null
     }
 
-    /// Whether the stream has moved to a dedicated hardware queue.
+    /// Whether the stream has moved to a dedicated hardware queue (false for a stream
+    /// that needed one after KFD's queue limit was reached: it stays shared).
     pub fn has_dedicated_queue(&self) -> bool {
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .dedicated
+        let st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.dedicated && !st.overflow
     }
 
     /// KFD queue id of the hardware queue the stream currently submits to.
@@ -478,13 +504,25 @@ impl Stream {
     }
 
     /// `hipStreamQuery`: Ok when all work has completed, NotReady otherwise, or the
-    /// stream's sticky error.
+    /// stream's sticky error — including a GPU fault that stopped its work, seen without
+    /// a synchronize: a query of a busy stream polls the device's exception events (one
+    /// non-blocking WAIT_EVENTS at most once per millisecond per device, and none once a
+    /// fault is known); a query of an idle stream makes no system call.
     pub fn query(&self) -> Result<()> {
         if let Some(e) = self.inner.sticky_error() {
             return Err(e);
         }
         if self.inner.idle() {
             Ok(())
+        } else if let Some(f) = self.inner.dev.poll_faults(self.inner.gpu_index) {
+            // The work may have completed since the check above.
+            if self.inner.idle() {
+                return Ok(());
+            }
+            self.inner.fail(f);
+            Err(self.inner.sticky_error().unwrap_or_else(|| {
+                Error::new(ErrorKind::LaunchFailure, "hipStreamQuery", "GPU fault")
+            }))
         } else {
             Err(Error::new(
                 ErrorKind::NotReady,
@@ -522,6 +560,32 @@ impl Stream {
         }
     }
 
+    /// [`Stream::synchronize`] with a deadline (a Rust extension; HIP has none): NotReady
+    /// when the stream's work has not completed within `timeout` (the work stays
+    /// enqueued and the stream usable), the sticky error on a fault, Ok otherwise.
+    /// `Duration::ZERO` checks once, like [`Stream::query`] but reporting faults.
+    pub fn synchronize_timeout(&self, timeout: std::time::Duration) -> Result<()> {
+        let deadline = Instant::now().checked_add(timeout);
+        let dev = &self.inner.dev;
+        if !self.inner.idle() {
+            crate::callback::before_blocking(dev);
+            let p = self.inner.point();
+            dev.wait_point_until(&p, Some(&self.inner), dev.wait_spin(), deadline)?;
+        }
+        if self.inner.is_null {
+            crate::callback::before_blocking(dev);
+            for s in dev.blocking_streams(self.inner.gpu_index) {
+                let p = s.point();
+                dev.wait_point_until(&p, Some(&self.inner), dev.wait_spin(), deadline)?;
+            }
+        }
+        crate::mempool::on_synchronize(dev);
+        match self.inner.sticky_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// Submit: implicit null-stream dependencies and `extra` waits first, then `n`
     /// packets from `build`. A stream with any wait to place moves to a dedicated queue.
     fn submit(
@@ -545,10 +609,15 @@ impl Stream {
         if !matches!(deps, Deps::None) {
             let mut w = s.waited.lock().unwrap_or_else(|e| e.into_inner());
             for p in deps.as_slice() {
-                let h = p.timeline.handle();
-                match w.iter_mut().find(|(t, _)| *t == h) {
+                let id = p.timeline.serial();
+                match w.iter_mut().find(|(t, _, _)| *t == id) {
                     Some(e) => e.1 = e.1.max(p.target),
-                    None => w.push((h, p.target)),
+                    None => {
+                        if w.len() >= 16 {
+                            w.retain(|(_, _, tl)| tl.strong_count() > 0);
+                        }
+                        w.push((id, p.target, Arc::downgrade(&p.timeline)))
+                    }
                 }
             }
         }
@@ -578,25 +647,37 @@ impl Stream {
         let handle = s.timeline.handle();
         let mut err = None;
         let mut i = 0u32;
-        q.submit(total, |_, ib| {
-            let k = i;
-            i += 1;
-            let r = if (k as usize) < waits.len() {
-                let p = waits[k as usize];
-                wait_point_packet(fam, ib, p, handle)
-            } else {
-                build(k - waits.len() as u32, ib, handle)
-            };
-            r.unwrap_or_else(|e| {
-                err.get_or_insert(e);
-                // Keep the ring consistent: a barrier with the timeline as completion.
-                AqlPacket::BarrierAnd(Barrier {
-                    control: PacketControl::SYSTEM_BARRIER,
-                    dep_signals: [0; 5],
-                    completion_signal: handle,
+        let gpu = s.gpu_index;
+        let fault = || s.dev.poll_faults(gpu);
+        let r = q.submit_watched(
+            total,
+            |_, ib| {
+                let k = i;
+                i += 1;
+                let r = if (k as usize) < waits.len() {
+                    let p = waits[k as usize];
+                    wait_point_packet(fam, ib, p, handle)
+                } else {
+                    build(k - waits.len() as u32, ib, handle)
+                };
+                r.unwrap_or_else(|e| {
+                    err.get_or_insert(e);
+                    // Keep the ring consistent: a barrier with the timeline as completion.
+                    AqlPacket::BarrierAnd(Barrier {
+                        control: PacketControl::SYSTEM_BARRIER,
+                        dep_signals: [0; 5],
+                        completion_signal: handle,
+                    })
                 })
-            })
-        })?;
+            },
+            &fault,
+        );
+        if let Err(e) = r {
+            if e.kind() == ErrorKind::LaunchFailure {
+                s.fail(e.to_string());
+            }
+            return Err(e);
+        }
         s.queue_id.store(qid, Ordering::Release);
         let new = s.submitted.load(Ordering::Relaxed) + total as u64;
         s.submitted.store(new, Ordering::Release);
@@ -617,12 +698,25 @@ impl Stream {
 
     fn make_dedicated(&self, st: &mut StreamState) -> Result<()> {
         let s = &*self.inner;
-        let q = Arc::new(AqlQueue::new(
+        let q = match AqlQueue::new(
             &s.dev,
             s.gpu_index,
             kfd_priority(s.priority),
             DEFAULT_RING_PACKETS,
-        )?);
+        ) {
+            Ok(q) => Arc::new(q),
+            Err(e) if e.kind() == ErrorKind::OutOfMemory => {
+                // KFD's queue limit (127 per process and GPU, the HWS limit in
+                // pqm_create_queue) or memory is exhausted: stay on the shared queue, as
+                // CLR's streams always do. Waits there still complete (every wait targets
+                // work submitted before it, or the host), but may delay the queue's other
+                // streams until they are satisfied. Not retried for this stream.
+                st.dedicated = true;
+                st.overflow = true;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let before = s.point();
         let fam = s.family;
         if !before.done() {
@@ -647,12 +741,18 @@ impl Stream {
     }
 
     /// `hipStreamWriteValue32`: after earlier work, write `value` to `addr` (a GPU-mapped
-    /// address, 4-byte aligned). `flags` must be 0.
+    /// address, 4-byte aligned).
+    ///
+    /// `flags` is reserved and ignored, as the HIP seed says ("reserved, ignored for now,
+    /// will be used in future releases"). The one bit CUDA defines,
+    /// [`WRITE_VALUE_NO_MEMORY_BARRIER`] (0x1), only relaxes ordering; kfdrt keeps the
+    /// write ordered after all earlier writes of the stream whatever the flags.
     pub fn write_value32(&self, addr: u64, value: u32, flags: u32) -> Result<()> {
         self.write_value(addr, value as u64, flags, 32)
     }
 
-    /// `hipStreamWriteValue64` (8-byte aligned address).
+    /// `hipStreamWriteValue64` (8-byte aligned address); `flags` as for
+    /// [`Stream::write_value32`] (reserved, ignored).
     pub fn write_value64(&self, addr: u64, value: u64, flags: u32) -> Result<()> {
         self.write_value(addr, value, flags, 64)
     }
@@ -663,7 +763,9 @@ impl Stream {
         } else {
             "hipStreamWriteValue64"
         };
-        check_addr(call, addr, bits, flags)?;
+        // Reserved flags are ignored (seed rule); see WRITE_VALUE_NO_MEMORY_BARRIER.
+        let _ = flags;
+        check_addr(call, addr, bits, 0)?;
         let fam = self.family()?;
         self.submit(false, None, 1, false, |_, ib, h| {
             let n = cmd::write_mem(fam, ib.words, addr, value, bits)?;
@@ -707,14 +809,32 @@ impl Stream {
 
     /// `hipStreamWaitEvent`: later work waits for the event's most recent record *as of
     /// this call*; an event never recorded makes this a no-op (seed rules). `flags` must
-    /// be 0. Works across streams and across GPUs (the CP polls the other stream's
-    /// timeline in system memory).
+    /// be 0. Works across streams and across GPUs of one [`Device`] (the CP polls the
+    /// other stream's timeline in system memory).
+    ///
+    /// An event of another [`Device`] (a second `Device::open`: another KFD connection,
+    /// whose timelines this stream's queues cannot see) is refused with InvalidValue
+    /// naming both devices; the dependency is never silently dropped. Wait for it on the
+    /// host ([`crate::Event::synchronize`]) instead.
     pub fn wait_event(&self, event: &crate::event::Event, flags: u32) -> Result<()> {
         if flags != 0 {
             return Err(Error::new(
                 ErrorKind::InvalidValue,
                 "hipStreamWaitEvent",
                 format!("flags {flags:#x} must be 0"),
+            ));
+        }
+        if !event.on_device(&self.inner.dev) {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                "hipStreamWaitEvent",
+                format!(
+                    "the event belongs to device {}, the stream to device {}: a stream can \
+                     wait only for events of its own Device (synchronize the event on the \
+                     host instead)",
+                    event.device_name(),
+                    crate::event::device_name(&self.inner.dev)
+                ),
             ));
         }
         let Some(p) = event.recorded_point() else {
@@ -744,7 +864,7 @@ impl Stream {
     /// device); nothing is submitted when `p` is complete or already in this queue's order.
     #[allow(dead_code)] // used by the stream-ordered allocator (issue 7)
     pub(crate) fn wait_for_point(&self, p: Point) -> Result<()> {
-        if p.timeline.handle() == self.inner.timeline.handle() {
+        if p.timeline.serial() == self.inner.timeline.serial() {
             return Ok(());
         }
         self.submit(false, Some(p), 0, false, |_, _, _| unreachable_packet())?;
@@ -756,12 +876,13 @@ impl Stream {
     /// past `p` on `p`'s timeline. Completion of `p` is not considered here.
     #[allow(dead_code)] // used by the stream-ordered allocator (issue 7)
     pub(crate) fn ordered_after(&self, p: &Point) -> bool {
-        let h = p.timeline.handle();
-        if h == self.inner.timeline.handle() {
+        let id = p.timeline.serial();
+        if id == self.inner.timeline.serial() {
             return true;
         }
         let w = self.inner.waited.lock().unwrap_or_else(|e| e.into_inner());
-        w.iter().any(|&(t, target)| t == h && target >= p.target)
+        w.iter()
+            .any(|&(t, target, _)| t == id && target >= p.target)
     }
 
     /// Record a completion point (what an event captures), with an optional timestamp
@@ -945,6 +1066,29 @@ impl DeviceInner {
         }
     }
 
+    /// A fault of GPU `gpu_index`, for callers that must not sleep or spin (query, waits
+    /// for ring space): the recorded faults once one is known (no system call), else a
+    /// non-blocking poll of the exception events at most once per millisecond.
+    pub(crate) fn poll_faults(&self, gpu_index: usize) -> Option<String> {
+        let p = &self.pools;
+        if !p.faulted.load(Ordering::Acquire) {
+            let now = p.epoch.elapsed().as_nanos() as u64;
+            let last = p.fault_poll_ns.load(Ordering::Relaxed);
+            if now.saturating_sub(last) < 1_000_000
+                || p.fault_poll_ns
+                    .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+            {
+                return None;
+            }
+        }
+        let f = self.check_faults(gpu_index);
+        if f.is_some() {
+            p.faulted.store(true, Ordering::Release);
+        }
+        f
+    }
+
     /// Host wait for a point, failing instead of hanging when the device reported a fault
     /// that stopped the work (`owner` then gets the sticky error).
     pub(crate) fn wait_point(
@@ -953,16 +1097,41 @@ impl DeviceInner {
         owner: Option<&Arc<StreamInner>>,
         spin: std::time::Duration,
     ) -> Result<()> {
+        self.wait_point_until(p, owner, spin, None)
+    }
+
+    /// [`DeviceInner::wait_point`] that gives up with NotReady at `deadline`.
+    pub(crate) fn wait_point_until(
+        &self,
+        p: &Point,
+        owner: Option<&Arc<StreamInner>>,
+        spin: std::time::Duration,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
         let th = p.threshold();
         loop {
+            let step = Instant::now() + std::time::Duration::from_millis(50);
             let r = p.timeline.wait(
                 |v| v <= th,
                 spin,
-                Some(Instant::now() + std::time::Duration::from_millis(50)),
+                Some(deadline.map_or(step, |d| d.min(step))),
             );
             match r {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::NotReady => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        if let Some(f) = self.check_faults(p.gpu_index) {
+                            if let Some(o) = owner {
+                                o.fail(f.clone());
+                            }
+                            return Err(Error::new(ErrorKind::LaunchFailure, "synchronize", f));
+                        }
+                        return Err(Error::new(
+                            ErrorKind::NotReady,
+                            "synchronize_timeout",
+                            "the deadline passed before the work completed",
+                        ));
+                    }
                     if let Some(f) = self.check_faults(p.gpu_index) {
                         if let Some(o) = owner {
                             o.fail(f.clone());

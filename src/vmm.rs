@@ -289,6 +289,15 @@ impl Registry {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
+    /// `(start, len)` of the address reservation containing `addr`.
+    pub(crate) fn extent_of(&self, addr: u64) -> Option<(u64, u64)> {
+        let st = self.lock();
+        st.reservations
+            .range(..=addr)
+            .next_back()
+            .filter(|(&b, r)| addr - b < r.len as u64)
+            .map(|(&b, r)| (b, r.len as u64))
+    }
 }
 
 fn inval(call: &'static str, msg: impl Into<std::borrow::Cow<'static, str>>) -> Error {

@@ -3,7 +3,6 @@
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use std::os::fd::OwnedFd;
-use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -18,7 +17,7 @@ use crate::kfd_hostmem::{Backing, PAGE};
 use crate::kfd_memory::GpuVm;
 use crate::kfd_process::{file_id, Emu, Gpu, Pdd, Proc, RenderNode, DOORBELL_SLICE};
 use crate::kfd_queues::MAX_QUEUES_PER_PROCESS;
-use crate::kfd_topology::{self, SysfsDir};
+use crate::kfd_topology;
 use crate::presets::Preset;
 use crate::spec::{self, GpuSpec, SpecError};
 
@@ -42,8 +41,8 @@ pub enum EmuError {
 /// The emulated KFD: one instance is one process's `/dev/kfd` with its GPUs.
 ///
 /// Created from a device string ([`EmuBackend::from_spec`], grammar in [`crate::spec`])
-/// or from presets ([`EmuBackend::new`]). It serves its topology as a sysfs tree in a
-/// private temporary directory ([`EmuBackend::sysfs_root`]), parsed back by
+/// or from presets ([`EmuBackend::new`]). It serves its topology as a sysfs tree held
+/// in memory ([`EmuBackend::sysfs_tree`]; nothing is written to disk), parsed back by
 /// `kfd::topology` like the real one; render nodes are memfds named `renderD<minor>`.
 pub struct EmuBackend {
     emu: Emu,
@@ -64,7 +63,7 @@ impl std::fmt::Debug for EmuBackend {
                     .map(|g| (g.preset.name, g.gpu_id))
                     .collect::<Vec<_>>(),
             )
-            .field("sysfs", &self.emu.sysfs.path())
+            .field("sysfs_files", &self.emu.sysfs.files().count())
             .finish()
     }
 }
@@ -97,7 +96,7 @@ impl EmuBackend {
         let presets: Vec<Preset> = specs.iter().map(|s| s.preset.clone()).collect();
         let (topo, placements) = kfd_topology::build(&presets);
         let (sysfs, topology) =
-            SysfsDir::serve(&topo).map_err(|e| EmuError::Setup(e.to_string()))?;
+            kfd_topology::serve(&topo).map_err(|e| EmuError::Setup(e.to_string()))?;
         let gpu_ids: Vec<u32> = placements.iter().map(|p| p.gpu_id).collect();
         let vm = Arc::new(GpuVm::new(gpu_ids.clone()));
         let events = Arc::new(Events::new(gpu_ids));
@@ -156,10 +155,12 @@ impl EmuBackend {
         Ok(EmuBackend { emu, queue_gpu })
     }
 
-    /// The directory holding the emulated sysfs topology tree (the equivalent of
-    /// `/sys/devices/virtual/kfd/kfd/topology`); removed when the backend is dropped.
-    pub fn sysfs_root(&self) -> &Path {
-        self.emu.sysfs.path()
+    /// The emulated sysfs topology tree (the equivalent of
+    /// `/sys/devices/virtual/kfd/kfd/topology`), held in memory: list its directories and
+    /// read its files with [`kfd::topology::SysfsTree`], or parse it with
+    /// `Topology::from_source(tree, Path::new(""))`.
+    pub fn sysfs_tree(&self) -> &kfd::topology::SysfsTree {
+        &self.emu.sysfs
     }
 
     /// The gpu_ids of the emulated GPUs, in node order.

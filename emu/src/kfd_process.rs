@@ -20,7 +20,6 @@ use crate::kfd_hostmem::Backing;
 use crate::kfd_memory::{Bo, GpuVm};
 use crate::kfd_queues::QueueState;
 use crate::kfd_svm::Svm;
-use crate::kfd_topology::SysfsDir;
 use crate::presets::{CwsrSizes, Preset};
 
 /// Bytes of one process's doorbell slice on one GPU: 1024 doorbells of 8 bytes
@@ -104,7 +103,7 @@ pub(crate) struct Proc {
 pub(crate) struct Emu {
     pub(crate) gpus: Vec<Gpu>,
     pub(crate) topology: Topology,
-    pub(crate) sysfs: SysfsDir,
+    pub(crate) sysfs: kfd::topology::SysfsTree,
     pub(crate) state: Mutex<Proc>,
     pub(crate) vm: Arc<GpuVm>,
     pub(crate) events: Arc<Events>,

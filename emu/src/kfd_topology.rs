@@ -1,13 +1,12 @@
-//! The emulated topology: a CPU node 0 and one GPU node per preset, written as a sysfs
+//! The emulated topology: a CPU node 0 and one GPU node per preset, served as an in-memory sysfs
 //! tree and parsed back by `kfd::topology` (the same code that reads real hardware).
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 
 use kfd::topology::{
-    Cache, IoLink, MemBank, Node, NodeProperties, SystemProperties, Topology, HEAP_TYPE_FB_PUBLIC,
-    HEAP_TYPE_SYSTEM, IOLINK_TYPE_PCIEXPRESS,
+    Cache, IoLink, MemBank, Node, NodeProperties, SysfsTree, SystemProperties, Topology,
+    HEAP_TYPE_FB_PUBLIC, HEAP_TYPE_SYSTEM, IOLINK_TYPE_PCIEXPRESS,
 };
 
 use crate::presets::Preset;
@@ -247,44 +246,12 @@ fn pcie_link(from: u32, to: u32, sdma: u32) -> IoLink {
     }
 }
 
-/// A private directory holding the emulated sysfs tree, removed on drop.
-#[derive(Debug)]
-pub(crate) struct SysfsDir {
-    path: PathBuf,
-}
-
-impl SysfsDir {
-    /// Write `topo` under a fresh private temporary directory and read it back with
-    /// `Topology::from_sysfs`.
-    pub(crate) fn serve(topo: &Topology) -> std::io::Result<(SysfsDir, Topology)> {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let base = std::env::temp_dir();
-        let path = loop {
-            let candidate = base.join(format!(
-                "kfd-emu-{}-{}",
-                std::process::id(),
-                SEQ.fetch_add(1, Ordering::Relaxed)
-            ));
-            match std::fs::create_dir(&candidate) {
-                Ok(()) => break candidate,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        };
-        let dir = SysfsDir { path };
-        topo.to_sysfs(&dir.path)?;
-        let parsed = Topology::from_sysfs(&dir.path)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
-        Ok((dir, parsed))
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for SysfsDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
+/// Render `topo` as an in-memory sysfs tree (nothing is written to disk, so nothing is
+/// left behind by a panic, a kill or an abort) and parse it back with
+/// `Topology::from_source`, as a real tree is parsed.
+pub(crate) fn serve(topo: &Topology) -> std::io::Result<(SysfsTree, Topology)> {
+    let tree = topo.to_tree()?;
+    let parsed = Topology::from_source(&tree, Path::new(""))
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
+    Ok((tree, parsed))
 }

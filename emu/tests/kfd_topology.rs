@@ -3,6 +3,7 @@
 mod kfd_common;
 
 use std::collections::HashSet;
+use std::path::Path;
 
 use kfd::topology::Topology;
 use kfd::Backend;
@@ -23,7 +24,7 @@ fn every_preset_round_trips_through_sysfs() {
         let emu = EmuBackend::from_spec(&format!("emu:{name}")).unwrap();
         let topo = emu.topology();
         // The served tree parses to the same value the backend reports.
-        let reparsed = Topology::from_sysfs(emu.sysfs_root()).unwrap();
+        let reparsed = Topology::from_source(emu.sysfs_tree(), Path::new("")).unwrap();
         assert_eq!(&reparsed, topo, "{name}");
         assert_eq!(topo.cpu_nodes().count(), 1);
         assert_eq!(topo.nodes[0].id, 0);
@@ -103,11 +104,88 @@ fn multi_gpu_spec_has_distinct_ids_and_render_minors() {
     // Deterministic: the same spec gives the same ids.
     let again = EmuBackend::from_spec("emu:mi300x*2,rx7900xtx").unwrap();
     assert_eq!(again.gpu_ids(), emu.gpu_ids());
-    // Two instances serve different directories.
-    assert_ne!(again.sysfs_root(), emu.sysfs_root());
-    let root = again.sysfs_root().to_owned();
-    drop(again);
-    assert!(!root.exists(), "the tree is removed with the backend");
+    // The same spec serves the same tree.
+    assert_eq!(again.sysfs_tree(), emu.sysfs_tree());
+}
+
+/// The tree is served from memory: listing and reading it gives the kernel's layout.
+#[test]
+fn sysfs_tree_lists_and_reads_like_the_kernel_tree() {
+    let emu = EmuBackend::from_spec("emu:mi300x,rx7900xtx").unwrap();
+    let t = emu.sysfs_tree();
+    assert_eq!(
+        t.list_dir(Path::new("")).unwrap(),
+        vec!["generation_id", "nodes", "system_properties"]
+    );
+    assert_eq!(t.list_dir(Path::new("nodes")).unwrap(), vec!["0", "1", "2"]);
+    let gpu = &emu.topology().nodes[2];
+    assert_eq!(
+        t.read_file(Path::new("nodes/2/gpu_id")).unwrap(),
+        format!("{}\n", gpu.gpu_id).as_bytes()
+    );
+    let props = String::from_utf8(
+        t.read_file(Path::new("/nodes/2/properties"))
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(props.contains("gfx_target_version 110000\n"), "{props}");
+    assert!(t.list_dir(Path::new("nodes/2/mem_banks")).is_some());
+    assert!(t.read_file(Path::new("nodes/9/gpu_id")).is_none());
+    assert!(t.list_dir(Path::new("nodes/9")).is_none());
+}
+
+fn emu_dirs_of(pid: u32) -> Vec<String> {
+    let prefix = format!("kfd-emu-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+/// Issue 11 item 7: no `kfd-emu-*` directory is written, so none is left by a drop, a
+/// panic in a thread holding a device, or an aborted process.
+#[test]
+fn no_topology_directory_is_written_or_left_behind() {
+    const CHILD: &str = "KFD_EMU_TEST_ABORT_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let _emu = EmuBackend::from_spec("emu:mi210").unwrap();
+        std::process::abort();
+    }
+    let me = std::process::id();
+    {
+        let emu = EmuBackend::from_spec("emu:mi300x*2").unwrap();
+        assert_eq!(emu_dirs_of(me), Vec::<String>::new(), "while alive");
+    }
+    let r = std::thread::spawn(|| {
+        let _emu = EmuBackend::from_spec("emu:mi210").unwrap();
+        panic!("dies holding a device");
+    })
+    .join();
+    assert!(r.is_err());
+    assert_eq!(
+        emu_dirs_of(me),
+        Vec::<String>::new(),
+        "after drop and panic"
+    );
+    // A process that aborts while holding a device.
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "no_topology_directory_is_written_or_left_behind",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "the child aborts");
+    assert_eq!(emu_dirs_of(pid), Vec::<String>::new(), "after an abort");
 }
 
 #[test]

@@ -1194,8 +1194,111 @@ pub struct Topology {
     pub inaccessible_nodes: Vec<u32>,
 }
 
-fn read_bytes(path: &Path) -> Result<Vec<u8>, TopologyError> {
-    fs::read(path).map_err(|e| io_error(path, e))
+/// Where a sysfs-format topology tree is read from: the file system
+/// ([`FsSource`]) or memory ([`SysfsTree`]).
+pub trait SysfsSource {
+    /// The bytes of the file at `path` (`NotFound` / `PermissionDenied` as the file
+    /// system reports them).
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// The entry names of directory `path`, in any order.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+}
+
+/// The file system as a [`SysfsSource`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FsSource;
+
+impl SysfsSource for FsSource {
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        fs::read(path)
+    }
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(path)? {
+            if let Some(n) = entry?.file_name().to_str() {
+                out.push(n.to_owned());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A sysfs-format topology tree held in memory: file paths (relative to the tree's
+/// root, e.g. `nodes/1/properties`) and their contents. Directories are implied by
+/// the files under them. [`Topology::to_tree`] builds one; [`Topology::from_source`]
+/// parses one back (rooted at `""`). Emulators serve it instead of writing files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SysfsTree {
+    files: std::collections::BTreeMap<PathBuf, Vec<u8>>,
+}
+
+impl SysfsTree {
+    /// An empty tree.
+    pub fn new() -> SysfsTree {
+        SysfsTree::default()
+    }
+
+    /// Add (or replace) the file at relative `path`.
+    pub fn insert(&mut self, path: impl Into<PathBuf>, contents: impl Into<Vec<u8>>) {
+        self.files.insert(path.into(), contents.into());
+    }
+
+    /// The contents of the file at relative `path` (a leading `/` is ignored).
+    pub fn read_file(&self, path: &Path) -> Option<&[u8]> {
+        let path = path.strip_prefix("/").unwrap_or(path);
+        self.files.get(path).map(|v| v.as_slice())
+    }
+
+    /// The sorted, distinct entry names of the directory at relative `path` (`""` is
+    /// the root); `None` when no file lies under it.
+    pub fn list_dir(&self, path: &Path) -> Option<Vec<String>> {
+        let path = path.strip_prefix("/").unwrap_or(path);
+        let mut out: Vec<String> = Vec::new();
+        for f in self.files.keys() {
+            let Ok(rest) = f.strip_prefix(path) else {
+                continue;
+            };
+            if let Some(std::path::Component::Normal(first)) = rest.components().next() {
+                if rest.components().count() >= 1 && f != path {
+                    let n = first.to_string_lossy().into_owned();
+                    if out.last() != Some(&n) && !out.contains(&n) {
+                        out.push(n);
+                    }
+                }
+            }
+        }
+        if out.is_empty() {
+            return None;
+        }
+        out.sort();
+        Some(out)
+    }
+
+    /// Whether relative `path` is a directory of the tree.
+    pub fn is_dir(&self, path: &Path) -> bool {
+        self.list_dir(path).is_some()
+    }
+
+    /// Every file path, sorted.
+    pub fn files(&self) -> impl Iterator<Item = &Path> {
+        self.files.keys().map(|p| p.as_path())
+    }
+}
+
+impl SysfsSource for SysfsTree {
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.read_file(path)
+            .map(|b| b.to_vec())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))
+    }
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        SysfsTree::list_dir(self, path)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such directory"))
+    }
+}
+
+fn read_bytes(src: &dyn SysfsSource, path: &Path) -> Result<Vec<u8>, TopologyError> {
+    src.read(path).map_err(|e| io_error(path, e))
 }
 
 fn io_error(path: &Path, e: io::Error) -> TopologyError {
@@ -1236,21 +1339,23 @@ fn parse_single_u32(path: &Path, bytes: &[u8]) -> Result<u32, TopologyError> {
 
 /// The numerically named entries of `dir`, sorted by number. Other names are
 /// ignored. A missing directory is an error only if `required`.
-fn numbered_entries(dir: &Path, required: bool) -> Result<Vec<(u32, PathBuf)>, TopologyError> {
-    let rd = match fs::read_dir(dir) {
+fn numbered_entries(
+    src: &dyn SysfsSource,
+    dir: &Path,
+    required: bool,
+) -> Result<Vec<(u32, PathBuf)>, TopologyError> {
+    let rd = match src.list_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound && !required => return Ok(Vec::new()),
         Err(e) => return Err(io_error(dir, e)),
     };
     let mut out = Vec::new();
-    for entry in rd {
-        let entry = entry.map_err(|e| io_error(dir, e))?;
-        let name = entry.file_name();
-        let Some(id) = name.to_str().and_then(parse_decimal) else {
+    for name in rd {
+        let Some(id) = parse_decimal(&name) else {
             continue;
         };
         if let Ok(id) = u32::try_from(id) {
-            out.push((id, entry.path()));
+            out.push((id, dir.join(&name)));
         }
     }
     out.sort_by_key(|(id, _)| *id);
@@ -1262,14 +1367,15 @@ fn is_permission_denied(e: &TopologyError) -> bool {
 }
 
 fn read_list<T>(
+    src: &dyn SysfsSource,
     dir: &Path,
     skip_denied: bool,
     parse: impl Fn(&[u8], &Path) -> Result<T, TopologyError>,
 ) -> Result<Vec<(PathBuf, T)>, TopologyError> {
     let mut out = Vec::new();
-    for (_, sub) in numbered_entries(dir, false)? {
+    for (_, sub) in numbered_entries(src, dir, false)? {
         let path = sub.join("properties");
-        let bytes = match read_bytes(&path) {
+        let bytes = match read_bytes(src, &path) {
             Ok(b) => b,
             // libhsakmt skips links the device cgroup hides.
             Err(e) if skip_denied && is_permission_denied(&e) => continue,
@@ -1283,15 +1389,15 @@ fn read_list<T>(
 impl Node {
     /// Read one `nodes/N` directory. `Ok(None)` if the node is hidden from this
     /// process (permission denied on `gpu_id` or `properties`).
-    fn from_dir(id: u32, dir: &Path) -> Result<Option<Node>, TopologyError> {
+    fn from_dir(src: &dyn SysfsSource, id: u32, dir: &Path) -> Result<Option<Node>, TopologyError> {
         let gpu_id_path = dir.join("gpu_id");
-        let gpu_id = match read_bytes(&gpu_id_path) {
+        let gpu_id = match read_bytes(src, &gpu_id_path) {
             Ok(b) => parse_single_u32(&gpu_id_path, &b)?,
             Err(e) if is_permission_denied(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
         let name_path = dir.join("name");
-        let name = match fs::read(&name_path) {
+        let name = match src.read(&name_path) {
             Ok(b) => {
                 let s = String::from_utf8_lossy(&b);
                 s.strip_suffix('\n').unwrap_or(&s).to_owned()
@@ -1301,24 +1407,24 @@ impl Node {
             Err(e) => return Err(io_error(&name_path, e)),
         };
         let props_path = dir.join("properties");
-        let properties = match read_bytes(&props_path) {
+        let properties = match read_bytes(src, &props_path) {
             Ok(b) => NodeProperties::parse(&b, &props_path)?,
             Err(e) if is_permission_denied(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
         let mut mem_banks = Vec::new();
-        for (sub, mut bank) in read_list(&dir.join("mem_banks"), false, MemBank::parse)? {
+        for (sub, mut bank) in read_list(src, &dir.join("mem_banks"), false, MemBank::parse)? {
             let used_path = sub.join("used_memory");
-            bank.used_memory = match fs::read(&used_path) {
+            bank.used_memory = match src.read(&used_path) {
                 Ok(b) => Some(parse_u64_file(&used_path, &b)?),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => None,
                 Err(e) => return Err(io_error(&used_path, e)),
             };
             mem_banks.push(bank);
         }
-        let caches = values(read_list(&dir.join("caches"), false, Cache::parse)?);
-        let io_links = values(read_list(&dir.join("io_links"), true, IoLink::parse)?);
-        let p2p_links = values(read_list(&dir.join("p2p_links"), true, IoLink::parse)?);
+        let caches = values(read_list(src, &dir.join("caches"), false, Cache::parse)?);
+        let io_links = values(read_list(src, &dir.join("io_links"), true, IoLink::parse)?);
+        let p2p_links = values(read_list(src, &dir.join("p2p_links"), true, IoLink::parse)?);
         Ok(Some(Node {
             id,
             gpu_id,
@@ -1378,14 +1484,31 @@ fn check_extra(what: &str, known: &[&str], extra: &[(String, u64)]) -> io::Resul
     Ok(())
 }
 
-fn write_file(path: &Path, contents: &str) -> io::Result<()> {
-    fs::write(path, contents)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+/// Where [`Topology::write_tree`] puts files: the file system, or a [`SysfsTree`].
+enum Sink<'a> {
+    Fs,
+    Mem(&'a mut SysfsTree),
 }
 
-fn create_dir(path: &Path) -> io::Result<()> {
-    fs::create_dir_all(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+impl Sink<'_> {
+    fn write_file(&mut self, path: &Path, contents: &str) -> io::Result<()> {
+        match self {
+            Sink::Fs => fs::write(path, contents)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+            Sink::Mem(t) => {
+                t.insert(path, contents.as_bytes());
+                Ok(())
+            }
+        }
+    }
+
+    fn create_dir(&mut self, path: &Path) -> io::Result<()> {
+        match self {
+            Sink::Fs => fs::create_dir_all(path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+            Sink::Mem(_) => Ok(()),
+        }
+    }
 }
 
 impl Topology {
@@ -1405,14 +1528,20 @@ impl Topology {
     /// file are required. Nodes this process may not read (permission denied, as a
     /// device cgroup causes) are listed in [`Topology::inaccessible_nodes`].
     pub fn from_sysfs(root: &Path) -> Result<Topology, TopologyError> {
+        Self::from_source(&FsSource, root)
+    }
+
+    /// [`Topology::from_sysfs`] over any [`SysfsSource`] (an in-memory [`SysfsTree`]
+    /// is rooted at `""`).
+    pub fn from_source(src: &dyn SysfsSource, root: &Path) -> Result<Topology, TopologyError> {
         let gen_path = root.join("generation_id");
-        let generation_id = parse_single_u32(&gen_path, &read_bytes(&gen_path)?)?;
+        let generation_id = parse_single_u32(&gen_path, &read_bytes(src, &gen_path)?)?;
         let sys_path = root.join("system_properties");
-        let system = SystemProperties::parse(&read_bytes(&sys_path)?, &sys_path)?;
+        let system = SystemProperties::parse(&read_bytes(src, &sys_path)?, &sys_path)?;
         let mut nodes = Vec::new();
         let mut inaccessible_nodes = Vec::new();
-        for (id, dir) in numbered_entries(&root.join("nodes"), true)? {
-            match Node::from_dir(id, &dir)? {
+        for (id, dir) in numbered_entries(src, &root.join("nodes"), true)? {
+            match Node::from_dir(src, id, &dir)? {
                 Some(node) => nodes.push(node),
                 None => inaccessible_nodes.push(id),
             }
@@ -1443,37 +1572,58 @@ impl Topology {
                 format!("{}: already exists", nodes_dir.display()),
             ));
         }
-        create_dir(&nodes_dir)?;
-        write_file(
+        self.write_tree(&mut Sink::Fs, root)
+    }
+
+    /// This topology as an in-memory [`SysfsTree`] (the files [`Topology::to_sysfs`]
+    /// writes, relative to the root); same validation as `to_sysfs`.
+    pub fn to_tree(&self) -> io::Result<SysfsTree> {
+        self.validate()?;
+        let mut t = SysfsTree::new();
+        self.write_tree(&mut Sink::Mem(&mut t), Path::new(""))?;
+        Ok(t)
+    }
+
+    fn write_tree(&self, sink: &mut Sink<'_>, root: &Path) -> io::Result<()> {
+        let nodes_dir = root.join("nodes");
+        sink.create_dir(&nodes_dir)?;
+        sink.write_file(
             &root.join("generation_id"),
             &format!("{}\n", self.generation_id),
         )?;
-        write_file(
+        sink.write_file(
             &root.join("system_properties"),
             &self.system.to_properties_text(),
         )?;
         for node in &self.nodes {
             let dir = nodes_dir.join(node.id.to_string());
-            create_dir(&dir)?;
-            write_file(&dir.join("gpu_id"), &format!("{}\n", node.gpu_id))?;
-            write_file(&dir.join("name"), &format!("{}\n", node.name))?;
-            write_file(
+            sink.create_dir(&dir)?;
+            sink.write_file(&dir.join("gpu_id"), &format!("{}\n", node.gpu_id))?;
+            sink.write_file(&dir.join("name"), &format!("{}\n", node.name))?;
+            sink.write_file(
                 &dir.join("properties"),
                 &node.properties.to_properties_text(),
             )?;
-            let write_list = |sub: &str, texts: Vec<String>| -> io::Result<Vec<PathBuf>> {
+            fn write_list(
+                sink: &mut Sink<'_>,
+                dir: &Path,
+                sub: &str,
+                texts: Vec<String>,
+            ) -> io::Result<Vec<PathBuf>> {
                 let base = dir.join(sub);
-                create_dir(&base)?;
+                sink.create_dir(&base)?;
                 let mut dirs = Vec::new();
                 for (i, text) in texts.into_iter().enumerate() {
                     let d = base.join(i.to_string());
-                    create_dir(&d)?;
-                    write_file(&d.join("properties"), &text)?;
+                    sink.create_dir(&d)?;
+                    sink.write_file(&d.join("properties"), &text)?;
                     dirs.push(d);
                 }
                 Ok(dirs)
-            };
+            }
             let bank_dirs = write_list(
+                sink,
+                &dir,
                 "mem_banks",
                 node.mem_banks
                     .iter()
@@ -1482,14 +1632,18 @@ impl Topology {
             )?;
             for (bank, d) in node.mem_banks.iter().zip(&bank_dirs) {
                 if let Some(used) = bank.used_memory {
-                    write_file(&d.join("used_memory"), &format!("{used}\n"))?;
+                    sink.write_file(&d.join("used_memory"), &format!("{used}\n"))?;
                 }
             }
             write_list(
+                sink,
+                &dir,
                 "caches",
                 node.caches.iter().map(|c| c.to_properties_text()).collect(),
             )?;
             write_list(
+                sink,
+                &dir,
                 "io_links",
                 node.io_links
                     .iter()
@@ -1497,6 +1651,8 @@ impl Topology {
                     .collect(),
             )?;
             write_list(
+                sink,
+                &dir,
                 "p2p_links",
                 node.p2p_links
                     .iter()

@@ -108,8 +108,11 @@ fn open_synth(data: &[u8], flags: c_int) -> Result<c_int, Errno> {
 }
 
 fn open_device(target: &Target, flags: c_int) -> Result<c_int, Errno> {
-    if let Target::Synth(data) = target {
-        return open_synth(data, flags);
+    match target {
+        Target::File(data) => return open_synth(data, flags),
+        // Only opendir() reads emulated directories.
+        Target::Dir(_) => return Err(Errno::ISDIR),
+        _ => {}
     }
     let st = state::get()?;
     let cloexec = flags & libc::O_CLOEXEC != 0;
@@ -162,14 +165,6 @@ macro_rules! open_hook {
                     Some(f) => unsafe { f(path, flags, mode) },
                     None => fail(Errno::NOSYS),
                 },
-                Ok(Target::Sysfs(p)) => match real!(
-                    $sym,
-                    unsafe extern "C" fn(*const c_char, c_int, c_uint) -> c_int
-                ) {
-                    // SAFETY: as above with the rewritten path.
-                    Some(f) => unsafe { f(p.as_ptr(), flags, mode) },
-                    None => fail(Errno::NOSYS),
-                },
                 Ok(t) => ret_fd(open_device(&t, flags)),
             }
         }
@@ -189,13 +184,6 @@ macro_rules! open2_hook {
                     match real!($sym, unsafe extern "C" fn(*const c_char, c_int) -> c_int) {
                         // SAFETY: forwarding unchanged.
                         Some(f) => unsafe { f(path, flags) },
-                        None => fail(Errno::NOSYS),
-                    }
-                }
-                Ok(Target::Sysfs(p)) => {
-                    match real!($sym, unsafe extern "C" fn(*const c_char, c_int) -> c_int) {
-                        // SAFETY: forwarding with the rewritten path.
-                        Some(f) => unsafe { f(p.as_ptr(), flags) },
                         None => fail(Errno::NOSYS),
                     }
                 }
@@ -237,8 +225,6 @@ macro_rules! openat_hook {
                 Err(e) => fail(e),
                 // SAFETY: forwarding unchanged.
                 Ok(Target::Pass) => unsafe { f(dirfd, path, flags, mode) },
-                // SAFETY: forwarding with the rewritten (absolute) path.
-                Ok(Target::Sysfs(p)) => unsafe { f(dirfd, p.as_ptr(), flags, mode) },
                 Ok(t) => ret_fd(open_device(&t, flags)),
             }
         }
@@ -263,11 +249,9 @@ fn fopen_common(
         }
         // SAFETY: forwarding unchanged.
         Ok(Target::Pass) => unsafe { f(path, mode) },
-        // SAFETY: forwarding with the rewritten path.
-        Ok(Target::Sysfs(p)) => unsafe { f(p.as_ptr(), mode) },
         Ok(t) => match open_device(
             &t,
-            if matches!(t, Target::Synth(_)) {
+            if matches!(t, Target::File(_)) {
                 libc::O_RDONLY
             } else {
                 libc::O_RDWR
@@ -309,8 +293,31 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
     )
 }
 
-/// Interposed `opendir`: the topology directories are the emulator's tree; `readdir`
-/// and `closedir` then work unchanged on the real directory stream.
+/// An emulated directory stream: what `opendir` returns for a directory served from
+/// memory. Only this module's `readdir`/`readdir64`/`closedir`/`rewinddir`/`dirfd`/
+/// `telldir`/`seekdir` see it (they recognise it by address).
+struct FakeDir {
+    /// `.`, `..`, then the entries, with `d_type`.
+    entries: Vec<(String, u8)>,
+    next: usize,
+    ent: libc::dirent64,
+}
+
+static FAKE_DIRS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+fn fake_dir(dirp: *mut libc::DIR) -> Option<&'static mut FakeDir> {
+    let dirs = FAKE_DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    if dirs.contains(&(dirp as usize)) {
+        // SAFETY: the address is a live Box<FakeDir> we leaked in opendir and not yet
+        // freed (closedir removes it from the list first); a DIR stream is used by one
+        // thread at a time, as POSIX requires of callers.
+        Some(unsafe { &mut *(dirp as *mut FakeDir) })
+    } else {
+        None
+    }
+}
+
+/// Interposed `opendir`: directories served from memory get an emulated stream.
 #[no_mangle]
 pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
     let Some(f) = real!(
@@ -323,8 +330,26 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
     match target_of(path) {
         // SAFETY: forwarding unchanged.
         Ok(Target::Pass) => unsafe { f(path) },
-        // SAFETY: forwarding with the rewritten path.
-        Ok(Target::Sysfs(p)) => unsafe { f(p.as_ptr()) },
+        Ok(Target::Dir(names)) => {
+            let mut entries = vec![
+                (".".to_owned(), libc::DT_DIR),
+                ("..".to_owned(), libc::DT_DIR),
+            ];
+            entries.extend(
+                names
+                    .into_iter()
+                    .map(|(n, d)| (n, if d { libc::DT_DIR } else { libc::DT_REG })),
+            );
+            let d = Box::new(FakeDir {
+                entries,
+                next: 0,
+                // SAFETY: dirent64 is plain data; all-zero is valid.
+                ent: unsafe { core::mem::zeroed() },
+            });
+            let p = Box::into_raw(d) as usize;
+            FAKE_DIRS.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+            p as *mut libc::DIR
+        }
         Ok(_) => {
             set_errno(Errno::NOTDIR);
             core::ptr::null_mut()
@@ -336,6 +361,127 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
     }
 }
 
+fn fake_readdir(d: &mut FakeDir) -> *mut libc::dirent64 {
+    let Some((name, ty)) = d.entries.get(d.next) else {
+        return core::ptr::null_mut();
+    };
+    d.next += 1;
+    let n = name.len().min(d.ent.d_name.len() - 1);
+    for (dst, src) in d.ent.d_name.iter_mut().zip(name.as_bytes()[..n].iter()) {
+        *dst = *src as c_char;
+    }
+    d.ent.d_name[n] = 0;
+    d.ent.d_ino = 1000 + d.next as u64;
+    d.ent.d_off = d.next as i64;
+    d.ent.d_reclen = size_of::<libc::dirent64>() as u16;
+    d.ent.d_type = *ty;
+    &mut d.ent
+}
+
+macro_rules! readdir_hook {
+    ($name:ident, $sym:literal, $ent:ty) => {
+        /// Interposed `readdir`: emulated streams list their entries.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(dirp: *mut libc::DIR) -> *mut $ent {
+            if let Some(d) = fake_dir(dirp) {
+                // struct dirent and struct dirent64 have the same layout on 64-bit Linux.
+                return fake_readdir(d).cast();
+            }
+            match real!($sym, unsafe extern "C" fn(*mut libc::DIR) -> *mut $ent) {
+                // SAFETY: forwarding unchanged.
+                Some(f) => unsafe { f(dirp) },
+                None => core::ptr::null_mut(),
+            }
+        }
+    };
+}
+readdir_hook!(readdir, "readdir", libc::dirent);
+readdir_hook!(readdir64, "readdir64", libc::dirent64);
+
+/// Interposed `closedir`.
+#[no_mangle]
+pub unsafe extern "C" fn closedir(dirp: *mut libc::DIR) -> c_int {
+    let mine = {
+        let mut dirs = FAKE_DIRS.lock().unwrap_or_else(|e| e.into_inner());
+        match dirs.iter().position(|&p| p == dirp as usize) {
+            Some(i) => {
+                dirs.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    };
+    if mine {
+        // SAFETY: the pointer came from Box::into_raw in opendir and was just removed
+        // from the list, so it is freed exactly once.
+        drop(unsafe { Box::from_raw(dirp as *mut FakeDir) });
+        return 0;
+    }
+    match real!("closedir", unsafe extern "C" fn(*mut libc::DIR) -> c_int) {
+        // SAFETY: forwarding unchanged.
+        Some(f) => unsafe { f(dirp) },
+        None => fail(Errno::NOSYS),
+    }
+}
+
+/// Interposed `rewinddir`.
+#[no_mangle]
+pub unsafe extern "C" fn rewinddir(dirp: *mut libc::DIR) {
+    if let Some(d) = fake_dir(dirp) {
+        d.next = 0;
+        return;
+    }
+    if let Some(f) = real!("rewinddir", unsafe extern "C" fn(*mut libc::DIR)) {
+        // SAFETY: forwarding unchanged.
+        unsafe { f(dirp) }
+    }
+}
+
+/// Interposed `telldir`.
+#[no_mangle]
+pub unsafe extern "C" fn telldir(dirp: *mut libc::DIR) -> libc::c_long {
+    if let Some(d) = fake_dir(dirp) {
+        return d.next as libc::c_long;
+    }
+    match real!(
+        "telldir",
+        unsafe extern "C" fn(*mut libc::DIR) -> libc::c_long
+    ) {
+        // SAFETY: forwarding unchanged.
+        Some(f) => unsafe { f(dirp) },
+        None => fail(Errno::NOSYS),
+    }
+}
+
+/// Interposed `seekdir`.
+#[no_mangle]
+pub unsafe extern "C" fn seekdir(dirp: *mut libc::DIR, loc: libc::c_long) {
+    if let Some(d) = fake_dir(dirp) {
+        d.next = usize::try_from(loc).unwrap_or(0);
+        return;
+    }
+    if let Some(f) = real!(
+        "seekdir",
+        unsafe extern "C" fn(*mut libc::DIR, libc::c_long)
+    ) {
+        // SAFETY: forwarding unchanged.
+        unsafe { f(dirp, loc) }
+    }
+}
+
+/// Interposed `dirfd`: an emulated stream has no fd (`ENOTSUP`, which POSIX allows).
+#[no_mangle]
+pub unsafe extern "C" fn dirfd(dirp: *mut libc::DIR) -> c_int {
+    if fake_dir(dirp).is_some() {
+        return fail(Errno::NOTSUP);
+    }
+    match real!("dirfd", unsafe extern "C" fn(*mut libc::DIR) -> c_int) {
+        // SAFETY: forwarding unchanged.
+        Some(f) => unsafe { f(dirp) },
+        None => fail(Errno::NOSYS),
+    }
+}
+
 // ----- stat ------------------------------------------------------------------------
 
 /// `/dev/kfd`'s major is dynamic on real systems; the emulated one reports 511.
@@ -343,18 +489,33 @@ const KFD_MAJOR: u32 = 511;
 /// `DRM_MAJOR`.
 const DRM_MAJOR: u32 = 226;
 
-fn device_rdev(t: &Target) -> Result<Option<libc::dev_t>, Errno> {
-    Ok(match *t {
+/// The `stat` of an emulated path; `None` for paths that are not ours.
+fn emulated_stat(t: &Target) -> Result<Option<libc::stat>, Errno> {
+    Ok(Some(match t {
         Target::Kfd => {
             state::get()?;
-            Some(libc::makedev(KFD_MAJOR, 0))
+            char_stat(libc::makedev(KFD_MAJOR, 0))
         }
         Target::Render(minor) => {
-            state::get()?.minor_idx(minor).ok_or(Errno::NOENT)?;
-            Some(libc::makedev(DRM_MAJOR, minor))
+            state::get()?.minor_idx(*minor).ok_or(Errno::NOENT)?;
+            char_stat(libc::makedev(DRM_MAJOR, *minor))
         }
-        _ => None,
-    })
+        // sysfs attributes report 4096 bytes whatever their content; read-only here.
+        Target::File(_) => node_stat(libc::S_IFREG | 0o444, 4096),
+        Target::Dir(_) => node_stat(libc::S_IFDIR | 0o555, 0),
+        Target::Pass => return Ok(None),
+    }))
+}
+
+fn node_stat(mode: libc::mode_t, size: i64) -> libc::stat {
+    // SAFETY: `stat` is plain data; all-zero is a valid value.
+    let mut s: libc::stat = unsafe { core::mem::zeroed() };
+    s.st_mode = mode;
+    s.st_size = size;
+    s.st_nlink = 1;
+    s.st_blksize = 4096;
+    s.st_dev = libc::makedev(0, 21);
+    s
 }
 
 fn vfd_rdev(st: &State, what: Vfd) -> libc::dev_t {
@@ -365,7 +526,7 @@ fn vfd_rdev(st: &State, what: Vfd) -> libc::dev_t {
 }
 
 /// A character device's `stat` (devtmpfs, mode 0666 as the ROCm udev rules set).
-fn fill_stat(buf: *mut libc::stat, rdev: libc::dev_t) -> c_int {
+fn char_stat(rdev: libc::dev_t) -> libc::stat {
     // SAFETY: `stat` is plain data; all-zero is a valid value.
     let mut s: libc::stat = unsafe { core::mem::zeroed() };
     s.st_mode = libc::S_IFCHR | 0o666;
@@ -374,6 +535,11 @@ fn fill_stat(buf: *mut libc::stat, rdev: libc::dev_t) -> c_int {
     s.st_ino = rdev;
     s.st_nlink = 1;
     s.st_blksize = 4096;
+    s
+}
+
+/// Copy a `stat` to the caller's buffer (`EFAULT` for a bad one).
+fn write_stat(buf: *mut libc::stat, s: libc::stat) -> c_int {
     // SAFETY: viewing the stat struct as bytes to copy it out.
     let bytes = unsafe {
         core::slice::from_raw_parts(
@@ -399,15 +565,11 @@ fn stat_common(path: *const c_char, buf: *mut libc::stat, f: Option<StatFn>) -> 
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    match device_rdev(&t) {
+    match emulated_stat(&t) {
         Err(e) => fail(e),
-        Ok(Some(rdev)) => fill_stat(buf, rdev),
-        Ok(None) => match t {
-            // SAFETY: forwarding with the rewritten path.
-            Target::Sysfs(p) => unsafe { f(p.as_ptr(), buf) },
-            // SAFETY: forwarding unchanged.
-            _ => unsafe { f(path, buf) },
-        },
+        Ok(Some(st)) => write_stat(buf, st),
+        // SAFETY: forwarding unchanged.
+        Ok(None) => unsafe { f(path, buf) },
     }
 }
 
@@ -443,15 +605,11 @@ macro_rules! xstat_hook {
                 Ok(t) => t,
                 Err(e) => return fail(e),
             };
-            match device_rdev(&t) {
+            match emulated_stat(&t) {
                 Err(e) => fail(e),
-                Ok(Some(rdev)) => fill_stat(buf, rdev),
-                Ok(None) => match t {
-                    // SAFETY: forwarding with the rewritten path.
-                    Target::Sysfs(p) => unsafe { f(ver, p.as_ptr(), buf) },
-                    // SAFETY: forwarding unchanged.
-                    _ => unsafe { f(ver, path, buf) },
-                },
+                Ok(Some(st)) => write_stat(buf, st),
+                // SAFETY: forwarding unchanged.
+                Ok(None) => unsafe { f(ver, path, buf) },
             }
         }
     };
@@ -464,7 +622,7 @@ xstat_hook!(__lxstat64, "__lxstat64");
 fn fstat_vfd(fd: c_int, buf: *mut libc::stat) -> Option<c_int> {
     let (what, _) = vfd::get(fd)?;
     let st = state::current()?;
-    Some(fill_stat(buf, vfd_rdev(st, what)))
+    Some(write_stat(buf, char_stat(vfd_rdev(st, what))))
 }
 
 macro_rules! fstat_hook {
@@ -540,15 +698,11 @@ macro_rules! fstatat_hook {
                 Ok(t) => t,
                 Err(e) => return fail(e),
             };
-            match device_rdev(&t) {
+            match emulated_stat(&t) {
                 Err(e) => fail(e),
-                Ok(Some(rdev)) => fill_stat(buf, rdev),
-                Ok(None) => match t {
-                    // SAFETY: forwarding with the rewritten path.
-                    Target::Sysfs(p) => unsafe { f(dirfd, p.as_ptr(), buf, flags) },
-                    // SAFETY: forwarding unchanged.
-                    _ => unsafe { f(dirfd, path, buf, flags) },
-                },
+                Ok(Some(st)) => write_stat(buf, st),
+                // SAFETY: forwarding unchanged.
+                Ok(None) => unsafe { f(dirfd, path, buf, flags) },
             }
         }
     };
@@ -556,8 +710,8 @@ macro_rules! fstatat_hook {
 fstatat_hook!(fstatat, "fstatat");
 fstatat_hook!(fstatat64, "fstatat64");
 
-/// Interposed `access`: the emulated devices are readable and writable; topology paths
-/// are checked in the emulator's tree.
+/// Interposed `access`: the emulated devices are readable and writable; served sysfs
+/// files are read-only.
 #[no_mangle]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
     let Some(f) = real!(
@@ -570,20 +724,22 @@ pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    match device_rdev(&t) {
-        Err(e) => fail(e),
-        Ok(Some(_)) if mode & libc::X_OK != 0 => fail(Errno::ACCESS),
-        Ok(Some(_)) => 0,
-        Ok(None) => match t {
-            // SAFETY: forwarding with the rewritten path.
-            Target::Sysfs(p) => unsafe { f(p.as_ptr(), mode) },
-            // SAFETY: forwarding unchanged.
-            _ => unsafe { f(path, mode) },
+    match t {
+        // SAFETY: forwarding unchanged.
+        Target::Pass => unsafe { f(path, mode) },
+        Target::Kfd | Target::Render(_) => match emulated_stat(&t) {
+            Err(e) => fail(e),
+            Ok(_) if mode & libc::X_OK != 0 => fail(Errno::ACCESS),
+            Ok(_) => 0,
         },
+        // Served sysfs files are read-only; directories are searchable.
+        Target::File(_) if mode & (libc::W_OK | libc::X_OK) != 0 => fail(Errno::ACCESS),
+        Target::Dir(_) if mode & libc::W_OK != 0 => fail(Errno::ACCESS),
+        Target::File(_) | Target::Dir(_) => 0,
     }
 }
 
-/// Interposed `readlink`: topology paths are resolved in the emulator's tree.
+/// Interposed `readlink`: emulated paths are not symlinks (`EINVAL`).
 #[no_mangle]
 pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t {
     let Some(f) = real!(
@@ -593,10 +749,10 @@ pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: s
         return fail(Errno::NOSYS);
     };
     match target_of(path) {
-        // SAFETY: forwarding with the rewritten path.
-        Ok(Target::Sysfs(p)) => unsafe { f(p.as_ptr(), buf, size) },
-        // Device nodes are not symlinks.
-        Ok(Target::Kfd | Target::Render(_) | Target::Synth(_)) => fail(Errno::INVAL),
+        // Nothing emulated is a symlink.
+        Ok(Target::Kfd | Target::Render(_) | Target::File(_) | Target::Dir(_)) => {
+            fail(Errno::INVAL)
+        }
         // SAFETY: forwarding unchanged.
         Ok(Target::Pass) => unsafe { f(path, buf, size) },
         Err(e) => fail(e),

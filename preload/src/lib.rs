@@ -7,8 +7,11 @@
 //!   `close` on it are answered by the emulator ([`kfd_ioctl`], [`drm`]). `stat` and
 //!   `access` of the paths report character devices as udev would create them.
 //! - Sysfs: `/sys/devices/virtual/kfd/kfd/topology/...` (and the `/sys/class/kfd/kfd`
-//!   alias) is redirected to the emulator's topology tree, so `open`, `fopen`,
-//!   `opendir`/`readdir`, `stat` and `access` behave as on sysfs.
+//!   alias) is served from the emulator's in-memory topology tree, and
+//!   `/sys/dev/char/226:N`, `/sys/class/drm/{renderD*,card*}` from the preload's own DRM
+//!   tree: `open`/`fopen` give a memfd with the file's content, `opendir`/`readdir`/
+//!   `closedir` an emulated directory stream, `stat`/`access` sysfs-like answers. Nothing
+//!   is written to disk.
 //! - Doorbells written by the program are found by polling ([`doorbell`]).
 //! - Everything else passes through to the next definition (`dlsym(RTLD_NEXT)`).
 //!

@@ -1,8 +1,12 @@
-//! Which emulated object a path names.
+//! Which emulated object a path names. Device files are emulated fds; the KFD topology
+//! and the DRM sysfs entries are files and directories served from memory
+//! (`kfd::topology::SysfsTree`): the emulator's topology tree and the preload's own DRM
+//! tree. Nothing is written to disk.
 
-use std::ffi::{CStr, CString, OsStr};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::ffi::CStr;
+use std::path::Path;
 
+use kfd::topology::SysfsTree;
 use rustix::io::Errno;
 
 use crate::state;
@@ -20,10 +24,10 @@ pub(crate) enum Target {
     Kfd,
     /// `/dev/dri/renderD<minor>`.
     Render(u32),
-    /// A path inside the topology tree, rewritten to the emulator's copy.
-    Sysfs(CString),
-    /// A file whose whole content the preload makes up (served from a memfd).
-    Synth(Vec<u8>),
+    /// A read-only file served from memory.
+    File(Vec<u8>),
+    /// A directory served from memory, with its sorted entries and which are directories.
+    Dir(Vec<(String, bool)>),
     /// Not ours.
     Pass,
 }
@@ -53,7 +57,35 @@ fn proc_modules() -> Vec<u8> {
     v
 }
 
-/// Classify `path`. Only device and topology paths touch the emulator (creating it on
+/// Look `rest` (relative, may start with `/`) up in `tree`.
+fn lookup(tree: &SysfsTree, rest: &[u8]) -> Result<Target, Errno> {
+    let rel = std::str::from_utf8(rest).map_err(|_| Errno::NOENT)?;
+    let rel = rel.trim_start_matches('/').trim_end_matches('/');
+    let p = Path::new(rel);
+    if let Some(f) = tree.read_file(p) {
+        return Ok(Target::File(f.to_vec()));
+    }
+    let names = if rel.is_empty() {
+        tree.list_dir(Path::new(""))
+    } else {
+        tree.list_dir(p)
+    };
+    match names {
+        Some(names) => Ok(Target::Dir(
+            names
+                .into_iter()
+                .map(|n| {
+                    let child = p.join(&n);
+                    let is_dir = tree.read_file(&child).is_none();
+                    (n, is_dir)
+                })
+                .collect(),
+        )),
+        None => Err(Errno::NOENT),
+    }
+}
+
+/// Classify `path`. Only device and sysfs paths touch the emulator (creating it on
 /// first use); everything else returns `Pass` without allocating.
 pub(crate) fn classify(path: &CStr) -> Result<Target, Errno> {
     let b = path.to_bytes();
@@ -61,7 +93,7 @@ pub(crate) fn classify(path: &CStr) -> Result<Target, Errno> {
         return Ok(Target::Kfd);
     }
     if b == b"/proc/modules" {
-        return Ok(Target::Synth(proc_modules()));
+        return Ok(Target::File(proc_modules()));
     }
     if let Some(rest) = b.strip_prefix(RENDER_PREFIX) {
         if let Some(minor) = std::str::from_utf8(rest)
@@ -72,8 +104,16 @@ pub(crate) fn classify(path: &CStr) -> Result<Target, Errno> {
         }
         return Ok(Target::Pass);
     }
-    if let Some(t) = drm_sysfs(b)? {
-        return Ok(t);
+    if let Some((name, rest)) = drm_sysfs(b) {
+        let st = state::get()?;
+        // Minors the emulated device does not have are the host's business.
+        if !st.drm_tree.is_dir(Path::new(&name)) {
+            return Ok(Target::Pass);
+        }
+        let mut rel = name.into_bytes();
+        rel.extend_from_slice(rest);
+        crate::trace(format_args!("drm sysfs {}", String::from_utf8_lossy(b)));
+        return lookup(&st.drm_tree, &rel);
     }
     for prefix in TOPOLOGY_PREFIXES {
         if let Some(rest) = b.strip_prefix(prefix) {
@@ -81,65 +121,35 @@ pub(crate) fn classify(path: &CStr) -> Result<Target, Errno> {
                 continue;
             }
             let st = state::get()?;
-            let mut p = st.sysfs_root.as_os_str().as_bytes().to_vec();
-            p.extend_from_slice(rest);
-            crate::trace(format_args!(
-                "sysfs {} -> {}",
-                String::from_utf8_lossy(b),
-                OsStr::from_bytes(&p).to_string_lossy()
-            ));
-            return CString::new(p).map(Target::Sysfs).map_err(|_| Errno::NOENT);
+            crate::trace(format_args!("sysfs {}", String::from_utf8_lossy(b)));
+            return lookup(st.emu.sysfs_tree(), rest);
         }
     }
     Ok(Target::Pass)
 }
 
-/// `/sys/dev/char/226:<minor>[/...]` and `/sys/class/drm/{renderD<minor>,card<i>}[/...]`
-/// of an emulated GPU, rewritten into the preload's DRM sysfs tree.
-fn drm_sysfs(b: &[u8]) -> Result<Option<Target>, Errno> {
-    let (name, rest): (String, &[u8]) = if let Some(r) = b.strip_prefix(b"/sys/dev/char/226:") {
+/// `/sys/dev/char/226:<minor>[/...]` and `/sys/class/drm/{renderD<minor>,card<i>}[/...]`:
+/// the entry's name in the preload's DRM tree (`render<minor>` or `card<i>`) and the rest.
+fn drm_sysfs(b: &[u8]) -> Option<(String, &[u8])> {
+    if let Some(r) = b.strip_prefix(b"/sys/dev/char/226:") {
         let end = r.iter().position(|&c| c == b'/').unwrap_or(r.len());
-        let Some(minor) = std::str::from_utf8(&r[..end])
-            .ok()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            return Ok(None);
-        };
+        let minor = std::str::from_utf8(&r[..end]).ok()?.parse::<u32>().ok()?;
         let name = if minor >= 128 {
             format!("render{minor}")
         } else {
             format!("card{minor}")
         };
-        (name, &r[end..])
-    } else if let Some(r) = b.strip_prefix(b"/sys/class/drm/") {
-        let end = r.iter().position(|&c| c == b'/').unwrap_or(r.len());
-        let Ok(entry) = std::str::from_utf8(&r[..end]) else {
-            return Ok(None);
-        };
-        let name = if let Some(m) = entry.strip_prefix("renderD") {
-            format!("render{m}")
-        } else if entry.starts_with("card") && !entry.contains('-') {
-            entry.to_owned()
-        } else {
-            return Ok(None);
-        };
-        (name, &r[end..])
-    } else {
-        return Ok(None);
-    };
-    let st = state::get()?;
-    let dir = st.drm_root.join(&name);
-    if !dir.exists() {
-        return Ok(None);
+        return Some((name, &r[end..]));
     }
-    let mut p = dir.into_os_string().into_vec();
-    p.extend_from_slice(rest);
-    crate::trace(format_args!(
-        "drm sysfs {} -> {}",
-        String::from_utf8_lossy(b),
-        String::from_utf8_lossy(&p)
-    ));
-    CString::new(p)
-        .map(|c| Some(Target::Sysfs(c)))
-        .map_err(|_| Errno::NOENT)
+    let r = b.strip_prefix(b"/sys/class/drm/")?;
+    let end = r.iter().position(|&c| c == b'/').unwrap_or(r.len());
+    let entry = std::str::from_utf8(&r[..end]).ok()?;
+    let name = if let Some(m) = entry.strip_prefix("renderD") {
+        format!("render{m}")
+    } else if entry.starts_with("card") && !entry.contains('-') {
+        entry.to_owned()
+    } else {
+        return None;
+    };
+    Some((name, &r[end..]))
 }

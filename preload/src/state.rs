@@ -2,10 +2,10 @@
 //! process (a `fork`ed child that opens `/dev/kfd` gets a fresh device, as on KFD where
 //! the child must open its own context).
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::Mutex;
 
+use kfd::topology::SysfsTree;
 use kfd_emu::{EmuBackend, Preset};
 use rustix::io::Errno;
 
@@ -29,11 +29,9 @@ pub(crate) struct State {
     /// Generation stamped on this device's virtual fds.
     pub(crate) gen: u32,
     pub(crate) emu: EmuBackend,
-    /// The emulator's sysfs tree (what `/sys/devices/virtual/kfd/kfd/topology` shows).
-    pub(crate) sysfs_root: PathBuf,
     pub(crate) gpus: Vec<GpuInfo>,
-    /// The DRM sysfs entries (`/sys/dev/char/226:N`, `/sys/class/drm/...`), made up.
-    pub(crate) drm_root: PathBuf,
+    /// The DRM sysfs entries (`/sys/dev/char/226:N`, `/sys/class/drm/...`), in memory.
+    pub(crate) drm_tree: SysfsTree,
     pub(crate) doorbells: Doorbells,
 }
 
@@ -89,15 +87,11 @@ pub(crate) fn get() -> Result<&'static State, Errno> {
             preset,
         });
     }
-    let drm_root = PathBuf::from(format!("{}-drm", emu.sysfs_root().display()));
-    if let Err(e) = write_drm_sysfs(&drm_root, &emu, &gpus) {
-        eprintln!("kfdrt-preload: cannot write the DRM sysfs entries: {e}");
-    }
+    let drm_tree = drm_sysfs(&emu, &gpus);
     let state = Box::new(State {
-        drm_root,
+        drm_tree,
         pid,
         gen: GEN.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff,
-        sysfs_root: emu.sysfs_root().to_path_buf(),
         emu,
         gpus,
         doorbells: Doorbells::default(),
@@ -110,8 +104,8 @@ pub(crate) fn get() -> Result<&'static State, Errno> {
     current().ok_or(Errno::NODEV)
 }
 
-/// Remove the emulator's sysfs directory at exit (`Drop` never runs for the leaked
-/// device). A process killed by a signal leaves it behind in `$TMPDIR`.
+/// With `$KFDRT_PRELOAD_TRACE`, report each live queue's state at exit (`Drop` never
+/// runs for the leaked device).
 fn register_cleanup() {
     extern "C" fn cleanup() {
         if let Some(st) = current() {
@@ -121,8 +115,6 @@ fn register_cleanup() {
                     st.emu.queue_status(q)
                 ));
             }
-            let _ = std::fs::remove_dir_all(&st.sysfs_root);
-            let _ = std::fs::remove_dir_all(&st.drm_root);
         }
     }
     // SAFETY: registering a plain extern "C" function with no captured state.
@@ -157,13 +149,9 @@ pub(crate) fn doorbell_page(offset: u64) -> u64 {
 /// stats `/sys/dev/char/M:m/device/drm`, `drmGetMinorNameForFD` lists that directory,
 /// `drmParsePciDeviceInfo`/`drmParsePciBusInfo` read `device/{vendor,device,revision,
 /// subsystem_*}` and `device/uevent` (libdrm xf86drm.c). `render<minor>` is the render
-/// node's entry, `card<i>` the primary node's (a symlink to the same device).
-fn write_drm_sysfs(
-    root: &std::path::Path,
-    emu: &EmuBackend,
-    gpus: &[GpuInfo],
-) -> std::io::Result<()> {
-    use std::fs;
+/// node's entry, `card<i>` the primary node's (same device files).
+fn drm_sysfs(emu: &EmuBackend, gpus: &[GpuInfo]) -> SysfsTree {
+    let mut t = SysfsTree::new();
     let topo = kfd::Backend::topology(emu);
     for (i, g) in gpus.iter().enumerate() {
         let node = topo.nodes.iter().find(|n| n.gpu_id == g.gpu_id);
@@ -176,13 +164,9 @@ fn write_drm_sysfs(
             (loc >> 3) & 0x1f,
             loc & 7
         );
-        let dev = root
-            .join(format!("render{}", g.render_minor))
-            .join("device");
-        fs::create_dir_all(dev.join("drm").join(format!("renderD{}", g.render_minor)))?;
-        fs::create_dir_all(dev.join("drm").join(format!("card{i}")))?;
         let id = g.preset.device_id;
-        for (f, v) in [
+        let m = g.render_minor;
+        let device_files = [
             ("vendor", "0x1002\n".to_owned()),
             ("device", format!("{id:#06x}\n")),
             ("subsystem_vendor", "0x1002\n".to_owned()),
@@ -194,22 +178,33 @@ fn write_drm_sysfs(
                     "DRIVER=amdgpu\nPCI_CLASS=38000\nPCI_ID=1002:{id:04X}\nPCI_SUBSYS_ID=1002:{id:04X}\nPCI_SLOT_NAME={slot}\n"
                 ),
             ),
+        ];
+        for (entry, dev) in [
+            (format!("render{m}"), format!("226:{m}")),
+            (format!("card{i}"), format!("226:{i}")),
         ] {
-            fs::write(dev.join(f), v)?;
+            for (f, v) in &device_files {
+                t.insert(format!("{entry}/device/{f}"), v.as_bytes());
+            }
+            // The drm class directory of the device: one subdirectory per minor.
+            t.insert(
+                format!("{entry}/device/drm/renderD{m}/dev"),
+                format!("226:{m}\n"),
+            );
+            t.insert(
+                format!("{entry}/device/drm/card{i}/dev"),
+                format!("226:{i}\n"),
+            );
+            t.insert(format!("{entry}/dev"), format!("{dev}\n"));
         }
-        let r = root.join(format!("render{}", g.render_minor));
-        fs::write(r.join("dev"), format!("226:{}\n", g.render_minor))?;
-        fs::write(
-            r.join("uevent"),
-            format!(
-                "MAJOR=226\nMINOR={m}\nDEVNAME=dri/renderD{m}\n",
-                m = g.render_minor
-            ),
-        )?;
-        let c = root.join(format!("card{i}"));
-        fs::create_dir_all(&c)?;
-        std::os::unix::fs::symlink(&dev, c.join("device"))?;
-        fs::write(c.join("dev"), format!("226:{i}\n"))?;
+        t.insert(
+            format!("render{m}/uevent"),
+            format!("MAJOR=226\nMINOR={m}\nDEVNAME=dri/renderD{m}\n"),
+        );
+        t.insert(
+            format!("card{i}/uevent"),
+            format!("MAJOR=226\nMINOR={i}\nDEVNAME=dri/card{i}\n"),
+        );
     }
-    Ok(())
+    t
 }

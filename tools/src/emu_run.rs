@@ -31,8 +31,8 @@ inherit LD_PRELOAD: a forked or exec'd child that opens /dev/kfd gets a fresh de
 same spec; KFD fds inherited from the parent fail with EBADF (as on KFD). Memory is never
 shared between processes' devices.
 
-A program that dies without running its exit handlers (abort, a signal) cannot remove its
-emulated sysfs tree from $TMPDIR; emu-run removes such leftovers when the program ends.
+The emulated topology and DRM sysfs entries are served from memory: nothing is written
+to disk.
 
 EXIT CODES:
     the program's exit status (128+N when killed by signal N); 2 usage error; 3 the preload
@@ -117,40 +117,11 @@ pub fn cmd(argv: &[String]) -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    remove_stale_device_dirs();
     match (status.code(), status.signal()) {
         (Some(c), _) => ExitCode::from(c as u8),
         // The shell's convention for a child killed by a signal.
         (None, Some(sig)) => ExitCode::from((128 + sig) as u8),
         (None, None) => ExitCode::from(3),
-    }
-}
-
-/// A device process that died without running its exit handlers (abort, a signal)
-/// leaves its emulated sysfs tree in `$TMPDIR`: `kfd-emu-<pid>-<n>` with the preload's
-/// `kfd-emu-<pid>-<n>-drm` beside it. Remove such pairs whose process is gone.
-fn remove_stale_device_dirs() {
-    let tmp = std::env::temp_dir();
-    let Ok(entries) = std::fs::read_dir(&tmp) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(stem) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("kfd-emu-"))
-            .and_then(|n| n.strip_suffix("-drm"))
-        else {
-            continue;
-        };
-        let Some(pid) = stem.split('-').next() else {
-            continue;
-        };
-        if pid.is_empty() || Path::new("/proc").join(pid).exists() {
-            continue;
-        }
-        let _ = std::fs::remove_dir_all(e.path());
-        let _ = std::fs::remove_dir_all(tmp.join(format!("kfd-emu-{stem}")));
     }
 }
 
