@@ -111,9 +111,9 @@ fn rocminfo_on_gfx942_and_gfx1100_reaches_agent_creation() {
     }
 }
 
-/// Compile `tests/foreign/NAME.c` against Debian's HSA runtime into cargo's per-test
-/// temporary directory.
-fn compile_c(name: &str) -> PathBuf {
+/// Compile `tests/foreign/NAME.c` (with `libs`) into cargo's per-test temporary
+/// directory.
+fn compile_c(name: &str, libs: &[&str]) -> PathBuf {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/foreign")
         .join(format!("{name}.c"));
@@ -122,7 +122,7 @@ fn compile_c(name: &str) -> PathBuf {
         .args(["-O1", "-Wall", "-Werror", "-o"])
         .arg(&out)
         .arg(&src)
-        .arg("-lhsa-runtime64")
+        .args(libs)
         .status()
         .expect("run cc");
     assert!(st.success(), "cc {} failed", src.display());
@@ -134,7 +134,7 @@ fn compile_c(name: &str) -> PathBuf {
 #[test]
 fn hsa_runtime_program_runs_on_emulated_mi250x() {
     let lib = preload_lib();
-    let exe = compile_c("hsa_basic");
+    let exe = compile_c("hsa_basic", &["-lhsa-runtime64"]);
     let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
         .args(["emu-run", "--device", "emu:mi250x", "--", "timeout", "300"])
         .arg(&exe)
@@ -211,6 +211,39 @@ fn hip_program_discovers_device_then_stops_cleanly_at_first_kernel() {
         "expected ROCr's queue error report\n{all}"
     );
     assert!(!out.status.success(), "{all}");
+}
+
+/// Raw KFD/DRM calls with bad arguments get the kernel's errno and never crash the
+/// program; dup/close/fstat of the emulated fds behave; sysfs is served from memory; a
+/// forked child gets EBADF on the parent's KFD fd and a device of its own on open.
+#[test]
+fn bad_arguments_get_kernel_errnos_and_fork_is_handled() {
+    let lib = preload_lib();
+    let exe = compile_c("kfd_abuse", &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
+        .args(["emu-run", "--device", "emu:mi250x", "--", "timeout", "120"])
+        .arg(&exe)
+        .env("KFDRT_PRELOAD_LIB", &lib)
+        .output()
+        .expect("run kfdrt emu-run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let oks: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("ok "))
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        oks,
+        ["open", "efault", "einval", "mmap", "dup", "render", "sysfs", "fork"],
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("ok open version=1.17"), "{stdout}");
 }
 
 #[test]
