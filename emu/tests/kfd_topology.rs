@@ -156,7 +156,7 @@ fn no_topology_directory_is_written_or_left_behind() {
     }
     let me = std::process::id();
     {
-        let emu = EmuBackend::from_spec("emu:mi300x*2").unwrap();
+        let _emu = EmuBackend::from_spec("emu:mi300x*2").unwrap();
         assert_eq!(emu_dirs_of(me), Vec::<String>::new(), "while alive");
     }
     let r = std::thread::spawn(|| {
