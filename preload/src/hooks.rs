@@ -867,8 +867,7 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
 }
 
 fn mmap_device(
-    st: &State,
-    what: Vfd,
+    (st, what): (&State, Vfd),
     fd: c_int,
     addr: *mut c_void,
     len: size_t,
@@ -939,7 +938,7 @@ macro_rules! mmap_hook {
                     libc::MAP_FAILED
                 }
                 Some(Ok((st, what))) => {
-                    let r = mmap_device(st, what, fd, addr, len, prot, flags, off);
+                    let r = mmap_device((st, what), fd, addr, len, prot, flags, off);
                     crate::trace(format_args!(
                         "mmap {what:?} off {off:#x} len {len:#x} -> {r:?}"
                     ));
