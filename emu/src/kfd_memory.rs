@@ -527,11 +527,12 @@ impl Emu {
         if len as u64 > bo.size {
             return Err(Errno::INVAL);
         }
-        let f = AllocFlags::from_bits_retain(bo.flags);
-        // amdgpu_gem_object_mmap: userptr BOs and VRAM without CPU access are EPERM.
-        if f.contains(AllocFlags::VRAM) && !f.contains(AllocFlags::PUBLIC) {
-            return Err(Errno::PERM);
-        }
+        // amdgpu_gem_object_mmap refuses userptr BOs and BOs created with
+        // AMDGPU_GEM_CREATE_NO_CPU_ACCESS (EPERM). KFD never sets NO_CPU_ACCESS: a VRAM BO
+        // without KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC gets 0 instead of CPU_ACCESS_REQUIRED
+        // (amdgpu_amdkfd_gpuvm.c `amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu`), and libhsakmt
+        // mmaps every VRAM BO, PROT_NONE/MAP_PRIVATE when it has no host access (fmm.c
+        // `fmm_allocate_device`; amdgpu_gem.c keeps a workaround for exactly that mapping).
         match &bo.mem {
             BoMem::Pages(b) => Ok(b.clone()),
             BoMem::User(_) => Err(Errno::PERM),

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use kfd::topology::{
-    IoLink, MemBank, Node, NodeProperties, SysfsTree, SystemProperties, Topology,
+    Cache, IoLink, MemBank, Node, NodeProperties, SysfsTree, SystemProperties, Topology,
     HEAP_TYPE_FB_PUBLIC, HEAP_TYPE_SYSTEM, IOLINK_TYPE_PCIEXPRESS,
 };
 
@@ -92,7 +92,7 @@ pub(crate) fn build(presets: &[Preset]) -> (Topology, Vec<GpuPlacement>) {
             cpu_cores_count: 0,
             simd_count: p.simd_count,
             mem_banks_count: 1,
-            caches_count: 0,
+            caches_count: gpu_caches(p, 0).len() as u32,
             io_links_count: 1,
             p2p_links_count: Some(0),
             cpu_core_id_base: 0,
@@ -147,7 +147,7 @@ pub(crate) fn build(presets: &[Preset]) -> (Topology, Vec<GpuPlacement>) {
                 extra: Vec::new(),
                 used_memory: Some(0),
             }],
-            caches: Vec::new(),
+            caches: gpu_caches(p, p.simd_id_base.wrapping_add((i as u32) << 8)),
             io_links: vec![pcie_link(node_id, 0, p.num_sdma_engines)],
             p2p_links: Vec::new(),
         });
@@ -194,6 +194,37 @@ pub(crate) fn build(presets: &[Preset]) -> (Topology, Vec<GpuPlacement>) {
         inaccessible_nodes: Vec::new(),
     };
     (topo, placements)
+}
+
+/// The GPU's data caches as KFD publishes them under `caches/N/properties` (one entry
+/// per level here; the kernel publishes one per group of CUs sharing the cache). Sizes
+/// from kfd_crat.c (`aldebaran_cache_info` for gfx90a; gfx942/gfx11/gfx12 come from the
+/// IP discovery gfx config: TCP, GL2, MALL) and AMD's published specifications. ROCr
+/// asserts a GPU node has caches (amd_gpu_agent.cpp "GPU cache info missing").
+fn gpu_caches(p: &Preset, simd_id_base: u32) -> Vec<Cache> {
+    // (level, size KiB, line bytes); type = DATA | HSACU (kfd_crat.h HSA_CACHE_TYPE_*).
+    let levels: &[(u32, u32, u32)] = match p.gfx_target_version / 100 {
+        904 => &[(1, 16, 128), (2, 4096, 128), (3, 262_144, 64)],
+        900 => &[(1, 16, 64), (2, 8192, 128)],
+        1100 => &[(1, 32, 128), (2, 6144, 128), (3, 98_304, 64)],
+        1200 => &[(1, 32, 128), (2, 8192, 128), (3, 65_536, 64)],
+        _ => &[],
+    };
+    levels
+        .iter()
+        .map(|&(level, size, line)| Cache {
+            processor_id_low: simd_id_base,
+            level,
+            size,
+            cache_line_size: line,
+            cache_lines_per_tag: 1,
+            association: 16,
+            latency: 1,
+            cache_type: 0x9,
+            sibling_map: String::new(),
+            extra: Vec::new(),
+        })
+        .collect()
 }
 
 fn pcie_link(from: u32, to: u32, sdma: u32) -> IoLink {

@@ -1468,3 +1468,50 @@ fn multi_xcc_trace_counts_ib_packets_per_xcc() {
     assert_eq!(count("WRITE_DATA", 1), 5);
     assert_eq!(data.load_u32(data.va() + 8).unwrap(), 2);
 }
+
+/// What ROCr's SDMA blits end with (blit_sdma.cpp): its HDP-flush template, a
+/// POLL_REGMEM on a register with compare function "always", passes at once; an ATOMIC
+/// ADD64 of u64::MAX decrements the completion signal; other atomic operations fault.
+#[test]
+fn sdma_rocr_hdp_flush_and_atomic_decrement() {
+    let gpu = Gpu::new();
+    let data = gpu.alloc(4096);
+    let d = data.va();
+    data.store_u64(d, 5).unwrap();
+    let mut q = Queue::new(&gpu, QueueKind::Sdma { engine: 0 }, 4096, 7, 100);
+    // The template's words: {0x8, 0, 0x80000000, 0, 0, 0}.
+    let (pkt, n) =
+        pm4::sdma::decode_sdma(&[0x8, 0, 0x8000_0000, 0, 0, 0], pm4::SdmaVersion::V4).unwrap();
+    assert_eq!(n, 6);
+    q.submit_sdma(&gpu, &pkt);
+    let atomic = sdma::Atomic {
+        atomic_op: sdma::ATOMIC_ADD64,
+        loop_: false,
+        tmz: false,
+        addr: d,
+        src_data: u64::MAX,
+        cmp_data: 0,
+        loop_interval: 0,
+    };
+    // Round trip through the encoder and decoder.
+    let w = sdma_words(&SdmaPacket::Atomic(atomic));
+    assert_eq!(w.len(), 8);
+    assert_eq!(w[0], 10 | (47 << 25));
+    let (back, _) = pm4::sdma::decode_sdma(&w, pm4::SdmaVersion::V4).unwrap();
+    assert_eq!(back, SdmaPacket::Atomic(atomic));
+    q.submit_sdma(&gpu, &SdmaPacket::Atomic(atomic));
+    q.submit_sdma(&gpu, &SdmaPacket::Fence(sdma::Fence::new(d + 8, 1)));
+    assert!(wait_until(|| data.load_u32(d + 8).unwrap() == 1));
+    assert_eq!(data.load_u64(d).unwrap(), 4);
+    // A compare-swap (not modelled) stops the queue with a message naming it.
+    q.submit_sdma(
+        &gpu,
+        &SdmaPacket::Atomic(sdma::Atomic {
+            atomic_op: 40,
+            ..atomic
+        }),
+    );
+    let f = gpu.faulted(&q);
+    assert!(f.reason.contains("ATOMIC operation 40"), "{}", f.reason);
+    assert_eq!(data.load_u64(d).unwrap(), 4);
+}

@@ -550,6 +550,15 @@ pub fn sdma_line(offset_dw: usize, p: &SdmaPacket<'_>, version: SdmaVersion) -> 
         SdmaPacket::Trap(t) => {
             l.x("int_context", t.int_context as u64);
         }
+        SdmaPacket::Atomic(a) => {
+            l.f("atomic_op", a.atomic_op)
+                .f("loop", yn(a.loop_))
+                .f("tmz", yn(a.tmz))
+                .x("addr", a.addr)
+                .x("src_data", a.src_data)
+                .x("cmp_data", a.cmp_data)
+                .f("loop_interval", a.loop_interval);
+        }
         SdmaPacket::Timestamp(t) => {
             match t.kind {
                 sdma::TimestampKind::SetLocal => l.x("init_data", t.value),

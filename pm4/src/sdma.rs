@@ -29,6 +29,8 @@ pub mod op {
     pub const TRAP: u8 = 6;
     /// SDMA_OP_POLL_REGMEM.
     pub const POLL_REGMEM: u8 = 8;
+    /// SDMA_OP_ATOMIC.
+    pub const ATOMIC: u8 = 10;
     /// SDMA_OP_CONST_FILL.
     pub const CONST_FILL: u8 = 11;
     /// SDMA_OP_TIMESTAMP.
@@ -164,6 +166,31 @@ pub struct PollRegmem {
     pub retry_count: u16,
 }
 
+/// `SDMA_ATOMIC_ADD64`: the TC operation ROCr's blits use to decrement a completion
+/// signal (adding `u64::MAX`); ROCR-Runtime blit_sdma.cpp `BuildAtomicDecrementCommand`.
+pub const ATOMIC_ADD64: u8 = 47;
+
+/// ATOMIC (8 dwords, `SDMA_PKT_ATOMIC`): a memory atomic at `addr`. Header: LOOP bit 16,
+/// TMZ bit 18, ATOMIC_OP bits 31:25 (a TC atomic operation number); then addr, src_data,
+/// cmp_data (64-bit each) and LOOP_INTERVAL (bits 12:0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Atomic {
+    /// TC atomic operation (7 bits), e.g. [`ATOMIC_ADD64`].
+    pub atomic_op: u8,
+    /// LOOP: repeat a compare-swap until it succeeds.
+    pub loop_: bool,
+    /// TMZ.
+    pub tmz: bool,
+    /// 8-aligned address.
+    pub addr: u64,
+    /// Source operand.
+    pub src_data: u64,
+    /// Compare operand (compare-swap operations).
+    pub cmp_data: u64,
+    /// Loop interval (13 bits).
+    pub loop_interval: u16,
+}
+
 /// TRAP (2 dwords): raises an interrupt carrying `int_context`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Trap {
@@ -228,6 +255,8 @@ pub enum SdmaPacket<'a> {
     PollRegmem(PollRegmem),
     /// TRAP.
     Trap(Trap),
+    /// ATOMIC.
+    Atomic(Atomic),
     /// TIMESTAMP.
     Timestamp(Timestamp),
     /// WRITE linear.
@@ -246,6 +275,7 @@ impl SdmaPacket<'_> {
             SdmaPacket::Fence(_) => 4,
             SdmaPacket::PollRegmem(_) => 6,
             SdmaPacket::Trap(_) => 2,
+            SdmaPacket::Atomic(_) => 8,
             SdmaPacket::Timestamp(_) => 3,
             SdmaPacket::Write(w) => 4 + w.data.len(),
             SdmaPacket::Indirect(_) => 6,
@@ -261,6 +291,7 @@ impl SdmaPacket<'_> {
             SdmaPacket::Fence(_) => "FENCE",
             SdmaPacket::PollRegmem(_) => "POLL_REGMEM",
             SdmaPacket::Trap(_) => "TRAP",
+            SdmaPacket::Atomic(_) => "ATOMIC",
             SdmaPacket::Timestamp(t) => match t.kind {
                 TimestampKind::SetLocal => "TIMESTAMP_SET",
                 TimestampKind::GetLocal => "TIMESTAMP_GET",
@@ -305,6 +336,11 @@ impl SdmaPacket<'_> {
                 check_width("retry_count", p.retry_count as u64, 12)
             }
             SdmaPacket::Trap(t) => check_width("int_context", t.int_context as u64, 28),
+            SdmaPacket::Atomic(a) => {
+                check_align("addr", a.addr, 8)?;
+                check_width("atomic_op", a.atomic_op as u64, 7)?;
+                check_width("loop_interval", a.loop_interval as u64, 13)
+            }
             SdmaPacket::Timestamp(t) => match t.kind {
                 TimestampKind::SetLocal => Ok(()),
                 _ => check_align("addr", t.value, 8),
@@ -376,6 +412,25 @@ impl SdmaPacket<'_> {
             SdmaPacket::Trap(t) => {
                 s.put(0, header(op::TRAP, 0, 0));
                 s.put(1, t.int_context);
+            }
+            SdmaPacket::Atomic(a) => {
+                s.put(
+                    0,
+                    header(
+                        op::ATOMIC,
+                        0,
+                        ((a.loop_ as u32) << 16)
+                            | ((a.tmz as u32) << 18)
+                            | ((a.atomic_op as u32) << 25),
+                    ),
+                );
+                s.put(1, lo(a.addr));
+                s.put(2, hi(a.addr));
+                s.put(3, lo(a.src_data));
+                s.put(4, hi(a.src_data));
+                s.put(5, lo(a.cmp_data));
+                s.put(6, hi(a.cmp_data));
+                s.put(7, a.loop_interval as u32);
             }
             SdmaPacket::Timestamp(t) => {
                 let sub = match t.kind {
@@ -466,6 +521,7 @@ pub fn packet_dwords(words: &[u32]) -> Result<usize, DecodeError> {
         (op::FENCE, 0) => 4,
         (op::POLL_REGMEM, 0) => 6,
         (op::TRAP, 0) => 2,
+        (op::ATOMIC, 0) => 8,
         (op::TIMESTAMP, 0..=2) => 3,
         (op::WRITE, op::SUBOP_LINEAR) => {
             if words.len() < 4 {
@@ -563,6 +619,20 @@ fn decode_body(
             check_reserved(h, 0xFFFF, 0)?;
             check_reserved(w[1], 0x0FFF_FFFF, 1)?;
             SdmaPacket::Trap(Trap { int_context: w[1] })
+        }
+        op::ATOMIC => {
+            check_reserved(h, 0xFFFF | (1 << 16) | (1 << 18) | (0x7F << 25), 0)?;
+            check_reserved(w[1], !7, 1)?;
+            check_reserved(w[7], 0x1FFF, 7)?;
+            SdmaPacket::Atomic(Atomic {
+                atomic_op: (h >> 25) as u8,
+                loop_: h & (1 << 16) != 0,
+                tmz: h & (1 << 18) != 0,
+                addr: join(w[1], w[2]),
+                src_data: join(w[3], w[4]),
+                cmp_data: join(w[5], w[6]),
+                loop_interval: (w[7] & 0x1FFF) as u16,
+            })
         }
         op::TIMESTAMP => {
             check_reserved(h, 0xFFFF, 0)?;

@@ -11,6 +11,7 @@ mod check;
 mod disasm;
 mod disasm_codeobj;
 mod disasm_isa;
+mod emu_run;
 mod info;
 mod out;
 mod soak;
@@ -35,6 +36,7 @@ COMMANDS:
     bench     Host-side cost and latency of stream, event and callback calls
     trace     Record a workload's packets and engine events (Chrome trace JSON + packet log)
     soak      Stress run: threads x streams mixing every stream command, every result checked
+    emu-run   Run an unmodified program (rocminfo, ROCr, HIP) on the emulated device
     help      Print this help, or `kfdrt help COMMAND` for one command
     --version Print the version
 
@@ -214,6 +216,7 @@ fn main() -> ExitCode {
         "disasm" => cmd_disasm(rest),
         "bench" => cmd_bench(rest),
         "trace" => trace::cmd(rest),
+        "emu-run" => emu_run::cmd(rest),
         "soak" => soak::cmd(rest),
         "--version" | "-V" | "version" => {
             outln!("kfdrt {}", env!("CARGO_PKG_VERSION"));
@@ -227,6 +230,7 @@ fn main() -> ExitCode {
                 Some("bench") => out!("{BENCH_HELP}"),
                 Some("trace") => out!("{}", trace::HELP),
                 Some("soak") => out!("{}", soak::HELP),
+                Some("emu-run") => out!("{}", emu_run::HELP),
                 None => out!("{}", usage()),
                 Some(other) => {
                     errln!("kfdrt help {other}: no such command\n\n{}", usage());

@@ -37,10 +37,54 @@ pub(crate) mod signal {
 mod amd_queue {
     /// Offset of `write_dispatch_id`.
     pub(super) const WRITE_DISPATCH_ID: u64 = 56;
+    /// Offset of `hsa_signal_t queue_inactive_signal` (amd_hsa_queue.h).
+    pub(super) const QUEUE_INACTIVE_SIGNAL: u64 = 192;
     /// Offset of `queue_properties`.
     pub(super) const QUEUE_PROPERTIES: u64 = 180;
     /// `AMD_QUEUE_PROPERTIES_ENABLE_PROFILING` (bit 3).
     pub(super) const ENABLE_PROFILING: u32 = 1 << 3;
+}
+
+/// The CP's error code for a packet it cannot process: bit 5, "invalid packet format"
+/// (ROCR-Runtime amd_aql_queue.cpp `DynamicQueueEventsHandler` maps it to
+/// HSA_STATUS_ERROR_INVALID_PACKET_FORMAT).
+const QUEUE_ERROR_INVALID_PACKET_FORMAT: u64 = 32;
+
+/// After an AQL queue stopped on a packet (not a memory fault, which KFD reports as a VM
+/// fault): store the CP's error code into the queue's `queue_inactive_signal` and raise
+/// its event, as the CP firmware does, so that ROCr runs its queue error handler (and
+/// the program's error callback) instead of waiting forever. A queue without the signal
+/// (0) is left alone.
+pub(crate) fn report_queue_error(q: &QueueExec, mem: &mut MemCache, inner: &Inner) {
+    if !matches!(q.shared().status(), super::QueueStatus::Faulted(ref f) if f.fault.is_none()) {
+        return;
+    }
+    let amd_queue = q.wptr_va.wrapping_sub(amd_queue::WRITE_DISPATCH_ID);
+    let Ok(sig) = mem.load_u64(amd_queue.wrapping_add(amd_queue::QUEUE_INACTIVE_SIGNAL)) else {
+        return;
+    };
+    if sig == 0 {
+        return;
+    }
+    let _ = (|| -> Access<()> {
+        mem.atomic_u64(sig.wrapping_add(signal::VALUE))?
+            .store(QUEUE_ERROR_INVALID_PACKET_FORMAT, Ordering::Release);
+        raise_signal_event(mem, inner, sig)
+    })();
+}
+
+fn raise_signal_event(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()> {
+    let mailbox = mem.load_u64(sig.wrapping_add(signal::EVENT_MAILBOX_PTR))?;
+    if mailbox != 0 {
+        let id = mem.load_u32(sig.wrapping_add(signal::EVENT_ID))?;
+        if mailbox % 8 == 0 {
+            mem.store_u64(mailbox, id as u64)?;
+        } else {
+            mem.store_u32(mailbox, id)?;
+        }
+        inner.interrupt(mem, Some(id));
+    }
+    Ok(())
 }
 
 /// Decrements a completion signal and raises its event, as the CP does at end of pipe.

@@ -197,7 +197,13 @@ impl QueueExec {
             );
         }
         match self.kind {
-            QueueKind::Aql => super::aql::run(self, mem, inner, budget),
+            QueueKind::Aql => {
+                let out = super::aql::run(self, mem, inner, budget);
+                if matches!(out.state, RunState::Faulted) {
+                    super::aql::report_queue_error(self, mem, inner);
+                }
+                out
+            }
             QueueKind::Pm4 => self.run_pm4(mem, inner, budget),
             QueueKind::Sdma { .. } => super::sdma::run(self, mem, inner, budget),
         }

@@ -44,6 +44,13 @@ fn exec(
                     // the emulator has no HDP cache, the flush is complete at once.
                     return Step::Done;
                 }
+                if p.func == pm4::pkt3::CompareFn::Always {
+                    // Function 0 passes without looking at the register. ROCr's gfx9+ HDP
+                    // flush is this packet: the fixed template {0x8, 0, 0x80000000, 0, 0, 0}
+                    // (blit_sdma.cpp `BuildHdpFlushCommand`, SDMA microcode >= 0x1a5), which
+                    // the emulator (no HDP cache) completes at once.
+                    return Step::Done;
+                }
                 return Step::Stop(Stop::new(
                     "POLL_REGMEM on a register: registers are not modelled",
                 ));
@@ -57,6 +64,18 @@ fn exec(
         }
         SdmaPacket::Trap(t) => {
             inner.interrupt(mem, Some(t.int_context));
+            Step::Done
+        }
+        SdmaPacket::Atomic(a) => {
+            if a.atomic_op != pm4::sdma::ATOMIC_ADD64 {
+                return Step::Stop(Stop::new(format!(
+                    "SDMA ATOMIC operation {} is not modelled (only ADD64 = {})",
+                    a.atomic_op,
+                    pm4::sdma::ATOMIC_ADD64
+                )));
+            }
+            let cell = tri!(mem.atomic_u64(a.addr));
+            cell.fetch_add(a.src_data, std::sync::atomic::Ordering::AcqRel);
             Step::Done
         }
         SdmaPacket::Timestamp(t) => {

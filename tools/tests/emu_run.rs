@@ -1,0 +1,273 @@
+//! `kfdrt emu-run` runs Debian's unmodified `rocminfo` (ROCr 5.2 + libhsakmt) on the
+//! emulated device through the kfdrt-preload library.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Once;
+
+/// Build the cdylib (not a dependency of the CLI, so `cargo test` does not build it).
+fn preload_lib() -> PathBuf {
+    static BUILD: Once = Once::new();
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kfdrt"));
+    let lib = exe.parent().unwrap().join("libkfdrt_preload.so");
+    BUILD.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut c = Command::new(cargo);
+        c.args(["build", "-q", "-p", "kfdrt-preload"]);
+        if !cfg!(debug_assertions) {
+            c.arg("--release");
+        }
+        let st = c.status().expect("run cargo build -p kfdrt-preload");
+        assert!(st.success(), "cargo build -p kfdrt-preload failed");
+    });
+    assert!(lib.is_file(), "{} was not built", lib.display());
+    lib
+}
+
+/// Run `kfdrt emu-run --device SPEC -- rocminfo`; returns (exit code, stdout, stderr).
+fn rocminfo(spec: &str) -> (i32, String, String) {
+    let lib = preload_lib();
+    let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
+        .args([
+            "emu-run", "--device", spec, "--", "timeout", "120", "rocminfo",
+        ])
+        .env("KFDRT_PRELOAD_LIB", &lib)
+        .output()
+        .expect("run kfdrt emu-run");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The agents rocminfo printed: each agent's lines.
+fn agents(stdout: &str) -> Vec<String> {
+    let body = stdout.split("HSA Agents").nth(1).unwrap_or("");
+    body.split("*******")
+        .map(str::trim)
+        .filter(|s| s.contains("Name:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn field<'a>(agent: &'a str, key: &str) -> Option<&'a str> {
+    agent
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(key))
+        .map(|v| v.trim_start_matches(':').trim())
+}
+
+#[test]
+fn rocminfo_lists_two_mi250x_gcds() {
+    let (code, out, err) = rocminfo("emu:mi250x*2");
+    assert_eq!(code, 0, "rocminfo failed\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("ROCk module is loaded"), "{out}");
+    let a = agents(&out);
+    assert_eq!(a.len(), 3, "expected CPU + 2 GPU agents:\n{out}");
+    assert_eq!(field(&a[0], "Device Type"), Some("CPU"), "{}", a[0]);
+    for gpu in &a[1..] {
+        assert_eq!(field(gpu, "Name"), Some("gfx90a"), "{gpu}");
+        assert_eq!(field(gpu, "Device Type"), Some("GPU"), "{gpu}");
+        assert_eq!(field(gpu, "Compute Unit"), Some("110"), "{gpu}");
+        assert_eq!(field(gpu, "SIMDs per CU"), Some("4"), "{gpu}");
+        assert_eq!(field(gpu, "Wavefront Size"), Some("64(0x40)"), "{gpu}");
+        assert_eq!(field(gpu, "Chip ID"), Some("29708(0x740c)"), "{gpu}");
+        assert_eq!(field(gpu, "L1"), Some("16(0x10) KB"), "{gpu}");
+        assert_eq!(field(gpu, "L2"), Some("8192(0x2000) KB"), "{gpu}");
+        // The VRAM pool: 64 GiB coarse-grained, allocatable.
+        assert!(
+            gpu.contains("GLOBAL; FLAGS: COARSE GRAINED") && gpu.contains("67108864(0x4000000) KB"),
+            "{gpu}"
+        );
+        assert!(
+            gpu.contains("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"),
+            "{gpu}"
+        );
+    }
+    // The two GCDs are distinct nodes.
+    assert_ne!(field(&a[1], "Uuid"), field(&a[2], "Uuid"));
+}
+
+/// ROCr 5.2 (Debian 12) predates gfx942 and gfx1100: its ISA registry has no entry, so
+/// it skips the GPU node with "unrecognized id" (amd_gpu_agent.cpp) after reading the
+/// node's topology, and lists the CPU agent. The emulated side is served completely:
+/// the run reaches agent creation and exits 0.
+#[test]
+fn rocminfo_on_gfx942_and_gfx1100_reaches_agent_creation() {
+    for spec in ["emu:mi300x", "emu:rx7900xtx"] {
+        let (code, out, err) = rocminfo(spec);
+        assert_eq!(
+            code, 0,
+            "{spec}: rocminfo failed\nstdout:\n{out}\nstderr:\n{err}"
+        );
+        let a = agents(&out);
+        assert_eq!(field(&a[0], "Device Type"), Some("CPU"), "{spec}: {out}");
+        let all = format!("{out}{err}");
+        assert!(
+            all.contains("The GPU node has an unrecognized id"),
+            "{spec}: ROCr 5.2 was expected to reject the gfx target:\n{all}"
+        );
+    }
+}
+
+/// Compile `tests/foreign/NAME.c` (with `libs`) into cargo's per-test temporary
+/// directory.
+fn compile_c(name: &str, libs: &[&str]) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/foreign")
+        .join(format!("{name}.c"));
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let st = Command::new("cc")
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(libs)
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "cc {} failed", src.display());
+    out
+}
+
+/// A ROCr program of ours (tests/foreign/hsa_basic.c) on the emulated MI250X: every
+/// check prints `ok NAME` in order; the process exits 0.
+#[test]
+fn hsa_runtime_program_runs_on_emulated_mi250x() {
+    let lib = preload_lib();
+    let exe = compile_c("hsa_basic", &["-lhsa-runtime64"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
+        .args(["emu-run", "--device", "emu:mi250x", "--", "timeout", "300"])
+        .arg(&exe)
+        .env("KFDRT_PRELOAD_LIB", &lib)
+        .output()
+        .expect("run kfdrt emu-run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "hsa_basic failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let oks: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("ok "))
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        oks,
+        [
+            "agents",
+            "pools",
+            "queue_create",
+            "barrier_and",
+            "barrier_or",
+            "async_handler",
+            "doorbell_latency",
+            "cu_set_mask",
+            "async_copy",
+            "svm_attributes",
+            "shut_down"
+        ],
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("name=gfx90a cus=110 wave=64"), "{stdout}");
+}
+
+/// Debian's CLR (libamdhip64 5.2) on the emulated MI250X: device discovery and
+/// properties come from the emulated topology; its first stream dispatches one of
+/// ROCclr's internal kernels, which needs ISA execution (not modelled), so the emulated
+/// CP stops the queue, reports it through the queue's inactive signal, and CLR aborts
+/// with ROCr's queue-error message instead of waiting forever.
+#[test]
+fn hip_program_discovers_device_then_stops_cleanly_at_first_kernel() {
+    let lib = preload_lib();
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hip_basic");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/foreign/hip_basic.cpp");
+    let st = Command::new("g++")
+        .args(["-O1", "-Wall", "-Werror", "-D__HIP_PLATFORM_AMD__", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-lamdhip64")
+        .status()
+        .expect("run g++");
+    assert!(st.success(), "g++ {} failed", src.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
+        .args(["emu-run", "--device", "emu:mi250x", "--", "timeout", "300"])
+        .arg(&exe)
+        .env("KFDRT_PRELOAD_LIB", &lib)
+        .output()
+        .expect("run kfdrt emu-run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let all = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    // timeout(1) exits 124 on a hang: the run must end by itself.
+    assert_ne!(out.status.code(), Some(124), "hung\n{all}");
+    assert!(
+        stdout.contains("ok device count=1 name=gfx90a:sramecc+:xnack- cus=110 warp=64"),
+        "{all}"
+    );
+    assert!(
+        stderr.contains("HSA_STATUS_ERROR_INVALID_PACKET_FORMAT"),
+        "expected ROCr's queue error report\n{all}"
+    );
+    assert!(!out.status.success(), "{all}");
+}
+
+/// Raw KFD/DRM calls with bad arguments get the kernel's errno and never crash the
+/// program; dup/close/fstat of the emulated fds behave; sysfs is served from memory; a
+/// forked child gets EBADF on the parent's KFD fd and a device of its own on open.
+#[test]
+fn bad_arguments_get_kernel_errnos_and_fork_is_handled() {
+    let lib = preload_lib();
+    let exe = compile_c("kfd_abuse", &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
+        .args(["emu-run", "--device", "emu:mi250x", "--", "timeout", "120"])
+        .arg(&exe)
+        .env("KFDRT_PRELOAD_LIB", &lib)
+        .output()
+        .expect("run kfdrt emu-run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let oks: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("ok "))
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        oks,
+        ["open", "efault", "einval", "mmap", "dup", "render", "sysfs", "fork"],
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("ok open version=1.17"), "{stdout}");
+}
+
+#[test]
+fn emu_run_usage_errors() {
+    let lib = preload_lib();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kfdrt"))
+            .args(args)
+            .env("KFDRT_PRELOAD_LIB", &lib)
+            .output()
+            .expect("run kfdrt")
+    };
+    let o = run(&["emu-run", "--device", "emu:nosuch", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown preset"));
+    let o = run(&["emu-run"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no PROGRAM"));
+    // The program's exit status comes back; 128+N for a signal.
+    let o = run(&["emu-run", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(o.status.code(), Some(7));
+    let o = run(&["emu-run", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(o.status.code(), Some(128 + 15));
+    let o = run(&["help", "emu-run"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("LD_PRELOAD"));
+}
