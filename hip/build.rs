@@ -22,7 +22,10 @@ fn main() {
 
     let mut node_of = BTreeMap::new();
     let mut nodes: Vec<String> = Vec::new();
-    for line in std::fs::read_to_string(&table).expect("symbol table").lines() {
+    for line in std::fs::read_to_string(&table)
+        .expect("symbol table")
+        .lines()
+    {
         let mut it = line.split_whitespace();
         let (Some(name), Some(node)) = (it.next(), it.next()) else {
             continue;

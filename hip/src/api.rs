@@ -203,8 +203,13 @@ pub unsafe extern "C" fn hipStreamCreate(s: *mut *mut c_void) -> hipError_t {
 
 /// `hipStreamCreateWithFlags`.
 #[no_mangle]
-pub unsafe extern "C" fn hipStreamCreateWithFlags(s: *mut *mut c_void, flags: c_uint) -> hipError_t {
-    ret((|| new_stream(s, device()?.create_stream_with_flags(current_gpu(), flags)))())
+pub unsafe extern "C" fn hipStreamCreateWithFlags(
+    s: *mut *mut c_void,
+    flags: c_uint,
+) -> hipError_t {
+    ret((|| {
+        new_stream(s, device()?.create_stream_with_flags(current_gpu(), flags))
+    })())
 }
 
 /// `hipStreamCreateWithPriority`.
@@ -309,7 +314,9 @@ pub extern "C" fn hipStreamWriteValue32(
     value: u32,
     flags: c_uint,
 ) -> hipError_t {
-    ret((|| stream(s)?.write_value32(ptr as u64, value, flags).hip())())
+    ret((|| {
+        stream(s)?.write_value32(ptr as u64, value, flags).hip()
+    })())
 }
 
 /// `hipStreamWriteValue64`.
@@ -320,7 +327,9 @@ pub extern "C" fn hipStreamWriteValue64(
     value: u64,
     flags: c_uint,
 ) -> hipError_t {
-    ret((|| stream(s)?.write_value64(ptr as u64, value, flags).hip())())
+    ret((|| {
+        stream(s)?.write_value64(ptr as u64, value, flags).hip()
+    })())
 }
 
 /// `hipStreamWaitValue32`.
@@ -332,7 +341,11 @@ pub extern "C" fn hipStreamWaitValue32(
     flags: c_uint,
     mask: u32,
 ) -> hipError_t {
-    ret((|| stream(s)?.wait_value32(ptr as u64, value, flags, mask).hip())())
+    ret((|| {
+        stream(s)?
+            .wait_value32(ptr as u64, value, flags, mask)
+            .hip()
+    })())
 }
 
 /// `hipStreamWaitValue64`.
@@ -344,7 +357,11 @@ pub extern "C" fn hipStreamWaitValue64(
     flags: c_uint,
     mask: u64,
 ) -> hipError_t {
-    ret((|| stream(s)?.wait_value64(ptr as u64, value, flags, mask).hip())())
+    ret((|| {
+        stream(s)?
+            .wait_value64(ptr as u64, value, flags, mask)
+            .hip()
+    })())
 }
 
 /// `hipStreamCallback_t`.
@@ -503,7 +520,11 @@ pub extern "C" fn hipFree(p: *mut c_void) -> hipError_t {
 
 /// `hipHostMalloc`: pinned host memory (only `hipHostMallocDefault`).
 #[no_mangle]
-pub unsafe extern "C" fn hipHostMalloc(p: *mut *mut c_void, size: usize, flags: c_uint) -> hipError_t {
+pub unsafe extern "C" fn hipHostMalloc(
+    p: *mut *mut c_void,
+    size: usize,
+    flags: c_uint,
+) -> hipError_t {
     ret(if flags == hipHostMallocDefault {
         alloc(p, MemoryKind::HostPinned, size)
     } else {
@@ -573,7 +594,9 @@ pub extern "C" fn hipMemcpyAsync(
     _kind: hipMemcpyKind,
     s: *mut c_void,
 ) -> hipError_t {
-    ret((|| stream(s)?.memcpy(dst as u64, src as u64, size as u64).hip())())
+    ret((|| {
+        stream(s)?.memcpy(dst as u64, src as u64, size as u64).hip()
+    })())
 }
 
 /// `hipMemset`.
@@ -594,7 +617,11 @@ pub extern "C" fn hipMemsetAsync(
     size: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    ret((|| stream(s)?.memset(dst as u64, value as u8, size as u64).hip())())
+    ret((|| {
+        stream(s)?
+            .memset(dst as u64, value as u8, size as u64)
+            .hip()
+    })())
 }
 
 /// `hipMemsetD32Async`.
@@ -605,7 +632,11 @@ pub extern "C" fn hipMemsetD32Async(
     count: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    ret((|| stream(s)?.memset_d32(dst as u64, value as u32, count as u64).hip())())
+    ret((|| {
+        stream(s)?
+            .memset_d32(dst as u64, value as u32, count as u64)
+            .hip()
+    })())
 }
 
 /// `hipMallocAsync`: from the current pool of the stream's GPU.

@@ -29,7 +29,9 @@ fn lib_dir(tmp: &Path) -> PathBuf {
 }
 
 fn compile(compiler: &str, src: &str, out: &Path, libs: &[&str]) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(src);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(src);
     let o = Command::new(compiler)
         .args(["-Wall", "-Werror", "-O1", "-D__HIP_PLATFORM_AMD__"])
         .arg(&src)
