@@ -30,13 +30,13 @@ pub fn map_err(e: &kfdrt::Error) -> hipError_t {
 }
 
 /// HIP 5.2's `HIP_RETURN`: the result becomes the thread's last error.
-fn ret(r: Result<(), hipError_t>) -> hipError_t {
+pub(crate) fn ret(r: Result<(), hipError_t>) -> hipError_t {
     let e = r.err().unwrap_or(hipSuccess);
     LAST_ERROR.with(|c| c.set(e));
     e
 }
 
-trait Hip<T> {
+pub(crate) trait Hip<T> {
     fn hip(self) -> Result<T, hipError_t>;
 }
 impl<T> Hip<T> for kfdrt::Result<T> {
@@ -46,7 +46,7 @@ impl<T> Hip<T> for kfdrt::Result<T> {
 }
 
 /// The process's device, opened on first use from `KFDRT_DEVICE`.
-fn device() -> Result<&'static Device, hipError_t> {
+pub(crate) fn device() -> Result<&'static Device, hipError_t> {
     static DEV: OnceLock<Result<Device, hipError_t>> = OnceLock::new();
     DEV.get_or_init(|| Device::open().hip())
         .as_ref()
@@ -58,7 +58,7 @@ fn current_gpu() -> usize {
 }
 
 /// Write `v` through a C out-pointer, InvalidValue when null.
-fn out<T>(p: *mut T, v: T) -> Result<(), hipError_t> {
+pub(crate) fn out<T>(p: *mut T, v: T) -> Result<(), hipError_t> {
     if p.is_null() {
         return Err(hipErrorInvalidValue);
     }
@@ -78,7 +78,7 @@ fn buffers() -> std::sync::MutexGuard<'static, BTreeMap<u64, Buffer>> {
 
 /// The stream of a `hipStream_t`: null is the current GPU's null stream; the per-thread
 /// stream is not modelled.
-fn stream(s: *mut c_void) -> Result<Arc<Stream>, hipError_t> {
+pub(crate) fn stream(s: *mut c_void) -> Result<Arc<Stream>, hipError_t> {
     match s as usize {
         0 => Ok(Arc::new(device()?.null_stream(current_gpu()).hip()?)),
         2 => Err(hipErrorNotSupported),
@@ -698,21 +698,11 @@ not_supported!(
     hipMemRangeGetAttribute,
     hipMemRangeGetAttributes,
     hipStreamAttachMemAsync,
-    hipMallocFromPoolAsync,
-    hipMemPoolCreate,
-    hipMemPoolDestroy,
-    hipMemPoolSetAttribute,
-    hipMemPoolGetAttribute,
-    hipMemPoolSetAccess,
-    hipMemPoolGetAccess,
-    hipMemPoolTrimTo,
     hipMemPoolExportToShareableHandle,
     hipMemPoolImportFromShareableHandle,
     hipMemPoolExportPointer,
     hipMemPoolImportPointer,
-    hipDeviceGetDefaultMemPool,
     hipDeviceGetMemPool,
-    hipDeviceSetMemPool,
     hipMemCreate,
     hipMemRelease,
     hipMemAddressReserve,

@@ -66,6 +66,7 @@ pub fn table() -> String {
     rows!(o; value hipStreamDefault, hipStreamNonBlocking, hipEventDefault,
         hipEventBlockingSync, hipEventDisableTiming, hipHostMallocDefault,
         hipDeviceMallocDefault, hipMallocSignalMemory);
+    rows!(o; value hipMemPoolReuseFollowEventDependencies, hipMemPoolReuseAllowOpportunistic, hipMemPoolReuseAllowInternalDependencies, hipMemPoolAttrReleaseThreshold, hipMemPoolAttrReservedMemCurrent, hipMemPoolAttrReservedMemHigh, hipMemPoolAttrUsedMemCurrent, hipMemPoolAttrUsedMemHigh);
     o.extend(ERROR_VALUES.iter().map(|(n, v)| format!("value {n} {v}")));
     o.join("\n") + "\n"
 }

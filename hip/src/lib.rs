@@ -20,6 +20,7 @@ pub mod api;
 pub mod error;
 pub mod handles;
 pub mod layout;
+pub mod pool;
 pub mod types;
 
 include!(concat!(env!("OUT_DIR"), "/symver.rs"));

@@ -156,3 +156,22 @@ pub struct hipMemPoolPtrExportData {
     /// Opaque.
     pub reserved: [u8; 64],
 }
+
+/// `hipMemPoolAttr`.
+pub type hipMemPoolAttr = c_int;
+/// `hipMemPoolReuseFollowEventDependencies`.
+pub const hipMemPoolReuseFollowEventDependencies: hipMemPoolAttr = 1;
+/// `hipMemPoolReuseAllowOpportunistic`.
+pub const hipMemPoolReuseAllowOpportunistic: hipMemPoolAttr = 2;
+/// `hipMemPoolReuseAllowInternalDependencies`.
+pub const hipMemPoolReuseAllowInternalDependencies: hipMemPoolAttr = 3;
+/// `hipMemPoolAttrReleaseThreshold`.
+pub const hipMemPoolAttrReleaseThreshold: hipMemPoolAttr = 4;
+/// `hipMemPoolAttrReservedMemCurrent`.
+pub const hipMemPoolAttrReservedMemCurrent: hipMemPoolAttr = 5;
+/// `hipMemPoolAttrReservedMemHigh`.
+pub const hipMemPoolAttrReservedMemHigh: hipMemPoolAttr = 6;
+/// `hipMemPoolAttrUsedMemCurrent`.
+pub const hipMemPoolAttrUsedMemCurrent: hipMemPoolAttr = 7;
+/// `hipMemPoolAttrUsedMemHigh`.
+pub const hipMemPoolAttrUsedMemHigh: hipMemPoolAttr = 8;

@@ -294,6 +294,78 @@ static void malloc_async() {
     OK(hipHostFree(h));
 }
 
+static void pools() {
+    hipMemPool_t def1, def2, pool;
+    OK(hipDeviceGetDefaultMemPool(&def1, 0));
+    OK(hipDeviceGetDefaultMemPool(&def2, 0));
+    CHECK(def1 == def2);
+    CHECK(hipDeviceGetDefaultMemPool(&def2, 99) == hipErrorInvalidDevice);
+    hipMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = hipMemAllocationTypeInvalid;
+    props.handleTypes = hipMemHandleTypeNone;
+    props.location.type = hipMemLocationTypeDevice;
+    props.location.id = 0;
+    CHECK(hipMemPoolCreate(&pool, &props) == hipErrorInvalidValue);
+    props.allocType = hipMemAllocationTypePinned;
+    OK(hipMemPoolCreate(&pool, &props));
+    int reuse = -1;
+    OK(hipMemPoolGetAttribute(pool, hipMemPoolReuseFollowEventDependencies, &reuse));
+    CHECK(reuse == 1);
+    reuse = 0;
+    OK(hipMemPoolSetAttribute(pool, hipMemPoolReuseAllowOpportunistic, &reuse));
+    reuse = -1;
+    OK(hipMemPoolGetAttribute(pool, hipMemPoolReuseAllowOpportunistic, &reuse));
+    CHECK(reuse == 0);
+    uint64_t thr = 1 << 20, v = 0;
+    OK(hipMemPoolSetAttribute(pool, hipMemPoolAttrReleaseThreshold, &thr));
+    OK(hipMemPoolGetAttribute(pool, hipMemPoolAttrReleaseThreshold, &v));
+    CHECK(v == 1 << 20);
+    CHECK(hipMemPoolSetAttribute(pool, hipMemPoolAttrUsedMemCurrent, &v) == hipErrorInvalidValue);
+    hipStream_t s;
+    OK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+    unsigned char *p = NULL, *h;
+    OK(hipHostMalloc((void **)&h, 1000, 0));
+    OK(hipMallocFromPoolAsync((void **)&p, 1000, pool, s));
+    OK(hipMemPoolGetAttribute(pool, hipMemPoolAttrUsedMemCurrent, &v));
+    CHECK(v >= 1000);
+    uint64_t reserved = 0;
+    OK(hipMemPoolGetAttribute(pool, hipMemPoolAttrReservedMemCurrent, &reserved));
+    CHECK(reserved >= v);
+    OK(hipMemsetAsync(p, 0x33, 1000, s));
+    OK(hipMemcpyAsync(h, p, 1000, hipMemcpyDeviceToHost, s));
+    OK(hipFreeAsync(p, s));
+    OK(hipStreamSynchronize(s));
+    CHECK(h[0] == 0x33 && h[999] == 0x33);
+    OK(hipMemPoolGetAttribute(pool, hipMemPoolAttrUsedMemCurrent, &v));
+    CHECK(v == 0);
+    OK(hipMemPoolTrimTo(pool, 0));
+    OK(hipMemPoolGetAttribute(pool, hipMemPoolAttrReservedMemCurrent, &v));
+    CHECK(v == 0);
+    hipMemAccessDesc desc;
+    desc.location.type = hipMemLocationTypeDevice;
+    desc.location.id = 0;
+    desc.flags = hipMemAccessFlagsProtReadWrite;
+    OK(hipMemPoolSetAccess(pool, &desc, 1));
+    hipMemAccessFlags f = hipMemAccessFlagsProtNone;
+    OK(hipMemPoolGetAccess(&f, pool, &desc.location));
+    CHECK(f == hipMemAccessFlagsProtReadWrite);
+    // The current pool of the device serves hipMallocAsync.
+    OK(hipDeviceSetMemPool(0, pool));
+    OK(hipMallocAsync((void **)&p, 4096, s));
+    OK(hipMemPoolGetAttribute(pool, hipMemPoolAttrUsedMemCurrent, &v));
+    CHECK(v >= 4096);
+    OK(hipFreeAsync(p, s));
+    OK(hipStreamSynchronize(s));
+    OK(hipDeviceSetMemPool(0, def1));
+    OK(hipMemPoolDestroy(pool));
+    CHECK(hipMemPoolGetAttribute(pool, hipMemPoolAttrUsedMemCurrent, &v) == hipErrorInvalidHandle);
+    CHECK(hipMemPoolDestroy(pool) == hipErrorInvalidHandle);
+    CHECK(hipMallocFromPoolAsync((void **)&p, 64, pool, s) == hipErrorInvalidHandle);
+    OK(hipStreamDestroy(s));
+    OK(hipHostFree(h));
+}
+
 int main() {
     errors_and_library();
     devices();
@@ -303,6 +375,7 @@ int main() {
     callbacks();
     memory();
     malloc_async();
+    pools();
     OK(hipDeviceSynchronize());
     printf("api: %d checks passed\n", checks);
     return 0;

@@ -40,6 +40,7 @@ static struct row rows[] = {
     VAL(hipStreamDefault), VAL(hipStreamNonBlocking), VAL(hipEventDefault),
     VAL(hipEventBlockingSync), VAL(hipEventDisableTiming), VAL(hipHostMallocDefault),
     VAL(hipDeviceMallocDefault), VAL(hipMallocSignalMemory),
+    VAL(hipMemPoolReuseFollowEventDependencies), VAL(hipMemPoolReuseAllowOpportunistic), VAL(hipMemPoolReuseAllowInternalDependencies), VAL(hipMemPoolAttrReleaseThreshold), VAL(hipMemPoolAttrReservedMemCurrent), VAL(hipMemPoolAttrReservedMemHigh), VAL(hipMemPoolAttrUsedMemCurrent), VAL(hipMemPoolAttrUsedMemHigh),
     VAL(hipSuccess), VAL(hipErrorInvalidValue), VAL(hipErrorOutOfMemory),
     VAL(hipErrorNotInitialized), VAL(hipErrorInvalidDevice), VAL(hipErrorNoDevice),
     VAL(hipErrorInvalidHandle), VAL(hipErrorContextIsDestroyed), VAL(hipErrorNotReady),
