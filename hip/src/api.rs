@@ -185,6 +185,98 @@ pub unsafe extern "C" fn hipDeviceGetStreamPriorityRange(
     })())
 }
 
+/// `hipDeviceProp_t` of GPU `gpu` from its KFD topology node. Fields the topology does
+/// not give (dispatch limits, textures, memory clock...) stay 0.
+fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
+    let g = device()?.gpu(gpu).map_err(|_| hipErrorInvalidDevice)?;
+    let n = &g.node;
+    let p = &n.properties;
+    // SAFETY: hipDeviceProp_t is integers, arrays and raw pointers: all-zero is valid.
+    let mut d: hipDeviceProp_t = unsafe { std::mem::zeroed() };
+    fn copy_name(dst: &mut [c_char; 256], s: &str) {
+        for (d, b) in dst.iter_mut().zip(s.bytes().take(255)) {
+            *d = b as c_char;
+        }
+    }
+    copy_name(&mut d.name, &n.name);
+    copy_name(&mut d.gcnArchName, &g.gfx_name());
+    // gfx_target_version is major*10000 + minor*100 + stepping (KFD topology).
+    let v = p.gfx_target_version;
+    d.major = (v / 10000) as c_int;
+    d.minor = (v / 100 % 100) as c_int;
+    d.gcnArch = (d.major * 100 + d.minor * 10) + (v % 100) as c_int;
+    d.totalGlobalMem = n.vram_size() as usize;
+    d.sharedMemPerBlock = p.lds_size_in_kb as usize * 1024;
+    d.maxSharedMemoryPerMultiProcessor = d.sharedMemPerBlock;
+    d.warpSize = p.wave_front_size as c_int;
+    d.multiProcessorCount = g.cu_count() as c_int;
+    d.maxThreadsPerMultiProcessor =
+        (p.wave_front_size * p.max_waves_per_simd * p.simd_per_cu) as c_int;
+    d.l2CacheSize = n
+        .caches
+        .iter()
+        .filter(|c| c.level == 2)
+        .map(|c| c.size as c_int * 1024)
+        .max()
+        .unwrap_or(0);
+    d.clockRate = p.max_engine_clk_fcompute.unwrap_or(0) as c_int * 1000;
+    d.pciDomainID = p.domain as c_int;
+    d.pciBusID = (p.location_id >> 8 & 0xff) as c_int;
+    d.pciDeviceID = (p.location_id >> 3 & 0x1f) as c_int;
+    // kfdrt's device memory is CPU-visible VRAM (MemoryKind::Device), managed memory exists,
+    // host memory is mapped for the GPUs, and streams run concurrently.
+    d.isLargeBar = 1;
+    d.managedMemory = 1;
+    d.canMapHostMemory = 1;
+    d.concurrentKernels = 1;
+    Ok(d)
+}
+
+/// `hipGetDeviceProperties`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDeviceProperties(
+    prop: *mut hipDeviceProp_t,
+    dev: c_int,
+) -> hipError_t {
+    ret((|| {
+        let gpu = usize::try_from(dev).map_err(|_| hipErrorInvalidDevice)?;
+        out(prop, properties(gpu)?)
+    })())
+}
+
+/// `hipDeviceGetAttribute` for the attributes [`properties`] fills; others NotSupported.
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetAttribute(
+    v: *mut c_int,
+    attr: c_int,
+    dev: c_int,
+) -> hipError_t {
+    ret((|| {
+        let gpu = usize::try_from(dev).map_err(|_| hipErrorInvalidDevice)?;
+        let d = properties(gpu)?;
+        let x = match attr {
+            hipDeviceAttributeCanMapHostMemory => d.canMapHostMemory,
+            hipDeviceAttributeClockRate => d.clockRate,
+            hipDeviceAttributeConcurrentKernels => d.concurrentKernels,
+            hipDeviceAttributeL2CacheSize => d.l2CacheSize,
+            hipDeviceAttributeComputeCapabilityMajor => d.major,
+            hipDeviceAttributeComputeCapabilityMinor => d.minor,
+            hipDeviceAttributeManagedMemory => d.managedMemory,
+            hipDeviceAttributeMaxThreadsPerMultiProcessor => d.maxThreadsPerMultiProcessor,
+            hipDeviceAttributeMultiprocessorCount => d.multiProcessorCount,
+            hipDeviceAttributePciBusId => d.pciBusID,
+            hipDeviceAttributePciDeviceId => d.pciDeviceID,
+            hipDeviceAttributePciDomainID => d.pciDomainID,
+            hipDeviceAttributeMaxSharedMemoryPerBlock => d.sharedMemPerBlock as c_int,
+            hipDeviceAttributeTotalGlobalMem => d.totalGlobalMem.min(c_int::MAX as usize) as c_int,
+            hipDeviceAttributeWarpSize => d.warpSize,
+            hipDeviceAttributeIsLargeBar => d.isLargeBar,
+            _ => return Err(hipErrorNotSupported),
+        };
+        out(v, x)
+    })())
+}
+
 // ---- streams ----------------------------------------------------------------------------
 
 fn new_stream(p: *mut *mut c_void, s: kfdrt::Result<Stream>) -> Result<(), hipError_t> {
@@ -688,8 +780,6 @@ macro_rules! not_supported {
 }
 
 not_supported!(
-    hipGetDeviceProperties,
-    hipDeviceGetAttribute,
     hipDeviceReset,
     hipMemGetInfo,
     hipMallocManaged,

@@ -28,6 +28,62 @@ macro_rules! rows {
 /// The table, one `size NAME N` / `offset STRUCT.FIELD N` / `value NAME N` per line.
 pub fn table() -> String {
     let mut o = Vec::new();
+    rows!(o; size hipDeviceProp_t);
+    rows!(o; field hipDeviceProp_t.name as name);
+    rows!(o; field hipDeviceProp_t.totalGlobalMem as totalGlobalMem);
+    rows!(o; field hipDeviceProp_t.sharedMemPerBlock as sharedMemPerBlock);
+    rows!(o; field hipDeviceProp_t.regsPerBlock as regsPerBlock);
+    rows!(o; field hipDeviceProp_t.warpSize as warpSize);
+    rows!(o; field hipDeviceProp_t.maxThreadsPerBlock as maxThreadsPerBlock);
+    rows!(o; field hipDeviceProp_t.maxThreadsDim as maxThreadsDim);
+    rows!(o; field hipDeviceProp_t.maxGridSize as maxGridSize);
+    rows!(o; field hipDeviceProp_t.clockRate as clockRate);
+    rows!(o; field hipDeviceProp_t.memoryClockRate as memoryClockRate);
+    rows!(o; field hipDeviceProp_t.memoryBusWidth as memoryBusWidth);
+    rows!(o; field hipDeviceProp_t.totalConstMem as totalConstMem);
+    rows!(o; field hipDeviceProp_t.major as major);
+    rows!(o; field hipDeviceProp_t.minor as minor);
+    rows!(o; field hipDeviceProp_t.multiProcessorCount as multiProcessorCount);
+    rows!(o; field hipDeviceProp_t.l2CacheSize as l2CacheSize);
+    rows!(o; field hipDeviceProp_t.maxThreadsPerMultiProcessor as maxThreadsPerMultiProcessor);
+    rows!(o; field hipDeviceProp_t.computeMode as computeMode);
+    rows!(o; field hipDeviceProp_t.clockInstructionRate as clockInstructionRate);
+    rows!(o; field hipDeviceProp_t.arch as arch);
+    rows!(o; field hipDeviceProp_t.concurrentKernels as concurrentKernels);
+    rows!(o; field hipDeviceProp_t.pciDomainID as pciDomainID);
+    rows!(o; field hipDeviceProp_t.pciBusID as pciBusID);
+    rows!(o; field hipDeviceProp_t.pciDeviceID as pciDeviceID);
+    rows!(o; field hipDeviceProp_t.maxSharedMemoryPerMultiProcessor as maxSharedMemoryPerMultiProcessor);
+    rows!(o; field hipDeviceProp_t.isMultiGpuBoard as isMultiGpuBoard);
+    rows!(o; field hipDeviceProp_t.canMapHostMemory as canMapHostMemory);
+    rows!(o; field hipDeviceProp_t.gcnArch as gcnArch);
+    rows!(o; field hipDeviceProp_t.gcnArchName as gcnArchName);
+    rows!(o; field hipDeviceProp_t.integrated as integrated);
+    rows!(o; field hipDeviceProp_t.cooperativeLaunch as cooperativeLaunch);
+    rows!(o; field hipDeviceProp_t.cooperativeMultiDeviceLaunch as cooperativeMultiDeviceLaunch);
+    rows!(o; field hipDeviceProp_t.maxTexture1DLinear as maxTexture1DLinear);
+    rows!(o; field hipDeviceProp_t.maxTexture1D as maxTexture1D);
+    rows!(o; field hipDeviceProp_t.maxTexture2D as maxTexture2D);
+    rows!(o; field hipDeviceProp_t.maxTexture3D as maxTexture3D);
+    rows!(o; field hipDeviceProp_t.hdpMemFlushCntl as hdpMemFlushCntl);
+    rows!(o; field hipDeviceProp_t.hdpRegFlushCntl as hdpRegFlushCntl);
+    rows!(o; field hipDeviceProp_t.memPitch as memPitch);
+    rows!(o; field hipDeviceProp_t.textureAlignment as textureAlignment);
+    rows!(o; field hipDeviceProp_t.texturePitchAlignment as texturePitchAlignment);
+    rows!(o; field hipDeviceProp_t.kernelExecTimeoutEnabled as kernelExecTimeoutEnabled);
+    rows!(o; field hipDeviceProp_t.ECCEnabled as ECCEnabled);
+    rows!(o; field hipDeviceProp_t.tccDriver as tccDriver);
+    rows!(o; field hipDeviceProp_t.cooperativeMultiDeviceUnmatchedFunc as cooperativeMultiDeviceUnmatchedFunc);
+    rows!(o; field hipDeviceProp_t.cooperativeMultiDeviceUnmatchedGridDim as cooperativeMultiDeviceUnmatchedGridDim);
+    rows!(o; field hipDeviceProp_t.cooperativeMultiDeviceUnmatchedBlockDim as cooperativeMultiDeviceUnmatchedBlockDim);
+    rows!(o; field hipDeviceProp_t.cooperativeMultiDeviceUnmatchedSharedMem as cooperativeMultiDeviceUnmatchedSharedMem);
+    rows!(o; field hipDeviceProp_t.isLargeBar as isLargeBar);
+    rows!(o; field hipDeviceProp_t.asicRevision as asicRevision);
+    rows!(o; field hipDeviceProp_t.managedMemory as managedMemory);
+    rows!(o; field hipDeviceProp_t.directManagedMemAccessFromHost as directManagedMemAccessFromHost);
+    rows!(o; field hipDeviceProp_t.concurrentManagedAccess as concurrentManagedAccess);
+    rows!(o; field hipDeviceProp_t.pageableMemoryAccess as pageableMemoryAccess);
+    rows!(o; field hipDeviceProp_t.pageableMemoryAccessUsesHostPageTables as pageableMemoryAccessUsesHostPageTables);
     rows!(o; size hipPointerAttribute_t);
     rows!(o; field hipPointerAttribute_t.memoryType as memoryType);
     rows!(o; field hipPointerAttribute_t.device as device);
@@ -67,6 +123,7 @@ pub fn table() -> String {
         hipEventBlockingSync, hipEventDisableTiming, hipHostMallocDefault,
         hipDeviceMallocDefault, hipMallocSignalMemory);
     rows!(o; value hipMemPoolReuseFollowEventDependencies, hipMemPoolReuseAllowOpportunistic, hipMemPoolReuseAllowInternalDependencies, hipMemPoolAttrReleaseThreshold, hipMemPoolAttrReservedMemCurrent, hipMemPoolAttrReservedMemHigh, hipMemPoolAttrUsedMemCurrent, hipMemPoolAttrUsedMemHigh);
+    rows!(o; value hipDeviceAttributeCanMapHostMemory, hipDeviceAttributeClockRate, hipDeviceAttributeConcurrentKernels, hipDeviceAttributeL2CacheSize, hipDeviceAttributeComputeCapabilityMajor, hipDeviceAttributeComputeCapabilityMinor, hipDeviceAttributeManagedMemory, hipDeviceAttributeMaxThreadsPerMultiProcessor, hipDeviceAttributeMultiprocessorCount, hipDeviceAttributePciBusId, hipDeviceAttributePciDeviceId, hipDeviceAttributePciDomainID, hipDeviceAttributeMaxSharedMemoryPerBlock, hipDeviceAttributeTotalGlobalMem, hipDeviceAttributeWarpSize, hipDeviceAttributeIsLargeBar);
     o.extend(ERROR_VALUES.iter().map(|(n, v)| format!("value {n} {v}")));
     o.join("\n") + "\n"
 }

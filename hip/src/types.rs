@@ -4,7 +4,7 @@
 
 #![allow(non_upper_case_globals)]
 
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 /// `hipMemoryType`.
 pub type hipMemoryType = c_int;
@@ -175,3 +175,154 @@ pub const hipMemPoolAttrReservedMemHigh: hipMemPoolAttr = 6;
 pub const hipMemPoolAttrUsedMemCurrent: hipMemPoolAttr = 7;
 /// `hipMemPoolAttrUsedMemHigh`.
 pub const hipMemPoolAttrUsedMemHigh: hipMemPoolAttr = 8;
+
+/// `hipDeviceProp_t` (HIP 5.2 layout; `arch` is the 17-bit `hipDeviceArch_t` bitfield).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct hipDeviceProp_t {
+    /// `name`.
+    pub name: [c_char; 256],
+    /// `totalGlobalMem`.
+    pub totalGlobalMem: usize,
+    /// `sharedMemPerBlock`.
+    pub sharedMemPerBlock: usize,
+    /// `regsPerBlock`.
+    pub regsPerBlock: c_int,
+    /// `warpSize`.
+    pub warpSize: c_int,
+    /// `maxThreadsPerBlock`.
+    pub maxThreadsPerBlock: c_int,
+    /// `maxThreadsDim`.
+    pub maxThreadsDim: [c_int; 3],
+    /// `maxGridSize`.
+    pub maxGridSize: [c_int; 3],
+    /// `clockRate`.
+    pub clockRate: c_int,
+    /// `memoryClockRate`.
+    pub memoryClockRate: c_int,
+    /// `memoryBusWidth`.
+    pub memoryBusWidth: c_int,
+    /// `totalConstMem`.
+    pub totalConstMem: usize,
+    /// `major`.
+    pub major: c_int,
+    /// `minor`.
+    pub minor: c_int,
+    /// `multiProcessorCount`.
+    pub multiProcessorCount: c_int,
+    /// `l2CacheSize`.
+    pub l2CacheSize: c_int,
+    /// `maxThreadsPerMultiProcessor`.
+    pub maxThreadsPerMultiProcessor: c_int,
+    /// `computeMode`.
+    pub computeMode: c_int,
+    /// `clockInstructionRate`.
+    pub clockInstructionRate: c_int,
+    /// `arch`.
+    pub arch: u32,
+    /// `concurrentKernels`.
+    pub concurrentKernels: c_int,
+    /// `pciDomainID`.
+    pub pciDomainID: c_int,
+    /// `pciBusID`.
+    pub pciBusID: c_int,
+    /// `pciDeviceID`.
+    pub pciDeviceID: c_int,
+    /// `maxSharedMemoryPerMultiProcessor`.
+    pub maxSharedMemoryPerMultiProcessor: usize,
+    /// `isMultiGpuBoard`.
+    pub isMultiGpuBoard: c_int,
+    /// `canMapHostMemory`.
+    pub canMapHostMemory: c_int,
+    /// `gcnArch`.
+    pub gcnArch: c_int,
+    /// `gcnArchName`.
+    pub gcnArchName: [c_char; 256],
+    /// `integrated`.
+    pub integrated: c_int,
+    /// `cooperativeLaunch`.
+    pub cooperativeLaunch: c_int,
+    /// `cooperativeMultiDeviceLaunch`.
+    pub cooperativeMultiDeviceLaunch: c_int,
+    /// `maxTexture1DLinear`.
+    pub maxTexture1DLinear: c_int,
+    /// `maxTexture1D`.
+    pub maxTexture1D: c_int,
+    /// `maxTexture2D`.
+    pub maxTexture2D: [c_int; 2],
+    /// `maxTexture3D`.
+    pub maxTexture3D: [c_int; 3],
+    /// `hdpMemFlushCntl`.
+    pub hdpMemFlushCntl: *mut c_uint,
+    /// `hdpRegFlushCntl`.
+    pub hdpRegFlushCntl: *mut c_uint,
+    /// `memPitch`.
+    pub memPitch: usize,
+    /// `textureAlignment`.
+    pub textureAlignment: usize,
+    /// `texturePitchAlignment`.
+    pub texturePitchAlignment: usize,
+    /// `kernelExecTimeoutEnabled`.
+    pub kernelExecTimeoutEnabled: c_int,
+    /// `ECCEnabled`.
+    pub ECCEnabled: c_int,
+    /// `tccDriver`.
+    pub tccDriver: c_int,
+    /// `cooperativeMultiDeviceUnmatchedFunc`.
+    pub cooperativeMultiDeviceUnmatchedFunc: c_int,
+    /// `cooperativeMultiDeviceUnmatchedGridDim`.
+    pub cooperativeMultiDeviceUnmatchedGridDim: c_int,
+    /// `cooperativeMultiDeviceUnmatchedBlockDim`.
+    pub cooperativeMultiDeviceUnmatchedBlockDim: c_int,
+    /// `cooperativeMultiDeviceUnmatchedSharedMem`.
+    pub cooperativeMultiDeviceUnmatchedSharedMem: c_int,
+    /// `isLargeBar`.
+    pub isLargeBar: c_int,
+    /// `asicRevision`.
+    pub asicRevision: c_int,
+    /// `managedMemory`.
+    pub managedMemory: c_int,
+    /// `directManagedMemAccessFromHost`.
+    pub directManagedMemAccessFromHost: c_int,
+    /// `concurrentManagedAccess`.
+    pub concurrentManagedAccess: c_int,
+    /// `pageableMemoryAccess`.
+    pub pageableMemoryAccess: c_int,
+    /// `pageableMemoryAccessUsesHostPageTables`.
+    pub pageableMemoryAccessUsesHostPageTables: c_int,
+}
+
+/// `hipDeviceAttribute_t`.
+pub type hipDeviceAttribute_t = c_int;
+/// `hipDeviceAttributeCanMapHostMemory`.
+pub const hipDeviceAttributeCanMapHostMemory: hipDeviceAttribute_t = 3;
+/// `hipDeviceAttributeClockRate`.
+pub const hipDeviceAttributeClockRate: hipDeviceAttribute_t = 5;
+/// `hipDeviceAttributeConcurrentKernels`.
+pub const hipDeviceAttributeConcurrentKernels: hipDeviceAttribute_t = 8;
+/// `hipDeviceAttributeL2CacheSize`.
+pub const hipDeviceAttributeL2CacheSize: hipDeviceAttribute_t = 19;
+/// `hipDeviceAttributeComputeCapabilityMajor`.
+pub const hipDeviceAttributeComputeCapabilityMajor: hipDeviceAttribute_t = 23;
+/// `hipDeviceAttributeComputeCapabilityMinor`.
+pub const hipDeviceAttributeComputeCapabilityMinor: hipDeviceAttribute_t = 61;
+/// `hipDeviceAttributeManagedMemory`.
+pub const hipDeviceAttributeManagedMemory: hipDeviceAttribute_t = 24;
+/// `hipDeviceAttributeMaxThreadsPerMultiProcessor`.
+pub const hipDeviceAttributeMaxThreadsPerMultiProcessor: hipDeviceAttribute_t = 57;
+/// `hipDeviceAttributeMultiprocessorCount`.
+pub const hipDeviceAttributeMultiprocessorCount: hipDeviceAttribute_t = 63;
+/// `hipDeviceAttributePciBusId`.
+pub const hipDeviceAttributePciBusId: hipDeviceAttribute_t = 67;
+/// `hipDeviceAttributePciDeviceId`.
+pub const hipDeviceAttributePciDeviceId: hipDeviceAttribute_t = 68;
+/// `hipDeviceAttributePciDomainID`.
+pub const hipDeviceAttributePciDomainID: hipDeviceAttribute_t = 69;
+/// `hipDeviceAttributeMaxSharedMemoryPerBlock`.
+pub const hipDeviceAttributeMaxSharedMemoryPerBlock: hipDeviceAttribute_t = 74;
+/// `hipDeviceAttributeTotalGlobalMem`.
+pub const hipDeviceAttributeTotalGlobalMem: hipDeviceAttribute_t = 84;
+/// `hipDeviceAttributeWarpSize`.
+pub const hipDeviceAttributeWarpSize: hipDeviceAttribute_t = 87;
+/// `hipDeviceAttributeIsLargeBar`.
+pub const hipDeviceAttributeIsLargeBar: hipDeviceAttribute_t = 10011;

@@ -58,6 +58,26 @@ static void devices() {
     OK(hipGetDevice(&d));
     CHECK(d == 0);
     CHECK(hipGetDeviceCount(NULL) == hipErrorInvalidValue);
+    hipDeviceProp_t prop;
+    memset(&prop, 0xff, sizeof prop);
+    OK(hipGetDeviceProperties(&prop, 0));
+    CHECK(strncmp(prop.gcnArchName, "gfx9", 4) == 0);
+    CHECK(prop.major == 9);
+    CHECK(prop.multiProcessorCount > 0 && prop.warpSize == 64);
+    CHECK(prop.totalGlobalMem > (1ull << 30));
+    CHECK(prop.sharedMemPerBlock == 64 * 1024);
+    CHECK(prop.isLargeBar == 1 && prop.managedMemory == 1);
+    CHECK(prop.maxThreadsPerBlock == 0);  // not modelled: 0, documented
+    int v = -1;
+    OK(hipDeviceGetAttribute(&v, hipDeviceAttributeMultiprocessorCount, 0));
+    CHECK(v == prop.multiProcessorCount);
+    OK(hipDeviceGetAttribute(&v, hipDeviceAttributeWarpSize, 0));
+    CHECK(v == 64);
+    OK(hipDeviceGetAttribute(&v, hipDeviceAttributeComputeCapabilityMajor, 0));
+    CHECK(v == prop.major);
+    CHECK(hipDeviceGetAttribute(&v, hipDeviceAttributeMaxTexture1DWidth, 0) == hipErrorNotSupported);
+    CHECK(hipGetDeviceProperties(&prop, n) == hipErrorInvalidDevice);
+    CHECK(hipGetDeviceProperties(NULL, 0) == hipErrorInvalidValue);
     int rt = 0;
     OK(hipRuntimeGetVersion(&rt));
     CHECK(rt == HIP_VERSION);
