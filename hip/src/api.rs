@@ -607,6 +607,9 @@ pub unsafe extern "C" fn hipExtMallocWithFlags(
 /// `hipFree`.
 #[no_mangle]
 pub extern "C" fn hipFree(p: *mut c_void) -> hipError_t {
+    if let Some(r) = crate::managed::free(p as u64) {
+        return ret(r);
+    }
     ret(free(p, &[MemoryKind::Device, MemoryKind::Signal]))
 }
 
@@ -782,12 +785,6 @@ macro_rules! not_supported {
 not_supported!(
     hipDeviceReset,
     hipMemGetInfo,
-    hipMallocManaged,
-    hipMemPrefetchAsync,
-    hipMemAdvise,
-    hipMemRangeGetAttribute,
-    hipMemRangeGetAttributes,
-    hipStreamAttachMemAsync,
     hipMemPoolExportToShareableHandle,
     hipMemPoolImportFromShareableHandle,
     hipMemPoolExportPointer,

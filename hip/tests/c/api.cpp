@@ -386,6 +386,50 @@ static void pools() {
     OK(hipHostFree(h));
 }
 
+static void managed() {
+    const size_t n = 1 << 16;
+    unsigned char *m = NULL;
+    OK(hipMallocManaged((void **)&m, n, hipMemAttachGlobal));
+    CHECK(m != NULL);
+    memset(m, 1, n);  // host access
+    int v = -7;
+    OK(hipMemAdvise(m, n, hipMemAdviseSetPreferredLocation, 0));
+    OK(hipMemRangeGetAttribute(&v, 4, hipMemRangeAttributePreferredLocation, m, n));
+    CHECK(v == 0);
+    OK(hipMemAdvise(m, n, hipMemAdviseSetReadMostly, 0));
+    OK(hipMemRangeGetAttribute(&v, 4, hipMemRangeAttributeReadMostly, m, n));
+    CHECK(v == 1);
+    OK(hipMemAdvise(m, n, hipMemAdviseUnsetReadMostly, 0));
+    OK(hipMemRangeGetAttribute(&v, 4, hipMemRangeAttributeReadMostly, m, n));
+    CHECK(v == 0);
+    CHECK(hipMemRangeGetAttribute(&v, 3, hipMemRangeAttributeReadMostly, m, n) == hipErrorInvalidValue);
+    hipStream_t s;
+    OK(hipStreamCreate(&s));
+    OK(hipMemPrefetchAsync(m, n, 0, s));
+    OK(hipMemsetAsync(m, 9, 4096, s));  // the GPU writes the prefetched pages
+    OK(hipStreamSynchronize(s));
+    OK(hipMemRangeGetAttribute(&v, 4, hipMemRangeAttributeLastPrefetchLocation, m, n));
+    CHECK(v == 0);
+    OK(hipMemPrefetchAsync(m, n, hipCpuDeviceId, s));
+    OK(hipStreamSynchronize(s));
+    CHECK(m[0] == 9 && m[4095] == 9 && m[4096] == 1);
+    int last = 5, pref = 5;
+    void *data[2] = {&last, &pref};
+    size_t sizes[2] = {4, 4};
+    hipMemRangeAttribute attrs[2] = {hipMemRangeAttributeLastPrefetchLocation,
+                                     hipMemRangeAttributePreferredLocation};
+    OK(hipMemRangeGetAttributes(data, sizes, attrs, 2, m, n));
+    CHECK(last == hipCpuDeviceId && pref == 0);
+    OK(hipStreamAttachMemAsync(s, m, 0, hipMemAttachSingle));
+    OK(hipStreamAttachMemAsync(s, m, 0, hipMemAttachGlobal));
+    CHECK(hipStreamAttachMemAsync(s, m, 0, 0x8) == hipErrorInvalidValue);
+    CHECK(hipStreamAttachMemAsync(foreign(), m, 0, hipMemAttachGlobal) == hipErrorInvalidHandle);
+    OK(hipStreamSynchronize(s));
+    OK(hipStreamDestroy(s));
+    OK(hipFree(m));
+    CHECK(hipFree(m) == hipErrorInvalidValue);
+}
+
 int main() {
     errors_and_library();
     devices();
@@ -396,6 +440,7 @@ int main() {
     memory();
     malloc_async();
     pools();
+    managed();
     OK(hipDeviceSynchronize());
     printf("api: %d checks passed\n", checks);
     return 0;
