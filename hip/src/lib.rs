@@ -23,5 +23,6 @@ pub mod layout;
 pub mod managed;
 pub mod pool;
 pub mod types;
+pub mod vmm;
 
 include!(concat!(env!("OUT_DIR"), "/symver.rs"));

@@ -430,6 +430,42 @@ static void managed() {
     CHECK(hipFree(m) == hipErrorInvalidValue);
 }
 
+static void vmm() {
+    hipMemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = hipMemAllocationTypePinned;
+    prop.requestedHandleType = hipMemHandleTypeNone;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = 0;
+    size_t gmin = 0, grec = 0;
+    OK(hipMemGetAllocationGranularity(&gmin, &prop, hipMemAllocationGranularityMinimum));
+    OK(hipMemGetAllocationGranularity(&grec, &prop, hipMemAllocationGranularityRecommended));
+    CHECK(gmin > 0 && grec >= gmin && grec % gmin == 0);
+    void *va = NULL;
+    OK(hipMemAddressReserve(&va, 2 * grec, 0, NULL, 0));
+    CHECK(va != NULL && (uintptr_t)va % grec == 0);
+    hipMemGenericAllocationHandle_t h;
+    OK(hipMemCreate(&h, grec, &prop, 0));
+    OK(hipMemMap(va, grec, 0, h, 0));
+    hipMemAccessDesc d;
+    d.location = prop.location;
+    d.flags = hipMemAccessFlagsProtReadWrite;
+    OK(hipMemSetAccess(va, grec, &d, 1));
+    unsigned long long f = 0;
+    OK(hipMemGetAccess(&f, &prop.location, va));
+    CHECK(f == hipMemAccessFlagsProtReadWrite);
+    OK(hipMemset(va, 0x42, grec));
+    unsigned char *b = (unsigned char *)va;
+    CHECK(b[0] == 0x42 && b[grec - 1] == 0x42);
+    CHECK(hipMemMap(va, grec, 0, (hipMemGenericAllocationHandle_t)foreign(), 0) == hipErrorInvalidValue);
+    OK(hipMemUnmap(va, grec));
+    OK(hipMemRelease(h));
+    CHECK(hipMemRelease(h) == hipErrorInvalidValue);
+    OK(hipMemAddressFree(va, 2 * grec));
+    prop.compressionType = 1;
+    CHECK(hipMemCreate(&h, grec, &prop, 0) == hipErrorNotSupported);
+}
+
 int main() {
     errors_and_library();
     devices();
@@ -441,6 +477,7 @@ int main() {
     malloc_async();
     pools();
     managed();
+    vmm();
     OK(hipDeviceSynchronize());
     printf("api: %d checks passed\n", checks);
     return 0;
