@@ -633,6 +633,35 @@ pub extern "C" fn hipHostFree(p: *mut c_void) -> hipError_t {
     ret(free(p, &[MemoryKind::HostPinned]))
 }
 
+/// `hipHostRegister`: KFD USERPTR registration, mapped on every GPU (so `Portable` and
+/// `Mapped` hold by construction); `hipHostRegisterIoMemory` is not modelled.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostRegister(p: *mut c_void, size: usize, flags: c_uint) -> hipError_t {
+    ret((|| {
+        if flags & !(hipHostRegisterPortable | hipHostRegisterMapped) != 0 {
+            return Err(hipErrorNotSupported);
+        }
+        if p.is_null() || size == 0 {
+            return Err(hipErrorInvalidValue);
+        }
+        let mut m = buffers();
+        if m.contains_key(&(p as u64)) {
+            return Err(hipErrorHostMemoryAlreadyRegistered);
+        }
+        // SAFETY: the caller registers `size` bytes of its own memory at `p` and keeps it
+        // allocated until hipHostUnregister (HIP's contract).
+        let b = unsafe { device()?.register_host_memory(p as *mut u8, size) }.hip()?;
+        m.insert(p as u64, b);
+        Ok(())
+    })())
+}
+
+/// `hipHostUnregister`.
+#[no_mangle]
+pub extern "C" fn hipHostUnregister(p: *mut c_void) -> hipError_t {
+    ret(free(p, &[MemoryKind::Userptr]).map_err(|_| hipErrorHostMemoryNotRegistered))
+}
+
 /// `hipPointerGetAttributes` for memory from this library's allocators.
 #[no_mangle]
 pub unsafe extern "C" fn hipPointerGetAttributes(
@@ -792,8 +821,6 @@ not_supported!(
     hipDeviceGetMemPool,
     hipMemExportToShareableHandle,
     hipMemImportFromShareableHandle,
-    hipHostRegister,
-    hipHostUnregister,
     hipModuleLoad,
     hipModuleLoadData,
     hipModuleUnload,

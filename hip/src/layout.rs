@@ -121,7 +121,8 @@ pub fn table() -> String {
     rows!(o; value hipMemHandleTypeNone, hipMemHandleTypePosixFileDescriptor);
     rows!(o; value hipStreamDefault, hipStreamNonBlocking, hipEventDefault,
         hipEventBlockingSync, hipEventDisableTiming, hipHostMallocDefault,
-        hipDeviceMallocDefault, hipMallocSignalMemory);
+        hipDeviceMallocDefault, hipMallocSignalMemory, hipHostRegisterDefault,
+        hipHostRegisterPortable, hipHostRegisterMapped);
     rows!(o; value hipMemPoolReuseFollowEventDependencies, hipMemPoolReuseAllowOpportunistic, hipMemPoolReuseAllowInternalDependencies, hipMemPoolAttrReleaseThreshold, hipMemPoolAttrReservedMemCurrent, hipMemPoolAttrReservedMemHigh, hipMemPoolAttrUsedMemCurrent, hipMemPoolAttrUsedMemHigh);
     rows!(o; value hipDeviceAttributeCanMapHostMemory, hipDeviceAttributeClockRate, hipDeviceAttributeConcurrentKernels, hipDeviceAttributeL2CacheSize, hipDeviceAttributeComputeCapabilityMajor, hipDeviceAttributeComputeCapabilityMinor, hipDeviceAttributeManagedMemory, hipDeviceAttributeMaxThreadsPerMultiProcessor, hipDeviceAttributeMultiprocessorCount, hipDeviceAttributePciBusId, hipDeviceAttributePciDeviceId, hipDeviceAttributePciDomainID, hipDeviceAttributeMaxSharedMemoryPerBlock, hipDeviceAttributeTotalGlobalMem, hipDeviceAttributeWarpSize, hipDeviceAttributeIsLargeBar);
     o.extend(ERROR_VALUES.iter().map(|(n, v)| format!("value {n} {v}")));
@@ -141,6 +142,14 @@ const ERROR_VALUES: &[(&str, hipError_t)] = &[
     ("hipErrorNotReady", hipErrorNotReady),
     ("hipErrorLaunchFailure", hipErrorLaunchFailure),
     ("hipErrorNotSupported", hipErrorNotSupported),
+    (
+        "hipErrorHostMemoryAlreadyRegistered",
+        hipErrorHostMemoryAlreadyRegistered,
+    ),
+    (
+        "hipErrorHostMemoryNotRegistered",
+        hipErrorHostMemoryNotRegistered,
+    ),
     ("hipErrorUnknown", hipErrorUnknown),
 ];
 

@@ -77,6 +77,13 @@ pub const hipDeviceMallocDefault: c_uint = 0;
 /// `hipExtMallocWithFlags` flag `hipMallocSignalMemory`.
 pub const hipMallocSignalMemory: c_uint = 2;
 
+/// `hipHostRegister` flag `hipHostRegisterDefault`.
+pub const hipHostRegisterDefault: c_uint = 0;
+/// `hipHostRegister` flag `hipHostRegisterPortable`.
+pub const hipHostRegisterPortable: c_uint = 1;
+/// `hipHostRegister` flag `hipHostRegisterMapped`.
+pub const hipHostRegisterMapped: c_uint = 2;
+
 /// `hipPointerAttribute_t` (HIP 5.2 field order).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

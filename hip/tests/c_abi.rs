@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Our cdylib, built by cargo before the tests.
+/// Our cdylib, built by cargo before the tests. `deps/` holds the fresh one: `cargo test`
+/// does not refresh the copy in `target/<profile>/`.
 fn our_lib() -> PathBuf {
     let exe = std::env::current_exe().expect("test exe");
     let deps = exe.parent().expect("deps dir");
-    for p in [deps.join("../libamdhip64.so"), deps.join("libamdhip64.so")] {
+    for p in [deps.join("libamdhip64.so"), deps.join("../libamdhip64.so")] {
         if p.exists() {
             return p.canonicalize().expect("canonical path");
         }

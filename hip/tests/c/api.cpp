@@ -296,6 +296,27 @@ static void memory() {
     OK(hipStreamDestroy(s));
 }
 
+static void host_register() {
+    const size_t n = 1 << 16;
+    unsigned char *a, *b, *d;
+    CHECK(posix_memalign((void **)&a, 4096, n) == 0 && posix_memalign((void **)&b, 4096, n) == 0);
+    for (size_t i = 0; i < n; i++) a[i] = (unsigned char)(i ^ 0x5c), b[i] = 0;
+    OK(hipHostRegister(a, n, hipHostRegisterDefault));
+    OK(hipHostRegister(b, n, hipHostRegisterMapped));
+    CHECK(hipHostRegister(a, n, 0) == hipErrorHostMemoryAlreadyRegistered);
+    CHECK(hipHostRegister(a, n, hipHostRegisterIoMemory) == hipErrorNotSupported);
+    OK(hipMalloc((void **)&d, n));
+    OK(hipMemcpy(d, a, n, hipMemcpyHostToDevice));
+    OK(hipMemcpy(b, d, n, hipMemcpyDeviceToHost));
+    CHECK(memcmp(a, b, n) == 0);
+    OK(hipHostUnregister(a));
+    OK(hipHostUnregister(b));
+    CHECK(hipHostUnregister(a) == hipErrorHostMemoryNotRegistered);
+    OK(hipFree(d));
+    free(a);
+    free(b);
+}
+
 static void malloc_async() {
     hipStream_t s;
     OK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
@@ -474,6 +495,7 @@ int main() {
     events();
     callbacks();
     memory();
+    host_register();
     malloc_async();
     pools();
     managed();
