@@ -54,3 +54,24 @@ impl<T> Registry<T> {
             .unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removed_and_foreign_tokens_are_unknown() {
+        let a: Registry<u32> = Registry::new();
+        let b: Registry<u32> = Registry::new();
+        let ta = a.insert(1);
+        let tb = b.insert(2);
+        assert_ne!(ta, tb);
+        assert!(ta > 2 && tb > 2, "0, 1, 2 are HIP's special streams");
+        assert_eq!(a.get(ta).as_deref(), Some(&1));
+        assert!(a.get(tb).is_none(), "a token of another kind is foreign");
+        assert!(a.get(0xdead).is_none());
+        assert_eq!(a.remove(ta).as_deref(), Some(&1));
+        assert!(a.get(ta).is_none() && a.remove(ta).is_none());
+        assert_eq!(b.all().len(), 1);
+    }
+}
