@@ -244,7 +244,8 @@ pub unsafe extern "C" fn hipGetDeviceProperties(
     })())
 }
 
-/// `hipDeviceGetAttribute` for the attributes [`properties`] fills; others NotSupported.
+/// `hipDeviceGetAttribute` for the attributes `hipGetDeviceProperties` fills; others
+/// NotSupported.
 #[no_mangle]
 pub unsafe extern "C" fn hipDeviceGetAttribute(
     v: *mut c_int,
