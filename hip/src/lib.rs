@@ -9,6 +9,7 @@
 //!
 //! The soname and symbol versions come from `build.rs`.
 
+#![deny(missing_docs)]
 #![allow(
     non_camel_case_types,
     non_snake_case,
