@@ -1,0 +1,839 @@
+//! The exported C entry points.
+
+use crate::error::*;
+use crate::handles::Registry;
+use crate::types::*;
+use kfdrt::{Buffer, Device, ErrorKind, Event, MemoryKind, Stream};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::{Arc, Mutex, OnceLock};
+
+thread_local! {
+    static LAST_ERROR: Cell<hipError_t> = const { Cell::new(hipSuccess) };
+    static CURRENT_GPU: Cell<usize> = const { Cell::new(0) };
+}
+
+/// kfdrt's error class as `hipError_t`.
+pub fn map_err(e: &kfdrt::Error) -> hipError_t {
+    match e.kind() {
+        ErrorKind::InvalidValue => hipErrorInvalidValue,
+        ErrorKind::InvalidHandle => hipErrorInvalidHandle,
+        ErrorKind::NotReady => hipErrorNotReady,
+        ErrorKind::NotSupported => hipErrorNotSupported,
+        ErrorKind::OutOfMemory => hipErrorOutOfMemory,
+        ErrorKind::NoDevice => hipErrorNoDevice,
+        ErrorKind::InvalidDevice => hipErrorInvalidDevice,
+        ErrorKind::LaunchFailure => hipErrorLaunchFailure,
+        ErrorKind::PeerAccessAlreadyEnabled => hipErrorPeerAccessAlreadyEnabled,
+        ErrorKind::PeerAccessNotEnabled => hipErrorPeerAccessNotEnabled,
+        ErrorKind::Driver => hipErrorUnknown,
+    }
+}
+
+/// HIP 5.2's `HIP_RETURN`: the result becomes the thread's last error.
+pub(crate) fn ret(r: Result<(), hipError_t>) -> hipError_t {
+    let e = r.err().unwrap_or(hipSuccess);
+    LAST_ERROR.with(|c| c.set(e));
+    e
+}
+
+pub(crate) trait Hip<T> {
+    fn hip(self) -> Result<T, hipError_t>;
+}
+impl<T> Hip<T> for kfdrt::Result<T> {
+    fn hip(self) -> Result<T, hipError_t> {
+        self.map_err(|e| map_err(&e))
+    }
+}
+
+/// The process's device, opened on first use from `KFDRT_DEVICE`.
+pub(crate) fn device() -> Result<&'static Device, hipError_t> {
+    static DEV: OnceLock<Result<Device, hipError_t>> = OnceLock::new();
+    DEV.get_or_init(|| Device::open().hip())
+        .as_ref()
+        .map_err(|e| *e)
+}
+
+fn current_gpu() -> usize {
+    CURRENT_GPU.with(|c| c.get())
+}
+
+/// Write `v` through a C out-pointer, InvalidValue when null.
+pub(crate) fn out<T>(p: *mut T, v: T) -> Result<(), hipError_t> {
+    if p.is_null() {
+        return Err(hipErrorInvalidValue);
+    }
+    // SAFETY: non-null out-pointer supplied by the caller per the HIP contract.
+    unsafe { p.write(v) };
+    Ok(())
+}
+
+static STREAMS: Registry<Stream> = Registry::new();
+static EVENTS: Registry<Event> = Registry::new();
+/// hipMalloc/hipHostMalloc/hipExtMallocWithFlags buffers by address.
+static BUFFERS: Mutex<BTreeMap<u64, Buffer>> = Mutex::new(BTreeMap::new());
+
+fn buffers() -> std::sync::MutexGuard<'static, BTreeMap<u64, Buffer>> {
+    BUFFERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The stream of a `hipStream_t`: null is the current GPU's null stream; the per-thread
+/// stream is not modelled.
+pub(crate) fn stream(s: *mut c_void) -> Result<Arc<Stream>, hipError_t> {
+    match s as usize {
+        0 => Ok(Arc::new(device()?.null_stream(current_gpu()).hip()?)),
+        2 => Err(hipErrorNotSupported),
+        t => STREAMS.get(t).ok_or(hipErrorInvalidHandle),
+    }
+}
+
+fn event(e: *mut c_void) -> Result<Arc<Event>, hipError_t> {
+    EVENTS.get(e as usize).ok_or(hipErrorInvalidHandle)
+}
+
+// ---- errors -----------------------------------------------------------------------------
+
+/// `hipGetErrorName`.
+#[no_mangle]
+pub extern "C" fn hipGetErrorName(e: hipError_t) -> *const c_char {
+    name(e).as_ptr()
+}
+
+/// `hipGetErrorString` (HIP 5.2: the same text as the name).
+#[no_mangle]
+pub extern "C" fn hipGetErrorString(e: hipError_t) -> *const c_char {
+    name(e).as_ptr()
+}
+
+/// `hipGetLastError`: the thread's last error, then reset to hipSuccess.
+#[no_mangle]
+pub extern "C" fn hipGetLastError() -> hipError_t {
+    LAST_ERROR.with(|c| c.replace(hipSuccess))
+}
+
+/// `hipPeekAtLastError`: the thread's last error, kept.
+#[no_mangle]
+pub extern "C" fn hipPeekAtLastError() -> hipError_t {
+    LAST_ERROR.with(|c| c.get())
+}
+
+// ---- device -----------------------------------------------------------------------------
+
+/// `hipGetDeviceCount`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> hipError_t {
+    ret((|| {
+        let n = device()?.gpus().len();
+        if n == 0 {
+            return Err(hipErrorNoDevice);
+        }
+        out(count, n as c_int)
+    })())
+}
+
+/// `hipSetDevice`: the calling thread's current GPU.
+#[no_mangle]
+pub extern "C" fn hipSetDevice(id: c_int) -> hipError_t {
+    ret((|| {
+        let n = device()?.gpus().len();
+        let i = usize::try_from(id).map_err(|_| hipErrorInvalidDevice)?;
+        if i >= n {
+            return Err(hipErrorInvalidDevice);
+        }
+        CURRENT_GPU.with(|c| c.set(i));
+        Ok(())
+    })())
+}
+
+/// `hipGetDevice`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDevice(id: *mut c_int) -> hipError_t {
+    ret((|| {
+        device()?;
+        out(id, current_gpu() as c_int)
+    })())
+}
+
+/// `hipDeviceSynchronize`: every stream of the current GPU, then its null stream.
+#[no_mangle]
+pub extern "C" fn hipDeviceSynchronize() -> hipError_t {
+    ret((|| {
+        let gpu = current_gpu();
+        for s in STREAMS.all() {
+            if s.gpu_index() == gpu {
+                s.synchronize().hip()?;
+            }
+        }
+        device()?.null_stream(gpu).hip()?.synchronize().hip()
+    })())
+}
+
+/// `hipDeviceGetStreamPriorityRange`.
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetStreamPriorityRange(
+    least: *mut c_int,
+    greatest: *mut c_int,
+) -> hipError_t {
+    ret((|| {
+        let (l, g) = device()?.stream_priority_range();
+        if !least.is_null() {
+            out(least, l)?;
+        }
+        if !greatest.is_null() {
+            out(greatest, g)?;
+        }
+        Ok(())
+    })())
+}
+
+/// `hipDeviceProp_t` of GPU `gpu` from its KFD topology node. Fields the topology does
+/// not give (dispatch limits, textures, memory clock...) stay 0.
+fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
+    let g = device()?.gpu(gpu).map_err(|_| hipErrorInvalidDevice)?;
+    let n = &g.node;
+    let p = &n.properties;
+    // SAFETY: hipDeviceProp_t is integers, arrays and raw pointers: all-zero is valid.
+    let mut d: hipDeviceProp_t = unsafe { std::mem::zeroed() };
+    fn copy_name(dst: &mut [c_char; 256], s: &str) {
+        for (d, b) in dst.iter_mut().zip(s.bytes().take(255)) {
+            *d = b as c_char;
+        }
+    }
+    copy_name(&mut d.name, &n.name);
+    copy_name(&mut d.gcnArchName, &g.gfx_name());
+    // gfx_target_version is major*10000 + minor*100 + stepping (KFD topology).
+    let v = p.gfx_target_version;
+    d.major = (v / 10000) as c_int;
+    d.minor = (v / 100 % 100) as c_int;
+    d.gcnArch = (d.major * 100 + d.minor * 10) + (v % 100) as c_int;
+    d.totalGlobalMem = n.vram_size() as usize;
+    d.sharedMemPerBlock = p.lds_size_in_kb as usize * 1024;
+    d.maxSharedMemoryPerMultiProcessor = d.sharedMemPerBlock;
+    d.warpSize = p.wave_front_size as c_int;
+    d.multiProcessorCount = g.cu_count() as c_int;
+    d.maxThreadsPerMultiProcessor =
+        (p.wave_front_size * p.max_waves_per_simd * p.simd_per_cu) as c_int;
+    d.l2CacheSize = n
+        .caches
+        .iter()
+        .filter(|c| c.level == 2)
+        .map(|c| c.size as c_int * 1024)
+        .max()
+        .unwrap_or(0);
+    d.clockRate = p.max_engine_clk_fcompute.unwrap_or(0) as c_int * 1000;
+    d.pciDomainID = p.domain as c_int;
+    d.pciBusID = (p.location_id >> 8 & 0xff) as c_int;
+    d.pciDeviceID = (p.location_id >> 3 & 0x1f) as c_int;
+    // kfdrt's device memory is CPU-visible VRAM (MemoryKind::Device), managed memory exists,
+    // host memory is mapped for the GPUs, and streams run concurrently.
+    d.isLargeBar = 1;
+    d.managedMemory = 1;
+    d.canMapHostMemory = 1;
+    d.concurrentKernels = 1;
+    Ok(d)
+}
+
+/// `hipGetDeviceProperties`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDeviceProperties(
+    prop: *mut hipDeviceProp_t,
+    dev: c_int,
+) -> hipError_t {
+    ret((|| {
+        let gpu = usize::try_from(dev).map_err(|_| hipErrorInvalidDevice)?;
+        out(prop, properties(gpu)?)
+    })())
+}
+
+/// `hipDeviceGetAttribute` for the attributes `hipGetDeviceProperties` fills; others
+/// NotSupported.
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetAttribute(
+    v: *mut c_int,
+    attr: c_int,
+    dev: c_int,
+) -> hipError_t {
+    ret((|| {
+        let gpu = usize::try_from(dev).map_err(|_| hipErrorInvalidDevice)?;
+        let d = properties(gpu)?;
+        let x = match attr {
+            hipDeviceAttributeCanMapHostMemory => d.canMapHostMemory,
+            hipDeviceAttributeClockRate => d.clockRate,
+            hipDeviceAttributeConcurrentKernels => d.concurrentKernels,
+            hipDeviceAttributeL2CacheSize => d.l2CacheSize,
+            hipDeviceAttributeComputeCapabilityMajor => d.major,
+            hipDeviceAttributeComputeCapabilityMinor => d.minor,
+            hipDeviceAttributeManagedMemory => d.managedMemory,
+            hipDeviceAttributeMaxThreadsPerMultiProcessor => d.maxThreadsPerMultiProcessor,
+            hipDeviceAttributeMultiprocessorCount => d.multiProcessorCount,
+            hipDeviceAttributePciBusId => d.pciBusID,
+            hipDeviceAttributePciDeviceId => d.pciDeviceID,
+            hipDeviceAttributePciDomainID => d.pciDomainID,
+            hipDeviceAttributeMaxSharedMemoryPerBlock => d.sharedMemPerBlock as c_int,
+            hipDeviceAttributeTotalGlobalMem => d.totalGlobalMem.min(c_int::MAX as usize) as c_int,
+            hipDeviceAttributeWarpSize => d.warpSize,
+            hipDeviceAttributeIsLargeBar => d.isLargeBar,
+            _ => return Err(hipErrorNotSupported),
+        };
+        out(v, x)
+    })())
+}
+
+// ---- streams ----------------------------------------------------------------------------
+
+fn new_stream(p: *mut *mut c_void, s: kfdrt::Result<Stream>) -> Result<(), hipError_t> {
+    if p.is_null() {
+        return Err(hipErrorInvalidValue);
+    }
+    let t = STREAMS.insert(s.hip()?);
+    out(p, t as *mut c_void)
+}
+
+/// `hipStreamCreate`.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamCreate(s: *mut *mut c_void) -> hipError_t {
+    ret((|| new_stream(s, device()?.create_stream(current_gpu())))())
+}
+
+/// `hipStreamCreateWithFlags`.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamCreateWithFlags(
+    s: *mut *mut c_void,
+    flags: c_uint,
+) -> hipError_t {
+    ret((|| {
+        new_stream(s, device()?.create_stream_with_flags(current_gpu(), flags))
+    })())
+}
+
+/// `hipStreamCreateWithPriority`.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamCreateWithPriority(
+    s: *mut *mut c_void,
+    flags: c_uint,
+    priority: c_int,
+) -> hipError_t {
+    ret((|| {
+        new_stream(
+            s,
+            device()?.create_stream_with_priority(current_gpu(), flags, priority),
+        )
+    })())
+}
+
+/// `hipExtStreamCreateWithCUMask`.
+#[no_mangle]
+pub unsafe extern "C" fn hipExtStreamCreateWithCUMask(
+    s: *mut *mut c_void,
+    cu_mask_size: u32,
+    cu_mask: *const u32,
+) -> hipError_t {
+    ret((|| {
+        if cu_mask.is_null() || cu_mask_size == 0 {
+            return Err(hipErrorInvalidValue);
+        }
+        // SAFETY: the caller passes `cu_mask_size` words at `cu_mask`.
+        let mask = unsafe { std::slice::from_raw_parts(cu_mask, cu_mask_size as usize) };
+        new_stream(s, device()?.create_stream_with_cu_mask(current_gpu(), mask))
+    })())
+}
+
+/// `hipExtStreamGetCUMask`.
+#[no_mangle]
+pub unsafe extern "C" fn hipExtStreamGetCUMask(
+    s: *mut c_void,
+    cu_mask_size: u32,
+    cu_mask: *mut u32,
+) -> hipError_t {
+    ret((|| {
+        if cu_mask.is_null() || cu_mask_size == 0 {
+            return Err(hipErrorInvalidValue);
+        }
+        let st = stream(s)?;
+        // SAFETY: the caller passes room for `cu_mask_size` words at `cu_mask`.
+        let mask = unsafe { std::slice::from_raw_parts_mut(cu_mask, cu_mask_size as usize) };
+        st.cu_mask(mask).hip()
+    })())
+}
+
+/// `hipStreamDestroy`: unregisters the handle; kfdrt drains the stream on drop.
+#[no_mangle]
+pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
+    ret((|| {
+        if s.is_null() {
+            return Err(hipErrorInvalidHandle);
+        }
+        STREAMS
+            .remove(s as usize)
+            .map(drop)
+            .ok_or(hipErrorInvalidHandle)
+    })())
+}
+
+/// `hipStreamQuery`.
+#[no_mangle]
+pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
+    ret((|| stream(s)?.query().hip())())
+}
+
+/// `hipStreamSynchronize`.
+#[no_mangle]
+pub extern "C" fn hipStreamSynchronize(s: *mut c_void) -> hipError_t {
+    ret((|| stream(s)?.synchronize().hip())())
+}
+
+/// `hipStreamGetFlags`.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetFlags(s: *mut c_void, flags: *mut c_uint) -> hipError_t {
+    ret((|| out(flags, stream(s)?.flags()))())
+}
+
+/// `hipStreamGetPriority`.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetPriority(s: *mut c_void, p: *mut c_int) -> hipError_t {
+    ret((|| out(p, stream(s)?.priority()))())
+}
+
+/// `hipStreamWaitEvent`.
+#[no_mangle]
+pub extern "C" fn hipStreamWaitEvent(s: *mut c_void, e: *mut c_void, flags: c_uint) -> hipError_t {
+    ret((|| stream(s)?.wait_event(&*event(e)?, flags).hip())())
+}
+
+/// `hipStreamWriteValue32`.
+#[no_mangle]
+pub extern "C" fn hipStreamWriteValue32(
+    s: *mut c_void,
+    ptr: *mut c_void,
+    value: u32,
+    flags: c_uint,
+) -> hipError_t {
+    ret((|| {
+        stream(s)?.write_value32(ptr as u64, value, flags).hip()
+    })())
+}
+
+/// `hipStreamWriteValue64`.
+#[no_mangle]
+pub extern "C" fn hipStreamWriteValue64(
+    s: *mut c_void,
+    ptr: *mut c_void,
+    value: u64,
+    flags: c_uint,
+) -> hipError_t {
+    ret((|| {
+        stream(s)?.write_value64(ptr as u64, value, flags).hip()
+    })())
+}
+
+/// `hipStreamWaitValue32`.
+#[no_mangle]
+pub extern "C" fn hipStreamWaitValue32(
+    s: *mut c_void,
+    ptr: *mut c_void,
+    value: u32,
+    flags: c_uint,
+    mask: u32,
+) -> hipError_t {
+    ret((|| {
+        stream(s)?
+            .wait_value32(ptr as u64, value, flags, mask)
+            .hip()
+    })())
+}
+
+/// `hipStreamWaitValue64`.
+#[no_mangle]
+pub extern "C" fn hipStreamWaitValue64(
+    s: *mut c_void,
+    ptr: *mut c_void,
+    value: u64,
+    flags: c_uint,
+    mask: u64,
+) -> hipError_t {
+    ret((|| {
+        stream(s)?
+            .wait_value64(ptr as u64, value, flags, mask)
+            .hip()
+    })())
+}
+
+/// `hipStreamCallback_t`.
+pub type hipStreamCallback_t =
+    Option<unsafe extern "C" fn(stream: *mut c_void, status: hipError_t, user: *mut c_void)>;
+
+/// A C pointer carried to the callback thread.
+struct UserData(*mut c_void);
+// SAFETY: HIP hands the user pointer to the callback thread; the caller owns its safety.
+unsafe impl Send for UserData {}
+
+/// `hipStreamAddCallback`: the C callback gets the stream handle it was added to.
+#[no_mangle]
+pub extern "C" fn hipStreamAddCallback(
+    s: *mut c_void,
+    cb: hipStreamCallback_t,
+    user: *mut c_void,
+    flags: c_uint,
+) -> hipError_t {
+    ret((|| {
+        let cb = cb.ok_or(hipErrorInvalidValue)?;
+        let st = stream(s)?;
+        let handle = UserData(s);
+        let user = UserData(user);
+        st.add_callback(
+            move |r| {
+                let (handle, user) = (handle, user);
+                let status = r.err().map_or(hipSuccess, |e| map_err(&e));
+                // SAFETY: a C function pointer the caller registered, called with its data.
+                unsafe { cb(handle.0, status, user.0) };
+            },
+            flags,
+        )
+        .hip()
+    })())
+}
+
+// ---- events -----------------------------------------------------------------------------
+
+/// `hipEventCreateWithFlags`.
+#[no_mangle]
+pub unsafe extern "C" fn hipEventCreateWithFlags(e: *mut *mut c_void, flags: c_uint) -> hipError_t {
+    ret((|| {
+        if e.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let ev = device()?.create_event(flags).hip()?;
+        out(e, EVENTS.insert(ev) as *mut c_void)
+    })())
+}
+
+/// `hipEventCreate`.
+#[no_mangle]
+pub unsafe extern "C" fn hipEventCreate(e: *mut *mut c_void) -> hipError_t {
+    // SAFETY: same contract.
+    unsafe { hipEventCreateWithFlags(e, hipEventDefault) }
+}
+
+/// `hipEventRecord`.
+#[no_mangle]
+pub extern "C" fn hipEventRecord(e: *mut c_void, s: *mut c_void) -> hipError_t {
+    ret((|| event(e)?.record(&*stream(s)?).hip())())
+}
+
+/// `hipEventSynchronize`.
+#[no_mangle]
+pub extern "C" fn hipEventSynchronize(e: *mut c_void) -> hipError_t {
+    ret((|| event(e)?.synchronize().hip())())
+}
+
+/// `hipEventQuery`.
+#[no_mangle]
+pub extern "C" fn hipEventQuery(e: *mut c_void) -> hipError_t {
+    ret((|| event(e)?.query().hip())())
+}
+
+/// `hipEventElapsedTime`.
+#[no_mangle]
+pub unsafe extern "C" fn hipEventElapsedTime(
+    ms: *mut f32,
+    start: *mut c_void,
+    stop: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        if ms.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let v = Event::elapsed_ms(&*event(start)?, &*event(stop)?).hip()?;
+        out(ms, v)
+    })())
+}
+
+/// `hipEventDestroy`.
+#[no_mangle]
+pub extern "C" fn hipEventDestroy(e: *mut c_void) -> hipError_t {
+    ret(EVENTS
+        .remove(e as usize)
+        .map(drop)
+        .ok_or(hipErrorInvalidHandle))
+}
+
+// ---- memory -----------------------------------------------------------------------------
+
+fn alloc(p: *mut *mut c_void, kind: MemoryKind, size: usize) -> Result<(), hipError_t> {
+    if p.is_null() {
+        return Err(hipErrorInvalidValue);
+    }
+    if size == 0 {
+        return out(p, std::ptr::null_mut());
+    }
+    let b = device()?.alloc(kind, current_gpu(), size).hip()?;
+    let va = b.va();
+    buffers().insert(va, b);
+    out(p, va as *mut c_void)
+}
+
+fn free(p: *mut c_void, want: &[MemoryKind]) -> Result<(), hipError_t> {
+    if p.is_null() {
+        return Ok(());
+    }
+    let mut m = buffers();
+    match m.get(&(p as u64)) {
+        Some(b) if want.contains(&b.kind()) => {
+            m.remove(&(p as u64));
+            Ok(())
+        }
+        _ => Err(hipErrorInvalidValue),
+    }
+}
+
+/// `hipMalloc`: VRAM of the current GPU.
+#[no_mangle]
+pub unsafe extern "C" fn hipMalloc(p: *mut *mut c_void, size: usize) -> hipError_t {
+    ret(alloc(p, MemoryKind::Device, size))
+}
+
+/// `hipExtMallocWithFlags`: `hipDeviceMallocDefault` or `hipMallocSignalMemory`.
+#[no_mangle]
+pub unsafe extern "C" fn hipExtMallocWithFlags(
+    p: *mut *mut c_void,
+    size: usize,
+    flags: c_uint,
+) -> hipError_t {
+    ret(match flags {
+        hipDeviceMallocDefault => alloc(p, MemoryKind::Device, size),
+        hipMallocSignalMemory => alloc(p, MemoryKind::Signal, size),
+        _ => Err(hipErrorNotSupported),
+    })
+}
+
+/// `hipFree`.
+#[no_mangle]
+pub extern "C" fn hipFree(p: *mut c_void) -> hipError_t {
+    if let Some(r) = crate::managed::free(p as u64) {
+        return ret(r);
+    }
+    ret(free(p, &[MemoryKind::Device, MemoryKind::Signal]))
+}
+
+/// `hipHostMalloc`: pinned host memory (only `hipHostMallocDefault`).
+#[no_mangle]
+pub unsafe extern "C" fn hipHostMalloc(
+    p: *mut *mut c_void,
+    size: usize,
+    flags: c_uint,
+) -> hipError_t {
+    ret(if flags == hipHostMallocDefault {
+        alloc(p, MemoryKind::HostPinned, size)
+    } else {
+        Err(hipErrorNotSupported)
+    })
+}
+
+/// `hipHostFree`.
+#[no_mangle]
+pub extern "C" fn hipHostFree(p: *mut c_void) -> hipError_t {
+    ret(free(p, &[MemoryKind::HostPinned]))
+}
+
+/// `hipHostRegister`: KFD USERPTR registration, mapped on every GPU (so `Portable` and
+/// `Mapped` hold by construction); `hipHostRegisterIoMemory` is not modelled.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostRegister(p: *mut c_void, size: usize, flags: c_uint) -> hipError_t {
+    ret((|| {
+        if flags & !(hipHostRegisterPortable | hipHostRegisterMapped) != 0 {
+            return Err(hipErrorNotSupported);
+        }
+        if p.is_null() || size == 0 {
+            return Err(hipErrorInvalidValue);
+        }
+        let mut m = buffers();
+        if m.contains_key(&(p as u64)) {
+            return Err(hipErrorHostMemoryAlreadyRegistered);
+        }
+        // SAFETY: the caller registers `size` bytes of its own memory at `p` and keeps it
+        // allocated until hipHostUnregister (HIP's contract).
+        let b = unsafe { device()?.register_host_memory(p as *mut u8, size) }.hip()?;
+        m.insert(p as u64, b);
+        Ok(())
+    })())
+}
+
+/// `hipHostUnregister`.
+#[no_mangle]
+pub extern "C" fn hipHostUnregister(p: *mut c_void) -> hipError_t {
+    ret(free(p, &[MemoryKind::Userptr]).map_err(|_| hipErrorHostMemoryNotRegistered))
+}
+
+/// `hipPointerGetAttributes` for memory from this library's allocators.
+#[no_mangle]
+pub unsafe extern "C" fn hipPointerGetAttributes(
+    attr: *mut hipPointerAttribute_t,
+    ptr: *const c_void,
+) -> hipError_t {
+    ret((|| {
+        let a = ptr as u64;
+        let m = buffers();
+        let (_, b) = m
+            .range(..=a)
+            .next_back()
+            .filter(|(va, b)| a < *va + b.len() as u64)
+            .ok_or(hipErrorInvalidValue)?;
+        let memoryType = match b.kind() {
+            MemoryKind::Device => hipMemoryTypeDevice,
+            _ => hipMemoryTypeHost,
+        };
+        out(
+            attr,
+            hipPointerAttribute_t {
+                memoryType,
+                device: b.gpu_index() as c_int,
+                devicePointer: ptr as *mut c_void,
+                hostPointer: ptr as *mut c_void,
+                isManaged: 0,
+                allocationFlags: 0,
+            },
+        )
+    })())
+}
+
+/// `hipMemcpy`: ordered on the current GPU's null stream, then waited for.
+#[no_mangle]
+pub extern "C" fn hipMemcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    _kind: hipMemcpyKind,
+) -> hipError_t {
+    ret((|| {
+        device()?
+            .memcpy(current_gpu(), dst as u64, src as u64, size as u64)
+            .hip()
+    })())
+}
+
+/// `hipMemcpyAsync`.
+#[no_mangle]
+pub extern "C" fn hipMemcpyAsync(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    _kind: hipMemcpyKind,
+    s: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        stream(s)?.memcpy(dst as u64, src as u64, size as u64).hip()
+    })())
+}
+
+/// `hipMemset`.
+#[no_mangle]
+pub extern "C" fn hipMemset(dst: *mut c_void, value: c_int, size: usize) -> hipError_t {
+    ret((|| {
+        device()?
+            .memset(current_gpu(), dst as u64, value as u8, size as u64)
+            .hip()
+    })())
+}
+
+/// `hipMemsetAsync`.
+#[no_mangle]
+pub extern "C" fn hipMemsetAsync(
+    dst: *mut c_void,
+    value: c_int,
+    size: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        stream(s)?
+            .memset(dst as u64, value as u8, size as u64)
+            .hip()
+    })())
+}
+
+/// `hipMemsetD32Async`.
+#[no_mangle]
+pub extern "C" fn hipMemsetD32Async(
+    dst: *mut c_void,
+    value: c_int,
+    count: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        stream(s)?
+            .memset_d32(dst as u64, value as u32, count as u64)
+            .hip()
+    })())
+}
+
+/// `hipMallocAsync`: from the current pool of the stream's GPU.
+#[no_mangle]
+pub unsafe extern "C" fn hipMallocAsync(
+    p: *mut *mut c_void,
+    size: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        if p.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let va = stream(s)?.malloc_async(size).hip()?;
+        out(p, va as *mut c_void)
+    })())
+}
+
+/// `hipFreeAsync`.
+#[no_mangle]
+pub extern "C" fn hipFreeAsync(p: *mut c_void, s: *mut c_void) -> hipError_t {
+    ret((|| stream(s)?.free_async(p as u64).hip())())
+}
+
+// ---- versions ---------------------------------------------------------------------------
+
+/// `hipRuntimeGetVersion`: HIP_VERSION of the 5.2 headers this ABI follows.
+#[no_mangle]
+pub unsafe extern "C" fn hipRuntimeGetVersion(v: *mut c_int) -> hipError_t {
+    ret(out(v, 50221153))
+}
+
+/// `hipDriverGetVersion`: HIP_VERSION of the 5.2 headers this ABI follows.
+#[no_mangle]
+pub unsafe extern "C" fn hipDriverGetVersion(v: *mut c_int) -> hipError_t {
+    ret(out(v, 50221153))
+}
+
+// ---- not modelled yet: explicit hipErrorNotSupported -------------------------------------
+
+macro_rules! not_supported {
+    ($($name:ident),* $(,)?) => {$(
+        #[doc = concat!("`", stringify!($name), "`: not implemented, hipErrorNotSupported.")]
+        #[no_mangle]
+        pub extern "C" fn $name() -> hipError_t {
+            ret(Err(hipErrorNotSupported))
+        }
+    )*};
+}
+
+not_supported!(
+    hipDeviceReset,
+    hipMemGetInfo,
+    hipMemPoolExportToShareableHandle,
+    hipMemPoolImportFromShareableHandle,
+    hipMemPoolExportPointer,
+    hipMemPoolImportPointer,
+    hipDeviceGetMemPool,
+    hipMemExportToShareableHandle,
+    hipMemImportFromShareableHandle,
+    hipModuleLoad,
+    hipModuleLoadData,
+    hipModuleUnload,
+    hipModuleGetFunction,
+    hipModuleLaunchKernel,
+    hipFuncGetAttributes,
+    hipLaunchKernel,
+    __hipPushCallConfiguration,
+    __hipPopCallConfiguration,
+    hipDeviceCanAccessPeer,
+    hipDeviceEnablePeerAccess,
+    hipDeviceDisablePeerAccess,
+);

@@ -1,0 +1,156 @@
+//! Builds the C/C++ programs under `tests/c/` with gcc/g++ against Debian's HIP 5.2 headers
+//! and library, then runs them on kfdrt's `libamdhip64.so.5` (LD_LIBRARY_PATH) on the
+//! emulator. Needs Debian's `libamdhip64-dev` (installed by `.ci/run`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Our cdylib, built by cargo before the tests. `deps/` holds the fresh one: `cargo test`
+/// does not refresh the copy in `target/<profile>/`.
+fn our_lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let deps = exe.parent().expect("deps dir");
+    for p in [deps.join("libamdhip64.so"), deps.join("../libamdhip64.so")] {
+        if p.exists() {
+            return p.canonicalize().expect("canonical path");
+        }
+    }
+    panic!("libamdhip64.so not found next to {}", deps.display());
+}
+
+/// A directory holding `libamdhip64.so.5` -> our library, for LD_LIBRARY_PATH.
+fn lib_dir(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("hip-lib");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let link = dir.join("libamdhip64.so.5");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(our_lib(), &link).expect("symlink");
+    dir
+}
+
+fn compile(compiler: &str, src: &str, out: &Path, libs: &[&str]) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(src);
+    let o = Command::new(compiler)
+        .args(["-Wall", "-Werror", "-O1", "-D__HIP_PLATFORM_AMD__"])
+        .arg(&src)
+        .arg("-o")
+        .arg(out)
+        .args(libs)
+        .output()
+        .unwrap_or_else(|e| panic!("{compiler}: {e}"));
+    assert!(
+        o.status.success(),
+        "{compiler} {}:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Run with a bound; stdout and stderr.
+fn run(mut cmd: Command, limit: Duration) -> (bool, String, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("output");
+            panic!(
+                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().expect("output");
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn struct_layouts_and_enum_values_match_debian_header() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-layout");
+    compile("gcc", "layout.c", &exe, &["-ldl"]);
+    let mut cmd = Command::new(&exe);
+    cmd.arg(our_lib());
+    let (ok, out, err) = run(cmd, Duration::from_secs(60));
+    assert!(ok, "layout check failed:\n{out}{err}");
+    assert!(out.contains(" 0 bad"), "{out}");
+    println!("{out}");
+}
+
+#[test]
+fn debian_linked_program_runs_on_kfdrt_library() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-api");
+    // Linked against Debian's libamdhip64.so.5, run on ours.
+    compile("g++", "api.cpp", &exe, &["-lamdhip64", "-ldl"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu");
+    let (ok, out, err) = run(cmd, Duration::from_secs(300));
+    assert!(ok, "api program failed:\n{out}{err}");
+    assert!(out.contains("checks passed"), "{out}");
+    // Symbol versions match Debian's: the loader prints no "no version information" warning.
+    assert!(err.is_empty(), "stderr not empty:\n{err}");
+}
+
+#[test]
+fn exports_carry_debian_version_nodes() {
+    let o = Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(our_lib())
+        .output()
+        .expect("readelf");
+    let syms = String::from_utf8_lossy(&o.stdout);
+    let table = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("abi/libamdhip64.so.5.symbols"),
+    )
+    .expect("symbol table");
+    let mut checked = 0;
+    for line in syms.lines() {
+        let Some(sym) = line.split_whitespace().nth(7) else {
+            continue;
+        };
+        let Some((name, node)) = sym.split_once("@@") else {
+            continue;
+        };
+        if !node.starts_with("hip_") {
+            continue;
+        }
+        let want = table
+            .lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("{name} not in Debian's table"));
+        assert_eq!(node, want, "{name}");
+        checked += 1;
+    }
+    assert!(checked >= 90, "only {checked} versioned exports");
+    for (name, node) in [
+        ("hipMalloc", "hip_4.2"),
+        ("hipMallocAsync", "hip_5.1"),
+        ("hipStreamWaitValue32", "hip_4.4"),
+    ] {
+        assert!(syms.contains(&format!("{name}@@{node}")), "{name}@@{node}");
+    }
+    let o = Command::new("readelf")
+        .arg("-d")
+        .arg(our_lib())
+        .output()
+        .expect("readelf");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("[libamdhip64.so.5]"));
+}
