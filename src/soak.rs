@@ -217,7 +217,10 @@ fn worker(
                         .store(flag_value, Ordering::Release);
                 } else {
                     let v = u64::from(flag_value) << 32;
-                    s.wait_value64(flags.va() + 8, v, WAIT_VALUE_GTE, u64::MAX)
+                    // Bit 63 stays out of the mask: on gfx9 an unsigned 64-bit GEQ over
+                    // bit 63 has no exact CP packet (NotSupported, see
+                    // firmware-notes/firmware-rules.md); these values never reach it.
+                    s.wait_value64(flags.va() + 8, v, WAIT_VALUE_GTE, u64::MAX >> 1)
                         .map_err(|x| e("wait_value64", x))?;
                     flags
                         .atomic_u64(8)
