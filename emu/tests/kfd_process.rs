@@ -1,5 +1,5 @@
 //! Process-wide ioctls: version, ACQUIRE_VM, apertures, clocks, policies, scratch, trap
-//! handler, XNACK, RUNTIME_ENABLE, AVAILABLE_MEMORY.
+//! handler, XNACK, RUNTIME_ENABLE, AVAILABLE_MEMORY, DBG_TRAP.
 
 mod kfd_common;
 
