@@ -287,7 +287,31 @@ impl Emu {
             Ioctl::SetCuMask { args, mask } => self.set_cu_mask(args, mask),
             Ioctl::GetQueueWaveState(a) => self.get_queue_wave_state(a),
             Ioctl::Svm { args, attrs } => self.svm_ioctl(args, attrs),
+            Ioctl::DbgTrap { args, .. } => self.dbg_trap(args),
         }
+    }
+
+    /// `AMDKFD_IOC_DBG_TRAP` as kfd_chardev.c `kfd_ioctl_set_debug_trap` answers a process
+    /// that is not being debugged. The emulator has no debugger, so no process is ever
+    /// debug-enabled and ENABLE fails as on a device without debug support.
+    fn dbg_trap(&self, a: &abi::DbgTrapArgs) -> Result<(), Errno> {
+        // Only the primary KFD process may use the debugger (EOPNOTSUPP).
+        if self.lock().secondary {
+            return Err(Errno::OPNOTSUPP);
+        }
+        // The emulated device knows one KFD process, the caller's: any other pid has no
+        // kfd_process here (kfd_lookup_process_by_pid fails: ESRCH).
+        if a.pid != std::process::id() {
+            return Err(Errno::SRCH);
+        }
+        // "PID %i not debug enabled for op %i": every op but ENABLE, unknown ones included
+        // (this check precedes the op switch).
+        if a.op != abi::KFD_IOC_DBG_TRAP_ENABLE {
+            return Err(Errno::INVAL);
+        }
+        // Not modelled: the debugger itself. kfd_debug.c kfd_dbg_trap_enable answers a
+        // device without debug support (`!KFD_IS_SOC15`) with ENODEV.
+        Err(Errno::NODEV)
     }
 
     fn apertures(&self, g: &Gpu) -> ProcessDeviceApertures {

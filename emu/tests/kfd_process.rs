@@ -1,5 +1,5 @@
 //! Process-wide ioctls: version, ACQUIRE_VM, apertures, clocks, policies, scratch, trap
-//! handler, XNACK, RUNTIME_ENABLE, AVAILABLE_MEMORY.
+//! handler, XNACK, RUNTIME_ENABLE, AVAILABLE_MEMORY, DBG_TRAP.
 
 mod kfd_common;
 
@@ -33,6 +33,89 @@ fn create_process_once_per_fd() {
 
     let dev = open("emu:mi300x");
     assert_eq!(errno(ioctl::create_process(dev.b())), Errno::OPNOTSUPP);
+}
+
+/// AMDKFD_IOC_DBG_TRAP as kfd_chardev.c `kfd_ioctl_set_debug_trap` answers a process
+/// nobody debugs: a pid without a KFD process is ESRCH; on the caller's own process every
+/// op but ENABLE (unknown ops included) is EINVAL ("not debug enabled"); ENABLE is ENODEV
+/// (kfd_dbg_trap_enable on a device without debug support; the emulator has no
+/// debugger); a secondary KFD process is EOPNOTSUPP. Nothing is written back.
+#[test]
+fn dbg_trap_answers_as_for_an_undebugged_process() {
+    let emu = EmuBackend::from_spec("emu:mi300x").unwrap();
+    let me = std::process::id();
+    let mut none: [u8; 0] = [];
+
+    let mut a = abi::DbgTrapArgs::new(
+        me,
+        abi::DbgTrapQueryDebugEventArgs {
+            exception_mask: 0x55,
+            gpu_id: 7,
+            queue_id: 9,
+        },
+    );
+    let before = a;
+    assert_eq!(
+        errno(ioctl::dbg_trap(&emu, &mut a, &mut none)),
+        Errno::INVAL
+    );
+    assert_eq!(a, before);
+
+    for op in (abi::KFD_IOC_DBG_TRAP_DISABLE..=abi::KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT)
+        .chain([15, 0xffff_ffff])
+    {
+        let mut a = abi::DbgTrapArgs {
+            pid: me,
+            op,
+            ..Default::default()
+        };
+        let r = ioctl::dbg_trap(&emu, &mut a, &mut none);
+        assert_eq!(
+            errno(r),
+            Errno::INVAL,
+            "op {op} ({})",
+            abi::dbg_trap_op_name(op)
+        );
+    }
+
+    let mut rinfo = [0u8; std::mem::size_of::<abi::RuntimeInfo>()];
+    let mut en = abi::DbgTrapArgs::new(
+        me,
+        abi::DbgTrapEnableArgs {
+            exception_mask: !0,
+            rinfo_ptr: 0,
+            rinfo_size: rinfo.len() as u32,
+            dbg_fd: 0,
+        },
+    );
+    let e = ioctl::dbg_trap(&emu, &mut en, &mut rinfo).unwrap_err();
+    assert_eq!(e.errno, Errno::NODEV);
+    assert!(e.to_string().contains("KFD_IOC_DBG_TRAP_ENABLE"), "{e}");
+
+    // Pids with no KFD process on this device: ESRCH before any op check.
+    for pid in [0, u32::MAX, me.wrapping_add(1)] {
+        for op in [
+            abi::KFD_IOC_DBG_TRAP_ENABLE,
+            abi::KFD_IOC_DBG_TRAP_DISABLE,
+            99,
+        ] {
+            let mut a = abi::DbgTrapArgs {
+                pid,
+                op,
+                ..Default::default()
+            };
+            assert_eq!(errno(ioctl::dbg_trap(&emu, &mut a, &mut none)), Errno::SRCH);
+        }
+    }
+
+    // Only the primary KFD process may be debugged.
+    let sec = EmuBackend::from_spec("emu").unwrap();
+    ioctl::create_process(&sec).unwrap();
+    let mut d = abi::DbgTrapArgs::disable(me);
+    assert_eq!(
+        errno(ioctl::dbg_trap(&sec, &mut d, &mut none)),
+        Errno::OPNOTSUPP
+    );
 }
 
 #[test]

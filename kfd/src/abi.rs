@@ -1076,6 +1076,371 @@ pub struct RuntimeEnableArgs {
 }
 
 // ---------------------------------------------------------------------------------------
+// Debugger: AMDKFD_IOC_DBG_TRAP (KFD 1.13)
+// ---------------------------------------------------------------------------------------
+
+/// `KFD_IOC_DBG_TRAP_ENABLE` (`enum kfd_dbg_trap_operations`).
+pub const KFD_IOC_DBG_TRAP_ENABLE: u32 = 0;
+/// `KFD_IOC_DBG_TRAP_DISABLE` (no per-op arguments).
+pub const KFD_IOC_DBG_TRAP_DISABLE: u32 = 1;
+/// `KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT`.
+pub const KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT: u32 = 2;
+/// `KFD_IOC_DBG_TRAP_SET_EXCEPTIONS_ENABLED`.
+pub const KFD_IOC_DBG_TRAP_SET_EXCEPTIONS_ENABLED: u32 = 3;
+/// `KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_OVERRIDE`.
+pub const KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_OVERRIDE: u32 = 4;
+/// `KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_MODE`.
+pub const KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_MODE: u32 = 5;
+/// `KFD_IOC_DBG_TRAP_SUSPEND_QUEUES`.
+pub const KFD_IOC_DBG_TRAP_SUSPEND_QUEUES: u32 = 6;
+/// `KFD_IOC_DBG_TRAP_RESUME_QUEUES`.
+pub const KFD_IOC_DBG_TRAP_RESUME_QUEUES: u32 = 7;
+/// `KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH`.
+pub const KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH: u32 = 8;
+/// `KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH`.
+pub const KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH: u32 = 9;
+/// `KFD_IOC_DBG_TRAP_SET_FLAGS`.
+pub const KFD_IOC_DBG_TRAP_SET_FLAGS: u32 = 10;
+/// `KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT`.
+pub const KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT: u32 = 11;
+/// `KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO`.
+pub const KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO: u32 = 12;
+/// `KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT`.
+pub const KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT: u32 = 13;
+/// `KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT`.
+pub const KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT: u32 = 14;
+
+/// The `KFD_IOC_DBG_TRAP_*` name of a debug trap operation.
+pub const fn dbg_trap_op_name(op: u32) -> &'static str {
+    match op {
+        KFD_IOC_DBG_TRAP_ENABLE => "KFD_IOC_DBG_TRAP_ENABLE",
+        KFD_IOC_DBG_TRAP_DISABLE => "KFD_IOC_DBG_TRAP_DISABLE",
+        KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT => "KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT",
+        KFD_IOC_DBG_TRAP_SET_EXCEPTIONS_ENABLED => "KFD_IOC_DBG_TRAP_SET_EXCEPTIONS_ENABLED",
+        KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_OVERRIDE => "KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_OVERRIDE",
+        KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_MODE => "KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_MODE",
+        KFD_IOC_DBG_TRAP_SUSPEND_QUEUES => "KFD_IOC_DBG_TRAP_SUSPEND_QUEUES",
+        KFD_IOC_DBG_TRAP_RESUME_QUEUES => "KFD_IOC_DBG_TRAP_RESUME_QUEUES",
+        KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH => "KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH",
+        KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH => "KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH",
+        KFD_IOC_DBG_TRAP_SET_FLAGS => "KFD_IOC_DBG_TRAP_SET_FLAGS",
+        KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT => "KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT",
+        KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO => "KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO",
+        KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT => "KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT",
+        KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT => "KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT",
+        _ => "KFD_IOC_DBG_TRAP_UNKNOWN",
+    }
+}
+
+/// One member of the `kfd_ioctl_dbg_trap_args` union: the per-operation argument struct
+/// and the operation it belongs to.
+pub trait DbgTrapOpArgs: FromBytes + IntoBytes + KnownLayout + Immutable + Copy + Default {
+    /// The `KFD_IOC_DBG_TRAP_*` operation that takes this struct.
+    const OP: u32;
+}
+
+macro_rules! dbg_trap_op_args {
+    ($(#[$doc:meta])* $name:ident, $op:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$doc])*
+        #[repr(C)]
+        #[derive(
+            Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout,
+            Immutable,
+        )]
+        pub struct $name {
+            $($(#[$fdoc])* pub $field: $ty,)*
+        }
+        impl DbgTrapOpArgs for $name {
+            const OP: u32 = $op;
+        }
+        // Every member must fit the union.
+        const _: () = assert!(core::mem::size_of::<$name>() <= DBG_TRAP_UNION_SIZE);
+    };
+}
+
+/// Bytes of the `kfd_ioctl_dbg_trap_args` union: its largest members (enable,
+/// suspend_queues, set_node_address_watch, query_exception_info, queue_snapshot,
+/// device_snapshot) are 24 bytes, 8-byte aligned.
+pub const DBG_TRAP_UNION_SIZE: usize = 24;
+
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_enable_args`.
+    DbgTrapEnableArgs, KFD_IOC_DBG_TRAP_ENABLE {
+        /// To KFD: exceptions to raise to the debugger.
+        exception_mask: u64,
+        /// To KFD: pointer to the `kfd_runtime_info` buffer.
+        rinfo_ptr: u64,
+        /// To and from KFD: size of that buffer / of the runtime info KFD keeps.
+        rinfo_size: u32,
+        /// To KFD: fd KFD notifies the debugger through.
+        dbg_fd: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_send_runtime_event_args`.
+    DbgTrapSendRuntimeEventArgs, KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT {
+        /// To KFD: exceptions to raise to the runtime.
+        exception_mask: u64,
+        /// To KFD.
+        gpu_id: u32,
+        /// To KFD.
+        queue_id: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_set_exceptions_enabled_args`.
+    DbgTrapSetExceptionsEnabledArgs, KFD_IOC_DBG_TRAP_SET_EXCEPTIONS_ENABLED {
+        /// To KFD: exceptions to raise to the debugger.
+        exception_mask: u64,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_set_wave_launch_override_args`.
+    DbgTrapSetWaveLaunchOverrideArgs, KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_OVERRIDE {
+        /// To KFD: `KFD_DBG_TRAP_OVERRIDE_*`.
+        override_mode: u32,
+        /// To KFD: trap bits to set; from KFD: the previous mask.
+        enable_mask: u32,
+        /// To KFD: bits asked for; from KFD: bits supported.
+        support_request_mask: u32,
+        /// Padding named in the header.
+        pad: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_set_wave_launch_mode_args`.
+    DbgTrapSetWaveLaunchModeArgs, KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_MODE {
+        /// To KFD: `KFD_DBG_TRAP_WAVE_LAUNCH_MODE_*`.
+        launch_mode: u32,
+        /// Padding named in the header.
+        pad: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_suspend_queues_args`.
+    DbgTrapSuspendQueuesArgs, KFD_IOC_DBG_TRAP_SUSPEND_QUEUES {
+        /// To KFD: exceptions to clear on suspend.
+        exception_mask: u64,
+        /// To and from KFD: pointer to `num_queues` queue ids (status bits come back).
+        queue_array_ptr: u64,
+        /// To KFD.
+        num_queues: u32,
+        /// To KFD: preemption grace period.
+        grace_period: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_resume_queues_args`.
+    DbgTrapResumeQueuesArgs, KFD_IOC_DBG_TRAP_RESUME_QUEUES {
+        /// To and from KFD: pointer to `num_queues` queue ids (status bits come back).
+        queue_array_ptr: u64,
+        /// To KFD.
+        num_queues: u32,
+        /// Padding named in the header.
+        pad: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_set_node_address_watch_args`.
+    DbgTrapSetNodeAddressWatchArgs, KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH {
+        /// To KFD: watched address.
+        address: u64,
+        /// To KFD: `KFD_DBG_TRAP_ADDRESS_WATCH_MODE_*`.
+        mode: u32,
+        /// To KFD: address mask.
+        mask: u32,
+        /// To KFD.
+        gpu_id: u32,
+        /// From KFD: the watch point id.
+        id: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_clear_node_address_watch_args`.
+    DbgTrapClearNodeAddressWatchArgs, KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH {
+        /// To KFD.
+        gpu_id: u32,
+        /// To KFD: the watch point id.
+        id: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_set_flags_args`.
+    DbgTrapSetFlagsArgs, KFD_IOC_DBG_TRAP_SET_FLAGS {
+        /// To KFD: `KFD_DBG_TRAP_FLAG_*`; from KFD: the previous flags.
+        flags: u32,
+        /// Padding named in the header.
+        pad: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_query_debug_event_args`.
+    DbgTrapQueryDebugEventArgs, KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT {
+        /// To KFD: exceptions to clear; from KFD: pending exceptions.
+        exception_mask: u64,
+        /// From KFD.
+        gpu_id: u32,
+        /// From KFD.
+        queue_id: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_query_exception_info_args`.
+    DbgTrapQueryExceptionInfoArgs, KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO {
+        /// To KFD: pointer to the info buffer.
+        info_ptr: u64,
+        /// To and from KFD: buffer size / size of the info KFD has.
+        info_size: u32,
+        /// To KFD: gpu_id or queue_id, by exception code.
+        source_id: u32,
+        /// To KFD: `EC_*`.
+        exception_code: u32,
+        /// To KFD: non-zero clears the exception.
+        clear_exception: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_queue_snapshot_args`.
+    DbgTrapQueueSnapshotArgs, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT {
+        /// To KFD: exceptions to clear.
+        exception_mask: u64,
+        /// To KFD: pointer to `num_queues` [`QueueSnapshotEntry`]-sized slots.
+        snapshot_buf_ptr: u64,
+        /// To KFD: slots; from KFD: queues the process has.
+        num_queues: u32,
+        /// To KFD: slot size; from KFD: bytes written per slot.
+        entry_size: u32,
+    }
+);
+dbg_trap_op_args!(
+    /// `struct kfd_ioctl_dbg_trap_device_snapshot_args`.
+    DbgTrapDeviceSnapshotArgs, KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT {
+        /// To KFD: exceptions to clear.
+        exception_mask: u64,
+        /// To KFD: pointer to `num_devices` [`DbgDeviceInfoEntry`]-sized slots.
+        snapshot_buf_ptr: u64,
+        /// To KFD: slots; from KFD: devices the process has.
+        num_devices: u32,
+        /// To KFD: slot size; from KFD: bytes written per slot.
+        entry_size: u32,
+    }
+);
+
+/// `struct kfd_ioctl_dbg_trap_args` (`AMDKFD_IOC_DBG_TRAP`, KFD 1.13).
+///
+/// The header's anonymous union of the fourteen per-operation structs (24 bytes, 8-byte
+/// aligned) is kept as raw words, like [`EventData`]'s; [`DbgTrapArgs::op_args`] and
+/// [`DbgTrapArgs::set_op_args`] give typed views by [`DbgTrapOpArgs`] member.
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+pub struct DbgTrapArgs {
+    /// To KFD: the target process.
+    pub pid: u32,
+    /// To KFD: `KFD_IOC_DBG_TRAP_*`.
+    pub op: u32,
+    /// The union's bytes.
+    pub payload: [u64; DBG_TRAP_UNION_SIZE / 8],
+}
+
+impl DbgTrapArgs {
+    /// A request for operation `T::OP` on `pid` carrying `args`.
+    pub fn new<T: DbgTrapOpArgs>(pid: u32, args: T) -> Self {
+        let mut a = DbgTrapArgs {
+            pid,
+            op: T::OP,
+            ..Default::default()
+        };
+        a.set_op_args(args);
+        a
+    }
+    /// A `KFD_IOC_DBG_TRAP_DISABLE` request (the union is unused).
+    pub fn disable(pid: u32) -> Self {
+        DbgTrapArgs {
+            pid,
+            op: KFD_IOC_DBG_TRAP_DISABLE,
+            ..Default::default()
+        }
+    }
+    /// The union read as member `T` (whatever `op` says).
+    pub fn op_args<T: DbgTrapOpArgs>(&self) -> T {
+        T::read_from_prefix(self.payload.as_bytes())
+            .map(|(v, _)| v)
+            .unwrap_or_default()
+    }
+    /// Store member `T` in the union (the rest is zeroed); `op` is left alone.
+    pub fn set_op_args<T: DbgTrapOpArgs>(&mut self, args: T) {
+        self.payload = [0; DBG_TRAP_UNION_SIZE / 8];
+        let b = args.as_bytes();
+        self.payload.as_mut_bytes()[..b.len()].copy_from_slice(b);
+    }
+    /// Bytes of user memory KFD may read or write through the operation's pointer field
+    /// (`rinfo_ptr`, `queue_array_ptr`, `info_ptr`, `snapshot_buf_ptr`); `None` for
+    /// operations without one.
+    pub fn user_buffer_len(&self) -> Option<u64> {
+        Some(match self.op {
+            KFD_IOC_DBG_TRAP_ENABLE => self.op_args::<DbgTrapEnableArgs>().rinfo_size.into(),
+            KFD_IOC_DBG_TRAP_SUSPEND_QUEUES => {
+                u64::from(self.op_args::<DbgTrapSuspendQueuesArgs>().num_queues) * 4
+            }
+            KFD_IOC_DBG_TRAP_RESUME_QUEUES => {
+                u64::from(self.op_args::<DbgTrapResumeQueuesArgs>().num_queues) * 4
+            }
+            KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO => self
+                .op_args::<DbgTrapQueryExceptionInfoArgs>()
+                .info_size
+                .into(),
+            KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT => {
+                let a = self.op_args::<DbgTrapQueueSnapshotArgs>();
+                u64::from(a.num_queues) * u64::from(a.entry_size)
+            }
+            KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT => {
+                let a = self.op_args::<DbgTrapDeviceSnapshotArgs>();
+                u64::from(a.num_devices) * u64::from(a.entry_size)
+            }
+            _ => return None,
+        })
+    }
+    /// Point the operation's pointer field at `ptr`; no-op for operations without one.
+    pub fn set_user_buffer_ptr(&mut self, ptr: u64) {
+        match self.op {
+            KFD_IOC_DBG_TRAP_ENABLE => {
+                let mut a = self.op_args::<DbgTrapEnableArgs>();
+                a.rinfo_ptr = ptr;
+                self.set_op_args(a);
+            }
+            KFD_IOC_DBG_TRAP_SUSPEND_QUEUES => {
+                let mut a = self.op_args::<DbgTrapSuspendQueuesArgs>();
+                a.queue_array_ptr = ptr;
+                self.set_op_args(a);
+            }
+            KFD_IOC_DBG_TRAP_RESUME_QUEUES => {
+                let mut a = self.op_args::<DbgTrapResumeQueuesArgs>();
+                a.queue_array_ptr = ptr;
+                self.set_op_args(a);
+            }
+            KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO => {
+                let mut a = self.op_args::<DbgTrapQueryExceptionInfoArgs>();
+                a.info_ptr = ptr;
+                self.set_op_args(a);
+            }
+            KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT => {
+                let mut a = self.op_args::<DbgTrapQueueSnapshotArgs>();
+                a.snapshot_buf_ptr = ptr;
+                self.set_op_args(a);
+            }
+            KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT => {
+                let mut a = self.op_args::<DbgTrapDeviceSnapshotArgs>();
+                a.snapshot_buf_ptr = ptr;
+                self.set_op_args(a);
+            }
+            _ => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Less-used ioctls: tile config, SMI events, CRIU, deprecated debugger (KFD <= 1.12)
 // ---------------------------------------------------------------------------------------
 
@@ -1434,6 +1799,8 @@ pub const AMDKFD_IOC_AVAILABLE_MEMORY: u32 = iowr::<GetAvailableMemoryArgs>(0x23
 pub const AMDKFD_IOC_EXPORT_DMABUF: u32 = iowr::<ExportDmabufArgs>(0x24);
 /// `AMDKFD_IOC_RUNTIME_ENABLE`.
 pub const AMDKFD_IOC_RUNTIME_ENABLE: u32 = iowr::<RuntimeEnableArgs>(0x25);
+/// `AMDKFD_IOC_DBG_TRAP` (KFD 1.13).
+pub const AMDKFD_IOC_DBG_TRAP: u32 = iowr::<DbgTrapArgs>(0x26);
 /// `AMDKFD_IOC_CREATE_PROCESS` (KFD 1.19): `_IO('K', 0x27)`, no argument. Replaces the
 /// fd's primary KFD process by a new secondary one; EINVAL when the fd already has one.
 pub const AMDKFD_IOC_CREATE_PROCESS: u32 = ioc(0, AMDKFD_IOCTL_BASE, 0x27, 0);
@@ -1454,6 +1821,8 @@ pub mod min_minor {
     pub const EXPORT_DMABUF: u32 = 12;
     /// RUNTIME_ENABLE (1.13).
     pub const RUNTIME_ENABLE: u32 = 13;
+    /// DBG_TRAP (1.13).
+    pub const DBG_TRAP: u32 = 13;
     /// `kfd_event_data.signal_event_data.last_event_age` (1.14).
     pub const EVENT_AGE: u32 = 14;
     /// `KFD_IOC_ALLOC_MEM_FLAGS_CONTIGUOUS` (1.16).

@@ -120,6 +120,15 @@ pub enum Ioctl<'a> {
     AvailableMemory(&'a mut abi::GetAvailableMemoryArgs),
     /// `AMDKFD_IOC_RUNTIME_ENABLE`.
     RuntimeEnable(&'a mut abi::RuntimeEnableArgs),
+    /// `AMDKFD_IOC_DBG_TRAP` (KFD 1.13) with the user buffer its operation's pointer field
+    /// refers to (empty for operations without one; see
+    /// [`abi::DbgTrapArgs::user_buffer_len`]).
+    DbgTrap {
+        /// Header; the operation's pointer field refers to `buf`.
+        args: &'a mut abi::DbgTrapArgs,
+        /// The runtime-info, queue-id, exception-info or snapshot buffer.
+        buf: &'a mut [u8],
+    },
     /// `AMDKFD_IOC_CREATE_PROCESS` (KFD 1.19; no argument).
     CreateProcess,
 }
@@ -157,6 +166,7 @@ impl Ioctl<'_> {
             Ioctl::SetXnackMode(_) => "AMDKFD_IOC_SET_XNACK_MODE",
             Ioctl::AvailableMemory(_) => "AMDKFD_IOC_AVAILABLE_MEMORY",
             Ioctl::RuntimeEnable(_) => "AMDKFD_IOC_RUNTIME_ENABLE",
+            Ioctl::DbgTrap { .. } => "AMDKFD_IOC_DBG_TRAP",
             Ioctl::CreateProcess => "AMDKFD_IOC_CREATE_PROCESS",
         }
     }
@@ -195,6 +205,7 @@ impl Ioctl<'_> {
             Ioctl::SetXnackMode(_) => AMDKFD_IOC_SET_XNACK_MODE,
             Ioctl::AvailableMemory(_) => AMDKFD_IOC_AVAILABLE_MEMORY,
             Ioctl::RuntimeEnable(_) => AMDKFD_IOC_RUNTIME_ENABLE,
+            Ioctl::DbgTrap { .. } => AMDKFD_IOC_DBG_TRAP,
             Ioctl::CreateProcess => AMDKFD_IOC_CREATE_PROCESS,
         })
     }

@@ -200,6 +200,17 @@ impl Backend for HwBackend {
             Ioctl::SetXnackMode(a) => self.raw(code, a),
             Ioctl::AvailableMemory(a) => self.raw(code, a),
             Ioctl::RuntimeEnable(a) => self.raw(code, a),
+            Ioctl::DbgTrap { args, buf } => {
+                // The union's pointer (if the operation has one) is re-derived from `buf`,
+                // which must cover every byte KFD may touch through it.
+                if let Some(len) = args.user_buffer_len() {
+                    if len > buf.len() as u64 {
+                        return Err(Errno::INVAL);
+                    }
+                    args.set_user_buffer_ptr(buf.as_mut_ptr() as u64);
+                }
+                self.raw(code, args)
+            }
             Ioctl::CreateProcess => {
                 let req = RawIoctl {
                     code,

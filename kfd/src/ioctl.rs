@@ -458,6 +458,16 @@ pub fn runtime_enable(b: &dyn Backend, r_debug: u64, mode_mask: u32) -> Result<u
     Ok(a.capabilities_mask)
 }
 
+/// `AMDKFD_IOC_DBG_TRAP` (KFD 1.13): one debugger operation on `args.pid`. `buf` is the
+/// memory the operation's pointer field refers to (the pointer is filled from it); the
+/// kernel writes outputs back into `args`.
+pub fn dbg_trap(b: &dyn Backend, args: &mut DbgTrapArgs, buf: &mut [u8]) -> Result<(), KfdError> {
+    let (pid, op) = (args.pid, args.op);
+    call(b, Ioctl::DbgTrap { args, buf }, || {
+        format!("pid={pid} op={}", dbg_trap_op_name(op))
+    })
+}
+
 /// `AMDKFD_IOC_CREATE_PROCESS` (KFD 1.19): give this fd a new secondary KFD process.
 pub fn create_process(b: &dyn Backend) -> Result<(), KfdError> {
     call(b, Ioctl::CreateProcess, String::new)

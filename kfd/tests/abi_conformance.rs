@@ -10,10 +10,11 @@
 //! installs both, and the test fails (never skips) when they are missing.
 
 use std::collections::HashMap;
-use std::mem::{offset_of, size_of};
+use std::mem::{align_of, offset_of, size_of};
 use std::process::Command;
 
 use kfd::abi::*;
+use zerocopy::IntoBytes;
 
 struct StructCheck {
     c_name: &'static str,
@@ -186,6 +187,21 @@ fn structs() -> Vec<StructCheck> {
         }),
         st!("kfd_runtime_info", 13, RuntimeInfo, { r_debug => r_debug, runtime_state => runtime_state, ttmp_setup => ttmp_setup }),
         st!("kfd_ioctl_runtime_enable_args", 13, RuntimeEnableArgs, { r_debug => r_debug, mode_mask => mode_mask, capabilities_mask => capabilities_mask }),
+        st!("kfd_ioctl_dbg_trap_enable_args", 13, DbgTrapEnableArgs, { exception_mask => exception_mask, rinfo_ptr => rinfo_ptr, rinfo_size => rinfo_size, dbg_fd => dbg_fd }),
+        st!("kfd_ioctl_dbg_trap_send_runtime_event_args", 13, DbgTrapSendRuntimeEventArgs, { exception_mask => exception_mask, gpu_id => gpu_id, queue_id => queue_id }),
+        st!("kfd_ioctl_dbg_trap_set_exceptions_enabled_args", 13, DbgTrapSetExceptionsEnabledArgs, { exception_mask => exception_mask }),
+        st!("kfd_ioctl_dbg_trap_set_wave_launch_override_args", 13, DbgTrapSetWaveLaunchOverrideArgs, { override_mode => override_mode, enable_mask => enable_mask, support_request_mask => support_request_mask, pad => pad }),
+        st!("kfd_ioctl_dbg_trap_set_wave_launch_mode_args", 13, DbgTrapSetWaveLaunchModeArgs, { launch_mode => launch_mode, pad => pad }),
+        st!("kfd_ioctl_dbg_trap_suspend_queues_args", 13, DbgTrapSuspendQueuesArgs, { exception_mask => exception_mask, queue_array_ptr => queue_array_ptr, num_queues => num_queues, grace_period => grace_period }),
+        st!("kfd_ioctl_dbg_trap_resume_queues_args", 13, DbgTrapResumeQueuesArgs, { queue_array_ptr => queue_array_ptr, num_queues => num_queues, pad => pad }),
+        st!("kfd_ioctl_dbg_trap_set_node_address_watch_args", 13, DbgTrapSetNodeAddressWatchArgs, { address => address, mode => mode, mask => mask, gpu_id => gpu_id, id => id }),
+        st!("kfd_ioctl_dbg_trap_clear_node_address_watch_args", 13, DbgTrapClearNodeAddressWatchArgs, { gpu_id => gpu_id, id => id }),
+        st!("kfd_ioctl_dbg_trap_set_flags_args", 13, DbgTrapSetFlagsArgs, { flags => flags, pad => pad }),
+        st!("kfd_ioctl_dbg_trap_query_debug_event_args", 13, DbgTrapQueryDebugEventArgs, { exception_mask => exception_mask, gpu_id => gpu_id, queue_id => queue_id }),
+        st!("kfd_ioctl_dbg_trap_query_exception_info_args", 13, DbgTrapQueryExceptionInfoArgs, { info_ptr => info_ptr, info_size => info_size, source_id => source_id, exception_code => exception_code, clear_exception => clear_exception }),
+        st!("kfd_ioctl_dbg_trap_queue_snapshot_args", 13, DbgTrapQueueSnapshotArgs, { exception_mask => exception_mask, snapshot_buf_ptr => snapshot_buf_ptr, num_queues => num_queues, entry_size => entry_size }),
+        st!("kfd_ioctl_dbg_trap_device_snapshot_args", 13, DbgTrapDeviceSnapshotArgs, { exception_mask => exception_mask, snapshot_buf_ptr => snapshot_buf_ptr, num_devices => num_devices, entry_size => entry_size }),
+        st!("kfd_ioctl_dbg_trap_args", 13, DbgTrapArgs, { pid => pid, op => op }),
     ]
 }
 
@@ -268,6 +284,57 @@ fn nested() -> Vec<(&'static str, String, usize, u32)> {
             14,
         ),
     ];
+    // The members of the dbg_trap_args union all start at `payload`.
+    let dt = offset_of!(DbgTrapArgs, payload);
+    for (m, o) in [
+        ("enable", 0),
+        ("enable.dbg_fd", offset_of!(DbgTrapEnableArgs, dbg_fd)),
+        (
+            "send_runtime_event.queue_id",
+            offset_of!(DbgTrapSendRuntimeEventArgs, queue_id),
+        ),
+        ("set_exceptions_enabled.exception_mask", 0),
+        (
+            "launch_override.support_request_mask",
+            offset_of!(DbgTrapSetWaveLaunchOverrideArgs, support_request_mask),
+        ),
+        ("launch_mode.launch_mode", 0),
+        (
+            "suspend_queues.grace_period",
+            offset_of!(DbgTrapSuspendQueuesArgs, grace_period),
+        ),
+        (
+            "resume_queues.num_queues",
+            offset_of!(DbgTrapResumeQueuesArgs, num_queues),
+        ),
+        (
+            "set_node_address_watch.id",
+            offset_of!(DbgTrapSetNodeAddressWatchArgs, id),
+        ),
+        (
+            "clear_node_address_watch.id",
+            offset_of!(DbgTrapClearNodeAddressWatchArgs, id),
+        ),
+        ("set_flags.flags", 0),
+        (
+            "query_debug_event.queue_id",
+            offset_of!(DbgTrapQueryDebugEventArgs, queue_id),
+        ),
+        (
+            "query_exception_info.clear_exception",
+            offset_of!(DbgTrapQueryExceptionInfoArgs, clear_exception),
+        ),
+        (
+            "queue_snapshot.entry_size",
+            offset_of!(DbgTrapQueueSnapshotArgs, entry_size),
+        ),
+        (
+            "device_snapshot.entry_size",
+            offset_of!(DbgTrapDeviceSnapshotArgs, entry_size),
+        ),
+    ] {
+        v.push(("kfd_ioctl_dbg_trap_args", m.to_string(), dt + o, 13));
+    }
     let base = offset_of!(GetProcessAperturesArgs, process_apertures);
     let el = size_of::<ProcessDeviceApertures>();
     for i in 0..NUM_OF_SUPPORTED_GPUS {
@@ -545,6 +612,12 @@ fn request_codes() -> Vec<(&'static str, u32, u32, &'static str)> {
             "kfd_ioctl_runtime_enable_args",
         ),
         (
+            "AMDKFD_IOC_DBG_TRAP",
+            AMDKFD_IOC_DBG_TRAP,
+            13,
+            "kfd_ioctl_dbg_trap_args",
+        ),
+        (
             "AMDKFD_IOC_CREATE_PROCESS",
             AMDKFD_IOC_CREATE_PROCESS,
             19,
@@ -812,5 +885,146 @@ fn newer_than_installed_header_matches_1_22_text() {
     assert_eq!(
         kfd::Ioctl::CreateProcess.request_code(),
         Some(AMDKFD_IOC_CREATE_PROCESS)
+    );
+
+    // AMDKFD_IOC_DBG_TRAP (1.13; Debian 12's 1.11 header lacks it). From the header text
+    // (torvalds/linux include/uapi/linux/kfd_ioctl.h as of 1.22): the per-op structs are
+    // all u64s then u32s; the largest union members (enable, suspend_queues,
+    // set_node_address_watch, query_exception_info, queue/device_snapshot) are 24 bytes,
+    // so dbg_trap_args = pid 0, op 4, union 8..32: _IOWR('K', 0x26, 32) = 0xC0204B26.
+    let sizes = [
+        (size_of::<DbgTrapEnableArgs>(), 24),
+        (size_of::<DbgTrapSendRuntimeEventArgs>(), 16),
+        (size_of::<DbgTrapSetExceptionsEnabledArgs>(), 8),
+        (size_of::<DbgTrapSetWaveLaunchOverrideArgs>(), 16),
+        (size_of::<DbgTrapSetWaveLaunchModeArgs>(), 8),
+        (size_of::<DbgTrapSuspendQueuesArgs>(), 24),
+        (size_of::<DbgTrapResumeQueuesArgs>(), 16),
+        (size_of::<DbgTrapSetNodeAddressWatchArgs>(), 24),
+        (size_of::<DbgTrapClearNodeAddressWatchArgs>(), 8),
+        (size_of::<DbgTrapSetFlagsArgs>(), 8),
+        (size_of::<DbgTrapQueryDebugEventArgs>(), 16),
+        (size_of::<DbgTrapQueryExceptionInfoArgs>(), 24),
+        (size_of::<DbgTrapQueueSnapshotArgs>(), 24),
+        (size_of::<DbgTrapDeviceSnapshotArgs>(), 24),
+    ];
+    for (i, (got, want)) in sizes.iter().enumerate() {
+        assert_eq!(got, want, "dbg_trap per-op struct #{i}");
+    }
+    assert_eq!(offset_of!(DbgTrapEnableArgs, rinfo_size), 16);
+    assert_eq!(offset_of!(DbgTrapEnableArgs, dbg_fd), 20);
+    assert_eq!(offset_of!(DbgTrapSuspendQueuesArgs, num_queues), 16);
+    assert_eq!(offset_of!(DbgTrapSuspendQueuesArgs, grace_period), 20);
+    assert_eq!(offset_of!(DbgTrapSetNodeAddressWatchArgs, mode), 8);
+    assert_eq!(offset_of!(DbgTrapSetNodeAddressWatchArgs, id), 20);
+    assert_eq!(offset_of!(DbgTrapQueryExceptionInfoArgs, source_id), 12);
+    assert_eq!(
+        offset_of!(DbgTrapQueryExceptionInfoArgs, clear_exception),
+        20
+    );
+    assert_eq!(offset_of!(DbgTrapQueueSnapshotArgs, entry_size), 20);
+    assert_eq!(offset_of!(DbgTrapDeviceSnapshotArgs, num_devices), 16);
+    assert_eq!(offset_of!(DbgTrapSetWaveLaunchOverrideArgs, pad), 12);
+    assert_eq!(size_of::<DbgTrapArgs>(), 32);
+    assert_eq!(align_of::<DbgTrapArgs>(), 8);
+    assert_eq!(offset_of!(DbgTrapArgs, pid), 0);
+    assert_eq!(offset_of!(DbgTrapArgs, op), 4);
+    assert_eq!(offset_of!(DbgTrapArgs, payload), 8);
+    assert_eq!(AMDKFD_IOC_DBG_TRAP, 0xC020_4B26);
+    assert_eq!(min_minor::DBG_TRAP, 13);
+    // enum kfd_dbg_trap_operations: ENABLE 0 .. GET_DEVICE_SNAPSHOT 14, in header order.
+    let ops = [
+        KFD_IOC_DBG_TRAP_ENABLE,
+        KFD_IOC_DBG_TRAP_DISABLE,
+        KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT,
+        KFD_IOC_DBG_TRAP_SET_EXCEPTIONS_ENABLED,
+        KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_OVERRIDE,
+        KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_MODE,
+        KFD_IOC_DBG_TRAP_SUSPEND_QUEUES,
+        KFD_IOC_DBG_TRAP_RESUME_QUEUES,
+        KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH,
+        KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH,
+        KFD_IOC_DBG_TRAP_SET_FLAGS,
+        KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT,
+        KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO,
+        KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT,
+        KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT,
+    ];
+    assert_eq!(ops, core::array::from_fn::<u32, 15, _>(|i| i as u32));
+    assert_eq!(
+        dbg_trap_op_name(KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT),
+        "KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT"
+    );
+    let mut a = DbgTrapArgs::default();
+    let mut buf = [0u8; 0];
+    assert_eq!(
+        kfd::Ioctl::DbgTrap {
+            args: &mut a,
+            buf: &mut buf
+        }
+        .request_code(),
+        Some(AMDKFD_IOC_DBG_TRAP)
+    );
+}
+
+/// The dbg_trap_args union views: a member written through `set_op_args` reads back,
+/// lands at the header's offsets (union at byte 8) and sets nothing past its size; the
+/// pointer-field helpers address the right member for each operation.
+#[test]
+fn dbg_trap_union_views() {
+    let w = DbgTrapSetNodeAddressWatchArgs {
+        address: 0x1122_3344_5566_7788,
+        mode: 2,
+        mask: 0xfff,
+        gpu_id: 0xabcd,
+        id: 3,
+    };
+    let a = DbgTrapArgs::new(42, w);
+    assert_eq!((a.pid, a.op), (42, KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH));
+    assert_eq!(a.op_args::<DbgTrapSetNodeAddressWatchArgs>(), w);
+    let bytes = a.as_bytes();
+    assert_eq!(&bytes[8..16], &0x1122_3344_5566_7788u64.to_ne_bytes());
+    assert_eq!(&bytes[24..28], &0xabcdu32.to_ne_bytes());
+    // A smaller member zeroes the rest of the union.
+    let mut b = a;
+    b.set_op_args(DbgTrapSetFlagsArgs { flags: 4, pad: 0 });
+    assert_eq!(&b.as_bytes()[12..32], &[0u8; 20]);
+    assert_eq!(b.op_args::<DbgTrapSetFlagsArgs>().flags, 4);
+
+    let d = DbgTrapArgs::disable(7);
+    assert_eq!(
+        (d.pid, d.op, d.user_buffer_len()),
+        (7, KFD_IOC_DBG_TRAP_DISABLE, None)
+    );
+
+    let mut q = DbgTrapArgs::new(
+        1,
+        DbgTrapQueueSnapshotArgs {
+            exception_mask: 0,
+            snapshot_buf_ptr: 0,
+            num_queues: 3,
+            entry_size: size_of::<QueueSnapshotEntry>() as u32,
+        },
+    );
+    assert_eq!(
+        q.user_buffer_len(),
+        Some(3 * size_of::<QueueSnapshotEntry>() as u64)
+    );
+    q.set_user_buffer_ptr(0xdead_0000);
+    let s = q.op_args::<DbgTrapQueueSnapshotArgs>();
+    assert_eq!((s.snapshot_buf_ptr, s.num_queues), (0xdead_0000, 3));
+
+    let mut r = DbgTrapArgs::new(
+        1,
+        DbgTrapSuspendQueuesArgs {
+            num_queues: 5,
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.user_buffer_len(), Some(20));
+    r.set_user_buffer_ptr(0x1000);
+    assert_eq!(
+        r.op_args::<DbgTrapSuspendQueuesArgs>().queue_array_ptr,
+        0x1000
     );
 }
