@@ -213,7 +213,16 @@ fn hip_program_runs_to_the_end_on_clr() {
         .collect();
     assert_eq!(
         oks,
-        ["device", "streams", "events", "callback", "stream_memops", "memcpy", "memset", "done"],
+        [
+            "device",
+            "streams",
+            "events",
+            "callback",
+            "stream_memops",
+            "memcpy",
+            "memset",
+            "done"
+        ],
         "{all}"
     );
     assert!(out.status.success(), "{all}");
