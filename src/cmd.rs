@@ -196,7 +196,7 @@ fn enc_err(e: pm4::EncodeError) -> Error {
 
 /// WAIT_REG_MEM (32-bit) or WAIT_REG_MEM64 on memory at `addr`; returns dwords written.
 /// Every XCC waits (no predication). A 64-bit wait on a family without WAIT_REG_MEM64 is
-/// NotSupported: use [`wait_packet`].
+/// NotSupported: the runtime uses `wait_packet`, which picks BARRIER_VALUE there.
 pub fn wait_mem(
     t: Target,
     out: &mut [u32],

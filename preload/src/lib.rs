@@ -4,7 +4,7 @@
 //!
 //! - Device files: opening `/dev/kfd` or `/dev/dri/renderD<minor>` returns a real
 //!   placeholder fd (a memfd); `ioctl`, `mmap`, `fstat`, `dup`, `fcntl(F_DUPFD*)` and
-//!   `close` on it are answered by the emulator ([`kfd_ioctl`], [`drm`]). `stat` and
+//!   `close` on it are answered by the emulator (modules `kfd_ioctl`, `drm`). `stat` and
 //!   `access` of the paths report character devices as udev would create them.
 //! - Sysfs: `/sys/devices/virtual/kfd/kfd/topology/...` (and the `/sys/class/kfd/kfd`
 //!   alias) is served from the emulator's in-memory topology tree, and
@@ -12,7 +12,7 @@
 //!   tree: `open`/`fopen` give a memfd with the file's content, `opendir`/`readdir`/
 //!   `closedir` an emulated directory stream, `stat`/`access` sysfs-like answers. Nothing
 //!   is written to disk.
-//! - Doorbells written by the program are found by polling ([`doorbell`]).
+//! - Doorbells written by the program are found by polling (module `doorbell`).
 //! - Everything else passes through to the next definition (`dlsym(RTLD_NEXT)`).
 //!
 //! The device is chosen by `$KFDRT_EMU_DEVICE` (a `kfd-emu` device string; default `emu`)
