@@ -200,6 +200,10 @@ impl Rig {
             sdma_version: version,
             num_sdma_engines: 1,
             clock_hz: 0,
+            // No shader model: a kernel dispatch faults at once (the shader core needs a
+            // target of its own to fuzz; arbitrary code may loop for ever).
+            gfx_target_version: 0,
+            num_xcc: 1,
         };
         let engines = GpuEngines::new(cfg, mem.clone(), irq.clone());
         engines.trace().set_enabled(true);
@@ -218,6 +222,9 @@ impl Rig {
             doorbell: db.clone(),
             priority: 7,
             percentage: 100,
+            // An EOP buffer, so end-of-pipe RELEASE_MEM runs instead of faulting at once.
+            eop_va: DATA_VA,
+            ctx_save_va: 0,
         });
         Rig {
             mem,
