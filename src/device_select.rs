@@ -1,4 +1,8 @@
 //! Device selection: `KFDRT_DEVICE` / `--device` = `auto` | `hw` | `emu[:PRESET[*N][,...]]`.
+//!
+//! The emulator is the default cargo feature `emulator`; a build without it (embedded,
+//! hardware only) answers every `emu` spec, and `auto` without `/dev/kfd`, with
+//! `NotSupported` saying the emulator is not built in.
 
 use std::sync::Arc;
 
@@ -73,8 +77,44 @@ fn open_hw() -> Result<Arc<dyn Backend>> {
         })
 }
 
+#[cfg(feature = "emulator")]
 fn open_emu(spec: &str) -> Result<Arc<dyn Backend>> {
     kfd_emu::EmuBackend::from_spec(spec)
         .map(|b| Arc::new(b) as Arc<dyn Backend>)
         .map_err(|e| Error::new(ErrorKind::InvalidDevice, "open_backend(emu)", e.to_string()))
+}
+
+/// Built without the `emulator` feature (an embedded build): only hardware can be opened.
+#[cfg(not(feature = "emulator"))]
+fn open_emu(spec: &str) -> Result<Arc<dyn Backend>> {
+    Err(Error::new(
+        ErrorKind::NotSupported,
+        "open_backend(emu)",
+        format!(
+            "device {spec:?}: the emulator is not built in (kfdrt was built without its \
+             `emulator` feature); only hardware (/dev/kfd) can be opened, and `auto` \
+             falls back to the emulator when it cannot"
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without the `emulator` feature every emulator spec is refused by name; with it,
+    /// the spec opens a device.
+    #[test]
+    fn emu_spec_opens_only_when_the_emulator_is_built_in() {
+        let spec = DeviceSpec::parse("emu:mi300x").unwrap();
+        let r = open_backend(&spec);
+        if cfg!(feature = "emulator") {
+            let b = r.unwrap();
+            assert!(b.topology().gpu_nodes().count() == 1);
+        } else {
+            let e = r.err().expect("emu opened without the emulator built in");
+            assert_eq!(e.kind(), ErrorKind::NotSupported);
+            assert!(e.to_string().contains("emulator is not built in"), "{e}");
+        }
+    }
 }

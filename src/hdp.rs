@@ -114,7 +114,7 @@ impl Hdp {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "emulator"))]
 mod tests {
     use std::sync::Arc;
 

@@ -9,6 +9,9 @@
 //! [`Result`]; an [`Error`] has a HIP-like [`ErrorKind`] and prints as
 //! `hipCall: Kind: what went wrong`.
 //!
+//! The emulator is the default cargo feature `emulator`; `--no-default-features` builds a
+//! hardware-only runtime without `kfd-emu` (see [`device_select`]).
+//!
 //! # Quickstart
 //!
 //! Two streams that synchronise in the GPU's command processor, an event, a callback,

@@ -12,12 +12,12 @@ use rustix::fs::MemfdFlags;
 use rustix::io::Errno;
 
 use crate::engine::{EngineConfig, GpuEngines, QueueStatus};
-use crate::kfd_events::Events;
-use crate::kfd_hostmem::{Backing, PAGE};
-use crate::kfd_memory::GpuVm;
-use crate::kfd_process::{file_id, Emu, Gpu, Pdd, Proc, RenderNode, DOORBELL_SLICE};
-use crate::kfd_queues::MAX_QUEUES_PER_PROCESS;
-use crate::kfd_topology;
+use crate::kfd::events::Events;
+use crate::kfd::hostmem::{Backing, PAGE};
+use crate::kfd::memory::GpuVm;
+use crate::kfd::process::{file_id, Emu, Gpu, Pdd, Proc, RenderNode, DOORBELL_SLICE};
+use crate::kfd::queues::MAX_QUEUES_PER_PROCESS;
+use crate::kfd::topology as kfd_topology;
 use crate::presets::Preset;
 use crate::spec::{self, GpuSpec, SpecError};
 
@@ -121,7 +121,7 @@ impl EmuBackend {
                 gfx_target_version: p.gfx_target_version,
             };
             let engines =
-                GpuEngines::new(cfg, vm.clone(), crate::kfd_events::as_interrupts(&events));
+                GpuEngines::new(cfg, vm.clone(), crate::kfd::events::as_interrupts(&events));
             gpus.push(Gpu {
                 idx,
                 gpu_id: place.gpu_id,

@@ -1,7 +1,7 @@
-//! `kfd-emu`: the emulated AMD GPU behind [`kfd::Backend`].
+//! `kfd-emu`: the emulated AMD GPU behind [`kfd::Backend`](::kfd::Backend).
 //!
 //! [`EmuBackend`] is a device, not a mock: it implements every KFD ioctl of
-//! [`kfd::Ioctl`] with the kernel's argument checks and errno values, keeps GPU VA == CPU
+//! [`kfd::Ioctl`](::kfd::Ioctl) with the kernel's argument checks and errno values, keeps GPU VA == CPU
 //! VA, backs buffer objects with sealed memfds (so the CPU and the emulated engines see the
 //! same bytes, and dmabufs work across processes), and runs command-processor and SDMA
 //! engines ([`engine`]) that execute real packets from ring memory.
@@ -24,23 +24,17 @@ pub mod engine;
 pub mod gpumem;
 
 mod backend;
-mod kfd_events;
-mod kfd_hostmem;
-mod kfd_memory;
-mod kfd_process;
-mod kfd_queues;
-mod kfd_svm;
-mod kfd_topology;
+mod kfd;
 pub mod presets;
 mod shader;
 pub mod spec;
 pub mod trace;
 
-pub use backend::{EmuBackend, EmuError};
-pub use kfd_events::{KFD_FIRST_NONSIGNAL_EVENT_ID, UNSIGNALED_EVENT_SLOT};
-pub use kfd_queues::{ENOTSUPP, MAX_QUEUES_PER_DEVICE, MAX_QUEUES_PER_PROCESS};
-pub use kfd_svm::{
+pub use crate::kfd::events::{KFD_FIRST_NONSIGNAL_EVENT_ID, UNSIGNALED_EVENT_SLOT};
+pub use crate::kfd::queues::{ENOTSUPP, MAX_QUEUES_PER_DEVICE, MAX_QUEUES_PER_PROCESS};
+pub use crate::kfd::svm::{
     DEFAULT_FLAGS as SVM_DEFAULT_FLAGS, DEFAULT_GRANULARITY as SVM_DEFAULT_GRANULARITY,
 };
+pub use backend::{EmuBackend, EmuError};
 pub use presets::{cwsr_sizes, CwsrSizes, Preset};
 pub use spec::{GpuSpec, SpecError};

@@ -18,7 +18,7 @@ use rustix::io::Errno;
 
 use crate::engine::{Interrupts, QueueFault};
 use crate::gpumem::FaultKind;
-use crate::kfd_hostmem::Backing;
+use crate::kfd::hostmem::Backing;
 
 /// The value of an unsignaled event slot (`UNSIGNALED_EVENT_SLOT` in kfd_events.c).
 pub const UNSIGNALED_EVENT_SLOT: u64 = u64::MAX;
@@ -533,7 +533,7 @@ pub(crate) fn as_interrupts(e: &Arc<Events>) -> Arc<dyn Interrupts> {
     e.clone()
 }
 
-impl crate::kfd_process::Emu {
+impl crate::kfd::process::Emu {
     /// CREATE_EVENT, including the first call's user event page (`kfd_kmap_event_page`).
     pub(crate) fn create_event(&self, a: &mut abi::CreateEventArgs) -> Result<(), Errno> {
         if a.event_page_offset != 0 {
@@ -548,7 +548,7 @@ impl crate::kfd_process::Emu {
             // amdgpu_amdkfd_gpuvm_map_gtt_bo_to_kernel: userptr BOs cannot be mapped to
             // the kernel and the BO is pinned in GTT.
             match &bo.mem {
-                crate::kfd_memory::BoMem::Pages(b)
+                crate::kfd::memory::BoMem::Pages(b)
                     if bo.flags & abi::KFD_IOC_ALLOC_MEM_FLAGS_GTT != 0 =>
                 {
                     self.events.set_user_page(b.clone(), handle)?;

@@ -11,9 +11,9 @@ use rustix::io::Errno;
 
 use crate::engine::{QueueDesc, QueueKind};
 use crate::gpumem::MemWindow;
-use crate::kfd_hostmem::{access_ok, PAGE};
-use crate::kfd_memory::VmOwner;
-use crate::kfd_process::{Emu, Proc, DOORBELLS_PER_SLICE};
+use crate::kfd::hostmem::{access_ok, PAGE};
+use crate::kfd::memory::VmOwner;
+use crate::kfd::process::{Emu, Proc, DOORBELLS_PER_SLICE};
 
 /// `-ENOTSUPP` (524): the kernel-internal errno CREATE_QUEUE returns for an unknown
 /// queue type; it reaches user space as is.

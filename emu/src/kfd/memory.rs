@@ -16,10 +16,10 @@ use rustix::io::Errno;
 use rustix::mm::ProtFlags;
 
 use crate::gpumem::{Fault, FaultKind, GpuMemory, MemWindow};
-use crate::kfd_hostmem::{
+use crate::kfd::hostmem::{
     check_user_range, page_align, user_range_rw, Backing, UserRange, BO_MEMFD_PREFIX, PAGE,
 };
-use crate::kfd_process::{
+use crate::kfd::process::{
     file_id, Emu, Proc, DOORBELL_SLICE, DRM_FILE_PAGE_OFFSET_START, GPUVM_BASE, GPUVM_END,
     VRAM_AVAILABILITY_ALIGN,
 };
@@ -598,7 +598,7 @@ impl Emu {
         // SAFETY: file_id just proved the number is an open fd; it is only dup'ed.
         let borrowed = unsafe { BorrowedFd::borrow_raw(raw) };
         let owned = rustix::io::fcntl_dupfd_cloexec(borrowed, 0).map_err(|_| Errno::BADF)?;
-        let name = crate::kfd_hostmem::memfd_name(owned.as_fd());
+        let name = crate::kfd::hostmem::memfd_name(owned.as_fd());
         let backing = Backing::import(owned)?;
         Ok((backing, name.as_deref().and_then(parse_memfd_name)))
     }

@@ -15,11 +15,11 @@ use kfd::Ioctl;
 use rustix::io::Errno;
 
 use crate::engine::GpuEngines;
-use crate::kfd_events::Events;
-use crate::kfd_hostmem::Backing;
-use crate::kfd_memory::{Bo, GpuVm};
-use crate::kfd_queues::QueueState;
-use crate::kfd_svm::Svm;
+use crate::kfd::events::Events;
+use crate::kfd::hostmem::Backing;
+use crate::kfd::memory::{Bo, GpuVm};
+use crate::kfd::queues::QueueState;
+use crate::kfd::svm::Svm;
 use crate::presets::{CwsrSizes, Preset};
 
 /// Bytes of one process's doorbell slice on one GPU: 1024 doorbells of 8 bytes

@@ -19,9 +19,9 @@ use kfd::abi::{self, SvmAttribute};
 use rustix::io::Errno;
 
 use crate::gpumem::MemWindow;
-use crate::kfd_hostmem::{check_user_range, user_range_rw, Backing, UserRange, PAGE};
-use crate::kfd_memory::{VmEntry, VmOwner};
-use crate::kfd_process::{Emu, Proc};
+use crate::kfd::hostmem::{check_user_range, user_range_rw, Backing, UserRange, PAGE};
+use crate::kfd::memory::{VmEntry, VmOwner};
+use crate::kfd::process::{Emu, Proc};
 
 /// `svm_default_granularity`: 2^9 pages (2 MiB).
 pub const DEFAULT_GRANULARITY: u8 = 9;
