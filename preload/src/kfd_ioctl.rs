@@ -54,33 +54,81 @@ fn check_len(n: u32) -> Result<usize, Errno> {
     }
 }
 
+/// The ioctls whose argument struct is the whole story (no user pointers inside): copied
+/// in, handed to the emulator, copied out. One row each: request number, the kernel's
+/// request code, the `Ioctl` variant.
+macro_rules! plain_ioctls {
+    ($nr:expr, $req:expr, $arg:expr, $emu:expr; $($n:literal => $cmd:ident $variant:ident,)*) => {
+        match $nr {
+            $($n => return call($cmd, $req, $arg, |a| $emu.ioctl(Ioctl::$variant(a))),)*
+            _ => {}
+        }
+    };
+}
+
+/// MAP/UNMAP_MEMORY_TO/FROM_GPU: the header plus the array of gpu_ids it points at.
+macro_rules! with_gpu_ids {
+    ($cmd:ident, $req:expr, $arg:expr, $emu:expr, $variant:ident, $args:ty) => {
+        call($cmd, $req, $arg, |a: &mut $args| {
+            let ids: Vec<u32> = read_array(a.device_ids_array_ptr, check_len(a.n_devices)?)?;
+            $emu.ioctl(Ioctl::$variant {
+                args: a,
+                gpu_ids: &ids,
+            })
+        })
+    };
+}
+
 /// Serve one KFD ioctl.
 pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
     // Doorbells rung before this call (e.g. before a WAIT_EVENTS) are found now.
     st.doorbells.scan(st);
     let emu = &st.emu;
-    match abi::ioc_nr(req) {
-        0x01 => call(AMDKFD_IOC_GET_VERSION, req, arg, |a| {
-            emu.ioctl(Ioctl::GetVersion(a))
-        }),
-        0x02 => {
-            call(
-                AMDKFD_IOC_CREATE_QUEUE,
-                req,
-                arg,
-                |a: &mut CreateQueueArgs| {
-                    emu.ioctl(Ioctl::CreateQueue(a))?;
-                    crate::trace(format_args!(
-                "CREATE_QUEUE type {} gpu {:#x} ring {:#x}/{:#x} -> queue {} doorbell {:#x}",
-                a.queue_type, a.gpu_id, a.ring_base_address, a.ring_size, a.queue_id, a.doorbell_offset
-            ));
-                    if let Some(idx) = st.gpu_idx(a.gpu_id) {
-                        st.doorbells.add(st, idx, a.queue_id, a.doorbell_offset);
-                    }
-                    Ok(())
-                },
-            )
-        }
+    let nr = abi::ioc_nr(req);
+    plain_ioctls!(nr, req, arg, emu;
+        0x01 => AMDKFD_IOC_GET_VERSION GetVersion,
+        0x04 => AMDKFD_IOC_SET_MEMORY_POLICY SetMemoryPolicy,
+        0x05 => AMDKFD_IOC_GET_CLOCK_COUNTERS GetClockCounters,
+        0x06 => AMDKFD_IOC_GET_PROCESS_APERTURES GetProcessApertures,
+        0x07 => AMDKFD_IOC_UPDATE_QUEUE UpdateQueue,
+        0x08 => AMDKFD_IOC_CREATE_EVENT CreateEvent,
+        0x09 => AMDKFD_IOC_DESTROY_EVENT DestroyEvent,
+        0x0A => AMDKFD_IOC_SET_EVENT SetEvent,
+        0x0B => AMDKFD_IOC_RESET_EVENT ResetEvent,
+        0x11 => AMDKFD_IOC_SET_SCRATCH_BACKING_VA SetScratchBackingVa,
+        0x13 => AMDKFD_IOC_SET_TRAP_HANDLER SetTrapHandler,
+        0x15 => AMDKFD_IOC_ACQUIRE_VM AcquireVm,
+        0x17 => AMDKFD_IOC_FREE_MEMORY_OF_GPU FreeMemoryOfGpu,
+        0x1B => AMDKFD_IOC_GET_QUEUE_WAVE_STATE GetQueueWaveState,
+        0x1C => AMDKFD_IOC_GET_DMABUF_INFO GetDmabufInfo,
+        0x1D => AMDKFD_IOC_IMPORT_DMABUF ImportDmabuf,
+        0x21 => AMDKFD_IOC_SET_XNACK_MODE SetXnackMode,
+        0x23 => AMDKFD_IOC_AVAILABLE_MEMORY AvailableMemory,
+        0x24 => AMDKFD_IOC_EXPORT_DMABUF ExportDmabuf,
+        0x25 => AMDKFD_IOC_RUNTIME_ENABLE RuntimeEnable,
+    );
+    match nr {
+        0x02 => call(
+            AMDKFD_IOC_CREATE_QUEUE,
+            req,
+            arg,
+            |a: &mut CreateQueueArgs| {
+                emu.ioctl(Ioctl::CreateQueue(a))?;
+                crate::trace(format_args!(
+                    "CREATE_QUEUE type {} gpu {:#x} ring {:#x}/{:#x} -> queue {} doorbell {:#x}",
+                    a.queue_type,
+                    a.gpu_id,
+                    a.ring_base_address,
+                    a.ring_size,
+                    a.queue_id,
+                    a.doorbell_offset
+                ));
+                if let Some(idx) = st.gpu_idx(a.gpu_id) {
+                    st.doorbells.add(st, idx, a.queue_id, a.doorbell_offset);
+                }
+                Ok(())
+            },
+        ),
         0x03 => call(
             AMDKFD_IOC_DESTROY_QUEUE,
             req,
@@ -91,30 +139,6 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
                 Ok(())
             },
         ),
-        0x04 => call(AMDKFD_IOC_SET_MEMORY_POLICY, req, arg, |a| {
-            emu.ioctl(Ioctl::SetMemoryPolicy(a))
-        }),
-        0x05 => call(AMDKFD_IOC_GET_CLOCK_COUNTERS, req, arg, |a| {
-            emu.ioctl(Ioctl::GetClockCounters(a))
-        }),
-        0x06 => call(AMDKFD_IOC_GET_PROCESS_APERTURES, req, arg, |a| {
-            emu.ioctl(Ioctl::GetProcessApertures(a))
-        }),
-        0x07 => call(AMDKFD_IOC_UPDATE_QUEUE, req, arg, |a| {
-            emu.ioctl(Ioctl::UpdateQueue(a))
-        }),
-        0x08 => call(AMDKFD_IOC_CREATE_EVENT, req, arg, |a| {
-            emu.ioctl(Ioctl::CreateEvent(a))
-        }),
-        0x09 => call(AMDKFD_IOC_DESTROY_EVENT, req, arg, |a| {
-            emu.ioctl(Ioctl::DestroyEvent(a))
-        }),
-        0x0A => call(AMDKFD_IOC_SET_EVENT, req, arg, |a| {
-            emu.ioctl(Ioctl::SetEvent(a))
-        }),
-        0x0B => call(AMDKFD_IOC_RESET_EVENT, req, arg, |a| {
-            emu.ioctl(Ioctl::ResetEvent(a))
-        }),
         0x0C => call(
             AMDKFD_IOC_WAIT_EVENTS,
             req,
@@ -130,18 +154,12 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
                 r
             },
         ),
-        0x11 => call(AMDKFD_IOC_SET_SCRATCH_BACKING_VA, req, arg, |a| {
-            emu.ioctl(Ioctl::SetScratchBackingVa(a))
-        }),
         0x12 => call(
             AMDKFD_IOC_GET_TILE_CONFIG,
             req,
             arg,
             |a: &mut GetTileConfigArgs| tile_config(st, a),
         ),
-        0x13 => call(AMDKFD_IOC_SET_TRAP_HANDLER, req, arg, |a| {
-            emu.ioctl(Ioctl::SetTrapHandler(a))
-        }),
         0x14 => call(
             AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
             req,
@@ -160,9 +178,6 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
                 r
             },
         ),
-        0x15 => call(AMDKFD_IOC_ACQUIRE_VM, req, arg, |a| {
-            emu.ioctl(Ioctl::AcquireVm(a))
-        }),
         0x16 => call(
             AMDKFD_IOC_ALLOC_MEMORY_OF_GPU,
             req,
@@ -170,38 +185,27 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
             |a: &mut AllocMemoryOfGpuArgs| {
                 let r = emu.ioctl(Ioctl::AllocMemoryOfGpu(a));
                 crate::trace(format_args!(
-                    "ALLOC_MEMORY_OF_GPU va {:#x} size {:#x} flags {:#x} -> handle {:#x} mmap_offset {:#x}",
-                    a.va_addr, a.size, a.flags, a.handle, a.mmap_offset
-                ));
+                "ALLOC_MEMORY_OF_GPU va {:#x} size {:#x} flags {:#x} -> handle {:#x} mmap_offset {:#x}",
+                a.va_addr, a.size, a.flags, a.handle, a.mmap_offset
+            ));
                 r
             },
         ),
-        0x17 => call(AMDKFD_IOC_FREE_MEMORY_OF_GPU, req, arg, |a| {
-            emu.ioctl(Ioctl::FreeMemoryOfGpu(a))
-        }),
-        0x18 => call(
+        0x18 => with_gpu_ids!(
             AMDKFD_IOC_MAP_MEMORY_TO_GPU,
             req,
             arg,
-            |a: &mut MapMemoryToGpuArgs| {
-                let ids: Vec<u32> = read_array(a.device_ids_array_ptr, check_len(a.n_devices)?)?;
-                emu.ioctl(Ioctl::MapMemoryToGpu {
-                    args: a,
-                    gpu_ids: &ids,
-                })
-            },
+            emu,
+            MapMemoryToGpu,
+            MapMemoryToGpuArgs
         ),
-        0x19 => call(
+        0x19 => with_gpu_ids!(
             AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU,
             req,
             arg,
-            |a: &mut UnmapMemoryFromGpuArgs| {
-                let ids: Vec<u32> = read_array(a.device_ids_array_ptr, check_len(a.n_devices)?)?;
-                emu.ioctl(Ioctl::UnmapMemoryFromGpu {
-                    args: a,
-                    gpu_ids: &ids,
-                })
-            },
+            emu,
+            UnmapMemoryFromGpu,
+            UnmapMemoryFromGpuArgs
         ),
         0x1A => call(AMDKFD_IOC_SET_CU_MASK, req, arg, |a: &mut SetCuMaskArgs| {
             // kfd_ioctl_set_cu_mask: 0 or a non-multiple of 32 is EINVAL; more than 1024
@@ -217,30 +221,22 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
                 mask: &mask,
             })
         }),
-        0x1B => call(AMDKFD_IOC_GET_QUEUE_WAVE_STATE, req, arg, |a| {
-            emu.ioctl(Ioctl::GetQueueWaveState(a))
-        }),
-        0x1C => call(AMDKFD_IOC_GET_DMABUF_INFO, req, arg, |a| {
-            emu.ioctl(Ioctl::GetDmabufInfo(a))
-        }),
-        0x1D => call(AMDKFD_IOC_IMPORT_DMABUF, req, arg, |a| {
-            emu.ioctl(Ioctl::ImportDmabuf(a))
-        }),
         0x20 => svm(st, req, arg),
-        0x21 => call(AMDKFD_IOC_SET_XNACK_MODE, req, arg, |a| {
-            emu.ioctl(Ioctl::SetXnackMode(a))
+        0x26 => call(AMDKFD_IOC_DBG_TRAP, req, arg, |a: &mut DbgTrapArgs| {
+            // The emulated KFD answers as the kernel does for a process nobody debugs:
+            // every operation is refused before its buffer (runtime info, queue ids,
+            // snapshots) is touched, so none is copied from the program.
+            emu.ioctl(Ioctl::DbgTrap {
+                args: a,
+                buf: &mut [],
+            })
         }),
-        0x23 => call(AMDKFD_IOC_AVAILABLE_MEMORY, req, arg, |a| {
-            emu.ioctl(Ioctl::AvailableMemory(a))
-        }),
-        0x24 => call(AMDKFD_IOC_EXPORT_DMABUF, req, arg, |a| {
-            emu.ioctl(Ioctl::ExportDmabuf(a))
-        }),
-        0x25 => call(AMDKFD_IOC_RUNTIME_ENABLE, req, arg, |a| {
-            emu.ioctl(Ioctl::RuntimeEnable(a))
-        }),
+        0x27 => {
+            // AMDKFD_IOC_CREATE_PROCESS: _IO, no argument to copy.
+            emu.ioctl(Ioctl::CreateProcess)
+        }
         nr => {
-            // GWS (0x1E), SMI events, CRIU, debugger ioctls: not modelled by the emulator.
+            // GWS (0x1E), SMI events (0x1F), CRIU (0x22): not modelled by the emulator.
             crate::trace(format_args!(
                 "kfd ioctl nr {nr:#x} (req {req:#x}) is not modelled by kfd-emu: EINVAL"
             ));
@@ -281,25 +277,17 @@ fn tile_config(st: &State, a: &mut GetTileConfigArgs) -> Result<(), Errno> {
     a.gb_addr_config = 0;
     a.num_banks = 0;
     a.num_ranks = 0;
-    a.num_tile_configs = a.num_tile_configs.min(32);
-    if copy_to_user(
-        a.tile_config_ptr,
-        &vec![0u8; a.num_tile_configs as usize * 4],
-    )
-    .is_err()
-    {
-        a.num_tile_configs = 0;
-        return Err(Errno::FAULT);
-    }
-    a.num_macro_tile_configs = a.num_macro_tile_configs.min(16);
-    if copy_to_user(
-        a.macro_tile_config_ptr,
-        &vec![0u8; a.num_macro_tile_configs as usize * 4],
-    )
-    .is_err()
-    {
-        a.num_macro_tile_configs = 0;
-        return Err(Errno::FAULT);
-    }
+    // Each table: clamp the count, write that many zero words; a bad pointer zeroes the
+    // count and is EFAULT.
+    let zero_words = |ptr: u64, count: &mut u32, max: u32| {
+        *count = (*count).min(max);
+        if copy_to_user(ptr, &vec![0u8; *count as usize * 4]).is_err() {
+            *count = 0;
+            return Err(Errno::FAULT);
+        }
+        Ok(())
+    };
+    zero_words(a.tile_config_ptr, &mut a.num_tile_configs, 32)?;
+    zero_words(a.macro_tile_config_ptr, &mut a.num_macro_tile_configs, 16)?;
     Ok(())
 }

@@ -24,21 +24,65 @@ fn preload_lib() -> PathBuf {
     lib
 }
 
-/// Run `kfdrt emu-run --device SPEC -- rocminfo`; returns (exit code, stdout, stderr).
-fn rocminfo(spec: &str) -> (i32, String, String) {
+/// What a program run under `kfdrt emu-run` left behind.
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// stdout and stderr, for failure messages.
+    fn all(&self) -> String {
+        format!("stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr)
+    }
+
+    /// The names of the program's `ok NAME ...` lines, in order.
+    fn oks(&self) -> Vec<&str> {
+        self.stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("ok "))
+            .map(|l| l.split_whitespace().next().unwrap_or(""))
+            .collect()
+    }
+
+    /// Asserts exit 0 and the `ok` lines `want`, in order.
+    fn expect_oks(&self, what: &str, want: &[&str]) {
+        // timeout(1) exits 124 on a hang: the run must end by itself.
+        assert_ne!(self.code, Some(124), "{what} hung\n{}", self.all());
+        assert_eq!(self.oks(), want, "{what}\n{}", self.all());
+        assert_eq!(self.code, Some(0), "{what} failed\n{}", self.all());
+    }
+}
+
+/// Run `kfdrt emu-run --device SPEC -- timeout SECS PROGRAM ARGS...`.
+fn emu_run(spec: &str, secs: u32, program: &std::ffi::OsStr, args: &[&std::ffi::OsStr]) -> Run {
     let lib = preload_lib();
     let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
         .args([
-            "emu-run", "--device", spec, "--", "timeout", "120", "rocminfo",
+            "emu-run",
+            "--device",
+            spec,
+            "--",
+            "timeout",
+            &secs.to_string(),
         ])
+        .arg(program)
+        .args(args)
         .env("KFDRT_PRELOAD_LIB", &lib)
         .output()
         .expect("run kfdrt emu-run");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Run `kfdrt emu-run --device SPEC -- rocminfo`; returns (exit code, stdout, stderr).
+fn rocminfo(spec: &str) -> (i32, String, String) {
+    let r = emu_run(spec, 120, "rocminfo".as_ref(), &[]);
+    (r.code.unwrap_or(-1), r.stdout, r.stderr)
 }
 
 /// The agents rocminfo printed: each agent's lines.
@@ -111,51 +155,51 @@ fn rocminfo_on_gfx942_and_gfx1100_reaches_agent_creation() {
     }
 }
 
-/// Compile `tests/foreign/NAME.c` (with `libs`) into cargo's per-test temporary
-/// directory.
-fn compile_c(name: &str, libs: &[&str]) -> PathBuf {
+/// Compile `tests/foreign/FILE` with `compiler` (cc for C, g++ for C++ against Debian's
+/// HIP headers) into cargo's per-test temporary directory.
+fn compile(file: &str, compiler: &str, flags: &[&str], libs: &[&str]) -> PathBuf {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/foreign")
-        .join(format!("{name}.c"));
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let st = Command::new("cc")
-        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .join(file);
+    let stem = file.split('.').next().unwrap_or(file);
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(stem);
+    let st = Command::new(compiler)
+        .args(["-O1", "-Wall", "-Werror"])
+        .args(flags)
+        .arg("-o")
         .arg(&out)
         .arg(&src)
         .args(libs)
         .status()
-        .expect("run cc");
-    assert!(st.success(), "cc {} failed", src.display());
+        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+    assert!(st.success(), "{compiler} {} failed", src.display());
     out
+}
+
+/// Compile `tests/foreign/NAME.c` (with `libs`).
+fn compile_c(name: &str, libs: &[&str]) -> PathBuf {
+    compile(&format!("{name}.c"), "cc", &[], libs)
+}
+
+/// Compile `tests/foreign/NAME.cpp` against Debian's HIP headers and `libamdhip64`.
+fn compile_hip(name: &str) -> PathBuf {
+    compile(
+        &format!("{name}.cpp"),
+        "g++",
+        &["-D__HIP_PLATFORM_AMD__"],
+        &["-lamdhip64"],
+    )
 }
 
 /// A ROCr program of ours (tests/foreign/hsa_basic.c) on the emulated MI250X: every
 /// check prints `ok NAME` in order; the process exits 0.
 #[test]
 fn hsa_runtime_program_runs_on_emulated_mi250x() {
-    let lib = preload_lib();
     let exe = compile_c("hsa_basic", &["-lhsa-runtime64"]);
-    let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
-        .args(["emu-run", "--device", "emu:mi250x", "--", "timeout", "300"])
-        .arg(&exe)
-        .env("KFDRT_PRELOAD_LIB", &lib)
-        .output()
-        .expect("run kfdrt emu-run");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "hsa_basic failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let oks: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("ok "))
-        .map(|l| l.split_whitespace().next().unwrap_or(""))
-        .collect();
-    assert_eq!(
-        oks,
-        [
+    let r = emu_run("emu:mi250x", 300, exe.as_os_str(), &[]);
+    r.expect_oks(
+        "hsa_basic",
+        &[
             "agents",
             "pools",
             "queue_create",
@@ -166,11 +210,39 @@ fn hsa_runtime_program_runs_on_emulated_mi250x() {
             "cu_set_mask",
             "async_copy",
             "svm_attributes",
-            "shut_down"
+            "shut_down",
         ],
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    assert!(stdout.contains("name=gfx90a cus=110 wave=64"), "{stdout}");
+    assert!(
+        r.stdout.contains("name=gfx90a cus=110 wave=64"),
+        "{}",
+        r.all()
+    );
+}
+
+/// A kernel dispatched through ROCr: Debian's ROCr 5.2 loads a clang-19 code object for
+/// gfx90a (hsa_code_object_reader + hsa_executable), the program writes an AQL
+/// KERNEL_DISPATCH packet on an HSA queue, and the emulated shader core runs it; every
+/// output element is checked. Code object v4 and v5 both load (ROCr 5.2 accepts ELF ABI
+/// versions 2 and 3); v5 takes its work-group size from hidden arguments the program fills.
+#[test]
+fn kernel_dispatched_through_rocr_runs() {
+    let exe = compile_c("hsa_dispatch", &["-lhsa-runtime64"]);
+    for cov in ["4", "5"] {
+        let elf = test_kernels::build_with(
+            "cl/vadd.cl",
+            "gfx90a",
+            &[&format!("-mcode-object-version={cov}")],
+        )
+        .expect("build vadd for gfx90a");
+        let co = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("vadd_v{cov}.co"));
+        std::fs::write(&co, elf).expect("write the code object");
+        let r = emu_run("emu:mi250x", 300, exe.as_os_str(), &[co.as_os_str()]);
+        r.expect_oks(
+            &format!("hsa_dispatch (code object v{cov})"),
+            &["load", "dispatch", "result", "shut_down"],
+        );
+    }
 }
 
 /// Debian's CLR (libamdhip64 5.2) on the emulated MI250X runs a HIP program to the end:
@@ -180,40 +252,17 @@ fn hsa_runtime_program_runs_on_emulated_mi250x() {
 /// program checks every result itself and exits 1 at the first failure.
 #[test]
 fn hip_program_runs_to_the_end_on_clr() {
-    let lib = preload_lib();
-    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hip_basic");
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/foreign/hip_basic.cpp");
-    let st = Command::new("g++")
-        .args(["-O1", "-Wall", "-Werror", "-D__HIP_PLATFORM_AMD__", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .arg("-lamdhip64")
-        .status()
-        .expect("run g++");
-    assert!(st.success(), "g++ {} failed", src.display());
-    let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
-        .args(["emu-run", "--device", "emu:mi250x", "--", "timeout", "300"])
-        .arg(&exe)
-        .env("KFDRT_PRELOAD_LIB", &lib)
-        .output()
-        .expect("run kfdrt emu-run");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let all = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    // timeout(1) exits 124 on a hang: the run must end by itself.
-    assert_ne!(out.status.code(), Some(124), "hung\n{all}");
+    let exe = compile_hip("hip_basic");
+    let r = emu_run("emu:mi250x", 300, exe.as_os_str(), &[]);
     assert!(
-        stdout.contains("ok device count=1 name=gfx90a:sramecc+:xnack- cus=110 warp=64"),
-        "{all}"
+        r.stdout
+            .contains("ok device count=1 name=gfx90a:sramecc+:xnack- cus=110 warp=64"),
+        "{}",
+        r.all()
     );
-    let oks: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("ok "))
-        .map(|l| l.split_whitespace().next().unwrap_or(""))
-        .collect();
-    assert_eq!(
-        oks,
-        [
+    r.expect_oks(
+        "hip_basic",
+        &[
             "device",
             "streams",
             "events",
@@ -221,11 +270,9 @@ fn hip_program_runs_to_the_end_on_clr() {
             "stream_memops",
             "memcpy",
             "memset",
-            "done"
+            "done",
         ],
-        "{all}"
     );
-    assert!(out.status.success(), "{all}");
 }
 
 /// Raw KFD/DRM calls with bad arguments get the kernel's errno and never crash the
@@ -233,32 +280,15 @@ fn hip_program_runs_to_the_end_on_clr() {
 /// forked child gets EBADF on the parent's KFD fd and a device of its own on open.
 #[test]
 fn bad_arguments_get_kernel_errnos_and_fork_is_handled() {
-    let lib = preload_lib();
     let exe = compile_c("kfd_abuse", &[]);
-    let out = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
-        .args(["emu-run", "--device", "emu:mi250x", "--", "timeout", "120"])
-        .arg(&exe)
-        .env("KFDRT_PRELOAD_LIB", &lib)
-        .output()
-        .expect("run kfdrt emu-run");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    let r = emu_run("emu:mi250x", 120, exe.as_os_str(), &[]);
+    r.expect_oks(
+        "kfd_abuse",
+        &[
+            "open", "efault", "einval", "dbg_trap", "mmap", "dup", "render", "sysfs", "fork",
+        ],
     );
-    let oks: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("ok "))
-        .map(|l| l.split_whitespace().next().unwrap_or(""))
-        .collect();
-    assert_eq!(
-        oks,
-        ["open", "efault", "einval", "mmap", "dup", "render", "sysfs", "fork"],
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    assert!(stdout.contains("ok open version=1.22"), "{stdout}");
+    assert!(r.stdout.contains("ok open version=1.22"), "{}", r.all());
 }
 
 #[test]

@@ -41,6 +41,9 @@ struct kfd_ioctl_wait_events_args {
 struct kfd_ioctl_set_cu_mask_args { uint32_t queue_id, num_cu_mask; uint64_t cu_mask_ptr; };
 struct kfd_ioctl_svm_attribute { uint32_t type, value; };
 struct kfd_ioctl_svm_args { uint64_t start_addr, size; uint32_t op, nattr; };
+/* kfd_ioctl_dbg_trap_args: pid, op, then a 24-byte union of the per-op structs. */
+struct kfd_ioctl_dbg_trap_args { uint32_t pid, op; uint64_t u[3]; };
+#define AMDKFD_IOC_DBG_TRAP _IOWR('K', 0x26, struct kfd_ioctl_dbg_trap_args)
 #define AMDKFD_IOC_GET_VERSION _IOR('K', 0x01, struct kfd_ioctl_get_version_args)
 #define AMDKFD_IOC_CREATE_QUEUE _IOWR('K', 0x02, struct kfd_ioctl_create_queue_args)
 #define AMDKFD_IOC_WAIT_EVENTS _IOWR('K', 0x0C, struct kfd_ioctl_wait_events_args)
@@ -89,6 +92,21 @@ int main(void) {
     q.gpu_id = 0xdead;
     EXPECT(ioctl(kfd, AMDKFD_IOC_CREATE_QUEUE, &q) == -1, "queue on gpu 0xdead");
     printf("ok einval\n");
+
+    /* The debugger ioctl, as the kernel answers a process nobody debugs
+     * (kfd_ioctl_set_debug_trap): another pid has no KFD process (ESRCH), any op but
+     * ENABLE on ours is "not debug enabled" (EINVAL), ENABLE on a device without debug
+     * support is ENODEV. */
+    struct kfd_ioctl_dbg_trap_args dt = {0};
+    dt.pid = (uint32_t)getpid() + 100000;
+    dt.op = 0;
+    EXPECT(fails_with(ioctl(kfd, AMDKFD_IOC_DBG_TRAP, &dt), ESRCH), "dbg_trap other pid");
+    dt.pid = (uint32_t)getpid();
+    dt.op = 1; /* DISABLE */
+    EXPECT(fails_with(ioctl(kfd, AMDKFD_IOC_DBG_TRAP, &dt), EINVAL), "dbg_trap disable");
+    dt.op = 0; /* ENABLE */
+    EXPECT(fails_with(ioctl(kfd, AMDKFD_IOC_DBG_TRAP, &dt), ENODEV), "dbg_trap enable");
+    printf("ok dbg_trap\n");
 
     /* A garbage mmap offset fails; the process survives. */
     void *m = mmap(NULL, 4096, PROT_READ, MAP_SHARED, kfd, 0x1234000);
