@@ -190,6 +190,14 @@ impl EmuBackend {
         self.emu.lock().svm.location(addr)
     }
 
+    /// The render-node mmap offset of BO `handle` (what ALLOC_MEMORY_OF_GPU returns as
+    /// `mmap_offset`; 0 for a BO without one), or `None` for an unknown handle. ROCm's
+    /// out-of-tree IPC import ioctl returns it for the BO it creates; the preload library
+    /// serves that ioctl over IMPORT_DMABUF.
+    pub fn bo_mmap_offset(&self, handle: u64) -> Option<u64> {
+        self.emu.lock().bos.get(&handle).map(|b| b.drm_offset)
+    }
+
     /// Emulator introspection: the number of SVM ranges (after splits and merges).
     pub fn svm_range_count(&self) -> usize {
         self.emu.lock().svm.len()

@@ -98,7 +98,6 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
         0x11 => AMDKFD_IOC_SET_SCRATCH_BACKING_VA SetScratchBackingVa,
         0x13 => AMDKFD_IOC_SET_TRAP_HANDLER SetTrapHandler,
         0x15 => AMDKFD_IOC_ACQUIRE_VM AcquireVm,
-        0x17 => AMDKFD_IOC_FREE_MEMORY_OF_GPU FreeMemoryOfGpu,
         0x1B => AMDKFD_IOC_GET_QUEUE_WAVE_STATE GetQueueWaveState,
         0x1C => AMDKFD_IOC_GET_DMABUF_INFO GetDmabufInfo,
         0x1D => AMDKFD_IOC_IMPORT_DMABUF ImportDmabuf,
@@ -191,6 +190,16 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
                 r
             },
         ),
+        0x17 => call(
+            AMDKFD_IOC_FREE_MEMORY_OF_GPU,
+            req,
+            arg,
+            |a: &mut FreeMemoryOfGpuArgs| {
+                emu.ioctl(Ioctl::FreeMemoryOfGpu(a))?;
+                st.ipc.bo_freed(a.handle);
+                Ok(())
+            },
+        ),
         0x18 => with_gpu_ids!(
             AMDKFD_IOC_MAP_MEMORY_TO_GPU,
             req,
@@ -235,6 +244,13 @@ pub(crate) fn ioctl(st: &State, req: u32, arg: u64) -> Result<(), Errno> {
             // AMDKFD_IOC_CREATE_PROCESS: _IO, no argument to copy.
             emu.ioctl(Ioctl::CreateProcess)
         }
+        // ROCm's out-of-tree IPC ioctls (libhsakmt 5.2's hsa_amd_ipc_memory_*).
+        0x80 => call(crate::ipc::AMDKFD_IOC_IPC_IMPORT_HANDLE, req, arg, |a| {
+            crate::ipc::import(st, a)
+        }),
+        0x81 => call(crate::ipc::AMDKFD_IOC_IPC_EXPORT_HANDLE, req, arg, |a| {
+            crate::ipc::export(st, a)
+        }),
         nr => {
             // GWS (0x1E), SMI events (0x1F), CRIU (0x22): not modelled by the emulator.
             crate::trace(format_args!(

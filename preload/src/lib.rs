@@ -30,6 +30,7 @@
 mod doorbell;
 mod drm;
 mod hooks;
+mod ipc;
 mod kfd_ioctl;
 mod paths;
 mod state;

@@ -33,6 +33,8 @@ pub(crate) struct State {
     /// The DRM sysfs entries (`/sys/dev/char/226:N`, `/sys/class/drm/...`), in memory.
     pub(crate) drm_tree: SysfsTree,
     pub(crate) doorbells: Doorbells,
+    /// Buffers this process exported through the IPC ioctls.
+    pub(crate) ipc: crate::ipc::Exports,
 }
 
 static STATE: AtomicPtr<State> = AtomicPtr::new(core::ptr::null_mut());
@@ -95,6 +97,7 @@ pub(crate) fn get() -> Result<&'static State, Errno> {
         emu,
         gpus,
         doorbells: Doorbells::default(),
+        ipc: Default::default(),
     });
     let old = STATE.swap(Box::into_raw(state), Ordering::AcqRel);
     // An older State belongs to the parent of a fork: its engine threads do not exist

@@ -245,6 +245,28 @@ fn kernel_dispatched_through_rocr_runs() {
     }
 }
 
+/// IPC memory between two processes through ROCr (tests/foreign/hsa_ipc.c): the parent
+/// exports 2 MiB of VRAM with hsa_amd_ipc_memory_create, an exec'd child attaches the
+/// handle, reads the parent's bytes and writes its own, and the parent reads the child's
+/// bytes from its allocation. libhsakmt 5.2 uses ROCm's out-of-tree IPC ioctls (0x80/0x81),
+/// served by the preload over the emulator's dmabufs (preload/src/ipc.rs).
+#[test]
+fn ipc_memory_is_shared_between_two_processes() {
+    let exe = compile_c("hsa_ipc", &["-lhsa-runtime64"]);
+    let r = emu_run("emu:mi250x", 300, exe.as_os_str(), &[]);
+    r.expect_oks(
+        "hsa_ipc",
+        &[
+            "ipc_create",
+            "child_attach",
+            "child_read",
+            "child_write",
+            "parent_sees_child_writes",
+            "shut_down",
+        ],
+    );
+}
+
 /// Debian's CLR (libamdhip64 5.2) on the emulated MI250X runs a HIP program to the end:
 /// device discovery and properties from the emulated topology, streams with priorities,
 /// events, a callback, stream memory ops (CLR's 64-bit wait is one of ROCclr's internal
