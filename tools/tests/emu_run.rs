@@ -5,21 +5,31 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Once;
 
-/// Build the cdylib (not a dependency of the CLI, so `cargo test` does not build it).
-fn preload_lib() -> PathBuf {
+/// Build the cdylibs (not dependencies of the CLI, so `cargo test` does not build them):
+/// the preload library and kfdrt's libamdhip64.
+fn build_libs() -> PathBuf {
     static BUILD: Once = Once::new();
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_kfdrt"));
-    let lib = exe.parent().unwrap().join("libkfdrt_preload.so");
+    let dir = exe.parent().unwrap().to_path_buf();
     BUILD.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut c = Command::new(cargo);
-        c.args(["build", "-q", "-p", "kfdrt-preload"]);
+        c.args(["build", "-q", "-p", "kfdrt-preload", "-p", "kfdrt-hip"]);
         if !cfg!(debug_assertions) {
             c.arg("--release");
         }
-        let st = c.status().expect("run cargo build -p kfdrt-preload");
-        assert!(st.success(), "cargo build -p kfdrt-preload failed");
+        let st = c.status().expect("run cargo build");
+        assert!(
+            st.success(),
+            "cargo build -p kfdrt-preload -p kfdrt-hip failed"
+        );
     });
+    dir
+}
+
+/// The preload library.
+fn preload_lib() -> PathBuf {
+    let lib = build_libs().join("libkfdrt_preload.so");
     assert!(lib.is_file(), "{} was not built", lib.display());
     lib
 }
@@ -364,4 +374,107 @@ fn emu_run_usage_errors() {
     let o = run(&["help", "emu-run"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).contains("LD_PRELOAD"));
+}
+
+/// The `diff FUNCTION ERROR CHECK` lines of tests/foreign/hip_diff.cpp as (function,
+/// cell): `ok`, the error's name, `wrong: WHAT`, or `skipped`.
+fn diff_rows(stdout: &str) -> Vec<(String, String)> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("diff "))
+        .filter(|l| *l != "end")
+        .filter_map(|l| {
+            let mut p = l.splitn(3, ' ');
+            let (f, err, check) = (p.next()?, p.next()?, p.next().unwrap_or(""));
+            let cell = match (err, check) {
+                (_, "ok") => "ok".to_owned(),
+                (_, "skipped") => "skipped".to_owned(),
+                ("hipSuccess", c) => match c.strip_prefix("wrong:") {
+                    Some(w) => format!("wrong: {w}"),
+                    None => c.to_owned(),
+                },
+                (e, _) => e.to_owned(),
+            };
+            Some((f.to_owned(), cell))
+        })
+        .collect()
+}
+
+/// The same HIP program (tests/foreign/hip_diff.cpp, linked against Debian's
+/// libamdhip64.so.5) under Debian's CLR on the emulated MI250X (`kfdrt emu-run`) and under
+/// kfdrt's libamdhip64 (crate hip/, found first through LD_LIBRARY_PATH) on the same
+/// emulated GPU, function by function. Prints the README's differential table
+/// (`-- --nocapture`). Both runs must end by themselves; CLR must pass every row except the
+/// virtual-memory ones, which CLR 5.2 leaves unimplemented (hip_vm.cpp).
+#[test]
+fn hip_differential_clr_and_kfdrt() {
+    let exe = compile_hip("hip_diff");
+    let clr = emu_run("emu:mi250x", 300, exe.as_os_str(), &[]);
+    let libdir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kfdrt-libamdhip64");
+    std::fs::create_dir_all(&libdir).expect("mkdir");
+    let link = libdir.join("libamdhip64.so.5");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(build_libs().join("libamdhip64.so"), &link).expect("symlink");
+    let out = Command::new("timeout")
+        .arg("300")
+        .arg(&exe)
+        .env("LD_LIBRARY_PATH", &libdir)
+        .env("KFDRT_DEVICE", "emu:mi250x")
+        .output()
+        .expect("run hip_diff on kfdrt");
+    let ours = Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    for (who, r) in [("CLR", &clr), ("kfdrt", &ours)] {
+        assert_eq!(r.code, Some(0), "hip_diff on {who}\n{}", r.all());
+        assert!(
+            r.stdout.contains("diff end"),
+            "hip_diff on {who}\n{}",
+            r.all()
+        );
+    }
+    let (a, b) = (diff_rows(&clr.stdout), diff_rows(&ours.stdout));
+    let mut names: Vec<&str> = a.iter().map(|(f, _)| f.as_str()).collect();
+    for (f, _) in &b {
+        if !names.contains(&f.as_str()) {
+            names.push(f);
+        }
+    }
+    let cell = |rows: &[(String, String)], f: &str| {
+        rows.iter()
+            .find(|(g, _)| g == f)
+            .map_or("(no line)".to_owned(), |(_, c)| c.clone())
+    };
+    let mut table = String::from(
+        "| function | CLR 5.2 (Debian) on emu:mi250x | kfdrt libamdhip64 on emu:mi250x |\n|---|---|---|\n",
+    );
+    for f in &names {
+        table += &format!("| `{f}` | {} | {} |\n", cell(&a, f), cell(&b, f));
+    }
+    println!("{table}");
+    let clr_not_ok: Vec<&str> = a
+        .iter()
+        .filter(|(_, c)| c.starts_with("hipError") || c.starts_with("wrong") || c == "skipped")
+        .map(|(f, _)| f.as_str())
+        .collect();
+    assert_eq!(
+        clr_not_ok,
+        [
+            "hipMemAddressReserve",
+            "hipMemMap",
+            "hipMemSetAccess",
+            "hipMemcpy(VMM)",
+            "hipMemUnmap",
+            "hipMemRelease",
+            "hipMemAddressFree"
+        ],
+        "{table}\n{}",
+        clr.all()
+    );
+    assert!(
+        table.contains("| `hipMemAddressReserve` | wrong: no address |"),
+        "{table}"
+    );
 }
