@@ -143,10 +143,11 @@ fn rocminfo_lists_two_mi250x_gcds() {
     assert_ne!(field(&a[1], "Uuid"), field(&a[2], "Uuid"));
 }
 
-/// ROCr 5.2 (Debian 12) predates gfx942 and gfx1100: its ISA registry has no entry, so
-/// it skips the GPU node with "unrecognized id" (amd_gpu_agent.cpp) after reading the
-/// node's topology, and lists the CPU agent. The emulated side is served completely:
-/// the run reaches agent creation and exits 0.
+/// ROCr 5.2 (Debian 12) predates gfx942 and gfx1100: its ISA table
+/// (`IsaRegistry::GetSupportedIsas` in src/core/runtime/isa.cpp, tag rocm-5.2.3) ends at
+/// gfx90c / gfx1035, so `GpuAgent`'s constructor (amd_gpu_agent.cpp) throws "unrecognized
+/// id" after the node's topology was read, and rocminfo lists the CPU agent. The emulated
+/// side is served completely: the run reaches agent creation and exits 0.
 #[test]
 fn rocminfo_on_gfx942_and_gfx1100_reaches_agent_creation() {
     for spec in ["emu:mi300x", "emu:rx7900xtx"] {

@@ -2,7 +2,7 @@
 // streams with priorities, events, host callbacks, stream memory operations
 // (hipStreamWriteValue/WaitValue 32/64), hipMemcpy and hipMemset. Prints one "ok NAME"
 // line per check; exits 1 at the first failure.
-#include <hip/hip_runtime_api.h>
+#include "hip_common.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,24 +10,6 @@
 #include <atomic>
 #include <vector>
 
-#define CHECK(x)                                                                     \
-    do {                                                                             \
-        hipError_t e_ = (x);                                                         \
-        if (e_ != hipSuccess) {                                                      \
-            fprintf(stderr, "FAIL %s:%d %s: %d %s\n", __FILE__, __LINE__, #x, (int)e_, \
-                    hipGetErrorString(e_));                                          \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
-#define EXPECT(c, ...)                                                               \
-    do {                                                                             \
-        if (!(c)) {                                                                  \
-            fprintf(stderr, "FAIL %s:%d %s: ", __FILE__, __LINE__, #c);              \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fprintf(stderr, "\n");                                                   \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
 
 static std::atomic<int> callbacks{0};
 static void on_done(hipStream_t, hipError_t status, void* arg) {

@@ -3,31 +3,13 @@
 // prefetch and advice, and virtual memory management. Prints one "ok NAME" line per group;
 // a group whose first call CLR answers hipErrorNotSupported prints "unsupported NAME CALL"
 // and the program goes on; any other failure exits 1.
-#include <hip/hip_runtime_api.h>
+#include "hip_common.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
 #include <vector>
 
-#define CHECK(x)                                                                     \
-    do {                                                                             \
-        hipError_t e_ = (x);                                                         \
-        if (e_ != hipSuccess) {                                                      \
-            fprintf(stderr, "FAIL %s:%d %s: %d %s\n", __FILE__, __LINE__, #x, (int)e_, \
-                    hipGetErrorString(e_));                                          \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
-#define EXPECT(c, ...)                                                               \
-    do {                                                                             \
-        if (!(c)) {                                                                  \
-            fprintf(stderr, "FAIL %s:%d %s: ", __FILE__, __LINE__, #c);              \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fprintf(stderr, "\n");                                                   \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
 // The first call of a group: hipErrorNotSupported skips the group (reported), anything
 // else but success fails.
 #define FIRST(name, x)                                                               \

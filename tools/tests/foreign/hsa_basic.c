@@ -2,76 +2,13 @@
  * barrier-AND/OR packets with signals, signal waits with and without interrupts, pool
  * allocation and SDMA copies, an async signal handler, a CU mask and SVM attributes.
  * Prints one "ok NAME" line per check; exits 1 at the first failure. */
-#include <hsa/hsa.h>
-#include <hsa/hsa_ext_amd.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "hsa_common.h"
 #include <string.h>
-#include <stdint.h>
 #include <unistd.h>
 #include <time.h>
 
-#define CHECK(x)                                                                   \
-    do {                                                                           \
-        hsa_status_t s_ = (x);                                                     \
-        if (s_ != HSA_STATUS_SUCCESS) {                                            \
-            const char *m_ = "?";                                                  \
-            hsa_status_string(s_, &m_);                                            \
-            fprintf(stderr, "FAIL %s:%d %s: %#x %s\n", __FILE__, __LINE__, #x,     \
-                    (unsigned)s_, m_);                                             \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
-#define EXPECT(c, ...)                                                             \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "FAIL %s:%d %s: ", __FILE__, __LINE__, #c);            \
-            fprintf(stderr, __VA_ARGS__);                                          \
-            fprintf(stderr, "\n");                                                 \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
-
 /* Bounded waits: 10 s in nanoseconds expressed in timestamp ticks below. */
 static uint64_t ticks_10s;
-
-static hsa_agent_t cpu, gpu;
-static int n_gpus, n_cpus;
-static hsa_amd_memory_pool_t vram_pool, sys_pool;
-static int have_vram, have_sys;
-
-static hsa_status_t agent_cb(hsa_agent_t a, void *d) {
-    (void)d;
-    hsa_device_type_t t;
-    CHECK(hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &t));
-    if (t == HSA_DEVICE_TYPE_GPU) {
-        if (n_gpus++ == 0) gpu = a;
-    } else if (t == HSA_DEVICE_TYPE_CPU) {
-        if (n_cpus++ == 0) cpu = a;
-    }
-    return HSA_STATUS_SUCCESS;
-}
-
-static hsa_status_t pool_cb(hsa_amd_memory_pool_t p, void *d) {
-    int is_gpu = *(int *)d;
-    hsa_amd_segment_t seg;
-    uint32_t flags = 0;
-    bool alloc = false;
-    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, &seg));
-    if (seg != HSA_AMD_SEGMENT_GLOBAL) return HSA_STATUS_SUCCESS;
-    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, &flags));
-    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, &alloc));
-    if (!alloc) return HSA_STATUS_SUCCESS;
-    if (is_gpu && (flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED) && !have_vram) {
-        vram_pool = p;
-        have_vram = 1;
-    }
-    if (!is_gpu && (flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED) && !have_sys) {
-        sys_pool = p;
-        have_sys = 1;
-    }
-    return HSA_STATUS_SUCCESS;
-}
 
 static void submit_barrier(hsa_queue_t *q, uint16_t type, hsa_signal_t *deps, int ndeps,
                            hsa_signal_t completion) {
@@ -104,24 +41,15 @@ static bool handler(hsa_signal_value_t v, void *arg) {
 }
 
 int main(void) {
-    CHECK(hsa_init());
-    uint64_t freq = 0;
-    CHECK(hsa_system_get_info(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY, &freq));
-    ticks_10s = freq * 10;
-
     /* Agents and pools. */
-    CHECK(hsa_iterate_agents(agent_cb, NULL));
-    EXPECT(n_cpus == 1 && n_gpus >= 1, "cpus=%d gpus=%d", n_cpus, n_gpus);
+    find_agents_and_pools();
+    ticks_10s = ticks(10);
     char name[64] = {0};
     CHECK(hsa_agent_get_info(gpu, HSA_AGENT_INFO_NAME, name));
     uint32_t cus = 0, wave = 0;
     CHECK(hsa_agent_get_info(gpu, (hsa_agent_info_t)HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT, &cus));
     CHECK(hsa_agent_get_info(gpu, HSA_AGENT_INFO_WAVEFRONT_SIZE, &wave));
     printf("ok agents cpu=%d gpu=%d name=%s cus=%u wave=%u\n", n_cpus, n_gpus, name, cus, wave);
-    int one = 1, zero = 0;
-    CHECK(hsa_amd_agent_iterate_memory_pools(gpu, pool_cb, &one));
-    CHECK(hsa_amd_agent_iterate_memory_pools(cpu, pool_cb, &zero));
-    EXPECT(have_vram && have_sys, "vram=%d sys=%d", have_vram, have_sys);
     size_t vram_size = 0;
     CHECK(hsa_amd_memory_pool_get_info(vram_pool, HSA_AMD_MEMORY_POOL_INFO_SIZE, &vram_size));
     printf("ok pools vram=%zu\n", vram_size);

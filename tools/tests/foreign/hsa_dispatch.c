@@ -3,73 +3,8 @@
  * hsa_executable, dispatched with an AQL KERNEL_DISPATCH packet on an HSA queue, and its
  * output checked element by element. Prints one "ok NAME" line per step; exits 1 at the
  * first failure. */
-#include <hsa/hsa.h>
-#include <hsa/hsa_ext_amd.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "hsa_common.h"
 #include <string.h>
-#include <stdint.h>
-
-#define CHECK(x)                                                                   \
-    do {                                                                           \
-        hsa_status_t s_ = (x);                                                     \
-        if (s_ != HSA_STATUS_SUCCESS) {                                            \
-            const char *m_ = "?";                                                  \
-            hsa_status_string(s_, &m_);                                            \
-            fprintf(stderr, "FAIL %s:%d %s: %#x %s\n", __FILE__, __LINE__, #x,     \
-                    (unsigned)s_, m_);                                             \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
-#define EXPECT(c, ...)                                                             \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "FAIL %s:%d %s: ", __FILE__, __LINE__, #c);            \
-            fprintf(stderr, __VA_ARGS__);                                          \
-            fprintf(stderr, "\n");                                                 \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
-
-static hsa_agent_t cpu, gpu;
-static int have_cpu, have_gpu;
-static hsa_amd_memory_pool_t kernarg_pool, fine_pool;
-static int have_kernarg, have_fine;
-
-static hsa_status_t agent_cb(hsa_agent_t a, void *d) {
-    (void)d;
-    hsa_device_type_t t;
-    CHECK(hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &t));
-    if (t == HSA_DEVICE_TYPE_GPU && !have_gpu) {
-        gpu = a;
-        have_gpu = 1;
-    } else if (t == HSA_DEVICE_TYPE_CPU && !have_cpu) {
-        cpu = a;
-        have_cpu = 1;
-    }
-    return HSA_STATUS_SUCCESS;
-}
-
-static hsa_status_t pool_cb(hsa_amd_memory_pool_t p, void *d) {
-    (void)d;
-    hsa_amd_segment_t seg;
-    uint32_t flags = 0;
-    bool alloc = false;
-    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, &seg));
-    if (seg != HSA_AMD_SEGMENT_GLOBAL) return HSA_STATUS_SUCCESS;
-    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, &flags));
-    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, &alloc));
-    if (!alloc) return HSA_STATUS_SUCCESS;
-    if ((flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT) && !have_kernarg) {
-        kernarg_pool = p;
-        have_kernarg = 1;
-    }
-    if ((flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED) && !have_fine) {
-        fine_pool = p;
-        have_fine = 1;
-    }
-    return HSA_STATUS_SUCCESS;
-}
 
 static void *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -88,13 +23,7 @@ static void *read_file(const char *path, size_t *len) {
 int main(int argc, char **argv) {
     EXPECT(argc == 2, "usage: hsa_dispatch CODE_OBJECT");
     setvbuf(stdout, NULL, _IONBF, 0);
-    CHECK(hsa_init());
-    uint64_t freq = 0;
-    CHECK(hsa_system_get_info(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY, &freq));
-    CHECK(hsa_iterate_agents(agent_cb, NULL));
-    EXPECT(have_cpu && have_gpu, "cpu=%d gpu=%d", have_cpu, have_gpu);
-    CHECK(hsa_amd_agent_iterate_memory_pools(cpu, pool_cb, NULL));
-    EXPECT(have_kernarg && have_fine, "kernarg=%d fine=%d", have_kernarg, have_fine);
+    find_agents_and_pools();
 
     /* Load the code object. */
     size_t len = 0;
@@ -127,9 +56,9 @@ int main(int argc, char **argv) {
     /* Buffers in fine-grained system memory, visible to both agents. */
     const uint32_t n = 1000; /* not a multiple of the work-group size: the tail is masked */
     float *a = NULL, *b = NULL, *c = NULL;
-    CHECK(hsa_amd_memory_pool_allocate(fine_pool, n * sizeof(float), 0, (void **)&a));
-    CHECK(hsa_amd_memory_pool_allocate(fine_pool, n * sizeof(float), 0, (void **)&b));
-    CHECK(hsa_amd_memory_pool_allocate(fine_pool, (n + 64) * sizeof(float), 0, (void **)&c));
+    CHECK(hsa_amd_memory_pool_allocate(sys_pool, n * sizeof(float), 0, (void **)&a));
+    CHECK(hsa_amd_memory_pool_allocate(sys_pool, n * sizeof(float), 0, (void **)&b));
+    CHECK(hsa_amd_memory_pool_allocate(sys_pool, (n + 64) * sizeof(float), 0, (void **)&c));
     hsa_agent_t both[2] = {cpu, gpu};
     CHECK(hsa_amd_agents_allow_access(2, both, NULL, a));
     CHECK(hsa_amd_agents_allow_access(2, both, NULL, b));
@@ -189,7 +118,7 @@ int main(int argc, char **argv) {
     uint16_t setup = 1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS;
     __atomic_store_n((uint32_t *)p, header | ((uint32_t)setup << 16), __ATOMIC_RELEASE);
     hsa_signal_store_screlease(q->doorbell_signal, (hsa_signal_value_t)idx);
-    hsa_signal_value_t v = hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_LT, 1, freq * 60,
+    hsa_signal_value_t v = hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_LT, 1, ticks(60),
                                                      HSA_WAIT_STATE_BLOCKED);
     EXPECT(v == 0, "dispatch did not complete (signal %ld)", (long)v);
     printf("ok dispatch grid=%u wg=64\n", n);

@@ -5,90 +5,18 @@
  * from its own allocation. Copies go through SDMA (hsa_amd_memory_async_copy). Prints one
  * "ok NAME" line per step (the child's start with "child_"); exits 1 at the first failure.
  */
-#include <hsa/hsa.h>
-#include <hsa/hsa_ext_amd.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "hsa_common.h"
 #include <string.h>
-#include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(x)                                                                   \
-    do {                                                                           \
-        hsa_status_t s_ = (x);                                                     \
-        if (s_ != HSA_STATUS_SUCCESS) {                                            \
-            const char *m_ = "?";                                                  \
-            hsa_status_string(s_, &m_);                                            \
-            fprintf(stderr, "FAIL %s:%d %s: %#x %s\n", __FILE__, __LINE__, #x,     \
-                    (unsigned)s_, m_);                                             \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
-#define EXPECT(c, ...)                                                             \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "FAIL %s:%d %s: ", __FILE__, __LINE__, #c);            \
-            fprintf(stderr, __VA_ARGS__);                                          \
-            fprintf(stderr, "\n");                                                 \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
-
 #define LEN (2u << 20)
 
-static hsa_agent_t cpu, gpu;
-static int have_cpu, have_gpu;
-static hsa_amd_memory_pool_t vram_pool, sys_pool;
-static int have_vram, have_sys;
 static uint64_t ticks_10s;
 
-static hsa_status_t agent_cb(hsa_agent_t a, void *d) {
-    (void)d;
-    hsa_device_type_t t;
-    CHECK(hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &t));
-    if (t == HSA_DEVICE_TYPE_GPU && !have_gpu) {
-        gpu = a;
-        have_gpu = 1;
-    } else if (t == HSA_DEVICE_TYPE_CPU && !have_cpu) {
-        cpu = a;
-        have_cpu = 1;
-    }
-    return HSA_STATUS_SUCCESS;
-}
-
-static hsa_status_t pool_cb(hsa_amd_memory_pool_t p, void *d) {
-    int is_gpu = *(int *)d;
-    hsa_amd_segment_t seg;
-    uint32_t flags = 0;
-    bool alloc = false;
-    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, &seg));
-    if (seg != HSA_AMD_SEGMENT_GLOBAL) return HSA_STATUS_SUCCESS;
-    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, &flags));
-    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, &alloc));
-    if (!alloc) return HSA_STATUS_SUCCESS;
-    if (is_gpu && (flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED) && !have_vram) {
-        vram_pool = p;
-        have_vram = 1;
-    }
-    if (!is_gpu && (flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED) && !have_sys) {
-        sys_pool = p;
-        have_sys = 1;
-    }
-    return HSA_STATUS_SUCCESS;
-}
-
 static void setup(void) {
-    CHECK(hsa_init());
-    uint64_t freq = 0;
-    CHECK(hsa_system_get_info(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY, &freq));
-    ticks_10s = freq * 10;
-    CHECK(hsa_iterate_agents(agent_cb, NULL));
-    EXPECT(have_cpu && have_gpu, "cpu=%d gpu=%d", have_cpu, have_gpu);
-    int one = 1, zero = 0;
-    CHECK(hsa_amd_agent_iterate_memory_pools(gpu, pool_cb, &one));
-    CHECK(hsa_amd_agent_iterate_memory_pools(cpu, pool_cb, &zero));
-    EXPECT(have_vram && have_sys, "vram=%d sys=%d", have_vram, have_sys);
+    find_agents_and_pools();
+    ticks_10s = ticks(10);
 }
 
 /* A host staging buffer both agents can reach. */
