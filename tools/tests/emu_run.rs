@@ -202,15 +202,16 @@ fn compile_hip(name: &str) -> PathBuf {
     )
 }
 
-/// A ROCr program of ours (tests/foreign/hsa_basic.c) on the emulated MI250X: every
-/// check prints `ok NAME` in order; the process exits 0.
+/// A ROCr program of ours (tests/foreign/hsa_basic.c) on the emulated MI250X, one GCD and
+/// two: every check prints `ok NAME` in order; the process exits 0. Device-to-device
+/// copies and fills on one GPU run ROCr's blit kernels on the emulated shader core; between
+/// the two GCDs ROCr copies with SDMA.
 #[test]
 fn hsa_runtime_program_runs_on_emulated_mi250x() {
     let exe = compile_c("hsa_basic", &["-lhsa-runtime64"]);
-    let r = emu_run("emu:mi250x", 300, exe.as_os_str(), &[]);
-    r.expect_oks(
-        "hsa_basic",
-        &[
+    for spec in ["emu:mi250x", "emu:mi250x*2"] {
+        let r = emu_run(spec, 300, exe.as_os_str(), &[]);
+        let mut want = vec![
             "agents",
             "pools",
             "queue_create",
@@ -220,15 +221,19 @@ fn hsa_runtime_program_runs_on_emulated_mi250x() {
             "doorbell_latency",
             "cu_set_mask",
             "async_copy",
-            "svm_attributes",
-            "shut_down",
-        ],
-    );
-    assert!(
-        r.stdout.contains("name=gfx90a cus=110 wave=64"),
-        "{}",
-        r.all()
-    );
+            "d2d_copy_and_fill",
+        ];
+        if spec.ends_with("*2") {
+            want.push("peer_copy");
+        }
+        want.extend(["svm_attributes", "shut_down"]);
+        r.expect_oks(&format!("hsa_basic on {spec}"), &want);
+        assert!(
+            r.stdout.contains("name=gfx90a cus=110 wave=64"),
+            "{}",
+            r.all()
+        );
+    }
 }
 
 /// A kernel dispatched through ROCr: Debian's ROCr 5.2 loads a clang-19 code object for

@@ -10,6 +10,21 @@
 /* Bounded waits: 10 s in nanoseconds expressed in timestamp ticks below. */
 static uint64_t ticks_10s;
 
+/* The first coarse-grained, allocatable global pool of an agent. */
+static hsa_status_t coarse_pool_cb(hsa_amd_memory_pool_t p, void *d) {
+    hsa_amd_segment_t seg;
+    uint32_t flags = 0;
+    bool alloc = false;
+    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, &seg));
+    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, &flags));
+    CHECK(hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, &alloc));
+    if (seg == HSA_AMD_SEGMENT_GLOBAL && alloc && (flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED)) {
+        *(hsa_amd_memory_pool_t *)d = p;
+        return HSA_STATUS_INFO_BREAK;
+    }
+    return HSA_STATUS_SUCCESS;
+}
+
 static void submit_barrier(hsa_queue_t *q, uint16_t type, hsa_signal_t *deps, int ndeps,
                            hsa_signal_t completion) {
     uint64_t idx = hsa_queue_add_write_index_relaxed(q, 1);
@@ -130,8 +145,7 @@ int main(void) {
     CHECK(hsa_amd_queue_cu_set_mask(q, (cus + 31) / 32 * 32, mask));
     printf("ok cu_set_mask\n");
 
-    /* Pool allocation and SDMA copies host -> device -> host. (Device -> device copies
-     * on one GPU run ROCr's blit kernel, which needs ISA execution.) */
+    /* Pool allocation and SDMA copies host -> device -> host. */
     const size_t n = 1 << 20;
     uint8_t *host_src = NULL, *host_dst = NULL;
     void *dev_a = NULL;
@@ -163,6 +177,47 @@ int main(void) {
     EXPECT(wait_lt(c, 1, HSA_WAIT_STATE_BLOCKED) == 0, "gated d2h copy timed out");
     EXPECT(memcmp(host_src, host_dst, n) == 0, "gated copy data differs");
     printf("ok async_copy h2d d2h gated\n");
+
+    /* Device -> device on one GPU (ROCr's blit kernel on the shader core, not SDMA), then
+     * hsa_amd_memory_fill (a fill kernel) over part of the copy. */
+    void *dev_b = NULL;
+    CHECK(hsa_amd_memory_pool_allocate(vram_pool, n, 0, &dev_b));
+    hsa_signal_store_screlease(c, 1);
+    CHECK(hsa_amd_memory_async_copy(dev_b, gpu, dev_a, gpu, n, 0, NULL, c));
+    EXPECT(wait_lt(c, 1, HSA_WAIT_STATE_BLOCKED) == 0, "d2d copy timed out");
+    CHECK(hsa_amd_memory_fill(dev_b, 0xa5a5a5a5u, 4096 / 4));
+    memset(host_dst, 0, n);
+    hsa_signal_store_screlease(c, 1);
+    CHECK(hsa_amd_memory_async_copy(host_dst, cpu, dev_b, gpu, n, 0, NULL, c));
+    EXPECT(wait_lt(c, 1, HSA_WAIT_STATE_BLOCKED) == 0, "d2h copy of the d2d result timed out");
+    for (size_t i = 0; i < 4096; i++) EXPECT(host_dst[i] == 0xa5, "fill byte %zu = %#x", i, host_dst[i]);
+    EXPECT(memcmp(host_src + 4096, host_dst + 4096, n - 4096) == 0, "d2d copied data differs");
+    printf("ok d2d_copy_and_fill\n");
+
+    /* Between two GPUs (xGMI peers on MI250X: ROCr's SDMA blit): GPU 0 -> GPU 1 -> host. */
+    if (n_gpus >= 2) {
+        hsa_amd_memory_pool_t vram2;
+        hsa_status_t it = hsa_amd_agent_iterate_memory_pools(gpu2, coarse_pool_cb, &vram2);
+        EXPECT(it == HSA_STATUS_INFO_BREAK, "no VRAM pool on the second GPU");
+        void *dev_c = NULL;
+        CHECK(hsa_amd_memory_pool_allocate(vram2, n, 0, &dev_c));
+        hsa_agent_t gpus[2] = {gpu, gpu2};
+        CHECK(hsa_amd_agents_allow_access(2, gpus, NULL, dev_a));
+        CHECK(hsa_amd_agents_allow_access(2, gpus, NULL, dev_c));
+        hsa_agent_t all[3] = {cpu, gpu, gpu2};
+        CHECK(hsa_amd_agents_allow_access(3, all, NULL, host_dst));
+        hsa_signal_store_screlease(c, 1);
+        CHECK(hsa_amd_memory_async_copy(dev_c, gpu2, dev_a, gpu, n, 0, NULL, c));
+        EXPECT(wait_lt(c, 1, HSA_WAIT_STATE_BLOCKED) == 0, "GPU0 -> GPU1 copy timed out");
+        memset(host_dst, 0, n);
+        hsa_signal_store_screlease(c, 1);
+        CHECK(hsa_amd_memory_async_copy(host_dst, cpu, dev_c, gpu2, n, 0, NULL, c));
+        EXPECT(wait_lt(c, 1, HSA_WAIT_STATE_BLOCKED) == 0, "GPU1 -> host copy timed out");
+        EXPECT(memcmp(host_src, host_dst, n) == 0, "GPU0 -> GPU1 data differs");
+        CHECK(hsa_amd_memory_pool_free(dev_c));
+        printf("ok peer_copy\n");
+    }
+    CHECK(hsa_amd_memory_pool_free(dev_b));
     CHECK(hsa_amd_memory_pool_free(dev_a));
     CHECK(hsa_amd_memory_pool_free(host_src));
     CHECK(hsa_amd_memory_pool_free(host_dst));

@@ -23,7 +23,7 @@
         }                                                                          \
     } while (0)
 
-static hsa_agent_t cpu, gpu;
+static hsa_agent_t cpu, gpu, gpu2; /* gpu2: the second GPU, when there is one */
 static int n_gpus, n_cpus;
 static hsa_amd_memory_pool_t vram_pool, sys_pool, kernarg_pool;
 static int have_vram, have_sys, have_kernarg;
@@ -33,7 +33,9 @@ static inline hsa_status_t common_agent_cb(hsa_agent_t a, void *d) {
     hsa_device_type_t t;
     CHECK(hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &t));
     if (t == HSA_DEVICE_TYPE_GPU) {
-        if (n_gpus++ == 0) gpu = a;
+        if (n_gpus == 0) gpu = a;
+        if (n_gpus == 1) gpu2 = a;
+        n_gpus++;
     } else if (t == HSA_DEVICE_TYPE_CPU) {
         if (n_cpus++ == 0) cpu = a;
     }
