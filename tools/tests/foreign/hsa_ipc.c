@@ -59,6 +59,12 @@ static int child(const char *hex) {
         ((uint8_t *)&handle)[i] = (uint8_t)v;
     }
     void *shared = NULL;
+    /* A handle naming nothing the parent exported is refused (the kernel: EINVAL). */
+    hsa_amd_ipc_memory_t forged = handle;
+    forged.handle[2] ^= 0x5555;
+    EXPECT(hsa_amd_ipc_memory_attach(&forged, LEN, 1, &gpu, &shared) ==
+               HSA_STATUS_ERROR_INVALID_ARGUMENT,
+           "a forged handle was attached");
     CHECK(hsa_amd_ipc_memory_attach(&handle, LEN, 1, &gpu, &shared));
     printf("ok child_attach\n");
     uint8_t *h = host_buffer();
