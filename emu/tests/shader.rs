@@ -687,3 +687,83 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
         }
     }
 }
+
+/// Dense MFMA on the matrix core model: f32 16x16x4 (two chained products) and f16
+/// 32x32x8, with the register layouts of AMD's matrix instruction calculator, results
+/// through AccVGPRs (`v_accvgpr_read`), checked against a CPU matrix product.
+#[test]
+fn mfma_f32_and_f16_matrix_products() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_mfma.cl");
+        // f32 16x16x4, twice: D = A1 B1 + A0 B0 (small integers: exact in any order).
+        let a: Vec<f32> = rand_u32(128, 71)
+            .iter()
+            .map(|&x| (x % 9) as f32 - 4.0)
+            .collect();
+        let b: Vec<f32> = rand_u32(128, 72)
+            .iter()
+            .map(|&x| (x % 7) as f32 - 3.0)
+            .collect();
+        let (wa, wb, wd) = (dev.upload(&a), dev.upload(&b), dev.alloc(256 * 4));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
+        dev.run(
+            &mut q,
+            &m,
+            "mfma_f32_16x16x4f32",
+            [64, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let d: Vec<f32> = dev.download(&wd, 256);
+        for i in 0..16 {
+            for j in 0..16 {
+                let mut want = 0f32;
+                for blk in 0..2 {
+                    for k in 0..4 {
+                        want += a[64 * blk + i + 16 * k] * b[64 * blk + j + 16 * k];
+                    }
+                }
+                let lane = j + 16 * (i / 4);
+                assert_eq!(d[lane * 4 + i % 4], want, "{} D[{i}][{j}]", dev.target);
+            }
+        }
+        // f16 32x32x8: A[i][k] in lane i + 32 (k / 4), element k % 4.
+        let ah: Vec<u16> = rand_u32(256, 73)
+            .iter()
+            .map(|&x| half::f16::from_f32((x % 11) as f32 - 5.0).to_bits())
+            .collect();
+        let bh: Vec<u16> = rand_u32(256, 74)
+            .iter()
+            .map(|&x| half::f16::from_f32((x % 5) as f32 * 0.5).to_bits())
+            .collect();
+        let (wa, wb, wd) = (dev.upload(&ah), dev.upload(&bh), dev.alloc(1024 * 4));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
+        dev.run(
+            &mut q,
+            &m,
+            "mfma_f32_32x32x8f16",
+            [64, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let d: Vec<f32> = dev.download(&wd, 1024);
+        let h = |v: u16| half::f16::from_bits(v).to_f32();
+        for i in 0..32 {
+            for j in 0..32 {
+                let mut want = 0f32;
+                for k in 0..8 {
+                    want += h(ah[(i + 32 * (k / 4)) * 4 + k % 4])
+                        * h(bh[(j + 32 * (k / 4)) * 4 + k % 4]);
+                }
+                let lane = j + 32 * ((i / 4) % 2);
+                let reg = 4 * (i / 8) + i % 4;
+                assert_eq!(d[lane * 16 + reg], want, "{} D[{i}][{j}]", dev.target);
+            }
+        }
+    }
+}

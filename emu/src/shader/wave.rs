@@ -16,7 +16,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::lower::{Enc, Op, VopForm};
+use super::lower::{Enc, Op, VopForm, AGPR_BASE};
 use super::mem::MemPort;
 use super::{Program, ShaderError, Target};
 
@@ -39,6 +39,12 @@ enum Ty {
     F32,
     F64,
 }
+
+/// Internal VGPR-sized temporaries after the kernel's registers (SDWA operand staging);
+/// reached through register numbers [`TEMP_BASE`]...
+const TEMPS: usize = 3;
+/// Register number of the first internal temporary (above the AccVGPR codes).
+const TEMP_BASE: usize = 768;
 
 /// SGPR-space operand codes.
 const VCC: u16 = 106;
@@ -72,6 +78,9 @@ pub(crate) struct Wave {
     pub(crate) v: Vec<u32>,
     /// Where the AccVGPRs start (in registers).
     pub(crate) acc_base: usize,
+    /// Registers of the unified VGPR file the kernel was granted (internal temporaries
+    /// follow them in `v`).
+    nregs: usize,
     pub(crate) pc: usize,
     pub(crate) scc: bool,
     /// The MODE hardware register.
@@ -88,7 +97,8 @@ pub(crate) struct Wave {
     /// The DPP-permuted src0 of the current instruction.
     dpp_src: [u32; 64],
     /// VALU operand buffers.
-    tmp: Box<Tmp>,
+    /// Taken while a VALU op runs (`None` then), so the buffers are never reallocated.
+    tmp: Option<Box<Tmp>>,
 }
 
 /// VALU operand gather buffers.
@@ -175,8 +185,9 @@ impl Wave {
     pub(crate) fn new(nregs: usize, acc_base: usize, priv_size: u32) -> Wave {
         Wave {
             s: [0; 128],
-            v: vec![0; nregs * 64],
+            v: vec![0; (nregs + TEMPS) * 64],
             acc_base,
+            nregs,
             pc: 0,
             scc: false,
             mode: 0,
@@ -186,7 +197,7 @@ impl Wave {
             lane_instrs: 0,
             hw_id: 0,
             dpp_src: [0; 64],
-            tmp: Box::default(),
+            tmp: Some(Box::default()),
         }
     }
 
@@ -281,16 +292,37 @@ impl Wave {
 
     // ---- vector operands ----
 
+    /// Index in `v` of register `r`: 0..512 the unified file (VGPRs, then AccVGPRs from
+    /// `acc_base`), 512..768 AccVGPR `r - 512`, [`TEMP_BASE`].. an internal temporary.
+    /// `usize::MAX / 128` (never in range) beyond the kernel's allocation.
+    #[inline]
+    fn file_idx(&self, r: usize) -> usize {
+        let i = if r < 512 {
+            r
+        } else if r < TEMP_BASE {
+            self.acc_base + (r - 512)
+        } else {
+            return self.nregs + (r - TEMP_BASE);
+        };
+        if i < self.nregs {
+            i
+        } else {
+            usize::MAX / 128
+        }
+    }
+
     #[inline]
     fn vreg(&self, ctx: &Ctx<'_>, r: usize) -> R<&[u32]> {
+        let i = self.file_idx(r);
         self.v
-            .get(r * 64..r * 64 + 64)
+            .get(i * 64..i * 64 + 64)
             .ok_or_else(|| self.err(ctx, format!("VGPR v{r} beyond the wave's allocation")))
     }
 
     #[inline]
     fn vreg_mut(&mut self, r: usize) -> Option<&mut [u32]> {
-        self.v.get_mut(r * 64..r * 64 + 64)
+        let i = self.file_idx(r);
+        self.v.get_mut(i * 64..i * 64 + 64)
     }
 
     /// Gathers source `i` of a VALU op as 32-bit lanes (with VOP3 abs/neg for float types).
@@ -300,7 +332,7 @@ impl Wave {
         if i == 0 && op.form == VopForm::Dpp {
             *out = self.dpp_src;
         } else if code >= 256 {
-            out.copy_from_slice(self.vreg(ctx, (code - 256) as usize)?);
+            out.copy_from_slice(self.vreg(ctx, vcode(code))?);
         } else {
             let v = match ty {
                 Ty::F16 => match f16_inline(code) {
@@ -332,7 +364,7 @@ impl Wave {
     fn fetch64(&self, ctx: &Ctx<'_>, op: &Op, i: usize, ty: Ty, out: &mut [u64; 64]) -> R<()> {
         let code = op.src[i];
         if code >= 256 {
-            let r = (code - 256) as usize;
+            let r = vcode(code);
             let lo = self.vreg(ctx, r)?;
             let hi = self.vreg(ctx, r + 1)?;
             for l in 0..64 {
@@ -1010,18 +1042,15 @@ impl Wave {
 
     fn valu(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         // Operand buffers live in the wave (no per-instruction zeroing of 2 KiB of stack).
-        let mut tmp = std::mem::take(&mut self.tmp);
+        let mut tmp = self.tmp.take().unwrap_or_default();
         let r = self.valu_ops(ctx, op, &mut tmp);
-        self.tmp = tmp;
+        self.tmp = Some(tmp);
         r
     }
 
     fn valu_ops(&mut self, ctx: &mut Ctx<'_>, op: &Op, tmp: &mut Tmp) -> R<()> {
         if op.form == VopForm::Sdwa {
-            return Err(self.err(
-                ctx,
-                "SDWA operand forms are not implemented by the emulator",
-            ));
+            return self.sdwa(ctx, op, tmp);
         }
         let mut exec = self.exec();
         if op.form == VopForm::Dpp {
@@ -1176,6 +1205,18 @@ impl Wave {
             0x114 => u2!(|x: u32, y: u32| x | y),
             0x115 => u2!(|x: u32, y: u32| x ^ y),
             0x13d => u2!(|x: u32, y: u32| !(x ^ y)),
+            0x13c => {
+                // v_pk_fmac_f16: D.lo/hi = S0.lo/hi * S1.lo/hi + D.lo/hi
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                c.copy_from_slice(self.vreg(ctx, d)?);
+                let ftz16 = self.mode & 0xC0 == 0;
+                let r: [u32; 64] = lanes(|l| {
+                    let h = |x: u32, sh: u32| f16_fma(x >> sh, b[l] >> sh, c[l] >> sh, ftz16);
+                    h(a[l], 0) as u32 | (h(a[l], 16) as u32) << 16
+                });
+                self.write32(ctx, d, &r, exec)?;
+            }
             0x116 | 0x13b => {
                 // v_mac_f32 / v_fmac_f32: D = S0 * S1 + D
                 let mut dd = [0u32; 64];
@@ -1663,7 +1704,7 @@ impl Wave {
         let bank_mask = (op.ext >> 24) & 0xF;
         let row_mask = (op.ext >> 28) & 0xF;
         let mut src = [0u32; 64];
-        src.copy_from_slice(self.vreg(ctx, (op.src[0] - 256) as usize)?);
+        src.copy_from_slice(self.vreg(ctx, vcode(op.src[0]))?);
         let mut write = 0u64;
         for l in 0..64usize {
             let row = l >> 4;
@@ -2352,14 +2393,278 @@ impl Wave {
         Ok(())
     }
 
-    /// VOP3P-MAI (MFMA).
-    fn mai(&mut self, ctx: &mut Ctx<'_>, _op: &Op) -> R<()> {
-        Err(self.unimpl(ctx))
+    /// SDWA (CDNA3 ISA "SDWA"; CDNA2 same): the selected byte/word of each source
+    /// (zero- or sign-extended) is staged in an internal temporary, the operation runs as its
+    /// VOP3 form on the temporaries (abs/neg/clamp/omod from the SDWA dword, VCC implicit),
+    /// and the 32-bit result is written to the selected field of VDST, the other bits padded
+    /// with zeros, sign-extended, or preserved (`dst_unused`). VOPC writes VCC or the SDWA
+    /// SDST.
+    fn sdwa(&mut self, ctx: &mut Ctx<'_>, op: &Op, tmp: &mut Tmp) -> R<()> {
+        let exec = self.exec();
+        let dst_sel = op.ext & 0xF;
+        let dst_unused = (op.ext >> 4) & 3;
+        let mut inner = *op;
+        inner.form = VopForm::Vop3;
+        for i in 0..2 {
+            let sel = (op.ext >> (8 + 4 * i)) & 0xF;
+            let sext = (op.ext >> (16 + i)) & 1 != 0;
+            let mut x = [0u32; 64];
+            let code = op.src[i];
+            if code >= 256 {
+                x.copy_from_slice(self.vreg(ctx, vcode(code))?);
+            } else {
+                x = [self.rs(ctx, code, op.lit)?; 64];
+            }
+            for v in x.iter_mut() {
+                *v = sdwa_select(*v, sel, sext);
+            }
+            match self.vreg_mut(TEMP_BASE + i) {
+                Some(t) => t.copy_from_slice(&x),
+                None => return Err(self.err(ctx, "SDWA staging register missing")),
+            }
+            inner.src[i] = (TEMP_BASE + i) as u16;
+        }
+        inner.src[2] = VCC;
+        if op.op < 0x100 {
+            // VOPC: only the condition mask is written.
+            return self.valu_ops(ctx, &inner, tmp);
+        }
+        let d = op.dst as usize;
+        let mut old = [0u32; 64];
+        old.copy_from_slice(self.vreg(ctx, d)?);
+        match self.vreg_mut(TEMP_BASE + 2) {
+            Some(t) => t.copy_from_slice(&old),
+            None => return Err(self.err(ctx, "SDWA staging register missing")),
+        }
+        inner.dst = (TEMP_BASE + 2) as u16;
+        self.valu_ops(ctx, &inner, tmp)?;
+        let mut res = [0u32; 64];
+        res.copy_from_slice(self.vreg(ctx, TEMP_BASE + 2)?);
+        let (shift, width) = match dst_sel {
+            0..=3 => (8 * dst_sel, 8),
+            4 | 5 => (16 * (dst_sel - 4), 16),
+            _ => (0, 32),
+        };
+        let r: [u32; 64] = lanes(|l| {
+            if width == 32 {
+                return res[l];
+            }
+            let mask = ((1u64 << width) - 1) as u32;
+            let field = (res[l] & mask) << shift;
+            let fmask = mask << shift;
+            match dst_unused {
+                // UNUSED_SEXT: the field's sign fills the bits above it.
+                1 => {
+                    let neg = (res[l] >> (width - 1)) & 1 != 0;
+                    let above = if shift + width >= 32 {
+                        0
+                    } else {
+                        u32::MAX << (shift + width)
+                    };
+                    field | if neg { above } else { 0 }
+                }
+                // UNUSED_PRESERVE
+                2 => (old[l] & !fmask) | field,
+                _ => field,
+            }
+        });
+        self.write32(ctx, d, &r, exec)
+    }
+
+    /// VOP3P-MAI: the dense f32 and f16 MFMA (CDNA2 ISA / CDNA3 ISA "Matrix Arithmetic
+    /// Instructions"; register layouts as AMD's matrix instruction calculator prints them).
+    /// An M x N x K product over B blocks: A[b][i][k] in lane `i + M * (k / E + (K / E) * b)`
+    /// element `k % E` (E values per lane: 1 f32, 4 f16), B[b][k][j] likewise with j, and
+    /// C/D[b][i][j] in lane `j + N * (s % G)`, register `4 * (s / G) + i % 4` with
+    /// `s = b * M / 4 + i / 4`, `G = 64 / N`. The sum runs over k in order with one fused
+    /// multiply-add each (f16 products are exact in f32). Broadcast controls
+    /// (cbsz/abid/blgp), integer/bf16/f64/xf32/f8 variants and partial EXEC fault.
+    fn mai(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let (m, n, k, blocks, e) = match op.op {
+            0x40 => (32, 32, 1, 2, 1),
+            0x41 => (16, 16, 1, 4, 1),
+            0x42 => (4, 4, 1, 16, 1),
+            0x44 => (32, 32, 2, 1, 1),
+            0x45 => (16, 16, 4, 1, 1),
+            0x48 => (32, 32, 4, 2, 4),
+            0x49 => (16, 16, 4, 4, 4),
+            0x4a => (4, 4, 4, 16, 4),
+            0x4c => (32, 32, 8, 1, 4),
+            0x4d => (16, 16, 16, 1, 4),
+            _ => return Err(self.unimpl(ctx)),
+        };
+        if op.neg_hi != 0 || op.opsel != 0 || op.neg != 0 {
+            return Err(self.err(
+                ctx,
+                "MFMA broadcast controls (cbsz/abid/blgp) are not modelled",
+            ));
+        }
+        if self.exec() != u64::MAX {
+            return Err(self.err(ctx, "MFMA with a partial EXEC mask is not modelled"));
+        }
+        let regs_in = if e == 1 { 1 } else { 2 };
+        let dregs = blocks * m * n / 64;
+        // Operand values per lane (f32, converted from f16 where packed).
+        let mut av = vec![[0f32; 4]; 64];
+        let mut bv = vec![[0f32; 4]; 64];
+        for (slot, vals) in [(0usize, &mut av), (1, &mut bv)] {
+            let code = op.src[slot];
+            for r in 0..regs_in {
+                let mut x = [0u32; 64];
+                if code >= 256 {
+                    x.copy_from_slice(self.vreg(ctx, vcode(code) + r)?);
+                } else {
+                    x = [self.rs(ctx, code, op.lit)?; 64];
+                }
+                for l in 0..64 {
+                    if e == 1 {
+                        vals[l][0] = f32::from_bits(x[l]);
+                    } else {
+                        vals[l][2 * r] = half::f16::from_bits(x[l] as u16).to_f32();
+                        vals[l][2 * r + 1] = half::f16::from_bits((x[l] >> 16) as u16).to_f32();
+                    }
+                }
+            }
+        }
+        let ccode = op.src[2];
+        let mut acc = vec![[0f32; 64]; dregs];
+        for (r, row) in acc.iter_mut().enumerate() {
+            if ccode >= 256 {
+                let src = self.vreg(ctx, vcode(ccode) + r)?;
+                for l in 0..64 {
+                    row[l] = f32::from_bits(src[l]);
+                }
+            } else {
+                *row = [f32::from_bits(self.rs(ctx, ccode, op.lit)?); 64];
+            }
+        }
+        let g = 64 / n;
+        let ke = k / e;
+        for b in 0..blocks {
+            for i in 0..m {
+                let s = b * m / 4 + i / 4;
+                let reg = 4 * (s / g) + i % 4;
+                for j in 0..n {
+                    let lane = j + n * (s % g);
+                    let mut sum = acc[reg][lane];
+                    for kk in 0..k {
+                        let la = i + m * (kk / e + ke * b);
+                        let lb = j + n * (kk / e + ke * b);
+                        sum = fma32(av[la][kk % e], bv[lb][kk % e], sum);
+                    }
+                    acc[reg][lane] = sum;
+                }
+            }
+        }
+        let dbase = if op.acc {
+            AGPR_BASE as usize + op.dst as usize
+        } else {
+            op.dst as usize
+        };
+        for (r, row) in acc.iter().enumerate() {
+            let out: [u32; 64] = lanes(|l| row[l].to_bits());
+            self.write32(ctx, dbase + r, &out, u64::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// VOP3P with 16-bit halves (CDNA3 ISA "VOP3P"): each half of the result takes the
+    /// sources' halves chosen by op_sel (low) and op_sel_hi (high); neg_lo/neg_hi negate
+    /// the halves of float operands.
+    fn vop3p16(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let exec = self.exec();
+        let kop = op.op;
+        let nsrc = match kop {
+            0x0 | 0x9 | 0xe => 3,
+            _ => 2,
+        };
+        let float = matches!(kop, 0xe..=0x12);
+        if op.clamp && !float {
+            return Err(self.err(ctx, "packed integer clamp (saturation) is not modelled"));
+        }
+        let mut s = [[0u32; 64]; 3];
+        for (i, v) in s.iter_mut().enumerate().take(nsrc) {
+            self.fetch(ctx, op, i, if float { Ty::F16 } else { Ty::B32 }, v)?;
+        }
+        let ftz16 = self.mode & 0xC0 == 0;
+        let clamp = op.clamp;
+        let half = |i: usize, x: u32, hi: bool| -> u32 {
+            let sel = if hi {
+                (op.ext >> i) & 1
+            } else {
+                (op.opsel as u32 >> i) & 1
+            };
+            let mut v = (x >> (16 * sel)) & 0xFFFF;
+            let neg = if hi { op.neg_hi } else { op.neg } >> i & 1;
+            if float && neg != 0 {
+                v ^= 0x8000;
+            }
+            v
+        };
+        let f = |x: u32| half::f16::from_bits(x as u16).to_f32();
+        let h = |x: f32| -> u32 {
+            let x = if clamp {
+                if x.is_nan() {
+                    0.0
+                } else {
+                    x.clamp(0.0, 1.0)
+                }
+            } else {
+                x
+            };
+            ftz_f16(half::f16::from_f32(x).to_bits(), ftz16) as u32
+        };
+        let r: [u32; 64] = lanes(|l| {
+            let one = |hi: bool| -> u32 {
+                let x = half(0, s[0][l], hi);
+                let y = half(1, s[1][l], hi);
+                let z = half(2, s[2][l], hi);
+                let (xi, yi, zi) = (x as u16 as i16, y as u16 as i16, z as u16 as i16);
+                (match kop {
+                    0x0 => xi.wrapping_mul(yi).wrapping_add(zi) as u16 as u32,
+                    0x1 => (x as u16).wrapping_mul(y as u16) as u32,
+                    0x2 => xi.wrapping_add(yi) as u16 as u32,
+                    0x3 => xi.wrapping_sub(yi) as u16 as u32,
+                    0x4 => ((y as u16) << (x & 15)) as u32,
+                    0x5 => ((y as u16) >> (x & 15)) as u32,
+                    0x6 => (yi >> (x & 15)) as u16 as u32,
+                    0x7 => xi.max(yi) as u16 as u32,
+                    0x8 => xi.min(yi) as u16 as u32,
+                    0x9 => (x as u16).wrapping_mul(y as u16).wrapping_add(z as u16) as u32,
+                    0xa => (x as u16).wrapping_add(y as u16) as u32,
+                    0xb => (x as u16).wrapping_sub(y as u16) as u32,
+                    0xc => x.max(y),
+                    0xd => x.min(y),
+                    0xe => f16_fma(x, y, z, ftz16) as u32,
+                    0xf => h(f(x) + f(y)),
+                    0x10 => h(f(x) * f(y)),
+                    0x11 => h(fmin(f(x), f(y))),
+                    _ => h(fmax(f(x), f(y))),
+                }) & 0xFFFF
+            };
+            one(false) | one(true) << 16
+        });
+        self.write32(ctx, op.dst as usize, &r, exec)
     }
 
     /// VOP3P: the packed 32-bit moves and float ops of gfx90a/gfx940.
     fn vop3p(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         let exec = self.exec();
+        match op.op {
+            0x0..=0x12 => return self.vop3p16(ctx, op),
+            0x58 | 0x59 => {
+                // v_accvgpr_read_b32 (AGPR -> VGPR) / v_accvgpr_write_b32 (-> AGPR).
+                let mut x = [0u32; 64];
+                self.fetch(ctx, op, 0, Ty::B32, &mut x)?;
+                let d = if op.acc {
+                    AGPR_BASE as usize + op.dst as usize
+                } else {
+                    op.dst as usize
+                };
+                return self.write32(ctx, d, &x, exec);
+            }
+            _ => {}
+        }
         let mut s = [[0u64; 64]; 3];
         let nsrc = match op.op {
             0x30 => 3,
@@ -2576,6 +2881,59 @@ impl Wave {
         }
         Ok(())
     }
+}
+
+/// The register number (see [`Wave::file_idx`]) of a vector operand code: 256..512 VGPR
+/// `code - 256`, AccVGPR and temporary codes as they are.
+#[inline(always)]
+fn vcode(code: u16) -> usize {
+    if code < 512 {
+        code as usize - 256
+    } else {
+        code as usize
+    }
+}
+
+/// The SDWA source select: byte 0..3, word 4..5 (zero- or sign-extended), dword 6.
+#[inline]
+fn sdwa_select(x: u32, sel: u32, sext: bool) -> u32 {
+    match sel {
+        0..=3 => {
+            let b = (x >> (8 * sel)) as u8;
+            if sext {
+                b as i8 as i32 as u32
+            } else {
+                b as u32
+            }
+        }
+        4 | 5 => {
+            let w = (x >> (16 * (sel - 4))) as u16;
+            if sext {
+                w as i16 as i32 as u32
+            } else {
+                w as u32
+            }
+        }
+        _ => x,
+    }
+}
+
+/// An f16 denormal flushed to a signed zero when `ftz` (MODE FP_DENORM 16/64 = 0).
+#[inline]
+fn ftz_f16(h: u16, ftz: bool) -> u16 {
+    if ftz && h & 0x7C00 == 0 {
+        h & 0x8000
+    } else {
+        h
+    }
+}
+
+/// f16 fused multiply-add (low 16 bits of each argument): the product of two f16 is exact
+/// in f64 and the f64 sum rounds innocuously to f16 (53 >= 2 * 11 + 2 bits).
+#[inline]
+fn f16_fma(x: u32, y: u32, z: u32, ftz: bool) -> u16 {
+    let g = |v: u32| half::f16::from_bits(ftz_f16(v as u16, ftz)).to_f64();
+    ftz_f16(half::f16::from_f64(g(x) * g(y) + g(z)).to_bits(), ftz)
 }
 
 /// Fused multiply-add of f32, exactly rounded: the product of two f32 is exact in f64, so
