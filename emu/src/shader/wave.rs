@@ -1162,6 +1162,9 @@ impl Wave {
             }};
         }
         let e32 = op.form == VopForm::E32;
+        if op.opsel != 0 && (0x11f..=0x133).contains(&op.op) {
+            return Err(self.err(ctx, "op_sel on a 16-bit VOP3 operation is not modelled"));
+        }
         match op.op {
             // VOPC compares (0x00..=0xFF).
             0x00..=0xFF => return self.vopc(ctx, op, exec),
@@ -1205,6 +1208,45 @@ impl Wave {
             0x114 => u2!(|x: u32, y: u32| x | y),
             0x115 => u2!(|x: u32, y: u32| x ^ y),
             0x13d => u2!(|x: u32, y: u32| !(x ^ y)),
+            // 16-bit integer VOP2 (gfx9 writes the low half and zeroes the high half).
+            0x126 => u2!(|x: u32, y: u32| (x as u16).wrapping_add(y as u16) as u32),
+            0x127 => u2!(|x: u32, y: u32| (x as u16).wrapping_sub(y as u16) as u32),
+            0x128 => u2!(|x: u32, y: u32| (y as u16).wrapping_sub(x as u16) as u32),
+            0x129 => u2!(|x: u32, y: u32| (x as u16).wrapping_mul(y as u16) as u32),
+            0x12a => u2!(|x: u32, y: u32| ((y as u16) << (x & 15)) as u32),
+            0x12b => u2!(|x: u32, y: u32| ((y as u16) >> (x & 15)) as u32),
+            0x12c => u2!(|x: u32, y: u32| ((y as u16 as i16) >> (x & 15)) as u16 as u32),
+            0x12f => u2!(|x: u32, y: u32| (x as u16).max(y as u16) as u32),
+            0x130 => u2!(|x: u32, y: u32| (x as u16 as i16).max(y as u16 as i16) as u16 as u32),
+            0x131 => u2!(|x: u32, y: u32| (x as u16).min(y as u16) as u32),
+            0x132 => u2!(|x: u32, y: u32| (x as u16 as i16).min(y as u16 as i16) as u16 as u32),
+            // f16 VOP2 (computed in f32: one rounding to f16 is exact for + - * min max).
+            0x11f..=0x122 | 0x12d | 0x12e => {
+                self.fetch(ctx, op, 0, Ty::F16, a)?;
+                self.fetch(ctx, op, 1, Ty::F16, b)?;
+                let ftz16 = self.mode & 0xC0 == 0;
+                let k = op.op;
+                let r: [u32; 64] = lanes(|l| {
+                    let g = |v: u32| half::f16::from_bits(ftz_f16(v as u16, ftz16)).to_f32();
+                    let (x, y) = (g(a[l]), g(b[l]));
+                    let mut v = match k {
+                        0x11f => x + y,
+                        0x120 => x - y,
+                        0x121 => y - x,
+                        0x122 => x * y,
+                        0x12d => fmax(x, y),
+                        _ => fmin(x, y),
+                    };
+                    if clamp {
+                        v = if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) };
+                    }
+                    ftz_f16(half::f16::from_f32(v).to_bits(), ftz16) as u32
+                });
+                if omod != 0 {
+                    return Err(self.err(ctx, "f16 output modifier is not modelled"));
+                }
+                self.write32(ctx, d, &r, exec)?;
+            }
             0x13c => {
                 // v_pk_fmac_f16: D.lo/hi = S0.lo/hi * S1.lo/hi + D.lo/hi
                 self.fetch(ctx, op, 0, Ty::B32, a)?;
@@ -2339,11 +2381,14 @@ impl Wave {
     fn mubuf(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         let r = op.src[2] as usize;
         let vsharp = [0, 1, 2, 3].map(|i| self.s.get(r + i).copied().unwrap_or(0));
-        if vsharp != PRIVATE_SEGMENT_VSHARP || op.ext & 0x12 != 0 {
-            return Err(self.err(
-                ctx,
-                "MUBUF access to a buffer other than the private segment is not modelled",
-            ));
+        if op.ext & 0x10 != 0 {
+            return Err(self.err(ctx, "MUBUF LDS-DMA form is not modelled"));
+        }
+        if vsharp != PRIVATE_SEGMENT_VSHARP {
+            return self.mubuf_vsharp(ctx, op, vsharp);
+        }
+        if op.ext & 0x2 != 0 {
+            return Err(self.err(ctx, "MUBUF idxen on the private segment is not modelled"));
         }
         let soff = self.rs(ctx, op.sdst, 0)? as u64;
         let exec = self.exec();
@@ -2385,6 +2430,93 @@ impl Wave {
                     };
                     match self.v.get_mut(reg) {
                         Some(x) => *x = v,
+                        None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// MUBUF through a buffer resource (V#) in memory (CDNA3 ISA "Buffer Instructions":
+    /// V# word 0 base[31:0], word 1 base[47:32] and stride[61:48], word 2 num_records, word 3
+    /// ADD_TID_ENABLE bit 23). Address = base + soffset + offset + index * stride, with
+    /// offset = (offen ? VGPR : 0) + inst_offset and index = idxen ? VGPR : 0. Range
+    /// checking: a raw buffer (stride 0) is in range while offset + bytes <= num_records, a
+    /// structured one while index < num_records; out-of-range loads return 0 and stores are
+    /// dropped, per dword. Swizzled (ADD_TID) buffers fault.
+    fn mubuf_vsharp(&mut self, ctx: &mut Ctx<'_>, op: &Op, vsharp: [u32; 4]) -> R<()> {
+        if vsharp[3] & (1 << 23) != 0 {
+            return Err(self.err(
+                ctx,
+                "MUBUF on a swizzled (ADD_TID_ENABLE) buffer is not modelled",
+            ));
+        }
+        let (size, words, store, sext) = match op.op {
+            0x10 => (1, 1, false, false),
+            0x11 => (1, 1, false, true),
+            0x12 => (2, 1, false, false),
+            0x13 => (2, 1, false, true),
+            0x14..=0x17 => (4, op.op as usize - 0x13, false, false),
+            0x18 => (1, 1, true, false),
+            0x1a => (2, 1, true, false),
+            0x1c..=0x1f => (4, op.op as usize - 0x1b, true, false),
+            _ => return Err(self.unimpl(ctx)),
+        };
+        let base = vsharp[0] as u64 | ((vsharp[1] & 0xFFFF) as u64) << 32;
+        let stride = ((vsharp[1] >> 16) & 0x3FFF) as u64;
+        let num_records = vsharp[2] as u64;
+        let soff = self.rs(ctx, op.sdst, 0)? as u64;
+        let exec = self.exec();
+        let (offen, idxen) = (op.ext & 1 != 0, op.ext & 2 != 0);
+        let va = op.src[0] as usize;
+        let mut index = [0u32; 64];
+        let mut voff = [0u32; 64];
+        if idxen {
+            index.copy_from_slice(self.vreg(ctx, va)?);
+        }
+        if offen {
+            voff.copy_from_slice(self.vreg(ctx, va + usize::from(idxen))?);
+        }
+        let vd = op.dst as usize + if op.acc { AGPR_BASE as usize } else { 0 };
+        for l in 0..64 {
+            if exec >> l & 1 == 0 {
+                continue;
+            }
+            let off = voff[l] as u64 + op.imm as u64;
+            let idx = index[l] as u64;
+            let addr = base
+                .wrapping_add(soff)
+                .wrapping_add(off)
+                .wrapping_add(idx * stride);
+            for w in 0..words {
+                let wo = 4 * w as u64;
+                let in_range = if stride == 0 {
+                    off + wo + size <= num_records
+                } else {
+                    idx < num_records
+                };
+                let a = addr.wrapping_add(wo);
+                if store {
+                    let v = self.vreg(ctx, vd + w)?[l] as u64;
+                    if in_range {
+                        ctx.mem
+                            .store(a, size, v)
+                            .map_err(|f| self.mem_err(ctx, f))?;
+                    }
+                } else {
+                    let raw = if in_range {
+                        ctx.mem.load(a, size).map_err(|f| self.mem_err(ctx, f))?
+                    } else {
+                        0
+                    };
+                    let v = match (sext, size) {
+                        (true, 1) => raw as u8 as i8 as i32 as u32,
+                        (true, _) => raw as u16 as i16 as i32 as u32,
+                        _ => raw as u32,
+                    };
+                    match self.vreg_mut(vd + w) {
+                        Some(x) => x[l] = v,
                         None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
                     }
                 }
