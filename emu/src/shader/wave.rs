@@ -17,7 +17,7 @@
 use std::sync::atomic::Ordering;
 
 use super::lower::{Enc, Op, VopForm, AGPR_BASE};
-use super::mem::MemPort;
+use super::mem::{self, MemPort};
 use super::{Program, ShaderError, Target};
 
 /// Why [`Wave::run`] returned.
@@ -204,9 +204,9 @@ impl Wave {
     /// Back to the state of [`Wave::new`] for another wave of the same dispatch, keeping the
     /// allocations (no allocation per wave).
     pub(crate) fn reset(&mut self) {
+        // VGPRs and scratch start undefined on hardware (only the dispatch-initialised
+        // registers are set); they are not cleared between the waves a worker runs.
         self.s = [0; 128];
-        self.v.fill(0);
-        self.private.fill(0);
         self.pc = 0;
         self.scc = false;
         self.mode = 0;
@@ -2320,6 +2320,25 @@ impl Wave {
                     _ => (4, 4),
                 };
                 let addrs = self.lane_addrs(ctx, op)?;
+                // Fast path: plain dword loads whose lanes all fall in one mapped window.
+                if op.op == 0x14 || op.op == 0x15 || op.op == 0x17 {
+                    if let Some((lo, p)) = span_ptr(ctx, &addrs, exec, 4 * words as u64, false) {
+                        for w in 0..words {
+                            let Some(dst) = self.vreg_mut(vd + w) else {
+                                return Err(self.err(ctx, "VGPR beyond the wave's allocation"));
+                            };
+                            for l in 0..64 {
+                                if exec >> l & 1 != 0 {
+                                    let o = (addrs[l] - lo) as usize + 4 * w;
+                                    // SAFETY: `span_ptr` proved every active lane's
+                                    // [a, a + 4 * words) lies inside the live window at `p`.
+                                    dst[l] = unsafe { mem::load_raw(p.add(o), 4) } as u32;
+                                }
+                            }
+                        }
+                        return Ok(());
+                    }
+                }
                 for l in 0..64 {
                     if exec >> l & 1 == 0 {
                         continue;
@@ -2356,6 +2375,21 @@ impl Wave {
                     _ => (4, 4, false),
                 };
                 let addrs = self.lane_addrs(ctx, op)?;
+                if size == 4 {
+                    if let Some((lo, p)) = span_ptr(ctx, &addrs, exec, 4 * words as u64, true) {
+                        for w in 0..words {
+                            let src = self.vreg(ctx, vdata + w)?;
+                            for l in 0..64 {
+                                if exec >> l & 1 != 0 {
+                                    let o = (addrs[l] - lo) as usize + 4 * w;
+                                    // SAFETY: as for the loads; the window is writable.
+                                    unsafe { mem::store_raw(p.add(o), 4, src[l] as u64) };
+                                }
+                            }
+                        }
+                        return Ok(());
+                    }
+                }
                 for l in 0..64 {
                     if exec >> l & 1 == 0 {
                         continue;
@@ -3024,6 +3058,31 @@ fn vcode(code: u16) -> usize {
     } else {
         code as usize
     }
+}
+
+/// When every active lane's `[a, a + bytes)` lies in one mapped window of global memory
+/// (no LDS/private aperture address), the lowest address and its host pointer.
+#[inline]
+fn span_ptr(
+    ctx: &mut Ctx<'_>,
+    addrs: &[u64; 64],
+    exec: u64,
+    bytes: u64,
+    write: bool,
+) -> Option<(u64, *mut u8)> {
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for l in 0..64 {
+        if exec >> l & 1 != 0 {
+            lo = lo.min(addrs[l]);
+            hi = hi.max(addrs[l]);
+        }
+    }
+    // Below the LDS aperture (1 << 48) and not wrapping: an ordinary global range.
+    if lo > hi || hi >= (SHARED_APERTURE_HI as u64) << 32 {
+        return None;
+    }
+    let p = ctx.mem.ptr(lo, hi - lo + bytes, write).ok()?;
+    Some((lo, p))
 }
 
 /// The SDWA source select: byte 0..3, word 4..5 (zero- or sign-extended), dword 6.
