@@ -1113,11 +1113,32 @@ impl Wave {
                 f
             }
         };
+        // Float ops: inputs flushed in a pass of their own, the operation in a plain lane
+        // loop (small enough to inline and vectorise), output modifiers in a final pass.
+        let needs_post = omod != 0 || clamp || ftz;
+        let flush = move |v: &mut [u32; 64]| {
+            if ftz {
+                for x in v.iter_mut() {
+                    if *x & 0x7F80_0000 == 0 {
+                        *x &= 0x8000_0000;
+                    }
+                }
+            }
+        };
+        let finish = move |r: &mut [u32; 64]| {
+            if needs_post {
+                for x in r.iter_mut() {
+                    *x = post(f32::from_bits(*x));
+                }
+            }
+        };
         macro_rules! f1 {
             ($f:expr) => {{
                 self.fetch(ctx, op, 0, Ty::F32, a)?;
+                flush(a);
                 let f = $f;
-                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]))));
+                let mut r: [u32; 64] = lanes(|l| f(f32::from_bits(a[l])).to_bits());
+                finish(&mut r);
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1125,8 +1146,12 @@ impl Wave {
             ($f:expr) => {{
                 self.fetch(ctx, op, 0, Ty::F32, a)?;
                 self.fetch(ctx, op, 1, Ty::F32, b)?;
+                flush(a);
+                flush(b);
                 let f = $f;
-                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]), pre(b[l]))));
+                let mut r: [u32; 64] =
+                    lanes(|l| f(f32::from_bits(a[l]), f32::from_bits(b[l])).to_bits());
+                finish(&mut r);
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1135,8 +1160,19 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::F32, a)?;
                 self.fetch(ctx, op, 1, Ty::F32, b)?;
                 self.fetch(ctx, op, 2, Ty::F32, c)?;
+                flush(a);
+                flush(b);
+                flush(c);
                 let f = $f;
-                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]), pre(b[l]), pre(c[l]))));
+                let mut r: [u32; 64] = lanes(|l| {
+                    f(
+                        f32::from_bits(a[l]),
+                        f32::from_bits(b[l]),
+                        f32::from_bits(c[l]),
+                    )
+                    .to_bits()
+                });
+                finish(&mut r);
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1266,10 +1302,29 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::F32, a)?;
                 self.fetch(ctx, op, 1, Ty::F32, b)?;
                 let fused = op.op == 0x13b;
-                let r: [u32; 64] = lanes(|l| {
-                    let (x, y, z) = (pre(a[l]), pre(b[l]), pre(dd[l]));
-                    post(if fused { fma32(x, y, z) } else { x * y + z })
-                });
+                flush(a);
+                flush(b);
+                flush(&mut dd);
+                let mut r: [u32; 64] = if fused {
+                    lanes(|l| {
+                        let (x, y, z) = (
+                            f32::from_bits(a[l]),
+                            f32::from_bits(b[l]),
+                            f32::from_bits(dd[l]),
+                        );
+                        fma32(x, y, z).to_bits()
+                    })
+                } else {
+                    lanes(|l| {
+                        let (x, y, z) = (
+                            f32::from_bits(a[l]),
+                            f32::from_bits(b[l]),
+                            f32::from_bits(dd[l]),
+                        );
+                        (x * y + z).to_bits()
+                    })
+                };
+                finish(&mut r);
                 self.write32(ctx, d, &r, exec)?;
             }
             0x119..=0x11e => return self.carry_op(ctx, op, exec),
@@ -3138,7 +3193,8 @@ fn fma32(x: f32, y: f32, z: f32) -> f32 {
     let r = xy + z as f64;
     let b = r.to_bits();
     let e = (b >> 52) & 0x7FF;
-    if (b & 0x1FFF_FFFF != 0x1000_0000 && e >= 0x3FF - 126) || e == 0x7FF {
+    // (An f64 zero is an exact zero: the inputs' exact sum is representable that far down.)
+    if (b & 0x1FFF_FFFF != 0x1000_0000 && (e >= 0x3FF - 126 || r == 0.0)) || e == 0x7FF {
         return r as f32;
     }
     x.mul_add(y, z)
