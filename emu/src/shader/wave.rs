@@ -1936,65 +1936,51 @@ impl Wave {
                 self.write_cmp(op, mask, k & 1 == 1)?;
                 return Ok(());
             }
+            // One generic compare per width and type: the condition is chosen once per
+            // instruction, then one lane loop builds the mask.
             0x40..=0x5F => {
                 let mut a = [0u32; 64];
                 let mut b = [0u32; 64];
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
-                for l in 0..64 {
-                    if fcmp(
-                        cond,
-                        f32::from_bits(a[l]) as f64,
-                        f32::from_bits(b[l]) as f64,
-                    ) {
-                        mask |= 1 << l;
-                    }
-                }
+                let fa: [f32; 64] = lanes(|l| f32::from_bits(a[l]));
+                let fb: [f32; 64] = lanes(|l| f32::from_bits(b[l]));
+                mask = cmp_mask(cond, &fa, &fb);
             }
             0x60..=0x7F => {
                 let mut a = [0u64; 64];
                 let mut b = [0u64; 64];
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a)?;
                 self.fetch64(ctx, op, 1, Ty::F64, &mut b)?;
-                for l in 0..64 {
-                    if fcmp(cond, f64::from_bits(a[l]), f64::from_bits(b[l])) {
-                        mask |= 1 << l;
-                    }
-                }
+                let fa: [f64; 64] = lanes(|l| f64::from_bits(a[l]));
+                let fb: [f64; 64] = lanes(|l| f64::from_bits(b[l]));
+                mask = cmp_mask(cond, &fa, &fb);
             }
             0xC0..=0xDF => {
                 let mut a = [0u32; 64];
                 let mut b = [0u32; 64];
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                let signed = (k >> 3) & 1 == 0;
-                for l in 0..64 {
-                    let r = if signed {
-                        icmp(cond & 7, a[l] as i32 as i64, b[l] as i32 as i64)
-                    } else {
-                        icmp(cond & 7, a[l] as i64, b[l] as i64)
-                    };
-                    if r {
-                        mask |= 1 << l;
-                    }
-                }
+                mask = if (k >> 3) & 1 == 0 {
+                    let ia: [i32; 64] = lanes(|l| a[l] as i32);
+                    let ib: [i32; 64] = lanes(|l| b[l] as i32);
+                    cmp_mask(cond & 7, &ia, &ib)
+                } else {
+                    cmp_mask(cond & 7, &a, &b)
+                };
             }
             0xE0..=0xFF => {
                 let mut a = [0u64; 64];
                 let mut b = [0u64; 64];
                 self.fetch64(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch64(ctx, op, 1, Ty::B32, &mut b)?;
-                let signed = (k >> 3) & 1 == 0;
-                for l in 0..64 {
-                    let r = if signed {
-                        icmp(cond & 7, a[l] as i64 as i128, b[l] as i64 as i128)
-                    } else {
-                        icmp(cond & 7, a[l] as i128, b[l] as i128)
-                    };
-                    if r {
-                        mask |= 1 << l;
-                    }
-                }
+                mask = if (k >> 3) & 1 == 0 {
+                    let ia: [i64; 64] = lanes(|l| a[l] as i64);
+                    let ib: [i64; 64] = lanes(|l| b[l] as i64);
+                    cmp_mask(cond & 7, &ia, &ib)
+                } else {
+                    cmp_mask(cond & 7, &a, &b)
+                };
             }
             _ => return Err(self.unimpl(ctx)),
         }
@@ -3417,38 +3403,38 @@ fn class_bits(x: f64, sub: bool) -> u32 {
     1 << bit
 }
 
-fn fcmp(c: u8, a: f64, b: f64) -> bool {
-    let un = a.is_nan() || b.is_nan();
-    match c {
-        0 => false,
-        1 => a < b,
-        2 => a == b,
-        3 => a <= b,
-        4 => a > b,
-        5 => a != b && !un,
-        6 => a >= b,
-        7 => !un,
-        8 => un,
-        9 => !(a >= b),
-        10 => a == b || un,
-        11 => !(a > b),
-        12 => !(a <= b),
-        13 => a != b,
-        14 => !(a < b),
-        _ => true,
+/// The lanes where `f(a, b)` holds.
+#[inline(always)]
+fn mask2<T: Copy>(a: &[T; 64], b: &[T; 64], f: impl Fn(T, T) -> bool) -> u64 {
+    let mut m = 0u64;
+    for l in 0..64 {
+        m |= (f(a[l], b[l]) as u64) << l;
     }
+    m
 }
 
-fn icmp<T: PartialOrd>(c: u8, a: T, b: T) -> bool {
+/// VOPC condition `c` (the low 4 bits of the opcode: F, LT, EQ, LE, GT, LG, GE, O, U, NGE,
+/// NLG, NGT, NLE, NEQ, NLT, TRU) over all lanes, for any ordered type: integers use
+/// 0..=7 (LG = NE, O = TRU on them).
+#[allow(clippy::eq_op)]
+fn cmp_mask<T: PartialOrd + Copy>(c: u8, a: &[T; 64], b: &[T; 64]) -> u64 {
     match c {
-        0 => false,
-        1 => a < b,
-        2 => a == b,
-        3 => a <= b,
-        4 => a > b,
-        5 => a != b,
-        6 => a >= b,
-        _ => true,
+        0 => 0,
+        1 => mask2(a, b, |x, y| x < y),
+        2 => mask2(a, b, |x, y| x == y),
+        3 => mask2(a, b, |x, y| x <= y),
+        4 => mask2(a, b, |x, y| x > y),
+        5 => mask2(a, b, |x, y| x < y || x > y),
+        6 => mask2(a, b, |x, y| x >= y),
+        7 => mask2(a, b, |x, y| x == x && y == y),
+        8 => mask2(a, b, |x, y| x != x || y != y),
+        9 => mask2(a, b, |x, y| !(x >= y)),
+        10 => mask2(a, b, |x, y| !(x < y || x > y)),
+        11 => mask2(a, b, |x, y| !(x > y)),
+        12 => mask2(a, b, |x, y| !(x <= y)),
+        13 => mask2(a, b, |x, y| x != y),
+        14 => mask2(a, b, |x, y| !(x < y)),
+        _ => u64::MAX,
     }
 }
 
@@ -3470,7 +3456,61 @@ fn swizzle_lane(offset: u32, l: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::fma32;
+    use super::{cmp_mask, fma32};
+
+    /// Every VOPC float condition, NaNs included, against the ISA guide's definitions
+    /// written lane by lane; integer conditions 0..=7 likewise.
+    #[test]
+    fn vopc_conditions() {
+        let vals = [
+            f32::NAN,
+            -1.0,
+            0.0,
+            -0.0,
+            1.0,
+            2.5,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        let a: [f32; 64] = std::array::from_fn(|l| vals[l % 8]);
+        let b: [f32; 64] = std::array::from_fn(|l| vals[l / 8]);
+        for c in 0..16u8 {
+            let m = cmp_mask(c, &a, &b);
+            for l in 0..64 {
+                let (x, y) = (a[l], b[l]);
+                let un = x.is_nan() || y.is_nan();
+                let want = match c {
+                    0 => false,
+                    1 => x < y,
+                    2 => x == y,
+                    3 => x <= y,
+                    4 => x > y,
+                    5 => x != y && !un,
+                    6 => x >= y,
+                    7 => !un,
+                    8 => un,
+                    9 => !(x >= y),
+                    10 => x == y || un,
+                    11 => !(x > y),
+                    12 => !(x <= y),
+                    13 => x != y,
+                    14 => !(x < y),
+                    _ => true,
+                };
+                assert_eq!(m >> l & 1 == 1, want, "cond {c} lane {l}: {x} {y}");
+            }
+        }
+        let ia: [i32; 64] = std::array::from_fn(|l| l as i32 % 8 - 4);
+        let ib: [i32; 64] = std::array::from_fn(|l| l as i32 / 8 - 4);
+        for c in 0..8u8 {
+            let m = cmp_mask(c, &ia, &ib);
+            for l in 0..64 {
+                let (x, y) = (ia[l], ib[l]);
+                let w = [false, x < y, x == y, x <= y, x > y, x != y, x >= y, true][c as usize];
+                assert_eq!(m >> l & 1 == 1, w, "int cond {c} lane {l}");
+            }
+        }
+    }
 
     /// The fast f32 fma agrees bit for bit with the library's correctly rounded `fmaf`,
     /// including products whose f64 sum lands halfway between f32 values and subnormals.
