@@ -1306,14 +1306,7 @@ impl Wave {
                 flush(b);
                 flush(&mut dd);
                 let mut r: [u32; 64] = if fused {
-                    lanes(|l| {
-                        let (x, y, z) = (
-                            f32::from_bits(a[l]),
-                            f32::from_bits(b[l]),
-                            f32::from_bits(dd[l]),
-                        );
-                        fma32(x, y, z).to_bits()
-                    })
+                    fma_lanes(a, b, &dd)
                 } else {
                     lanes(|l| {
                         let (x, y, z) = (
@@ -1482,7 +1475,17 @@ impl Wave {
                 }
             }),
             0x1ca => u3!(|x: u32, y: u32, z: u32| (x & y) | (!x & z)),
-            0x1cb => f3!(fma32),
+            0x1cb => {
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
+                self.fetch(ctx, op, 2, Ty::F32, c)?;
+                flush(a);
+                flush(b);
+                flush(c);
+                let mut r = fma_lanes(a, b, c);
+                finish(&mut r);
+                self.write32(ctx, d, &r, exec)?;
+            }
             0x1cc => {
                 self.fetch64(ctx, op, 0, Ty::F64, a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, b64)?;
@@ -3166,6 +3169,21 @@ fn ftz_f16(h: u16, ftz: bool) -> u16 {
 fn f16_fma(x: u32, y: u32, z: u32, ftz: bool) -> u16 {
     let g = |v: u32| half::f16::from_bits(ftz_f16(v as u16, ftz)).to_f64();
     ftz_f16(half::f16::from_f64(g(x) * g(y) + g(z)).to_bits(), ftz)
+}
+
+/// [`fma32`] over 64 lanes of f32 bit patterns (a loop of its own, so it is compiled tight).
+#[inline(never)]
+fn fma_lanes(a: &[u32; 64], b: &[u32; 64], c: &[u32; 64]) -> [u32; 64] {
+    let mut r = [0u32; 64];
+    for l in 0..64 {
+        r[l] = fma32(
+            f32::from_bits(a[l]),
+            f32::from_bits(b[l]),
+            f32::from_bits(c[l]),
+        )
+        .to_bits();
+    }
+    r
 }
 
 /// Fused multiply-add of f32, exactly rounded: the product of two f32 is exact in f64, so
