@@ -380,8 +380,10 @@ pub(crate) fn dispatch(
     let stats = Mutex::new(DispatchStats::default());
     let run = |port: &mut MemPort| {
         let mut local = DispatchStats::default();
-        let mut lds = vec![0u8; setup.lds_bytes];
-        let mut pool: Vec<Wave> = Vec::new();
+        let mut ws = WorkerState {
+            lds: vec![0u8; setup.lds_bytes],
+            pool: Vec::new(),
+        };
         let clock = || inner.clock.now();
         loop {
             if abort.load(Ordering::Relaxed) {
@@ -391,9 +393,7 @@ pub(crate) fn dispatch(
             if g >= total {
                 break;
             }
-            if let Err(e) = run_workgroup(
-                &setup, &prog, port, &mut lds, &mut pool, &clock, g, &mut local,
-            ) {
+            if let Err(e) = run_workgroup(&setup, &prog, port, &mut ws, &clock, g, &mut local) {
                 abort.store(true, Ordering::Relaxed);
                 let mut fe = first_err.lock().unwrap_or_else(|e| e.into_inner());
                 if fe.is_none() {
@@ -448,13 +448,19 @@ fn worker_threads() -> usize {
     })
 }
 
+/// A worker thread's reusable state: the work-group's LDS and its waves (no allocation per
+/// work-group or wave).
+struct WorkerState {
+    lds: Vec<u8>,
+    pool: Vec<Wave>,
+}
+
 /// Runs work-group number `g` (x fastest) to completion.
 fn run_workgroup(
     st: &Setup,
     prog: &Program,
     port: &mut MemPort,
-    lds: &mut [u8],
-    pool: &mut Vec<Wave>,
+    ws: &mut WorkerState,
     clock: &dyn Fn() -> u64,
     g: u64,
     stats: &mut DispatchStats,
@@ -471,6 +477,7 @@ fn run_workgroup(
     }
     let items = (size[0] * size[1] * size[2]) as usize;
     let nwaves = items.div_ceil(64).max(1);
+    let WorkerState { lds, pool } = ws;
     lds.iter_mut().for_each(|b| *b = 0);
     while pool.len() < nwaves {
         pool.push(Wave::new(st.nregs, st.acc_base, st.priv_bytes));

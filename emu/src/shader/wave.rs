@@ -3434,7 +3434,8 @@ fn mask2<T: Copy>(a: &[T; 64], b: &[T; 64], f: impl Fn(T, T) -> bool) -> u64 {
 /// VOPC condition `c` (the low 4 bits of the opcode: F, LT, EQ, LE, GT, LG, GE, O, U, NGE,
 /// NLG, NGT, NLE, NEQ, NLT, TRU) over all lanes, for any ordered type: integers use
 /// 0..=7 (LG = NE, O = TRU on them).
-#[allow(clippy::eq_op)]
+// `x < y || x > y` is not `x != y` for NaNs (LG versus NEQ).
+#[allow(clippy::eq_op, clippy::double_comparisons)]
 fn cmp_mask<T: PartialOrd + Copy>(c: u8, a: &[T; 64], b: &[T; 64]) -> u64 {
     match c {
         0 => 0,
