@@ -2040,6 +2040,30 @@ impl Wave {
         }
         match op.op {
             // loads
+            // ds_read_b32 / ds_write_b32 with every active lane inside the LDS: straight
+            // lane loops (the out-of-range rule needs no per-lane handling then).
+            0x36 | 0x0d if ds_in_range(&addr, exec, off16, ctx.lds.len()) => {
+                let reg = if op.op == 0x36 {
+                    dbase
+                } else {
+                    d0 + if op.acc { self.acc_base } else { 0 }
+                };
+                let Some(v) = self.vreg_mut(reg) else {
+                    return Err(self.err(ctx, "VGPR beyond the wave's allocation"));
+                };
+                for l in 0..64 {
+                    if exec >> l & 1 != 0 {
+                        let a = addr[l].wrapping_add(off16) as usize;
+                        if let Some(c) = ctx.lds.get_mut(a..a + 4) {
+                            if op.op == 0x36 {
+                                v[l] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                            } else {
+                                c.copy_from_slice(&v[l].to_le_bytes());
+                            }
+                        }
+                    }
+                }
+            }
             0x36 | 0x39 | 0x3a | 0x3b | 0x3c | 0x76 | 0xfe | 0xff => {
                 let (n, words) = match op.op {
                     0x36 => (4, 1),
@@ -3104,6 +3128,18 @@ fn vcode(code: u16) -> usize {
     }
 }
 
+/// Every active lane's 4-byte LDS access at `addr + off` lies inside an LDS of `len` bytes.
+#[inline]
+fn ds_in_range(addr: &[u32; 64], exec: u64, off: u32, len: usize) -> bool {
+    let mut hi = 0u64;
+    for l in 0..64 {
+        if exec >> l & 1 != 0 {
+            hi = hi.max(addr[l] as u64 + off as u64 + 4);
+        }
+    }
+    hi <= len as u64
+}
+
 /// When every active lane's `[a, a + bytes)` lies in one mapped window of global memory
 /// (no LDS/private aperture address), the lowest address and its host pointer.
 #[inline]
@@ -3424,9 +3460,17 @@ fn class_bits(x: f64, sub: bool) -> u32 {
 /// The lanes where `f(a, b)` holds.
 #[inline(always)]
 fn mask2<T: Copy>(a: &[T; 64], b: &[T; 64], f: impl Fn(T, T) -> bool) -> u64 {
-    let mut m = 0u64;
+    // A byte per lane (vectorises), then 8 bytes of 0/1 packed into 8 bits by one multiply:
+    // byte i lands on bit 56 + i (0x0102040810204080 = sum of 2^(56 - 7i)), no carries.
+    let mut bytes = [0u8; 64];
     for l in 0..64 {
-        m |= (f(a[l], b[l]) as u64) << l;
+        bytes[l] = f(a[l], b[l]) as u8;
+    }
+    let mut m = 0u64;
+    for (i, c) in bytes.chunks_exact(8).enumerate() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        m |= (u64::from_le_bytes(w).wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * i);
     }
     m
 }
