@@ -2973,45 +2973,22 @@ impl Wave {
             }
             let x = self.v.get(vdata * 64 + l).copied().unwrap_or(0);
             let x1 = self.v.get((vdata + 1) * 64 + l).copied().unwrap_or(0);
+            let k = op.op;
+            // Integer atomics: one table for both widths (32-bit ops 0x40.., 64-bit 0x60..).
+            let int_op = matches!(k, 0x40..=0x4c | 0x60..=0x6c);
             let old: u64 = if !wide {
+                if k == 0x52 && ctx.target == Target::Gfx90a {
+                    return Err(self.unimpl(ctx));
+                }
                 let cell = match ctx.mem.atomic32(a) {
                     Ok(c) => c,
                     Err(f) => return Err(self.mem_err(ctx, f)),
                 };
-                let k = op.op;
                 let f = |o: u32| -> u32 {
+                    if int_op {
+                        return int_rmw(k & 0x1F, o as u64, x as u64, x1 as u64, 32) as u32;
+                    }
                     match k {
-                        0x40 => x,
-                        0x41 => {
-                            if o == x1 {
-                                x
-                            } else {
-                                o
-                            }
-                        }
-                        0x42 => o.wrapping_add(x),
-                        0x43 => o.wrapping_sub(x),
-                        0x44 => (o as i32).min(x as i32) as u32,
-                        0x45 => o.min(x),
-                        0x46 => (o as i32).max(x as i32) as u32,
-                        0x47 => o.max(x),
-                        0x48 => o & x,
-                        0x49 => o | x,
-                        0x4a => o ^ x,
-                        0x4b => {
-                            if o >= x {
-                                0
-                            } else {
-                                o + 1
-                            }
-                        }
-                        0x4c => {
-                            if o == 0 || o > x {
-                                x
-                            } else {
-                                o - 1
-                            }
-                        }
                         0x4d => (f32::from_bits(o) + f32::from_bits(x)).to_bits(),
                         0x4e => {
                             let lo =
@@ -3029,71 +3006,26 @@ impl Wave {
                         }
                     }
                 };
-                let prev = match k {
-                    0x42 => cell.fetch_add(x, Ordering::SeqCst),
-                    0x43 => cell.fetch_sub(x, Ordering::SeqCst),
-                    0x40 => cell.swap(x, Ordering::SeqCst),
-                    0x48 => cell.fetch_and(x, Ordering::SeqCst),
-                    0x49 => cell.fetch_or(x, Ordering::SeqCst),
-                    0x4a => cell.fetch_xor(x, Ordering::SeqCst),
-                    0x45 => cell.fetch_min(x, Ordering::SeqCst),
-                    0x47 => cell.fetch_max(x, Ordering::SeqCst),
-                    0x52 if ctx.target == Target::Gfx90a => return Err(self.unimpl(ctx)),
-                    0x4f..=0x51 => unreachable_wide(),
-                    _ => {
-                        match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o)))
-                        {
-                            Ok(p) | Err(p) => p,
-                        }
-                    }
-                };
-                prev as u64
+                match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o))) {
+                    Ok(p) | Err(p) => p as u64,
+                }
             } else {
                 let cell = match ctx.mem.atomic64(a) {
                     Ok(c) => c,
                     Err(f) => return Err(self.mem_err(ctx, f)),
                 };
                 let xv = x as u64 | (x1 as u64) << 32;
-                let cmp = if op.op == 0x61 {
+                let cmp = if k == 0x61 {
                     self.v.get((vdata + 2) * 64 + l).copied().unwrap_or(0) as u64
                         | (self.v.get((vdata + 3) * 64 + l).copied().unwrap_or(0) as u64) << 32
                 } else {
                     0
                 };
-                let k = op.op;
                 let f = |o: u64| -> u64 {
+                    if int_op {
+                        return int_rmw(k & 0x1F, o, xv, cmp, 64);
+                    }
                     match k {
-                        0x60 => xv,
-                        0x61 => {
-                            if o == cmp {
-                                xv
-                            } else {
-                                o
-                            }
-                        }
-                        0x62 => o.wrapping_add(xv),
-                        0x63 => o.wrapping_sub(xv),
-                        0x64 => (o as i64).min(xv as i64) as u64,
-                        0x65 => o.min(xv),
-                        0x66 => (o as i64).max(xv as i64) as u64,
-                        0x67 => o.max(xv),
-                        0x68 => o & xv,
-                        0x69 => o | xv,
-                        0x6a => o ^ xv,
-                        0x6b => {
-                            if o >= xv {
-                                0
-                            } else {
-                                o + 1
-                            }
-                        }
-                        0x6c => {
-                            if o == 0 || o > xv {
-                                xv
-                            } else {
-                                o - 1
-                            }
-                        }
                         0x4f => (f64::from_bits(o) + f64::from_bits(xv)).to_bits(),
                         0x50 => fmin64(f64::from_bits(o), f64::from_bits(xv)).to_bits(),
                         _ => fmax64(f64::from_bits(o), f64::from_bits(xv)).to_bits(),
@@ -3115,6 +3047,64 @@ impl Wave {
         }
         Ok(())
     }
+}
+
+/// The integer read-modify-write of a FLAT/GLOBAL atomic on a `bits`-wide cell (32 or 64):
+/// `k` is the opcode's low 5 bits (swap, cmpswap, add, sub, smin, umin, smax, umax, and, or,
+/// xor, inc, dec: CDNA3 ISA "Flat Atomic" pseudocode), `o` the old value, `x` the data, `cmp`
+/// the cmpswap compare value, all zero-extended.
+fn int_rmw(k: u16, o: u64, x: u64, cmp: u64, bits: u32) -> u64 {
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let sx = |v: u64| ((v << (64 - bits)) as i64) >> (64 - bits);
+    (match k {
+        0 => x,
+        1 => {
+            if o == cmp {
+                x
+            } else {
+                o
+            }
+        }
+        2 => o.wrapping_add(x),
+        3 => o.wrapping_sub(x),
+        4 => {
+            if sx(x) < sx(o) {
+                x
+            } else {
+                o
+            }
+        }
+        5 => o.min(x),
+        6 => {
+            if sx(x) > sx(o) {
+                x
+            } else {
+                o
+            }
+        }
+        7 => o.max(x),
+        8 => o & x,
+        9 => o | x,
+        10 => o ^ x,
+        11 => {
+            if o >= x {
+                0
+            } else {
+                o + 1
+            }
+        }
+        _ => {
+            if o == 0 || o > x {
+                x
+            } else {
+                o - 1
+            }
+        }
+    }) & mask
 }
 
 /// The register number (see [`Wave::file_idx`]) of a vector operand code: 256..512 VGPR
@@ -3288,10 +3278,6 @@ fn wr_le(buf: &mut [u8], a: usize, n: usize, v: u64) {
             }
         }
     }
-}
-
-fn unreachable_wide() -> u32 {
-    0
 }
 
 enum Flow {
@@ -3519,7 +3505,32 @@ fn swizzle_lane(offset: u32, l: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{cmp_mask, fma32};
+    use super::{cmp_mask, fma32, int_rmw};
+
+    /// One integer atomic table for both widths: signedness and wrap-around follow the
+    /// cell's width.
+    #[test]
+    fn integer_atomics_per_width() {
+        let m32 = |v: i32| v as u32 as u64;
+        // smin/smax on 32-bit cells compare as i32, umin/umax as u32.
+        assert_eq!(int_rmw(4, m32(-5), m32(3), 0, 32), m32(-5));
+        assert_eq!(int_rmw(6, m32(-5), m32(3), 0, 32), m32(3));
+        assert_eq!(int_rmw(5, m32(-5), m32(3), 0, 32), m32(3));
+        assert_eq!(int_rmw(7, m32(-5), m32(3), 0, 32), m32(-5));
+        assert_eq!(int_rmw(4, (-5i64) as u64, 3, 0, 64), (-5i64) as u64);
+        // add wraps at the width; inc/dec wrap at DATA.
+        assert_eq!(int_rmw(2, 0xFFFF_FFFF, 2, 0, 32), 1);
+        assert_eq!(int_rmw(2, 0xFFFF_FFFF, 2, 0, 64), 0x1_0000_0001);
+        assert_eq!(int_rmw(11, 7, 7, 0, 32), 0);
+        assert_eq!(int_rmw(11, 6, 7, 0, 32), 7);
+        assert_eq!(int_rmw(12, 0, 9, 0, 64), 9);
+        assert_eq!(int_rmw(12, 10, 9, 0, 64), 9);
+        assert_eq!(int_rmw(12, 4, 9, 0, 64), 3);
+        // cmpswap stores only on a match.
+        assert_eq!(int_rmw(1, 5, 8, 5, 32), 8);
+        assert_eq!(int_rmw(1, 5, 8, 6, 32), 5);
+        assert_eq!(int_rmw(3, 0, 1, 0, 32), 0xFFFF_FFFF);
+    }
 
     /// Every VOPC float condition, NaNs included, against the ISA guide's definitions
     /// written lane by lane; integer conditions 0..=7 likewise.
