@@ -1087,7 +1087,21 @@ impl Wave {
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
-        let ftz = self.mode & 0x30 == 0; // FP_DENORM single: 0 = flush in and out
+        // MODE.FP_DENORM: per type, bit 0 allows input denormals, bit 1 output denormals
+        // (0 = flush both, 3 = allow both); [5:4] f32, [7:6] f64/f16.
+        let ftz_in = self.mode & 0x10 == 0;
+        let ftz = self.mode & 0x20 == 0;
+        let ftz64_in = self.mode & 0x40 == 0;
+        let ftz64_out = self.mode & 0x80 == 0;
+        let flush64 = move |v: &mut [u64; 64], on: bool| {
+            if on {
+                for x in v.iter_mut() {
+                    if *x & 0x7FF0_0000_0000_0000 == 0 {
+                        *x &= 1 << 63;
+                    }
+                }
+            }
+        };
         let omod = op.omod;
         let clamp = op.clamp;
         let post = move |x: f32| -> u32 {
@@ -1107,7 +1121,7 @@ impl Wave {
         };
         let pre = move |x: u32| -> f32 {
             let f = f32::from_bits(x);
-            if ftz {
+            if ftz_in {
                 ftz32(f)
             } else {
                 f
@@ -1117,7 +1131,7 @@ impl Wave {
         // loop (small enough to inline and vectorise), output modifiers in a final pass.
         let needs_post = omod != 0 || clamp || ftz;
         let flush = move |v: &mut [u32; 64]| {
-            if ftz {
+            if ftz_in {
                 for x in v.iter_mut() {
                     if *x & 0x7F80_0000 == 0 {
                         *x &= 0x8000_0000;
@@ -1183,17 +1197,22 @@ impl Wave {
             ($f:expr) => {{
                 self.fetch64(ctx, op, 0, Ty::F64, a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, b64)?;
+                flush64(a64, ftz64_in);
+                flush64(b64, ftz64_in);
                 let f = $f;
-                let r: [u64; 64] =
+                let mut r: [u64; 64] =
                     lanes(|l| f(f64::from_bits(a64[l]), f64::from_bits(b64[l])).to_bits());
+                flush64(&mut r, ftz64_out);
                 self.write64(ctx, d, &r, exec)?;
             }};
         }
         macro_rules! d1 {
             ($f:expr) => {{
                 self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                flush64(a64, ftz64_in);
                 let f = $f;
-                let r: [u64; 64] = lanes(|l| f(f64::from_bits(a64[l])).to_bits());
+                let mut r: [u64; 64] = lanes(|l| f(f64::from_bits(a64[l])).to_bits());
+                flush64(&mut r, ftz64_out);
                 self.write64(ctx, d, &r, exec)?;
             }};
         }
@@ -1490,11 +1509,15 @@ impl Wave {
                 self.fetch64(ctx, op, 0, Ty::F64, a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, b64)?;
                 self.fetch64(ctx, op, 2, Ty::F64, c64)?;
-                let r: [u64; 64] = lanes(|l| {
+                flush64(a64, ftz64_in);
+                flush64(b64, ftz64_in);
+                flush64(c64, ftz64_in);
+                let mut r: [u64; 64] = lanes(|l| {
                     f64::from_bits(a64[l])
                         .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
                         .to_bits()
                 });
+                flush64(&mut r, ftz64_out);
                 self.write64(ctx, d, &r, exec)?;
             }
             0x1ce => {
