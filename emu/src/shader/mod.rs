@@ -611,20 +611,28 @@ fn init_wave(
     };
     wave.s[126] = exec as u32;
     wave.s[127] = (exec >> 32) as u32;
-    // v0: work-item ids packed x | y << 10 | z << 20 (gfx90a/gfx94x).
+    // v0: work-item ids packed x | y << 10 | z << 20 (gfx90a/gfx94x); stepped from the
+    // wave's first work-item (no division per lane).
+    let (sx, sy) = (size[0].max(1), size[1].max(1));
+    let f = first as u32;
+    let (mut x, mut y, mut z) = (f % sx, (f / sx) % sy, f / (sx * sy));
     for l in 0..64 {
-        let i = (first + l) as u32;
-        let (x, y, z) = if (first + l) < items {
-            (
-                i % size[0],
-                (i / size[0]) % size[1],
-                i / (size[0] * size[1]),
-            )
+        let id = if first + l < items {
+            x | y << 10 | z << 20
         } else {
-            (0, 0, 0)
+            0
         };
         if let Some(r) = wave.v.get_mut(l) {
-            *r = x | y << 10 | z << 20;
+            *r = id;
+        }
+        x += 1;
+        if x == sx {
+            x = 0;
+            y += 1;
+            if y == sy {
+                y = 0;
+                z += 1;
+            }
         }
     }
 }
