@@ -673,8 +673,8 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
     }
 }
 
-/// Dense MFMA on the matrix core model: f32 16x16x4 (two chained products) and f16
-/// 32x32x8, with the register layouts of AMD's matrix instruction calculator, results
+/// Dense MFMA on the matrix core model: f32 16x16x4 (two chained products), f16 32x32x8
+/// and bf16 16x16x16, with the register layouts of AMD's matrix instruction calculator, results
 /// through AccVGPRs (`v_accvgpr_read`), checked against a CPU matrix product.
 #[test]
 fn mfma_f32_and_f16_matrix_products() {
@@ -746,6 +746,38 @@ fn mfma_f32_and_f16_matrix_products() {
                 let lane = j + 32 * ((i / 4) % 2);
                 let reg = 4 * (i / 8) + i % 4;
                 assert_eq!(d[lane * 16 + reg], want, "{} D[{i}][{j}]", dev.target);
+            }
+        }
+        // bf16 16x16x16 (`_1k`, per-target opcodes): A[i][k] in lane i + 16 (k / 4).
+        let bf = |seed: u32| -> Vec<u16> {
+            rand_u32(256, seed)
+                .iter()
+                .map(|&x| half::bf16::from_f32((x % 13) as f32 - 6.0).to_bits())
+                .collect()
+        };
+        let (ab, bb) = (bf(75), bf(76));
+        let (wa, wb, wd) = (dev.upload(&ab), dev.upload(&bb), dev.alloc(256 * 4));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "mfma_f32_16x16x16bf16",
+            [64, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let d: Vec<f32> = dev.download(&wd, 256);
+        let g = |v: u16| half::bf16::from_bits(v).to_f32();
+        for i in 0..16 {
+            for j in 0..16 {
+                let mut want = 0f32;
+                for k in 0..16 {
+                    want += g(ab[(i + 16 * (k / 4)) * 4 + k % 4])
+                        * g(bb[(j + 16 * (k / 4)) * 4 + k % 4]);
+                }
+                let lane = j + 16 * (i / 4);
+                assert_eq!(d[lane * 4 + i % 4], want, "{} bf16 D[{i}][{j}]", dev.target);
             }
         }
     }
