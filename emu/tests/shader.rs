@@ -936,3 +936,33 @@ fn packed_f16_and_sdwa_byte_lanes() {
         }
     }
 }
+
+/// `s_sleep` in a polling loop lets the work-group's other wave run: wave 0 waits for a
+/// flag that only wave 1 sets (without the hand-off the dispatch would never finish).
+#[test]
+fn s_sleep_hands_the_core_to_the_other_wave() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_buffer.cl");
+        let (wf, wo) = (dev.upload(&[0u32]), dev.alloc(128 * 4));
+        let args = Args::default().ptr(&wf).ptr(&wo);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "sleep_handoff",
+            [128, 1, 1],
+            [128, 1, 1],
+            0,
+            &args.0,
+        );
+        let o: Vec<u32> = dev.download(&wo, 128);
+        // Wave 0 runs first, so it polled (and slept) at least once before wave 1 ran.
+        assert!(
+            o[..64].iter().all(|&v| v == 2),
+            "{} {:?}",
+            dev.target,
+            &o[..64]
+        );
+        assert!(o[64..].iter().all(|&v| v == 3), "{}", dev.target);
+    }
+}

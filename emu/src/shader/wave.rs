@@ -27,6 +27,8 @@ pub(crate) enum WaveStop {
     Barrier,
     /// `s_endpgm`.
     End,
+    /// `s_sleep`: still runnable; the other waves get a turn.
+    Sleep,
 }
 
 type R<T> = Result<T, ShaderError>;
@@ -974,7 +976,17 @@ impl Wave {
             // s_nop, s_waitcnt, s_sethalt is below, s_sleep, s_setprio, s_icache_inv,
             // s_incperflevel, s_decperflevel, s_ttracedata: no architectural effect here
             // (memory operations complete in order).
-            0x00 | 0x0c | 0x0e | 0x0f | 0x13 | 0x14 | 0x15 | 0x16 => return Ok(Flow::Next),
+            // s_sleep: no architectural effect, but a polling wave gives its host core away
+            // (the hardware parks it for 64 * N clocks).
+            // It also lets the work-group's other waves run (a spin-wait on another wave's
+            // store makes progress).
+            0x0e => {
+                if op.imm & 0x7F != 0 {
+                    std::thread::yield_now();
+                }
+                return Ok(Flow::Stop(WaveStop::Sleep));
+            }
+            0x00 | 0x0c | 0x0f | 0x13 | 0x14 | 0x15 | 0x16 => return Ok(Flow::Next),
             0x01 => return Ok(Flow::Stop(WaveStop::End)),
             0x0a => return Ok(Flow::Stop(WaveStop::Barrier)),
             0x02 => true,
