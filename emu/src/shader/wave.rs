@@ -470,7 +470,14 @@ impl Wave {
                     self.lane_instrs += self.exec().count_ones() as u64;
                     self.flat(ctx, op)?
                 }
-                Enc::Invalid => return Err(self.err(ctx, "invalid or undecodable instruction")),
+                Enc::Invalid => {
+                    // Decoded but of an encoding the core does not execute (MTBUF), or bits
+                    // the decoder rejects.
+                    return Err(match prog.insts.get(self.pc) {
+                        Some(Some(_)) => self.unimpl(ctx),
+                        _ => self.err(ctx, "invalid or undecodable instruction"),
+                    });
+                }
                 // buffer_wbl2, buffer_inv, buffer_wbinvl1(_vol): cache maintenance, no
                 // architectural effect without modelled caches.
                 Enc::Mubuf if matches!(op.op, 0x28 | 0x29 | 0x3e | 0x3f) => {}
