@@ -24,7 +24,7 @@ fn vadd_and_saxpy_match_the_cpu() {
         let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * 4));
         let m = dev.load("cl/vadd.cl");
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "vadd",
@@ -32,8 +32,7 @@ fn vadd_and_saxpy_match_the_cpu() {
             [256, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let c: Vec<f32> = dev.download(&wc, n);
         for i in 0..n {
             assert_eq!(
@@ -47,7 +46,7 @@ fn vadd_and_saxpy_match_the_cpu() {
         let m = dev.load("cl/isa/saxpy.cl");
         let alpha = 1.75f32;
         let args = Args::default().f32(alpha).ptr(&wa).ptr(&wb).u32(n as u32);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "saxpy",
@@ -55,8 +54,7 @@ fn vadd_and_saxpy_match_the_cpu() {
             [128, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let y: Vec<f32> = dev.download(&wb, n);
         for i in 0..n {
             let want = alpha.mul_add(a[i], b[i]);
@@ -82,7 +80,7 @@ fn lds_reduction_with_barriers() {
         let (wi, wo) = (dev.upload(&input), dev.alloc(groups * 4));
         let m = dev.load("cl/isa/reduce.cl");
         let args = Args::default().ptr(&wi).ptr(&wo);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "reduce",
@@ -90,8 +88,7 @@ fn lds_reduction_with_barriers() {
             [256, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<u32> = dev.download(&wo, groups);
         for g in 0..groups {
             let want: u32 = input[g * 256..(g + 1) * 256].iter().sum();
@@ -109,7 +106,7 @@ fn global_atomic_histogram() {
         let (wi, wb) = (dev.upload(&input), dev.alloc(64 * 4));
         let m = dev.load("cl/isa/histogram.cl");
         let args = Args::default().ptr(&wi).ptr(&wb).u32(n as u32);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "histogram",
@@ -117,8 +114,7 @@ fn global_atomic_histogram() {
             [256, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let bins: Vec<u32> = dev.download(&wb, 64);
         let mut want = [0u32; 64];
         for x in &input {
@@ -144,7 +140,7 @@ fn tiled_matmul() {
         let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * n * 4));
         let m = dev.load("cl/isa/matmul.cl");
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "matmul",
@@ -152,8 +148,7 @@ fn tiled_matmul() {
             [16, 16, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let c: Vec<f32> = dev.download(&wc, n * n);
         for r in 0..n {
             for col in 0..n {
@@ -181,7 +176,7 @@ fn divergent_loops_and_integer_division() {
         let (wi, wo, wq) = (dev.upload(&input), dev.alloc(n * 4), dev.alloc(n * 4));
         let m = dev.load("cl/isa/divergent.cl");
         let args = Args::default().ptr(&wi).ptr(&wo).ptr(&wq);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "divergent",
@@ -189,8 +184,7 @@ fn divergent_loops_and_integer_division() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<u32> = dev.download(&wo, n);
         let qo: Vec<i32> = dev.download(&wq, n);
         for i in 0..n {
@@ -280,7 +274,7 @@ fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
         // The device still runs kernels on a new queue.
         let mut q3 = dev.queue();
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run(
+        dev.run_ok(
             &mut q3,
             &m,
             "vadd",
@@ -288,8 +282,7 @@ fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let c: Vec<f32> = dev.download(&wc, n);
         assert!((0..n).all(|i| c[i] == 2.0 * i as f32), "{}", dev.target);
     }
@@ -328,7 +321,7 @@ fn integer_division_32_and_64_bit() {
             .ptr(&wlb)
             .ptr(&wq)
             .ptr(&wlq);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "int_div",
@@ -336,8 +329,7 @@ fn integer_division_32_and_64_bit() {
             [128, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let qv: Vec<i32> = dev.download(&wq, 2 * n);
         let lq: Vec<i64> = dev.download(&wlq, 2 * n);
         for i in 0..n {
@@ -377,7 +369,7 @@ fn float_and_64_bit_global_atomics() {
             .ptr(&ws)
             .ptr(&wi)
             .ptr(&win);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "atomics",
@@ -385,8 +377,7 @@ fn float_and_64_bit_global_atomics() {
             [256, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let sum: f32 = input.iter().sum();
         assert_eq!(dev.download::<f32>(&wf, 1)[0], sum, "{}", dev.target);
         assert_eq!(dev.download::<f64>(&wd, 1)[0], sum as f64, "{}", dev.target);
@@ -429,7 +420,7 @@ fn swizzle_bpermute_and_dpp_scan() {
         let (wi, wo) = (dev.upload(&input), dev.alloc(n * 4));
         let m = dev.load("cl/isa_lanes.cl");
         let args = Args::default().ptr(&wi).ptr(&wo);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "swizzle_ops",
@@ -437,8 +428,7 @@ fn swizzle_bpermute_and_dpp_scan() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<i32> = dev.download(&wo, n);
         for i in 0..n {
             let w = i & !63;
@@ -457,7 +447,7 @@ fn swizzle_bpermute_and_dpp_scan() {
                 dev.target
             );
         }
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "wave_scan",
@@ -465,8 +455,7 @@ fn swizzle_bpermute_and_dpp_scan() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<i32> = dev.download(&wo, n);
         for i in 0..n {
             let w = i & !63;
@@ -487,7 +476,7 @@ fn jump_table_device_calls_and_scratch_array() {
         let (wo, wf) = (dev.alloc(2 * n * 4), dev.alloc(n * 4));
         let m = dev.load("cl/isa_control.cl");
         let args = Args::default().ptr(&wi).ptr(&wc).ptr(&wo).ptr(&wf);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "control",
@@ -495,8 +484,7 @@ fn jump_table_device_calls_and_scratch_array() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<i32> = dev.download(&wo, 2 * n);
         let fout: Vec<f32> = dev.download(&wf, n);
         for i in 0..n {
@@ -540,7 +528,7 @@ fn jump_table_device_calls_and_scratch_array() {
         let input: Vec<i32> = (0..64).map(|k| k * 3 - 50).collect();
         let (wi, wo) = (dev.upload(&input), dev.alloc(n * 4));
         let args = Args::default().ptr(&wi).ptr(&wo);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "scratch_array",
@@ -548,8 +536,7 @@ fn jump_table_device_calls_and_scratch_array() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<i32> = dev.download(&wo, n);
         for i in 0..n {
             let a: Vec<i32> = (0..37).map(|k| input[(i + k) % 64] * k as i32).collect();
@@ -621,7 +608,7 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
         let (wh, wback, wbf) = (dev.alloc(n * 2), dev.alloc(n * 4), dev.alloc(n * 2));
         let m = dev.load("cl/isa_types.cl");
         let args = Args::default().ptr(&win).ptr(&wh).ptr(&wback).ptr(&wbf);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "f16_convert",
@@ -629,8 +616,7 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let h: Vec<u16> = dev.download(&wh, n);
         let back: Vec<f32> = dev.download(&wback, n);
         let bf: Vec<u16> = dev.download(&wbf, n);
@@ -662,7 +648,7 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
             .collect();
         let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * 8));
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "f64_math",
@@ -670,8 +656,7 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let c: Vec<f64> = dev.download(&wc, n);
         for i in 0..n {
             let (x, y) = (a[i], b[i]);
@@ -685,5 +670,299 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
                 c[i]
             );
         }
+    }
+}
+
+/// Dense MFMA on the matrix core model: f32 16x16x4 (two chained products), f16 32x32x8
+/// and bf16 16x16x16, with the register layouts of AMD's matrix instruction calculator, results
+/// through AccVGPRs (`v_accvgpr_read`), checked against a CPU matrix product.
+#[test]
+fn mfma_f32_and_f16_matrix_products() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_mfma.cl");
+        // f32 16x16x4, twice: D = A1 B1 + A0 B0 (small integers: exact in any order).
+        let a: Vec<f32> = rand_u32(128, 71)
+            .iter()
+            .map(|&x| (x % 9) as f32 - 4.0)
+            .collect();
+        let b: Vec<f32> = rand_u32(128, 72)
+            .iter()
+            .map(|&x| (x % 7) as f32 - 3.0)
+            .collect();
+        let (wa, wb, wd) = (dev.upload(&a), dev.upload(&b), dev.alloc(256 * 4));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "mfma_f32_16x16x4f32",
+            [64, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let d: Vec<f32> = dev.download(&wd, 256);
+        for i in 0..16 {
+            for j in 0..16 {
+                let mut want = 0f32;
+                for blk in 0..2 {
+                    for k in 0..4 {
+                        want += a[64 * blk + i + 16 * k] * b[64 * blk + j + 16 * k];
+                    }
+                }
+                let lane = j + 16 * (i / 4);
+                assert_eq!(d[lane * 4 + i % 4], want, "{} D[{i}][{j}]", dev.target);
+            }
+        }
+        // f16 32x32x8: A[i][k] in lane i + 32 (k / 4), element k % 4.
+        let ah: Vec<u16> = rand_u32(256, 73)
+            .iter()
+            .map(|&x| half::f16::from_f32((x % 11) as f32 - 5.0).to_bits())
+            .collect();
+        let bh: Vec<u16> = rand_u32(256, 74)
+            .iter()
+            .map(|&x| half::f16::from_f32((x % 5) as f32 * 0.5).to_bits())
+            .collect();
+        let (wa, wb, wd) = (dev.upload(&ah), dev.upload(&bh), dev.alloc(1024 * 4));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "mfma_f32_32x32x8f16",
+            [64, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let d: Vec<f32> = dev.download(&wd, 1024);
+        let h = |v: u16| half::f16::from_bits(v).to_f32();
+        for i in 0..32 {
+            for j in 0..32 {
+                let mut want = 0f32;
+                for k in 0..8 {
+                    want += h(ah[(i + 32 * (k / 4)) * 4 + k % 4])
+                        * h(bh[(j + 32 * (k / 4)) * 4 + k % 4]);
+                }
+                let lane = j + 32 * ((i / 4) % 2);
+                let reg = 4 * (i / 8) + i % 4;
+                assert_eq!(d[lane * 16 + reg], want, "{} D[{i}][{j}]", dev.target);
+            }
+        }
+        // bf16 16x16x16 (`_1k`, per-target opcodes): A[i][k] in lane i + 16 (k / 4).
+        let bf = |seed: u32| -> Vec<u16> {
+            rand_u32(256, seed)
+                .iter()
+                .map(|&x| half::bf16::from_f32((x % 13) as f32 - 6.0).to_bits())
+                .collect()
+        };
+        let (ab, bb) = (bf(75), bf(76));
+        let (wa, wb, wd) = (dev.upload(&ab), dev.upload(&bb), dev.alloc(256 * 4));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "mfma_f32_16x16x16bf16",
+            [64, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let d: Vec<f32> = dev.download(&wd, 256);
+        let g = |v: u16| half::bf16::from_bits(v).to_f32();
+        for i in 0..16 {
+            for j in 0..16 {
+                let mut want = 0f32;
+                for k in 0..16 {
+                    want += g(ab[(i + 16 * (k / 4)) * 4 + k % 4])
+                        * g(bb[(j + 16 * (k / 4)) * 4 + k % 4]);
+                }
+                let lane = j + 16 * (i / 4);
+                assert_eq!(d[lane * 4 + i % 4], want, "{} bf16 D[{i}][{j}]", dev.target);
+            }
+        }
+    }
+}
+
+/// A private array indexed at run time lives in scratch; on gfx942 clang addresses it with
+/// SDWA operands (`v_lshlrev_b32_sdwa ... src1_sel:BYTE_0`), on gfx90a through MUBUF.
+#[test]
+fn private_array_in_scratch_with_sdwa() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/private_array.cl");
+        let n = 300u32;
+        let idx: Vec<u32> = (0..n).map(|i| i.wrapping_mul(40503) ^ 0x55).collect();
+        let (wi, wo) = (dev.upload(&idx), dev.alloc(n as usize * 4));
+        let args = Args::default().ptr(&wi).ptr(&wo).u32(n);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "private_array",
+            [n, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let got: Vec<u32> = dev.download(&wo, n as usize);
+        for i in 0..n {
+            let want = i.wrapping_mul(idx[i as usize] % 256).wrapping_add(7);
+            assert_eq!(got[i as usize], want, "{} out[{i}]", dev.target);
+        }
+    }
+}
+
+/// Raw buffer resources built in the kernel: in-range lanes copy (+1), lanes past
+/// num_records read 0 and their buffer stores are dropped, as the hardware's range check.
+#[test]
+fn buffer_resource_range_checking() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_buffer.cl");
+        let n = 256usize;
+        let valid = 200u32; // dwords inside the buffer
+        let src: Vec<u32> = rand_u32(n, 81);
+        let dst0 = vec![0xDEAD_BEEFu32; 2048];
+        let (ws, wd) = (dev.upload(&src), dev.upload(&dst0));
+        let args = Args::default().ptr(&ws).ptr(&wd).u32(valid * 4);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "buf_copy",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let d: Vec<u32> = dev.download(&wd, 2048);
+        for i in 0..n {
+            let inside = (i as u32) < valid;
+            let want = if inside {
+                src[i].wrapping_add(1)
+            } else {
+                0xDEAD_BEEF
+            };
+            assert_eq!(d[i], want, "{} dst[{i}]", dev.target);
+            let read = if inside { src[i] } else { 0 };
+            assert_eq!(d[i + 1024], read, "{} loaded[{i}]", dev.target);
+        }
+    }
+}
+
+/// Packed f16 VOP3P (v_pk_fma/add/mul/max_f16) and SDWA byte/word selects, against the
+/// same arithmetic on the host (f16 rounding after each operation, as the kernel does).
+#[test]
+fn packed_f16_and_sdwa_byte_lanes() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_buffer.cl");
+        let n = 256usize;
+        let hv = |seed: u32, sc: f32| -> Vec<u16> {
+            rand_u32(2 * n, seed)
+                .iter()
+                .map(|&x| half::f16::from_f32(((x % 2001) as f32 - 1000.0) * sc).to_bits())
+                .collect()
+        };
+        let (a, b, c) = (hv(91, 0.01), hv(92, 0.02), hv(93, 0.5));
+        let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.upload(&c));
+        let (wd, we, wf) = (dev.alloc(4 * n), dev.alloc(4 * n), dev.alloc(4 * n));
+        let args = Args::default()
+            .ptr(&wa)
+            .ptr(&wb)
+            .ptr(&wc)
+            .ptr(&wd)
+            .ptr(&we)
+            .ptr(&wf);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "pk_f16",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let (d, e, f): (Vec<u16>, Vec<u16>, Vec<u16>) = (
+            dev.download(&wd, 2 * n),
+            dev.download(&we, 2 * n),
+            dev.download(&wf, 2 * n),
+        );
+        let h = |v: u16| half::f16::from_bits(v);
+        for i in 0..2 * n {
+            let (x, y, z) = (h(a[i]), h(b[i]), h(c[i]));
+            let fma = half::f16::from_f64(x.to_f64() * y.to_f64() + z.to_f64());
+            let unfused = x * y + z;
+            assert!(
+                d[i] == fma.to_bits() || d[i] == unfused.to_bits(),
+                "{} d[{i}] = {:#x}, want {:#x}",
+                dev.target,
+                d[i],
+                fma.to_bits()
+            );
+            assert_eq!(e[i], ((x + y) * x).to_bits(), "{} e[{i}]", dev.target);
+            assert_eq!(
+                f[i],
+                (x.max(z) - y.min(z)).to_bits(),
+                "{} f[{i}]",
+                dev.target
+            );
+        }
+
+        let (a, b) = (rand_u32(n, 94), rand_u32(n, 95));
+        let (wa, wb, wo) = (dev.upload(&a), dev.upload(&b), dev.alloc(8 * n));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wo);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "bytes",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let o: Vec<u32> = dev.download(&wo, 2 * n);
+        for i in 0..n {
+            let (p, q) = (a[i].to_le_bytes(), b[i].to_le_bytes());
+            let s = (p[1] as u32 * q[2] as u32)
+                .wrapping_add(p[3] as i8 as i32 as u32)
+                .wrapping_add((b[i] >> 16) << 3);
+            assert_eq!(o[2 * i], s, "{} s[{i}]", dev.target);
+            let r = [
+                p[0].wrapping_add(q[1]),
+                p[2] ^ q[3],
+                p[3].wrapping_sub(q[0]),
+                p[1] | q[2],
+            ];
+            assert_eq!(o[2 * i + 1], u32::from_le_bytes(r), "{} r[{i}]", dev.target);
+        }
+    }
+}
+
+/// `s_sleep` in a polling loop lets the work-group's other wave run: wave 0 waits for a
+/// flag that only wave 1 sets (without the hand-off the dispatch would never finish).
+#[test]
+fn s_sleep_hands_the_core_to_the_other_wave() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_buffer.cl");
+        let (wf, wo) = (dev.upload(&[0u32]), dev.alloc(128 * 4));
+        let args = Args::default().ptr(&wf).ptr(&wo);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "sleep_handoff",
+            [128, 1, 1],
+            [128, 1, 1],
+            0,
+            &args.0,
+        );
+        let o: Vec<u32> = dev.download(&wo, 128);
+        // Wave 0 runs first, so it polled (and slept) at least once before wave 1 ran.
+        assert!(
+            o[..64].iter().all(|&v| v == 2),
+            "{} {:?}",
+            dev.target,
+            &o[..64]
+        );
+        assert!(o[64..].iter().all(|&v| v == 3), "{}", dev.target);
     }
 }

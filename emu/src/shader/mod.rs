@@ -13,7 +13,7 @@
 //! between `s_barrier`s. Work-groups are spread over worker threads (one per host core);
 //! the first fault stops the dispatch.
 
-mod decode;
+mod lower;
 mod mem;
 mod wave;
 
@@ -26,7 +26,7 @@ use pm4::kd::{code_props, KernelDescriptor};
 
 use crate::engine::Inner;
 use crate::gpumem::Fault;
-use decode::Op;
+use lower::Op;
 use mem::MemPort;
 use wave::{Ctx, Wave, WaveStop};
 
@@ -126,20 +126,16 @@ impl Program {
         let mut i = 0usize;
         while i < words.len() {
             let w = &words[i..words.len().min(i + 3)];
-            let mut op = decode::split(w);
+            let raw = [
+                w[0],
+                w.get(1).copied().unwrap_or(0),
+                w.get(2).copied().unwrap_or(0),
+            ];
             let inst = amdgpu_isa::decode(w, target.isa()).ok();
-            if let Some(ins) = &inst {
-                // FLAT/SCRATCH with no VGPR address (gfx940 `scratch_* off, ..., off`).
-                if op.enc == decode::Enc::Flat && ins.src[0] == amdgpu_isa::Operand::Off {
-                    op.neg_hi = 1;
-                }
-            }
-            match inst {
-                // The interpreter's field split and the decoder must agree on the length;
-                // where they do not (or the decoder rejects the bits), the op faults.
-                Some(ins) if ins.len == op.len => {}
-                _ => op.enc = decode::Enc::Invalid,
-            }
+            let op = match &inst {
+                Some(ins) => lower::lower(ins, raw),
+                None => lower::Op::invalid(raw),
+            };
             insts.push(inst);
             index[i] = ops.len() as u32;
             addrs.push(base + 4 * i as u64);
@@ -167,13 +163,13 @@ impl Program {
             else {
                 break;
             };
-            if g.enc == decode::Enc::Sop1
+            if g.enc == lower::Enc::Sop1
                 && g.op == 0x1c
-                && a.enc == decode::Enc::Sop2
+                && a.enc == lower::Enc::Sop2
                 && a.op == 0x00
                 && a.dst == g.dst
                 && a.src == [g.dst, 255, 0]
-                && c.enc == decode::Enc::Sop2
+                && c.enc == lower::Enc::Sop2
                 && c.op == 0x04
                 && c.dst == g.dst + 1
                 && c.src == [g.dst + 1, 255, 0]
@@ -346,7 +342,8 @@ pub(crate) fn dispatch(
     // Unified VGPR file on gfx90a/gfx942: granule of 8 registers, AccVGPRs from
     // ACCUM_OFFSET (RSRC3) on.
     let nregs = ((kd.granulated_vgpr_count() as usize + 1) * 8).min(512);
-    let acc_base = ((kd.accum_offset() as usize) + 1) * 4;
+    // `accum_offset()` is already in registers ((RSRC3 ACCUM_OFFSET + 1) * 4).
+    let acc_base = kd.accum_offset() as usize;
     let preload_n = if target == Target::Gfx942 {
         kd.kernarg_preload_length() as usize
     } else {
@@ -383,7 +380,10 @@ pub(crate) fn dispatch(
     let stats = Mutex::new(DispatchStats::default());
     let run = |port: &mut MemPort| {
         let mut local = DispatchStats::default();
-        let mut lds = vec![0u8; setup.lds_bytes];
+        let mut ws = WorkerState {
+            lds: vec![0u8; setup.lds_bytes],
+            pool: Vec::new(),
+        };
         let clock = || inner.clock.now();
         loop {
             if abort.load(Ordering::Relaxed) {
@@ -393,7 +393,7 @@ pub(crate) fn dispatch(
             if g >= total {
                 break;
             }
-            if let Err(e) = run_workgroup(&setup, &prog, port, &mut lds, &clock, g, &mut local) {
+            if let Err(e) = run_workgroup(&setup, &prog, port, &mut ws, &clock, g, &mut local) {
                 abort.store(true, Ordering::Relaxed);
                 let mut fe = first_err.lock().unwrap_or_else(|e| e.into_inner());
                 if fe.is_none() {
@@ -448,12 +448,19 @@ fn worker_threads() -> usize {
     })
 }
 
+/// A worker thread's reusable state: the work-group's LDS and its waves (no allocation per
+/// work-group or wave).
+struct WorkerState {
+    lds: Vec<u8>,
+    pool: Vec<Wave>,
+}
+
 /// Runs work-group number `g` (x fastest) to completion.
 fn run_workgroup(
     st: &Setup,
     prog: &Program,
     port: &mut MemPort,
-    lds: &mut [u8],
+    ws: &mut WorkerState,
     clock: &dyn Fn() -> u64,
     g: u64,
     stats: &mut DispatchStats,
@@ -470,10 +477,16 @@ fn run_workgroup(
     }
     let items = (size[0] * size[1] * size[2]) as usize;
     let nwaves = items.div_ceil(64).max(1);
+    let WorkerState { lds, pool } = ws;
     lds.iter_mut().for_each(|b| *b = 0);
-    let mut waves: Vec<Wave> = (0..nwaves)
-        .map(|w| init_wave(st, prog, gid, size, items, w))
-        .collect();
+    while pool.len() < nwaves {
+        pool.push(Wave::new(st.nregs, st.acc_base, st.priv_bytes));
+    }
+    let waves = &mut pool[..nwaves];
+    for (w, wave) in waves.iter_mut().enumerate() {
+        wave.reset();
+        init_wave(st, prog, gid, size, items, w, wave);
+    }
     let mut done = vec![false; nwaves];
     let mut at_barrier = vec![false; nwaves];
     loop {
@@ -492,6 +505,7 @@ fn run_workgroup(
             match waves[w].run(&mut ctx)? {
                 WaveStop::End => done[w] = true,
                 WaveStop::Barrier => at_barrier[w] = true,
+                WaveStop::Sleep => {}
             }
             progressed = true;
         }
@@ -510,7 +524,7 @@ fn run_workgroup(
     }
     stats.workgroups += 1;
     stats.waves += nwaves as u64;
-    for w in &waves {
+    for w in waves.iter() {
         stats.instructions += w.instrs;
         stats.lane_instructions += w.lane_instrs;
     }
@@ -525,9 +539,9 @@ fn init_wave(
     size: [u32; 3],
     items: usize,
     w: usize,
-) -> Wave {
+    wave: &mut Wave,
+) {
     let kd = &st.kd;
-    let mut wave = Wave::new(st.nregs, st.acc_base, st.priv_bytes);
     wave.pc = prog.index_of(prog.entry).unwrap_or(0);
     wave.hw_id = w as u32;
     // MODE from RSRC1: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9].
@@ -546,47 +560,47 @@ fn init_wave(
         // The private segment V#: scratch is lane-private in this model (see notes), so the
         // descriptor has base 0 and the wave offset below is 0.
         for v in wave::PRIVATE_SEGMENT_VSHARP {
-            put(&mut wave, &mut s, v);
+            put(wave, &mut s, v);
         }
     }
     if kd.has(code_props::ENABLE_SGPR_DISPATCH_PTR) {
-        put(&mut wave, &mut s, st.packet_va as u32);
-        put(&mut wave, &mut s, (st.packet_va >> 32) as u32);
+        put(wave, &mut s, st.packet_va as u32);
+        put(wave, &mut s, (st.packet_va >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_QUEUE_PTR) {
-        put(&mut wave, &mut s, st.queue_va as u32);
-        put(&mut wave, &mut s, (st.queue_va >> 32) as u32);
+        put(wave, &mut s, st.queue_va as u32);
+        put(wave, &mut s, (st.queue_va >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_KERNARG_SEGMENT_PTR) {
-        put(&mut wave, &mut s, st.k.kernarg_address as u32);
-        put(&mut wave, &mut s, (st.k.kernarg_address >> 32) as u32);
+        put(wave, &mut s, st.k.kernarg_address as u32);
+        put(wave, &mut s, (st.k.kernarg_address >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_DISPATCH_ID) {
-        put(&mut wave, &mut s, st.dispatch_id as u32);
-        put(&mut wave, &mut s, (st.dispatch_id >> 32) as u32);
+        put(wave, &mut s, st.dispatch_id as u32);
+        put(wave, &mut s, (st.dispatch_id >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_FLAT_SCRATCH_INIT) {
-        put(&mut wave, &mut s, 0);
-        put(&mut wave, &mut s, st.priv_bytes);
+        put(wave, &mut s, 0);
+        put(wave, &mut s, st.priv_bytes);
     }
     if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_SIZE) {
-        put(&mut wave, &mut s, st.priv_bytes);
+        put(wave, &mut s, st.priv_bytes);
     }
     for &v in &st.preload {
-        put(&mut wave, &mut s, v);
+        put(wave, &mut s, v);
     }
     // System SGPRs start right after the USER_SGPR_COUNT user SGPRs.
     s = kd.user_sgpr_count() as usize;
     for (d, &id) in gid.iter().enumerate() {
         if kd.workgroup_id_enabled(d as u32) {
-            put(&mut wave, &mut s, id);
+            put(wave, &mut s, id);
         }
     }
     if kd.workgroup_info_enabled() {
-        put(&mut wave, &mut s, 0);
+        put(wave, &mut s, 0);
     }
     if kd.private_segment_enabled() {
-        put(&mut wave, &mut s, 0);
+        put(wave, &mut s, 0);
     }
     // EXEC: the wave's live work-items.
     let first = w * 64;
@@ -598,21 +612,28 @@ fn init_wave(
     };
     wave.s[126] = exec as u32;
     wave.s[127] = (exec >> 32) as u32;
-    // v0: work-item ids packed x | y << 10 | z << 20 (gfx90a/gfx94x).
+    // v0: work-item ids packed x | y << 10 | z << 20 (gfx90a/gfx94x); stepped from the
+    // wave's first work-item (no division per lane).
+    let (sx, sy) = (size[0].max(1), size[1].max(1));
+    let f = first as u32;
+    let (mut x, mut y, mut z) = (f % sx, (f / sx) % sy, f / (sx * sy));
     for l in 0..64 {
-        let i = (first + l) as u32;
-        let (x, y, z) = if (first + l) < items {
-            (
-                i % size[0],
-                (i / size[0]) % size[1],
-                i / (size[0] * size[1]),
-            )
+        let id = if first + l < items {
+            x | y << 10 | z << 20
         } else {
-            (0, 0, 0)
+            0
         };
         if let Some(r) = wave.v.get_mut(l) {
-            *r = x | y << 10 | z << 20;
+            *r = id;
+        }
+        x += 1;
+        if x == sx {
+            x = 0;
+            y += 1;
+            if y == sy {
+                y = 0;
+                z += 1;
+            }
         }
     }
-    wave
 }
