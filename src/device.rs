@@ -9,6 +9,7 @@ use kfd::Backend;
 
 use crate::device_select::{open_backend, DeviceSpec};
 use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
 
 /// Lowest KFD minor version kfdrt runs on: 1.5 brings SVM and the queue/memory ioctls
 /// of this ABI (older kernels are missing too much to emulate HIP's semantics).
@@ -53,7 +54,7 @@ pub(crate) struct DeviceCore {
     pub(crate) kfd_version: (u32, u32),
     pub(crate) gpus: Vec<Gpu>,
     /// Doorbell pages mapped so far (per GPU); unmapped when the last queue is gone.
-    pub(crate) doorbells: Mutex<Vec<(usize, crate::queue::DoorbellPage)>>,
+    pub(crate) doorbells: Mutex<Vec<(usize, crate::ring::DoorbellPage)>>,
     /// The signal event every queue's context save area header names for queue errors.
     /// Created with the first queue (a signal event needs the event page first).
     pub(crate) queue_error_event: std::sync::OnceLock<u32>,
@@ -378,7 +379,7 @@ impl DeviceInner {
                 .collect();
             if let Ok(r) = kfd::ioctl::wait_events(self.backend.as_ref(), &mut evs, false, 0) {
                 if r == kfd::abi::KFD_IOC_WAIT_RESULT_COMPLETE {
-                    let mut f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut f = lock(&self.faults);
                     // evs[0] is the memory event, evs[1] the hw exception (when both exist).
                     let m = evs[0].memory_exception();
                     if m.gpu_id != 0 {
@@ -403,12 +404,12 @@ impl DeviceInner {
         }
         if let Some((qid, payload)) = self.queue_errors.poll(gpu_index) {
             let d = crate::queue_error::describe(gpu_id, qid, payload);
-            let mut f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+            let mut f = lock(&self.faults);
             if !f.iter().any(|(g, x)| *g == gpu_id && *x == d) {
                 f.push((gpu_id, d));
             }
         }
-        let f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let f = lock(&self.faults);
         f.iter().find(|(g, _)| *g == gpu_id).map(|(_, d)| d.clone())
     }
 }

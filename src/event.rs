@@ -7,6 +7,7 @@ use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::signal::Signal;
 use crate::stream::{Point, Stream};
+use crate::sync::lock;
 
 /// `hipEventDefault`.
 pub const EVENT_DEFAULT: u32 = 0x0;
@@ -79,7 +80,7 @@ pub struct Event {
 
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let r = self.rec.lock().unwrap_or_else(|e| e.into_inner());
+        let r = lock(&self.rec);
         write!(f, "Event(flags={:#x} recorded={})", self.flags, r.is_some())
     }
 }
@@ -132,7 +133,7 @@ impl Event {
             .as_ref()
             .map(|s| s.handle() + crate::hsa::SIGNAL_END_TS_OFFSET);
         let point = stream.record(addr)?;
-        *self.rec.lock().unwrap_or_else(|e| e.into_inner()) = Some(Recorded { point, ts });
+        *lock(&self.rec) = Some(Recorded { point, ts });
         Ok(())
     }
 
@@ -145,11 +146,7 @@ impl Event {
     }
 
     pub(crate) fn recorded_point(&self) -> Option<Point> {
-        self.rec
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|r| r.point.clone())
+        lock(&self.rec).as_ref().map(|r| r.point.clone())
     }
 
     /// `hipEventQuery`: Ok when the recorded work completed (or never recorded), else
@@ -216,7 +213,7 @@ impl Event {
     }
 
     fn timestamp(&self, call: &'static str) -> Result<u64> {
-        let r = self.rec.lock().unwrap_or_else(|e| e.into_inner());
+        let r = lock(&self.rec);
         let Some(rec) = r.as_ref() else {
             return Err(Error::new(
                 ErrorKind::InvalidHandle,
