@@ -240,9 +240,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                     ));
                 }
                 p.gate.store_relaxed(0);
-                // The CP polls the barrier's dependency by itself; the notification only
-                // lets an emulated engine re-poll now (a no-op on hardware).
-                dev.backend.doorbell_written(p.hold.queue_id);
+                dev.backend.host_signal_written(p.hold.queue_id);
                 lock(&cb.retired).push((p.gate, p.hold));
             }
             None => {

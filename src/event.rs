@@ -165,41 +165,14 @@ impl Event {
     /// `hipEventSynchronize`: wait for the recorded work (immediately Ok if never
     /// recorded). A `hipEventBlockingSync` event sleeps at once instead of spinning first.
     pub fn synchronize(&self) -> Result<()> {
-        match self.recorded_point() {
-            Some(p) => {
-                crate::callback::before_blocking(&self.dev);
-                let spin = if self.flags & EVENT_BLOCKING_SYNC != 0 {
-                    std::time::Duration::ZERO
-                } else {
-                    self.dev.wait_spin()
-                };
-                self.dev.wait_point(&p, None, spin)?;
-                crate::mempool::on_synchronize(&self.dev);
-                Ok(())
-            }
-            None => Ok(()),
-        }
+        self.host_wait(None)
     }
 
     /// [`Event::synchronize`] with a deadline (a Rust extension; HIP has none): NotReady
     /// when the recorded work has not completed within `timeout`, LaunchFailure on a
     /// GPU fault, Ok once complete (or never recorded).
     pub fn wait_timeout(&self, timeout: std::time::Duration) -> Result<()> {
-        let Some(p) = self.recorded_point() else {
-            return Ok(());
-        };
-        if p.done() {
-            return Ok(());
-        }
-        crate::callback::before_blocking(&self.dev);
-        let spin = if self.flags & EVENT_BLOCKING_SYNC != 0 {
-            std::time::Duration::ZERO
-        } else {
-            self.dev.wait_spin()
-        };
-        let deadline = std::time::Instant::now().checked_add(timeout);
-        self.dev
-            .wait_point_until(&p, None, spin, deadline)
+        self.host_wait(std::time::Instant::now().checked_add(timeout))
             .map_err(|e| match e.kind() {
                 ErrorKind::NotReady => Error::new(
                     ErrorKind::NotReady,
@@ -207,9 +180,21 @@ impl Event {
                     "the deadline passed before the recorded work completed",
                 ),
                 _ => e,
-            })?;
-        crate::mempool::on_synchronize(&self.dev);
-        Ok(())
+            })
+    }
+
+    /// The recorded point through the device's one host-wait path; a
+    /// `hipEventBlockingSync` event sleeps at once instead of spinning first.
+    fn host_wait(&self, deadline: Option<std::time::Instant>) -> Result<()> {
+        let Some(p) = self.recorded_point() else {
+            return Ok(());
+        };
+        let spin = if self.flags & EVENT_BLOCKING_SYNC != 0 {
+            std::time::Duration::ZERO
+        } else {
+            self.dev.wait_spin()
+        };
+        self.dev.host_synchronize([p], None, spin, deadline)
     }
 
     fn timestamp(&self, call: &'static str) -> Result<u64> {

@@ -176,6 +176,7 @@ pub mod stream;
 mod sync;
 pub mod va;
 pub mod vmm;
+mod wait;
 
 pub use codeobj;
 pub use device::{Device, Gpu};

@@ -558,27 +558,7 @@ impl Stream {
     /// GPU's blocking streams (null-stream semantics). Returns the sticky error if a queue
     /// fault stopped the stream.
     pub fn synchronize(&self) -> Result<()> {
-        if !self.inner.idle() {
-            crate::callback::before_blocking(&self.inner.dev);
-            let p = self.inner.point();
-            self.inner
-                .dev
-                .wait_point(&p, Some(&self.inner), self.inner.dev.wait_spin())?;
-        }
-        if self.inner.is_null {
-            crate::callback::before_blocking(&self.inner.dev);
-            for s in self.inner.dev.blocking_streams(self.inner.gpu_index) {
-                let p = s.point();
-                self.inner
-                    .dev
-                    .wait_point(&p, Some(&self.inner), self.inner.dev.wait_spin())?;
-            }
-        }
-        crate::mempool::on_synchronize(&self.inner.dev);
-        match self.inner.sticky_error() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.host_synchronize(None)
     }
 
     /// [`Stream::synchronize`] with a deadline (a Rust extension; HIP has none): NotReady
@@ -586,22 +566,23 @@ impl Stream {
     /// enqueued and the stream usable), the sticky error on a fault, Ok otherwise.
     /// `Duration::ZERO` checks once, like [`Stream::query`] but reporting faults.
     pub fn synchronize_timeout(&self, timeout: std::time::Duration) -> Result<()> {
-        let deadline = Instant::now().checked_add(timeout);
-        let dev = &self.inner.dev;
-        if !self.inner.idle() {
-            crate::callback::before_blocking(dev);
-            let p = self.inner.point();
-            dev.wait_point_until(&p, Some(&self.inner), dev.wait_spin(), deadline)?;
-        }
-        if self.inner.is_null {
-            crate::callback::before_blocking(dev);
-            for s in dev.blocking_streams(self.inner.gpu_index) {
-                let p = s.point();
-                dev.wait_point_until(&p, Some(&self.inner), dev.wait_spin(), deadline)?;
-            }
-        }
-        crate::mempool::on_synchronize(dev);
-        match self.inner.sticky_error() {
+        self.host_synchronize(Instant::now().checked_add(timeout))
+    }
+
+    /// The stream's work and, on the null stream, the GPU's blocking streams' work
+    /// (null-stream semantics), through the device's one host-wait path.
+    fn host_synchronize(&self, deadline: Option<Instant>) -> Result<()> {
+        let s = &self.inner;
+        let dev = &s.dev;
+        let own = (!s.idle()).then(|| s.point());
+        let others = if s.is_null {
+            dev.blocking_streams(s.gpu_index)
+        } else {
+            Vec::new()
+        };
+        let points = own.into_iter().chain(others.iter().map(|o| o.point()));
+        dev.host_synchronize(points, Some(s), dev.wait_spin(), deadline)?;
+        match s.sticky_error() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -1122,60 +1103,5 @@ impl DeviceInner {
         let gpu_id = self.gpus.get(gpu_index)?.gpu_id;
         let f = lock(&self.faults);
         f.iter().find(|(g, _)| *g == gpu_id).map(|(_, d)| d.clone())
-    }
-
-    /// Host wait for a point, failing instead of hanging when the device reported a fault
-    /// that stopped the work (`owner` then gets the sticky error).
-    pub(crate) fn wait_point(
-        &self,
-        p: &Point,
-        owner: Option<&Arc<StreamInner>>,
-        spin: std::time::Duration,
-    ) -> Result<()> {
-        self.wait_point_until(p, owner, spin, None)
-    }
-
-    /// [`DeviceInner::wait_point`] that gives up with NotReady at `deadline`.
-    pub(crate) fn wait_point_until(
-        &self,
-        p: &Point,
-        owner: Option<&Arc<StreamInner>>,
-        spin: std::time::Duration,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let th = p.threshold();
-        loop {
-            let step = Instant::now() + std::time::Duration::from_millis(50);
-            let r = p.timeline.wait(
-                |v| v <= th,
-                spin,
-                Some(deadline.map_or(step, |d| d.min(step))),
-            );
-            match r {
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::NotReady => {
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        if let Some(f) = self.check_faults(p.gpu_index) {
-                            if let Some(o) = owner {
-                                o.fail(f.clone());
-                            }
-                            return Err(Error::new(ErrorKind::LaunchFailure, "synchronize", f));
-                        }
-                        return Err(Error::new(
-                            ErrorKind::NotReady,
-                            "synchronize_timeout",
-                            "the deadline passed before the work completed",
-                        ));
-                    }
-                    if let Some(f) = self.check_faults(p.gpu_index) {
-                        if let Some(o) = owner {
-                            o.fail(f.clone());
-                        }
-                        return Err(Error::new(ErrorKind::LaunchFailure, "synchronize", f));
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
     }
 }
