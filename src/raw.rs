@@ -43,3 +43,11 @@ pub fn sdma_submit(
 ) -> Result<()> {
     crate::sdma::sdma_submit(q, version, pkts, &|| None)
 }
+
+/// The floor of a submission (measurements only): one 64-byte packet written at ring
+/// index `index`, a release store of the write pointer and the doorbell store, with
+/// nothing else (no lock, space check, HDP flush or backend notification).
+#[inline(never)]
+pub fn bare_publish(q: &UserQueue, index: u64, packet: &[u32; 16]) {
+    q.bare_publish(index, packet)
+}

@@ -340,6 +340,27 @@ impl VendorPm4Ib {
     }
 }
 
+impl VendorPm4Ib {
+    /// The encoding of [`VendorPm4Ib::new`]`(addr, dwords, completion_signal)` made from
+    /// `template`, the encoding of `new(0, 0, 0)`: only the IB address, IB size and
+    /// completion signal dwords change (the submission hot path encodes one per command).
+    /// `addr` must be 4-aligned and `dwords` below 2^20, as [`AqlPacket::validate`] checks.
+    #[inline]
+    pub fn patch(
+        template: &[u32; 16],
+        addr: u64,
+        dwords: u32,
+        completion_signal: u64,
+    ) -> [u32; 16] {
+        let mut w = *template;
+        w[2] = lo(addr & !3);
+        w[3] = hi(addr);
+        w[4] |= dwords & 0xF_FFFF;
+        put64(&mut w, 14, completion_signal);
+        w
+    }
+}
+
 impl BarrierValue {
     /// A barrier-value packet waiting until `(signal.value & mask) cond value`, system
     /// scope.
@@ -723,6 +744,21 @@ impl<'a> AqlRingWriter<'a> {
 #[cfg(test)]
 mod dispatch_tests {
     use super::*;
+
+    #[test]
+    fn pm4_ib_patch_matches_encode() {
+        let t = VendorPm4Ib::new(0, 0, 0).encode();
+        for (a, n, c) in [
+            (0x1000u64, 7u32, 0x2000u64),
+            (0x7fff_ffff_f000, 16, u64::MAX - 63),
+            (0xdead_beef_0004, 0xF_FFFF, 0),
+        ] {
+            assert_eq!(
+                VendorPm4Ib::patch(&t, a, n, c),
+                VendorPm4Ib::new(a, n, c).encode()
+            );
+        }
+    }
 
     #[test]
     fn kernel_dispatch_new_sets_dimensions_and_encodes() {
