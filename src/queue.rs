@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::abi;
-use pm4::aql::{AqlRingWriter, VendorPm4Ib, COMPLETION_SIGNAL_OFFSET};
+use pm4::aql::{AqlPacket, AqlRingWriter, VendorPm4Ib, COMPLETION_SIGNAL_OFFSET};
 
 use crate::cmdbuf::{Cmd, CmdBuf, IB_DWORDS};
 use crate::device::{DeviceCore, DeviceInner};
@@ -164,7 +164,7 @@ impl AqlQueue {
             queue_id,
             slots,
             ib,
-            ib_template: VendorPm4Ib::new(0, 0, 0).encode(),
+            ib_template: AqlPacket::pm4_ib(0, 0, 0).encode(),
             _eop: eop,
             _cwsr: cwsr,
             priority,

@@ -748,7 +748,7 @@ pub fn insn_child(dev: &Device, op: &str, calls: usize) -> Result<(), String> {
         "floor" => {
             let q = crate::check::raw::RawAql::new(dev, 0, 1024)?;
             // A barrier-AND without dependencies or completion signal.
-            let pkt = pm4::aql::Barrier::and([0; 5], 0).encode();
+            let pkt = pm4::aql::AqlPacket::barrier_and([0; 5], 0).encode();
             for i in 0..calls.min(1024) as u64 {
                 probe_floor(&q, i, &pkt);
             }
