@@ -188,6 +188,8 @@ impl CmdBuf {
             return Ok(());
         };
         if bits == 64 && !self.t.has_wait_reg_mem64() {
+            // gfx9: BARRIER_VALUE, or NotSupported for an unsigned compare over bit 63
+            // that has no exact signed form (see barrier_value_for).
             let p = barrier_value_for(addr, c, 0)?;
             return self.push_packet(p);
         }
