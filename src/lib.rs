@@ -155,6 +155,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use kfd;
 pub mod callback;
 pub mod cmd;
+mod cmdbuf;
 pub mod copy;
 pub mod device;
 pub mod event;
@@ -167,13 +168,18 @@ pub mod mempool;
 pub mod module;
 pub mod queue;
 mod queue_error;
+#[doc(hidden)]
+pub mod raw;
+mod ring;
 pub mod sdma;
 pub mod signal;
 #[doc(hidden)]
 pub mod soak;
 pub mod stream;
+mod sync;
 pub mod va;
 pub mod vmm;
+mod wait;
 
 pub use codeobj;
 pub use device::{Device, Gpu};
