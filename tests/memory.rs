@@ -280,6 +280,17 @@ impl kfd::Backend for SmallBar {
     fn doorbell_written(&self, queue_id: u32) {
         self.emu.doorbell_written(queue_id)
     }
+    fn host_signal_written(&self, queue_id: u32) {
+        self.emu.host_signal_written(queue_id)
+    }
+    unsafe fn release_svm_mapping(
+        &self,
+        addr: core::ptr::NonNull<core::ffi::c_void>,
+        len: usize,
+    ) -> Result<(), kfd::Errno> {
+        // SAFETY: forwarded with the caller's guarantee.
+        unsafe { self.emu.release_svm_mapping(addr, len) }
+    }
 }
 
 /// hipMalloc memory is CPU-visible only on a large-BAR board (ROCr: `HostAccess` unless

@@ -304,6 +304,63 @@ pub struct BarrierValue {
     pub completion_signal: u64,
 }
 
+/// Byte offset of the completion signal handle in every AQL packet type (HSA
+/// `hsa_kernel_dispatch_packet_t`, barrier-AND/OR and AMD vendor packets alike).
+pub const COMPLETION_SIGNAL_OFFSET: usize = 56;
+
+impl Barrier {
+    /// A barrier-AND over up to five dependent signals (0 = none), with the system-scope
+    /// acquire/release and barrier bit every runtime packet carries.
+    pub const fn and(dep_signals: [u64; 5], completion_signal: u64) -> AqlPacket {
+        AqlPacket::BarrierAnd(Barrier {
+            control: PacketControl::SYSTEM_BARRIER,
+            dep_signals,
+            completion_signal,
+        })
+    }
+
+    /// A barrier-OR over up to five dependent signals (0 = none), system scope.
+    pub const fn or(dep_signals: [u64; 5], completion_signal: u64) -> AqlPacket {
+        AqlPacket::BarrierOr(Barrier {
+            control: PacketControl::SYSTEM_BARRIER,
+            dep_signals,
+            completion_signal,
+        })
+    }
+}
+
+impl VendorPm4Ib {
+    /// A PM4-IB packet running `dwords` of the indirect buffer at `addr`, system scope.
+    pub const fn new(addr: u64, dwords: u32, completion_signal: u64) -> AqlPacket {
+        AqlPacket::VendorPm4Ib(VendorPm4Ib {
+            control: PacketControl::SYSTEM_BARRIER,
+            ib: IndirectBuffer::new(addr, dwords),
+            completion_signal,
+        })
+    }
+}
+
+impl BarrierValue {
+    /// A barrier-value packet waiting until `(signal.value & mask) cond value`, system
+    /// scope.
+    pub const fn new(
+        signal: u64,
+        cond: SignalCondition,
+        value: i64,
+        mask: i64,
+        completion_signal: u64,
+    ) -> AqlPacket {
+        AqlPacket::BarrierValue(BarrierValue {
+            control: PacketControl::SYSTEM_BARRIER,
+            signal,
+            value,
+            mask,
+            cond,
+            completion_signal,
+        })
+    }
+}
+
 /// Any AQL packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AqlPacket {
@@ -629,6 +686,19 @@ impl<'a> AqlRingWriter<'a> {
     #[inline]
     pub fn write(&self, index: u64, pkt: &AqlPacket) -> u64 {
         let w = pkt.encode();
+        let base = ((index & self.mask) as usize) * PACKET_DWORDS;
+        let slot = &self.ring[base..base + PACKET_DWORDS];
+        for i in 1..PACKET_DWORDS {
+            slot[i].store(w[i], Ordering::Relaxed);
+        }
+        slot[0].store(w[0], Ordering::Release);
+        index
+    }
+
+    /// Writes pre-encoded packet dwords into slot `index % slot_count`, in the same
+    /// publish order as [`AqlRingWriter::write`] (body relaxed, header release).
+    #[inline]
+    pub fn write_words(&self, index: u64, w: &[u32; 16]) -> u64 {
         let base = ((index & self.mask) as usize) * PACKET_DWORDS;
         let slot = &self.ring[base..base + PACKET_DWORDS];
         for i in 1..PACKET_DWORDS {
