@@ -6,8 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::emu;
-use kfdrt::{Device, DeviceSpec, ErrorKind, MemoryKind};
-use kfdrt::{EventFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{Device, DeviceSpec, ErrorKind, EventFlags, MemoryKind, WaitCompare, WriteValueFlags};
 
 #[test]
 fn every_kind_is_cpu_and_gpu_visible_and_freed_on_drop() {

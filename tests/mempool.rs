@@ -6,9 +6,10 @@ mod common;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::{emu, settle, signal_mem};
-use kfdrt::{AccessDesc, AccessFlags, Location, PoolAttr, PoolProps};
-use kfdrt::{Device, ErrorKind, Stream};
-use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{
+    AccessDesc, AccessFlags, Device, ErrorKind, EventFlags, Location, PoolAttr, PoolProps, Stream,
+    StreamFlags, WaitCompare, WriteValueFlags,
+};
 
 const MIB: u64 = 1 << 20;
 

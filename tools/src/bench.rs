@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use kfdrt::{AttachFlags, EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
-use kfdrt::{Device, MemoryKind};
+use kfdrt::{
+    AttachFlags, Device, EventFlags, MemoryKind, StreamFlags, WaitCompare, WriteValueFlags,
+};
 
 /// One reported figure.
 #[derive(Debug, Clone)]
