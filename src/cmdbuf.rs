@@ -21,7 +21,7 @@
 //! commands that go into the slot's indirect buffer and run from a PM4-IB packet. The
 //! queue fills in each packet's completion signal and IB address when it publishes.
 
-use pm4::aql::{AqlPacket, Barrier, BarrierValue, SignalCondition};
+use pm4::aql::{AqlPacket, SignalCondition};
 use pm4::pkt3::{
     copy_sel, CachePolicy, CompareFn, CopyData, DmaData, MemSpace, PredExec, WaitOperation,
     WaitRegMem, WaitRegMem64, WriteData, WriteDataDst,
@@ -221,7 +221,7 @@ impl CmdBuf {
     /// `value < threshold + 1` on gfx9 (signal values are signed, as the CP compares them).
     pub(crate) fn wait_point(&mut self, handle: u64, threshold: i64) -> Result<()> {
         if !self.t.has_wait_reg_mem64() {
-            return self.push_packet(BarrierValue::new(
+            return self.push_packet(AqlPacket::barrier_value(
                 handle,
                 SignalCondition::Lt,
                 threshold.saturating_add(1),
@@ -242,7 +242,7 @@ impl CmdBuf {
 
     /// Wait until every signal in `deps` (0 = none) reaches 0: a barrier-AND.
     pub(crate) fn barrier_and(&mut self, deps: [u64; 5]) -> Result<()> {
-        self.push_packet(Barrier::and(deps, 0))
+        self.push_packet(AqlPacket::barrier_and(deps, 0))
     }
 
     /// A 32-bit WRITE_DATA, or for 64 bits a COPY_DATA of the immediate with a 64-bit
@@ -466,7 +466,7 @@ pub fn barrier_value_for(addr: u64, c: WaitCondition, completion: u64) -> Result
             ))
         }
     };
-    Ok(BarrierValue::new(
+    Ok(AqlPacket::barrier_value(
         addr.wrapping_sub(pm4::hsa::SIGNAL_VALUE_OFFSET),
         cond,
         value as i64,

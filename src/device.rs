@@ -276,20 +276,7 @@ impl Device {
             kfd::abi::KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK
                 | kfd::abi::KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK,
         );
-        let mut exception_events = Vec::new();
-        for ty in [
-            kfd::abi::KFD_IOC_EVENT_MEMORY,
-            kfd::abi::KFD_IOC_EVENT_HW_EXCEPTION,
-        ] {
-            let mut a = kfd::abi::CreateEventArgs {
-                event_type: ty,
-                auto_reset: 1,
-                ..Default::default()
-            };
-            if kfd::ioctl::create_event(backend.as_ref(), &mut a).is_ok() {
-                exception_events.push((ty, a.event_id));
-            }
-        }
+        let exception_events = create_exception_events(backend.as_ref());
         Ok(Device {
             inner: Arc::new(DeviceInner {
                 core: Arc::new(DeviceCore {
@@ -358,6 +345,26 @@ impl Device {
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.inner.backend
     }
+}
+
+/// The KFD memory-exception and hw-exception events (auto-reset) that could be created,
+/// as (event type, event id); a kernel without one of the types just lacks that entry.
+pub(crate) fn create_exception_events(backend: &dyn Backend) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for ty in [
+        kfd::abi::KFD_IOC_EVENT_MEMORY,
+        kfd::abi::KFD_IOC_EVENT_HW_EXCEPTION,
+    ] {
+        let mut a = kfd::abi::CreateEventArgs {
+            event_type: ty,
+            auto_reset: 1,
+            ..Default::default()
+        };
+        if kfd::ioctl::create_event(backend, &mut a).is_ok() {
+            out.push((ty, a.event_id));
+        }
+    }
+    out
 }
 
 impl DeviceInner {

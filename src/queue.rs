@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::abi;
-use pm4::aql::{AqlRingWriter, VendorPm4Ib, COMPLETION_SIGNAL_OFFSET};
+use pm4::aql::{AqlPacket, AqlRingWriter, VendorPm4Ib, COMPLETION_SIGNAL_OFFSET};
 
 use crate::cmdbuf::{Cmd, CmdBuf, IB_DWORDS};
 use crate::device::{DeviceCore, DeviceInner};
@@ -34,6 +34,8 @@ pub struct AqlQueue {
     queue_id: u32,
     slots: u32,
     ib: Buffer,
+    /// The PM4-IB packet every IB command is carried in, encoded once (patched per use).
+    ib_template: [u32; 16],
     _eop: Option<Buffer>,
     _cwsr: Option<CwsrArea>,
     priority: u32,
@@ -162,6 +164,7 @@ impl AqlQueue {
             queue_id,
             slots,
             ib,
+            ib_template: AqlPacket::pm4_ib(0, 0, 0).encode(),
             _eop: eop,
             _cwsr: cwsr,
             priority,
@@ -243,44 +246,59 @@ impl AqlQueue {
             )
         })?;
         let mut idx = r.wptr();
-        for c in bufs.iter().flat_map(|b| b.cmds()) {
-            let mut w = match c {
-                Cmd::Unused => continue,
-                Cmd::Packet(p) => p.encode(),
-                Cmd::Ib {
-                    words,
-                    dwords,
-                    ib_reloc,
-                } => {
-                    let slot = (idx % self.slots as u64) as usize;
-                    let ib_va = self.ib.va() + (slot * IB_DWORDS * 4) as u64;
-                    // SAFETY: the slot's IB area is CPU-mapped and owned by this queue; the
-                    // CP reads it only after the packet below is published, and the slot
-                    // (so its area) was consumed before the ring space was reserved.
-                    let area = unsafe {
-                        core::slice::from_raw_parts(ib_va as *const AtomicU32, IB_DWORDS)
-                    };
-                    for (d, &v) in area.iter().zip(words.iter()) {
-                        d.store(v, Ordering::Relaxed);
+        for b in bufs {
+            for c in b.cmds() {
+                let w = match c {
+                    Cmd::Unused => continue,
+                    Cmd::Packet(p) => {
+                        let mut w = p.encode();
+                        let at = COMPLETION_SIGNAL_OFFSET / 4;
+                        w[at] = completion as u32;
+                        w[at + 1] = (completion >> 32) as u32;
+                        w
                     }
-                    if let Some(at) = ib_reloc {
-                        let at = *at as usize;
-                        let rel = words[at] as u64 | (words[at + 1] as u64) << 32;
-                        let a = rel.wrapping_add(ib_va);
-                        area[at].store(a as u32, Ordering::Relaxed);
-                        area[at + 1].store((a >> 32) as u32, Ordering::Relaxed);
+                    Cmd::Ib {
+                        words,
+                        dwords,
+                        ib_reloc,
+                    } => {
+                        let ib_va = self.ib_area(idx, words, *dwords, *ib_reloc);
+                        VendorPm4Ib::patch(&self.ib_template, ib_va, *dwords as u32, completion)
                     }
-                    VendorPm4Ib::new(ib_va, *dwords as u32, 0).encode()
-                }
-            };
-            let at = COMPLETION_SIGNAL_OFFSET / 4;
-            w[at] = completion as u32;
-            w[at + 1] = (completion >> 32) as u32;
-            writer.write_words(idx, &w);
-            idx += 1;
+                };
+                writer.write_words(idx, &w);
+                idx += 1;
+            }
         }
         r.publish(idx);
         Ok(count)
+    }
+
+    /// Copy a command's PM4 words into the IB area of ring slot `idx` (applying its
+    /// IB-relative address); returns the area's GPU address.
+    fn ib_area(&self, idx: u64, words: &[u32; IB_DWORDS], dwords: u8, reloc: Option<u8>) -> u64 {
+        let slot = (idx % self.slots as u64) as usize;
+        let ib_va = self.ib.va() + (slot * IB_DWORDS * 4) as u64;
+        // SAFETY: the slot's IB area is CPU-mapped and owned by this queue; the CP reads it
+        // only after the packet is published, and the slot (so its area) was consumed
+        // before the ring space was reserved.
+        let area = unsafe { core::slice::from_raw_parts(ib_va as *const AtomicU32, IB_DWORDS) };
+        // The CP reads `dwords` commands; a relocated command may also read data after them.
+        let n = if reloc.is_some() {
+            IB_DWORDS
+        } else {
+            dwords as usize
+        };
+        for (d, &v) in area.iter().zip(&words[..n]) {
+            d.store(v, Ordering::Relaxed);
+        }
+        if let Some(at) = reloc {
+            let at = at as usize;
+            let a = (words[at] as u64 | (words[at + 1] as u64) << 32).wrapping_add(ib_va);
+            area[at].store(a as u32, Ordering::Relaxed);
+            area[at + 1].store((a >> 32) as u32, Ordering::Relaxed);
+        }
+        ib_va
     }
 
     /// Index of the next packet to be submitted.

@@ -46,6 +46,14 @@ pub fn sdma_submit(
     crate::sdma::sdma_submit(q, version, pkts, &|| None)
 }
 
+/// The floor of a submission (measurements only): one 64-byte packet written at ring
+/// index `index`, a release store of the write pointer and the doorbell store, with
+/// nothing else (no lock, space check, HDP flush or backend notification).
+#[inline(never)]
+pub fn bare_publish(q: &UserQueue, index: u64, packet: &[u32; 16]) {
+    q.bare_publish(index, packet)
+}
+
 pub use crate::cmd::{barrier_value_for, condition_holds, Target, POLL_INTERVAL};
 pub use crate::copy::CHUNK;
 pub use crate::device::MIN_KFD_MINOR;

@@ -285,6 +285,25 @@ impl Reservation<'_> {
     }
 }
 
+impl UserQueue {
+    /// The floor of a submission, for measurements only: write one 64-byte packet at
+    /// ring index `index` (packet units), release-store the write pointer `index + 1`
+    /// and store the doorbell — no lock, no space check, no HDP flush, no backend
+    /// notification.
+    pub(crate) fn bare_publish(&self, index: u64, packet: &[u32; 16]) {
+        let words = self.ring_words();
+        let slots = (words.len() / 16) as u64;
+        let base = ((index % slots) * 16) as usize;
+        for i in 1..16 {
+            words[base + i].store(packet[i], Ordering::Relaxed);
+        }
+        words[base].store(packet[0], Ordering::Release);
+        self.cell(self.wptr_off).store(index + 1, Ordering::Release);
+        // SAFETY: the doorbell is this queue's mapped, 8-byte aligned doorbell slot.
+        unsafe { core::ptr::write_volatile(self.doorbell, index) };
+    }
+}
+
 impl Drop for UserQueue {
     fn drop(&mut self) {
         let _ = kfd::ioctl::destroy_queue(self.core.backend.as_ref(), self.queue_id);

@@ -1,5 +1,16 @@
 //! Streams: HIP's in-order work queues on KFD AQL queues.
 //!
+//! # The path of a command
+//! [`Stream::write_value32`] (like every enqueue) goes one way, with no call back from
+//! the queue into the stream: the stream encodes the command into a command buffer
+//! (`cmdbuf`: WRITE_DATA through the pm4 encoders, every per-family choice made there),
+//! then [`Stream`]'s submit collects its dependencies, picks the queue (moving to a
+//! dedicated one if needed) and hands the finished buffer to the AQL queue
+//! ([`crate::queue::AqlQueue`]), which copies it into ring slots of its user-mode queue
+//! (`ring`: reserve, release store of the header and write pointer, doorbell store,
+//! backend notification). Nothing is written to the ring before every command of the
+//! submission is encoded.
+//!
 //! # Model
 //! Every stream owns a *timeline*: an `amd_signal_t` that starts at [`TIMELINE_BASE`] and
 //! is the completion signal of every packet the stream submits, so the CP decrements it
@@ -617,15 +628,25 @@ impl Stream {
         let q = &st.queue;
         let qid = q.queue_id();
         let built = encode(q)?;
-        let empty = CmdBuf::new(s.family);
-        let cmds = built.as_ref().or(cmds).unwrap_or(&empty);
+        let empty;
+        let cmds = match (built.as_ref(), cmds) {
+            (Some(b), _) | (None, Some(b)) => b,
+            (None, None) => {
+                empty = CmdBuf::new(s.family);
+                &empty
+            }
+        };
+        let fault = || s.dev.poll_faults(s.gpu_index);
+        if matches!(deps, Deps::None) {
+            let n = self.publish(q, &[cmds], &fault)?;
+            return Ok(self.advance(qid, n));
+        }
         let waits = deps
             .as_slice()
             .iter()
             .filter(|p| p.queue_id != qid && !p.done());
         let mut wbuf = CmdBuf::new(s.family);
         let mut published = 0;
-        let fault = || s.dev.poll_faults(s.gpu_index);
         for p in waits {
             if wbuf.is_full() {
                 published += self.publish(q, &[&wbuf], &fault)?;
@@ -1000,20 +1021,10 @@ fn start_fault_watcher(dev: &Arc<DeviceInner>) {
         return;
     }
     let backend = dev.backend.clone();
-    let mut ids = Vec::new();
-    for ty in [
-        kfd::abi::KFD_IOC_EVENT_MEMORY,
-        kfd::abi::KFD_IOC_EVENT_HW_EXCEPTION,
-    ] {
-        let mut a = kfd::abi::CreateEventArgs {
-            event_type: ty,
-            auto_reset: 1,
-            ..Default::default()
-        };
-        if kfd::ioctl::create_event(backend.as_ref(), &mut a).is_ok() {
-            ids.push(a.event_id);
-        }
-    }
+    let ids: Vec<u32> = crate::device::create_exception_events(backend.as_ref())
+        .into_iter()
+        .map(|(_, id)| id)
+        .collect();
     if ids.is_empty() {
         return;
     }

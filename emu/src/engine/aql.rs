@@ -93,17 +93,7 @@ fn raise_signal_event(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()>
 pub(crate) fn complete_signal(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()> {
     mem.atomic_u64(sig.wrapping_add(signal::VALUE))?
         .fetch_sub(1, Ordering::AcqRel);
-    let mailbox = mem.load_u64(sig.wrapping_add(signal::EVENT_MAILBOX_PTR))?;
-    if mailbox != 0 {
-        let id = mem.load_u32(sig.wrapping_add(signal::EVENT_ID))?;
-        if mailbox % 8 == 0 {
-            mem.store_u64(mailbox, id as u64)?;
-        } else {
-            mem.store_u32(mailbox, id)?;
-        }
-        inner.interrupt(mem, Some(id));
-    }
-    Ok(())
+    raise_signal_event(mem, inner, sig)
 }
 
 fn signal_value(mem: &mut MemCache, sig: u64) -> Access<i64> {

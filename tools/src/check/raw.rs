@@ -137,6 +137,11 @@ impl RawAql {
         Ok(())
     }
 
+    /// The bare submission floor ([`kfdrt::raw::bare_publish`]) on this queue.
+    pub fn bare_publish(&self, index: u64, packet: &[u32; 16]) {
+        rq::bare_publish(&self.q, index, packet)
+    }
+
     /// Wait until the CP consumed every submitted packet.
     pub fn wait_consumed(&self) -> Result<(), String> {
         wait_for("the CP to consume the AQL packets", super::WAIT, || {
