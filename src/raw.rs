@@ -1,6 +1,8 @@
-//! Raw user-mode queues for packet-level conformance checks (`kfdrt check`): the
-//! runtime's one [`UserQueue`] (reserve, publish, doorbell) over queues whose
-//! CREATE_QUEUE arguments the caller chooses. Not a stable API.
+//! Internals that kfdrt's own tools use (`#[doc(hidden)]`, not a stable API): raw
+//! user-mode queues for packet-level conformance checks (`kfdrt check`): the runtime's one
+//! [`UserQueue`] (reserve, publish, doorbell) over queues whose CREATE_QUEUE arguments the
+//! caller chooses; the CP-visible layouts; and the knobs `kfdrt bench`, `kfdrt soak` and
+//! the tests reach.
 
 pub use crate::ring::{Reservation, UserQueue, WptrUnit};
 
@@ -50,4 +52,23 @@ pub fn sdma_submit(
 #[inline(never)]
 pub fn bare_publish(q: &UserQueue, index: u64, packet: &[u32; 16]) {
     q.bare_publish(index, packet)
+}
+
+pub use crate::cmd::{barrier_value_for, condition_holds, Target, POLL_INTERVAL};
+pub use crate::copy::CHUNK;
+pub use crate::device::MIN_KFD_MINOR;
+pub use crate::mempool::suballoc::rounded_size;
+pub use crate::queue::AqlQueue;
+pub use crate::signal::Signal;
+pub use crate::stream::max_hw_queues;
+pub use crate::va::VaReservation;
+
+/// The CP-visible layouts (`amd_signal_t`, `amd_queue_t`).
+pub mod hsa {
+    pub use crate::hsa::*;
+}
+
+/// The soak test's workload (`kfdrt soak`, `tests/soak.rs`).
+pub mod soak {
+    pub use crate::soak::*;
 }

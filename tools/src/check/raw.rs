@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use kfd::abi;
-use kfdrt::hsa::{self, AmdSignal};
+use kfdrt::raw::hsa::{self, AmdSignal};
 use kfdrt::raw::{self as rq, UserQueue, WptrUnit};
 use kfdrt::{Buffer, Device, MemoryKind};
 use pm4::aql::{AqlPacket, AqlRingWriter};
