@@ -236,6 +236,32 @@ pub fn chrome_json(events: &[TraceEvent], gpus: &[(u32, String)]) -> serde_json:
                 args["context_id"] = json!(context_id);
                 out.push(instant("interrupt".into(), args));
             }
+            TraceKind::Dispatch {
+                queue_id,
+                packet,
+                entry,
+                workgroups,
+                waves,
+                instructions,
+                lane_instructions,
+                fault,
+            } => {
+                args["queue"] = json!(queue_id);
+                args["packet"] = json!(packet);
+                args["entry"] = json!(format!("{entry:#x}"));
+                args["workgroups"] = json!(workgroups);
+                args["waves"] = json!(waves);
+                args["instructions"] = json!(instructions);
+                args["lane_instructions"] = json!(lane_instructions);
+                if let Some(f) = fault {
+                    args["fault"] = json!(f);
+                }
+                out.push(json!({
+                    "name": format!("dispatch q{queue_id}"), "ph": "X", "cat": "dispatch",
+                    "ts": us(ev.start_ns), "dur": us(ev.end_ns.saturating_sub(ev.start_ns)),
+                    "pid": pid, "tid": tid, "args": args,
+                }));
+            }
         }
     }
     let mut meta = Vec::new();

@@ -58,6 +58,7 @@
 
 mod aql;
 mod clock;
+mod dispatch;
 mod firmware;
 mod fuzz;
 mod memio;
@@ -215,6 +216,8 @@ pub(crate) struct Inner {
     pub(crate) trace: crate::trace::TraceSink,
     /// The shader core's decoded programs, by kernel entry address.
     pub(crate) programs: crate::shader::ProgramCache,
+    /// Threads that run kernel dispatches off the CP thread.
+    pub(crate) dispatches: dispatch::Pool,
 }
 
 impl Inner {
@@ -281,6 +284,7 @@ impl GpuEngines {
                 doorbells,
                 trace: crate::trace::TraceSink::new(n),
                 programs: crate::shader::ProgramCache::default(),
+                dispatches: dispatch::Pool::default(),
             }),
             queues: RwLock::new(HashMap::new()),
         }
@@ -357,6 +361,8 @@ impl GpuEngines {
         if let Some(eng) = self.inner.engines.get(ei) {
             eng.remove(queue_id);
         }
+        // A kernel the queue dispatched may still run on the shader core.
+        self.inner.dispatches.wait_idle(Some(queue_id));
     }
 
     /// Change a queue's ring, priority or percentage (UPDATE_QUEUE). The read pointer is
@@ -456,6 +462,8 @@ impl GpuEngines {
         for e in &self.inner.engines {
             e.set_paused(true);
         }
+        // Running kernels finish first (the CP starts no new one while paused).
+        self.inner.dispatches.wait_idle(None);
     }
 
     /// The GPU's trace recorder ([`crate::trace`]); off until enabled.
@@ -485,5 +493,6 @@ impl Drop for GpuEngines {
         for e in &self.inner.engines {
             e.shutdown();
         }
+        self.inner.dispatches.shutdown();
     }
 }
