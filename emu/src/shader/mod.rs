@@ -13,7 +13,7 @@
 //! between `s_barrier`s. Work-groups are spread over worker threads (one per host core);
 //! the first fault stops the dispatch.
 
-mod decode;
+mod lower;
 mod mem;
 mod wave;
 
@@ -26,7 +26,7 @@ use pm4::kd::{code_props, KernelDescriptor};
 
 use crate::engine::Inner;
 use crate::gpumem::Fault;
-use decode::Op;
+use lower::Op;
 use mem::MemPort;
 use wave::{Ctx, Wave, WaveStop};
 
@@ -126,20 +126,16 @@ impl Program {
         let mut i = 0usize;
         while i < words.len() {
             let w = &words[i..words.len().min(i + 3)];
-            let mut op = decode::split(w);
+            let raw = [
+                w[0],
+                w.get(1).copied().unwrap_or(0),
+                w.get(2).copied().unwrap_or(0),
+            ];
             let inst = amdgpu_isa::decode(w, target.isa()).ok();
-            if let Some(ins) = &inst {
-                // FLAT/SCRATCH with no VGPR address (gfx940 `scratch_* off, ..., off`).
-                if op.enc == decode::Enc::Flat && ins.src[0] == amdgpu_isa::Operand::Off {
-                    op.neg_hi = 1;
-                }
-            }
-            match inst {
-                // The interpreter's field split and the decoder must agree on the length;
-                // where they do not (or the decoder rejects the bits), the op faults.
-                Some(ins) if ins.len == op.len => {}
-                _ => op.enc = decode::Enc::Invalid,
-            }
+            let op = match &inst {
+                Some(ins) => lower::lower(ins, raw),
+                None => lower::Op::invalid(raw),
+            };
             insts.push(inst);
             index[i] = ops.len() as u32;
             addrs.push(base + 4 * i as u64);
@@ -167,13 +163,13 @@ impl Program {
             else {
                 break;
             };
-            if g.enc == decode::Enc::Sop1
+            if g.enc == lower::Enc::Sop1
                 && g.op == 0x1c
-                && a.enc == decode::Enc::Sop2
+                && a.enc == lower::Enc::Sop2
                 && a.op == 0x00
                 && a.dst == g.dst
                 && a.src == [g.dst, 255, 0]
-                && c.enc == decode::Enc::Sop2
+                && c.enc == lower::Enc::Sop2
                 && c.op == 0x04
                 && c.dst == g.dst + 1
                 && c.src == [g.dst + 1, 255, 0]

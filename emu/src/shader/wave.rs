@@ -16,7 +16,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::decode::{Enc, Op, VopForm};
+use super::lower::{Enc, Op, VopForm};
 use super::mem::MemPort;
 use super::{Program, ShaderError, Target};
 
@@ -432,6 +432,10 @@ impl Wave {
                 Enc::Vop3p => {
                     self.lane_instrs += self.exec().count_ones() as u64;
                     self.vop3p(ctx, &op)?
+                }
+                Enc::Mai => {
+                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.mai(ctx, &op)?
                 }
             }
             self.pc = next;
@@ -2339,6 +2343,11 @@ impl Wave {
             }
         }
         Ok(())
+    }
+
+    /// VOP3P-MAI (MFMA).
+    fn mai(&mut self, ctx: &mut Ctx<'_>, _op: &Op) -> R<()> {
+        Err(self.unimpl(ctx))
     }
 
     /// VOP3P: the packed 32-bit moves and float ops of gfx90a/gfx940.

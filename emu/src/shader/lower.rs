@@ -1,0 +1,459 @@
+//! Lowering of the shared decoder's [`amdgpu_isa::Inst`] into the interpreter's compact
+//! executable [`Op`]: operands become small register/constant codes resolved once per
+//! kernel, opcodes become the target's VOP3-space opcode number (the row of the shared
+//! opcode table for the kernel's target), modifiers become flat fields. There is no bit-field
+//! split of machine code here: every field comes from `amdgpu_isa::decode`.
+//!
+//! Operand codes (`src[i]`, scalar `dst`/`sdst`): 0..=127 scalar registers, 128..=208 inline
+//! integers, 235..=254 specials and inline floats, 255 the literal (`lit`), 256..=511 VGPRs,
+//! 512..=767 AccVGPRs. Memory encodings (DS, FLAT, MUBUF) keep raw register numbers in
+//! `dst`/`src` with `acc` saying which file the data registers are in.
+
+use amdgpu_isa::{Class, Encoding, FloatConst, Inst, Mods, Operand, Special};
+
+/// Instruction class the interpreter dispatches on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Enc {
+    Sop2,
+    Sop1,
+    Sopk,
+    Sopc,
+    Sopp,
+    Smem,
+    /// VOP1/VOP2/VOPC/VOP3: `op` is the VOP3 opcode number (VOPC 0..0xFF, VOP2 +0x100,
+    /// VOP1 +0x140).
+    Valu,
+    Vop3p,
+    /// VOP3P-MAI (MFMA).
+    Mai,
+    Ds,
+    Flat,
+    Mubuf,
+    /// Not decodable (reserved encoding or bits), or an encoding the core does not model.
+    Invalid,
+}
+
+/// VOP encodings (for the e32 implicit-VCC forms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VopForm {
+    E32,
+    Vop3,
+    Sdwa,
+    Dpp,
+}
+
+/// One lowered instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Op {
+    pub(crate) enc: Enc,
+    pub(crate) form: VopForm,
+    pub(crate) op: u16,
+    /// Length in dwords (including a literal).
+    pub(crate) len: u8,
+    /// Destination: operand code (scalar), VGPR number (vector), DS/FLAT/MUBUF vdst.
+    pub(crate) dst: u16,
+    /// VOP3B / VOPC scalar destination (operand code); MUBUF soffset.
+    pub(crate) sdst: u16,
+    /// Source operand codes; DS: addr, data0, data1 as VGPR numbers; FLAT: addr, data,
+    /// saddr; MUBUF: vaddr, vdata, srsrc.
+    pub(crate) src: [u16; 3],
+    /// 32-bit literal (operand code 255, the K of `v_madmk`/`v_fmaak`, `s_setreg_imm32`).
+    pub(crate) lit: u32,
+    /// SOPK/SOPP simm16 (SOPK zero-extended), SMEM/FLAT/DS/MUBUF offset.
+    pub(crate) imm: i32,
+    /// DS offset1; FLAT segment (0 flat, 1 scratch, 2 global).
+    pub(crate) aux: u16,
+    pub(crate) abs: u8,
+    pub(crate) neg: u8,
+    pub(crate) clamp: bool,
+    pub(crate) omod: u8,
+    pub(crate) opsel: u8,
+    /// VOP3P op_sel_hi; SMEM soe | !imm << 1; DS gds; FLAT lds; MUBUF offen | idxen << 1 |
+    /// glc << 2 | scc << 3 | lds << 4; DPP control dword; SDWA dword.
+    pub(crate) ext: u32,
+    /// VOP3P neg_hi; FLAT: 1 = no VGPR address; MAI cbsz.
+    pub(crate) neg_hi: u8,
+    /// Data registers are AccVGPRs (DS/FLAT/MUBUF `acc`, MFMA `acc_cd`).
+    pub(crate) acc: bool,
+    /// Raw words, for error messages.
+    pub(crate) words: [u32; 3],
+}
+
+impl Op {
+    /// An op the core cannot execute (faults when reached).
+    pub(crate) fn invalid(words: [u32; 3]) -> Op {
+        Op {
+            enc: Enc::Invalid,
+            form: VopForm::E32,
+            op: 0,
+            len: 1,
+            dst: 0,
+            sdst: 0,
+            src: [0; 3],
+            lit: 0,
+            imm: 0,
+            aux: 0,
+            abs: 0,
+            neg: 0,
+            clamp: false,
+            omod: 0,
+            opsel: 0,
+            ext: 0,
+            neg_hi: 0,
+            acc: false,
+            words,
+        }
+    }
+}
+
+/// AccVGPR operand codes start here.
+pub(crate) const AGPR_BASE: u16 = 512;
+
+/// The operand code of a source or scalar destination; `lit` receives a literal.
+fn code(o: Operand, lit: &mut u32) -> u16 {
+    match o {
+        Operand::None | Operand::Off => 0,
+        Operand::Sreg { idx, .. } => idx as u16,
+        Operand::Vgpr { idx, .. } => 256 + idx as u16,
+        Operand::Agpr { idx, .. } => AGPR_BASE + idx as u16,
+        Operand::Int(i) if i >= 0 => 128 + i as u16,
+        Operand::Int(i) => (192 + i16::from(i).unsigned_abs()) as u16,
+        Operand::Float(f) => {
+            240 + match f {
+                FloatConst::Half => 0,
+                FloatConst::NegHalf => 1,
+                FloatConst::One => 2,
+                FloatConst::NegOne => 3,
+                FloatConst::Two => 4,
+                FloatConst::NegTwo => 5,
+                FloatConst::Four => 6,
+                FloatConst::NegFour => 7,
+                FloatConst::InvTwoPi => 8,
+            }
+        }
+        Operand::Literal(v) => {
+            *lit = v;
+            255
+        }
+        Operand::Special(s) => match s {
+            Special::SharedBase => 235,
+            Special::SharedLimit => 236,
+            Special::PrivateBase => 237,
+            Special::PrivateLimit => 238,
+            Special::PopsExitingWaveId => 239,
+            Special::Vccz => 251,
+            Special::Execz => 252,
+            Special::Scc => 253,
+            Special::LdsDirect => 254,
+        },
+    }
+}
+
+/// The raw register number of a VGPR/AGPR operand (memory encodings), 0 if absent.
+fn reg(o: Operand) -> u16 {
+    match o {
+        Operand::Vgpr { idx, .. } | Operand::Agpr { idx, .. } => idx as u16,
+        Operand::Sreg { idx, .. } => idx as u16,
+        _ => 0,
+    }
+}
+
+fn is_agpr(o: Operand) -> bool {
+    matches!(o, Operand::Agpr { .. })
+}
+
+/// Lowers `inst` (decoded from `words`) for `target`'s opcode column.
+pub(crate) fn lower(inst: &Inst, words: [u32; 3]) -> Op {
+    let info = inst.info();
+    let col = usize::from(inst.target.is_gfx94x());
+    let code_n = info.code[col];
+    let mut o = Op::invalid(words);
+    o.len = inst.len;
+    let mut lit = 0u32;
+    match inst.enc {
+        Encoding::Sop1 | Encoding::Sop2 | Encoding::Sopc => {
+            o.enc = match inst.enc {
+                Encoding::Sop1 => Enc::Sop1,
+                Encoding::Sop2 => Enc::Sop2,
+                _ => Enc::Sopc,
+            };
+            o.op = code_n;
+            o.dst = code(inst.dst[0], &mut lit);
+            o.src = [code(inst.src[0], &mut lit), code(inst.src[1], &mut lit), 0];
+            if inst.op == amdgpu_isa::Opcode::S_SET_GPR_IDX_ON {
+                // The mode field is not an operand.
+                o.src[1] = match inst.src[1] {
+                    Operand::Literal(m) => m as u16,
+                    _ => 0,
+                };
+                lit = 0;
+            }
+        }
+        Encoding::Sopk => {
+            o.enc = Enc::Sopk;
+            o.op = code_n;
+            o.dst = code(inst.dst[0], &mut lit);
+            code(inst.src[0], &mut lit);
+            if let Mods::Simm16(i) = inst.mods {
+                o.imm = i as u16 as i32;
+            }
+        }
+        Encoding::Sopp => {
+            o.enc = Enc::Sopp;
+            o.op = code_n;
+            if let Mods::Simm16(i) = inst.mods {
+                o.imm = i32::from(i);
+            }
+        }
+        Encoding::Smem => {
+            o.enc = Enc::Smem;
+            o.op = code_n;
+            let sdata = if inst.dst[0] != Operand::None {
+                inst.dst[0]
+            } else {
+                inst.src[2]
+            };
+            o.dst = match sdata {
+                Operand::Int(i) => i as u16,
+                s => reg(s),
+            };
+            o.src[0] = reg(inst.src[0]);
+            o.src[1] = reg(inst.src[1]);
+            if let Mods::Smem {
+                offset,
+                imm,
+                soe,
+                glc,
+            } = inst.mods
+            {
+                o.imm = offset;
+                o.ext = u32::from(soe) | u32::from(!imm) << 1;
+                o.clamp = glc;
+            }
+        }
+        Encoding::Vop1
+        | Encoding::Vop2
+        | Encoding::Vopc
+        | Encoding::Vop3
+        | Encoding::Vop3b
+        | Encoding::Dpp
+        | Encoding::Sdwa => {
+            o.enc = Enc::Valu;
+            o.op = match info.class {
+                Class::Vopc => code_n,
+                Class::Vop2 => 0x100 + code_n,
+                Class::Vop1 => 0x140 + code_n,
+                _ => code_n,
+            };
+            o.form = match inst.enc {
+                Encoding::Vop3 | Encoding::Vop3b => VopForm::Vop3,
+                Encoding::Dpp => VopForm::Dpp,
+                Encoding::Sdwa => VopForm::Sdwa,
+                _ => VopForm::E32,
+            };
+            let vop3 = o.form == VopForm::Vop3;
+            // The destination: a VGPR number, or a scalar operand code (VOPC, readlane).
+            o.dst = match inst.dst[0] {
+                Operand::Vgpr { idx, .. } => idx as u16,
+                Operand::Agpr { idx, .. } => AGPR_BASE + idx as u16,
+                d => code(d, &mut lit),
+            };
+            if info.class == Class::Vopc {
+                o.sdst = o.dst;
+                if !vop3 {
+                    o.dst = 0;
+                }
+            }
+            if let Operand::Sreg { idx, .. } = inst.dst[1] {
+                o.sdst = idx as u16;
+            }
+            let nsrc = if vop3 { 3 } else { 2 };
+            for k in 0..nsrc {
+                o.src[k] = code(inst.src[k], &mut lit);
+            }
+            match inst.mods {
+                Mods::Vop3 {
+                    abs,
+                    neg,
+                    clamp,
+                    omod,
+                    op_sel,
+                } => {
+                    o.abs = abs;
+                    o.neg = neg;
+                    o.clamp = clamp;
+                    o.omod = omod;
+                    o.opsel = op_sel;
+                }
+                Mods::Dpp {
+                    ctrl,
+                    row_mask,
+                    bank_mask,
+                    bound_ctrl,
+                    abs,
+                    neg,
+                } => {
+                    o.abs = abs;
+                    o.neg = neg;
+                    o.ext = u32::from(ctrl) << 8
+                        | u32::from(bound_ctrl) << 19
+                        | u32::from(bank_mask) << 24
+                        | u32::from(row_mask) << 28;
+                }
+                Mods::Sdwa {
+                    dst_sel,
+                    dst_unused,
+                    src0_sel,
+                    src1_sel,
+                    sext,
+                    abs,
+                    neg,
+                    clamp,
+                    omod,
+                } => {
+                    o.abs = abs;
+                    o.neg = neg;
+                    o.clamp = clamp;
+                    o.omod = omod;
+                    o.ext = u32::from(dst_sel)
+                        | u32::from(dst_unused) << 4
+                        | u32::from(src0_sel) << 8
+                        | u32::from(src1_sel) << 12
+                        | u32::from(sext) << 16;
+                }
+                _ => {}
+            }
+            if info.flags & amdgpu_isa::flags::LITERAL != 0 {
+                // v_madmk/v_madak/v_fmamk/v_fmaak: K is the literal, not an operand.
+                if let Operand::Literal(k) = inst.src[2] {
+                    lit = k;
+                }
+                o.src[2] = 0;
+            }
+        }
+        Encoding::Vop3p => {
+            o.enc = Enc::Vop3p;
+            o.op = code_n;
+            o.dst = reg(inst.dst[0]);
+            o.acc = is_agpr(inst.dst[0]);
+            for k in 0..3 {
+                o.src[k] = code(inst.src[k], &mut lit);
+            }
+            if let Mods::Vop3p {
+                op_sel,
+                op_sel_hi,
+                neg_lo,
+                neg_hi,
+                clamp,
+            } = inst.mods
+            {
+                o.opsel = op_sel;
+                o.ext = u32::from(op_sel_hi);
+                o.neg = neg_lo;
+                o.neg_hi = neg_hi;
+                o.clamp = clamp;
+            }
+        }
+        Encoding::Mai => {
+            o.enc = Enc::Mai;
+            o.op = code_n;
+            o.dst = reg(inst.dst[0]);
+            for k in 0..3 {
+                o.src[k] = code(inst.src[k], &mut lit);
+            }
+            if let Mods::Mai {
+                cbsz,
+                abid,
+                blgp,
+                acc_cd,
+            } = inst.mods
+            {
+                o.neg_hi = cbsz;
+                o.opsel = abid;
+                o.neg = blgp;
+                o.acc = acc_cd;
+            }
+        }
+        Encoding::Ds => {
+            o.enc = Enc::Ds;
+            o.op = code_n;
+            o.dst = reg(inst.dst[0]);
+            o.src = [reg(inst.src[0]), reg(inst.src[1]), reg(inst.src[2])];
+            o.acc = [inst.dst[0], inst.src[1], inst.src[2]]
+                .into_iter()
+                .any(is_agpr);
+            if let Mods::Ds {
+                offset0,
+                offset1,
+                gds,
+            } = inst.mods
+            {
+                o.imm = i32::from(offset0);
+                o.aux = u16::from(offset1);
+                o.ext = u32::from(gds);
+            }
+        }
+        Encoding::Flat | Encoding::Global | Encoding::Scratch => {
+            o.enc = Enc::Flat;
+            o.op = code_n;
+            o.aux = match inst.enc {
+                Encoding::Flat => 0,
+                Encoding::Scratch => 1,
+                _ => 2,
+            };
+            o.dst = reg(inst.dst[0]);
+            o.src = [
+                reg(inst.src[0]),
+                reg(inst.src[1]),
+                match inst.src[2] {
+                    Operand::Sreg { idx, .. } => idx as u16,
+                    _ => 0x7F,
+                },
+            ];
+            o.neg_hi = u8::from(inst.src[0] == Operand::Off);
+            o.acc = is_agpr(inst.dst[0]) || is_agpr(inst.src[1]);
+            if let Mods::Flat {
+                offset, glc, lds, ..
+            } = inst.mods
+            {
+                o.imm = i32::from(offset);
+                o.clamp = glc;
+                o.ext = u32::from(lds);
+            }
+        }
+        Encoding::Mubuf => {
+            o.enc = Enc::Mubuf;
+            o.op = code_n;
+            let vdata = if inst.dst[0] != Operand::None {
+                inst.dst[0]
+            } else {
+                inst.src[3]
+            };
+            o.dst = reg(vdata);
+            o.src = [reg(inst.src[0]), reg(vdata), reg(inst.src[1])];
+            o.sdst = code(inst.src[2], &mut lit);
+            o.acc = is_agpr(vdata);
+            if let Mods::Buf {
+                offset,
+                offen,
+                idxen,
+                glc,
+                scc,
+                lds,
+                ..
+            } = inst.mods
+            {
+                o.imm = i32::from(offset);
+                o.ext = u32::from(offen)
+                    | u32::from(idxen) << 1
+                    | u32::from(glc) << 2
+                    | u32::from(scc) << 3
+                    | u32::from(lds) << 4;
+            }
+        }
+        // MTBUF: typed buffer formats are not modelled; the op faults when reached.
+        Encoding::Mtbuf => return o,
+    }
+    o.lit = lit;
+    o
+}
