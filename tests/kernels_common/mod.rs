@@ -46,9 +46,16 @@ impl Rig {
 
     /// A host-pinned buffer holding `data`.
     pub fn buf<T: zerocopy::IntoBytes + zerocopy::Immutable>(&self, data: &[T]) -> Buffer {
+        Rig::pinned(&self.dev, data)
+    }
+
+    /// A host-pinned buffer of `dev` holding `data`.
+    pub fn pinned<T: zerocopy::IntoBytes + zerocopy::Immutable>(
+        dev: &Device,
+        data: &[T],
+    ) -> Buffer {
         let bytes = zerocopy::IntoBytes::as_bytes(data);
-        let b = self
-            .dev
+        let b = dev
             .alloc(MemoryKind::HostPinned, 0, bytes.len().max(4))
             .unwrap();
         b.write(0, bytes).unwrap();
