@@ -498,6 +498,8 @@ fn module_from_file_and_bundle() {
     ]);
     let m = dev.load_module(0, &fat).unwrap();
     assert_eq!(m.code_object().target.processor, "gfx90a");
+    // Code and descriptors live in VRAM (ROCr's loader on a dGPU).
+    assert_eq!(m.memory_kind(), kfdrt::MemoryKind::Device);
     let k = m.kernel("vadd").unwrap();
     assert_eq!(k.kernel_object() % 64, 0);
     assert!(k.kernel_object() > m.base());
