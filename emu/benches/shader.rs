@@ -3,6 +3,9 @@
 //! Rust on the host. Prints lane-instructions per second (active lanes of each vector
 //! instruction, 1 per scalar instruction, counted by the shader core) per worker thread.
 //! Set `KFD_EMU_SHADER_THREADS=1` / `=2` to compare worker counts (median of 5 runs).
+//! `KFD_EMU_BENCH_SMALL=1` shrinks every problem 16x (sgemm 4x per side) and runs it once: a
+//! size for `valgrind --tool=callgrind`, whose instruction counts do not depend on the load
+//! of the machine (`KFD_EMU_BENCH_ONLY=saxpy` runs the lines whose name contains it).
 
 #[path = "../tests/shader_common/mod.rs"]
 mod shader_common;
@@ -41,21 +44,30 @@ fn bench(
     mut host: impl FnMut(),
     threads: usize,
 ) {
+    if let Some(only) = std::env::var_os("KFD_EMU_BENCH_ONLY") {
+        if !name.contains(only.to_str().unwrap_or("")) {
+            return;
+        }
+    }
     let mut times = Vec::new();
     let mut lanes = 0;
-    for _ in 0..5 {
+    let runs = if small() { 1 } else { 5 };
+    for _ in 0..runs {
         let t = Instant::now();
         lanes = run();
         times.push(t.elapsed().as_secs_f64());
     }
     let mut htimes = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..runs {
         let t = Instant::now();
         host();
         htimes.push(t.elapsed().as_secs_f64());
     }
     let (t, h) = (median(times), median(htimes));
     let _ = dev;
+    if small() {
+        println!("{name}: {lanes} lane-instructions");
+    }
     println!(
         "{name:<22} {:>8.1} ms  {:>7.3} G lane-instr/s ({threads} worker(s), {:.3} per worker)  host Rust {:>7.2} ms  emu/host {:>6.1}x",
         t * 1e3,
@@ -66,7 +78,12 @@ fn bench(
     );
 }
 
+fn small() -> bool {
+    std::env::var_os("KFD_EMU_BENCH_SMALL").is_some()
+}
+
 fn main() {
+    let div = if small() { 16 } else { 1 };
     let threads: usize = std::env::var("KFD_EMU_SHADER_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -80,7 +97,7 @@ fn main() {
     let mut q = dev.queue();
 
     // saxpy, 16M elements
-    let n = 16 << 20;
+    let n = (16 << 20) / div;
     let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
     let y: Vec<f32> = (0..n).map(|i| (i % 77) as f32).collect();
     let (wx, wy) = (dev.upload(&x), dev.upload(&y));
@@ -113,7 +130,7 @@ fn main() {
     );
 
     // SGEMM 512^3, 16x16 LDS tiles
-    let n = 512usize;
+    let n = if small() { 128usize } else { 512 };
     let a: Vec<f32> = (0..n * n).map(|i| (i % 17) as f32).collect();
     let b: Vec<f32> = (0..n * n).map(|i| (i % 13) as f32).collect();
     let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * n * 4));
@@ -152,7 +169,7 @@ fn main() {
     );
 
     // LDS reduction, 16M uints in groups of 256
-    let n = 16 << 20;
+    let n = (16 << 20) / div;
     let input: Vec<u32> = (0..n as u32).map(|i| i % 1000).collect();
     let (wi, wo) = (dev.upload(&input), dev.alloc(n / 256 * 4));
     let m = dev.load("cl/isa/reduce.cl");

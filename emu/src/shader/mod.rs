@@ -414,6 +414,7 @@ pub(crate) fn dispatch_launch(
     let run = |port: &mut MemPort| {
         let mut local = DispatchStats::default();
         let mut lds = vec![0u8; setup.lds_bytes];
+        let mut pool: Vec<Wave> = Vec::new();
         let clock = || inner.clock.now();
         loop {
             if abort.load(Ordering::Relaxed) {
@@ -423,7 +424,9 @@ pub(crate) fn dispatch_launch(
             if g >= total {
                 break;
             }
-            if let Err(e) = run_workgroup(&setup, &prog, port, &mut lds, &clock, g, &mut local) {
+            if let Err(e) = run_workgroup(
+                &setup, &prog, port, &mut lds, &mut pool, &clock, g, &mut local,
+            ) {
                 abort.store(true, Ordering::Relaxed);
                 let mut fe = first_err.lock().unwrap_or_else(|e| e.into_inner());
                 if fe.is_none() {
@@ -484,6 +487,7 @@ fn run_workgroup(
     prog: &Program,
     port: &mut MemPort,
     lds: &mut [u8],
+    pool: &mut Vec<Wave>,
     clock: &dyn Fn() -> u64,
     g: u64,
     stats: &mut DispatchStats,
@@ -501,9 +505,14 @@ fn run_workgroup(
     let items = (size[0] * size[1] * size[2]) as usize;
     let nwaves = items.div_ceil(64).max(1);
     lds.iter_mut().for_each(|b| *b = 0);
-    let mut waves: Vec<Wave> = (0..nwaves)
-        .map(|w| init_wave(st, prog, gid, size, items, w))
-        .collect();
+    while pool.len() < nwaves {
+        pool.push(Wave::new(st.nregs, st.acc_base, st.priv_bytes));
+    }
+    let waves = &mut pool[..nwaves];
+    for (w, wave) in waves.iter_mut().enumerate() {
+        wave.reset();
+        init_wave(st, prog, gid, size, items, w, wave);
+    }
     let mut done = vec![false; nwaves];
     let mut at_barrier = vec![false; nwaves];
     loop {
@@ -540,7 +549,7 @@ fn run_workgroup(
     }
     stats.workgroups += 1;
     stats.waves += nwaves as u64;
-    for w in &waves {
+    for w in waves.iter() {
         stats.instructions += w.instrs;
         stats.lane_instructions += w.lane_instrs;
     }
@@ -555,9 +564,9 @@ fn init_wave(
     size: [u32; 3],
     items: usize,
     w: usize,
-) -> Wave {
+    wave: &mut Wave,
+) {
     let kd = &st.kd;
-    let mut wave = Wave::new(st.nregs, st.acc_base, st.priv_bytes);
     wave.pc = prog.index_of(prog.entry).unwrap_or(0);
     wave.hw_id = w as u32;
     // MODE from RSRC1: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9].
@@ -582,47 +591,47 @@ fn init_wave(
         // The private segment V#: scratch is lane-private in this model (see notes), so the
         // descriptor has base 0 and the wave offset below is 0.
         for v in wave::PRIVATE_SEGMENT_VSHARP {
-            put(&mut wave, &mut s, v);
+            put(wave, &mut s, v);
         }
     }
     if kd.has(code_props::ENABLE_SGPR_DISPATCH_PTR) {
-        put(&mut wave, &mut s, st.packet_va as u32);
-        put(&mut wave, &mut s, (st.packet_va >> 32) as u32);
+        put(wave, &mut s, st.packet_va as u32);
+        put(wave, &mut s, (st.packet_va >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_QUEUE_PTR) {
-        put(&mut wave, &mut s, st.queue_va as u32);
-        put(&mut wave, &mut s, (st.queue_va >> 32) as u32);
+        put(wave, &mut s, st.queue_va as u32);
+        put(wave, &mut s, (st.queue_va >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_KERNARG_SEGMENT_PTR) {
-        put(&mut wave, &mut s, st.k.kernarg_address as u32);
-        put(&mut wave, &mut s, (st.k.kernarg_address >> 32) as u32);
+        put(wave, &mut s, st.k.kernarg_address as u32);
+        put(wave, &mut s, (st.k.kernarg_address >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_DISPATCH_ID) {
-        put(&mut wave, &mut s, st.dispatch_id as u32);
-        put(&mut wave, &mut s, (st.dispatch_id >> 32) as u32);
+        put(wave, &mut s, st.dispatch_id as u32);
+        put(wave, &mut s, (st.dispatch_id >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_FLAT_SCRATCH_INIT) {
-        put(&mut wave, &mut s, 0);
-        put(&mut wave, &mut s, st.priv_bytes);
+        put(wave, &mut s, 0);
+        put(wave, &mut s, st.priv_bytes);
     }
     if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_SIZE) {
-        put(&mut wave, &mut s, st.priv_bytes);
+        put(wave, &mut s, st.priv_bytes);
     }
     for &v in &st.preload {
-        put(&mut wave, &mut s, v);
+        put(wave, &mut s, v);
     }
     // System SGPRs start right after the USER_SGPR_COUNT user SGPRs.
     s = kd.user_sgpr_count() as usize;
     for (d, &id) in gid.iter().enumerate() {
         if kd.workgroup_id_enabled(d as u32) {
-            put(&mut wave, &mut s, id);
+            put(wave, &mut s, id);
         }
     }
     if kd.workgroup_info_enabled() {
-        put(&mut wave, &mut s, 0);
+        put(wave, &mut s, 0);
     }
     if kd.private_segment_enabled() {
-        put(&mut wave, &mut s, 0);
+        put(wave, &mut s, 0);
     }
     // EXEC: the wave's live work-items.
     let first = w * 64;
@@ -650,5 +659,4 @@ fn init_wave(
             *r = x | y << 10 | z << 20;
         }
     }
-    wave
 }
