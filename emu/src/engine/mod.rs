@@ -218,6 +218,8 @@ pub(crate) struct Inner {
     pub(crate) programs: crate::shader::ProgramCache,
     /// Threads that run kernel dispatches off the CP thread.
     pub(crate) dispatches: dispatch::Pool,
+    /// Worker threads per dispatch (0: the shader core's default, one per host core).
+    pub(crate) shader_threads: std::sync::atomic::AtomicUsize,
 }
 
 impl Inner {
@@ -285,6 +287,7 @@ impl GpuEngines {
                 trace: crate::trace::TraceSink::new(n),
                 programs: crate::shader::ProgramCache::default(),
                 dispatches: dispatch::Pool::default(),
+                shader_threads: Default::default(),
             }),
             queues: RwLock::new(HashMap::new()),
         }
@@ -478,6 +481,13 @@ impl GpuEngines {
             e.sync();
         }
         self.inner.trace.take()
+    }
+
+    /// Worker threads each kernel dispatch spreads its work-groups over, from the next
+    /// dispatch on (0: one per host core, or `KFD_EMU_SHADER_THREADS`). For speed-up
+    /// measurements (`kfdrt bench`).
+    pub fn set_shader_threads(&self, n: usize) {
+        self.inner.shader_threads.store(n, Ordering::Relaxed);
     }
 
     /// Undo [`GpuEngines::pause`].

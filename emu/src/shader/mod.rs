@@ -406,7 +406,12 @@ pub(crate) fn dispatch_launch(
         user_data: launch.user_data.clone(),
     };
     let total = groups.iter().map(|&g| g as u64).product::<u64>();
-    let workers = worker_threads().min(total as usize).max(1);
+    let workers = match inner.shader_threads.load(Ordering::Relaxed) {
+        0 => worker_threads(),
+        n => n,
+    }
+    .min(total as usize)
+    .max(1);
     let next = AtomicU64::new(0);
     let abort = AtomicBool::new(false);
     let first_err: Mutex<Option<ShaderError>> = Mutex::new(None);
@@ -583,7 +588,7 @@ fn init_wave(
     };
     if let Some(ud) = &st.user_data {
         for &v in ud.iter().take(kd.user_sgpr_count() as usize) {
-            put(&mut wave, &mut s, v);
+            put(wave, &mut s, v);
         }
     }
     // (A PM4 dispatch's descriptor has no enable bits: only its USER_DATA is loaded.)
