@@ -165,6 +165,28 @@ fn tiled_matrix_multiply() {
 }
 
 #[test]
+fn private_array_in_scratch() {
+    for r in Rig::all() {
+        let m = r.module("cl/private_array.cl");
+        let k = m.kernel("private_array").unwrap();
+        assert!(k.attributes().private_size_bytes >= 1024);
+        let n = 500u32;
+        let mut seed = 11;
+        let idx: Vec<u32> = (0..n).map(|_| lcg(&mut seed)).collect();
+        let (bi, bo) = (r.buf(&idx), r.zeros(4 * n as usize));
+        r.run(&m, "private_array", n.div_ceil(64), 64, 0, |a| {
+            a.buffer(&bi)?.buffer(&bo)?.arg(&n)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        let want: Vec<u32> = (0..n)
+            .map(|i| i.wrapping_mul(idx[i as usize] % 256).wrapping_add(7))
+            .collect();
+        assert_eq!(read_u32(&bo, n as usize), want, "{}", r.target);
+    }
+}
+
+#[test]
 fn hip_kernel_reads_block_and_grid_dims_from_hidden_arguments() {
     for r in Rig::all() {
         let m = r.module("hip/dims.hip");

@@ -232,6 +232,34 @@ fn float_and_64_bit_atomics_across_workgroups() {
 }
 
 #[test]
+fn mfma_matrix_multiply() {
+    for r in Rig::all() {
+        let m = r.module(MIX);
+        let a: Vec<f32> = rand(256, 5)
+            .iter()
+            .map(|&x| (x % 17) as f32 - 8.0)
+            .collect();
+        let b: Vec<f32> = rand(256, 6)
+            .iter()
+            .map(|&x| (x % 11) as f32 - 5.0)
+            .collect();
+        let (ba, bb, bd) = (r.buf(&a), r.buf(&b), r.zeros(1024));
+        r.run(&m, "mfma", 1, 64, 0, |x| {
+            x.buffer(&ba)?.buffer(&bb)?.buffer(&bd)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        let d: Vec<f32> = read(&bd, 256);
+        for i in 0..16 {
+            for j in 0..16 {
+                let want: f32 = (0..16).map(|k| a[i * 16 + k] * b[k * 16 + j]).sum();
+                assert_eq!(d[i * 16 + j], want, "{} D[{i}][{j}]", r.target);
+            }
+        }
+    }
+}
+
+#[test]
 fn private_array_indexed_at_run_time_in_scratch() {
     for r in Rig::all() {
         let m = r.module(MIX);

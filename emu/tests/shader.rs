@@ -687,3 +687,241 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
         }
     }
 }
+
+/// Dense MFMA on the matrix core model: f32 16x16x4 (two chained products) and f16
+/// 32x32x8, with the register layouts of AMD's matrix instruction calculator, results
+/// through AccVGPRs (`v_accvgpr_read`), checked against a CPU matrix product.
+#[test]
+fn mfma_f32_and_f16_matrix_products() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_mfma.cl");
+        // f32 16x16x4, twice: D = A1 B1 + A0 B0 (small integers: exact in any order).
+        let a: Vec<f32> = rand_u32(128, 71)
+            .iter()
+            .map(|&x| (x % 9) as f32 - 4.0)
+            .collect();
+        let b: Vec<f32> = rand_u32(128, 72)
+            .iter()
+            .map(|&x| (x % 7) as f32 - 3.0)
+            .collect();
+        let (wa, wb, wd) = (dev.upload(&a), dev.upload(&b), dev.alloc(256 * 4));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
+        dev.run(
+            &mut q,
+            &m,
+            "mfma_f32_16x16x4f32",
+            [64, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let d: Vec<f32> = dev.download(&wd, 256);
+        for i in 0..16 {
+            for j in 0..16 {
+                let mut want = 0f32;
+                for blk in 0..2 {
+                    for k in 0..4 {
+                        want += a[64 * blk + i + 16 * k] * b[64 * blk + j + 16 * k];
+                    }
+                }
+                let lane = j + 16 * (i / 4);
+                assert_eq!(d[lane * 4 + i % 4], want, "{} D[{i}][{j}]", dev.target);
+            }
+        }
+        // f16 32x32x8: A[i][k] in lane i + 32 (k / 4), element k % 4.
+        let ah: Vec<u16> = rand_u32(256, 73)
+            .iter()
+            .map(|&x| half::f16::from_f32((x % 11) as f32 - 5.0).to_bits())
+            .collect();
+        let bh: Vec<u16> = rand_u32(256, 74)
+            .iter()
+            .map(|&x| half::f16::from_f32((x % 5) as f32 * 0.5).to_bits())
+            .collect();
+        let (wa, wb, wd) = (dev.upload(&ah), dev.upload(&bh), dev.alloc(1024 * 4));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
+        dev.run(
+            &mut q,
+            &m,
+            "mfma_f32_32x32x8f16",
+            [64, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let d: Vec<f32> = dev.download(&wd, 1024);
+        let h = |v: u16| half::f16::from_bits(v).to_f32();
+        for i in 0..32 {
+            for j in 0..32 {
+                let mut want = 0f32;
+                for k in 0..8 {
+                    want += h(ah[(i + 32 * (k / 4)) * 4 + k % 4])
+                        * h(bh[(j + 32 * (k / 4)) * 4 + k % 4]);
+                }
+                let lane = j + 32 * ((i / 4) % 2);
+                let reg = 4 * (i / 8) + i % 4;
+                assert_eq!(d[lane * 16 + reg], want, "{} D[{i}][{j}]", dev.target);
+            }
+        }
+    }
+}
+
+/// A private array indexed at run time lives in scratch; on gfx942 clang addresses it with
+/// SDWA operands (`v_lshlrev_b32_sdwa ... src1_sel:BYTE_0`), on gfx90a through MUBUF.
+#[test]
+fn private_array_in_scratch_with_sdwa() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/private_array.cl");
+        let n = 300u32;
+        let idx: Vec<u32> = (0..n).map(|i| i.wrapping_mul(40503) ^ 0x55).collect();
+        let (wi, wo) = (dev.upload(&idx), dev.alloc(n as usize * 4));
+        let args = Args::default().ptr(&wi).ptr(&wo).u32(n);
+        dev.run(
+            &mut q,
+            &m,
+            "private_array",
+            [n, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let got: Vec<u32> = dev.download(&wo, n as usize);
+        for i in 0..n {
+            let want = i.wrapping_mul(idx[i as usize] % 256).wrapping_add(7);
+            assert_eq!(got[i as usize], want, "{} out[{i}]", dev.target);
+        }
+    }
+}
+
+/// Raw buffer resources built in the kernel: in-range lanes copy (+1), lanes past
+/// num_records read 0 and their buffer stores are dropped, as the hardware's range check.
+#[test]
+fn buffer_resource_range_checking() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_buffer.cl");
+        let n = 256usize;
+        let valid = 200u32; // dwords inside the buffer
+        let src: Vec<u32> = rand_u32(n, 81);
+        let dst0 = vec![0xDEAD_BEEFu32; 2048];
+        let (ws, wd) = (dev.upload(&src), dev.upload(&dst0));
+        let args = Args::default().ptr(&ws).ptr(&wd).u32(valid * 4);
+        dev.run(
+            &mut q,
+            &m,
+            "buf_copy",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let d: Vec<u32> = dev.download(&wd, 2048);
+        for i in 0..n {
+            let inside = (i as u32) < valid;
+            let want = if inside {
+                src[i].wrapping_add(1)
+            } else {
+                0xDEAD_BEEF
+            };
+            assert_eq!(d[i], want, "{} dst[{i}]", dev.target);
+            let read = if inside { src[i] } else { 0 };
+            assert_eq!(d[i + 1024], read, "{} loaded[{i}]", dev.target);
+        }
+    }
+}
+
+/// Packed f16 VOP3P (v_pk_fma/add/mul/max_f16) and SDWA byte/word selects, against the
+/// same arithmetic on the host (f16 rounding after each operation, as the kernel does).
+#[test]
+fn packed_f16_and_sdwa_byte_lanes() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_buffer.cl");
+        let n = 256usize;
+        let hv = |seed: u32, sc: f32| -> Vec<u16> {
+            rand_u32(2 * n, seed)
+                .iter()
+                .map(|&x| half::f16::from_f32(((x % 2001) as f32 - 1000.0) * sc).to_bits())
+                .collect()
+        };
+        let (a, b, c) = (hv(91, 0.01), hv(92, 0.02), hv(93, 0.5));
+        let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.upload(&c));
+        let (wd, we, wf) = (dev.alloc(4 * n), dev.alloc(4 * n), dev.alloc(4 * n));
+        let args = Args::default()
+            .ptr(&wa)
+            .ptr(&wb)
+            .ptr(&wc)
+            .ptr(&wd)
+            .ptr(&we)
+            .ptr(&wf);
+        dev.run(
+            &mut q,
+            &m,
+            "pk_f16",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let (d, e, f): (Vec<u16>, Vec<u16>, Vec<u16>) = (
+            dev.download(&wd, 2 * n),
+            dev.download(&we, 2 * n),
+            dev.download(&wf, 2 * n),
+        );
+        let h = |v: u16| half::f16::from_bits(v);
+        for i in 0..2 * n {
+            let (x, y, z) = (h(a[i]), h(b[i]), h(c[i]));
+            let fma = half::f16::from_f64(x.to_f64() * y.to_f64() + z.to_f64());
+            let unfused = x * y + z;
+            assert!(
+                d[i] == fma.to_bits() || d[i] == unfused.to_bits(),
+                "{} d[{i}] = {:#x}, want {:#x}",
+                dev.target,
+                d[i],
+                fma.to_bits()
+            );
+            assert_eq!(e[i], ((x + y) * x).to_bits(), "{} e[{i}]", dev.target);
+            assert_eq!(
+                f[i],
+                (x.max(z) - y.min(z)).to_bits(),
+                "{} f[{i}]",
+                dev.target
+            );
+        }
+
+        let (a, b) = (rand_u32(n, 94), rand_u32(n, 95));
+        let (wa, wb, wo) = (dev.upload(&a), dev.upload(&b), dev.alloc(8 * n));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wo);
+        dev.run(
+            &mut q,
+            &m,
+            "bytes",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        let o: Vec<u32> = dev.download(&wo, 2 * n);
+        for i in 0..n {
+            let (p, q) = (a[i].to_le_bytes(), b[i].to_le_bytes());
+            let s = (p[1] as u32 * q[2] as u32)
+                .wrapping_add(p[3] as i8 as i32 as u32)
+                .wrapping_add((b[i] >> 16) << 3);
+            assert_eq!(o[2 * i], s, "{} s[{i}]", dev.target);
+            let r = [
+                p[0].wrapping_add(q[1]),
+                p[2] ^ q[3],
+                p[3].wrapping_sub(q[0]),
+                p[1] | q[2],
+            ];
+            assert_eq!(o[2 * i + 1], u32::from_le_bytes(r), "{} r[{i}]", dev.target);
+        }
+    }
+}

@@ -375,7 +375,8 @@ pub(crate) fn dispatch_launch(
     // Unified VGPR file on gfx90a/gfx942: granule of 8 registers, AccVGPRs from
     // ACCUM_OFFSET (RSRC3) on.
     let nregs = ((kd.granulated_vgpr_count() as usize + 1) * 8).min(512);
-    let acc_base = ((kd.accum_offset() as usize) + 1) * 4;
+    // `accum_offset()` is already in registers ((RSRC3 ACCUM_OFFSET + 1) * 4).
+    let acc_base = kd.accum_offset() as usize;
     let preload_n = if target == Target::Gfx942 && launch.user_data.is_none() {
         kd.kernarg_preload_length() as usize
     } else {

@@ -16,8 +16,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::lower::{Enc, Op, VopForm};
-use super::mem::MemPort;
+use super::lower::{Enc, Op, VopForm, AGPR_BASE};
+use super::mem::{self, MemPort};
 use super::{Program, ShaderError, Target};
 
 /// Why [`Wave::run`] returned.
@@ -39,6 +39,12 @@ enum Ty {
     F32,
     F64,
 }
+
+/// Internal VGPR-sized temporaries after the kernel's registers (SDWA operand staging);
+/// reached through register numbers [`TEMP_BASE`]...
+const TEMPS: usize = 3;
+/// Register number of the first internal temporary (above the AccVGPR codes).
+const TEMP_BASE: usize = 768;
 
 /// SGPR-space operand codes.
 const VCC: u16 = 106;
@@ -72,6 +78,9 @@ pub(crate) struct Wave {
     pub(crate) v: Vec<u32>,
     /// Where the AccVGPRs start (in registers).
     pub(crate) acc_base: usize,
+    /// Registers of the unified VGPR file the kernel was granted (internal temporaries
+    /// follow them in `v`).
+    nregs: usize,
     pub(crate) pc: usize,
     pub(crate) scc: bool,
     /// The MODE hardware register.
@@ -88,7 +97,8 @@ pub(crate) struct Wave {
     /// The DPP-permuted src0 of the current instruction.
     dpp_src: [u32; 64],
     /// VALU operand buffers.
-    tmp: Box<Tmp>,
+    /// Taken while a VALU op runs (`None` then), so the buffers are never reallocated.
+    tmp: Option<Box<Tmp>>,
 }
 
 /// VALU operand gather buffers.
@@ -175,8 +185,9 @@ impl Wave {
     pub(crate) fn new(nregs: usize, acc_base: usize, priv_size: u32) -> Wave {
         Wave {
             s: [0; 128],
-            v: vec![0; nregs * 64],
+            v: vec![0; (nregs + TEMPS) * 64],
             acc_base,
+            nregs,
             pc: 0,
             scc: false,
             mode: 0,
@@ -186,16 +197,16 @@ impl Wave {
             lane_instrs: 0,
             hw_id: 0,
             dpp_src: [0; 64],
-            tmp: Box::default(),
+            tmp: Some(Box::default()),
         }
     }
 
     /// Back to the state of [`Wave::new`] for another wave of the same dispatch, keeping the
     /// allocations (no allocation per wave).
     pub(crate) fn reset(&mut self) {
+        // VGPRs and scratch start undefined on hardware (only the dispatch-initialised
+        // registers are set); they are not cleared between the waves a worker runs.
         self.s = [0; 128];
-        self.v.fill(0);
-        self.private.fill(0);
         self.pc = 0;
         self.scc = false;
         self.mode = 0;
@@ -281,16 +292,37 @@ impl Wave {
 
     // ---- vector operands ----
 
+    /// Index in `v` of register `r`: 0..512 the unified file (VGPRs, then AccVGPRs from
+    /// `acc_base`), 512..768 AccVGPR `r - 512`, [`TEMP_BASE`].. an internal temporary.
+    /// `usize::MAX / 128` (never in range) beyond the kernel's allocation.
+    #[inline]
+    fn file_idx(&self, r: usize) -> usize {
+        let i = if r < 512 {
+            r
+        } else if r < TEMP_BASE {
+            self.acc_base + (r - 512)
+        } else {
+            return self.nregs + (r - TEMP_BASE);
+        };
+        if i < self.nregs {
+            i
+        } else {
+            usize::MAX / 128
+        }
+    }
+
     #[inline]
     fn vreg(&self, ctx: &Ctx<'_>, r: usize) -> R<&[u32]> {
+        let i = self.file_idx(r);
         self.v
-            .get(r * 64..r * 64 + 64)
+            .get(i * 64..i * 64 + 64)
             .ok_or_else(|| self.err(ctx, format!("VGPR v{r} beyond the wave's allocation")))
     }
 
     #[inline]
     fn vreg_mut(&mut self, r: usize) -> Option<&mut [u32]> {
-        self.v.get_mut(r * 64..r * 64 + 64)
+        let i = self.file_idx(r);
+        self.v.get_mut(i * 64..i * 64 + 64)
     }
 
     /// Gathers source `i` of a VALU op as 32-bit lanes (with VOP3 abs/neg for float types).
@@ -300,7 +332,7 @@ impl Wave {
         if i == 0 && op.form == VopForm::Dpp {
             *out = self.dpp_src;
         } else if code >= 256 {
-            out.copy_from_slice(self.vreg(ctx, (code - 256) as usize)?);
+            out.copy_from_slice(self.vreg(ctx, vcode(code))?);
         } else {
             let v = match ty {
                 Ty::F16 => match f16_inline(code) {
@@ -332,7 +364,7 @@ impl Wave {
     fn fetch64(&self, ctx: &Ctx<'_>, op: &Op, i: usize, ty: Ty, out: &mut [u64; 64]) -> R<()> {
         let code = op.src[i];
         if code >= 256 {
-            let r = (code - 256) as usize;
+            let r = vcode(code);
             let lo = self.vreg(ctx, r)?;
             let hi = self.vreg(ctx, r + 1)?;
             for l in 0..64 {
@@ -1010,18 +1042,15 @@ impl Wave {
 
     fn valu(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         // Operand buffers live in the wave (no per-instruction zeroing of 2 KiB of stack).
-        let mut tmp = std::mem::take(&mut self.tmp);
+        let mut tmp = self.tmp.take().unwrap_or_default();
         let r = self.valu_ops(ctx, op, &mut tmp);
-        self.tmp = tmp;
+        self.tmp = Some(tmp);
         r
     }
 
     fn valu_ops(&mut self, ctx: &mut Ctx<'_>, op: &Op, tmp: &mut Tmp) -> R<()> {
         if op.form == VopForm::Sdwa {
-            return Err(self.err(
-                ctx,
-                "SDWA operand forms are not implemented by the emulator",
-            ));
+            return self.sdwa(ctx, op, tmp);
         }
         let mut exec = self.exec();
         if op.form == VopForm::Dpp {
@@ -1084,11 +1113,32 @@ impl Wave {
                 f
             }
         };
+        // Float ops: inputs flushed in a pass of their own, the operation in a plain lane
+        // loop (small enough to inline and vectorise), output modifiers in a final pass.
+        let needs_post = omod != 0 || clamp || ftz;
+        let flush = move |v: &mut [u32; 64]| {
+            if ftz {
+                for x in v.iter_mut() {
+                    if *x & 0x7F80_0000 == 0 {
+                        *x &= 0x8000_0000;
+                    }
+                }
+            }
+        };
+        let finish = move |r: &mut [u32; 64]| {
+            if needs_post {
+                for x in r.iter_mut() {
+                    *x = post(f32::from_bits(*x));
+                }
+            }
+        };
         macro_rules! f1 {
             ($f:expr) => {{
                 self.fetch(ctx, op, 0, Ty::F32, a)?;
+                flush(a);
                 let f = $f;
-                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]))));
+                let mut r: [u32; 64] = lanes(|l| f(f32::from_bits(a[l])).to_bits());
+                finish(&mut r);
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1096,8 +1146,12 @@ impl Wave {
             ($f:expr) => {{
                 self.fetch(ctx, op, 0, Ty::F32, a)?;
                 self.fetch(ctx, op, 1, Ty::F32, b)?;
+                flush(a);
+                flush(b);
                 let f = $f;
-                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]), pre(b[l]))));
+                let mut r: [u32; 64] =
+                    lanes(|l| f(f32::from_bits(a[l]), f32::from_bits(b[l])).to_bits());
+                finish(&mut r);
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1106,8 +1160,19 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::F32, a)?;
                 self.fetch(ctx, op, 1, Ty::F32, b)?;
                 self.fetch(ctx, op, 2, Ty::F32, c)?;
+                flush(a);
+                flush(b);
+                flush(c);
                 let f = $f;
-                let r: [u32; 64] = lanes(|l| post(f(pre(a[l]), pre(b[l]), pre(c[l]))));
+                let mut r: [u32; 64] = lanes(|l| {
+                    f(
+                        f32::from_bits(a[l]),
+                        f32::from_bits(b[l]),
+                        f32::from_bits(c[l]),
+                    )
+                    .to_bits()
+                });
+                finish(&mut r);
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
@@ -1133,6 +1198,9 @@ impl Wave {
             }};
         }
         let e32 = op.form == VopForm::E32;
+        if op.opsel != 0 && (0x11f..=0x133).contains(&op.op) {
+            return Err(self.err(ctx, "op_sel on a 16-bit VOP3 operation is not modelled"));
+        }
         match op.op {
             // VOPC compares (0x00..=0xFF).
             0x00..=0xFF => return self.vopc(ctx, op, exec),
@@ -1176,6 +1244,57 @@ impl Wave {
             0x114 => u2!(|x: u32, y: u32| x | y),
             0x115 => u2!(|x: u32, y: u32| x ^ y),
             0x13d => u2!(|x: u32, y: u32| !(x ^ y)),
+            // 16-bit integer VOP2 (gfx9 writes the low half and zeroes the high half).
+            0x126 => u2!(|x: u32, y: u32| (x as u16).wrapping_add(y as u16) as u32),
+            0x127 => u2!(|x: u32, y: u32| (x as u16).wrapping_sub(y as u16) as u32),
+            0x128 => u2!(|x: u32, y: u32| (y as u16).wrapping_sub(x as u16) as u32),
+            0x129 => u2!(|x: u32, y: u32| (x as u16).wrapping_mul(y as u16) as u32),
+            0x12a => u2!(|x: u32, y: u32| ((y as u16) << (x & 15)) as u32),
+            0x12b => u2!(|x: u32, y: u32| ((y as u16) >> (x & 15)) as u32),
+            0x12c => u2!(|x: u32, y: u32| ((y as u16 as i16) >> (x & 15)) as u16 as u32),
+            0x12f => u2!(|x: u32, y: u32| (x as u16).max(y as u16) as u32),
+            0x130 => u2!(|x: u32, y: u32| (x as u16 as i16).max(y as u16 as i16) as u16 as u32),
+            0x131 => u2!(|x: u32, y: u32| (x as u16).min(y as u16) as u32),
+            0x132 => u2!(|x: u32, y: u32| (x as u16 as i16).min(y as u16 as i16) as u16 as u32),
+            // f16 VOP2 (computed in f32: one rounding to f16 is exact for + - * min max).
+            0x11f..=0x122 | 0x12d | 0x12e => {
+                self.fetch(ctx, op, 0, Ty::F16, a)?;
+                self.fetch(ctx, op, 1, Ty::F16, b)?;
+                let ftz16 = self.mode & 0xC0 == 0;
+                let k = op.op;
+                let r: [u32; 64] = lanes(|l| {
+                    let g = |v: u32| half::f16::from_bits(ftz_f16(v as u16, ftz16)).to_f32();
+                    let (x, y) = (g(a[l]), g(b[l]));
+                    let mut v = match k {
+                        0x11f => x + y,
+                        0x120 => x - y,
+                        0x121 => y - x,
+                        0x122 => x * y,
+                        0x12d => fmax(x, y),
+                        _ => fmin(x, y),
+                    };
+                    if clamp {
+                        v = if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) };
+                    }
+                    ftz_f16(half::f16::from_f32(v).to_bits(), ftz16) as u32
+                });
+                if omod != 0 {
+                    return Err(self.err(ctx, "f16 output modifier is not modelled"));
+                }
+                self.write32(ctx, d, &r, exec)?;
+            }
+            0x13c => {
+                // v_pk_fmac_f16: D.lo/hi = S0.lo/hi * S1.lo/hi + D.lo/hi
+                self.fetch(ctx, op, 0, Ty::B32, a)?;
+                self.fetch(ctx, op, 1, Ty::B32, b)?;
+                c.copy_from_slice(self.vreg(ctx, d)?);
+                let ftz16 = self.mode & 0xC0 == 0;
+                let r: [u32; 64] = lanes(|l| {
+                    let h = |x: u32, sh: u32| f16_fma(x >> sh, b[l] >> sh, c[l] >> sh, ftz16);
+                    h(a[l], 0) as u32 | (h(a[l], 16) as u32) << 16
+                });
+                self.write32(ctx, d, &r, exec)?;
+            }
             0x116 | 0x13b => {
                 // v_mac_f32 / v_fmac_f32: D = S0 * S1 + D
                 let mut dd = [0u32; 64];
@@ -1183,10 +1302,29 @@ impl Wave {
                 self.fetch(ctx, op, 0, Ty::F32, a)?;
                 self.fetch(ctx, op, 1, Ty::F32, b)?;
                 let fused = op.op == 0x13b;
-                let r: [u32; 64] = lanes(|l| {
-                    let (x, y, z) = (pre(a[l]), pre(b[l]), pre(dd[l]));
-                    post(if fused { fma32(x, y, z) } else { x * y + z })
-                });
+                flush(a);
+                flush(b);
+                flush(&mut dd);
+                let mut r: [u32; 64] = if fused {
+                    lanes(|l| {
+                        let (x, y, z) = (
+                            f32::from_bits(a[l]),
+                            f32::from_bits(b[l]),
+                            f32::from_bits(dd[l]),
+                        );
+                        fma32(x, y, z).to_bits()
+                    })
+                } else {
+                    lanes(|l| {
+                        let (x, y, z) = (
+                            f32::from_bits(a[l]),
+                            f32::from_bits(b[l]),
+                            f32::from_bits(dd[l]),
+                        );
+                        (x * y + z).to_bits()
+                    })
+                };
+                finish(&mut r);
                 self.write32(ctx, d, &r, exec)?;
             }
             0x119..=0x11e => return self.carry_op(ctx, op, exec),
@@ -1663,7 +1801,7 @@ impl Wave {
         let bank_mask = (op.ext >> 24) & 0xF;
         let row_mask = (op.ext >> 28) & 0xF;
         let mut src = [0u32; 64];
-        src.copy_from_slice(self.vreg(ctx, (op.src[0] - 256) as usize)?);
+        src.copy_from_slice(self.vreg(ctx, vcode(op.src[0]))?);
         let mut write = 0u64;
         for l in 0..64usize {
             let row = l >> 4;
@@ -1798,65 +1936,51 @@ impl Wave {
                 self.write_cmp(op, mask, k & 1 == 1)?;
                 return Ok(());
             }
+            // One generic compare per width and type: the condition is chosen once per
+            // instruction, then one lane loop builds the mask.
             0x40..=0x5F => {
                 let mut a = [0u32; 64];
                 let mut b = [0u32; 64];
                 self.fetch(ctx, op, 0, Ty::F32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::F32, &mut b)?;
-                for l in 0..64 {
-                    if fcmp(
-                        cond,
-                        f32::from_bits(a[l]) as f64,
-                        f32::from_bits(b[l]) as f64,
-                    ) {
-                        mask |= 1 << l;
-                    }
-                }
+                let fa: [f32; 64] = lanes(|l| f32::from_bits(a[l]));
+                let fb: [f32; 64] = lanes(|l| f32::from_bits(b[l]));
+                mask = cmp_mask(cond, &fa, &fb);
             }
             0x60..=0x7F => {
                 let mut a = [0u64; 64];
                 let mut b = [0u64; 64];
                 self.fetch64(ctx, op, 0, Ty::F64, &mut a)?;
                 self.fetch64(ctx, op, 1, Ty::F64, &mut b)?;
-                for l in 0..64 {
-                    if fcmp(cond, f64::from_bits(a[l]), f64::from_bits(b[l])) {
-                        mask |= 1 << l;
-                    }
-                }
+                let fa: [f64; 64] = lanes(|l| f64::from_bits(a[l]));
+                let fb: [f64; 64] = lanes(|l| f64::from_bits(b[l]));
+                mask = cmp_mask(cond, &fa, &fb);
             }
             0xC0..=0xDF => {
                 let mut a = [0u32; 64];
                 let mut b = [0u32; 64];
                 self.fetch(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch(ctx, op, 1, Ty::B32, &mut b)?;
-                let signed = (k >> 3) & 1 == 0;
-                for l in 0..64 {
-                    let r = if signed {
-                        icmp(cond & 7, a[l] as i32 as i64, b[l] as i32 as i64)
-                    } else {
-                        icmp(cond & 7, a[l] as i64, b[l] as i64)
-                    };
-                    if r {
-                        mask |= 1 << l;
-                    }
-                }
+                mask = if (k >> 3) & 1 == 0 {
+                    let ia: [i32; 64] = lanes(|l| a[l] as i32);
+                    let ib: [i32; 64] = lanes(|l| b[l] as i32);
+                    cmp_mask(cond & 7, &ia, &ib)
+                } else {
+                    cmp_mask(cond & 7, &a, &b)
+                };
             }
             0xE0..=0xFF => {
                 let mut a = [0u64; 64];
                 let mut b = [0u64; 64];
                 self.fetch64(ctx, op, 0, Ty::B32, &mut a)?;
                 self.fetch64(ctx, op, 1, Ty::B32, &mut b)?;
-                let signed = (k >> 3) & 1 == 0;
-                for l in 0..64 {
-                    let r = if signed {
-                        icmp(cond & 7, a[l] as i64 as i128, b[l] as i64 as i128)
-                    } else {
-                        icmp(cond & 7, a[l] as i128, b[l] as i128)
-                    };
-                    if r {
-                        mask |= 1 << l;
-                    }
-                }
+                mask = if (k >> 3) & 1 == 0 {
+                    let ia: [i64; 64] = lanes(|l| a[l] as i64);
+                    let ib: [i64; 64] = lanes(|l| b[l] as i64);
+                    cmp_mask(cond & 7, &ia, &ib)
+                } else {
+                    cmp_mask(cond & 7, &a, &b)
+                };
             }
             _ => return Err(self.unimpl(ctx)),
         }
@@ -2237,6 +2361,25 @@ impl Wave {
                     _ => (4, 4),
                 };
                 let addrs = self.lane_addrs(ctx, op)?;
+                // Fast path: plain dword loads whose lanes all fall in one mapped window.
+                if op.op == 0x14 || op.op == 0x15 || op.op == 0x17 {
+                    if let Some((lo, p)) = span_ptr(ctx, &addrs, exec, 4 * words as u64, false) {
+                        for w in 0..words {
+                            let Some(dst) = self.vreg_mut(vd + w) else {
+                                return Err(self.err(ctx, "VGPR beyond the wave's allocation"));
+                            };
+                            for l in 0..64 {
+                                if exec >> l & 1 != 0 {
+                                    let o = (addrs[l] - lo) as usize + 4 * w;
+                                    // SAFETY: `span_ptr` proved every active lane's
+                                    // [a, a + 4 * words) lies inside the live window at `p`.
+                                    dst[l] = unsafe { mem::load_raw(p.add(o), 4) } as u32;
+                                }
+                            }
+                        }
+                        return Ok(());
+                    }
+                }
                 for l in 0..64 {
                     if exec >> l & 1 == 0 {
                         continue;
@@ -2273,6 +2416,21 @@ impl Wave {
                     _ => (4, 4, false),
                 };
                 let addrs = self.lane_addrs(ctx, op)?;
+                if size == 4 {
+                    if let Some((lo, p)) = span_ptr(ctx, &addrs, exec, 4 * words as u64, true) {
+                        for w in 0..words {
+                            let src = self.vreg(ctx, vdata + w)?;
+                            for l in 0..64 {
+                                if exec >> l & 1 != 0 {
+                                    let o = (addrs[l] - lo) as usize + 4 * w;
+                                    // SAFETY: as for the loads; the window is writable.
+                                    unsafe { mem::store_raw(p.add(o), 4, src[l] as u64) };
+                                }
+                            }
+                        }
+                        return Ok(());
+                    }
+                }
                 for l in 0..64 {
                     if exec >> l & 1 == 0 {
                         continue;
@@ -2298,11 +2456,14 @@ impl Wave {
     fn mubuf(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         let r = op.src[2] as usize;
         let vsharp = [0, 1, 2, 3].map(|i| self.s.get(r + i).copied().unwrap_or(0));
-        if vsharp != PRIVATE_SEGMENT_VSHARP || op.ext & 0x12 != 0 {
-            return Err(self.err(
-                ctx,
-                "MUBUF access to a buffer other than the private segment is not modelled",
-            ));
+        if op.ext & 0x10 != 0 {
+            return Err(self.err(ctx, "MUBUF LDS-DMA form is not modelled"));
+        }
+        if vsharp != PRIVATE_SEGMENT_VSHARP {
+            return self.mubuf_vsharp(ctx, op, vsharp);
+        }
+        if op.ext & 0x2 != 0 {
+            return Err(self.err(ctx, "MUBUF idxen on the private segment is not modelled"));
         }
         let soff = self.rs(ctx, op.sdst, 0)? as u64;
         let exec = self.exec();
@@ -2352,14 +2513,365 @@ impl Wave {
         Ok(())
     }
 
-    /// VOP3P-MAI (MFMA).
-    fn mai(&mut self, ctx: &mut Ctx<'_>, _op: &Op) -> R<()> {
-        Err(self.unimpl(ctx))
+    /// MUBUF through a buffer resource (V#) in memory (CDNA3 ISA "Buffer Instructions":
+    /// V# word 0 base[31:0], word 1 base[47:32] and stride[61:48], word 2 num_records, word 3
+    /// ADD_TID_ENABLE bit 23). Address = base + soffset + offset + index * stride, with
+    /// offset = (offen ? VGPR : 0) + inst_offset and index = idxen ? VGPR : 0. Range
+    /// checking: a raw buffer (stride 0) is in range while offset + bytes <= num_records, a
+    /// structured one while index < num_records; out-of-range loads return 0 and stores are
+    /// dropped, per dword. Swizzled (ADD_TID) buffers fault.
+    fn mubuf_vsharp(&mut self, ctx: &mut Ctx<'_>, op: &Op, vsharp: [u32; 4]) -> R<()> {
+        if vsharp[3] & (1 << 23) != 0 {
+            return Err(self.err(
+                ctx,
+                "MUBUF on a swizzled (ADD_TID_ENABLE) buffer is not modelled",
+            ));
+        }
+        let (size, words, store, sext) = match op.op {
+            0x10 => (1, 1, false, false),
+            0x11 => (1, 1, false, true),
+            0x12 => (2, 1, false, false),
+            0x13 => (2, 1, false, true),
+            0x14..=0x17 => (4, op.op as usize - 0x13, false, false),
+            0x18 => (1, 1, true, false),
+            0x1a => (2, 1, true, false),
+            0x1c..=0x1f => (4, op.op as usize - 0x1b, true, false),
+            _ => return Err(self.unimpl(ctx)),
+        };
+        let base = vsharp[0] as u64 | ((vsharp[1] & 0xFFFF) as u64) << 32;
+        let stride = ((vsharp[1] >> 16) & 0x3FFF) as u64;
+        let num_records = vsharp[2] as u64;
+        let soff = self.rs(ctx, op.sdst, 0)? as u64;
+        let exec = self.exec();
+        let (offen, idxen) = (op.ext & 1 != 0, op.ext & 2 != 0);
+        let va = op.src[0] as usize;
+        let mut index = [0u32; 64];
+        let mut voff = [0u32; 64];
+        if idxen {
+            index.copy_from_slice(self.vreg(ctx, va)?);
+        }
+        if offen {
+            voff.copy_from_slice(self.vreg(ctx, va + usize::from(idxen))?);
+        }
+        let vd = op.dst as usize + if op.acc { AGPR_BASE as usize } else { 0 };
+        for l in 0..64 {
+            if exec >> l & 1 == 0 {
+                continue;
+            }
+            let off = voff[l] as u64 + op.imm as u64;
+            let idx = index[l] as u64;
+            let addr = base
+                .wrapping_add(soff)
+                .wrapping_add(off)
+                .wrapping_add(idx * stride);
+            for w in 0..words {
+                let wo = 4 * w as u64;
+                let in_range = if stride == 0 {
+                    off + wo + size <= num_records
+                } else {
+                    idx < num_records
+                };
+                let a = addr.wrapping_add(wo);
+                if store {
+                    let v = self.vreg(ctx, vd + w)?[l] as u64;
+                    if in_range {
+                        ctx.mem
+                            .store(a, size, v)
+                            .map_err(|f| self.mem_err(ctx, f))?;
+                    }
+                } else {
+                    let raw = if in_range {
+                        ctx.mem.load(a, size).map_err(|f| self.mem_err(ctx, f))?
+                    } else {
+                        0
+                    };
+                    let v = match (sext, size) {
+                        (true, 1) => raw as u8 as i8 as i32 as u32,
+                        (true, _) => raw as u16 as i16 as i32 as u32,
+                        _ => raw as u32,
+                    };
+                    match self.vreg_mut(vd + w) {
+                        Some(x) => x[l] = v,
+                        None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// SDWA (CDNA3 ISA "SDWA"; CDNA2 same): the selected byte/word of each source
+    /// (zero- or sign-extended) is staged in an internal temporary, the operation runs as its
+    /// VOP3 form on the temporaries (abs/neg/clamp/omod from the SDWA dword, VCC implicit),
+    /// and the 32-bit result is written to the selected field of VDST, the other bits padded
+    /// with zeros, sign-extended, or preserved (`dst_unused`). VOPC writes VCC or the SDWA
+    /// SDST.
+    fn sdwa(&mut self, ctx: &mut Ctx<'_>, op: &Op, tmp: &mut Tmp) -> R<()> {
+        let exec = self.exec();
+        let dst_sel = op.ext & 0xF;
+        let dst_unused = (op.ext >> 4) & 3;
+        let mut inner = *op;
+        inner.form = VopForm::Vop3;
+        for i in 0..2 {
+            let sel = (op.ext >> (8 + 4 * i)) & 0xF;
+            let sext = (op.ext >> (16 + i)) & 1 != 0;
+            let mut x = [0u32; 64];
+            let code = op.src[i];
+            if code >= 256 {
+                x.copy_from_slice(self.vreg(ctx, vcode(code))?);
+            } else {
+                x = [self.rs(ctx, code, op.lit)?; 64];
+            }
+            for v in x.iter_mut() {
+                *v = sdwa_select(*v, sel, sext);
+            }
+            match self.vreg_mut(TEMP_BASE + i) {
+                Some(t) => t.copy_from_slice(&x),
+                None => return Err(self.err(ctx, "SDWA staging register missing")),
+            }
+            inner.src[i] = (TEMP_BASE + i) as u16;
+        }
+        inner.src[2] = VCC;
+        if op.op < 0x100 {
+            // VOPC: only the condition mask is written.
+            return self.valu_ops(ctx, &inner, tmp);
+        }
+        let d = op.dst as usize;
+        let mut old = [0u32; 64];
+        old.copy_from_slice(self.vreg(ctx, d)?);
+        match self.vreg_mut(TEMP_BASE + 2) {
+            Some(t) => t.copy_from_slice(&old),
+            None => return Err(self.err(ctx, "SDWA staging register missing")),
+        }
+        inner.dst = (TEMP_BASE + 2) as u16;
+        self.valu_ops(ctx, &inner, tmp)?;
+        let mut res = [0u32; 64];
+        res.copy_from_slice(self.vreg(ctx, TEMP_BASE + 2)?);
+        let (shift, width) = match dst_sel {
+            0..=3 => (8 * dst_sel, 8),
+            4 | 5 => (16 * (dst_sel - 4), 16),
+            _ => (0, 32),
+        };
+        let r: [u32; 64] = lanes(|l| {
+            if width == 32 {
+                return res[l];
+            }
+            let mask = ((1u64 << width) - 1) as u32;
+            let field = (res[l] & mask) << shift;
+            let fmask = mask << shift;
+            match dst_unused {
+                // UNUSED_SEXT: the field's sign fills the bits above it.
+                1 => {
+                    let neg = (res[l] >> (width - 1)) & 1 != 0;
+                    let above = if shift + width >= 32 {
+                        0
+                    } else {
+                        u32::MAX << (shift + width)
+                    };
+                    field | if neg { above } else { 0 }
+                }
+                // UNUSED_PRESERVE
+                2 => (old[l] & !fmask) | field,
+                _ => field,
+            }
+        });
+        self.write32(ctx, d, &r, exec)
+    }
+
+    /// VOP3P-MAI: the dense f32 and f16 MFMA (CDNA2 ISA / CDNA3 ISA "Matrix Arithmetic
+    /// Instructions"; register layouts as AMD's matrix instruction calculator prints them).
+    /// An M x N x K product over B blocks: A[b][i][k] in lane `i + M * (k / E + (K / E) * b)`
+    /// element `k % E` (E values per lane: 1 f32, 4 f16), B[b][k][j] likewise with j, and
+    /// C/D[b][i][j] in lane `j + N * (s % G)`, register `4 * (s / G) + i % 4` with
+    /// `s = b * M / 4 + i / 4`, `G = 64 / N`. The sum runs over k in order with one fused
+    /// multiply-add each (f16 products are exact in f32). Broadcast controls
+    /// (cbsz/abid/blgp), integer/bf16/f64/xf32/f8 variants and partial EXEC fault.
+    fn mai(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let (m, n, k, blocks, e) = match op.op {
+            0x40 => (32, 32, 1, 2, 1),
+            0x41 => (16, 16, 1, 4, 1),
+            0x42 => (4, 4, 1, 16, 1),
+            0x44 => (32, 32, 2, 1, 1),
+            0x45 => (16, 16, 4, 1, 1),
+            0x48 => (32, 32, 4, 2, 4),
+            0x49 => (16, 16, 4, 4, 4),
+            0x4a => (4, 4, 4, 16, 4),
+            0x4c => (32, 32, 8, 1, 4),
+            0x4d => (16, 16, 16, 1, 4),
+            _ => return Err(self.unimpl(ctx)),
+        };
+        if op.neg_hi != 0 || op.opsel != 0 || op.neg != 0 {
+            return Err(self.err(
+                ctx,
+                "MFMA broadcast controls (cbsz/abid/blgp) are not modelled",
+            ));
+        }
+        if self.exec() != u64::MAX {
+            return Err(self.err(ctx, "MFMA with a partial EXEC mask is not modelled"));
+        }
+        let regs_in = if e == 1 { 1 } else { 2 };
+        let dregs = blocks * m * n / 64;
+        // Operand values per lane (f32, converted from f16 where packed).
+        let mut av = vec![[0f32; 4]; 64];
+        let mut bv = vec![[0f32; 4]; 64];
+        for (slot, vals) in [(0usize, &mut av), (1, &mut bv)] {
+            let code = op.src[slot];
+            for r in 0..regs_in {
+                let mut x = [0u32; 64];
+                if code >= 256 {
+                    x.copy_from_slice(self.vreg(ctx, vcode(code) + r)?);
+                } else {
+                    x = [self.rs(ctx, code, op.lit)?; 64];
+                }
+                for l in 0..64 {
+                    if e == 1 {
+                        vals[l][0] = f32::from_bits(x[l]);
+                    } else {
+                        vals[l][2 * r] = half::f16::from_bits(x[l] as u16).to_f32();
+                        vals[l][2 * r + 1] = half::f16::from_bits((x[l] >> 16) as u16).to_f32();
+                    }
+                }
+            }
+        }
+        let ccode = op.src[2];
+        let mut acc = vec![[0f32; 64]; dregs];
+        for (r, row) in acc.iter_mut().enumerate() {
+            if ccode >= 256 {
+                let src = self.vreg(ctx, vcode(ccode) + r)?;
+                for l in 0..64 {
+                    row[l] = f32::from_bits(src[l]);
+                }
+            } else {
+                *row = [f32::from_bits(self.rs(ctx, ccode, op.lit)?); 64];
+            }
+        }
+        let g = 64 / n;
+        let ke = k / e;
+        for b in 0..blocks {
+            for i in 0..m {
+                let s = b * m / 4 + i / 4;
+                let reg = 4 * (s / g) + i % 4;
+                for j in 0..n {
+                    let lane = j + n * (s % g);
+                    let mut sum = acc[reg][lane];
+                    for kk in 0..k {
+                        let la = i + m * (kk / e + ke * b);
+                        let lb = j + n * (kk / e + ke * b);
+                        sum = fma32(av[la][kk % e], bv[lb][kk % e], sum);
+                    }
+                    acc[reg][lane] = sum;
+                }
+            }
+        }
+        let dbase = if op.acc {
+            AGPR_BASE as usize + op.dst as usize
+        } else {
+            op.dst as usize
+        };
+        for (r, row) in acc.iter().enumerate() {
+            let out: [u32; 64] = lanes(|l| row[l].to_bits());
+            self.write32(ctx, dbase + r, &out, u64::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// VOP3P with 16-bit halves (CDNA3 ISA "VOP3P"): each half of the result takes the
+    /// sources' halves chosen by op_sel (low) and op_sel_hi (high); neg_lo/neg_hi negate
+    /// the halves of float operands.
+    fn vop3p16(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let exec = self.exec();
+        let kop = op.op;
+        let nsrc = match kop {
+            0x0 | 0x9 | 0xe => 3,
+            _ => 2,
+        };
+        let float = matches!(kop, 0xe..=0x12);
+        if op.clamp && !float {
+            return Err(self.err(ctx, "packed integer clamp (saturation) is not modelled"));
+        }
+        let mut s = [[0u32; 64]; 3];
+        for (i, v) in s.iter_mut().enumerate().take(nsrc) {
+            self.fetch(ctx, op, i, if float { Ty::F16 } else { Ty::B32 }, v)?;
+        }
+        let ftz16 = self.mode & 0xC0 == 0;
+        let clamp = op.clamp;
+        let half = |i: usize, x: u32, hi: bool| -> u32 {
+            let sel = if hi {
+                (op.ext >> i) & 1
+            } else {
+                (op.opsel as u32 >> i) & 1
+            };
+            let mut v = (x >> (16 * sel)) & 0xFFFF;
+            let neg = if hi { op.neg_hi } else { op.neg } >> i & 1;
+            if float && neg != 0 {
+                v ^= 0x8000;
+            }
+            v
+        };
+        let f = |x: u32| half::f16::from_bits(x as u16).to_f32();
+        let h = |x: f32| -> u32 {
+            let x = if clamp {
+                if x.is_nan() {
+                    0.0
+                } else {
+                    x.clamp(0.0, 1.0)
+                }
+            } else {
+                x
+            };
+            ftz_f16(half::f16::from_f32(x).to_bits(), ftz16) as u32
+        };
+        let r: [u32; 64] = lanes(|l| {
+            let one = |hi: bool| -> u32 {
+                let x = half(0, s[0][l], hi);
+                let y = half(1, s[1][l], hi);
+                let z = half(2, s[2][l], hi);
+                let (xi, yi, zi) = (x as u16 as i16, y as u16 as i16, z as u16 as i16);
+                (match kop {
+                    0x0 => xi.wrapping_mul(yi).wrapping_add(zi) as u16 as u32,
+                    0x1 => (x as u16).wrapping_mul(y as u16) as u32,
+                    0x2 => xi.wrapping_add(yi) as u16 as u32,
+                    0x3 => xi.wrapping_sub(yi) as u16 as u32,
+                    0x4 => ((y as u16) << (x & 15)) as u32,
+                    0x5 => ((y as u16) >> (x & 15)) as u32,
+                    0x6 => (yi >> (x & 15)) as u16 as u32,
+                    0x7 => xi.max(yi) as u16 as u32,
+                    0x8 => xi.min(yi) as u16 as u32,
+                    0x9 => (x as u16).wrapping_mul(y as u16).wrapping_add(z as u16) as u32,
+                    0xa => (x as u16).wrapping_add(y as u16) as u32,
+                    0xb => (x as u16).wrapping_sub(y as u16) as u32,
+                    0xc => x.max(y),
+                    0xd => x.min(y),
+                    0xe => f16_fma(x, y, z, ftz16) as u32,
+                    0xf => h(f(x) + f(y)),
+                    0x10 => h(f(x) * f(y)),
+                    0x11 => h(fmin(f(x), f(y))),
+                    _ => h(fmax(f(x), f(y))),
+                }) & 0xFFFF
+            };
+            one(false) | one(true) << 16
+        });
+        self.write32(ctx, op.dst as usize, &r, exec)
     }
 
     /// VOP3P: the packed 32-bit moves and float ops of gfx90a/gfx940.
     fn vop3p(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         let exec = self.exec();
+        match op.op {
+            0x0..=0x12 => return self.vop3p16(ctx, op),
+            0x58 | 0x59 => {
+                // v_accvgpr_read_b32 (AGPR -> VGPR) / v_accvgpr_write_b32 (-> AGPR).
+                let mut x = [0u32; 64];
+                self.fetch(ctx, op, 0, Ty::B32, &mut x)?;
+                let d = if op.acc {
+                    AGPR_BASE as usize + op.dst as usize
+                } else {
+                    op.dst as usize
+                };
+                return self.write32(ctx, d, &x, exec);
+            }
+            _ => {}
+        }
         let mut s = [[0u64; 64]; 3];
         let nsrc = match op.op {
             0x30 => 3,
@@ -2578,6 +3090,84 @@ impl Wave {
     }
 }
 
+/// The register number (see [`Wave::file_idx`]) of a vector operand code: 256..512 VGPR
+/// `code - 256`, AccVGPR and temporary codes as they are.
+#[inline(always)]
+fn vcode(code: u16) -> usize {
+    if code < 512 {
+        code as usize - 256
+    } else {
+        code as usize
+    }
+}
+
+/// When every active lane's `[a, a + bytes)` lies in one mapped window of global memory
+/// (no LDS/private aperture address), the lowest address and its host pointer.
+#[inline]
+fn span_ptr(
+    ctx: &mut Ctx<'_>,
+    addrs: &[u64; 64],
+    exec: u64,
+    bytes: u64,
+    write: bool,
+) -> Option<(u64, *mut u8)> {
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for l in 0..64 {
+        if exec >> l & 1 != 0 {
+            lo = lo.min(addrs[l]);
+            hi = hi.max(addrs[l]);
+        }
+    }
+    // Below the LDS aperture (1 << 48) and not wrapping: an ordinary global range.
+    if lo > hi || hi >= (SHARED_APERTURE_HI as u64) << 32 {
+        return None;
+    }
+    let p = ctx.mem.ptr(lo, hi - lo + bytes, write).ok()?;
+    Some((lo, p))
+}
+
+/// The SDWA source select: byte 0..3, word 4..5 (zero- or sign-extended), dword 6.
+#[inline]
+fn sdwa_select(x: u32, sel: u32, sext: bool) -> u32 {
+    match sel {
+        0..=3 => {
+            let b = (x >> (8 * sel)) as u8;
+            if sext {
+                b as i8 as i32 as u32
+            } else {
+                b as u32
+            }
+        }
+        4 | 5 => {
+            let w = (x >> (16 * (sel - 4))) as u16;
+            if sext {
+                w as i16 as i32 as u32
+            } else {
+                w as u32
+            }
+        }
+        _ => x,
+    }
+}
+
+/// An f16 denormal flushed to a signed zero when `ftz` (MODE FP_DENORM 16/64 = 0).
+#[inline]
+fn ftz_f16(h: u16, ftz: bool) -> u16 {
+    if ftz && h & 0x7C00 == 0 {
+        h & 0x8000
+    } else {
+        h
+    }
+}
+
+/// f16 fused multiply-add (low 16 bits of each argument): the product of two f16 is exact
+/// in f64 and the f64 sum rounds innocuously to f16 (53 >= 2 * 11 + 2 bits).
+#[inline]
+fn f16_fma(x: u32, y: u32, z: u32, ftz: bool) -> u16 {
+    let g = |v: u32| half::f16::from_bits(ftz_f16(v as u16, ftz)).to_f64();
+    ftz_f16(half::f16::from_f64(g(x) * g(y) + g(z)).to_bits(), ftz)
+}
+
 /// Fused multiply-add of f32, exactly rounded: the product of two f32 is exact in f64, so
 /// the f64 sum rounded once more to f32 is the correctly rounded result except when the f64
 /// sum lies exactly halfway between two f32 values or in the f32 subnormal range (double
@@ -2589,7 +3179,8 @@ fn fma32(x: f32, y: f32, z: f32) -> f32 {
     let r = xy + z as f64;
     let b = r.to_bits();
     let e = (b >> 52) & 0x7FF;
-    if (b & 0x1FFF_FFFF != 0x1000_0000 && e >= 0x3FF - 126) || e == 0x7FF {
+    // (An f64 zero is an exact zero: the inputs' exact sum is representable that far down.)
+    if (b & 0x1FFF_FFFF != 0x1000_0000 && (e >= 0x3FF - 126 || r == 0.0)) || e == 0x7FF {
         return r as f32;
     }
     x.mul_add(y, z)
@@ -2812,38 +3403,38 @@ fn class_bits(x: f64, sub: bool) -> u32 {
     1 << bit
 }
 
-fn fcmp(c: u8, a: f64, b: f64) -> bool {
-    let un = a.is_nan() || b.is_nan();
-    match c {
-        0 => false,
-        1 => a < b,
-        2 => a == b,
-        3 => a <= b,
-        4 => a > b,
-        5 => a != b && !un,
-        6 => a >= b,
-        7 => !un,
-        8 => un,
-        9 => !(a >= b),
-        10 => a == b || un,
-        11 => !(a > b),
-        12 => !(a <= b),
-        13 => a != b,
-        14 => !(a < b),
-        _ => true,
+/// The lanes where `f(a, b)` holds.
+#[inline(always)]
+fn mask2<T: Copy>(a: &[T; 64], b: &[T; 64], f: impl Fn(T, T) -> bool) -> u64 {
+    let mut m = 0u64;
+    for l in 0..64 {
+        m |= (f(a[l], b[l]) as u64) << l;
     }
+    m
 }
 
-fn icmp<T: PartialOrd>(c: u8, a: T, b: T) -> bool {
+/// VOPC condition `c` (the low 4 bits of the opcode: F, LT, EQ, LE, GT, LG, GE, O, U, NGE,
+/// NLG, NGT, NLE, NEQ, NLT, TRU) over all lanes, for any ordered type: integers use
+/// 0..=7 (LG = NE, O = TRU on them).
+#[allow(clippy::eq_op)]
+fn cmp_mask<T: PartialOrd + Copy>(c: u8, a: &[T; 64], b: &[T; 64]) -> u64 {
     match c {
-        0 => false,
-        1 => a < b,
-        2 => a == b,
-        3 => a <= b,
-        4 => a > b,
-        5 => a != b,
-        6 => a >= b,
-        _ => true,
+        0 => 0,
+        1 => mask2(a, b, |x, y| x < y),
+        2 => mask2(a, b, |x, y| x == y),
+        3 => mask2(a, b, |x, y| x <= y),
+        4 => mask2(a, b, |x, y| x > y),
+        5 => mask2(a, b, |x, y| x < y || x > y),
+        6 => mask2(a, b, |x, y| x >= y),
+        7 => mask2(a, b, |x, y| x == x && y == y),
+        8 => mask2(a, b, |x, y| x != x || y != y),
+        9 => mask2(a, b, |x, y| !(x >= y)),
+        10 => mask2(a, b, |x, y| !(x < y || x > y)),
+        11 => mask2(a, b, |x, y| !(x > y)),
+        12 => mask2(a, b, |x, y| !(x <= y)),
+        13 => mask2(a, b, |x, y| x != y),
+        14 => mask2(a, b, |x, y| !(x < y)),
+        _ => u64::MAX,
     }
 }
 
@@ -2865,7 +3456,61 @@ fn swizzle_lane(offset: u32, l: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::fma32;
+    use super::{cmp_mask, fma32};
+
+    /// Every VOPC float condition, NaNs included, against the ISA guide's definitions
+    /// written lane by lane; integer conditions 0..=7 likewise.
+    #[test]
+    fn vopc_conditions() {
+        let vals = [
+            f32::NAN,
+            -1.0,
+            0.0,
+            -0.0,
+            1.0,
+            2.5,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        let a: [f32; 64] = std::array::from_fn(|l| vals[l % 8]);
+        let b: [f32; 64] = std::array::from_fn(|l| vals[l / 8]);
+        for c in 0..16u8 {
+            let m = cmp_mask(c, &a, &b);
+            for l in 0..64 {
+                let (x, y) = (a[l], b[l]);
+                let un = x.is_nan() || y.is_nan();
+                let want = match c {
+                    0 => false,
+                    1 => x < y,
+                    2 => x == y,
+                    3 => x <= y,
+                    4 => x > y,
+                    5 => x != y && !un,
+                    6 => x >= y,
+                    7 => !un,
+                    8 => un,
+                    9 => !(x >= y),
+                    10 => x == y || un,
+                    11 => !(x > y),
+                    12 => !(x <= y),
+                    13 => x != y,
+                    14 => !(x < y),
+                    _ => true,
+                };
+                assert_eq!(m >> l & 1 == 1, want, "cond {c} lane {l}: {x} {y}");
+            }
+        }
+        let ia: [i32; 64] = std::array::from_fn(|l| l as i32 % 8 - 4);
+        let ib: [i32; 64] = std::array::from_fn(|l| l as i32 / 8 - 4);
+        for c in 0..8u8 {
+            let m = cmp_mask(c, &ia, &ib);
+            for l in 0..64 {
+                let (x, y) = (ia[l], ib[l]);
+                let w = [false, x < y, x == y, x <= y, x > y, x != y, x >= y, true][c as usize];
+                assert_eq!(m >> l & 1 == 1, w, "int cond {c} lane {l}");
+            }
+        }
+    }
 
     /// The fast f32 fma agrees bit for bit with the library's correctly rounded `fmaf`,
     /// including products whose f64 sum lands halfway between f32 values and subnormals.
