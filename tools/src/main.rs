@@ -202,7 +202,8 @@ OPTIONS:
 SHADER FIGURES (emulated device only; a private emulated MI300X, gfx942):
     `shader KERNEL: 1 worker` (ms), `...: lane-instructions/s per core` (with one worker
     thread), `...: speed-up on all cores` (1-worker time / all-cores time) and
-    `...: emulator/host Rust time` (the same computation in plain Rust on one host core),
+    `...: emulator/host Rust time` (one worker against the same computation in plain
+    Rust on one host core),
     for saxpy over 16M floats, a 16x16-tiled SGEMM 512^3 and an LDS reduction of 16M uints.
 
 EXAMPLES:
