@@ -308,6 +308,9 @@ fn a_long_kernel_does_not_hold_up_other_queues() {
             a.buffer(&flag)?.buffer(&out)?.arg(&(1u32 << 24))?;
             Ok(())
         });
+        // Ordered after the kernel on its own queue: must not land while it spins.
+        let after = r.zeros(4);
+        long.write_value32(after.va(), 7, 0).unwrap();
         // The other queue's packets (a value write, a kernel, a value write) complete while
         // the long kernel spins.
         let marks = r.zeros(8);
@@ -332,11 +335,18 @@ fn a_long_kernel_does_not_hold_up_other_queues() {
             r.target
         );
         assert_eq!(read::<u32>(&out, 2), vec![0, 0], "{}", r.target);
+        assert_eq!(
+            read::<u32>(&after, 1),
+            vec![0],
+            "{}: ran past the kernel",
+            r.target
+        );
         // Release it: both work-groups saw the flag.
         flag.write(0, &1u32.to_le_bytes()).unwrap();
         r.wait(&long)
             .unwrap_or_else(|e| panic!("{}: {e}", r.target));
         assert_eq!(read::<u32>(&out, 2), vec![1, 1], "{}", r.target);
+        assert_eq!(read::<u32>(&after, 1), vec![7], "{}", r.target);
     }
 }
 
