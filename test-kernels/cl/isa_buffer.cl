@@ -21,7 +21,7 @@ __kernel void pk_f16(__global const half2 *a, __global const half2 *b, __global 
   half2 x = a[i], y = b[i], z = c[i];
   d[i] = x * y + z;
   e[i] = (x + y) * x;
-  f[i] = fmax(x, z) - fmin(y, z);
+  f[i] = __builtin_elementwise_max(x, z) - __builtin_elementwise_min(y, z);
 }
 
 // Byte and word lanes: sums of unsigned/signed bytes and halves.

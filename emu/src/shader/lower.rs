@@ -117,7 +117,7 @@ fn code(o: Operand, lit: &mut u32) -> u16 {
         Operand::Vgpr { idx, .. } => 256 + idx as u16,
         Operand::Agpr { idx, .. } => AGPR_BASE + idx as u16,
         Operand::Int(i) if i >= 0 => 128 + i as u16,
-        Operand::Int(i) => (192 + i16::from(i).unsigned_abs()) as u16,
+        Operand::Int(i) => 192 + i16::from(i).unsigned_abs(),
         Operand::Float(f) => {
             240 + match f {
                 FloatConst::Half => 0,

@@ -419,8 +419,10 @@ pub(crate) fn dispatch_launch(
     let stats = Mutex::new(DispatchStats::default());
     let run = |port: &mut MemPort| {
         let mut local = DispatchStats::default();
-        let mut lds = vec![0u8; setup.lds_bytes];
-        let mut pool: Vec<Wave> = Vec::new();
+        let mut ws = WorkerState {
+            lds: vec![0u8; setup.lds_bytes],
+            pool: Vec::new(),
+        };
         let clock = || inner.clock.now();
         loop {
             if abort.load(Ordering::Relaxed) {
@@ -430,9 +432,7 @@ pub(crate) fn dispatch_launch(
             if g >= total {
                 break;
             }
-            if let Err(e) = run_workgroup(
-                &setup, &prog, port, &mut lds, &mut pool, &clock, g, &mut local,
-            ) {
+            if let Err(e) = run_workgroup(&setup, &prog, port, &mut ws, &clock, g, &mut local) {
                 abort.store(true, Ordering::Relaxed);
                 let mut fe = first_err.lock().unwrap_or_else(|e| e.into_inner());
                 if fe.is_none() {
@@ -487,13 +487,19 @@ fn worker_threads() -> usize {
     })
 }
 
+/// A worker thread's reusable state: the work-group's LDS and its waves (no allocation per
+/// work-group or wave).
+struct WorkerState {
+    lds: Vec<u8>,
+    pool: Vec<Wave>,
+}
+
 /// Runs work-group number `g` (x fastest) to completion.
 fn run_workgroup(
     st: &Setup,
     prog: &Program,
     port: &mut MemPort,
-    lds: &mut [u8],
-    pool: &mut Vec<Wave>,
+    ws: &mut WorkerState,
     clock: &dyn Fn() -> u64,
     g: u64,
     stats: &mut DispatchStats,
@@ -510,6 +516,7 @@ fn run_workgroup(
     }
     let items = (size[0] * size[1] * size[2]) as usize;
     let nwaves = items.div_ceil(64).max(1);
+    let WorkerState { lds, pool } = ws;
     lds.iter_mut().for_each(|b| *b = 0);
     while pool.len() < nwaves {
         pool.push(Wave::new(st.nregs, st.acc_base, st.priv_bytes));
@@ -649,20 +656,28 @@ fn init_wave(
     };
     wave.s[126] = exec as u32;
     wave.s[127] = (exec >> 32) as u32;
-    // v0: work-item ids packed x | y << 10 | z << 20 (gfx90a/gfx94x).
+    // v0: work-item ids packed x | y << 10 | z << 20 (gfx90a/gfx94x); stepped from the
+    // wave's first work-item (no division per lane).
+    let (sx, sy) = (size[0].max(1), size[1].max(1));
+    let f = first as u32;
+    let (mut x, mut y, mut z) = (f % sx, (f / sx) % sy, f / (sx * sy));
     for l in 0..64 {
-        let i = (first + l) as u32;
-        let (x, y, z) = if (first + l) < items {
-            (
-                i % size[0],
-                (i / size[0]) % size[1],
-                i / (size[0] * size[1]),
-            )
+        let id = if first + l < items {
+            x | y << 10 | z << 20
         } else {
-            (0, 0, 0)
+            0
         };
         if let Some(r) = wave.v.get_mut(l) {
-            *r = x | y << 10 | z << 20;
+            *r = id;
+        }
+        x += 1;
+        if x == sx {
+            x = 0;
+            y += 1;
+            if y == sy {
+                y = 0;
+                z += 1;
+            }
         }
     }
 }

@@ -1087,7 +1087,21 @@ impl Wave {
                 self.write32(ctx, d, &r, exec)?;
             }};
         }
-        let ftz = self.mode & 0x30 == 0; // FP_DENORM single: 0 = flush in and out
+        // MODE.FP_DENORM: per type, bit 0 allows input denormals, bit 1 output denormals
+        // (0 = flush both, 3 = allow both); [5:4] f32, [7:6] f64/f16.
+        let ftz_in = self.mode & 0x10 == 0;
+        let ftz = self.mode & 0x20 == 0;
+        let ftz64_in = self.mode & 0x40 == 0;
+        let ftz64_out = self.mode & 0x80 == 0;
+        let flush64 = move |v: &mut [u64; 64], on: bool| {
+            if on {
+                for x in v.iter_mut() {
+                    if *x & 0x7FF0_0000_0000_0000 == 0 {
+                        *x &= 1 << 63;
+                    }
+                }
+            }
+        };
         let omod = op.omod;
         let clamp = op.clamp;
         let post = move |x: f32| -> u32 {
@@ -1107,7 +1121,7 @@ impl Wave {
         };
         let pre = move |x: u32| -> f32 {
             let f = f32::from_bits(x);
-            if ftz {
+            if ftz_in {
                 ftz32(f)
             } else {
                 f
@@ -1117,7 +1131,7 @@ impl Wave {
         // loop (small enough to inline and vectorise), output modifiers in a final pass.
         let needs_post = omod != 0 || clamp || ftz;
         let flush = move |v: &mut [u32; 64]| {
-            if ftz {
+            if ftz_in {
                 for x in v.iter_mut() {
                     if *x & 0x7F80_0000 == 0 {
                         *x &= 0x8000_0000;
@@ -1183,17 +1197,22 @@ impl Wave {
             ($f:expr) => {{
                 self.fetch64(ctx, op, 0, Ty::F64, a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, b64)?;
+                flush64(a64, ftz64_in);
+                flush64(b64, ftz64_in);
                 let f = $f;
-                let r: [u64; 64] =
+                let mut r: [u64; 64] =
                     lanes(|l| f(f64::from_bits(a64[l]), f64::from_bits(b64[l])).to_bits());
+                flush64(&mut r, ftz64_out);
                 self.write64(ctx, d, &r, exec)?;
             }};
         }
         macro_rules! d1 {
             ($f:expr) => {{
                 self.fetch64(ctx, op, 0, Ty::F64, a64)?;
+                flush64(a64, ftz64_in);
                 let f = $f;
-                let r: [u64; 64] = lanes(|l| f(f64::from_bits(a64[l])).to_bits());
+                let mut r: [u64; 64] = lanes(|l| f(f64::from_bits(a64[l])).to_bits());
+                flush64(&mut r, ftz64_out);
                 self.write64(ctx, d, &r, exec)?;
             }};
         }
@@ -1306,14 +1325,7 @@ impl Wave {
                 flush(b);
                 flush(&mut dd);
                 let mut r: [u32; 64] = if fused {
-                    lanes(|l| {
-                        let (x, y, z) = (
-                            f32::from_bits(a[l]),
-                            f32::from_bits(b[l]),
-                            f32::from_bits(dd[l]),
-                        );
-                        fma32(x, y, z).to_bits()
-                    })
+                    fma_lanes(a, b, &dd)
                 } else {
                     lanes(|l| {
                         let (x, y, z) = (
@@ -1482,16 +1494,30 @@ impl Wave {
                 }
             }),
             0x1ca => u3!(|x: u32, y: u32, z: u32| (x & y) | (!x & z)),
-            0x1cb => f3!(fma32),
+            0x1cb => {
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                self.fetch(ctx, op, 1, Ty::F32, b)?;
+                self.fetch(ctx, op, 2, Ty::F32, c)?;
+                flush(a);
+                flush(b);
+                flush(c);
+                let mut r = fma_lanes(a, b, c);
+                finish(&mut r);
+                self.write32(ctx, d, &r, exec)?;
+            }
             0x1cc => {
                 self.fetch64(ctx, op, 0, Ty::F64, a64)?;
                 self.fetch64(ctx, op, 1, Ty::F64, b64)?;
                 self.fetch64(ctx, op, 2, Ty::F64, c64)?;
-                let r: [u64; 64] = lanes(|l| {
+                flush64(a64, ftz64_in);
+                flush64(b64, ftz64_in);
+                flush64(c64, ftz64_in);
+                let mut r: [u64; 64] = lanes(|l| {
                     f64::from_bits(a64[l])
                         .mul_add(f64::from_bits(b64[l]), f64::from_bits(c64[l]))
                         .to_bits()
                 });
+                flush64(&mut r, ftz64_out);
                 self.write64(ctx, d, &r, exec)?;
             }
             0x1ce => {
@@ -2037,6 +2063,30 @@ impl Wave {
         }
         match op.op {
             // loads
+            // ds_read_b32 / ds_write_b32 with every active lane inside the LDS: straight
+            // lane loops (the out-of-range rule needs no per-lane handling then).
+            0x36 | 0x0d if ds_in_range(&addr, exec, off16, ctx.lds.len()) => {
+                let reg = if op.op == 0x36 {
+                    dbase
+                } else {
+                    d0 + if op.acc { self.acc_base } else { 0 }
+                };
+                let Some(v) = self.vreg_mut(reg) else {
+                    return Err(self.err(ctx, "VGPR beyond the wave's allocation"));
+                };
+                for l in 0..64 {
+                    if exec >> l & 1 != 0 {
+                        let a = addr[l].wrapping_add(off16) as usize;
+                        if let Some(c) = ctx.lds.get_mut(a..a + 4) {
+                            if op.op == 0x36 {
+                                v[l] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                            } else {
+                                c.copy_from_slice(&v[l].to_le_bytes());
+                            }
+                        }
+                    }
+                }
+            }
             0x36 | 0x39 | 0x3a | 0x3b | 0x3c | 0x76 | 0xfe | 0xff => {
                 let (n, words) = match op.op {
                     0x36 => (4, 1),
@@ -2946,45 +2996,22 @@ impl Wave {
             }
             let x = self.v.get(vdata * 64 + l).copied().unwrap_or(0);
             let x1 = self.v.get((vdata + 1) * 64 + l).copied().unwrap_or(0);
+            let k = op.op;
+            // Integer atomics: one table for both widths (32-bit ops 0x40.., 64-bit 0x60..).
+            let int_op = matches!(k, 0x40..=0x4c | 0x60..=0x6c);
             let old: u64 = if !wide {
+                if k == 0x52 && ctx.target == Target::Gfx90a {
+                    return Err(self.unimpl(ctx));
+                }
                 let cell = match ctx.mem.atomic32(a) {
                     Ok(c) => c,
                     Err(f) => return Err(self.mem_err(ctx, f)),
                 };
-                let k = op.op;
                 let f = |o: u32| -> u32 {
+                    if int_op {
+                        return int_rmw(k & 0x1F, o as u64, x as u64, x1 as u64, 32) as u32;
+                    }
                     match k {
-                        0x40 => x,
-                        0x41 => {
-                            if o == x1 {
-                                x
-                            } else {
-                                o
-                            }
-                        }
-                        0x42 => o.wrapping_add(x),
-                        0x43 => o.wrapping_sub(x),
-                        0x44 => (o as i32).min(x as i32) as u32,
-                        0x45 => o.min(x),
-                        0x46 => (o as i32).max(x as i32) as u32,
-                        0x47 => o.max(x),
-                        0x48 => o & x,
-                        0x49 => o | x,
-                        0x4a => o ^ x,
-                        0x4b => {
-                            if o >= x {
-                                0
-                            } else {
-                                o + 1
-                            }
-                        }
-                        0x4c => {
-                            if o == 0 || o > x {
-                                x
-                            } else {
-                                o - 1
-                            }
-                        }
                         0x4d => (f32::from_bits(o) + f32::from_bits(x)).to_bits(),
                         0x4e => {
                             let lo =
@@ -3002,71 +3029,26 @@ impl Wave {
                         }
                     }
                 };
-                let prev = match k {
-                    0x42 => cell.fetch_add(x, Ordering::SeqCst),
-                    0x43 => cell.fetch_sub(x, Ordering::SeqCst),
-                    0x40 => cell.swap(x, Ordering::SeqCst),
-                    0x48 => cell.fetch_and(x, Ordering::SeqCst),
-                    0x49 => cell.fetch_or(x, Ordering::SeqCst),
-                    0x4a => cell.fetch_xor(x, Ordering::SeqCst),
-                    0x45 => cell.fetch_min(x, Ordering::SeqCst),
-                    0x47 => cell.fetch_max(x, Ordering::SeqCst),
-                    0x52 if ctx.target == Target::Gfx90a => return Err(self.unimpl(ctx)),
-                    0x4f..=0x51 => unreachable_wide(),
-                    _ => {
-                        match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o)))
-                        {
-                            Ok(p) | Err(p) => p,
-                        }
-                    }
-                };
-                prev as u64
+                match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(f(o))) {
+                    Ok(p) | Err(p) => p as u64,
+                }
             } else {
                 let cell = match ctx.mem.atomic64(a) {
                     Ok(c) => c,
                     Err(f) => return Err(self.mem_err(ctx, f)),
                 };
                 let xv = x as u64 | (x1 as u64) << 32;
-                let cmp = if op.op == 0x61 {
+                let cmp = if k == 0x61 {
                     self.v.get((vdata + 2) * 64 + l).copied().unwrap_or(0) as u64
                         | (self.v.get((vdata + 3) * 64 + l).copied().unwrap_or(0) as u64) << 32
                 } else {
                     0
                 };
-                let k = op.op;
                 let f = |o: u64| -> u64 {
+                    if int_op {
+                        return int_rmw(k & 0x1F, o, xv, cmp, 64);
+                    }
                     match k {
-                        0x60 => xv,
-                        0x61 => {
-                            if o == cmp {
-                                xv
-                            } else {
-                                o
-                            }
-                        }
-                        0x62 => o.wrapping_add(xv),
-                        0x63 => o.wrapping_sub(xv),
-                        0x64 => (o as i64).min(xv as i64) as u64,
-                        0x65 => o.min(xv),
-                        0x66 => (o as i64).max(xv as i64) as u64,
-                        0x67 => o.max(xv),
-                        0x68 => o & xv,
-                        0x69 => o | xv,
-                        0x6a => o ^ xv,
-                        0x6b => {
-                            if o >= xv {
-                                0
-                            } else {
-                                o + 1
-                            }
-                        }
-                        0x6c => {
-                            if o == 0 || o > xv {
-                                xv
-                            } else {
-                                o - 1
-                            }
-                        }
                         0x4f => (f64::from_bits(o) + f64::from_bits(xv)).to_bits(),
                         0x50 => fmin64(f64::from_bits(o), f64::from_bits(xv)).to_bits(),
                         _ => fmax64(f64::from_bits(o), f64::from_bits(xv)).to_bits(),
@@ -3090,6 +3072,64 @@ impl Wave {
     }
 }
 
+/// The integer read-modify-write of a FLAT/GLOBAL atomic on a `bits`-wide cell (32 or 64):
+/// `k` is the opcode's low 5 bits (swap, cmpswap, add, sub, smin, umin, smax, umax, and, or,
+/// xor, inc, dec: CDNA3 ISA "Flat Atomic" pseudocode), `o` the old value, `x` the data, `cmp`
+/// the cmpswap compare value, all zero-extended.
+fn int_rmw(k: u16, o: u64, x: u64, cmp: u64, bits: u32) -> u64 {
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let sx = |v: u64| ((v << (64 - bits)) as i64) >> (64 - bits);
+    (match k {
+        0 => x,
+        1 => {
+            if o == cmp {
+                x
+            } else {
+                o
+            }
+        }
+        2 => o.wrapping_add(x),
+        3 => o.wrapping_sub(x),
+        4 => {
+            if sx(x) < sx(o) {
+                x
+            } else {
+                o
+            }
+        }
+        5 => o.min(x),
+        6 => {
+            if sx(x) > sx(o) {
+                x
+            } else {
+                o
+            }
+        }
+        7 => o.max(x),
+        8 => o & x,
+        9 => o | x,
+        10 => o ^ x,
+        11 => {
+            if o >= x {
+                0
+            } else {
+                o + 1
+            }
+        }
+        _ => {
+            if o == 0 || o > x {
+                x
+            } else {
+                o - 1
+            }
+        }
+    }) & mask
+}
+
 /// The register number (see [`Wave::file_idx`]) of a vector operand code: 256..512 VGPR
 /// `code - 256`, AccVGPR and temporary codes as they are.
 #[inline(always)]
@@ -3099,6 +3139,18 @@ fn vcode(code: u16) -> usize {
     } else {
         code as usize
     }
+}
+
+/// Every active lane's 4-byte LDS access at `addr + off` lies inside an LDS of `len` bytes.
+#[inline]
+fn ds_in_range(addr: &[u32; 64], exec: u64, off: u32, len: usize) -> bool {
+    let mut hi = 0u64;
+    for l in 0..64 {
+        if exec >> l & 1 != 0 {
+            hi = hi.max(addr[l] as u64 + off as u64 + 4);
+        }
+    }
+    hi <= len as u64
 }
 
 /// When every active lane's `[a, a + bytes)` lies in one mapped window of global memory
@@ -3168,6 +3220,39 @@ fn f16_fma(x: u32, y: u32, z: u32, ftz: bool) -> u16 {
     ftz_f16(half::f16::from_f64(g(x) * g(y) + g(z)).to_bits(), ftz)
 }
 
+/// [`fma32`] over 64 lanes of f32 bit patterns (a loop of its own, so it is compiled tight).
+#[inline(never)]
+fn fma_lanes(a: &[u32; 64], b: &[u32; 64], c: &[u32; 64]) -> [u32; 64] {
+    // A branch-free pass (vectorises) with the f64 fast path, then the rare lanes that need
+    // the library fma (see `fma32`).
+    let mut r = [0u32; 64];
+    let mut slow = [0u8; 64];
+    for l in 0..64 {
+        let (x, y, z) = (
+            f32::from_bits(a[l]),
+            f32::from_bits(b[l]),
+            f32::from_bits(c[l]),
+        );
+        let s = x as f64 * y as f64 + z as f64;
+        let bits = s.to_bits();
+        let e = (bits >> 52) & 0x7FF;
+        let ok =
+            (bits & 0x1FFF_FFFF != 0x1000_0000 && (e >= 0x3FF - 126 || s == 0.0)) || e == 0x7FF;
+        r[l] = (s as f32).to_bits();
+        slow[l] = u8::from(!ok);
+    }
+    if slow.iter().any(|&x| x != 0) {
+        for l in 0..64 {
+            if slow[l] != 0 {
+                r[l] = f32::from_bits(a[l])
+                    .mul_add(f32::from_bits(b[l]), f32::from_bits(c[l]))
+                    .to_bits();
+            }
+        }
+    }
+    r
+}
+
 /// Fused multiply-add of f32, exactly rounded: the product of two f32 is exact in f64, so
 /// the f64 sum rounded once more to f32 is the correctly rounded result except when the f64
 /// sum lies exactly halfway between two f32 values or in the f32 subnormal range (double
@@ -3234,10 +3319,6 @@ fn wr_le(buf: &mut [u8], a: usize, n: usize, v: u64) {
             }
         }
     }
-}
-
-fn unreachable_wide() -> u32 {
-    0
 }
 
 enum Flow {
@@ -3406,9 +3487,17 @@ fn class_bits(x: f64, sub: bool) -> u32 {
 /// The lanes where `f(a, b)` holds.
 #[inline(always)]
 fn mask2<T: Copy>(a: &[T; 64], b: &[T; 64], f: impl Fn(T, T) -> bool) -> u64 {
-    let mut m = 0u64;
+    // A byte per lane (vectorises), then 8 bytes of 0/1 packed into 8 bits by one multiply:
+    // byte i lands on bit 56 + i (0x0102040810204080 = sum of 2^(56 - 7i)), no carries.
+    let mut bytes = [0u8; 64];
     for l in 0..64 {
-        m |= (f(a[l], b[l]) as u64) << l;
+        bytes[l] = f(a[l], b[l]) as u8;
+    }
+    let mut m = 0u64;
+    for (i, c) in bytes.chunks_exact(8).enumerate() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        m |= (u64::from_le_bytes(w).wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * i);
     }
     m
 }
@@ -3416,7 +3505,8 @@ fn mask2<T: Copy>(a: &[T; 64], b: &[T; 64], f: impl Fn(T, T) -> bool) -> u64 {
 /// VOPC condition `c` (the low 4 bits of the opcode: F, LT, EQ, LE, GT, LG, GE, O, U, NGE,
 /// NLG, NGT, NLE, NEQ, NLT, TRU) over all lanes, for any ordered type: integers use
 /// 0..=7 (LG = NE, O = TRU on them).
-#[allow(clippy::eq_op)]
+// `x < y || x > y` is not `x != y` for NaNs (LG versus NEQ).
+#[allow(clippy::eq_op, clippy::double_comparisons)]
 fn cmp_mask<T: PartialOrd + Copy>(c: u8, a: &[T; 64], b: &[T; 64]) -> u64 {
     match c {
         0 => 0,
@@ -3456,7 +3546,68 @@ fn swizzle_lane(offset: u32, l: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{cmp_mask, fma32};
+    use super::{cmp_mask, fma32, fma_lanes, int_rmw};
+
+    /// The 64-lane fma agrees with the correctly rounded scalar one on every lane.
+    #[test]
+    fn fma_lanes_match_fmaf() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            let mut arr = [[0u32; 64]; 3];
+            for a in arr.iter_mut() {
+                for v in a.iter_mut() {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    *v = x as u32;
+                }
+            }
+            // Some exact ties: c = -(a*b rounded).
+            for l in (0..64).step_by(5) {
+                let p = f32::from_bits(arr[0][l]) as f64 * f32::from_bits(arr[1][l]) as f64;
+                arr[2][l] = (-(p as f32)).to_bits();
+            }
+            let r = fma_lanes(&arr[0], &arr[1], &arr[2]);
+            for l in 0..64 {
+                let (a, b, c) = (
+                    f32::from_bits(arr[0][l]),
+                    f32::from_bits(arr[1][l]),
+                    f32::from_bits(arr[2][l]),
+                );
+                let want = a.mul_add(b, c);
+                let got = f32::from_bits(r[l]);
+                assert!(
+                    want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()),
+                    "fma({a:e}, {b:e}, {c:e})"
+                );
+            }
+        }
+    }
+
+    /// One integer atomic table for both widths: signedness and wrap-around follow the
+    /// cell's width.
+    #[test]
+    fn integer_atomics_per_width() {
+        let m32 = |v: i32| v as u32 as u64;
+        // smin/smax on 32-bit cells compare as i32, umin/umax as u32.
+        assert_eq!(int_rmw(4, m32(-5), m32(3), 0, 32), m32(-5));
+        assert_eq!(int_rmw(6, m32(-5), m32(3), 0, 32), m32(3));
+        assert_eq!(int_rmw(5, m32(-5), m32(3), 0, 32), m32(3));
+        assert_eq!(int_rmw(7, m32(-5), m32(3), 0, 32), m32(-5));
+        assert_eq!(int_rmw(4, (-5i64) as u64, 3, 0, 64), (-5i64) as u64);
+        // add wraps at the width; inc/dec wrap at DATA.
+        assert_eq!(int_rmw(2, 0xFFFF_FFFF, 2, 0, 32), 1);
+        assert_eq!(int_rmw(2, 0xFFFF_FFFF, 2, 0, 64), 0x1_0000_0001);
+        assert_eq!(int_rmw(11, 7, 7, 0, 32), 0);
+        assert_eq!(int_rmw(11, 6, 7, 0, 32), 7);
+        assert_eq!(int_rmw(12, 0, 9, 0, 64), 9);
+        assert_eq!(int_rmw(12, 10, 9, 0, 64), 9);
+        assert_eq!(int_rmw(12, 4, 9, 0, 64), 3);
+        // cmpswap stores only on a match.
+        assert_eq!(int_rmw(1, 5, 8, 5, 32), 8);
+        assert_eq!(int_rmw(1, 5, 8, 6, 32), 5);
+        assert_eq!(int_rmw(3, 0, 1, 0, 32), 0xFFFF_FFFF);
+    }
 
     /// Every VOPC float condition, NaNs included, against the ISA guide's definitions
     /// written lane by lane; integer conditions 0..=7 likewise.
