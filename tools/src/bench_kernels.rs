@@ -182,7 +182,7 @@ pub fn shader(
     });
     let host = || {
         for (o, &a) in hy.iter_mut().zip(&x) {
-            *o = 2.0f32 * a + *o;
+            *o += 2.0f32 * a;
         }
         std::hint::black_box(&hy);
     };
