@@ -314,3 +314,88 @@ fn bad_sh_registers_and_dispatches_fault_cleanly() {
     let out: Vec<u32> = dev.download(&wout, 64);
     assert_eq!(out, (0..64).map(|i| i * 2).collect::<Vec<u32>>());
 }
+
+#[test]
+fn an_indirect_buffer_on_every_xcc_dispatches_once() {
+    // MI300X-like: 8 XCCs each execute the PM4 of an indirect buffer; a DISPATCH_DIRECT in
+    // it is one dispatch whose work-groups the XCCs share, so every work-item runs once.
+    let id = 0x7700;
+    let mem = std::sync::Arc::new(kfd_emu::gpumem::HeapMemory::new());
+    let cfg = kfd_emu::engine::EngineConfig {
+        gpu_id: id,
+        family: GfxFamily::Gfx9,
+        sdma_version: pm4::SdmaVersion::V4,
+        num_sdma_engines: 1,
+        clock_hz: 0,
+        gfx_target_version: 90402,
+        num_xcc: 8,
+    };
+    struct NoIrq;
+    impl kfd_emu::engine::Interrupts for NoIrq {
+        fn event_interrupt(&self, _: u32, _: Option<u32>) {}
+        fn queue_fault(&self, _: u32, _: &QueueFault) {}
+    }
+    let dev = Dev {
+        id,
+        eng: kfd_emu::engine::GpuEngines::new(cfg, mem.clone(), std::sync::Arc::new(NoIrq)),
+        mem,
+        next_va: std::sync::Mutex::new(0x1_0000_0000),
+        target: "gfx942",
+    };
+    let m = dev.load("cl/pm4_scale.cl");
+    let kd_va = m.kd("pm4_count");
+    let kd = kernel_descriptor(&dev, kd_va);
+    let pgm = kd_va.wrapping_add(kd.kernel_code_entry_byte_offset as u64) >> 8;
+    let count = dev.alloc(8);
+    let wk = dev.upload(&count.va().to_le_bytes());
+    let ud = user_data(&kd, wk.va());
+    let (lo, rsrc, rsrc3) = (
+        [pgm as u32, (pgm >> 32) as u32],
+        [kd.compute_pgm_rsrc1, kd.compute_pgm_rsrc2],
+        [kd.compute_pgm_rsrc3],
+    );
+    let body = [
+        set(PGM_LO, &lo),
+        set(PGM_RSRC1, &rsrc),
+        set(PGM_RSRC3, &rsrc3),
+        set(NUM_THREAD_X, &[64, 1, 1]),
+        set(USER_DATA_0, &ud),
+        Pm4Packet::DispatchDirect(pkt3::DispatchDirect {
+            dim_x: 5,
+            dim_y: 1,
+            dim_z: 1,
+            dispatch_initiator: INITIATOR,
+        }),
+    ];
+    let mut words = Vec::new();
+    for p in &body {
+        let mut v = vec![0; p.dwords(GfxFamily::Gfx9)];
+        p.encode(GfxFamily::Gfx9, &mut v).unwrap();
+        words.extend(v);
+    }
+    let ib = dev.upload(&words);
+    let mut q = Pm4Queue::new(&dev);
+    q.submit(
+        &dev,
+        &[
+            Pm4Packet::IndirectBuffer(pkt3::IndirectBuffer {
+                addr: ib.va(),
+                size_dw: words.len() as u32,
+                chain: false,
+                offload_polling: false,
+                volatile: false,
+                valid: true,
+                vmid: 0,
+                cache_policy: CachePolicy::Lru,
+                pre_resume: false,
+                priv_: false,
+            }),
+            // The ring's read pointer passes the INDIRECT_BUFFER packet when the IB starts:
+            // this write lands after the IB ran on every XCC.
+            write(count.va() + 4, &[1]),
+        ],
+    );
+    q.wait(&dev).unwrap_or_else(|f| panic!("{}", f.reason));
+    assert_eq!(count.load_u32(count.va() + 4).unwrap(), 1);
+    assert_eq!(count.load_u32(count.va()).unwrap(), 5 * 64);
+}
