@@ -24,7 +24,7 @@ fn vadd_and_saxpy_match_the_cpu() {
         let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * 4));
         let m = dev.load("cl/vadd.cl");
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "vadd",
@@ -32,8 +32,7 @@ fn vadd_and_saxpy_match_the_cpu() {
             [256, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let c: Vec<f32> = dev.download(&wc, n);
         for i in 0..n {
             assert_eq!(
@@ -47,7 +46,7 @@ fn vadd_and_saxpy_match_the_cpu() {
         let m = dev.load("cl/isa/saxpy.cl");
         let alpha = 1.75f32;
         let args = Args::default().f32(alpha).ptr(&wa).ptr(&wb).u32(n as u32);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "saxpy",
@@ -55,8 +54,7 @@ fn vadd_and_saxpy_match_the_cpu() {
             [128, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let y: Vec<f32> = dev.download(&wb, n);
         for i in 0..n {
             let want = alpha.mul_add(a[i], b[i]);
@@ -82,7 +80,7 @@ fn lds_reduction_with_barriers() {
         let (wi, wo) = (dev.upload(&input), dev.alloc(groups * 4));
         let m = dev.load("cl/isa/reduce.cl");
         let args = Args::default().ptr(&wi).ptr(&wo);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "reduce",
@@ -90,8 +88,7 @@ fn lds_reduction_with_barriers() {
             [256, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<u32> = dev.download(&wo, groups);
         for g in 0..groups {
             let want: u32 = input[g * 256..(g + 1) * 256].iter().sum();
@@ -109,7 +106,7 @@ fn global_atomic_histogram() {
         let (wi, wb) = (dev.upload(&input), dev.alloc(64 * 4));
         let m = dev.load("cl/isa/histogram.cl");
         let args = Args::default().ptr(&wi).ptr(&wb).u32(n as u32);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "histogram",
@@ -117,8 +114,7 @@ fn global_atomic_histogram() {
             [256, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let bins: Vec<u32> = dev.download(&wb, 64);
         let mut want = [0u32; 64];
         for x in &input {
@@ -144,7 +140,7 @@ fn tiled_matmul() {
         let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * n * 4));
         let m = dev.load("cl/isa/matmul.cl");
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "matmul",
@@ -152,8 +148,7 @@ fn tiled_matmul() {
             [16, 16, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let c: Vec<f32> = dev.download(&wc, n * n);
         for r in 0..n {
             for col in 0..n {
@@ -181,7 +176,7 @@ fn divergent_loops_and_integer_division() {
         let (wi, wo, wq) = (dev.upload(&input), dev.alloc(n * 4), dev.alloc(n * 4));
         let m = dev.load("cl/isa/divergent.cl");
         let args = Args::default().ptr(&wi).ptr(&wo).ptr(&wq);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "divergent",
@@ -189,8 +184,7 @@ fn divergent_loops_and_integer_division() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<u32> = dev.download(&wo, n);
         let qo: Vec<i32> = dev.download(&wq, n);
         for i in 0..n {
@@ -280,7 +274,7 @@ fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
         // The device still runs kernels on a new queue.
         let mut q3 = dev.queue();
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run(
+        dev.run_ok(
             &mut q3,
             &m,
             "vadd",
@@ -288,8 +282,7 @@ fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let c: Vec<f32> = dev.download(&wc, n);
         assert!((0..n).all(|i| c[i] == 2.0 * i as f32), "{}", dev.target);
     }
@@ -328,7 +321,7 @@ fn integer_division_32_and_64_bit() {
             .ptr(&wlb)
             .ptr(&wq)
             .ptr(&wlq);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "int_div",
@@ -336,8 +329,7 @@ fn integer_division_32_and_64_bit() {
             [128, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let qv: Vec<i32> = dev.download(&wq, 2 * n);
         let lq: Vec<i64> = dev.download(&wlq, 2 * n);
         for i in 0..n {
@@ -377,7 +369,7 @@ fn float_and_64_bit_global_atomics() {
             .ptr(&ws)
             .ptr(&wi)
             .ptr(&win);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "atomics",
@@ -385,8 +377,7 @@ fn float_and_64_bit_global_atomics() {
             [256, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let sum: f32 = input.iter().sum();
         assert_eq!(dev.download::<f32>(&wf, 1)[0], sum, "{}", dev.target);
         assert_eq!(dev.download::<f64>(&wd, 1)[0], sum as f64, "{}", dev.target);
@@ -429,7 +420,7 @@ fn swizzle_bpermute_and_dpp_scan() {
         let (wi, wo) = (dev.upload(&input), dev.alloc(n * 4));
         let m = dev.load("cl/isa_lanes.cl");
         let args = Args::default().ptr(&wi).ptr(&wo);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "swizzle_ops",
@@ -437,8 +428,7 @@ fn swizzle_bpermute_and_dpp_scan() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<i32> = dev.download(&wo, n);
         for i in 0..n {
             let w = i & !63;
@@ -457,7 +447,7 @@ fn swizzle_bpermute_and_dpp_scan() {
                 dev.target
             );
         }
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "wave_scan",
@@ -465,8 +455,7 @@ fn swizzle_bpermute_and_dpp_scan() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<i32> = dev.download(&wo, n);
         for i in 0..n {
             let w = i & !63;
@@ -487,7 +476,7 @@ fn jump_table_device_calls_and_scratch_array() {
         let (wo, wf) = (dev.alloc(2 * n * 4), dev.alloc(n * 4));
         let m = dev.load("cl/isa_control.cl");
         let args = Args::default().ptr(&wi).ptr(&wc).ptr(&wo).ptr(&wf);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "control",
@@ -495,8 +484,7 @@ fn jump_table_device_calls_and_scratch_array() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<i32> = dev.download(&wo, 2 * n);
         let fout: Vec<f32> = dev.download(&wf, n);
         for i in 0..n {
@@ -540,7 +528,7 @@ fn jump_table_device_calls_and_scratch_array() {
         let input: Vec<i32> = (0..64).map(|k| k * 3 - 50).collect();
         let (wi, wo) = (dev.upload(&input), dev.alloc(n * 4));
         let args = Args::default().ptr(&wi).ptr(&wo);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "scratch_array",
@@ -548,8 +536,7 @@ fn jump_table_device_calls_and_scratch_array() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let out: Vec<i32> = dev.download(&wo, n);
         for i in 0..n {
             let a: Vec<i32> = (0..37).map(|k| input[(i + k) % 64] * k as i32).collect();
@@ -621,7 +608,7 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
         let (wh, wback, wbf) = (dev.alloc(n * 2), dev.alloc(n * 4), dev.alloc(n * 2));
         let m = dev.load("cl/isa_types.cl");
         let args = Args::default().ptr(&win).ptr(&wh).ptr(&wback).ptr(&wbf);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "f16_convert",
@@ -629,8 +616,7 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let h: Vec<u16> = dev.download(&wh, n);
         let back: Vec<f32> = dev.download(&wback, n);
         let bf: Vec<u16> = dev.download(&wbf, n);
@@ -662,7 +648,7 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
             .collect();
         let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * 8));
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "f64_math",
@@ -670,8 +656,7 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let c: Vec<f64> = dev.download(&wc, n);
         for i in 0..n {
             let (x, y) = (a[i], b[i]);
@@ -688,8 +673,8 @@ fn f16_bf16_conversions_and_f64_arithmetic() {
     }
 }
 
-/// Dense MFMA on the matrix core model: f32 16x16x4 (two chained products) and f16
-/// 32x32x8, with the register layouts of AMD's matrix instruction calculator, results
+/// Dense MFMA on the matrix core model: f32 16x16x4 (two chained products), f16 32x32x8
+/// and bf16 16x16x16, with the register layouts of AMD's matrix instruction calculator, results
 /// through AccVGPRs (`v_accvgpr_read`), checked against a CPU matrix product.
 #[test]
 fn mfma_f32_and_f16_matrix_products() {
@@ -707,7 +692,7 @@ fn mfma_f32_and_f16_matrix_products() {
             .collect();
         let (wa, wb, wd) = (dev.upload(&a), dev.upload(&b), dev.alloc(256 * 4));
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "mfma_f32_16x16x4f32",
@@ -715,8 +700,7 @@ fn mfma_f32_and_f16_matrix_products() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let d: Vec<f32> = dev.download(&wd, 256);
         for i in 0..16 {
             for j in 0..16 {
@@ -741,7 +725,7 @@ fn mfma_f32_and_f16_matrix_products() {
             .collect();
         let (wa, wb, wd) = (dev.upload(&ah), dev.upload(&bh), dev.alloc(1024 * 4));
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "mfma_f32_32x32x8f16",
@@ -749,8 +733,7 @@ fn mfma_f32_and_f16_matrix_products() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let d: Vec<f32> = dev.download(&wd, 1024);
         let h = |v: u16| half::f16::from_bits(v).to_f32();
         for i in 0..32 {
@@ -763,6 +746,38 @@ fn mfma_f32_and_f16_matrix_products() {
                 let lane = j + 32 * ((i / 4) % 2);
                 let reg = 4 * (i / 8) + i % 4;
                 assert_eq!(d[lane * 16 + reg], want, "{} D[{i}][{j}]", dev.target);
+            }
+        }
+        // bf16 16x16x16 (`_1k`, per-target opcodes): A[i][k] in lane i + 16 (k / 4).
+        let bf = |seed: u32| -> Vec<u16> {
+            rand_u32(256, seed)
+                .iter()
+                .map(|&x| half::bf16::from_f32((x % 13) as f32 - 6.0).to_bits())
+                .collect()
+        };
+        let (ab, bb) = (bf(75), bf(76));
+        let (wa, wb, wd) = (dev.upload(&ab), dev.upload(&bb), dev.alloc(256 * 4));
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wd);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "mfma_f32_16x16x16bf16",
+            [64, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let d: Vec<f32> = dev.download(&wd, 256);
+        let g = |v: u16| half::bf16::from_bits(v).to_f32();
+        for i in 0..16 {
+            for j in 0..16 {
+                let mut want = 0f32;
+                for k in 0..16 {
+                    want += g(ab[(i + 16 * (k / 4)) * 4 + k % 4])
+                        * g(bb[(j + 16 * (k / 4)) * 4 + k % 4]);
+                }
+                let lane = j + 16 * (i / 4);
+                assert_eq!(d[lane * 4 + i % 4], want, "{} bf16 D[{i}][{j}]", dev.target);
             }
         }
     }
@@ -779,7 +794,7 @@ fn private_array_in_scratch_with_sdwa() {
         let idx: Vec<u32> = (0..n).map(|i| i.wrapping_mul(40503) ^ 0x55).collect();
         let (wi, wo) = (dev.upload(&idx), dev.alloc(n as usize * 4));
         let args = Args::default().ptr(&wi).ptr(&wo).u32(n);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "private_array",
@@ -787,8 +802,7 @@ fn private_array_in_scratch_with_sdwa() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let got: Vec<u32> = dev.download(&wo, n as usize);
         for i in 0..n {
             let want = i.wrapping_mul(idx[i as usize] % 256).wrapping_add(7);
@@ -810,7 +824,7 @@ fn buffer_resource_range_checking() {
         let dst0 = vec![0xDEAD_BEEFu32; 2048];
         let (ws, wd) = (dev.upload(&src), dev.upload(&dst0));
         let args = Args::default().ptr(&ws).ptr(&wd).u32(valid * 4);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "buf_copy",
@@ -818,8 +832,7 @@ fn buffer_resource_range_checking() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let d: Vec<u32> = dev.download(&wd, 2048);
         for i in 0..n {
             let inside = (i as u32) < valid;
@@ -859,7 +872,7 @@ fn packed_f16_and_sdwa_byte_lanes() {
             .ptr(&wd)
             .ptr(&we)
             .ptr(&wf);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "pk_f16",
@@ -867,8 +880,7 @@ fn packed_f16_and_sdwa_byte_lanes() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let (d, e, f): (Vec<u16>, Vec<u16>, Vec<u16>) = (
             dev.download(&wd, 2 * n),
             dev.download(&we, 2 * n),
@@ -898,7 +910,7 @@ fn packed_f16_and_sdwa_byte_lanes() {
         let (a, b) = (rand_u32(n, 94), rand_u32(n, 95));
         let (wa, wb, wo) = (dev.upload(&a), dev.upload(&b), dev.alloc(8 * n));
         let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wo);
-        dev.run(
+        dev.run_ok(
             &mut q,
             &m,
             "bytes",
@@ -906,8 +918,7 @@ fn packed_f16_and_sdwa_byte_lanes() {
             [64, 1, 1],
             0,
             &args.0,
-        )
-        .unwrap_or_else(|f| panic!("{}: {}", dev.target, f.reason));
+        );
         let o: Vec<u32> = dev.download(&wo, 2 * n);
         for i in 0..n {
             let (p, q) = (a[i].to_le_bytes(), b[i].to_le_bytes());
@@ -923,5 +934,35 @@ fn packed_f16_and_sdwa_byte_lanes() {
             ];
             assert_eq!(o[2 * i + 1], u32::from_le_bytes(r), "{} r[{i}]", dev.target);
         }
+    }
+}
+
+/// `s_sleep` in a polling loop lets the work-group's other wave run: wave 0 waits for a
+/// flag that only wave 1 sets (without the hand-off the dispatch would never finish).
+#[test]
+fn s_sleep_hands_the_core_to_the_other_wave() {
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_buffer.cl");
+        let (wf, wo) = (dev.upload(&[0u32]), dev.alloc(128 * 4));
+        let args = Args::default().ptr(&wf).ptr(&wo);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "sleep_handoff",
+            [128, 1, 1],
+            [128, 1, 1],
+            0,
+            &args.0,
+        );
+        let o: Vec<u32> = dev.download(&wo, 128);
+        // Wave 0 runs first, so it polled (and slept) at least once before wave 1 ran.
+        assert!(
+            o[..64].iter().all(|&v| v == 2),
+            "{} {:?}",
+            dev.target,
+            &o[..64]
+        );
+        assert!(o[64..].iter().all(|&v| v == 3), "{}", dev.target);
     }
 }

@@ -36,3 +36,20 @@ __kernel void bytes(__global const uint *a, __global const uint *b, __global uin
   out[2 * i] = s;
   out[2 * i + 1] = as_uint(r);
 }
+
+// Wave 0 polls a flag that wave 1 of the same work-group sets, sleeping between polls
+// (s_sleep must let the other wave run).
+__kernel void sleep_handoff(__global volatile uint *flag, __global uint *out) {
+  uint lid = LID();
+  if (lid < 64) {
+    uint n = 0;
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) {
+      __builtin_amdgcn_s_sleep(1);
+      n++;
+    }
+    out[lid] = 1 + (n > 0);
+  } else {
+    __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+    out[lid] = 3;
+  }
+}

@@ -544,6 +544,7 @@ fn run_workgroup(
             match waves[w].run(&mut ctx)? {
                 WaveStop::End => done[w] = true,
                 WaveStop::Barrier => at_barrier[w] = true,
+                WaveStop::Sleep => {}
             }
             progressed = true;
         }

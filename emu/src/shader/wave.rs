@@ -27,6 +27,8 @@ pub(crate) enum WaveStop {
     Barrier,
     /// `s_endpgm`.
     End,
+    /// `s_sleep`: still runnable; the other waves get a turn.
+    Sleep,
 }
 
 type R<T> = Result<T, ShaderError>;
@@ -468,7 +470,14 @@ impl Wave {
                     self.lane_instrs += self.exec().count_ones() as u64;
                     self.flat(ctx, op)?
                 }
-                Enc::Invalid => return Err(self.err(ctx, "invalid or undecodable instruction")),
+                Enc::Invalid => {
+                    // Decoded but of an encoding the core does not execute (MTBUF), or bits
+                    // the decoder rejects.
+                    return Err(match prog.insts.get(self.pc) {
+                        Some(Some(_)) => self.unimpl(ctx),
+                        _ => self.err(ctx, "invalid or undecodable instruction"),
+                    });
+                }
                 // buffer_wbl2, buffer_inv, buffer_wbinvl1(_vol): cache maintenance, no
                 // architectural effect without modelled caches.
                 Enc::Mubuf if matches!(op.op, 0x28 | 0x29 | 0x3e | 0x3f) => {}
@@ -974,7 +983,17 @@ impl Wave {
             // s_nop, s_waitcnt, s_sethalt is below, s_sleep, s_setprio, s_icache_inv,
             // s_incperflevel, s_decperflevel, s_ttracedata: no architectural effect here
             // (memory operations complete in order).
-            0x00 | 0x0c | 0x0e | 0x0f | 0x13 | 0x14 | 0x15 | 0x16 => return Ok(Flow::Next),
+            // s_sleep: no architectural effect, but a polling wave gives its host core away
+            // (the hardware parks it for 64 * N clocks).
+            // It also lets the work-group's other waves run (a spin-wait on another wave's
+            // store makes progress).
+            0x0e => {
+                if op.imm & 0x7F != 0 {
+                    std::thread::yield_now();
+                }
+                return Ok(Flow::Stop(WaveStop::Sleep));
+            }
+            0x00 | 0x0c | 0x0f | 0x13 | 0x14 | 0x15 | 0x16 => return Ok(Flow::Next),
             0x01 => return Ok(Flow::Stop(WaveStop::End)),
             0x0a => return Ok(Flow::Stop(WaveStop::Barrier)),
             0x02 => true,
@@ -2734,10 +2753,23 @@ impl Wave {
     /// element `k % E` (E values per lane: 1 f32, 4 f16), B[b][k][j] likewise with j, and
     /// C/D[b][i][j] in lane `j + N * (s % G)`, register `4 * (s / G) + i % 4` with
     /// `s = b * M / 4 + i / 4`, `G = 64 / N`. The sum runs over k in order with one fused
-    /// multiply-add each (f16 products are exact in f32). Broadcast controls
-    /// (cbsz/abid/blgp), integer/bf16/f64/xf32/f8 variants and partial EXEC fault.
+    /// multiply-add each (f16/bf16 products are exact in f32). The bf16 `_1k` forms share the
+    /// f16 shapes. Broadcast controls (cbsz/abid/blgp), integer/old-bf16/f64/xf32/f8 variants
+    /// and partial EXEC fault.
     fn mai(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
-        let (m, n, k, blocks, e) = match op.op {
+        // bf16 "_1k" forms: the f16 shapes with bf16 inputs, at per-target opcodes.
+        let bf16_base = if ctx.target == Target::Gfx90a {
+            0x63
+        } else {
+            0x5d
+        };
+        let bf16 = (bf16_base..bf16_base + 5).contains(&op.op);
+        let code = if bf16 {
+            0x48 + [0, 1, 2, 4, 5][(op.op - bf16_base) as usize]
+        } else {
+            op.op
+        };
+        let (m, n, k, blocks, e) = match code {
             0x40 => (32, 32, 1, 2, 1),
             0x41 => (16, 16, 1, 4, 1),
             0x42 => (4, 4, 1, 16, 1),
@@ -2777,8 +2809,15 @@ impl Wave {
                     if e == 1 {
                         vals[l][0] = f32::from_bits(x[l]);
                     } else {
-                        vals[l][2 * r] = half::f16::from_bits(x[l] as u16).to_f32();
-                        vals[l][2 * r + 1] = half::f16::from_bits((x[l] >> 16) as u16).to_f32();
+                        let cv = |h: u16| {
+                            if bf16 {
+                                half::bf16::from_bits(h).to_f32()
+                            } else {
+                                half::f16::from_bits(h).to_f32()
+                            }
+                        };
+                        vals[l][2 * r] = cv(x[l] as u16);
+                        vals[l][2 * r + 1] = cv((x[l] >> 16) as u16);
                     }
                 }
             }

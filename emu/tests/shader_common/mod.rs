@@ -279,6 +279,25 @@ pub fn rand_u32(n: usize, seed: u32) -> Vec<u32> {
         .collect()
 }
 
+impl Dev {
+    /// [`Dev::run`] that must succeed: panics naming the target and the fault.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_ok(
+        &self,
+        q: &mut Queue,
+        m: &Module,
+        kernel: &str,
+        grid: [u32; 3],
+        wg: [u16; 3],
+        lds: u32,
+        explicit: &[u8],
+    ) {
+        if let Err(f) = self.run(q, m, kernel, grid, wg, lds, explicit) {
+            panic!("{} {kernel}: {}", self.target, f.reason);
+        }
+    }
+}
+
 pub fn devices() -> Vec<Dev> {
     assert!(
         test_kernels::toolchain_available(),
