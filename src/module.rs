@@ -2,8 +2,8 @@
 //! `hipModuleLoadData` / `hipModuleGetFunction` / `hipFuncGetAttributes` do.
 //!
 //! Loading parses the ELF with the [`codeobj`] crate, checks its target ID against the
-//! GPU's, allocates GPU memory for the load image, applies the AMDGPU relocations for that
-//! address and copies the image in. A kernel's `kernel_object` (what the AQL packet points
+//! GPU's, allocates VRAM for the load image (where ROCr's loader puts a dGPU's code),
+//! applies the AMDGPU relocations for that address and copies the image in. A kernel's `kernel_object` (what the AQL packet points
 //! at) is the load address of its `.kd` symbol. See `firmware-notes/kernels.md`.
 
 use std::sync::Arc;
@@ -84,13 +84,13 @@ impl Device {
                 "empty load image",
             ));
         }
-        // Code, descriptors and globals in GTT: host-written without a BAR/HDP flush and
-        // readable by the CP and the shaders (ROCr puts them in VRAM; either is valid).
-        let image = Buffer::alloc(&self.inner.core, MemoryKind::HostPinned, gpu, size as usize)?;
+        // Code, descriptors and globals in VRAM, as ROCr's loader places a dGPU's code and
+        // agent segments (coarse-grained local memory; firmware-notes/kernels.md).
+        let image = Buffer::alloc(&self.inner.core, MemoryKind::Device, gpu, size as usize)?;
         let bytes = code
             .load_image(image.va())
             .map_err(|e| load_error(call, e))?;
-        image.write(0, &bytes)?;
+        self.copy_to_vram(gpu, &image, &bytes)?;
         Ok(Module {
             inner: Arc::new(ModuleInner {
                 dev: self.inner.clone(),
@@ -99,6 +99,21 @@ impl Device {
                 image,
             }),
         })
+    }
+
+    /// Copies a load image into VRAM as ROCr's loader does (`RegionMemory::Freeze`): a
+    /// CPU copy through the BAR when the VRAM is CPU-visible (the HDP is flushed before
+    /// the next submission), else from a staging buffer in GTT with a GPU copy on a
+    /// non-blocking stream of its own (so held user streams cannot stall the load).
+    fn copy_to_vram(&self, gpu: usize, image: &Buffer, bytes: &[u8]) -> Result<()> {
+        if image.is_cpu_visible() {
+            return image.write(0, bytes);
+        }
+        let staging = Buffer::alloc(&self.inner.core, MemoryKind::HostPinned, gpu, bytes.len())?;
+        staging.write(0, bytes)?;
+        let s = self.create_stream_with_flags(gpu, crate::StreamFlags::NON_BLOCKING)?;
+        s.memcpy(image.va(), staging.va(), bytes.len() as u64)?;
+        s.synchronize()
     }
 
     /// `hipModuleLoad`: [`Device::load_module`] from a file.
@@ -181,6 +196,12 @@ impl Module {
     /// GPU address the image is loaded at.
     pub fn base(&self) -> u64 {
         self.inner.image.va()
+    }
+
+    /// What the load image is made of: [`MemoryKind::Device`] (VRAM), as ROCr's loader
+    /// places a discrete GPU's code.
+    pub fn memory_kind(&self) -> MemoryKind {
+        self.inner.image.kind()
     }
 
     /// The GPU the module is loaded on.

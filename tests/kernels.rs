@@ -1,458 +1,308 @@
 //! Kernels compiled from source by clang-19 (test-kernels/) for gfx942 (emulated MI300X)
 //! and gfx90a (emulated MI250X), loaded, launched and checked through the public API
 //! against CPU references computed here; ordering with other stream commands; bad input.
-//!
-//! Where the emulated device cannot execute ISA (`ISA_NOT_SUPPORTED`), a launch test
-//! checks what the device received instead (the dispatch packet's kernel object, grid in
-//! work-items and work-group, named in the device's fault) and says so on stderr; where
-//! the interpreter meets an instruction it does not implement, the test says so too.
 
 mod common;
+mod kernels_common;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use common::{emu, settle, signal_mem};
-use kfd_emu::engine::QueueStatus;
-use kfd_emu::EmuBackend;
-use kfdrt::{
-    Buffer, Device, ErrorKind, EventFlags, Kernel, MemoryKind, Module, Stream, WaitCompare,
-};
+use kernels_common::{lcg, read, Rig};
+use kfdrt::WaitCompare;
+use kfdrt::{ErrorKind, Module};
 
-/// (device spec, target) pairs every execution test runs on.
-const DEVICES: [(&str, &str); 2] = [("emu:mi300x", "gfx942"), ("emu:mi250x", "gfx90a")];
-
-/// An emulated device and its backend (to read a faulted queue's reason).
-fn open(spec: &str) -> (Device, Arc<EmuBackend>) {
-    let b = Arc::new(EmuBackend::from_spec(spec).expect("emu spec"));
-    (Device::with_backend(b.clone()).expect("open"), b)
-}
-
-fn module(dev: &Device, src: &str, target: &str) -> Module {
+fn module(dev: &kfdrt::Device, src: &str, target: &str) -> Module {
     let elf = test_kernels::build(src, target).unwrap_or_else(|e| panic!("{src}: {e}"));
     dev.load_module(0, &elf)
         .unwrap_or_else(|e| panic!("load {src} for {target}: {e}"))
 }
 
-fn buf_from<T: zerocopy::IntoBytes + zerocopy::Immutable>(dev: &Device, data: &[T]) -> Buffer {
-    let bytes = zerocopy::IntoBytes::as_bytes(data);
-    let b = dev
-        .alloc(MemoryKind::HostPinned, 0, bytes.len().max(4))
+/// A stream held behind a waitValue on a flag the host releases with [`release`].
+fn held_stream(r: &Rig) -> (kfdrt::Stream, kfdrt::Buffer) {
+    let mem = signal_mem(&r.dev, 4096);
+    let s = r.dev.create_stream(0).unwrap();
+    s.wait_value32(mem.va(), 1, WaitCompare::Gte, u32::MAX)
         .unwrap();
-    b.write(0, bytes).unwrap();
-    b
+    (s, mem)
 }
 
-fn read_u32(b: &Buffer, n: usize) -> Vec<u32> {
-    let mut out = vec![0u8; n * 4];
-    b.read(0, &mut out).unwrap();
-    out.chunks(4)
-        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+fn release(mem: &kfdrt::Buffer) {
+    mem.atomic_u32(0).unwrap().store(1, Ordering::Release);
 }
 
-fn read_f32(b: &Buffer, n: usize) -> Vec<f32> {
-    read_u32(b, n).into_iter().map(f32::from_bits).collect()
+fn read_u32(b: &kfdrt::Buffer, n: usize) -> Vec<u32> {
+    read(b, n)
 }
 
-/// Waits for the stream; true when the kernel ran. When the emulator cannot execute ISA,
-/// checks the dispatch the device received (named in its fault) and returns false.
-fn executed(b: &EmuBackend, s: &Stream, k: &Kernel, grid: [u32; 3], block: [u32; 3]) -> bool {
-    let r = s.synchronize();
-    let reason = match b.queue_status(s.hw_queue_id()) {
-        Some(QueueStatus::Faulted(f)) => f.reason,
-        _ => String::new(),
-    };
-    match r {
-        Ok(()) => true,
-        Err(e) if reason.contains("not implemented by the emulator") => {
-            // The interpreter lacks an instruction the kernel uses: it faults naming it
-            // (issue 16's rule); the launch itself reached the device intact.
-            assert_eq!(e.kind(), ErrorKind::LaunchFailure);
-            eprintln!(
-                "{}: the emulator's interpreter stopped at an unimplemented instruction, \
-                 results not compared: {reason}",
-                k.name()
-            );
-            false
-        }
-        Err(e) if reason.contains(kfd_emu::engine::ISA_NOT_SUPPORTED) => {
-            assert_eq!(e.kind(), ErrorKind::LaunchFailure);
-            let m = reason;
-            let items: Vec<u32> = (0..3).map(|d| grid[d] * block[d]).collect();
-            let wg: Vec<u16> = block.iter().map(|&b| b as u16).collect();
-            assert!(
-                m.contains(&format!("kernel object {:#x}", k.kernel_object())),
-                "{m}"
-            );
-            assert!(m.contains(&format!("grid {items:?}")), "{m}");
-            assert!(m.contains(&format!("work-group {wg:?}")), "{m}");
-            eprintln!(
-                "{}: dispatch checked; the emulator does not execute ISA yet, results not \
-                 compared",
-                k.name()
-            );
-            false
-        }
-        Err(e) => panic!("{}: {e} ({reason})", k.name()),
-    }
-}
-
-fn lcg(seed: &mut u64) -> u32 {
-    *seed = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (*seed >> 33) as u32
+fn read_f32(b: &kfdrt::Buffer, n: usize) -> Vec<f32> {
+    read(b, n)
 }
 
 #[test]
 fn vector_add() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "cl/vadd.cl", t);
-        let k = m.kernel("vadd").unwrap();
+    for r in Rig::all() {
+        let m = r.module("cl/vadd.cl");
         let n = 1000u32;
         let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
         let b: Vec<f32> = (0..n).map(|i| 3.0 - i as f32).collect();
-        let (ba, bb) = (buf_from(&dev, &a), buf_from(&dev, &b));
-        let bc = buf_from(&dev, &vec![0f32; n as usize]);
-        let mut args = k.args();
-        args.buffer(&ba).unwrap();
-        args.buffer(&bb)
-            .unwrap()
-            .buffer(&bc)
-            .unwrap()
-            .arg(&n)
-            .unwrap();
-        let s = dev.create_stream(0).unwrap();
-        let grid = n.div_ceil(256);
-        s.launch(&k, grid, 256, 0, &args).unwrap();
-        if executed(&eb, &s, &k, [grid, 1, 1], [256, 1, 1]) {
-            let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
-            assert_eq!(read_f32(&bc, n as usize), want, "{t}");
-        }
+        let (ba, bb, bc) = (r.buf(&a), r.buf(&b), r.zeros(4 * n as usize));
+        r.run(&m, "vadd", n.div_ceil(256), 256, 0, |x| {
+            x.buffer(&ba)?.buffer(&bb)?.buffer(&bc)?.arg(&n)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+        assert_eq!(read_f32(&bc, n as usize), want, "{}", r.target);
     }
 }
 
 #[test]
 fn vector_add_code_object_v4_and_v6() {
     for flag in ["-mcode-object-version=4", "-mcode-object-version=6"] {
-        let (dev, eb) = open("emu:mi300x");
+        let r = Rig::new("emu:mi300x", "gfx942");
         let elf = test_kernels::build_with("cl/vadd.cl", "gfx942", &["-Xclang", flag]).unwrap();
-        let m = dev.load_module(0, &elf).unwrap();
-        let k = m.kernel("vadd").unwrap();
+        let m = r.dev.load_module(0, &elf).unwrap();
         let n = 300u32;
         let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
-        let (ba, bc) = (buf_from(&dev, &a), buf_from(&dev, &vec![0f32; n as usize]));
-        let mut args = k.args();
-        args.buffer(&ba)
-            .unwrap()
-            .buffer(&ba)
-            .unwrap()
-            .buffer(&bc)
-            .unwrap();
-        args.arg(&n).unwrap();
-        let s = dev.create_stream(0).unwrap();
-        s.launch(&k, n.div_ceil(64), 64, 0, &args).unwrap();
-        if executed(&eb, &s, &k, [n.div_ceil(64), 1, 1], [64, 1, 1]) {
-            let want: Vec<f32> = a.iter().map(|x| x + x).collect();
-            assert_eq!(read_f32(&bc, n as usize), want, "{flag}");
-        }
+        let (ba, bc) = (r.buf(&a), r.zeros(4 * n as usize));
+        r.run(&m, "vadd", n.div_ceil(64), 64, 0, |x| {
+            x.buffer(&ba)?.buffer(&ba)?.buffer(&bc)?.arg(&n)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{flag}: {e}"));
+        let want: Vec<f32> = a.iter().map(|x| x + x).collect();
+        assert_eq!(read_f32(&bc, n as usize), want, "{flag}");
     }
 }
 
 #[test]
 fn saxpy() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "cl/saxpy.cl", t);
-        let k = m.kernel("saxpy").unwrap();
+    for r in Rig::all() {
+        let m = r.module("cl/saxpy.cl");
         let n = 4096u32;
         let x: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25).collect();
         let y: Vec<f32> = (0..n).map(|i| (i % 13) as f32 - 6.0).collect();
-        let (bx, by) = (buf_from(&dev, &x), buf_from(&dev, &y));
-        let mut args = k.args();
-        args.arg(&2.5f32).unwrap();
-        args.buffer(&bx)
-            .unwrap()
-            .buffer(&by)
-            .unwrap()
-            .arg(&n)
-            .unwrap();
-        let s = dev.create_stream(0).unwrap();
-        s.launch(&k, n / 128, 128, 0, &args).unwrap();
-        if executed(&eb, &s, &k, [n / 128, 1, 1], [128, 1, 1]) {
-            let want: Vec<f32> = x.iter().zip(&y).map(|(x, y)| 2.5f32 * x + y).collect();
-            assert_eq!(read_f32(&by, n as usize), want, "{t}");
-        }
+        let (bx, by) = (r.buf(&x), r.buf(&y));
+        r.run(&m, "saxpy", n / 128, 128, 0, |a| {
+            a.arg(&2.5f32)?.buffer(&bx)?.buffer(&by)?.arg(&n)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        let want: Vec<f32> = x.iter().zip(&y).map(|(x, y)| 2.5f32 * x + y).collect();
+        assert_eq!(read_f32(&by, n as usize), want, "{}", r.target);
     }
 }
 
 #[test]
 fn workgroup_reduction_with_lds_and_barriers() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "cl/reduce.cl", t);
-        let k = m.kernel("reduce").unwrap();
+    for r in Rig::all() {
+        let m = r.module("cl/reduce.cl");
         let n = 256 * 7 + 100;
         let mut seed = 7;
         let input: Vec<u32> = (0..n).map(|_| lcg(&mut seed) % 1000).collect();
         let groups = (n as u32).div_ceil(256);
-        let bi = buf_from(&dev, &input);
-        let bo = buf_from(&dev, &vec![0u32; groups as usize]);
-        let mut args = k.args();
-        args.buffer(&bi)
-            .unwrap()
-            .buffer(&bo)
-            .unwrap()
-            .arg(&(n as u32))
-            .unwrap();
-        let s = dev.create_stream(0).unwrap();
-        s.launch(&k, groups, 256, 0, &args).unwrap();
-        if executed(&eb, &s, &k, [groups, 1, 1], [256, 1, 1]) {
-            let want: Vec<u32> = input.chunks(256).map(|c| c.iter().sum()).collect();
-            assert_eq!(read_u32(&bo, groups as usize), want, "{t}");
-        }
+        let (bi, bo) = (r.buf(&input), r.zeros(4 * groups as usize));
+        r.run(&m, "reduce", groups, 256, 0, |a| {
+            a.buffer(&bi)?.buffer(&bo)?.arg(&(n as u32))?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        let want: Vec<u32> = input.chunks(256).map(|c| c.iter().sum()).collect();
+        assert_eq!(read_u32(&bo, groups as usize), want, "{}", r.target);
     }
 }
 
 #[test]
 fn global_atomic_histogram() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "cl/histogram.cl", t);
-        let k = m.kernel("histogram").unwrap();
+    for r in Rig::all() {
+        let m = r.module("cl/histogram.cl");
         let (n, nbins) = (10_000u32, 17u32);
         let mut seed = 99;
         let input: Vec<u32> = (0..n).map(|_| lcg(&mut seed)).collect();
-        let bi = buf_from(&dev, &input);
-        let bb = buf_from(&dev, &vec![0u32; nbins as usize]);
-        let mut args = k.args();
-        args.buffer(&bi).unwrap().buffer(&bb).unwrap();
-        args.arg(&n).unwrap().arg(&nbins).unwrap();
-        let s = dev.create_stream(0).unwrap();
-        let grid = n.div_ceil(64);
-        s.launch(&k, grid, 64, 0, &args).unwrap();
-        if executed(&eb, &s, &k, [grid, 1, 1], [64, 1, 1]) {
-            let mut want = vec![0u32; nbins as usize];
-            for v in &input {
-                want[(v % nbins) as usize] += 1;
-            }
-            assert_eq!(read_u32(&bb, nbins as usize), want, "{t}");
+        let (bi, bb) = (r.buf(&input), r.zeros(4 * nbins as usize));
+        r.run(&m, "histogram", n.div_ceil(64), 64, 0, |a| {
+            a.buffer(&bi)?.buffer(&bb)?.arg(&n)?.arg(&nbins)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        let mut want = vec![0u32; nbins as usize];
+        for v in &input {
+            want[(v % nbins) as usize] += 1;
         }
+        assert_eq!(read_u32(&bb, nbins as usize), want, "{}", r.target);
     }
 }
 
 #[test]
 fn tiled_matrix_multiply() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "cl/matmul.cl", t);
-        let k = m.kernel("matmul").unwrap();
+    for r in Rig::all() {
+        let m = r.module("cl/matmul.cl");
         let n = 48u32;
         let mut seed = 3;
-        let a: Vec<i32> = (0..n * n)
-            .map(|_| (lcg(&mut seed) % 21) as i32 - 10)
-            .collect();
-        let b: Vec<i32> = (0..n * n)
-            .map(|_| (lcg(&mut seed) % 21) as i32 - 10)
-            .collect();
-        let (ba, bb) = (buf_from(&dev, &a), buf_from(&dev, &b));
-        let bc = buf_from(&dev, &vec![0i32; (n * n) as usize]);
-        let mut args = k.args();
-        args.buffer(&ba)
-            .unwrap()
-            .buffer(&bb)
-            .unwrap()
-            .buffer(&bc)
-            .unwrap();
-        args.arg(&n).unwrap();
-        let s = dev.create_stream(0).unwrap();
-        s.launch(&k, (n / 16, n / 16), (16, 16), 0, &args).unwrap();
-        if executed(&eb, &s, &k, [n / 16, n / 16, 1], [16, 16, 1]) {
-            let nn = n as usize;
-            let mut want = vec![0i32; nn * nn];
-            for r in 0..nn {
-                for c in 0..nn {
-                    want[r * nn + c] = (0..nn).map(|i| a[r * nn + i] * b[i * nn + c]).sum();
-                }
+        let mut mat = || -> Vec<i32> {
+            (0..n * n)
+                .map(|_| (lcg(&mut seed) % 21) as i32 - 10)
+                .collect()
+        };
+        let (a, b) = (mat(), mat());
+        let (ba, bb, bc) = (r.buf(&a), r.buf(&b), r.zeros(4 * (n * n) as usize));
+        r.run(&m, "matmul", (n / 16, n / 16), (16, 16), 0, |x| {
+            x.buffer(&ba)?.buffer(&bb)?.buffer(&bc)?.arg(&n)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        let nn = n as usize;
+        let mut want = vec![0i32; nn * nn];
+        for row in 0..nn {
+            for c in 0..nn {
+                want[row * nn + c] = (0..nn).map(|i| a[row * nn + i] * b[i * nn + c]).sum();
             }
-            let got: Vec<i32> = read_u32(&bc, nn * nn)
-                .into_iter()
-                .map(|v| v as i32)
-                .collect();
-            assert_eq!(got, want, "{t}");
         }
+        assert_eq!(read::<i32>(&bc, nn * nn), want, "{}", r.target);
     }
 }
 
 #[test]
 fn private_array_in_scratch() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "cl/private_array.cl", t);
+    for r in Rig::all() {
+        let m = r.module("cl/private_array.cl");
         let k = m.kernel("private_array").unwrap();
         assert!(k.attributes().private_size_bytes >= 1024);
         let n = 500u32;
         let mut seed = 11;
         let idx: Vec<u32> = (0..n).map(|_| lcg(&mut seed)).collect();
-        let bi = buf_from(&dev, &idx);
-        let bo = buf_from(&dev, &vec![0u32; n as usize]);
-        let mut args = k.args();
-        args.buffer(&bi)
-            .unwrap()
-            .buffer(&bo)
-            .unwrap()
-            .arg(&n)
-            .unwrap();
-        let s = dev.create_stream(0).unwrap();
-        let grid = n.div_ceil(64);
-        s.launch(&k, grid, 64, 0, &args).unwrap();
-        if executed(&eb, &s, &k, [grid, 1, 1], [64, 1, 1]) {
-            let want: Vec<u32> = (0..n)
-                .map(|i| i.wrapping_mul(idx[i as usize] % 256).wrapping_add(7))
-                .collect();
-            assert_eq!(read_u32(&bo, n as usize), want, "{t}");
-        }
+        let (bi, bo) = (r.buf(&idx), r.zeros(4 * n as usize));
+        r.run(&m, "private_array", n.div_ceil(64), 64, 0, |a| {
+            a.buffer(&bi)?.buffer(&bo)?.arg(&n)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        let want: Vec<u32> = (0..n)
+            .map(|i| i.wrapping_mul(idx[i as usize] % 256).wrapping_add(7))
+            .collect();
+        assert_eq!(read_u32(&bo, n as usize), want, "{}", r.target);
     }
 }
 
 #[test]
 fn hip_kernel_reads_block_and_grid_dims_from_hidden_arguments() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "hip/dims.hip", t);
-        let k = m.kernel("dims").unwrap();
+    for r in Rig::all() {
+        let m = r.module("hip/dims.hip");
         let (grid, block) = ((3u32, 2u32), (8u32, 4u32));
         let total = (grid.0 * grid.1 * block.0 * block.1) as usize;
-        let bo = buf_from(&dev, &vec![0u32; total]);
-        let bi = buf_from(&dev, &[u32::MAX; 4]);
-        let mut args = k.args();
-        args.buffer(&bo).unwrap().buffer(&bi).unwrap();
-        let s = dev.create_stream(0).unwrap();
-        s.launch(&k, grid, block, 0, &args).unwrap();
-        if executed(&eb, &s, &k, [grid.0, grid.1, 1], [block.0, block.1, 1]) {
-            let v = block.0 | block.1 << 8 | grid.0 << 16 | grid.1 << 24;
-            assert_eq!(read_u32(&bo, total), vec![v; total], "{t}");
-            // remainder x, y = 0 (whole workgroups), grid dims 2, block count z 1.
-            assert_eq!(read_u32(&bi, 4), vec![0, 0, 2, 1], "{t}");
-        }
+        let (bo, bi) = (r.zeros(4 * total), r.buf(&[u32::MAX; 4]));
+        r.run(&m, "dims", grid, block, 0, |a| {
+            a.buffer(&bo)?.buffer(&bi)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        let v = block.0 | block.1 << 8 | grid.0 << 16 | grid.1 << 24;
+        assert_eq!(read_u32(&bo, total), vec![v; total], "{}", r.target);
+        // remainder x, y = 0 (whole workgroups), grid dims 2, block count z 1.
+        assert_eq!(read_u32(&bi, 4), vec![0, 0, 2, 1], "{}", r.target);
     }
 }
 
 #[test]
 fn dynamic_lds() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "hip/dynlds.hip", t);
-        let k = m.kernel("dynlds").unwrap();
+    for r in Rig::all() {
+        let m = r.module("hip/dynlds.hip");
         let (groups, block) = (5u32, 128u32);
         let n = (groups * block) as usize;
         let input: Vec<f32> = (0..n).map(|i| i as f32 * 1.5).collect();
-        let bi = buf_from(&dev, &input);
-        let bo = buf_from(&dev, &vec![0f32; n]);
-        let mut args = k.args();
-        args.buffer(&bi).unwrap().buffer(&bo).unwrap();
-        let s = dev.create_stream(0).unwrap();
-        s.launch(&k, groups, block, block * 4, &args).unwrap();
-        if executed(&eb, &s, &k, [groups, 1, 1], [block, 1, 1]) {
-            let want: Vec<f32> = input
-                .chunks(block as usize)
-                .flat_map(|c| c.iter().rev().copied())
-                .collect();
-            assert_eq!(read_f32(&bo, n), want, "{t}");
-        }
+        let (bi, bo) = (r.buf(&input), r.zeros(4 * n));
+        r.run(&m, "dynlds", groups, block, block * 4, |a| {
+            a.buffer(&bi)?.buffer(&bo)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        let want: Vec<f32> = input
+            .chunks(block as usize)
+            .flat_map(|c| c.iter().rev().copied())
+            .collect();
+        assert_eq!(read_f32(&bo, n), want, "{}", r.target);
     }
 }
 
 #[test]
 fn globals_and_relocated_pointers() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "cl/globals.cl", t);
+    for r in Rig::all() {
+        let m = r.module("cl/globals.cl");
         let (addr, size) = m.global("counter").unwrap();
         assert_eq!(size, 4);
         assert!(addr > m.base());
         assert!(m.global("nope").is_err());
-        let k = m.kernel("bump").unwrap();
-        let bo = buf_from(&dev, &[0u32; 3]);
-        let mut args = k.args();
-        args.buffer(&bo).unwrap();
-        let s = dev.create_stream(0).unwrap();
-        s.launch(&k, 1, 64, 0, &args).unwrap();
-        if executed(&eb, &s, &k, [1, 1, 1], [64, 1, 1]) {
-            // counter_ptr was relocated to counter's load address.
-            assert_eq!(
-                read_u32(&bo, 3),
-                vec![42, addr as u32, (addr >> 32) as u32],
-                "{t}"
-            );
-        }
+        let bo = r.zeros(12);
+        r.run(&m, "bump", 1, 64, 0, |a| {
+            a.buffer(&bo)?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        // counter_ptr was relocated to counter's load address.
+        assert_eq!(
+            read_u32(&bo, 3),
+            vec![42, addr as u32, (addr >> 32) as u32],
+            "{}",
+            r.target
+        );
     }
 }
 
 #[test]
 fn kernel_after_wait_value_waits_for_the_host() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "cl/saxpy.cl", t);
+    for r in Rig::all() {
+        let m = r.module("cl/saxpy.cl");
         let k = m.kernel("saxpy").unwrap();
-        let mem = signal_mem(&dev, 4096);
-        let flag = mem.atomic_u32(0).unwrap();
         let n = 256u32;
-        let x = buf_from(&dev, &vec![1f32; n as usize]);
-        let y = buf_from(&dev, &vec![1f32; n as usize]);
-        let mut args = k.args();
-        args.arg(&3f32)
-            .unwrap()
-            .buffer(&x)
-            .unwrap()
-            .buffer(&y)
-            .unwrap();
-        args.arg(&n).unwrap();
-        let s = dev.create_stream(0).unwrap();
-        s.wait_value32(mem.va(), 1, WaitCompare::Gte, u32::MAX)
-            .unwrap();
-        s.launch(&k, 2, 128, 0, &args).unwrap();
+        let (x, y) = (
+            r.buf(&vec![1f32; n as usize]),
+            r.buf(&vec![1f32; n as usize]),
+        );
+        let (s, mem) = held_stream(&r);
+        r.launch(&s, &k, 2, 128, 0, |a| {
+            a.arg(&3f32)?.buffer(&x)?.buffer(&y)?.arg(&n)?;
+            Ok(())
+        });
         settle();
-        assert_eq!(s.query().unwrap_err().kind(), ErrorKind::NotReady, "{t}");
+        assert_eq!(
+            s.query().unwrap_err().kind(),
+            ErrorKind::NotReady,
+            "{}",
+            r.target
+        );
         assert_eq!(
             read_f32(&y, n as usize),
             vec![1f32; n as usize],
             "kernel ran early"
         );
-        flag.store(1, Ordering::Release);
-        if executed(&eb, &s, &k, [2, 1, 1], [128, 1, 1]) {
-            assert_eq!(read_f32(&y, n as usize), vec![4f32; n as usize], "{t}");
-        }
+        release(&mem);
+        r.wait(&s).unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        assert_eq!(
+            read_f32(&y, n as usize),
+            vec![4f32; n as usize],
+            "{}",
+            r.target
+        );
     }
 }
 
 #[test]
 fn event_after_kernel_and_callback_see_its_output() {
-    for (spec, t) in DEVICES {
-        let (dev, eb) = open(spec);
-        let m = module(&dev, "cl/vadd.cl", t);
+    for r in Rig::all() {
+        let m = r.module("cl/vadd.cl");
         let k = m.kernel("vadd").unwrap();
-        let mem = signal_mem(&dev, 4096);
-        let flag = mem.atomic_u32(0).unwrap();
         let n = 64u32;
-        let a = Arc::new(buf_from(&dev, &vec![2f32; n as usize]));
-        let c = Arc::new(buf_from(&dev, &vec![0f32; n as usize]));
-        let mut args = k.args();
-        args.buffer(&a)
-            .unwrap()
-            .buffer(&a)
-            .unwrap()
-            .buffer(&c)
-            .unwrap();
-        args.arg(&n).unwrap();
-        let s = dev.create_stream(0).unwrap();
+        let a = Arc::new(r.buf(&vec![2f32; n as usize]));
+        let c = Arc::new(r.zeros(4 * n as usize));
         // Hold the kernel so the event cannot complete before it.
-        s.wait_value32(mem.va(), 1, WaitCompare::Gte, u32::MAX)
-            .unwrap();
-        s.launch(&k, 1, 64, 0, &args).unwrap();
-        let ev = dev.create_event(EventFlags::DEFAULT).unwrap();
+        let (s, mem) = held_stream(&r);
+        r.launch(&s, &k, 1, 64, 0, |x| {
+            x.buffer(&a)?.buffer(&a)?.buffer(&c)?.arg(&n)?;
+            Ok(())
+        });
+        let ev = r.dev.create_event(kfdrt::EventFlags::DEFAULT).unwrap();
         ev.record(&s).unwrap();
         let seen = Arc::new(Mutex::new(None));
         let (seen2, c2) = (seen.clone(), c.clone());
@@ -464,18 +314,22 @@ fn event_after_kernel_and_callback_see_its_output() {
         )
         .unwrap();
         settle();
-        assert_eq!(ev.query().unwrap_err().kind(), ErrorKind::NotReady, "{t}");
+        assert_eq!(
+            ev.query().unwrap_err().kind(),
+            ErrorKind::NotReady,
+            "{}",
+            r.target
+        );
         assert!(
             seen.lock().unwrap().is_none(),
             "callback ran before the kernel"
         );
-        flag.store(1, Ordering::Release);
-        if executed(&eb, &s, &k, [1, 1, 1], [64, 1, 1]) {
-            ev.synchronize().unwrap();
-            assert_eq!(read_f32(&c, n as usize), vec![4f32; n as usize]);
-            let got = seen.lock().unwrap().clone().expect("callback ran");
-            assert_eq!(got, (true, vec![4f32; n as usize]), "{t}");
-        }
+        release(&mem);
+        r.wait(&s).unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        ev.synchronize().unwrap();
+        assert_eq!(read_f32(&c, n as usize), vec![4f32; n as usize]);
+        let got = seen.lock().unwrap().clone().expect("callback ran");
+        assert_eq!(got, (true, vec![4f32; n as usize]), "{}", r.target);
     }
 }
 
@@ -483,24 +337,19 @@ fn event_after_kernel_and_callback_see_its_output() {
 fn kernarg_ring_reuses_segments_only_after_completion() {
     // More launches than the ring holds segments (1 MiB / 320 bytes): every kernel must
     // still see its own arguments.
-    let (dev, eb) = open("emu:mi300x");
-    let m = module(&dev, "cl/store.cl", "gfx942");
+    let r = Rig::new("emu:mi300x", "gfx942");
+    let m = r.module("cl/store.cl");
     let k = m.kernel("store").unwrap();
     let n = 4000u32;
-    let out = buf_from(&dev, &vec![0u32; n as usize]);
-    let s = dev.create_stream(0).unwrap();
-    let mut args = k.args();
+    let out = r.zeros(4 * n as usize);
+    let s = r.dev.create_stream(0).unwrap();
     for i in 0..n {
-        args.clear();
-        args.buffer(&out)
-            .unwrap()
-            .arg(&i)
-            .unwrap()
-            .arg(&(i * 3 + 1))
-            .unwrap();
-        s.launch(&k, 1, 64, 0, &args).unwrap();
+        r.launch(&s, &k, 1, 64, 0, |a| {
+            a.buffer(&out)?.arg(&i)?.arg(&(i * 3 + 1))?;
+            Ok(())
+        });
     }
-    assert!(executed(&eb, &s, &k, [1, 1, 1], [64, 1, 1]));
+    r.wait(&s).unwrap();
     let want: Vec<u32> = (0..n).map(|i| i * 3 + 1).collect();
     assert_eq!(read_u32(&out, n as usize), want);
 }
@@ -537,7 +386,7 @@ fn wrong_arguments_name_the_argument() {
     let dev = emu("emu:mi300x");
     let m = module(&dev, "cl/vadd.cl", "gfx942");
     let k = m.kernel("vadd").unwrap();
-    let a = buf_from(&dev, &[0f32; 4]);
+    let a = Rig::pinned(&dev, &[0f32; 4]);
     // A value where a pointer goes.
     let e = k.args().arg(&1u64).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidValue);
@@ -609,7 +458,7 @@ fn launch_limits() {
     assert_eq!(attrs.kernarg_size_bytes, 288);
     assert_eq!(attrs.code_object_version, 5);
     assert_eq!(attrs.wavefront_size, 64);
-    let a = buf_from(&dev, &[0f32; 4]);
+    let a = Rig::pinned(&dev, &[0f32; 4]);
     let mut args = k.args();
     args.buffer(&a)
         .unwrap()
@@ -671,6 +520,8 @@ fn module_from_file_and_bundle() {
     ]);
     let m = dev.load_module(0, &fat).unwrap();
     assert_eq!(m.code_object().target.processor, "gfx90a");
+    // Code and descriptors live in VRAM (ROCr's loader on a dGPU).
+    assert_eq!(m.memory_kind(), kfdrt::MemoryKind::Device);
     let k = m.kernel("vadd").unwrap();
     assert_eq!(k.kernel_object() % 64, 0);
     assert!(k.kernel_object() > m.base());

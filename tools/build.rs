@@ -4,8 +4,11 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-const SOURCES: [&str; 5] = [
+const SOURCES: [&str; 8] = [
     "cl/vadd.cl",
+    "cl/isa/saxpy.cl",
+    "cl/isa/matmul.cl",
+    "cl/isa/reduce.cl",
     "cl/reduce.cl",
     "cl/private_array.cl",
     "cl/empty.cl",

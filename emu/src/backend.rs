@@ -221,6 +221,14 @@ impl EmuBackend {
         }
     }
 
+    /// Worker threads each kernel dispatch uses on every GPU (0: one per host core); see
+    /// [`crate::engine::GpuEngines::set_shader_threads`].
+    pub fn set_shader_threads(&self, n: usize) {
+        for g in &self.emu.gpus {
+            g.engines.set_shader_threads(n);
+        }
+    }
+
     /// Stop recording (what was recorded stays until [`EmuBackend::take_trace`]).
     pub fn disable_trace(&self) {
         for g in &self.emu.gpus {

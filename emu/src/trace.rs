@@ -92,6 +92,27 @@ pub enum TraceKind {
         /// Interrupt context id.
         context_id: Option<u32>,
     },
+    /// A kernel dispatch ran on the shader core, from the CP handing it over to the CP
+    /// seeing it finish (recorded on the CP's own track: `queue` is `None`, the
+    /// dispatching queue is `queue_id`).
+    Dispatch {
+        /// The queue whose packet (AQL KERNEL_DISPATCH or PM4 DISPATCH_DIRECT) it was.
+        queue_id: u32,
+        /// The packet kind: `"KERNEL_DISPATCH"` (AQL) or `"DISPATCH_DIRECT"` (PM4).
+        packet: &'static str,
+        /// Address of the kernel's first instruction.
+        entry: u64,
+        /// Work-groups run.
+        workgroups: u64,
+        /// Waves run.
+        waves: u64,
+        /// Instructions executed (per wave, summed).
+        instructions: u64,
+        /// Instructions times active lanes, summed.
+        lane_instructions: u64,
+        /// The fault that stopped it, if any.
+        fault: Option<String>,
+    },
 }
 
 /// One recorded event. Instant events have `start_ns == end_ns`.

@@ -376,6 +376,7 @@ pub fn run(
         fig(name, median(v), "ns/pair");
     }
     crate::bench_kernels::run(dev, scale, &want, &mut progress, &mut out)?;
+    crate::bench_kernels::shader(dev, scale, &want, &mut progress, &mut out)?;
     managed_vmm(dev, scale, &want, &mut progress, &mut out)?;
     Ok(out)
 }
@@ -413,7 +414,11 @@ pub const NAMES: &[&str] = &[
 
 /// Whether `filter` selects at least one figure.
 pub fn filter_matches(filter: &str) -> bool {
-    NAMES.iter().any(|n| n.contains(filter)) || INSN.iter().any(|(n, _)| n.contains(filter))
+    NAMES
+        .iter()
+        .chain(crate::bench_kernels::SHADER_NAMES)
+        .any(|n| n.contains(filter))
+        || INSN.iter().any(|(n, _)| n.contains(filter))
 }
 
 /// Figures the CUDA anchor has that this build does not measure yet (reported as such).

@@ -98,3 +98,218 @@ pub fn run(
     }
     Ok(())
 }
+
+/// The shader-core figures: for each kernel, the time with one worker thread, the
+/// lane-instructions per second per core (one worker), the speed-up on all host cores,
+/// and the emulator's time (one worker) over the same computation in plain Rust on one
+/// host core.
+pub const SHADER_NAMES: &[&str] = &[
+    "shader saxpy 16M: 1 worker",
+    "shader saxpy 16M: lane-instructions/s per core",
+    "shader saxpy 16M: speed-up on all cores",
+    "shader saxpy 16M: emulator/host Rust time",
+    "shader sgemm 512^3 tiled: 1 worker",
+    "shader sgemm 512^3 tiled: lane-instructions/s per core",
+    "shader sgemm 512^3 tiled: speed-up on all cores",
+    "shader sgemm 512^3 tiled: emulator/host Rust time",
+    "shader LDS reduction 16M: 1 worker",
+    "shader LDS reduction 16M: lane-instructions/s per core",
+    "shader LDS reduction 16M: speed-up on all cores",
+    "shader LDS reduction 16M: emulator/host Rust time",
+];
+
+/// One shader workload: launches on `s` and waits (returns after completion).
+type Launch<'a> = Box<dyn FnMut(&kfdrt::Stream) -> Result<(), Error> + 'a>;
+
+/// Measure the shader figures `want` selects on a private emulated MI300X (gfx942): the
+/// interpreter is what they measure, so a hardware device skips them. `--quick` runs
+/// 1/16 of the sizes (1M-element saxpy and reduction, 128^3 sgemm).
+pub fn shader(
+    dev: &Device,
+    scale: Scale,
+    want: &dyn Fn(&str) -> bool,
+    progress: &mut dyn FnMut(&str),
+    out: &mut Vec<Figure>,
+) -> Result<(), Error> {
+    if !SHADER_NAMES.iter().any(|n| want(n)) {
+        return Ok(());
+    }
+    if dev.backend().kind() != kfd::BackendKind::Emulated {
+        eprintln!("bench: shader figures measure the emulator's interpreter; not on hardware");
+        return Ok(());
+    }
+    let code = |src: &str| crate::check::kernels::embedded(src, "gfx942");
+    let (saxpy, matmul, reduce) = match (
+        code("cl/isa/saxpy.cl"),
+        code("cl/isa/matmul.cl"),
+        code("cl/isa/reduce.cl"),
+    ) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+            eprintln!("bench: shader figures not measured: {e}");
+            return Ok(());
+        }
+    };
+    let eb = std::sync::Arc::new(
+        kfd_emu::EmuBackend::from_spec("emu:mi300x")
+            .map_err(|e| Error::new(ErrorKind::NotSupported, "bench", e.to_string()))?,
+    );
+    let d = Device::with_backend(eb.clone())?;
+    let quick = scale.n < Scale::FULL.n;
+    let div = if quick { 16 } else { 1 };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let reps = if quick { 1 } else { 3 };
+    let buf = |bytes: &[u8]| -> Result<kfdrt::Buffer, Error> {
+        let b = d.alloc(kfdrt::MemoryKind::HostPinned, 0, bytes.len())?;
+        b.write(0, bytes)?;
+        Ok(b)
+    };
+    let f32s = |v: &[f32]| buf(zerocopy::IntoBytes::as_bytes(v));
+
+    // saxpy
+    let n = (16usize << 20) / div;
+    let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    let y: Vec<f32> = (0..n).map(|i| (i % 77) as f32).collect();
+    let (bx, by) = (f32s(&x)?, f32s(&y)?);
+    let m = d.load_module(0, saxpy)?;
+    let k = m.kernel("saxpy")?;
+    let mut hy = y.clone();
+    let run: Launch = Box::new(|s| {
+        let mut a = k.args();
+        a.arg(&2.0f32)?.buffer(&bx)?.buffer(&by)?.arg(&(n as u32))?;
+        s.launch(&k, (n / 256) as u32, 256, 0, &a)?;
+        s.synchronize()
+    });
+    let host = || {
+        for (o, &a) in hy.iter_mut().zip(&x) {
+            *o += 2.0f32 * a;
+        }
+        std::hint::black_box(&hy);
+    };
+    let names = &SHADER_NAMES[0..4];
+    measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
+
+    // sgemm, 16x16 LDS tiles
+    let n = 512usize / if quick { 4 } else { 1 };
+    let a: Vec<f32> = (0..n * n).map(|i| (i % 17) as f32).collect();
+    let b: Vec<f32> = (0..n * n).map(|i| (i % 13) as f32).collect();
+    let (ba, bb, bc) = (f32s(&a)?, f32s(&b)?, f32s(&vec![0f32; n * n])?);
+    let m = d.load_module(0, matmul)?;
+    let k = m.kernel("matmul")?;
+    let mut hc = vec![0f32; n * n];
+    let run: Launch = Box::new(|s| {
+        let mut x = k.args();
+        x.buffer(&ba)?.buffer(&bb)?.buffer(&bc)?.arg(&(n as u32))?;
+        s.launch(&k, ((n / 16) as u32, (n / 16) as u32), (16, 16), 0, &x)?;
+        s.synchronize()
+    });
+    let host = || {
+        for r in 0..n {
+            for c in 0..n {
+                let mut acc = 0f32;
+                for i in 0..n {
+                    acc += a[r * n + i] * b[i * n + c];
+                }
+                hc[r * n + c] = acc;
+            }
+        }
+        std::hint::black_box(&hc);
+    };
+    let names = &SHADER_NAMES[4..8];
+    measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
+
+    // LDS reduction in groups of 256
+    let n = (16usize << 20) / div;
+    let input: Vec<u32> = (0..n as u32).map(|i| i % 1000).collect();
+    let bi = buf(zerocopy::IntoBytes::as_bytes(&input[..]))?;
+    let bo = buf(&vec![0u8; n / 256 * 4])?;
+    let m = d.load_module(0, reduce)?;
+    let k = m.kernel("reduce")?;
+    let mut ho = vec![0u32; n / 256];
+    let run: Launch = Box::new(|s| {
+        let mut x = k.args();
+        x.buffer(&bi)?.buffer(&bo)?;
+        s.launch(&k, (n / 256) as u32, 256, 0, &x)?;
+        s.synchronize()
+    });
+    let host = || {
+        for (o, c) in ho.iter_mut().zip(input.chunks(256)) {
+            *o = c.iter().sum();
+        }
+        std::hint::black_box(&ho);
+    };
+    let names = &SHADER_NAMES[8..12];
+    measure(&d, &eb, names, run, host, cores, reps, want, progress, out)
+}
+
+/// Lane-instructions the dispatches recorded since the last call (from the trace).
+fn lane_instructions(eb: &kfd_emu::EmuBackend) -> u64 {
+    eb.take_trace()
+        .iter()
+        .map(|e| match e.kind {
+            kfd_emu::trace::TraceKind::Dispatch {
+                lane_instructions, ..
+            } => lane_instructions,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Times `run` with one worker and with `cores` workers (medians of `reps`), and `host`.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    d: &Device,
+    eb: &kfd_emu::EmuBackend,
+    names: &[&'static str],
+    mut run: Launch<'_>,
+    mut host: impl FnMut(),
+    cores: usize,
+    reps: usize,
+    want: &dyn Fn(&str) -> bool,
+    progress: &mut dyn FnMut(&str),
+    out: &mut Vec<Figure>,
+) -> Result<(), Error> {
+    if !names.iter().any(|n| want(n)) {
+        return Ok(());
+    }
+    progress(names[0]);
+    let s = d.create_stream_with_flags(0, kfdrt::StreamFlags::NON_BLOCKING)?;
+    eb.enable_trace();
+    let mut time = |threads: usize| -> Result<(f64, u64), Error> {
+        eb.set_shader_threads(threads);
+        let mut v = Vec::new();
+        let mut lanes = 0;
+        for _ in 0..reps {
+            lane_instructions(eb);
+            let t0 = Instant::now();
+            run(&s)?;
+            v.push(t0.elapsed().as_secs_f64());
+            lanes = lane_instructions(eb);
+        }
+        Ok((median(v), lanes))
+    };
+    let (t1, lanes) = time(1)?;
+    let (tn, _) = time(cores)?;
+    eb.set_shader_threads(0);
+    eb.disable_trace();
+    let mut h = Vec::new();
+    for _ in 0..reps {
+        let t0 = Instant::now();
+        host();
+        h.push(t0.elapsed().as_secs_f64());
+    }
+    let th = median(h);
+    let figs = [
+        (t1 * 1e3, "ms"),
+        (lanes as f64 / t1 / 1e6, "M lane-instr/s"),
+        (t1 / tn, "x"),
+        // One core each: the interpreter with one worker, the host loop on one thread.
+        (t1 / th, "x"),
+    ];
+    for (name, (value, unit)) in names.iter().zip(figs) {
+        if want(name) {
+            out.push(Figure { name, value, unit });
+        }
+    }
+    Ok(())
+}

@@ -194,12 +194,21 @@ OPTIONS:
     --device SPEC     device to measure (see `kfdrt help`)
     --filter PATTERN  only figures whose name contains PATTERN
     --json            machine-readable output
-    --quick           fewer repeats (a smoke run, not a report)
+    --quick           fewer repeats (a smoke run, not a report; the shader figures
+                      then run 1/16 of the named sizes)
     --compare FILE    also print the ratio kfdrt / FILE for every figure FILE has
                       (FILE in the anchor format: `NAME VALUE UNIT` lines)
 
+SHADER FIGURES (emulated device only; a private emulated MI300X, gfx942):
+    `shader KERNEL: 1 worker` (ms), `...: lane-instructions/s per core` (with one worker
+    thread), `...: speed-up on all cores` (1-worker time / all-cores time) and
+    `...: emulator/host Rust time` (one worker against the same computation in plain
+    Rust on one host core),
+    for saxpy over 16M floats, a 16x16-tiled SGEMM 512^3 and an LDS reduction of 16M uints.
+
 EXAMPLES:
     kfdrt bench
+    kfdrt bench --filter shader
     kfdrt bench --filter writeValue --compare ../shared/anchors/cuda_h200.txt
 ";
 

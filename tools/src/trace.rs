@@ -12,11 +12,18 @@ use kfd_emu::trace::{EngineId, TraceEvent, TraceKind};
 use kfdrt::{Device, EventFlags, MemoryKind, StreamFlags, WaitCompare, WriteValueFlags};
 
 /// The built-in workloads: (name, description).
-pub const WORKLOADS: &[(&str, &str)] = &[(
-    "demo",
-    "3 streams: small copies (CP DMA) and a 2 MiB copy (SDMA), events across streams, \
-     callbacks, and a writeValue/waitValue ping between two streams",
-)];
+pub const WORKLOADS: &[(&str, &str)] = &[
+    (
+        "demo",
+        "3 streams: small copies (CP DMA) and a 2 MiB copy (SDMA), events across streams, \
+         callbacks, and a writeValue/waitValue ping between two streams",
+    ),
+    (
+        "kernels",
+        "2 streams: a vector add and an LDS reduction (kernels built in at compile time), \
+         each dispatch shown on the CP track with its work-groups, waves and instructions",
+    ),
+];
 
 /// What a workload did, for the summary line.
 #[derive(Debug, Default)]
@@ -27,12 +34,15 @@ pub struct Summary {
     pub callbacks: u32,
     /// Bytes copied and verified.
     pub copied: u64,
+    /// Kernels launched and verified.
+    pub kernels: u32,
 }
 
 /// Runs workload `name` on `dev`. Errors name the call that failed or the wrong result.
 pub fn run_workload(dev: &Device, name: &str) -> Result<Summary, String> {
     match name {
         "demo" => demo(dev).map_err(|e| e.to_string())?,
+        "kernels" => kernels(dev).map_err(|e| e.to_string())?,
         other => Err(format!("unknown workload {other:?}")),
     }
 }
@@ -123,6 +133,63 @@ fn demo(dev: &Device) -> Result<Result<Summary, String>, kfdrt::Error> {
         streams: 3,
         callbacks,
         copied: (BIG + SMALL + 4096) as u64,
+        kernels: 0,
+    }))
+}
+
+fn kernels(dev: &Device) -> Result<Result<Summary, String>, kfdrt::Error> {
+    let gfx = dev.gpu(0)?.gfx_name();
+    let code = |src: &str| crate::check::kernels::embedded(src, &gfx);
+    let (vadd, reduce) = match (code("cl/vadd.cl"), code("cl/reduce.cl")) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return Ok(Err(e)),
+    };
+    let (mv, mr) = (dev.load_module(0, vadd)?, dev.load_module(0, reduce)?);
+    let (kv, kr) = (mv.kernel("vadd")?, mr.kernel("reduce")?);
+    let n = 4096u32;
+    let input: Vec<u32> = (0..n).map(|i| i % 1000).collect();
+    let floats: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let bytes = |v: &[u8]| -> Result<kfdrt::Buffer, kfdrt::Error> {
+        let b = dev.alloc(MemoryKind::HostPinned, 0, v.len())?;
+        b.write(0, v)?;
+        Ok(b)
+    };
+    let bi = bytes(zerocopy::IntoBytes::as_bytes(&input[..]))?;
+    let bf = bytes(zerocopy::IntoBytes::as_bytes(&floats[..]))?;
+    let bc = dev.alloc(MemoryKind::HostPinned, 0, 4 * n as usize)?;
+    let bs = dev.alloc(MemoryKind::HostPinned, 0, 4 * (n / 256) as usize)?;
+    let a = dev.create_stream_with_flags(0, kfdrt::StreamFlags::NON_BLOCKING)?;
+    let b = dev.create_stream_with_flags(0, kfdrt::StreamFlags::NON_BLOCKING)?;
+    let mut args = kv.args();
+    args.buffer(&bf)?.buffer(&bf)?.buffer(&bc)?.arg(&n)?;
+    a.launch(&kv, n / 256, 256, 0, &args)?;
+    let mut args = kr.args();
+    args.buffer(&bi)?.buffer(&bs)?.arg(&n)?;
+    b.launch(&kr, n / 256, 256, 0, &args)?;
+    a.synchronize()?;
+    b.synchronize()?;
+    let mut out = vec![0u8; 4 * n as usize];
+    bc.read(0, &mut out)?;
+    let ok = out
+        .chunks(4)
+        .enumerate()
+        .all(|(i, c)| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) == 2.0 * i as f32);
+    if !ok {
+        return Ok(Err("the vector add produced wrong sums".into()));
+    }
+    let mut sums = vec![0u8; 4 * (n / 256) as usize];
+    bs.read(0, &mut sums)?;
+    for (g, c) in sums.chunks(4).enumerate() {
+        let want: u32 = input[g * 256..(g + 1) * 256].iter().sum();
+        if u32::from_le_bytes([c[0], c[1], c[2], c[3]]) != want {
+            return Ok(Err(format!("the reduction of work-group {g} is wrong")));
+        }
+    }
+    Ok(Ok(Summary {
+        streams: 2,
+        callbacks: 0,
+        copied: 0,
+        kernels: 2,
     }))
 }
 
@@ -232,6 +299,32 @@ pub fn chrome_json(events: &[TraceEvent], gpus: &[(u32, String)]) -> serde_json:
             TraceKind::Interrupt { context_id } => {
                 args["context_id"] = json!(context_id);
                 out.push(instant("interrupt".into(), args));
+            }
+            TraceKind::Dispatch {
+                queue_id,
+                packet,
+                entry,
+                workgroups,
+                waves,
+                instructions,
+                lane_instructions,
+                fault,
+            } => {
+                args["queue"] = json!(queue_id);
+                args["packet"] = json!(packet);
+                args["entry"] = json!(format!("{entry:#x}"));
+                args["workgroups"] = json!(workgroups);
+                args["waves"] = json!(waves);
+                args["instructions"] = json!(instructions);
+                args["lane_instructions"] = json!(lane_instructions);
+                if let Some(f) = fault {
+                    args["fault"] = json!(f);
+                }
+                out.push(json!({
+                    "name": format!("dispatch q{queue_id}"), "ph": "X", "cat": "dispatch",
+                    "ts": us(ev.start_ns), "dur": us(ev.end_ns.saturating_sub(ev.start_ns)),
+                    "pid": pid, "tid": tid, "args": args,
+                }));
             }
         }
     }
@@ -481,7 +574,7 @@ pub fn dump_rings(
 pub const HELP: &str = "\
 kfdrt trace — run a built-in workload on the emulated device, record every packet the
 CP and SDMA engines execute and every engine event (wake, park, block/unblock on a wait,
-fault, interrupt) with host and GPU-clock timestamps, and write a Chrome/Perfetto trace
+fault, interrupt, kernel dispatch) with host and GPU-clock timestamps, and write a Chrome/Perfetto trace
 (open it in ui.perfetto.dev or chrome://tracing: one process per GPU, one track per
 queue and per engine) plus a packet log in the `kfdrt disasm` line format.
 
@@ -507,6 +600,9 @@ WORKLOADS:
     demo            (default) 3 streams: small copies (CP DMA) and a 2 MiB copy (SDMA),
                     events across streams, callbacks, and a writeValue/waitValue ping
                     between two streams
+    kernels         2 streams: a vector add and an LDS reduction; each dispatch is a
+                    `dispatch qN` slice on the CP track (args: packet, entry,
+                    workgroups, waves, instructions, lane_instructions)
 
 EXIT CODES:
     0 trace written; 1 the workload failed or produced wrong results; 2 usage error, a
@@ -626,14 +722,19 @@ pub fn cmd(argv: &[String]) -> std::process::ExitCode {
         .iter()
         .filter(|e| matches!(e.kind, TraceKind::Packet { .. }))
         .count();
+    let dispatches = events
+        .iter()
+        .filter(|e| matches!(e.kind, TraceKind::Dispatch { .. }))
+        .count();
     match result {
         Ok(s) => {
             outln!(
-                "kfdrt trace: workload {workload}: {} streams, {} callbacks, {} bytes copied; \
-                 {packets} packets, {} events -> {out}",
+                "kfdrt trace: workload {workload}: {} streams, {} callbacks, {} bytes copied, \
+                 {} kernels; {packets} packets, {dispatches} dispatches, {} events -> {out}",
                 s.streams,
                 s.callbacks,
                 s.copied,
+                s.kernels,
                 events.len()
             );
             drop(dev);

@@ -29,6 +29,10 @@ struct Run {
 }
 
 fn run_demo(dir: &str, device: &str) -> Run {
+    run_workload(dir, device, "demo")
+}
+
+fn run_workload(dir: &str, device: &str, workload: &str) -> Run {
     let d = tmp(dir);
     let out = d.join("t.json");
     let log = d.join("t.log");
@@ -41,7 +45,7 @@ fn run_demo(dir: &str, device: &str) -> Run {
         "--log",
         log.to_str().unwrap(),
         "--",
-        "demo",
+        workload,
     ]);
     assert_eq!(
         o.status.code(),
@@ -369,4 +373,37 @@ fn dump_round_trip(device: &str, target: &str) {
     }
     assert_eq!(targets, BTreeSet::from([target.to_string()]));
     let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn kernel_dispatches_are_on_the_cp_track_with_their_counts() {
+    for (device, gfx) in [("emu:mi300x", "gfx942"), ("emu:mi250x", "gfx90a")] {
+        let r = run_workload(&format!("kernels-{gfx}"), device, "kernels");
+        let ev = events(&r.json);
+        let cp_tid = ev
+            .iter()
+            .find(|e| e["name"] == "thread_name" && e["args"]["name"] == "CP")
+            .and_then(|e| e["tid"].as_u64())
+            .expect("a CP engine track");
+        let d: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "dispatch").collect();
+        assert_eq!(d.len(), 2, "{gfx}: one slice per kernel: {d:?}");
+        for e in &d {
+            assert_eq!(e["tid"].as_u64(), Some(cp_tid), "{gfx}: {e}");
+            assert_eq!(e["ph"], "X");
+            assert_eq!(e["args"]["packet"], "KERNEL_DISPATCH");
+            // Both kernels: 4096 work-items in groups of 256 = 16 work-groups of 4 waves.
+            assert_eq!(e["args"]["workgroups"].as_u64(), Some(16), "{gfx}: {e}");
+            assert_eq!(e["args"]["waves"].as_u64(), Some(64), "{gfx}: {e}");
+            let i = e["args"]["instructions"].as_u64().unwrap();
+            let li = e["args"]["lane_instructions"].as_u64().unwrap();
+            assert!(i >= 64 * 10 && li >= i && li <= 64 * i, "{gfx}: {e}");
+            assert!(e["args"].get("fault").is_none(), "{gfx}: {e}");
+        }
+        // The two dispatches came from two queues.
+        let qs: BTreeSet<u64> = d
+            .iter()
+            .filter_map(|e| e["args"]["queue"].as_u64())
+            .collect();
+        assert_eq!(qs.len(), 2, "{gfx}: {d:?}");
+    }
 }

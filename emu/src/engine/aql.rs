@@ -176,20 +176,42 @@ fn dispatch_check(mem: &mut MemCache, k: &KernelDispatch) -> Option<Stop> {
     None
 }
 
-/// The dispatch hook: runs the kernel on the shader core (`crate::shader`), tracing it.
+/// The dispatch hook: hands the kernel to the shader core (`crate::shader`) on a
+/// dispatch thread and reports `Ok(false)` while it runs (the queue stays on the packet),
+/// `Ok(true)` once it finished (traced), or the fault that stopped it.
 fn dispatch(
-    q: &QueueExec,
+    q: &mut QueueExec,
     mem: &mut MemCache,
     inner: &Inner,
     k: &KernelDispatch,
     slot_va: u64,
-) -> Result<(), Stop> {
-    if let Some(s) = dispatch_check(mem, k) {
-        return Err(s);
+) -> Result<bool, Stop> {
+    let Some(fl) = q.dispatch.clone() else {
+        if let Some(s) = dispatch_check(mem, k) {
+            return Err(s);
+        }
+        let queue_va = q.wptr_va.wrapping_sub(amd_queue::WRITE_DISPATCH_ID);
+        let (kk, id) = (*k, q.rptr);
+        let fl = inner
+            .dispatches
+            .start(mem.inner_arc(), q.shared().id, move |inner| {
+                crate::shader::dispatch(inner, &kk, slot_va, queue_va, id)
+            });
+        q.dispatch = Some(fl);
+        return Ok(false);
+    };
+    let Some(r) = fl.take() else {
+        return Ok(false);
+    };
+    q.dispatch = None;
+    if mem.tr.on {
+        let entry = mem
+            .load_u64(k.kernel_object.wrapping_add(16))
+            .map(|off| k.kernel_object.wrapping_add(off))
+            .unwrap_or(0);
+        super::pm4exec::trace_dispatch(mem, inner, &fl, "KERNEL_DISPATCH", entry, &r);
     }
-    let start = inner.stamp();
-    let queue_va = q.wptr_va.wrapping_sub(amd_queue::WRITE_DISPATCH_ID);
-    match crate::shader::dispatch(inner, k, slot_va, queue_va, q.rptr) {
+    match r {
         Ok(st) => {
             if mem.tr.on {
                 let kind = crate::trace::TraceKind::Packet {
@@ -203,9 +225,9 @@ fn dispatch(
                     ),
                     words: pm4::aql::AqlPacket::KernelDispatch(*k).encode().into(),
                 };
-                mem.tr.push(start, inner.stamp(), kind);
+                mem.tr.push(fl.started, inner.stamp(), kind);
             }
-            Ok(())
+            Ok(true)
         }
         Err(e) => {
             if e.reason.starts_with(ISA_NOT_SUPPORTED) {
@@ -415,12 +437,18 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 }
                 continue;
             }
-            AqlPacket::KernelDispatch(k) => {
-                if let Err(s) = dispatch(q, mem, inner, &k, slot_va) {
-                    stop!(off, s);
+            AqlPacket::KernelDispatch(k) => match dispatch(q, mem, inner, &k, slot_va) {
+                Ok(true) => k.completion_signal,
+                // Running on the shader core: the queue stays on the packet; other queues
+                // go on.
+                Ok(false) => {
+                    return RunOut {
+                        executed,
+                        state: RunState::Blocked,
+                    }
                 }
-                k.completion_signal
-            }
+                Err(s) => stop!(off, s),
+            },
             AqlPacket::Invalid => {
                 return RunOut {
                     executed,

@@ -9,6 +9,47 @@ use pm4::GfxFamily;
 /// VIRTUAL_XCC_ID_SELECT (kernel `soc15d.h`).
 pub(crate) const PRED_EXEC: u8 = 0x23;
 
+/// The compute SH registers DISPATCH_DIRECT reads, as dword offsets from
+/// `PACKET3_SET_SH_REG_START` (0x2C00; byte address 0xB000) — what SET_SH_REG's
+/// REG_OFFSET holds. Byte addresses are Mesa's `R_00B8xx_COMPUTE_*` (`sid.h`,
+/// `radv_emit_compute_shader`, `ac_shadowed_regs.c`), the same on gfx9..gfx11; field
+/// layouts from Mesa `sid.h` (`S_00B800_*`, `S_00B81C_*`). Cited in
+/// `firmware-notes/firmware-rules.md`.
+pub(crate) mod sh {
+    /// SH register space in dwords (`PACKET3_SET_SH_REG_END` 0x3000 - START).
+    pub(crate) const SPACE: u32 = 0x400;
+    /// COMPUTE_START_X/Y/Z (0xB810..): first work-group id.
+    pub(crate) const START_X: u32 = 0x204;
+    pub(crate) const START_Y: u32 = 0x205;
+    pub(crate) const START_Z: u32 = 0x206;
+    /// COMPUTE_NUM_THREAD_X/Y/Z (0xB81C..): work-group size (NUM_THREAD_FULL bits 9:0).
+    pub(crate) const NUM_THREAD_X: u32 = 0x207;
+    pub(crate) const NUM_THREAD_Y: u32 = 0x208;
+    pub(crate) const NUM_THREAD_Z: u32 = 0x209;
+    pub(crate) const NUM_THREAD_FULL_MASK: u32 = 0x3FF;
+    /// COMPUTE_PGM_LO/HI (0xB830, 0xB834): program address >> 8.
+    pub(crate) const PGM_LO: u32 = 0x20C;
+    pub(crate) const PGM_HI: u32 = 0x20D;
+    /// COMPUTE_PGM_RSRC1/2 (0xB848, 0xB84C).
+    pub(crate) const PGM_RSRC1: u32 = 0x212;
+    pub(crate) const PGM_RSRC2: u32 = 0x213;
+    /// COMPUTE_TMPRING_SIZE (0xB860): WAVES bits 11:0, WAVESIZE from bit 12.
+    pub(crate) const TMPRING_SIZE: u32 = 0x218;
+    pub(crate) const TMPRING_WAVESIZE_SHIFT: u32 = 12;
+    /// COMPUTE_PGM_RSRC3 (0xB8A0; gfx90a/gfx94x: ACCUM_OFFSET, TG_SPLIT).
+    pub(crate) const PGM_RSRC3: u32 = 0x228;
+    /// COMPUTE_USER_DATA_0..15 (0xB900..0xB93C): the user SGPRs, verbatim.
+    pub(crate) const USER_DATA_0: u32 = 0x240;
+    /// COMPUTE_DISPATCH_INITIATOR bits: COMPUTE_SHADER_EN (0), FORCE_START_AT_000 (2),
+    /// USE_THREAD_DIMENSIONS (5).
+    pub(crate) const INITIATOR_COMPUTE_SHADER_EN: u32 = 1 << 0;
+    pub(crate) const INITIATOR_FORCE_START_AT_000: u32 = 1 << 2;
+    pub(crate) const INITIATOR_USE_THREAD_DIMENSIONS: u32 = 1 << 5;
+    /// RSRC2 LDS_SIZE granule in bytes (128 dwords on gfx7+: Mesa
+    /// `lds_encode_granularity`).
+    pub(crate) const LDS_GRANULE: u32 = 512;
+}
+
 /// The rules of one family's CP firmware.
 #[derive(Debug)]
 pub(crate) struct Firmware {
@@ -25,6 +66,10 @@ pub(crate) struct Firmware {
     /// On a GPU with several XCCs in the partition every XCC executes the PM4 of an
     /// indirect buffer; PRED_EXEC selects XCCs.
     pub(crate) ib_runs_on_every_xcc: bool,
+    /// COMPUTE_TMPRING_SIZE.WAVESIZE: field mask (after the shift) and granule in bytes
+    /// per wave (13 bits of 1 KiB on gfx9/gfx10, 15 bits of 256 bytes on gfx11+).
+    pub(crate) tmpring_wavesize_mask: u32,
+    pub(crate) tmpring_wavesize_granule: u32,
 }
 
 impl Firmware {
@@ -78,6 +123,8 @@ static GFX9: Firmware = Firmware {
     dma_data_max_bytes: BYTE_COUNT_26,
     eop_release_needs_eop_buffer: true,
     ib_runs_on_every_xcc: true,
+    tmpring_wavesize_mask: 0x1FFF,
+    tmpring_wavesize_granule: 1024,
 };
 
 static GFX10: Firmware = Firmware {
@@ -86,6 +133,8 @@ static GFX10: Firmware = Firmware {
     dma_data_max_bytes: BYTE_COUNT_26,
     eop_release_needs_eop_buffer: true,
     ib_runs_on_every_xcc: true,
+    tmpring_wavesize_mask: 0x1FFF,
+    tmpring_wavesize_granule: 1024,
 };
 
 static GFX11: Firmware = Firmware {
@@ -94,6 +143,8 @@ static GFX11: Firmware = Firmware {
     dma_data_max_bytes: 32767,
     eop_release_needs_eop_buffer: true,
     ib_runs_on_every_xcc: true,
+    tmpring_wavesize_mask: 0x7FFF,
+    tmpring_wavesize_granule: 256,
 };
 
 static GFX12: Firmware = Firmware {
@@ -102,6 +153,8 @@ static GFX12: Firmware = Firmware {
     dma_data_max_bytes: 32767,
     eop_release_needs_eop_buffer: true,
     ib_runs_on_every_xcc: true,
+    tmpring_wavesize_mask: 0x7FFF,
+    tmpring_wavesize_granule: 256,
 };
 
 /// The KFD exception code (`enum kfd_dbg_trap_exception_code`) a packet error reports.

@@ -65,6 +65,11 @@ impl MemCache {
         &self.tlb
     }
 
+    /// The engines' shared state, owned (to hand to a dispatch thread).
+    pub(crate) fn inner_arc(&self) -> &Arc<crate::engine::Inner> {
+        &self.tlb
+    }
+
     fn fault(&self, va: u64, len: u64, write: bool, kind: FaultKind) -> AccessError {
         AccessError::Fault(Fault {
             gpu_id: self.gpu_id,

@@ -58,6 +58,7 @@
 
 mod aql;
 mod clock;
+mod dispatch;
 mod firmware;
 mod fuzz;
 mod memio;
@@ -215,6 +216,10 @@ pub(crate) struct Inner {
     pub(crate) trace: crate::trace::TraceSink,
     /// The shader core's decoded programs, by kernel entry address.
     pub(crate) programs: crate::shader::ProgramCache,
+    /// Threads that run kernel dispatches off the CP thread.
+    pub(crate) dispatches: dispatch::Pool,
+    /// Worker threads per dispatch (0: the shader core's default, one per host core).
+    pub(crate) shader_threads: std::sync::atomic::AtomicUsize,
 }
 
 impl Inner {
@@ -281,6 +286,8 @@ impl GpuEngines {
                 doorbells,
                 trace: crate::trace::TraceSink::new(n),
                 programs: crate::shader::ProgramCache::default(),
+                dispatches: dispatch::Pool::default(),
+                shader_threads: Default::default(),
             }),
             queues: RwLock::new(HashMap::new()),
         }
@@ -357,6 +364,8 @@ impl GpuEngines {
         if let Some(eng) = self.inner.engines.get(ei) {
             eng.remove(queue_id);
         }
+        // A kernel the queue dispatched may still run on the shader core.
+        self.inner.dispatches.wait_idle(Some(queue_id));
     }
 
     /// Change a queue's ring, priority or percentage (UPDATE_QUEUE). The read pointer is
@@ -456,6 +465,8 @@ impl GpuEngines {
         for e in &self.inner.engines {
             e.set_paused(true);
         }
+        // Running kernels finish first (the CP starts no new one while paused).
+        self.inner.dispatches.wait_idle(None);
     }
 
     /// The GPU's trace recorder ([`crate::trace`]); off until enabled.
@@ -472,6 +483,13 @@ impl GpuEngines {
         self.inner.trace.take()
     }
 
+    /// Worker threads each kernel dispatch spreads its work-groups over, from the next
+    /// dispatch on (0: one per host core, or `KFD_EMU_SHADER_THREADS`). For speed-up
+    /// measurements (`kfdrt bench`).
+    pub fn set_shader_threads(&self, n: usize) {
+        self.inner.shader_threads.store(n, Ordering::Relaxed);
+    }
+
     /// Undo [`GpuEngines::pause`].
     pub fn resume(&self) {
         for e in &self.inner.engines {
@@ -485,5 +503,6 @@ impl Drop for GpuEngines {
         for e in &self.inner.engines {
             e.shutdown();
         }
+        self.inner.dispatches.shutdown();
     }
 }

@@ -1,18 +1,23 @@
 //! The PM4 interpreter of the CP (MEC): executes what [`pm4::pkt3::decode_pm4`] returns,
 //! for PM4 compute queues and for the indirect buffers of AQL PM4-IB vendor packets.
 //!
-//! The emulator has no register file and no GDS: register writes (WRITE_DATA,
-//! SET_SH_REG, COPY_DATA to a register) are discarded, register reads return 0, and a
-//! wait on a register or any GDS access stops the queue with a fault.
+//! Registers: the SH (persistent state) registers that SET_SH_REG writes are kept per
+//! queue, because DISPATCH_DIRECT reads the COMPUTE_* ones (program address, resource
+//! registers, user data, work-group size: [`firmware::sh`]). Other register writes
+//! (WRITE_DATA, COPY_DATA to a register) are discarded, register reads return 0, and a
+//! wait on a register or any GDS access stops the queue with a fault (there is no GDS).
 
 use pm4::pkt3::{
     self, copy_sel, DataSel, DmaDstSel, DmaSrcSel, MemSpace, Pm4Packet, WaitOperation, WriteDataDst,
 };
 
+use super::dispatch::Inflight;
 use super::firmware::{self, Firmware};
 use super::memio::{AccessError, MemCache};
 use super::{Inner, ISA_NOT_SUPPORTED};
 use crate::gpumem::Fault;
+use crate::shader::{DispatchStats, ShaderError};
+use std::sync::Arc;
 
 /// Indirect-buffer levels below the ring (IB1 and IB2, as the CP has).
 pub(crate) const MAX_IB_DEPTH: usize = 2;
@@ -102,14 +107,22 @@ pub(crate) struct Pm4State {
     pub(crate) xcc: u32,
     /// The bottom indirect buffer as first pushed: every XCC starts its pass there.
     bottom: IbFrame,
+    /// The SH registers (dword offsets from `SH_REG_START`), empty until the first
+    /// SET_SH_REG.
+    pub(crate) sh: Vec<u32>,
+    /// The queue id (for the dispatch pool and the trace).
+    pub(crate) queue_id: u32,
+    /// The DISPATCH_DIRECT running on the shader core.
+    pub(crate) inflight: Option<Arc<Inflight>>,
 }
 
 impl Pm4State {
     /// The state of a new compute queue with EOP buffer `eop_va` on a GPU of `inner`.
-    pub(crate) fn for_queue(inner: &Inner, eop_va: u64) -> Self {
+    pub(crate) fn for_queue(inner: &Inner, eop_va: u64, queue_id: u32) -> Self {
         let fw = firmware::firmware(inner.cfg.family);
         Pm4State {
             eop_va,
+            queue_id,
             xcc_count: if fw.ib_runs_on_every_xcc {
                 inner.cfg.num_xcc.max(1)
             } else {
@@ -422,13 +435,11 @@ pub(crate) fn exec(
         Pm4Packet::CopyData(c) => copy_data(mem, inner, st, c),
         Pm4Packet::DmaData(d) => dma_data(mem, fw, d),
         Pm4Packet::AtomicMem(a) => atomic_mem(mem, st, a),
-        Pm4Packet::SetShReg(_) => Step::Done,
+        Pm4Packet::SetShReg(r) => set_sh_reg(st, r),
         Pm4Packet::PredExec(_) => Step::Stop(Stop::new(
             "PRED_EXEC outside an indirect buffer is not modelled by the emulator",
         )),
-        Pm4Packet::DispatchDirect(_) => {
-            Step::Stop(Stop::new(format!("DISPATCH_DIRECT: {ISA_NOT_SUPPORTED}")))
-        }
+        Pm4Packet::DispatchDirect(d) => dispatch_direct(mem, inner, st, d),
         Pm4Packet::Unknown { opcode, .. } => Step::Stop(Stop::new(format!(
             "unknown PM4 opcode {opcode:#04x}{}",
             pkt3::opcode_name(*opcode)
@@ -621,4 +632,226 @@ fn atomic_apply32(op: u8, o: u32, s: u32, c: u32) -> Option<u32> {
         19 => (o as i32).max(s as i32) as u32,
         _ => atomic_apply64(op, o as u64, s as u64, c as u64)? as u32,
     })
+}
+
+/// SET_SH_REG: stores the values into the queue's SH registers. A range outside the SH
+/// register space faults (the CP's register-address check).
+fn set_sh_reg(st: &mut Pm4State, r: &pkt3::SetShReg) -> Step {
+    let start = r.reg_offset as usize;
+    let end = start + r.values.len();
+    if end > firmware::sh::SPACE as usize {
+        return Step::Stop(Stop::new(format!(
+            "SET_SH_REG of {} registers at {:#x}: outside the SH register space {:#x}..{:#x}",
+            r.values.len(),
+            pkt3::SH_REG_START + start as u32,
+            pkt3::SH_REG_START,
+            pkt3::SH_REG_START + firmware::sh::SPACE
+        )));
+    }
+    if st.sh.len() < firmware::sh::SPACE as usize {
+        st.sh.resize(firmware::sh::SPACE as usize, 0);
+    }
+    if let Some(dst) = st.sh.get_mut(start..end) {
+        dst.copy_from_slice(r.values);
+    }
+    Step::Done
+}
+
+/// Records a finished dispatch on the CP's track (tracing is on).
+pub(crate) fn trace_dispatch(
+    mem: &mut MemCache,
+    inner: &Inner,
+    fl: &Inflight,
+    packet: &'static str,
+    entry: u64,
+    r: &Result<DispatchStats, ShaderError>,
+) {
+    let st = r.as_ref().ok().copied().unwrap_or_default();
+    let queue = mem.tr.queue.take();
+    mem.tr.push(
+        fl.started,
+        inner.stamp(),
+        crate::trace::TraceKind::Dispatch {
+            queue_id: fl.queue_id,
+            packet,
+            entry,
+            workgroups: st.workgroups,
+            waves: st.waves,
+            instructions: st.instructions,
+            lane_instructions: st.lane_instructions,
+            fault: r.as_ref().err().map(|e| e.reason.clone()),
+        },
+    );
+    mem.tr.queue = queue;
+}
+
+/// The dispatch the COMPUTE_* registers describe, checked as the CP/SPI would.
+fn compute_launch(
+    inner: &Inner,
+    st: &Pm4State,
+    d: &pkt3::DispatchDirect,
+) -> Result<(crate::shader::Launch, pm4::aql::KernelDispatch), Stop> {
+    use firmware::sh;
+    let reg = |r: u32| st.sh.get(r as usize).copied().unwrap_or(0);
+    let init = d.dispatch_initiator;
+    if init & sh::INITIATOR_COMPUTE_SHADER_EN == 0 {
+        return Err(Stop::new(format!(
+            "DISPATCH_DIRECT with DISPATCH_INITIATOR {init:#x}: COMPUTE_SHADER_EN is not set"
+        )));
+    }
+    if init & sh::INITIATOR_USE_THREAD_DIMENSIONS != 0 {
+        return Err(Stop::new(
+            "DISPATCH_DIRECT with USE_THREAD_DIMENSIONS (grid in threads) is not modelled by the emulator",
+        ));
+    }
+    let start = [reg(sh::START_X), reg(sh::START_Y), reg(sh::START_Z)];
+    if init & sh::INITIATOR_FORCE_START_AT_000 == 0 && start != [0; 3] {
+        return Err(Stop::new(format!(
+            "DISPATCH_DIRECT with COMPUTE_START {start:?}: a non-zero start work-group is not modelled by the emulator"
+        )));
+    }
+    let groups = [d.dim_x, d.dim_y, d.dim_z];
+    let wg = [
+        reg(sh::NUM_THREAD_X) & sh::NUM_THREAD_FULL_MASK,
+        reg(sh::NUM_THREAD_Y) & sh::NUM_THREAD_FULL_MASK,
+        reg(sh::NUM_THREAD_Z) & sh::NUM_THREAD_FULL_MASK,
+    ];
+    if wg.contains(&0) {
+        return Err(Stop::new(format!(
+            "DISPATCH_DIRECT with COMPUTE_NUM_THREAD {wg:?}: a work-group dimension is 0"
+        )));
+    }
+    let items: u64 = wg.iter().map(|&x| x as u64).product();
+    if items > 1024 {
+        return Err(Stop::new(format!(
+            "DISPATCH_DIRECT: work-group of {items} work-items exceeds 1024"
+        )));
+    }
+    let mut grid = [0u32; 3];
+    for i in 0..3 {
+        grid[i] = match groups[i].checked_mul(wg[i]) {
+            Some(g) => g,
+            None => {
+                return Err(Stop::new(format!(
+                    "DISPATCH_DIRECT of {groups:?} work-groups of {wg:?}: the grid exceeds 2^32 work-items"
+                )))
+            }
+        };
+    }
+    let pgm = ((reg(sh::PGM_LO) as u64) | ((reg(sh::PGM_HI) as u64) << 32)) << 8;
+    if pgm == 0 {
+        return Err(Stop::new(
+            "DISPATCH_DIRECT with COMPUTE_PGM_LO/HI = 0: no program address",
+        ));
+    }
+    let fw = firmware::firmware(inner.cfg.family);
+    let tmpring = reg(sh::TMPRING_SIZE);
+    let wavesize = (tmpring >> sh::TMPRING_WAVESIZE_SHIFT) & fw.tmpring_wavesize_mask;
+    let lane_private = wavesize * fw.tmpring_wavesize_granule / 64;
+    let kd = pm4::kd::KernelDescriptor {
+        group_segment_fixed_size: 0,
+        private_segment_fixed_size: lane_private,
+        kernarg_size: 0,
+        kernel_code_entry_byte_offset: 0,
+        compute_pgm_rsrc3: reg(sh::PGM_RSRC3),
+        compute_pgm_rsrc1: reg(sh::PGM_RSRC1),
+        compute_pgm_rsrc2: reg(sh::PGM_RSRC2),
+        kernel_code_properties: 0,
+        kernarg_preload: 0,
+    };
+    let lds = kd.granulated_lds_size() * sh::LDS_GRANULE;
+    let user = (sh::USER_DATA_0..sh::USER_DATA_0 + 16).map(reg).collect();
+    let dims = if groups[2] > 1 || wg[2] > 1 {
+        3
+    } else if groups[1] > 1 || wg[1] > 1 {
+        2
+    } else {
+        1
+    };
+    let k = pm4::aql::KernelDispatch {
+        control: pm4::aql::PacketControl::SYSTEM_BARRIER,
+        dimensions: dims,
+        workgroup_size: [wg[0] as u16, wg[1] as u16, wg[2] as u16],
+        grid_size: grid,
+        private_segment_size: lane_private,
+        group_segment_size: lds,
+        kernel_object: 0,
+        kernarg_address: 0,
+        completion_signal: 0,
+    };
+    Ok((
+        crate::shader::Launch {
+            kd,
+            entry: pgm,
+            user_data: Some(user),
+        },
+        k,
+    ))
+}
+
+/// DISPATCH_DIRECT: launches the work-groups the COMPUTE_* registers describe on the
+/// shader core and stays on the packet (blocked) until they finished; other queues run
+/// meanwhile. On a multi-XCC partition every XCC takes its share of the work-groups of
+/// one dispatch: the emulator runs the whole grid on the first XCC's pass only.
+fn dispatch_direct(
+    mem: &mut MemCache,
+    inner: &Inner,
+    st: &mut Pm4State,
+    d: &pkt3::DispatchDirect,
+) -> Step {
+    if let Some(fl) = st.inflight.clone() {
+        let Some(r) = fl.take() else {
+            return Step::Blocked;
+        };
+        st.inflight = None;
+        if mem.tr.on {
+            let pgm = ((st
+                .sh
+                .get(firmware::sh::PGM_LO as usize)
+                .copied()
+                .unwrap_or(0) as u64)
+                | ((st
+                    .sh
+                    .get(firmware::sh::PGM_HI as usize)
+                    .copied()
+                    .unwrap_or(0) as u64)
+                    << 32))
+                << 8;
+            trace_dispatch(mem, inner, &fl, "DISPATCH_DIRECT", pgm, &r);
+        }
+        return match r {
+            Ok(_) => Step::Done,
+            Err(e) if e.reason.starts_with(ISA_NOT_SUPPORTED) => {
+                Step::Stop(Stop::new(format!("DISPATCH_DIRECT: {}", e.reason)))
+            }
+            Err(e) => Step::Stop(Stop {
+                fault: e.fault,
+                reason: format!("shader fault: {}", e.reason),
+            }),
+        };
+    }
+    if st.xcc > 0 {
+        return Step::Done;
+    }
+    if crate::shader::Target::from_gfx_target_version(inner.cfg.gfx_target_version).is_none() {
+        return Step::Stop(Stop::new(format!(
+            "DISPATCH_DIRECT: {ISA_NOT_SUPPORTED} (no shader model for gfx_target_version {})",
+            inner.cfg.gfx_target_version
+        )));
+    }
+    if d.dim_x == 0 || d.dim_y == 0 || d.dim_z == 0 {
+        // No work-groups: nothing is launched.
+        return Step::Done;
+    }
+    let (launch, k) = match compute_launch(inner, st, d) {
+        Ok(x) => x,
+        Err(s) => return Step::Stop(s),
+    };
+    let fl = inner
+        .dispatches
+        .start(mem.inner_arc(), st.queue_id, move |inner| {
+            crate::shader::dispatch_launch(inner, &launch, &k, 0, 0, 0)
+        });
+    st.inflight = Some(fl);
+    Step::Blocked
 }

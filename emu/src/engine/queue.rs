@@ -48,6 +48,8 @@ pub(crate) struct QueueExec {
     pub(crate) scratch: Vec<u32>,
     /// AQL: the completion signal of the PM4-IB vendor packet whose buffer is running.
     pub(crate) aql_inflight: Option<u64>,
+    /// AQL: the kernel dispatch of the current packet, while it runs on the shader core.
+    pub(crate) dispatch: Option<Arc<super::dispatch::Inflight>>,
     /// AQL: GPU clock when the current packet was first fetched (for `start_ts`).
     pub(crate) aql_start_ts: Option<u64>,
     /// SDMA: the current IB (va, size in dwords, offset in dwords).
@@ -112,9 +114,10 @@ impl QueueExec {
             wptr_va: d.wptr_va,
             doorbell: d.doorbell,
             rptr,
-            pm4: Pm4State::for_queue(_inner, d.eop_va),
+            pm4: Pm4State::for_queue(_inner, d.eop_va, d.queue_id),
             scratch: vec![0; 256],
             aql_inflight: None,
+            dispatch: None,
             aql_start_ts: None,
             sdma_ib: None,
             sdma_ts_offset: 0,

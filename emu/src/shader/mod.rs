@@ -289,12 +289,56 @@ struct Setup {
     nregs: usize,
     acc_base: usize,
     preload: Vec<u32>,
+    /// PM4 dispatch: the COMPUTE_USER_DATA registers, loaded as the user SGPRs.
+    user_data: Option<Vec<u32>>,
 }
 
 /// Runs kernel dispatch `k` (the AQL packet at `packet_va` of the queue whose
 /// `amd_queue_t` is at `queue_va`) to completion.
 pub(crate) fn dispatch(
     inner: &Inner,
+    k: &KernelDispatch,
+    packet_va: u64,
+    queue_va: u64,
+    dispatch_id: u64,
+) -> Result<DispatchStats, ShaderError> {
+    let mut port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
+    let mut kdb = [0u8; 64];
+    for (i, b) in kdb.iter_mut().enumerate() {
+        *b = port
+            .load(k.kernel_object + i as u64, 1)
+            .map_err(|f| ShaderError {
+                reason: format!("kernel descriptor not mapped: {f}"),
+                fault: Some(f),
+            })? as u8;
+    }
+    let kd = KernelDescriptor::from_bytes(&kdb);
+    let entry = k
+        .kernel_object
+        .wrapping_add(kd.kernel_code_entry_byte_offset as u64);
+    let regs = Launch {
+        kd,
+        entry,
+        user_data: None,
+    };
+    dispatch_launch(inner, &regs, k, packet_va, queue_va, dispatch_id)
+}
+
+/// What starts a dispatch's waves besides the packet: the kernel's resource registers
+/// (a kernel descriptor: read from memory for AQL, built from the COMPUTE_PGM_RSRC*
+/// registers for PM4 DISPATCH_DIRECT), the code entry, and for PM4 the COMPUTE_USER_DATA
+/// registers that are loaded verbatim as the user SGPRs (instead of the values the
+/// descriptor's enable bits select).
+pub(crate) struct Launch {
+    pub(crate) kd: KernelDescriptor,
+    pub(crate) entry: u64,
+    pub(crate) user_data: Option<Vec<u32>>,
+}
+
+/// Runs a dispatch whose kernel descriptor and entry are already known (see [`Launch`]).
+pub(crate) fn dispatch_launch(
+    inner: &Inner,
+    launch: &Launch,
     k: &KernelDispatch,
     packet_va: u64,
     queue_va: u64,
@@ -308,16 +352,8 @@ pub(crate) fn dispatch(
         )));
     };
     let mut port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
-    let mut kdb = [0u8; 64];
-    for (i, b) in kdb.iter_mut().enumerate() {
-        *b = port
-            .load(k.kernel_object + i as u64, 1)
-            .map_err(|f| ShaderError {
-                reason: format!("kernel descriptor not mapped: {f}"),
-                fault: Some(f),
-            })? as u8;
-    }
-    let kd = KernelDescriptor::from_bytes(&kdb);
+    let kd = launch.kd;
+    let entry = launch.entry;
     if kd.has(code_props::ENABLE_WAVEFRONT_SIZE32) {
         return Err(ShaderError::new(
             "kernel descriptor asks for wave32, which gfx9 does not have".into(),
@@ -329,9 +365,6 @@ pub(crate) fn dispatch(
                 .into(),
         ));
     }
-    let entry = k
-        .kernel_object
-        .wrapping_add(kd.kernel_code_entry_byte_offset as u64);
     let prog = inner.programs.get(inner, entry, target)?;
     let mut wg = [1u32; 3];
     let mut groups = [1u32; 3];
@@ -344,7 +377,7 @@ pub(crate) fn dispatch(
     let nregs = ((kd.granulated_vgpr_count() as usize + 1) * 8).min(512);
     // `accum_offset()` is already in registers ((RSRC3 ACCUM_OFFSET + 1) * 4).
     let acc_base = kd.accum_offset() as usize;
-    let preload_n = if target == Target::Gfx942 {
+    let preload_n = if target == Target::Gfx942 && launch.user_data.is_none() {
         kd.kernarg_preload_length() as usize
     } else {
         0
@@ -371,9 +404,15 @@ pub(crate) fn dispatch(
         nregs,
         acc_base,
         preload,
+        user_data: launch.user_data.clone(),
     };
     let total = groups.iter().map(|&g| g as u64).product::<u64>();
-    let workers = worker_threads().min(total as usize).max(1);
+    let workers = match inner.shader_threads.load(Ordering::Relaxed) {
+        0 => worker_threads(),
+        n => n,
+    }
+    .min(total as usize)
+    .max(1);
     let next = AtomicU64::new(0);
     let abort = AtomicBool::new(false);
     let first_err: Mutex<Option<ShaderError>> = Mutex::new(None);
@@ -556,6 +595,12 @@ fn init_wave(
         }
         *s += 1;
     };
+    if let Some(ud) = &st.user_data {
+        for &v in ud.iter().take(kd.user_sgpr_count() as usize) {
+            put(wave, &mut s, v);
+        }
+    }
+    // (A PM4 dispatch's descriptor has no enable bits: only its USER_DATA is loaded.)
     if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER) {
         // The private segment V#: scratch is lane-private in this model (see notes), so the
         // descriptor has base 0 and the wave offset below is 0.

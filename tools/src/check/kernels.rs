@@ -6,7 +6,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use kfdrt::{Buffer, Device, ErrorKind, EventFlags, MemoryKind, Module, Stream, WaitCompare};
+use kfdrt::WaitCompare;
+use kfdrt::{Buffer, Device, ErrorKind, Kernel, KernelArgs, MemoryKind, Module, Stream};
 
 use super::raw::Scratch;
 use super::{ensure, pass, pass_with, settle, Check, CheckResult, Ctx, OrFail, Outcome};
@@ -237,34 +238,68 @@ fn args(ctx: &Ctx) -> CheckResult {
     pass_with(format!("max block {max}, LDS limit {lim}"))
 }
 
+/// A launch check's kernel: loaded on the device the check runs on.
+struct Launch {
+    dev: Device,
+    emu: Option<Arc<kfd_emu::EmuBackend>>,
+    k: Kernel,
+}
+
+impl Launch {
+    /// `kernel` of the embedded `src` on the check's device; `Err(Ok(outcome))` when the
+    /// check cannot run (no code object for the device).
+    fn new(ctx: &Ctx, src: &str, kernel: &str) -> Result<Launch, CheckResult> {
+        let (elf, _) = code_object(ctx, src).map_err(Ok)?;
+        let (dev, emu) = device(ctx).map_err(Err)?;
+        let m = module(&dev, elf).map_err(Err)?;
+        let k = m.kernel(kernel).or_fail("kernel").map_err(Err)?;
+        Ok(Launch { dev, emu, k })
+    }
+
+    fn buf<T: zerocopy::IntoBytes + zerocopy::Immutable>(&self, v: &[T]) -> Result<Buffer, String> {
+        buf(&self.dev, v)
+    }
+
+    /// Pushes the arguments and launches on `s`.
+    fn launch(
+        &self,
+        s: &Stream,
+        grid: impl Into<kfdrt::Dim3>,
+        block: impl Into<kfdrt::Dim3>,
+        push: impl FnOnce(&mut KernelArgs) -> kfdrt::Result<()>,
+    ) -> Result<(), String> {
+        let mut args = self.k.args();
+        push(&mut args).or_fail("arguments")?;
+        s.launch(&self.k, grid, block, 0, &args).or_fail("launch")
+    }
+
+    /// Launches on a new stream and waits: `Ok(None)` when it ran, `Ok(Some(skip))` when
+    /// the emulator cannot execute it.
+    fn run(
+        &self,
+        grid: impl Into<kfdrt::Dim3>,
+        block: impl Into<kfdrt::Dim3>,
+        push: impl FnOnce(&mut KernelArgs) -> kfdrt::Result<()>,
+    ) -> Result<Option<Outcome>, String> {
+        let s = self.dev.create_stream(0).or_fail("create_stream")?;
+        self.launch(&s, grid, block, push)?;
+        finish(&s, &self.emu)
+    }
+}
+
 fn launch_vadd(ctx: &Ctx) -> CheckResult {
-    let (elf, _) = match code_object(ctx, "cl/vadd.cl") {
-        Ok(x) => x,
-        Err(o) => return Ok(o),
+    let l = match Launch::new(ctx, "cl/vadd.cl", "vadd") {
+        Ok(l) => l,
+        Err(r) => return r,
     };
-    let (dev, emu) = device(ctx)?;
-    let m = module(&dev, elf)?;
-    let k = m.kernel("vadd").or_fail("kernel")?;
     let n = 1000u32;
     let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
     let b: Vec<f32> = (0..n).map(|i| 7.0 - i as f32).collect();
-    let (ba, bb, bc) = (
-        buf(&dev, &a)?,
-        buf(&dev, &b)?,
-        buf(&dev, &vec![0f32; n as usize])?,
-    );
-    let mut args = k.args();
-    args.buffer(&ba)
-        .or_fail("a")?
-        .buffer(&bb)
-        .or_fail("b")?
-        .buffer(&bc)
-        .or_fail("c")?;
-    args.arg(&n).or_fail("n")?;
-    let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.launch(&k, n.div_ceil(256), 256, 0, &args)
-        .or_fail("launch")?;
-    if let Some(o) = finish(&s, &emu)? {
+    let (ba, bb, bc) = (l.buf(&a)?, l.buf(&b)?, l.buf(&vec![0f32; n as usize])?);
+    if let Some(o) = l.run(n.div_ceil(256), 256, |x| {
+        x.buffer(&ba)?.buffer(&bb)?.buffer(&bc)?.arg(&n)?;
+        Ok(())
+    })? {
         return Ok(o);
     }
     let got = words(&bc, n as usize)?;
@@ -280,29 +315,20 @@ fn launch_vadd(ctx: &Ctx) -> CheckResult {
 }
 
 fn lds_reduce(ctx: &Ctx) -> CheckResult {
-    let (elf, _) = match code_object(ctx, "cl/reduce.cl") {
-        Ok(x) => x,
-        Err(o) => return Ok(o),
+    let l = match Launch::new(ctx, "cl/reduce.cl", "reduce") {
+        Ok(l) => l,
+        Err(r) => return r,
     };
-    let (dev, emu) = device(ctx)?;
-    let m = module(&dev, elf)?;
-    let k = m.kernel("reduce").or_fail("kernel")?;
     let n = 256 * 5 + 17;
     let input: Vec<u32> = (0..n as u32)
         .map(|i| i.wrapping_mul(2654435761) % 1000)
         .collect();
     let groups = (n as u32).div_ceil(256);
-    let (bi, bo) = (buf(&dev, &input)?, buf(&dev, &vec![0u32; groups as usize])?);
-    let mut args = k.args();
-    args.buffer(&bi)
-        .or_fail("in")?
-        .buffer(&bo)
-        .or_fail("out")?
-        .arg(&(n as u32))
-        .or_fail("n")?;
-    let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.launch(&k, groups, 256, 0, &args).or_fail("launch")?;
-    if let Some(o) = finish(&s, &emu)? {
+    let (bi, bo) = (l.buf(&input)?, l.buf(&vec![0u32; groups as usize])?);
+    if let Some(o) = l.run(groups, 256, |x| {
+        x.buffer(&bi)?.buffer(&bo)?.arg(&(n as u32))?;
+        Ok(())
+    })? {
         return Ok(o);
     }
     let want: Vec<u32> = input.chunks(256).map(|c| c.iter().sum()).collect();
@@ -312,27 +338,17 @@ fn lds_reduce(ctx: &Ctx) -> CheckResult {
 }
 
 fn scratch(ctx: &Ctx) -> CheckResult {
-    let (elf, _) = match code_object(ctx, "cl/private_array.cl") {
-        Ok(x) => x,
-        Err(o) => return Ok(o),
+    let l = match Launch::new(ctx, "cl/private_array.cl", "private_array") {
+        Ok(l) => l,
+        Err(r) => return r,
     };
-    let (dev, emu) = device(ctx)?;
-    let m = module(&dev, elf)?;
-    let k = m.kernel("private_array").or_fail("kernel")?;
     let n = 300u32;
     let idx: Vec<u32> = (0..n).map(|i| i.wrapping_mul(40503) ^ 0x55).collect();
-    let (bi, bo) = (buf(&dev, &idx)?, buf(&dev, &vec![0u32; n as usize])?);
-    let mut args = k.args();
-    args.buffer(&bi)
-        .or_fail("idx")?
-        .buffer(&bo)
-        .or_fail("out")?
-        .arg(&n)
-        .or_fail("n")?;
-    let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.launch(&k, n.div_ceil(64), 64, 0, &args)
-        .or_fail("launch")?;
-    if let Some(o) = finish(&s, &emu)? {
+    let (bi, bo) = (l.buf(&idx)?, l.buf(&vec![0u32; n as usize])?);
+    if let Some(o) = l.run(n.div_ceil(64), 64, |x| {
+        x.buffer(&bi)?.buffer(&bo)?.arg(&n)?;
+        Ok(())
+    })? {
         return Ok(o);
     }
     let got = words(&bo, n as usize)?;
@@ -346,30 +362,22 @@ fn scratch(ctx: &Ctx) -> CheckResult {
     }
     pass_with(format!(
         "{} scratch bytes per work-item",
-        k.attributes().private_size_bytes
+        l.k.attributes().private_size_bytes
     ))
 }
 
 fn hidden_args(ctx: &Ctx) -> CheckResult {
-    let (elf, _) = match code_object(ctx, "hip/dims.hip") {
-        Ok(x) => x,
-        Err(o) => return Ok(o),
+    let l = match Launch::new(ctx, "hip/dims.hip", "dims") {
+        Ok(l) => l,
+        Err(r) => return r,
     };
-    let (dev, emu) = device(ctx)?;
-    let m = module(&dev, elf)?;
-    let k = m.kernel("dims").or_fail("kernel")?;
     let (gx, gy, bx, by) = (3u32, 2u32, 8u32, 4u32);
     let total = (gx * gy * bx * by) as usize;
-    let (bo, bi) = (buf(&dev, &vec![0u32; total])?, buf(&dev, &[u32::MAX; 4])?);
-    let mut args = k.args();
-    args.buffer(&bo)
-        .or_fail("out")?
-        .buffer(&bi)
-        .or_fail("info")?;
-    let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.launch(&k, (gx, gy), (bx, by), 0, &args)
-        .or_fail("launch")?;
-    if let Some(o) = finish(&s, &emu)? {
+    let (bo, bi) = (l.buf(&vec![0u32; total])?, l.buf(&[u32::MAX; 4])?);
+    if let Some(o) = l.run((gx, gy), (bx, by), |x| {
+        x.buffer(&bo)?.buffer(&bi)?;
+        Ok(())
+    })? {
         return Ok(o);
     }
     let v = bx | by << 8 | gx << 16 | gy << 24;
@@ -387,33 +395,26 @@ fn hidden_args(ctx: &Ctx) -> CheckResult {
 }
 
 fn ordering(ctx: &Ctx) -> CheckResult {
-    let (elf, _) = match code_object(ctx, "cl/vadd.cl") {
-        Ok(x) => x,
-        Err(o) => return Ok(o),
+    let l = match Launch::new(ctx, "cl/vadd.cl", "vadd") {
+        Ok(l) => l,
+        Err(r) => return r,
     };
-    let (dev, emu) = device(ctx)?;
-    let m = module(&dev, elf)?;
-    let k = m.kernel("vadd").or_fail("kernel")?;
-    let flag = Scratch::new(&dev, MemoryKind::Signal, 0, 4096)?;
+    let flag = Scratch::new(&l.dev, MemoryKind::Signal, 0, 4096)?;
     let n = 64u32;
     let (ba, bc) = (
-        buf(&dev, &vec![2f32; n as usize])?,
-        buf(&dev, &vec![0f32; n as usize])?,
+        l.buf(&vec![2f32; n as usize])?,
+        l.buf(&vec![0f32; n as usize])?,
     );
-    let mut args = k.args();
-    args.buffer(&ba)
-        .or_fail("a")?
-        .buffer(&ba)
-        .or_fail("b")?
-        .buffer(&bc)
-        .or_fail("c")?;
-    args.arg(&n).or_fail("n")?;
-    let s = dev.create_stream(0).or_fail("create_stream")?;
+    let s = l.dev.create_stream(0).or_fail("create_stream")?;
     s.wait_value32(flag.va(0), 1, WaitCompare::Gte, u32::MAX)
         .or_fail("wait_value32")?;
-    s.launch(&k, 1, 64, 0, &args).or_fail("launch")?;
-    let ev = dev
-        .create_event(EventFlags::DEFAULT)
+    l.launch(&s, 1, 64, |x| {
+        x.buffer(&ba)?.buffer(&ba)?.buffer(&bc)?.arg(&n)?;
+        Ok(())
+    })?;
+    let ev = l
+        .dev
+        .create_event(kfdrt::EventFlags::DEFAULT)
         .or_fail("create_event")?;
     ev.record(&s).or_fail("record")?;
     settle();
@@ -426,7 +427,7 @@ fn ordering(ctx: &Ctx) -> CheckResult {
         "kernel ran before the host released the wait"
     );
     flag.u32(0).store(1, Ordering::Release);
-    if let Some(o) = finish(&s, &emu)? {
+    if let Some(o) = finish(&s, &l.emu)? {
         return Ok(o);
     }
     ev.synchronize().or_fail("event synchronize")?;

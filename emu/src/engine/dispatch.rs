@@ -1,0 +1,188 @@
+//! Kernel dispatches off the CP thread.
+//!
+//! The CP hands a dispatch (AQL KERNEL_DISPATCH or PM4 DISPATCH_DIRECT) to the shader
+//! core and goes on scheduling its other queues, as the hardware's CP does once the SPI
+//! launches the waves. The dispatching queue itself stays on the packet (it reports
+//! "blocked") until the dispatch finished: only then does the CP complete the packet's
+//! signal, release its slot or execute the next packet (a RELEASE_MEM after a
+//! DISPATCH_DIRECT, a barrier), so completion stays in packet order on the queue.
+//!
+//! Dispatches run on a small pool of threads (each dispatch then spreads its work-groups
+//! over the shader core's worker threads). A pool thread that finishes a dispatch kicks
+//! the CP, which re-polls its blocked queues at once. Idle pool threads exit after
+//! [`POOL_IDLE_EXIT`].
+//! `remove_queue` and `pause` wait for the queue's (every queue's) dispatch to finish,
+//! as they waited for the CP to leave the packet before.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use super::Inner;
+use crate::shader::{DispatchStats, ShaderError};
+
+/// An idle pool thread exits after this long without work.
+const POOL_IDLE_EXIT: Duration = Duration::from_secs(2);
+
+/// One dispatch handed to the pool: its result once it finished.
+pub(crate) struct Inflight {
+    /// The queue that dispatched it.
+    pub(crate) queue_id: u32,
+    /// When the CP started it (host ns, GPU ticks), for the trace.
+    pub(crate) started: (u64, u64),
+    done: AtomicBool,
+    result: Mutex<Option<Result<DispatchStats, ShaderError>>>,
+}
+
+impl std::fmt::Debug for Inflight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inflight")
+            .field("queue_id", &self.queue_id)
+            .field("done", &self.done.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inflight {
+    /// The result, once the dispatch finished (taken: a second call returns `None`).
+    pub(crate) fn take(&self) -> Option<Result<DispatchStats, ShaderError>> {
+        if !self.done.load(Ordering::Acquire) {
+            return None;
+        }
+        self.result.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+#[derive(Default)]
+struct PoolState {
+    jobs: VecDeque<Job>,
+    idle: usize,
+    threads: usize,
+    shutdown: bool,
+    /// Queue ids with a dispatch running (one entry per dispatch).
+    running: Vec<u32>,
+}
+
+/// The dispatch threads of one GPU.
+#[derive(Default)]
+pub(crate) struct Pool {
+    shared: Arc<(Mutex<PoolState>, Condvar)>,
+}
+
+impl Pool {
+    /// Runs `f` (the dispatch) on a pool thread; the CP polls the returned [`Inflight`].
+    pub(crate) fn start(
+        &self,
+        inner: &Arc<Inner>,
+        queue_id: u32,
+        f: impl FnOnce(&Inner) -> Result<DispatchStats, ShaderError> + Send + 'static,
+    ) -> Arc<Inflight> {
+        let fl = Arc::new(Inflight {
+            queue_id,
+            started: inner.stamp(),
+            done: AtomicBool::new(false),
+            result: Mutex::new(None),
+        });
+        let (fl2, inner2, shared2) = (fl.clone(), inner.clone(), self.shared.clone());
+        let job: Job = Box::new(move || {
+            // A panic in the shader core is an emulator bug: report it as a fault of the
+            // dispatch instead of leaving the queue blocked forever.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&inner2)))
+                .unwrap_or_else(|_| {
+                    Err(ShaderError::new(
+                        "internal error in the emulated shader core".into(),
+                    ))
+                });
+            *fl2.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            fl2.done.store(true, Ordering::Release);
+            {
+                let (m, cv) = &*shared2;
+                let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(p) = st.running.iter().position(|&q| q == fl2.queue_id) {
+                    st.running.swap_remove(p);
+                }
+                cv.notify_all();
+            }
+            if let Some(cp) = inner2.engines.first() {
+                cp.kick();
+            }
+        });
+        let (m, cv) = &*self.shared;
+        let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
+        st.running.push(queue_id);
+        st.jobs.push_back(job);
+        if st.idle == 0 {
+            st.threads += 1;
+            let shared = self.shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("kfd-emu-dispatch-{:x}", inner.cfg.gpu_id))
+                .spawn(move || pool_main(shared));
+            if spawned.is_err() {
+                st.threads -= 1;
+                // No thread: run the job here rather than never.
+                if let Some(job) = st.jobs.pop_back() {
+                    drop(st);
+                    job();
+                    return fl;
+                }
+            }
+        } else {
+            cv.notify_all();
+        }
+        fl
+    }
+
+    /// Returns when no dispatch of `queue_id` (of any queue when `None`) is running.
+    pub(crate) fn wait_idle(&self, queue_id: Option<u32>) {
+        let (m, cv) = &*self.shared;
+        let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
+        while st
+            .running
+            .iter()
+            .any(|&q| queue_id.is_none_or(|id| id == q))
+        {
+            st = match cv.wait_timeout(st, Duration::from_millis(50)) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
+
+    /// Lets idle pool threads exit (running dispatches finish first).
+    pub(crate) fn shutdown(&self) {
+        let (m, cv) = &*self.shared;
+        m.lock().unwrap_or_else(|e| e.into_inner()).shutdown = true;
+        cv.notify_all();
+    }
+}
+
+fn pool_main(shared: Arc<(Mutex<PoolState>, Condvar)>) {
+    let (m, cv) = &*shared;
+    let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if let Some(job) = st.jobs.pop_front() {
+            drop(st);
+            job();
+            st = m.lock().unwrap_or_else(|e| e.into_inner());
+            continue;
+        }
+        if st.shutdown {
+            st.threads -= 1;
+            return;
+        }
+        st.idle += 1;
+        let (g, to) = match cv.wait_timeout(st, POOL_IDLE_EXIT) {
+            Ok(x) => x,
+            Err(e) => e.into_inner(),
+        };
+        st = g;
+        st.idle -= 1;
+        if to.timed_out() && st.jobs.is_empty() {
+            st.threads -= 1;
+            return;
+        }
+    }
+}

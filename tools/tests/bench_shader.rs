@@ -1,0 +1,46 @@
+//! `kfdrt bench` shader figures: lane-instructions per second per core, the speed-up on all
+//! cores and the emulator/host time ratio, for saxpy, a tiled SGEMM and an LDS reduction
+//! (values depend on the machine: checked for presence, units and sanity only).
+
+use std::process::Command;
+
+#[test]
+fn shader_figures_are_reported_for_each_kernel() {
+    let o = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
+        .args([
+            "bench", "--quick", "--json", "--device", "emu", "--filter", "shader",
+        ])
+        .env_remove("KFDRT_DEVICE")
+        .output()
+        .expect("run kfdrt");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let figs = v["figures"].as_array().expect("figures");
+    for k in ["saxpy 16M", "sgemm 512^3 tiled", "LDS reduction 16M"] {
+        let get = |what: &str| -> (f64, String) {
+            let name = format!("shader {k}: {what}");
+            let f = figs
+                .iter()
+                .find(|f| f["name"] == name.as_str())
+                .unwrap_or_else(|| panic!("no figure {name:?} in {out}"));
+            (
+                f["value"].as_f64().unwrap(),
+                f["unit"].as_str().unwrap().to_string(),
+            )
+        };
+        let (t, u) = get("1 worker");
+        assert!(t > 0.0 && u == "ms", "{k}: {t} {u}");
+        let (r, u) = get("lane-instructions/s per core");
+        assert!(r > 0.0 && u == "M lane-instr/s", "{k}: {r} {u}");
+        let (s, u) = get("speed-up on all cores");
+        assert!(s > 0.0 && u == "x", "{k}: {s} {u}");
+        let (h, u) = get("emulator/host Rust time");
+        assert!(h > 0.0 && u == "x", "{k}: {h} {u}");
+    }
+}
