@@ -55,7 +55,7 @@ pub(crate) fn device() -> Result<&'static Device, hipError_t> {
         .map_err(|e| *e)
 }
 
-fn current_gpu() -> usize {
+pub(crate) fn current_gpu() -> usize {
     CURRENT_GPU.with(|c| c.get())
 }
 
@@ -82,10 +82,24 @@ fn buffers() -> std::sync::MutexGuard<'static, BTreeMap<u64, Buffer>> {
 /// stream is not modelled.
 pub(crate) fn stream(s: *mut c_void) -> Result<Arc<Stream>, hipError_t> {
     match s as usize {
-        0 => Ok(Arc::new(device()?.null_stream(current_gpu()).hip()?)),
+        0 => null_stream(current_gpu()),
         2 => Err(hipErrorNotSupported),
         t => STREAMS.get(t).ok_or(hipErrorInvalidHandle),
     }
+}
+
+/// The null stream of GPU `gpu`, held for the life of the process: kfdrt keeps a GPU's
+/// null stream only while someone holds it, and work enqueued on a dropped one would be
+/// invisible to the next `hipDeviceSynchronize`.
+pub(crate) fn null_stream(gpu: usize) -> Result<Arc<Stream>, hipError_t> {
+    static NULLS: Mutex<Vec<(usize, Arc<Stream>)>> = Mutex::new(Vec::new());
+    let mut n = NULLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, s)) = n.iter().find(|(g, _)| *g == gpu) {
+        return Ok(s.clone());
+    }
+    let s = Arc::new(device()?.null_stream(gpu).hip()?);
+    n.push((gpu, s.clone()));
+    Ok(s)
 }
 
 fn event(e: *mut c_void) -> Result<Arc<Event>, hipError_t> {
@@ -165,7 +179,7 @@ pub extern "C" fn hipDeviceSynchronize() -> hipError_t {
                 s.synchronize().hip()?;
             }
         }
-        device()?.null_stream(gpu).hip()?.synchronize().hip()
+        null_stream(gpu)?.synchronize().hip()
     })())
 }
 
@@ -824,15 +838,6 @@ not_supported!(
     hipDeviceGetMemPool,
     hipMemExportToShareableHandle,
     hipMemImportFromShareableHandle,
-    hipModuleLoad,
-    hipModuleLoadData,
-    hipModuleUnload,
-    hipModuleGetFunction,
-    hipModuleLaunchKernel,
-    hipFuncGetAttributes,
-    hipLaunchKernel,
-    __hipPushCallConfiguration,
-    __hipPopCallConfiguration,
     hipDeviceCanAccessPeer,
     hipDeviceEnablePeerAccess,
     hipDeviceDisablePeerAccess,
