@@ -168,6 +168,7 @@ pub mod sdma;
 pub mod signal;
 #[doc(hidden)]
 pub mod soak;
+pub mod staging;
 pub mod stream;
 pub mod va;
 pub mod vmm;

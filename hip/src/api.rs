@@ -711,24 +711,27 @@ pub unsafe extern "C" fn hipPointerGetAttributes(
     })())
 }
 
-/// `hipMemcpy`: ordered on the current GPU's null stream, then waited for.
+/// `hipMemcpy`: ordered on the current GPU's null stream, then waited for; a pageable
+/// host side is staged through pinned memory (kfdrt `Device::memcpy_staged`).
 #[no_mangle]
-pub extern "C" fn hipMemcpy(
+pub unsafe extern "C" fn hipMemcpy(
     dst: *mut c_void,
     src: *const c_void,
     size: usize,
     _kind: hipMemcpyKind,
 ) -> hipError_t {
     ret((|| {
-        device()?
-            .memcpy(current_gpu(), dst as u64, src as u64, size as u64)
+        // SAFETY: HIP's contract: host pointers passed to hipMemcpy are valid for `size`
+        // bytes and not used concurrently.
+        unsafe { device()?.memcpy_staged(current_gpu(), dst as u64, src as u64, size as u64) }
             .hip()
     })())
 }
 
-/// `hipMemcpyAsync`.
+/// `hipMemcpyAsync`: asynchronous between GPU-mapped memory; synchronous (staged) when a
+/// host side is pageable, as in HIP.
 #[no_mangle]
-pub extern "C" fn hipMemcpyAsync(
+pub unsafe extern "C" fn hipMemcpyAsync(
     dst: *mut c_void,
     src: *const c_void,
     size: usize,
@@ -736,7 +739,8 @@ pub extern "C" fn hipMemcpyAsync(
     s: *mut c_void,
 ) -> hipError_t {
     ret((|| {
-        stream(s)?.memcpy(dst as u64, src as u64, size as u64).hip()
+        // SAFETY: as hipMemcpy; a pageable side makes the copy synchronous, as in HIP.
+        unsafe { stream(s)?.memcpy_staged(dst as u64, src as u64, size as u64) }.hip()
     })())
 }
 
