@@ -723,8 +723,7 @@ pub unsafe extern "C" fn hipMemcpy(
     ret((|| {
         // SAFETY: HIP's contract: host pointers passed to hipMemcpy are valid for `size`
         // bytes and not used concurrently.
-        unsafe { device()?.memcpy_staged(current_gpu(), dst as u64, src as u64, size as u64) }
-            .hip()
+        unsafe { device()?.memcpy_staged(current_gpu(), dst as u64, src as u64, size as u64) }.hip()
     })())
 }
 

@@ -121,7 +121,10 @@ fn vector_add_with_triple_chevrons_and_pageable_copies() {
     let out = build_and_run("vadd.hip");
     assert_eq!(
         lines(&out),
-        ["vadd n=3000 bad=0 c[0]=0.5 c[1]=3.5 c[2999]=8997.5 sum=13497000.0"]
+        [
+            "vadd n=3000 bad=0 c[0]=0.5 c[1]=3.5 c[2999]=8997.5 sum=13497000.0",
+            "staged bytes=5242957 equal=1",
+        ]
     );
 }
 

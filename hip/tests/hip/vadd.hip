@@ -32,6 +32,16 @@ int main() {
   }
   std::printf("vadd n=%d bad=%d c[0]=%.1f c[1]=%.1f c[%d]=%.1f sum=%.1f\n", n, bad, c[0], c[1],
               n - 1, c[n - 1], sum);
+  // A copy larger than the staging chunks, with an odd length, both ways.
+  const size_t big = (5u << 20) + 77;
+  std::vector<unsigned char> out(big), back(big, 0);
+  for (size_t i = 0; i < big; i++) out[i] = (unsigned char)(i * 131 + (i >> 12));
+  unsigned char* dbig;
+  HIP_CHECK(hipMalloc(&dbig, big));
+  HIP_CHECK(hipMemcpy(dbig, out.data(), big, hipMemcpyHostToDevice));
+  HIP_CHECK(hipMemcpy(back.data(), dbig, big, hipMemcpyDeviceToHost));
+  std::printf("staged bytes=%zu equal=%d\n", big, out == back);
+  HIP_CHECK(hipFree(dbig));
   HIP_CHECK(hipFree(da));
   HIP_CHECK(hipFree(db));
   HIP_CHECK(hipFree(dc));
