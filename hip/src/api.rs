@@ -819,6 +819,125 @@ pub unsafe extern "C" fn hipDriverGetVersion(v: *mut c_int) -> hipError_t {
     ret(out(v, 50221153))
 }
 
+// ---- peers, memory info, reset -----------------------------------------------------------
+
+fn gpu_index(id: c_int) -> Result<usize, hipError_t> {
+    let i = usize::try_from(id).map_err(|_| hipErrorInvalidDevice)?;
+    if i >= device()?.gpus().len() {
+        return Err(hipErrorInvalidDevice);
+    }
+    Ok(i)
+}
+
+/// `hipDeviceCanAccessPeer`: kfdrt `Device::can_access_peer` (0 for the same device).
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceCanAccessPeer(
+    can: *mut c_int,
+    dev: c_int,
+    peer: c_int,
+) -> hipError_t {
+    ret((|| {
+        let (d, p) = (gpu_index(dev)?, gpu_index(peer)?);
+        let v = device()?.can_access_peer(d, p).hip()?;
+        out(can, c_int::from(v))
+    })())
+}
+
+/// `hipDeviceEnablePeerAccess`: the current GPU gets access to `peer`'s device memory
+/// (`flags` must be 0).
+#[no_mangle]
+pub extern "C" fn hipDeviceEnablePeerAccess(peer: c_int, flags: c_uint) -> hipError_t {
+    ret((|| {
+        if flags != 0 {
+            return Err(hipErrorInvalidValue);
+        }
+        let p = gpu_index(peer)?;
+        device()?.enable_peer_access(current_gpu(), p).hip()
+    })())
+}
+
+/// `hipDeviceDisablePeerAccess`.
+#[no_mangle]
+pub extern "C" fn hipDeviceDisablePeerAccess(peer: c_int) -> hipError_t {
+    ret((|| {
+        let p = gpu_index(peer)?;
+        device()?.disable_peer_access(current_gpu(), p).hip()
+    })())
+}
+
+/// `hipMemGetInfo`: the current GPU's VRAM (topology) and what this process can still
+/// allocate of it (KFD `AMDKFD_IOC_AVAILABLE_MEMORY`, as ROCr's
+/// `hsa_amd_agent_info HSA_AMD_AGENT_INFO_MEMORY_AVAIL` reports it to CLR).
+#[no_mangle]
+pub unsafe extern "C" fn hipMemGetInfo(free: *mut usize, total: *mut usize) -> hipError_t {
+    ret((|| {
+        if free.is_null() || total.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let dev = device()?;
+        let g = dev.gpu(current_gpu()).hip()?;
+        let t = g.node.vram_size();
+        let f = kfdrt::kfd::ioctl::available_memory(dev.backend().as_ref(), g.gpu_id)
+            .map_err(|_| hipErrorUnknown)?;
+        out(total, t as usize)?;
+        out(free, f.min(t) as usize)
+    })())
+}
+
+/// `hipDeviceReset`: waits for the current GPU's work, then destroys its streams, frees
+/// the `hipMalloc`/`hipHostMalloc`/`hipExtMallocWithFlags` memory and registrations made
+/// on it and unloads the code objects loaded on it (hipcc-registered kernels load again
+/// at their next launch). Events, memory pools, managed memory and VMM objects are
+/// device-wide in kfdrt and are kept.
+#[no_mangle]
+pub extern "C" fn hipDeviceReset() -> hipError_t {
+    ret((|| {
+        device()?;
+        let gpu = current_gpu();
+        // A failed stream's error is not the reset's: the reset discards that state.
+        let _ = hipDeviceSynchronize();
+        STREAMS.retain(|s| s.gpu_index() != gpu);
+        buffers().retain(|_, b| b.gpu_index() != gpu);
+        crate::kernel::reset_gpu(gpu);
+        Ok(())
+    })())
+}
+
+/// The blob of a `hipIpcMemHandle_t`.
+#[repr(C)]
+pub struct hipIpcMemHandle_t {
+    /// Opaque bytes.
+    pub reserved: [c_char; 64],
+}
+
+/// `hipIpcGetMemHandle`: not supported. kfdrt shares memory between processes only
+/// through memory pools created with a POSIX file descriptor handle type (one dmabuf
+/// per pool, `hipMemPoolExportToShareableHandle`); a `hipMalloc` buffer has no exportable
+/// backing, and a 64-byte handle cannot carry a file descriptor to another process.
+#[no_mangle]
+pub unsafe extern "C" fn hipIpcGetMemHandle(
+    _handle: *mut hipIpcMemHandle_t,
+    _ptr: *mut c_void,
+) -> hipError_t {
+    ret(Err(hipErrorNotSupported))
+}
+
+/// `hipIpcOpenMemHandle`: not supported (see `hipIpcGetMemHandle`).
+#[no_mangle]
+pub unsafe extern "C" fn hipIpcOpenMemHandle(
+    _ptr: *mut *mut c_void,
+    _handle: hipIpcMemHandle_t,
+    _flags: c_uint,
+) -> hipError_t {
+    ret(Err(hipErrorNotSupported))
+}
+
+/// `hipIpcCloseMemHandle`: not supported (see `hipIpcGetMemHandle`).
+#[no_mangle]
+pub extern "C" fn hipIpcCloseMemHandle(_ptr: *mut c_void) -> hipError_t {
+    ret(Err(hipErrorNotSupported))
+}
+
 // ---- not modelled yet: explicit hipErrorNotSupported -------------------------------------
 
 macro_rules! not_supported {
@@ -832,8 +951,6 @@ macro_rules! not_supported {
 }
 
 not_supported!(
-    hipDeviceReset,
-    hipMemGetInfo,
     hipMemPoolExportToShareableHandle,
     hipMemPoolImportFromShareableHandle,
     hipMemPoolExportPointer,
@@ -841,7 +958,4 @@ not_supported!(
     hipDeviceGetMemPool,
     hipMemExportToShareableHandle,
     hipMemImportFromShareableHandle,
-    hipDeviceCanAccessPeer,
-    hipDeviceEnablePeerAccess,
-    hipDeviceDisablePeerAccess,
 );

@@ -398,6 +398,23 @@ fn host_kernel(f: *const c_void, gpu: usize) -> Result<Kernel, hipError_t> {
     Ok(k)
 }
 
+/// `hipDeviceReset` of GPU `gpu`: forget what is loaded there (fat binaries load again at
+/// the next launch; modules of the module API are unloaded).
+pub(crate) fn reset_gpu(gpu: usize) {
+    if let Some(m) = lock(&HOST_FUNCTIONS).as_ref() {
+        for f in m.values() {
+            lock(&f.kernels).remove(&gpu);
+        }
+    }
+    for fb in FATBINS.all() {
+        if let Some(Ok(m)) = lock(&fb.modules).remove(&gpu) {
+            lock(&RETIRED).push(m);
+        }
+    }
+    MODULES.retain(|m| m.gpu_index() != gpu);
+    FUNCTIONS.retain(|f| f.kernel.gpu_index() != gpu);
+}
+
 // ---- arguments --------------------------------------------------------------------------
 
 /// Pushes one by-value argument of `b.len()` bytes. kfdrt's [`KernelArgs::arg`] takes a
