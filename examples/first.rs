@@ -3,8 +3,7 @@
 //!
 //! Run: `cargo run --example first`
 
-use kfdrt::cmd::WAIT_VALUE_GTE;
-use kfdrt::{Device, MemoryKind};
+use kfdrt::{Device, MemoryKind, WaitCompare, WriteValueFlags};
 
 fn main() -> std::process::ExitCode {
     if let Err(e) = run() {
@@ -20,9 +19,9 @@ fn run() -> kfdrt::Result<()> {
     println!("GPU 0: {} with {} CUs", gpu.gfx_name(), gpu.cu_count());
     let flags = dev.alloc(MemoryKind::Signal, 0, 4096)?; // hipMallocSignalMemory
     let (a, b) = (dev.create_stream(0)?, dev.create_stream(0)?);
-    b.wait_value32(flags.va(), 1, WAIT_VALUE_GTE, u32::MAX)?; // b waits in the GPU ...
-    b.write_value32(flags.va() + 4, 42, 0)?;
-    a.write_value32(flags.va(), 1, 0)?; // ... until a releases it
+    b.wait_value32(flags.va(), 1, WaitCompare::Gte, u32::MAX)?; // b waits in the GPU ...
+    b.write_value32(flags.va() + 4, 42, WriteValueFlags::DEFAULT)?;
+    a.write_value32(flags.va(), 1, WriteValueFlags::DEFAULT)?; // ... until a releases it
     b.synchronize()?;
     let mut v = [0u8; 4];
     flags.read(4, &mut v)?;

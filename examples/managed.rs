@@ -6,8 +6,7 @@
 
 use std::process::ExitCode;
 
-use kfdrt::managed::{CPU_DEVICE_ID, MEM_ATTACH_GLOBAL};
-use kfdrt::{Device, MemRangeAttribute, MemoryAdvise};
+use kfdrt::{AttachFlags, Device, Location, MemRangeAttribute, MemoryAdvise, WriteValueFlags};
 
 const SIZE: usize = 4 << 20;
 
@@ -15,26 +14,31 @@ const SIZE: usize = 4 << 20;
 fn location(dev: &Device, ptr: u64, attr: MemRangeAttribute) -> kfdrt::Result<String> {
     let mut v = [0u8; 4];
     dev.mem_range_get_attribute(&mut v, attr, ptr, SIZE)?;
-    Ok(match i32::from_le_bytes(v) {
-        CPU_DEVICE_ID => "the CPU (-1)".into(),
-        -2 => "none or mixed (-2)".into(),
-        gpu => format!("GPU {gpu}"),
+    Ok(match Location::from_device_id(i32::from_le_bytes(v)) {
+        Some(Location::Host) => "the CPU (-1)".into(),
+        None => "none or mixed (-2)".into(),
+        Some(Location::Gpu(gpu)) => format!("GPU {gpu}"),
     })
 }
 
 fn run() -> kfdrt::Result<()> {
     let dev = Device::open()?;
     let s = dev.create_stream(0)?;
-    let m = dev.malloc_managed(SIZE, MEM_ATTACH_GLOBAL)?;
+    let m = dev.malloc_managed(SIZE, AttachFlags::GLOBAL)?;
     m.write(0, &vec![7u8; SIZE])?;
     println!(
         "hipMallocManaged(4 MiB) at {:#x}; the host wrote 7 into every byte",
         m.ptr()
     );
 
-    dev.mem_advise(m.ptr(), SIZE, MemoryAdvise::SetPreferredLocation, 0)?;
-    dev.mem_prefetch_async(m.ptr(), SIZE, 0, &s)?;
-    s.write_value32(m.ptr() + 64, 0xfeed, 0)?;
+    dev.mem_advise(
+        m.ptr(),
+        SIZE,
+        MemoryAdvise::SetPreferredLocation,
+        Location::Gpu(0),
+    )?;
+    dev.mem_prefetch_async(m.ptr(), SIZE, Location::Gpu(0), &s)?;
+    s.write_value32(m.ptr() + 64, 0xfeed, WriteValueFlags::DEFAULT)?;
     s.synchronize()?;
     println!(
         "advised GPU 0 as preferred location, prefetched to GPU 0, the GPU wrote 0xfeed at +64"
@@ -45,7 +49,7 @@ fn run() -> kfdrt::Result<()> {
         location(&dev, m.ptr(), MemRangeAttribute::LastPrefetchLocation)?
     );
 
-    dev.mem_prefetch_async(m.ptr(), SIZE, CPU_DEVICE_ID, &s)?;
+    dev.mem_prefetch_async(m.ptr(), SIZE, Location::Host, &s)?;
     s.synchronize()?;
     let last = location(&dev, m.ptr(), MemRangeAttribute::LastPrefetchLocation)?;
     println!("prefetched back to the host: last prefetch location = {last}");

@@ -16,24 +16,28 @@ fn run() -> kfdrt::Result<()> {
     // The GPU's current pool (hipDeviceGetMemPool): where malloc_async takes memory from.
     let pool = dev.mem_pool(0)?;
 
+    // hipMallocAsync returns an owned allocation (like cudarc's CudaSlice): free it on any
+    // stream with free_async, or drop it to free it on the stream that allocated it.
     let a = s.malloc_async(MIB)?;
-    s.memset(a, 0xab, MIB as u64)?;
-    s.free_async(a)?;
+    s.memset(a.va(), 0xab, MIB as u64)?;
+    let a_va = a.va();
+    a.free_async(&s)?;
     // Freed on the same stream: the next allocation may reuse it at once, because the
     // stream runs the free before anything enqueued after it.
     let b = s.malloc_async(MIB)?;
+    let (a, b_va) = (a_va, b.va());
     println!("hipMallocAsync(1 MiB) on stream s:  {a:#x}");
-    println!("hipFreeAsync, then hipMallocAsync:   {b:#x}");
+    println!("hipFreeAsync, then hipMallocAsync:   {b_va:#x}");
     println!(
         "  -> {}",
-        if a == b {
+        if a == b_va {
             "the same address: the pool reused the freed block in stream order"
         } else {
             "a different address: the pool did not reuse the freed block"
         }
     );
     let used_live = pool.attribute(PoolAttr::UsedMemCurrent)?;
-    s.free_async(b)?;
+    drop(b); // hipFreeAsync on s
     s.synchronize()?;
 
     let mib = |v: u64| format!("{:>5.1} MiB", v as f64 / MIB as f64);

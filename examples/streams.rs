@@ -6,9 +6,8 @@
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
-use kfdrt::cmd::WAIT_VALUE_GTE;
-use kfdrt::event::EVENT_DEFAULT;
 use kfdrt::{Device, Event, MemoryKind};
+use kfdrt::{EventFlags, WaitCompare, WriteValueFlags};
 
 fn main() -> ExitCode {
     match run() {
@@ -40,11 +39,11 @@ fn run() -> kfdrt::Result<()> {
     let consumer = dev.create_stream(0)?;
 
     // The consumer waits (in the command processor) until the producer writes 1.
-    consumer.wait_value32(flags.va(), 1, WAIT_VALUE_GTE, u32::MAX)?;
-    consumer.write_value32(flags.va() + 4, 42, 0)?;
+    consumer.wait_value32(flags.va(), 1, WaitCompare::Gte, u32::MAX)?;
+    consumer.write_value32(flags.va() + 4, 42, WriteValueFlags::DEFAULT)?;
     let (start, stop) = (
-        dev.create_event(EVENT_DEFAULT)?,
-        dev.create_event(EVENT_DEFAULT)?,
+        dev.create_event(EventFlags::DEFAULT)?,
+        dev.create_event(EventFlags::DEFAULT)?,
     );
     start.record(&consumer)?;
     consumer.add_callback(
@@ -58,7 +57,7 @@ fn run() -> kfdrt::Result<()> {
         "before the producer runs: flags[1] = {}",
         flags.atomic_u32(4)?.load(Ordering::Acquire)
     );
-    producer.write_value32(flags.va(), 1, 0)?;
+    producer.write_value32(flags.va(), 1, WriteValueFlags::DEFAULT)?;
     consumer.synchronize()?;
     println!(
         "after: flags[1] = {}",

@@ -337,7 +337,7 @@ impl Device {
     }
 
     /// How long host waits (synchronize calls) spin on the signal before sleeping in
-    /// WAIT_EVENTS until the CP's interrupt. Default [`crate::signal::DEFAULT_SPIN`];
+    /// WAIT_EVENTS until the CP's interrupt. Default 20 µs (`signal::DEFAULT_SPIN`);
     /// zero sleeps at once (what `hipEventBlockingSync` / `hipDeviceScheduleBlockingSync`
     /// ask for).
     pub fn set_wait_spin(&self, spin: std::time::Duration) {

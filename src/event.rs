@@ -7,13 +7,12 @@ use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::signal::Signal;
 use crate::stream::{Point, Stream};
+use crate::types::EventFlags;
 
-/// `hipEventDefault`.
-pub const EVENT_DEFAULT: u32 = 0x0;
-/// `hipEventBlockingSync`: synchronize sleeps instead of spinning.
-pub const EVENT_BLOCKING_SYNC: u32 = 0x1;
-/// `hipEventDisableTiming`: no timestamps (record costs no packet).
-pub const EVENT_DISABLE_TIMING: u32 = 0x2;
+/// `hipEventBlockingSync` ([`EventFlags::BLOCKING_SYNC`]).
+pub(crate) const EVENT_BLOCKING_SYNC: u32 = EventFlags::BLOCKING_SYNC.bits();
+/// `hipEventDisableTiming` ([`EventFlags::DISABLE_TIMING`]).
+pub(crate) const EVENT_DISABLE_TIMING: u32 = EventFlags::DISABLE_TIMING.bits();
 
 /// GPU timestamp frequency: the 100 MHz reference clock gfx9+ timestamps count
 /// (`amdgpu_amdkfd_get_gpu_clock_counter`; ROCr reports 100 MHz; see firmware-notes).
@@ -46,19 +45,19 @@ struct Recorded {
 /// # Example
 ///
 /// ```
-/// use kfdrt::event::{EVENT_DEFAULT, EVENT_DISABLE_TIMING};
+/// use kfdrt::EventFlags;
 /// use kfdrt::{Device, ErrorKind, Event, MemoryKind};
 ///
 /// # fn main() -> kfdrt::Result<()> {
 /// let dev = Device::open()?;
 /// let (a, b) = (dev.create_stream(0)?, dev.create_stream(0)?);
 /// let buf = dev.alloc(MemoryKind::Device, 0, 1 << 16)?;
-/// let (start, stop) = (dev.create_event(EVENT_DEFAULT)?, dev.create_event(EVENT_DEFAULT)?);
+/// let (start, stop) = (dev.create_event(EventFlags::DEFAULT)?, dev.create_event(EventFlags::DEFAULT)?);
 /// start.record(&a)?;
 /// a.memset(buf.va(), 1, 1 << 16)?;
 /// stop.record(&a)?;
 /// // Stream b waits for a's memset without blocking the host.
-/// let ready = dev.create_event(EVENT_DISABLE_TIMING)?;
+/// let ready = dev.create_event(EventFlags::DISABLE_TIMING)?;
 /// ready.record(&a)?;
 /// b.wait_event(&ready, 0)?;
 /// b.synchronize()?;
@@ -85,16 +84,18 @@ impl std::fmt::Debug for Event {
 }
 
 impl Device {
-    /// `hipEventCreateWithFlags`: flags from [`EVENT_DEFAULT`], [`EVENT_BLOCKING_SYNC`],
-    /// [`EVENT_DISABLE_TIMING`]; other bits are InvalidValue.
-    pub fn create_event(&self, flags: u32) -> Result<Event> {
-        if flags & !(EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING) != 0 {
+    /// `hipEventCreateWithFlags`: [`EventFlags::DEFAULT`], or
+    /// [`EventFlags::BLOCKING_SYNC`] and/or [`EventFlags::DISABLE_TIMING`];
+    /// [`EventFlags::INTERPROCESS`] is NotSupported (no IPC events).
+    pub fn create_event(&self, flags: EventFlags) -> Result<Event> {
+        if flags.contains(EventFlags::INTERPROCESS) {
             return Err(Error::new(
-                ErrorKind::InvalidValue,
+                ErrorKind::NotSupported,
                 "hipEventCreateWithFlags",
-                format!("flags {flags:#x}"),
+                "hipEventInterprocess: kfdrt has no interprocess events",
             ));
         }
+        let flags = flags.bits();
         Ok(Event {
             dev: self.inner.clone(),
             flags,
@@ -105,8 +106,8 @@ impl Device {
 
 impl Event {
     /// The creation flags.
-    pub fn flags(&self) -> u32 {
-        self.flags
+    pub fn flags(&self) -> EventFlags {
+        EventFlags::from_bits_retain(self.flags)
     }
 
     fn timing(&self) -> bool {

@@ -19,9 +19,7 @@
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use std::sync::Arc;
 //!
-//! use kfdrt::cmd::WAIT_VALUE_GTE;
-//! use kfdrt::event::EVENT_DEFAULT;
-//! use kfdrt::{Device, Event, MemoryKind};
+//! use kfdrt::{Device, Event, EventFlags, MemoryKind, WaitCompare, WriteValueFlags};
 //!
 //! # fn main() -> kfdrt::Result<()> {
 //! let dev = Device::open()?; // KFDRT_DEVICE, else auto
@@ -34,10 +32,10 @@
 //! let consumer = dev.create_stream(0)?;
 //!
 //! // The consumer waits in the command processor until the producer writes 1 ...
-//! consumer.wait_value32(flags.va(), 1, WAIT_VALUE_GTE, u32::MAX)?;
-//! consumer.write_value32(flags.va() + 4, 42, 0)?;
+//! consumer.wait_value32(flags.va(), 1, WaitCompare::Gte, u32::MAX)?;
+//! consumer.write_value32(flags.va() + 4, 42, WriteValueFlags::DEFAULT)?;
 //! // ... then records an event and runs a callback on a host thread.
-//! let done = dev.create_event(EVENT_DEFAULT)?;
+//! let done = dev.create_event(EventFlags::DEFAULT)?;
 //! done.record(&consumer)?;
 //! let ran = Arc::new(AtomicU32::new(0));
 //! let r = ran.clone();
@@ -51,25 +49,26 @@
 //! assert_eq!(flags.atomic_u32(4)?.load(Ordering::Acquire), 0);
 //!
 //! // The producer releases it.
-//! producer.write_value32(flags.va(), 1, 0)?;
+//! producer.write_value32(flags.va(), 1, WriteValueFlags::DEFAULT)?;
 //! done.synchronize()?;
 //! consumer.synchronize()?;
 //! assert_eq!(flags.atomic_u32(4)?.load(Ordering::Acquire), 42);
 //! assert_eq!(ran.load(Ordering::Acquire), 1);
 //!
 //! // hipMallocAsync / hipMemsetAsync / hipMemcpyAsync / hipFreeAsync, in stream order.
+//! // The allocation is owned: free_async on any stream, or drop it (freed on `producer`).
 //! let scratch = producer.malloc_async(1 << 20)?;
-//! producer.memset(scratch, 0x5a, 1 << 20)?;
+//! producer.memset(scratch.va(), 0x5a, 1 << 20)?;
 //! let host = dev.alloc(MemoryKind::HostPinned, 0, 4096)?;
-//! producer.memcpy(host.va(), scratch + 4096, 4096)?;
-//! producer.free_async(scratch)?;
+//! producer.memcpy(host.va(), scratch.va() + 4096, 4096)?;
+//! scratch.free_async(&producer)?;
 //! producer.synchronize()?;
 //! let mut back = [0u8; 4096];
 //! host.read(0, &mut back)?;
 //! assert!(back.iter().all(|&b| b == 0x5a));
 //!
 //! // GPU time between two timing events, from the CP's timestamps.
-//! let (a, b) = (dev.create_event(EVENT_DEFAULT)?, dev.create_event(EVENT_DEFAULT)?);
+//! let (a, b) = (dev.create_event(EventFlags::DEFAULT)?, dev.create_event(EventFlags::DEFAULT)?);
 //! a.record(&producer)?;
 //! producer.memset(host.va(), 0, 4096)?;
 //! b.record(&producer)?;
@@ -93,6 +92,16 @@
 //! (`cargo run --example streams`), and the `kfdrt` command (`cargo install --path
 //! tools`; `kfdrt check`, `kfdrt info`, `kfdrt trace`, `kfdrt disasm`).
 //!
+//! # Types
+//!
+//! Every flag or enumerated argument of a HIP call has a Rust type with HIP's values,
+//! convertible from the raw C value (`from_bits` / `from_raw`, `None` when HIP does not
+//! define it) for a C ABI: [`StreamFlags`], [`EventFlags`], [`WaitCompare`],
+//! [`WriteValueFlags`], [`AttachFlags`], [`MemoryAdvise`], [`MemRangeAttribute`],
+//! [`GranularityOption`], [`AllocationType`]. One [`Location`] (the host or GPU `n`), one
+//! [`AccessFlags`] / [`AccessDesc`] and one [`HandleType`] serve memory pools, virtual
+//! memory and managed memory alike.
+//!
 //! # From HIP to kfdrt
 //!
 //! Pointers are `u64` GPU virtual addresses (the same address on the CPU). `d` is a
@@ -108,7 +117,7 @@
 //! | `hipHostRegister` | [`MemoryKind::Userptr`] |
 //! | `hipFree` | `drop(buffer)` / `drop(managed)` |
 //! | `hipMemcpy(Async)`, `hipMemset(Async)`, `hipMemsetD32(Async)` | [`Stream::memcpy`], [`Stream::memset`], [`Stream::memset_d32`]; [`Device::memcpy`] / [`Device::memset`] (synchronous) |
-//! | `hipStreamCreate`, `hipStreamCreateWithFlags`, `hipStreamCreateWithPriority` | [`Device::create_stream`], [`Device::create_stream_with_flags`] ([`stream::STREAM_NON_BLOCKING`]), [`Device::create_stream_with_priority`] |
+//! | `hipStreamCreate`, `hipStreamCreateWithFlags`, `hipStreamCreateWithPriority` | [`Device::create_stream`], [`Device::create_stream_with_flags`] ([`StreamFlags`]), [`Device::create_stream_with_priority`] |
 //! | `hipExtStreamCreateWithCUMask`, `hipExtStreamGetCUMask` | [`Device::create_stream_with_cu_mask`], [`Stream::cu_mask`] |
 //! | null stream (`0`) | [`Device::null_stream`] |
 //! | `hipStreamDestroy` | `drop(stream)` (returns at once; resources go when the work is done) |
@@ -117,70 +126,100 @@
 //! | `hipDeviceGetStreamPriorityRange` | [`Device::stream_priority_range`] |
 //! | `hipStreamWaitEvent` | [`Stream::wait_event`] |
 //! | `hipStreamAddCallback` | [`Stream::add_callback`] (a closure getting the stream's status) |
-//! | `hipStreamWaitValue32/64` (`hipStreamWaitValueGte/Eq/And/Nor`) | [`Stream::wait_value32`], [`Stream::wait_value64`] ([`cmd::WAIT_VALUE_GTE`], [`cmd::WAIT_VALUE_EQ`], [`cmd::WAIT_VALUE_AND`], [`cmd::WAIT_VALUE_NOR`]) |
-//! | `hipStreamWriteValue32/64` | [`Stream::write_value32`], [`Stream::write_value64`] |
-//! | `hipEventCreate(WithFlags)`, `hipEventDestroy` | [`Device::create_event`] ([`event::EVENT_DEFAULT`], [`event::EVENT_DISABLE_TIMING`], [`event::EVENT_BLOCKING_SYNC`]), `drop` |
+//! | `hipStreamWaitValue32/64` (`hipStreamWaitValueGte/Eq/And/Nor`) | [`Stream::wait_value32`], [`Stream::wait_value64`] ([`WaitCompare`]) |
+//! | `hipStreamWriteValue32/64` | [`Stream::write_value32`], [`Stream::write_value64`] ([`WriteValueFlags`]) |
+//! | `hipEventCreate(WithFlags)`, `hipEventDestroy` | [`Device::create_event`] ([`EventFlags`]), `drop` |
 //! | `hipEventRecord`, `hipEventQuery`, `hipEventSynchronize`, `hipEventElapsedTime` | [`Event::record`], [`Event::query`], [`Event::synchronize`], [`Event::elapsed_ms`] |
-//! | `hipMallocAsync`, `hipMallocFromPoolAsync`, `hipFreeAsync` | [`Stream::malloc_async`], [`Stream::malloc_from_pool_async`], [`Stream::free_async`] |
+//! | `hipMallocAsync`, `hipMallocFromPoolAsync` | [`Stream::malloc_async`], [`Stream::malloc_from_pool_async`] -> [`PoolAlloc`] (owned; `drop` frees it on its stream) |
+//! | `hipFreeAsync` | [`PoolAlloc::free_async`] (any stream); [`Stream::free_ptr_async`] for a bare address ([`PoolAlloc::into_raw`]) |
 //! | `hipMemPoolCreate`, `hipMemPoolDestroy` | [`Device::create_mem_pool`] ([`PoolProps`]), [`MemPool::destroy`] |
 //! | `hipDeviceGetDefaultMemPool`, `hipDeviceGetMemPool`, `hipDeviceSetMemPool` | [`Device::default_mem_pool`], [`Device::mem_pool`], [`Device::set_mem_pool`] |
 //! | `hipMemPoolSetAttribute`, `hipMemPoolGetAttribute`, `hipMemPoolTrimTo` | [`MemPool::set_attribute`], [`MemPool::attribute`] ([`PoolAttr`]), [`MemPool::trim_to`] |
-//! | `hipMemPoolSetAccess`, `hipMemPoolGetAccess` | [`MemPool::set_access`], [`MemPool::access`] |
-//! | `hipMemPoolExportToShareableHandle`, `hipMemPoolImportFromShareableHandle` | [`MemPool::export_to_shareable_handle`], [`Device::import_mem_pool`] |
-//! | `hipMemPoolExportPointer`, `hipMemPoolImportPointer` | [`Device::mem_pool_export_pointer`], [`MemPool::import_pointer`] |
-//! | `hipMallocManaged` (`cuMemAllocManaged`) | [`Device::malloc_managed`] -> [`ManagedMemory`] ([`managed::MEM_ATTACH_GLOBAL`], [`managed::MEM_ATTACH_HOST`]) |
-//! | `hipMemPrefetchAsync` | [`Device::mem_prefetch_async`] ([`managed::CPU_DEVICE_ID`] for the host) |
-//! | `hipMemAdvise` | [`Device::mem_advise`] ([`MemoryAdvise`]) |
-//! | `hipMemRangeGetAttribute(s)` | [`Device::mem_range_get_attribute`], [`Device::mem_range_get_attributes`] ([`MemRangeAttribute`]) |
-//! | `hipStreamAttachMemAsync` (`cuStreamAttachMemAsync`) | [`Stream::attach_mem_async`] ([`managed::MEM_ATTACH_SINGLE`], ...) |
+//! | `hipMemPoolSetAccess`, `hipMemPoolGetAccess` | [`MemPool::set_access`] ([`AccessDesc`]), [`MemPool::access`] ([`AccessFlags`]) |
+//! | `hipMemPoolExportToShareableHandle`, `hipMemPoolImportFromShareableHandle` | [`MemPool::export_to_shareable_handle`] ([`HandleType`]), [`Device::import_mem_pool`] |
+//! | `hipMemPoolExportPointer`, `hipMemPoolImportPointer` | [`Device::mem_pool_export_pointer`], [`MemPool::import_pointer`] -> [`PoolAlloc`] |
+//! | `hipMallocManaged` (`cuMemAllocManaged`) | [`Device::malloc_managed`] ([`AttachFlags`]) -> [`ManagedMemory`] |
+//! | `hipMemPrefetchAsync` | [`Device::mem_prefetch_async`] ([`Location::Host`] for `hipCpuDeviceId`) |
+//! | `hipMemAdvise` | [`Device::mem_advise`] ([`MemoryAdvise`], [`Location`]) |
+//! | `hipMemRangeGetAttribute(s)` | [`Device::mem_range_get_attribute`], [`Device::mem_range_get_attributes`] ([`MemRangeAttribute`]); typed: [`Device::mem_range_attributes`] |
+//! | `hipStreamAttachMemAsync` (`cuStreamAttachMemAsync`) | [`Stream::attach_mem_async`] ([`AttachFlags`]) |
 //! | `hipMemAddressReserve`, `hipMemAddressFree` | [`Device::mem_address_reserve`], [`Device::mem_address_free`] |
 //! | `hipMemCreate`, `hipMemRelease` | [`Device::mem_create`] ([`MemAllocationProp`]) -> [`MemHandle`], [`Device::mem_release`] |
 //! | `hipMemMap`, `hipMemUnmap` | [`Device::mem_map`], [`Device::mem_unmap`] |
-//! | `hipMemSetAccess`, `hipMemGetAccess` | [`Device::mem_set_access`] ([`MemAccessDesc`], [`MemLocation`]), [`Device::mem_get_access`] |
-//! | `hipMemGetAllocationGranularity`, `hipMemGetAllocationPropertiesFromHandle`, `hipMemRetainAllocationHandle` | [`Device::mem_get_allocation_granularity`], [`Device::mem_get_allocation_properties_from_handle`], [`Device::mem_retain_allocation_handle`] |
-//! | `hipMemExportToShareableHandle`, `hipMemImportFromShareableHandle` | [`Device::mem_export_to_shareable_handle`], [`Device::mem_import_from_shareable_handle`] |
+//! | `hipMemSetAccess`, `hipMemGetAccess` | [`Device::mem_set_access`] ([`AccessDesc`], [`Location`]), [`Device::mem_get_access`] ([`AccessFlags`]) |
+//! | `hipMemGetAllocationGranularity`, `hipMemGetAllocationPropertiesFromHandle`, `hipMemRetainAllocationHandle` | [`Device::mem_get_allocation_granularity`] ([`GranularityOption`]), [`Device::mem_get_allocation_properties_from_handle`], [`Device::mem_retain_allocation_handle`] |
+//! | `hipMemExportToShareableHandle`, `hipMemImportFromShareableHandle` | [`Device::mem_export_to_shareable_handle`], [`Device::mem_import_from_shareable_handle`] ([`HandleType`]) |
 //! | `hipMemMapArrayAsync` | [`Device::mem_map_array_async`] (NotSupported, as the seed says) |
 //! | `hipDeviceGetAttribute`, `hipDeviceLaunchBlocking` | not provided (the seeds mention them; kfdrt has no device-attribute query yet) |
 //! | `hipError_t` | [`Error`] with [`ErrorKind`] (`hipErrorNotReady` = [`ErrorKind::NotReady`], ...) |
 #![deny(missing_docs)]
 
-pub mod device_select;
-pub mod error;
-
-pub use device_select::{open_backend, DeviceSpec, DEVICE_ENV};
-pub use error::{Error, ErrorKind, Result};
-pub use kfd;
-pub mod callback;
-pub mod cmd;
-pub mod copy;
-pub mod device;
+mod callback;
+mod cmd;
+mod copy;
+mod device;
+mod device_select;
+mod error;
 pub mod event;
-pub mod hdp;
-pub mod hsa;
-pub mod launch;
+mod hdp;
+mod hsa;
+mod launch;
 pub mod managed;
-pub mod memory;
+mod memory;
 pub mod mempool;
-pub mod module;
-pub mod queue;
+mod module;
+mod queue;
 mod queue_error;
-pub mod sdma;
-pub mod signal;
-#[doc(hidden)]
-pub mod soak;
+mod sdma;
+mod signal;
+mod soak;
 pub mod staging;
 pub mod stream;
-pub mod va;
+mod types;
+mod va;
 pub mod vmm;
 
 pub use codeobj;
+pub use kfd;
+
+pub use callback::Callback;
 pub use device::{Device, Gpu};
-pub use event::Event;
+pub use device_select::{open_backend, DeviceSpec, DEVICE_ENV};
+pub use error::{Error, ErrorKind, Result};
+pub use event::{Event, GPU_TIMESTAMP_HZ};
 pub use launch::{Dim3, KernelArgs};
-pub use managed::{ManagedMemory, MemRangeAttribute, MemoryAdvise};
+pub use managed::{Attachment, CoherencyMode, ManagedMemory, MemRangeAttribute, MemoryAdvise};
 pub use memory::{Buffer, MemoryKind};
-pub use mempool::{MemPool, PoolAttr, PoolProps};
+pub use mempool::{MemPool, PoolAlloc, PoolAttr, PoolProps, PtrExportData};
 pub use module::{Kernel, KernelAttributes, Module};
-pub use signal::Signal;
 pub use stream::Stream;
-pub use vmm::{MemAccessDesc, MemAllocationProp, MemHandle, MemLocation};
+pub use types::{
+    AccessDesc, AccessFlags, AllocationType, AttachFlags, EventFlags, GranularityOption,
+    HandleType, Location, StreamFlags, WaitCompare, WriteValueFlags,
+};
+pub use vmm::{MemAllocFlags, MemAllocationProp, MemHandle};
+
+/// Internals that kfdrt's own tools use: the `kfdrt check` suite drives hardware queues
+/// and packets directly, `kfdrt bench` and the soak test reach the runtime's knobs. Not a
+/// stable API: it changes with the runtime.
+#[doc(hidden)]
+pub mod raw {
+    pub use crate::cmd::{condition_holds, Target};
+    pub use crate::copy::CHUNK;
+    pub use crate::device::MIN_KFD_MINOR;
+    pub use crate::mempool::suballoc::rounded_size;
+    pub use crate::queue::AqlQueue;
+    pub use crate::signal::Signal;
+    pub use crate::stream::max_hw_queues;
+    pub use crate::va::VaReservation;
+
+    /// The CP-visible layouts (`amd_signal_t`, `amd_queue_t`).
+    pub mod hsa {
+        pub use crate::hsa::*;
+    }
+
+    /// The soak test's workload (`kfdrt soak`, `tests/soak.rs`).
+    pub mod soak {
+        pub use crate::soak::*;
+    }
+}

@@ -50,25 +50,27 @@ use kfd::abi::{self, SvmAttribute};
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::stream::{Stream, StreamInner};
+use crate::types::{AttachFlags, Location};
 use crate::va::PAGE;
 
-/// `hipMemAttachGlobal`: accessible from any stream on any device.
-pub const MEM_ATTACH_GLOBAL: u32 = 0x1;
-/// `hipMemAttachHost`: the program will not access it from devices without concurrent
-/// managed access.
-pub const MEM_ATTACH_HOST: u32 = 0x2;
-/// `hipMemAttachSingle`: associated with one stream (streamAttachMemAsync only).
-pub const MEM_ATTACH_SINGLE: u32 = 0x4;
-/// `hipCpuDeviceId`: the host as a location.
-pub const CPU_DEVICE_ID: i32 = -1;
-/// `hipInvalidDeviceId`: the "undefined" location of attribute queries.
-pub const INVALID_DEVICE_ID: i32 = -2;
-/// `hipMemRangeCoherencyModeFineGrain`.
-pub const COHERENCY_FINE_GRAIN: u32 = 0;
-/// `hipMemRangeCoherencyModeCoarseGrain`.
-pub const COHERENCY_COARSE_GRAIN: u32 = 1;
-/// `hipMemRangeCoherencyModeIndeterminate` (a range mixing both).
-pub const COHERENCY_INDETERMINATE: u32 = 2;
+/// `hipMemRangeCoherencyMode`: the value of [`MemRangeAttribute::CoherencyMode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum CoherencyMode {
+    /// `hipMemRangeCoherencyModeFineGrain` (0).
+    FineGrain = 0,
+    /// `hipMemRangeCoherencyModeCoarseGrain` (1).
+    CoarseGrain = 1,
+    /// `hipMemRangeCoherencyModeIndeterminate` (2): a range mixing both.
+    Indeterminate = 2,
+}
+
+impl CoherencyMode {
+    /// HIP's value.
+    pub fn raw(self) -> u32 {
+        self as u32
+    }
+}
 
 /// `hipMemoryAdvise`, with HIP's numeric values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,15 +127,16 @@ impl MemoryAdvise {
 pub enum MemRangeAttribute {
     /// `hipMemRangeAttributeReadMostly`: an `i32`, 1 when every page is read-mostly.
     ReadMostly = 1,
-    /// `hipMemRangeAttributePreferredLocation`: an `i32` device, [`CPU_DEVICE_ID`], or
-    /// [`INVALID_DEVICE_ID`] when pages differ or none is set.
+    /// `hipMemRangeAttributePreferredLocation`: an `i32` device,
+    /// [`Location::CPU_DEVICE_ID`], or [`Location::INVALID_DEVICE_ID`] when pages differ or
+    /// none is set.
     PreferredLocation = 2,
     /// `hipMemRangeAttributeAccessedBy`: an array of `i32` devices, padded with
-    /// [`INVALID_DEVICE_ID`].
+    /// [`Location::INVALID_DEVICE_ID`].
     AccessedBy = 3,
     /// `hipMemRangeAttributeLastPrefetchLocation`: an `i32` as PreferredLocation.
     LastPrefetchLocation = 4,
-    /// `hipMemRangeAttributeCoherencyMode`: a `u32` `COHERENCY_*`.
+    /// `hipMemRangeAttributeCoherencyMode`: a `u32` [`CoherencyMode`].
     CoherencyMode = 100,
 }
 
@@ -334,18 +337,18 @@ fn attr(type_: u32, value: u32) -> SvmAttribute {
 /// # Example
 ///
 /// ```
-/// use kfdrt::managed::{CPU_DEVICE_ID, MEM_ATTACH_GLOBAL};
-/// use kfdrt::{Device, MemRangeAttribute, MemoryAdvise};
+/// use kfdrt::{AttachFlags, Device, Location, MemRangeAttribute, MemoryAdvise, WriteValueFlags};
 ///
 /// # fn main() -> kfdrt::Result<()> {
 /// let dev = Device::open()?;
 /// let s = dev.create_stream(0)?;
-/// let m = dev.malloc_managed(1 << 20, MEM_ATTACH_GLOBAL)?;
+/// let m = dev.malloc_managed(1 << 20, AttachFlags::GLOBAL)?;
 /// m.write(0, &[9u8; 16])?;
-/// dev.mem_advise(m.ptr(), 1 << 20, MemoryAdvise::SetPreferredLocation, 0)?;
-/// dev.mem_prefetch_async(m.ptr(), 1 << 20, 0, &s)?; // to GPU 0's VRAM
-/// s.write_value32(m.ptr() + 16, 5, 0)?; // the GPU writes it there
-/// dev.mem_prefetch_async(m.ptr(), 1 << 20, CPU_DEVICE_ID, &s)?; // and back
+/// let gpu0 = Location::Gpu(0);
+/// dev.mem_advise(m.ptr(), 1 << 20, MemoryAdvise::SetPreferredLocation, gpu0)?;
+/// dev.mem_prefetch_async(m.ptr(), 1 << 20, gpu0, &s)?; // to GPU 0's VRAM
+/// s.write_value32(m.ptr() + 16, 5, WriteValueFlags::DEFAULT)?; // the GPU writes it there
+/// dev.mem_prefetch_async(m.ptr(), 1 << 20, Location::Host, &s)?; // and back
 /// s.synchronize()?;
 /// let mut b = [0u8; 20];
 /// m.read(0, &mut b)?;
@@ -485,28 +488,29 @@ impl Device {
 
     /// `hipMallocManaged`: `size` bytes (rounded up to 4 KiB pages) of managed memory.
     ///
-    /// `flags` must be [`MEM_ATTACH_GLOBAL`] or [`MEM_ATTACH_HOST`] (the initial stream
+    /// `flags` must be [`AttachFlags::GLOBAL`] or [`AttachFlags::HOST`] (the initial stream
     /// association); anything else, or `size == 0`, is InvalidValue (HIP's public entry
     /// point rejects size 0). The memory is anonymous host memory registered as one SVM
     /// range with `ACCESS` for every GPU (as CLR); it starts in system memory and is
     /// zero-filled.
-    pub fn malloc_managed(&self, size: usize, flags: u32) -> Result<ManagedMemory> {
+    pub fn malloc_managed(&self, size: usize, flags: AttachFlags) -> Result<ManagedMemory> {
         let call = "hipMallocManaged";
         if size == 0 {
             return Err(Error::new(ErrorKind::InvalidValue, call, "size is 0"));
         }
-        let default = match flags {
-            MEM_ATTACH_GLOBAL => Attachment::Global,
-            MEM_ATTACH_HOST => Attachment::Host,
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::InvalidValue,
-                    call,
-                    format!(
-                        "flags {flags:#x}: must be hipMemAttachGlobal (1) or hipMemAttachHost (2)"
-                    ),
-                ))
-            }
+        let default = if flags == AttachFlags::GLOBAL {
+            Attachment::Global
+        } else if flags == AttachFlags::HOST {
+            Attachment::Host
+        } else {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!(
+                    "flags {:#x}: must be hipMemAttachGlobal (1) or hipMemAttachHost (2)",
+                    flags.bits()
+                ),
+            ));
         };
         let mapped = size.checked_next_multiple_of(PAGE).ok_or_else(|| {
             Error::new(
@@ -589,19 +593,17 @@ impl Device {
         }
     }
 
-    /// A device argument: `Ok(None)` for [`CPU_DEVICE_ID`], `Ok(Some(index))` for a GPU,
-    /// InvalidDevice otherwise (`hipErrorInvalidDevice`, as CLR).
-    fn location(&self, call: &'static str, device: i32) -> Result<Option<usize>> {
-        if device == CPU_DEVICE_ID {
-            return Ok(None);
-        }
-        match usize::try_from(device) {
-            Ok(i) if i < self.inner.gpus.len() => Ok(Some(i)),
-            _ => Err(Error::new(
+    /// A location argument: `Ok(None)` for the host, `Ok(Some(index))` for a GPU of the
+    /// device, InvalidDevice for a GPU it does not have (`hipErrorInvalidDevice`, as CLR).
+    fn location(&self, call: &'static str, device: Location) -> Result<Option<usize>> {
+        match device {
+            Location::Host => Ok(None),
+            Location::Gpu(i) if i < self.inner.gpus.len() => Ok(Some(i)),
+            Location::Gpu(i) => Err(Error::new(
                 ErrorKind::InvalidDevice,
                 call,
                 format!(
-                    "device {device}: expected -1 (CPU) or 0..{}",
+                    "device {i}: expected the host or a GPU 0..{}",
                     self.inner.gpus.len()
                 ),
             )),
@@ -609,7 +611,7 @@ impl Device {
     }
 
     /// `hipMemPrefetchAsync`: migrate `[ptr, ptr+count)` (rounded to pages) to GPU
-    /// `device`'s VRAM, or to system memory for [`CPU_DEVICE_ID`], in the order of
+    /// `device`'s VRAM, or to system memory for [`Location::Host`], in the order of
     /// `stream` (see [`crate::managed`] for how). The bytes are preserved.
     ///
     /// Errors: null pointer or zero count, or a range running past its managed allocation:
@@ -620,7 +622,7 @@ impl Device {
         &self,
         ptr: u64,
         count: usize,
-        device: i32,
+        device: Location,
         stream: &Stream,
     ) -> Result<()> {
         let call = "hipMemPrefetchAsync";
@@ -679,7 +681,7 @@ impl Device {
     /// `hipMemAdvise` over `[ptr, ptr+count)`, rounded to CPU pages (start down, end up),
     /// mapped to SVM attributes as the table in [`crate::managed`] shows.
     ///
-    /// `device` is a GPU index or [`CPU_DEVICE_ID`]; it is ignored for the read-mostly
+    /// `device` is a GPU or [`Location::Host`]; it is ignored for the read-mostly
     /// advices (as CLR). SetAccessedBy / UnsetAccessedBy for the CPU have no KFD attribute
     /// (the CPU always reaches SVM memory) and are recorded per page by kfdrt, so that
     /// memRangeGetAttribute(AccessedBy) reports them as CUDA does. The coarse-grain
@@ -692,7 +694,7 @@ impl Device {
         ptr: u64,
         count: usize,
         advice: MemoryAdvise,
-        device: i32,
+        device: Location,
     ) -> Result<()> {
         let call = "hipMemAdvise";
         let (s, e) = page_range(call, ptr, count)?;
@@ -757,8 +759,8 @@ impl Device {
     }
 
     /// Every attribute of `[ptr, ptr+count)` at once (one GET_ATTR), typed. Mixed ranges
-    /// give the "undefined" values: locations [`INVALID_DEVICE_ID`], read-mostly 0,
-    /// coherency [`COHERENCY_INDETERMINATE`], and only the devices that access every page
+    /// give the "undefined" values: locations `None`, read-mostly 0,
+    /// coherency [`CoherencyMode::Indeterminate`], and only the devices that access every page
     /// in place in `accessed_by` (GPUs in index order, then the CPU as -1).
     pub fn mem_range_attributes(&self, ptr: u64, count: usize) -> Result<RangeAttributes> {
         let call = "hipMemRangeGetAttribute";
@@ -782,33 +784,32 @@ impl Device {
             &mut q,
         )
         .map_err(|x| svm_err(call, x))?;
-        let loc = |v: u32| -> i32 {
+        let loc = |v: u32| -> Option<Location> {
             match v {
-                KFD_IOCTL_SVM_LOCATION_SYSMEM => CPU_DEVICE_ID,
-                KFD_IOCTL_SVM_LOCATION_UNDEFINED => INVALID_DEVICE_ID,
+                KFD_IOCTL_SVM_LOCATION_SYSMEM => Some(Location::Host),
+                KFD_IOCTL_SVM_LOCATION_UNDEFINED => None,
                 g => self
                     .inner
                     .gpus
                     .iter()
                     .position(|x| x.gpu_id == g)
-                    .map(|i| i as i32)
-                    .unwrap_or(INVALID_DEVICE_ID),
+                    .map(Location::Gpu),
             }
         };
         let set = q[2].value;
         let clr = q[3].value;
         let coherency = if set & KFD_IOCTL_SVM_FLAG_COHERENT != 0 {
-            COHERENCY_FINE_GRAIN
+            CoherencyMode::FineGrain
         } else if clr & KFD_IOCTL_SVM_FLAG_COHERENT != 0 {
-            COHERENCY_COARSE_GRAIN
+            CoherencyMode::CoarseGrain
         } else {
-            COHERENCY_INDETERMINATE
+            CoherencyMode::Indeterminate
         };
-        let mut accessed_by: Vec<i32> = q[4..]
+        let mut accessed_by: Vec<Location> = q[4..]
             .iter()
             .enumerate()
             .filter(|(_, a)| a.type_ == KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE)
-            .map(|(i, _)| i as i32)
+            .map(|(i, _)| Location::Gpu(i))
             .collect();
         if self
             .inner
@@ -817,7 +818,7 @@ impl Device {
             .cpu_accessed_by
             .covers(s >> 12, e >> 12)
         {
-            accessed_by.push(CPU_DEVICE_ID);
+            accessed_by.push(Location::Host);
         }
         Ok(RangeAttributes {
             read_mostly: set & KFD_IOCTL_SVM_FLAG_GPU_READ_MOSTLY != 0,
@@ -833,7 +834,7 @@ impl Device {
     ///
     /// Sizes (CLR's `GetSvmAttributes`): ReadMostly, PreferredLocation,
     /// LastPrefetchLocation and CoherencyMode need exactly 4 bytes; AccessedBy a non-zero
-    /// multiple of 4 (entries beyond the accessing devices are [`INVALID_DEVICE_ID`],
+    /// multiple of 4 (entries beyond the accessing devices are [`Location::INVALID_DEVICE_ID`],
     /// devices beyond the array are left out). Anything else, an empty `data`, a null
     /// pointer, a zero count, or memory that is not managed (pageable with XNACK on is
     /// accepted) is InvalidValue.
@@ -889,15 +890,17 @@ impl Device {
                     d.copy_from_slice(&(r.read_mostly as i32).to_ne_bytes())
                 }
                 MemRangeAttribute::PreferredLocation => {
-                    d.copy_from_slice(&r.preferred_location.to_ne_bytes())
+                    d.copy_from_slice(&device_id(r.preferred_location).to_ne_bytes())
                 }
                 MemRangeAttribute::LastPrefetchLocation => {
-                    d.copy_from_slice(&r.last_prefetch_location.to_ne_bytes())
+                    d.copy_from_slice(&device_id(r.last_prefetch_location).to_ne_bytes())
                 }
-                MemRangeAttribute::CoherencyMode => d.copy_from_slice(&r.coherency.to_ne_bytes()),
+                MemRangeAttribute::CoherencyMode => {
+                    d.copy_from_slice(&r.coherency.raw().to_ne_bytes())
+                }
                 MemRangeAttribute::AccessedBy => {
                     for (i, c) in d.chunks_exact_mut(4).enumerate() {
-                        let v = r.accessed_by.get(i).copied().unwrap_or(INVALID_DEVICE_ID);
+                        let v = device_id(r.accessed_by.get(i).copied());
                         c.copy_from_slice(&v.to_ne_bytes());
                     }
                 }
@@ -908,7 +911,7 @@ impl Device {
 
     /// The current stream association of the managed allocation holding `ptr` (or of the
     /// pageable range attached at `ptr`): the last attach that took effect, or the
-    /// allocation's default ([`MEM_ATTACH_GLOBAL`] / [`MEM_ATTACH_HOST`] from
+    /// allocation's default ([`AttachFlags::GLOBAL`] / [`AttachFlags::HOST`] from
     /// `malloc_managed`; Global for pageable memory) once the attached stream has been
     /// destroyed and its work has completed.
     pub fn mem_attachment(&self, ptr: u64) -> Result<Attachment> {
@@ -961,55 +964,65 @@ impl Device {
 pub struct RangeAttributes {
     /// Every page is read-mostly.
     pub read_mostly: bool,
-    /// Common preferred location (GPU index, -1 CPU, -2 undefined / mixed).
-    pub preferred_location: i32,
-    /// Devices that access every page in place (GPU indices ascending, then -1).
-    pub accessed_by: Vec<i32>,
+    /// Common preferred location; `None` when pages differ or none is set
+    /// (`hipInvalidDeviceId`).
+    pub preferred_location: Option<Location>,
+    /// Locations that access every page in place (GPUs ascending, then the host).
+    pub accessed_by: Vec<Location>,
     /// Common last prefetch location (as `preferred_location`).
-    pub last_prefetch_location: i32,
-    /// `COHERENCY_*`.
-    pub coherency: u32,
+    pub last_prefetch_location: Option<Location>,
+    /// Coherency of the range.
+    pub coherency: CoherencyMode,
+}
+
+/// The `i32` HIP writes for a location in attribute data (`hipInvalidDeviceId` for none).
+fn device_id(l: Option<Location>) -> i32 {
+    l.map_or(Location::INVALID_DEVICE_ID, Location::device_id)
 }
 
 impl Stream {
     /// `hipStreamAttachMemAsync` (`cuStreamAttachMemAsync` rules): after the stream's
     /// earlier work, associate `length` bytes at `ptr` with `flags`
-    /// ([`MEM_ATTACH_GLOBAL`], [`MEM_ATTACH_HOST`] or [`MEM_ATTACH_SINGLE`] = this
+    /// ([`AttachFlags::GLOBAL`], [`AttachFlags::HOST`] or [`AttachFlags::SINGLE`] = this
     /// stream), replacing any earlier association.
     ///
     /// Rules: for managed memory `length` must be 0 or the whole allocation's size (both
     /// mean the whole allocation; `ptr` may point inside it with length 0); system-allocated
     /// memory needs a non-zero `length` and a device with pageable memory access (XNACK
-    /// on); `MEM_ATTACH_SINGLE` on the null stream is InvalidValue (it is no specific
+    /// on); [`AttachFlags::SINGLE`] on the null stream is InvalidValue (it is no specific
     /// stream); a null `ptr` or other flags are InvalidValue. When the stream is destroyed
     /// the association reverts to the allocation's default once the stream's work is done.
     ///
     /// On AMD GPUs every device has coherent access to managed memory, so the association
     /// changes no SVM attribute (CLR accepts the call and does nothing); kfdrt validates,
     /// orders and records it, readable through [`Device::mem_attachment`].
-    pub fn attach_mem_async(&self, ptr: u64, length: usize, flags: u32) -> Result<()> {
+    pub fn attach_mem_async(&self, ptr: u64, length: usize, flags: AttachFlags) -> Result<()> {
         let call = "hipStreamAttachMemAsync";
         if ptr == 0 {
             return Err(Error::new(ErrorKind::InvalidValue, call, "null pointer"));
         }
-        let assoc = match flags {
-            MEM_ATTACH_GLOBAL => Assoc::Global,
-            MEM_ATTACH_HOST => Assoc::Host,
-            MEM_ATTACH_SINGLE if self.is_null() => {
+        let assoc = if flags == AttachFlags::GLOBAL {
+            Assoc::Global
+        } else if flags == AttachFlags::HOST {
+            Assoc::Host
+        } else if flags == AttachFlags::SINGLE {
+            if self.is_null() {
                 return Err(Error::new(
                     ErrorKind::InvalidValue,
                     call,
                     "hipMemAttachSingle on the null stream",
-                ))
+                ));
             }
-            MEM_ATTACH_SINGLE => Assoc::Single(Arc::downgrade(&self.inner)),
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::InvalidValue,
-                    call,
-                    format!("flags {flags:#x}: must be Global (1), Host (2) or Single (4)"),
-                ))
-            }
+            Assoc::Single(Arc::downgrade(&self.inner))
+        } else {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!(
+                    "flags {:#x}: must be Global (1), Host (2) or Single (4)",
+                    flags.bits()
+                ),
+            ));
         };
         let dev = &self.inner.dev;
         let managed_base = {

@@ -628,8 +628,8 @@ impl Buffer {
         self.cpu_mapped || self.kind == MemoryKind::Userptr
     }
     /// The CPU pointer (valid while the buffer lives; dereference it only when
-    /// [`Buffer::is_cpu_visible`]). For device memory the HDP of its GPU is then flushed
-    /// before the next submission ([`crate::hdp`]).
+    /// [`Buffer::is_cpu_visible`]). For device memory the runtime flushes its GPU's HDP
+    /// before the next submission, so CPU writes through it reach the GPU.
     pub fn as_ptr(&self) -> *mut u8 {
         self.mark_cpu_write();
         self.va as *mut u8

@@ -8,10 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::cmd::WAIT_VALUE_GTE;
-use crate::event::EVENT_DISABLE_TIMING;
-use crate::stream::STREAM_NON_BLOCKING;
 use crate::{Buffer, Device, Event, MemoryKind, Stream};
+use crate::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -172,9 +170,9 @@ fn worker(
         .map_err(|x| e("alloc staging", x))?;
     let new_stream = |rng: &mut Rng| -> Result<Stream, String> {
         let f = if rng.below(2) == 0 {
-            STREAM_NON_BLOCKING
+            StreamFlags::NON_BLOCKING
         } else {
-            0
+            StreamFlags::DEFAULT
         };
         dev.create_stream_with_flags(gpu, f)
             .map_err(|x| e("create stream", x))
@@ -200,8 +198,12 @@ fn worker(
             0 | 1 if p.writes.len() < SLOTS => {
                 let slot = p.writes.len();
                 serial = serial.wrapping_add(1).max(1);
-                s.write_value32(slots.va() + 4 * slot as u64, serial, 0)
-                    .map_err(|x| e("write_value32", x))?;
+                s.write_value32(
+                    slots.va() + 4 * slot as u64,
+                    serial,
+                    WriteValueFlags::DEFAULT,
+                )
+                .map_err(|x| e("write_value32", x))?;
                 p.writes.push((slot, serial));
                 counts.writes.fetch_add(1, Ordering::Relaxed);
             }
@@ -209,7 +211,7 @@ fn worker(
                 // Wait for a host value, released right away by this thread.
                 flag_value += 1;
                 if flag_value % 2 == 0 {
-                    s.wait_value32(flags.va(), flag_value, WAIT_VALUE_GTE, u32::MAX)
+                    s.wait_value32(flags.va(), flag_value, WaitCompare::Gte, u32::MAX)
                         .map_err(|x| e("wait_value32", x))?;
                     flags
                         .atomic_u32(0)
@@ -220,7 +222,7 @@ fn worker(
                     // Bit 63 stays out of the mask: on gfx9 an unsigned 64-bit GEQ over
                     // bit 63 has no exact CP packet (NotSupported, see
                     // firmware-notes/firmware-rules.md); these values never reach it.
-                    s.wait_value64(flags.va() + 8, v, WAIT_VALUE_GTE, u64::MAX >> 1)
+                    s.wait_value64(flags.va() + 8, v, WaitCompare::Gte, u64::MAX >> 1)
                         .map_err(|x| e("wait_value64", x))?;
                     flags
                         .atomic_u64(8)
@@ -232,7 +234,7 @@ fn worker(
             3 => {
                 let j = (i + 1 + rng.below(streams.len() as u64 - 1) as usize) % streams.len();
                 let ev = dev
-                    .create_event(EVENT_DISABLE_TIMING)
+                    .create_event(EventFlags::DISABLE_TIMING)
                     .map_err(|x| e("create_event", x))?;
                 ev.record(s).map_err(|x| e("event record", x))?;
                 streams[j]
@@ -261,17 +263,19 @@ fn worker(
                 let a = s.malloc_async(len).map_err(|x| e("malloc_async", x))?;
                 let b = s.malloc_async(len).map_err(|x| e("malloc_async", x))?;
                 if len % 4 == 0 {
-                    s.memset_d32(a, u32::from_ne_bytes([byte; 4]), len as u64 / 4)
+                    s.memset_d32(a.va(), u32::from_ne_bytes([byte; 4]), len as u64 / 4)
                         .map_err(|x| e("memset_d32", x))?;
                 } else {
-                    s.memset(a, byte, len as u64).map_err(|x| e("memset", x))?;
+                    s.memset(a.va(), byte, len as u64)
+                        .map_err(|x| e("memset", x))?;
                 }
-                s.memcpy(b, a, len as u64).map_err(|x| e("memcpy", x))?;
-                let off = p.staging_used;
-                s.memcpy(staging.va() + off as u64, b, len as u64)
+                s.memcpy(b.va(), a.va(), len as u64)
                     .map_err(|x| e("memcpy", x))?;
-                s.free_async(a).map_err(|x| e("free_async", x))?;
-                s.free_async(b).map_err(|x| e("free_async", x))?;
+                let off = p.staging_used;
+                s.memcpy(staging.va() + off as u64, b.va(), len as u64)
+                    .map_err(|x| e("memcpy", x))?;
+                a.free_async(s).map_err(|x| e("free_async", x))?;
+                b.free_async(s).map_err(|x| e("free_async", x))?;
                 p.copies.push((off, byte, len));
                 p.staging_used = (off + len).next_multiple_of(64);
                 counts.allocs.fetch_add(2, Ordering::Relaxed);
@@ -281,7 +285,7 @@ fn worker(
             _ => {
                 // Destroy a (possibly busy) stream and replace it; its work must finish.
                 let ev = dev
-                    .create_event(EVENT_DISABLE_TIMING)
+                    .create_event(EventFlags::DISABLE_TIMING)
                     .map_err(|x| e("create_event", x))?;
                 ev.record(s).map_err(|x| e("event record", x))?;
                 p.graves.push(ev);

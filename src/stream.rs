@@ -38,20 +38,15 @@ use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::queue::{pm4_ib_packet, AqlQueue, IbSlot, DEFAULT_RING_PACKETS};
 use crate::signal::Signal;
+use crate::types::{StreamFlags, WaitCompare, WriteValueFlags};
 
 /// Initial value of a stream timeline.
 pub const TIMELINE_BASE: i64 = 1 << 62;
 
-/// `hipStreamDefault`: the stream synchronises with the null stream.
-pub const STREAM_DEFAULT: u32 = 0x0;
-/// `hipStreamNonBlocking`: no implicit synchronisation with the null stream.
-pub const STREAM_NON_BLOCKING: u32 = 0x1;
-
-/// CUDA's `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER` (0x1): the writer allows the value
-/// write to become visible before earlier writes of the stream. kfdrt accepts it and
-/// keeps the full ordering (a stronger guarantee, always correct): every write-value runs
-/// in a PM4-IB packet whose AQL header has system-scope acquire and release fences.
-pub const WRITE_VALUE_NO_MEMORY_BARRIER: u32 = 0x1;
+/// `hipStreamDefault` ([`StreamFlags::DEFAULT`]).
+pub(crate) const STREAM_DEFAULT: u32 = StreamFlags::DEFAULT.bits();
+/// `hipStreamNonBlocking` ([`StreamFlags::NON_BLOCKING`]).
+pub(crate) const STREAM_NON_BLOCKING: u32 = StreamFlags::NON_BLOCKING.bits();
 
 /// HIP's least (lowest) stream priority, as CLR reports it.
 pub const PRIORITY_LEAST: i32 = 1;
@@ -258,17 +253,15 @@ impl StreamInner {
 /// # Example
 ///
 /// ```
-/// use kfdrt::cmd::WAIT_VALUE_EQ;
-/// use kfdrt::stream::STREAM_NON_BLOCKING;
-/// use kfdrt::{Device, MemoryKind};
+/// use kfdrt::{Device, MemoryKind, StreamFlags, WaitCompare, WriteValueFlags};
 ///
 /// # fn main() -> kfdrt::Result<()> {
 /// let dev = Device::open()?;
-/// let s = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING)?;
+/// let s = dev.create_stream_with_flags(0, StreamFlags::NON_BLOCKING)?;
 /// let mem = dev.alloc(MemoryKind::Signal, 0, 4096)?;
 /// // Work runs in order: the wait sees the write before it.
-/// s.write_value64(mem.va(), 7, 0)?;
-/// s.wait_value64(mem.va(), 7, WAIT_VALUE_EQ, u64::MAX)?;
+/// s.write_value64(mem.va(), 7, WriteValueFlags::DEFAULT)?;
+/// s.wait_value64(mem.va(), 7, WaitCompare::Eq, u64::MAX)?;
 /// s.memset_d32(mem.va() + 64, 0xdead_beef, 4)?;
 /// s.synchronize()?;
 /// assert!(s.query().is_ok());
@@ -331,12 +324,12 @@ impl Device {
 
     /// `hipStreamCreate` on GPU `gpu`: a blocking stream of default priority.
     pub fn create_stream(&self, gpu: usize) -> Result<Stream> {
-        self.create_stream_with_priority(gpu, STREAM_DEFAULT, 0)
+        self.create_stream_with_priority(gpu, StreamFlags::DEFAULT, 0)
     }
 
-    /// `hipStreamCreateWithFlags`: `flags` is [`STREAM_DEFAULT`] or [`STREAM_NON_BLOCKING`];
-    /// anything else is InvalidValue.
-    pub fn create_stream_with_flags(&self, gpu: usize, flags: u32) -> Result<Stream> {
+    /// `hipStreamCreateWithFlags`: `flags` is [`StreamFlags::DEFAULT`] or
+    /// [`StreamFlags::NON_BLOCKING`].
+    pub fn create_stream_with_flags(&self, gpu: usize, flags: StreamFlags) -> Result<Stream> {
         self.create_stream_with_priority(gpu, flags, 0)
     }
 
@@ -345,10 +338,10 @@ impl Device {
     pub fn create_stream_with_priority(
         &self,
         gpu: usize,
-        flags: u32,
+        flags: StreamFlags,
         priority: i32,
     ) -> Result<Stream> {
-        Stream::create(&self.inner, gpu, flags, priority, None, false)
+        Stream::create(&self.inner, gpu, flags.bits(), priority, None, false)
     }
 
     /// `hipExtStreamCreateWithCUMask`: a stream whose queue may use only the CUs set in
@@ -476,8 +469,8 @@ impl Stream {
     }
 
     /// `hipStreamGetFlags`.
-    pub fn flags(&self) -> u32 {
-        self.inner.flags
+    pub fn flags(&self) -> StreamFlags {
+        StreamFlags::from_bits_retain(self.inner.flags)
     }
 
     /// `hipStreamGetPriority`: the clamped priority.
@@ -781,16 +774,18 @@ impl Stream {
     ///
     /// `flags` is reserved and ignored, as the HIP seed says ("reserved, ignored for now,
     /// will be used in future releases"). The one bit CUDA defines,
-    /// [`WRITE_VALUE_NO_MEMORY_BARRIER`] (0x1), only relaxes ordering; kfdrt keeps the
-    /// write ordered after all earlier writes of the stream whatever the flags.
-    pub fn write_value32(&self, addr: u64, value: u32, flags: u32) -> Result<()> {
-        self.write_value(addr, value as u64, flags, 32)
+    /// [`WriteValueFlags::NO_MEMORY_BARRIER`], only relaxes ordering; kfdrt keeps the
+    /// write ordered after all earlier writes of the stream whatever the flags: every
+    /// write-value runs in a PM4-IB packet whose AQL header has system-scope acquire and
+    /// release fences.
+    pub fn write_value32(&self, addr: u64, value: u32, flags: WriteValueFlags) -> Result<()> {
+        self.write_value(addr, value as u64, flags.bits(), 32)
     }
 
     /// `hipStreamWriteValue64` (8-byte aligned address); `flags` as for
     /// [`Stream::write_value32`] (reserved, ignored).
-    pub fn write_value64(&self, addr: u64, value: u64, flags: u32) -> Result<()> {
-        self.write_value(addr, value, flags, 64)
+    pub fn write_value64(&self, addr: u64, value: u64, flags: WriteValueFlags) -> Result<()> {
+        self.write_value(addr, value, flags.bits(), 64)
     }
 
     fn write_value(&self, addr: u64, value: u64, flags: u32, bits: u32) -> Result<()> {
@@ -799,7 +794,7 @@ impl Stream {
         } else {
             "hipStreamWriteValue64"
         };
-        // Reserved flags are ignored (seed rule); see WRITE_VALUE_NO_MEMORY_BARRIER.
+        // Reserved flags are ignored (seed rule); see WriteValueFlags.
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
         let fam = self.family()?;
@@ -810,17 +805,19 @@ impl Stream {
         Ok(())
     }
 
-    /// `hipStreamWaitValue32`: later work waits until the condition `flags` (GTE, EQ, AND,
-    /// NOR; see [`cmd::wait_condition`] for the exact tests) holds for the 32-bit value at
-    /// `addr`. The wait runs in the CP (WAIT_REG_MEM); the stream moves to a dedicated
-    /// queue so the wait never stalls another stream.
-    pub fn wait_value32(&self, addr: u64, value: u32, flags: u32, mask: u32) -> Result<()> {
-        self.wait_value(addr, value as u64, flags, mask as u64, 32)
+    /// `hipStreamWaitValue32`: later work waits until the comparison `cmp` (HIP's
+    /// `flags`; see [`WaitCompare`] for the exact tests) holds for the 32-bit value at
+    /// `addr` under `mask` (HIP's default mask is `u32::MAX`). The wait runs in the CP
+    /// (WAIT_REG_MEM); the stream moves to a dedicated queue so the wait never stalls
+    /// another stream.
+    pub fn wait_value32(&self, addr: u64, value: u32, cmp: WaitCompare, mask: u32) -> Result<()> {
+        self.wait_value(addr, value as u64, cmp.raw(), mask as u64, 32)
     }
 
-    /// `hipStreamWaitValue64` (WAIT_REG_MEM64, 8-byte aligned address).
-    pub fn wait_value64(&self, addr: u64, value: u64, flags: u32, mask: u64) -> Result<()> {
-        self.wait_value(addr, value, flags, mask, 64)
+    /// `hipStreamWaitValue64` (8-byte aligned address; WAIT_REG_MEM64 where the family has
+    /// it, else the AQL BARRIER_VALUE packet).
+    pub fn wait_value64(&self, addr: u64, value: u64, cmp: WaitCompare, mask: u64) -> Result<()> {
+        self.wait_value(addr, value, cmp.raw(), mask, 64)
     }
 
     fn wait_value(&self, addr: u64, value: u64, flags: u32, mask: u64, bits: u32) -> Result<()> {

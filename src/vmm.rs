@@ -44,60 +44,15 @@ use kfd::abi::AllocFlags;
 use crate::device::{Device, DeviceCore};
 use crate::error::{Error, ErrorKind, Result};
 use crate::stream::Stream;
+use crate::types::{
+    AccessDesc, AccessFlags, AllocationType, GranularityOption, HandleType, Location,
+};
 use crate::va::{HUGE, PAGE};
-
-/// `hipMemLocationTypeInvalid`.
-pub const MEM_LOCATION_TYPE_INVALID: u32 = 0;
-/// `hipMemLocationTypeDevice`.
-pub const MEM_LOCATION_TYPE_DEVICE: u32 = 1;
-/// `hipMemLocationTypeHost`.
-pub const MEM_LOCATION_TYPE_HOST: u32 = 2;
-/// `hipMemAllocationTypeInvalid`.
-pub const MEM_ALLOCATION_TYPE_INVALID: u32 = 0;
-/// `hipMemAllocationTypePinned`: the only allocation type.
-pub const MEM_ALLOCATION_TYPE_PINNED: u32 = 1;
-/// `hipMemHandleTypeNone`: not exportable.
-pub const MEM_HANDLE_TYPE_NONE: u32 = 0;
-/// `hipMemHandleTypePosixFileDescriptor`: a dmabuf fd.
-pub const MEM_HANDLE_TYPE_POSIX_FD: u32 = 1;
-/// `hipMemHandleTypeWin32` (NotSupported on Linux).
-pub const MEM_HANDLE_TYPE_WIN32: u32 = 2;
-/// `hipMemHandleTypeWin32Kmt` (NotSupported on Linux).
-pub const MEM_HANDLE_TYPE_WIN32_KMT: u32 = 4;
-/// `hipMemAllocationGranularityMinimum`.
-pub const GRANULARITY_MINIMUM: u32 = 0;
-/// `hipMemAllocationGranularityRecommended`.
-pub const GRANULARITY_RECOMMENDED: u32 = 1;
-/// `hipMemAccessFlagsProtNone`.
-pub const MEM_ACCESS_NONE: u64 = 0;
-/// `hipMemAccessFlagsProtRead`.
-pub const MEM_ACCESS_READ: u64 = 1;
-/// `hipMemAccessFlagsProtReadWrite`.
-pub const MEM_ACCESS_READ_WRITE: u64 = 3;
 
 /// Minimum allocation granularity (see the module docs).
 pub const MIN_GRANULARITY: usize = PAGE;
 /// Recommended allocation granularity.
 pub const RECOMMENDED_GRANULARITY: usize = HUGE;
-
-/// `hipMemLocation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct MemLocation {
-    /// `MEM_LOCATION_TYPE_*`.
-    pub type_: u32,
-    /// Device index for [`MEM_LOCATION_TYPE_DEVICE`].
-    pub id: i32,
-}
-
-impl MemLocation {
-    /// GPU `id` as a location.
-    pub fn device(id: i32) -> Self {
-        MemLocation {
-            type_: MEM_LOCATION_TYPE_DEVICE,
-            id,
-        }
-    }
-}
 
 /// `hipMemAllocationProp.allocFlags`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -112,37 +67,28 @@ pub struct MemAllocFlags {
 }
 
 /// `hipMemAllocationProp`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemAllocationProp {
-    /// `MEM_ALLOCATION_TYPE_*`: must be Pinned.
-    pub alloc_type: u32,
-    /// `MEM_HANDLE_TYPE_*` the allocation may be exported as.
-    pub requested_handle_type: u32,
-    /// Where the memory is: a device.
-    pub location: MemLocation,
+    /// `hipMemAllocationProp.type`: Pinned, the one type.
+    pub alloc_type: AllocationType,
+    /// `requestedHandleType`: how the allocation may be exported.
+    pub requested_handle_type: HandleType,
+    /// Where the memory is: a GPU (a host location is InvalidValue, as CLR).
+    pub location: Location,
     /// Allocation flags.
     pub alloc_flags: MemAllocFlags,
 }
 
 impl MemAllocationProp {
     /// Pinned VRAM of GPU `gpu`, exportable as `handle_type`.
-    pub fn device(gpu: i32, handle_type: u32) -> Self {
+    pub fn device(gpu: usize, handle_type: HandleType) -> Self {
         MemAllocationProp {
-            alloc_type: MEM_ALLOCATION_TYPE_PINNED,
+            alloc_type: AllocationType::Pinned,
             requested_handle_type: handle_type,
-            location: MemLocation::device(gpu),
+            location: Location::Gpu(gpu),
             alloc_flags: MemAllocFlags::default(),
         }
     }
-}
-
-/// `hipMemAccessDesc`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct MemAccessDesc {
-    /// The device.
-    pub location: MemLocation,
-    /// `MEM_ACCESS_*`.
-    pub flags: u64,
 }
 
 /// `hipMemGenericAllocationHandle_t`: a physical allocation.
@@ -152,21 +98,21 @@ pub struct MemAccessDesc {
 /// Reserve an address range, back it with VRAM, map it, give GPU 0 access, then undo:
 ///
 /// ```
-/// use kfdrt::vmm::{GRANULARITY_RECOMMENDED, MEM_ACCESS_READ_WRITE, MEM_HANDLE_TYPE_NONE};
-/// use kfdrt::{Device, MemAccessDesc, MemAllocationProp, MemLocation};
+/// use kfdrt::{AccessDesc, AccessFlags, Device, GranularityOption, HandleType, Location};
+/// use kfdrt::MemAllocationProp;
 ///
 /// # fn main() -> kfdrt::Result<()> {
 /// let dev = Device::open()?;
-/// let prop = MemAllocationProp::device(0, MEM_HANDLE_TYPE_NONE);
-/// let size = dev.mem_get_allocation_granularity(&prop, GRANULARITY_RECOMMENDED)?;
+/// let prop = MemAllocationProp::device(0, HandleType::None);
+/// let size = dev.mem_get_allocation_granularity(&prop, GranularityOption::Recommended)?;
 /// let va = dev.mem_address_reserve(size, 0, 0, 0)?;
 /// let handle = dev.mem_create(size, &prop, 0)?;
 /// dev.mem_map(va, size, 0, handle, 0)?;
-/// let rw = MemAccessDesc { location: MemLocation::device(0), flags: MEM_ACCESS_READ_WRITE };
+/// let rw = AccessDesc::new(Location::Gpu(0), AccessFlags::ReadWrite);
 /// dev.mem_set_access(va, size, &[rw])?;
-/// assert_eq!(dev.mem_get_access(&MemLocation::device(0), va)?, MEM_ACCESS_READ_WRITE);
+/// assert_eq!(dev.mem_get_access(Location::Gpu(0), va)?, AccessFlags::ReadWrite);
 /// let s = dev.create_stream(0)?;
-/// s.write_value32(va, 1, 0)?; // the GPU writes through the mapping
+/// s.write_value32(va, 1, kfdrt::WriteValueFlags::DEFAULT)?; // the GPU writes through the mapping
 /// s.synchronize()?;
 /// dev.mem_unmap(va, size)?;
 /// dev.mem_release(handle)?;
@@ -225,7 +171,7 @@ struct Mapping {
     /// The imported BO at this address.
     bo: u64,
     /// Access flags per GPU index.
-    access: Vec<u64>,
+    access: Vec<AccessFlags>,
     /// gpu_ids the BO is mapped on.
     mapped_on: Vec<u32>,
     va: u64,
@@ -333,41 +279,32 @@ fn inval(call: &'static str, msg: impl Into<std::borrow::Cow<'static, str>>) -> 
 }
 
 impl Device {
-    fn vmm_gpu(&self, call: &'static str, loc: &MemLocation) -> Result<usize> {
-        if loc.type_ != MEM_LOCATION_TYPE_DEVICE {
-            return Err(inval(
+    fn vmm_gpu(&self, call: &'static str, loc: Location) -> Result<usize> {
+        match loc {
+            Location::Host => Err(inval(
                 call,
-                format!(
-                    "location type {}: must be hipMemLocationTypeDevice",
-                    loc.type_
-                ),
-            ));
-        }
-        match usize::try_from(loc.id) {
-            Ok(i) if i < self.inner.gpus.len() => Ok(i),
-            _ => Err(inval(call, format!("device {} out of range", loc.id))),
+                "location is the host: must be a device (hipMemLocationTypeDevice)",
+            )),
+            Location::Gpu(i) if i < self.inner.gpus.len() => Ok(i),
+            Location::Gpu(i) => Err(inval(call, format!("device {i} out of range"))),
         }
     }
 
     /// `hipMemGetAllocationGranularity`: [`MIN_GRANULARITY`] (4 KiB) for
-    /// [`GRANULARITY_MINIMUM`], [`RECOMMENDED_GRANULARITY`] (2 MiB) for
-    /// [`GRANULARITY_RECOMMENDED`]. The property must be Pinned on a valid device and the
-    /// option one of the two (InvalidValue otherwise, as CLR).
+    /// [`GranularityOption::Minimum`], [`RECOMMENDED_GRANULARITY`] (2 MiB) for
+    /// [`GranularityOption::Recommended`]. The property must be on a valid device
+    /// (InvalidValue otherwise, as CLR).
     pub fn mem_get_allocation_granularity(
         &self,
         prop: &MemAllocationProp,
-        option: u32,
+        option: GranularityOption,
     ) -> Result<usize> {
         let call = "hipMemGetAllocationGranularity";
-        if prop.alloc_type != MEM_ALLOCATION_TYPE_PINNED {
-            return Err(inval(call, "allocation type must be Pinned"));
-        }
-        self.vmm_gpu(call, &prop.location)?;
-        match option {
-            GRANULARITY_MINIMUM => Ok(MIN_GRANULARITY),
-            GRANULARITY_RECOMMENDED => Ok(RECOMMENDED_GRANULARITY),
-            _ => Err(inval(call, format!("option {option}"))),
-        }
+        self.vmm_gpu(call, prop.location)?;
+        Ok(match option {
+            GranularityOption::Minimum => MIN_GRANULARITY,
+            GranularityOption::Recommended => RECOMMENDED_GRANULARITY,
+        })
     }
 
     /// `hipMemAddressReserve`: reserve `size` bytes (a non-zero multiple of the minimum
@@ -488,20 +425,16 @@ impl Device {
         if flags != 0 {
             return Err(inval(call, format!("flags {flags:#x} must be 0")));
         }
-        if prop.alloc_type != MEM_ALLOCATION_TYPE_PINNED {
-            return Err(inval(call, "allocation type must be Pinned"));
-        }
-        let gpu = self.vmm_gpu(call, &prop.location)?;
+        let gpu = self.vmm_gpu(call, prop.location)?;
         match prop.requested_handle_type {
-            MEM_HANDLE_TYPE_NONE | MEM_HANDLE_TYPE_POSIX_FD => {}
-            MEM_HANDLE_TYPE_WIN32 | MEM_HANDLE_TYPE_WIN32_KMT => {
+            HandleType::None | HandleType::PosixFileDescriptor => {}
+            HandleType::Win32 | HandleType::Win32Kmt => {
                 return Err(Error::new(
                     ErrorKind::NotSupported,
                     call,
                     "Win32 handle types do not exist on Linux",
                 ))
             }
-            t => return Err(inval(call, format!("handle type {t}"))),
         }
         if prop.alloc_flags.compression_type != 0 {
             return Err(Error::new(
@@ -710,7 +643,7 @@ impl Device {
                 size,
                 handle: handle.0,
                 bo,
-                access: vec![MEM_ACCESS_NONE; n],
+                access: vec![AccessFlags::None; n],
                 mapped_on: Vec::new(),
                 va: ptr,
             },
@@ -737,25 +670,19 @@ impl Device {
     }
 
     /// `hipMemSetAccess`: for every descriptor, give its device read-write
-    /// ([`MEM_ACCESS_READ_WRITE`]), read ([`MEM_ACCESS_READ`], see the module docs) or no
-    /// ([`MEM_ACCESS_NONE`]) access to `[ptr, ptr+size)`, which must be exactly a sequence
+    /// ([`AccessFlags::ReadWrite`]), read ([`AccessFlags::Read`], see the module docs) or no
+    /// ([`AccessFlags::None`]) access to `[ptr, ptr+size)`, which must be exactly a sequence
     /// of whole mappings. Locations must be valid devices and flags one of the three; no
     /// descriptor, a null pointer or zero size is InvalidValue. Nothing changes when a
     /// descriptor is invalid.
-    pub fn mem_set_access(&self, ptr: u64, size: usize, desc: &[MemAccessDesc]) -> Result<()> {
+    pub fn mem_set_access(&self, ptr: u64, size: usize, desc: &[AccessDesc]) -> Result<()> {
         let call = "hipMemSetAccess";
         if ptr == 0 || size == 0 || desc.is_empty() {
             return Err(inval(call, "null pointer, zero size or no descriptor"));
         }
         let mut wanted = Vec::with_capacity(desc.len());
         for d in desc {
-            let g = self.vmm_gpu(call, &d.location)?;
-            if !matches!(
-                d.flags,
-                MEM_ACCESS_NONE | MEM_ACCESS_READ | MEM_ACCESS_READ_WRITE
-            ) {
-                return Err(inval(call, format!("access flags {:#x}", d.flags)));
-            }
+            let g = self.vmm_gpu(call, d.location)?;
             wanted.push((g, d.flags));
         }
         let mut st = self.inner.vmm.lock();
@@ -768,12 +695,12 @@ impl Device {
             for &(g, f) in &wanted {
                 let id = self.inner.gpus[g].gpu_id;
                 let on = m.mapped_on.contains(&id);
-                if f != MEM_ACCESS_NONE && !on {
+                if f != AccessFlags::None && !on {
                     let mut n = 0;
                     kfd::ioctl::map_memory_to_gpu(b, m.bo, &[id], &mut n)
                         .map_err(|e| Error::from_kfd(call, e))?;
                     m.mapped_on.push(id);
-                } else if f == MEM_ACCESS_NONE && on {
+                } else if f == AccessFlags::None && on {
                     let mut n = 0;
                     kfd::ioctl::unmap_memory_from_gpu(b, m.bo, &[id], &mut n)
                         .map_err(|e| Error::from_kfd(call, e))?;
@@ -786,9 +713,9 @@ impl Device {
     }
 
     /// `hipMemGetAccess`: the access flags `location` has to the mapping holding `ptr`
-    /// ([`MEM_ACCESS_NONE`] until set). InvalidValue when nothing is mapped at `ptr` or the
+    /// ([`AccessFlags::None`] until set). InvalidValue when nothing is mapped at `ptr` or the
     /// location is not a valid device.
-    pub fn mem_get_access(&self, location: &MemLocation, ptr: u64) -> Result<u64> {
+    pub fn mem_get_access(&self, location: Location, ptr: u64) -> Result<AccessFlags> {
         let call = "hipMemGetAccess";
         let g = self.vmm_gpu(call, location)?;
         let st = self.inner.vmm.lock();
@@ -804,7 +731,7 @@ impl Device {
     pub fn mem_export_to_shareable_handle(
         &self,
         handle: MemHandle,
-        handle_type: u32,
+        handle_type: HandleType,
         flags: u64,
     ) -> Result<OwnedFd> {
         let call = "hipMemExportToShareableHandle";
@@ -812,22 +739,22 @@ impl Device {
             return Err(inval(call, format!("flags {flags:#x} must be 0")));
         }
         match handle_type {
-            MEM_HANDLE_TYPE_POSIX_FD => {}
-            MEM_HANDLE_TYPE_WIN32 | MEM_HANDLE_TYPE_WIN32_KMT => {
+            HandleType::PosixFileDescriptor => {}
+            HandleType::Win32 | HandleType::Win32Kmt => {
                 return Err(Error::new(
                     ErrorKind::NotSupported,
                     call,
                     "Win32 handle types do not exist on Linux",
                 ))
             }
-            t => return Err(inval(call, format!("handle type {t}"))),
+            HandleType::None => return Err(inval(call, "handle type None")),
         }
         let st = self.inner.vmm.lock();
         let a = st
             .allocs
             .get(&handle.0)
             .ok_or_else(|| inval(call, format!("unknown handle {:#x}", handle.0)))?;
-        if a.prop.requested_handle_type != MEM_HANDLE_TYPE_POSIX_FD {
+        if a.prop.requested_handle_type != HandleType::PosixFileDescriptor {
             return Err(inval(
                 call,
                 "the allocation was not created with hipMemHandleTypePosixFileDescriptor",
@@ -844,19 +771,19 @@ impl Device {
     pub fn mem_import_from_shareable_handle(
         &self,
         fd: BorrowedFd<'_>,
-        handle_type: u32,
+        handle_type: HandleType,
     ) -> Result<MemHandle> {
         let call = "hipMemImportFromShareableHandle";
         match handle_type {
-            MEM_HANDLE_TYPE_POSIX_FD => {}
-            MEM_HANDLE_TYPE_WIN32 | MEM_HANDLE_TYPE_WIN32_KMT => {
+            HandleType::PosixFileDescriptor => {}
+            HandleType::Win32 | HandleType::Win32Kmt => {
                 return Err(Error::new(
                     ErrorKind::NotSupported,
                     call,
                     "Win32 handle types do not exist on Linux",
                 ))
             }
-            t => return Err(inval(call, format!("handle type {t}"))),
+            HandleType::None => return Err(inval(call, "handle type None")),
         }
         let core = &self.inner.core;
         let info = kfd::ioctl::get_dmabuf_info(core.backend.as_ref(), fd.as_raw_fd())
@@ -877,7 +804,7 @@ impl Device {
             PhysAlloc {
                 core: core.clone(),
                 size,
-                prop: MemAllocationProp::device(gpu as i32, MEM_HANDLE_TYPE_POSIX_FD),
+                prop: MemAllocationProp::device(gpu, HandleType::PosixFileDescriptor),
                 bo: None,
                 fd: own,
                 gpu_index: gpu,

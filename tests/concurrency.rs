@@ -3,6 +3,7 @@
 
 mod common;
 
+use kfdrt::WriteValueFlags;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +34,8 @@ fn threads_enqueue_writes_and_callbacks() {
                 for i in 0..SLOTS {
                     let s = if i % 2 == 0 { &own } else { &*shared };
                     let va = mem.va() + ((t * SLOTS + i) * 4) as u64;
-                    s.write_value32(va, round, 0).unwrap();
+                    s.write_value32(va, round, WriteValueFlags::DEFAULT)
+                        .unwrap();
                 }
                 let c = counters.clone();
                 own.add_callback(

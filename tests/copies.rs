@@ -5,8 +5,8 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::{emu, settle, signal_mem};
-use kfdrt::cmd::WAIT_VALUE_EQ;
 use kfdrt::MemoryKind;
+use kfdrt::{WaitCompare, WriteValueFlags};
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2654435761) | 1;
@@ -94,7 +94,7 @@ fn copy_waits_for_earlier_work_in_its_stream() {
     let dst = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
     src.write(0, &[9u8; 4096]).unwrap();
     let s = dev.create_stream(0).unwrap();
-    s.wait_value32(flags.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    s.wait_value32(flags.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
     s.memcpy(dst.va(), src.va(), 4096).unwrap();
     settle();
@@ -148,10 +148,11 @@ fn large_copies_use_sdma_ordered_both_ways_with_compute_work() {
     s.synchronize().unwrap();
     assert!(s.sdma_queue_id().is_none(), "small copies stay on CP DMA");
     // Copy held behind a wait; a write after the copy follows it.
-    s.wait_value32(flags.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    s.wait_value32(flags.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
     s.memcpy(dst.va(), src.va(), len as u64).unwrap();
-    s.write_value32(flags.va() + 8, 42, 0).unwrap();
+    s.write_value32(flags.va() + 8, 42, WriteValueFlags::DEFAULT)
+        .unwrap();
     assert!(s.sdma_queue_id().is_some(), "a 4 MiB copy goes to SDMA");
     settle();
     let mut tail = vec![0u8; 64];

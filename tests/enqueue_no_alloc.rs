@@ -5,6 +5,7 @@
 
 mod common;
 
+use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -40,24 +41,24 @@ fn enqueue_path_does_not_allocate() {
     let dev = common::emu("emu:mi300x");
     let mem = common::signal_mem(&dev, 4096);
     let s = dev
-        .create_stream_with_flags(0, kfdrt::stream::STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
-    let ev = dev
-        .create_event(kfdrt::event::EVENT_DISABLE_TIMING)
-        .unwrap();
+    let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
     // Warm up: the stream's queue, pools and any lazy state exist after this.
     for i in 0..64 {
-        s.write_value32(mem.va(), i, 0).unwrap();
-        s.wait_value32(mem.va(), 0, kfdrt::cmd::WAIT_VALUE_GTE, 0)
+        s.write_value32(mem.va(), i, WriteValueFlags::DEFAULT)
             .unwrap();
+        s.wait_value32(mem.va(), 0, WaitCompare::Gte, 0).unwrap();
         ev.record(&s).unwrap();
     }
     s.synchronize().unwrap();
     let before = ALLOCS.with(|c| c.get());
     for i in 0..500u32 {
-        s.write_value32(mem.va(), i, 0).unwrap();
-        s.write_value64(mem.va() + 8, i as u64, 0).unwrap();
-        s.wait_value32(mem.va() + 8, 0, kfdrt::cmd::WAIT_VALUE_GTE, u32::MAX)
+        s.write_value32(mem.va(), i, WriteValueFlags::DEFAULT)
+            .unwrap();
+        s.write_value64(mem.va() + 8, i as u64, WriteValueFlags::DEFAULT)
+            .unwrap();
+        s.wait_value32(mem.va() + 8, 0, WaitCompare::Gte, u32::MAX)
             .unwrap();
         ev.record(&s).unwrap();
         let _ = s.query();
@@ -134,23 +135,23 @@ fn enqueue_path_makes_no_kfd_call() {
     let dev = kfdrt::Device::with_backend(backend.clone()).unwrap();
     let mem = dev.alloc(kfdrt::MemoryKind::Signal, 0, 4096).unwrap();
     let s = dev
-        .create_stream_with_flags(0, kfdrt::stream::STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
-    let ev = dev
-        .create_event(kfdrt::event::EVENT_DISABLE_TIMING)
-        .unwrap();
+    let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
     for i in 0..64 {
-        s.write_value32(mem.va(), i, 0).unwrap();
-        s.wait_value32(mem.va(), 0, kfdrt::cmd::WAIT_VALUE_GTE, 0)
+        s.write_value32(mem.va(), i, WriteValueFlags::DEFAULT)
             .unwrap();
+        s.wait_value32(mem.va(), 0, WaitCompare::Gte, 0).unwrap();
         ev.record(&s).unwrap();
     }
     s.synchronize().unwrap();
     let before = backend.calls.load(Ordering::Relaxed);
     for i in 0..500u32 {
-        s.write_value32(mem.va(), i, 0).unwrap();
-        s.write_value64(mem.va() + 8, i as u64, 0).unwrap();
-        s.wait_value32(mem.va() + 8, 0, kfdrt::cmd::WAIT_VALUE_GTE, u32::MAX)
+        s.write_value32(mem.va(), i, WriteValueFlags::DEFAULT)
+            .unwrap();
+        s.write_value64(mem.va() + 8, i as u64, WriteValueFlags::DEFAULT)
+            .unwrap();
+        s.wait_value32(mem.va() + 8, 0, WaitCompare::Gte, u32::MAX)
             .unwrap();
         ev.record(&s).unwrap();
         let _ = s.query();
@@ -176,7 +177,7 @@ fn kernel_launch_path_makes_no_kfd_call_and_allocates_nothing() {
     let k = m.kernel("store").unwrap();
     let out = dev.alloc(kfdrt::MemoryKind::HostPinned, 0, 4096).unwrap();
     let s = dev
-        .create_stream_with_flags(0, kfdrt::stream::STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let mut args = k.args();
     args.buffer(&out)

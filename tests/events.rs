@@ -5,17 +5,16 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::{emu, settle, signal_mem};
-use kfdrt::cmd::WAIT_VALUE_EQ;
-use kfdrt::event::{EVENT_BLOCKING_SYNC, EVENT_DEFAULT, EVENT_DISABLE_TIMING};
 use kfdrt::{ErrorKind, Event};
+use kfdrt::{EventFlags, WaitCompare, WriteValueFlags};
 
 #[test]
 fn record_query_synchronize_elapsed() {
     let dev = emu("emu:mi300x");
     let mem = signal_mem(&dev, 4096);
     let s = dev.create_stream(0).unwrap();
-    let e0 = dev.create_event(EVENT_DEFAULT).unwrap();
-    let e1 = dev.create_event(EVENT_BLOCKING_SYNC).unwrap();
+    let e0 = dev.create_event(EventFlags::DEFAULT).unwrap();
+    let e1 = dev.create_event(EventFlags::BLOCKING_SYNC).unwrap();
     // Never recorded: query succeeds, elapsed time is an error.
     e0.query().unwrap();
     assert_eq!(
@@ -23,7 +22,7 @@ fn record_query_synchronize_elapsed() {
         ErrorKind::InvalidHandle
     );
     e0.record(&s).unwrap();
-    s.wait_value32(mem.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    s.wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
     e1.record(&s).unwrap();
     settle();
@@ -44,16 +43,21 @@ fn record_query_synchronize_elapsed() {
         ms >= 19.9,
         "the GPU clock spans the host's 20 ms hold: {ms} ms"
     );
-    let nt = dev.create_event(EVENT_DISABLE_TIMING).unwrap();
+    let nt = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
     nt.record(&s).unwrap();
     nt.synchronize().unwrap();
     assert_eq!(
         Event::elapsed_ms(&e0, &nt).unwrap_err().kind(),
         ErrorKind::InvalidHandle
     );
+    // Undefined flag bits have no EventFlags value (the C ABI reports InvalidValue);
+    // the one defined flag kfdrt cannot honour is NotSupported.
+    assert_eq!(EventFlags::from_bits(0x80), None);
     assert_eq!(
-        dev.create_event(0x80).unwrap_err().kind(),
-        ErrorKind::InvalidValue
+        dev.create_event(EventFlags::INTERPROCESS)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotSupported
     );
 }
 
@@ -64,22 +68,24 @@ fn stream_wait_event_across_streams_uses_the_record_at_call_time() {
     let gate = mem.atomic_u32(0).unwrap();
     let a = dev.create_stream(0).unwrap();
     let b = dev.create_stream(0).unwrap();
-    let ev = dev.create_event(EVENT_DISABLE_TIMING).unwrap();
+    let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
 
     // Unrecorded event: no-op.
     b.wait_event(&ev, 0).unwrap();
-    b.write_value32(mem.va() + 4, 1, 0).unwrap();
+    b.write_value32(mem.va() + 4, 1, WriteValueFlags::DEFAULT)
+        .unwrap();
     b.synchronize().unwrap();
     assert_eq!(mem.atomic_u32(4).unwrap().load(Ordering::Acquire), 1);
 
     // b waits for a's record, which sits behind a's wait on the gate.
-    a.wait_value32(mem.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    a.wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
     ev.record(&a).unwrap();
     b.wait_event(&ev, 0).unwrap();
-    b.write_value32(mem.va() + 4, 2, 0).unwrap();
+    b.write_value32(mem.va() + 4, 2, WriteValueFlags::DEFAULT)
+        .unwrap();
     // Re-recording later does not change what b already waits for.
-    a.wait_value32(mem.va(), 2, WAIT_VALUE_EQ, u32::MAX)
+    a.wait_value32(mem.va(), 2, WaitCompare::Eq, u32::MAX)
         .unwrap();
     ev.record(&a).unwrap();
     settle();
@@ -115,13 +121,15 @@ fn events_across_two_emulated_gpus() {
     let mem = signal_mem(&dev, 4096);
     let s0 = dev.create_stream(0).unwrap();
     let s1 = dev.create_stream(1).unwrap();
-    let ev = dev.create_event(EVENT_DEFAULT).unwrap();
-    s0.wait_value32(mem.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    let ev = dev.create_event(EventFlags::DEFAULT).unwrap();
+    s0.wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
-    s0.write_value32(mem.va() + 4, 11, 0).unwrap();
+    s0.write_value32(mem.va() + 4, 11, WriteValueFlags::DEFAULT)
+        .unwrap();
     ev.record(&s0).unwrap();
     s1.wait_event(&ev, 0).unwrap();
-    s1.write_value32(mem.va() + 8, 22, 0).unwrap();
+    s1.write_value32(mem.va() + 8, 22, WriteValueFlags::DEFAULT)
+        .unwrap();
     settle();
     assert_eq!(
         mem.atomic_u32(8).unwrap().load(Ordering::Acquire),

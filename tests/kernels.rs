@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use common::{emu, settle, signal_mem};
 use kfd_emu::engine::QueueStatus;
 use kfd_emu::EmuBackend;
-use kfdrt::cmd::WAIT_VALUE_GTE;
 use kfdrt::{Buffer, Device, ErrorKind, Kernel, MemoryKind, Module, Stream};
+use kfdrt::{EventFlags, WaitCompare};
 
 /// (device spec, target) pairs every execution test runs on.
 const DEVICES: [(&str, &str); 2] = [("emu:mi300x", "gfx942"), ("emu:mi250x", "gfx90a")];
@@ -410,7 +410,7 @@ fn kernel_after_wait_value_waits_for_the_host() {
             .unwrap();
         args.arg(&n).unwrap();
         let s = dev.create_stream(0).unwrap();
-        s.wait_value32(mem.va(), 1, WAIT_VALUE_GTE, u32::MAX)
+        s.wait_value32(mem.va(), 1, WaitCompare::Gte, u32::MAX)
             .unwrap();
         s.launch(&k, 2, 128, 0, &args).unwrap();
         settle();
@@ -448,10 +448,10 @@ fn event_after_kernel_and_callback_see_its_output() {
         args.arg(&n).unwrap();
         let s = dev.create_stream(0).unwrap();
         // Hold the kernel so the event cannot complete before it.
-        s.wait_value32(mem.va(), 1, WAIT_VALUE_GTE, u32::MAX)
+        s.wait_value32(mem.va(), 1, WaitCompare::Gte, u32::MAX)
             .unwrap();
         s.launch(&k, 1, 64, 0, &args).unwrap();
-        let ev = dev.create_event(0).unwrap();
+        let ev = dev.create_event(EventFlags::DEFAULT).unwrap();
         ev.record(&s).unwrap();
         let seen = Arc::new(Mutex::new(None));
         let (seen2, c2) = (seen.clone(), c.clone());

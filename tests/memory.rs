@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use common::emu;
 use kfdrt::{Device, DeviceSpec, ErrorKind, MemoryKind};
+use kfdrt::{EventFlags, WaitCompare, WriteValueFlags};
 
 #[test]
 fn every_kind_is_cpu_and_gpu_visible_and_freed_on_drop() {
@@ -25,7 +26,8 @@ fn every_kind_is_cpu_and_gpu_visible_and_freed_on_drop() {
         assert_eq!(b.va() % 4096, 0);
         b.write(100, b"hello").unwrap();
         // GPU 1 writes into memory owned by GPU 0.
-        s.write_value32(b.va() + 200, 0xabcd, 0).unwrap();
+        s.write_value32(b.va() + 200, 0xabcd, WriteValueFlags::DEFAULT)
+            .unwrap();
         s.synchronize().unwrap();
         let mut out = [0u8; 5];
         b.read(100, &mut out).unwrap();
@@ -88,8 +90,12 @@ fn registered_host_memory_is_written_by_the_gpu() {
         let reg = unsafe { dev.register_host_memory(ptr, 8192) }.unwrap();
         assert_eq!(reg.kind(), MemoryKind::Userptr);
         let s = dev.create_stream(0).unwrap();
-        s.write_value64(reg.va() + 4096, 0x1122_3344_5566_7788, 0)
-            .unwrap();
+        s.write_value64(
+            reg.va() + 4096,
+            0x1122_3344_5566_7788,
+            WriteValueFlags::DEFAULT,
+        )
+        .unwrap();
         s.synchronize().unwrap();
         // SAFETY: reading our own allocation.
         let v = unsafe { core::ptr::read_volatile(ptr.add(4096) as *const u64) };
@@ -132,9 +138,9 @@ fn dropping_the_device_releases_queues_memory_and_events() {
         let host = dev.alloc(MemoryKind::HostPinned, 0, 8 << 20).unwrap();
         let s = dev.create_stream(0).unwrap();
         let t = dev.create_stream_with_cu_mask(0, &[0xff]).unwrap();
-        let e = dev.create_event(0).unwrap();
+        let e = dev.create_event(EventFlags::DEFAULT).unwrap();
         s.memcpy(mem.va(), host.va(), 4 << 20).unwrap(); // SDMA queue
-        s.wait_value32(host.va(), 0, kfdrt::cmd::WAIT_VALUE_EQ, u32::MAX)
+        s.wait_value32(host.va(), 0, WaitCompare::Eq, u32::MAX)
             .unwrap(); // dedicated queue
         e.record(&s).unwrap();
         t.wait_event(&e, 0).unwrap();
@@ -159,7 +165,8 @@ fn device_memory_of_another_gpu_faults_without_peer_access() {
     assert_eq!(v0.mapped_gpu_ids(), vec![dev.gpus()[0].gpu_id]);
     let s1 = dev.create_stream(1).unwrap();
     // The access the old runtime allowed: a CP write on GPU 1 into GPU 0's VRAM.
-    s1.write_value32(v0.va(), 7, 0).unwrap();
+    s1.write_value32(v0.va(), 7, WriteValueFlags::DEFAULT)
+        .unwrap();
     let e = s1.synchronize().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LaunchFailure, "{e}");
     assert!(e.to_string().contains("fault"), "{e}");
@@ -200,8 +207,10 @@ fn peer_access_maps_existing_and_later_buffers_and_disable_unmaps() {
     assert_eq!(own1.mapped_gpu_ids(), vec![id1]);
 
     let s1 = dev.create_stream(1).unwrap();
-    s1.write_value32(before.va() + 8, 0x11, 0).unwrap();
-    s1.write_value32(after.va() + 8, 0x22, 0).unwrap();
+    s1.write_value32(before.va() + 8, 0x11, WriteValueFlags::DEFAULT)
+        .unwrap();
+    s1.write_value32(after.va() + 8, 0x22, WriteValueFlags::DEFAULT)
+        .unwrap();
     s1.synchronize().unwrap();
     assert_eq!(before.atomic_u32(8).unwrap().load(Ordering::Acquire), 0x11);
     assert_eq!(after.atomic_u32(8).unwrap().load(Ordering::Acquire), 0x22);
@@ -217,7 +226,8 @@ fn peer_access_maps_existing_and_later_buffers_and_disable_unmaps() {
     assert_eq!(later.mapped_gpu_ids(), vec![id0]);
     // After disabling, GPU 1's access faults again.
     let s1b = dev.create_stream(1).unwrap();
-    s1b.write_value32(before.va() + 8, 0x33, 0).unwrap();
+    s1b.write_value32(before.va() + 8, 0x33, WriteValueFlags::DEFAULT)
+        .unwrap();
     assert_eq!(
         s1b.synchronize().unwrap_err().kind(),
         ErrorKind::LaunchFailure
@@ -302,7 +312,8 @@ fn device_memory_is_cpu_visible_only_on_large_bar_boards() {
     // The GPU still reaches it: write there, copy to host memory, read on the CPU.
     let host = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
     let s = dev.create_stream(0).unwrap();
-    s.write_value32(v.va() + 16, 0x5eed, 0).unwrap();
+    s.write_value32(v.va() + 16, 0x5eed, WriteValueFlags::DEFAULT)
+        .unwrap();
     s.memcpy(host.va(), v.va(), 64).unwrap();
     s.synchronize().unwrap();
     assert_eq!(host.atomic_u32(16).unwrap().load(Ordering::Acquire), 0x5eed);

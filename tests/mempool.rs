@@ -6,10 +6,9 @@ mod common;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::{emu, settle, signal_mem};
-use kfdrt::cmd::WAIT_VALUE_GTE;
-use kfdrt::mempool::{AccessDesc, AccessFlags, Location, PoolAttr, PoolProps};
-use kfdrt::stream::STREAM_NON_BLOCKING;
+use kfdrt::{AccessDesc, AccessFlags, Location, PoolAttr, PoolProps};
 use kfdrt::{Device, ErrorKind, Stream};
+use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 
 const MIB: u64 = 1 << 20;
 
@@ -33,7 +32,7 @@ fn pool(dev: &Device, follow: bool, opp: bool, internal: bool) -> kfdrt::MemPool
 
 /// Block stream `s` behind a gate word (returns the gate's address).
 fn block(s: &Stream, gate: u64) {
-    s.wait_value32(gate, 1, WAIT_VALUE_GTE, u32::MAX).unwrap();
+    s.wait_value32(gate, 1, WaitCompare::Gte, u32::MAX).unwrap();
 }
 
 #[test]
@@ -83,16 +82,19 @@ fn defaults_and_attribute_rules() {
         s.malloc_async(0).unwrap_err().kind(),
         ErrorKind::InvalidValue
     );
-    assert_eq!(s.free_async(0).unwrap_err().kind(), ErrorKind::InvalidValue);
     assert_eq!(
-        s.free_async(0x1234_0000).unwrap_err().kind(),
+        s.free_ptr_async(0).unwrap_err().kind(),
         ErrorKind::InvalidValue
     );
-    let a = s.malloc_async(100).unwrap();
-    assert_eq!(a % 256, 0);
-    s.free_async(a).unwrap();
     assert_eq!(
-        s.free_async(a).unwrap_err().kind(),
+        s.free_ptr_async(0x1234_0000).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
+    let a = s.malloc_async(100).unwrap().into_raw();
+    assert_eq!(a % 256, 0);
+    s.free_ptr_async(a).unwrap();
+    assert_eq!(
+        s.free_ptr_async(a).unwrap_err().kind(),
         ErrorKind::InvalidValue,
         "double free"
     );
@@ -118,21 +120,21 @@ fn stats_high_water_and_exact_sizes() {
     let dev = emu("emu:mi210");
     let s = dev.create_stream(0).unwrap();
     let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
-    let a = s.malloc_from_pool_async(100, &p).unwrap();
+    let a = s.malloc_from_pool_async(100, &p).unwrap().into_raw();
     assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 256);
     assert_eq!(
         p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
         2 * MIB,
         "2 MiB slab"
     );
-    let b = s.malloc_from_pool_async(1 << 20, &p).unwrap();
+    let b = s.malloc_from_pool_async(1 << 20, &p).unwrap().into_raw();
     assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 256 + MIB);
     assert_eq!(
         p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
         6 * MIB,
         "+4 MiB slab"
     );
-    let c = s.malloc_from_pool_async(3 << 20, &p).unwrap();
+    let c = s.malloc_from_pool_async(3 << 20, &p).unwrap().into_raw();
     assert_eq!(
         p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
         9 * MIB,
@@ -143,7 +145,7 @@ fn stats_high_water_and_exact_sizes() {
         256 + 4 * MIB
     );
     for x in [a, b, c] {
-        s.free_async(x).unwrap();
+        s.free_ptr_async(x).unwrap();
     }
     assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 0);
     assert_eq!(p.attribute(PoolAttr::UsedMemHigh).unwrap(), 256 + 4 * MIB);
@@ -156,14 +158,114 @@ fn stats_high_water_and_exact_sizes() {
     p.set_attribute(PoolAttr::UsedMemHigh, 0).unwrap();
     assert_eq!(p.attribute(PoolAttr::ReservedMemHigh).unwrap(), 0);
     assert_eq!(p.attribute(PoolAttr::UsedMemHigh).unwrap(), 0);
-    let d = s.malloc_from_pool_async(4096, &p).unwrap();
+    let d = s.malloc_from_pool_async(4096, &p).unwrap().into_raw();
     p.set_attribute(PoolAttr::UsedMemHigh, 0).unwrap();
     assert_eq!(
         p.attribute(PoolAttr::UsedMemHigh).unwrap(),
         4096,
         "reset to current"
     );
-    s.free_async(d).unwrap();
+    s.free_ptr_async(d).unwrap();
+}
+
+/// An owned allocation frees itself on its own stream when dropped: the free is ordered
+/// after the stream's earlier work (an unrelated stream cannot take the block while that
+/// work is held), and the same stream can reuse it at once.
+#[test]
+fn pool_alloc_drop_frees_in_stream_order() {
+    let dev = emu("emu:mi210");
+    let s = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    let other = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    let gate = signal_mem(&dev, 4096);
+    let p = pool(&dev, false, false, false);
+    block(&s, gate.va());
+    let a = s.malloc_from_pool_async(1 << 20, &p).unwrap();
+    assert_eq!(a.len(), 1 << 20);
+    let va = a.va();
+    drop(a);
+    assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 0, "freed");
+    let b = other.malloc_from_pool_async(1 << 20, &p).unwrap();
+    assert_ne!(b.va(), va, "reused before the allocating stream's work ran");
+    let c = s.malloc_from_pool_async(1 << 20, &p).unwrap();
+    assert_eq!(c.va(), va, "same-stream reuse after a drop");
+    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    drop((b, c));
+    s.synchronize().unwrap();
+    other.synchronize().unwrap();
+}
+
+/// `free_async(&stream)` frees on the stream given, not the allocating one.
+#[test]
+fn pool_alloc_free_on_another_stream() {
+    let dev = emu("emu:mi210");
+    let s1 = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    let s2 = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    let gate = signal_mem(&dev, 4096);
+    let p = pool(&dev, false, false, false);
+    let a = s1.malloc_from_pool_async(4096, &p).unwrap();
+    let va = a.va();
+    block(&s2, gate.va());
+    a.free_async(&s2).unwrap();
+    let b = s1.malloc_from_pool_async(4096, &p).unwrap();
+    assert_ne!(b.va(), va, "s1 took a block whose free waits on s2");
+    let c = s2.malloc_from_pool_async(4096, &p).unwrap();
+    assert_eq!(c.va(), va, "s2 reuses its own free in stream order");
+    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    b.free_async(&s1).unwrap();
+    c.free_async(&s2).unwrap();
+    s1.synchronize().unwrap();
+    s2.synchronize().unwrap();
+    assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 0);
+}
+
+/// An allocation outliving its stream: when the destroyed stream is still busy, the drop
+/// frees after its work; when its work is done, the memory is free at once for anyone.
+#[test]
+fn pool_alloc_outlives_its_stream() {
+    let dev = emu("emu:mi210");
+    let gate = signal_mem(&dev, 4096);
+    let p = pool(&dev, false, false, false);
+    let other = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    // Busy stream destroyed first, then the allocation dropped.
+    let s = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    block(&s, gate.va());
+    let a = s.malloc_from_pool_async(4096, &p).unwrap();
+    let busy_va = a.va();
+    drop(s);
+    drop(a);
+    let b = other.malloc_from_pool_async(4096, &p).unwrap();
+    assert_ne!(
+        b.va(),
+        busy_va,
+        "reused before the destroyed stream's work ran"
+    );
+    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    // Idle stream destroyed: nothing can use the memory any more.
+    let s = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    let c = s.malloc_from_pool_async(1 << 20, &p).unwrap();
+    let idle_va = c.va();
+    s.synchronize().unwrap();
+    drop(s);
+    drop(c);
+    let d = other.malloc_from_pool_async(1 << 20, &p).unwrap();
+    assert_eq!(d.va(), idle_va, "a finished stream's drop-free is complete");
+    drop((b, d));
+    other.synchronize().unwrap();
+    assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 0);
 }
 
 #[test]
@@ -173,13 +275,13 @@ fn same_stream_reuse_is_immediate() {
     let gate = signal_mem(&dev, 4096);
     let p = pool(&dev, false, false, false);
     block(&s, gate.va());
-    let a = s.malloc_from_pool_async(1 << 20, &p).unwrap();
-    s.free_async(a).unwrap();
+    let a = s.malloc_from_pool_async(1 << 20, &p).unwrap().into_raw();
+    s.free_ptr_async(a).unwrap();
     // The free is pending (the stream is blocked), but stream order makes reuse safe.
-    let b = s.malloc_from_pool_async(1 << 20, &p).unwrap();
+    let b = s.malloc_from_pool_async(1 << 20, &p).unwrap().into_raw();
     assert_eq!(a, b);
     gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
-    s.free_async(b).unwrap();
+    s.free_ptr_async(b).unwrap();
     s.synchronize().unwrap();
 }
 
@@ -188,26 +290,26 @@ fn no_reuse_across_unrelated_streams_until_event_dependency() {
     let dev = emu("emu:mi210");
     let gate = signal_mem(&dev, 4096);
     let s1 = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let s2 = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let p = pool(&dev, true, true, false);
     block(&s1, gate.va());
-    let a = s1.malloc_from_pool_async(4096, &p).unwrap();
-    s1.free_async(a).unwrap();
+    let a = s1.malloc_from_pool_async(4096, &p).unwrap().into_raw();
+    s1.free_ptr_async(a).unwrap();
     // Unrelated stream, free pending: new memory.
-    let b = s2.malloc_from_pool_async(4096, &p).unwrap();
+    let b = s2.malloc_from_pool_async(4096, &p).unwrap().into_raw();
     assert_ne!(a, b);
-    s2.free_async(b).unwrap();
+    s2.free_ptr_async(b).unwrap();
     // s2 waits for an event recorded after the free: the dependency exists.
-    let e = dev.create_event(0).unwrap();
+    let e = dev.create_event(EventFlags::DEFAULT).unwrap();
     e.record(&s1).unwrap();
     s2.wait_event(&e, 0).unwrap();
-    let c = s2.malloc_from_pool_async(4096, &p).unwrap();
+    let c = s2.malloc_from_pool_async(4096, &p).unwrap().into_raw();
     assert!(c == a || c == b);
-    let d = s2.malloc_from_pool_async(4096, &p).unwrap();
+    let d = s2.malloc_from_pool_async(4096, &p).unwrap().into_raw();
     assert!(d == a || d == b);
     assert_ne!(c, d);
     assert!(
@@ -215,8 +317,8 @@ fn no_reuse_across_unrelated_streams_until_event_dependency() {
         "s1 still blocked: reuse came from the dependency"
     );
     gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
-    s2.free_async(c).unwrap();
-    s2.free_async(d).unwrap();
+    s2.free_ptr_async(c).unwrap();
+    s2.free_ptr_async(d).unwrap();
     s2.synchronize().unwrap();
     s1.synchronize().unwrap();
 }
@@ -226,22 +328,22 @@ fn follow_event_dependencies_off_ignores_the_event() {
     let dev = emu("emu:mi210");
     let gate = signal_mem(&dev, 4096);
     let s1 = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let s2 = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let p = pool(&dev, false, false, false);
     block(&s1, gate.va());
-    let a = s1.malloc_from_pool_async(4096, &p).unwrap();
-    s1.free_async(a).unwrap();
-    let e = dev.create_event(0).unwrap();
+    let a = s1.malloc_from_pool_async(4096, &p).unwrap().into_raw();
+    s1.free_ptr_async(a).unwrap();
+    let e = dev.create_event(EventFlags::DEFAULT).unwrap();
     e.record(&s1).unwrap();
     s2.wait_event(&e, 0).unwrap();
-    let b = s2.malloc_from_pool_async(4096, &p).unwrap();
+    let b = s2.malloc_from_pool_async(4096, &p).unwrap().into_raw();
     assert_ne!(a, b, "FollowEventDependencies off");
     gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
-    s2.free_async(b).unwrap();
+    s2.free_ptr_async(b).unwrap();
     s1.synchronize().unwrap();
     s2.synchronize().unwrap();
 }
@@ -251,20 +353,20 @@ fn opportunistic_reuse_needs_a_completed_free() {
     for opp in [true, false] {
         let dev = emu("emu:mi210");
         let s1 = dev
-            .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+            .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
             .unwrap();
         let s2 = dev
-            .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+            .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
             .unwrap();
         let p = pool(&dev, false, opp, false);
-        let a = s1.malloc_from_pool_async(4096, &p).unwrap();
-        s1.write_value32(a, 7, 0).unwrap();
-        s1.free_async(a).unwrap();
+        let a = s1.malloc_from_pool_async(4096, &p).unwrap().into_raw();
+        s1.write_value32(a, 7, WriteValueFlags::DEFAULT).unwrap();
+        s1.free_ptr_async(a).unwrap();
         // Wait for completion without a synchronize (no host observation hook).
         common::wait_until("s1 idle", || s1.query().is_ok());
-        let b = s2.malloc_from_pool_async(4096, &p).unwrap();
+        let b = s2.malloc_from_pool_async(4096, &p).unwrap().into_raw();
         assert_eq!(a == b, opp, "opportunistic={opp}");
-        s2.free_async(b).unwrap();
+        s2.free_ptr_async(b).unwrap();
         // After a synchronize observed the free, any stream may reuse it.
         s1.synchronize().unwrap();
     }
@@ -274,25 +376,25 @@ fn opportunistic_reuse_needs_a_completed_free() {
 fn host_observed_free_is_reusable_by_any_stream() {
     let dev = emu("emu:mi210");
     let s1 = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let s2 = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let p = pool(&dev, false, false, false);
     p.set_attribute(PoolAttr::ReleaseThreshold, u64::MAX)
         .unwrap();
-    let a = s1.malloc_from_pool_async(4096, &p).unwrap();
-    s1.free_async(a).unwrap();
+    let a = s1.malloc_from_pool_async(4096, &p).unwrap().into_raw();
+    s1.free_ptr_async(a).unwrap();
     s1.synchronize().unwrap();
     assert_eq!(
         p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
         2 * MIB,
         "kept"
     );
-    let b = s2.malloc_from_pool_async(4096, &p).unwrap();
+    let b = s2.malloc_from_pool_async(4096, &p).unwrap().into_raw();
     assert_eq!(a, b);
-    s2.free_async(b).unwrap();
+    s2.free_ptr_async(b).unwrap();
 }
 
 #[test]
@@ -300,10 +402,10 @@ fn internal_dependency_is_inserted_as_ordering() {
     let dev = emu("emu:mi210");
     let gate = signal_mem(&dev, 4096);
     let s1 = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let s2 = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let p = dev
         .create_mem_pool(&PoolProps {
@@ -318,10 +420,10 @@ fn internal_dependency_is_inserted_as_ordering() {
     // Fill the pool (one 2 MiB slab of 512 KiB blocks) on s1, free it behind a gate.
     block(&s1, gate.va());
     let blocks: Vec<u64> = (0..4)
-        .map(|_| s1.malloc_from_pool_async(512 << 10, &p).unwrap())
+        .map(|_| s1.malloc_from_pool_async(512 << 10, &p).unwrap().into_raw())
         .collect();
     for &b in &blocks {
-        s1.free_async(b).unwrap();
+        s1.free_ptr_async(b).unwrap();
     }
     // Internal dependencies off: the pool is full, nothing is safe: OutOfMemory.
     p.set_attribute(PoolAttr::ReuseAllowInternalDependencies, 0)
@@ -332,11 +434,12 @@ fn internal_dependency_is_inserted_as_ordering() {
     );
     p.set_attribute(PoolAttr::ReuseAllowInternalDependencies, 1)
         .unwrap();
-    let r = s2.malloc_from_pool_async(512 << 10, &p).unwrap();
+    let r = s2.malloc_from_pool_async(512 << 10, &p).unwrap().into_raw();
     assert!(blocks.contains(&r));
     // s2's later work is now ordered after s1's free: it must not run before the gate.
     let flag = signal_mem(&dev, 4096);
-    s2.write_value32(flag.va(), 1, 0).unwrap();
+    s2.write_value32(flag.va(), 1, WriteValueFlags::DEFAULT)
+        .unwrap();
     settle();
     assert_eq!(
         flag.atomic_u32(0).unwrap().load(Ordering::Acquire),
@@ -346,7 +449,7 @@ fn internal_dependency_is_inserted_as_ordering() {
     gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
     s2.synchronize().unwrap();
     assert_eq!(flag.atomic_u32(0).unwrap().load(Ordering::Acquire), 1);
-    s2.free_async(r).unwrap();
+    s2.free_ptr_async(r).unwrap();
     s2.synchronize().unwrap();
 }
 
@@ -355,16 +458,16 @@ fn trim_to_and_threshold_exact_bytes() {
     let dev = emu("emu:mi210");
     let gate = signal_mem(&dev, 4096);
     let s = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
     p.set_attribute(PoolAttr::ReleaseThreshold, 5 * MIB)
         .unwrap();
     // Three 2 MiB allocations (a class above 1 MiB gets a dedicated chunk of its size).
     let xs: Vec<u64> = (0..3)
-        .map(|_| s.malloc_from_pool_async(2 << 20, &p).unwrap())
+        .map(|_| s.malloc_from_pool_async(2 << 20, &p).unwrap().into_raw())
         .collect();
-    let live = s.malloc_from_pool_async(4 << 20, &p).unwrap();
+    let live = s.malloc_from_pool_async(4 << 20, &p).unwrap().into_raw();
     assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 10 * MIB);
     // Outstanding allocations are never trimmed.
     p.trim_to(0).unwrap();
@@ -372,7 +475,7 @@ fn trim_to_and_threshold_exact_bytes() {
     // Frees not yet completed are kept.
     block(&s, gate.va());
     for &x in &xs {
-        s.free_async(x).unwrap();
+        s.free_ptr_async(x).unwrap();
     }
     p.trim_to(0).unwrap();
     assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 10 * MIB);
@@ -390,7 +493,7 @@ fn trim_to_and_threshold_exact_bytes() {
         4 * MIB,
         "live 4 MiB"
     );
-    s.free_async(live).unwrap();
+    s.free_ptr_async(live).unwrap();
     s.synchronize().unwrap();
     assert_eq!(
         p.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
@@ -410,7 +513,7 @@ fn destroy_with_outstanding_allocations_and_current_pool() {
     let def = dev.default_mem_pool(0).unwrap();
     dev.set_mem_pool(0, &p).unwrap();
     assert_eq!(dev.mem_pool(0).unwrap(), p);
-    let a = s.malloc_async(8192).unwrap();
+    let a = s.malloc_async(8192).unwrap().into_raw();
     assert_eq!(
         p.attribute(PoolAttr::UsedMemCurrent).unwrap(),
         8192,
@@ -427,20 +530,20 @@ fn destroy_with_outstanding_allocations_and_current_pool() {
         ErrorKind::InvalidHandle
     );
     // The allocation stays usable.
-    s.write_value32(a, 0x55, 0).unwrap();
+    s.write_value32(a, 0x55, WriteValueFlags::DEFAULT).unwrap();
     s.synchronize().unwrap();
     assert_eq!(cell(a).load(Ordering::Acquire), 0x55);
     assert_eq!(dev.mem_pool_backing_bytes(), 2 * MIB);
-    s.free_async(a).unwrap();
+    s.free_ptr_async(a).unwrap();
     s.synchronize().unwrap();
     assert_eq!(
         dev.mem_pool_backing_bytes(),
         0,
         "released after the last free"
     );
-    let b = s.malloc_async(8192).unwrap();
+    let b = s.malloc_async(8192).unwrap().into_raw();
     assert_eq!(def.attribute(PoolAttr::UsedMemCurrent).unwrap(), 8192);
-    s.free_async(b).unwrap();
+    s.free_ptr_async(b).unwrap();
     assert_eq!(p.destroy().unwrap_err().kind(), ErrorKind::InvalidHandle);
 }
 
@@ -457,9 +560,9 @@ fn set_mem_pool_rules() {
     assert_ne!(dev.mem_pool(0).unwrap(), p1);
     // A pool on GPU 1 used from a stream on GPU 0.
     let s0 = dev.create_stream(0).unwrap();
-    let a = s0.malloc_from_pool_async(4096, &p1).unwrap();
-    assert_eq!(p1.location().unwrap(), 1);
-    s0.free_async(a).unwrap();
+    let a = s0.malloc_from_pool_async(4096, &p1).unwrap().into_raw();
+    assert_eq!(p1.location().unwrap(), Location::Gpu(1));
+    s0.free_ptr_async(a).unwrap();
     s0.synchronize().unwrap();
 }
 
@@ -469,29 +572,24 @@ fn peer_access_maps_pool_memory_on_a_second_gpu() {
     let s0 = dev.create_stream(0).unwrap();
     let s1 = dev.create_stream(1).unwrap();
     let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
+    assert_eq!(p.access(Location::Gpu(0)).unwrap(), AccessFlags::ReadWrite);
+    assert_eq!(p.access(Location::Gpu(1)).unwrap(), AccessFlags::None);
     assert_eq!(
-        p.access(Location::Device(0)).unwrap(),
-        AccessFlags::ReadWrite
-    );
-    assert_eq!(p.access(Location::Device(1)).unwrap(), AccessFlags::None);
-    assert_eq!(
-        p.access(Location::Device(2)).unwrap_err().kind(),
+        p.access(Location::Gpu(2)).unwrap_err().kind(),
         ErrorKind::InvalidValue
     );
-    let a = s0.malloc_from_pool_async(4096, &p).unwrap();
+    let a = s0.malloc_from_pool_async(4096, &p).unwrap().into_raw();
     let rw1 = AccessDesc {
-        location: Location::Device(1),
+        location: Location::Gpu(1),
         flags: AccessFlags::ReadWrite,
     };
     p.set_access(&[rw1]).unwrap();
-    assert_eq!(
-        p.access(Location::Device(1)).unwrap(),
-        AccessFlags::ReadWrite
-    );
+    assert_eq!(p.access(Location::Gpu(1)).unwrap(), AccessFlags::ReadWrite);
     // Existing chunk is now mapped on GPU 1; a chunk created later too.
-    let b = s0.malloc_from_pool_async(8 << 20, &p).unwrap();
-    s1.write_value32(a, 0xa1, 0).unwrap();
-    s1.write_value32(b + 4, 0xb1, 0).unwrap();
+    let b = s0.malloc_from_pool_async(8 << 20, &p).unwrap().into_raw();
+    s1.write_value32(a, 0xa1, WriteValueFlags::DEFAULT).unwrap();
+    s1.write_value32(b + 4, 0xb1, WriteValueFlags::DEFAULT)
+        .unwrap();
     s1.synchronize().unwrap();
     assert_eq!(cell(a).load(Ordering::Acquire), 0xa1);
     assert_eq!(cell(b + 4).load(Ordering::Acquire), 0xb1);
@@ -500,19 +598,19 @@ fn peer_access_maps_pool_memory_on_a_second_gpu() {
         (AccessFlags::None, ErrorKind::InvalidValue),
     ] {
         let d = AccessDesc {
-            location: Location::Device(0),
+            location: Location::Gpu(0),
             flags: f,
         };
         assert_eq!(p.set_access(&[d]).unwrap_err().kind(), k, "{f:?}");
     }
     p.set_access(&[AccessDesc {
-        location: Location::Device(1),
+        location: Location::Gpu(1),
         flags: AccessFlags::None,
     }])
     .unwrap();
-    assert_eq!(p.access(Location::Device(1)).unwrap(), AccessFlags::None);
-    s0.free_async(a).unwrap();
-    s0.free_async(b).unwrap();
+    assert_eq!(p.access(Location::Gpu(1)).unwrap(), AccessFlags::None);
+    s0.free_ptr_async(a).unwrap();
+    s0.free_ptr_async(b).unwrap();
     s0.synchronize().unwrap();
 }
 
@@ -522,12 +620,12 @@ fn no_peer_access_faults_the_peer() {
     let s0 = dev.create_stream(0).unwrap();
     let s1 = dev.create_stream(1).unwrap();
     let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
-    let a = s0.malloc_from_pool_async(4096, &p).unwrap();
-    s1.write_value32(a, 1, 0).unwrap();
+    let a = s0.malloc_from_pool_async(4096, &p).unwrap().into_raw();
+    s1.write_value32(a, 1, WriteValueFlags::DEFAULT).unwrap();
     assert!(
         s1.synchronize().is_err(),
         "GPU 1 has no mapping of the pool"
     );
     assert_eq!(cell(a).load(Ordering::Acquire), 0);
-    s0.free_async(a).unwrap();
+    s0.free_ptr_async(a).unwrap();
 }

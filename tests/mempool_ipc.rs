@@ -8,8 +8,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use kfdrt::mempool::{HandleType, PoolAttr, PoolProps, PtrExportData};
 use kfdrt::ErrorKind;
+use kfdrt::WriteValueFlags;
+use kfdrt::{HandleType, PoolAttr, PoolProps, PtrExportData};
 
 const CHILD_ENV: &str = "KFDRT_MEMPOOL_IPC_CHILD";
 
@@ -56,12 +57,13 @@ fn child(spec: String) {
     );
     let e = pool.import_pointer(&freed).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidValue, "freed pointer: {e}");
-    let p = pool.import_pointer(&live).unwrap();
+    let p = pool.import_pointer(&live).unwrap().into_raw();
     assert_eq!(cell(p).load(Ordering::Acquire), 0xC0FFEE, "parent's data");
     // Our GPU writes into the shared memory.
-    s.write_value32(p + 4, 0xBEEF, 0).unwrap();
+    s.write_value32(p + 4, 0xBEEF, WriteValueFlags::DEFAULT)
+        .unwrap();
     s.synchronize().unwrap();
-    s.free_async(p).unwrap();
+    s.free_ptr_async(p).unwrap();
     s.synchronize().unwrap();
     pool.destroy().unwrap();
     println!("CHILD-OK");
@@ -84,12 +86,12 @@ fn ipc_pool_between_two_processes() {
             .kind(),
         ErrorKind::InvalidValue
     );
-    let a0 = s.malloc_from_pool_async(256, &plain).unwrap();
+    let a0 = s.malloc_from_pool_async(256, &plain).unwrap().into_raw();
     assert_eq!(
         dev.mem_pool_export_pointer(a0).unwrap_err().kind(),
         ErrorKind::InvalidValue
     );
-    s.free_async(a0).unwrap();
+    s.free_ptr_async(a0).unwrap();
 
     let pool = dev
         .create_mem_pool(&PoolProps {
@@ -102,14 +104,15 @@ fn ipc_pool_between_two_processes() {
         pool.attribute(PoolAttr::ReservedMemCurrent).unwrap(),
         8 << 20
     );
-    let a = s.malloc_from_pool_async(4096, &pool).unwrap();
-    let b = s.malloc_from_pool_async(4096, &pool).unwrap();
-    s.write_value32(a, 0xC0FFEE, 0).unwrap();
+    let a = s.malloc_from_pool_async(4096, &pool).unwrap().into_raw();
+    let b = s.malloc_from_pool_async(4096, &pool).unwrap().into_raw();
+    s.write_value32(a, 0xC0FFEE, WriteValueFlags::DEFAULT)
+        .unwrap();
     s.synchronize().unwrap();
     let live = dev.mem_pool_export_pointer(a).unwrap();
     assert_eq!(dev.mem_pool_export_pointer(a).unwrap(), live, "stable");
     let freed = dev.mem_pool_export_pointer(b).unwrap();
-    s.free_async(b).unwrap();
+    s.free_ptr_async(b).unwrap();
     let fd = pool
         .export_to_shareable_handle(HandleType::PosixFileDescriptor, 0)
         .unwrap();
@@ -137,7 +140,7 @@ fn ipc_pool_between_two_processes() {
         0xBEEF,
         "child's GPU write"
     );
-    s.free_async(a).unwrap();
+    s.free_ptr_async(a).unwrap();
     s.synchronize().unwrap();
     pool.destroy().unwrap();
     s.synchronize().unwrap();

@@ -9,12 +9,10 @@ mod common;
 
 use std::sync::atomic::Ordering;
 
-use kfdrt::cmd::WAIT_VALUE_GTE;
-use kfdrt::event::EVENT_DISABLE_TIMING;
-use kfdrt::mempool::suballoc::rounded_size;
 use kfdrt::mempool::{PoolAttr, PoolProps};
-use kfdrt::stream::STREAM_NON_BLOCKING;
-use kfdrt::Event;
+use kfdrt::raw::rounded_size;
+use kfdrt::{Event, PoolAlloc};
+use kfdrt::{EventFlags, StreamFlags, WaitCompare};
 use proptest::prelude::*;
 
 const NS: usize = 3;
@@ -57,7 +55,7 @@ proptest! {
         let dev = common::emu("emu:mi210");
         let gate = common::signal_mem(&dev, 4096);
         let streams: Vec<_> = (0..NS)
-            .map(|_| dev.create_stream_with_flags(0, STREAM_NON_BLOCKING).unwrap())
+            .map(|_| dev.create_stream_with_flags(0, StreamFlags::NON_BLOCKING).unwrap())
             .collect();
         let pool = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
         pool.set_attribute(PoolAttr::ReuseFollowEventDependencies, follow.into()).unwrap();
@@ -70,15 +68,15 @@ proptest! {
         let mut vc = [[0u64; NS]; NS];
         let mut host = [0u64; NS];
         let mut events: Vec<Option<(Event, [u64; NS])>> = (0..NS).map(|_| None).collect();
-        let mut live: Vec<(u64, u64, usize)> = Vec::new();
+        let mut live: Vec<(u64, u64, usize, PoolAlloc)> = Vec::new();
         let mut freed: Vec<Freed> = Vec::new();
         let mut used_high = 0u64;
         for o in ops {
             match o {
                 Op::Alloc(s, size) => {
                     let a = streams[s].malloc_from_pool_async(size, &pool).unwrap();
-                    let (start, end) = (a, a + rounded_size(size) as u64);
-                    for &(ls, le, _) in &live {
+                    let (start, end) = (a.va(), a.va() + rounded_size(size) as u64);
+                    for &(ls, le, _, _) in &live {
                         prop_assert!(end <= ls || start >= le, "overlaps a live allocation");
                     }
                     for f in freed.iter().filter(|f| start < f.end && f.start < end) {
@@ -90,20 +88,20 @@ proptest! {
                         }
                     }
                     freed.retain(|f| end <= f.start || start >= f.end);
-                    live.push((start, end, s));
+                    live.push((start, end, s, a));
                 }
                 Op::Free(s, i) => {
                     if live.is_empty() { continue; }
-                    let (start, end, _) = live.swap_remove(i % live.len());
+                    let (start, end, _, a) = live.swap_remove(i % live.len());
                     // A free submits nothing: its point is the stream's work so far, the
                     // same point an event recorded just before it captures.
-                    streams[s].free_async(start).unwrap();
-                    let probe = dev.create_event(EVENT_DISABLE_TIMING).unwrap();
+                    a.free_async(&streams[s]).unwrap();
+                    let probe = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
                     probe.record(&streams[s]).unwrap();
                     freed.push(Freed { start, end, stream: s, pos: count[s], done_probe: probe, observed: false });
                 }
                 Op::Record(s) => {
-                    let e = dev.create_event(EVENT_DISABLE_TIMING).unwrap();
+                    let e = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
                     e.record(&streams[s]).unwrap();
                     let mut c = vc[s];
                     c[s] = count[s];
@@ -128,7 +126,7 @@ proptest! {
                     }
                 }
                 Op::Block(s) => {
-                    streams[s].wait_value32(gate.va(), gate_val + 1, WAIT_VALUE_GTE, u32::MAX).unwrap();
+                    streams[s].wait_value32(gate.va(), gate_val + 1, WaitCompare::Gte, u32::MAX).unwrap();
                     count[s] += 1;
                 }
             }

@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{emu, signal_mem, wait_until};
-use kfdrt::cmd::WAIT_VALUE_EQ;
-use kfdrt::stream::STREAM_NON_BLOCKING;
 use kfdrt::ErrorKind;
+use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 
 /// Defect 1: X waited on an event of Y; Y and the event are gone, Z reuses Y's timeline
 /// slot and frees a block while blocked. X must not be handed Z's block (X has no
@@ -21,20 +20,19 @@ fn recycled_timeline_slot_does_not_leak_ordering_to_another_stream() {
     let dev = emu("emu:mi210");
     let mem = signal_mem(&dev, 4096);
     let x = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let y = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     // Y is busy (held by a wait), with many packets so its point is far along.
-    y.wait_value32(mem.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    y.wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
     for i in 0..16 {
-        y.write_value32(mem.va() + 64, i, 0).unwrap();
+        y.write_value32(mem.va() + 64, i, WriteValueFlags::DEFAULT)
+            .unwrap();
     }
-    let ev = dev
-        .create_event(kfdrt::event::EVENT_DISABLE_TIMING)
-        .unwrap();
+    let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
     ev.record(&y).unwrap();
     x.wait_event(&ev, 0).unwrap();
     mem.atomic_u32(0).unwrap().store(1, Ordering::Release);
@@ -44,21 +42,21 @@ fn recycled_timeline_slot_does_not_leak_ordering_to_another_stream() {
     drop(y);
     // Z gets the recycled slot, is blocked, and frees a block it filled.
     let z = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
-    z.wait_value32(mem.va() + 128, 1, WAIT_VALUE_EQ, u32::MAX)
+    z.wait_value32(mem.va() + 128, 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
-    let p = z.malloc_async(4096).unwrap();
+    let p = z.malloc_async(4096).unwrap().into_raw();
     z.memset(p, 0xaa, 4096).unwrap();
-    z.free_async(p).unwrap();
-    let q = x.malloc_async(4096).unwrap();
+    z.free_ptr_async(p).unwrap();
+    let q = x.malloc_async(4096).unwrap().into_raw();
     assert_ne!(
         q, p,
         "X was handed the block Z frees only after its blocked work"
     );
     mem.atomic_u32(128).unwrap().store(1, Ordering::Release);
     z.synchronize().unwrap();
-    x.free_async(q).unwrap();
+    x.free_ptr_async(q).unwrap();
     x.synchronize().unwrap();
 }
 
@@ -152,7 +150,7 @@ fn ring_full_behind_a_fault_returns_an_error() {
     let mut r = Ok(());
     // 0x1000 is unmapped: the first packet faults; keep submitting past the ring size.
     for _ in 0..4096 {
-        r = s.write_value32(0x1000, 1, 0);
+        r = s.write_value32(0x1000, 1, WriteValueFlags::DEFAULT);
         if r.is_err() {
             break;
         }
@@ -166,7 +164,8 @@ fn ring_full_behind_a_fault_returns_an_error() {
 fn query_reports_a_gpu_fault() {
     let dev = emu("emu:mi210");
     let s = dev.create_stream(0).unwrap();
-    s.write_value32(0x1000, 1, 0).unwrap();
+    s.write_value32(0x1000, 1, WriteValueFlags::DEFAULT)
+        .unwrap();
     wait_until(
         "query to report the fault",
         || !matches!(s.query(), Err(e) if e.kind() == ErrorKind::NotReady),
@@ -182,9 +181,9 @@ fn wait_event_of_another_device_is_refused() {
     let d2 = emu("emu:mi210");
     let mem = signal_mem(&d2, 4096);
     let s2 = d2.create_stream(0).unwrap();
-    s2.wait_value32(mem.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    s2.wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
-    let ev = d2.create_event(0).unwrap();
+    let ev = d2.create_event(EventFlags::DEFAULT).unwrap();
     ev.record(&s2).unwrap();
     let s1 = d1.create_stream(0).unwrap();
     let e = s1.wait_event(&ev, 0).unwrap_err();
@@ -201,9 +200,14 @@ fn write_value_accepts_reserved_flags() {
     let dev = emu("emu:mi210");
     let mem = signal_mem(&dev, 4096);
     let s = dev.create_stream(0).unwrap();
-    s.write_value32(mem.va(), 11, kfdrt::stream::WRITE_VALUE_NO_MEMORY_BARRIER)
+    s.write_value32(mem.va(), 11, WriteValueFlags::NO_MEMORY_BARRIER)
         .unwrap();
-    s.write_value64(mem.va() + 8, 22, 0x8000_0000).unwrap();
+    s.write_value64(
+        mem.va() + 8,
+        22,
+        WriteValueFlags::from_bits_retain(0x8000_0000),
+    )
+    .unwrap();
     s.synchronize().unwrap();
     assert_eq!(mem.atomic_u32(0).unwrap().load(Ordering::Acquire), 11);
     assert_eq!(mem.atomic_u64(8).unwrap().load(Ordering::Acquire), 22);
@@ -216,9 +220,9 @@ fn synchronize_timeout_and_event_wait_timeout() {
     let dev = emu("emu:mi210");
     let mem = signal_mem(&dev, 4096);
     let s = dev.create_stream(0).unwrap();
-    s.wait_value32(mem.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    s.wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
-    let ev = dev.create_event(0).unwrap();
+    let ev = dev.create_event(EventFlags::DEFAULT).unwrap();
     ev.record(&s).unwrap();
     let e = s
         .synchronize_timeout(Duration::from_millis(20))

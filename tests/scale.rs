@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::emu;
-use kfdrt::cmd::WAIT_VALUE_EQ;
 use kfdrt::MemoryKind;
+use kfdrt::{WaitCompare, WriteValueFlags};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -33,10 +33,14 @@ fn five_hundred_twelve_waiting_streams_all_complete() {
     let streams: Vec<_> = (0..N)
         .map(|i| {
             let s = dev.create_stream(0).unwrap();
-            s.wait_value32(flags.va() + 8 * i as u64, 1, WAIT_VALUE_EQ, u32::MAX)
+            s.wait_value32(flags.va() + 8 * i as u64, 1, WaitCompare::Eq, u32::MAX)
                 .unwrap_or_else(|e| panic!("stream {i}: {e}"));
-            s.write_value32(out.va() + 8 * i as u64, i as u32 + 1, 0)
-                .unwrap();
+            s.write_value32(
+                out.va() + 8 * i as u64,
+                i as u32 + 1,
+                WriteValueFlags::DEFAULT,
+            )
+            .unwrap();
             s
         })
         .collect();

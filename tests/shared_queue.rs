@@ -2,10 +2,10 @@
 
 mod common;
 
+use kfdrt::{WaitCompare, WriteValueFlags};
 use std::sync::atomic::Ordering;
 
 use common::{emu, signal_mem};
-use kfdrt::cmd::WAIT_VALUE_GTE;
 
 #[test]
 fn waiter_and_writer_sharing_one_queue_both_complete() {
@@ -19,12 +19,15 @@ fn waiter_and_writer_sharing_one_queue_both_complete() {
     assert_eq!(a.hw_queue_id(), b.hw_queue_id(), "one shared queue");
     assert_eq!(b.hw_queue_id(), c.hw_queue_id());
     // a waits for a value b writes afterwards.
-    a.wait_value32(mem.va(), 1, WAIT_VALUE_GTE, u32::MAX)
+    a.wait_value32(mem.va(), 1, WaitCompare::Gte, u32::MAX)
         .unwrap();
-    a.write_value32(mem.va() + 4, 2, 0).unwrap();
-    b.write_value32(mem.va(), 1, 0).unwrap();
+    a.write_value32(mem.va() + 4, 2, WriteValueFlags::DEFAULT)
+        .unwrap();
+    b.write_value32(mem.va(), 1, WriteValueFlags::DEFAULT)
+        .unwrap();
     // An unrelated stream on the shared queue is not held up by a's wait either.
-    c.write_value32(mem.va() + 8, 3, 0).unwrap();
+    c.write_value32(mem.va() + 8, 3, WriteValueFlags::DEFAULT)
+        .unwrap();
     c.synchronize().unwrap();
     b.synchronize().unwrap();
     a.synchronize().unwrap();

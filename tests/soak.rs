@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::emu;
-use kfdrt::soak::{self, Config, Counts};
+use kfdrt::raw::soak::{self, Config, Counts};
 
 #[test]
 fn soak_mixed_streams_for_twenty_seconds() {

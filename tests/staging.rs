@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{emu, signal_mem};
-use kfdrt::cmd::WAIT_VALUE_EQ;
 use kfdrt::staging::STAGING_CHUNK;
 use kfdrt::MemoryKind;
+use kfdrt::WaitCompare;
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2654435761) | 1;
@@ -52,7 +52,7 @@ fn staged_copy_waits_for_earlier_work_and_completes_before_returning() {
     let vram = dev.alloc(MemoryKind::Device, 0, 3 * STAGING_CHUNK).unwrap();
     let s = dev.create_stream(0).unwrap();
     // Gate the stream on the host flag, then fill the VRAM behind the gate.
-    s.wait_value32(flag.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    s.wait_value32(flag.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
     s.memset(vram.va(), 0x5a, vram.len() as u64).unwrap();
     let gate = flag.atomic_u32(0).unwrap();

@@ -6,18 +6,22 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use common::{emu, settle, signal_mem, wait_until};
-use kfdrt::cmd::{WAIT_VALUE_AND, WAIT_VALUE_EQ, WAIT_VALUE_GTE, WAIT_VALUE_NOR};
-use kfdrt::stream::{STREAM_DEFAULT, STREAM_NON_BLOCKING};
 use kfdrt::ErrorKind;
+use kfdrt::{StreamFlags, WaitCompare, WriteValueFlags};
 
 #[test]
 fn write_value_lands_after_synchronize() {
     let dev = emu("emu:mi300x");
     let mem = signal_mem(&dev, 4096);
     let s = dev.create_stream(0).unwrap();
-    s.write_value32(mem.va(), 0xdead_beef, 0).unwrap();
-    s.write_value64(mem.va() + 8, 0x1234_5678_9abc_def0, 0)
+    s.write_value32(mem.va(), 0xdead_beef, WriteValueFlags::DEFAULT)
         .unwrap();
+    s.write_value64(
+        mem.va() + 8,
+        0x1234_5678_9abc_def0,
+        WriteValueFlags::DEFAULT,
+    )
+    .unwrap();
     s.synchronize().unwrap();
     assert_eq!(
         mem.atomic_u32(0).unwrap().load(Ordering::Acquire),
@@ -37,9 +41,10 @@ fn wait_value_holds_later_write_until_host_releases() {
     let flag = mem.atomic_u32(0).unwrap();
     let out = mem.atomic_u32(64).unwrap();
     let s = dev.create_stream(0).unwrap();
-    s.wait_value32(mem.va(), 5, WAIT_VALUE_GTE, 0xffff_ffff)
+    s.wait_value32(mem.va(), 5, WaitCompare::Gte, 0xffff_ffff)
         .unwrap();
-    s.write_value32(mem.va() + 64, 1, 0).unwrap();
+    s.write_value32(mem.va() + 64, 1, WriteValueFlags::DEFAULT)
+        .unwrap();
     assert!(
         s.has_dedicated_queue(),
         "a stream that waits moves to its own queue"
@@ -71,19 +76,22 @@ fn wait_value_conditions_eq_and_nor_64bit_above_2_pow_32() {
     s.wait_value64(
         mem.va(),
         0x5_0000_0000,
-        WAIT_VALUE_EQ,
+        WaitCompare::Eq,
         0xffff_ffff_0000_0000,
     )
     .unwrap();
-    s.write_value64(mem.va() + 64, big, 0).unwrap();
+    s.write_value64(mem.va() + 64, big, WriteValueFlags::DEFAULT)
+        .unwrap();
     // AND: some bit of 0x8_0000_0000 set.
-    s.wait_value64(mem.va(), 0x8_0000_0000, WAIT_VALUE_AND, u64::MAX)
+    s.wait_value64(mem.va(), 0x8_0000_0000, WaitCompare::And, u64::MAX)
         .unwrap();
-    s.write_value64(mem.va() + 64, big + 1, 0).unwrap();
+    s.write_value64(mem.va() + 64, big + 1, WriteValueFlags::DEFAULT)
+        .unwrap();
     // NOR with a full mask: some bit clear in both memory and value.
-    s.wait_value64(mem.va(), 0xffff_ffff_ffff_fffe, WAIT_VALUE_NOR, u64::MAX)
+    s.wait_value64(mem.va(), 0xffff_ffff_ffff_fffe, WaitCompare::Nor, u64::MAX)
         .unwrap();
-    s.write_value64(mem.va() + 64, big + 2, 0).unwrap();
+    s.write_value64(mem.va() + 64, big + 2, WriteValueFlags::DEFAULT)
+        .unwrap();
 
     cell.store(0x4_ffff_ffff, Ordering::Release);
     settle();
@@ -118,22 +126,24 @@ fn nor_with_partial_mask_is_always_true_and_bad_flags_are_rejected() {
     mem.atomic_u32(0)
         .unwrap()
         .store(u32::MAX, Ordering::Release);
-    s.wait_value32(mem.va(), u32::MAX, WAIT_VALUE_NOR, 0xff)
+    s.wait_value32(mem.va(), u32::MAX, WaitCompare::Nor, 0xff)
         .unwrap();
-    s.write_value32(mem.va() + 4, 9, 0).unwrap();
+    s.write_value32(mem.va() + 4, 9, WriteValueFlags::DEFAULT)
+        .unwrap();
     s.synchronize().unwrap();
     assert_eq!(mem.atomic_u32(4).unwrap().load(Ordering::Acquire), 9);
+    assert_eq!(WaitCompare::from_raw(7), None); // the C ABI's InvalidValue
     assert_eq!(
-        s.wait_value32(mem.va(), 0, 7, u32::MAX).unwrap_err().kind(),
-        ErrorKind::InvalidValue
-    );
-    assert_eq!(
-        s.write_value32(mem.va() + 2, 0, 0).unwrap_err().kind(),
+        s.write_value32(mem.va() + 2, 0, WriteValueFlags::DEFAULT)
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidValue
     );
     // Non-zero write flags are reserved and ignored (seed rule; tests/robustness.rs).
     assert_eq!(
-        s.write_value64(0, 0, 0).unwrap_err().kind(),
+        s.write_value64(0, 0, WriteValueFlags::DEFAULT)
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidValue
     );
 }
@@ -146,7 +156,8 @@ fn callback_runs_once_in_order_and_holds_later_work() {
     let s = dev.create_stream(0).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let (tx, rx) = std::sync::mpsc::channel::<()>();
-    s.write_value32(mem.va(), 1, 0).unwrap();
+    s.write_value32(mem.va(), 1, WriteValueFlags::DEFAULT)
+        .unwrap();
     {
         let log = log.clone();
         let va = mem.va();
@@ -165,7 +176,8 @@ fn callback_runs_once_in_order_and_holds_later_work() {
         )
         .unwrap();
     }
-    s.write_value32(mem.va(), 2, 0).unwrap();
+    s.write_value32(mem.va(), 2, WriteValueFlags::DEFAULT)
+        .unwrap();
     {
         let log = log.clone();
         s.add_callback(move |_| log.lock().unwrap().push("cb2".into()), 0)
@@ -204,7 +216,7 @@ fn callback_may_use_other_streams() {
     let va = mem.va();
     a.add_callback(
         move |_| {
-            b2.write_value32(va, 77, 0).unwrap();
+            b2.write_value32(va, 77, WriteValueFlags::DEFAULT).unwrap();
             b2.synchronize().unwrap();
             tx.send(()).unwrap();
         },
@@ -223,16 +235,22 @@ fn null_stream_blocks_default_streams_but_not_non_blocking_ones() {
     let mem = signal_mem(&dev, 4096);
     let flag = mem.atomic_u32(0).unwrap();
     let null = dev.null_stream(0).unwrap();
-    let blocking = dev.create_stream_with_flags(0, STREAM_DEFAULT).unwrap();
+    let blocking = dev
+        .create_stream_with_flags(0, StreamFlags::DEFAULT)
+        .unwrap();
     let nonblocking = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
-    assert_eq!(blocking.flags(), STREAM_DEFAULT);
-    assert_eq!(nonblocking.flags(), STREAM_NON_BLOCKING);
-    null.wait_value32(mem.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    assert_eq!(blocking.flags(), StreamFlags::DEFAULT);
+    assert_eq!(nonblocking.flags(), StreamFlags::NON_BLOCKING);
+    null.wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
-    blocking.write_value32(mem.va() + 4, 10, 0).unwrap();
-    nonblocking.write_value32(mem.va() + 8, 20, 0).unwrap();
+    blocking
+        .write_value32(mem.va() + 4, 10, WriteValueFlags::DEFAULT)
+        .unwrap();
+    nonblocking
+        .write_value32(mem.va() + 8, 20, WriteValueFlags::DEFAULT)
+        .unwrap();
     nonblocking.synchronize().unwrap();
     assert_eq!(
         mem.atomic_u32(8).unwrap().load(Ordering::Acquire),
@@ -251,9 +269,10 @@ fn null_stream_blocks_default_streams_but_not_non_blocking_ones() {
 
     // And the other direction: null-stream work waits for a blocking stream.
     blocking
-        .wait_value32(mem.va(), 2, WAIT_VALUE_EQ, u32::MAX)
+        .wait_value32(mem.va(), 2, WaitCompare::Eq, u32::MAX)
         .unwrap();
-    null.write_value32(mem.va() + 12, 30, 0).unwrap();
+    null.write_value32(mem.va() + 12, 30, WriteValueFlags::DEFAULT)
+        .unwrap();
     settle();
     assert_eq!(
         mem.atomic_u32(12).unwrap().load(Ordering::Acquire),
@@ -271,23 +290,24 @@ fn priority_is_clamped_and_cu_mask_round_trips() {
     let dev = common::emu_exact("emu:mi210");
     assert_eq!(dev.stream_priority_range(), (1, -1));
     assert_eq!(
-        dev.create_stream_with_priority(0, 0, -7)
+        dev.create_stream_with_priority(0, StreamFlags::DEFAULT, -7)
             .unwrap()
             .priority(),
         -1
     );
     assert_eq!(
-        dev.create_stream_with_priority(0, 0, 9).unwrap().priority(),
+        dev.create_stream_with_priority(0, StreamFlags::DEFAULT, 9)
+            .unwrap()
+            .priority(),
         1
     );
     assert_eq!(
-        dev.create_stream_with_priority(0, 0, 0).unwrap().priority(),
+        dev.create_stream_with_priority(0, StreamFlags::DEFAULT, 0)
+            .unwrap()
+            .priority(),
         0
     );
-    assert_eq!(
-        dev.create_stream_with_flags(0, 4).unwrap_err().kind(),
-        ErrorKind::InvalidValue
-    );
+    assert_eq!(StreamFlags::from_bits(4), None); // the C ABI's InvalidValue
 
     // MI210: 104 CUs = 4 words; the extra word and bits past CU 103 are ignored.
     let s = dev
@@ -312,7 +332,8 @@ fn priority_is_clamped_and_cu_mask_round_trips() {
     );
     // Work still runs on the CU-masked queue.
     let mem = signal_mem(&dev, 4096);
-    s.write_value32(mem.va(), 3, 0).unwrap();
+    s.write_value32(mem.va(), 3, WriteValueFlags::DEFAULT)
+        .unwrap();
     s.synchronize().unwrap();
     assert_eq!(mem.atomic_u32(0).unwrap().load(Ordering::Acquire), 3);
 }
@@ -322,9 +343,10 @@ fn destroy_while_busy_returns_at_once_and_work_completes() {
     let dev = emu("emu:mi300x");
     let mem = signal_mem(&dev, 4096);
     let s = dev.create_stream(0).unwrap();
-    s.wait_value32(mem.va(), 1, WAIT_VALUE_EQ, u32::MAX)
+    s.wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
         .unwrap();
-    s.write_value32(mem.va() + 4, 5, 0).unwrap();
+    s.write_value32(mem.va() + 4, 5, WriteValueFlags::DEFAULT)
+        .unwrap();
     drop(s); // returns at once
     settle();
     assert_eq!(mem.atomic_u32(4).unwrap().load(Ordering::Acquire), 0);
@@ -340,15 +362,18 @@ fn queue_fault_gives_a_sticky_error_instead_of_a_hang() {
     let mem = signal_mem(&dev, 4096);
     let bad = dev.create_stream(0).unwrap();
     let good = dev
-        .create_stream_with_flags(0, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     // 0x1000 is not mapped for the GPU: the CP faults on the WRITE_DATA.
-    bad.write_value32(0x1000, 1, 0).unwrap();
+    bad.write_value32(0x1000, 1, WriteValueFlags::DEFAULT)
+        .unwrap();
     let e = bad.synchronize().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LaunchFailure, "{e}");
     assert_eq!(bad.query().unwrap_err().kind(), ErrorKind::LaunchFailure);
     assert_eq!(
-        bad.write_value32(mem.va(), 1, 0).unwrap_err().kind(),
+        bad.write_value32(mem.va(), 1, WriteValueFlags::DEFAULT)
+            .unwrap_err()
+            .kind(),
         ErrorKind::LaunchFailure
     );
     let _ = good;

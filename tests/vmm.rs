@@ -5,26 +5,20 @@ mod common;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use common::emu;
-use kfdrt::vmm::{
-    MemAllocFlags, GRANULARITY_MINIMUM, GRANULARITY_RECOMMENDED, MEM_ACCESS_NONE, MEM_ACCESS_READ,
-    MEM_ACCESS_READ_WRITE, MEM_ALLOCATION_TYPE_INVALID, MEM_HANDLE_TYPE_NONE,
-    MEM_HANDLE_TYPE_POSIX_FD, MEM_HANDLE_TYPE_WIN32, MEM_HANDLE_TYPE_WIN32_KMT,
-    MEM_LOCATION_TYPE_HOST, MEM_LOCATION_TYPE_INVALID,
+use kfdrt::{
+    AccessDesc, AccessFlags, AllocationType, Device, ErrorKind, GranularityOption, HandleType,
+    Location, MemAllocFlags, MemAllocationProp, MemoryKind,
 };
-use kfdrt::{Device, ErrorKind, MemAccessDesc, MemAllocationProp, MemLocation, MemoryKind};
 
 const MIB: usize = 1 << 20;
 const G2: usize = 2 * MIB;
 
-fn prop(gpu: i32) -> MemAllocationProp {
-    MemAllocationProp::device(gpu, MEM_HANDLE_TYPE_POSIX_FD)
+fn prop(gpu: usize) -> MemAllocationProp {
+    MemAllocationProp::device(gpu, HandleType::PosixFileDescriptor)
 }
 
-fn rw(gpu: i32) -> MemAccessDesc {
-    MemAccessDesc {
-        location: MemLocation::device(gpu),
-        flags: MEM_ACCESS_READ_WRITE,
-    }
+fn rw(gpu: usize) -> AccessDesc {
+    AccessDesc::new(Location::Gpu(gpu), AccessFlags::ReadWrite)
 }
 
 fn kind<T: std::fmt::Debug>(r: kfdrt::Result<T>) -> ErrorKind {
@@ -54,41 +48,25 @@ fn granularity() {
     let d = emu("emu:mi300x");
     let p = prop(0);
     assert_eq!(
-        d.mem_get_allocation_granularity(&p, GRANULARITY_MINIMUM)
+        d.mem_get_allocation_granularity(&p, GranularityOption::Minimum)
             .unwrap(),
         4096
     );
     assert_eq!(
-        d.mem_get_allocation_granularity(&p, GRANULARITY_RECOMMENDED)
+        d.mem_get_allocation_granularity(&p, GranularityOption::Recommended)
             .unwrap(),
         G2
     );
-    assert_eq!(
-        kind(d.mem_get_allocation_granularity(&p, 2)),
-        ErrorKind::InvalidValue
-    );
-    let mut bad = p;
-    bad.alloc_type = MEM_ALLOCATION_TYPE_INVALID;
-    assert_eq!(
-        kind(d.mem_get_allocation_granularity(&bad, 0)),
-        ErrorKind::InvalidValue
-    );
-    for loc in [
-        MemLocation {
-            type_: MEM_LOCATION_TYPE_HOST,
-            id: 0,
-        },
-        MemLocation {
-            type_: MEM_LOCATION_TYPE_INVALID,
-            id: 0,
-        },
-        MemLocation::device(1),
-        MemLocation::device(-1),
-    ] {
+    // Values HIP does not define have no Rust value (the C ABI reports InvalidValue).
+    assert_eq!(GranularityOption::from_raw(2), None);
+    assert_eq!(AllocationType::from_raw(0), None); // hipMemAllocationTypeInvalid
+    assert_eq!(Location::from_raw(Location::TYPE_INVALID, 0), None);
+    assert_eq!(Location::from_raw(Location::TYPE_DEVICE, -1), None);
+    for loc in [Location::Host, Location::Gpu(1)] {
         let mut bad = p;
         bad.location = loc;
         assert_eq!(
-            kind(d.mem_get_allocation_granularity(&bad, 0)),
+            kind(d.mem_get_allocation_granularity(&bad, GranularityOption::Minimum)),
             ErrorKind::InvalidValue,
             "{loc:?}"
         );
@@ -169,22 +147,17 @@ fn create_rules_and_vram_accounting() {
     assert_eq!(kind(d.mem_create(0, &p, 0)), ErrorKind::InvalidValue);
     assert_eq!(kind(d.mem_create(G2 + 1, &p, 0)), ErrorKind::InvalidValue);
     let mut q = p;
-    q.alloc_type = MEM_ALLOCATION_TYPE_INVALID;
+    q.location = Location::Gpu(1);
     assert_eq!(kind(d.mem_create(G2, &q, 0)), ErrorKind::InvalidValue);
     let mut q = p;
-    q.location = MemLocation::device(1);
+    q.location = Location::Host;
     assert_eq!(kind(d.mem_create(G2, &q, 0)), ErrorKind::InvalidValue);
-    let mut q = p;
-    q.location.type_ = MEM_LOCATION_TYPE_HOST;
-    assert_eq!(kind(d.mem_create(G2, &q, 0)), ErrorKind::InvalidValue);
-    for t in [MEM_HANDLE_TYPE_WIN32, MEM_HANDLE_TYPE_WIN32_KMT] {
+    for t in [HandleType::Win32, HandleType::Win32Kmt] {
         let mut q = p;
         q.requested_handle_type = t;
         assert_eq!(kind(d.mem_create(G2, &q, 0)), ErrorKind::NotSupported);
     }
-    let mut q = p;
-    q.requested_handle_type = 8;
-    assert_eq!(kind(d.mem_create(G2, &q, 0)), ErrorKind::InvalidValue);
+    assert_eq!(HandleType::from_raw(8), None);
     let mut q = p;
     q.alloc_flags = MemAllocFlags {
         compression_type: 1,
@@ -387,23 +360,23 @@ fn set_and_get_access() {
         d.mem_get_allocation_properties_from_handle(h)
             .unwrap()
             .location,
-        MemLocation::device(1)
+        Location::Gpu(1)
     );
     let r = d.mem_address_reserve(G2, 0, 0, 0).unwrap();
     d.mem_map(r, G2, 0, h, 0).unwrap();
-    let get = |g: i32| d.mem_get_access(&MemLocation::device(g), r + 4096).unwrap();
-    assert_eq!((get(0), get(1)), (MEM_ACCESS_NONE, MEM_ACCESS_NONE));
-    let desc = |g: i32, f: u64| MemAccessDesc {
-        location: MemLocation::device(g),
-        flags: f,
-    };
+    let get = |g: usize| d.mem_get_access(Location::Gpu(g), r + 4096).unwrap();
+    assert_eq!((get(0), get(1)), (AccessFlags::None, AccessFlags::None));
+    let desc = |g: usize, f: AccessFlags| AccessDesc::new(Location::Gpu(g), f);
     d.mem_set_access(
         r,
         G2,
-        &[desc(0, MEM_ACCESS_READ_WRITE), desc(1, MEM_ACCESS_READ)],
+        &[desc(0, AccessFlags::ReadWrite), desc(1, AccessFlags::Read)],
     )
     .unwrap();
-    assert_eq!((get(0), get(1)), (MEM_ACCESS_READ_WRITE, MEM_ACCESS_READ));
+    assert_eq!(
+        (get(0), get(1)),
+        (AccessFlags::ReadWrite, AccessFlags::Read)
+    );
 
     // Both GPUs reach the memory: GPU 1 (read access) copies out of it.
     write(r, &pattern(4096, 4));
@@ -413,9 +386,12 @@ fn set_and_get_access() {
     v.read(0, &mut got).unwrap();
     assert_eq!(got, pattern(4096, 4));
 
-    d.mem_set_access(r, G2, &[desc(1, MEM_ACCESS_NONE)])
+    d.mem_set_access(r, G2, &[desc(1, AccessFlags::None)])
         .unwrap();
-    assert_eq!((get(0), get(1)), (MEM_ACCESS_READ_WRITE, MEM_ACCESS_NONE));
+    assert_eq!(
+        (get(0), get(1)),
+        (AccessFlags::ReadWrite, AccessFlags::None)
+    );
     // Errors change nothing.
     let k = kind::<()>;
     assert_eq!(k(d.mem_set_access(r, G2, &[])), ErrorKind::InvalidValue);
@@ -424,22 +400,20 @@ fn set_and_get_access() {
         ErrorKind::InvalidValue
     );
     assert_eq!(k(d.mem_set_access(r, 0, &[rw(0)])), ErrorKind::InvalidValue);
+    assert_eq!(AccessFlags::from_raw(2), None);
     assert_eq!(
-        k(d.mem_set_access(r, G2, &[desc(1, 2)])),
+        k(d.mem_set_access(
+            r,
+            G2,
+            &[
+                desc(1, AccessFlags::ReadWrite),
+                desc(2, AccessFlags::ReadWrite)
+            ]
+        )),
         ErrorKind::InvalidValue
     );
-    assert_eq!(
-        k(d.mem_set_access(r, G2, &[desc(1, MEM_ACCESS_READ_WRITE), desc(2, 3)])),
-        ErrorKind::InvalidValue
-    );
-    assert_eq!(get(1), MEM_ACCESS_NONE, "nothing applied on error");
-    let host = MemAccessDesc {
-        location: MemLocation {
-            type_: MEM_LOCATION_TYPE_HOST,
-            id: 0,
-        },
-        flags: 3,
-    };
+    assert_eq!(get(1), AccessFlags::None, "nothing applied on error");
+    let host = AccessDesc::new(Location::Host, AccessFlags::ReadWrite);
     assert_eq!(k(d.mem_set_access(r, G2, &[host])), ErrorKind::InvalidValue);
     assert_eq!(
         k(d.mem_set_access(r, 4096, &[rw(0)])),
@@ -452,27 +426,21 @@ fn set_and_get_access() {
         ErrorKind::InvalidValue
     );
     assert_eq!(
-        kind(d.mem_get_access(&MemLocation::device(0), unmapped)),
+        kind(d.mem_get_access(Location::Gpu(0), unmapped)),
         ErrorKind::InvalidValue
     );
     assert_eq!(
-        kind(d.mem_get_access(&MemLocation::device(2), r)),
+        kind(d.mem_get_access(Location::Gpu(2), r)),
         ErrorKind::InvalidValue
     );
     assert_eq!(
-        kind(d.mem_get_access(
-            &MemLocation {
-                type_: MEM_LOCATION_TYPE_HOST,
-                id: 0
-            },
-            r
-        )),
+        kind(d.mem_get_access(Location::Host, r)),
         ErrorKind::InvalidValue
     );
     // Unmap drops the access; a new mapping starts with none.
     d.mem_unmap(r, G2).unwrap();
     d.mem_map(r, G2, 0, h, 0).unwrap();
-    assert_eq!(get(0), MEM_ACCESS_NONE);
+    assert_eq!(get(0), AccessFlags::None);
     d.mem_unmap(r, G2).unwrap();
     d.mem_release(h).unwrap();
 }
@@ -482,39 +450,36 @@ fn export_import_in_process() {
     let d = emu("emu:mi300x");
     let h = d.mem_create(G2, &prop(0), 0).unwrap();
     let none = d
-        .mem_create(G2, &MemAllocationProp::device(0, MEM_HANDLE_TYPE_NONE), 0)
+        .mem_create(G2, &MemAllocationProp::device(0, HandleType::None), 0)
         .unwrap();
     assert_eq!(
-        kind(d.mem_export_to_shareable_handle(h, MEM_HANDLE_TYPE_POSIX_FD, 1)),
+        kind(d.mem_export_to_shareable_handle(h, HandleType::PosixFileDescriptor, 1)),
         ErrorKind::InvalidValue
     );
     assert_eq!(
-        kind(d.mem_export_to_shareable_handle(h, MEM_HANDLE_TYPE_WIN32, 0)),
+        kind(d.mem_export_to_shareable_handle(h, HandleType::Win32, 0)),
         ErrorKind::NotSupported
     );
+    assert_eq!(HandleType::from_raw(9), None);
     assert_eq!(
-        kind(d.mem_export_to_shareable_handle(h, 9, 0)),
-        ErrorKind::InvalidValue
-    );
-    assert_eq!(
-        kind(d.mem_export_to_shareable_handle(none, MEM_HANDLE_TYPE_POSIX_FD, 0)),
+        kind(d.mem_export_to_shareable_handle(none, HandleType::PosixFileDescriptor, 0)),
         ErrorKind::InvalidValue,
         "not exportable"
     );
     let fd = d
-        .mem_export_to_shareable_handle(h, MEM_HANDLE_TYPE_POSIX_FD, 0)
+        .mem_export_to_shareable_handle(h, HandleType::PosixFileDescriptor, 0)
         .unwrap();
     assert_eq!(
-        kind(d.mem_import_from_shareable_handle(fd.as_fd(), MEM_HANDLE_TYPE_WIN32_KMT)),
+        kind(d.mem_import_from_shareable_handle(fd.as_fd(), HandleType::Win32Kmt)),
         ErrorKind::NotSupported
     );
     let devnull = std::fs::File::open("/dev/null").unwrap();
     assert_eq!(
-        kind(d.mem_import_from_shareable_handle(devnull.as_fd(), MEM_HANDLE_TYPE_POSIX_FD)),
+        kind(d.mem_import_from_shareable_handle(devnull.as_fd(), HandleType::PosixFileDescriptor)),
         ErrorKind::InvalidValue
     );
     let h2 = d
-        .mem_import_from_shareable_handle(fd.as_fd(), MEM_HANDLE_TYPE_POSIX_FD)
+        .mem_import_from_shareable_handle(fd.as_fd(), HandleType::PosixFileDescriptor)
         .unwrap();
     drop(fd);
     assert_ne!(h2, h);
@@ -552,7 +517,7 @@ fn export_import_across_processes() {
     d.mem_map(r, G2, 0, h, 0).unwrap();
     write(r, &pattern(G2, 42));
     let fd: OwnedFd = d
-        .mem_export_to_shareable_handle(h, MEM_HANDLE_TYPE_POSIX_FD, 0)
+        .mem_export_to_shareable_handle(h, HandleType::PosixFileDescriptor, 0)
         .unwrap();
     // Inherit it: clear close-on-exec.
     rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::empty()).unwrap();
@@ -588,11 +553,11 @@ fn child(raw: i32) {
     let h = d
         .mem_import_from_shareable_handle(
             unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) },
-            MEM_HANDLE_TYPE_POSIX_FD,
+            HandleType::PosixFileDescriptor,
         )
         .unwrap();
     let p = d.mem_get_allocation_properties_from_handle(h).unwrap();
-    assert_eq!(p.location, MemLocation::device(0));
+    assert_eq!(p.location, Location::Gpu(0));
     let r = d.mem_address_reserve(G2, 0, 0, 0).unwrap();
     d.mem_map(r, G2, 0, h, 0).unwrap();
     d.mem_set_access(r, G2, &[rw(0)]).unwrap();

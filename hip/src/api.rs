@@ -4,6 +4,7 @@ use crate::error::*;
 use crate::handles::Registry;
 use crate::types::*;
 use kfdrt::{Buffer, Device, ErrorKind, Event, MemoryKind, Stream};
+use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -57,6 +58,11 @@ pub(crate) fn device() -> Result<&'static Device, hipError_t> {
 
 pub(crate) fn current_gpu() -> usize {
     CURRENT_GPU.with(|c| c.get())
+}
+
+/// A flag or enumerated argument: InvalidValue for a value HIP does not define.
+pub(crate) fn arg<T>(v: Option<T>) -> Result<T, hipError_t> {
+    v.ok_or(hipErrorInvalidValue)
 }
 
 /// Write `v` through a C out-pointer, InvalidValue when null.
@@ -317,7 +323,10 @@ pub unsafe extern "C" fn hipStreamCreateWithFlags(
     flags: c_uint,
 ) -> hipError_t {
     ret((|| {
-        new_stream(s, device()?.create_stream_with_flags(current_gpu(), flags))
+        new_stream(
+            s,
+            device()?.create_stream_with_flags(current_gpu(), arg(StreamFlags::from_bits(flags))?),
+        )
     })())
 }
 
@@ -331,7 +340,11 @@ pub unsafe extern "C" fn hipStreamCreateWithPriority(
     ret((|| {
         new_stream(
             s,
-            device()?.create_stream_with_priority(current_gpu(), flags, priority),
+            device()?.create_stream_with_priority(
+                current_gpu(),
+                arg(StreamFlags::from_bits(flags))?,
+                priority,
+            ),
         )
     })())
 }
@@ -400,7 +413,7 @@ pub extern "C" fn hipStreamSynchronize(s: *mut c_void) -> hipError_t {
 /// `hipStreamGetFlags`.
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamGetFlags(s: *mut c_void, flags: *mut c_uint) -> hipError_t {
-    ret((|| out(flags, stream(s)?.flags()))())
+    ret((|| out(flags, stream(s)?.flags().bits()))())
 }
 
 /// `hipStreamGetPriority`.
@@ -424,7 +437,9 @@ pub extern "C" fn hipStreamWriteValue32(
     flags: c_uint,
 ) -> hipError_t {
     ret((|| {
-        stream(s)?.write_value32(ptr as u64, value, flags).hip()
+        stream(s)?
+            .write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
+            .hip()
     })())
 }
 
@@ -437,7 +452,9 @@ pub extern "C" fn hipStreamWriteValue64(
     flags: c_uint,
 ) -> hipError_t {
     ret((|| {
-        stream(s)?.write_value64(ptr as u64, value, flags).hip()
+        stream(s)?
+            .write_value64(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
+            .hip()
     })())
 }
 
@@ -452,7 +469,7 @@ pub extern "C" fn hipStreamWaitValue32(
 ) -> hipError_t {
     ret((|| {
         stream(s)?
-            .wait_value32(ptr as u64, value, flags, mask)
+            .wait_value32(ptr as u64, value, arg(WaitCompare::from_raw(flags))?, mask)
             .hip()
     })())
 }
@@ -468,7 +485,7 @@ pub extern "C" fn hipStreamWaitValue64(
 ) -> hipError_t {
     ret((|| {
         stream(s)?
-            .wait_value64(ptr as u64, value, flags, mask)
+            .wait_value64(ptr as u64, value, arg(WaitCompare::from_raw(flags))?, mask)
             .hip()
     })())
 }
@@ -517,7 +534,9 @@ pub unsafe extern "C" fn hipEventCreateWithFlags(e: *mut *mut c_void, flags: c_u
         if e.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let ev = device()?.create_event(flags).hip()?;
+        let ev = device()?
+            .create_event(arg(EventFlags::from_bits(flags))?)
+            .hip()?;
         out(e, EVENTS.insert(ev) as *mut c_void)
     })())
 }
@@ -794,7 +813,7 @@ pub unsafe extern "C" fn hipMallocAsync(
         if p.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let va = stream(s)?.malloc_async(size).hip()?;
+        let va = stream(s)?.malloc_async(size).hip()?.into_raw();
         out(p, va as *mut c_void)
     })())
 }
@@ -802,7 +821,7 @@ pub unsafe extern "C" fn hipMallocAsync(
 /// `hipFreeAsync`.
 #[no_mangle]
 pub extern "C" fn hipFreeAsync(p: *mut c_void, s: *mut c_void) -> hipError_t {
-    ret((|| stream(s)?.free_async(p as u64).hip())())
+    ret((|| stream(s)?.free_ptr_async(p as u64).hip())())
 }
 
 // ---- versions ---------------------------------------------------------------------------

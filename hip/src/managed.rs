@@ -1,9 +1,9 @@
 //! Managed memory (`hipMallocManaged`, prefetch, advise, range attributes, attach) over
 //! [`kfdrt::ManagedMemory`]. Allocations are kept by address until `hipFree`.
 
-use crate::api::{device, out, ret, stream, Hip};
+use crate::api::{arg, device, out, ret, stream, Hip};
 use crate::error::*;
-use kfdrt::{ManagedMemory, MemRangeAttribute, MemoryAdvise};
+use kfdrt::{AttachFlags, Location, ManagedMemory, MemRangeAttribute, MemoryAdvise};
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{Mutex, MutexGuard};
@@ -19,6 +19,13 @@ pub(crate) fn free(p: u64) -> Option<Result<(), hipError_t>> {
     managed().remove(&p).map(|_| Ok(()))
 }
 
+/// A HIP device number as a location. A number that is neither a device nor
+/// `hipCpuDeviceId` becomes a GPU that does not exist, so kfdrt reports InvalidDevice where
+/// the device matters and ignores it where it does not (read-mostly advice), as CLR.
+fn location(dev: c_int) -> Location {
+    Location::from_device_id(dev).unwrap_or(Location::Gpu(usize::MAX))
+}
+
 /// `hipMallocManaged`.
 #[no_mangle]
 pub unsafe extern "C" fn hipMallocManaged(
@@ -30,7 +37,9 @@ pub unsafe extern "C" fn hipMallocManaged(
         if p.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let m = device()?.malloc_managed(size, flags).hip()?;
+        let m = device()?
+            .malloc_managed(size, arg(AttachFlags::from_bits(flags))?)
+            .hip()?;
         let va = m.ptr();
         managed().insert(va, m);
         out(p, va as *mut c_void)
@@ -48,7 +57,7 @@ pub extern "C" fn hipMemPrefetchAsync(
     ret((|| {
         let st = stream(s)?;
         device()?
-            .mem_prefetch_async(p as u64, count, dev, &st)
+            .mem_prefetch_async(p as u64, count, location(dev), &st)
             .hip()
     })())
 }
@@ -63,7 +72,9 @@ pub extern "C" fn hipMemAdvise(
 ) -> hipError_t {
     ret((|| {
         let a = MemoryAdvise::from_raw(advice as u32).hip()?;
-        device()?.mem_advise(p as u64, count, a, dev).hip()
+        device()?
+            .mem_advise(p as u64, count, a, location(dev))
+            .hip()
     })())
 }
 
@@ -138,6 +149,8 @@ pub extern "C" fn hipStreamAttachMemAsync(
     flags: c_uint,
 ) -> hipError_t {
     ret((|| {
-        stream(s)?.attach_mem_async(p as u64, length, flags).hip()
+        stream(s)?
+            .attach_mem_async(p as u64, length, arg(AttachFlags::from_bits(flags))?)
+            .hip()
     })())
 }

@@ -5,7 +5,7 @@ use crate::api::{device, out, ret, stream, Hip};
 use crate::error::*;
 use crate::handles::Registry;
 use crate::types::*;
-use kfdrt::mempool::{AccessDesc, AccessFlags, HandleType, Location};
+use kfdrt::{AccessDesc, AccessFlags, HandleType, Location};
 use kfdrt::{MemPool, PoolAttr, PoolProps};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
@@ -21,7 +21,7 @@ fn pool(p: *mut c_void) -> Result<Arc<MemPool>, hipError_t> {
 
 fn location(l: &hipMemLocation) -> Result<Location, hipError_t> {
     match (l.type_, usize::try_from(l.id)) {
-        (hipMemLocationTypeDevice, Ok(id)) => Ok(Location::Device(id)),
+        (hipMemLocationTypeDevice, Ok(id)) => Ok(Location::Gpu(id)),
         _ => Err(hipErrorInvalidValue),
     }
 }
@@ -236,7 +236,10 @@ pub unsafe extern "C" fn hipMallocFromPoolAsync(
         if ptr.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let va = stream(s)?.malloc_from_pool_async(size, &*pool(p)?).hip()?;
+        let va = stream(s)?
+            .malloc_from_pool_async(size, &*pool(p)?)
+            .hip()?
+            .into_raw();
         out(ptr, va as *mut c_void)
     })())
 }

@@ -1,11 +1,12 @@
 //! Virtual memory management (`hipMemCreate`, `hipMemAddressReserve`, `hipMemMap`, ...)
 //! over kfdrt's `vmm` API. Allocation handles are registry tokens.
 
-use crate::api::{device, out, ret, Hip};
+use crate::api::{arg, device, out, ret, Hip};
 use crate::error::*;
 use crate::handles::Registry;
 use crate::types::*;
-use kfdrt::{MemAccessDesc, MemAllocationProp, MemHandle, MemLocation};
+use kfdrt::{AccessDesc, AccessFlags, AllocationType, GranularityOption, HandleType, Location};
+use kfdrt::{MemAllocationProp, MemHandle};
 use std::ffi::{c_ulonglong, c_void};
 
 static HANDLES: Registry<MemHandle> = Registry::new();
@@ -17,11 +18,8 @@ fn handle(h: *mut c_void) -> Result<MemHandle, hipError_t> {
         .ok_or(hipErrorInvalidValue)
 }
 
-fn location(l: &hipMemLocation) -> MemLocation {
-    MemLocation {
-        type_: l.type_ as u32,
-        id: l.id,
-    }
+fn location(l: &hipMemLocation) -> Result<Location, hipError_t> {
+    arg(Location::from_raw(l.type_ as u32, l.id))
 }
 
 /// The 5.2 struct as kfdrt's; fields kfdrt does not model must be 0 (kfdrt checks).
@@ -31,9 +29,10 @@ fn prop(p: *const hipMemAllocationProp) -> Result<MemAllocationProp, hipError_t>
     }
     // SAFETY: non-null, the caller's hipMemAllocationProp.
     let p = unsafe { &*p };
-    let mut m = MemAllocationProp::device(p.location.id, p.requestedHandleType as u32);
-    m.alloc_type = p.type_ as u32;
-    m.location = location(&p.location);
+    let mut m =
+        MemAllocationProp::device(0, arg(HandleType::from_raw(p.requestedHandleType as u32))?);
+    m.alloc_type = arg(AllocationType::from_raw(p.type_ as u32))?;
+    m.location = location(&p.location)?;
     m.alloc_flags.compression_type = p.compressionType;
     m.alloc_flags.usage = p.usage;
     Ok(m)
@@ -48,7 +47,7 @@ pub unsafe extern "C" fn hipMemGetAllocationGranularity(
 ) -> hipError_t {
     ret((|| {
         let v = device()?
-            .mem_get_allocation_granularity(&prop(p)?, option)
+            .mem_get_allocation_granularity(&prop(p)?, arg(GranularityOption::from_raw(option))?)
             .hip()?;
         out(g, v)
     })())
@@ -143,13 +142,15 @@ pub unsafe extern "C" fn hipMemSetAccess(
         }
         // SAFETY: the caller passes `count` descriptors at `desc`.
         let d = unsafe { std::slice::from_raw_parts(desc, count) };
-        let d: Vec<MemAccessDesc> = d
+        let d = d
             .iter()
-            .map(|d| MemAccessDesc {
-                location: location(&d.location),
-                flags: d.flags as u64,
+            .map(|d| {
+                Ok(AccessDesc::new(
+                    location(&d.location)?,
+                    arg(AccessFlags::from_raw(d.flags as u64))?,
+                ))
             })
-            .collect();
+            .collect::<Result<Vec<_>, hipError_t>>()?;
         device()?.mem_set_access(ptr as u64, size, &d).hip()
     })())
 }
@@ -166,8 +167,8 @@ pub unsafe extern "C" fn hipMemGetAccess(
             return Err(hipErrorInvalidValue);
         }
         // SAFETY: non-null, the caller's hipMemLocation.
-        let l = location(unsafe { &*loc });
-        let f = device()?.mem_get_access(&l, ptr as u64).hip()?;
-        out(flags, f)
+        let l = location(unsafe { &*loc })?;
+        let f = device()?.mem_get_access(l, ptr as u64).hip()?;
+        out(flags, f.raw())
     })())
 }

@@ -7,7 +7,7 @@
 //! reads the slot through its own mapping of the same memory, so importing a pointer that
 //! was freed (or never exported) fails with InvalidValue instead of aliasing reused memory.
 //!
-//! [`HandleType::PosixFileDescriptor`]: super::HandleType::PosixFileDescriptor
+//! [`HandleType::PosixFileDescriptor`]: crate::HandleType::PosixFileDescriptor
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 //!
 //! # Model
 //! A pool owns backing chunks (KFD VRAM buffer objects of its GPU) and sub-allocates them
-//! by size class ([`suballoc`] documents the classes and the chunk size policy).
+//! by size class (`src/mempool/suballoc.rs` documents the classes and the chunk size policy).
 //! `free_async` on stream *S* does not return memory at once: the block goes to its
 //! class's free list with a *mark*, the completion point of *S*'s work enqueued so far.
 //! `malloc_async` on stream *T* may hand a free block out again only when that is safe:
@@ -48,7 +48,7 @@
 //!   do not shrink it.
 
 mod ipc;
-pub mod suballoc;
+pub(crate) mod suballoc;
 
 pub use ipc::{PtrExportData, IPC_DEFAULT_BYTES, LEDGER_BYTES};
 
@@ -62,26 +62,9 @@ use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{Buffer, MemoryKind};
 use crate::signal::Signal;
-use crate::stream::{Point, Stream};
+use crate::stream::{Point, Stream, StreamInner};
+use crate::types::{AccessDesc, AccessFlags, HandleType, Location};
 use suballoc::{chunk_bytes, class_index, class_size, is_slab_class, MAX_REQUEST, NUM_CLASSES};
-
-/// Where a pool's memory lives / who accesses it (`hipMemLocation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Location {
-    /// GPU `n` of the device (`hipMemLocationTypeDevice`, id = device ordinal).
-    Device(usize),
-    /// Host memory (`hipMemLocationTypeHost`): not supported for pools.
-    Host,
-}
-
-/// `hipMemAllocationHandleType` of a pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HandleType {
-    /// `hipMemHandleTypeNone`: no IPC.
-    None,
-    /// `hipMemHandleTypePosixFileDescriptor`: exportable as a dmabuf file descriptor.
-    PosixFileDescriptor,
-}
 
 /// `hipMemPoolProps`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +82,7 @@ impl PoolProps {
     /// A non-IPC pool on GPU `gpu` without size limit.
     pub fn device(gpu: usize) -> Self {
         PoolProps {
-            location: Location::Device(gpu),
+            location: Location::Gpu(gpu),
             handle_type: HandleType::None,
             max_size: 0,
         }
@@ -127,26 +110,6 @@ pub enum PoolAttr {
     UsedMemHigh,
 }
 
-/// `hipMemAccessFlags`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AccessFlags {
-    /// No access.
-    None,
-    /// Read-only (not supported: KFD cannot map read-only per GPU).
-    Read,
-    /// Read and write.
-    ReadWrite,
-}
-
-/// `hipMemAccessDesc`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AccessDesc {
-    /// Who gets access.
-    pub location: Location,
-    /// What access.
-    pub flags: AccessFlags,
-}
-
 /// A memory pool (`hipMemPool_t`). Cloning copies the handle; the pool lives until
 /// [`MemPool::destroy`] and its last allocation is freed (or the device goes).
 ///
@@ -161,11 +124,11 @@ pub struct AccessDesc {
 /// let pool = dev.create_mem_pool(&PoolProps::device(0))?;
 /// pool.set_attribute(PoolAttr::ReleaseThreshold, 8 << 20)?; // keep 8 MiB at sync
 /// let p = s.malloc_from_pool_async(1 << 20, &pool)?;
-/// s.memset(p, 0, 1 << 20)?;
-/// s.free_async(p)?;
+/// s.memset(p.va(), 0, 1 << 20)?;
+/// p.free_async(&s)?;
 /// // Freed on the same stream: the next allocation may take the same memory.
 /// let q = s.malloc_from_pool_async(1 << 20, &pool)?;
-/// s.free_async(q)?;
+/// drop(q); // a drop frees on the allocating stream
 /// s.synchronize()?;
 /// assert!(pool.attribute(PoolAttr::ReservedMemCurrent)? >= 1 << 20);
 /// assert_eq!(pool.attribute(PoolAttr::UsedMemCurrent)?, 0);
@@ -760,7 +723,7 @@ impl PoolsState {
         Ok(va)
     }
 
-    fn free(&mut self, s: &Stream, ptr: u64, dirty: &AtomicBool) -> Result<()> {
+    fn free(&mut self, s: Option<&Stream>, ptr: u64, dirty: &AtomicBool) -> Result<()> {
         let call = "hipFreeAsync";
         let Some(l) = self.live.remove(&ptr) else {
             return Err(err(
@@ -779,11 +742,12 @@ impl PoolsState {
                     ipc.clear(l.ipc_slot);
                 }
             }
-            let mark = p.timelines.mark(s);
+            // No stream: the allocating stream is gone with its work finished.
+            let mark = s.map(|s| p.timelines.mark(s));
             p.classes[l.class as usize].free.push(FreeBlock {
                 va: ptr,
                 chunk: l.chunk,
-                mark: Some(mark),
+                mark,
             });
             if let Some(c) = p.chunks[l.chunk as usize].as_mut() {
                 c.live -= 1;
@@ -845,19 +809,135 @@ pub(crate) fn on_synchronize(dev: &DeviceInner) {
 // ---------------------------------------------------------------------------------------
 // Public API
 
+/// Memory from a pool, ordered on a stream (`hipMallocAsync` / `hipMallocFromPoolAsync`):
+/// owned, like cudarc's `CudaSlice`.
+///
+/// Free it on any stream of the device with [`PoolAlloc::free_async`] (`hipFreeAsync`);
+/// dropping it frees it stream-ordered on the stream that allocated it. When that stream
+/// has been destroyed and its work has finished, nothing can still use the memory and it is
+/// freed at once. A C ABI that hands out bare addresses takes them with
+/// [`PoolAlloc::into_raw`] and frees them with [`Stream::free_ptr_async`].
+///
+/// The memory is device memory (GPU VA == CPU VA, [`PoolAlloc::va`]), reached by stream
+/// operations (copies, kernels); it is not host-accessible.
+///
+/// # Example
+///
+/// ```
+/// use kfdrt::{Device, MemoryKind};
+///
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = Device::open()?;
+/// let (a, b) = (dev.create_stream(0)?, dev.create_stream(0)?);
+/// let host = dev.alloc(MemoryKind::HostPinned, 0, 4096)?;
+/// let scratch = a.malloc_async(4096)?;
+/// a.memset(scratch.va(), 7, 4096)?;
+/// a.memcpy(host.va(), scratch.va(), 4096)?;
+/// a.synchronize()?;
+/// scratch.free_async(&b)?; // freed on another stream (its work is done: a synchronized)
+/// let tmp = a.malloc_async(1 << 20)?;
+/// a.memset(tmp.va(), 0, 1 << 20)?;
+/// drop(tmp); // freed on `a` after the memset
+/// a.synchronize()?;
+/// let mut back = [0u8; 16];
+/// host.read(0, &mut back)?;
+/// assert_eq!(back, [7; 16]);
+/// # Ok(())
+/// # }
+/// ```
+pub struct PoolAlloc {
+    dev: Arc<DeviceInner>,
+    /// 0 once freed or given away with `into_raw`.
+    va: u64,
+    len: usize,
+    /// The allocating stream, for the free on drop; weak so that an allocation never
+    /// keeps a destroyed stream (and its stream associations) alive.
+    stream: Weak<StreamInner>,
+}
+
+impl std::fmt::Debug for PoolAlloc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PoolAlloc({:#x}, {} bytes)", self.va, self.len)
+    }
+}
+
+impl PoolAlloc {
+    fn new(s: &Stream, va: u64, len: usize) -> PoolAlloc {
+        PoolAlloc {
+            dev: s.inner.dev.clone(),
+            va,
+            len,
+            stream: Arc::downgrade(&s.inner),
+        }
+    }
+
+    /// The device address (GPU VA == CPU VA).
+    pub fn va(&self) -> u64 {
+        self.va
+    }
+
+    /// The size asked for, in bytes (the pool may have reserved more).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the size is 0 (never: `hipMallocAsync` of 0 bytes is InvalidValue).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `hipFreeAsync`: free the memory once `stream`'s earlier work is done; `stream` may
+    /// be any stream of the device, not only the allocating one. A stream of another
+    /// [`Device`] is InvalidValue (the memory is then freed on drop, on its own stream).
+    pub fn free_async(mut self, stream: &Stream) -> Result<()> {
+        if !Arc::ptr_eq(&self.dev, &stream.inner.dev) {
+            return Err(err(
+                ErrorKind::InvalidValue,
+                "hipFreeAsync",
+                "the allocation and the stream belong to different devices",
+            ));
+        }
+        let va = std::mem::take(&mut self.va);
+        stream.free_ptr_async(va)
+    }
+
+    /// Give up ownership: the address, which must later be freed with
+    /// [`Stream::free_ptr_async`] (or it stays allocated until the device goes).
+    pub fn into_raw(mut self) -> u64 {
+        std::mem::take(&mut self.va)
+    }
+}
+
+impl Drop for PoolAlloc {
+    fn drop(&mut self) {
+        if self.va == 0 {
+            return;
+        }
+        let s = self.stream.upgrade().map(|inner| Stream { inner });
+        let mut st = self.dev.mempools.lock();
+        // A failure here means the pool went with its device's teardown: nothing to free.
+        let _ = st.free(s.as_ref(), self.va, &self.dev.mempools.dirty);
+        drop(st);
+        // A temporary handle to a live stream: its drop only reaps finished streams (and
+        // parks a busy one until its work is done, as any handle's drop does).
+        drop(s);
+    }
+}
+
 impl Stream {
     /// `hipMallocAsync`: `size` bytes from the current pool of the stream's GPU, ordered
-    /// on this stream. Returns the device address (GPU VA == CPU VA).
-    pub fn malloc_async(&self, size: usize) -> Result<u64> {
+    /// on this stream. The allocation frees itself on this stream when dropped.
+    pub fn malloc_async(&self, size: usize) -> Result<PoolAlloc> {
         let dev = &*self.inner.dev;
         let mut st = dev.mempools.lock();
         let slot = st.current_pool(dev, self.inner.gpu_index)?;
-        st.alloc(dev, slot, self, size, "hipMallocAsync")
+        let va = st.alloc(dev, slot, self, size, "hipMallocAsync")?;
+        Ok(PoolAlloc::new(self, va, size))
     }
 
     /// `hipMallocFromPoolAsync`: `size` bytes from `pool` (which may be on another GPU
     /// of the same device), ordered on this stream.
-    pub fn malloc_from_pool_async(&self, size: usize, pool: &MemPool) -> Result<u64> {
+    pub fn malloc_from_pool_async(&self, size: usize, pool: &MemPool) -> Result<PoolAlloc> {
         let call = "hipMallocFromPoolAsync";
         if !Arc::ptr_eq(&pool.dev, &self.inner.dev) {
             return Err(err(
@@ -868,18 +948,21 @@ impl Stream {
         }
         let dev = &*self.inner.dev;
         let mut st = dev.mempools.lock();
-        st.alloc(dev, pool.slot, self, size, call)
+        let va = st.alloc(dev, pool.slot, self, size, call)?;
+        Ok(PoolAlloc::new(self, va, size))
     }
 
-    /// `hipFreeAsync`: free `ptr` (from `malloc_async` / `malloc_from_pool_async`, or
-    /// imported with [`MemPool::import_pointer`]) once this stream's earlier work is done.
-    pub fn free_async(&self, ptr: u64) -> Result<()> {
+    /// `hipFreeAsync` on a bare address: free `ptr` (from [`PoolAlloc::into_raw`], or
+    /// imported with [`MemPool::import_pointer`] and given up the same way) once this
+    /// stream's earlier work is done. An address that is not a live pool allocation of
+    /// this device (0, freed already) is InvalidValue.
+    pub fn free_ptr_async(&self, ptr: u64) -> Result<()> {
         if ptr == 0 {
             return Err(err(ErrorKind::InvalidValue, "hipFreeAsync", "null pointer"));
         }
         let dev = &*self.inner.dev;
         let mut st = dev.mempools.lock();
-        st.free(self, ptr, &dev.mempools.dirty)
+        st.free(Some(self), ptr, &dev.mempools.dirty)
     }
 }
 
@@ -937,11 +1020,18 @@ impl Device {
     pub fn create_mem_pool(&self, props: &PoolProps) -> Result<MemPool> {
         let call = "hipMemPoolCreate";
         let gpu = match props.location {
-            Location::Device(g) => g,
+            Location::Gpu(g) => g,
             Location::Host => {
                 return Err(err(ErrorKind::NotSupported, call, "host-located pools"));
             }
         };
+        if props.handle_type.is_win32() {
+            return Err(err(
+                ErrorKind::NotSupported,
+                call,
+                "Win32 handle types do not exist on Linux",
+            ));
+        }
         self.inner
             .gpu(gpu)
             .map_err(|e| err(ErrorKind::InvalidValue, call, e.to_string()))?;
@@ -1060,14 +1150,15 @@ impl MemPool {
         Ok(())
     }
 
-    /// The GPU the pool's memory lives on.
-    pub fn location(&self) -> Result<usize> {
-        Ok(self
-            .dev
-            .mempools
-            .lock()
-            .pool(self.slot, "hipMemPoolGetLocation")?
-            .gpu)
+    /// Where the pool's memory lives (`hipMemPoolProps.location`): always a GPU.
+    pub fn location(&self) -> Result<Location> {
+        Ok(Location::Gpu(
+            self.dev
+                .mempools
+                .lock()
+                .pool(self.slot, "hipMemPoolGetLocation")?
+                .gpu,
+        ))
     }
 
     /// Whether this pool was imported from another process.
@@ -1152,7 +1243,7 @@ impl MemPool {
         }
         for d in descs {
             let g = match d.location {
-                Location::Device(g) if g < ngpus => g,
+                Location::Gpu(g) if g < ngpus => g,
                 _ => return Err(err(ErrorKind::InvalidValue, call, "location is not a GPU")),
             };
             let on = match d.flags {
@@ -1207,7 +1298,7 @@ impl MemPool {
         let mut st = self.dev.mempools.lock();
         let p = st.pool(self.slot, call)?;
         match location {
-            Location::Device(g) if g < p.peers.len() => Ok(if g == p.gpu || p.peers[g] {
+            Location::Gpu(g) if g < p.peers.len() => Ok(if g == p.gpu || p.peers[g] {
                 AccessFlags::ReadWrite
             } else {
                 AccessFlags::None
@@ -1250,9 +1341,10 @@ impl MemPool {
 
     /// `hipMemPoolImportPointer`: the address in this process of an allocation exported
     /// with [`Device::mem_pool_export_pointer`]. Fails with InvalidValue when the
-    /// exporter freed it (or never exported it). Free it with [`Stream::free_async`]
-    /// before the exporter frees it.
-    pub fn import_pointer(&self, data: &PtrExportData) -> Result<u64> {
+    /// exporter freed it (or never exported it). Free it ([`PoolAlloc::free_async`] or
+    /// drop) before the exporter frees it; importing the same pointer twice gives the same
+    /// address, freed by the first free.
+    pub fn import_pointer(&self, data: &PtrExportData) -> Result<PoolAlloc> {
         let call = "hipMemPoolImportPointer";
         let mut guard = self.dev.mempools.lock();
         let st = &mut *guard;
@@ -1261,10 +1353,17 @@ impl MemPool {
             let Some(imp) = &p.import else {
                 return Err(err(ErrorKind::InvalidValue, call, "pool was not imported"));
             };
-            imp.lookup(data)?.0
+            imp.lookup(data)?
+        };
+        let (va, len) = (va.0, va.1 as usize);
+        let alloc = PoolAlloc {
+            dev: self.dev.clone(),
+            va,
+            len,
+            stream: Weak::new(),
         };
         if st.live.contains_key(&va) {
-            return Ok(va);
+            return Ok(alloc);
         }
         st.pool(self.slot, call)?.live += 1;
         st.live.insert(
@@ -1277,6 +1376,6 @@ impl MemPool {
                 imported: true,
             },
         );
-        Ok(va)
+        Ok(alloc)
     }
 }

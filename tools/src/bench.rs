@@ -6,9 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use kfdrt::cmd::WAIT_VALUE_GTE;
-use kfdrt::event::EVENT_DISABLE_TIMING;
-use kfdrt::stream::STREAM_NON_BLOCKING;
+use kfdrt::{AttachFlags, EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 use kfdrt::{Device, MemoryKind};
 
 /// One reported figure.
@@ -67,8 +65,8 @@ pub fn run(
     let want = |name: &str| filter.is_none_or(|f| name.contains(f));
     let mut out = Vec::new();
     let Scale { n, rep, samples } = scale;
-    let s = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING)?;
-    let s2 = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING)?;
+    let s = dev.create_stream_with_flags(0, StreamFlags::NON_BLOCKING)?;
+    let s2 = dev.create_stream_with_flags(0, StreamFlags::NON_BLOCKING)?;
     let mem = dev.alloc(MemoryKind::Signal, 0, 4096)?;
     let flag = mem.atomic_u32(0)?;
     let back = mem.atomic_u32(64)?;
@@ -85,7 +83,7 @@ pub fn run(
         for _ in 0..rep {
             let t0 = Instant::now();
             for i in 0..n {
-                s.write_value32(va + 128, i as u32, 0)?;
+                s.write_value32(va + 128, i as u32, WriteValueFlags::DEFAULT)?;
             }
             v.push(ns(t0) / n as f64);
             s.synchronize()?;
@@ -95,13 +93,13 @@ pub fn run(
     let name = "waitValue32 enqueue (true)";
     if want(name) {
         progress(name);
-        s.write_value32(va + 128, 5, 0)?;
+        s.write_value32(va + 128, 5, WriteValueFlags::DEFAULT)?;
         s.synchronize()?;
         let mut v = Vec::new();
         for _ in 0..rep {
             let t0 = Instant::now();
             for _ in 0..n {
-                s.wait_value32(va + 128, 5, WAIT_VALUE_GTE, u32::MAX)?;
+                s.wait_value32(va + 128, 5, WaitCompare::Gte, u32::MAX)?;
             }
             v.push(ns(t0) / n as f64);
             s.synchronize()?;
@@ -114,7 +112,7 @@ pub fn run(
         let mut v = Vec::new();
         for i in 1..=samples as u32 {
             let t0 = Instant::now();
-            s.write_value32(va, i, 0)?;
+            s.write_value32(va, i, WriteValueFlags::DEFAULT)?;
             while flag.load(Ordering::Acquire) != i {
                 std::hint::spin_loop();
             }
@@ -129,8 +127,8 @@ pub fn run(
         back.store(0, Ordering::Release);
         let mut v = Vec::new();
         for i in 1..=samples as u32 {
-            s.wait_value32(va, i, WAIT_VALUE_GTE, u32::MAX)?;
-            s.write_value32(va + 64, i, 0)?;
+            s.wait_value32(va, i, WaitCompare::Gte, u32::MAX)?;
+            s.write_value32(va + 64, i, WriteValueFlags::DEFAULT)?;
             let t0 = Instant::now();
             flag.store(i, Ordering::Release);
             while back.load(Ordering::Acquire) != i {
@@ -140,7 +138,7 @@ pub fn run(
         }
         fig(name, median(v), "ns");
     }
-    let e = dev.create_event(EVENT_DISABLE_TIMING)?;
+    let e = dev.create_event(EventFlags::DISABLE_TIMING)?;
     let name = "eventRecord+eventSynchronize idle";
     if want(name) {
         progress(name);
@@ -157,7 +155,7 @@ pub fn run(
     let name = "eventRecord+eventSynchronize blocking";
     if want(name) {
         progress(name);
-        let eb = dev.create_event(kfdrt::event::EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING)?;
+        let eb = dev.create_event(EventFlags::BLOCKING_SYNC | EventFlags::DISABLE_TIMING)?;
         let mut v = Vec::new();
         for _ in 0..samples {
             let t0 = Instant::now();
@@ -182,18 +180,18 @@ pub fn run(
     let name = "record/waitEvent ping-pong (2 streams)";
     if want(name) {
         progress(name);
-        let e1 = dev.create_event(EVENT_DISABLE_TIMING)?;
-        let e2 = dev.create_event(EVENT_DISABLE_TIMING)?;
+        let e1 = dev.create_event(EventFlags::DISABLE_TIMING)?;
+        let e2 = dev.create_event(EventFlags::DISABLE_TIMING)?;
         let rounds = (samples / 2).max(10);
         let mut v = Vec::new();
         for _ in 0..rep {
             let t0 = Instant::now();
             for i in 0..rounds {
                 // A write on each side gives every record a real packet to follow.
-                s.write_value32(va + 192, i as u32, 0)?;
+                s.write_value32(va + 192, i as u32, WriteValueFlags::DEFAULT)?;
                 e1.record(&s)?;
                 s2.wait_event(&e1, 0)?;
-                s2.write_value32(va + 196, i as u32, 0)?;
+                s2.write_value32(va + 196, i as u32, WriteValueFlags::DEFAULT)?;
                 e2.record(&s2)?;
                 s.wait_event(&e2, 0)?;
             }
@@ -295,7 +293,7 @@ pub fn run(
         for _ in 0..rep {
             let t0 = Instant::now();
             for _ in 0..pairs {
-                let t = dev.create_stream_with_priority(0, STREAM_NON_BLOCKING, hi)?;
+                let t = dev.create_stream_with_priority(0, StreamFlags::NON_BLOCKING, hi)?;
                 drop(t);
             }
             v.push(ns(t0) / pairs as f64);
@@ -307,14 +305,14 @@ pub fn run(
     if want(name) {
         progress(name);
         let p = s.malloc_async(1 << 20)?;
-        s.free_async(p)?;
+        p.free_async(&s)?;
         s.synchronize()?;
         let mut v = Vec::new();
         for _ in 0..rep {
             let t0 = Instant::now();
             for _ in 0..n {
                 let p = s.malloc_async(1 << 20)?;
-                s.free_async(p)?;
+                p.free_async(&s)?;
             }
             v.push(ns(t0) / n as f64);
             s.synchronize()?;
@@ -326,16 +324,19 @@ pub fn run(
         progress(name);
         let sizes = [256usize, 4096, 65536, 1 << 20, 8 << 20];
         let iters = (n / 50).max(8);
-        let mut ps = [0u64; 64];
+        let mut ps: [Option<kfdrt::PoolAlloc>; 64] = std::array::from_fn(|_| None);
         let mut v = Vec::new();
         for _ in 0..rep {
             let t0 = Instant::now();
             for i in 0..iters {
                 for (k, p) in ps.iter_mut().enumerate() {
-                    *p = s.malloc_async(sizes[(k * 7 + i) % 5])?;
+                    *p = Some(s.malloc_async(sizes[(k * 7 + i) % 5])?);
                 }
+                // Free in a scattered order (13 is coprime with 64: each slot once).
                 for k in 0..64 {
-                    s.free_async(ps[(k * 13) % 64])?;
+                    if let Some(p) = ps[(k * 13) % 64].take() {
+                        p.free_async(&s)?;
+                    }
                 }
             }
             v.push(ns(t0) / (iters * 64) as f64);
@@ -417,9 +418,8 @@ fn managed_vmm(
     progress: &mut dyn FnMut(&str),
     out: &mut Vec<Figure>,
 ) -> Result<(), kfdrt::Error> {
-    use kfdrt::managed::{CPU_DEVICE_ID, MEM_ATTACH_GLOBAL, MEM_ATTACH_SINGLE};
-    use kfdrt::vmm::{MEM_ACCESS_READ_WRITE, MEM_HANDLE_TYPE_NONE};
-    use kfdrt::{MemAccessDesc, MemAllocationProp, MemLocation, MemRangeAttribute, MemoryAdvise};
+    use kfdrt::{AccessDesc, AccessFlags, HandleType, Location};
+    use kfdrt::{MemAllocationProp, MemRangeAttribute, MemoryAdvise};
     const MIB: usize = 1 << 20;
     let mut fig = |name: &'static str, value: f64, unit: &'static str| {
         debug_assert!(NAMES.contains(&name), "{name} missing from bench::NAMES");
@@ -435,11 +435,8 @@ fn managed_vmm(
     ];
     if vmm_names.iter().any(|n| want(n)) {
         progress("vmm 2MiB cycle");
-        let prop = MemAllocationProp::device(0, MEM_HANDLE_TYPE_NONE);
-        let desc = [MemAccessDesc {
-            location: MemLocation::device(0),
-            flags: MEM_ACCESS_READ_WRITE,
-        }];
+        let prop = MemAllocationProp::device(0, HandleType::None);
+        let desc = [AccessDesc::new(Location::Gpu(0), AccessFlags::ReadWrite)];
         let iters = (scale.samples / 4).max(10);
         let mut t: [Vec<f64>; 5] = Default::default();
         for _ in 0..iters {
@@ -479,16 +476,20 @@ fn managed_vmm(
         return Ok(());
     }
     let size = 256 * MIB;
-    let m = dev.malloc_managed(size, MEM_ATTACH_GLOBAL)?;
+    let m = dev.malloc_managed(size, AttachFlags::GLOBAL)?;
     let ones = vec![1u8; size];
     m.write(0, &ones)?; // touch every page
-    let s = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING)?;
+    let s = dev.create_stream_with_flags(0, StreamFlags::NON_BLOCKING)?;
     let name = "memAdvise preferredLocation 256MiB";
     if want(name) {
         progress(name);
         let mut v = Vec::new();
         for i in 0..(scale.samples / 4).max(10) {
-            let loc = if i % 2 == 0 { 0 } else { CPU_DEVICE_ID };
+            let loc = if i % 2 == 0 {
+                Location::Gpu(0)
+            } else {
+                Location::Host
+            };
             let t0 = Instant::now();
             dev.mem_advise(m.ptr(), size, MemoryAdvise::SetPreferredLocation, loc)?;
             v.push(ns(t0));
@@ -518,11 +519,11 @@ fn managed_vmm(
         let (mut h2d, mut d2h) = (Vec::new(), Vec::new());
         for _ in 0..scale.rep.max(3) {
             let t0 = Instant::now();
-            dev.mem_prefetch_async(m.ptr(), size, 0, &s)?;
+            dev.mem_prefetch_async(m.ptr(), size, Location::Gpu(0), &s)?;
             s.synchronize()?;
             h2d.push(gbs(ns(t0)));
             let t0 = Instant::now();
-            dev.mem_prefetch_async(m.ptr(), size, CPU_DEVICE_ID, &s)?;
+            dev.mem_prefetch_async(m.ptr(), size, Location::Host, &s)?;
             s.synchronize()?;
             d2h.push(gbs(ns(t0)));
         }
@@ -550,7 +551,7 @@ fn managed_vmm(
         let mut v = Vec::new();
         for _ in 0..scale.samples {
             let t0 = Instant::now();
-            s.attach_mem_async(m.ptr(), 0, MEM_ATTACH_SINGLE)?;
+            s.attach_mem_async(m.ptr(), 0, AttachFlags::SINGLE)?;
             s.synchronize()?;
             v.push(ns(t0));
         }

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use kfdrt::StreamFlags;
 use kfdrt::{Device, Error, ErrorKind};
 
 use crate::bench::{Figure, Scale};
@@ -54,7 +55,7 @@ pub fn run(
         return Ok(());
     }
     drop(probe);
-    let s = dev.create_stream_with_flags(0, kfdrt::stream::STREAM_NON_BLOCKING)?;
+    let s = dev.create_stream_with_flags(0, StreamFlags::NON_BLOCKING)?;
     s.launch(&k, 1, 64, 0, &args)?;
     s.synchronize()?;
     if want(names[0]) {

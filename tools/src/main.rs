@@ -271,8 +271,8 @@ fn user_msg(e: &kfdrt::Error) -> String {
 fn spec_origin(args: &Args) -> String {
     match args.value("device") {
         Some(s) => format!("--device {s:?}"),
-        None => match std::env::var(kfdrt::device_select::DEVICE_ENV) {
-            Ok(v) => format!("{}={v:?}", kfdrt::device_select::DEVICE_ENV),
+        None => match std::env::var(kfdrt::DEVICE_ENV) {
+            Ok(v) => format!("{}={v:?}", kfdrt::DEVICE_ENV),
             Err(_) => "the default device (auto)".into(),
         },
     }

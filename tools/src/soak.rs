@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kfdrt::soak::{Config, Counts};
+use kfdrt::raw::soak::{Config, Counts};
 
 use crate::out::{out, outln};
 
@@ -117,7 +117,7 @@ pub fn cmd(argv: &[String]) -> ExitCode {
         cfg.streams,
         cfg.duration.as_secs(),
         dev,
-        kfdrt::stream::max_hw_queues()
+        kfdrt::raw::max_hw_queues()
     );
     let counts = Arc::new(Counts::default());
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -137,7 +137,7 @@ pub fn cmd(argv: &[String]) -> ExitCode {
         })
     };
     let t0 = Instant::now();
-    let r = kfdrt::soak::run(&dev, &cfg, &counts);
+    let r = kfdrt::raw::soak::run(&dev, &cfg, &counts);
     done.store(true, Ordering::Release);
     let _ = progress.join();
     let secs = t0.elapsed().as_secs_f64();

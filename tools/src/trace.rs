@@ -9,10 +9,8 @@ use std::sync::Arc;
 use crate::out::{errln, out, outln};
 use kfd_emu::engine::QueueKind;
 use kfd_emu::trace::{EngineId, TraceEvent, TraceKind};
-use kfdrt::cmd::WAIT_VALUE_GTE;
-use kfdrt::event::EVENT_DISABLE_TIMING;
-use kfdrt::stream::STREAM_NON_BLOCKING;
 use kfdrt::{Device, MemoryKind};
+use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 
 /// The built-in workloads: (name, description).
 pub const WORKLOADS: &[(&str, &str)] = &[(
@@ -44,9 +42,9 @@ fn demo(dev: &Device) -> Result<Result<Summary, String>, kfdrt::Error> {
     const SMALL: usize = 64 << 10;
     const BIG: usize = 2 << 20;
     const PINGS: u32 = 4;
-    let a = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING)?;
-    let b = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING)?;
-    let c = dev.create_stream_with_flags(0, STREAM_NON_BLOCKING)?;
+    let a = dev.create_stream_with_flags(0, StreamFlags::NON_BLOCKING)?;
+    let b = dev.create_stream_with_flags(0, StreamFlags::NON_BLOCKING)?;
+    let c = dev.create_stream_with_flags(0, StreamFlags::NON_BLOCKING)?;
     let src = dev.alloc(MemoryKind::Device, 0, BIG)?;
     let dst = dev.alloc(MemoryKind::Device, 0, BIG)?;
     let small = dev.alloc(MemoryKind::Device, 0, SMALL)?;
@@ -55,8 +53,8 @@ fn demo(dev: &Device) -> Result<Result<Summary, String>, kfdrt::Error> {
     src.write(0, &pattern)?;
     let (ping, pong, done) = (flags.va(), flags.va() + 64, flags.va() + 128);
     let ran = Arc::new(AtomicU32::new(0));
-    let e1 = dev.create_event(EVENT_DISABLE_TIMING)?;
-    let e2 = dev.create_event(EVENT_DISABLE_TIMING)?;
+    let e1 = dev.create_event(EventFlags::DISABLE_TIMING)?;
+    let e2 = dev.create_event(EventFlags::DISABLE_TIMING)?;
 
     // Stream a: a small copy (CP DMA), then record e1.
     a.memcpy(small.va(), src.va(), SMALL as u64)?;
@@ -74,10 +72,10 @@ fn demo(dev: &Device) -> Result<Result<Summary, String>, kfdrt::Error> {
     e2.record(&b)?;
     // a <-> c ping: a writes ping=i, c waits for it and answers pong=i, a waits for that.
     for i in 1..=PINGS {
-        a.write_value32(ping, i, 0)?;
-        c.wait_value32(ping, i, WAIT_VALUE_GTE, u32::MAX)?;
-        c.write_value32(pong, i, 0)?;
-        a.wait_value32(pong, i, WAIT_VALUE_GTE, u32::MAX)?;
+        a.write_value32(ping, i, WriteValueFlags::DEFAULT)?;
+        c.wait_value32(ping, i, WaitCompare::Gte, u32::MAX)?;
+        c.write_value32(pong, i, WriteValueFlags::DEFAULT)?;
+        a.wait_value32(pong, i, WaitCompare::Gte, u32::MAX)?;
     }
     // c joins b's work, then a final small copy back and a callback on c.
     c.wait_event(&e2, 0)?;
@@ -89,7 +87,7 @@ fn demo(dev: &Device) -> Result<Result<Summary, String>, kfdrt::Error> {
         },
         0,
     )?;
-    c.write_value32(done, 1, 0)?;
+    c.write_value32(done, 1, WriteValueFlags::DEFAULT)?;
     for s in [&a, &b, &c] {
         s.synchronize()?;
     }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kfdrt::MemoryKind;
+use kfdrt::WriteValueFlags;
 
 use super::raw::Scratch;
 use super::{ensure, pass, settle, Check, CheckResult, Ctx, OrFail};
@@ -30,7 +31,8 @@ fn once_in_order(ctx: &Ctx) -> CheckResult {
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
     let log = Arc::new(Mutex::new(Vec::new()));
     for k in 1..=3u32 {
-        s.write_value32(m.va(0), k, 0).or_fail("write_value32")?;
+        s.write_value32(m.va(0), k, WriteValueFlags::DEFAULT)
+            .or_fail("write_value32")?;
         let (l, mm) = (log.clone(), m.clone());
         s.add_callback(
             move |st| {
@@ -43,7 +45,8 @@ fn once_in_order(ctx: &Ctx) -> CheckResult {
         )
         .or_fail("add_callback")?;
     }
-    s.write_value32(m.va(0), 4, 0).or_fail("write_value32")?;
+    s.write_value32(m.va(0), 4, WriteValueFlags::DEFAULT)
+        .or_fail("write_value32")?;
     s.synchronize().or_fail("synchronize")?;
     // The last callback may still be finishing its bookkeeping after the hold released.
     let got = log.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -68,7 +71,8 @@ fn hold_later_work(ctx: &Ctx) -> CheckResult {
         0,
     )
     .or_fail("add_callback")?;
-    s.write_value32(m.va(0), 1, 0).or_fail("write_value32")?;
+    s.write_value32(m.va(0), 1, WriteValueFlags::DEFAULT)
+        .or_fail("write_value32")?;
     ran_rx
         .recv_timeout(Duration::from_secs(5))
         .map_err(|_| "the callback did not start within 5 s".to_string())?;

@@ -3,8 +3,8 @@
 
 use std::sync::atomic::Ordering;
 
-use kfdrt::cmd::WAIT_VALUE_EQ;
 use kfdrt::MemoryKind;
+use kfdrt::{WaitCompare, WriteValueFlags};
 
 use super::raw::Scratch;
 use super::{ensure, pass, pass_with, settle, Check, CheckResult, Ctx, OrFail};
@@ -97,11 +97,11 @@ fn sdma_ordered(ctx: &Ctx) -> CheckResult {
     let data = pattern(len);
     src.write(0, &data);
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
-    s.wait_value32(flags.va(0), 1, WAIT_VALUE_EQ, u32::MAX)
+    s.wait_value32(flags.va(0), 1, WaitCompare::Eq, u32::MAX)
         .or_fail("wait_value32")?;
     s.memcpy(dst.va(0), src.va(0), len as u64)
         .or_fail("memcpy")?;
-    s.write_value32(flags.va(8), 9, 0)
+    s.write_value32(flags.va(8), 9, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;
     let Some(qid) = s.sdma_queue_id() else {
         return Err("the 4 MiB copy did not use an SDMA queue".into());

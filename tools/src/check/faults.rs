@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kfd::abi::{self, CreateEventArgs, EventData};
+use kfdrt::WriteValueFlags;
 use kfdrt::{Device, ErrorKind, MemoryKind};
 use pm4::sdma::{CopyLinear, SdmaPacket};
 
@@ -59,7 +60,8 @@ fn stream_fault_sticky(ctx: &Ctx) -> CheckResult {
     let dev = super::require!(fault_device(ctx));
     let m = Scratch::new(&dev, MemoryKind::Signal, 0, 4096)?;
     let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.write_value32(UNMAPPED, 1, 0).or_fail("write_value32")?;
+    s.write_value32(UNMAPPED, 1, WriteValueFlags::DEFAULT)
+        .or_fail("write_value32")?;
     let t = Instant::now();
     let e = match s.synchronize() {
         Ok(()) => return Err("synchronize succeeded after a write to an unmapped address".into()),
@@ -78,7 +80,7 @@ fn stream_fault_sticky(ctx: &Ctx) -> CheckResult {
             ))
         }
     }
-    match s.write_value32(m.va(0), 1, 0) {
+    match s.write_value32(m.va(0), 1, WriteValueFlags::DEFAULT) {
         Err(w) if w.kind() == ErrorKind::LaunchFailure => {}
         other => {
             return Err(format!(
@@ -99,7 +101,8 @@ fn stream_fault_sticky(ctx: &Ctx) -> CheckResult {
 fn callback_gets_error(ctx: &Ctx) -> CheckResult {
     let dev = super::require!(fault_device(ctx));
     let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.write_value32(UNMAPPED, 1, 0).or_fail("write_value32")?;
+    s.write_value32(UNMAPPED, 1, WriteValueFlags::DEFAULT)
+        .or_fail("write_value32")?;
     let log = Arc::new(Mutex::new(Vec::new()));
     let l = log.clone();
     s.add_callback(
@@ -177,7 +180,8 @@ fn sdma_memory_exception(ctx: &Ctx) -> CheckResult {
 fn injected(ctx: &Ctx) -> CheckResult {
     let dev = super::require!(fault_device(ctx));
     let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.write_value32(UNMAPPED, 1, 0).or_fail("write_value32")?;
+    s.write_value32(UNMAPPED, 1, WriteValueFlags::DEFAULT)
+        .or_fail("write_value32")?;
     s.synchronize()
         .or_fail("injected fault (expected a fault-free run, by design of --inject-fault)")?;
     Err("the injected queue fault was not reported: the device missed a fault".into())

@@ -6,8 +6,9 @@
 use std::sync::atomic::Ordering;
 
 use kfd::abi::{self, CreateEventArgs, EventData};
-use kfdrt::cmd::{Target, WAIT_VALUE_GTE};
+use kfdrt::raw::Target;
 use kfdrt::MemoryKind;
+use kfdrt::{EventFlags, WaitCompare, WriteValueFlags};
 use pm4::aql::AqlPacket;
 use pm4::pkt3::{AtomicMem, CachePolicy, PredExec};
 
@@ -47,9 +48,9 @@ fn packet_support(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(dev, MemoryKind::Signal, 0, 4096)?;
     let s = dev.create_stream(0).or_fail("create_stream")?;
     // 64-bit wait: held until the host writes, released by a value above 2^32.
-    s.wait_value64(m.va(0), 1 << 33, WAIT_VALUE_GTE, u64::MAX)
+    s.wait_value64(m.va(0), 1 << 33, WaitCompare::Gte, u64::MAX)
         .or_fail("wait_value64")?;
-    s.write_value64(m.va(8), 0x1122_3344_5566_7788, 0)
+    s.write_value64(m.va(8), 0x1122_3344_5566_7788, WriteValueFlags::DEFAULT)
         .or_fail("write_value64")?;
     settle();
     ensure!(
@@ -74,8 +75,10 @@ fn packet_support(ctx: &Ctx) -> CheckResult {
     s.memset(dst.va(0) + 1, 0x5A, 70_001).or_fail("memset")?;
     // Clock timestamps around the copies.
     let (e0, e1) = (
-        dev.create_event(0).or_fail("create_event")?,
-        dev.create_event(0).or_fail("create_event")?,
+        dev.create_event(EventFlags::DEFAULT)
+            .or_fail("create_event")?,
+        dev.create_event(EventFlags::DEFAULT)
+            .or_fail("create_event")?,
     );
     e0.record(&s).or_fail("record")?;
     s.memcpy(dst.va(0), dst.va(0), 0).or_fail("memcpy 0")?;

@@ -6,8 +6,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use kfdrt::cmd::WAIT_VALUE_GTE;
 use kfdrt::{Buffer, Device, ErrorKind, MemoryKind, Module, Stream};
+use kfdrt::{EventFlags, WaitCompare};
 
 use super::raw::Scratch;
 use super::{ensure, pass, pass_with, settle, Check, CheckResult, Ctx, OrFail, Outcome};
@@ -410,10 +410,12 @@ fn ordering(ctx: &Ctx) -> CheckResult {
         .or_fail("c")?;
     args.arg(&n).or_fail("n")?;
     let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.wait_value32(flag.va(0), 1, WAIT_VALUE_GTE, u32::MAX)
+    s.wait_value32(flag.va(0), 1, WaitCompare::Gte, u32::MAX)
         .or_fail("wait_value32")?;
     s.launch(&k, 1, 64, 0, &args).or_fail("launch")?;
-    let ev = dev.create_event(0).or_fail("create_event")?;
+    let ev = dev
+        .create_event(EventFlags::DEFAULT)
+        .or_fail("create_event")?;
     ev.record(&s).or_fail("record")?;
     settle();
     ensure!(

@@ -3,10 +3,8 @@
 
 use std::sync::atomic::Ordering;
 
-use kfdrt::managed::{
-    Attachment, COHERENCY_COARSE_GRAIN, COHERENCY_FINE_GRAIN, COHERENCY_INDETERMINATE,
-    CPU_DEVICE_ID, INVALID_DEVICE_ID, MEM_ATTACH_GLOBAL, MEM_ATTACH_SINGLE,
-};
+use kfdrt::managed::{Attachment, CoherencyMode};
+use kfdrt::{AttachFlags, Location, WaitCompare};
 use kfdrt::{ErrorKind, MemoryAdvise, MemoryKind};
 
 use super::{ensure, pass, pass_with, Check, CheckResult, Ctx, OrFail};
@@ -47,34 +45,34 @@ fn prefetch_roundtrip(ctx: &Ctx) -> CheckResult {
     let d = &ctx.dev;
     let n = 4 << 20;
     let m = d
-        .malloc_managed(n, MEM_ATTACH_GLOBAL)
+        .malloc_managed(n, AttachFlags::GLOBAL)
         .or_fail("malloc_managed")?;
     let p = pattern(n, 5);
     m.write(0, &p).or_fail("write")?;
     let s = d.create_stream(0).or_fail("create_stream")?;
-    d.mem_prefetch_async(m.ptr(), n, 0, &s)
+    d.mem_prefetch_async(m.ptr(), n, Location::Gpu(0), &s)
         .or_fail("prefetch to GPU 0")?;
     let v = d.alloc(MemoryKind::Device, 0, n).or_fail("alloc VRAM")?;
     s.memcpy(v.va(), m.ptr(), n as u64).or_fail("memcpy")?;
     s.synchronize().or_fail("synchronize")?;
     let a = d.mem_range_attributes(m.ptr(), n).or_fail("attributes")?;
     ensure!(
-        a.last_prefetch_location == 0,
-        "last prefetch location {} after prefetch to GPU 0",
+        a.last_prefetch_location == Some(Location::Gpu(0)),
+        "last prefetch location {:?} after prefetch to GPU 0",
         a.last_prefetch_location
     );
     let mut got = vec![0u8; n];
     v.read(0, &mut got).or_fail("read VRAM")?;
     ensure!(got == p, "the GPU read different bytes after the prefetch");
-    d.mem_prefetch_async(m.ptr(), n, CPU_DEVICE_ID, &s)
+    d.mem_prefetch_async(m.ptr(), n, Location::Host, &s)
         .or_fail("prefetch to host")?;
     s.synchronize().or_fail("synchronize")?;
     m.read(0, &mut got).or_fail("read")?;
     ensure!(got == p, "bytes changed across GPU -> host prefetch");
     let a = d.mem_range_attributes(m.ptr(), n).or_fail("attributes")?;
     ensure!(
-        a.last_prefetch_location == CPU_DEVICE_ID,
-        "last prefetch location {} after prefetch to host",
+        a.last_prefetch_location == Some(Location::Host),
+        "last prefetch location {:?} after prefetch to host",
         a.last_prefetch_location
     );
     pass_with(format!(
@@ -87,16 +85,16 @@ fn prefetch_roundtrip(ctx: &Ctx) -> CheckResult {
 fn prefetch_stream_order(ctx: &Ctx) -> CheckResult {
     let d = &ctx.dev;
     let m = d
-        .malloc_managed(65536, MEM_ATTACH_GLOBAL)
+        .malloc_managed(65536, AttachFlags::GLOBAL)
         .or_fail("malloc_managed")?;
     let flag = d
         .alloc(MemoryKind::Signal, 0, 4096)
         .or_fail("alloc signal memory")?;
     let cell = flag.atomic_u32(0).or_fail("atomic")?;
     let s = d.create_stream(0).or_fail("create_stream")?;
-    s.wait_value32(flag.va(), 1, 0, u32::MAX)
+    s.wait_value32(flag.va(), 1, WaitCompare::Gte, u32::MAX)
         .or_fail("wait_value32")?;
-    d.mem_prefetch_async(m.ptr(), m.len(), 0, &s)
+    d.mem_prefetch_async(m.ptr(), m.len(), Location::Gpu(0), &s)
         .or_fail("prefetch")?;
     std::thread::sleep(std::time::Duration::from_millis(20));
     let before = d
@@ -108,13 +106,13 @@ fn prefetch_stream_order(ctx: &Ctx) -> CheckResult {
         .mem_range_attributes(m.ptr(), m.len())
         .or_fail("attributes")?;
     ensure!(
-        before.last_prefetch_location == INVALID_DEVICE_ID,
-        "prefetch took effect before the stream's earlier work ({})",
+        before.last_prefetch_location.is_none(),
+        "prefetch took effect before the stream's earlier work ({:?})",
         before.last_prefetch_location
     );
     ensure!(
-        after.last_prefetch_location == 0,
-        "prefetch did not take effect after the wait ({})",
+        after.last_prefetch_location == Some(Location::Gpu(0)),
+        "prefetch did not take effect after the wait ({:?})",
         after.last_prefetch_location
     );
     pass()
@@ -123,62 +121,62 @@ fn prefetch_stream_order(ctx: &Ctx) -> CheckResult {
 fn advise_readback(ctx: &Ctx) -> CheckResult {
     let d = &ctx.dev;
     let m = d
-        .malloc_managed(4 * 4096, MEM_ATTACH_GLOBAL)
+        .malloc_managed(4 * 4096, AttachFlags::GLOBAL)
         .or_fail("malloc_managed")?;
     let (p, n) = (m.ptr(), m.len());
-    let adv = |a: MemoryAdvise, dev: i32, len: usize| {
+    let adv = |a: MemoryAdvise, dev: Location, len: usize| {
         d.mem_advise(p, len, a, dev)
-            .or_fail(&format!("{a:?}({dev})"))
+            .or_fail(&format!("{a:?}({dev:?})"))
     };
     let get = |len: usize| d.mem_range_attributes(p, len).or_fail("attributes");
-    adv(MemoryAdvise::SetReadMostly, 0, n)?;
+    adv(MemoryAdvise::SetReadMostly, Location::Gpu(0), n)?;
     ensure!(get(n)?.read_mostly, "read mostly not set");
-    adv(MemoryAdvise::UnsetReadMostly, 0, n)?;
+    adv(MemoryAdvise::UnsetReadMostly, Location::Gpu(0), n)?;
     ensure!(!get(n)?.read_mostly, "read mostly not cleared");
-    adv(MemoryAdvise::SetPreferredLocation, 0, n)?;
+    adv(MemoryAdvise::SetPreferredLocation, Location::Gpu(0), n)?;
     ensure!(
-        get(n)?.preferred_location == 0,
+        get(n)?.preferred_location == Some(Location::Gpu(0)),
         "preferred location not GPU 0"
     );
-    adv(MemoryAdvise::SetPreferredLocation, CPU_DEVICE_ID, n)?;
+    adv(MemoryAdvise::SetPreferredLocation, Location::Host, n)?;
     ensure!(
-        get(n)?.preferred_location == CPU_DEVICE_ID,
+        get(n)?.preferred_location == Some(Location::Host),
         "preferred location not the CPU"
     );
-    adv(MemoryAdvise::UnsetPreferredLocation, 0, n)?;
+    adv(MemoryAdvise::UnsetPreferredLocation, Location::Gpu(0), n)?;
     ensure!(
-        get(n)?.preferred_location == INVALID_DEVICE_ID,
+        get(n)?.preferred_location.is_none(),
         "preferred location not unset"
     );
-    adv(MemoryAdvise::SetAccessedBy, 0, n)?;
-    adv(MemoryAdvise::SetAccessedBy, CPU_DEVICE_ID, n)?;
+    adv(MemoryAdvise::SetAccessedBy, Location::Gpu(0), n)?;
+    adv(MemoryAdvise::SetAccessedBy, Location::Host, n)?;
     let a = get(n)?.accessed_by;
     ensure!(
-        a == vec![0, CPU_DEVICE_ID],
+        a == vec![Location::Gpu(0), Location::Host],
         "accessed by {a:?}, expected [0, -1]"
     );
-    adv(MemoryAdvise::UnsetAccessedBy, 0, n)?;
-    adv(MemoryAdvise::UnsetAccessedBy, CPU_DEVICE_ID, n)?;
+    adv(MemoryAdvise::UnsetAccessedBy, Location::Gpu(0), n)?;
+    adv(MemoryAdvise::UnsetAccessedBy, Location::Host, n)?;
     let a = get(n)?.accessed_by;
     ensure!(a.is_empty(), "accessed by {a:?} after unset");
-    adv(MemoryAdvise::SetCoarseGrain, 0, n)?;
+    adv(MemoryAdvise::SetCoarseGrain, Location::Gpu(0), n)?;
     ensure!(
-        get(n)?.coherency == COHERENCY_COARSE_GRAIN,
+        get(n)?.coherency == CoherencyMode::CoarseGrain,
         "not coarse grained"
     );
-    adv(MemoryAdvise::UnsetCoarseGrain, 0, n)?;
+    adv(MemoryAdvise::UnsetCoarseGrain, Location::Gpu(0), n)?;
     ensure!(
-        get(n)?.coherency == COHERENCY_FINE_GRAIN,
+        get(n)?.coherency == CoherencyMode::FineGrain,
         "not fine grained"
     );
     // Mixed: the first half advised.
-    adv(MemoryAdvise::SetPreferredLocation, 0, n / 2)?;
-    adv(MemoryAdvise::SetCoarseGrain, 0, n / 2)?;
-    adv(MemoryAdvise::SetReadMostly, 0, n / 2)?;
+    adv(MemoryAdvise::SetPreferredLocation, Location::Gpu(0), n / 2)?;
+    adv(MemoryAdvise::SetCoarseGrain, Location::Gpu(0), n / 2)?;
+    adv(MemoryAdvise::SetReadMostly, Location::Gpu(0), n / 2)?;
     let w = get(n)?;
     ensure!(
-        w.preferred_location == INVALID_DEVICE_ID
-            && w.coherency == COHERENCY_INDETERMINATE
+        w.preferred_location.is_none()
+            && w.coherency == CoherencyMode::Indeterminate
             && !w.read_mostly,
         "mixed range read back {w:?}"
     );
@@ -186,7 +184,7 @@ fn advise_readback(ctx: &Ctx) -> CheckResult {
         p,
         n,
         MemoryAdvise::SetPreferredLocation,
-        d.gpus().len() as i32,
+        Location::Gpu(d.gpus().len()),
     );
     ensure!(
         e.as_ref()
@@ -199,21 +197,27 @@ fn advise_readback(ctx: &Ctx) -> CheckResult {
 fn attach_rules(ctx: &Ctx) -> CheckResult {
     let d = &ctx.dev;
     let m = d
-        .malloc_managed(8192, MEM_ATTACH_GLOBAL)
+        .malloc_managed(8192, AttachFlags::GLOBAL)
         .or_fail("malloc_managed")?;
     let s = d.create_stream(0).or_fail("create_stream")?;
     let null = d.null_stream(0).or_fail("null_stream")?;
     let bad = [
         (
             "single on the null stream",
-            null.attach_mem_async(m.ptr(), 0, MEM_ATTACH_SINGLE),
+            null.attach_mem_async(m.ptr(), 0, AttachFlags::SINGLE),
         ),
         (
             "partial length",
-            s.attach_mem_async(m.ptr(), 4096, MEM_ATTACH_SINGLE),
+            s.attach_mem_async(m.ptr(), 4096, AttachFlags::SINGLE),
         ),
-        ("flags 0", s.attach_mem_async(m.ptr(), 0, 0)),
-        ("null pointer", s.attach_mem_async(0, 0, MEM_ATTACH_GLOBAL)),
+        (
+            "flags 0",
+            s.attach_mem_async(m.ptr(), 0, AttachFlags::empty()),
+        ),
+        (
+            "null pointer",
+            s.attach_mem_async(0, 0, AttachFlags::GLOBAL),
+        ),
     ];
     for (what, r) in bad {
         ensure!(
@@ -222,7 +226,7 @@ fn attach_rules(ctx: &Ctx) -> CheckResult {
             "{what}: {r:?}"
         );
     }
-    s.attach_mem_async(m.ptr(), m.len(), MEM_ATTACH_SINGLE)
+    s.attach_mem_async(m.ptr(), m.len(), AttachFlags::SINGLE)
         .or_fail("attach single")?;
     s.synchronize().or_fail("synchronize")?;
     ensure!(

@@ -2,8 +2,8 @@
 
 use std::sync::atomic::Ordering;
 
-use kfdrt::cmd::{WAIT_VALUE_AND, WAIT_VALUE_EQ, WAIT_VALUE_GTE, WAIT_VALUE_NOR};
 use kfdrt::{ErrorKind, MemoryKind};
+use kfdrt::{WaitCompare, WriteValueFlags};
 
 use super::raw::Scratch;
 use super::{ensure, pass, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};
@@ -38,9 +38,9 @@ fn write_widths(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     m.write(0, &[0xaa; 64]);
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
-    s.write_value32(m.va(4), 0x1234_5678, 0)
+    s.write_value32(m.va(4), 0x1234_5678, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;
-    s.write_value64(m.va(16), 0x0123_4567_89ab_cdef, 0)
+    s.write_value64(m.va(16), 0x0123_4567_89ab_cdef, WriteValueFlags::DEFAULT)
         .or_fail("write_value64")?;
     s.synchronize().or_fail("synchronize")?;
     let got = m.read(0, 64);
@@ -56,9 +56,10 @@ fn write_widths(ctx: &Ctx) -> CheckResult {
 fn wait32_gte(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
-    s.wait_value32(m.va(0), 5, WAIT_VALUE_GTE, u32::MAX)
+    s.wait_value32(m.va(0), 5, WaitCompare::Gte, u32::MAX)
         .or_fail("wait_value32")?;
-    s.write_value32(m.va(64), 1, 0).or_fail("write_value32")?;
+    s.write_value32(m.va(64), 1, WriteValueFlags::DEFAULT)
+        .or_fail("write_value32")?;
     settle();
     ensure!(
         m.u32(64).load(Ordering::Acquire) == 0,
@@ -84,15 +85,23 @@ fn wait64_conditions(ctx: &Ctx) -> CheckResult {
     let (cell, out) = (m.u64(0), m.u64(64));
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
     let big = 0x5_0000_0001u64;
-    s.wait_value64(m.va(0), 0x5_0000_0000, WAIT_VALUE_EQ, 0xffff_ffff_0000_0000)
-        .or_fail("wait EQ")?;
-    s.write_value64(m.va(64), big, 0).or_fail("write")?;
-    s.wait_value64(m.va(0), 0x8_0000_0000, WAIT_VALUE_AND, u64::MAX)
+    s.wait_value64(
+        m.va(0),
+        0x5_0000_0000,
+        WaitCompare::Eq,
+        0xffff_ffff_0000_0000,
+    )
+    .or_fail("wait EQ")?;
+    s.write_value64(m.va(64), big, WriteValueFlags::DEFAULT)
+        .or_fail("write")?;
+    s.wait_value64(m.va(0), 0x8_0000_0000, WaitCompare::And, u64::MAX)
         .or_fail("wait AND")?;
-    s.write_value64(m.va(64), big + 1, 0).or_fail("write")?;
-    s.wait_value64(m.va(0), 0xffff_ffff_ffff_fffe, WAIT_VALUE_NOR, u64::MAX)
+    s.write_value64(m.va(64), big + 1, WriteValueFlags::DEFAULT)
+        .or_fail("write")?;
+    s.wait_value64(m.va(0), 0xffff_ffff_ffff_fffe, WaitCompare::Nor, u64::MAX)
         .or_fail("wait NOR")?;
-    s.write_value64(m.va(64), big + 2, 0).or_fail("write")?;
+    s.write_value64(m.va(64), big + 2, WriteValueFlags::DEFAULT)
+        .or_fail("write")?;
     cell.store(0x4_ffff_ffff, Ordering::Release);
     settle();
     ensure!(
@@ -129,13 +138,23 @@ fn wait64_conditions(ctx: &Ctx) -> CheckResult {
 fn invalid_args(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
-    let cases: [(&str, kfdrt::Result<()>); 4] = [
-        ("wait flags 4", s.wait_value32(m.va(0), 0, 4, u32::MAX)),
-        ("write32 at +2", s.write_value32(m.va(2), 0, 0)),
-        ("write64 at +4", s.write_value64(m.va(4), 0, 0)),
+    // An undefined comparison has no WaitCompare value (the C ABI's InvalidValue).
+    ensure!(
+        WaitCompare::from_raw(4).is_none(),
+        "wait flags 4 decoded as a comparison"
+    );
+    let cases: [(&str, kfdrt::Result<()>); 3] = [
+        (
+            "write32 at +2",
+            s.write_value32(m.va(2), 0, WriteValueFlags::DEFAULT),
+        ),
+        (
+            "write64 at +4",
+            s.write_value64(m.va(4), 0, WriteValueFlags::DEFAULT),
+        ),
         (
             "wait64 at +4",
-            s.wait_value64(m.va(4), 0, WAIT_VALUE_GTE, u64::MAX),
+            s.wait_value64(m.va(4), 0, WaitCompare::Gte, u64::MAX),
         ),
     ];
     for (what, r) in cases {
@@ -147,11 +166,12 @@ fn invalid_args(ctx: &Ctx) -> CheckResult {
     // NOR with a partial mask holds for every value: the write after it lands at once
     // even with memory all ones.
     m.u32(0).store(u32::MAX, Ordering::Release);
-    s.wait_value32(m.va(0), 0, WAIT_VALUE_NOR, 0xff)
+    s.wait_value32(m.va(0), 0, WaitCompare::Nor, 0xff)
         .or_fail("wait NOR partial mask")?;
-    s.write_value32(m.va(8), 5, 0).or_fail("write")?;
+    s.write_value32(m.va(8), 5, WriteValueFlags::DEFAULT)
+        .or_fail("write")?;
     // Write flags are reserved and ignored (HIP seed), CUDA's NO_MEMORY_BARRIER included.
-    s.write_value32(m.va(12), 6, kfdrt::stream::WRITE_VALUE_NO_MEMORY_BARRIER)
+    s.write_value32(m.va(12), 6, WriteValueFlags::NO_MEMORY_BARRIER)
         .or_fail("write with flags 1")?;
     s.synchronize().or_fail("synchronize")?;
     ensure!(

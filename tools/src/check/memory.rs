@@ -5,8 +5,9 @@ use std::sync::atomic::Ordering;
 
 use kfd::abi::{self, AllocFlags, AllocMemoryOfGpuArgs, SvmAttribute};
 use kfd::Errno;
-use kfdrt::va::VaReservation;
+use kfdrt::raw::VaReservation;
 use kfdrt::MemoryKind;
+use kfdrt::WriteValueFlags;
 
 use super::raw::Scratch;
 use super::{ensure, pass, pass_with, require, skip, Check, CheckResult, Ctx, OrFail};
@@ -223,7 +224,7 @@ fn userptr_gpu_write(ctx: &Ctx) -> CheckResult {
         b.va()
     );
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
-    s.write_value32(b.va() + 0x8000, 0x5eed_cafe, 0)
+    s.write_value32(b.va() + 0x8000, 0x5eed_cafe, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;
     s.synchronize().or_fail("synchronize")?;
     let v = host.u32(0x8000).load(Ordering::Acquire);
@@ -355,7 +356,7 @@ fn peer_vram_write(ctx: &Ctx) -> CheckResult {
             .or_fail("enable_peer_access")?;
         let s = ctx.dev.create_stream(from).or_fail("create_stream")?;
         let v = 0xabc0_0000_0000_0000u64 | (from as u64) << 8 | to as u64;
-        s.write_value64(vram.va(64), v, 0)
+        s.write_value64(vram.va(64), v, WriteValueFlags::DEFAULT)
             .or_fail("write_value64")?;
         s.synchronize().or_fail("synchronize")?;
         ctx.dev

@@ -3,6 +3,7 @@
 
 use kfd::abi::{self, CreateQueueArgs};
 use kfd::Errno;
+use kfdrt::StreamFlags;
 use kfdrt::{Buffer, ErrorKind, MemoryKind};
 
 use super::raw::{RawAql, RawSdma};
@@ -180,7 +181,7 @@ fn priority_clamp(ctx: &Ctx) -> CheckResult {
     for (asked, want) in [(5, 1), (1, 1), (0, 0), (-1, -1), (-9, -1)] {
         let s = ctx
             .dev
-            .create_stream_with_priority(0, kfdrt::stream::STREAM_DEFAULT, asked)
+            .create_stream_with_priority(0, StreamFlags::DEFAULT, asked)
             .or_fail("create_stream_with_priority")?;
         ensure!(
             s.priority() == want,

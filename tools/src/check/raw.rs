@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use kfd::abi;
-use kfdrt::hsa::{self, AmdQueue, AmdSignal};
+use kfdrt::raw::hsa::{self, AmdQueue, AmdSignal};
 use kfdrt::{Buffer, Device, MemoryKind};
 use pm4::aql::{AqlPacket, AqlRingWriter};
 use pm4::sdma::{SdmaPacket, SdmaRingWriter};

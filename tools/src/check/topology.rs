@@ -38,10 +38,10 @@ fn kfd_version(ctx: &Ctx) -> CheckResult {
         v.major_version
     );
     ensure!(
-        v.minor_version >= kfdrt::device::MIN_KFD_MINOR,
+        v.minor_version >= kfdrt::raw::MIN_KFD_MINOR,
         "minor version {} < {}",
         v.minor_version,
-        kfdrt::device::MIN_KFD_MINOR
+        kfdrt::raw::MIN_KFD_MINOR
     );
     ensure!(
         (v.major_version, v.minor_version) == ctx.dev.kfd_version(),

@@ -3,11 +3,8 @@
 
 use std::os::fd::AsFd;
 
-use kfdrt::vmm::{
-    GRANULARITY_MINIMUM, GRANULARITY_RECOMMENDED, MEM_ACCESS_NONE, MEM_ACCESS_READ_WRITE,
-    MEM_HANDLE_TYPE_POSIX_FD,
-};
-use kfdrt::{ErrorKind, MemAccessDesc, MemAllocationProp, MemLocation, MemoryKind};
+use kfdrt::{AccessDesc, AccessFlags, ErrorKind, GranularityOption, HandleType, Location};
+use kfdrt::{MemAllocationProp, MemoryKind};
 
 use super::{ensure, pass, pass_with, Check, CheckResult, Ctx, OrFail};
 
@@ -40,14 +37,11 @@ pub fn checks() -> Vec<Check> {
 }
 
 fn prop() -> MemAllocationProp {
-    MemAllocationProp::device(0, MEM_HANDLE_TYPE_POSIX_FD)
+    MemAllocationProp::device(0, HandleType::PosixFileDescriptor)
 }
 
-fn rw() -> [MemAccessDesc; 1] {
-    [MemAccessDesc {
-        location: MemLocation::device(0),
-        flags: MEM_ACCESS_READ_WRITE,
-    }]
+fn rw() -> [AccessDesc; 1] {
+    [AccessDesc::new(Location::Gpu(0), AccessFlags::ReadWrite)]
 }
 
 fn alias_two_mappings(ctx: &Ctx) -> CheckResult {
@@ -91,10 +85,10 @@ fn access_roundtrip(ctx: &Ctx) -> CheckResult {
     let d = &ctx.dev;
     let p = prop();
     let min = d
-        .mem_get_allocation_granularity(&p, GRANULARITY_MINIMUM)
+        .mem_get_allocation_granularity(&p, GranularityOption::Minimum)
         .or_fail("granularity")?;
     let rec = d
-        .mem_get_allocation_granularity(&p, GRANULARITY_RECOMMENDED)
+        .mem_get_allocation_granularity(&p, GranularityOption::Recommended)
         .or_fail("granularity")?;
     ensure!(
         min == 4096 && rec == G2,
@@ -105,22 +99,19 @@ fn access_roundtrip(ctx: &Ctx) -> CheckResult {
         .mem_address_reserve(G2, 0, 0, 0)
         .or_fail("addressReserve")?;
     d.mem_map(r, G2, 0, h, 0).or_fail("memMap")?;
-    let loc = MemLocation::device(0);
-    let g0 = d.mem_get_access(&loc, r).or_fail("getAccess")?;
+    let loc = Location::Gpu(0);
+    let g0 = d.mem_get_access(loc, r).or_fail("getAccess")?;
     d.mem_set_access(r, G2, &rw()).or_fail("setAccess rw")?;
-    let g1 = d.mem_get_access(&loc, r + 100).or_fail("getAccess")?;
-    let none = [MemAccessDesc {
-        location: loc,
-        flags: MEM_ACCESS_NONE,
-    }];
+    let g1 = d.mem_get_access(loc, r + 100).or_fail("getAccess")?;
+    let none = [AccessDesc::new(loc, AccessFlags::None)];
     d.mem_set_access(r, G2, &none).or_fail("setAccess none")?;
-    let g2 = d.mem_get_access(&loc, r).or_fail("getAccess")?;
+    let g2 = d.mem_get_access(loc, r).or_fail("getAccess")?;
     d.mem_unmap(r, G2).or_fail("unmap")?;
     d.mem_release(h).or_fail("release")?;
     d.mem_address_free(r, G2).or_fail("free")?;
     ensure!(
-        (g0, g1, g2) == (MEM_ACCESS_NONE, MEM_ACCESS_READ_WRITE, MEM_ACCESS_NONE),
-        "access read back {g0}, {g1}, {g2}"
+        (g0, g1, g2) == (AccessFlags::None, AccessFlags::ReadWrite, AccessFlags::None),
+        "access read back {g0:?}, {g1:?}, {g2:?}"
     );
     pass_with(format!("granularity {min} / {rec}"))
 }
@@ -185,10 +176,10 @@ fn export_import(ctx: &Ctx) -> CheckResult {
     let d = &ctx.dev;
     let h = d.mem_create(G2, &prop(), 0).or_fail("memCreate")?;
     let fd = d
-        .mem_export_to_shareable_handle(h, MEM_HANDLE_TYPE_POSIX_FD, 0)
+        .mem_export_to_shareable_handle(h, HandleType::PosixFileDescriptor, 0)
         .or_fail("export")?;
     let h2 = d
-        .mem_import_from_shareable_handle(fd.as_fd(), MEM_HANDLE_TYPE_POSIX_FD)
+        .mem_import_from_shareable_handle(fd.as_fd(), HandleType::PosixFileDescriptor)
         .or_fail("import")?;
     let r = d
         .mem_address_reserve(2 * G2, 0, 0, 0)

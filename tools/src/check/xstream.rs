@@ -2,10 +2,9 @@
 
 use std::sync::atomic::Ordering;
 
-use kfdrt::cmd::WAIT_VALUE_GTE;
-use kfdrt::event::{Event, EVENT_DEFAULT, EVENT_DISABLE_TIMING};
-use kfdrt::stream::STREAM_NON_BLOCKING;
+use kfdrt::Event;
 use kfdrt::{ErrorKind, MemoryKind, Stream};
+use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 
 use super::raw::Scratch;
 use super::{ensure, pass, pass_with, require, settle, Check, CheckResult, Ctx, OrFail};
@@ -43,7 +42,7 @@ pub fn checks() -> Vec<Check> {
 
 fn nb(ctx: &Ctx, gpu: usize) -> Result<Stream, String> {
     ctx.dev
-        .create_stream_with_flags(gpu, STREAM_NON_BLOCKING)
+        .create_stream_with_flags(gpu, StreamFlags::NON_BLOCKING)
         .or_fail("create_stream")
 }
 
@@ -52,14 +51,16 @@ fn held_by_event(ctx: &Ctx, a_gpu: usize, b_gpu: usize) -> CheckResult {
     let (a, b) = (nb(ctx, a_gpu)?, nb(ctx, b_gpu)?);
     let e = ctx
         .dev
-        .create_event(EVENT_DISABLE_TIMING)
+        .create_event(EventFlags::DISABLE_TIMING)
         .or_fail("create_event")?;
-    a.wait_value32(m.va(0), 1, WAIT_VALUE_GTE, u32::MAX)
+    a.wait_value32(m.va(0), 1, WaitCompare::Gte, u32::MAX)
         .or_fail("wait_value32")?;
-    a.write_value32(m.va(4), 1, 0).or_fail("write A")?;
+    a.write_value32(m.va(4), 1, WriteValueFlags::DEFAULT)
+        .or_fail("write A")?;
     e.record(&a).or_fail("record")?;
     b.wait_event(&e, 0).or_fail("wait_event")?;
-    b.write_value32(m.va(8), 2, 0).or_fail("write B")?;
+    b.write_value32(m.va(8), 2, WriteValueFlags::DEFAULT)
+        .or_fail("write B")?;
     settle();
     ensure!(
         m.u32(8).load(Ordering::Acquire) == 0,
@@ -88,13 +89,14 @@ fn unrecorded_noop(ctx: &Ctx) -> CheckResult {
     let b = nb(ctx, 0)?;
     let e = ctx
         .dev
-        .create_event(EVENT_DEFAULT)
+        .create_event(EventFlags::DEFAULT)
         .or_fail("create_event")?;
     e.query().or_fail("query of an unrecorded event")?;
     e.synchronize()
         .or_fail("synchronize of an unrecorded event")?;
     b.wait_event(&e, 0).or_fail("wait_event")?;
-    b.write_value32(m.va(0), 3, 0).or_fail("write")?;
+    b.write_value32(m.va(0), 3, WriteValueFlags::DEFAULT)
+        .or_fail("write")?;
     b.synchronize().or_fail("synchronize")?;
     ensure!(
         m.u32(0).load(Ordering::Acquire) == 3,
@@ -112,14 +114,15 @@ fn rerecord(ctx: &Ctx) -> CheckResult {
     let (a, b, c) = (nb(ctx, 0)?, nb(ctx, 0)?, nb(ctx, 0)?);
     let e = ctx
         .dev
-        .create_event(EVENT_DISABLE_TIMING)
+        .create_event(EventFlags::DISABLE_TIMING)
         .or_fail("create_event")?;
-    a.wait_value32(m.va(0), 1, WAIT_VALUE_GTE, u32::MAX)
+    a.wait_value32(m.va(0), 1, WaitCompare::Gte, u32::MAX)
         .or_fail("wait_value32")?;
     e.record(&a).or_fail("record on A")?;
     b.wait_event(&e, 0).or_fail("wait_event")?;
     e.record(&c).or_fail("re-record on idle C")?;
-    b.write_value32(m.va(8), 2, 0).or_fail("write B")?;
+    b.write_value32(m.va(8), 2, WriteValueFlags::DEFAULT)
+        .or_fail("write B")?;
     c.synchronize().or_fail("synchronize C")?;
     e.synchronize()
         .or_fail("synchronize the re-recorded event")?;
@@ -139,14 +142,14 @@ fn elapsed_time(ctx: &Ctx) -> CheckResult {
     let s = nb(ctx, 0)?;
     let (start, end) = (
         ctx.dev
-            .create_event(EVENT_DEFAULT)
+            .create_event(EventFlags::DEFAULT)
             .or_fail("create_event")?,
         ctx.dev
-            .create_event(EVENT_DEFAULT)
+            .create_event(EventFlags::DEFAULT)
             .or_fail("create_event")?,
     );
     start.record(&s).or_fail("record start")?;
-    s.wait_value32(m.va(0), 1, WAIT_VALUE_GTE, u32::MAX)
+    s.wait_value32(m.va(0), 1, WaitCompare::Gte, u32::MAX)
         .or_fail("wait_value32")?;
     end.record(&s).or_fail("record end")?;
     // The start timestamp exists before the hold begins, the end one only after the
@@ -167,7 +170,7 @@ fn elapsed_time(ctx: &Ctx) -> CheckResult {
     );
     let nt = ctx
         .dev
-        .create_event(EVENT_DISABLE_TIMING)
+        .create_event(EventFlags::DISABLE_TIMING)
         .or_fail("create_event")?;
     nt.record(&s).or_fail("record")?;
     nt.synchronize().or_fail("synchronize")?;
