@@ -24,6 +24,7 @@ use kfdrt::{Dim3, Kernel, KernelArgs, Module};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// `dim3` / `uint3` of the HIP headers.
@@ -321,6 +322,7 @@ pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
     let Some(fb) = FATBINS.remove(modules as usize) else {
         return;
     };
+    GENERATION.fetch_add(1, Ordering::AcqRel);
     if let Some(m) = lock(&HOST_FUNCTIONS).as_mut() {
         m.retain(|_, f| f.fatbin != modules as usize);
     }
@@ -401,6 +403,7 @@ fn host_kernel(f: *const c_void, gpu: usize) -> Result<Kernel, hipError_t> {
 /// `hipDeviceReset` of GPU `gpu`: forget what is loaded there (fat binaries load again at
 /// the next launch; modules of the module API are unloaded).
 pub(crate) fn reset_gpu(gpu: usize) {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
     if let Some(m) = lock(&HOST_FUNCTIONS).as_ref() {
         for f in m.values() {
             lock(&f.kernels).remove(&gpu);
@@ -446,9 +449,19 @@ fn push_value(args: &mut KernelArgs, b: &[u8]) -> Result<(), hipError_t> {
 /// The explicit arguments of `k`, each read by `bytes_of(index, offset, size)`.
 fn build_args(
     k: &Kernel,
-    mut bytes_of: impl FnMut(usize, u32, u32) -> Result<*const u8, hipError_t>,
+    bytes_of: impl FnMut(usize, u32, u32) -> Result<*const u8, hipError_t>,
 ) -> Result<KernelArgs, hipError_t> {
     let mut args = k.args();
+    fill_args(k, &mut args, bytes_of)?;
+    Ok(args)
+}
+
+/// Pushes the explicit arguments of `k` into the empty `args`.
+fn fill_args(
+    k: &Kernel,
+    args: &mut KernelArgs,
+    mut bytes_of: impl FnMut(usize, u32, u32) -> Result<*const u8, hipError_t>,
+) -> Result<(), hipError_t> {
     let explicit = k
         .metadata()
         .args
@@ -463,15 +476,25 @@ fn build_args(
             v.copy_from_slice(b);
             args.ptr(u64::from_le_bytes(v)).hip()?;
         } else {
-            push_value(&mut args, b)?;
+            push_value(args, b)?;
         }
     }
-    Ok(args)
+    Ok(())
 }
 
 /// Arguments from `void *args[]` (one pointer to each argument's value).
 fn args_from_array(k: &Kernel, params: *mut *mut c_void) -> Result<KernelArgs, hipError_t> {
-    build_args(k, |i, _, _| {
+    let mut args = k.args();
+    fill_from_array(k, &mut args, params)?;
+    Ok(args)
+}
+
+fn fill_from_array(
+    k: &Kernel,
+    args: &mut KernelArgs,
+    params: *mut *mut c_void,
+) -> Result<(), hipError_t> {
+    fill_args(k, args, |i, _, _| {
         if params.is_null() {
             return Err(hipErrorInvalidValue);
         }
@@ -541,6 +564,17 @@ fn launch(
     .hip()
 }
 
+/// Bumped when registered kernels are forgotten (unregistration, reset), so per-thread
+/// launch caches drop what they hold.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Per thread: (host stub, GPU) -> the kernel and a reusable argument list, so a
+    /// `<<<>>>` launch takes no lock and allocates nothing once warm.
+    static LAUNCH_CACHE: RefCell<(u64, HashMap<(usize, usize), (Kernel, KernelArgs)>)> =
+        RefCell::new((0, HashMap::new()));
+}
+
 /// `hipLaunchKernel`: the kernel registered for host stub `f`.
 #[no_mangle]
 pub unsafe extern "C" fn hipLaunchKernel(
@@ -553,9 +587,24 @@ pub unsafe extern "C" fn hipLaunchKernel(
 ) -> hipError_t {
     ret((|| {
         let st = stream(s)?;
-        let k = host_kernel(f, st.gpu_index())?;
-        let a = args_from_array(&k, args)?;
-        launch(&k, &st, grid, block, shared, &a)
+        let gpu = st.gpu_index();
+        let generation = GENERATION.load(Ordering::Acquire);
+        LAUNCH_CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.0 != generation {
+                *c = (generation, HashMap::new());
+            }
+            let key = (f as usize, gpu);
+            if !c.1.contains_key(&key) {
+                let k = host_kernel(f, gpu)?;
+                let a = k.args();
+                c.1.insert(key, (k, a));
+            }
+            let (k, a) = c.1.get_mut(&key).ok_or(hipErrorInvalidDeviceFunction)?;
+            a.clear();
+            fill_from_array(k, a, args)?;
+            launch(k, &st, grid, block, shared, a)
+        })
     })())
 }
 
