@@ -8,6 +8,7 @@ use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
@@ -87,11 +88,42 @@ fn buffers() -> std::sync::MutexGuard<'static, BTreeMap<u64, Buffer>> {
 /// The stream of a `hipStream_t`: null is the current GPU's null stream; the per-thread
 /// stream is not modelled.
 pub(crate) fn stream(s: *mut c_void) -> Result<Arc<Stream>, hipError_t> {
-    match s as usize {
-        0 => null_stream(current_gpu()),
-        2 => Err(hipErrorNotSupported),
-        t => STREAMS.get(t).ok_or(hipErrorInvalidHandle),
+    let token = s as usize;
+    if token == 2 {
+        return Err(hipErrorNotSupported);
     }
+    let gpu = if token == 0 { current_gpu() } else { 0 };
+    let generation = STREAM_GENERATION.load(Ordering::Acquire);
+    let hit = STREAM_CACHE.with(|c| match &*c.borrow() {
+        Some((t, g, e, a)) if *t == token && *g == gpu && *e == generation => Some(a.clone()),
+        _ => None,
+    });
+    if let Some(a) = hit {
+        return Ok(a);
+    }
+    let a = match token {
+        0 => null_stream(gpu)?,
+        t => STREAMS.get(t).ok_or(hipErrorInvalidHandle)?,
+    };
+    STREAM_CACHE.with(|c| *c.borrow_mut() = Some((token, gpu, generation, a.clone())));
+    Ok(a)
+}
+
+/// Bumped whenever a stream handle is destroyed, invalidating every thread's
+/// [`STREAM_CACHE`].
+static STREAM_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// (handle, GPU of the null stream, generation, stream) of the thread's last stream lookup:
+/// repeated calls on one stream skip the registry's lock.
+type StreamCache = Option<(usize, usize, u64, Arc<Stream>)>;
+
+thread_local! {
+    static STREAM_CACHE: std::cell::RefCell<StreamCache> = const { std::cell::RefCell::new(None) };
+}
+
+fn streams_changed() {
+    STREAM_GENERATION.fetch_add(1, Ordering::AcqRel);
+    STREAM_CACHE.with(|c| *c.borrow_mut() = None);
 }
 
 /// The null stream of GPU `gpu`, held for the life of the process: kfdrt keeps a GPU's
@@ -391,10 +423,12 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
         if s.is_null() {
             return Err(hipErrorInvalidHandle);
         }
-        STREAMS
+        let r = STREAMS
             .remove(s as usize)
             .map(drop)
-            .ok_or(hipErrorInvalidHandle)
+            .ok_or(hipErrorInvalidHandle);
+        streams_changed();
+        r
     })())
 }
 
@@ -916,6 +950,7 @@ pub extern "C" fn hipDeviceReset() -> hipError_t {
         // A failed stream's error is not the reset's: the reset discards that state.
         let _ = hipDeviceSynchronize();
         STREAMS.retain(|s| s.gpu_index() != gpu);
+        streams_changed();
         buffers().retain(|_, b| b.gpu_index() != gpu);
         crate::kernel::reset_gpu(gpu);
         Ok(())

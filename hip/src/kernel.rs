@@ -22,6 +22,7 @@ use crate::handles::Registry;
 use kfdrt::codeobj::ValueKind;
 use kfdrt::{Dim3, Kernel, KernelArgs, Module};
 use std::cell::RefCell;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -568,11 +569,13 @@ fn launch(
 /// launch caches drop what they hold.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
+/// (host stub, GPU) -> the kernel and a reusable argument list.
+type LaunchCache = HashMap<(usize, usize), (Kernel, KernelArgs)>;
+
 thread_local! {
     /// Per thread: (host stub, GPU) -> the kernel and a reusable argument list, so a
     /// `<<<>>>` launch takes no lock and allocates nothing once warm.
-    static LAUNCH_CACHE: RefCell<(u64, HashMap<(usize, usize), (Kernel, KernelArgs)>)> =
-        RefCell::new((0, HashMap::new()));
+    static LAUNCH_CACHE: RefCell<(u64, LaunchCache)> = RefCell::new((0, HashMap::new()));
 }
 
 /// `hipLaunchKernel`: the kernel registered for host stub `f`.
@@ -595,12 +598,14 @@ pub unsafe extern "C" fn hipLaunchKernel(
                 *c = (generation, HashMap::new());
             }
             let key = (f as usize, gpu);
-            if !c.1.contains_key(&key) {
-                let k = host_kernel(f, gpu)?;
-                let a = k.args();
-                c.1.insert(key, (k, a));
-            }
-            let (k, a) = c.1.get_mut(&key).ok_or(hipErrorInvalidDeviceFunction)?;
+            let (k, a) = match c.1.entry(key) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    let k = host_kernel(f, gpu)?;
+                    let a = k.args();
+                    e.insert((k, a))
+                }
+            };
             a.clear();
             fill_from_array(k, a, args)?;
             launch(k, &st, grid, block, shared, a)

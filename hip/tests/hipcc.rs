@@ -194,3 +194,39 @@ fn module_api_on_a_genco_code_object() {
         ]
     );
 }
+
+#[test]
+fn hipbench_runs_on_this_library_and_every_launch_executes() {
+    // tools/hipbench/hipbench.hip, the program tools/hipbench/run.sh races against CLR.
+    let exe = tmp().join("hipcc-hipbench");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/hipbench/hipbench.hip");
+    let o = Command::new("hipcc")
+        .args(["--offload-arch=gfx90a", "-O2"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("hipcc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let iters = Path::new("64");
+    let out = run(&exe, &[iters]);
+    let ops: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("op "))
+        .map(|l| l.split(' ').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "writeValue32_enqueue",
+            "eventRecord_enqueue",
+            "streamQuery_idle",
+            "streamSynchronize_idle",
+            "callback_enqueue_to_run",
+            "mallocAsync+freeAsync_1MiB",
+            "kernelLaunch_enqueue",
+        ]
+    );
+    assert!(out.contains("kernel_count 97 expected 97"), "{out}");
+    assert!(out.contains("hip-lib-hipcc/libamdhip64.so.5"), "{out}");
+}

@@ -14,7 +14,9 @@ ln -sf ../../release/libamdhip64.so "$out/lib/libamdhip64.so.5"
 hipcc --offload-arch=gfx90a -O2 tools/hipbench/hipbench.hip -o "$out/hipbench"
 
 LD_LIBRARY_PATH="$PWD/$out/lib" KFDRT_DEVICE=$device "$out/hipbench" "$iters" > "$out/kfdrt.txt"
-target/release/kfdrt emu-run --device $device -- "$out/hipbench" "$iters" > "$out/clr.txt"
+# Bounded: a stall in CLR's run still leaves the operations it finished.
+timeout 900 target/release/kfdrt emu-run --device $device -- "$out/hipbench" "$iters" > "$out/clr.txt" ||
+  echo "note: CLR's run did not finish (status $?); its completed operations are compared" >&2
 grep -q "^library .*$out/lib/libamdhip64.so.5" "$out/kfdrt.txt" || { echo "kfdrt run did not load kfdrt's library" >&2; exit 1; }
 grep -q "^library /.*/libamdhip64.so.5" "$out/clr.txt" && ! grep -q "$out/lib" "$out/clr.txt" || { echo "CLR run did not load Debian's library" >&2; exit 1; }
 
