@@ -6,8 +6,7 @@
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
-use kfdrt::{Device, Event, MemoryKind};
-use kfdrt::{EventFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{Device, Event, EventFlags, MemoryKind, WaitCompare, WriteValueFlags};
 
 fn main() -> ExitCode {
     match run() {

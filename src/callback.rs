@@ -23,6 +23,7 @@ use crate::device::DeviceInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::signal::Signal;
 use crate::stream::{Point, Stream, StreamInner};
+use crate::sync::lock;
 
 /// A callback: receives the stream's status (Ok, or its sticky error).
 pub type Callback = Box<dyn FnOnce(Result<()>) + Send + 'static>;
@@ -97,7 +98,7 @@ impl Stream {
         }
         let s = &self.inner;
         let gate = Arc::new(Signal::new(&s.dev, 1)?);
-        let mut last = s.last_hold.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = lock(&s.last_hold);
         let start = s.point();
         let prev_gate = last
             .as_ref()
@@ -108,11 +109,7 @@ impl Stream {
         drop(last);
         let dev = s.dev.clone();
         {
-            let mut q = dev
-                .callbacks
-                .queue
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut q = lock(&dev.callbacks.queue);
             dev.callbacks.added.fetch_add(1, Ordering::AcqRel);
             q.push_back(Pending {
                 stream: s.clone(),
@@ -162,15 +159,12 @@ fn dispatcher(weak: Weak<DeviceInner>) {
             return;
         }
         // Retire gates whose hold packet completed.
-        cb.retired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|(_, p)| !p.done());
+        lock(&cb.retired).retain(|(_, p)| !p.done());
         dev.pools.reap();
 
         // Pick the first pending callback (per-stream order: only a stream's oldest).
         let ready = {
-            let mut q = cb.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut q = lock(&cb.queue);
             let mut seen: Vec<*const StreamInner> = Vec::new();
             let mut pick = None;
             for (i, p) in q.iter().enumerate() {
@@ -201,7 +195,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                             drop(dev);
                             continue;
                         }
-                        let q = cb.queue.lock().unwrap_or_else(|e| e.into_inner());
+                        let q = lock(&cb.queue);
                         if !q.is_empty() {
                             drop(q);
                             drop(dev);
@@ -246,18 +240,13 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                     ));
                 }
                 p.gate.store_relaxed(0);
-                // The CP polls the barrier's dependency by itself; the notification only
-                // lets an emulated engine re-poll now (a no-op on hardware).
-                dev.backend.doorbell_written(p.hold.queue_id);
-                cb.retired
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push((p.gate, p.hold));
+                dev.backend.host_signal_written(p.hold.queue_id);
+                lock(&cb.retired).push((p.gate, p.hold));
             }
             None => {
                 // Something is pending but not ready: sleep on the oldest's timeline.
                 let first = {
-                    let q = cb.queue.lock().unwrap_or_else(|e| e.into_inner());
+                    let q = lock(&cb.queue);
                     q.front().map(|p| p.start.clone())
                 };
                 if let Some(pt) = first {
@@ -268,7 +257,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                         Some(std::time::Instant::now() + Duration::from_millis(2)),
                     );
                     if let Some(f) = dev.check_faults(pt.gpu_index) {
-                        let q = cb.queue.lock().unwrap_or_else(|e| e.into_inner());
+                        let q = lock(&cb.queue);
                         for p in q.iter().filter(|p| !p.start.done()) {
                             p.stream.fail(f.clone());
                         }

@@ -7,20 +7,20 @@
 //! works: VRAM of this or another GPU of the device, host-pinned, signal or registered
 //! memory.
 //!
-//! Each `DMA_DATA` moves at most [`crate::cmd::Target::dma_max_bytes`] bytes (32 MiB, or
+//! Each `DMA_DATA` moves at most [`crate::cmdbuf::Target::dma_max_bytes`] bytes (32 MiB, or
 //! 32736 on gfx11+ whose CP DMA takes at most 32767 bytes a packet); one AQL PM4-IB
 //! packet carries two of them (its 64-byte indirect-buffer slot holds 16 dwords, with
 //! room for the PRED_EXEC that keeps them on one XCC of a multi-XCC GPU).
 
 use pm4::pkt3::DmaData;
 
+use crate::cmdbuf::CmdBuf;
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
-use crate::queue::pm4_ib_packet;
 use crate::stream::Stream;
 
 /// Bytes per DMA_DATA command below gfx11 (a 2^25-byte chunk keeps every count well
-/// inside the 26-bit BYTE_COUNT field); see [`crate::cmd::Target::dma_max_bytes`].
+/// inside the 26-bit BYTE_COUNT field); see [`crate::cmdbuf::Target::dma_max_bytes`].
 pub const CHUNK: u64 = 1 << 25;
 
 /// Null and overflow checks, and HIP's length rule: a range that starts in an
@@ -71,41 +71,27 @@ enum Dma {
 }
 
 impl Stream {
-    fn submit_dma(
-        &self,
-        total: u64,
-        cmd_at: impl Fn(u64) -> Dma,
-        pattern: Option<u32>,
-    ) -> Result<()> {
-        let fam = self.inner.family;
-        // Submit in bounded batches so a huge copy cannot exceed the ring.
-        let per = fam.dma_per_slot() as u64;
-        let batch = per * 256;
-        let mut first = 0u64;
-        while first < total {
-            let end = (first + batch).min(total);
-            let n = (end - first).div_ceil(per) as u32;
-            let mut i = first;
-            self.submit_packets(n, |ib, h| {
+    /// Submit `total` DMA_DATA commands (`cmd_at(i)`), [`crate::cmdbuf::Target::dma_per_slot`]
+    /// per packet, a command buffer at a time.
+    fn submit_dma(&self, total: u64, cmd_at: impl Fn(u64) -> Dma) -> Result<()> {
+        let t = self.target();
+        let per = t.dma_per_slot() as u64;
+        let mut i = 0u64;
+        while i < total {
+            let mut c = CmdBuf::new(t);
+            while i < total && !c.is_full() {
                 let mut ds = [DmaData::fill(0, 0, 0); 2];
-                let group = (end.min(i + per) - i) as usize;
+                let group = (total.min(i + per) - i) as usize;
                 for (k, d) in ds.iter_mut().take(group).enumerate() {
                     *d = match cmd_at(i + k as u64) {
                         Dma::Copy { src, dst, len } => DmaData::copy(src, dst, len),
                         Dma::Fill { dst, value, len } => DmaData::fill(dst, value, len),
                     };
                 }
-                let dw = crate::cmd::dma(fam, ib.words, &ds[..group])?;
-                i += per;
-                if let (Some(p), true) = (pattern, dw <= 14) {
-                    // The byte pattern for unaligned fill edges lives after the commands
-                    // in the same slot (the CP reads only `dw` dwords as commands).
-                    ib.words[14] = p;
-                    ib.words[15] = p;
-                }
-                Ok(pm4_ib_packet(ib.va, dw as u32, h))
-            })?;
-            first = end;
+                c.dma(&ds[..group])?;
+                i += group as u64;
+            }
+            self.submit(&c, crate::stream::Place::Any, None)?;
         }
         Ok(())
     }
@@ -137,7 +123,7 @@ impl Stream {
                 len: (len - off).min(chunk) as u32,
             }
         };
-        self.submit_dma(len.div_ceil(chunk), cmd_at, None)
+        self.submit_dma(len.div_ceil(chunk), cmd_at)
     }
 
     /// `hipMemsetD32Async`: fill `count` dwords at `dst` (4-byte aligned) with `value`.
@@ -166,7 +152,7 @@ impl Stream {
                 len: (len - off).min(chunk) as u32,
             }
         };
-        self.submit_dma(len.div_ceil(chunk), cmd_at, None)
+        self.submit_dma(len.div_ceil(chunk), cmd_at)
     }
 
     /// `hipMemsetAsync`: set `len` bytes at `dst` to `byte`, any alignment. The aligned
@@ -191,30 +177,20 @@ impl Stream {
                 len: (body - off).min(chunk) as u32,
             }
         };
-        // Edges: copies from the slot's pattern dwords (src filled in below per slot).
-        let mut edges = Vec::new();
+        // Edges: copies from the pattern held in the command's own IB (see
+        // CmdBuf::fill_edge).
+        let mut c = CmdBuf::new(self.target());
         if head > 0 {
-            edges.push((dst, head));
+            c.fill_edge(dst, head as u32, pattern)?;
         }
         if tail > 0 {
-            edges.push((dst + head + body, tail));
+            c.fill_edge(dst + head + body, tail as u32, pattern)?;
         }
         if body > 0 {
-            self.submit_dma(body.div_ceil(chunk), fill_at, None)?;
+            self.submit_dma(body.div_ceil(chunk), fill_at)?;
         }
-        if !edges.is_empty() {
-            let fam = self.inner.family;
-            // One edge per packet: PRED_EXEC (2) + DMA_DATA (7) leave dword 15 for the
-            // pattern (an edge is under 4 bytes).
-            let mut k = 0usize;
-            self.submit_packets(edges.len() as u32, |ib, h| {
-                let pat_va = ib.va + 15 * 4;
-                let (d, n) = edges[k.min(edges.len() - 1)];
-                k += 1;
-                let dw = crate::cmd::dma(fam, ib.words, &[DmaData::copy(pat_va, d, n as u32)])?;
-                ib.words[15] = pattern;
-                Ok(pm4_ib_packet(ib.va, dw as u32, h))
-            })?;
+        if !c.is_empty() {
+            self.submit(&c, crate::stream::Place::Any, None)?;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@ use kfd::Backend;
 
 use crate::device_select::{open_backend, DeviceSpec};
 use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
 
 /// Lowest KFD minor version kfdrt runs on: 1.5 brings SVM and the queue/memory ioctls
 /// of this ABI (older kernels are missing too much to emulate HIP's semantics).
@@ -53,7 +54,7 @@ pub(crate) struct DeviceCore {
     pub(crate) kfd_version: (u32, u32),
     pub(crate) gpus: Vec<Gpu>,
     /// Doorbell pages mapped so far (per GPU); unmapped when the last queue is gone.
-    pub(crate) doorbells: Mutex<Vec<(usize, crate::queue::DoorbellPage)>>,
+    pub(crate) doorbells: Mutex<Vec<(usize, crate::ring::DoorbellPage)>>,
     /// The signal event every queue's context save area header names for queue errors.
     /// Created with the first queue (a signal event needs the event page first).
     pub(crate) queue_error_event: std::sync::OnceLock<u32>,
@@ -103,8 +104,9 @@ pub(crate) struct DeviceInner {
     pub(crate) signals: crate::signal::SignalPool,
     pub(crate) pools: crate::stream::QueuePools,
     pub(crate) callbacks: crate::callback::Callbacks,
-    /// KFD memory-exception and hw-exception events (when the device supports them).
-    pub(crate) exception_events: Vec<u32>,
+    /// KFD memory-exception and hw-exception events that could be created, as
+    /// (event type, event id): their data is read by type, never by position.
+    pub(crate) exception_events: Vec<(u32, u32)>,
     /// Faults reported so far: (gpu_id, description). Sticky.
     pub(crate) faults: Mutex<Vec<(u32, String)>>,
     /// Managed-memory bookkeeping (issue 8, `crate::managed`).
@@ -123,7 +125,7 @@ impl Drop for DeviceInner {
         // signals' events and the exception events. The pools' queues and buffers drop
         // with the fields, and the core (render fds, doorbell pages) after them.
         self.signals.destroy_events(self.core.backend.as_ref());
-        for &e in &self.exception_events {
+        for &(_, e) in &self.exception_events {
             let _ = kfd::ioctl::destroy_event(self.core.backend.as_ref(), e);
         }
     }
@@ -274,20 +276,7 @@ impl Device {
             kfd::abi::KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK
                 | kfd::abi::KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK,
         );
-        let mut exception_events = Vec::new();
-        for ty in [
-            kfd::abi::KFD_IOC_EVENT_MEMORY,
-            kfd::abi::KFD_IOC_EVENT_HW_EXCEPTION,
-        ] {
-            let mut a = kfd::abi::CreateEventArgs {
-                event_type: ty,
-                auto_reset: 1,
-                ..Default::default()
-            };
-            if kfd::ioctl::create_event(backend.as_ref(), &mut a).is_ok() {
-                exception_events.push(a.event_id);
-            }
-        }
+        let exception_events = create_exception_events(backend.as_ref());
         Ok(Device {
             inner: Arc::new(DeviceInner {
                 core: Arc::new(DeviceCore {
@@ -358,6 +347,26 @@ impl Device {
     }
 }
 
+/// The KFD memory-exception and hw-exception events (auto-reset) that could be created,
+/// as (event type, event id); a kernel without one of the types just lacks that entry.
+pub(crate) fn create_exception_events(backend: &dyn Backend) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for ty in [
+        kfd::abi::KFD_IOC_EVENT_MEMORY,
+        kfd::abi::KFD_IOC_EVENT_HW_EXCEPTION,
+    ] {
+        let mut a = kfd::abi::CreateEventArgs {
+            event_type: ty,
+            auto_reset: 1,
+            ..Default::default()
+        };
+        if kfd::ioctl::create_event(backend, &mut a).is_ok() {
+            out.push((ty, a.event_id));
+        }
+    }
+    out
+}
+
 impl DeviceInner {
     pub(crate) fn wait_spin(&self) -> std::time::Duration {
         std::time::Duration::from_nanos(self.spin_ns.load(std::sync::atomic::Ordering::Relaxed))
@@ -371,31 +380,36 @@ impl DeviceInner {
             let mut evs: Vec<kfd::abi::EventData> = self
                 .exception_events
                 .iter()
-                .map(|&id| kfd::abi::EventData {
+                .map(|&(_, id)| kfd::abi::EventData {
                     event_id: id,
                     ..Default::default()
                 })
                 .collect();
             if let Ok(r) = kfd::ioctl::wait_events(self.backend.as_ref(), &mut evs, false, 0) {
                 if r == kfd::abi::KFD_IOC_WAIT_RESULT_COMPLETE {
-                    let mut f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
-                    // evs[0] is the memory event, evs[1] the hw exception (when both exist).
-                    let m = evs[0].memory_exception();
-                    if m.gpu_id != 0 {
-                        f.push((
-                            m.gpu_id,
-                            format!("GPU {:#x} memory fault at va={:#x}", m.gpu_id, m.va),
-                        ));
-                    }
-                    if let Some(h) = evs.get(1).map(|e| e.hw_exception()) {
-                        if h.gpu_id != 0 {
-                            f.push((
-                                h.gpu_id,
-                                format!(
-                                    "GPU {:#x} hardware exception (reset_cause={})",
-                                    h.gpu_id, h.reset_cause
-                                ),
-                            ));
+                    let mut f = lock(&self.faults);
+                    // Each event's data is decoded as its own type (either may be
+                    // missing when its creation failed).
+                    for (&(ty, _), e) in self.exception_events.iter().zip(&evs) {
+                        if ty == kfd::abi::KFD_IOC_EVENT_MEMORY {
+                            let m = e.memory_exception();
+                            if m.gpu_id != 0 {
+                                f.push((
+                                    m.gpu_id,
+                                    format!("GPU {:#x} memory fault at va={:#x}", m.gpu_id, m.va),
+                                ));
+                            }
+                        } else if ty == kfd::abi::KFD_IOC_EVENT_HW_EXCEPTION {
+                            let h = e.hw_exception();
+                            if h.gpu_id != 0 {
+                                f.push((
+                                    h.gpu_id,
+                                    format!(
+                                        "GPU {:#x} hardware exception (reset_cause={})",
+                                        h.gpu_id, h.reset_cause
+                                    ),
+                                ));
+                            }
                         }
                     }
                 }
@@ -403,12 +417,12 @@ impl DeviceInner {
         }
         if let Some((qid, payload)) = self.queue_errors.poll(gpu_index) {
             let d = crate::queue_error::describe(gpu_id, qid, payload);
-            let mut f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+            let mut f = lock(&self.faults);
             if !f.iter().any(|(g, x)| *g == gpu_id && *x == d) {
                 f.push((gpu_id, d));
             }
         }
-        let f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let f = lock(&self.faults);
         f.iter().find(|(g, _)| *g == gpu_id).map(|(_, d)| d.clone())
     }
 }

@@ -7,6 +7,7 @@ use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::signal::Signal;
 use crate::stream::{Point, Stream};
+use crate::sync::lock;
 use crate::types::EventFlags;
 
 /// `hipEventBlockingSync` ([`EventFlags::BLOCKING_SYNC`]).
@@ -78,7 +79,7 @@ pub struct Event {
 
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let r = self.rec.lock().unwrap_or_else(|e| e.into_inner());
+        let r = lock(&self.rec);
         write!(f, "Event(flags={:#x} recorded={})", self.flags, r.is_some())
     }
 }
@@ -133,7 +134,7 @@ impl Event {
             .as_ref()
             .map(|s| s.handle() + crate::hsa::SIGNAL_END_TS_OFFSET);
         let point = stream.record(addr)?;
-        *self.rec.lock().unwrap_or_else(|e| e.into_inner()) = Some(Recorded { point, ts });
+        *lock(&self.rec) = Some(Recorded { point, ts });
         Ok(())
     }
 
@@ -146,11 +147,7 @@ impl Event {
     }
 
     pub(crate) fn recorded_point(&self) -> Option<Point> {
-        self.rec
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|r| r.point.clone())
+        lock(&self.rec).as_ref().map(|r| r.point.clone())
     }
 
     /// `hipEventQuery`: Ok when the recorded work completed (or never recorded), else
@@ -169,41 +166,14 @@ impl Event {
     /// `hipEventSynchronize`: wait for the recorded work (immediately Ok if never
     /// recorded). A `hipEventBlockingSync` event sleeps at once instead of spinning first.
     pub fn synchronize(&self) -> Result<()> {
-        match self.recorded_point() {
-            Some(p) => {
-                crate::callback::before_blocking(&self.dev);
-                let spin = if self.flags & EVENT_BLOCKING_SYNC != 0 {
-                    std::time::Duration::ZERO
-                } else {
-                    self.dev.wait_spin()
-                };
-                self.dev.wait_point(&p, None, spin)?;
-                crate::mempool::on_synchronize(&self.dev);
-                Ok(())
-            }
-            None => Ok(()),
-        }
+        self.host_wait(None)
     }
 
     /// [`Event::synchronize`] with a deadline (a Rust extension; HIP has none): NotReady
     /// when the recorded work has not completed within `timeout`, LaunchFailure on a
     /// GPU fault, Ok once complete (or never recorded).
     pub fn wait_timeout(&self, timeout: std::time::Duration) -> Result<()> {
-        let Some(p) = self.recorded_point() else {
-            return Ok(());
-        };
-        if p.done() {
-            return Ok(());
-        }
-        crate::callback::before_blocking(&self.dev);
-        let spin = if self.flags & EVENT_BLOCKING_SYNC != 0 {
-            std::time::Duration::ZERO
-        } else {
-            self.dev.wait_spin()
-        };
-        let deadline = std::time::Instant::now().checked_add(timeout);
-        self.dev
-            .wait_point_until(&p, None, spin, deadline)
+        self.host_wait(std::time::Instant::now().checked_add(timeout))
             .map_err(|e| match e.kind() {
                 ErrorKind::NotReady => Error::new(
                     ErrorKind::NotReady,
@@ -211,13 +181,25 @@ impl Event {
                     "the deadline passed before the recorded work completed",
                 ),
                 _ => e,
-            })?;
-        crate::mempool::on_synchronize(&self.dev);
-        Ok(())
+            })
+    }
+
+    /// The recorded point through the device's one host-wait path; a
+    /// `hipEventBlockingSync` event sleeps at once instead of spinning first.
+    fn host_wait(&self, deadline: Option<std::time::Instant>) -> Result<()> {
+        let Some(p) = self.recorded_point() else {
+            return Ok(());
+        };
+        let spin = if self.flags & EVENT_BLOCKING_SYNC != 0 {
+            std::time::Duration::ZERO
+        } else {
+            self.dev.wait_spin()
+        };
+        self.dev.host_synchronize([p], None, spin, deadline)
     }
 
     fn timestamp(&self, call: &'static str) -> Result<u64> {
-        let r = self.rec.lock().unwrap_or_else(|e| e.into_inner());
+        let r = lock(&self.rec);
         let Some(rec) = r.as_ref() else {
             return Err(Error::new(
                 ErrorKind::InvalidHandle,

@@ -30,14 +30,16 @@
 use std::collections::VecDeque;
 
 use codeobj::ValueKind;
-use pm4::aql::{AqlPacket, KernelDispatch, PacketControl};
+use pm4::aql::{KernelDispatch, PacketControl};
 use zerocopy::{Immutable, IntoBytes};
 
+use crate::cmdbuf::CmdBuf;
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{Buffer, MemoryKind};
 use crate::module::Kernel;
 use crate::queue::AqlQueue;
 use crate::stream::{Point, Stream};
+use crate::sync::lock;
 
 /// Bytes of a stream's kernarg ring.
 pub const KERNARG_RING_BYTES: usize = 1 << 20;
@@ -612,7 +614,7 @@ impl Stream {
         let waves = waves_per_group * grid.iter().map(|&g| u64::from(g)).product::<u64>();
         let private = kd.private_segment_fixed_size;
 
-        let mut ring_guard = s.kernargs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ring_guard = lock(&s.kernargs);
         if ring_guard.is_none() {
             *ring_guard = Some(KernargRing::new(self)?);
         }
@@ -633,13 +635,9 @@ impl Stream {
         let kernel_object = kernel.kernel_object;
         let group = lds as u32;
         let ring_buf = &ring.buf;
-        let point = self.submit_one(|ib, completion| {
-            let q = ib.queue;
+        let target = self.submit_for_queue(|q| {
             if private > 0 {
-                q.scratch
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .ensure(q, private, waves)?;
+                lock(&q.scratch).ensure(q, private, waves)?;
             }
             let queue_ptr = q.amd_queue_va();
             if image.is_empty() {
@@ -658,7 +656,8 @@ impl Stream {
             if !image.is_empty() {
                 ring_buf.write(off as usize, image)?;
             }
-            Ok(AqlPacket::KernelDispatch(KernelDispatch::new(
+            let mut c = CmdBuf::new(self.target());
+            c.dispatch(KernelDispatch::new(
                 PacketControl::SYSTEM_BARRIER,
                 [block[0] as u16, block[1] as u16, block[2] as u16],
                 items,
@@ -666,9 +665,11 @@ impl Stream {
                 group,
                 kernel_object,
                 ka_va,
-                completion,
-            )))
+                0,
+            ))?;
+            Ok(c)
         })?;
+        let point = self.point_now_at(target);
         ring.inflight
             .push_back((ring.head - ka_len, ring.head, point));
         Ok(())

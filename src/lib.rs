@@ -156,6 +156,7 @@
 
 mod callback;
 mod cmd;
+mod cmdbuf;
 mod copy;
 mod device;
 mod device_select;
@@ -170,14 +171,19 @@ pub mod mempool;
 mod module;
 mod queue;
 mod queue_error;
+#[doc(hidden)]
+pub mod raw;
+mod ring;
 mod sdma;
 mod signal;
 mod soak;
 pub mod staging;
 pub mod stream;
+mod sync;
 mod types;
 mod va;
 pub mod vmm;
+mod wait;
 
 pub use codeobj;
 pub use kfd;
@@ -198,28 +204,3 @@ pub use types::{
     HandleType, Location, StreamFlags, WaitCompare, WriteValueFlags,
 };
 pub use vmm::{MemAllocFlags, MemAllocationProp, MemHandle};
-
-/// Internals that kfdrt's own tools use: the `kfdrt check` suite drives hardware queues
-/// and packets directly, `kfdrt bench` and the soak test reach the runtime's knobs. Not a
-/// stable API: it changes with the runtime.
-#[doc(hidden)]
-pub mod raw {
-    pub use crate::cmd::{condition_holds, Target};
-    pub use crate::copy::CHUNK;
-    pub use crate::device::MIN_KFD_MINOR;
-    pub use crate::mempool::suballoc::rounded_size;
-    pub use crate::queue::AqlQueue;
-    pub use crate::signal::Signal;
-    pub use crate::stream::max_hw_queues;
-    pub use crate::va::VaReservation;
-
-    /// The CP-visible layouts (`amd_signal_t`, `amd_queue_t`).
-    pub mod hsa {
-        pub use crate::hsa::*;
-    }
-
-    /// The soak test's workload (`kfdrt soak`, `tests/soak.rs`).
-    pub mod soak {
-        pub use crate::soak::*;
-    }
-}

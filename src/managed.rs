@@ -450,24 +450,10 @@ impl Drop for ManagedMemory {
             abi::KFD_IOCTL_SVM_LOCATION_SYSMEM,
         ));
         let _ = svm_set(inner, "hipFree", s, e, &mut attrs);
-        if inner.backend.kind() == kfd::BackendKind::Emulated {
-            // The emulator cannot observe munmap, so its SVM range outlives the memory; keep
-            // the address range reserved (PROT_NONE, no pages) so no later buffer lands on
-            // the stale range (see README, emulator limitations).
-            // SAFETY: the range is this allocation's own mapping, being retired.
-            let _ = unsafe {
-                rustix::mm::mmap_anonymous(
-                    self.base as *mut core::ffi::c_void,
-                    self.mapped,
-                    rustix::mm::ProtFlags::empty(),
-                    rustix::mm::MapFlags::PRIVATE
-                        | rustix::mm::MapFlags::NORESERVE
-                        | rustix::mm::MapFlags::FIXED,
-                )
-            };
-        } else {
-            // SAFETY: the range is this allocation's own mapping; nothing references it.
-            let _ = unsafe { rustix::mm::munmap(self.base as *mut core::ffi::c_void, self.mapped) };
+        if let Some(nn) = core::ptr::NonNull::new(self.base as *mut core::ffi::c_void) {
+            // SAFETY: the range is this allocation's own mapping, being retired; nothing
+            // references it afterwards.
+            let _ = unsafe { inner.backend.release_svm_mapping(nn, self.mapped) };
         }
     }
 }

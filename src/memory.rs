@@ -6,7 +6,7 @@
 //! itself on drop, in the reverse order of creation.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use kfd::abi::{AllocFlags, AllocMemoryOfGpuArgs};
 use kfd::{MmapFile, Prot};
@@ -125,9 +125,7 @@ pub struct Buffer {
     reservation: Option<VaReservation>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::sync::lock;
 
 /// Peer access (`hipDeviceEnablePeerAccess`) and the device buffers it governs.
 #[derive(Default)]

@@ -1,74 +1,47 @@
-//! [`AqlQueue`]: a KFD AQL compute queue with its ring, `amd_queue_t`, EOP and CWSR
-//! buffers, doorbell, and a per-slot indirect-buffer area for PM4 commands (stream
-//! memory ops) carried in AMD vendor PM4-IB packets.
+//! [`AqlQueue`]: a KFD AQL compute queue — a [`UserQueue`] whose write pointer counts
+//! 64-byte packets, with its `amd_queue_t`, EOP and CWSR buffers, and a per-slot
+//! indirect-buffer area for the PM4 commands of a [`CmdBuf`] (carried in AMD vendor
+//! PM4-IB packets).
 //!
-//! Submission follows the AQL publish order: reserve a slot (waiting while the ring is
-//! full), write the body, release-store the header (pm4's `AqlRingWriter`), bump
-//! `write_dispatch_id`, then the 64-bit doorbell store of the packet index. Producers on
-//! one queue serialise on a mutex so doorbell values only grow; it is uncontended when one
-//! stream uses the queue.
+//! Publishing a command buffer: reserve its packets in the ring, copy each command's PM4
+//! words into its slot's IB area, write each packet body and release-store its header
+//! (pm4's `AqlRingWriter`), then the ring's publish (write_dispatch_id, doorbell, backend).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::abi;
-use pm4::aql::{AqlPacket, AqlRingWriter, VendorPm4Ib};
-use pm4::pkt3::IndirectBuffer;
+use pm4::aql::{AqlPacket, AqlRingWriter, VendorPm4Ib, COMPLETION_SIGNAL_OFFSET};
 
+use crate::cmdbuf::{Cmd, CmdBuf, IB_DWORDS};
 use crate::device::{DeviceCore, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
-use crate::hsa::{self, AmdQueue};
+use crate::hsa;
 use crate::memory::{Buffer, MemoryKind};
+use crate::ring::{UserQueue, WptrUnit};
+use crate::sync::lock;
 
 /// Default ring size in packets.
 pub const DEFAULT_RING_PACKETS: u32 = 1024;
 /// Bytes of PM4 indirect buffer reserved per ring slot.
-pub const IB_BYTES_PER_SLOT: usize = 64;
-
-/// The doorbell mapping of one GPU (mapped once per device and GPU).
-pub(crate) struct DoorbellPage {
-    pub(crate) base: *mut u8,
-    pub(crate) len: usize,
-    pub(crate) offset: u64,
-}
-
-// SAFETY: the page is device MMIO (or the emulator's doorbell memory) written only by
-// 64-bit volatile stores.
-unsafe impl Send for DoorbellPage {}
-// SAFETY: as above.
-unsafe impl Sync for DoorbellPage {}
-
-struct Submit {
-    /// Next packet index to hand out (== write_dispatch_id after publication).
-    next: u64,
-    /// Last read index seen: re-read (a cache line the CP writes) only when the ring
-    /// looks full by this value.
-    read_seen: u64,
-}
+pub const IB_BYTES_PER_SLOT: usize = IB_DWORDS * 4;
 
 /// An AQL queue on one GPU.
 pub struct AqlQueue {
-    dev: Arc<DeviceCore>,
+    /// Declared first: the KFD queue is destroyed before the buffers it names.
+    uq: UserQueue,
     gpu_index: usize,
     queue_id: u32,
     slots: u32,
-    ring: Buffer,
-    amdq: Buffer,
     ib: Buffer,
+    /// The PM4-IB packet every IB command is carried in, encoded once (patched per use).
+    ib_template: [u32; 16],
     _eop: Option<Buffer>,
     _cwsr: Option<CwsrArea>,
-    doorbell: *mut u64,
-    submit: Mutex<Submit>,
     priority: u32,
     /// The queue's scratch (private segment) memory, grown by kernel launches.
     pub(crate) scratch: Mutex<crate::launch::QueueScratch>,
 }
-
-// SAFETY: raw pointers refer to mappings owned by the queue (doorbell page held by the
-// device); all shared memory is written with atomics or volatile stores.
-unsafe impl Send for AqlQueue {}
-// SAFETY: as above; submission is serialised by `submit`.
-unsafe impl Sync for AqlQueue {}
 
 impl std::fmt::Debug for AqlQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -158,15 +131,10 @@ impl AqlQueue {
             core::slice::from_raw_parts(ring.as_ptr() as *const AtomicU32, ring_bytes / 4)
         };
         pm4::aql::init_invalid(ring_words);
-        let q = AmdQueue::new(ring.va(), slots, gpu);
+        let q = hsa::amd_queue(ring.va(), slots, gpu);
         amdq.write(0, zerocopy::IntoBytes::as_bytes(&q))?;
 
-        let mut args = abi::CreateQueueArgs {
-            ring_base_address: ring.va(),
-            write_pointer_address: amdq.va() + hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET,
-            read_pointer_address: amdq.va() + hsa::QUEUE_READ_DISPATCH_ID_OFFSET,
-            ring_size: ring_bytes as u32,
-            gpu_id: gpu.gpu_id,
+        let args = abi::CreateQueueArgs {
             queue_type: abi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
             queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
             queue_priority: priority.min(abi::KFD_MAX_QUEUE_PRIORITY),
@@ -177,33 +145,28 @@ impl AqlQueue {
             ctl_stack_size: ctl_size,
             ..Default::default()
         };
-        kfd::ioctl::create_queue(core.backend.as_ref(), &mut args)
-            .map_err(|e| Error::from_kfd(call, e))?;
-        let queue_id = args.queue_id;
+        let uq = UserQueue::create(
+            core,
+            gpu_index,
+            WptrUnit::AqlPacket,
+            ring,
+            amdq,
+            hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET,
+            hsa::QUEUE_READ_DISPATCH_ID_OFFSET,
+            args,
+            call,
+        )?;
+        let queue_id = uq.queue_id();
         core.queue_errors.add(gpu_index, queue_id, payload_va);
-        let doorbell = match dev.doorbell_slot(gpu_index, args.doorbell_offset) {
-            Ok(p) => p,
-            Err(e) => {
-                core.queue_errors.remove(queue_id);
-                let _ = kfd::ioctl::destroy_queue(core.backend.as_ref(), queue_id);
-                return Err(e);
-            }
-        };
         Ok(AqlQueue {
-            dev: dev.core.clone(),
+            uq,
             gpu_index,
             queue_id,
             slots,
-            ring,
-            amdq,
             ib,
+            ib_template: AqlPacket::pm4_ib(0, 0, 0).encode(),
             _eop: eop,
             _cwsr: cwsr,
-            doorbell,
-            submit: Mutex::new(Submit {
-                next: 0,
-                read_seen: 0,
-            }),
             priority,
             scratch: Mutex::new(Default::default()),
         })
@@ -224,146 +187,123 @@ impl AqlQueue {
 
     /// GPU address of the queue's `amd_queue_t` (the kernel's queue pointer).
     pub fn amd_queue_va(&self) -> u64 {
-        self.amdq.va()
+        self.uq.ptrs().va()
     }
 
     /// `AMDKFD_IOC_UPDATE_QUEUE` with the queue's own ring, percentage and priority: the
     /// CP reloads the queue (and with it the `amd_queue_t` scratch fields).
     pub(crate) fn reload(&self) -> Result<()> {
         let mut a = abi::UpdateQueueArgs {
-            ring_base_address: self.ring.va(),
+            ring_base_address: self.uq.ring().va(),
             queue_id: self.queue_id,
-            ring_size: self.ring.len() as u32,
+            ring_size: self.uq.ring().len() as u32,
             queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
             queue_priority: self.priority.min(abi::KFD_MAX_QUEUE_PRIORITY),
         };
-        kfd::ioctl::update_queue(self.dev.backend.as_ref(), &mut a)
+        kfd::ioctl::update_queue(self.core().backend.as_ref(), &mut a)
             .map_err(|e| Error::from_kfd("AqlQueue::reload", e))
     }
 
     /// Write bytes of the queue's `amd_queue_t` at `offset` (the scratch fields).
     pub(crate) fn write_amd_queue(&self, offset: usize, bytes: &[u8]) -> Result<()> {
-        self.amdq.write(offset, bytes)
+        self.uq.ptrs().write(offset, bytes)
     }
 
     /// The GPU this queue runs on.
     pub(crate) fn gpu(&self) -> Result<&crate::Gpu> {
-        self.dev.gpu(self.gpu_index)
+        self.core().gpu(self.gpu_index)
     }
 
     /// The device core (for allocations tied to the queue).
     pub(crate) fn core(&self) -> &Arc<DeviceCore> {
-        &self.dev
-    }
-
-    fn cell(&self, offset: u64) -> &AtomicU64 {
-        // SAFETY: amd_queue_t lives in `amdq` (4 KiB, CPU-mapped); offsets are the
-        // 8-aligned dispatch id fields.
-        unsafe { AtomicU64::from_ptr((self.amdq.va() + offset) as *mut u64) }
+        self.uq.core()
     }
 
     /// Packets the CP has consumed.
     pub fn read_index(&self) -> u64 {
-        self.cell(hsa::QUEUE_READ_DISPATCH_ID_OFFSET)
-            .load(Ordering::Acquire)
+        self.uq.rptr()
     }
 
-    fn ring_words(&self) -> &[AtomicU32] {
-        // SAFETY: the ring buffer is CPU-mapped and lives as long as `self`.
-        unsafe {
-            core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, self.ring.len() / 4)
-        }
-    }
-
-    /// Submit packets built by `build` for consecutive indices; `build(index, ib)` gets
-    /// the packet index and the slot's indirect-buffer area (GPU address and CPU words)
-    /// for PM4 commands. Returns the index of the last packet.
+    /// Publish the commands of `bufs` in order, one packet each, every packet completing
+    /// on `completion`. Waits for ring space watching `fault` (see
+    /// [`UserQueue::reserve`]). Returns the number of packets published.
     pub(crate) fn submit(
         &self,
-        count: u32,
-        build: impl FnMut(u64, IbSlot<'_>) -> AqlPacket,
-    ) -> Result<u64> {
-        self.submit_watched(count, build, &|| None)
-    }
-
-    /// [`AqlQueue::submit`] whose wait for ring space also calls `fault` (after a short
-    /// spin, then on every retry): a `Some(why)` ends the wait with LaunchFailure, as a
-    /// faulted queue never consumes the packets in front of the new ones.
-    pub(crate) fn submit_watched(
-        &self,
-        count: u32,
-        mut build: impl FnMut(u64, IbSlot<'_>) -> AqlPacket,
+        bufs: &[&CmdBuf],
+        completion: u64,
         fault: &dyn Fn() -> Option<String>,
     ) -> Result<u64> {
-        if count == 0 || count > self.slots {
-            return Err(Error::new(
-                ErrorKind::InvalidValue,
-                "AqlQueue::submit",
-                format!("{count} packets"),
-            ));
+        let count: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        if count == 0 {
+            return Ok(0);
         }
-        let mut g = self.submit.lock().unwrap_or_else(|e| e.into_inner());
-        let first = g.next;
-        let last = first + count as u64 - 1;
-        // Wait for space: the slot of `last` must have been consumed.
-        let mut spins = 0u32;
-        while last - g.read_seen >= self.slots as u64 {
-            g.read_seen = self.read_index();
-            if last - g.read_seen < self.slots as u64 {
-                break;
-            }
-            spins += 1;
-            if spins < 1000 {
-                std::hint::spin_loop();
-            } else {
-                if let Some(why) = fault() {
-                    return Err(Error::new(
-                        ErrorKind::LaunchFailure,
-                        "AqlQueue::submit",
-                        format!("the ring is full behind work that faulted: {why}"),
-                    ));
-                }
-                std::thread::yield_now();
-            }
-        }
-        let writer = AqlRingWriter::new(self.ring_words()).ok_or_else(|| {
+        let r = self.uq.reserve(count, fault)?;
+        let writer = AqlRingWriter::new(self.uq.ring_words()).ok_or_else(|| {
             Error::new(
                 ErrorKind::Driver,
                 "AqlQueue::submit",
                 "ring is not a power-of-two number of slots",
             )
         })?;
-        for idx in first..=last {
-            let slot = (idx % self.slots as u64) as usize;
-            let ib_va = self.ib.va() + (slot * IB_BYTES_PER_SLOT) as u64;
-            // SAFETY: the slot's 64-byte IB area is CPU-mapped and owned by this queue; it
-            // is not read by the CP until the packet below is published.
-            let ib_words = unsafe {
-                core::slice::from_raw_parts_mut(ib_va as *mut u32, IB_BYTES_PER_SLOT / 4)
-            };
-            let pkt = build(
-                idx,
-                IbSlot {
-                    va: ib_va,
-                    words: ib_words,
-                    queue: self,
-                },
-            );
-            writer.write(idx, &pkt);
+        let mut idx = r.wptr();
+        for b in bufs {
+            for c in b.cmds() {
+                let w = match c {
+                    Cmd::Unused => continue,
+                    Cmd::Packet(p) => {
+                        let mut w = p.encode();
+                        let at = COMPLETION_SIGNAL_OFFSET / 4;
+                        w[at] = completion as u32;
+                        w[at + 1] = (completion >> 32) as u32;
+                        w
+                    }
+                    Cmd::Ib {
+                        words,
+                        dwords,
+                        ib_reloc,
+                    } => {
+                        let ib_va = self.ib_area(idx, words, *dwords, *ib_reloc);
+                        VendorPm4Ib::patch(&self.ib_template, ib_va, *dwords as u32, completion)
+                    }
+                };
+                writer.write_words(idx, &w);
+                idx += 1;
+            }
         }
-        g.next = last + 1;
-        self.cell(hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET)
-            .store(last + 1, Ordering::Release);
-        self.dev.hdp_flush_dirty();
-        // SAFETY: the doorbell is a mapped, 8-byte aligned doorbell slot of this queue.
-        unsafe { core::ptr::write_volatile(self.doorbell, last) };
-        self.dev.backend.doorbell_written(self.queue_id);
-        Ok(last)
+        r.publish(idx);
+        Ok(count)
+    }
+
+    /// Copy a command's PM4 words into the IB area of ring slot `idx` (applying its
+    /// IB-relative address); returns the area's GPU address.
+    fn ib_area(&self, idx: u64, words: &[u32; IB_DWORDS], dwords: u8, reloc: Option<u8>) -> u64 {
+        let slot = (idx % self.slots as u64) as usize;
+        let ib_va = self.ib.va() + (slot * IB_DWORDS * 4) as u64;
+        // SAFETY: the slot's IB area is CPU-mapped and owned by this queue; the CP reads it
+        // only after the packet is published, and the slot (so its area) was consumed
+        // before the ring space was reserved.
+        let area = unsafe { core::slice::from_raw_parts(ib_va as *const AtomicU32, IB_DWORDS) };
+        // The CP reads `dwords` commands; a relocated command may also read data after them.
+        let n = if reloc.is_some() {
+            IB_DWORDS
+        } else {
+            dwords as usize
+        };
+        for (d, &v) in area.iter().zip(&words[..n]) {
+            d.store(v, Ordering::Relaxed);
+        }
+        if let Some(at) = reloc {
+            let at = at as usize;
+            let a = (words[at] as u64 | (words[at + 1] as u64) << 32).wrapping_add(ib_va);
+            area[at].store(a as u32, Ordering::Relaxed);
+            area[at + 1].store((a >> 32) as u32, Ordering::Relaxed);
+        }
+        ib_va
     }
 
     /// Index of the next packet to be submitted.
     pub fn next_index(&self) -> u64 {
-        self.submit.lock().unwrap_or_else(|e| e.into_inner()).next
+        self.uq.wptr()
     }
 }
 
@@ -396,7 +336,7 @@ impl CwsrArea {
             return Ok(CwsrArea::Bo(b));
         }
         let reuse = {
-            let mut free = core.cwsr_free.lock().unwrap_or_else(|e| e.into_inner());
+            let mut free = lock(&core.cwsr_free);
             free.iter()
                 .position(|&(g, _, l)| g == gpu_index && l == len)
                 .map(|i| free.swap_remove(i))
@@ -511,100 +451,14 @@ impl Drop for CwsrArea {
         } = self
         {
             // The queue using it is destroyed (AqlQueue::drop runs first): recycle it.
-            core.cwsr_free
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((*gpu_index, *addr, *len));
+            lock(&core.cwsr_free).push((*gpu_index, *addr, *len));
         }
     }
 }
 
-/// The per-slot indirect-buffer area handed to packet builders.
-pub(crate) struct IbSlot<'a> {
-    /// GPU address of the area.
-    pub(crate) va: u64,
-    /// CPU view (16 dwords).
-    pub(crate) words: &'a mut [u32],
-    /// The queue the packet goes to (kernel launches set up its scratch).
-    pub(crate) queue: &'a AqlQueue,
-}
-
-/// A vendor PM4-IB packet running `dwords` of the IB at `va`.
-pub(crate) fn pm4_ib_packet(va: u64, dwords: u32, completion_signal: u64) -> AqlPacket {
-    AqlPacket::VendorPm4Ib(VendorPm4Ib {
-        control: pm4::aql::PacketControl::SYSTEM_BARRIER,
-        ib: IndirectBuffer {
-            addr: va,
-            size_dw: dwords,
-            chain: false,
-            offload_polling: false,
-            volatile: false,
-            valid: true,
-            vmid: 0,
-            cache_policy: pm4::pkt3::CachePolicy::Lru,
-            pre_resume: false,
-            priv_: false,
-        },
-        completion_signal,
-    })
-}
-
 impl Drop for AqlQueue {
     fn drop(&mut self) {
-        self.dev.queue_errors.remove(self.queue_id);
-        let _ = kfd::ioctl::destroy_queue(self.dev.backend.as_ref(), self.queue_id);
-    }
-}
-
-impl DeviceCore {
-    /// The CPU address of a queue's doorbell: the GPU's doorbell page is mmapped from
-    /// `/dev/kfd` once (at `doorbell_offset & ~(page - 1)`, page = 1024 doorbells), and the
-    /// slot is the offset within it.
-    pub(crate) fn doorbell_slot(&self, gpu_index: usize, doorbell_offset: u64) -> Result<*mut u64> {
-        let call = "AqlQueue::new(doorbell)";
-        let gpu = self.gpu(gpu_index)?;
-        let db_size = gpu.node.doorbell_size().max(4) as u64;
-        let page_len = 1024 * db_size;
-        let page_off = doorbell_offset & !(page_len - 1);
-        let mut pages = self.doorbells.lock().unwrap_or_else(|e| e.into_inner());
-        let existing = pages
-            .iter()
-            .find(|(i, p)| *i == gpu_index && p.offset == page_off)
-            .map(|(_, p)| p.base);
-        let base = match existing {
-            Some(b) => b,
-            None => {
-                // SAFETY: a fresh shared mapping of the KFD doorbell page at a kernel-chosen
-                // address; it stays mapped until the device is dropped.
-                let p = unsafe {
-                    self.backend.mmap(
-                        kfd::MmapFile::Kfd,
-                        page_off,
-                        page_len as usize,
-                        None,
-                        kfd::Prot::READ | kfd::Prot::WRITE,
-                    )
-                }
-                .map_err(|e| {
-                    Error::new(
-                        ErrorKind::Driver,
-                        call,
-                        format!("mmap doorbell page at {page_off:#x}: {e}"),
-                    )
-                })?;
-                let base = p.as_ptr() as *mut u8;
-                pages.push((
-                    gpu_index,
-                    DoorbellPage {
-                        base,
-                        len: page_len as usize,
-                        offset: page_off,
-                    },
-                ));
-                base
-            }
-        };
-        // SAFETY: the slot offset is inside the page just mapped.
-        Ok(unsafe { base.add((doorbell_offset - page_off) as usize) } as *mut u64)
+        // The KFD queue itself is destroyed by `uq` (dropped first of the fields).
+        self.core().queue_errors.remove(self.queue_id);
     }
 }

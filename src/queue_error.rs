@@ -14,6 +14,8 @@ use std::sync::Mutex;
 
 use kfd::abi;
 
+use crate::sync::lock;
+
 /// Offset of the error payload in a queue's 4 KiB `amd_queue_t` buffer (past the
 /// 256-byte `amd_queue_t`).
 pub(crate) const PAYLOAD_OFFSET: u64 = 0x800;
@@ -29,19 +31,19 @@ impl Registry {
     /// Registers a queue's payload (`payload` is CPU-mapped and 8-byte aligned, and stays
     /// valid until [`Registry::remove`]).
     pub(crate) fn add(&self, gpu_index: usize, queue_id: u32, payload: u64) {
-        let mut q = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = lock(&self.queues);
         q.push((gpu_index, queue_id, payload));
     }
 
     /// Forgets a queue (before its memory is freed).
     pub(crate) fn remove(&self, queue_id: u32) {
-        let mut q = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = lock(&self.queues);
         q.retain(|&(_, id, _)| id != queue_id);
     }
 
     /// The first queue error reported on GPU `gpu_index`: "queue N: EC_..." or None.
     pub(crate) fn poll(&self, gpu_index: usize) -> Option<(u32, u64)> {
-        let q = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let q = lock(&self.queues);
         q.iter()
             .filter(|e| e.0 == gpu_index)
             .find_map(|&(_, id, p)| {
@@ -89,6 +91,8 @@ mod tests {
 
     use pm4::aql::AqlPacket;
 
+    use crate::cmdbuf::CmdBuf;
+    use crate::stream::Place;
     use crate::{Device, DeviceSpec, ErrorKind};
 
     /// Runs `f` on a thread; a hang (the old behaviour: nothing reported the queue
@@ -128,15 +132,12 @@ mod tests {
     fn unsupported_vendor_packet_is_a_sticky_error_not_a_hang() {
         let dev = open("emu:mi300x");
         let s = dev.create_stream(0).unwrap();
-        s.submit_packets(1, |_, h| {
-            let mut words = [0u32; 16];
-            // Vendor-specific type (0), barrier bit, format 7 in byte 2.
-            words[0] = 0x0100 | (7 << 16);
-            words[14] = h as u32;
-            words[15] = (h >> 32) as u32;
-            Ok(AqlPacket::Unknown { words })
-        })
-        .unwrap();
+        let mut words = [0u32; 16];
+        // Vendor-specific type (0), barrier bit, format 7 in byte 2.
+        words[0] = 0x0100 | (7 << 16);
+        let mut c = CmdBuf::new(s.target());
+        c.raw_packet(AqlPacket::Unknown { words }).unwrap();
+        s.submit(&c, Place::Any, None).unwrap();
         let (r, s) = bounded(move || (s.synchronize(), s));
         let e = r.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::LaunchFailure, "{e}");
@@ -158,7 +159,8 @@ mod tests {
             .alloc(crate::MemoryKind::Signal, 0, 4096)
             .expect("signal memory");
         let va = cell.va();
-        s.submit_packets(1, |ib, h| {
+        let mut c = CmdBuf::new(s.target());
+        {
             let w = pm4::pkt3::WaitRegMem64 {
                 function: pm4::pkt3::CompareFn::Equal,
                 mem_space: pm4::pkt3::MemSpace::Memory,
@@ -170,10 +172,11 @@ mod tests {
                 mask: u64::MAX,
                 poll_interval: 4,
             };
-            let n = w.encode(pm4::GfxFamily::Gfx9, ib.words).unwrap();
-            Ok(crate::queue::pm4_ib_packet(ib.va, n as u32, h))
-        })
-        .unwrap();
+            let mut words = [0u32; 16];
+            let n = w.encode(pm4::GfxFamily::Gfx9, &mut words).unwrap();
+            c.raw_pm4(&words[..n]).unwrap();
+        }
+        s.submit(&c, Place::Any, None).unwrap();
         let e = bounded(move || s.synchronize()).unwrap_err();
         assert!(e.to_string().contains("EC_QUEUE_PACKET_UNSUPPORTED"), "{e}");
         drop(cell);

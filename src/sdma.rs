@@ -1,5 +1,5 @@
-//! [`SdmaQueue`]: a KFD SDMA queue (ring, read/write pointers, doorbell) and the
-//! stream-ordered copy path that uses it for large copies.
+//! [`SdmaQueue`]: a KFD SDMA queue — a [`UserQueue`] whose write pointer counts bytes —
+//! and the stream-ordered copy path that uses it for large copies.
 //!
 //! Ordering against the stream's compute queue uses two 32-bit words per stream: the
 //! AQL queue writes `go = N` after the stream's earlier work; the SDMA queue polls
@@ -8,16 +8,18 @@
 //! its own SDMA queue: a POLL_REGMEM in a shared SDMA queue could stall another stream's
 //! copy behind a wait it does not depend on (the same reasoning as for AQL queues).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use kfd::abi;
 use pm4::sdma::{CopyLinear, PollRegmem, SdmaPacket, SdmaRingWriter};
 use pm4::SdmaVersion;
 
-use crate::device::{DeviceCore, DeviceInner};
+use crate::cmdbuf::CmdBuf;
+use crate::device::DeviceInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{Buffer, MemoryKind};
+use crate::ring::{UserQueue, WptrUnit};
+use crate::sync::lock;
 
 /// SDMA ring size in bytes.
 pub const SDMA_RING_BYTES: usize = 64 << 10;
@@ -35,125 +37,59 @@ fn piece_packets() -> u64 {
 
 /// An SDMA queue on one GPU.
 pub struct SdmaQueue {
-    dev: Arc<DeviceCore>,
-    queue_id: u32,
+    uq: UserQueue,
     version: SdmaVersion,
-    ring: Buffer,
-    ptrs: Buffer,
-    doorbell: *mut u64,
-    wptr: Mutex<u64>,
 }
-
-// SAFETY: the doorbell pointer targets the device's doorbell page (kept mapped by the
-// device); ring and pointer memory are written with atomics.
-unsafe impl Send for SdmaQueue {}
-// SAFETY: as above; submission is serialised by `wptr`.
-unsafe impl Sync for SdmaQueue {}
 
 impl std::fmt::Debug for SdmaQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SdmaQueue(id={} {:?})", self.queue_id, self.version)
+        write!(f, "SdmaQueue(id={} {:?})", self.uq.queue_id(), self.version)
     }
 }
 
 impl SdmaQueue {
     /// Create an SDMA queue (PCIe engines) on GPU `gpu_index`.
     pub(crate) fn new(dev: &Arc<DeviceInner>, gpu_index: usize) -> Result<SdmaQueue> {
-        let call = "SdmaQueue::new";
         let core = &dev.core;
         let gpu = core.gpu(gpu_index)?;
+        let version = gpu.sdma_version;
         let ring = Buffer::alloc(core, MemoryKind::HostPinned, gpu_index, SDMA_RING_BYTES)?;
         // One page: the write pointer at 0 and the read pointer at 8 (kfd_queue.c wants
         // each in the first page of a one-page mapping).
         let ptrs = Buffer::alloc(core, MemoryKind::Signal, gpu_index, 4096)?;
-        let mut args = abi::CreateQueueArgs {
-            ring_base_address: ring.va(),
-            write_pointer_address: ptrs.va(),
-            read_pointer_address: ptrs.va() + 8,
-            ring_size: SDMA_RING_BYTES as u32,
-            gpu_id: gpu.gpu_id,
+        let args = abi::CreateQueueArgs {
             queue_type: abi::KFD_IOC_QUEUE_TYPE_SDMA,
             queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
             queue_priority: 7,
             ..Default::default()
         };
-        kfd::ioctl::create_queue(core.backend.as_ref(), &mut args)
-            .map_err(|e| Error::from_kfd(call, e))?;
-        let doorbell = match dev.doorbell_slot(gpu_index, args.doorbell_offset) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = kfd::ioctl::destroy_queue(core.backend.as_ref(), args.queue_id);
-                return Err(e);
-            }
-        };
-        Ok(SdmaQueue {
-            dev: dev.core.clone(),
-            queue_id: args.queue_id,
-            version: gpu.sdma_version,
+        let uq = UserQueue::create(
+            core,
+            gpu_index,
+            WptrUnit::Byte,
             ring,
             ptrs,
-            doorbell,
-            wptr: Mutex::new(0),
-        })
+            0,
+            8,
+            args,
+            "SdmaQueue::new",
+        )?;
+        Ok(SdmaQueue { uq, version })
     }
 
     /// KFD queue id.
     pub fn queue_id(&self) -> u32 {
-        self.queue_id
+        self.uq.queue_id()
     }
 
-    fn rptr(&self) -> u64 {
-        // SAFETY: the read pointer cell (8-aligned) inside `ptrs`, written by the engine.
-        unsafe { AtomicU64::from_ptr((self.ptrs.va() + 8) as *mut u64) }.load(Ordering::Acquire)
-    }
-
-    /// Write `pkts` to the ring (waiting for space, watching `fault` as
-    /// [`crate::queue::AqlQueue::submit_watched`] does), publish the write pointer and
-    /// ring the doorbell.
+    /// Write `pkts` to the ring (never straddling its end; waiting for space, watching
+    /// `fault` as [`UserQueue::reserve`] does), then publish.
     pub(crate) fn submit(
         &self,
         pkts: &[SdmaPacket<'_>],
         fault: &dyn Fn() -> Option<String>,
     ) -> Result<()> {
-        let call = "SdmaQueue::submit";
-        // SAFETY: the ring is CPU-mapped and lives as long as `self`.
-        let words = unsafe {
-            core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, SDMA_RING_BYTES / 4)
-        };
-        let writer = SdmaRingWriter::new(words, self.version).ok_or_else(|| {
-            Error::new(ErrorKind::Driver, call, "ring size is not a power of two")
-        })?;
-        let mut w = self.wptr.lock().unwrap_or_else(|e| e.into_inner());
-        for p in pkts {
-            // Room for the packet plus worst-case end-of-ring padding.
-            let need = (p.dwords(self.version) * 4) as u64 * 2;
-            let mut spins = 0u32;
-            while *w + need - self.rptr() > SDMA_RING_BYTES as u64 {
-                spins += 1;
-                if spins < 1000 {
-                    std::hint::spin_loop();
-                } else {
-                    if let Some(why) = fault() {
-                        return Err(Error::new(
-                            ErrorKind::LaunchFailure,
-                            call,
-                            format!("the ring is full behind work that faulted: {why}"),
-                        ));
-                    }
-                    std::thread::yield_now();
-                }
-            }
-            *w = writer
-                .write(*w, p)
-                .map_err(|e| Error::new(ErrorKind::InvalidValue, call, e.to_string()))?;
-        }
-        // SAFETY: the write pointer cell (8-aligned) at the start of `ptrs`.
-        unsafe { AtomicU64::from_ptr(self.ptrs.va() as *mut u64) }.store(*w, Ordering::Release);
-        self.dev.hdp_flush_dirty();
-        // SAFETY: the queue's mapped, 8-byte aligned doorbell slot.
-        unsafe { core::ptr::write_volatile(self.doorbell, *w) };
-        self.dev.backend.doorbell_written(self.queue_id);
-        Ok(())
+        sdma_submit(&self.uq, self.version, pkts, fault)
     }
 
     /// POLL_REGMEM `*addr == value`, the copies, FENCE `*fence = value`. `len` is at
@@ -183,7 +119,7 @@ impl SdmaQueue {
         for c in pm4::sdma::copy_linear_split(src, dst, len, self.version) {
             pkts.push(SdmaPacket::CopyLinear(CopyLinear { ..c }));
         }
-        pkts.push(SdmaPacket::Fence(crate::cmd::sdma_fence(
+        pkts.push(SdmaPacket::Fence(crate::cmdbuf::sdma_fence(
             self.version,
             fence,
             value,
@@ -199,10 +135,27 @@ impl SdmaQueue {
     }
 }
 
-impl Drop for SdmaQueue {
-    fn drop(&mut self) {
-        let _ = kfd::ioctl::destroy_queue(self.dev.backend.as_ref(), self.queue_id);
+/// Write SDMA packets into `uq` and publish: room for every packet plus its worst-case
+/// end-of-ring NOP padding is reserved first, so encoding never meets a full ring.
+pub(crate) fn sdma_submit(
+    uq: &UserQueue,
+    version: SdmaVersion,
+    pkts: &[SdmaPacket<'_>],
+    fault: &dyn Fn() -> Option<String>,
+) -> Result<()> {
+    let call = "SdmaQueue::submit";
+    let need: u64 = pkts.iter().map(|p| p.dwords(version) as u64 * 4 * 2).sum();
+    let writer = SdmaRingWriter::new(uq.ring_words(), version)
+        .ok_or_else(|| Error::new(ErrorKind::Driver, call, "ring size is not a power of two"))?;
+    let r = uq.reserve(need, fault)?;
+    let mut w = r.wptr();
+    for p in pkts {
+        w = writer
+            .write(w, p)
+            .map_err(|e| Error::new(ErrorKind::InvalidValue, call, e.to_string()))?;
     }
+    r.publish(w);
+    Ok(())
 }
 
 /// A stream's link to its SDMA queue.
@@ -226,7 +179,7 @@ pub fn sdma_min_bytes() -> u64 {
 impl crate::stream::Stream {
     /// The KFD queue id of the stream's SDMA queue, once a copy has used it.
     pub fn sdma_queue_id(&self) -> Option<u32> {
-        let g = self.inner.sdma.lock().unwrap_or_else(|e| e.into_inner());
+        let g = lock(&self.inner.sdma);
         g.as_ref()
             .and_then(|l| l.queue.as_ref())
             .map(|q| q.queue_id())
@@ -236,7 +189,7 @@ impl crate::stream::Stream {
     /// caller falls back to CP DMA).
     pub(crate) fn memcpy_sdma(&self, dst: u64, src: u64, len: u64) -> Result<bool> {
         let s = &self.inner;
-        let mut g = s.sdma.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&s.sdma);
         if g.is_none() {
             let link = match (
                 SdmaQueue::new(&s.dev, s.gpu_index),
@@ -284,14 +237,10 @@ impl crate::stream::Stream {
                 reference: n as u64,
                 mask: u32::MAX as u64,
             };
-            self.submit_blocking(2, |k, ib, h| {
-                let dw = if k == 0 {
-                    crate::cmd::write_mem(fam, ib.words, go, n as u64, 32)?
-                } else {
-                    crate::cmd::wait_mem(fam, ib.words, done, 32, cond)?
-                };
-                Ok(crate::queue::pm4_ib_packet(ib.va, dw as u32, h))
-            })?;
+            let mut c = CmdBuf::new(fam);
+            c.write_mem(go, n as u64, 32)?;
+            c.wait_mem(done, 32, cond)?;
+            self.submit(&c, crate::stream::Place::Dedicated, None)?;
             off += n_bytes;
         }
         Ok(true)

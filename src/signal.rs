@@ -13,6 +13,7 @@ use crate::device::DeviceInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hsa::{AmdSignal, AMD_SIGNAL_KIND_USER};
 use crate::memory::{Buffer, MemoryKind};
+use crate::sync::lock;
 
 /// Default time a host waiter spins before sleeping in WAIT_EVENTS.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
@@ -57,7 +58,7 @@ impl SignalPool {
 
     /// DESTROY_EVENT for every pooled signal's event (device teardown).
     pub(crate) fn destroy_events(&self, b: &dyn kfd::Backend) {
-        let free = std::mem::take(&mut *self.free.lock().unwrap_or_else(|e| e.into_inner()));
+        let free = std::mem::take(&mut *lock(&self.free));
         for s in free.iter().filter(|s| s.mailbox != 0) {
             let _ = kfd::ioctl::destroy_event(b, s.event_id);
         }
@@ -70,7 +71,7 @@ impl SignalPool {
 /// lock serialises this.
 pub(crate) fn create_signal_event(dev: &Arc<DeviceInner>) -> Result<(u32, u32, u64)> {
     let call = "Signal::new";
-    let mut g = dev.events.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = lock(&dev.events);
     let (page, first) = match g.as_ref() {
         Some(p) => (p.clone(), false),
         None => {
@@ -128,19 +129,16 @@ impl Signal {
     /// A signal with initial `value`.
     pub(crate) fn new(dev: &Arc<DeviceInner>, value: i64) -> Result<Signal> {
         let pool = &dev.signals;
-        let popped = pool.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let popped = lock(&pool.free).pop();
         let slot = match popped {
             Some(s) => s,
             None => {
                 // Carve a new chunk; give every slot its event lazily as it is first used.
                 let buf = Buffer::alloc(&dev.core, MemoryKind::Signal, 0, CHUNK_SIGNALS * 64)?;
                 let base = buf.va();
-                pool.chunks
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(buf);
+                lock(&pool.chunks).push(buf);
                 let (event_id, trigger, mailbox) = create_signal_event(dev)?;
-                let mut free = pool.free.lock().unwrap_or_else(|e| e.into_inner());
+                let mut free = lock(&pool.free);
                 for i in 1..CHUNK_SIGNALS {
                     free.push(SignalSlot {
                         va: base + (i * 64) as u64,
@@ -272,7 +270,7 @@ impl Signal {
     /// (the CP then writes the slot and interrupts on every decrement), and clear it when
     /// the last sleeper leaves.
     fn arm(&self, on: bool) {
-        let mut n = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = lock(&self.sleepers);
         let before = *n;
         *n = if on {
             before + 1
@@ -323,12 +321,7 @@ impl Signal {
 
 impl Drop for Signal {
     fn drop(&mut self) {
-        let mut free = self
-            .dev
-            .signals
-            .free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut free = lock(&self.dev.signals.free);
         free.push(self.slot);
     }
 }

@@ -8,8 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::{Buffer, Device, Event, MemoryKind, Stream};
-use crate::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
+use crate::{
+    Buffer, Device, Event, EventFlags, MemoryKind, Stream, StreamFlags, WaitCompare,
+    WriteValueFlags,
+};
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -1,5 +1,16 @@
 //! Streams: HIP's in-order work queues on KFD AQL queues.
 //!
+//! # The path of a command
+//! [`Stream::write_value32`] (like every enqueue) goes one way, with no call back from
+//! the queue into the stream: the stream encodes the command into a command buffer
+//! (`cmdbuf`: WRITE_DATA through the pm4 encoders, every per-family choice made there),
+//! then [`Stream`]'s submit collects its dependencies, picks the queue (moving to a
+//! dedicated one if needed) and hands the finished buffer to the AQL queue
+//! ([`crate::queue::AqlQueue`]), which copies it into ring slots of its user-mode queue
+//! (`ring`: reserve, release store of the header and write pointer, doorbell store,
+//! backend notification). Nothing is written to the ring before every command of the
+//! submission is encoded.
+//!
 //! # Model
 //! Every stream owns a *timeline*: an `amd_signal_t` that starts at [`TIMELINE_BASE`] and
 //! is the completion signal of every packet the stream submits, so the CP decrements it
@@ -31,13 +42,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use pm4::aql::{AqlPacket, Barrier, PacketControl};
-
 use crate::cmd::{self, WaitCondition};
+use crate::cmdbuf::{CmdBuf, Target};
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
-use crate::queue::{pm4_ib_packet, AqlQueue, IbSlot, DEFAULT_RING_PACKETS};
+use crate::queue::{AqlQueue, DEFAULT_RING_PACKETS};
 use crate::signal::Signal;
+use crate::sync::lock;
 use crate::types::{StreamFlags, WaitCompare, WriteValueFlags};
 
 /// Initial value of a stream timeline.
@@ -129,7 +140,7 @@ impl QueuePools {
 
     fn shared(&self, dev: &Arc<DeviceInner>, gpu: usize, prio: u32) -> Result<Arc<AqlQueue>> {
         let max = max_hw_queues();
-        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pools = lock(&self.pools);
         let idx = match pools
             .iter()
             .position(|(g, p, _, _)| *g == gpu && *p == prio)
@@ -152,7 +163,7 @@ impl QueuePools {
 
     /// Drop destroyed streams whose work has completed.
     pub(crate) fn reap(&self) {
-        let mut g = self.graveyard.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.graveyard);
         g.retain(|s| !s.idle());
     }
 }
@@ -168,7 +179,7 @@ pub(crate) struct StreamState {
 pub(crate) struct StreamInner {
     pub(crate) dev: Arc<DeviceInner>,
     pub(crate) gpu_index: usize,
-    pub(crate) family: cmd::Target,
+    pub(crate) family: Target,
     flags: u32,
     priority: i32,
     cu_mask: Option<Vec<u32>>,
@@ -220,12 +231,7 @@ impl StreamInner {
         if !self.failed.load(Ordering::Acquire) {
             return None;
         }
-        let msg = self
-            .error
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .unwrap_or_default();
+        let msg = lock(&self.error).clone().unwrap_or_default();
         Some(Error::new(ErrorKind::LaunchFailure, "stream", msg))
     }
 
@@ -239,7 +245,7 @@ impl StreamInner {
     }
 
     pub(crate) fn fail(&self, why: String) {
-        let mut e = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        let mut e = lock(&self.error);
         if e.is_none() {
             *e = Some(why);
         }
@@ -374,12 +380,7 @@ impl Device {
     /// GPU's blocking streams, and they wait for its prior work.
     pub fn null_stream(&self, gpu: usize) -> Result<Stream> {
         self.inner.gpu(gpu)?;
-        let nulls = self
-            .inner
-            .pools
-            .null
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let nulls = lock(&self.inner.pools.null);
         if let Some(s) = nulls
             .iter()
             .find(|(g, _)| *g == gpu)
@@ -389,12 +390,7 @@ impl Device {
         }
         drop(nulls);
         let s = Stream::create(&self.inner, gpu, STREAM_DEFAULT, 0, None, true)?;
-        let mut nulls = self
-            .inner
-            .pools
-            .null
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut nulls = lock(&self.inner.pools.null);
         nulls.retain(|(g, _)| *g != gpu);
         nulls.push((gpu, Arc::downgrade(&s.inner)));
         self.inner.pools.null_used.store(true, Ordering::Release);
@@ -437,7 +433,7 @@ impl Stream {
         let inner = Arc::new(StreamInner {
             dev: dev.clone(),
             gpu_index: gpu,
-            family: cmd::Target::of(dev.gpu(gpu)?),
+            family: Target::of(dev.gpu(gpu)?),
             flags,
             priority,
             cu_mask,
@@ -459,7 +455,7 @@ impl Stream {
             last_hold: Mutex::new(None),
         });
         if flags & STREAM_NON_BLOCKING == 0 && !is_null {
-            let mut b = dev.pools.blocking.lock().unwrap_or_else(|e| e.into_inner());
+            let mut b = lock(&dev.pools.blocking);
             b.retain(|w| w.strong_count() > 0);
             b.push(Arc::downgrade(&inner));
         }
@@ -524,7 +520,7 @@ impl Stream {
     /// Whether the stream has moved to a dedicated hardware queue (false for a stream
     /// that needed one after KFD's queue limit was reached: it stays shared).
     pub fn has_dedicated_queue(&self) -> bool {
-        let st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = lock(&self.inner.state);
         st.dedicated && !st.overflow
     }
 
@@ -566,27 +562,7 @@ impl Stream {
     /// GPU's blocking streams (null-stream semantics). Returns the sticky error if a queue
     /// fault stopped the stream.
     pub fn synchronize(&self) -> Result<()> {
-        if !self.inner.idle() {
-            crate::callback::before_blocking(&self.inner.dev);
-            let p = self.inner.point();
-            self.inner
-                .dev
-                .wait_point(&p, Some(&self.inner), self.inner.dev.wait_spin())?;
-        }
-        if self.inner.is_null {
-            crate::callback::before_blocking(&self.inner.dev);
-            for s in self.inner.dev.blocking_streams(self.inner.gpu_index) {
-                let p = s.point();
-                self.inner
-                    .dev
-                    .wait_point(&p, Some(&self.inner), self.inner.dev.wait_spin())?;
-            }
-        }
-        crate::mempool::on_synchronize(&self.inner.dev);
-        match self.inner.sticky_error() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.host_synchronize(None)
     }
 
     /// [`Stream::synchronize`] with a deadline (a Rust extension; HIP has none): NotReady
@@ -594,49 +570,105 @@ impl Stream {
     /// enqueued and the stream usable), the sticky error on a fault, Ok otherwise.
     /// `Duration::ZERO` checks once, like [`Stream::query`] but reporting faults.
     pub fn synchronize_timeout(&self, timeout: std::time::Duration) -> Result<()> {
-        let deadline = Instant::now().checked_add(timeout);
-        let dev = &self.inner.dev;
-        if !self.inner.idle() {
-            crate::callback::before_blocking(dev);
-            let p = self.inner.point();
-            dev.wait_point_until(&p, Some(&self.inner), dev.wait_spin(), deadline)?;
-        }
-        if self.inner.is_null {
-            crate::callback::before_blocking(dev);
-            for s in dev.blocking_streams(self.inner.gpu_index) {
-                let p = s.point();
-                dev.wait_point_until(&p, Some(&self.inner), dev.wait_spin(), deadline)?;
-            }
-        }
-        crate::mempool::on_synchronize(dev);
-        match self.inner.sticky_error() {
+        self.host_synchronize(Instant::now().checked_add(timeout))
+    }
+
+    /// The stream's work and, on the null stream, the GPU's blocking streams' work
+    /// (null-stream semantics), through the device's one host-wait path.
+    fn host_synchronize(&self, deadline: Option<Instant>) -> Result<()> {
+        let s = &self.inner;
+        let dev = &s.dev;
+        let own = (!s.idle()).then(|| s.point());
+        let others = if s.is_null {
+            dev.blocking_streams(s.gpu_index)
+        } else {
+            Vec::new()
+        };
+        let points = own.into_iter().chain(others.iter().map(|o| o.point()));
+        dev.host_synchronize(points, Some(s), dev.wait_spin(), deadline)?;
+        match s.sticky_error() {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
 
-    /// Submit: implicit null-stream dependencies and `extra` waits first, then `n`
-    /// packets from `build`. A stream with any wait to place moves to a dedicated queue.
-    fn submit(
+    /// Submit the commands of `cmds` (already encoded) after the stream's dependencies:
+    /// collect them (`extra` and the implicit null-stream ones), move to a dedicated
+    /// queue when a command or a dependency may wait outside the queue, encode the
+    /// dependency waits, publish everything in one ring reservation, and advance the
+    /// stream's packet count. Returns the stream's point after the commands.
+    pub(crate) fn submit(&self, cmds: &CmdBuf, place: Place, extra: Option<Point>) -> Result<u64> {
+        self.submit_inner(place, extra, |_| Ok(None), Some(cmds))
+    }
+
+    /// [`Stream::submit`] of commands that depend on the queue they go to (a kernel
+    /// dispatch names its queue and uses the queue's scratch): `encode` runs once the
+    /// queue is chosen, before any ring space is reserved.
+    pub(crate) fn submit_for_queue(
         &self,
-        blocking: bool,
+        encode: impl FnOnce(&AqlQueue) -> Result<CmdBuf>,
+    ) -> Result<u64> {
+        self.submit_inner(Place::Any, None, |q| encode(q).map(Some), None)
+    }
+
+    fn submit_inner(
+        &self,
+        place: Place,
         extra: Option<Point>,
-        n: u32,
-        want_point: bool,
-        mut build: impl FnMut(u32, IbSlot<'_>, u64) -> Result<AqlPacket>,
-    ) -> Result<Option<Point>> {
+        encode: impl FnOnce(&AqlQueue) -> Result<Option<CmdBuf>>,
+        cmds: Option<&CmdBuf>,
+    ) -> Result<u64> {
         let s = &*self.inner;
         if let Some(e) = s.sticky_error() {
             return Err(e);
         }
-        let mut st = s.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = lock(&s.state);
+        let deps = self.collect_deps(extra);
+        self.place(&mut st, place, &deps)?;
+        let q = &st.queue;
+        let qid = q.queue_id();
+        let built = encode(q)?;
+        let empty;
+        let cmds = match (built.as_ref(), cmds) {
+            (Some(b), _) | (None, Some(b)) => b,
+            (None, None) => {
+                empty = CmdBuf::new(s.family);
+                &empty
+            }
+        };
+        let fault = || s.dev.poll_faults(s.gpu_index);
+        if matches!(deps, Deps::None) {
+            let n = self.publish(q, &[cmds], &fault)?;
+            return Ok(self.advance(qid, n));
+        }
+        let waits = deps
+            .as_slice()
+            .iter()
+            .filter(|p| p.queue_id != qid && !p.done());
+        let mut wbuf = CmdBuf::new(s.family);
+        let mut published = 0;
+        for p in waits {
+            if wbuf.is_full() {
+                published += self.publish(q, &[&wbuf], &fault)?;
+                wbuf = CmdBuf::new(s.family);
+            }
+            wbuf.wait_point(p.timeline.handle(), p.threshold())?;
+        }
+        published += self.publish(q, &[&wbuf, cmds], &fault)?;
+        Ok(self.advance(qid, published))
+    }
+
+    /// Dependencies of the next submission: `extra` and the implicit null-stream ones,
+    /// remembered for [`Stream::ordered_after`].
+    fn collect_deps(&self, extra: Option<Point>) -> Deps {
+        let s = &*self.inner;
         let mut deps = Deps::None;
         if let Some(p) = extra {
             deps.push(p);
         }
         s.dev.implicit_deps(s, &mut deps);
         if !matches!(deps, Deps::None) {
-            let mut w = s.waited.lock().unwrap_or_else(|e| e.into_inner());
+            let mut w = lock(&s.waited);
             for p in deps.as_slice() {
                 let id = p.timeline.serial();
                 match w.iter_mut().find(|(t, _, _)| *t == id) {
@@ -650,78 +682,66 @@ impl Stream {
                 }
             }
         }
+        deps
+    }
+
+    /// Move the stream to a dedicated queue when the commands may wait on something
+    /// outside their queue or a dependency lies in another queue (see the module docs).
+    fn place(&self, st: &mut StreamState, place: Place, deps: &Deps) -> Result<()> {
+        if st.dedicated {
+            return Ok(());
+        }
         let qid = st.queue.queue_id();
         let needs_wait = deps
             .as_slice()
             .iter()
             .any(|p| p.queue_id != qid && !p.done());
-        if (blocking || needs_wait) && !st.dedicated {
-            self.make_dedicated(&mut st)?;
+        if place == Place::Dedicated || needs_wait {
+            self.make_dedicated(st)?;
         }
-        let q = st.queue.clone();
-        let qid = q.queue_id();
-        let fam = s.family;
-        let waits: Vec<&Point> = match &deps {
-            Deps::None => Vec::new(),
-            _ => deps
-                .as_slice()
-                .iter()
-                .filter(|p| p.queue_id != qid && !p.done())
-                .collect(),
-        };
-        let total = waits.len() as u32 + n;
-        if total == 0 {
-            return Ok(want_point.then(|| s.point()));
-        }
-        let handle = s.timeline.handle();
-        let mut err = None;
-        let mut i = 0u32;
-        let gpu = s.gpu_index;
-        let fault = || s.dev.poll_faults(gpu);
-        let r = q.submit_watched(
-            total,
-            |_, ib| {
-                let k = i;
-                i += 1;
-                let r = if (k as usize) < waits.len() {
-                    let p = waits[k as usize];
-                    wait_point_packet(fam, ib, p, handle)
-                } else {
-                    build(k - waits.len() as u32, ib, handle)
-                };
-                r.unwrap_or_else(|e| {
-                    err.get_or_insert(e);
-                    // Keep the ring consistent: a barrier with the timeline as completion.
-                    AqlPacket::BarrierAnd(Barrier {
-                        control: PacketControl::SYSTEM_BARRIER,
-                        dep_signals: [0; 5],
-                        completion_signal: handle,
-                    })
-                })
-            },
-            &fault,
-        );
-        if let Err(e) = r {
+        Ok(())
+    }
+
+    /// Publish to `q` with the stream's timeline as every packet's completion signal; a
+    /// fault that keeps the ring full becomes the stream's sticky error.
+    fn publish(
+        &self,
+        q: &AqlQueue,
+        bufs: &[&CmdBuf],
+        fault: &dyn Fn() -> Option<String>,
+    ) -> Result<u64> {
+        let s = &*self.inner;
+        q.submit(bufs, s.timeline.handle(), fault).inspect_err(|e| {
             if e.kind() == ErrorKind::LaunchFailure {
                 s.fail(e.to_string());
             }
-            return Err(e);
+        })
+    }
+
+    /// Account `n` published packets on queue `qid`; returns the new packet count.
+    fn advance(&self, qid: u32, n: u64) -> u64 {
+        let s = &*self.inner;
+        if n == 0 {
+            return s.submitted.load(Ordering::Relaxed);
         }
         s.queue_id.store(qid, Ordering::Release);
-        let new = s.submitted.load(Ordering::Relaxed) + total as u64;
+        let new = s.submitted.load(Ordering::Relaxed) + n;
         s.submitted.store(new, Ordering::Release);
-        drop(st);
-        if !want_point && err.is_none() {
-            return Ok(None);
-        }
-        match err {
-            Some(e) => Err(e),
-            None => Ok(Some(Point {
-                timeline: s.timeline.clone(),
-                target: new,
-                queue_id: qid,
-                gpu_index: s.gpu_index,
-            })),
+        new
+    }
+
+    /// The point `target` of this stream (its last queue).
+    pub(crate) fn point_now_at(&self, target: u64) -> Point {
+        self.point_at(target)
+    }
+
+    fn point_at(&self, target: u64) -> Point {
+        let s = &*self.inner;
+        Point {
+            timeline: s.timeline.clone(),
+            target,
+            queue_id: s.queue_id.load(Ordering::Acquire),
+            gpu_index: s.gpu_index,
         }
     }
 
@@ -747,22 +767,12 @@ impl Stream {
             Err(e) => return Err(e),
         };
         let before = s.point();
-        let fam = s.family;
         if !before.done() {
             // The first packet on the new queue waits for the stream's own earlier work.
-            let handle = s.timeline.handle();
-            q.submit(1, |_, ib| {
-                wait_point_packet(fam, ib, &before, handle).unwrap_or(AqlPacket::BarrierAnd(
-                    Barrier {
-                        control: PacketControl::SYSTEM_BARRIER,
-                        dep_signals: [0; 5],
-                        completion_signal: handle,
-                    },
-                ))
-            })?;
-            s.queue_id.store(q.queue_id(), Ordering::Release);
-            let n = s.submitted.load(Ordering::Relaxed) + 1;
-            s.submitted.store(n, Ordering::Release);
+            let mut c = CmdBuf::new(s.family);
+            c.wait_point(before.timeline.handle(), before.threshold())?;
+            let n = self.publish(&q, &[&c], &|| s.dev.poll_faults(s.gpu_index))?;
+            self.advance(q.queue_id(), n);
         }
         st.queue = q;
         st.dedicated = true;
@@ -797,11 +807,9 @@ impl Stream {
         // Reserved flags are ignored (seed rule); see WriteValueFlags.
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
-        let fam = self.family()?;
-        self.submit(false, None, 1, false, |_, ib, h| {
-            let n = cmd::write_mem(fam, ib.words, addr, value, bits)?;
-            Ok(pm4_ib_packet(ib.va, n as u32, h))
-        })?;
+        let mut c = CmdBuf::new(self.inner.family);
+        c.write_mem(addr, value, bits)?;
+        self.submit(&c, Place::Any, None)?;
         Ok(())
     }
 
@@ -832,10 +840,10 @@ impl Stream {
         if c == WaitCondition::AlwaysTrue {
             return Ok(());
         }
-        let fam = self.family()?;
-        self.submit(true, None, 1, false, |_, ib, h| {
-            cmd::wait_packet(fam, ib, addr, bits, c, h)
-        })?;
+        let mut cb = CmdBuf::new(self.inner.family);
+        cb.wait_mem(addr, bits, c)
+            .map_err(|e| Error::new(e.kind(), call, e.to_string()))?;
+        self.submit(&cb, Place::Dedicated, None)?;
         Ok(())
     }
 
@@ -875,7 +883,7 @@ impl Stream {
         if p.done() {
             return Ok(());
         }
-        self.submit(false, Some(p), 0, false, |_, _, _| unreachable_packet())?;
+        self.submit(&CmdBuf::new(self.inner.family), Place::Any, Some(p))?;
         Ok(())
     }
 
@@ -899,7 +907,7 @@ impl Stream {
         if p.timeline.serial() == self.inner.timeline.serial() {
             return Ok(());
         }
-        self.submit(false, Some(p), 0, false, |_, _, _| unreachable_packet())?;
+        self.submit(&CmdBuf::new(self.inner.family), Place::Any, Some(p))?;
         Ok(())
     }
 
@@ -912,7 +920,7 @@ impl Stream {
         if id == self.inner.timeline.serial() {
             return true;
         }
-        let w = self.inner.waited.lock().unwrap_or_else(|e| e.into_inner());
+        let w = lock(&self.inner.waited);
         w.iter()
             .any(|&(t, target, _)| t == id && target >= p.target)
     }
@@ -933,70 +941,36 @@ impl Stream {
             }
             return Ok(s.point());
         }
-        let fam = self.family()?;
-        match ts_addr {
-            None => self.submit(false, None, 0, true, |_, _, _| unreachable_packet()),
-            Some(addr) => self.submit(false, None, 1, true, |_, ib, h| {
-                let n = cmd::timestamp(fam, ib.words, addr)?;
-                Ok(pm4_ib_packet(ib.va, n as u32, h))
-            }),
+        let mut c = CmdBuf::new(s.family);
+        if let Some(addr) = ts_addr {
+            c.timestamp(addr)?;
         }
-        .and_then(|p| p.ok_or_else(|| Error::new(ErrorKind::Driver, "Stream::record", "no point")))
-    }
-
-    /// Submit `n` packets that may wait on something outside the queue (the stream moves
-    /// to a dedicated queue first); `build(k, ib, completion)` builds packet `k`.
-    pub(crate) fn submit_blocking(
-        &self,
-        n: u32,
-        build: impl FnMut(u32, IbSlot<'_>, u64) -> Result<AqlPacket>,
-    ) -> Result<()> {
-        self.submit(true, None, n, false, build).map(|_| ())
-    }
-
-    /// Submit `n` packets built from the slot's indirect buffer (non-blocking commands).
-    pub(crate) fn submit_packets(
-        &self,
-        n: u32,
-        mut build: impl FnMut(IbSlot<'_>, u64) -> Result<AqlPacket>,
-    ) -> Result<()> {
-        self.submit(false, None, n, false, |_, ib, h| build(ib, h))
-            .map(|_| ())
-    }
-
-    /// Submit one non-blocking packet and return its completion point (kernel launches).
-    pub(crate) fn submit_one(
-        &self,
-        mut build: impl FnMut(IbSlot<'_>, u64) -> Result<AqlPacket>,
-    ) -> Result<Point> {
-        self.submit(false, None, 1, true, |_, ib, h| build(ib, h))?
-            .ok_or_else(|| Error::new(ErrorKind::Driver, "Stream::submit_one", "no point"))
+        let target = self.submit(&c, Place::Any, None)?;
+        Ok(self.point_at(target))
     }
 
     /// A barrier packet held until `gate` reaches 0 (the hold behind a callback).
     pub(crate) fn hold_until(&self, gate: &Signal) -> Result<Point> {
-        let g = gate.handle();
-        self.submit(true, None, 1, true, |_, _, h| {
-            Ok(AqlPacket::BarrierAnd(Barrier {
-                control: PacketControl::SYSTEM_BARRIER,
-                dep_signals: [g, 0, 0, 0, 0],
-                completion_signal: h,
-            }))
-        })?
-        .ok_or_else(|| Error::new(ErrorKind::Driver, "Stream::hold_until", "no point"))
+        let mut c = CmdBuf::new(self.inner.family);
+        c.barrier_and([gate.handle(), 0, 0, 0, 0])?;
+        let target = self.submit(&c, Place::Dedicated, None)?;
+        Ok(self.point_at(target))
     }
 
-    fn family(&self) -> Result<cmd::Target> {
-        Ok(self.inner.family)
+    /// The stream's command target (family and XCC count).
+    pub(crate) fn target(&self) -> Target {
+        self.inner.family
     }
 }
 
-fn unreachable_packet() -> Result<AqlPacket> {
-    Err(Error::new(
-        ErrorKind::Driver,
-        "Stream::submit",
-        "no packet expected",
-    ))
+/// Where a submission may run: `Dedicated` for commands that may wait on something
+/// outside their queue (the stream moves to a queue of its own first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// The stream's current queue, shared or not.
+    Any,
+    /// A dedicated queue.
+    Dedicated,
 }
 
 fn check_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()> {
@@ -1020,18 +994,6 @@ fn check_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()
     Ok(())
 }
 
-/// A packet that waits until `p`'s timeline reaches its point (`timeline <= threshold`),
-/// completing on `completion`: WAIT_REG_MEM64 on gfx10+, BARRIER_VALUE LT on gfx9
-/// ([`cmd::wait_packet`]).
-fn wait_point_packet(
-    fam: cmd::Target,
-    ib: IbSlot<'_>,
-    p: &Point,
-    completion: u64,
-) -> Result<AqlPacket> {
-    cmd::wait_signal_packet(fam, ib, p.timeline.handle(), p.threshold(), completion)
-}
-
 impl Drop for Stream {
     fn drop(&mut self) {
         let s = &self.inner;
@@ -1042,12 +1004,7 @@ impl Drop for Stream {
         {
             // Destroy while busy: return at once; keep the stream (its timeline and
             // dedicated queue) until its work completes.
-            s.dev
-                .pools
-                .graveyard
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(s.clone());
+            lock(&s.dev.pools.graveyard).push(s.clone());
         }
         s.dev.pools.reap();
     }
@@ -1064,20 +1021,10 @@ fn start_fault_watcher(dev: &Arc<DeviceInner>) {
         return;
     }
     let backend = dev.backend.clone();
-    let mut ids = Vec::new();
-    for ty in [
-        kfd::abi::KFD_IOC_EVENT_MEMORY,
-        kfd::abi::KFD_IOC_EVENT_HW_EXCEPTION,
-    ] {
-        let mut a = kfd::abi::CreateEventArgs {
-            event_type: ty,
-            auto_reset: 1,
-            ..Default::default()
-        };
-        if kfd::ioctl::create_event(backend.as_ref(), &mut a).is_ok() {
-            ids.push(a.event_id);
-        }
-    }
+    let ids: Vec<u32> = crate::device::create_exception_events(backend.as_ref())
+        .into_iter()
+        .map(|(_, id)| id)
+        .collect();
     if ids.is_empty() {
         return;
     }
@@ -1120,11 +1067,7 @@ fn start_fault_watcher(dev: &Arc<DeviceInner>) {
 
 impl DeviceInner {
     pub(crate) fn blocking_streams(&self, gpu: usize) -> Vec<Arc<StreamInner>> {
-        let b = self
-            .pools
-            .blocking
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let b = lock(&self.pools.blocking);
         b.iter()
             .filter_map(|w| w.upgrade())
             .filter(|s| s.gpu_index == gpu)
@@ -1138,18 +1081,14 @@ impl DeviceInner {
             return;
         }
         if s.is_null {
-            let b = self
-                .pools
-                .blocking
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let b = lock(&self.pools.blocking);
             for o in b.iter().filter_map(|w| w.upgrade()) {
                 if o.gpu_index == s.gpu_index && !o.idle() {
                     deps.push(o.point());
                 }
             }
         } else if self.pools.null_used.load(Ordering::Acquire) {
-            let nulls = self.pools.null.lock().unwrap_or_else(|e| e.into_inner());
+            let nulls = lock(&self.pools.null);
             if let Some(n) = nulls
                 .iter()
                 .find(|(g, _)| *g == s.gpu_index)
@@ -1170,62 +1109,7 @@ impl DeviceInner {
             return None;
         }
         let gpu_id = self.gpus.get(gpu_index)?.gpu_id;
-        let f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let f = lock(&self.faults);
         f.iter().find(|(g, _)| *g == gpu_id).map(|(_, d)| d.clone())
-    }
-
-    /// Host wait for a point, failing instead of hanging when the device reported a fault
-    /// that stopped the work (`owner` then gets the sticky error).
-    pub(crate) fn wait_point(
-        &self,
-        p: &Point,
-        owner: Option<&Arc<StreamInner>>,
-        spin: std::time::Duration,
-    ) -> Result<()> {
-        self.wait_point_until(p, owner, spin, None)
-    }
-
-    /// [`DeviceInner::wait_point`] that gives up with NotReady at `deadline`.
-    pub(crate) fn wait_point_until(
-        &self,
-        p: &Point,
-        owner: Option<&Arc<StreamInner>>,
-        spin: std::time::Duration,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let th = p.threshold();
-        loop {
-            let step = Instant::now() + std::time::Duration::from_millis(50);
-            let r = p.timeline.wait(
-                |v| v <= th,
-                spin,
-                Some(deadline.map_or(step, |d| d.min(step))),
-            );
-            match r {
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::NotReady => {
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        if let Some(f) = self.check_faults(p.gpu_index) {
-                            if let Some(o) = owner {
-                                o.fail(f.clone());
-                            }
-                            return Err(Error::new(ErrorKind::LaunchFailure, "synchronize", f));
-                        }
-                        return Err(Error::new(
-                            ErrorKind::NotReady,
-                            "synchronize_timeout",
-                            "the deadline passed before the work completed",
-                        ));
-                    }
-                    if let Some(f) = self.check_faults(p.gpu_index) {
-                        if let Some(o) = owner {
-                            o.fail(f.clone());
-                        }
-                        return Err(Error::new(ErrorKind::LaunchFailure, "synchronize", f));
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
     }
 }

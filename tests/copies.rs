@@ -5,8 +5,7 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::{emu, settle, signal_mem};
-use kfdrt::MemoryKind;
-use kfdrt::{WaitCompare, WriteValueFlags};
+use kfdrt::{MemoryKind, WaitCompare, WriteValueFlags};
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2654435761) | 1;

@@ -123,6 +123,17 @@ impl kfd::Backend for Counting2 {
         // On hardware this is the doorbell store itself, not a syscall.
         self.inner.doorbell_written(queue_id)
     }
+    fn host_signal_written(&self, queue_id: u32) {
+        self.inner.host_signal_written(queue_id)
+    }
+    unsafe fn release_svm_mapping(
+        &self,
+        addr: core::ptr::NonNull<core::ffi::c_void>,
+        len: usize,
+    ) -> Result<(), kfd::Errno> {
+        // SAFETY: forwarded with the caller's guarantee.
+        unsafe { self.inner.release_svm_mapping(addr, len) }
+    }
 }
 
 #[test]

@@ -5,8 +5,7 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::{emu, settle, signal_mem};
-use kfdrt::{ErrorKind, Event};
-use kfdrt::{EventFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{ErrorKind, Event, EventFlags, WaitCompare, WriteValueFlags};
 
 #[test]
 fn record_query_synchronize_elapsed() {

@@ -15,8 +15,9 @@ use std::sync::{Arc, Mutex};
 use common::{emu, settle, signal_mem};
 use kfd_emu::engine::QueueStatus;
 use kfd_emu::EmuBackend;
-use kfdrt::{Buffer, Device, ErrorKind, Kernel, MemoryKind, Module, Stream};
-use kfdrt::{EventFlags, WaitCompare};
+use kfdrt::{
+    Buffer, Device, ErrorKind, EventFlags, Kernel, MemoryKind, Module, Stream, WaitCompare,
+};
 
 /// (device spec, target) pairs every execution test runs on.
 const DEVICES: [(&str, &str); 2] = [("emu:mi300x", "gfx942"), ("emu:mi250x", "gfx90a")];

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use common::{emu, settle, signal_mem, wait_until};
 use kfdrt::managed::{Attachment, CoherencyMode, RangeAttributes};
-use kfdrt::{AttachFlags, Location, WaitCompare};
-use kfdrt::{Device, ErrorKind, MemRangeAttribute, MemoryAdvise, MemoryKind};
+use kfdrt::{
+    AttachFlags, Device, ErrorKind, Location, MemRangeAttribute, MemoryAdvise, MemoryKind,
+    WaitCompare,
+};
 
 const MIB: usize = 1 << 20;
 

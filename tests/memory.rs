@@ -6,8 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::emu;
-use kfdrt::{Device, DeviceSpec, ErrorKind, MemoryKind};
-use kfdrt::{EventFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{Device, DeviceSpec, ErrorKind, EventFlags, MemoryKind, WaitCompare, WriteValueFlags};
 
 #[test]
 fn every_kind_is_cpu_and_gpu_visible_and_freed_on_drop() {
@@ -279,6 +278,17 @@ impl kfd::Backend for SmallBar {
     }
     fn doorbell_written(&self, queue_id: u32) {
         self.emu.doorbell_written(queue_id)
+    }
+    fn host_signal_written(&self, queue_id: u32) {
+        self.emu.host_signal_written(queue_id)
+    }
+    unsafe fn release_svm_mapping(
+        &self,
+        addr: core::ptr::NonNull<core::ffi::c_void>,
+        len: usize,
+    ) -> Result<(), kfd::Errno> {
+        // SAFETY: forwarded with the caller's guarantee.
+        unsafe { self.emu.release_svm_mapping(addr, len) }
     }
 }
 

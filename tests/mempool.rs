@@ -6,9 +6,10 @@ mod common;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::{emu, settle, signal_mem};
-use kfdrt::{AccessDesc, AccessFlags, Location, PoolAttr, PoolProps};
-use kfdrt::{Device, ErrorKind, Stream};
-use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{
+    AccessDesc, AccessFlags, Device, ErrorKind, EventFlags, Location, PoolAttr, PoolProps, Stream,
+    StreamFlags, WaitCompare, WriteValueFlags,
+};
 
 const MIB: u64 = 1 << 20;
 
@@ -220,7 +221,14 @@ fn pool_alloc_free_on_another_stream() {
     assert_eq!(c.va(), va, "s2 reuses its own free in stream order");
     gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
     b.free_async(&s1).unwrap();
-    c.free_async(&s2).unwrap();
+    // A stream of another Device cannot order the free: InvalidValue, and the allocation
+    // is then freed by its drop on its own stream.
+    let dev2 = emu("emu:mi210");
+    let foreign = dev2.create_stream(0).unwrap();
+    assert_eq!(
+        c.free_async(&foreign).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
     s1.synchronize().unwrap();
     s2.synchronize().unwrap();
     assert_eq!(p.attribute(PoolAttr::UsedMemCurrent).unwrap(), 0);

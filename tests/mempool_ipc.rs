@@ -8,9 +8,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use kfdrt::ErrorKind;
-use kfdrt::WriteValueFlags;
-use kfdrt::{HandleType, PoolAttr, PoolProps, PtrExportData};
+use kfdrt::{ErrorKind, HandleType, PoolAttr, PoolProps, PtrExportData, WriteValueFlags};
 
 const CHILD_ENV: &str = "KFDRT_MEMPOOL_IPC_CHILD";
 

@@ -11,8 +11,7 @@ use std::sync::atomic::Ordering;
 
 use kfdrt::mempool::{PoolAttr, PoolProps};
 use kfdrt::raw::rounded_size;
-use kfdrt::{Event, PoolAlloc};
-use kfdrt::{EventFlags, StreamFlags, WaitCompare};
+use kfdrt::{Event, EventFlags, PoolAlloc, StreamFlags, WaitCompare};
 use proptest::prelude::*;
 
 const NS: usize = 3;

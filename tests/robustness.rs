@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{emu, signal_mem, wait_until};
-use kfdrt::ErrorKind;
-use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{ErrorKind, EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 
 /// Defect 1: X waited on an event of Y; Y and the event are gone, Z reuses Y's timeline
 /// slot and frees a block while blocked. X must not be handed Z's block (X has no

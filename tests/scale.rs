@@ -8,8 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::emu;
-use kfdrt::MemoryKind;
-use kfdrt::{WaitCompare, WriteValueFlags};
+use kfdrt::{MemoryKind, WaitCompare, WriteValueFlags};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

@@ -6,8 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use common::{emu, settle, signal_mem, wait_until};
-use kfdrt::ErrorKind;
-use kfdrt::{StreamFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{ErrorKind, StreamFlags, WaitCompare, WriteValueFlags};
 
 #[test]
 fn write_value_lands_after_synchronize() {

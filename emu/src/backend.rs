@@ -355,6 +355,34 @@ impl Backend for EmuBackend {
             gpu.engines.doorbell(queue_id);
         }
     }
+
+    fn host_signal_written(&self, queue_id: u32) {
+        // Re-poll the queue's barrier dependencies now (the engine wakes as for a doorbell).
+        self.doorbell_written(queue_id);
+    }
+
+    unsafe fn release_svm_mapping(
+        &self,
+        addr: core::ptr::NonNull<core::ffi::c_void>,
+        len: usize,
+    ) -> Result<(), Errno> {
+        // The emulated KFD cannot observe munmap, so its SVM range outlives the memory: keep
+        // the addresses reserved (PROT_NONE, no pages) so no later buffer lands on the stale
+        // range (README, emulator limitations).
+        // SAFETY: the caller's own mapping, referenced by nothing afterwards (trait contract);
+        // MAP_FIXED replaces exactly that range.
+        unsafe {
+            rustix::mm::mmap_anonymous(
+                addr.as_ptr(),
+                len,
+                rustix::mm::ProtFlags::empty(),
+                rustix::mm::MapFlags::PRIVATE
+                    | rustix::mm::MapFlags::NORESERVE
+                    | rustix::mm::MapFlags::FIXED,
+            )
+        }
+        .map(|_| ())
+    }
 }
 
 /// The value HDP_MEM_FLUSH_CNTL (offset 0 of the MMIO remap page,

@@ -274,4 +274,21 @@ pub trait Backend: Send + Sync + 'static {
     /// hardware (the doorbell store itself is the notification); the emulator wakes the
     /// engine that serves the queue.
     fn doorbell_written(&self, queue_id: u32);
+
+    /// Tell the device that a host store just released a value packets of `queue_id` may
+    /// be waiting on (a barrier packet's dependency signal). A no-op on hardware: the CP
+    /// polls dependencies by itself. The emulator wakes the engine serving the queue so
+    /// that it re-polls now rather than at its next poll tick.
+    fn host_signal_written(&self, queue_id: u32);
+
+    /// Give back the CPU mapping `addr..addr+len` of freed SVM (managed) memory.
+    ///
+    /// On hardware this is `munmap`: the kernel's MMU notifier drops the SVM range's GPU
+    /// mappings with it. The emulator cannot observe `munmap`, so its SVM range would
+    /// outlive the memory; it keeps the addresses reserved instead (PROT_NONE, no pages),
+    /// so that no later mapping lands on the stale range.
+    ///
+    /// # Safety
+    /// The range is the caller's own mapping and nothing references it afterwards.
+    unsafe fn release_svm_mapping(&self, addr: NonNull<c_void>, len: usize) -> Result<(), Errno>;
 }

@@ -265,4 +265,12 @@ impl Backend for HwBackend {
     }
 
     fn doorbell_written(&self, _queue_id: u32) {}
+
+    fn host_signal_written(&self, _queue_id: u32) {}
+
+    unsafe fn release_svm_mapping(&self, addr: NonNull<c_void>, len: usize) -> Result<(), Errno> {
+        // SAFETY: the caller's own mapping, referenced by nothing afterwards (trait
+        // contract).
+        unsafe { rustix::mm::munmap(addr.as_ptr(), len) }
+    }
 }

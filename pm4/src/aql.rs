@@ -304,6 +304,31 @@ pub struct BarrierValue {
     pub completion_signal: u64,
 }
 
+/// Byte offset of the completion signal handle in every AQL packet type (HSA
+/// `hsa_kernel_dispatch_packet_t`, barrier-AND/OR and AMD vendor packets alike).
+pub const COMPLETION_SIGNAL_OFFSET: usize = 56;
+
+impl VendorPm4Ib {
+    /// The encoding of [`AqlPacket::pm4_ib`]`(addr, dwords, completion_signal)` made from
+    /// `template`, the encoding of `new(0, 0, 0)`: only the IB address, IB size and
+    /// completion signal dwords change (the submission hot path encodes one per command).
+    /// `addr` must be 4-aligned and `dwords` below 2^20, as [`AqlPacket::validate`] checks.
+    #[inline]
+    pub fn patch(
+        template: &[u32; 16],
+        addr: u64,
+        dwords: u32,
+        completion_signal: u64,
+    ) -> [u32; 16] {
+        let mut w = *template;
+        w[2] = lo(addr & !3);
+        w[3] = hi(addr);
+        w[4] |= dwords & 0xF_FFFF;
+        put64(&mut w, 14, completion_signal);
+        w
+    }
+}
+
 /// Any AQL packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AqlPacket {
@@ -324,6 +349,78 @@ pub enum AqlPacket {
         /// The 16 dwords.
         words: [u32; 16],
     },
+}
+
+/// Constructors of every AQL packet kfdrt submits, with the system-scope acquire/release
+/// and the barrier bit every runtime packet carries ([`PacketControl::SYSTEM_BARRIER`]).
+impl AqlPacket {
+    /// A barrier-AND over up to five dependent signals (0 = none).
+    pub const fn barrier_and(dep_signals: [u64; 5], completion_signal: u64) -> AqlPacket {
+        AqlPacket::BarrierAnd(Barrier {
+            control: PacketControl::SYSTEM_BARRIER,
+            dep_signals,
+            completion_signal,
+        })
+    }
+
+    /// A barrier-OR over up to five dependent signals (0 = none).
+    pub const fn barrier_or(dep_signals: [u64; 5], completion_signal: u64) -> AqlPacket {
+        AqlPacket::BarrierOr(Barrier {
+            control: PacketControl::SYSTEM_BARRIER,
+            dep_signals,
+            completion_signal,
+        })
+    }
+
+    /// A PM4-IB packet running `dwords` of the indirect buffer at `addr`.
+    pub const fn pm4_ib(addr: u64, dwords: u32, completion_signal: u64) -> AqlPacket {
+        AqlPacket::VendorPm4Ib(VendorPm4Ib {
+            control: PacketControl::SYSTEM_BARRIER,
+            ib: IndirectBuffer::new(addr, dwords),
+            completion_signal,
+        })
+    }
+
+    /// A barrier-value packet waiting until `(signal.value & mask) cond value`.
+    pub const fn barrier_value(
+        signal: u64,
+        cond: SignalCondition,
+        value: i64,
+        mask: i64,
+        completion_signal: u64,
+    ) -> AqlPacket {
+        AqlPacket::BarrierValue(BarrierValue {
+            control: PacketControl::SYSTEM_BARRIER,
+            signal,
+            value,
+            mask,
+            cond,
+            completion_signal,
+        })
+    }
+
+    /// A kernel dispatch ([`KernelDispatch::new`] with system scope and barrier).
+    #[allow(clippy::too_many_arguments)]
+    pub fn kernel_dispatch(
+        workgroup_size: [u16; 3],
+        grid_size: [u32; 3],
+        private_segment_size: u32,
+        group_segment_size: u32,
+        kernel_object: u64,
+        kernarg_address: u64,
+        completion_signal: u64,
+    ) -> AqlPacket {
+        AqlPacket::KernelDispatch(KernelDispatch::new(
+            PacketControl::SYSTEM_BARRIER,
+            workgroup_size,
+            grid_size,
+            private_segment_size,
+            group_segment_size,
+            kernel_object,
+            kernarg_address,
+            completion_signal,
+        ))
+    }
 }
 
 fn control_bits(c: PacketControl, ty: u8) -> u32 {
@@ -638,6 +735,19 @@ impl<'a> AqlRingWriter<'a> {
         index
     }
 
+    /// Writes pre-encoded packet dwords into slot `index % slot_count`, in the same
+    /// publish order as [`AqlRingWriter::write`] (body relaxed, header release).
+    #[inline]
+    pub fn write_words(&self, index: u64, w: &[u32; 16]) -> u64 {
+        let base = ((index & self.mask) as usize) * PACKET_DWORDS;
+        let slot = &self.ring[base..base + PACKET_DWORDS];
+        for i in 1..PACKET_DWORDS {
+            slot[i].store(w[i], Ordering::Relaxed);
+        }
+        slot[0].store(w[0], Ordering::Release);
+        index
+    }
+
     /// Reads back and decodes slot `index % slot_count` (acquire on the header).
     pub fn read(&self, index: u64) -> Result<AqlPacket, DecodeError> {
         let base = ((index & self.mask) as usize) * PACKET_DWORDS;
@@ -653,6 +763,21 @@ impl<'a> AqlRingWriter<'a> {
 #[cfg(test)]
 mod dispatch_tests {
     use super::*;
+
+    #[test]
+    fn pm4_ib_patch_matches_encode() {
+        let t = AqlPacket::pm4_ib(0, 0, 0).encode();
+        for (a, n, c) in [
+            (0x1000u64, 7u32, 0x2000u64),
+            (0x7fff_ffff_f000, 16, u64::MAX - 63),
+            (0xdead_beef_0004, 0xF_FFFF, 0),
+        ] {
+            assert_eq!(
+                VendorPm4Ib::patch(&t, a, n, c),
+                AqlPacket::pm4_ib(a, n, c).encode()
+            );
+        }
+    }
 
     #[test]
     fn kernel_dispatch_new_sets_dimensions_and_encodes() {

@@ -30,6 +30,7 @@ pub mod aql;
 pub mod disasm;
 mod error;
 mod family;
+pub mod hsa;
 pub mod kd;
 pub mod pkt3;
 pub mod sdma;

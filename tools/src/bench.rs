@@ -1,13 +1,27 @@
 //! `kfdrt bench`: host-side cost and round-trip latency of the runtime's stream, event and
 //! callback calls, with the names of `shared/anchors/cuda_h200.txt` so the two compare
 //! line by line. Every figure is a median over repeats.
+//!
+//! Enqueue figures time batches of [`ENQUEUE_BATCH`] calls, well below a queue's ring
+//! size, and synchronize between batches outside the timed region: they measure what
+//! the host spends per call, not how fast the device drains the ring.
+//!
+//! Instruction counts ([`insn_figures`]) do not drift with machine load: each operation
+//! runs in a child process under `valgrind --tool=callgrind`, collecting only inside a
+//! probe function that wraps the call (on the calling thread), divided by the calls.
+//! The floor is the same count for a bare 64-byte ring write, release store of the
+//! write pointer and doorbell store on a raw AQL queue.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use kfdrt::{AttachFlags, EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
-use kfdrt::{Device, MemoryKind};
+use kfdrt::{
+    AttachFlags, Device, EventFlags, MemoryKind, StreamFlags, WaitCompare, WriteValueFlags,
+};
+
+/// Calls per timed enqueue batch (a quarter of a stream queue's 1024-slot ring).
+pub const ENQUEUE_BATCH: usize = 256;
 
 /// One reported figure.
 #[derive(Debug, Clone)]
@@ -81,12 +95,19 @@ pub fn run(
         progress(name);
         let mut v = Vec::new();
         for _ in 0..rep {
-            let t0 = Instant::now();
-            for i in 0..n {
-                s.write_value32(va + 128, i as u32, WriteValueFlags::DEFAULT)?;
+            let mut t = 0.0;
+            let mut done = 0;
+            while done < n {
+                let b = ENQUEUE_BATCH.min(n - done);
+                let t0 = Instant::now();
+                for i in 0..b {
+                    s.write_value32(va + 128, i as u32, WriteValueFlags::DEFAULT)?;
+                }
+                t += ns(t0);
+                done += b;
+                s.synchronize()?;
             }
-            v.push(ns(t0) / n as f64);
-            s.synchronize()?;
+            v.push(t / n as f64);
         }
         fig(name, median(v), "ns/op");
     }
@@ -97,12 +118,19 @@ pub fn run(
         s.synchronize()?;
         let mut v = Vec::new();
         for _ in 0..rep {
-            let t0 = Instant::now();
-            for _ in 0..n {
-                s.wait_value32(va + 128, 5, WaitCompare::Gte, u32::MAX)?;
+            let mut t = 0.0;
+            let mut done = 0;
+            while done < n {
+                let b = ENQUEUE_BATCH.min(n - done);
+                let t0 = Instant::now();
+                for _ in 0..b {
+                    s.wait_value32(va + 128, 5, WaitCompare::Gte, u32::MAX)?;
+                }
+                t += ns(t0);
+                done += b;
+                s.synchronize()?;
             }
-            v.push(ns(t0) / n as f64);
-            s.synchronize()?;
+            v.push(t / n as f64);
         }
         fig(name, median(v), "ns/op");
     }
@@ -382,7 +410,7 @@ pub const NAMES: &[&str] = &[
 
 /// Whether `filter` selects at least one figure.
 pub fn filter_matches(filter: &str) -> bool {
-    NAMES.iter().any(|n| n.contains(filter))
+    NAMES.iter().any(|n| n.contains(filter)) || INSN.iter().any(|(n, _)| n.contains(filter))
 }
 
 /// Figures the CUDA anchor has that this build does not measure yet (reported as such).
@@ -558,4 +586,250 @@ fn managed_vmm(
         fig(name, median(v), "ns");
     }
     Ok(())
+}
+
+/// The instruction-count figures: (name, probe operation).
+pub const INSN: &[(&str, &str)] = &[
+    ("instructions/call writeValue32 enqueue", "write_value32"),
+    (
+        "instructions/call waitValue32 enqueue (true)",
+        "wait_value32",
+    ),
+    ("instructions/call eventRecord enqueue", "event_record"),
+    (
+        "instructions/round record/waitEvent ping-pong (2 streams)",
+        "ping_pong",
+    ),
+    ("instructions/call addCallback enqueue", "add_callback"),
+    (
+        "instructions/call floor: 64-byte ring write + release store + doorbell store",
+        "floor",
+    ),
+];
+
+/// Calls (rounds) a probe child makes.
+const INSN_CALLS: usize = 1024;
+
+/// An instruction-count figure: the count per call, or why it is unavailable.
+#[derive(Debug, Clone)]
+pub struct InsnFigure {
+    /// Name (see [`INSN`]).
+    pub name: &'static str,
+    /// Instructions retired per call, or the reason there is no count.
+    pub value: Result<f64, String>,
+}
+
+/// Measure [`INSN`] (those `want` selects) with callgrind, running this executable's
+/// `bench-insn` subcommand on device `spec`. Without valgrind every figure says so.
+pub fn insn_figures(
+    spec: &str,
+    want: &dyn Fn(&str) -> bool,
+    progress: &mut dyn FnMut(&str),
+) -> Vec<InsnFigure> {
+    let mut out = Vec::new();
+    let have = std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let exe = std::env::current_exe();
+    for &(name, op) in INSN {
+        if !want(name) {
+            continue;
+        }
+        progress(name);
+        let value = match (&exe, have) {
+            (_, false) => Err("unavailable: valgrind is not installed".to_string()),
+            (Err(e), _) => Err(format!("unavailable: no path to this executable: {e}")),
+            (Ok(exe), true) => callgrind_count(exe, spec, op),
+        };
+        out.push(InsnFigure { name, value });
+    }
+    out
+}
+
+fn callgrind_count(exe: &std::path::Path, spec: &str, op: &str) -> Result<f64, String> {
+    let dir = std::env::temp_dir().join(format!("kfdrt-bench-insn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("unavailable: {}: {e}", dir.display()))?;
+    let file = dir.join("cg.out");
+    let r = std::process::Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg("--separate-threads=yes")
+        .arg("--toggle-collect=*insn_probe*")
+        .arg(format!("--callgrind-out-file={}", file.display()))
+        .arg(exe)
+        .args(["bench-insn", "--device", spec, op])
+        .arg(INSN_CALLS.to_string())
+        .output();
+    // With --separate-threads the calling (main) thread's counts are in "-01".
+    let main = dir.join("cg.out-01");
+    let text = std::fs::read_to_string(&main);
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = r.map_err(|e| format!("unavailable: running valgrind: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "unavailable: the probe failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+        ));
+    }
+    let text = text.map_err(|e| format!("unavailable: no callgrind output: {e}"))?;
+    let total = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .ok_or("unavailable: no totals line in the callgrind output")?;
+    Ok(total / INSN_CALLS as f64)
+}
+
+/// The `bench-insn` child: `calls` calls of `op` on `dev`, each through a probe
+/// function (the only code callgrind collects in), with synchronization between
+/// batches outside the probes.
+pub fn insn_child(dev: &Device, op: &str, calls: usize) -> Result<(), String> {
+    let e = |e: kfdrt::Error| e.to_string();
+    let s = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .map_err(e)?;
+    let s2 = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .map_err(e)?;
+    let mem = dev.alloc(MemoryKind::Signal, 0, 4096).map_err(e)?;
+    let va = mem.va();
+    let batch = |s: &kfdrt::Stream, i: usize| -> Result<(), String> {
+        if (i + 1) % ENQUEUE_BATCH == 0 {
+            s.synchronize().map_err(e)?;
+        }
+        Ok(())
+    };
+    match op {
+        "write_value32" => {
+            s.write_value32(va, 0, WriteValueFlags::DEFAULT)
+                .map_err(e)?;
+            s.synchronize().map_err(e)?;
+            for i in 0..calls {
+                probe_write_value32(&s, va, i as u32).map_err(e)?;
+                batch(&s, i)?;
+            }
+        }
+        "wait_value32" => {
+            s.wait_value32(va, 0, WaitCompare::Gte, u32::MAX)
+                .map_err(e)?;
+            s.synchronize().map_err(e)?;
+            for i in 0..calls {
+                probe_wait_value32(&s, va).map_err(e)?;
+                batch(&s, i)?;
+            }
+        }
+        "event_record" => {
+            let ev = dev.create_event(EventFlags::DISABLE_TIMING).map_err(e)?;
+            ev.record(&s).map_err(e)?;
+            for _ in 0..calls {
+                probe_event_record(&ev, &s).map_err(e)?;
+            }
+        }
+        "ping_pong" => {
+            let e1 = dev.create_event(EventFlags::DISABLE_TIMING).map_err(e)?;
+            let e2 = dev.create_event(EventFlags::DISABLE_TIMING).map_err(e)?;
+            for i in 0..calls {
+                probe_ping_pong(&s, &s2, &e1, &e2, va, i as u32).map_err(e)?;
+                if (i + 1) % 64 == 0 {
+                    s.synchronize().map_err(e)?;
+                }
+            }
+        }
+        "add_callback" => {
+            for i in 0..calls {
+                probe_add_callback(&s).map_err(e)?;
+                batch(&s, i)?;
+            }
+        }
+        "floor" => {
+            let q = crate::check::raw::RawAql::new(dev, 0, 1024)?;
+            // A barrier-AND without dependencies or completion signal.
+            let pkt = pm4::aql::AqlPacket::barrier_and([0; 5], 0).encode();
+            for i in 0..calls.min(1024) as u64 {
+                probe_floor(&q, i, &pkt);
+            }
+            for i in 0..(calls.saturating_sub(1024)) as u64 {
+                probe_floor(&q, i % 1024, &pkt);
+            }
+        }
+        other => return Err(format!("unknown probe {other:?}")),
+    }
+    s.synchronize().map_err(e)?;
+    s2.synchronize().map_err(e)?;
+    Ok(())
+}
+
+#[inline(never)]
+fn insn_probe_write_value32(s: &kfdrt::Stream, va: u64, v: u32) -> kfdrt::Result<()> {
+    s.write_value32(va, v, WriteValueFlags::DEFAULT)
+}
+fn probe_write_value32(s: &kfdrt::Stream, va: u64, v: u32) -> kfdrt::Result<()> {
+    insn_probe_write_value32(std::hint::black_box(s), va, v)
+}
+
+#[inline(never)]
+fn insn_probe_wait_value32(s: &kfdrt::Stream, va: u64) -> kfdrt::Result<()> {
+    s.wait_value32(va, 0, WaitCompare::Gte, u32::MAX)
+}
+fn probe_wait_value32(s: &kfdrt::Stream, va: u64) -> kfdrt::Result<()> {
+    insn_probe_wait_value32(std::hint::black_box(s), va)
+}
+
+#[inline(never)]
+fn insn_probe_event_record(ev: &kfdrt::Event, s: &kfdrt::Stream) -> kfdrt::Result<()> {
+    ev.record(s)
+}
+fn probe_event_record(ev: &kfdrt::Event, s: &kfdrt::Stream) -> kfdrt::Result<()> {
+    insn_probe_event_record(std::hint::black_box(ev), s)
+}
+
+#[inline(never)]
+fn insn_probe_ping_pong(
+    s: &kfdrt::Stream,
+    s2: &kfdrt::Stream,
+    e1: &kfdrt::Event,
+    e2: &kfdrt::Event,
+    va: u64,
+    i: u32,
+) -> kfdrt::Result<()> {
+    s.write_value32(va + 192, i, WriteValueFlags::DEFAULT)?;
+    e1.record(s)?;
+    s2.wait_event(e1, 0)?;
+    s2.write_value32(va + 196, i, WriteValueFlags::DEFAULT)?;
+    e2.record(s2)?;
+    s.wait_event(e2, 0)
+}
+fn probe_ping_pong(
+    s: &kfdrt::Stream,
+    s2: &kfdrt::Stream,
+    e1: &kfdrt::Event,
+    e2: &kfdrt::Event,
+    va: u64,
+    i: u32,
+) -> kfdrt::Result<()> {
+    insn_probe_ping_pong(std::hint::black_box(s), s2, e1, e2, va, i)
+}
+
+#[inline(never)]
+fn insn_probe_add_callback(s: &kfdrt::Stream) -> kfdrt::Result<()> {
+    s.add_callback(|_| {}, 0)
+}
+fn probe_add_callback(s: &kfdrt::Stream) -> kfdrt::Result<()> {
+    insn_probe_add_callback(std::hint::black_box(s))
+}
+
+#[inline(never)]
+fn insn_probe_floor(q: &crate::check::raw::RawAql, index: u64, pkt: &[u32; 16]) {
+    q.bare_publish(index, pkt)
+}
+fn probe_floor(q: &crate::check::raw::RawAql, index: u64, pkt: &[u32; 16]) {
+    insn_probe_floor(std::hint::black_box(q), index, pkt)
 }

@@ -3,8 +3,7 @@
 
 use std::time::Instant;
 
-use kfdrt::StreamFlags;
-use kfdrt::{Device, Error, ErrorKind};
+use kfdrt::{Device, Error, ErrorKind, StreamFlags};
 
 use crate::bench::{Figure, Scale};
 

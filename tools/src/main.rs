@@ -203,6 +203,31 @@ EXAMPLES:
     kfdrt bench --filter writeValue --compare ../shared/anchors/cuda_h200.txt
 ";
 
+/// `kfdrt bench-insn --device SPEC OP CALLS`: the probe child of the instruction counts.
+fn cmd_bench_insn(argv: &[String]) -> ExitCode {
+    let args = match Args::parse(argv, &["device"], &[]) {
+        Ok(a) => a,
+        Err(e) => return usage_error("bench-insn", &e, BENCH_HELP),
+    };
+    let (Some(op), Some(calls)) = (
+        args.positional.first(),
+        args.positional.get(1).and_then(|c| c.parse::<usize>().ok()),
+    ) else {
+        return usage_error("bench-insn", "expected OP CALLS", BENCH_HELP);
+    };
+    let dev = match open_device("bench-insn", &args) {
+        Ok((d, _)) => d,
+        Err(code) => return code,
+    };
+    match bench::insn_child(&dev, op, calls) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            errln!("kfdrt bench-insn: {e}");
+            ExitCode::from(3)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = argv.first() else {
@@ -215,6 +240,8 @@ fn main() -> ExitCode {
         "info" => cmd_info(rest),
         "disasm" => cmd_disasm(rest),
         "bench" => cmd_bench(rest),
+        // The child `kfdrt bench` runs under callgrind for its instruction counts.
+        "bench-insn" => cmd_bench_insn(rest),
         "trace" => trace::cmd(rest),
         "emu-run" => emu_run::cmd(rest),
         "soak" => soak::cmd(rest),
@@ -666,6 +693,34 @@ fn cmd_bench(argv: &[String]) -> ExitCode {
         }
         let (lo, hi) = dev.stream_priority_range();
         outln!("priority range least={lo} greatest={hi}");
+        if !args.flag("quick") {
+            let spec = args
+                .value("device")
+                .map(str::to_string)
+                .or_else(|| std::env::var(kfdrt::DEVICE_ENV).ok())
+                .unwrap_or_else(|| "auto".into());
+            let filter = args.value("filter");
+            let want = |n: &str| filter.is_none_or(|f| n.contains(f));
+            let insn = bench::insn_figures(&spec, &want, &mut |n: &str| {
+                errln!("bench: {n} (callgrind) ...")
+            });
+            let floor = insn
+                .iter()
+                .find(|f| f.name.contains("floor"))
+                .and_then(|f| f.value.as_ref().ok().copied());
+            for f in &insn {
+                match (&f.value, floor) {
+                    (Ok(v), Some(fl)) if !f.name.contains("floor") => outln!(
+                        "{:<44} {:>12.1} insn         {:+.1} above the floor",
+                        f.name,
+                        v,
+                        v - fl
+                    ),
+                    (Ok(v), _) => outln!("{:<44} {:>12.1} insn", f.name, v),
+                    (Err(why), _) => outln!("{:<44} {why}", f.name),
+                }
+            }
+        }
         if args.value("filter").is_none() && !bench::NOT_YET.is_empty() {
             outln!("# not measured yet: {}", bench::NOT_YET.join(", "));
         }

@@ -9,8 +9,7 @@ use std::sync::Arc;
 use crate::out::{errln, out, outln};
 use kfd_emu::engine::QueueKind;
 use kfd_emu::trace::{EngineId, TraceEvent, TraceKind};
-use kfdrt::{Device, MemoryKind};
-use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{Device, EventFlags, MemoryKind, StreamFlags, WaitCompare, WriteValueFlags};
 
 /// The built-in workloads: (name, description).
 pub const WORKLOADS: &[(&str, &str)] = &[(

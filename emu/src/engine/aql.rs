@@ -18,31 +18,33 @@ use super::pm4exec::{self, IbStep, Step, Stop};
 use super::queue::{QueueExec, RunOut, RunState};
 use super::{Inner, ISA_NOT_SUPPORTED};
 
-/// `amd_signal_t` field offsets (ROCr `amd_hsa_signal.h`).
+/// `amd_signal_t` field offsets (the layout shared with the runtime, [`pm4::hsa`]).
 pub(crate) mod signal {
+    use pm4::hsa;
     /// `hsa_signal_value_t value`.
-    pub(crate) const VALUE: u64 = 8;
+    pub(crate) const VALUE: u64 = hsa::SIGNAL_VALUE_OFFSET;
     /// `uint64_t event_mailbox_ptr`.
-    pub(crate) const EVENT_MAILBOX_PTR: u64 = 16;
+    pub(crate) const EVENT_MAILBOX_PTR: u64 = hsa::SIGNAL_MAILBOX_OFFSET;
     /// `uint32_t event_id`.
-    pub(crate) const EVENT_ID: u64 = 24;
+    pub(crate) const EVENT_ID: u64 = hsa::SIGNAL_EVENT_ID_OFFSET;
     /// `uint64_t start_ts`.
-    pub(crate) const START_TS: u64 = 32;
+    pub(crate) const START_TS: u64 = hsa::SIGNAL_START_TS_OFFSET;
     /// `uint64_t end_ts`.
-    pub(crate) const END_TS: u64 = 40;
+    pub(crate) const END_TS: u64 = hsa::SIGNAL_END_TS_OFFSET;
 }
 
-/// `amd_queue_t` offsets (ROCr `amd_hsa_queue.h`): `write_dispatch_id` is at 56, so the
-/// queue starts 56 bytes before [`super::QueueDesc::wptr_va`].
+/// `amd_queue_t` offsets ([`pm4::hsa`]): `write_dispatch_id` is at 56, so the queue
+/// starts 56 bytes before [`super::QueueDesc::wptr_va`].
 mod amd_queue {
+    use pm4::hsa;
     /// Offset of `write_dispatch_id`.
-    pub(super) const WRITE_DISPATCH_ID: u64 = 56;
-    /// Offset of `hsa_signal_t queue_inactive_signal` (amd_hsa_queue.h).
-    pub(super) const QUEUE_INACTIVE_SIGNAL: u64 = 192;
+    pub(super) const WRITE_DISPATCH_ID: u64 = hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET;
+    /// Offset of `hsa_signal_t queue_inactive_signal`.
+    pub(super) const QUEUE_INACTIVE_SIGNAL: u64 = hsa::QUEUE_INACTIVE_SIGNAL_OFFSET;
     /// Offset of `queue_properties`.
-    pub(super) const QUEUE_PROPERTIES: u64 = 180;
+    pub(super) const QUEUE_PROPERTIES: u64 = hsa::QUEUE_PROPERTIES_OFFSET;
     /// `AMD_QUEUE_PROPERTIES_ENABLE_PROFILING` (bit 3).
-    pub(super) const ENABLE_PROFILING: u32 = 1 << 3;
+    pub(super) const ENABLE_PROFILING: u32 = hsa::AMD_QUEUE_PROPERTIES_ENABLE_PROFILING;
 }
 
 /// The CP's error code for a packet it cannot process: bit 5, "invalid packet format"
@@ -91,17 +93,7 @@ fn raise_signal_event(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()>
 pub(crate) fn complete_signal(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()> {
     mem.atomic_u64(sig.wrapping_add(signal::VALUE))?
         .fetch_sub(1, Ordering::AcqRel);
-    let mailbox = mem.load_u64(sig.wrapping_add(signal::EVENT_MAILBOX_PTR))?;
-    if mailbox != 0 {
-        let id = mem.load_u32(sig.wrapping_add(signal::EVENT_ID))?;
-        if mailbox % 8 == 0 {
-            mem.store_u64(mailbox, id as u64)?;
-        } else {
-            mem.store_u32(mailbox, id)?;
-        }
-        inner.interrupt(mem, Some(id));
-    }
-    Ok(())
+    raise_signal_event(mem, inner, sig)
 }
 
 fn signal_value(mem: &mut MemCache, sig: u64) -> Access<i64> {

@@ -4,8 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kfdrt::MemoryKind;
-use kfdrt::WriteValueFlags;
+use kfdrt::{MemoryKind, WriteValueFlags};
 
 use super::raw::Scratch;
 use super::{ensure, pass, settle, Check, CheckResult, Ctx, OrFail};

@@ -3,8 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use kfdrt::MemoryKind;
-use kfdrt::{WaitCompare, WriteValueFlags};
+use kfdrt::{MemoryKind, WaitCompare, WriteValueFlags};
 
 use super::raw::Scratch;
 use super::{ensure, pass, pass_with, settle, Check, CheckResult, Ctx, OrFail};

@@ -7,8 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kfd::abi::{self, CreateEventArgs, EventData};
-use kfdrt::WriteValueFlags;
-use kfdrt::{Device, ErrorKind, MemoryKind};
+use kfdrt::{Device, ErrorKind, MemoryKind, WriteValueFlags};
 use pm4::sdma::{CopyLinear, SdmaPacket};
 
 use super::raw::{RawSdma, Scratch};

@@ -7,8 +7,7 @@ use std::sync::atomic::Ordering;
 
 use kfd::abi::{self, CreateEventArgs, EventData};
 use kfdrt::raw::Target;
-use kfdrt::MemoryKind;
-use kfdrt::{EventFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{EventFlags, MemoryKind, WaitCompare, WriteValueFlags};
 use pm4::aql::AqlPacket;
 use pm4::pkt3::{AtomicMem, CachePolicy, PredExec};
 

@@ -6,8 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use kfdrt::{Buffer, Device, ErrorKind, MemoryKind, Module, Stream};
-use kfdrt::{EventFlags, WaitCompare};
+use kfdrt::{Buffer, Device, ErrorKind, EventFlags, MemoryKind, Module, Stream, WaitCompare};
 
 use super::raw::Scratch;
 use super::{ensure, pass, pass_with, settle, Check, CheckResult, Ctx, OrFail, Outcome};

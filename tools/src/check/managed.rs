@@ -4,8 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use kfdrt::managed::{Attachment, CoherencyMode};
-use kfdrt::{AttachFlags, Location, WaitCompare};
-use kfdrt::{ErrorKind, MemoryAdvise, MemoryKind};
+use kfdrt::{AttachFlags, ErrorKind, Location, MemoryAdvise, MemoryKind, WaitCompare};
 
 use super::{ensure, pass, pass_with, Check, CheckResult, Ctx, OrFail};
 

@@ -2,8 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use kfdrt::{ErrorKind, MemoryKind};
-use kfdrt::{WaitCompare, WriteValueFlags};
+use kfdrt::{ErrorKind, MemoryKind, WaitCompare, WriteValueFlags};
 
 use super::raw::Scratch;
 use super::{ensure, pass, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};

@@ -6,8 +6,7 @@ use std::sync::atomic::Ordering;
 use kfd::abi::{self, AllocFlags, AllocMemoryOfGpuArgs, SvmAttribute};
 use kfd::Errno;
 use kfdrt::raw::VaReservation;
-use kfdrt::MemoryKind;
-use kfdrt::WriteValueFlags;
+use kfdrt::{MemoryKind, WriteValueFlags};
 
 use super::raw::Scratch;
 use super::{ensure, pass, pass_with, require, skip, Check, CheckResult, Ctx, OrFail};

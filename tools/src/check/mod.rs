@@ -18,7 +18,7 @@ mod memops;
 mod memory;
 mod pm4;
 mod queues;
-mod raw;
+pub(crate) mod raw;
 mod sdma;
 mod signals;
 mod streams;

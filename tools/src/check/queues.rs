@@ -3,8 +3,7 @@
 
 use kfd::abi::{self, CreateQueueArgs};
 use kfd::Errno;
-use kfdrt::StreamFlags;
-use kfdrt::{Buffer, ErrorKind, MemoryKind};
+use kfdrt::{Buffer, ErrorKind, MemoryKind, StreamFlags};
 
 use super::raw::{RawAql, RawSdma};
 use super::{ensure, pass, pass_with, Check, CheckResult, Ctx, OrFail};

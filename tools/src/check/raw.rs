@@ -5,63 +5,13 @@
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use kfd::abi;
-use kfdrt::raw::hsa::{self, AmdQueue, AmdSignal};
+use kfdrt::raw::hsa::{self, AmdSignal};
+use kfdrt::raw::{self as rq, UserQueue, WptrUnit};
 use kfdrt::{Buffer, Device, MemoryKind};
 use pm4::aql::{AqlPacket, AqlRingWriter};
-use pm4::sdma::{SdmaPacket, SdmaRingWriter};
+use pm4::sdma::SdmaPacket;
 
 use super::{wait_for, OrFail};
-
-/// The GPU's doorbell page mapping for one raw queue (unmapped on drop).
-struct Doorbell {
-    dev: Device,
-    base: core::ptr::NonNull<core::ffi::c_void>,
-    len: usize,
-    cell: *mut u64,
-}
-
-impl Doorbell {
-    fn map(dev: &Device, gpu: usize, doorbell_offset: u64) -> Result<Doorbell, String> {
-        let g = &dev.gpus()[gpu];
-        let db_size = g.node.doorbell_size().max(4) as u64;
-        let len = 1024 * db_size;
-        let page = doorbell_offset & !(len - 1);
-        // SAFETY: a fresh shared mapping of the KFD doorbell page at a kernel-chosen
-        // address, unmapped in Drop; nothing else references it.
-        let base = unsafe {
-            dev.backend().mmap(
-                kfd::MmapFile::Kfd,
-                page,
-                len as usize,
-                None,
-                kfd::Prot::READ | kfd::Prot::WRITE,
-            )
-        }
-        .or_fail("mmap of the doorbell page")?;
-        // SAFETY: the queue's slot offset lies inside the page just mapped.
-        let cell = unsafe { (base.as_ptr() as *mut u8).add((doorbell_offset - page) as usize) }
-            as *mut u64;
-        Ok(Doorbell {
-            dev: dev.clone(),
-            base,
-            len: len as usize,
-            cell,
-        })
-    }
-
-    fn ring(&self, value: u64, queue_id: u32) {
-        // SAFETY: `cell` is this queue's 8-byte aligned doorbell in the live mapping.
-        unsafe { core::ptr::write_volatile(self.cell, value) };
-        self.dev.backend().doorbell_written(queue_id);
-    }
-}
-
-impl Drop for Doorbell {
-    fn drop(&mut self) {
-        // SAFETY: the mapping was made in `map` and the queue using it is destroyed.
-        let _ = unsafe { self.dev.backend().munmap(self.base, self.len) };
-    }
-}
 
 /// Compute-queue buffers the kernel checks: EOP (when wanted) and the CWSR area.
 fn compute_buffers(
@@ -105,16 +55,10 @@ pub fn is_gfx94x(dev: &Device, gpu: usize) -> bool {
 
 /// A raw AQL queue.
 pub struct RawAql {
-    dev: Device,
-    /// KFD queue id.
-    pub queue_id: u32,
-    slots: u32,
-    ring: Buffer,
-    amdq: Buffer,
+    /// Declared first: the KFD queue goes before the buffers it names.
+    q: UserQueue,
     _eop: Option<Buffer>,
     _cwsr: Buffer,
-    doorbell: Option<Doorbell>,
-    next: u64,
 }
 
 impl RawAql {
@@ -140,39 +84,31 @@ impl RawAql {
             core::slice::from_raw_parts(ring.as_ptr() as *const AtomicU32, ring_bytes / 4)
         };
         pm4::aql::init_invalid(words);
-        let q = AmdQueue::new(ring.va(), slots, g);
+        let q = hsa::amd_queue(ring.va(), slots, g);
         amdq.write(0, zerocopy::IntoBytes::as_bytes(&q))
             .or_fail("amd_queue_t")?;
-        let mut args = abi::CreateQueueArgs {
-            ring_base_address: ring.va(),
-            write_pointer_address: amdq.va() + hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET,
-            read_pointer_address: amdq.va() + hsa::QUEUE_READ_DISPATCH_ID_OFFSET,
-            ring_size: ring_bytes as u32,
-            gpu_id: g.gpu_id,
+        let args = abi::CreateQueueArgs {
             queue_type: abi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
             queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
             queue_priority: 7,
             ..base
         };
-        kfd::ioctl::create_queue(dev.backend().as_ref(), &mut args).or_fail("CREATE_QUEUE")?;
-        let mut q = RawAql {
-            dev: dev.clone(),
-            queue_id: args.queue_id,
-            slots,
+        let q = rq::create_queue(
+            dev,
+            gpu,
+            WptrUnit::AqlPacket,
             ring,
             amdq,
+            hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET,
+            hsa::QUEUE_READ_DISPATCH_ID_OFFSET,
+            args,
+        )
+        .or_fail("CREATE_QUEUE")?;
+        Ok(RawAql {
+            q,
             _eop: eop,
             _cwsr: cwsr,
-            doorbell: None,
-            next: 0,
-        };
-        q.doorbell = Some(Doorbell::map(dev, gpu, args.doorbell_offset)?);
-        Ok(q)
-    }
-
-    fn cell(&self, off: u64) -> &AtomicU64 {
-        // SAFETY: 8-aligned field of the amd_queue_t in `amdq` (4 KiB, CPU-mapped).
-        unsafe { AtomicU64::from_ptr((self.amdq.va() + off) as *mut u64) }
+        })
     }
 
     /// The queue's context save area (its first 40 bytes are XCC 0's header).
@@ -182,57 +118,43 @@ impl RawAql {
 
     /// Packets the CP has consumed (`read_dispatch_id`).
     pub fn read_index(&self) -> u64 {
-        self.cell(hsa::QUEUE_READ_DISPATCH_ID_OFFSET)
-            .load(Ordering::Acquire)
+        self.q.rptr()
     }
 
     /// Publish packets in order and ring the doorbell once (value = last index).
     pub fn submit(&mut self, pkts: &[AqlPacket]) -> Result<(), String> {
-        // SAFETY: the ring is CPU-mapped and lives as long as `self`.
-        let words = unsafe {
-            core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, self.ring.len() / 4)
-        };
-        let w = AqlRingWriter::new(&words[..self.slots as usize * 16])
-            .ok_or("AQL ring is not a power of two")?;
+        let w = AqlRingWriter::new(self.q.ring_words()).ok_or("AQL ring is not a power of two")?;
+        let r = self
+            .q
+            .reserve(pkts.len() as u64, &|| None)
+            .or_fail("AQL ring space")?;
+        let mut next = r.wptr();
         for p in pkts {
-            while self.next - self.read_index() >= self.slots as u64 {
-                std::thread::yield_now();
-            }
-            w.write(self.next, p);
-            self.next += 1;
+            w.write(next, p);
+            next += 1;
         }
-        self.cell(hsa::QUEUE_WRITE_DISPATCH_ID_OFFSET)
-            .store(self.next, Ordering::Release);
-        if let Some(d) = &self.doorbell {
-            d.ring(self.next - 1, self.queue_id);
-        }
+        r.publish(next);
         Ok(())
+    }
+
+    /// The bare submission floor ([`kfdrt::raw::bare_publish`]) on this queue.
+    pub fn bare_publish(&self, index: u64, packet: &[u32; 16]) {
+        rq::bare_publish(&self.q, index, packet)
     }
 
     /// Wait until the CP consumed every submitted packet.
     pub fn wait_consumed(&self) -> Result<(), String> {
         wait_for("the CP to consume the AQL packets", super::WAIT, || {
-            self.read_index() >= self.next
+            self.read_index() >= self.q.wptr()
         })
-    }
-}
-
-impl Drop for RawAql {
-    fn drop(&mut self) {
-        let _ = kfd::ioctl::destroy_queue(self.dev.backend().as_ref(), self.queue_id);
-        self.doorbell = None;
     }
 }
 
 /// A raw SDMA queue: ring plus a read/write pointer page (no EOP, no CWSR).
 pub struct RawSdma {
-    dev: Device,
+    q: UserQueue,
     /// KFD queue id.
     pub queue_id: u32,
-    ring: Buffer,
-    ptrs: Buffer,
-    doorbell: Option<Doorbell>,
-    wptr: u64,
     version: pm4::SdmaVersion,
 }
 
@@ -246,97 +168,50 @@ impl RawSdma {
         let ptrs = dev
             .alloc(MemoryKind::Signal, gpu, 4096)
             .or_fail("SDMA rptr/wptr")?;
-        let mut args = abi::CreateQueueArgs {
-            ring_base_address: ring.va(),
-            read_pointer_address: ptrs.va(),
-            write_pointer_address: ptrs.va() + 8,
-            ring_size: ring_bytes as u32,
-            gpu_id: g.gpu_id,
+        let args = abi::CreateQueueArgs {
             queue_type: abi::KFD_IOC_QUEUE_TYPE_SDMA,
             queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
             queue_priority: 7,
             ..Default::default()
         };
-        kfd::ioctl::create_queue(dev.backend().as_ref(), &mut args)
+        let q = rq::create_queue(dev, gpu, WptrUnit::Byte, ring, ptrs, 8, 0, args)
             .or_fail("CREATE_QUEUE (SDMA)")?;
-        let mut q = RawSdma {
-            dev: dev.clone(),
-            queue_id: args.queue_id,
-            ring,
-            ptrs,
-            doorbell: None,
-            wptr: 0,
+        Ok(RawSdma {
+            queue_id: q.queue_id(),
+            q,
             version: g.sdma_version,
-        };
-        q.doorbell = Some(Doorbell::map(dev, gpu, args.doorbell_offset)?);
-        Ok(q)
-    }
-
-    fn cell(&self, off: usize) -> &AtomicU64 {
-        // SAFETY: 8-aligned cell in the CPU-mapped pointer page owned by `self`.
-        unsafe { AtomicU64::from_ptr(self.ptrs.as_ptr().add(off) as *mut u64) }
+        })
     }
 
     /// The engine's read pointer in bytes.
     pub fn rptr(&self) -> u64 {
-        self.cell(0).load(Ordering::Acquire)
+        self.q.rptr()
     }
 
     /// Write packets (never straddling the ring end), then publish the write pointer
     /// (bytes) in memory and through the doorbell.
     pub fn submit(&mut self, pkts: &[SdmaPacket<'_>]) -> Result<(), String> {
-        // SAFETY: the ring is CPU-mapped and lives as long as `self`.
-        let words = unsafe {
-            core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, self.ring.len() / 4)
-        };
-        let w = SdmaRingWriter::new(words, self.version).ok_or("SDMA ring size")?;
-        for p in pkts {
-            let need = p.dwords(self.version) as u64 * 4;
-            // Leave room for NOP padding at the ring end as well as the packet.
-            wait_for("SDMA ring space", super::WAIT, || {
-                self.wptr + 2 * need - self.rptr() <= w.ring_bytes()
-            })?;
-            self.wptr = w.write(self.wptr, p).or_fail("SDMA packet")?;
-        }
-        self.cell(8).store(self.wptr, Ordering::Release);
-        if let Some(d) = &self.doorbell {
-            d.ring(self.wptr, self.queue_id);
-        }
-        Ok(())
+        rq::sdma_submit(&self.q, self.version, pkts).or_fail("SDMA packets")
     }
 
     /// Wait until the engine has read everything submitted.
     pub fn wait_idle(&self) -> Result<(), String> {
         wait_for("the SDMA engine to drain its ring", super::WAIT, || {
-            self.rptr() >= self.wptr
+            self.rptr() >= self.q.wptr()
         })
-    }
-}
-
-impl Drop for RawSdma {
-    fn drop(&mut self) {
-        let _ = kfd::ioctl::destroy_queue(self.dev.backend().as_ref(), self.queue_id);
-        self.doorbell = None;
     }
 }
 
 /// A raw PM4 compute queue (`KFD_IOC_QUEUE_TYPE_COMPUTE`): pointers count dwords.
 pub struct RawPm4 {
-    dev: Device,
-    /// KFD queue id.
-    pub queue_id: u32,
-    ring: Buffer,
-    ptrs: Buffer,
+    q: UserQueue,
     _eop: Option<Buffer>,
     _cwsr: Buffer,
-    doorbell: Option<Doorbell>,
-    wptr: u64,
 }
 
 impl RawPm4 {
     /// Create a PM4 compute queue with a 4 KiB ring (1024 dwords).
     pub fn new(dev: &Device, gpu: usize) -> Result<RawPm4, String> {
-        let g = &dev.gpus()[gpu];
         let ring = dev
             .alloc(MemoryKind::HostPinned, gpu, 4096)
             .or_fail("PM4 ring")?;
@@ -344,67 +219,46 @@ impl RawPm4 {
             .alloc(MemoryKind::Signal, gpu, 4096)
             .or_fail("PM4 rptr/wptr")?;
         let (eop, cwsr, base) = compute_buffers(dev, gpu, true)?;
-        let mut args = abi::CreateQueueArgs {
-            ring_base_address: ring.va(),
-            read_pointer_address: ptrs.va(),
-            write_pointer_address: ptrs.va() + 8,
-            ring_size: 4096,
-            gpu_id: g.gpu_id,
+        let args = abi::CreateQueueArgs {
             queue_type: abi::KFD_IOC_QUEUE_TYPE_COMPUTE,
             queue_percentage: abi::KFD_MAX_QUEUE_PERCENTAGE,
             queue_priority: 7,
             ..base
         };
-        kfd::ioctl::create_queue(dev.backend().as_ref(), &mut args)
+        let q = rq::create_queue(dev, gpu, WptrUnit::Dword, ring, ptrs, 8, 0, args)
             .or_fail("CREATE_QUEUE (PM4 compute)")?;
-        let mut q = RawPm4 {
-            dev: dev.clone(),
-            queue_id: args.queue_id,
-            ring,
-            ptrs,
+        Ok(RawPm4 {
+            q,
             _eop: eop,
             _cwsr: cwsr,
-            doorbell: None,
-            wptr: 0,
-        };
-        q.doorbell = Some(Doorbell::map(dev, gpu, args.doorbell_offset)?);
-        Ok(q)
-    }
-
-    fn cell(&self, off: usize) -> &AtomicU64 {
-        // SAFETY: 8-aligned cell in the CPU-mapped pointer page owned by `self`.
-        unsafe { AtomicU64::from_ptr(self.ptrs.as_ptr().add(off) as *mut u64) }
+        })
     }
 
     /// The CP's read pointer in dwords.
     pub fn rptr(&self) -> u64 {
-        self.cell(0).load(Ordering::Acquire)
+        self.q.rptr()
     }
 
     /// Append dwords (wrapping in the 1024-dword ring) and ring the doorbell.
     pub fn submit(&mut self, dwords: &[u32]) -> Result<(), String> {
         ensure_len(dwords.len(), 512)?;
-        wait_for("PM4 ring space", super::WAIT, || {
-            self.wptr + dwords.len() as u64 - self.rptr() <= 1024
-        })?;
-        // SAFETY: the ring is 1024 CPU-mapped dwords owned by `self`.
-        let ring =
-            unsafe { core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, 1024) };
+        let r = self
+            .q
+            .reserve(dwords.len() as u64, &|| None)
+            .or_fail("PM4 ring space")?;
+        let ring = self.q.ring_words();
+        let w = r.wptr();
         for (i, &d) in dwords.iter().enumerate() {
-            ring[((self.wptr + i as u64) % 1024) as usize].store(d, Ordering::Relaxed);
+            ring[((w + i as u64) % ring.len() as u64) as usize].store(d, Ordering::Relaxed);
         }
-        self.wptr += dwords.len() as u64;
-        self.cell(8).store(self.wptr, Ordering::Release);
-        if let Some(d) = &self.doorbell {
-            d.ring(self.wptr, self.queue_id);
-        }
+        r.publish(w + dwords.len() as u64);
         Ok(())
     }
 
     /// Wait until the CP has read everything submitted.
     pub fn wait_idle(&self) -> Result<(), String> {
         wait_for("the CP to drain the PM4 ring", super::WAIT, || {
-            self.rptr() >= self.wptr
+            self.rptr() >= self.q.wptr()
         })
     }
 }
@@ -414,13 +268,6 @@ fn ensure_len(n: usize, max: usize) -> Result<(), String> {
         return Err(format!("{n} dwords in one submission (at most {max})"));
     }
     Ok(())
-}
-
-impl Drop for RawPm4 {
-    fn drop(&mut self) {
-        let _ = kfd::ioctl::destroy_queue(self.dev.backend().as_ref(), self.queue_id);
-        self.doorbell = None;
-    }
 }
 
 /// `amd_signal_t` cells (64 per page) in signal memory, without interrupts.

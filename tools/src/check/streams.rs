@@ -4,8 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use kfdrt::{ErrorKind, MemoryKind};
-use kfdrt::{StreamFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{ErrorKind, MemoryKind, StreamFlags, WaitCompare, WriteValueFlags};
 
 use super::raw::Scratch;
 use super::{ensure, pass, pass_with, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};

@@ -3,8 +3,10 @@
 
 use std::os::fd::AsFd;
 
-use kfdrt::{AccessDesc, AccessFlags, ErrorKind, GranularityOption, HandleType, Location};
-use kfdrt::{MemAllocationProp, MemoryKind};
+use kfdrt::{
+    AccessDesc, AccessFlags, ErrorKind, GranularityOption, HandleType, Location, MemAllocationProp,
+    MemoryKind,
+};
 
 use super::{ensure, pass, pass_with, Check, CheckResult, Ctx, OrFail};
 

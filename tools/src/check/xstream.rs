@@ -2,9 +2,9 @@
 
 use std::sync::atomic::Ordering;
 
-use kfdrt::Event;
-use kfdrt::{ErrorKind, MemoryKind, Stream};
-use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{
+    ErrorKind, Event, EventFlags, MemoryKind, Stream, StreamFlags, WaitCompare, WriteValueFlags,
+};
 
 use super::raw::Scratch;
 use super::{ensure, pass, pass_with, require, settle, Check, CheckResult, Ctx, OrFail};

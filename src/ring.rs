@@ -1,0 +1,364 @@
+//! [`UserQueue`]: one user-mode queue of the GPU — ring memory, the read/write pointer
+//! cells the engine and the runtime share, the doorbell, and the publish sequence. The
+//! AQL queue ([`crate::queue::AqlQueue`]), the SDMA queue ([`crate::sdma::SdmaQueue`]) and
+//! the check suite's raw queues ([`crate::raw`]) are thin wrappers that say what a write
+//! pointer counts and what goes into the ring.
+//!
+//! Publishing is always: reserve (lock, wait for space while watching for a fault that
+//! would keep the ring full forever), write the packet bodies, release-store the write
+//! pointer, flush the HDP if the CPU wrote VRAM, 64-bit store to the doorbell, then
+//! [`kfd::Backend::doorbell_written`] (a no-op on hardware). Producers on one queue
+//! serialise on a mutex so doorbell values only grow; it is uncontended when one stream
+//! uses the queue.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use kfd::abi;
+
+use crate::device::DeviceCore;
+use crate::error::{Error, ErrorKind, Result};
+use crate::memory::Buffer;
+use crate::sync::lock;
+
+/// What a queue's write pointer counts (KFD CREATE_QUEUE semantics per queue type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WptrUnit {
+    /// AQL: 64-byte packets; the doorbell carries the index of the last packet.
+    AqlPacket,
+    /// PM4 compute: dwords; the doorbell carries the write pointer.
+    Dword,
+    /// SDMA: bytes; the doorbell carries the write pointer.
+    Byte,
+}
+
+impl WptrUnit {
+    fn bytes(self) -> u64 {
+        match self {
+            WptrUnit::AqlPacket => 64,
+            WptrUnit::Dword => 4,
+            WptrUnit::Byte => 1,
+        }
+    }
+}
+
+/// The doorbell mapping of one GPU (mapped once per device and GPU, unmapped with the
+/// device).
+pub(crate) struct DoorbellPage {
+    pub(crate) base: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) offset: u64,
+}
+
+// SAFETY: the page is device MMIO (or the emulator's doorbell memory) written only by
+// 64-bit volatile stores.
+unsafe impl Send for DoorbellPage {}
+// SAFETY: as above.
+unsafe impl Sync for DoorbellPage {}
+
+/// Producer state, under the queue's mutex.
+struct Producer {
+    /// Write pointer (in [`WptrUnit`]s) after the last publication.
+    wptr: u64,
+    /// Last read pointer seen: the CP-written cell is re-read only when the ring looks
+    /// full by this value (it is a cache line the engine writes).
+    rptr_seen: u64,
+}
+
+/// One KFD user-mode queue. Dropping it destroys the KFD queue; buffers the queue's
+/// creation named besides the ring and pointer page (EOP, CWSR) must outlive it, so
+/// owners declare it first.
+pub struct UserQueue {
+    core: Arc<DeviceCore>,
+    queue_id: u32,
+    gpu_index: usize,
+    unit: WptrUnit,
+    ring: Buffer,
+    /// The page holding the read and write pointer cells (an AQL queue's `amd_queue_t`).
+    ptrs: Buffer,
+    wptr_off: u64,
+    rptr_off: u64,
+    doorbell: *mut u64,
+    producer: Mutex<Producer>,
+}
+
+// SAFETY: raw pointers refer to mappings owned by the queue (the doorbell page is held by
+// the device core, which the queue keeps alive); shared memory is written with atomics
+// or volatile stores.
+unsafe impl Send for UserQueue {}
+// SAFETY: as above; publication is serialised by `producer`.
+unsafe impl Sync for UserQueue {}
+
+impl std::fmt::Debug for UserQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "UserQueue(id={} {:?})", self.queue_id, self.unit)
+    }
+}
+
+impl UserQueue {
+    /// CREATE_QUEUE over `ring` with pointer cells at `ptrs + wptr_off` / `ptrs +
+    /// rptr_off`; `args` brings the type, priority and any EOP/CWSR fields; ring, pointer
+    /// and GPU fields are filled here. The doorbell is mapped before returning; on any
+    /// failure no KFD queue is left behind.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn create(
+        core: &Arc<DeviceCore>,
+        gpu_index: usize,
+        unit: WptrUnit,
+        ring: Buffer,
+        ptrs: Buffer,
+        wptr_off: u64,
+        rptr_off: u64,
+        mut args: abi::CreateQueueArgs,
+        call: &'static str,
+    ) -> Result<UserQueue> {
+        let gpu = core.gpu(gpu_index)?;
+        if !(ring.len() as u64 / unit.bytes()).is_power_of_two()
+            || wptr_off.max(rptr_off) + 8 > ptrs.len() as u64
+            || wptr_off % 8 != 0
+            || rptr_off % 8 != 0
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!(
+                    "ring of {:#x} bytes, pointers at {wptr_off:#x}/{rptr_off:#x}",
+                    ring.len()
+                ),
+            ));
+        }
+        args.ring_base_address = ring.va();
+        args.ring_size = ring.len() as u32;
+        args.write_pointer_address = ptrs.va() + wptr_off;
+        args.read_pointer_address = ptrs.va() + rptr_off;
+        args.gpu_id = gpu.gpu_id;
+        kfd::ioctl::create_queue(core.backend.as_ref(), &mut args)
+            .map_err(|e| Error::from_kfd(call, e))?;
+        let doorbell = match core.doorbell_slot(gpu_index, args.doorbell_offset) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = kfd::ioctl::destroy_queue(core.backend.as_ref(), args.queue_id);
+                return Err(e);
+            }
+        };
+        Ok(UserQueue {
+            core: core.clone(),
+            queue_id: args.queue_id,
+            gpu_index,
+            unit,
+            ring,
+            ptrs,
+            wptr_off,
+            rptr_off,
+            doorbell,
+            producer: Mutex::new(Producer {
+                wptr: 0,
+                rptr_seen: 0,
+            }),
+        })
+    }
+
+    /// KFD queue id.
+    pub fn queue_id(&self) -> u32 {
+        self.queue_id
+    }
+
+    /// The device core the queue belongs to.
+    pub(crate) fn core(&self) -> &Arc<DeviceCore> {
+        &self.core
+    }
+
+    /// The GPU the queue runs on.
+    pub fn gpu_index(&self) -> usize {
+        self.gpu_index
+    }
+
+    /// The ring memory.
+    pub fn ring(&self) -> &Buffer {
+        &self.ring
+    }
+
+    /// The page holding the pointer cells.
+    pub fn ptrs(&self) -> &Buffer {
+        &self.ptrs
+    }
+
+    /// Ring capacity in write-pointer units.
+    pub fn capacity(&self) -> u64 {
+        self.ring.len() as u64 / self.unit.bytes()
+    }
+
+    fn cell(&self, off: u64) -> &AtomicU64 {
+        // SAFETY: an 8-aligned cell inside `ptrs` (checked at creation), CPU-mapped for
+        // the queue's lifetime.
+        unsafe { AtomicU64::from_ptr((self.ptrs.va() + off) as *mut u64) }
+    }
+
+    /// The engine's read pointer (units consumed).
+    pub fn rptr(&self) -> u64 {
+        self.cell(self.rptr_off).load(Ordering::Acquire)
+    }
+
+    /// The write pointer of the last publication.
+    pub fn wptr(&self) -> u64 {
+        lock(&self.producer).wptr
+    }
+
+    /// The ring as dwords.
+    pub fn ring_words(&self) -> &[AtomicU32] {
+        // SAFETY: the ring buffer is CPU-mapped, 4-aligned and lives as long as `self`.
+        unsafe {
+            core::slice::from_raw_parts(self.ring.as_ptr() as *const AtomicU32, self.ring.len() / 4)
+        }
+    }
+
+    /// Lock the producer side and wait until `need` units after the write pointer are
+    /// free. While waiting (after a short spin) `fault` is asked on every retry: a
+    /// `Some(why)` ends the wait with LaunchFailure, as a faulted queue never consumes
+    /// the packets in front of the new ones.
+    pub fn reserve(
+        &self,
+        need: u64,
+        fault: &dyn Fn() -> Option<String>,
+    ) -> Result<Reservation<'_>> {
+        let cap = self.capacity();
+        if need == 0 || need > cap {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                "UserQueue::reserve",
+                format!("{need} units in a ring of {cap}"),
+            ));
+        }
+        let mut g = lock(&self.producer);
+        let mut spins = 0u32;
+        while g.wptr + need - g.rptr_seen > cap {
+            g.rptr_seen = self.rptr();
+            if g.wptr + need - g.rptr_seen <= cap {
+                break;
+            }
+            spins += 1;
+            if spins < 1000 {
+                std::hint::spin_loop();
+            } else {
+                if let Some(why) = fault() {
+                    return Err(Error::new(
+                        ErrorKind::LaunchFailure,
+                        "UserQueue::reserve",
+                        format!("the ring is full behind work that faulted: {why}"),
+                    ));
+                }
+                std::thread::yield_now();
+            }
+        }
+        Ok(Reservation { q: self, g })
+    }
+}
+
+/// Space reserved in a [`UserQueue`]: write bodies through [`UserQueue::ring_words`],
+/// then [`Reservation::publish`]. Dropped without publishing, nothing is published.
+pub struct Reservation<'a> {
+    q: &'a UserQueue,
+    g: MutexGuard<'a, Producer>,
+}
+
+impl Reservation<'_> {
+    /// The write pointer the new packets start at.
+    pub fn wptr(&self) -> u64 {
+        self.g.wptr
+    }
+
+    /// Publish everything up to `new_wptr`: release-store the write pointer, flush the
+    /// HDP, store the doorbell and notify the backend. Returns `new_wptr`.
+    pub fn publish(mut self, new_wptr: u64) -> u64 {
+        let q = self.q;
+        self.g.wptr = new_wptr;
+        q.cell(q.wptr_off).store(new_wptr, Ordering::Release);
+        q.core.hdp_flush_dirty();
+        let value = match q.unit {
+            WptrUnit::AqlPacket => new_wptr.wrapping_sub(1),
+            WptrUnit::Dword | WptrUnit::Byte => new_wptr,
+        };
+        // SAFETY: the doorbell is this queue's mapped, 8-byte aligned doorbell slot.
+        unsafe { core::ptr::write_volatile(q.doorbell, value) };
+        q.core.backend.doorbell_written(q.queue_id);
+        new_wptr
+    }
+}
+
+impl UserQueue {
+    /// The floor of a submission, for measurements only: write one 64-byte packet at
+    /// ring index `index` (packet units), release-store the write pointer `index + 1`
+    /// and store the doorbell — no lock, no space check, no HDP flush, no backend
+    /// notification.
+    pub(crate) fn bare_publish(&self, index: u64, packet: &[u32; 16]) {
+        let words = self.ring_words();
+        let slots = (words.len() / 16) as u64;
+        let base = ((index % slots) * 16) as usize;
+        for i in 1..16 {
+            words[base + i].store(packet[i], Ordering::Relaxed);
+        }
+        words[base].store(packet[0], Ordering::Release);
+        self.cell(self.wptr_off).store(index + 1, Ordering::Release);
+        // SAFETY: the doorbell is this queue's mapped, 8-byte aligned doorbell slot.
+        unsafe { core::ptr::write_volatile(self.doorbell, index) };
+    }
+}
+
+impl Drop for UserQueue {
+    fn drop(&mut self) {
+        let _ = kfd::ioctl::destroy_queue(self.core.backend.as_ref(), self.queue_id);
+    }
+}
+
+impl DeviceCore {
+    /// The CPU address of a queue's doorbell: the GPU's doorbell page is mmapped from
+    /// `/dev/kfd` once (at `doorbell_offset & ~(page - 1)`, page = 1024 doorbells), and the
+    /// slot is the offset within it.
+    pub(crate) fn doorbell_slot(&self, gpu_index: usize, doorbell_offset: u64) -> Result<*mut u64> {
+        let call = "CREATE_QUEUE(doorbell)";
+        let gpu = self.gpu(gpu_index)?;
+        let db_size = gpu.node.doorbell_size().max(4) as u64;
+        let page_len = 1024 * db_size;
+        let page_off = doorbell_offset & !(page_len - 1);
+        let mut pages = lock(&self.doorbells);
+        let existing = pages
+            .iter()
+            .find(|(i, p)| *i == gpu_index && p.offset == page_off)
+            .map(|(_, p)| p.base);
+        let base = match existing {
+            Some(b) => b,
+            None => {
+                // SAFETY: a fresh shared mapping of the KFD doorbell page at a kernel-chosen
+                // address; it stays mapped until the device is dropped.
+                let p = unsafe {
+                    self.backend.mmap(
+                        kfd::MmapFile::Kfd,
+                        page_off,
+                        page_len as usize,
+                        None,
+                        kfd::Prot::READ | kfd::Prot::WRITE,
+                    )
+                }
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Driver,
+                        call,
+                        format!("mmap doorbell page at {page_off:#x}: {e}"),
+                    )
+                })?;
+                let base = p.as_ptr() as *mut u8;
+                pages.push((
+                    gpu_index,
+                    DoorbellPage {
+                        base,
+                        len: page_len as usize,
+                        offset: page_off,
+                    },
+                ));
+                base
+            }
+        };
+        // SAFETY: the slot offset is inside the page just mapped.
+        Ok(unsafe { base.add((doorbell_offset - page_off) as usize) } as *mut u64)
+    }
+}
