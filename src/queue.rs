@@ -1,7 +1,7 @@
 //! [`AqlQueue`]: a KFD AQL compute queue — a [`UserQueue`] whose write pointer counts
 //! 64-byte packets, with its `amd_queue_t`, EOP and CWSR buffers, and a per-slot
-//! indirect-buffer area for the PM4 commands of a [`CmdBuf`] (carried in AMD vendor
-//! PM4-IB packets).
+//! indirect-buffer area for the PM4 commands of a command buffer (`cmdbuf::CmdBuf`),
+//! carried in AMD vendor PM4-IB packets.
 //!
 //! Publishing a command buffer: reserve its packets in the ring, copy each command's PM4
 //! words into its slot's IB area, write each packet body and release-store its header
@@ -41,6 +41,8 @@ pub struct AqlQueue {
     priority: u32,
     /// The queue's scratch (private segment) memory, grown by kernel launches.
     pub(crate) scratch: Mutex<crate::launch::QueueScratch>,
+    /// The queue's kernarg ring, created with the first launch on the queue.
+    pub(crate) kernargs: Mutex<Option<crate::launch::KernargRing>>,
 }
 
 impl std::fmt::Debug for AqlQueue {
@@ -169,6 +171,7 @@ impl AqlQueue {
             _cwsr: cwsr,
             priority,
             scratch: Mutex::new(Default::default()),
+            kernargs: Mutex::new(None),
         })
     }
 
@@ -359,7 +362,9 @@ impl CwsrArea {
                 rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::NORESERVE,
             )
         }
-        .map_err(|e| Error::new(ErrorKind::OutOfMemory, call, format!("mmap {len:#x}: {e}")))?;
+        .map_err(|e| {
+            Error::new(ErrorKind::OutOfMemory, call, format!("mmap {len:#x}: {e}")).with_source(e)
+        })?;
         let addr = p as u64;
         let flags = abi::KFD_IOCTL_SVM_FLAG_HOST_ACCESS
             | abi::KFD_IOCTL_SVM_FLAG_GPU_EXEC
