@@ -180,6 +180,7 @@ mod ring;
 mod sdma;
 mod signal;
 mod soak;
+pub mod staging;
 pub mod stream;
 mod sync;
 mod types;

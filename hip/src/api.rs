@@ -8,6 +8,7 @@ use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
@@ -56,7 +57,7 @@ pub(crate) fn device() -> Result<&'static Device, hipError_t> {
         .map_err(|e| *e)
 }
 
-fn current_gpu() -> usize {
+pub(crate) fn current_gpu() -> usize {
     CURRENT_GPU.with(|c| c.get())
 }
 
@@ -87,11 +88,56 @@ fn buffers() -> std::sync::MutexGuard<'static, BTreeMap<u64, Buffer>> {
 /// The stream of a `hipStream_t`: null is the current GPU's null stream; the per-thread
 /// stream is not modelled.
 pub(crate) fn stream(s: *mut c_void) -> Result<Arc<Stream>, hipError_t> {
-    match s as usize {
-        0 => Ok(Arc::new(device()?.null_stream(current_gpu()).hip()?)),
-        2 => Err(hipErrorNotSupported),
-        t => STREAMS.get(t).ok_or(hipErrorInvalidHandle),
+    let token = s as usize;
+    if token == 2 {
+        return Err(hipErrorNotSupported);
     }
+    let gpu = if token == 0 { current_gpu() } else { 0 };
+    let generation = STREAM_GENERATION.load(Ordering::Acquire);
+    let hit = STREAM_CACHE.with(|c| match &*c.borrow() {
+        Some((t, g, e, a)) if *t == token && *g == gpu && *e == generation => Some(a.clone()),
+        _ => None,
+    });
+    if let Some(a) = hit {
+        return Ok(a);
+    }
+    let a = match token {
+        0 => null_stream(gpu)?,
+        t => STREAMS.get(t).ok_or(hipErrorInvalidHandle)?,
+    };
+    STREAM_CACHE.with(|c| *c.borrow_mut() = Some((token, gpu, generation, a.clone())));
+    Ok(a)
+}
+
+/// Bumped whenever a stream handle is destroyed, invalidating every thread's
+/// [`STREAM_CACHE`].
+static STREAM_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// (handle, GPU of the null stream, generation, stream) of the thread's last stream lookup:
+/// repeated calls on one stream skip the registry's lock.
+type StreamCache = Option<(usize, usize, u64, Arc<Stream>)>;
+
+thread_local! {
+    static STREAM_CACHE: std::cell::RefCell<StreamCache> = const { std::cell::RefCell::new(None) };
+}
+
+fn streams_changed() {
+    STREAM_GENERATION.fetch_add(1, Ordering::AcqRel);
+    STREAM_CACHE.with(|c| *c.borrow_mut() = None);
+}
+
+/// The null stream of GPU `gpu`, held for the life of the process: kfdrt keeps a GPU's
+/// null stream only while someone holds it, and work enqueued on a dropped one would be
+/// invisible to the next `hipDeviceSynchronize`.
+pub(crate) fn null_stream(gpu: usize) -> Result<Arc<Stream>, hipError_t> {
+    static NULLS: Mutex<Vec<(usize, Arc<Stream>)>> = Mutex::new(Vec::new());
+    let mut n = NULLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, s)) = n.iter().find(|(g, _)| *g == gpu) {
+        return Ok(s.clone());
+    }
+    let s = Arc::new(device()?.null_stream(gpu).hip()?);
+    n.push((gpu, s.clone()));
+    Ok(s)
 }
 
 fn event(e: *mut c_void) -> Result<Arc<Event>, hipError_t> {
@@ -171,7 +217,7 @@ pub extern "C" fn hipDeviceSynchronize() -> hipError_t {
                 s.synchronize().hip()?;
             }
         }
-        device()?.null_stream(gpu).hip()?.synchronize().hip()
+        null_stream(gpu)?.synchronize().hip()
     })())
 }
 
@@ -377,10 +423,12 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
         if s.is_null() {
             return Err(hipErrorInvalidHandle);
         }
-        STREAMS
+        let r = STREAMS
             .remove(s as usize)
             .map(drop)
-            .ok_or(hipErrorInvalidHandle)
+            .ok_or(hipErrorInvalidHandle);
+        streams_changed();
+        r
     })())
 }
 
@@ -716,24 +764,26 @@ pub unsafe extern "C" fn hipPointerGetAttributes(
     })())
 }
 
-/// `hipMemcpy`: ordered on the current GPU's null stream, then waited for.
+/// `hipMemcpy`: ordered on the current GPU's null stream, then waited for; a pageable
+/// host side is staged through pinned memory (kfdrt `Device::memcpy_staged`).
 #[no_mangle]
-pub extern "C" fn hipMemcpy(
+pub unsafe extern "C" fn hipMemcpy(
     dst: *mut c_void,
     src: *const c_void,
     size: usize,
     _kind: hipMemcpyKind,
 ) -> hipError_t {
     ret((|| {
-        device()?
-            .memcpy(current_gpu(), dst as u64, src as u64, size as u64)
-            .hip()
+        // SAFETY: HIP's contract: host pointers passed to hipMemcpy are valid for `size`
+        // bytes and not used concurrently.
+        unsafe { device()?.memcpy_staged(current_gpu(), dst as u64, src as u64, size as u64) }.hip()
     })())
 }
 
-/// `hipMemcpyAsync`.
+/// `hipMemcpyAsync`: asynchronous between GPU-mapped memory; synchronous (staged) when a
+/// host side is pageable, as in HIP.
 #[no_mangle]
-pub extern "C" fn hipMemcpyAsync(
+pub unsafe extern "C" fn hipMemcpyAsync(
     dst: *mut c_void,
     src: *const c_void,
     size: usize,
@@ -741,7 +791,8 @@ pub extern "C" fn hipMemcpyAsync(
     s: *mut c_void,
 ) -> hipError_t {
     ret((|| {
-        stream(s)?.memcpy(dst as u64, src as u64, size as u64).hip()
+        // SAFETY: as hipMemcpy; a pageable side makes the copy synchronous, as in HIP.
+        unsafe { stream(s)?.memcpy_staged(dst as u64, src as u64, size as u64) }.hip()
     })())
 }
 
@@ -821,6 +872,126 @@ pub unsafe extern "C" fn hipDriverGetVersion(v: *mut c_int) -> hipError_t {
     ret(out(v, 50221153))
 }
 
+// ---- peers, memory info, reset -----------------------------------------------------------
+
+fn gpu_index(id: c_int) -> Result<usize, hipError_t> {
+    let i = usize::try_from(id).map_err(|_| hipErrorInvalidDevice)?;
+    if i >= device()?.gpus().len() {
+        return Err(hipErrorInvalidDevice);
+    }
+    Ok(i)
+}
+
+/// `hipDeviceCanAccessPeer`: kfdrt `Device::can_access_peer` (0 for the same device).
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceCanAccessPeer(
+    can: *mut c_int,
+    dev: c_int,
+    peer: c_int,
+) -> hipError_t {
+    ret((|| {
+        let (d, p) = (gpu_index(dev)?, gpu_index(peer)?);
+        let v = device()?.can_access_peer(d, p).hip()?;
+        out(can, c_int::from(v))
+    })())
+}
+
+/// `hipDeviceEnablePeerAccess`: the current GPU gets access to `peer`'s device memory
+/// (`flags` must be 0).
+#[no_mangle]
+pub extern "C" fn hipDeviceEnablePeerAccess(peer: c_int, flags: c_uint) -> hipError_t {
+    ret((|| {
+        if flags != 0 {
+            return Err(hipErrorInvalidValue);
+        }
+        let p = gpu_index(peer)?;
+        device()?.enable_peer_access(current_gpu(), p).hip()
+    })())
+}
+
+/// `hipDeviceDisablePeerAccess`.
+#[no_mangle]
+pub extern "C" fn hipDeviceDisablePeerAccess(peer: c_int) -> hipError_t {
+    ret((|| {
+        let p = gpu_index(peer)?;
+        device()?.disable_peer_access(current_gpu(), p).hip()
+    })())
+}
+
+/// `hipMemGetInfo`: the current GPU's VRAM (topology) and what this process can still
+/// allocate of it (KFD `AMDKFD_IOC_AVAILABLE_MEMORY`, as ROCr's
+/// `hsa_amd_agent_info HSA_AMD_AGENT_INFO_MEMORY_AVAIL` reports it to CLR).
+#[no_mangle]
+pub unsafe extern "C" fn hipMemGetInfo(free: *mut usize, total: *mut usize) -> hipError_t {
+    ret((|| {
+        if free.is_null() || total.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let dev = device()?;
+        let g = dev.gpu(current_gpu()).hip()?;
+        let t = g.node.vram_size();
+        let f = kfdrt::kfd::ioctl::available_memory(dev.backend().as_ref(), g.gpu_id)
+            .map_err(|_| hipErrorUnknown)?;
+        out(total, t as usize)?;
+        out(free, f.min(t) as usize)
+    })())
+}
+
+/// `hipDeviceReset`: waits for the current GPU's work, then destroys its streams, frees
+/// the `hipMalloc`/`hipHostMalloc`/`hipExtMallocWithFlags` memory and registrations made
+/// on it and unloads the code objects loaded on it (hipcc-registered kernels load again
+/// at their next launch). Events, memory pools, managed memory and VMM objects are
+/// device-wide in kfdrt and are kept.
+#[no_mangle]
+pub extern "C" fn hipDeviceReset() -> hipError_t {
+    ret((|| {
+        device()?;
+        let gpu = current_gpu();
+        // A failed stream's error is not the reset's: the reset discards that state.
+        let _ = hipDeviceSynchronize();
+        STREAMS.retain(|s| s.gpu_index() != gpu);
+        streams_changed();
+        buffers().retain(|_, b| b.gpu_index() != gpu);
+        crate::kernel::reset_gpu(gpu);
+        Ok(())
+    })())
+}
+
+/// The blob of a `hipIpcMemHandle_t`.
+#[repr(C)]
+pub struct hipIpcMemHandle_t {
+    /// Opaque bytes.
+    pub reserved: [c_char; 64],
+}
+
+/// `hipIpcGetMemHandle`: not supported. kfdrt shares memory between processes only
+/// through memory pools created with a POSIX file descriptor handle type (one dmabuf
+/// per pool, `hipMemPoolExportToShareableHandle`); a `hipMalloc` buffer has no exportable
+/// backing, and a 64-byte handle cannot carry a file descriptor to another process.
+#[no_mangle]
+pub unsafe extern "C" fn hipIpcGetMemHandle(
+    _handle: *mut hipIpcMemHandle_t,
+    _ptr: *mut c_void,
+) -> hipError_t {
+    ret(Err(hipErrorNotSupported))
+}
+
+/// `hipIpcOpenMemHandle`: not supported (see `hipIpcGetMemHandle`).
+#[no_mangle]
+pub unsafe extern "C" fn hipIpcOpenMemHandle(
+    _ptr: *mut *mut c_void,
+    _handle: hipIpcMemHandle_t,
+    _flags: c_uint,
+) -> hipError_t {
+    ret(Err(hipErrorNotSupported))
+}
+
+/// `hipIpcCloseMemHandle`: not supported (see `hipIpcGetMemHandle`).
+#[no_mangle]
+pub extern "C" fn hipIpcCloseMemHandle(_ptr: *mut c_void) -> hipError_t {
+    ret(Err(hipErrorNotSupported))
+}
+
 // ---- not modelled yet: explicit hipErrorNotSupported -------------------------------------
 
 macro_rules! not_supported {
@@ -834,8 +1005,6 @@ macro_rules! not_supported {
 }
 
 not_supported!(
-    hipDeviceReset,
-    hipMemGetInfo,
     hipMemPoolExportToShareableHandle,
     hipMemPoolImportFromShareableHandle,
     hipMemPoolExportPointer,
@@ -843,16 +1012,4 @@ not_supported!(
     hipDeviceGetMemPool,
     hipMemExportToShareableHandle,
     hipMemImportFromShareableHandle,
-    hipModuleLoad,
-    hipModuleLoadData,
-    hipModuleUnload,
-    hipModuleGetFunction,
-    hipModuleLaunchKernel,
-    hipFuncGetAttributes,
-    hipLaunchKernel,
-    __hipPushCallConfiguration,
-    __hipPopCallConfiguration,
-    hipDeviceCanAccessPeer,
-    hipDeviceEnablePeerAccess,
-    hipDeviceDisablePeerAccess,
 );

@@ -46,6 +46,12 @@ impl<T> Registry<T> {
     pub fn remove(&self, token: usize) -> Option<Arc<T>> {
         self.lock().as_mut()?.remove(&token)
     }
+    /// Unregister every object `keep` rejects.
+    pub fn retain(&self, mut keep: impl FnMut(&T) -> bool) {
+        if let Some(m) = self.lock().as_mut() {
+            m.retain(|_, v| keep(v));
+        }
+    }
     /// Every live object.
     pub fn all(&self) -> Vec<Arc<T>> {
         self.lock()

@@ -2,7 +2,9 @@
 //! value this library uses, which `tests/c/layout.c` (compiled against Debian's header)
 //! compares with its own `sizeof`/`offsetof`/enum values.
 
+use crate::api::hipIpcMemHandle_t;
 use crate::error::*;
+use crate::kernel::{dim3, hipFuncAttributes};
 use crate::types::*;
 use std::ffi::{c_char, CString};
 use std::mem::{offset_of, size_of};
@@ -111,6 +113,22 @@ pub fn table() -> String {
     rows!(o; field hipMemAllocationProp.usage as usage);
     rows!(o; field hipMemAllocationProp.win32HandleMetaData as win32HandleMetaData);
     rows!(o; size hipMemPoolPtrExportData);
+    rows!(o; size hipFuncAttributes);
+    rows!(o; field hipFuncAttributes.binaryVersion as binaryVersion);
+    rows!(o; field hipFuncAttributes.cacheModeCA as cacheModeCA);
+    rows!(o; field hipFuncAttributes.constSizeBytes as constSizeBytes);
+    rows!(o; field hipFuncAttributes.localSizeBytes as localSizeBytes);
+    rows!(o; field hipFuncAttributes.maxDynamicSharedSizeBytes as maxDynamicSharedSizeBytes);
+    rows!(o; field hipFuncAttributes.maxThreadsPerBlock as maxThreadsPerBlock);
+    rows!(o; field hipFuncAttributes.numRegs as numRegs);
+    rows!(o; field hipFuncAttributes.preferredShmemCarveout as preferredShmemCarveout);
+    rows!(o; field hipFuncAttributes.ptxVersion as ptxVersion);
+    rows!(o; field hipFuncAttributes.sharedSizeBytes as sharedSizeBytes);
+    rows!(o; size dim3);
+    rows!(o; field dim3.x as x);
+    rows!(o; field dim3.y as y);
+    rows!(o; field dim3.z as z);
+    rows!(o; size hipIpcMemHandle_t);
     rows!(o; value hipMemoryTypeHost, hipMemoryTypeDevice, hipMemoryTypeArray, hipMemoryTypeUnified);
     rows!(o; value hipMemcpyHostToHost, hipMemcpyHostToDevice, hipMemcpyDeviceToHost,
         hipMemcpyDeviceToDevice, hipMemcpyDefault);

@@ -20,6 +20,7 @@
 pub mod api;
 pub mod error;
 pub mod handles;
+pub mod kernel;
 pub mod layout;
 pub mod managed;
 pub mod pool;

@@ -110,6 +110,21 @@ fn debian_linked_program_runs_on_kfdrt_library() {
 }
 
 #[test]
+fn peer_access_memory_info_reset_and_ipc_through_the_c_api() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-device");
+    compile("g++", "device.cpp", &exe, &["-lamdhip64"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu:mi250x*2");
+    let (ok, out, err) = run(cmd, Duration::from_secs(120));
+    assert!(ok, "device program failed:\n{out}{err}");
+    assert!(out.contains("allocated_64MiB_drop=1"), "{out}");
+    assert!(out.contains("device checks passed: 47"), "{out}");
+    assert!(err.is_empty(), "stderr not empty:\n{err}");
+}
+
+#[test]
 fn exports_carry_debian_version_nodes() {
     let o = Command::new("readelf")
         .args(["--dyn-syms", "-W"])

@@ -1,0 +1,775 @@
+//! Kernels: the registration path hipcc-compiled programs use (`__hipRegisterFatBinary`,
+//! `__hipRegisterFunction`, `__hipRegisterVar`, `__hipUnregisterFatBinary`, the
+//! `<<<>>>` call configuration and `hipLaunchKernel`) and the module API
+//! (`hipModuleLoad*`, `hipModuleGetFunction`, `hipModuleLaunchKernel`,
+//! `hipFuncGetAttributes`), over kfdrt's [`kfdrt::Module`] / [`kfdrt::Kernel`] /
+//! [`kfdrt::KernelArgs`] / [`kfdrt::Stream::launch`].
+//!
+//! The protocol (clang `CGCUDANV.cpp` for HIP, ROCm/clr `hipamd/src/hip_platform.cpp`):
+//! a static constructor in the program calls `__hipRegisterFatBinary` with a wrapper
+//! `{ u32 magic = 0x48495046 "HIPF", u32 version = 1, void *bundle, void *unused }` whose
+//! bundle is a clang offload bundle in `.hip_fatbin`; the returned handle is passed to one
+//! `__hipRegisterFunction` per kernel (host stub address -> mangled device name) and to
+//! `__hipUnregisterFatBinary` at exit. A `<<<g, b, s, q>>>` launch pushes the
+//! configuration, the stub pops it and calls `hipLaunchKernel(stub, g, b, args, s, q)`
+//! where `args[i]` points at the i-th argument's value. As in CLR, a code object is loaded
+//! on a GPU at the first launch there, not at registration (registration runs before
+//! `main`, where no device need be opened).
+
+use crate::api::{device, out, ret, stream, Hip};
+use crate::error::*;
+use crate::handles::Registry;
+use kfdrt::codeobj::ValueKind;
+use kfdrt::{Dim3, Kernel, KernelArgs, Module};
+use std::cell::RefCell;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// `dim3` / `uint3` of the HIP headers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct dim3 {
+    /// x.
+    pub x: u32,
+    /// y.
+    pub y: u32,
+    /// z.
+    pub z: u32,
+}
+
+/// `hipFuncAttributes` (5.2 header field order).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct hipFuncAttributes {
+    /// Code object version times 10.
+    pub binaryVersion: c_int,
+    /// Not modelled: 0.
+    pub cacheModeCA: c_int,
+    /// Not modelled: 0.
+    pub constSizeBytes: usize,
+    /// Private (scratch) bytes per work-item.
+    pub localSizeBytes: usize,
+    /// LDS a launch may add dynamically: the GPU's LDS minus the static size.
+    pub maxDynamicSharedSizeBytes: c_int,
+    /// `.max_flat_workgroup_size`.
+    pub maxThreadsPerBlock: c_int,
+    /// VGPRs used.
+    pub numRegs: c_int,
+    /// Not modelled: 0.
+    pub preferredShmemCarveout: c_int,
+    /// Code object version times 10 (as CLR reports it).
+    pub ptxVersion: c_int,
+    /// Static LDS bytes.
+    pub sharedSizeBytes: usize,
+}
+
+/// The fat binary wrapper's magic, "HIPF" (clr `hip_fatbin.h` `__hipFatMAGIC2`).
+pub const HIP_FAT_MAGIC: u32 = 0x4849_5046;
+
+/// A registered fat binary: its offload bundle (copied out of the program) and the
+/// module loaded from it on each GPU so far.
+struct FatBinary {
+    bundle: Vec<u8>,
+    /// Per GPU index: the loaded module, or why it cannot be loaded.
+    modules: Mutex<HashMap<usize, Result<Module, hipError_t>>>,
+}
+
+/// A kernel registered by its host stub.
+struct HostFunction {
+    fatbin: usize,
+    name: String,
+    /// Per GPU index, resolved at the first launch there.
+    kernels: Mutex<HashMap<usize, Kernel>>,
+}
+
+/// A `hipFunction_t`: a kernel of a `hipModuleLoad*`ed module.
+struct ModuleFunction {
+    module: usize,
+    kernel: Kernel,
+}
+
+static FATBINS: Registry<FatBinary> = Registry::new();
+static HOST_FUNCTIONS: Mutex<Option<HashMap<usize, Arc<HostFunction>>>> = Mutex::new(None);
+static MODULES: Registry<Module> = Registry::new();
+static FUNCTIONS: Registry<ModuleFunction> = Registry::new();
+/// Modules of unregistered fat binaries: kernels may still run (HIP does not make a
+/// program synchronize before exit or `dlclose`), so their code stays mapped.
+static RETIRED: Mutex<Vec<Module>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+thread_local! {
+    /// `<<<>>>` configurations pushed and not yet popped (nested launches in argument
+    /// expressions push twice).
+    static CALL_CONFIG: RefCell<Vec<(dim3, dim3, usize, *mut c_void)>> =
+        const { RefCell::new(Vec::new()) };
+}
+
+// ---- raw images -------------------------------------------------------------------------
+
+/// Reads a little-endian u64 at `p + off`.
+///
+/// # Safety
+/// `p + off .. p + off + 8` must be readable.
+unsafe fn u64_at(p: *const u8, off: usize) -> u64 {
+    // SAFETY: the caller guarantees the 8 bytes are readable; unaligned read.
+    u64::from_le(unsafe { (p.add(off) as *const u64).read_unaligned() })
+}
+
+/// Length of the clang offload bundle at `p` (the end of its furthest entry), read from
+/// its header (LLVM `OffloadBundler.cpp`: magic, u64 count, then per entry u64 offset,
+/// u64 size, u64 ID length, ID). `None` when the header is implausible.
+///
+/// # Safety
+/// `p` must point at a complete bundle.
+unsafe fn bundle_len(p: *const u8) -> Option<usize> {
+    let magic = kfdrt::codeobj::bundle::BUNDLE_MAGIC;
+    // SAFETY: the magic's bytes are the first of the bundle the caller passes.
+    let head = unsafe { std::slice::from_raw_parts(p, magic.len()) };
+    if head != magic {
+        return None;
+    }
+    // SAFETY: the count follows the magic in the header.
+    let n = unsafe { u64_at(p, magic.len()) };
+    if n == 0 || n > 1024 {
+        return None;
+    }
+    let mut pos = magic.len() + 8;
+    let mut end = pos;
+    for _ in 0..n {
+        // SAFETY: entry headers follow one another inside the bundle header.
+        let (off, size, id_len) =
+            unsafe { (u64_at(p, pos), u64_at(p, pos + 8), u64_at(p, pos + 16)) };
+        if id_len > 4096 || off > 1 << 40 || size > 1 << 40 {
+            return None;
+        }
+        pos += 24 + id_len as usize;
+        end = end.max(pos).max((off + size) as usize);
+    }
+    Some(end)
+}
+
+/// Length of the ELF64 image at `p`: the furthest of its section headers and section
+/// contents. `None` when it is not a 64-bit little-endian ELF.
+///
+/// # Safety
+/// `p` must point at a complete ELF image.
+unsafe fn elf_len(p: *const u8) -> Option<usize> {
+    // SAFETY: e_ident (16 bytes) starts every ELF file.
+    let ident = unsafe { std::slice::from_raw_parts(p, 16) };
+    if &ident[..4] != b"\x7fELF" || ident[4] != 2 || ident[5] != 1 {
+        return None;
+    }
+    // SAFETY: the 64-byte ELF64 header (e_shoff at 0x28, e_shentsize/e_shnum at 0x3a/0x3c,
+    // e_phoff at 0x20, e_phentsize/e_phnum at 0x36/0x38) is part of the image.
+    let (shoff, phoff, w) = unsafe {
+        (
+            u64_at(p, 0x28),
+            u64_at(p, 0x20),
+            u64_at(p, 0x36), // phentsize, phnum, shentsize, shnum as four u16
+        )
+    };
+    let (phentsize, phnum) = (w & 0xffff, w >> 16 & 0xffff);
+    let (shentsize, shnum) = (w >> 32 & 0xffff, w >> 48 & 0xffff);
+    if shoff > 1 << 40 || phoff > 1 << 40 || (shnum > 0 && shentsize < 64) {
+        return None;
+    }
+    let mut end = (shoff + shentsize * shnum)
+        .max(phoff + phentsize * phnum)
+        .max(64);
+    for i in 0..shnum {
+        let sh = (shoff + i * shentsize) as usize;
+        // SAFETY: section header `i` lies inside the section header table of the image.
+        let (kind, off, size) = unsafe {
+            (
+                u64_at(p, sh + 4) as u32,
+                u64_at(p, sh + 0x18),
+                u64_at(p, sh + 0x20),
+            )
+        };
+        const SHT_NOBITS: u32 = 8;
+        if kind != SHT_NOBITS && off < 1 << 40 && size < 1 << 40 {
+            end = end.max(off + size);
+        }
+    }
+    Some(end as usize)
+}
+
+/// The bytes of the code object or bundle at `image`.
+///
+/// # Safety
+/// `image` must point at a complete ELF or offload bundle.
+unsafe fn image_bytes<'a>(image: *const c_void) -> Result<&'a [u8], hipError_t> {
+    if image.is_null() {
+        return Err(hipErrorInvalidValue);
+    }
+    let p = image as *const u8;
+    // SAFETY: the first 4 bytes of an image of either kind are readable.
+    let first = unsafe { std::slice::from_raw_parts(p, 4) };
+    // SAFETY: the caller's image is complete, so its headers are readable.
+    let len = unsafe {
+        if first == b"\x7fELF" {
+            elf_len(p)
+        } else if first == &kfdrt::codeobj::bundle::BUNDLE_MAGIC[..4] {
+            bundle_len(p)
+        } else {
+            None
+        }
+    }
+    .ok_or(hipErrorInvalidImage)?;
+    // SAFETY: the image is `len` bytes long by its own headers.
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+// ---- registration -----------------------------------------------------------------------
+
+/// `__hipRegisterFatBinary`: copies the wrapper's offload bundle and returns a handle for
+/// `__hipRegisterFunction`. A bad wrapper still gets a handle (registration cannot fail
+/// in the ABI); launching its kernels reports `hipErrorInvalidImage`.
+#[no_mangle]
+pub unsafe extern "C" fn __hipRegisterFatBinary(data: *const c_void) -> *mut *mut c_void {
+    let bundle = (|| {
+        if data.is_null() {
+            return None;
+        }
+        let w = data as *const u32;
+        // SAFETY: `data` is the program's `__CudaFatBinaryWrapper`: u32 magic, u32 version,
+        // then the bundle pointer at byte 8.
+        let (magic, version, bin) = unsafe {
+            (
+                w.read_unaligned(),
+                w.add(1).read_unaligned(),
+                (data as *const *const c_void).add(1).read_unaligned(),
+            )
+        };
+        if magic != HIP_FAT_MAGIC || version != 1 || bin.is_null() {
+            return None;
+        }
+        // SAFETY: the wrapper points at the bundle hipcc placed in `.hip_fatbin`.
+        let p = bin as *const u8;
+        let len = unsafe { bundle_len(p) }?;
+        // SAFETY: as above, `len` bytes by the bundle's own header.
+        Some(unsafe { std::slice::from_raw_parts(p, len) }.to_vec())
+    })();
+    FATBINS.insert(FatBinary {
+        bundle: bundle.unwrap_or_default(),
+        modules: Mutex::new(HashMap::new()),
+    }) as *mut *mut c_void
+}
+
+/// `__hipRegisterFunction`: host stub `host_function` launches `device_name` of the fat
+/// binary `modules`.
+#[no_mangle]
+pub unsafe extern "C" fn __hipRegisterFunction(
+    modules: *mut *mut c_void,
+    host_function: *const c_void,
+    device_function: *mut c_char,
+    device_name: *const c_char,
+    _thread_limit: c_uint,
+    _tid: *mut c_void,
+    _bid: *mut c_void,
+    _block_dim: *mut dim3,
+    _grid_dim: *mut dim3,
+    _wsize: *mut c_int,
+) {
+    let name = if device_name.is_null() {
+        device_function as *const c_char
+    } else {
+        device_name
+    };
+    if name.is_null() || host_function.is_null() || FATBINS.get(modules as usize).is_none() {
+        return;
+    }
+    // SAFETY: a NUL-terminated name from the program's registration code.
+    let name = unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned();
+    lock(&HOST_FUNCTIONS)
+        .get_or_insert_with(HashMap::new)
+        .insert(
+            host_function as usize,
+            Arc::new(HostFunction {
+                fatbin: modules as usize,
+                name,
+                kernels: Mutex::new(HashMap::new()),
+            }),
+        );
+}
+
+/// `__hipRegisterVar`: a `__device__` variable's host shadow. Registration is accepted
+/// (every program with a device global calls it before `main`); the symbol API that
+/// would use it (`hipMemcpyToSymbol`, `hipGetSymbolAddress`) is not exported.
+#[no_mangle]
+pub unsafe extern "C" fn __hipRegisterVar(
+    _modules: *mut *mut c_void,
+    _var: *mut c_void,
+    _host_var: *mut c_char,
+    _device_var: *const c_char,
+    _ext: c_int,
+    _size: usize,
+    _constant: c_int,
+    _global: c_int,
+) {
+}
+
+/// `__hipUnregisterFatBinary`: forgets the fat binary and its kernels.
+#[no_mangle]
+pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
+    let Some(fb) = FATBINS.remove(modules as usize) else {
+        return;
+    };
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    if let Some(m) = lock(&HOST_FUNCTIONS).as_mut() {
+        m.retain(|_, f| f.fatbin != modules as usize);
+    }
+    let loaded: Vec<Module> = lock(&fb.modules)
+        .drain()
+        .filter_map(|(_, m)| m.ok())
+        .collect();
+    lock(&RETIRED).extend(loaded);
+}
+
+/// `__hipPushCallConfiguration`: the `<<<grid, block, shared, stream>>>` of the next launch.
+#[no_mangle]
+pub extern "C" fn __hipPushCallConfiguration(
+    grid: dim3,
+    block: dim3,
+    shared: usize,
+    stream: *mut c_void,
+) -> hipError_t {
+    CALL_CONFIG.with(|c| c.borrow_mut().push((grid, block, shared, stream)));
+    ret(Ok(()))
+}
+
+/// `__hipPopCallConfiguration`: the configuration pushed last.
+#[no_mangle]
+pub unsafe extern "C" fn __hipPopCallConfiguration(
+    grid: *mut dim3,
+    block: *mut dim3,
+    shared: *mut usize,
+    stream: *mut *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        let (g, b, s, q) = CALL_CONFIG
+            .with(|c| c.borrow_mut().pop())
+            .ok_or(hipErrorInvalidConfiguration)?;
+        out(grid, g)?;
+        out(block, b)?;
+        out(shared, s)?;
+        out(stream, q)
+    })())
+}
+
+/// The kernel of host stub `f` on GPU `gpu` (loading its fat binary there at first use).
+fn host_kernel(f: *const c_void, gpu: usize) -> Result<Kernel, hipError_t> {
+    let hf = lock(&HOST_FUNCTIONS)
+        .as_ref()
+        .and_then(|m| m.get(&(f as usize)).cloned())
+        .ok_or(hipErrorInvalidDeviceFunction)?;
+    if let Some(k) = lock(&hf.kernels).get(&gpu) {
+        return Ok(k.clone());
+    }
+    let fb = FATBINS
+        .get(hf.fatbin)
+        .ok_or(hipErrorInvalidDeviceFunction)?;
+    let module = {
+        let mut mods = lock(&fb.modules);
+        mods.entry(gpu)
+            .or_insert_with(|| {
+                if fb.bundle.is_empty() {
+                    return Err(hipErrorInvalidImage);
+                }
+                device()?.load_module(gpu, &fb.bundle).map_err(|e| {
+                    if e.to_string().contains("target") {
+                        hipErrorNoBinaryForGpu
+                    } else {
+                        crate::api::map_err(&e)
+                    }
+                })
+            })
+            .clone()?
+    };
+    let k = module
+        .kernel(&hf.name)
+        .map_err(|_| hipErrorInvalidDeviceFunction)?;
+    lock(&hf.kernels).insert(gpu, k.clone());
+    Ok(k)
+}
+
+/// `hipDeviceReset` of GPU `gpu`: forget what is loaded there (fat binaries load again at
+/// the next launch; modules of the module API are unloaded).
+pub(crate) fn reset_gpu(gpu: usize) {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    if let Some(m) = lock(&HOST_FUNCTIONS).as_ref() {
+        for f in m.values() {
+            lock(&f.kernels).remove(&gpu);
+        }
+    }
+    for fb in FATBINS.all() {
+        if let Some(Ok(m)) = lock(&fb.modules).remove(&gpu) {
+            lock(&RETIRED).push(m);
+        }
+    }
+    MODULES.retain(|m| m.gpu_index() != gpu);
+    FUNCTIONS.retain(|f| f.kernel.gpu_index() != gpu);
+}
+
+// ---- arguments --------------------------------------------------------------------------
+
+/// Pushes one by-value argument of `b.len()` bytes. kfdrt's [`KernelArgs::arg`] takes a
+/// sized value, so the length picks an array type; sizes beyond the list are
+/// NotSupported.
+fn push_value(args: &mut KernelArgs, b: &[u8]) -> Result<(), hipError_t> {
+    fn one<const N: usize>(args: &mut KernelArgs, b: &[u8]) -> Result<(), hipError_t> {
+        let a: [u8; N] = b.try_into().map_err(|_| hipErrorInvalidValue)?;
+        args.arg(&a).hip().map(drop)
+    }
+    macro_rules! by_len {
+        ($($n:literal)*) => {
+            match b.len() {
+                $( $n => one::<$n>(args, b), )*
+                _ => Err(hipErrorNotSupported),
+            }
+        };
+    }
+    by_len!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30
+        31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58
+        59 60 61 62 63 64 68 72 76 80 84 88 92 96 100 104 108 112 116 120 124 128 132 136
+        140 144 148 152 156 160 164 168 172 176 180 184 188 192 196 200 204 208 212 216 220
+        224 228 232 236 240 244 248 252 256 260 264 268 272 276 280 284 288 292 296 300 304
+        308 312 316 320 324 328 332 336 340 344 348 352 356 360 364 368 372 376 380 384 388
+        392 396 400 404 408 412 416 420 424 428 432 436 440 444 448 452 456 460 464 468 472
+        476 480 484 488 492 496 500 504 508 512)
+}
+
+/// The explicit arguments of `k`, each read by `bytes_of(index, offset, size)`.
+fn build_args(
+    k: &Kernel,
+    bytes_of: impl FnMut(usize, u32, u32) -> Result<*const u8, hipError_t>,
+) -> Result<KernelArgs, hipError_t> {
+    let mut args = k.args();
+    fill_args(k, &mut args, bytes_of)?;
+    Ok(args)
+}
+
+/// Pushes the explicit arguments of `k` into the empty `args`.
+fn fill_args(
+    k: &Kernel,
+    args: &mut KernelArgs,
+    mut bytes_of: impl FnMut(usize, u32, u32) -> Result<*const u8, hipError_t>,
+) -> Result<(), hipError_t> {
+    let explicit = k
+        .metadata()
+        .args
+        .iter()
+        .filter(|a| !a.value_kind.is_hidden());
+    for (i, a) in explicit.enumerate() {
+        let p = bytes_of(i, a.offset, a.size)?;
+        // SAFETY: `bytes_of` returned a pointer to the argument's `a.size` bytes.
+        let b = unsafe { std::slice::from_raw_parts(p, a.size as usize) };
+        if a.value_kind == ValueKind::GlobalBuffer && b.len() == 8 {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(b);
+            args.ptr(u64::from_le_bytes(v)).hip()?;
+        } else {
+            push_value(args, b)?;
+        }
+    }
+    Ok(())
+}
+
+/// Arguments from `void *args[]` (one pointer to each argument's value).
+fn args_from_array(k: &Kernel, params: *mut *mut c_void) -> Result<KernelArgs, hipError_t> {
+    let mut args = k.args();
+    fill_from_array(k, &mut args, params)?;
+    Ok(args)
+}
+
+fn fill_from_array(
+    k: &Kernel,
+    args: &mut KernelArgs,
+    params: *mut *mut c_void,
+) -> Result<(), hipError_t> {
+    fill_args(k, args, |i, _, _| {
+        if params.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        // SAFETY: HIP's contract: `params` holds one pointer per explicit argument.
+        let p = unsafe { *params.add(i) };
+        if p.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        Ok(p as *const u8)
+    })
+}
+
+/// Arguments from `extra` (`HIP_LAUNCH_PARAM_BUFFER_POINTER, buf,
+/// HIP_LAUNCH_PARAM_BUFFER_SIZE, &size, HIP_LAUNCH_PARAM_END`): the kernarg bytes laid
+/// out at the metadata's offsets.
+fn args_from_extra(k: &Kernel, extra: *mut *mut c_void) -> Result<KernelArgs, hipError_t> {
+    let (mut buf, mut size) = (std::ptr::null::<u8>(), None::<usize>);
+    for i in (0..64).step_by(2) {
+        // SAFETY: `extra` is a key/value list ended by HIP_LAUNCH_PARAM_END (checked
+        // before reading a value; bounded at 32 pairs).
+        let key = unsafe { *extra.add(i) } as usize;
+        match key {
+            3 => break,
+            // SAFETY: a value follows each key.
+            1 => buf = unsafe { *extra.add(i + 1) } as *const u8,
+            2 => {
+                // SAFETY: the value of BUFFER_SIZE points at a size_t.
+                let p = unsafe { *extra.add(i + 1) } as *const usize;
+                if p.is_null() {
+                    return Err(hipErrorInvalidValue);
+                }
+                // SAFETY: as above.
+                size = Some(unsafe { p.read_unaligned() });
+            }
+            _ => return Err(hipErrorInvalidValue),
+        }
+    }
+    let size = size.ok_or(hipErrorInvalidValue)?;
+    if buf.is_null() {
+        return Err(hipErrorInvalidValue);
+    }
+    build_args(k, |_, off, len| {
+        if (off + len) as usize > size {
+            return Err(hipErrorInvalidValue);
+        }
+        // SAFETY: inside the caller's `size`-byte buffer (checked above).
+        Ok(unsafe { buf.add(off as usize) })
+    })
+}
+
+fn launch(
+    k: &Kernel,
+    s: &kfdrt::Stream,
+    grid: dim3,
+    block: dim3,
+    shared: usize,
+    args: &KernelArgs,
+) -> Result<(), hipError_t> {
+    let shared = u32::try_from(shared).map_err(|_| hipErrorInvalidValue)?;
+    s.launch(
+        k,
+        Dim3::new(grid.x, grid.y, grid.z),
+        Dim3::new(block.x, block.y, block.z),
+        shared,
+        args,
+    )
+    .hip()
+}
+
+/// Bumped when registered kernels are forgotten (unregistration, reset), so per-thread
+/// launch caches drop what they hold.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// (host stub, GPU) -> the kernel and a reusable argument list.
+type LaunchCache = HashMap<(usize, usize), (Kernel, KernelArgs)>;
+
+thread_local! {
+    /// Per thread: (host stub, GPU) -> the kernel and a reusable argument list, so a
+    /// `<<<>>>` launch takes no lock and allocates nothing once warm.
+    static LAUNCH_CACHE: RefCell<(u64, LaunchCache)> = RefCell::new((0, HashMap::new()));
+}
+
+/// `hipLaunchKernel`: the kernel registered for host stub `f`.
+#[no_mangle]
+pub unsafe extern "C" fn hipLaunchKernel(
+    f: *const c_void,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        let st = stream(s)?;
+        let gpu = st.gpu_index();
+        let generation = GENERATION.load(Ordering::Acquire);
+        LAUNCH_CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.0 != generation {
+                *c = (generation, HashMap::new());
+            }
+            let key = (f as usize, gpu);
+            let (k, a) = match c.1.entry(key) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    let k = host_kernel(f, gpu)?;
+                    let a = k.args();
+                    e.insert((k, a))
+                }
+            };
+            a.clear();
+            fill_from_array(k, a, args)?;
+            launch(k, &st, grid, block, shared, a)
+        })
+    })())
+}
+
+/// `hipFuncAttributes` of a kernel on GPU `gpu`.
+fn func_attributes(k: &Kernel, gpu: usize) -> Result<hipFuncAttributes, hipError_t> {
+    let a = k.attributes();
+    let lds = device()?.gpu(gpu).hip()?.lds_limit();
+    let version = a.code_object_version as c_int * 10;
+    Ok(hipFuncAttributes {
+        binaryVersion: version,
+        cacheModeCA: 0,
+        constSizeBytes: 0,
+        localSizeBytes: a.private_size_bytes as usize,
+        maxDynamicSharedSizeBytes: lds.saturating_sub(a.shared_size_bytes) as c_int,
+        maxThreadsPerBlock: a.max_threads_per_block as c_int,
+        numRegs: a.num_vgprs as c_int,
+        preferredShmemCarveout: 0,
+        ptxVersion: version,
+        sharedSizeBytes: a.shared_size_bytes as usize,
+    })
+}
+
+/// `hipFuncGetAttributes`: for a host stub registered by a hipcc-compiled program, on the
+/// current GPU.
+#[no_mangle]
+pub unsafe extern "C" fn hipFuncGetAttributes(
+    attr: *mut hipFuncAttributes,
+    f: *const c_void,
+) -> hipError_t {
+    ret((|| {
+        if attr.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let gpu = crate::api::current_gpu();
+        let k = host_kernel(f, gpu)?;
+        out(attr, func_attributes(&k, gpu)?)
+    })())
+}
+
+// ---- modules ----------------------------------------------------------------------------
+
+fn new_module(m: *mut *mut c_void, r: kfdrt::Result<Module>) -> Result<(), hipError_t> {
+    let module = r.map_err(|e| match e.kind() {
+        kfdrt::ErrorKind::InvalidValue if e.to_string().contains("target") => {
+            hipErrorNoBinaryForGpu
+        }
+        kfdrt::ErrorKind::InvalidValue => hipErrorInvalidImage,
+        _ => crate::api::map_err(&e),
+    })?;
+    out(m, MODULES.insert(module) as *mut c_void)
+}
+
+/// `hipModuleLoad`: a code object file (ELF or offload bundle) on the current GPU.
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleLoad(m: *mut *mut c_void, fname: *const c_char) -> hipError_t {
+    ret((|| {
+        if m.is_null() || fname.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        // SAFETY: a NUL-terminated path from the caller.
+        let path = unsafe { CStr::from_ptr(fname) }
+            .to_string_lossy()
+            .into_owned();
+        let bytes = std::fs::read(&path).map_err(|_| hipErrorFileNotFound)?;
+        new_module(m, device()?.load_module(crate::api::current_gpu(), &bytes))
+    })())
+}
+
+/// `hipModuleLoadData`: a code object (ELF or offload bundle) in memory; its length comes
+/// from its own headers.
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleLoadData(
+    m: *mut *mut c_void,
+    image: *const c_void,
+) -> hipError_t {
+    ret((|| {
+        if m.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        // SAFETY: the caller passes a complete image.
+        let bytes = unsafe { image_bytes(image) }?;
+        new_module(m, device()?.load_module(crate::api::current_gpu(), bytes))
+    })())
+}
+
+/// `hipModuleUnload`: the module and the functions taken from it become invalid.
+#[no_mangle]
+pub extern "C" fn hipModuleUnload(m: *mut c_void) -> hipError_t {
+    ret((|| {
+        MODULES.remove(m as usize).ok_or(hipErrorInvalidHandle)?;
+        FUNCTIONS.retain(|f| f.module != m as usize);
+        Ok(())
+    })())
+}
+
+/// `hipModuleGetFunction`.
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleGetFunction(
+    f: *mut *mut c_void,
+    m: *mut c_void,
+    name: *const c_char,
+) -> hipError_t {
+    ret((|| {
+        if f.is_null() || name.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let module = MODULES.get(m as usize).ok_or(hipErrorInvalidHandle)?;
+        // SAFETY: a NUL-terminated kernel name from the caller.
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        let kernel = module.kernel(&name).map_err(|_| hipErrorNotFound)?;
+        let t = FUNCTIONS.insert(ModuleFunction {
+            module: m as usize,
+            kernel,
+        });
+        out(f, t as *mut c_void)
+    })())
+}
+
+/// `hipModuleLaunchKernel`: arguments through `kernelParams` or `extra`.
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleLaunchKernel(
+    f: *mut c_void,
+    gx: c_uint,
+    gy: c_uint,
+    gz: c_uint,
+    bx: c_uint,
+    by: c_uint,
+    bz: c_uint,
+    shared: c_uint,
+    s: *mut c_void,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        let func = FUNCTIONS
+            .get(f as usize)
+            .ok_or(hipErrorInvalidResourceHandle)?;
+        let st = stream(s)?;
+        let k = &func.kernel;
+        let args = match (params.is_null(), extra.is_null()) {
+            (false, true) => args_from_array(k, params)?,
+            (true, false) => args_from_extra(k, extra)?,
+            (true, true) if k.attributes().num_args == 0 => k.args(),
+            _ => return Err(hipErrorInvalidValue),
+        };
+        launch(
+            k,
+            &st,
+            dim3 {
+                x: gx,
+                y: gy,
+                z: gz,
+            },
+            dim3 {
+                x: bx,
+                y: by,
+                z: bz,
+            },
+            shared as usize,
+            &args,
+        )
+    })())
+}

@@ -1,0 +1,232 @@
+//! HIP programs with kernels, compiled at test time by Debian's `hipcc --offload-arch=gfx90a`
+//! (`tests/hip/*.hip`), run on the emulated MI250X through kfdrt's `libamdhip64.so.5`
+//! (LD_LIBRARY_PATH): the fat binary registration path, `<<<>>>`, shared memory and
+//! barriers, streams/events/callbacks around kernels, `hipMallocAsync` memory and managed
+//! memory used by kernels, pageable `hipMemcpy`, and the module API. Each program checks
+//! itself and prints its values; the tests assert the printed lines. Needs Debian's
+//! `hipcc` (installed by `.ci/run`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const DEVICE: &str = "emu:mi250x";
+
+/// Our cdylib (see `c_abi.rs`: `deps/` holds the fresh copy).
+fn our_lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let deps = exe.parent().expect("deps dir");
+    for p in [deps.join("libamdhip64.so"), deps.join("../libamdhip64.so")] {
+        if p.exists() {
+            return p.canonicalize().expect("canonical path");
+        }
+    }
+    panic!("libamdhip64.so not found next to {}", deps.display());
+}
+
+fn tmp() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// A directory holding `libamdhip64.so.5` -> our library (made once per test binary).
+fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tmp().join("hip-lib-hipcc");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let link = dir.join("libamdhip64.so.5");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(our_lib(), &link).expect("symlink");
+        dir
+    })
+}
+
+fn src(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/hip")
+        .join(name)
+}
+
+/// `hipcc --offload-arch=gfx90a [extra] SRC -o OUT`.
+fn hipcc(name: &str, extra: &[&str], out: &Path) {
+    let o = Command::new("hipcc")
+        .arg("--offload-arch=gfx90a")
+        .args(extra)
+        .arg(src(name))
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap_or_else(|e| panic!("hipcc (Debian package `hipcc`): {e}"));
+    assert!(
+        o.status.success(),
+        "hipcc {name}:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Runs `exe args` on our library with a bound; its stdout (the test fails on a non-zero
+/// exit or anything on stderr).
+fn run(exe: &Path, args: &[&Path]) -> String {
+    let mut child = Command::new(exe)
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("KFDRT_DEVICE", DEVICE)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    let limit = Duration::from_secs(300);
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("output");
+            panic!(
+                "{} timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                exe.display(),
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().expect("output");
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert!(
+        o.status.success(),
+        "{} failed ({}):\n{out}{err}",
+        exe.display(),
+        o.status
+    );
+    assert!(err.is_empty(), "stderr:\n{err}");
+    out
+}
+
+fn build_and_run(name: &str) -> String {
+    let exe = tmp().join(format!("hipcc-{}", name.trim_end_matches(".hip")));
+    hipcc(name, &[], &exe);
+    run(&exe, &[])
+}
+
+fn lines(out: &str) -> Vec<&str> {
+    out.lines().collect()
+}
+
+#[test]
+fn vector_add_with_triple_chevrons_and_pageable_copies() {
+    let out = build_and_run("vadd.hip");
+    assert_eq!(
+        lines(&out),
+        [
+            "vadd n=3000 bad=0 c[0]=0.5 c[1]=3.5 c[2999]=8997.5 sum=13497000.0",
+            "staged bytes=5242957 equal=1",
+        ]
+    );
+}
+
+#[test]
+fn shared_memory_and_syncthreads() {
+    let out = build_and_run("shared.hip");
+    assert_eq!(
+        lines(&out),
+        [
+            "shared sums 115480 122232 129744 bad=0",
+            "attributes sharedSizeBytes=1024 maxThreadsPerBlock=1024",
+        ]
+    );
+}
+
+#[test]
+fn streams_events_and_callbacks_around_kernels() {
+    let out = build_and_run("streams.hip");
+    assert_eq!(
+        lines(&out),
+        [
+            "gated: callbacks=0 x0=-1 y0=-1",
+            // Callbacks in order, each seeing the output of the kernel before it.
+            "callbacks=3 order=1,2,3 seen=611,1833,518",
+            "x[0]=100 x[511]=611 y[511]=518 elapsed_ok=1",
+        ]
+    );
+}
+
+#[test]
+fn malloc_async_memory_used_by_kernels() {
+    let out = build_and_run("mallocasync.hip");
+    assert_eq!(
+        lines(&out),
+        [
+            "mallocasync h[0]=1005 h[1]=1007 h[999]=1997007 bad=0",
+            "reuse c[2]=5",
+        ]
+    );
+}
+
+#[test]
+fn managed_memory_touched_by_kernels_after_prefetch() {
+    let out = build_and_run("managed.hip");
+    assert_eq!(
+        lines(&out),
+        [
+            "managed p[0]=1 p[1]=3 p[4095]=8191 sum=16777216 bad=0",
+            "again p[3]=14",
+        ]
+    );
+}
+
+#[test]
+fn module_api_on_a_genco_code_object() {
+    let co = tmp().join("hipcc-axpy.co");
+    hipcc("axpy_kernel.hip", &["--genco"], &co);
+    let exe = tmp().join("hipcc-module");
+    hipcc("module.hip", &[], &exe);
+    let out = run(&exe, &[&co]);
+    assert_eq!(
+        lines(&out),
+        [
+            "params y[0]=1 y[1]=4 y[299]=898",
+            "extra y[0]=1 y[1]=6 y[299]=1496",
+            "loaddata y[1]=7",
+        ]
+    );
+}
+
+#[test]
+fn hipbench_runs_on_this_library_and_every_launch_executes() {
+    // tools/hipbench/hipbench.hip, the program tools/hipbench/run.sh races against CLR.
+    let exe = tmp().join("hipcc-hipbench");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/hipbench/hipbench.hip");
+    let o = Command::new("hipcc")
+        .args(["--offload-arch=gfx90a", "-O2"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("hipcc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let iters = Path::new("64");
+    let out = run(&exe, &[iters]);
+    let ops: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("op "))
+        .map(|l| l.split(' ').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "writeValue32_enqueue",
+            "eventRecord_enqueue",
+            "streamQuery_idle",
+            "streamSynchronize_idle",
+            "callback_enqueue_to_run",
+            "mallocAsync+freeAsync_1MiB",
+            "kernelLaunch_enqueue",
+        ]
+    );
+    assert!(out.contains("kernel_count 97 expected 97"), "{out}");
+    assert!(out.contains("hip-lib-hipcc/libamdhip64.so.5"), "{out}");
+}

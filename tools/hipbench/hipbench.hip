@@ -1,0 +1,158 @@
+// The same HIP calls, timed on whichever libamdhip64.so.5 the loader picks: kfdrt's
+// (LD_LIBRARY_PATH) or Debian's CLR (under `kfdrt emu-run`). Prints one line per
+// operation: `op <name> <median ns> <iterations>`. Build with
+// `hipcc --offload-arch=gfx90a`; run.sh runs both and prints the ratios.
+#include <hip/hip_runtime.h>
+#include <dlfcn.h>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define OK(x)                                                                        \
+  do {                                                                               \
+    hipError_t e_ = (x);                                                             \
+    if (e_ != hipSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #x, hipGetErrorName(e_)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+__global__ void empty_kernel(int* p) {
+  if (p && threadIdx.x == 0 && blockIdx.x == 0) p[0] += 1;
+}
+
+static double now_ns() {
+  return (double)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+static void report(const char* name, std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  std::printf("op %s %.0f %zu\n", name, v[v.size() / 2], v.size());
+  std::fflush(stdout);
+}
+
+static std::atomic<int> cb_runs{0};
+static double cb_ran_at = 0;
+static void cb(hipStream_t, hipError_t, void*) {
+  cb_ran_at = now_ns();
+  cb_runs.fetch_add(1, std::memory_order_release);
+}
+
+int main(int argc, char** argv) {
+  int iters = argc > 1 ? std::atoi(argv[1]) : 200;
+  const int batch = 32;
+  Dl_info info;
+  if (dladdr((void*)&hipStreamQuery, &info) && info.dli_fname) std::printf("library %s\n", info.dli_fname);
+  hipStream_t s;
+  OK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+  unsigned* sig;
+  // CLR 5.2 accepts only 8-byte signal allocations.
+  OK(hipExtMallocWithFlags((void**)&sig, 8, hipMallocSignalMemory));
+  // The kernels count their runs in pinned host memory, read without a copy (a
+  // device-to-host copy after the launches stalls CLR on the emulator).
+  int* counter;
+  OK(hipHostMalloc((void**)&counter, 4096, 0));
+  *counter = 0;
+  hipEvent_t ev;
+  OK(hipEventCreateWithFlags(&ev, hipEventDisableTiming));
+  // Warm up every path once (first launch loads the code object, first mallocAsync makes
+  // the pool, first callback starts the callback thread).
+  OK(hipStreamWriteValue32(s, sig, 1, 0));
+  OK(hipEventRecord(ev, s));
+  empty_kernel<<<1, 64, 0, s>>>(counter);
+  void* p;
+  OK(hipMallocAsync(&p, 1 << 20, s));
+  OK(hipFreeAsync(p, s));
+  OK(hipStreamAddCallback(s, cb, nullptr, 0));
+  OK(hipStreamSynchronize(s));
+
+  // Each sample is the mean of a batch of `batch` calls (two clock reads cost more than
+  // the fastest calls); the median is over `iters / batch` batches.
+  const int rounds = iters / batch + 1;
+  std::vector<double> v;
+  for (int r = 0; r < rounds; r++) {
+    double t = now_ns();
+    for (int i = 0; i < batch; i++) OK(hipStreamWriteValue32(s, sig, (unsigned)i, 0));
+    v.push_back((now_ns() - t) / batch);
+    OK(hipStreamSynchronize(s));
+  }
+  report("writeValue32_enqueue", v);
+
+  v.clear();
+  for (int r = 0; r < rounds; r++) {
+    double t = now_ns();
+    for (int i = 0; i < batch; i++) OK(hipEventRecord(ev, s));
+    v.push_back((now_ns() - t) / batch);
+    OK(hipStreamSynchronize(s));
+  }
+  report("eventRecord_enqueue", v);
+
+  v.clear();
+  for (int r = 0; r < rounds; r++) {
+    double t = now_ns();
+    for (int i = 0; i < batch; i++) OK(hipStreamQuery(s));
+    v.push_back((now_ns() - t) / batch);
+  }
+  report("streamQuery_idle", v);
+
+  v.clear();
+  for (int r = 0; r < rounds; r++) {
+    double t = now_ns();
+    for (int i = 0; i < batch; i++) OK(hipStreamSynchronize(s));
+    v.push_back((now_ns() - t) / batch);
+  }
+  report("streamSynchronize_idle", v);
+
+  v.clear();
+  for (int i = 0; i < iters; i++) {
+    int before = cb_runs.load(std::memory_order_acquire);
+    double t = now_ns();
+    OK(hipStreamAddCallback(s, cb, nullptr, 0));
+    double spin_start = now_ns();
+    while (cb_runs.load(std::memory_order_acquire) == before) {
+      if (now_ns() - spin_start > 10e9) {
+        std::fprintf(stderr, "callback did not run within 10 s\n");
+        return 1;
+      }
+    }
+    v.push_back(cb_ran_at - t);
+  }
+  OK(hipStreamSynchronize(s));
+  report("callback_enqueue_to_run", v);
+
+  v.clear();
+  for (int r = 0; r < rounds; r++) {
+    double t = now_ns();
+    for (int i = 0; i < batch; i++) {
+      OK(hipMallocAsync(&p, 1 << 20, s));
+      OK(hipFreeAsync(p, s));
+    }
+    v.push_back((now_ns() - t) / batch);
+    OK(hipStreamSynchronize(s));
+  }
+  report("mallocAsync+freeAsync_1MiB", v);
+
+  v.clear();
+  for (int r = 0; r < rounds; r++) {
+    double t = now_ns();
+    for (int i = 0; i < batch; i++) empty_kernel<<<1, 64, 0, s>>>(counter);
+    v.push_back((now_ns() - t) / batch);
+    OK(hipStreamSynchronize(s));
+  }
+  OK(hipGetLastError());
+  report("kernelLaunch_enqueue", v);
+
+  int h = __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+  int launches = 1 + rounds * batch;
+  std::printf("kernel_count %d expected %d\n", h, launches);
+  std::fflush(stdout);
+  OK(hipEventDestroy(ev));
+  // The stream is left to process exit: CLR 5.2's hipStreamDestroy here does not return
+  // on the emulated device (reported to the lead), and it is not a timed operation.
+  return h == launches ? 0 : 1;
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The same HIP program (hipbench.hip) timed through kfdrt's libamdhip64.so.5 and through
+# Debian's CLR (under `kfdrt emu-run`), on the same emulated MI250X, in one run; prints the
+# median per operation and the ratio CLR/kfdrt.
+#   tools/hipbench/run.sh [ITERATIONS]      (needs Debian's hipcc and libamdhip64-5)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+iters=${1:-500}
+device=emu:mi250x
+cargo build --release -q -p kfdrt-hip -p kfdrt-cli -p kfdrt-preload
+out=target/hipbench
+mkdir -p "$out/lib"
+ln -sf ../../release/libamdhip64.so "$out/lib/libamdhip64.so.5"
+hipcc --offload-arch=gfx90a -O2 tools/hipbench/hipbench.hip -o "$out/hipbench"
+
+LD_LIBRARY_PATH="$PWD/$out/lib" KFDRT_DEVICE=$device "$out/hipbench" "$iters" > "$out/kfdrt.txt"
+# Bounded: a stall in CLR's run still leaves the operations it finished.
+timeout 900 target/release/kfdrt emu-run --device $device -- "$out/hipbench" "$iters" > "$out/clr.txt" ||
+  echo "note: CLR's run did not finish (status $?); its completed operations are compared" >&2
+grep -q "^library .*$out/lib/libamdhip64.so.5" "$out/kfdrt.txt" || { echo "kfdrt run did not load kfdrt's library" >&2; exit 1; }
+grep -q "^library /.*/libamdhip64.so.5" "$out/clr.txt" && ! grep -q "$out/lib" "$out/clr.txt" || { echo "CLR run did not load Debian's library" >&2; exit 1; }
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+echo "machine: $(uname -n), $cpu, $(nproc) CPUs; device $device (kfd-emu); $iters iterations, medians"
+echo "kfdrt: $(grep '^library' "$out/kfdrt.txt" | cut -d' ' -f2)   CLR: $(grep '^library' "$out/clr.txt" | cut -d' ' -f2)"
+printf '%-28s %12s %12s %10s\n' operation "kfdrt ns" "CLR ns" "CLR/kfdrt"
+join <(grep '^op ' "$out/kfdrt.txt" | awk '{print $2, $3}' | sort) \
+     <(grep '^op ' "$out/clr.txt" | awk '{print $2, $3}' | sort) |
+  awk '{ r = ($2 > 0) ? $3 / $2 : 0; printf "%-28s %12d %12d %9.1fx\n", $1, $2, $3, r }'
