@@ -177,6 +177,7 @@ mod sync;
 pub mod va;
 pub mod vmm;
 mod wait;
+pub mod waitkernel;
 
 pub use codeobj;
 pub use device::{Device, Gpu};

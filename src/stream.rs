@@ -213,6 +213,8 @@ pub(crate) struct StreamInner {
     pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
     /// The stream's kernarg ring, created with its first kernel launch.
     pub(crate) kernargs: Mutex<Option<crate::launch::KernargRing>>,
+    /// The gfx9 wait kernel, once a wait needed it (`crate::waitkernel`).
+    pub(crate) wait_kernel: crate::waitkernel::StreamSlot,
 }
 
 impl StreamInner {
@@ -459,6 +461,7 @@ impl Stream {
             }),
             sdma: Mutex::new(None),
             kernargs: Mutex::new(None),
+            wait_kernel: Default::default(),
             last_hold: Mutex::new(None),
         });
         if flags & STREAM_NON_BLOCKING == 0 && !is_null {
@@ -842,6 +845,11 @@ impl Stream {
             .map_err(|e| Error::new(e.kind(), call, e.to_string()))?;
         if c == WaitCondition::AlwaysTrue {
             return Ok(());
+        }
+        if bits == 64 && crate::waitkernel::needs_kernel(self.inner.family, addr, c) {
+            return self
+                .wait_mem64_kernel(addr, c)
+                .map_err(|e| Error::new(e.kind(), call, e.to_string()));
         }
         let mut cb = CmdBuf::new(self.inner.family);
         cb.wait_mem(addr, bits, c)
