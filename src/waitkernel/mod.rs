@@ -224,6 +224,40 @@ mod tests {
         }
     }
 
+    /// The kernel is used exactly where gfx9 has no exact packet (GEQ, bit 63 in the mask,
+    /// a value that is not a power of two); never for other conditions, never on gfx10+.
+    #[test]
+    fn kernel_only_where_no_packet_is_exact() {
+        use crate::cmd::{wait_condition, Target};
+        use pm4::GfxFamily;
+        let gfx9 = Target {
+            family: GfxFamily::Gfx9,
+            num_xcc: 1,
+        };
+        let gfx11 = Target {
+            family: GfxFamily::Gfx11,
+            num_xcc: 1,
+        };
+        let vals = [0u64, 1, 3, 4, 0x7fff_ffff, 1 << 63, (1 << 63) + 5, u64::MAX];
+        let masks = [u64::MAX, 0xffff_ffff, 1 << 63, (1 << 63) - 1, 0];
+        let mut used = 0;
+        for flags in 0..4 {
+            for &m in &masks {
+                for &v in &vals {
+                    let c = wait_condition(flags, v, m, 64).unwrap();
+                    let want = flags == crate::cmd::WAIT_VALUE_GTE
+                        && m & (1 << 63) != 0
+                        && v != 0
+                        && !v.is_power_of_two();
+                    assert_eq!(needs_kernel(gfx9, 0x1000, c), want, "{flags} {v:#x} {m:#x}");
+                    assert!(!needs_kernel(gfx11, 0x1000, c));
+                    used += want as u32;
+                }
+            }
+        }
+        assert!(used > 0);
+    }
+
     /// Every instruction of the kernel decodes with `amdgpu_isa`, the code ends in
     /// s_endpgm, and the metadata gives the argument layout the runtime fills.
     #[test]
