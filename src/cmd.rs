@@ -38,7 +38,7 @@ pub enum WaitCondition {
 /// - GTE: `(*ptr & mask) >= value` — unsigned, as the CP compares.
 /// - EQ: `(*ptr & mask) == value`.
 /// - AND: `((*ptr & mask) & value) != 0` — polled as `(*ptr & (mask & value)) != 0`.
-/// - NOR: `~((*ptr & mask) | (value & mask)) != 0`, exactly as the seed defines it, over
+/// - NOR: `~((*ptr & mask) | (value & mask)) != 0`, exactly as HIP defines it, over
 ///   `bits` bits. Any bit outside `mask` is 0 in both operands, so its complement is 1 and
 ///   the condition holds for every memory value unless `mask` is all ones. With a full
 ///   mask the condition is "some bit is clear in both `*ptr` and `value`", i.e.
@@ -128,7 +128,7 @@ mod tests {
     }
 
     #[test]
-    fn cp_conditions_match_the_seed_definitions() {
+    fn cp_conditions_match_the_hip_definitions() {
         let vals = [
             0u64,
             1,

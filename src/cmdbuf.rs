@@ -103,7 +103,7 @@ pub(crate) struct CmdBuf {
 }
 
 fn enc_err(e: pm4::EncodeError) -> Error {
-    Error::new(ErrorKind::InvalidValue, "pm4 encode", e.to_string())
+    Error::new(ErrorKind::InvalidValue, "pm4 encode", e.to_string()).with_source(e)
 }
 
 impl CmdBuf {

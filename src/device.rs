@@ -109,13 +109,13 @@ pub(crate) struct DeviceInner {
     pub(crate) exception_events: Vec<(u32, u32)>,
     /// Faults reported so far: (gpu_id, description). Sticky.
     pub(crate) faults: Mutex<Vec<(u32, String)>>,
-    /// Managed-memory bookkeeping (issue 8, `crate::managed`).
+    /// Managed-memory bookkeeping (`crate::managed`).
     pub(crate) managed: crate::managed::Registry,
-    /// Virtual-memory-management state (issue 8, `crate::vmm`).
+    /// Virtual-memory-management state (`crate::vmm`).
     pub(crate) vmm: crate::vmm::Registry,
     /// How long host waits spin before sleeping, in ns.
     pub(crate) spin_ns: std::sync::atomic::AtomicU64,
-    /// Stream-ordered allocator state: memory pools, current pool per GPU (issue 7).
+    /// Stream-ordered allocator state: memory pools, current pool per GPU.
     pub(crate) mempools: crate::mempool::DevicePools,
     /// The gfx9 wait kernel's module per GPU, loaded on first use (`crate::waitkernel`).
     pub(crate) wait_kernels: crate::waitkernel::DeviceCache,

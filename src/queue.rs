@@ -359,7 +359,9 @@ impl CwsrArea {
                 rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::NORESERVE,
             )
         }
-        .map_err(|e| Error::new(ErrorKind::OutOfMemory, call, format!("mmap {len:#x}: {e}")))?;
+        .map_err(|e| {
+            Error::new(ErrorKind::OutOfMemory, call, format!("mmap {len:#x}: {e}")).with_source(e)
+        })?;
         let addr = p as u64;
         let flags = abi::KFD_IOCTL_SVM_FLAG_HOST_ACCESS
             | abi::KFD_IOCTL_SVM_FLAG_GPU_EXEC

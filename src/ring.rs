@@ -345,6 +345,7 @@ impl DeviceCore {
                         call,
                         format!("mmap doorbell page at {page_off:#x}: {e}"),
                     )
+                    .with_source(e)
                 })?;
                 let base = p.as_ptr() as *mut u8;
                 pages.push((

@@ -152,7 +152,7 @@ pub(crate) fn sdma_submit(
     for p in pkts {
         w = writer
             .write(w, p)
-            .map_err(|e| Error::new(ErrorKind::InvalidValue, call, e.to_string()))?;
+            .map_err(|e| Error::new(ErrorKind::InvalidValue, call, e.to_string()).with_source(e))?;
     }
     r.publish(w);
     Ok(())

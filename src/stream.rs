@@ -361,7 +361,7 @@ impl Device {
 
     /// `hipExtStreamCreateWithCUMask`: a stream whose queue may use only the CUs set in
     /// `cu_mask` (32 CUs per word). Words beyond the GPU's CU count are ignored, as the
-    /// seed says; an empty mask or one selecting no existing CU is InvalidValue. The
+    /// HIP documents; an empty mask or one selecting no existing CU is InvalidValue. The
     /// stream gets its own hardware queue (SET_CU_MASK is per queue).
     pub fn create_stream_with_cu_mask(&self, gpu: usize, cu_mask: &[u32]) -> Result<Stream> {
         let call = "hipExtStreamCreateWithCUMask";
@@ -792,7 +792,7 @@ impl Stream {
     /// `hipStreamWriteValue32`: after earlier work, write `value` to `addr` (a GPU-mapped
     /// address, 4-byte aligned).
     ///
-    /// `flags` is reserved and ignored, as the HIP seed says ("reserved, ignored for now,
+    /// `flags` is reserved and ignored, as HIP documents it ("reserved, ignored for now,
     /// will be used in future releases"). The one bit CUDA defines,
     /// [`WRITE_VALUE_NO_MEMORY_BARRIER`] (0x1), only relaxes ordering; kfdrt keeps the
     /// write ordered after all earlier writes of the stream whatever the flags.
@@ -812,7 +812,7 @@ impl Stream {
         } else {
             "hipStreamWriteValue64"
         };
-        // Reserved flags are ignored (seed rule); see WRITE_VALUE_NO_MEMORY_BARRIER.
+        // Reserved flags are ignored, as HIP documents; see WRITE_VALUE_NO_MEMORY_BARRIER.
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
         let mut c = CmdBuf::new(self.inner.family);
@@ -842,7 +842,7 @@ impl Stream {
         };
         check_addr(call, addr, bits, 0)?;
         let c = cmd::wait_condition(flags, value, mask, bits)
-            .map_err(|e| Error::new(e.kind(), call, e.to_string()))?;
+            .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e))?;
         if c == WaitCondition::AlwaysTrue {
             return Ok(());
         }
@@ -853,13 +853,13 @@ impl Stream {
         }
         let mut cb = CmdBuf::new(self.inner.family);
         cb.wait_mem(addr, bits, c)
-            .map_err(|e| Error::new(e.kind(), call, e.to_string()))?;
+            .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e))?;
         self.submit(&cb, Place::Dedicated, None)?;
         Ok(())
     }
 
     /// `hipStreamWaitEvent`: later work waits for the event's most recent record *as of
-    /// this call*; an event never recorded makes this a no-op (seed rules). `flags` must
+    /// this call*; an event never recorded makes this a no-op (HIP's rules). `flags` must
     /// be 0. Works across streams and across GPUs of one [`Device`] (the CP polls the
     /// other stream's timeline in system memory).
     ///
@@ -899,7 +899,6 @@ impl Stream {
     }
 
     /// The stream's completion point now: all work enqueued so far.
-    #[allow(dead_code)] // used by the stream-ordered allocator (issue 7)
     pub(crate) fn point_now(&self) -> Point {
         self.inner.point()
     }
@@ -913,7 +912,6 @@ impl Stream {
 
     /// Order later work of this stream after `p` (a point of any stream or GPU of the
     /// device); nothing is submitted when `p` is complete or already in this queue's order.
-    #[allow(dead_code)] // used by the stream-ordered allocator (issue 7)
     pub(crate) fn wait_for_point(&self, p: Point) -> Result<()> {
         if p.timeline.serial() == self.inner.timeline.serial() {
             return Ok(());
@@ -925,7 +923,6 @@ impl Stream {
     /// Whether this stream's later work is already ordered after `p`: `p` is on this
     /// stream, or the stream waited (event / null-stream / point wait) for a point at or
     /// past `p` on `p`'s timeline. Completion of `p` is not considered here.
-    #[allow(dead_code)] // used by the stream-ordered allocator (issue 7)
     pub(crate) fn ordered_after(&self, p: &Point) -> bool {
         let id = p.timeline.serial();
         if id == self.inner.timeline.serial() {

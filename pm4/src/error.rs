@@ -34,6 +34,8 @@ pub enum EncodeError {
     },
 }
 
+impl core::error::Error for EncodeError {}
+
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -442,7 +442,7 @@ pub fn parse_anchor(text: &str) -> Vec<(String, f64, String)> {
     out
 }
 
-/// Managed-memory and virtual-memory-management figures (issue 8), named as in the CUDA
+/// Managed-memory and virtual-memory-management figures, named as in the CUDA
 /// anchor. Prefetch bandwidth is reported with the host memcpy bandwidth of the same
 /// size beside it ("host memcpy 256MiB"), so the fraction can be read off. On the
 /// emulator a migration copies the range into (or out of) emulated VRAM and remaps it at
