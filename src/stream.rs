@@ -849,7 +849,7 @@ impl Stream {
         if bits == 64 && crate::waitkernel::needs_kernel(self.inner.family, addr, c) {
             return self
                 .wait_mem64_kernel(addr, c)
-                .map_err(|e| Error::new(e.kind(), call, e.to_string()));
+                .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e));
         }
         let mut cb = CmdBuf::new(self.inner.family);
         cb.wait_mem(addr, bits, c)
