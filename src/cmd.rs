@@ -114,6 +114,7 @@ pub fn condition_holds(c: WaitCondition, mem: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pm4::aql::AqlPacket;
 
     fn hip_reference(flags: u32, mem: u64, value: u64, mask: u64, bits: u32) -> bool {
         let full = if bits == 32 { 0xffff_ffffu64 } else { u64::MAX };
@@ -162,6 +163,69 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// gfx9: every 64-bit condition maps onto BARRIER_VALUE (signed compare of the value
+    /// at handle + 8) exactly, or is NotSupported (GTE over bit 63 with a reference that
+    /// is not a power of two; never silently inexact).
+    #[test]
+    fn barrier_value_mapping_is_exact_on_gfx9() {
+        let vals = [
+            0u64,
+            1,
+            2,
+            3,
+            0x7fff_ffff,
+            0x8000_0000,
+            0xffff_ffff,
+            1 << 40,
+            (1 << 63) - 1,
+            1 << 63,
+            (1 << 63) + 5,
+            u64::MAX - 1,
+            u64::MAX,
+            0x1234_5678_9abc_def0,
+        ];
+        let masks = [
+            u64::MAX,
+            0xffff_ffff,
+            0xff,
+            0,
+            1 << 40 | 1,
+            1 << 63,
+            (1 << 63) - 1,
+        ];
+        let mut unsupported = 0;
+        for flags in 0..4 {
+            for &m in &masks {
+                for &v in &vals {
+                    let c = wait_condition(flags, v, m, 64).unwrap();
+                    if c == WaitCondition::AlwaysTrue {
+                        continue;
+                    }
+                    let p = match barrier_value_for(0x1008, c, 0) {
+                        Ok(AqlPacket::BarrierValue(b)) => b,
+                        Ok(other) => panic!("{other:?}"),
+                        Err(e) => {
+                            assert_eq!(e.kind(), ErrorKind::NotSupported);
+                            assert_eq!(flags, WAIT_VALUE_GTE, "{e}");
+                            assert!(m & (1 << 63) != 0 && !v.is_power_of_two(), "{e}");
+                            unsupported += 1;
+                            continue;
+                        }
+                    };
+                    assert_eq!(p.signal, 0x1000);
+                    for &mem in &vals {
+                        assert_eq!(
+                            p.cond.test(mem as i64, p.mask, p.value),
+                            hip_reference(flags, mem, v, m, 64),
+                            "flags={flags} mem={mem:#x} value={v:#x} mask={m:#x}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(unsupported > 0);
     }
 
     #[test]

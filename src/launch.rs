@@ -1,9 +1,10 @@
 //! Kernel launch: typed arguments checked against the metadata ([`KernelArgs`]),
-//! [`Stream::launch`], the per-stream kernarg ring and the per-queue scratch memory.
+//! [`Stream::launch`], the per-queue kernarg ring and the per-queue scratch memory.
 //!
 //! A launch writes the kernarg segment (explicit arguments, then the hidden arguments of
-//! code object v5/v6 at the offsets the metadata gives) into the stream's kernarg ring (GPU
-//! visible, allocated once), then submits one AQL KERNEL_DISPATCH packet whose completion
+//! code object v5/v6 at the offsets the metadata gives) into the kernarg ring of the
+//! stream's hardware queue (GPU visible, allocated with the queue's first launch, shared by
+//! the streams on that queue), then submits one AQL KERNEL_DISPATCH packet whose completion
 //! signal is the stream's timeline, so the kernel is ordered with every other stream
 //! command. The launch path allocates nothing and makes no system call once the ring and
 //! the queue's scratch exist. Facts and sources: `firmware-notes/kernels.md`.
@@ -41,7 +42,7 @@ use crate::queue::AqlQueue;
 use crate::stream::{Point, Stream};
 use crate::sync::lock;
 
-/// Bytes of a stream's kernarg ring.
+/// Bytes of a queue's kernarg ring.
 pub const KERNARG_RING_BYTES: usize = 1 << 20;
 /// Alignment of every kernarg segment in the ring (at least the 16 bytes HSA requires; a
 /// cache line keeps segments apart).
@@ -267,8 +268,9 @@ fn hidden_value(k: &ValueKind, h: &Hidden, queue_ptr: u64) -> Option<u64> {
     })
 }
 
-/// A stream's kernarg ring: GPU-visible memory handed out in order; a segment is reused
-/// once the launch that used it has completed on the stream's timeline.
+/// A queue's kernarg ring: GPU-visible memory handed out in order; a segment is reused
+/// once the launch that used it has completed on its stream's timeline (segments of
+/// several streams interleave, each tracked by its own completion point).
 pub(crate) struct KernargRing {
     buf: Buffer,
     /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
@@ -278,11 +280,11 @@ pub(crate) struct KernargRing {
 }
 
 impl KernargRing {
-    fn new(s: &Stream) -> Result<KernargRing> {
+    fn new(q: &AqlQueue) -> Result<KernargRing> {
         let buf = Buffer::alloc(
-            &s.inner.dev.core,
+            q.core(),
             MemoryKind::HostPinned,
-            s.inner.gpu_index,
+            q.gpu_index(),
             KERNARG_RING_BYTES,
         )?;
         Ok(KernargRing {
@@ -614,9 +616,13 @@ impl Stream {
         let waves = waves_per_group * grid.iter().map(|&g| u64::from(g)).product::<u64>();
         let private = kd.private_segment_fixed_size;
 
-        let mut ring_guard = lock(&s.kernargs);
+        // The ring of the stream's current queue. Should the stream move to another queue
+        // before the dispatch is published, the segment stays valid: it is released by the
+        // dispatch's completion point, whichever queue runs it.
+        let kq = self.current_queue();
+        let mut ring_guard = lock(&kq.kernargs);
         if ring_guard.is_none() {
-            *ring_guard = Some(KernargRing::new(self)?);
+            *ring_guard = Some(KernargRing::new(&kq)?);
         }
         let ring = ring_guard
             .as_mut()
@@ -687,7 +693,8 @@ mod tests {
 
     /// The kernarg segment of the stream's most recent launch, as the CP reads it.
     fn last_kernargs(s: &Stream) -> (u64, Vec<u8>) {
-        let g = s.inner.kernargs.lock().unwrap();
+        let q = s.current_queue();
+        let g = q.kernargs.lock().unwrap();
         let r = g.as_ref().expect("a launch created the ring");
         let &(start, end, _) = r.inflight.back().expect("a launch in flight");
         let cap = r.buf.len() as u64;
@@ -705,6 +712,53 @@ mod tests {
     fn load(dev: &Device, src: &str) -> crate::Module {
         dev.load_module(0, &test_kernels::build(src, "gfx942").unwrap())
             .unwrap()
+    }
+
+    /// Streams on one shared hardware queue take their kernarg segments from that
+    /// queue's one ring: consecutive, distinct segments, each holding its own arguments.
+    #[test]
+    fn streams_on_one_queue_share_its_kernarg_ring() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/vadd.cl");
+        let k = m.kernel("vadd").unwrap();
+        // More streams than shared queues: two of them land on the same queue.
+        let streams: Vec<Stream> = (0..crate::stream::max_hw_queues() + 1)
+            .map(|_| dev.create_stream(0).unwrap())
+            .collect();
+        let (a, b) = streams
+            .iter()
+            .enumerate()
+            .find_map(|(i, x)| {
+                streams[i + 1..]
+                    .iter()
+                    .find(|y| y.hw_queue_id() == x.hw_queue_id())
+                    .map(|y| (x, y))
+            })
+            .expect("two streams share a queue");
+        let mut segs = Vec::new();
+        for (s, v) in [(a, 11u32), (b, 22u32), (a, 33u32)] {
+            let mut args = k.args();
+            args.ptr(0x1000)
+                .unwrap()
+                .ptr(0x2000)
+                .unwrap()
+                .ptr(0x3000)
+                .unwrap();
+            args.arg(&v).unwrap();
+            s.launch(&k, 1, 64, 0, &args).unwrap();
+            let (va, ka) = last_kernargs(s);
+            assert_eq!(&ka[24..28], &v.to_le_bytes());
+            segs.push((va, ka.len() as u64));
+        }
+        let q = a.current_queue();
+        let ring = q.kernargs.lock().unwrap();
+        let buf = &ring.as_ref().unwrap().buf;
+        for w in segs.windows(2) {
+            assert!(w[1].0 >= w[0].0 + w[0].1, "segments overlap: {segs:x?}");
+        }
+        for (va, len) in &segs {
+            assert!(*va >= buf.va() && va + len <= buf.va() + buf.len() as u64);
+        }
     }
 
     #[test]

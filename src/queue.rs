@@ -41,6 +41,8 @@ pub struct AqlQueue {
     priority: u32,
     /// The queue's scratch (private segment) memory, grown by kernel launches.
     pub(crate) scratch: Mutex<crate::launch::QueueScratch>,
+    /// The queue's kernarg ring, created with the first launch on the queue.
+    pub(crate) kernargs: Mutex<Option<crate::launch::KernargRing>>,
 }
 
 impl std::fmt::Debug for AqlQueue {
@@ -169,6 +171,7 @@ impl AqlQueue {
             _cwsr: cwsr,
             priority,
             scratch: Mutex::new(Default::default()),
+            kernargs: Mutex::new(None),
         })
     }
 

@@ -211,8 +211,6 @@ pub(crate) struct StreamInner {
     pub(crate) last_hold: Mutex<Option<(u64, Arc<Signal>)>>,
     /// The stream's SDMA queue and ordering words, created with its first large copy.
     pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
-    /// The stream's kernarg ring, created with its first kernel launch.
-    pub(crate) kernargs: Mutex<Option<crate::launch::KernargRing>>,
     /// The gfx9 wait kernel, once a wait needed it (`crate::waitkernel`).
     pub(crate) wait_kernel: crate::waitkernel::StreamSlot,
 }
@@ -460,7 +458,6 @@ impl Stream {
                 overflow: false,
             }),
             sdma: Mutex::new(None),
-            kernargs: Mutex::new(None),
             wait_kernel: Default::default(),
             last_hold: Mutex::new(None),
         });
@@ -963,6 +960,11 @@ impl Stream {
         c.barrier_and([gate.handle(), 0, 0, 0, 0])?;
         let target = self.submit(&c, Place::Dedicated, None)?;
         Ok(self.point_at(target))
+    }
+
+    /// The hardware queue the stream submits to now.
+    pub(crate) fn current_queue(&self) -> Arc<AqlQueue> {
+        lock(&self.inner.state).queue.clone()
     }
 
     /// The stream's command target (family and XCC count).

@@ -44,6 +44,33 @@ fn ns(t0: Instant) -> f64 {
     t0.elapsed().as_nanos() as f64
 }
 
+/// Median over `rep` repeats of the per-call time of `n` calls of `op(i)`, timed in
+/// batches of [`ENQUEUE_BATCH`] with `between()` (untimed) after each batch.
+fn batched(
+    n: usize,
+    rep: usize,
+    mut op: impl FnMut(usize) -> Result<(), kfdrt::Error>,
+    mut between: impl FnMut() -> Result<(), kfdrt::Error>,
+) -> Result<f64, kfdrt::Error> {
+    let mut v = Vec::new();
+    for _ in 0..rep {
+        let mut t = 0.0;
+        let mut done = 0;
+        while done < n {
+            let b = ENQUEUE_BATCH.min(n - done);
+            let t0 = Instant::now();
+            for i in 0..b {
+                op(i)?;
+            }
+            t += ns(t0);
+            done += b;
+            between()?;
+        }
+        v.push(t / n as f64);
+    }
+    Ok(median(v))
+}
+
 /// Sizes of a run (small for tests, full for reports).
 #[derive(Debug, Clone, Copy)]
 pub struct Scale {
@@ -94,46 +121,26 @@ pub fn run(
     let name = "writeValue32 enqueue";
     if want(name) {
         progress(name);
-        let mut v = Vec::new();
-        for _ in 0..rep {
-            let mut t = 0.0;
-            let mut done = 0;
-            while done < n {
-                let b = ENQUEUE_BATCH.min(n - done);
-                let t0 = Instant::now();
-                for i in 0..b {
-                    s.write_value32(va + 128, i as u32, 0)?;
-                }
-                t += ns(t0);
-                done += b;
-                s.synchronize()?;
-            }
-            v.push(t / n as f64);
-        }
-        fig(name, median(v), "ns/op");
+        let v = batched(
+            n,
+            rep,
+            |i| s.write_value32(va + 128, i as u32, 0),
+            || s.synchronize(),
+        )?;
+        fig(name, v, "ns/op");
     }
     let name = "waitValue32 enqueue (true)";
     if want(name) {
         progress(name);
         s.write_value32(va + 128, 5, 0)?;
         s.synchronize()?;
-        let mut v = Vec::new();
-        for _ in 0..rep {
-            let mut t = 0.0;
-            let mut done = 0;
-            while done < n {
-                let b = ENQUEUE_BATCH.min(n - done);
-                let t0 = Instant::now();
-                for _ in 0..b {
-                    s.wait_value32(va + 128, 5, WAIT_VALUE_GTE, u32::MAX)?;
-                }
-                t += ns(t0);
-                done += b;
-                s.synchronize()?;
-            }
-            v.push(t / n as f64);
-        }
-        fig(name, median(v), "ns/op");
+        let v = batched(
+            n,
+            rep,
+            |_| s.wait_value32(va + 128, 5, WAIT_VALUE_GTE, u32::MAX),
+            || s.synchronize(),
+        )?;
+        fig(name, v, "ns/op");
     }
     let name = "writeValue32 round trip (host spin)";
     if want(name) {
@@ -198,22 +205,8 @@ pub fn run(
     if want(name) {
         progress(name);
         // Timed in batches: a clock read costs about as much as the call itself.
-        let mut v = Vec::new();
-        for _ in 0..rep {
-            let mut t = 0.0;
-            let mut done = 0;
-            while done < n {
-                let b = ENQUEUE_BATCH.min(n - done);
-                let t0 = Instant::now();
-                for _ in 0..b {
-                    e.record(&s)?;
-                }
-                t += ns(t0);
-                done += b;
-            }
-            v.push(t / n as f64);
-        }
-        fig(name, median(v), "ns");
+        let v = batched(n, rep, |_| e.record(&s), || Ok(()))?;
+        fig(name, v, "ns");
         s.synchronize()?;
     }
     let name = "record/waitEvent ping-pong (2 streams)";
