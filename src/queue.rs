@@ -1,7 +1,7 @@
 //! [`AqlQueue`]: a KFD AQL compute queue — a [`UserQueue`] whose write pointer counts
 //! 64-byte packets, with its `amd_queue_t`, EOP and CWSR buffers, and a per-slot
-//! indirect-buffer area for the PM4 commands of a [`CmdBuf`] (carried in AMD vendor
-//! PM4-IB packets).
+//! indirect-buffer area for the PM4 commands of a command buffer (`cmdbuf::CmdBuf`),
+//! carried in AMD vendor PM4-IB packets.
 //!
 //! Publishing a command buffer: reserve its packets in the ring, copy each command's PM4
 //! words into its slot's IB area, write each packet body and release-store its header
