@@ -117,6 +117,8 @@ pub(crate) struct DeviceInner {
     pub(crate) spin_ns: std::sync::atomic::AtomicU64,
     /// Stream-ordered allocator state: memory pools, current pool per GPU.
     pub(crate) mempools: crate::mempool::DevicePools,
+    /// The gfx9 wait kernel's module per GPU, loaded on first use (`crate::waitkernel`).
+    pub(crate) wait_kernels: crate::waitkernel::DeviceCache,
 }
 
 impl Drop for DeviceInner {
@@ -306,6 +308,7 @@ impl Device {
                     crate::signal::DEFAULT_SPIN.as_nanos() as u64
                 ),
                 mempools: crate::mempool::DevicePools::new(),
+                wait_kernels: Default::default(),
             }),
         })
     }

@@ -187,6 +187,7 @@ mod types;
 mod va;
 pub mod vmm;
 mod wait;
+mod waitkernel;
 
 pub use codeobj;
 pub use kfd;

@@ -72,3 +72,8 @@ pub mod hsa {
 pub mod soak {
     pub use crate::soak::*;
 }
+
+/// The gfx9 64-bit wait kernel's code objects (`tests/wait64_gfx9.rs` runs it directly).
+pub mod waitkernel {
+    pub use crate::waitkernel::{code_object, KERNEL_NAME};
+}

@@ -206,6 +206,8 @@ pub(crate) struct StreamInner {
     pub(crate) last_hold: Mutex<Option<(u64, Arc<Signal>)>>,
     /// The stream's SDMA queue and ordering words, created with its first large copy.
     pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
+    /// The gfx9 wait kernel, once a wait needed it (`crate::waitkernel`).
+    pub(crate) wait_kernel: crate::waitkernel::StreamSlot,
 }
 
 impl StreamInner {
@@ -449,6 +451,7 @@ impl Stream {
                 overflow: false,
             }),
             sdma: Mutex::new(None),
+            wait_kernel: Default::default(),
             last_hold: Mutex::new(None),
         });
         if flags & STREAM_NON_BLOCKING == 0 && !is_null {
@@ -836,6 +839,11 @@ impl Stream {
             .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e))?;
         if c == WaitCondition::AlwaysTrue {
             return Ok(());
+        }
+        if bits == 64 && crate::waitkernel::needs_kernel(self.inner.family, addr, c) {
+            return self
+                .wait_mem64_kernel(addr, c)
+                .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e));
         }
         let mut cb = CmdBuf::new(self.inner.family);
         cb.wait_mem(addr, bits, c)

@@ -24,6 +24,11 @@ pub fn checks() -> Vec<Check> {
             run: packet_support,
         },
         Check {
+            name: "firmware.wait64_unsigned_over_bit_63",
+            what: "a 64-bit GEQ waitValue over bit 63 with a value that is not a power of two compares unsigned (gfx9: the wait kernel, no packet is exact; gfx10+: WAIT_REG_MEM64)",
+            run: wait64_unsigned_over_bit_63,
+        },
+        Check {
             name: "firmware.xcc_predication",
             what: "an ATOMIC_MEM add in an indirect buffer lands once per XCC; under PRED_EXEC(XCC 0) exactly once",
             run: xcc_predication,
@@ -39,6 +44,38 @@ pub fn checks() -> Vec<Check> {
             run: queue_error_reported,
         },
     ]
+}
+
+fn wait64_unsigned_over_bit_63(ctx: &Ctx) -> CheckResult {
+    let dev = &ctx.dev;
+    let m = Scratch::new(dev, MemoryKind::Signal, 0, 4096)?;
+    let s = dev.create_stream(0).or_fail("create_stream")?;
+    let reference = (1u64 << 63) + 5;
+    s.wait_value64(m.va(0), reference, WaitCompare::Gte, u64::MAX)
+        .or_fail("wait_value64")?;
+    s.write_value32(m.va(8), 1, WriteValueFlags::DEFAULT)
+        .or_fail("write_value32")?;
+    // Values below the reference unsigned; the first is above it signed.
+    for v in [0x7fff_ffff_ffff_ffff, reference - 1] {
+        m.u64(0).store(v, Ordering::Release);
+        settle();
+        ensure!(
+            m.u32(8).load(Ordering::Acquire) == 0,
+            "the write after waitValue64(GEQ {reference:#x}) ran while memory held {v:#x}"
+        );
+    }
+    m.u64(0).store(reference + 1, Ordering::Release);
+    s.synchronize().or_fail("synchronize after waitValue64")?;
+    ensure!(
+        m.u32(8).load(Ordering::Acquire) == 1,
+        "the write after the wait did not land"
+    );
+    pass_with(format!(
+        "held at {:#x} and {:#x}, released at {:#x}",
+        0x7fff_ffff_ffff_ffffu64,
+        reference - 1,
+        reference + 1
+    ))
 }
 
 fn packet_support(ctx: &Ctx) -> CheckResult {
