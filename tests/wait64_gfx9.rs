@@ -187,3 +187,39 @@ fn wait_kernel_every_function_is_unsigned() {
         }
     }
 }
+
+/// Another stream's `writeValue64` (GPU work on another queue, not a host store) releases
+/// the wait kernel: the polling kernel must not hold up the GPU's other queues.
+#[test]
+fn another_streams_write_releases_the_wait_kernel() {
+    for spec in PRESETS {
+        let dev = emu(spec);
+        let mem = signal_mem(&dev, 4096);
+        let cell = mem.atomic_u64(0).unwrap();
+        let out = mem.atomic_u64(64).unwrap();
+        let gate = mem.atomic_u64(128).unwrap();
+        cell.store(5, Ordering::Release);
+        let waiter = dev.create_stream(0).unwrap();
+        waiter
+            .wait_value64(mem.va(), SIGN | 5, WaitCompare::Gte, u64::MAX)
+            .unwrap();
+        waiter
+            .write_value32(mem.va() + 64, 1, WriteValueFlags::DEFAULT)
+            .unwrap();
+        // The releasing stream is itself held by the host, so the order is fixed.
+        let writer = dev.create_stream(0).unwrap();
+        writer
+            .wait_value64(mem.va() + 128, 1, WaitCompare::Eq, u64::MAX)
+            .unwrap();
+        writer
+            .write_value64(mem.va(), SIGN | 7, WriteValueFlags::DEFAULT)
+            .unwrap();
+        settle();
+        assert_eq!(out.load(Ordering::Acquire), 0, "{spec}: ran before the write");
+        gate.store(1, Ordering::Release);
+        wait_until(spec, || out.load(Ordering::Acquire) == 1);
+        assert_eq!(cell.load(Ordering::Acquire), SIGN | 7);
+        writer.synchronize().unwrap();
+        waiter.synchronize().unwrap();
+    }
+}
