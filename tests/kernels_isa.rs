@@ -406,3 +406,50 @@ fn unimplemented_instruction_and_out_of_bounds_store_fault_and_the_device_stays_
         );
     }
 }
+
+/// A naturally aligned 64-bit load (`global_load_dwordx2`, what a 64-bit atomic load
+/// lowers to) is one access: while the host flips the cell between two values with whole
+/// 64-bit stores, no lane ever sees half of one and half of the other.
+#[test]
+fn aligned_64_bit_loads_are_never_torn() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const A: u64 = 0x1111_1111_2222_2222;
+    const B: u64 = 0xeeee_eeee_dddd_dddd;
+    for r in Rig::all() {
+        let m = r.module("cl/torn64.cl");
+        let cell = r
+            .dev
+            .alloc(kfdrt::MemoryKind::Signal, 0, 4096)
+            .expect("signal memory");
+        let c = cell.atomic_u64(0).unwrap();
+        c.store(A, Ordering::Relaxed);
+        let out = r.zeros(4 * 64);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|t| {
+            t.spawn(|| {
+                let mut flip = false;
+                while !stop.load(Ordering::Relaxed) {
+                    c.store(if flip { A } else { B }, Ordering::Relaxed);
+                    flip = !flip;
+                }
+            });
+            let res = r.run(&m, "torn64", 1, 64, 0, |x| {
+                x.ptr(cell.va())?
+                    .buffer(&out)?
+                    .arg(&A)?
+                    .arg(&B)?
+                    .arg(&4000u32)?;
+                Ok(())
+            });
+            stop.store(true, Ordering::Relaxed);
+            res.unwrap_or_else(|e| panic!("{}: {e}", r.target));
+        });
+        let torn: Vec<u32> = read(&out, 64);
+        assert_eq!(
+            torn,
+            vec![0u32; 64],
+            "{}: torn 64-bit loads per lane",
+            r.target
+        );
+    }
+}

@@ -2411,6 +2411,44 @@ impl Wave {
         }
     }
 
+    /// `*_load_dwordx2` whose active lanes all fall in one mapped window at host `p` (GPU
+    /// address `lo`): each 8-byte-aligned lane reads its two dwords with one 64-bit load, so
+    /// a value another agent writes with one 64-bit store is never seen torn.
+    fn load_x2_window(
+        &mut self,
+        ctx: &Ctx<'_>,
+        addrs: &[u64; 64],
+        exec: u64,
+        lo: u64,
+        p: *mut u8,
+        vd: usize,
+    ) -> R<()> {
+        let mut pairs = [0u64; 64];
+        for l in 0..64 {
+            if exec >> l & 1 != 0 {
+                let o = (addrs[l] - lo) as usize;
+                // SAFETY: `span_ptr` proved every active lane's [a, a + 8) lies inside the
+                // live window at `p`; `load_raw` reads bytewise when not 8-aligned.
+                pairs[l] = if addrs[l] % 8 == 0 {
+                    unsafe { mem::load_raw(p.add(o), 8) }
+                } else {
+                    unsafe { mem::load_raw(p.add(o), 4) | mem::load_raw(p.add(o + 4), 4) << 32 }
+                };
+            }
+        }
+        for w in 0..2 {
+            let Some(dst) = self.vreg_mut(vd + w) else {
+                return Err(self.err(ctx, "VGPR beyond the wave's allocation"));
+            };
+            for l in 0..64 {
+                if exec >> l & 1 != 0 {
+                    dst[l] = (pairs[l] >> (32 * w)) as u32;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn flat(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         // Bit 13 is `lds` on gfx90a; on gfx940 scratch it is SVE (VGPR address enable).
         if op.ext & 1 != 0 && !(ctx.target == Target::Gfx942 && op.aux == 1) {
@@ -2433,6 +2471,11 @@ impl Wave {
                 // Fast path: plain dword loads whose lanes all fall in one mapped window.
                 if op.op == 0x14 || op.op == 0x15 || op.op == 0x17 {
                     if let Some((lo, p)) = span_ptr(ctx, &addrs, exec, 4 * words as u64, false) {
+                        if words == 2 {
+                            // An 8-byte-aligned dwordx2 is one 64-bit access, never two
+                            // halves: LLVM lowers a 64-bit atomic load to it.
+                            return self.load_x2_window(ctx, &addrs, exec, lo, p, vd);
+                        }
                         for w in 0..words {
                             let Some(dst) = self.vreg_mut(vd + w) else {
                                 return Err(self.err(ctx, "VGPR beyond the wave's allocation"));
@@ -2454,6 +2497,19 @@ impl Wave {
                         continue;
                     }
                     let a = addrs[l];
+                    if op.op == 0x15 && a % 8 == 0 {
+                        // Aligned dwordx2: one 64-bit access (see `load_x2_window`).
+                        let raw = self.fload(ctx, a, 8, l)?;
+                        for w in 0..2 {
+                            match self.v.get_mut((vd + w) * 64 + l) {
+                                Some(x) => *x = (raw >> (32 * w)) as u32,
+                                None => {
+                                    return Err(self.err(ctx, "VGPR beyond the wave's allocation"))
+                                }
+                            }
+                        }
+                        continue;
+                    }
                     for w in 0..words {
                         let raw = self.fload(ctx, a + 4 * w as u64, size, l)?;
                         let old = self.v.get((vd + w) * 64 + l).copied().unwrap_or(0);
@@ -2487,6 +2543,19 @@ impl Wave {
                 let addrs = self.lane_addrs(ctx, op)?;
                 if size == 4 {
                     if let Some((lo, p)) = span_ptr(ctx, &addrs, exec, 4 * words as u64, true) {
+                        if words == 2 {
+                            let (a0, a1) = (self.vreg(ctx, vdata)?, self.vreg(ctx, vdata + 1)?);
+                            for l in 0..64 {
+                                if exec >> l & 1 != 0 {
+                                    let o = (addrs[l] - lo) as usize;
+                                    let v = a0[l] as u64 | (a1[l] as u64) << 32;
+                                    // SAFETY: as for the loads; the window is writable. An
+                                    // 8-aligned dwordx2 is one 64-bit store, never two halves.
+                                    unsafe { mem::store_raw(p.add(o), 8, v) };
+                                }
+                            }
+                            return Ok(());
+                        }
                         for w in 0..words {
                             let src = self.vreg(ctx, vdata + w)?;
                             for l in 0..64 {
@@ -2505,6 +2574,12 @@ impl Wave {
                         continue;
                     }
                     let a = addrs[l];
+                    if op.op == 0x1d && a % 8 == 0 {
+                        let lo32 = self.v.get(vdata * 64 + l).copied().unwrap_or(0) as u64;
+                        let hi32 = self.v.get((vdata + 1) * 64 + l).copied().unwrap_or(0) as u64;
+                        self.fstore(ctx, a, 8, lo32 | hi32 << 32, l)?;
+                        continue;
+                    }
                     for w in 0..words {
                         let mut v = self.v.get((vdata + w) * 64 + l).copied().unwrap_or(0);
                         if hi {
