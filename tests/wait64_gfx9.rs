@@ -215,7 +215,11 @@ fn another_streams_write_releases_the_wait_kernel() {
             .write_value64(mem.va(), SIGN | 7, WriteValueFlags::DEFAULT)
             .unwrap();
         settle();
-        assert_eq!(out.load(Ordering::Acquire), 0, "{spec}: ran before the write");
+        assert_eq!(
+            out.load(Ordering::Acquire),
+            0,
+            "{spec}: ran before the write"
+        );
         gate.store(1, Ordering::Release);
         wait_until(spec, || out.load(Ordering::Acquire) == 1);
         assert_eq!(cell.load(Ordering::Acquire), SIGN | 7);
