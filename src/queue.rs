@@ -21,6 +21,14 @@ use crate::memory::{Buffer, MemoryKind};
 use crate::ring::{UserQueue, WptrUnit};
 use crate::sync::lock;
 
+/// Relaxed stores of `src[i]` to `dst[i]` for the listed constant indices: unrolled, with
+/// no bounds checks (both are fixed-size arrays).
+macro_rules! store_words {
+    ($dst:expr, $src:expr, $($i:literal)*) => {
+        $( $dst[$i].store($src[$i], Ordering::Relaxed); )*
+    };
+}
+
 /// Default ring size in packets.
 pub const DEFAULT_RING_PACKETS: u32 = 1024;
 /// Bytes of PM4 indirect buffer reserved per ring slot.
@@ -302,9 +310,7 @@ impl AqlQueue {
         let area = unsafe { &*(ib_va as *const [AtomicU32; IB_DWORDS]) };
         // All IB_DWORDS words, a fixed-count (unrolled) copy: cheaper than a loop over the
         // command's length, and a relocated command may read data after its commands.
-        for (d, &v) in area.iter().zip(words) {
-            d.store(v, Ordering::Relaxed);
-        }
+        store_words!(area, words, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
         if let Some(at) = reloc {
             let at = at as usize;
             if let (Some(&lo), Some(&hi)) = (words.get(at), words.get(at + 1)) {
@@ -326,9 +332,7 @@ impl AqlQueue {
 /// header with a release store (the CP may read the slot as soon as the header is valid).
 #[inline(always)]
 fn store_packet(slot: &[AtomicU32; PACKET_DWORDS], w: &[u32; PACKET_DWORDS]) {
-    for (d, &v) in slot[1..].iter().zip(&w[1..]) {
-        d.store(v, Ordering::Relaxed);
-    }
+    store_words!(slot, w, 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
     slot[0].store(w[0], Ordering::Release);
 }
 

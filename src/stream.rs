@@ -636,7 +636,8 @@ impl Stream {
         } else {
             self.collect_deps(extra)
         };
-        if !st.dedicated {
+        // Only a dedicated placement or a dependency can move the stream.
+        if !st.dedicated && (place == Place::Dedicated || !matches!(deps, Deps::None)) {
             self.place(&mut st, place, &deps)?;
         }
         let q = &st.queue;
