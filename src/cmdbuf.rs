@@ -193,6 +193,28 @@ impl CmdBuf {
             let p = barrier_value_for(addr, c, 0)?;
             return self.push_packet(p);
         }
+        if bits == 32 && addr % 4 == 0 && !self.is_full() {
+            // The enqueue hot path (hipStreamWaitValue32): constant words, no encoder.
+            return self.push(wait_reg_mem32(
+                function,
+                addr,
+                reference as u32,
+                mask as u32,
+            ));
+        }
+        self.wait_mem_encoded(addr, bits, function, reference, mask)
+    }
+
+    /// The PM4 wait of [`CmdBuf::wait_mem`] through the pm4 encoders (with their
+    /// validation).
+    fn wait_mem_encoded(
+        &mut self,
+        addr: u64,
+        bits: u32,
+        function: CompareFn,
+        reference: u64,
+        mask: u64,
+    ) -> Result<()> {
         let fam = self.t.family;
         self.push_ib(false, |out| {
             if bits == 32 {
@@ -348,6 +370,32 @@ impl CmdBuf {
     /// An AQL kernel dispatch packet.
     pub(crate) fn dispatch(&mut self, p: pm4::aql::KernelDispatch) -> Result<()> {
         self.push_packet(AqlPacket::KernelDispatch(p))
+    }
+}
+
+/// The IB command of a 32-bit [`CmdBuf::wait_mem`] built from constant words (the
+/// enqueue hot path): WAIT_REG_MEM on memory, operation wait, engine ME, LRU, kfdrt's
+/// poll interval. The words are the pm4 encoder's (`wait_reg_mem32_matches_the_encoder`
+/// checks every family and function); `addr` is 4-byte aligned.
+fn wait_reg_mem32(function: CompareFn, addr: u64, reference: u32, mask: u32) -> Cmd {
+    const HEADER: u32 = pm4::pkt3::packet3(pm4::pkt3::op::WAIT_REG_MEM, 5);
+    // FUNCTION (bits 2:0), MEM_SPACE memory (bits 5:4); operation wait (bits 7:6), engine
+    // ME (bits 9:8) and LRU (bits 26:25) are 0.
+    let control = (function as u32) | ((MemSpace::Memory as u32) << 4);
+    let mut words = [0u32; IB_DWORDS];
+    words[..7].copy_from_slice(&[
+        HEADER,
+        control,
+        addr as u32,
+        (addr >> 32) as u32,
+        reference,
+        mask,
+        POLL_INTERVAL as u32,
+    ]);
+    Cmd::Ib {
+        words,
+        dwords: 7,
+        ib_reloc: None,
     }
 }
 
@@ -616,6 +664,53 @@ mod tests {
                         panic!("not IB commands without relocation");
                     };
                     assert_eq!((n, a), (m, b), "{family:?} {num_xcc} XCCs");
+                }
+            }
+        }
+    }
+
+    /// The constant-word WAIT_REG_MEM of the hot path is exactly the pm4 encoder's output.
+    #[test]
+    fn wait_reg_mem32_matches_the_encoder() {
+        use CompareFn::*;
+        for family in GfxFamily::ALL {
+            for num_xcc in [1, 8] {
+                let t = Target { family, num_xcc };
+                for f in [
+                    Always,
+                    Less,
+                    LessEqual,
+                    Equal,
+                    NotEqual,
+                    GreaterEqual,
+                    Greater,
+                ] {
+                    let (addr, r, m) = (0x7fff_1234_5678u64, 0x8000_0001u64, 0xffff_00ffu64);
+                    let mut fast = CmdBuf::new(t);
+                    let c = WaitCondition::Poll {
+                        function: f,
+                        reference: r,
+                        mask: m,
+                    };
+                    fast.wait_mem(addr, 32, c).unwrap();
+                    let mut enc = CmdBuf::new(t);
+                    enc.wait_mem_encoded(addr, 32, f, r, m).unwrap();
+                    let (
+                        Cmd::Ib {
+                            words: a,
+                            dwords: n,
+                            ib_reloc: None,
+                        },
+                        Cmd::Ib {
+                            words: b,
+                            dwords: k,
+                            ib_reloc: None,
+                        },
+                    ) = (fast.cmds()[0], enc.cmds()[0])
+                    else {
+                        panic!("not IB commands without relocation");
+                    };
+                    assert_eq!((n, a), (k, b), "{family:?} {f:?}");
                 }
             }
         }
