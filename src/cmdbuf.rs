@@ -193,6 +193,28 @@ impl CmdBuf {
             let p = barrier_value_for(addr, c, 0)?;
             return self.push_packet(p);
         }
+        if bits == 32 && addr % 4 == 0 && !self.is_full() {
+            // The enqueue hot path (hipStreamWaitValue32): constant words, no encoder.
+            return self.push(wait_reg_mem32(
+                function,
+                addr,
+                reference as u32,
+                mask as u32,
+            ));
+        }
+        self.wait_mem_encoded(addr, bits, function, reference, mask)
+    }
+
+    /// The PM4 wait of [`CmdBuf::wait_mem`] through the pm4 encoders (with their
+    /// validation).
+    fn wait_mem_encoded(
+        &mut self,
+        addr: u64,
+        bits: u32,
+        function: CompareFn,
+        reference: u64,
+        mask: u64,
+    ) -> Result<()> {
         let fam = self.t.family;
         self.push_ib(false, |out| {
             if bits == 32 {
@@ -250,6 +272,15 @@ impl CmdBuf {
     /// A 32-bit WRITE_DATA, or for 64 bits a COPY_DATA of the immediate with a 64-bit
     /// count (one 64-bit write, never two 32-bit halves), with write confirm, on XCC 0.
     pub(crate) fn write_mem(&mut self, addr: u64, value: u64, bits: u32) -> Result<()> {
+        if bits == 32 && addr % 4 == 0 && !self.is_full() {
+            // The enqueue hot path (hipStreamWriteValue32): constant words, no encoder.
+            return self.push(write_data32(self.t, addr, value as u32));
+        }
+        self.write_mem_encoded(addr, value, bits)
+    }
+
+    /// [`CmdBuf::write_mem`] through the pm4 encoders (with their validation).
+    fn write_mem_encoded(&mut self, addr: u64, value: u64, bits: u32) -> Result<()> {
         let fam = self.t.family;
         self.push_ib(true, |out| {
             if bits == 32 {
@@ -339,6 +370,64 @@ impl CmdBuf {
     /// An AQL kernel dispatch packet.
     pub(crate) fn dispatch(&mut self, p: pm4::aql::KernelDispatch) -> Result<()> {
         self.push_packet(AqlPacket::KernelDispatch(p))
+    }
+}
+
+/// The IB command of a 32-bit [`CmdBuf::wait_mem`] built from constant words (the
+/// enqueue hot path): WAIT_REG_MEM on memory, operation wait, engine ME, LRU, kfdrt's
+/// poll interval. The words are the pm4 encoder's (`wait_reg_mem32_matches_the_encoder`
+/// checks every family and function); `addr` is 4-byte aligned.
+fn wait_reg_mem32(function: CompareFn, addr: u64, reference: u32, mask: u32) -> Cmd {
+    const HEADER: u32 = pm4::pkt3::packet3(pm4::pkt3::op::WAIT_REG_MEM, 5);
+    // FUNCTION (bits 2:0), MEM_SPACE memory (bits 5:4); operation wait (bits 7:6), engine
+    // ME (bits 9:8) and LRU (bits 26:25) are 0.
+    let control = (function as u32) | ((MemSpace::Memory as u32) << 4);
+    let mut words = [0u32; IB_DWORDS];
+    words[..7].copy_from_slice(&[
+        HEADER,
+        control,
+        addr as u32,
+        (addr >> 32) as u32,
+        reference,
+        mask,
+        POLL_INTERVAL as u32,
+    ]);
+    Cmd::Ib {
+        words,
+        dwords: 7,
+        ib_reloc: None,
+    }
+}
+
+/// The IB command of [`CmdBuf::write_mem`]`(addr, value, 32)` built from constant words
+/// (the enqueue hot path): PRED_EXEC(XCC 0) on a multi-XCC GPU, then a one-dword
+/// WRITE_DATA to memory with write confirm, address increment, LRU and engine ME. The
+/// words are the pm4 encoders' (`write_data32_matches_the_encoders` checks every family);
+/// `addr` is 4-byte aligned.
+fn write_data32(t: Target, addr: u64, value: u32) -> Cmd {
+    const DWORDS: u32 = 5;
+    const HEADER: u32 = pm4::pkt3::packet3(pm4::pkt3::op::WRITE_DATA, DWORDS as u16 - 2);
+    // DST_SEL (bits 11:8) memory, WR_CONFIRM (bit 20); ADDR_INCR is bit 16 clear, LRU
+    // (bits 26:25) and engine ME (bits 31:30) are 0.
+    const CONTROL: u32 = ((WriteDataDst::Memory as u32) << 8) | (1 << 20);
+    // PRED_EXEC: EXEC_COUNT (bits 13:0) and the XCC mask 1 (bits 31:24).
+    const PRED: [u32; 2] = [
+        pm4::pkt3::packet3(pm4::pkt3::op::PRED_EXEC, 0),
+        DWORDS | (1 << 24),
+    ];
+    let (lo, hi) = (addr as u32, (addr >> 32) as u32);
+    let mut words = [0u32; IB_DWORDS];
+    let dwords = if t.num_xcc > 1 {
+        words[..7].copy_from_slice(&[PRED[0], PRED[1], HEADER, CONTROL, lo, hi, value]);
+        7
+    } else {
+        words[..5].copy_from_slice(&[HEADER, CONTROL, lo, hi, value]);
+        5
+    };
+    Cmd::Ib {
+        words,
+        dwords,
+        ib_reloc: None,
     }
 }
 
@@ -545,6 +634,86 @@ mod tests {
             decode_pm4(&ib_of(&c, 0), GfxFamily::Gfx9).unwrap().0,
             Pm4Packet::WaitRegMem(_)
         ));
+    }
+
+    /// The constant-word WRITE_DATA of the hot path is exactly the pm4 encoders' output,
+    /// on every family, with and without PRED_EXEC.
+    #[test]
+    fn write_data32_matches_the_encoders() {
+        for family in GfxFamily::ALL {
+            for num_xcc in [1, 8] {
+                let t = Target { family, num_xcc };
+                for (addr, value) in [(0x1000u64, 5u64), (0x7fff_1234_5678, 0xdead_beef)] {
+                    let mut fast = CmdBuf::new(t);
+                    fast.write_mem(addr, value, 32).unwrap();
+                    let mut enc = CmdBuf::new(t);
+                    enc.write_mem_encoded(addr, value, 32).unwrap();
+                    let (
+                        Cmd::Ib {
+                            words: a,
+                            dwords: n,
+                            ib_reloc: None,
+                        },
+                        Cmd::Ib {
+                            words: b,
+                            dwords: m,
+                            ib_reloc: None,
+                        },
+                    ) = (fast.cmds()[0], enc.cmds()[0])
+                    else {
+                        panic!("not IB commands without relocation");
+                    };
+                    assert_eq!((n, a), (m, b), "{family:?} {num_xcc} XCCs");
+                }
+            }
+        }
+    }
+
+    /// The constant-word WAIT_REG_MEM of the hot path is exactly the pm4 encoder's output.
+    #[test]
+    fn wait_reg_mem32_matches_the_encoder() {
+        use CompareFn::*;
+        for family in GfxFamily::ALL {
+            for num_xcc in [1, 8] {
+                let t = Target { family, num_xcc };
+                for f in [
+                    Always,
+                    Less,
+                    LessEqual,
+                    Equal,
+                    NotEqual,
+                    GreaterEqual,
+                    Greater,
+                ] {
+                    let (addr, r, m) = (0x7fff_1234_5678u64, 0x8000_0001u64, 0xffff_00ffu64);
+                    let mut fast = CmdBuf::new(t);
+                    let c = WaitCondition::Poll {
+                        function: f,
+                        reference: r,
+                        mask: m,
+                    };
+                    fast.wait_mem(addr, 32, c).unwrap();
+                    let mut enc = CmdBuf::new(t);
+                    enc.wait_mem_encoded(addr, 32, f, r, m).unwrap();
+                    let (
+                        Cmd::Ib {
+                            words: a,
+                            dwords: n,
+                            ib_reloc: None,
+                        },
+                        Cmd::Ib {
+                            words: b,
+                            dwords: k,
+                            ib_reloc: None,
+                        },
+                    ) = (fast.cmds()[0], enc.cmds()[0])
+                    else {
+                        panic!("not IB commands without relocation");
+                    };
+                    assert_eq!((n, a), (k, b), "{family:?} {f:?}");
+                }
+            }
+        }
     }
 
     /// The fill-edge copy reads its pattern from its own IB: the relocated dword is the

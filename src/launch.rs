@@ -166,52 +166,53 @@ impl KernelArgs {
     /// and its alignment must not exceed the argument's.
     pub fn arg<T: IntoBytes + Immutable>(&mut self, v: &T) -> Result<&mut Self> {
         let (_, a) = self.slot("a value")?;
-        let a = a.clone();
+        // Borrowed, not cloned: the metadata (names included) is read only on errors.
         let bad = |why: String| Err(Error::new(ErrorKind::InvalidValue, ARG_CALL, why));
         match a.value_kind {
             ValueKind::ByValue => {}
             ValueKind::GlobalBuffer => {
                 return bad(format!(
                     "{} is a pointer: pass it with KernelArgs::ptr",
-                    self.describe(&a)
+                    self.describe(a)
                 ))
             }
             _ => {
                 return Err(Error::new(
                     ErrorKind::NotSupported,
                     ARG_CALL,
-                    format!("{}: this argument kind is not supported", self.describe(&a)),
+                    format!("{}: this argument kind is not supported", self.describe(a)),
                 ))
             }
         }
         let b = v.as_bytes();
         if b.len() != a.size as usize {
-            return bad(format!("{}: {} bytes given", self.describe(&a), b.len()));
+            return bad(format!("{}: {} bytes given", self.describe(a), b.len()));
         }
         let align = core::mem::align_of::<T>() as u32;
         if align > a.align {
             return bad(format!(
                 "{}: the value's {align}-byte alignment exceeds the argument's {}",
-                self.describe(&a),
+                self.describe(a),
                 a.align
             ));
         }
-        self.put(a.offset, b);
+        let offset = a.offset;
+        self.put(offset, b);
         Ok(self)
     }
 
     /// The next argument, a global address (`global_buffer`).
     pub fn ptr(&mut self, addr: u64) -> Result<&mut Self> {
         let (_, a) = self.slot("a pointer")?;
-        let a = a.clone();
         if a.value_kind != ValueKind::GlobalBuffer || a.size != 8 {
             return Err(Error::new(
                 ErrorKind::InvalidValue,
                 ARG_CALL,
-                format!("{}: a pointer given", self.describe(&a)),
+                format!("{}: a pointer given", self.describe(a)),
             ));
         }
-        self.put(a.offset, &addr.to_le_bytes());
+        let offset = a.offset;
+        self.put(offset, &addr.to_le_bytes());
         Ok(self)
     }
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::abi;
-use pm4::aql::{AqlPacket, AqlRingWriter, VendorPm4Ib, COMPLETION_SIGNAL_OFFSET};
+use pm4::aql::{AqlPacket, VendorPm4Ib, COMPLETION_SIGNAL_OFFSET, PACKET_DWORDS};
 
 use crate::cmdbuf::{Cmd, CmdBuf, IB_DWORDS};
 use crate::device::{DeviceCore, DeviceInner};
@@ -20,6 +20,14 @@ use crate::hsa;
 use crate::memory::{Buffer, MemoryKind};
 use crate::ring::{UserQueue, WptrUnit};
 use crate::sync::lock;
+
+/// Relaxed stores of `src[i]` to `dst[i]` for the listed constant indices: unrolled, with
+/// no bounds checks (both are fixed-size arrays).
+macro_rules! store_words {
+    ($dst:expr, $src:expr, $($i:literal)*) => {
+        $( $dst[$i].store($src[$i], Ordering::Relaxed); )*
+    };
+}
 
 /// Default ring size in packets.
 pub const DEFAULT_RING_PACKETS: u32 = 1024;
@@ -241,35 +249,49 @@ impl AqlQueue {
             return Ok(0);
         }
         let r = self.uq.reserve(count, fault)?;
-        let writer = AqlRingWriter::new(self.uq.ring_words()).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Driver,
-                "AqlQueue::submit",
-                "ring is not a power-of-two number of slots",
-            )
-        })?;
+        let ring = self.uq.ring_words();
+        // `slots` is a power of two (checked in `new`) and the ring holds `slots` packets.
+        let mask = u64::from(self.slots) - 1;
         let mut idx = r.wptr();
         for b in bufs {
             for c in b.cmds() {
-                let w = match c {
+                let base = ((idx & mask) as usize) * PACKET_DWORDS;
+                let slot: &[AtomicU32; PACKET_DWORDS] = ring
+                    .get(base..base + PACKET_DWORDS)
+                    .and_then(|s| s.try_into().ok())
+                    .ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::Driver,
+                            "AqlQueue::submit",
+                            format!("ring slot {idx} outside the ring of {} dwords", ring.len()),
+                        )
+                    })?;
+                match c {
                     Cmd::Unused => continue,
                     Cmd::Packet(p) => {
                         let mut w = p.encode();
                         let at = COMPLETION_SIGNAL_OFFSET / 4;
                         w[at] = completion as u32;
                         w[at + 1] = (completion >> 32) as u32;
-                        w
+                        store_packet(slot, &w);
                     }
                     Cmd::Ib {
                         words,
                         dwords,
                         ib_reloc,
                     } => {
-                        let ib_va = self.ib_area(idx, words, *dwords, *ib_reloc);
-                        VendorPm4Ib::patch(&self.ib_template, ib_va, *dwords as u32, completion)
+                        let ib_va = self.ib_area(idx, words, *ib_reloc);
+                        store_packet(
+                            slot,
+                            &VendorPm4Ib::patch(
+                                &self.ib_template,
+                                ib_va,
+                                *dwords as u32,
+                                completion,
+                            ),
+                        );
                     }
-                };
-                writer.write_words(idx, &w);
+                }
                 idx += 1;
             }
         }
@@ -279,27 +301,23 @@ impl AqlQueue {
 
     /// Copy a command's PM4 words into the IB area of ring slot `idx` (applying its
     /// IB-relative address); returns the area's GPU address.
-    fn ib_area(&self, idx: u64, words: &[u32; IB_DWORDS], dwords: u8, reloc: Option<u8>) -> u64 {
-        let slot = (idx % self.slots as u64) as usize;
+    fn ib_area(&self, idx: u64, words: &[u32; IB_DWORDS], reloc: Option<u8>) -> u64 {
+        let slot = (idx & (u64::from(self.slots) - 1)) as usize;
         let ib_va = self.ib.va() + (slot * IB_DWORDS * 4) as u64;
         // SAFETY: the slot's IB area is CPU-mapped and owned by this queue; the CP reads it
         // only after the packet is published, and the slot (so its area) was consumed
         // before the ring space was reserved.
-        let area = unsafe { core::slice::from_raw_parts(ib_va as *const AtomicU32, IB_DWORDS) };
-        // The CP reads `dwords` commands; a relocated command may also read data after them.
-        let n = if reloc.is_some() {
-            IB_DWORDS
-        } else {
-            dwords as usize
-        };
-        for (d, &v) in area.iter().zip(&words[..n]) {
-            d.store(v, Ordering::Relaxed);
-        }
+        let area = unsafe { &*(ib_va as *const [AtomicU32; IB_DWORDS]) };
+        // All IB_DWORDS words, a fixed-count (unrolled) copy: cheaper than a loop over the
+        // command's length, and a relocated command may read data after its commands.
+        store_words!(area, words, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
         if let Some(at) = reloc {
             let at = at as usize;
-            let a = (words[at] as u64 | (words[at + 1] as u64) << 32).wrapping_add(ib_va);
-            area[at].store(a as u32, Ordering::Relaxed);
-            area[at + 1].store((a >> 32) as u32, Ordering::Relaxed);
+            if let (Some(&lo), Some(&hi)) = (words.get(at), words.get(at + 1)) {
+                let a = (lo as u64 | (hi as u64) << 32).wrapping_add(ib_va);
+                area[at].store(a as u32, Ordering::Relaxed);
+                area[at + 1].store((a >> 32) as u32, Ordering::Relaxed);
+            }
         }
         ib_va
     }
@@ -308,6 +326,14 @@ impl AqlQueue {
     pub fn next_index(&self) -> u64 {
         self.uq.wptr()
     }
+}
+
+/// Write one packet into its ring slot in the publish order: body relaxed, then the
+/// header with a release store (the CP may read the slot as soon as the header is valid).
+#[inline(always)]
+fn store_packet(slot: &[AtomicU32; PACKET_DWORDS], w: &[u32; PACKET_DWORDS]) {
+    store_words!(slot, w, 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+    slot[0].store(w[0], Ordering::Release);
 }
 
 /// A queue's context save/restore (CWSR) area.

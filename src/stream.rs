@@ -227,10 +227,17 @@ impl StreamInner {
         self.timeline.load() <= TIMELINE_BASE - target as i64
     }
 
+    #[inline]
     pub(crate) fn sticky_error(&self) -> Option<Error> {
         if !self.failed.load(Ordering::Acquire) {
             return None;
         }
+        self.sticky_error_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn sticky_error_slow(&self) -> Option<Error> {
         let msg = lock(&self.error).clone().unwrap_or_default();
         Some(Error::new(ErrorKind::LaunchFailure, "stream", msg))
     }
@@ -623,8 +630,16 @@ impl Stream {
             return Err(e);
         }
         let mut st = lock(&s.state);
-        let deps = self.collect_deps(extra);
-        self.place(&mut st, place, &deps)?;
+        // Fast path (no extra dependency, a non-blocking stream): nothing to collect.
+        let deps = if extra.is_none() && s.flags & STREAM_NON_BLOCKING != 0 {
+            Deps::None
+        } else {
+            self.collect_deps(extra)
+        };
+        // Only a dedicated placement or a dependency can move the stream.
+        if !st.dedicated && (place == Place::Dedicated || !matches!(deps, Deps::None)) {
+            self.place(&mut st, place, &deps)?;
+        }
         let q = &st.queue;
         let qid = q.queue_id();
         let built = encode(q)?;
