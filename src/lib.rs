@@ -10,7 +10,7 @@
 //! `hipCall: Kind: what went wrong`.
 //!
 //! The emulator is the default cargo feature `emulator`; `--no-default-features` builds a
-//! hardware-only runtime without `kfd-emu` (see [`device_select`]).
+//! hardware-only runtime without `kfd-emu` (see [`DeviceSpec`] and [`open_backend`]).
 //!
 //! # Quickstart
 //!
