@@ -1188,9 +1188,14 @@ fn sdma_copy_and_fill_256_mib() {
 }
 
 fn thread_cpu_ticks(name: &str) -> Option<u64> {
+    // Threads of tests running beside this one come and go while the directory is read:
+    // skip a task that vanished instead of giving up on the search.
     for t in std::fs::read_dir("/proc/self/task").ok()? {
-        let p = t.ok()?.path();
-        let comm = std::fs::read_to_string(p.join("comm")).ok()?;
+        let Ok(t) = t else { continue };
+        let p = t.path();
+        let Ok(comm) = std::fs::read_to_string(p.join("comm")) else {
+            continue;
+        };
         if comm.trim() == name {
             let stat = std::fs::read_to_string(p.join("stat")).ok()?;
             let rest = stat.rsplit_once(')')?.1;
