@@ -332,6 +332,13 @@ pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Res
 /// The default limit of [`wait_for`] inside checks.
 pub const WAIT: Duration = Duration::from_secs(5);
 
+/// Hold `s`'s later work behind the word at `gate` (a waitValue32 for the word >= 1: the
+/// check releases it by storing 1).
+pub fn hold(s: &kfdrt::Stream, gate: u64) -> Result<(), String> {
+    s.wait_value32(gate, 1, kfdrt::WaitCompare::Gte, u32::MAX)
+        .or_fail("wait_value32")
+}
+
 /// Give the device time to do what it must not do; the assertion after this checks it
 /// did not happen (the outcome never depends on this duration).
 pub fn settle() {

@@ -8,7 +8,9 @@ use kfd::abi::{self, CreateEventArgs, EventData};
 use kfd::Errno;
 use kfdrt::{Buffer, Device, MemoryKind};
 
-use super::raw::{barrier, RawAql, RawSignals};
+use pm4::aql::AqlPacket;
+
+use super::raw::{RawAql, RawSignals};
 use super::{ensure, pass, pass_with, require, Check, CheckResult, Ctx, OrFail};
 
 /// The signal checks.
@@ -27,21 +29,28 @@ pub fn checks() -> Vec<Check> {
     ]
 }
 
-/// An event page (GTT, GPU-mapped) handed to KFD with the first signal event.
-fn event_page(dev: &Device) -> Result<(Buffer, CreateEventArgs), String> {
+/// A fresh event page (GTT, GPU-mapped) and the CREATE_EVENT arguments of a signal event
+/// that hands it to KFD (`what` names the page in errors).
+fn page_event_args(dev: &Device, what: &str) -> Result<(Buffer, CreateEventArgs), String> {
     let page = dev
         .alloc(
             MemoryKind::Signal,
             0,
             abi::KFD_SIGNAL_EVENT_LIMIT as usize * 8,
         )
-        .or_fail("event page")?;
-    let mut a = CreateEventArgs {
+        .or_fail(what)?;
+    let a = CreateEventArgs {
         event_type: abi::KFD_IOC_EVENT_SIGNAL,
         auto_reset: 1,
         event_page_offset: page.handle(),
         ..Default::default()
     };
+    Ok((page, a))
+}
+
+/// An event page handed to KFD with the first signal event.
+fn event_page(dev: &Device) -> Result<(Buffer, CreateEventArgs), String> {
+    let (page, mut a) = page_event_args(dev, "event page")?;
     kfd::ioctl::create_event(dev.backend().as_ref(), &mut a).or_fail("CREATE_EVENT with page")?;
     Ok((page, a))
 }
@@ -54,7 +63,7 @@ fn mailbox_interrupt(ctx: &Ctx) -> CheckResult {
     let s = RawSignals::new(&dev)?;
     let dep = s.init(0, 1, None);
     let done = s.init(1, 1, Some((mailbox, ev.event_trigger_data)));
-    q.submit(&[barrier(false, &[dep], done)])?;
+    q.submit(&[AqlPacket::barrier_and([dep, 0, 0, 0, 0], done)])?;
     let t = Instant::now();
     let (res, dt) = std::thread::scope(|sc| {
         sc.spawn(|| {
@@ -88,19 +97,7 @@ fn event_page_slots(ctx: &Ctx) -> CheckResult {
     let dev = require!(ctx.private_device());
     let b = dev.backend().as_ref();
     let (_page, first) = event_page(&dev)?;
-    let page2 = dev
-        .alloc(
-            MemoryKind::Signal,
-            0,
-            abi::KFD_SIGNAL_EVENT_LIMIT as usize * 8,
-        )
-        .or_fail("second page")?;
-    let mut again = CreateEventArgs {
-        event_type: abi::KFD_IOC_EVENT_SIGNAL,
-        auto_reset: 1,
-        event_page_offset: page2.handle(),
-        ..Default::default()
-    };
+    let (_page2, mut again) = page_event_args(&dev, "second page")?;
     match kfd::ioctl::create_event(b, &mut again) {
         Ok(()) => return Err("a second event page was accepted".into()),
         Err(e) if e.errno == Errno::INVAL => {}
