@@ -52,6 +52,19 @@ fn preset_override(v: &str) -> Option<&str> {
     (!p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric())).then_some(p)
 }
 
+/// `len` pseudo-random bytes (xorshift32), a different sequence per `seed`.
+pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
 /// A signal-memory buffer for stream memory ops.
 pub fn signal_mem(dev: &Device, bytes: usize) -> Buffer {
     dev.alloc(MemoryKind::Signal, 0, bytes)

@@ -13,7 +13,6 @@ use std::sync::{Arc, RwLock};
 use kfd::abi::{self, AllocFlags};
 use kfd::{MmapFile, Prot};
 use rustix::io::Errno;
-use rustix::mm::ProtFlags;
 
 use crate::gpumem::{Fault, FaultKind, GpuMemory, MemWindow};
 use crate::kfd::hostmem::{
@@ -467,13 +466,7 @@ impl Emu {
         fixed: Option<NonNull<c_void>>,
         prot: Prot,
     ) -> Result<NonNull<c_void>, Errno> {
-        let mut pf = ProtFlags::empty();
-        if prot.contains(Prot::READ) {
-            pf |= ProtFlags::READ;
-        }
-        if prot.contains(Prot::WRITE) {
-            pf |= ProtFlags::WRITE;
-        }
+        let pf = prot.to_mmap();
         if let Some(a) = fixed {
             if a.as_ptr() as u64 % PAGE != 0 {
                 return Err(Errno::INVAL);

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use kfdrt::managed::{Attachment, CoherencyMode};
 use kfdrt::{AttachFlags, ErrorKind, Location, MemoryAdvise, MemoryKind};
 
-use super::{ensure, hold, pass, pass_with, Check, CheckResult, Ctx, OrFail};
+use super::{ensure, hold, pass, pass_with, pattern, Check, CheckResult, Ctx, OrFail};
 
 /// The managed-memory checks.
 pub fn checks() -> Vec<Check> {
@@ -32,12 +32,6 @@ pub fn checks() -> Vec<Check> {
             run: attach_rules,
         },
     ]
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed))
-        .collect()
 }
 
 fn prefetch_roundtrip(ctx: &Ctx) -> CheckResult {
