@@ -87,11 +87,11 @@ impl Emu {
 
     pub(crate) fn create_queue(&self, a: &mut abi::CreateQueueArgs) -> Result<(), Errno> {
         // set_queue_properties_from_user
-        a.ring_size = ring_properties(
+        ring_properties(
             a.queue_percentage,
             a.queue_priority,
             a.ring_base_address,
-            a.ring_size,
+            &mut a.ring_size,
         )?;
         // KFD 1.22: "Metadata ring size must be a power of 2 or 0".
         if a.metadata_ring_size != 0 && !a.metadata_ring_size.is_power_of_two() {
@@ -295,11 +295,11 @@ impl Emu {
     }
 
     pub(crate) fn update_queue(&self, a: &mut abi::UpdateQueueArgs) -> Result<(), Errno> {
-        a.ring_size = ring_properties(
+        ring_properties(
             a.queue_percentage,
             a.queue_priority,
             a.ring_base_address,
-            a.ring_size,
+            &mut a.ring_size,
         )?;
         let mut st = self.lock();
         let idx = st.queues.get(&a.queue_id).ok_or(Errno::FAULT)?.gpu_idx;
@@ -379,14 +379,14 @@ impl Emu {
     }
 }
 
-/// The checks that set_queue_properties_from_user and kfd_ioctl_update_queue share, and the
-/// ring size they leave (raised to KFD_MIN_QUEUE_RING_SIZE).
+/// The checks that set_queue_properties_from_user and kfd_ioctl_update_queue share; a ring
+/// smaller than KFD_MIN_QUEUE_RING_SIZE is raised to it.
 fn ring_properties(
     percentage: u32,
     priority: u32,
     ring_base_address: u64,
-    ring_size: u32,
-) -> Result<u32, Errno> {
+    ring_size: &mut u32,
+) -> Result<(), Errno> {
     if percentage & 0xff > abi::KFD_MAX_QUEUE_PERCENTAGE {
         return Err(Errno::INVAL);
     }
@@ -396,8 +396,9 @@ fn ring_properties(
     if ring_base_address != 0 && !access_ok(ring_base_address, 8) {
         return Err(Errno::FAULT);
     }
-    if ring_size != 0 && !ring_size.is_power_of_two() {
+    if *ring_size != 0 && !ring_size.is_power_of_two() {
         return Err(Errno::INVAL);
     }
-    Ok(ring_size.max(abi::KFD_MIN_QUEUE_RING_SIZE))
+    *ring_size = (*ring_size).max(abi::KFD_MIN_QUEUE_RING_SIZE);
+    Ok(())
 }
