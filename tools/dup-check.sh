@@ -23,7 +23,6 @@ known=(
   "fuzz/src/gen.rs ~ pm4/src/pkt3.rs"
   "emu/benches/engines.rs ~ emu/benches/engines.rs"
   "emu/tests/kfd_queues.rs ~ emu/tests/kfd_queues.rs"
-  "tests/enqueue_no_alloc.rs ~ tests/enqueue_no_alloc.rs"
   "tools/tests/check.rs ~ tools/tests/cli.rs"
   # Runtime and emulator repeats whose files other work owns at the time of writing.
   "emu/src/presets.rs ~ emu/src/presets.rs"
