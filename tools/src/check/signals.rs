@@ -2,14 +2,14 @@
 //! and the event page rules, on a KFD process of their own.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
-use kfd::abi::{self, CreateEventArgs, EventData};
+use kfd::abi::{self, CreateEventArgs};
 use kfd::Errno;
 use kfdrt::{Buffer, Device, MemoryKind};
 
 use pm4::aql::AqlPacket;
 
+use super::events::woken_by;
 use super::raw::{RawAql, RawSignals};
 use super::{ensure, pass, pass_with, require, Check, CheckResult, Ctx, OrFail};
 
@@ -64,25 +64,10 @@ fn mailbox_interrupt(ctx: &Ctx) -> CheckResult {
     let dep = s.init(0, 1, None);
     let done = s.init(1, 1, Some((mailbox, ev.event_trigger_data)));
     q.submit(&[AqlPacket::barrier_and([dep, 0, 0, 0, 0], done)])?;
-    let t = Instant::now();
-    let (res, dt) = std::thread::scope(|sc| {
-        sc.spawn(|| {
-            std::thread::sleep(Duration::from_millis(20));
-            s.value(0).store(0, Ordering::Release);
-        });
-        let mut e = [EventData::for_signal(ev.event_id, 0)];
-        let r = kfd::ioctl::wait_events(dev.backend().as_ref(), &mut e, false, 5000);
-        (r, t.elapsed())
-    });
-    let res = res.or_fail("WAIT_EVENTS")?;
-    ensure!(
-        res == abi::KFD_IOC_WAIT_RESULT_COMPLETE,
-        "WAIT_EVENTS returned {res} (want COMPLETE)"
-    );
-    ensure!(
-        dt < Duration::from_millis(4000),
-        "woke after {dt:?}: the interrupt did not wake the waiter"
-    );
+    let dt = woken_by(dev.backend().as_ref(), ev.event_id, "the interrupt", || {
+        s.value(0).store(0, Ordering::Release);
+        Ok(())
+    })?;
     ensure!(
         s.value(1).load(Ordering::Acquire) == 0,
         "completion signal is {} after the wake-up",
