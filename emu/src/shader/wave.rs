@@ -20,6 +20,10 @@ use super::lower::{Enc, Op, VopForm, AGPR_BASE};
 use super::mem::{self, MemPort};
 use super::{Program, ShaderError, Target};
 
+// Directed rounding (MODE.FP_ROUND); a child module so it reaches the operand helpers.
+#[path = "round.rs"]
+mod round;
+
 /// Why [`Wave::run`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WaveStop {
@@ -424,6 +428,11 @@ impl Wave {
             };
             self.instrs += 1;
             let next = self.pc + 1;
+            // A round mode other than nearest-even: rounding ops go through `round.rs`.
+            if self.mode & 0xF != 0 && self.directed(ctx, op)? {
+                self.pc = next;
+                continue;
+            }
             match op.enc {
                 Enc::Valu => {
                     self.lane_instrs += self.exec().count_ones() as u64;
@@ -958,18 +967,8 @@ impl Wave {
         } else {
             (1 << size) - 1
         }) << off;
-        let mode = (self.mode & !mask) | ((v << off) & mask);
-        // Only round-to-nearest-even is modelled.
-        if mode & 0xF != 0 {
-            return Err(self.err(
-                ctx,
-                format!(
-                    "MODE round mode {:#x} is not modelled (only round to nearest even)",
-                    mode & 0xF
-                ),
-            ));
-        }
-        self.mode = mode;
+        // Any round mode: ops that round go through `round.rs` while it is not nearest-even.
+        self.mode = (self.mode & !mask) | ((v << off) & mask);
         Ok(())
     }
 

@@ -1,0 +1,72 @@
+// Directed rounding: MODE.FP_ROUND set by s_setreg from a kernel argument (with all
+// denormals allowed, FP_DENORM = 0xF), then the rounding instructions themselves as inline
+// asm so the compiler can neither fold nor move them across the mode change.
+#include "isa_prelude.h"
+
+// hwreg(HW_REG_MODE, 0, 8): FP_ROUND [3:0] and FP_DENORM [7:4]. As volatile asm too, so it
+// stays ordered with the asm below (the builtin is not ordered against inline asm).
+#define SET_MODE(m) __asm__ volatile("s_setreg_b32 hwreg(HW_REG_MODE, 0, 8), %0" ::"s"(m))
+
+__kernel void round_f32(__global const float *x, __global const float *y,
+                        __global const float *z, __global uint *o, uint mode) {
+  uint i = GID();
+  float a = x[i], b = y[i], c = z[i];
+  int ia = as_int(a);
+  int e = (int)(as_uint(c) % 64) - 32;
+  float r[8];
+  SET_MODE(mode);
+  __asm__ volatile("v_add_f32 %0, %1, %2" : "=v"(r[0]) : "v"(a), "v"(b));
+  __asm__ volatile("v_sub_f32 %0, %1, %2" : "=v"(r[1]) : "v"(a), "v"(b));
+  __asm__ volatile("v_mul_f32 %0, %1, %2" : "=v"(r[2]) : "v"(a), "v"(b));
+  __asm__ volatile("v_fma_f32 %0, %1, %2, %3" : "=v"(r[3]) : "v"(a), "v"(b), "v"(c));
+  __asm__ volatile("v_fmac_f32 %0, %1, %2" : "=v"(r[4]) : "v"(a), "v"(b), "0"(c));
+  __asm__ volatile("v_cvt_f32_i32 %0, %1" : "=v"(r[5]) : "v"(ia));
+  __asm__ volatile("v_cvt_f32_u32 %0, %1" : "=v"(r[6]) : "v"(ia));
+  __asm__ volatile("v_ldexp_f32 %0, %1, %2" : "=v"(r[7]) : "v"(a), "v"(e));
+  for (int k = 0; k < 8; k++)
+    o[8 * i + k] = as_uint(r[k]);
+}
+
+__kernel void round_f64(__global const double *x, __global const double *y,
+                        __global const double *z, __global ulong *o, uint mode) {
+  uint i = GID();
+  double a = x[i], b = y[i], c = z[i];
+  int e = (int)(as_ulong(c) % 128) - 64;
+  double r[4];
+  float f;
+  SET_MODE(mode);
+  __asm__ volatile("v_add_f64 %0, %1, %2" : "=v"(r[0]) : "v"(a), "v"(b));
+  __asm__ volatile("v_mul_f64 %0, %1, %2" : "=v"(r[1]) : "v"(a), "v"(b));
+  __asm__ volatile("v_fma_f64 %0, %1, %2, %3" : "=v"(r[2]) : "v"(a), "v"(b), "v"(c));
+  __asm__ volatile("v_ldexp_f64 %0, %1, %2" : "=v"(r[3]) : "v"(a), "v"(e));
+  __asm__ volatile("v_cvt_f32_f64 %0, %1" : "=v"(f) : "v"(a));
+  for (int k = 0; k < 4; k++)
+    o[5 * i + k] = as_ulong(r[k]);
+  o[5 * i + 4] = as_uint(f);
+}
+
+__kernel void round_f16(__global const ushort *x, __global const ushort *y,
+                        __global const ushort *z, __global const float *w,
+                        __global ushort *o, uint mode) {
+  uint i = GID();
+  uint a = x[i], b = y[i], c = z[i];
+  float fw = w[i];
+  uint r[5];
+  SET_MODE(mode);
+  __asm__ volatile("v_add_f16 %0, %1, %2" : "=v"(r[0]) : "v"(a), "v"(b));
+  __asm__ volatile("v_sub_f16 %0, %1, %2" : "=v"(r[1]) : "v"(a), "v"(b));
+  __asm__ volatile("v_mul_f16 %0, %1, %2" : "=v"(r[2]) : "v"(a), "v"(b));
+  __asm__ volatile("v_fma_f16 %0, %1, %2, %3" : "=v"(r[3]) : "v"(a), "v"(b), "v"(c));
+  __asm__ volatile("v_cvt_f16_f32 %0, %1" : "=v"(r[4]) : "v"(fw));
+  for (int k = 0; k < 5; k++)
+    o[5 * i + k] = (ushort)r[k];
+}
+
+// A rounding op this model does not round in a directed mode (v_sqrt_f32) must fault.
+__kernel void round_sqrt(__global const float *x, __global float *o, uint mode) {
+  uint i = GID();
+  float a = x[i], r;
+  SET_MODE(mode);
+  __asm__ volatile("v_sqrt_f32 %0, %1" : "=v"(r) : "v"(a));
+  o[i] = r;
+}
