@@ -23,6 +23,9 @@ use super::{Program, ShaderError, Target};
 // Directed rounding (MODE.FP_ROUND); a child module so it reaches the operand helpers.
 #[path = "round.rs"]
 mod round;
+// MFMA types and modifiers beyond the dense f32/f16/bf16 core in `mai`.
+#[path = "mfma.rs"]
+mod mfma;
 
 /// Why [`Wave::run`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -2854,13 +2857,10 @@ impl Wave {
             0x4a => (4, 4, 4, 16, 4),
             0x4c => (32, 32, 8, 1, 4),
             0x4d => (16, 16, 16, 1, 4),
-            _ => return Err(self.unimpl(ctx)),
+            _ => return self.mfma(ctx, op),
         };
         if op.neg_hi != 0 || op.opsel != 0 || op.neg != 0 {
-            return Err(self.err(
-                ctx,
-                "MFMA broadcast controls (cbsz/abid/blgp) are not modelled",
-            ));
+            return self.mfma(ctx, op);
         }
         if self.exec() != u64::MAX {
             return Err(self.err(ctx, "MFMA with a partial EXEC mask is not modelled"));
