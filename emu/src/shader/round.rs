@@ -376,9 +376,11 @@ impl Wave {
             // v_accvgpr_read/write, packed integer ops and v_pk_mov_b32 do not round.
             Enc::Vop3p if matches!(op.op, 0x58 | 0x59 | 0x00..=0x0d | 0x33) => return Ok(false),
             Enc::Vop3p | Enc::Mai => return Err(unmodelled(self, ctx)),
-            // LDS f32 add; FLAT f32/f16/bf16/f64 add.
+            // LDS f32 add; FLAT and buffer f32/f16/bf16/f64 add.
             Enc::Ds if matches!(op.op, 0x15 | 0x35) => return Err(unmodelled(self, ctx)),
-            Enc::Flat if matches!(op.op, 0x4d..=0x4f | 0x52) => return Err(unmodelled(self, ctx)),
+            Enc::Flat | Enc::Mubuf if matches!(op.op, 0x4d..=0x4f | 0x52) => {
+                return Err(unmodelled(self, ctx))
+            }
             _ => return Ok(false),
         }
         if op.omod == 0 && valu_insensitive(op.op) {

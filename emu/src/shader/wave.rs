@@ -26,6 +26,9 @@ mod round;
 // MFMA types and modifiers beyond the dense f32/f16/bf16 core in `mai`.
 #[path = "mfma.rs"]
 mod mfma;
+// Buffer atomics and MTBUF.
+#[path = "buffer.rs"]
+mod buffer;
 
 /// Why [`Wave::run`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -2672,6 +2675,9 @@ impl Wave {
                 ctx,
                 "MUBUF on a swizzled (ADD_TID_ENABLE) buffer is not modelled",
             ));
+        }
+        if op.op >= 0x40 {
+            return self.buffer_ext(ctx, op, vsharp);
         }
         let (size, words, store, sext) = match op.op {
             0x10 => (1, 1, false, false),
