@@ -1,13 +1,14 @@
 //! MUBUF buffer atomics and MTBUF typed loads/stores through a buffer resource (V#).
 //!
 //! Addressing and range checking as `mubuf_vsharp` (CDNA3 ISA "Buffer Instructions", V#
-//! layout and "Range Checking"): address = base + soffset + (offen ? VGPR : 0) + inst_offset
-//! + (idxen ? VGPR index : 0) * stride; a raw buffer (stride 0) access is in range while
-//! offset + bytes <= num_records, a structured one while index < num_records.
-//! Atomics are the FLAT atomics' read-modify-writes (same opcode numbers, `int_rmw`) on the
-//! emulator's host-atomic view of GPU memory; an out-of-range atomic is not performed.
-//! MTBUF formats: LLVM `SIDefines.h` `MTBUFFormat` (DFMT_8 = 1 ... DFMT_32_32_32_32 = 14;
-//! NFMT_UNORM = 0, SNORM, USCALED, SSCALED, UINT, SINT, reserved, FLOAT = 7).
+//! layout and "Range Checking"): the address is base + soffset + inst_offset, plus the
+//! VGPR offset with `offen` and the VGPR index times the stride with `idxen`; a raw buffer
+//! (stride 0) access is in range while offset + bytes <= num_records, a structured one
+//! while index < num_records. Atomics are the FLAT atomics' read-modify-writes (same opcode
+//! numbers, `int_rmw`) on the emulator's host-atomic view of GPU memory; an out-of-range
+//! atomic is not performed. MTBUF formats: LLVM `SIDefines.h` `MTBUFFormat` (DFMT_8 = 1 ...
+//! DFMT_32_32_32_32 = 14; NFMT_UNORM = 0, SNORM, USCALED, SSCALED, UINT, SINT, reserved,
+//! FLOAT = 7).
 
 use std::sync::atomic::Ordering;
 
@@ -79,7 +80,7 @@ impl Wave {
         }
         let k = op.op;
         let int_op = matches!(k, 0x40..=0x4c | 0x60..=0x6c);
-        if !int_op && !matches!(k, 0x4d | 0x4e | 0x4f..=0x51) {
+        if !int_op && !matches!(k, 0x4d..=0x51) {
             return Err(self.unimpl(ctx));
         }
         let wide = k >= 0x60 || matches!(k, 0x4f..=0x51);
