@@ -16,7 +16,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::lower::{Enc, Op, VopForm, AGPR_BASE};
+use super::lower::{Enc, Fast, Op, VopForm, AGPR_BASE};
 use super::mem::{self, MemPort};
 use super::{Program, ShaderError, Target};
 
@@ -42,6 +42,8 @@ pub(crate) enum WaveStop {
 }
 
 type R<T> = Result<T, ShaderError>;
+
+mod fast;
 
 /// Operand type (how inline constants read).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -111,6 +113,8 @@ pub(crate) struct Wave {
     /// VALU operand buffers.
     /// Taken while a VALU op runs (`None` then), so the buffers are never reallocated.
     tmp: Option<Box<Tmp>>,
+    /// The VALU fast path's buffers.
+    fast: Box<fast::FastBufs>,
 }
 
 /// VALU operand gather buffers.
@@ -210,6 +214,7 @@ impl Wave {
             hw_id: 0,
             dpp_src: [0; 64],
             tmp: Some(Box::default()),
+            fast: Box::default(),
         }
     }
 
@@ -442,7 +447,9 @@ impl Wave {
             match op.enc {
                 Enc::Valu => {
                     self.lane_instrs += self.exec().count_ones() as u64;
-                    self.valu(ctx, op)?;
+                    if op.fast == Fast::None || !self.valu_fast(op) {
+                        self.valu(ctx, op)?;
+                    }
                 }
                 Enc::Sop2 => {
                     self.lane_instrs += 1;
