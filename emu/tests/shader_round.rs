@@ -286,6 +286,59 @@ fn f16_arithmetic_and_f32_to_f16_round_by_the_f64_f16_field() {
     }
 }
 
+#[test]
+fn packed_f32_rounds_in_every_direction() {
+    let n = 256usize;
+    let [a, b, c] = operands(2 * n, 0x9acc, 23, 8);
+    let w = |v: &[u64]| v.iter().map(|&x| x as u32).collect::<Vec<u32>>();
+    let (a, b, c) = (w(&a), w(&b), w(&c));
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_round.cl");
+        let (wa, wb, wc, wo) = (
+            dev.upload(&a),
+            dev.upload(&b),
+            dev.upload(&c),
+            dev.alloc(6 * n * 4),
+        );
+        for sp in 0..4 {
+            let args = Args::default()
+                .ptr(&wa)
+                .ptr(&wb)
+                .ptr(&wc)
+                .ptr(&wo)
+                .u32(mode(sp, 0));
+            dev.run_ok(
+                &mut q,
+                &m,
+                "round_pk_f32",
+                [n as u32, 1, 1],
+                [64, 1, 1],
+                0,
+                &args.0,
+            );
+            let o: Vec<u32> = dev.download(&wo, 6 * n);
+            let rm = dir(sp);
+            let f = |v: u32| Single::from_bits(v as u128);
+            for i in 0..n {
+                let (x, y, z) = (
+                    [f(a[2 * i]), f(a[2 * i + 1])],
+                    [f(b[2 * i]), f(b[2 * i + 1])],
+                    [f(c[2 * i]), f(c[2 * i + 1])],
+                );
+                let t = |op: &str| format!("{} round {sp} elem {i} {op}", dev.target);
+                let got = |k: usize| o[6 * i + k] as u128;
+                for h in 0..2 {
+                    same(got(h), x[h].mul_add_r(y[h], z[h], rm).value, &t("pk_fma"));
+                    same(got(2 + h), x[h].mul_r(y[h], rm).value, &t("pk_mul"));
+                }
+                same(got(4), x[1].add_r(y[0], rm).value, &t("pk_add lo"));
+                same(got(5), x[0].add_r(y[1], rm).value, &t("pk_add hi"));
+            }
+        }
+    }
+}
+
 /// What the model does not round in a directed mode faults, naming the instruction:
 /// `v_sqrt_f32`, and `v_cvt_f32_f64` when the f32 and f64 fields disagree (which one
 /// rounds it is not documented). Nearest-even still runs them.

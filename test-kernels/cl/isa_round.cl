@@ -62,6 +62,22 @@ __kernel void round_f16(__global const ushort *x, __global const ushort *y,
     o[5 * i + k] = (ushort)r[k];
 }
 
+// Packed f32 (VOP3P): r0 = a * b + c per half, r1 = a * b, r2 = (a.hi + b.lo, a.lo + b.hi)
+// through op_sel / op_sel_hi.
+__kernel void round_pk_f32(__global const float2 *x, __global const float2 *y,
+                           __global const float2 *z, __global float2 *o, uint mode) {
+  uint i = GID();
+  float2 a = x[i], b = y[i], c = z[i], r0, r1, r2;
+  SET_MODE(mode);
+  __asm__ volatile("v_pk_fma_f32 %0, %1, %2, %3" : "=v"(r0) : "v"(a), "v"(b), "v"(c));
+  __asm__ volatile("v_pk_mul_f32 %0, %1, %2" : "=v"(r1) : "v"(a), "v"(b));
+  __asm__ volatile("v_pk_add_f32 %0, %1, %2 op_sel:[1,0] op_sel_hi:[0,1]"
+                   : "=v"(r2) : "v"(a), "v"(b));
+  o[3 * i] = r0;
+  o[3 * i + 1] = r1;
+  o[3 * i + 2] = r2;
+}
+
 // A rounding op this model does not round in a directed mode (v_sqrt_f32) must fault.
 __kernel void round_sqrt(__global const float *x, __global float *o, uint mode) {
   uint i = GID();

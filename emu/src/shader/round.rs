@@ -375,6 +375,11 @@ impl Wave {
             Enc::Valu => {}
             // v_accvgpr_read/write, packed integer ops and v_pk_mov_b32 do not round.
             Enc::Vop3p if matches!(op.op, 0x58 | 0x59 | 0x00..=0x0d | 0x33) => return Ok(false),
+            Enc::Vop3p if matches!(op.op, 0x30..=0x32) && !op.clamp => {
+                self.directed_pk_f32(ctx, op)?;
+                self.lane_instrs += self.exec().count_ones() as u64;
+                return Ok(true);
+            }
             Enc::Vop3p | Enc::Mai => return Err(unmodelled(self, ctx)),
             // LDS f32 add; FLAT and buffer f32/f16/bf16/f64 add.
             Enc::Ds if matches!(op.op, 0x15 | 0x35) => return Err(unmodelled(self, ctx)),
@@ -695,6 +700,59 @@ impl Wave {
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// `v_pk_fma_f32` / `v_pk_mul_f32` / `v_pk_add_f32` rounded by MODE [1:0]: each result
+    /// half takes the source halves op_sel (low) / op_sel_hi (high) choose, neg / neg_hi
+    /// negate them (as the ordinary path; no denormal flushing there either).
+    fn directed_pk_f32(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let rm = Rm::from_field(self.mode);
+        let exec = self.exec();
+        let nsrc = if op.op == 0x30 { 3 } else { 2 };
+        let mut s = [[0u64; 64]; 3];
+        for (i, v) in s.iter_mut().enumerate().take(nsrc) {
+            self.fetch64(ctx, op, i, Ty::B32, v)?;
+        }
+        let pick = |i: usize, x: u64, hi: bool| -> u64 {
+            let sel = if hi {
+                (op.ext >> i) & 1
+            } else {
+                (op.opsel as u32 >> i) & 1
+            };
+            let neg = if hi { op.neg_hi } else { op.neg } >> i & 1;
+            ((x >> (32 * sel)) as u32 ^ (neg as u32) << 31) as u64
+        };
+        let kind = match op.op {
+            0x30 => Arith::Fma,
+            0x31 => Arith::Mul,
+            _ => Arith::Add,
+        };
+        let mut r = [0u64; 64];
+        for l in 0..64 {
+            let half = |hi: bool| -> u64 {
+                let (x, y, z) = (
+                    pick(0, s[0][l], hi),
+                    pick(1, s[1][l], hi),
+                    pick(2, s[2][l], hi),
+                );
+                let host = || {
+                    let (p, q, t) = (
+                        f32::from_bits(x as u32),
+                        f32::from_bits(y as u32),
+                        f32::from_bits(z as u32),
+                    );
+                    (match kind {
+                        Arith::Fma => fma32(p, q, t),
+                        Arith::Mul => p * q,
+                        _ => p + q,
+                    })
+                    .to_bits() as u64
+                };
+                arith(F32, kind, x, y, z, rm, host)
+            };
+            r[l] = half(false) | half(true) << 32;
+        }
+        self.write64(ctx, op.dst as usize, &r, exec)
     }
 
     /// Output-denormal flushing under a directed round mode: whether the hardware rounds
