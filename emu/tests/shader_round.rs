@@ -339,6 +339,75 @@ fn packed_f32_rounds_in_every_direction() {
     }
 }
 
+/// The kernel descriptor's RSRC1 FLOAT_ROUND_MODE_32 [13:12] / _16_64 [15:14] (and
+/// FLOAT_DENORM_MODE [19:16]) give the waves' initial MODE.
+#[test]
+fn kernel_descriptor_round_mode_sets_the_initial_mode() {
+    let n = 128usize;
+    let [a, b, _] = operands(n, 0x4d0, 23, 8);
+    let [c, d, _] = operands(n, 0x4d1, 52, 11);
+    let (a, b): (Vec<u32>, Vec<u32>) = (
+        a.iter().map(|&x| x as u32).collect(),
+        b.iter().map(|&x| x as u32).collect(),
+    );
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_round.cl");
+        // f32 toward zero, f64 toward -inf, all denormals allowed.
+        m.patch_rsrc1("round_kd", |r| {
+            (r & !(0xFF << 12)) | 3 << 12 | 2 << 14 | 3 << 16 | 3 << 18
+        });
+        let (wa, wb, wc, wd) = (
+            dev.upload(&a),
+            dev.upload(&b),
+            dev.upload(&c),
+            dev.upload(&d),
+        );
+        let (wo, wod) = (dev.alloc(3 * n * 4), dev.alloc(n * 8));
+        let args = Args::default()
+            .ptr(&wa)
+            .ptr(&wb)
+            .ptr(&wc)
+            .ptr(&wd)
+            .ptr(&wo)
+            .ptr(&wod);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "round_kd",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let o: Vec<u32> = dev.download(&wo, 3 * n);
+        let od: Vec<u64> = dev.download(&wod, n);
+        for i in 0..n {
+            let t = format!("{} lane {i}", dev.target);
+            assert_eq!(o[3 * i], 0xFB, "{t} MODE");
+            let (x, y) = (
+                Single::from_bits(a[i] as u128),
+                Single::from_bits(b[i] as u128),
+            );
+            same(
+                o[3 * i + 1] as u128,
+                x.add_r(y, Round::TowardZero).value,
+                &t,
+            );
+            same(
+                o[3 * i + 2] as u128,
+                x.mul_r(y, Round::TowardZero).value,
+                &t,
+            );
+            let (x, y) = (
+                Double::from_bits(c[i] as u128),
+                Double::from_bits(d[i] as u128),
+            );
+            same(od[i] as u128, x.add_r(y, Round::TowardNegative).value, &t);
+        }
+    }
+}
+
 /// What the model does not round in a directed mode faults, naming the instruction:
 /// `v_sqrt_f32`, and `v_cvt_f32_f64` when the f32 and f64 fields disagree (which one
 /// rounds it is not documented). Nearest-even still runs them.

@@ -78,6 +78,25 @@ __kernel void round_pk_f32(__global const float2 *x, __global const float2 *y,
   o[3 * i + 2] = r2;
 }
 
+// No s_setreg: MODE comes from the kernel descriptor's RSRC1 (the test patches it); the
+// kernel reports MODE [7:0] and f32 add/mul, f64 add results.
+__kernel void round_kd(__global const float *x, __global const float *y,
+                       __global const double *dx, __global const double *dy,
+                       __global uint *o, __global double *od) {
+  uint i = GID();
+  float a = x[i], b = y[i], r0, r1;
+  double c = dx[i], d = dy[i], r2;
+  uint mode;
+  __asm__ volatile("s_getreg_b32 %0, hwreg(HW_REG_MODE, 0, 8)" : "=s"(mode));
+  __asm__ volatile("v_add_f32 %0, %1, %2" : "=v"(r0) : "v"(a), "v"(b));
+  __asm__ volatile("v_mul_f32 %0, %1, %2" : "=v"(r1) : "v"(a), "v"(b));
+  __asm__ volatile("v_add_f64 %0, %1, %2" : "=v"(r2) : "v"(c), "v"(d));
+  o[3 * i] = mode;
+  o[3 * i + 1] = as_uint(r0);
+  o[3 * i + 2] = as_uint(r1);
+  od[i] = r2;
+}
+
 // A rounding op this model does not round in a directed mode (v_sqrt_f32) must fault.
 __kernel void round_sqrt(__global const float *x, __global float *o, uint mode) {
   uint i = GID();
