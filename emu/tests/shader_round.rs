@@ -339,6 +339,59 @@ fn packed_f32_rounds_in_every_direction() {
     }
 }
 
+#[test]
+fn packed_f16_rounds_by_the_f64_f16_field() {
+    let n = 256usize;
+    let [a, b, c] = operands(2 * n, 0x9a16, 10, 5);
+    let w = |v: &[u64]| -> Vec<u32> {
+        (0..n)
+            .map(|i| v[2 * i] as u32 & 0xFFFF | (v[2 * i + 1] as u32 & 0xFFFF) << 16)
+            .collect()
+    };
+    let (a, b, c) = (w(&a), w(&b), w(&c));
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_round.cl");
+        let (wa, wb, wc, wo) = (
+            dev.upload(&a),
+            dev.upload(&b),
+            dev.upload(&c),
+            dev.alloc(3 * n * 4),
+        );
+        for dp in 0..4 {
+            let args = Args::default()
+                .ptr(&wa)
+                .ptr(&wb)
+                .ptr(&wc)
+                .ptr(&wo)
+                .u32(mode(0, dp));
+            dev.run_ok(
+                &mut q,
+                &m,
+                "round_pk_f16",
+                [n as u32, 1, 1],
+                [64, 1, 1],
+                0,
+                &args.0,
+            );
+            let o: Vec<u32> = dev.download(&wo, 3 * n);
+            let rm = dir(dp);
+            let h = |v: u32, k: usize| Half::from_bits((v >> (16 * k) & 0xFFFF) as u128);
+            for i in 0..n {
+                let t = |op: &str| format!("{} round {dp} elem {i} {op}", dev.target);
+                let got = |j: usize, k: usize| (o[3 * i + j] >> (16 * k) & 0xFFFF) as u128;
+                for k in 0..2 {
+                    let (x, y, z) = (h(a[i], k), h(b[i], k), h(c[i], k));
+                    same(got(0, k), x.mul_add_r(y, z, rm).value, &t("pk_fma_f16"));
+                    same(got(1, k), x.mul_r(y, rm).value, &t("pk_mul_f16"));
+                    let sw = h(b[i], 1 - k);
+                    same(got(2, k), x.add_r(sw, rm).value, &t("pk_add_f16"));
+                }
+            }
+        }
+    }
+}
+
 /// The kernel descriptor's RSRC1 FLOAT_ROUND_MODE_32 [13:12] / _16_64 [15:14] (and
 /// FLOAT_DENORM_MODE [19:16]) give the waves' initial MODE.
 #[test]

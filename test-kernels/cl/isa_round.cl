@@ -78,6 +78,21 @@ __kernel void round_pk_f32(__global const float2 *x, __global const float2 *y,
   o[3 * i + 2] = r2;
 }
 
+// Packed f16 (VOP3P): fma, mul, and add with swapped halves of b (op_sel).
+__kernel void round_pk_f16(__global const uint *x, __global const uint *y,
+                           __global const uint *z, __global uint *o, uint mode) {
+  uint i = GID();
+  uint a = x[i], b = y[i], c = z[i], r0, r1, r2;
+  SET_MODE(mode);
+  __asm__ volatile("v_pk_fma_f16 %0, %1, %2, %3" : "=v"(r0) : "v"(a), "v"(b), "v"(c));
+  __asm__ volatile("v_pk_mul_f16 %0, %1, %2" : "=v"(r1) : "v"(a), "v"(b));
+  __asm__ volatile("v_pk_add_f16 %0, %1, %2 op_sel:[0,1] op_sel_hi:[1,0]"
+                   : "=v"(r2) : "v"(a), "v"(b));
+  o[3 * i] = r0;
+  o[3 * i + 1] = r1;
+  o[3 * i + 2] = r2;
+}
+
 // No s_setreg: MODE comes from the kernel descriptor's RSRC1 (the test patches it); the
 // kernel reports MODE [7:0] and f32 add/mul, f64 add results.
 __kernel void round_kd(__global const float *x, __global const float *y,

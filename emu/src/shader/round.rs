@@ -374,7 +374,15 @@ impl Wave {
         match op.enc {
             Enc::Valu => {}
             // v_accvgpr_read/write, packed integer ops and v_pk_mov_b32 do not round.
-            Enc::Vop3p if matches!(op.op, 0x58 | 0x59 | 0x00..=0x0d | 0x33) => return Ok(false),
+            // ... and v_pk_min/max_f16 (the result is one of the inputs).
+            Enc::Vop3p if matches!(op.op, 0x58 | 0x59 | 0x00..=0x0d | 0x11 | 0x12 | 0x33) => {
+                return Ok(false)
+            }
+            Enc::Vop3p if matches!(op.op, 0x0e..=0x10) => {
+                self.directed_pk_f16(ctx, op)?;
+                self.lane_instrs += self.exec().count_ones() as u64;
+                return Ok(true);
+            }
             Enc::Vop3p if matches!(op.op, 0x30..=0x32) && !op.clamp => {
                 self.directed_pk_f32(ctx, op)?;
                 self.lane_instrs += self.exec().count_ones() as u64;
@@ -753,6 +761,75 @@ impl Wave {
             r[l] = half(false) | half(true) << 32;
         }
         self.write64(ctx, op.dst as usize, &r, exec)
+    }
+
+    /// `v_pk_fma_f16` / `v_pk_add_f16` / `v_pk_mul_f16` rounded by MODE [3:2], with the
+    /// ordinary path's half selection, negation, clamp and flushing (fma flushes its inputs;
+    /// all flush outputs while FP_DENORM[7:6] is 0 — a denormal result then faults).
+    fn directed_pk_f16(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        let rm = Rm::from_field(self.mode >> 2);
+        let ftz16 = self.mode & 0xC0 == 0;
+        let exec = self.exec();
+        let k = op.op;
+        let nsrc = if k == 0x0e { 3 } else { 2 };
+        let mut s = [[0u32; 64]; 3];
+        for (i, v) in s.iter_mut().enumerate().take(nsrc) {
+            self.fetch(ctx, op, i, Ty::F16, v)?;
+        }
+        let pick = |i: usize, x: u32, hi: bool| -> u64 {
+            let sel = if hi {
+                (op.ext >> i) & 1
+            } else {
+                (op.opsel as u32 >> i) & 1
+            };
+            let neg = if hi { op.neg_hi } else { op.neg } >> i & 1;
+            let v = ((x >> (16 * sel)) & 0xFFFF) ^ (neg as u32) << 15;
+            ftz_f16(v as u16, ftz16 && k == 0x0e) as u64
+        };
+        let kind = match k {
+            0x0e => Arith::Fma,
+            0x0f => Arith::Add,
+            _ => Arith::Mul,
+        };
+        let clamp = op.clamp;
+        let mut r = [0u32; 64];
+        let mut halves = [0u32; 128];
+        for l in 0..64 {
+            for hi in [false, true] {
+                let (x, y, z) = (
+                    pick(0, s[0][l], hi),
+                    pick(1, s[1][l], hi),
+                    pick(2, s[2][l], hi),
+                );
+                let host = || {
+                    let h = |v: u64| half::f16::from_bits(v as u16).to_f64();
+                    let v = match kind {
+                        Arith::Fma => h(x) * h(y) + h(z),
+                        Arith::Add => h(x) + h(y),
+                        _ => h(x) * h(y),
+                    };
+                    half::f16::from_f64(v).to_bits() as u64
+                };
+                let mut v = arith(F16, kind, x, y, z, rm, host) as u16;
+                if clamp {
+                    let f = half::f16::from_bits(v).to_f32();
+                    v = if f.is_nan() {
+                        0
+                    } else {
+                        half::f16::from_f32(f.clamp(0.0, 1.0)).to_bits()
+                    };
+                }
+                halves[2 * l + hi as usize] = v as u32;
+            }
+            r[l] = halves[2 * l] | halves[2 * l + 1] << 16;
+        }
+        if ftz16 {
+            let h: [u32; 64] = std::array::from_fn(|l| halves[2 * l]);
+            let g: [u32; 64] = std::array::from_fn(|l| halves[2 * l + 1]);
+            self.out32(ctx, F16, &h, exec, true)?;
+            self.out32(ctx, F16, &g, exec, true)?;
+        }
+        self.write32(ctx, op.dst as usize, &r, exec)
     }
 
     /// Output-denormal flushing under a directed round mode: whether the hardware rounds
