@@ -392,6 +392,74 @@ fn packed_f16_rounds_by_the_f64_f16_field() {
     }
 }
 
+/// DPP (`v_add_f32_dpp row_shr:1`) and SDWA (`v_add_f16_sdwa` on selected halves) forms
+/// round like their VOP3 forms.
+#[test]
+fn dpp_and_sdwa_forms_round_in_every_direction() {
+    let n = 256usize;
+    let [a, b, _] = operands(n, 0xd99, 23, 8);
+    let [h, g, _] = operands(2 * n, 0x5d3a, 10, 5);
+    let (a, b): (Vec<u32>, Vec<u32>) = (
+        (0..n)
+            .map(|i| a[i] as u32 & 0xFFFF_0000 | h[2 * i] as u32 & 0xFFFF)
+            .collect(),
+        (0..n).map(|i| b[i] as u32).collect(),
+    );
+    // The f16 views: a's high half is an f16 from the f16 generator, b's low half too.
+    let a: Vec<u32> = (0..n)
+        .map(|i| a[i] & 0xFFFF | (g[2 * i] as u32) << 16)
+        .collect();
+    let b16: Vec<u32> = (0..n)
+        .map(|i| b[i] & 0xFFFF_0000 | g[2 * i + 1] as u32 & 0xFFFF)
+        .collect();
+    let c: Vec<u32> = rand_u32(n, 0x5eed5);
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_round.cl");
+        let (wa, wb, wc, wo) = (
+            dev.upload(&a),
+            dev.upload(&b16),
+            dev.upload(&c),
+            dev.alloc(2 * n * 4),
+        );
+        for md in [0u32, 0x5, 0xA, 0xF, 0x3, 0xC] {
+            let (sp, dp) = (md & 3, md >> 2);
+            let args = Args::default()
+                .ptr(&wa)
+                .ptr(&wb)
+                .ptr(&wc)
+                .ptr(&wo)
+                .u32(mode(sp, dp));
+            dev.run_ok(
+                &mut q,
+                &m,
+                "round_dpp_sdwa",
+                [n as u32, 1, 1],
+                [64, 1, 1],
+                0,
+                &args.0,
+            );
+            let o: Vec<u32> = dev.download(&wo, 2 * n);
+            for i in 0..n {
+                let t = |op: &str| format!("{} mode {md:#x} lane {i} {op}", dev.target);
+                let src = if i % 16 == 0 { 0 } else { a[i - 1] };
+                let want = Single::from_bits(src as u128)
+                    .add_r(Single::from_bits(b16[i] as u128), dir(sp))
+                    .value;
+                same(o[2 * i] as u128, want, &t("v_add_f32_dpp"));
+                let x = Half::from_bits((a[i] >> 16) as u128);
+                let y = Half::from_bits((b16[i] & 0xFFFF) as u128);
+                same(
+                    (o[2 * i + 1] >> 16) as u128,
+                    x.add_r(y, dir(dp)).value,
+                    &t("v_add_f16_sdwa"),
+                );
+                assert_eq!(o[2 * i + 1] & 0xFFFF, c[i] & 0xFFFF, "{} preserved", t(""));
+            }
+        }
+    }
+}
+
 /// The kernel descriptor's RSRC1 FLOAT_ROUND_MODE_32 [13:12] / _16_64 [15:14] (and
 /// FLOAT_DENORM_MODE [19:16]) give the waves' initial MODE.
 #[test]

@@ -93,6 +93,23 @@ __kernel void round_pk_f16(__global const uint *x, __global const uint *y,
   o[3 * i + 2] = r2;
 }
 
+// DPP and SDWA forms: r0 = a[lane - 1] + b (row_shr:1, bound_ctrl: lane 0 of a row reads
+// 0), r1 = high half of a + low half of b as f16 into the high half of r1 (low half kept
+// from c).
+__kernel void round_dpp_sdwa(__global const uint *x, __global const uint *y,
+                             __global const uint *z, __global uint *o, uint mode) {
+  uint i = GID();
+  uint a = x[i], b = y[i], r0, r1 = z[i];
+  SET_MODE(mode);
+  __asm__ volatile("v_add_f32_dpp %0, %1, %2 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:1"
+                   : "=v"(r0) : "v"(a), "v"(b));
+  __asm__ volatile("v_add_f16_sdwa %0, %1, %2 dst_sel:WORD_1 dst_unused:UNUSED_PRESERVE "
+                   "src0_sel:WORD_1 src1_sel:WORD_0"
+                   : "+v"(r1) : "v"(a), "v"(b));
+  o[2 * i] = r0;
+  o[2 * i + 1] = r1;
+}
+
 // No s_setreg: MODE comes from the kernel descriptor's RSRC1 (the test patches it); the
 // kernel reports MODE [7:0] and f32 add/mul, f64 add results.
 __kernel void round_kd(__global const float *x, __global const float *y,

@@ -399,22 +399,56 @@ impl Wave {
         if op.omod == 0 && valu_insensitive(op.op) {
             return Ok(false);
         }
-        if op.omod != 0 || matches!(op.form, VopForm::Sdwa | VopForm::Dpp) {
+        // SDWA: `sdwa` stages the selected operands and runs the VOP3 form through
+        // `directed_op`.
+        if op.form == VopForm::Sdwa {
+            return Ok(false);
+        }
+        let exec = self.exec();
+        let mut tmp = self.tmp.take().unwrap_or_default();
+        let r = self.directed_op(ctx, op, &mut tmp);
+        self.tmp = Some(tmp);
+        r?;
+        self.lane_instrs += exec.count_ones() as u64;
+        Ok(true)
+    }
+
+    /// A VALU op (VOP3, e32 or DPP form) under a directed round mode: `Ok(false)` when it
+    /// does not round (the ordinary path runs it), `Ok(true)` when computed here, `Err`
+    /// when it rounds and is not modelled here.
+    pub(super) fn directed_op(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        op: &Op,
+        tmp: &mut super::Tmp,
+    ) -> R<bool> {
+        if op.omod == 0 && valu_insensitive(op.op) {
+            return Ok(false);
+        }
+        let unmodelled = |w: &Wave, ctx: &Ctx<'_>| {
+            w.err(
+                ctx,
+                format!(
+                    "instruction not implemented by the emulator under MODE round mode {:#x} \
+                     (only round to nearest even is modelled for it)",
+                    w.mode & 0xF
+                ),
+            )
+        };
+        if op.omod != 0 || op.form == VopForm::Sdwa {
             return Err(unmodelled(self, ctx));
         }
         let sp = Rm::from_field(self.mode);
         let dp = Rm::from_field(self.mode >> 2);
-        let exec = self.exec();
+        let mut exec = self.exec();
+        if op.form == VopForm::Dpp {
+            exec &= self.dpp(ctx, op, exec)?;
+        }
         let d = op.dst as usize;
-        let mut tmp = self.tmp.take().unwrap_or_default();
-        let r = self.directed_valu(ctx, op, &mut tmp, sp, dp, exec, d);
-        self.tmp = Some(tmp);
-        match r? {
-            true => {
-                self.lane_instrs += exec.count_ones() as u64;
-                Ok(true)
-            }
-            false => Err(unmodelled(self, ctx)),
+        if self.directed_valu(ctx, op, tmp, sp, dp, exec, d)? {
+            Ok(true)
+        } else {
+            Err(unmodelled(self, ctx))
         }
     }
 

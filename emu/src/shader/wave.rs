@@ -2803,7 +2803,10 @@ impl Wave {
             None => return Err(self.err(ctx, "SDWA staging register missing")),
         }
         inner.dst = (TEMP_BASE + 2) as u16;
-        self.valu_ops(ctx, &inner, tmp)?;
+        // A directed round mode: rounding ops go through `round.rs`.
+        if self.mode & 0xF == 0 || !self.directed_op(ctx, &inner, tmp)? {
+            self.valu_ops(ctx, &inner, tmp)?;
+        }
         let mut res = [0u32; 64];
         res.copy_from_slice(self.vreg(ctx, TEMP_BASE + 2)?);
         let (shift, width) = match dst_sel {
