@@ -202,6 +202,43 @@ fn typed_buffer_loads_and_stores() {
             );
         }
 
+        // buffer_*_format with the V#'s formats and DST_SEL.
+        let dst0 = vec![0xABCD_0123u32; 2 * 1024 + 4 * n];
+        let (wsrc, wdst) = (dev.upload(&src), dev.upload(&dst0));
+        let args = Args::default().ptr(&wsrc).ptr(&wdst).u32(valid);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "buf_format",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let d: Vec<u32> = dev.download(&wdst, 2 * 1024 + 4 * n);
+        for i in 0..n {
+            let ok = (i as u32) < valid;
+            let sb = |c: usize| {
+                if ok {
+                    bytes[4 * i + c] as i8 as i32 as u32
+                } else {
+                    0
+                }
+            };
+            let v = [sb(1), sb(0), 0, sb(3)];
+            assert_eq!(
+                &d[2048 + 4 * i..2048 + 4 * i + 4],
+                &v,
+                "{t} load_format elem {i}"
+            );
+            let want = if ok {
+                [v[0].wrapping_add(7), v[3] ^ i as u32]
+            } else {
+                [0xABCD_0123; 2]
+            };
+            assert_eq!([d[2 * i], d[2 * i + 1]], want, "{t} store_format elem {i}");
+        }
+
         // UNORM is not modelled: the queue faults naming the instruction.
         let f = dev
             .run(&mut q, &m, "tbuf_unorm", [64, 1, 1], [64, 1, 1], 0, &{

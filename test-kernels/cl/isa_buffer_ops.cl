@@ -96,6 +96,31 @@ __kernel void tbuf_store(__global const float *src, __global float *dst, uint n_
                    :: "v"(v), "v"(off), "s"(RSRC(dst, n_elems * 8)) : "memory");
 }
 
+// buffer_load_format_xyzw / buffer_store_format_xy: formats and DST_SEL from V# word 3
+// (DST_SEL_X..W [11:0], NUM_FORMAT [14:12], DATA_FORMAT [18:15]). The load views src as
+// 8_8_8_8 SINT with DST_SEL (G, R, 0, A); the store writes 32_32 UINT elements (identity).
+#define W3(sx, sy, sz, sw, nfmt, dfmt)                                                 \
+  ((sx) | (sy) << 3 | (sz) << 6 | (sw) << 9 | (nfmt) << 12 | (dfmt) << 15)
+__kernel void buf_format(__global uint *src, __global uint *dst, uint n_elems) {
+  uint i = GID();
+  int4 v;
+  uint off = i * 4;
+  __amdgpu_buffer_rsrc_t r =
+      __builtin_amdgcn_make_buffer_rsrc(src, 0, n_elems * 4, W3(5, 4, 0, 7, 5, 10));
+  __asm__ volatile("buffer_load_format_xyzw %0, %1, %2, 0 offen\n s_waitcnt vmcnt(0)"
+                   : "=v"(v) : "v"(off), "s"(r) : "memory");
+  uint2 w = (uint2)(as_uint(v.x) + 7, as_uint(v.w) ^ i);
+  uint woff = i * 8;
+  __amdgpu_buffer_rsrc_t rw =
+      __builtin_amdgcn_make_buffer_rsrc(dst, 0, n_elems * 8, W3(4, 5, 6, 7, 4, 11));
+  __asm__ volatile("buffer_store_format_xy %0, %1, %2, 0 offen\n s_waitcnt vmcnt(0)"
+                   :: "v"(w), "v"(woff), "s"(rw) : "memory");
+  dst[2 * 1024 + 4 * i] = v.x;
+  dst[2 * 1024 + 4 * i + 1] = v.y;
+  dst[2 * 1024 + 4 * i + 2] = v.z;
+  dst[2 * 1024 + 4 * i + 3] = v.w;
+}
+
 // UNORM conversion is not modelled: faults naming the instruction.
 __kernel void tbuf_unorm(__global uint *src, __global float *out) {
   uint i = GID();

@@ -76,7 +76,23 @@ impl Wave {
     /// (lowered to 0x100 + the MTBUF opcode).
     pub(super) fn buffer_ext(&mut self, ctx: &mut Ctx<'_>, op: &Op, vsharp: [u32; 4]) -> R<()> {
         if op.op >= 0x100 {
-            return self.tbuffer(ctx, op, vsharp);
+            // MTBUF: format from the instruction, components in order.
+            let (dfmt, nfmt) = ((op.ext >> 8) & 0xF, (op.ext >> 12) & 7);
+            return self.typed(ctx, op, vsharp, op.op - 0x100, dfmt, nfmt, [4, 5, 6, 7]);
+        }
+        if op.op < 0x10 {
+            // buffer_load/store_format_*: format and DST_SEL from V# word 3.
+            let w3 = vsharp[3];
+            let sel = [0, 3, 6, 9].map(|b| (w3 >> b) & 7);
+            return self.typed(
+                ctx,
+                op,
+                vsharp,
+                op.op,
+                (w3 >> 15) & 0xF,
+                (w3 >> 12) & 7,
+                sel,
+            );
         }
         let k = op.op;
         let int_op = matches!(k, 0x40..=0x4c | 0x60..=0x6c);
@@ -166,21 +182,35 @@ impl Wave {
         Ok(())
     }
 
-    /// `tbuffer_load/store_format_{x,xy,xyz,xyzw}` with the instruction's dfmt/nfmt.
-    /// Modelled: formats of 1-4 equal 8/16/32-bit components; loads as UINT/SINT (zero/sign
-    /// extended), USCALED/SSCALED of 8/16 bits and FLOAT of 16/32 bits (exact conversions
-    /// to f32), as many components as the instruction asks and the format has; stores of
-    /// 32-bit UINT/SINT/FLOAT components (no conversion), all of the format's components.
-    /// Everything else faults: UNORM/SNORM (the hardware's rounding of the division is not
-    /// documented), packed 10/11-bit formats, D16 forms, filling missing components, an
+    /// Typed loads/stores: `tbuffer_*_format_*` (format from the instruction) and
+    /// `buffer_*_format_*` (format and DST_SEL from V# word 3: DST_SEL_X..W [11:0],
+    /// NUM_FORMAT [14:12], DATA_FORMAT [18:15]); `code` is the opcode within its group
+    /// (0-3 load x..xyzw, 4-7 store, 8-15 D16). CLRX `doc/GcnMemHandling.md` ("MUBUF/MTBUF
+    /// format conversion"): MTBUF takes the instruction's formats with identity DST_SEL,
+    /// MUBUF `_format` the resource's formats and DST_SEL (0 zero, 1 one, 4-7 component
+    /// R, G, B, A). Modelled: formats of 1-4 equal 8/16/32-bit components; loads as UINT/SINT
+    /// (zero/sign extended), USCALED/SSCALED of 8/16 bits and FLOAT of 16/32 bits (exact
+    /// conversions to f32), each destination component a format component or zero; stores
+    /// of 32-bit UINT/SINT/FLOAT components (no conversion), all of the format's
+    /// components, with identity DST_SEL. Everything else faults: UNORM/SNORM (the
+    /// hardware's rounding of the division is not documented), packed 10/11-bit formats,
+    /// D16 forms, selecting "one" or a component the format lacks (their fill values), an
     /// element straddling num_records.
-    fn tbuffer(&mut self, ctx: &mut Ctx<'_>, op: &Op, vsharp: [u32; 4]) -> R<()> {
-        let code = op.op - 0x100;
-        let (dfmt, nfmt) = ((op.ext >> 8) & 0xF, (op.ext >> 12) & 7);
+    #[allow(clippy::too_many_arguments)]
+    fn typed(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        op: &Op,
+        vsharp: [u32; 4],
+        code: u16,
+        dfmt: u32,
+        nfmt: u32,
+        sel: [u32; 4],
+    ) -> R<()> {
         let unmodelled = |w: &Wave, ctx: &Ctx<'_>, what: &str| {
             w.err(
                 ctx,
-                format!("MTBUF {what} (dfmt {dfmt}, nfmt {nfmt}) is not modelled"),
+                format!("typed buffer {what} (dfmt {dfmt}, nfmt {nfmt}) is not modelled"),
             )
         };
         if code >= 8 {
@@ -211,11 +241,16 @@ impl Wave {
         if !ok {
             return Err(unmodelled(self, ctx, "numeric format"));
         }
-        if n_inst > n_fmt || (!load && n_inst != n_fmt) {
+        let sel_ok = (0..n_inst).all(|c| match sel[c] {
+            0 => load,
+            4..=7 => (sel[c] - 4) < n_fmt as u32 && (load || sel[c] == 4 + c as u32),
+            _ => false,
+        });
+        if !sel_ok || (!load && n_inst != n_fmt) {
             return Err(unmodelled(
                 self,
                 ctx,
-                "component count different from the format's",
+                "component selection (DST_SEL / count) other than format components or zero",
             ));
         }
         let cb = bits as u64 / 8;
@@ -232,7 +267,14 @@ impl Wave {
             };
             let a = lanes.addr(l);
             for c in 0..n_inst {
-                let ca = a.wrapping_add(cb * c as u64);
+                if load && sel[c] == 0 {
+                    match self.vreg_mut(vd + c) {
+                        Some(r) => r[l] = 0,
+                        None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
+                    }
+                    continue;
+                }
+                let ca = a.wrapping_add(cb * (sel[c] - 4) as u64);
                 if load {
                     let raw = if in_range {
                         match ctx.mem.load(ca, cb) {

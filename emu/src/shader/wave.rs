@@ -2683,7 +2683,7 @@ impl Wave {
                 "MUBUF on a swizzled (ADD_TID_ENABLE) buffer is not modelled",
             ));
         }
-        if op.op >= 0x40 {
+        if op.op >= 0x40 || op.op < 0x10 {
             return self.buffer_ext(ctx, op, vsharp);
         }
         let (size, words, store, sext) = match op.op {
