@@ -922,6 +922,95 @@ mod tests {
         }
     }
 
+    /// Random encodings (every exponent, extremes favoured) through add, mul, fma and
+    /// two-rounding mad in all four directions, against `rustc_apfloat` (a software IEEE
+    /// implementation sharing no code with this module).
+    #[test]
+    fn matches_rustc_apfloat_on_random_operands() {
+        use rustc_apfloat::ieee::{Double, Half, Single};
+        use rustc_apfloat::{Float, Round};
+        fn check<F: Float>(f: Fmt, bits: u32, iters: usize, seed: u64) {
+            let mut x = seed;
+            let mut next = move || {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                x
+            };
+            let ebits = f.ebits as u64;
+            let fb = f.fbits() as u64;
+            let mut gen = move || -> u64 {
+                let r = next();
+                let e = match r % 8 {
+                    0 => 0,
+                    1 => 1,
+                    2 => (1 << ebits) - 2,
+                    3 => (1 << (ebits - 1)) - 1 + (r >> 8) % 3,
+                    _ => (r >> 8) % ((1 << ebits) - 1),
+                };
+                let m = next() & ((1 << fb) - 1);
+                let m = if r % 5 == 0 { m & !0xF } else { m };
+                ((r >> 40) & 1) << (bits - 1) | e << fb | m
+            };
+            let mask = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            for _ in 0..iters {
+                let (a, b, c) = (gen() & mask, gen() & mask, gen() & mask);
+                let (fa, fb_, fc) = (
+                    F::from_bits(a as u128),
+                    F::from_bits(b as u128),
+                    F::from_bits(c as u128),
+                );
+                for (rm, rr) in [
+                    (Rm::Ne, Round::NearestTiesToEven),
+                    (Rm::Up, Round::TowardPositive),
+                    (Rm::Down, Round::TowardNegative),
+                    (Rm::Zero, Round::TowardZero),
+                ] {
+                    let host = || u64::MAX; // never taken for finite operands
+                    let eq = |got: u64, want: F, what: &str| {
+                        if want.is_nan() {
+                            return;
+                        }
+                        assert_eq!(
+                            got as u128,
+                            want.to_bits(),
+                            "{what} {a:#x} {b:#x} {c:#x} {rm:?}"
+                        );
+                    };
+                    let finite = |v: u64| decode(f, v).is_some();
+                    if !(finite(a) && finite(b) && finite(c)) {
+                        continue;
+                    }
+                    eq(
+                        arith(f, Arith::Add, a, b, 0, rm, host),
+                        fa.add_r(fb_, rr).value,
+                        "add",
+                    );
+                    eq(
+                        arith(f, Arith::Mul, a, b, 0, rm, host),
+                        fa.mul_r(fb_, rr).value,
+                        "mul",
+                    );
+                    let fma = fa.mul_add_r(fb_, fc, rr).value;
+                    eq(arith(f, Arith::Fma, a, b, c, rm, host), fma, "fma");
+                    let p = fa.mul_r(fb_, rr).value;
+                    if !p.is_finite() {
+                        continue;
+                    }
+                    let mad = p.add_r(fc, rr).value;
+                    eq(arith(f, Arith::Mad, a, b, c, rm, host), mad, "mad");
+                }
+            }
+        }
+        check::<Half>(F16, 16, 20_000, 1);
+        check::<Single>(F32, 32, 20_000, 2);
+        check::<Double>(F64, 64, 20_000, 3);
+    }
+
     #[test]
     fn directed_overflow_and_tiny() {
         let max = decode(F32, f32::MAX.to_bits() as u64).unwrap();
