@@ -460,6 +460,46 @@ fn dpp_and_sdwa_forms_round_in_every_direction() {
     }
 }
 
+/// Float-to-integer conversions and `v_frexp_exp_i32_f32` return integers: MODE's f32
+/// output-denormal flush (FP_DENORM[5:4] = 0) must not zero them (it did: every result
+/// below 2^23 read as a denormal bit pattern).
+#[test]
+fn integer_results_are_not_flushed_as_denormals() {
+    let n = 64usize;
+    let x: Vec<f32> = (0..n)
+        .map(|i| (i as f32 * 37.25 - 900.0) * if i % 7 == 0 { 1e5 } else { 1.0 })
+        .collect();
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_round.cl");
+        let (wx, wo) = (dev.upload(&x), dev.alloc(3 * n * 4));
+        for mode in [0xF0u32, 0x00, 0x03] {
+            let args = Args::default().ptr(&wx).ptr(&wo).u32(mode);
+            dev.run_ok(
+                &mut q,
+                &m,
+                "cvt_int_flush",
+                [n as u32, 1, 1],
+                [64, 1, 1],
+                0,
+                &args.0,
+            );
+            let o: Vec<u32> = dev.download(&wo, 3 * n);
+            for i in 0..n {
+                let t = format!("{} mode {mode:#x} lane {i} ({})", dev.target, x[i]);
+                assert_eq!(o[3 * i] as i32, x[i] as i32, "{t} cvt_i32");
+                assert_eq!(o[3 * i + 1], x[i] as u32, "{t} cvt_u32");
+                let e = if x[i] == 0.0 {
+                    0
+                } else {
+                    x[i].abs().log2().floor() as i32 + 1
+                };
+                assert_eq!(o[3 * i + 2] as i32, e, "{t} frexp_exp");
+            }
+        }
+    }
+}
+
 /// The kernel descriptor's RSRC1 FLOAT_ROUND_MODE_32 [13:12] / _16_64 [15:14] (and
 /// FLOAT_DENORM_MODE [19:16]) give the waves' initial MODE.
 #[test]

@@ -137,3 +137,18 @@ __kernel void round_sqrt(__global const float *x, __global float *o, uint mode) 
   __asm__ volatile("v_sqrt_f32 %0, %1" : "=v"(r) : "v"(a));
   o[i] = r;
 }
+
+// f32 -> integer conversions and v_frexp_exp under a MODE that flushes f32 denormals: the
+// integer results are not flushed.
+__kernel void cvt_int_flush(__global const float *x, __global uint *o, uint mode) {
+  uint i = GID();
+  float a = x[i];
+  uint r, u, e;
+  SET_MODE(mode);
+  __asm__ volatile("v_cvt_i32_f32 %0, %1" : "=v"(r) : "v"(a));
+  __asm__ volatile("v_cvt_u32_f32 %0, %1" : "=v"(u) : "v"(a));
+  __asm__ volatile("v_frexp_exp_i32_f32 %0, %1" : "=v"(e) : "v"(a));
+  o[3 * i] = r;
+  o[3 * i + 1] = u;
+  o[3 * i + 2] = e;
+}

@@ -1426,8 +1426,25 @@ impl Wave {
             }
             0x145 => u1!(|x: u32| post(x as i32 as f32)),
             0x146 => u1!(|x: u32| post(x as f32)),
-            0x147 => f1!(|x: f32| f32::from_bits(f32_to_u32(x))),
-            0x148 => f1!(|x: f32| f32::from_bits(f32_to_i32(x) as u32)),
+            // Integer results: MODE's output-denormal flush and float output modifiers do
+            // not apply (flushing the result bits zeroed every |result| < 2^23).
+            0x147 | 0x148 | 0x173 => {
+                if omod != 0 {
+                    return Err(self.err(ctx, "output modifier on an integer result"));
+                }
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                flush(a);
+                let k = op.op;
+                let r: [u32; 64] = lanes(|l| {
+                    let x = f32::from_bits(a[l]);
+                    match k {
+                        0x147 => f32_to_u32(x),
+                        0x148 => f32_to_i32(x) as u32,
+                        _ => frexp_exp(x) as u32,
+                    }
+                });
+                self.write32(ctx, d, &r, exec)?;
+            }
             0x14a => {
                 self.fetch(ctx, op, 0, Ty::F32, a)?;
                 let r: [u32; 64] = lanes(|l| half::f16::from_f32(pre(a[l])).to_bits() as u32);
@@ -1489,7 +1506,6 @@ impl Wave {
                     x.leading_zeros()
                 }
             }),
-            0x173 => f1!(|x: f32| f32::from_bits(frexp_exp(x) as u32)),
             0x174 => f1!(|x: f32| frexp_mant(x)),
             0x178 => {
                 // v_mov_b64 (gfx940+)
