@@ -5,7 +5,12 @@
 
 // hwreg(HW_REG_MODE, 0, 8): FP_ROUND [3:0] and FP_DENORM [7:4]. As volatile asm too, so it
 // stays ordered with the asm below (the builtin is not ordered against inline asm).
-#define SET_MODE(m) __asm__ volatile("s_setreg_b32 hwreg(HW_REG_MODE, 0, 8), %0" ::"s"(m))
+// The value goes through a VGPR and v_readfirstlane so the asm also builds at -O0 (where
+// kernel arguments live in VGPRs).
+#define SET_MODE(m)                                                                    \
+  __asm__ volatile("v_readfirstlane_b32 s31, %0\n s_nop 4\n"                          \
+                   " s_setreg_b32 hwreg(HW_REG_MODE, 0, 8), s31" ::"v"(m)              \
+                   : "s31")
 
 __kernel void round_f32(__global const float *x, __global const float *y,
                         __global const float *z, __global uint *o, uint mode) {
@@ -119,7 +124,8 @@ __kernel void round_kd(__global const float *x, __global const float *y,
   float a = x[i], b = y[i], r0, r1;
   double c = dx[i], d = dy[i], r2;
   uint mode;
-  __asm__ volatile("s_getreg_b32 %0, hwreg(HW_REG_MODE, 0, 8)" : "=s"(mode));
+  __asm__ volatile("s_getreg_b32 s31, hwreg(HW_REG_MODE, 0, 8)\n v_mov_b32 %0, s31"
+                   : "=v"(mode) :: "s31");
   __asm__ volatile("v_add_f32 %0, %1, %2" : "=v"(r0) : "v"(a), "v"(b));
   __asm__ volatile("v_mul_f32 %0, %1, %2" : "=v"(r1) : "v"(a), "v"(b));
   __asm__ volatile("v_add_f64 %0, %1, %2" : "=v"(r2) : "v"(c), "v"(d));
