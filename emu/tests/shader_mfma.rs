@@ -281,3 +281,103 @@ fn f64_mfma() {
         }
     }
 }
+
+/// gfx942 SMFMAC (4:2 structured-sparse A): per lane the compressed A values, the dense B
+/// values and a compression index (a 4-bit field per group of four k: the positions of the
+/// group's two kept values, first in bits [1:0]); the CPU expands A and multiplies densely.
+#[test]
+fn sparse_smfmac_on_gfx942() {
+    use Ty::*;
+    let dev = devices()
+        .into_iter()
+        .find(|d| d.target == "gfx942")
+        .expect("gfx942 device");
+    let m = dev.load("cl/isa_mfma_more.cl");
+    let cases = [
+        ("sp_f16_16x16x32", 16, 32, F16, F16),
+        ("sp_f16_32x32x16", 32, 16, F16, F16),
+        ("sp_bf16_16x16x32", 16, 32, Bf16, Bf16),
+        ("sp_i8_16x16x64", 16, 64, I8, I8),
+        ("sp_i8_32x32x32", 32, 32, I8, I8),
+        ("sp_fp8_bf8_16x16x64", 16, 64, Fp8, Bf8),
+        ("sp_bf8_fp8_32x32x32", 32, 32, Bf8, Fp8),
+    ];
+    // The six ways to keep two of four positions, in increasing order.
+    let pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)];
+    for (kernel, mn, k, ta, tb) in cases {
+        let kl = k * mn / 64; // k values per lane
+        let bits = ta.bits();
+        let (aw, bw) = ((kl / 2 * bits).div_ceil(32), (kl * bits).div_ceil(32));
+        let ra = rand_u32(64 * kl, 0x5A);
+        let rb = rand_u32(64 * kl, 0x5B);
+        let ri = rand_u32(64 * kl, 0x5C);
+        let mut a = vec![0u32; 64 * aw];
+        let mut b = vec![0u32; 64 * bw];
+        let mut ix = vec![0u32; 64];
+        for l in 0..64 {
+            for e in 0..kl / 2 {
+                let bit = e * bits;
+                a[l * aw + bit / 32] |= ta.code(ra[l * kl + e]) << (bit % 32);
+            }
+            for e in 0..kl {
+                let bit = e * tb.bits();
+                b[l * bw + bit / 32] |= tb.code(rb[l * kl + e]) << (bit % 32);
+            }
+            for g in 0..kl / 4 {
+                let (p0, p1) = pairs[(ri[l * kl + g] % 6) as usize];
+                ix[l] |= (p0 | p1 << 2) << (4 * g);
+            }
+        }
+        let get = |w: &Vec<u32>, words: usize, ty: Ty, lane: usize, e: usize| -> f64 {
+            let bit = e * ty.bits();
+            let v = w[lane * words + bit / 32] >> (bit % 32);
+            ty.value(if ty.bits() == 32 {
+                v
+            } else {
+                v & ((1 << ty.bits()) - 1)
+            })
+        };
+        // Dense A[i][kk] from the compressed values and their positions.
+        let mut dense = vec![vec![0f64; k]; mn];
+        for i in 0..mn {
+            for q in 0..k / kl {
+                let lane = i + mn * q;
+                for g in 0..kl / 4 {
+                    let nib = ix[lane] >> (4 * g);
+                    for v in 0..2 {
+                        let pos = ((nib >> (2 * v)) & 3) as usize;
+                        dense[i][q * kl + 4 * g + pos] = get(&a, aw, ta, lane, 2 * g + v);
+                    }
+                }
+            }
+        }
+        let dregs = mn * mn / 64;
+        let mut q = dev.queue();
+        let (wa, wb, wi, wd) = (
+            dev.upload(&a),
+            dev.upload(&b),
+            dev.upload(&ix),
+            dev.alloc(64 * dregs * 4),
+        );
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wi).ptr(&wd);
+        dev.run_ok(&mut q, &m, kernel, [64, 1, 1], [64, 1, 1], 0, &args.0);
+        let d: Vec<u32> = dev.download(&wd, 64 * dregs);
+        let g = 64 / mn;
+        for i in 0..mn {
+            for j in 0..mn {
+                let want: f64 = (0..k)
+                    .map(|kk| dense[i][kk] * get(&b, bw, tb, j + mn * (kk / kl), kk % kl))
+                    .sum();
+                let s = i / 4;
+                let (reg, lane) = (4 * (s / g) + i % 4, j + mn * (s % g));
+                let got = d[lane * dregs + reg];
+                let got = if ta == I8 {
+                    got as i32 as f64
+                } else {
+                    f32::from_bits(got) as f64
+                };
+                assert_eq!(got, want, "{kernel} D[{i}][{j}]");
+            }
+        }
+    }
+}

@@ -58,4 +58,32 @@ K(bf8_bf8_32x32x16, long, floatx16,
   __builtin_amdgcn_mfma_f32_32x32x16_bf8_bf8(a[l], b[l], acc, 0, 0, 0))
 K(f64_16x16x4_neg5, double, doublex4,
   __builtin_amdgcn_mfma_f64_16x16x4f64(a[l], b[l], acc, 0, 0, 5))
+
+// SMFMAC: A compressed (a[l]), B dense (b[l]), the compression index per lane (ix[l]).
+typedef half halfx8 __attribute__((ext_vector_type(8)));
+typedef short shortx4 __attribute__((ext_vector_type(4)));
+typedef short shortx8 __attribute__((ext_vector_type(8)));
+typedef int intx2 __attribute__((ext_vector_type(2)));
+#define S(name, AT, BT, DT, call)                                                      \
+  __kernel void name(__global const AT *a, __global const BT *b, __global const int *ix,  \
+                     __global DT *d) {                                                 \
+    uint l = LID();                                                                    \
+    DT acc = 0;                                                                        \
+    acc = call;                                                                        \
+    d[l] = acc;                                                                        \
+  }
+S(sp_f16_16x16x32, halfx4, halfx8, floatx4,
+  __builtin_amdgcn_smfmac_f32_16x16x32_f16(a[l], b[l], acc, ix[l], 0, 0))
+S(sp_f16_32x32x16, halfx4, halfx8, floatx16,
+  __builtin_amdgcn_smfmac_f32_32x32x16_f16(a[l], b[l], acc, ix[l], 0, 0))
+S(sp_bf16_16x16x32, shortx4, shortx8, floatx4,
+  __builtin_amdgcn_smfmac_f32_16x16x32_bf16(a[l], b[l], acc, ix[l], 0, 0))
+S(sp_i8_16x16x64, intx2, intx4, intx4,
+  __builtin_amdgcn_smfmac_i32_16x16x64_i8(a[l], b[l], acc, ix[l], 0, 0))
+S(sp_i8_32x32x32, intx2, intx4, intx16,
+  __builtin_amdgcn_smfmac_i32_32x32x32_i8(a[l], b[l], acc, ix[l], 0, 0))
+S(sp_fp8_bf8_16x16x64, intx2, intx4, floatx4,
+  __builtin_amdgcn_smfmac_f32_16x16x64_fp8_bf8(a[l], b[l], acc, ix[l], 0, 0))
+S(sp_bf8_fp8_32x32x32, intx2, intx4, floatx16,
+  __builtin_amdgcn_smfmac_f32_32x32x32_bf8_fp8(a[l], b[l], acc, ix[l], 0, 0))
 #endif

@@ -157,6 +157,47 @@ fn shape(op: u16, t: Target) -> Option<Shape> {
     Some(sh)
 }
 
+/// gfx942 SMFMAC shapes (opcodes from the shared table): M x N x K of the dense product.
+fn sparse_shape(op: u16, t: Target) -> Option<Shape> {
+    if t == Target::Gfx90a {
+        return None;
+    }
+    use El::*;
+    let s = |m, k, a, b| Shape {
+        m,
+        n: m,
+        k,
+        blocks: 1,
+        a,
+        b,
+        cbsz: false,
+        blgp: false,
+    };
+    let f8 = |op: u16| match op & 3 {
+        0 => (Bf8, Bf8),
+        1 => (Bf8, Fp8),
+        2 => (Fp8, Bf8),
+        _ => (Fp8, Fp8),
+    };
+    Some(match op {
+        0x62 => s(16, 32, F16, F16),
+        0x64 => s(32, 16, F16, F16),
+        0x66 => s(16, 32, Bf16, Bf16),
+        0x68 => s(32, 16, Bf16, Bf16),
+        0x6a => s(16, 64, I8, I8),
+        0x6c => s(32, 32, I8, I8),
+        0x78..=0x7b => {
+            let (a, b) = f8(op);
+            s(16, 64, a, b)
+        }
+        0x7c..=0x7f => {
+            let (a, b) = f8(op);
+            s(32, 32, a, b)
+        }
+        _ => return None,
+    })
+}
+
 /// The B lane whose value lane `l` uses under BLGP `g` (calculator `_get_blgp_transformed_lane`).
 fn blgp_lane(l: usize, g: u8) -> usize {
     match g {
@@ -188,8 +229,11 @@ impl Wave {
     }
 
     /// MFMA forms and modifiers the core path in `mai` does not take; faults naming the
-    /// instruction for anything not modelled (xf32, SMFMAC, unsupported modifiers).
+    /// instruction for anything not modelled (xf32, unsupported modifiers).
     pub(super) fn mfma(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        if let Some(sp) = sparse_shape(op.op, ctx.target) {
+            return self.smfmac(ctx, op, sp);
+        }
         let Some(sh) = shape(op.op, ctx.target) else {
             return Err(self.unimpl(ctx));
         };
@@ -267,6 +311,87 @@ impl Wave {
                         acc[reg][lane] = sum.to_bits();
                     }
                 }
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            self.write32(ctx, dbase + r, row, u64::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// gfx942 SMFMAC: D (in place) += A * B with A 4:2-sparse. Calculator layouts: lane
+    /// `i + M * (k / KL)` holds k in `[KL * (lane / M), +KL)` (KL = K * M / 64) — for A as
+    /// KL / 2 compressed values (group g of four k: values 2g, 2g + 1), for B as KL dense
+    /// values; the index VGPR (SrcC) holds per group a 4-bit field at bits [4g + 3:4g],
+    /// the position within the group of value 2g in bits [1:0] and of 2g + 1 in [3:2]
+    /// (ROCm composable_kernel `ck_tile` `compress_a_impl` builds it that way). Each
+    /// compressed value multiplies the B element at its position; products summed in k
+    /// order. CBSZ/ABID (other index sets) fault.
+    fn smfmac(&mut self, ctx: &mut Ctx<'_>, op: &Op, sh: Shape) -> R<()> {
+        if (op.neg_hi | op.opsel | op.neg) != 0 {
+            return Err(self.err(ctx, "SMFMAC with CBSZ/ABID/BLGP is not modelled"));
+        }
+        if self.exec() != u64::MAX {
+            return Err(self.err(ctx, "MFMA with a partial EXEC mask is not modelled"));
+        }
+        let (m, n, k) = (sh.m, sh.n, sh.k);
+        let kl = k * m / 64;
+        let bits = sh.a.bits();
+        let a = self.mai_src(ctx, op, 0, (kl / 2 * bits).div_ceil(32))?;
+        let b = self.mai_src(ctx, op, 1, (kl * bits).div_ceil(32))?;
+        let idx = self.mai_src(ctx, op, 2, 1)?;
+        let dbase = if op.acc {
+            AGPR_BASE as usize + op.dst as usize
+        } else {
+            op.dst as usize
+        };
+        let dregs = m * n / 64;
+        let mut acc = Vec::with_capacity(dregs);
+        for r in 0..dregs {
+            let mut row = [0u32; 64];
+            row.copy_from_slice(self.vreg(ctx, dbase + r)?);
+            acc.push(row);
+        }
+        let elem = |src: &Vec<[u32; 64]>, lane: usize, e: usize| -> u32 {
+            let bit = e * bits;
+            let w = src[bit / 32][lane] >> (bit % 32);
+            if bits == 32 {
+                w
+            } else {
+                w & ((1u32 << bits) - 1)
+            }
+        };
+        let g = 64 / n;
+        for i in 0..m {
+            let s = i / 4;
+            let reg = 4 * (s / g) + i % 4;
+            for j in 0..n {
+                let lane = j + n * (s % g);
+                let mut fsum = f32::from_bits(acc[reg][lane]);
+                let mut isum = acc[reg][lane] as i32;
+                for q in 0..k / kl {
+                    let la = i + m * q;
+                    let lb = j + n * q;
+                    for grp in 0..kl / 4 {
+                        let nib = idx[0][la] >> (4 * grp);
+                        for v in 0..2 {
+                            let pos = ((nib >> (2 * v)) & 3) as usize;
+                            let xa = elem(&a, la, 2 * grp + v);
+                            let xb = elem(&b, lb, 4 * grp + pos);
+                            if sh.a == El::I8 {
+                                let p = (xa as u8 as i8 as i32) * (xb as u8 as i8 as i32);
+                                isum = isum.wrapping_add(p);
+                            } else {
+                                fsum = fma32(sh.a.to_f32(xa), sh.b.to_f32(xb), fsum);
+                            }
+                        }
+                    }
+                }
+                acc[reg][lane] = if sh.a == El::I8 {
+                    isum as u32
+                } else {
+                    fsum.to_bits()
+                };
             }
         }
         for (r, row) in acc.iter().enumerate() {

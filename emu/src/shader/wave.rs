@@ -1515,6 +1515,8 @@ impl Wave {
                 self.fetch64(ctx, op, 0, Ty::B32, a64)?;
                 self.write64(ctx, d, a64, exec)?;
             }
+            // v_accvgpr_mov_b32 (VOP1 0x52): AccVGPR to AccVGPR (operand codes name the AGPRs).
+            0x192 => u1!(|x: u32| x),
             // ---- VOP3-only ----
             0x1c2 => u3!(|x: u32, y: u32, z: u32| (((x << 8) as i32 >> 8)
                 .wrapping_mul((y << 8) as i32 >> 8)
