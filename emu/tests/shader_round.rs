@@ -4,6 +4,7 @@
 //! shares no code with the emulator) rounding the same exact operation the same way.
 
 mod shader_common;
+use kfd_emu::gpumem::MemWindow;
 use shader_common::*;
 
 use rustc_apfloat::ieee::{Double, Half, Single};
@@ -17,6 +18,21 @@ fn dir(field: u32) -> Round {
         2 => Round::TowardNegative,
         _ => Round::TowardZero,
     }
+}
+
+/// Runs `kernel` over `n` work-items in wave64 groups with the buffer arguments `bufs`
+/// followed by the MODE value `mode`.
+fn run_lanes(
+    dev: &Dev,
+    q: &mut Queue,
+    m: &Module,
+    kernel: &str,
+    bufs: &[&MemWindow],
+    mode: u32,
+    n: usize,
+) {
+    let args = bufs.iter().fold(Args::default(), |a, b| a.ptr(b)).u32(mode);
+    dev.run_ok(q, m, kernel, [n as u32, 1, 1], [64, 1, 1], 0, &args.0);
 }
 
 /// MODE bits [7:0]: the round fields, all denormals allowed.
@@ -105,20 +121,14 @@ fn f32_arithmetic_and_conversions_round_in_every_direction() {
         );
         for md in 0..16 {
             let (sp, dp) = (md & 3, md >> 2);
-            let args = Args::default()
-                .ptr(&wa)
-                .ptr(&wb)
-                .ptr(&wc)
-                .ptr(&wo)
-                .u32(mode(sp, dp));
-            dev.run_ok(
+            run_lanes(
+                &dev,
                 &mut q,
                 &m,
                 "round_f32",
-                [n as u32, 1, 1],
-                [64, 1, 1],
-                0,
-                &args.0,
+                &[&wa, &wb, &wc, &wo],
+                mode(sp, dp),
+                n,
             );
             let o: Vec<u32> = dev.download(&wo, 8 * n);
             let rm = dir(sp);
@@ -166,20 +176,14 @@ fn f64_arithmetic_rounds_in_every_direction() {
         );
         // v_cvt_f32_f64 in the same kernel is modelled when both fields agree.
         for f in 0..4 {
-            let args = Args::default()
-                .ptr(&wa)
-                .ptr(&wb)
-                .ptr(&wc)
-                .ptr(&wo)
-                .u32(mode(f, f));
-            dev.run_ok(
+            run_lanes(
+                &dev,
                 &mut q,
                 &m,
                 "round_f64",
-                [n as u32, 1, 1],
-                [64, 1, 1],
-                0,
-                &args.0,
+                &[&wa, &wb, &wc, &wo],
+                mode(f, f),
+                n,
             );
             let o: Vec<u64> = dev.download(&wo, 5 * n);
             let rm = dir(f);
@@ -241,21 +245,14 @@ fn f16_arithmetic_and_f32_to_f16_round_by_the_f64_f16_field() {
         );
         for md in 0..16 {
             let (sp, dp) = (md & 3, md >> 2);
-            let args = Args::default()
-                .ptr(&wa)
-                .ptr(&wb)
-                .ptr(&wc)
-                .ptr(&ww)
-                .ptr(&wo)
-                .u32(mode(sp, dp));
-            dev.run_ok(
+            run_lanes(
+                &dev,
                 &mut q,
                 &m,
                 "round_f16",
-                [n as u32, 1, 1],
-                [64, 1, 1],
-                0,
-                &args.0,
+                &[&wa, &wb, &wc, &ww, &wo],
+                mode(sp, dp),
+                n,
             );
             let o: Vec<u16> = dev.download(&wo, 5 * n);
             let rm = dir(dp);
@@ -302,20 +299,14 @@ fn packed_f32_rounds_in_every_direction() {
             dev.alloc(6 * n * 4),
         );
         for sp in 0..4 {
-            let args = Args::default()
-                .ptr(&wa)
-                .ptr(&wb)
-                .ptr(&wc)
-                .ptr(&wo)
-                .u32(mode(sp, 0));
-            dev.run_ok(
+            run_lanes(
+                &dev,
                 &mut q,
                 &m,
                 "round_pk_f32",
-                [n as u32, 1, 1],
-                [64, 1, 1],
-                0,
-                &args.0,
+                &[&wa, &wb, &wc, &wo],
+                mode(sp, 0),
+                n,
             );
             let o: Vec<u32> = dev.download(&wo, 6 * n);
             let rm = dir(sp);
@@ -359,20 +350,14 @@ fn packed_f16_rounds_by_the_f64_f16_field() {
             dev.alloc(3 * n * 4),
         );
         for dp in 0..4 {
-            let args = Args::default()
-                .ptr(&wa)
-                .ptr(&wb)
-                .ptr(&wc)
-                .ptr(&wo)
-                .u32(mode(0, dp));
-            dev.run_ok(
+            run_lanes(
+                &dev,
                 &mut q,
                 &m,
                 "round_pk_f16",
-                [n as u32, 1, 1],
-                [64, 1, 1],
-                0,
-                &args.0,
+                &[&wa, &wb, &wc, &wo],
+                mode(0, dp),
+                n,
             );
             let o: Vec<u32> = dev.download(&wo, 3 * n);
             let rm = dir(dp);
@@ -424,20 +409,14 @@ fn dpp_and_sdwa_forms_round_in_every_direction() {
         );
         for md in [0u32, 0x5, 0xA, 0xF, 0x3, 0xC] {
             let (sp, dp) = (md & 3, md >> 2);
-            let args = Args::default()
-                .ptr(&wa)
-                .ptr(&wb)
-                .ptr(&wc)
-                .ptr(&wo)
-                .u32(mode(sp, dp));
-            dev.run_ok(
+            run_lanes(
+                &dev,
                 &mut q,
                 &m,
                 "round_dpp_sdwa",
-                [n as u32, 1, 1],
-                [64, 1, 1],
-                0,
-                &args.0,
+                &[&wa, &wb, &wc, &wo],
+                mode(sp, dp),
+                n,
             );
             let o: Vec<u32> = dev.download(&wo, 2 * n);
             for i in 0..n {
@@ -474,16 +453,7 @@ fn integer_results_are_not_flushed_as_denormals() {
         let m = dev.load("cl/isa_round.cl");
         let (wx, wo) = (dev.upload(&x), dev.alloc(3 * n * 4));
         for mode in [0xF0u32, 0x00, 0x03] {
-            let args = Args::default().ptr(&wx).ptr(&wo).u32(mode);
-            dev.run_ok(
-                &mut q,
-                &m,
-                "cvt_int_flush",
-                [n as u32, 1, 1],
-                [64, 1, 1],
-                0,
-                &args.0,
-            );
+            run_lanes(&dev, &mut q, &m, "cvt_int_flush", &[&wx, &wo], mode, n);
             let o: Vec<u32> = dev.download(&wo, 3 * n);
             for i in 0..n {
                 let t = format!("{} mode {mode:#x} lane {i} ({})", dev.target, x[i]);
@@ -580,16 +550,7 @@ fn unmodelled_rounding_ops_fault_in_directed_modes() {
         let m = dev.load("cl/isa_round.cl");
         let (wx, wo) = (dev.upload(&x), dev.alloc(8 * n * 8));
         let mut q = dev.queue();
-        let args = Args::default().ptr(&wx).ptr(&wo).u32(mode(0, 0));
-        dev.run_ok(
-            &mut q,
-            &m,
-            "round_sqrt",
-            [n as u32, 1, 1],
-            [64, 1, 1],
-            0,
-            &args.0,
-        );
+        run_lanes(&dev, &mut q, &m, "round_sqrt", &[&wx, &wo], mode(0, 0), n);
         let o: Vec<f32> = dev.download(&wo, n);
         for i in 0..n {
             assert_eq!(o[i], x[i].sqrt(), "{} sqrt lane {i}", dev.target);
