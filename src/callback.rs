@@ -3,78 +3,183 @@
 //! of the stream until it returns. It receives the stream's error status.
 //!
 //! Mechanism: the callback's start point is the stream's timeline point at enqueue (no
-//! packet); the hold is a barrier-AND packet whose dependency is a *gate* signal the
+//! packet); the hold is a barrier-AND packet whose dependency is a *gate*, an
+//! `amd_signal_t` without a KFD event (the CP polls it; nobody sleeps on it) that the
 //! dispatcher sets to 0 after the callback returns (the stream is on a dedicated queue,
-//! so the hold stalls only that stream). One dispatcher thread per device runs callbacks
-//! whose start point is reached, whichever stream they belong to, and sleeps on the
-//! timelines' interrupts otherwise. If a callback blocks inside a kfdrt call (say, a
-//! synchronize on another stream), the waiting call hands the dispatcher role to a new
-//! thread first, so other streams' callbacks keep running. A callback that panics is
-//! caught: its stream gets a sticky LaunchFailure naming the stream and the panic
-//! message, its hold still opens, and every other callback still runs exactly once.
+//! so the hold stalls only that stream). Gates come from a recycled pool, so an enqueue
+//! makes no system call: it encodes the hold, pushes the callback and wakes the
+//! dispatcher only when it sleeps.
+//!
+//! One dispatcher thread per device runs callbacks whose start point is reached,
+//! whichever stream they belong to. Each wake-up drains a stream's whole run of
+//! consecutive callbacks (a callback enqueued right after another may start as soon as
+//! the previous one returned), and tells the backend about the opened gates once per
+//! run. With nothing ready it sleeps through the host-wait path (`crate::wait`) on the
+//! oldest pending callback's start point, or on a condition variable when idle.
+//!
+//! If a callback blocks inside a kfdrt call (say, a synchronize on another stream), the
+//! waiting call hands the dispatcher role to a new thread first, so other streams'
+//! callbacks keep running. A callback that panics is caught: its stream gets a sticky
+//! LaunchFailure naming the stream and the panic message, its hold still opens, and
+//! every other callback still runs exactly once.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::device::DeviceInner;
+use crate::device::{DeviceCore, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
-use crate::signal::Signal;
-use crate::stream::{Point, Stream, StreamInner};
+use crate::hsa::{AmdSignal, AMD_SIGNAL_KIND_USER};
+use crate::memory::{Buffer, MemoryKind};
+use crate::stream::{Point, Stream, StreamInner, TIMELINE_BASE};
 use crate::sync::lock;
 
 /// A callback: receives the stream's status (Ok, or its sticky error).
 pub type Callback = Box<dyn FnOnce(Result<()>) + Send + 'static>;
 
+/// The hold's dependency: a 64-byte `amd_signal_t` slot in a [`GatePool`] chunk, 1 while
+/// the callback has not returned, 0 after. Valid while the device's callback state lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gate {
+    va: u64,
+}
+
+impl Gate {
+    /// The signal handle the barrier-AND packet names.
+    pub(crate) fn handle(self) -> u64 {
+        self.va
+    }
+
+    fn value(&self) -> &AtomicI64 {
+        // SAFETY: the 8-byte aligned value field of a 64-byte slot in signal memory the
+        // device's gate pool keeps mapped for as long as any gate of it can be used.
+        unsafe { AtomicI64::from_ptr((self.va + 8) as *mut i64) }
+    }
+
+    fn is_open(self) -> bool {
+        self.value().load(Ordering::Acquire) == 0
+    }
+
+    fn open(self) {
+        self.value().store(0, Ordering::Release);
+    }
+
+    fn close(self) {
+        let sig = AmdSignal {
+            kind: AMD_SIGNAL_KIND_USER,
+            value: 1,
+            ..Default::default()
+        };
+        // SAFETY: a 64-byte, 64-aligned slot of signal memory owned by the gate pool and
+        // handed to no one else now (it is off the free list).
+        unsafe { core::ptr::write_volatile(self.va as *mut AmdSignal, sig) };
+        std::sync::atomic::fence(Ordering::Release);
+    }
+}
+
+/// Gates ready for reuse and the signal memory they live in.
+struct GatePool {
+    free: Vec<Gate>,
+    chunks: Vec<Buffer>,
+}
+
+/// Gates per signal-memory chunk (one page).
+const CHUNK_GATES: usize = 64;
+
+impl GatePool {
+    fn take(&mut self, core: &Arc<DeviceCore>) -> Result<Gate> {
+        if self.free.is_empty() {
+            let buf = Buffer::alloc(core, MemoryKind::Signal, 0, CHUNK_GATES * 64)?;
+            let base = buf.va();
+            self.chunks.push(buf);
+            self.free
+                .extend((0..CHUNK_GATES as u64).rev().map(|i| Gate { va: base + i * 64 }));
+        }
+        let g = self.free.pop().ok_or_else(|| {
+            Error::new(ErrorKind::OutOfMemory, "hipStreamAddCallback", "no gate signal")
+        })?;
+        g.close();
+        Ok(g)
+    }
+}
+
 struct Pending {
     stream: Arc<StreamInner>,
-    start: Point,
+    /// Stream timeline target of all work before the callback.
+    start: u64,
     /// The gate of the callback right before this one when nothing was enqueued in
     /// between: once it opens (that callback returned), all earlier work is complete.
-    prev_gate: Option<Arc<Signal>>,
-    gate: Arc<Signal>,
-    hold: Point,
+    prev_gate: Option<Gate>,
+    gate: Gate,
+    /// Target and queue of the hold packet.
+    hold: u64,
+    hold_queue: u32,
     f: Callback,
+}
+
+fn reached(s: &StreamInner, target: u64) -> bool {
+    s.timeline.load() <= TIMELINE_BASE - target as i64
 }
 
 impl Pending {
     fn ready(&self) -> bool {
-        self.start.done()
-            || self.prev_gate.as_ref().is_some_and(|g| g.load() == 0)
+        reached(&self.stream, self.start)
+            || self.prev_gate.is_some_and(|g| g.is_open())
             || self.stream.sticky_error().is_some()
     }
 }
 
 /// Per-device callback state.
 pub(crate) struct Callbacks {
-    queue: Mutex<VecDeque<Pending>>,
+    queue: Mutex<Queue>,
     cv: Condvar,
-    /// Threads currently holding or waiting for the dispatcher role.
-    running: AtomicBool,
-    threads: AtomicUsize,
+    /// Threads holding the dispatcher role (at most one unless a callback blocked).
+    running: AtomicUsize,
     /// Callbacks ever added (the idle dispatcher spins on this before sleeping).
     added: AtomicUsize,
-    /// Gates of callbacks that returned, kept until their hold packet completed.
-    retired: Mutex<Vec<(Arc<Signal>, Point)>>,
+    gates: Mutex<GatePool>,
+    /// Gates of callbacks that returned, kept until their hold packet completed, with
+    /// the stream and the hold's target.
+    retired: Mutex<Vec<(Gate, Arc<StreamInner>, u64)>>,
+}
+
+struct Queue {
+    pending: VecDeque<Pending>,
+    /// Dispatchers asleep on the condition variable (enqueue notifies only then).
+    sleepers: usize,
 }
 
 /// How long an idle dispatcher spins for new callbacks before sleeping.
 const IDLE_SPIN: Duration = Duration::from_micros(10);
+/// Longest sleep of a dispatcher: it re-checks retired gates and the device's life.
+const IDLE_SLEEP: Duration = Duration::from_millis(100);
+/// Longest sleep on a pending callback's start point (a callback of another stream
+/// added meanwhile does not wake that sleep).
+const START_SLEEP: Duration = Duration::from_millis(2);
 
 thread_local! {
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+    /// Queue whose opened gate the running dispatcher has not told the backend about yet
+    /// (told before the current callback blocks, or after its run).
+    static UNTOLD: Cell<Option<u32>> = const { Cell::new(None) };
 }
 
 impl Callbacks {
     pub(crate) fn new() -> Self {
         Callbacks {
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Queue {
+                pending: VecDeque::new(),
+                sleepers: 0,
+            }),
             cv: Condvar::new(),
-            running: AtomicBool::new(false),
-            threads: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
             added: AtomicUsize::new(0),
+            gates: Mutex::new(GatePool {
+                free: Vec::new(),
+                chunks: Vec::new(),
+            }),
             retired: Mutex::new(Vec::new()),
         }
     }
@@ -97,171 +202,269 @@ impl Stream {
             ));
         }
         let s = &self.inner;
-        let gate = Arc::new(Signal::new(&s.dev, 1)?);
+        let dev = &s.dev;
+        let gate = lock(&dev.callbacks.gates).take(&dev.core)?;
         let mut last = lock(&s.last_hold);
         let start = s.point();
         let prev_gate = last
             .as_ref()
             .filter(|(t, _)| *t == start.target)
-            .map(|(_, g)| g.clone());
-        let hold = self.hold_until(&gate)?;
-        *last = Some((hold.target, gate.clone()));
+            .map(|&(_, g)| g);
+        let hold = match self.hold_until(gate.handle()) {
+            Ok(h) => h,
+            Err(e) => {
+                drop(last);
+                lock(&dev.callbacks.gates).free.push(gate);
+                return Err(e);
+            }
+        };
+        *last = Some((hold.target, gate));
         drop(last);
-        let dev = s.dev.clone();
-        {
-            let mut q = lock(&dev.callbacks.queue);
-            dev.callbacks.added.fetch_add(1, Ordering::AcqRel);
-            q.push_back(Pending {
-                stream: s.clone(),
-                start,
-                prev_gate,
-                gate,
-                hold,
-                f: Box::new(f),
-            });
+        let cb = &dev.callbacks;
+        let p = Pending {
+            stream: s.clone(),
+            start: start.target,
+            prev_gate,
+            gate,
+            hold: hold.target,
+            hold_queue: hold.queue_id,
+            f: Box::new(f),
+        };
+        let wake = {
+            let mut q = lock(&cb.queue);
+            q.pending.push_back(p);
+            q.sleepers > 0
+        };
+        cb.added.fetch_add(1, Ordering::Release);
+        if wake {
+            cb.cv.notify_one();
         }
-        dev.callbacks.cv.notify_one();
-        ensure_dispatcher(&dev);
+        if cb.running.load(Ordering::Acquire) == 0 {
+            ensure_dispatcher(dev);
+        }
         Ok(())
     }
 }
 
+/// Start a dispatcher thread unless one holds the role.
 fn ensure_dispatcher(dev: &Arc<DeviceInner>) {
-    if dev.callbacks.running.swap(true, Ordering::AcqRel) {
+    if dev
+        .callbacks
+        .running
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
         return;
     }
+    spawn_dispatcher(dev);
+}
+
+fn spawn_dispatcher(dev: &Arc<DeviceInner>) {
     let weak = Arc::downgrade(dev);
-    dev.callbacks.threads.fetch_add(1, Ordering::AcqRel);
     let spawned = std::thread::Builder::new()
         .name("kfdrt-callbacks".into())
         .spawn(move || dispatcher(weak));
     if spawned.is_err() {
-        dev.callbacks.threads.fetch_sub(1, Ordering::AcqRel);
-        dev.callbacks.running.store(false, Ordering::Release);
+        dev.callbacks.running.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 /// Called by blocking kfdrt calls: when the current thread is running a callback, hand the
-/// dispatcher role to a new thread so other callbacks are not held up by this wait.
+/// dispatcher role to a new thread so other callbacks are not held up by this wait (this
+/// thread goes on dispatching after its callback returns, until it next idles).
 pub(crate) fn before_blocking(dev: &Arc<DeviceInner>) {
-    if IN_CALLBACK.with(|c| c.get()) && dev.callbacks.running.swap(false, Ordering::AcqRel) {
-        ensure_dispatcher(dev);
+    if !IN_CALLBACK.with(|c| c.get()) {
+        return;
+    }
+    if let Some(q) = UNTOLD.with(|u| u.take()) {
+        dev.backend.host_signal_written(q);
+    }
+    IN_CALLBACK.with(|c| c.set(false));
+    dev.callbacks.running.fetch_add(1, Ordering::AcqRel);
+    spawn_dispatcher(dev);
+}
+
+/// Take the next run of callbacks: the first stream (in enqueue order) whose oldest
+/// pending callback is ready, with the callbacks that directly follow it on that stream
+/// (each becomes ready when its predecessor returns). `blocked` is scratch space.
+fn take_run(
+    q: &mut VecDeque<Pending>,
+    run: &mut Vec<Pending>,
+    blocked: &mut Vec<*const StreamInner>,
+) {
+    blocked.clear();
+    let mut i = 0;
+    let mut key: *const StreamInner = core::ptr::null();
+    while i < q.len() {
+        let p = &q[i];
+        let k = Arc::as_ptr(&p.stream);
+        if key.is_null() {
+            if blocked.contains(&k) {
+                i += 1;
+                continue;
+            }
+            if !p.ready() {
+                blocked.push(k);
+                i += 1;
+                continue;
+            }
+            key = k;
+        } else if k != key {
+            i += 1;
+            continue;
+        } else {
+            let chained = run
+                .last()
+                .is_some_and(|prev| p.prev_gate == Some(prev.gate));
+            if !chained && !p.ready() {
+                break;
+            }
+        }
+        if let Some(p) = q.remove(i) {
+            run.push(p);
+        }
     }
 }
 
+/// Run one callback, open its hold, and retire its gate.
+fn run_one(dev: &DeviceInner, p: Pending, next_chained: bool) {
+    let status = match p.stream.sticky_error() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    };
+    IN_CALLBACK.with(|c| c.set(true));
+    // A panic must not kill the dispatcher (every other stream's callbacks would stop):
+    // it becomes the stream's sticky error.
+    let f = p.f;
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f(status)));
+    IN_CALLBACK.with(|c| c.set(false));
+    // The callback may have written VRAM that the held work reads.
+    dev.core.hdp_flush_dirty();
+    if let Err(payload) = r {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|m| m.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a non-string payload".into());
+        p.stream.fail_soft(format!(
+            "a callback on stream #{} (GPU {}) panicked: {what}",
+            p.stream.timeline.serial(),
+            p.stream.gpu_index
+        ));
+    }
+    p.gate.open();
+    // The next callback of the run is held by this one's hold packet anyway: the backend
+    // hears about both gates after it (a no-op on hardware; the emulator re-polls then).
+    UNTOLD.with(|u| u.set(None));
+    if next_chained {
+        UNTOLD.with(|u| u.set(Some(p.hold_queue)));
+    } else {
+        dev.backend.host_signal_written(p.hold_queue);
+    }
+    lock(&dev.callbacks.retired).push((p.gate, p.stream, p.hold));
+}
+
+/// Give back the gates whose hold packet completed.
+fn recycle(cb: &Callbacks) {
+    // Lock order: retired, then gates (nothing takes them the other way round).
+    let mut r = lock(&cb.retired);
+    if r.is_empty() {
+        return;
+    }
+    let mut gates = lock(&cb.gates);
+    r.retain(|(g, s, hold)| {
+        let done = reached(s, *hold);
+        if done {
+            gates.free.push(*g);
+        }
+        !done
+    });
+}
+
 fn dispatcher(weak: Weak<DeviceInner>) {
+    let mut run: Vec<Pending> = Vec::new();
+    let mut blocked: Vec<*const StreamInner> = Vec::new();
     loop {
         let Some(dev) = weak.upgrade() else { return };
         let cb = &dev.callbacks;
-        if !cb.running.load(Ordering::Acquire) {
-            // Our role was handed on while a callback blocked: exit.
-            cb.threads.fetch_sub(1, Ordering::AcqRel);
-            return;
-        }
-        // Retire gates whose hold packet completed.
-        lock(&cb.retired).retain(|(_, p)| !p.done());
+        recycle(cb);
         dev.pools.reap();
 
-        // Pick the first pending callback (per-stream order: only a stream's oldest).
-        let ready = {
+        let seen = cb.added.load(Ordering::Acquire);
+        let first_blocked = {
             let mut q = lock(&cb.queue);
-            let mut seen: Vec<*const StreamInner> = Vec::new();
-            let mut pick = None;
-            for (i, p) in q.iter().enumerate() {
-                let key = Arc::as_ptr(&p.stream);
-                if seen.contains(&key) {
-                    continue;
-                }
-                seen.push(key);
-                if p.ready() {
-                    pick = Some(i);
-                    break;
-                }
-            }
-            match pick {
-                Some(i) => q.remove(i),
-                None => {
-                    if q.is_empty() {
-                        // Idle: spin briefly (a callback right after another runs without
-                        // a futex wake-up), then sleep until one arrives (bounded, to
-                        // notice exit).
-                        drop(q);
-                        let seen = cb.added.load(Ordering::Acquire);
-                        let t0 = std::time::Instant::now();
-                        while cb.added.load(Ordering::Acquire) == seen && t0.elapsed() < IDLE_SPIN {
-                            std::hint::spin_loop();
-                        }
-                        if cb.added.load(Ordering::Acquire) != seen {
-                            drop(dev);
-                            continue;
-                        }
-                        let q = lock(&cb.queue);
-                        if !q.is_empty() {
-                            drop(q);
-                            drop(dev);
-                            continue;
-                        }
-                        let (g, _) = cb
-                            .cv
-                            .wait_timeout(q, Duration::from_millis(100))
-                            .unwrap_or_else(|e| e.into_inner());
-                        drop(g);
-                        drop(dev);
-                        continue;
+            take_run(&mut q.pending, &mut run, &mut blocked);
+            if run.is_empty() {
+                q.pending.front().map(|p| {
+                    Point {
+                        timeline: p.stream.timeline.clone(),
+                        target: p.start,
+                        queue_id: 0,
+                        gpu_index: p.stream.gpu_index,
                     }
-                    None
-                }
+                })
+            } else {
+                None
             }
         };
-        match ready {
-            Some(p) => {
-                let status = match p.stream.sticky_error() {
-                    Some(e) => Err(e),
-                    None => Ok(()),
-                };
-                IN_CALLBACK.with(|c| c.set(true));
-                // A panic must not kill the dispatcher (every other stream's callbacks
-                // would stop): it becomes the stream's sticky error.
-                let f = p.f;
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f(status)));
-                IN_CALLBACK.with(|c| c.set(false));
-                // The callback may have written VRAM that the held work reads.
-                dev.core.hdp_flush_dirty();
-                if let Err(payload) = r {
-                    let what = payload
-                        .downcast_ref::<&str>()
-                        .map(|m| m.to_string())
-                        .or_else(|| payload.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a non-string payload".into());
-                    p.stream.fail_soft(format!(
-                        "a callback on stream #{} (GPU {}) panicked: {what}",
-                        p.stream.timeline.serial(),
-                        p.stream.gpu_index
-                    ));
-                }
-                p.gate.store_relaxed(0);
-                dev.backend.host_signal_written(p.hold.queue_id);
-                lock(&cb.retired).push((p.gate, p.hold));
+        if !run.is_empty() {
+            let n = run.len();
+            for (i, p) in run.drain(..).enumerate() {
+                run_one(&dev, p, i + 1 < n);
             }
-            None => {
-                // Something is pending but not ready: sleep on the oldest's timeline.
-                let first = {
-                    let q = lock(&cb.queue);
-                    q.front().map(|p| p.start.clone())
-                };
-                if let Some(pt) = first {
-                    let th = pt.threshold();
-                    let _ = pt.timeline.wait(
-                        |v| v <= th,
-                        Duration::ZERO,
-                        Some(std::time::Instant::now() + Duration::from_millis(2)),
-                    );
-                    if let Some(f) = dev.check_faults(pt.gpu_index) {
-                        let q = lock(&cb.queue);
-                        for p in q.iter().filter(|p| !p.start.done()) {
-                            p.stream.fail(f.clone());
+            continue;
+        }
+        match first_blocked {
+            Some(pt) => {
+                // Something is pending but not ready: sleep on the oldest's start point.
+                let r = dev.wait_point_until(
+                    &pt,
+                    None,
+                    Duration::ZERO,
+                    Some(Instant::now() + START_SLEEP),
+                );
+                if let Err(e) = r {
+                    if e.kind() == ErrorKind::LaunchFailure {
+                        if let Some(f) = dev.check_faults(pt.gpu_index) {
+                            let q = lock(&cb.queue);
+                            for p in q.pending.iter().filter(|p| !reached(&p.stream, p.start)) {
+                                p.stream.fail(f.clone());
+                            }
                         }
                     }
+                }
+            }
+            None => {
+                // A callback blocked and the role was handed on: extra dispatchers leave
+                // once idle (never the last one, so a callback pushed meanwhile is seen).
+                if cb
+                    .running
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                        (n > 1).then(|| n - 1)
+                    })
+                    .is_ok()
+                {
+                    return;
+                }
+                // Idle: spin briefly (a callback right after another runs without a
+                // futex wake-up), then sleep until one arrives (bounded, to notice exit
+                // and recycle gates).
+                let t0 = Instant::now();
+                while cb.added.load(Ordering::Acquire) == seen && t0.elapsed() < IDLE_SPIN {
+                    std::hint::spin_loop();
+                }
+                if cb.added.load(Ordering::Acquire) != seen {
+                    continue;
+                }
+                recycle(cb);
+                let mut q = lock(&cb.queue);
+                if q.pending.is_empty() {
+                    q.sleepers += 1;
+                    let (mut g, _) = cb
+                        .cv
+                        .wait_timeout(q, IDLE_SLEEP)
+                        .unwrap_or_else(|e| e.into_inner());
+                    g.sleepers -= 1;
                 }
             }
         }
