@@ -25,7 +25,7 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -94,14 +94,99 @@ impl GatePool {
             let buf = Buffer::alloc(core, MemoryKind::Signal, 0, CHUNK_GATES * 64)?;
             let base = buf.va();
             self.chunks.push(buf);
-            self.free
-                .extend((0..CHUNK_GATES as u64).rev().map(|i| Gate { va: base + i * 64 }));
+            self.free.extend(
+                (0..CHUNK_GATES as u64)
+                    .rev()
+                    .map(|i| Gate { va: base + i * 64 }),
+            );
         }
         let g = self.free.pop().ok_or_else(|| {
-            Error::new(ErrorKind::OutOfMemory, "hipStreamAddCallback", "no gate signal")
+            Error::new(
+                ErrorKind::OutOfMemory,
+                "hipStreamAddCallback",
+                "no gate signal",
+            )
         })?;
         g.close();
         Ok(g)
+    }
+}
+
+/// A callback's closure: stored inline when it is small (most capture an `Arc` or two),
+/// so an enqueue allocates nothing; boxed otherwise.
+enum Slot {
+    Inline(InlineFn),
+    Boxed(Callback),
+}
+
+/// Words of inline closure storage.
+const INLINE_WORDS: usize = 4;
+
+/// A type-erased `FnOnce(Result<()>) + Send` of at most [`INLINE_WORDS`] words and
+/// alignment 8, with the two functions that know its type.
+struct InlineFn {
+    data: core::mem::MaybeUninit<[u64; INLINE_WORDS]>,
+    /// Moves the closure out of `data` and calls it (`data` is then dead).
+    call: unsafe fn(*mut u64, Result<()>),
+    /// Drops the closure in `data` without calling it.
+    drop: unsafe fn(*mut u64),
+    live: bool,
+}
+
+// SAFETY: built only from closures that are Send (`Slot::new`'s bound).
+unsafe impl Send for InlineFn {}
+
+impl Slot {
+    fn new<F: FnOnce(Result<()>) + Send + 'static>(f: F) -> Slot {
+        if core::mem::size_of::<F>() > core::mem::size_of::<[u64; INLINE_WORDS]>()
+            || core::mem::align_of::<F>() > core::mem::align_of::<u64>()
+        {
+            return Slot::Boxed(Box::new(f));
+        }
+        /// # Safety
+        /// `p` holds a live `F` written by `Slot::new`, read at most once.
+        unsafe fn call<F: FnOnce(Result<()>)>(p: *mut u64, r: Result<()>) {
+            // SAFETY: the caller's contract: a live F, moved out exactly once.
+            let f = unsafe { core::ptr::read(p.cast::<F>()) };
+            f(r)
+        }
+        /// # Safety
+        /// `p` holds a live `F` written by `Slot::new`, never read.
+        unsafe fn drop_fn<F>(p: *mut u64) {
+            // SAFETY: the caller's contract: a live F, dropped exactly once.
+            unsafe { core::ptr::drop_in_place(p.cast::<F>()) }
+        }
+        let mut data = core::mem::MaybeUninit::<[u64; INLINE_WORDS]>::uninit();
+        // SAFETY: F fits in `data` and needs no stricter alignment than u64 (checked
+        // above); ownership of `f` moves into the buffer.
+        unsafe { core::ptr::write(data.as_mut_ptr().cast::<F>(), f) };
+        Slot::Inline(InlineFn {
+            data,
+            call: call::<F>,
+            drop: drop_fn::<F>,
+            live: true,
+        })
+    }
+
+    fn run(self, r: Result<()>) {
+        match self {
+            Slot::Boxed(f) => f(r),
+            Slot::Inline(mut i) => {
+                i.live = false;
+                // SAFETY: `data` holds the live closure `call` was made for; `live` is
+                // cleared first, so Drop does not drop it again (even if it panics).
+                unsafe { (i.call)(i.data.as_mut_ptr().cast(), r) }
+            }
+        }
+    }
+}
+
+impl Drop for InlineFn {
+    fn drop(&mut self) {
+        if self.live {
+            // SAFETY: a closure that was never called is still in `data`.
+            unsafe { (self.drop)(self.data.as_mut_ptr().cast()) }
+        }
     }
 }
 
@@ -116,7 +201,7 @@ struct Pending {
     /// Target and queue of the hold packet.
     hold: u64,
     hold_queue: u32,
-    f: Callback,
+    f: Slot,
 }
 
 fn reached(s: &StreamInner, target: u64) -> bool {
@@ -135,8 +220,10 @@ impl Pending {
 pub(crate) struct Callbacks {
     queue: Mutex<Queue>,
     cv: Condvar,
-    /// Threads holding the dispatcher role (at most one unless a callback blocked).
-    running: AtomicUsize,
+    /// Dispatcher threads (low 32 bits) and how many of them are blocked inside a
+    /// callback that handed the role on (high 32 bits): more than one thread only while
+    /// a callback blocks, and never none that is free while any exists.
+    roles: AtomicU64,
     /// Callbacks ever added (the idle dispatcher spins on this before sleeping).
     added: AtomicUsize,
     gates: Mutex<GatePool>,
@@ -151,6 +238,9 @@ struct Queue {
     sleepers: usize,
 }
 
+/// One blocked dispatcher in [`Callbacks::roles`].
+const BLOCKED_ONE: u64 = 1 << 32;
+
 /// How long an idle dispatcher spins for new callbacks before sleeping.
 const IDLE_SPIN: Duration = Duration::from_micros(10);
 /// Longest sleep of a dispatcher: it re-checks retired gates and the device's life.
@@ -161,6 +251,8 @@ const START_SLEEP: Duration = Duration::from_millis(2);
 
 thread_local! {
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+    /// Whether the running callback blocked and handed the dispatcher role on.
+    static HANDED_ON: Cell<bool> = const { Cell::new(false) };
     /// Queue whose opened gate the running dispatcher has not told the backend about yet
     /// (told before the current callback blocks, or after its run).
     static UNTOLD: Cell<Option<u32>> = const { Cell::new(None) };
@@ -174,7 +266,7 @@ impl Callbacks {
                 sleepers: 0,
             }),
             cv: Condvar::new(),
-            running: AtomicUsize::new(0),
+            roles: AtomicU64::new(0),
             added: AtomicUsize::new(0),
             gates: Mutex::new(GatePool {
                 free: Vec::new(),
@@ -228,7 +320,7 @@ impl Stream {
             gate,
             hold: hold.target,
             hold_queue: hold.queue_id,
-            f: Box::new(f),
+            f: Slot::new(f),
         };
         let wake = {
             let mut q = lock(&cb.queue);
@@ -239,7 +331,7 @@ impl Stream {
         if wake {
             cb.cv.notify_one();
         }
-        if cb.running.load(Ordering::Acquire) == 0 {
+        if cb.roles.load(Ordering::Acquire) == 0 {
             ensure_dispatcher(dev);
         }
         Ok(())
@@ -250,7 +342,7 @@ impl Stream {
 fn ensure_dispatcher(dev: &Arc<DeviceInner>) {
     if dev
         .callbacks
-        .running
+        .roles
         .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
@@ -265,7 +357,7 @@ fn spawn_dispatcher(dev: &Arc<DeviceInner>) {
         .name("kfdrt-callbacks".into())
         .spawn(move || dispatcher(weak));
     if spawned.is_err() {
-        dev.callbacks.running.fetch_sub(1, Ordering::AcqRel);
+        dev.callbacks.roles.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -280,7 +372,11 @@ pub(crate) fn before_blocking(dev: &Arc<DeviceInner>) {
         dev.backend.host_signal_written(q);
     }
     IN_CALLBACK.with(|c| c.set(false));
-    dev.callbacks.running.fetch_add(1, Ordering::AcqRel);
+    HANDED_ON.with(|c| c.set(true));
+    // One more dispatcher, this one blocked.
+    dev.callbacks
+        .roles
+        .fetch_add(1 | BLOCKED_ONE, Ordering::AcqRel);
     spawn_dispatcher(dev);
 }
 
@@ -336,8 +432,11 @@ fn run_one(dev: &DeviceInner, p: Pending, next_chained: bool) {
     // A panic must not kill the dispatcher (every other stream's callbacks would stop):
     // it becomes the stream's sticky error.
     let f = p.f;
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f(status)));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f.run(status)));
     IN_CALLBACK.with(|c| c.set(false));
+    if HANDED_ON.with(|c| c.replace(false)) {
+        dev.callbacks.roles.fetch_sub(BLOCKED_ONE, Ordering::AcqRel);
+    }
     // The callback may have written VRAM that the held work reads.
     dev.core.hdp_flush_dirty();
     if let Err(payload) = r {
@@ -395,13 +494,11 @@ fn dispatcher(weak: Weak<DeviceInner>) {
             let mut q = lock(&cb.queue);
             take_run(&mut q.pending, &mut run, &mut blocked);
             if run.is_empty() {
-                q.pending.front().map(|p| {
-                    Point {
-                        timeline: p.stream.timeline.clone(),
-                        target: p.start,
-                        queue_id: 0,
-                        gpu_index: p.stream.gpu_index,
-                    }
+                q.pending.front().map(|p| Point {
+                    timeline: p.stream.timeline.clone(),
+                    target: p.start,
+                    queue_id: 0,
+                    gpu_index: p.stream.gpu_index,
                 })
             } else {
                 None
@@ -438,9 +535,10 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                 // A callback blocked and the role was handed on: extra dispatchers leave
                 // once idle (never the last one, so a callback pushed meanwhile is seen).
                 if cb
-                    .running
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                        (n > 1).then(|| n - 1)
+                    .roles
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                        let (threads, blocked) = (r & 0xffff_ffff, r >> 32);
+                        (threads - blocked > 1).then(|| r - 1)
                     })
                     .is_ok()
                 {
@@ -468,5 +566,63 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    /// Counts drops of the value a closure captures.
+    struct Tracked(Arc<AtomicU32>);
+    impl Drop for Tracked {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    #[test]
+    fn small_closures_are_inline_large_ones_boxed_and_each_runs_or_drops_once() {
+        let drops = Arc::new(AtomicU32::new(0));
+        let calls = Arc::new(AtomicU32::new(0));
+        // Small: runs once, its capture is dropped once.
+        let (t, c) = (Tracked(drops.clone()), calls.clone());
+        let s = Slot::new(move |r: Result<()>| {
+            assert!(r.is_ok());
+            let _keep = &t;
+            c.fetch_add(1, Ordering::AcqRel);
+        });
+        assert!(matches!(s, Slot::Inline(_)));
+        s.run(Ok(()));
+        assert_eq!(
+            (calls.load(Ordering::Acquire), drops.load(Ordering::Acquire)),
+            (1, 1)
+        );
+        // Small, never run: dropped once.
+        let t = Tracked(drops.clone());
+        let s = Slot::new(move |_| {
+            let _keep = &t;
+        });
+        drop(s);
+        assert_eq!(drops.load(Ordering::Acquire), 2);
+        // Large (64 bytes of capture): boxed, gets the status.
+        let (big, c) = ([7u64; 8], calls.clone());
+        let s = Slot::new(move |r: Result<()>| {
+            assert_eq!(r.unwrap_err().kind(), ErrorKind::LaunchFailure);
+            c.fetch_add(big.iter().sum::<u64>() as u32, Ordering::AcqRel);
+        });
+        assert!(matches!(s, Slot::Boxed(_)));
+        s.run(Err(Error::new(ErrorKind::LaunchFailure, "t", "x")));
+        assert_eq!(calls.load(Ordering::Acquire), 1 + 56);
+        // A panicking inline closure drops its capture exactly once.
+        let t = Tracked(drops.clone());
+        let s = Slot::new(move |_| {
+            let _keep = &t;
+            panic!("boom");
+        });
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.run(Ok(()))));
+        assert!(r.is_err());
+        assert_eq!(drops.load(Ordering::Acquire), 3);
     }
 }
