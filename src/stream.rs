@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use crate::cmd::{self, WaitCondition};
-use crate::cmdbuf::{CmdBuf, Target};
+use crate::cmdbuf::{Cmd, CmdBuf, Target};
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::queue::{AqlQueue, DEFAULT_RING_PACKETS};
@@ -608,6 +608,80 @@ impl Stream {
         self.submit_inner(place, extra, |_| Ok(None), Some(cmds))
     }
 
+    /// Whether a submission without an explicit dependency has none at all: no sticky
+    /// error to return, and no implicit null-stream dependency to collect (a non-null
+    /// stream that is non-blocking, or blocking while no null stream exists).
+    #[inline]
+    fn no_implicit_deps(&self) -> bool {
+        let s = &*self.inner;
+        !s.failed.load(Ordering::Acquire)
+            && !s.is_null
+            && (s.flags & STREAM_NON_BLOCKING != 0
+                || !s.dev.pools.null_used.load(Ordering::Acquire))
+    }
+
+    /// [`Stream::submit`] of one command without an extra dependency: the enqueue hot
+    /// path (write-value, wait-value). With no dependency to collect and no move to make
+    /// it goes straight to [`AqlQueue::submit_one`]; otherwise through `submit`.
+    #[inline]
+    fn submit_cmd(&self, cmd: &Cmd, place: Place) -> Result<u64> {
+        let s = &*self.inner;
+        if self.no_implicit_deps() {
+            let st = lock(&s.state);
+            if place == Place::Any || st.dedicated {
+                let q = &*st.queue;
+                let fault = || s.dev.poll_faults(s.gpu_index);
+                return match q.submit_one(cmd, s.timeline.handle(), &fault) {
+                    Ok(()) => Ok(self.advance(q.queue_id(), 1)),
+                    Err(e) => Err(self.publish_failed(e)),
+                };
+            }
+        }
+        self.submit_cmd_slow(cmd, place)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn submit_cmd_slow(&self, cmd: &Cmd, place: Place) -> Result<u64> {
+        self.submit(&CmdBuf::of(self.inner.family, *cmd), place, None)
+    }
+
+    /// Order later work after `p` (not complete, on another timeline): a submission of
+    /// no commands with `p` as its dependency. Where the wait is one packet (gfx9's
+    /// BARRIER_VALUE) and nothing else is to be collected, the dependency is recorded,
+    /// the stream placed, and the wait published with [`AqlQueue::submit_one`].
+    fn submit_wait(&self, p: Point) -> Result<()> {
+        let s = &*self.inner;
+        let single = Cmd::wait_point(s.family, p.timeline.handle(), p.threshold());
+        let Some(cmd) = single.filter(|_| self.no_implicit_deps()) else {
+            return self
+                .submit(&CmdBuf::new(s.family), Place::Any, Some(p))
+                .map(|_| ());
+        };
+        let mut st = lock(&s.state);
+        let deps = self.collect_deps(Some(p));
+        if !st.dedicated {
+            self.place(&mut st, Place::Any, &deps)?;
+        }
+        let q = &*st.queue;
+        let qid = q.queue_id();
+        if deps
+            .as_slice()
+            .iter()
+            .all(|p| p.queue_id == qid || p.done())
+        {
+            return Ok(());
+        }
+        let fault = || s.dev.poll_faults(s.gpu_index);
+        match q.submit_one(&cmd, s.timeline.handle(), &fault) {
+            Ok(()) => {
+                self.advance(qid, 1);
+                Ok(())
+            }
+            Err(e) => Err(self.publish_failed(e)),
+        }
+    }
+
     /// [`Stream::submit`] of commands that depend on the queue they go to (a kernel
     /// dispatch names its queue and uses the queue's scratch): `encode` runs once the
     /// queue is chosen, before any ring space is reserved.
@@ -726,14 +800,23 @@ impl Stream {
         fault: &dyn Fn() -> Option<String>,
     ) -> Result<u64> {
         let s = &*self.inner;
-        q.submit(bufs, s.timeline.handle(), fault).inspect_err(|e| {
-            if e.kind() == ErrorKind::LaunchFailure {
-                s.fail(e.to_string());
-            }
-        })
+        q.submit(bufs, s.timeline.handle(), fault)
+            .map_err(|e| self.publish_failed(e))
+    }
+
+    /// A publication failed: a fault that keeps the ring full becomes the stream's
+    /// sticky error.
+    #[cold]
+    #[inline(never)]
+    fn publish_failed(&self, e: Error) -> Error {
+        if e.kind() == ErrorKind::LaunchFailure {
+            self.inner.fail(e.to_string());
+        }
+        e
     }
 
     /// Account `n` published packets on queue `qid`; returns the new packet count.
+    #[inline]
     fn advance(&self, qid: u32, n: u64) -> u64 {
         let s = &*self.inner;
         if n == 0 {
@@ -822,6 +905,11 @@ impl Stream {
         // Reserved flags are ignored, as HIP documents; see WriteValueFlags.
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
+        if bits == 32 {
+            if let Some(c) = Cmd::write_mem32(self.inner.family, addr, value as u32) {
+                return self.submit_cmd(&c, Place::Any).map(|_| ());
+            }
+        }
         let mut c = CmdBuf::new(self.inner.family);
         c.write_mem(addr, value, bits)?;
         self.submit(&c, Place::Any, None)?;
@@ -854,6 +942,11 @@ impl Stream {
             .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e))?;
         if c == WaitCondition::AlwaysTrue {
             return Ok(());
+        }
+        if bits == 32 {
+            if let Some(w) = Cmd::wait_mem32(addr, c) {
+                return self.submit_cmd(&w, Place::Dedicated).map(|_| ());
+            }
         }
         if bits == 64 && crate::waitkernel::needs_kernel(self.inner.family, addr, c) {
             return self
@@ -903,8 +996,7 @@ impl Stream {
         if p.done() {
             return Ok(());
         }
-        self.submit(&CmdBuf::new(self.inner.family), Place::Any, Some(p))?;
-        Ok(())
+        self.submit_wait(p)
     }
 
     /// The stream's completion point now: all work enqueued so far.
@@ -925,8 +1017,7 @@ impl Stream {
         if p.timeline.serial() == self.inner.timeline.serial() {
             return Ok(());
         }
-        self.submit(&CmdBuf::new(self.inner.family), Place::Any, Some(p))?;
-        Ok(())
+        self.submit_wait(p)
     }
 
     /// Whether this stream's later work is already ordered after `p`: `p` is on this
@@ -996,7 +1087,17 @@ pub(crate) enum Place {
     Dedicated,
 }
 
+#[inline]
 fn check_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()> {
+    if flags == 0 && addr != 0 && addr % (bits as u64 / 8) == 0 {
+        return Ok(());
+    }
+    bad_addr(call, addr, bits, flags)
+}
+
+#[cold]
+#[inline(never)]
+fn bad_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()> {
     if flags != 0 {
         return Err(Error::new(
             ErrorKind::InvalidValue,
