@@ -47,7 +47,7 @@ pub struct Target {
 
 impl Target {
     /// The target of a GPU of the device.
-    pub fn of(gpu: &crate::device::Gpu) -> Target {
+    pub fn of(gpu: &crate::devcore::Gpu) -> Target {
         Target {
             family: gpu.family,
             num_xcc: gpu.node.properties.xcc_count(),

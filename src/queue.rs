@@ -111,7 +111,7 @@ impl AqlQueue {
         let ev = match core.queue_error_event.get() {
             Some(&e) => e,
             None => {
-                let (e, _, _) = crate::signal::create_signal_event(dev)?;
+                let (e, _, _) = crate::signal::create_signal_event(&dev.signals)?;
                 // A racing creator may have won: keep one event, destroy the other.
                 if core.queue_error_event.set(e).is_err() {
                     let _ = kfd::ioctl::destroy_event(core.backend.as_ref(), e);

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use kfd::abi;
 
-use crate::device::DeviceCore;
+use crate::devcore::{DeviceCore, DoorbellPage};
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::Buffer;
 use crate::sync::lock;
@@ -44,20 +44,6 @@ impl WptrUnit {
         }
     }
 }
-
-/// The doorbell mapping of one GPU (mapped once per device and GPU, unmapped with the
-/// device).
-pub(crate) struct DoorbellPage {
-    pub(crate) base: *mut u8,
-    pub(crate) len: usize,
-    pub(crate) offset: u64,
-}
-
-// SAFETY: the page is device MMIO (or the emulator's doorbell memory) written only by
-// 64-bit volatile stores.
-unsafe impl Send for DoorbellPage {}
-// SAFETY: as above.
-unsafe impl Sync for DoorbellPage {}
 
 /// Producer state: the write pointer and the lock, in one word.
 struct Producer {

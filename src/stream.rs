@@ -436,7 +436,7 @@ impl Stream {
             }
             None => (dev.pools.shared(dev, gpu, kprio)?, false),
         };
-        let timeline = Arc::new(Signal::new(dev, TIMELINE_BASE)?);
+        let timeline = Arc::new(Signal::new(&dev.signals, TIMELINE_BASE)?);
         let inner = Arc::new(StreamInner {
             dev: dev.clone(),
             gpu_index: gpu,
