@@ -267,9 +267,11 @@ impl CmdBuf {
         )
     }
 
-    /// Wait until every signal in `deps` (0 = none) reaches 0: a barrier-AND.
+    /// Wait until every signal in `deps` (0 = none) reaches 0: a barrier-AND. (The
+    /// callback hold, the runtime's one barrier-AND, is a single [`Cmd::barrier_and`].)
+    #[allow(dead_code)]
     pub(crate) fn barrier_and(&mut self, deps: [u64; 5]) -> Result<()> {
-        self.push_packet(AqlPacket::barrier_and(deps, 0))
+        self.push(Cmd::barrier_and(deps))
     }
 
     /// A 32-bit WRITE_DATA, or for 64 bits a COPY_DATA of the immediate with a 64-bit
@@ -400,6 +402,12 @@ impl Cmd {
             }
             .encode(),
         )
+    }
+
+    /// The single command of [`CmdBuf::barrier_and`]: a barrier-AND on `deps`.
+    #[inline]
+    pub(crate) fn barrier_and(deps: [u64; 5]) -> Cmd {
+        Cmd::Packet(AqlPacket::barrier_and(deps, 0).encode())
     }
 
     /// The single command of [`CmdBuf::write_mem`]`(addr, value, 32)` for a 4-byte

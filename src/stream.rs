@@ -1060,9 +1060,9 @@ impl Stream {
     /// A barrier packet held until the signal `gate` (a handle) reaches 0 (the hold
     /// behind a callback).
     pub(crate) fn hold_until(&self, gate: u64) -> Result<Point> {
-        let mut c = CmdBuf::new(self.inner.family);
-        c.barrier_and([gate, 0, 0, 0, 0])?;
-        let target = self.submit(&c, Place::Dedicated, None)?;
+        // One packet: the single-command path once the stream has its dedicated queue.
+        let c = Cmd::barrier_and([gate, 0, 0, 0, 0]);
+        let target = self.submit_cmd(&c, Place::Dedicated)?;
         Ok(self.point_at(target))
     }
 

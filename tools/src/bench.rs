@@ -760,6 +760,12 @@ pub fn insn_child(dev: &Device, op: &str, calls: usize) -> Result<(), String> {
             }
         }
         "add_callback" => {
+            // Warm up outside the probe: the stream's dedicated queue and the gate pool
+            // (as many gates as a batch keeps in flight) exist after this.
+            for _ in 0..ENQUEUE_BATCH {
+                s.add_callback(|_| {}, 0).map_err(e)?;
+            }
+            s.synchronize().map_err(e)?;
             for i in 0..calls {
                 probe_add_callback(&s).map_err(e)?;
                 batch(&s, i)?;
