@@ -229,7 +229,7 @@ pub(crate) struct Callbacks {
     gates: Mutex<GatePool>,
     /// Gates of callbacks that returned, kept until their hold packet completed, with
     /// the stream and the hold's target.
-    retired: Mutex<Vec<(Gate, Arc<StreamInner>, u64)>>,
+    retired: Mutex<VecDeque<(Gate, Arc<StreamInner>, u64)>>,
 }
 
 struct Queue {
@@ -272,7 +272,7 @@ impl Callbacks {
                 free: Vec::new(),
                 chunks: Vec::new(),
             }),
-            retired: Mutex::new(Vec::new()),
+            retired: Mutex::new(VecDeque::new()),
         }
     }
 }
@@ -416,7 +416,8 @@ fn take_run(
                 break;
             }
         }
-        if let Some(p) = q.remove(i) {
+        let taken = if i == 0 { q.pop_front() } else { q.remove(i) };
+        if let Some(p) = taken {
             run.push(p);
         }
     }
@@ -460,24 +461,35 @@ fn run_one(dev: &DeviceInner, p: Pending, next_chained: bool) {
     } else {
         dev.backend.host_signal_written(p.hold_queue);
     }
-    lock(&dev.callbacks.retired).push((p.gate, p.stream, p.hold));
+    lock(&dev.callbacks.retired).push_back((p.gate, p.stream, p.hold));
 }
 
-/// Give back the gates whose hold packet completed.
-fn recycle(cb: &Callbacks) {
+/// Give back the gates whose hold packet completed, oldest first (holds of one stream
+/// complete in order; a later stream's wait for an earlier one's is short-lived). With
+/// `all`, the whole list is scanned (before an idle sleep).
+fn recycle(cb: &Callbacks, all: bool) {
     // Lock order: retired, then gates (nothing takes them the other way round).
     let mut r = lock(&cb.retired);
     if r.is_empty() {
         return;
     }
     let mut gates = lock(&cb.gates);
-    r.retain(|(g, s, hold)| {
-        let done = reached(s, *hold);
-        if done {
-            gates.free.push(*g);
+    while let Some((g, s, hold)) = r.front() {
+        if !reached(s, *hold) {
+            break;
         }
-        !done
-    });
+        gates.free.push(*g);
+        r.pop_front();
+    }
+    if all {
+        r.retain(|(g, s, hold)| {
+            let done = reached(s, *hold);
+            if done {
+                gates.free.push(*g);
+            }
+            !done
+        });
+    }
 }
 
 fn dispatcher(weak: Weak<DeviceInner>) {
@@ -486,7 +498,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
     loop {
         let Some(dev) = weak.upgrade() else { return };
         let cb = &dev.callbacks;
-        recycle(cb);
+        recycle(cb, false);
         dev.pools.reap();
 
         let seen = cb.added.load(Ordering::Acquire);
@@ -554,7 +566,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                 if cb.added.load(Ordering::Acquire) != seen {
                     continue;
                 }
-                recycle(cb);
+                recycle(cb, true);
                 let mut q = lock(&cb.queue);
                 if q.pending.is_empty() {
                     q.sleepers += 1;
