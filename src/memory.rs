@@ -2,8 +2,10 @@
 //! each a KFD buffer object placed at a reserved address (GPU VA == CPU VA), CPU-mapped
 //! through the render node where the kind allows. System memory is GPU-mapped on every
 //! GPU of the device; device memory on its own GPU, and on another GPU only once peer
-//! access is enabled ([`Device::enable_peer_access`]), as HIP does. [`Buffer`] frees
-//! itself on drop, in the reverse order of creation.
+//! access is enabled ([`crate::Device::enable_peer_access`]), as HIP does. [`Buffer`]
+//! frees itself on drop, in the reverse order of creation. Buffers hold only the
+//! [`DeviceCore`] (see the layering in the crate docs); the allocation API on
+//! [`crate::Device`] is in the `device` module.
 
 use std::sync::{Arc, Mutex};
 
@@ -22,8 +24,8 @@ pub enum MemoryKind {
     /// VRAM of one GPU (`hipMalloc`).
     ///
     /// GPU-mapped on its own GPU; on GPU `g` also once `g` has peer access to the owner
-    /// ([`Device::enable_peer_access`], `hipDeviceEnablePeerAccess`): CLR maps a device
-    /// allocation on the devices in the owner's peer list at allocation
+    /// ([`crate::Device::enable_peer_access`], `hipDeviceEnablePeerAccess`): CLR maps a
+    /// device allocation on the devices in the owner's peer list at allocation
     /// (`rocclr/device/rocm/rocdevice.cpp` `Device::deviceAllowAccess`) and maps the
     /// existing ones when a peer is added (`Device::enableP2P`, `MemObjMap::UpdateAccess`).
     ///
