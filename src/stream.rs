@@ -659,17 +659,13 @@ impl Stream {
                 .map(|_| ());
         };
         let mut st = lock(&s.state);
-        let deps = self.collect_deps(Some(p));
-        if !st.dedicated {
-            self.place(&mut st, Place::Any, &deps)?;
+        self.note_waited(&p);
+        if !st.dedicated && p.queue_id != st.queue.queue_id() && !p.done() {
+            self.make_dedicated(&mut st)?;
         }
         let q = &*st.queue;
         let qid = q.queue_id();
-        if deps
-            .as_slice()
-            .iter()
-            .all(|p| p.queue_id == qid || p.done())
-        {
+        if p.queue_id == qid || p.done() {
             return Ok(());
         }
         let fault = || s.dev.poll_faults(s.gpu_index);
@@ -756,22 +752,25 @@ impl Stream {
             deps.push(p);
         }
         s.dev.implicit_deps(s, &mut deps);
-        if !matches!(deps, Deps::None) {
-            let mut w = lock(&s.waited);
-            for p in deps.as_slice() {
-                let id = p.timeline.serial();
-                match w.iter_mut().find(|(t, _, _)| *t == id) {
-                    Some(e) => e.1 = e.1.max(p.target),
-                    None => {
-                        if w.len() >= 16 {
-                            w.retain(|(_, _, tl)| tl.strong_count() > 0);
-                        }
-                        w.push((id, p.target, Arc::downgrade(&p.timeline)))
-                    }
-                }
-            }
+        for p in deps.as_slice() {
+            self.note_waited(p);
         }
         deps
+    }
+
+    /// Remember that later work is ordered after `p` (for [`Stream::ordered_after`]).
+    fn note_waited(&self, p: &Point) {
+        let mut w = lock(&self.inner.waited);
+        let id = p.timeline.serial();
+        match w.iter_mut().find(|(t, _, _)| *t == id) {
+            Some(e) => e.1 = e.1.max(p.target),
+            None => {
+                if w.len() >= 16 {
+                    w.retain(|(_, _, tl)| tl.strong_count() > 0);
+                }
+                w.push((id, p.target, Arc::downgrade(&p.timeline)))
+            }
+        }
     }
 
     /// Move the stream to a dedicated queue when the commands may wait on something
