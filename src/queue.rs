@@ -306,24 +306,25 @@ impl AqlQueue {
     fn ib_area(&self, idx: u64, words: &[u32; IB_DWORDS], reloc: Option<u8>) -> u64 {
         let slot = (idx & (u64::from(self.slots) - 1)) as usize;
         let ib_va = self.ib.va() + (slot * IB_DWORDS * 4) as u64;
-        let mut words = *words;
-        if let Some(at) = reloc {
-            let at = at as usize;
-            if let (Some(&lo), Some(&hi)) = (words.get(at), words.get(at + 1)) {
-                let a = (lo as u64 | (hi as u64) << 32).wrapping_add(ib_va);
-                words[at] = a as u32;
-                words[at + 1] = (a >> 32) as u32;
+        let relocated;
+        let src = match reloc.map(usize::from).filter(|&at| at + 1 < IB_DWORDS) {
+            None => words,
+            Some(at) => {
+                let mut w = *words;
+                let a = (w[at] as u64 | (w[at + 1] as u64) << 32).wrapping_add(ib_va);
+                w[at] = a as u32;
+                w[at + 1] = (a >> 32) as u32;
+                relocated = w;
+                &relocated
             }
-        }
+        };
         // SAFETY: the slot's IB area is CPU-mapped and owned by this queue; the CP reads it
-        // only after the packet is published (the header's release store orders this
-        // copy before), and the slot (so its area) was consumed before the ring space was
+        // only after the packet is published (the header's release store orders this copy
+        // before), and the slot (so its area) was consumed before the ring space was
         // reserved, so nothing reads the area while it is written. All IB_DWORDS words: a
         // fixed-size copy (a few vector moves), and a relocated command may read data
         // after its commands.
-        unsafe {
-            core::ptr::copy_nonoverlapping(words.as_ptr(), ib_va as *mut u32, IB_DWORDS);
-        }
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), ib_va as *mut u32, IB_DWORDS) };
         ib_va
     }
 

@@ -43,9 +43,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use crate::cmd::{self, WaitCondition};
-use crate::cmdbuf::{Cmd, CmdBuf, Target};
+use crate::cmdbuf::{Cmd, CmdBuf, MemWait, Target};
 use crate::device::{Device, DeviceInner};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, StaticError};
 use crate::queue::{AqlQueue, DEFAULT_RING_PACKETS};
 use crate::signal::Signal;
 use crate::sync::lock;
@@ -556,11 +556,10 @@ impl Stream {
                 Error::new(ErrorKind::LaunchFailure, "hipStreamQuery", "GPU fault")
             }))
         } else {
-            Err(Error::new(
-                ErrorKind::NotReady,
-                "hipStreamQuery",
-                "work pending",
-            ))
+            // A polling call: the answer allocates nothing.
+            static PENDING: StaticError =
+                StaticError::new(ErrorKind::NotReady, "hipStreamQuery", "work pending");
+            Err(Error::from_static(&PENDING))
         }
     }
 
@@ -659,17 +658,13 @@ impl Stream {
                 .map(|_| ());
         };
         let mut st = lock(&s.state);
-        let deps = self.collect_deps(Some(p));
-        if !st.dedicated {
-            self.place(&mut st, Place::Any, &deps)?;
+        self.note_waited(&p);
+        if !st.dedicated && p.queue_id != st.queue.queue_id() && !p.done() {
+            self.make_dedicated(&mut st)?;
         }
         let q = &*st.queue;
         let qid = q.queue_id();
-        if deps
-            .as_slice()
-            .iter()
-            .all(|p| p.queue_id == qid || p.done())
-        {
+        if p.queue_id == qid || p.done() {
             return Ok(());
         }
         let fault = || s.dev.poll_faults(s.gpu_index);
@@ -756,22 +751,25 @@ impl Stream {
             deps.push(p);
         }
         s.dev.implicit_deps(s, &mut deps);
-        if !matches!(deps, Deps::None) {
-            let mut w = lock(&s.waited);
-            for p in deps.as_slice() {
-                let id = p.timeline.serial();
-                match w.iter_mut().find(|(t, _, _)| *t == id) {
-                    Some(e) => e.1 = e.1.max(p.target),
-                    None => {
-                        if w.len() >= 16 {
-                            w.retain(|(_, _, tl)| tl.strong_count() > 0);
-                        }
-                        w.push((id, p.target, Arc::downgrade(&p.timeline)))
-                    }
-                }
-            }
+        for p in deps.as_slice() {
+            self.note_waited(p);
         }
         deps
+    }
+
+    /// Remember that later work is ordered after `p` (for [`Stream::ordered_after`]).
+    fn note_waited(&self, p: &Point) {
+        let mut w = lock(&self.inner.waited);
+        let id = p.timeline.serial();
+        match w.iter_mut().find(|(t, _, _)| *t == id) {
+            Some(e) => e.1 = e.1.max(p.target),
+            None => {
+                if w.len() >= 16 {
+                    w.retain(|(_, _, tl)| tl.strong_count() > 0);
+                }
+                w.push((id, p.target, Arc::downgrade(&p.timeline)))
+            }
+        }
     }
 
     /// Move the stream to a dedicated queue when the commands may wait on something
@@ -948,16 +946,16 @@ impl Stream {
                 return self.submit_cmd(&w, Place::Dedicated).map(|_| ());
             }
         }
-        if bits == 64 && crate::waitkernel::needs_kernel(self.inner.family, addr, c) {
-            return self
-                .wait_mem64_kernel(addr, c)
-                .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e));
-        }
         let mut cb = CmdBuf::new(self.inner.family);
-        cb.wait_mem(addr, bits, c)
+        let how = cb
+            .wait_mem(addr, bits, c)
             .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e))?;
-        self.submit(&cb, Place::Dedicated, None)?;
-        Ok(())
+        match how {
+            MemWait::Encoded => self.submit(&cb, Place::Dedicated, None).map(|_| ()),
+            MemWait::WaitKernel => self
+                .wait_mem64_kernel(addr, c)
+                .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e)),
+        }
     }
 
     /// `hipStreamWaitEvent`: later work waits for the event's most recent record *as of
