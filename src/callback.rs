@@ -33,6 +33,7 @@ use crate::device::{DeviceCore, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::hsa::{AmdSignal, AMD_SIGNAL_KIND_USER};
 use crate::memory::{Buffer, MemoryKind};
+use crate::signal::Signal;
 use crate::stream::{Point, Stream, StreamInner, TIMELINE_BASE};
 use crate::sync::lock;
 
@@ -205,7 +206,11 @@ struct Pending {
 }
 
 fn reached(s: &StreamInner, target: u64) -> bool {
-    s.timeline.load() <= TIMELINE_BASE - target as i64
+    timeline_reached(&s.timeline, target)
+}
+
+fn timeline_reached(timeline: &Signal, target: u64) -> bool {
+    timeline.load() <= TIMELINE_BASE - target as i64
 }
 
 impl Pending {
@@ -228,8 +233,9 @@ pub(crate) struct Callbacks {
     added: AtomicUsize,
     gates: Mutex<GatePool>,
     /// Gates of callbacks that returned, kept until their hold packet completed, with
-    /// the stream and the hold's target.
-    retired: Mutex<VecDeque<(Gate, Arc<StreamInner>, u64)>>,
+    /// the stream's timeline and the hold's target. (The timeline, not the stream: a
+    /// signal holds only its pool, so a hold that never completes keeps no device alive.)
+    retired: Mutex<VecDeque<(Gate, Arc<Signal>, u64)>>,
 }
 
 struct Queue {
@@ -461,7 +467,9 @@ fn run_one(dev: &DeviceInner, p: Pending, next_chained: bool) {
     } else {
         dev.backend.host_signal_written(p.hold_queue);
     }
-    lock(&dev.callbacks.retired).push_back((p.gate, p.stream, p.hold));
+    let timeline = p.stream.timeline.clone();
+    drop(p.stream);
+    lock(&dev.callbacks.retired).push_back((p.gate, timeline, p.hold));
 }
 
 /// Give back the gates whose hold packet completed, oldest first (holds of one stream
@@ -475,7 +483,7 @@ fn recycle(cb: &Callbacks, all: bool) {
     }
     let mut gates = lock(&cb.gates);
     while let Some((g, s, hold)) = r.front() {
-        if !reached(s, *hold) {
+        if !timeline_reached(s, *hold) {
             break;
         }
         gates.free.push(*g);
@@ -483,7 +491,7 @@ fn recycle(cb: &Callbacks, all: bool) {
     }
     if all {
         r.retain(|(g, s, hold)| {
-            let done = reached(s, *hold);
+            let done = timeline_reached(s, *hold);
             if done {
                 gates.free.push(*g);
             }
