@@ -3301,10 +3301,22 @@ fn span_ptr(
     write: bool,
 ) -> Option<(u64, *mut u8)> {
     let (mut lo, mut hi) = (u64::MAX, 0u64);
+    // Consecutive lanes at consecutive `bytes`-sized elements (the common unit-stride
+    // access): the span is known without a per-lane min/max (an OR-reduction vectorises).
+    let base = addrs[0];
+    let mut diff = 0u64;
     for l in 0..64 {
-        if exec >> l & 1 != 0 {
-            lo = lo.min(addrs[l]);
-            hi = hi.max(addrs[l]);
+        diff |= addrs[l] ^ base.wrapping_add(l as u64 * bytes);
+    }
+    if exec == u64::MAX && diff == 0 && base.checked_add(63 * bytes).is_some() {
+        lo = base;
+        hi = base + 63 * bytes;
+    } else {
+        for l in 0..64 {
+            if exec >> l & 1 != 0 {
+                lo = lo.min(addrs[l]);
+                hi = hi.max(addrs[l]);
+            }
         }
     }
     // Below the LDS aperture (1 << 48) and not wrapping: an ordinary global range.
