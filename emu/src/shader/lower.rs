@@ -584,7 +584,8 @@ pub(crate) fn lower(inst: &Inst, words: [u32; 3]) -> Op {
                 o.ext = u32::from(lds);
             }
         }
-        Encoding::Mubuf => {
+        // MTBUF runs on the MUBUF path at 0x100 + its opcode, dfmt/nfmt in `ext` [15:8].
+        Encoding::Mubuf | Encoding::Mtbuf => {
             o.enc = Enc::Mubuf;
             o.op = code_n;
             let vdata = if inst.dst[0] != Operand::None {
@@ -603,6 +604,8 @@ pub(crate) fn lower(inst: &Inst, words: [u32; 3]) -> Op {
                 glc,
                 scc,
                 lds,
+                dfmt,
+                nfmt,
                 ..
             } = inst.mods
             {
@@ -612,10 +615,12 @@ pub(crate) fn lower(inst: &Inst, words: [u32; 3]) -> Op {
                     | u32::from(glc) << 2
                     | u32::from(scc) << 3
                     | u32::from(lds) << 4;
+                if inst.enc == Encoding::Mtbuf {
+                    o.op = 0x100 + code_n;
+                    o.ext |= u32::from(dfmt) << 8 | u32::from(nfmt) << 12;
+                }
             }
         }
-        // MTBUF: typed buffer formats are not modelled; the op faults when reached.
-        Encoding::Mtbuf => return o,
     }
     o.lit = lit;
     o

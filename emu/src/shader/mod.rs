@@ -360,12 +360,6 @@ pub(crate) fn dispatch_launch(
             "kernel descriptor asks for wave32, which gfx9 does not have".into(),
         ));
     }
-    if kd.float_round_mode_32() != 0 || kd.float_round_mode_16_64() != 0 {
-        return Err(ShaderError::new(
-            "kernel descriptor sets a float round mode other than round-to-nearest-even (not modelled)"
-                .into(),
-        ));
-    }
     let prog = inner.programs.get(inner, entry, target)?;
     let mut wg = [1u32; 3];
     let mut groups = [1u32; 3];
@@ -541,7 +535,9 @@ fn init_wave(
     wave.pc = prog.index_of(prog.entry).unwrap_or(0);
     wave.hw_id = w as u32;
     // MODE from RSRC1: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9].
-    wave.mode = (kd.float_denorm_mode_32() << 4)
+    wave.mode = kd.float_round_mode_32()
+        | kd.float_round_mode_16_64() << 2
+        | (kd.float_denorm_mode_32() << 4)
         | (kd.float_denorm_mode_16_64() << 6)
         | (kd.dx10_clamp() as u32) << 8
         | (kd.ieee_mode() as u32) << 9;
