@@ -169,8 +169,9 @@ impl Wave {
     pub(crate) fn valu_fast(&mut self, op: &Op) -> bool {
         let exec = self.exec();
         // f32 arithmetic as plain host arithmetic needs MODE to keep f32 denormals
-        // (FP_DENORM[5:4] = 3); the general path flushes otherwise.
-        let keep_denorm = self.mode & 0x30 == 0x30;
+        // (FP_DENORM[5:4] = 3; the general path flushes otherwise) and to round f32 to
+        // nearest even (FP_ROUND[1:0] = 0; `round.rs` takes the other modes before this).
+        let keep_denorm = self.mode & 0x33 == 0x30;
         let e32 = op.form == VopForm::E32;
         let nregs = self.nregs;
         let lit = op.lit;
