@@ -366,11 +366,6 @@ impl CmdBuf {
         })
         .map(|_| ())
     }
-
-    /// An AQL kernel dispatch packet.
-    pub(crate) fn dispatch(&mut self, p: pm4::aql::KernelDispatch) -> Result<()> {
-        self.push_packet(AqlPacket::KernelDispatch(p))
-    }
 }
 
 /// The IB command of a 32-bit [`CmdBuf::wait_mem`] built from constant words (the

@@ -152,7 +152,7 @@ impl Module {
             .iter()
             .position(|x| std::ptr::eq(x, k))
             .unwrap_or(0);
-        let explicit = k
+        let explicit: Vec<usize> = k
             .meta
             .args
             .iter()
@@ -160,19 +160,15 @@ impl Module {
             .filter(|(_, a)| !a.value_kind.is_hidden())
             .map(|(i, _)| i)
             .collect();
-        let hidden = k
-            .meta
-            .args
-            .iter()
-            .filter(|a| a.value_kind.is_hidden())
-            .map(|a| (a.offset, a.size, a.value_kind.clone()))
-            .collect();
+        let kernel_object = self.inner.image.va() + k.kd_offset;
+        let gpu = self.inner.dev.gpu(self.inner.gpu_index)?;
+        let plan = crate::launch::LaunchPlan::new(k, kernel_object, gpu, explicit.len());
         Ok(Kernel {
             module: self.inner.clone(),
             index,
-            kernel_object: self.inner.image.va() + k.kd_offset,
+            kernel_object,
             explicit,
-            hidden,
+            plan: Arc::new(plan),
         })
     }
 
@@ -247,8 +243,8 @@ pub struct Kernel {
     pub(crate) kernel_object: u64,
     /// Indices (in `meta.args`) of the explicit arguments.
     pub(crate) explicit: Vec<usize>,
-    /// (offset, size, kind) of the hidden arguments, filled at launch.
-    pub(crate) hidden: Vec<(u32, u32, codeobj::ValueKind)>,
+    /// What every launch of the kernel reuses (packet template, hidden-argument offsets).
+    pub(crate) plan: Arc<crate::launch::LaunchPlan>,
 }
 
 impl std::fmt::Debug for Kernel {

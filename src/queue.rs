@@ -299,6 +299,37 @@ impl AqlQueue {
         Ok(count)
     }
 
+    /// Publish one complete AQL packet (`w`, its completion signal set here): the
+    /// kernel-dispatch path, which has no IB command and so skips [`CmdBuf`].
+    pub(crate) fn submit_packet(
+        &self,
+        w: &[u32; PACKET_DWORDS],
+        completion: u64,
+        fault: &dyn Fn() -> Option<String>,
+    ) -> Result<u64> {
+        let r = self.uq.reserve(1, fault)?;
+        let ring = self.uq.ring_words();
+        let idx = r.wptr();
+        let base = ((idx & (u64::from(self.slots) - 1)) as usize) * PACKET_DWORDS;
+        let slot: &[AtomicU32; PACKET_DWORDS] = ring
+            .get(base..base + PACKET_DWORDS)
+            .and_then(|s| s.try_into().ok())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Driver,
+                    "AqlQueue::submit_packet",
+                    format!("ring slot {idx} outside the ring of {} dwords", ring.len()),
+                )
+            })?;
+        let mut w = *w;
+        let at = COMPLETION_SIGNAL_OFFSET / 4;
+        w[at] = completion as u32;
+        w[at + 1] = (completion >> 32) as u32;
+        store_packet(slot, &w);
+        r.publish(idx + 1);
+        Ok(1)
+    }
+
     /// Copy a command's PM4 words into the IB area of ring slot `idx` (applying its
     /// IB-relative address); returns the area's GPU address.
     fn ib_area(&self, idx: u64, words: &[u32; IB_DWORDS], reloc: Option<u8>) -> u64 {
