@@ -27,7 +27,7 @@ use pm4::kd::{code_props, KernelDescriptor};
 use crate::engine::Inner;
 use crate::gpumem::Fault;
 use lower::Op;
-use mem::MemPort;
+use mem::{MemPort, QueueScratch};
 use wave::{Ctx, Wave, WaveStop};
 
 /// The instruction-set flavour.
@@ -291,6 +291,10 @@ struct Setup {
     preload: Vec<u32>,
     /// PM4 dispatch: the COMPUTE_USER_DATA registers, loaded as the user SGPRs.
     user_data: Option<Vec<u32>>,
+    /// The queue's scratch, when the dispatch has a private segment.
+    scratch: Option<QueueScratch>,
+    /// Scratch slots per worker (the most waves a work-group has).
+    slots_per_worker: u32,
 }
 
 /// Runs kernel dispatch `k` (the AQL packet at `packet_va` of the queue whose
@@ -390,9 +394,25 @@ pub(crate) fn dispatch_launch(
             fault: Some(f),
         })? as u32);
     }
+    let priv_bytes = k.private_segment_size.max(kd.private_segment_fixed_size);
+    let wg_items: u64 = wg.iter().map(|&x| u64::from(x)).product();
+    let slots_per_worker = wg_items.div_ceil(64).max(1) as u32;
+    let scratch = if priv_bytes == 0 {
+        None
+    } else {
+        Some(queue_scratch(
+            &mut port,
+            launch,
+            queue_va,
+            priv_bytes,
+            slots_per_worker,
+        )?)
+    };
     let setup = Setup {
         lds_bytes: (k.group_segment_size.max(kd.group_segment_fixed_size) as usize).min(64 * 1024),
-        priv_bytes: k.private_segment_size.max(kd.private_segment_fixed_size),
+        priv_bytes,
+        scratch,
+        slots_per_worker,
         kd,
         k: *k,
         target,
@@ -407,17 +427,23 @@ pub(crate) fn dispatch_launch(
         user_data: launch.user_data.clone(),
     };
     let total = groups.iter().map(|&g| g as u64).product::<u64>();
+    // Work-groups in flight at once need a scratch slot per wave: no more workers than
+    // the queue's COMPUTE_TMPRING_SIZE.WAVES slots hold (the SPI waits for free slots).
+    let slot_workers = setup
+        .scratch
+        .map_or(usize::MAX, |sc| (sc.waves / slots_per_worker) as usize);
     let workers = match inner.shader_threads.load(Ordering::Relaxed) {
         0 => worker_threads(),
         n => n,
     }
     .min(total as usize)
+    .min(slot_workers)
     .max(1);
     let next = AtomicU64::new(0);
     let abort = AtomicBool::new(false);
     let first_err: Mutex<Option<ShaderError>> = Mutex::new(None);
     let stats = Mutex::new(DispatchStats::default());
-    let run = |port: &mut MemPort| {
+    let run = |port: &mut MemPort, worker: u32| {
         let mut local = DispatchStats::default();
         let mut ws = WorkerState {
             lds: vec![0u8; setup.lds_bytes],
@@ -432,7 +458,9 @@ pub(crate) fn dispatch_launch(
             if g >= total {
                 break;
             }
-            if let Err(e) = run_workgroup(&setup, &prog, port, &mut ws, &clock, g, &mut local) {
+            if let Err(e) =
+                run_workgroup(&setup, &prog, port, &mut ws, &clock, g, worker, &mut local)
+            {
                 abort.store(true, Ordering::Relaxed);
                 let mut fe = first_err.lock().unwrap_or_else(|e| e.into_inner());
                 if fe.is_none() {
@@ -448,19 +476,19 @@ pub(crate) fn dispatch_launch(
         s.lane_instructions += local.lane_instructions;
     };
     if workers <= 1 {
-        run(&mut port);
+        run(&mut port, 0);
     } else {
         std::thread::scope(|sc| {
-            for _ in 1..workers {
+            for w in 1..workers {
                 let mem = inner.mem.clone();
                 let gpu = inner.cfg.gpu_id;
                 let run = &run;
                 sc.spawn(move || {
                     let mut p = MemPort::new(gpu, mem);
-                    run(&mut p);
+                    run(&mut p, w as u32);
                 });
             }
-            run(&mut port);
+            run(&mut port, 0);
         });
     }
     if let Some(e) = first_err.into_inner().unwrap_or_else(|e| e.into_inner()) {
@@ -468,6 +496,46 @@ pub(crate) fn dispatch_launch(
     }
     let s = *stats.lock().unwrap_or_else(|e| e.into_inner());
     Ok(s)
+}
+
+/// The scratch a dispatch with `priv_bytes` of private segment per work-item gets: the
+/// queue's, read from its `amd_queue_t` as the CP does. A queue whose scratch is missing
+/// or too small for the dispatch stops the dispatch as the CP does (on hardware it raises
+/// the queue's scratch event for the runtime to grow it; kfdrt grows it before
+/// submitting). PM4 dispatches have no `amd_queue_t`: their scratch base is not modelled.
+fn queue_scratch(
+    port: &mut MemPort,
+    launch: &Launch,
+    queue_va: u64,
+    priv_bytes: u32,
+    waves_per_group: u32,
+) -> Result<QueueScratch, ShaderError> {
+    if launch.user_data.is_some() || queue_va == 0 {
+        return Err(ShaderError::new(format!(
+            "PM4 dispatch with a {priv_bytes}-byte private segment: scratch on PM4 \
+             dispatches (the scratch base the SPI would use) is not modelled"
+        )));
+    }
+    let sc = QueueScratch::read(port, queue_va).map_err(|f| ShaderError {
+        reason: format!("amd_queue_t scratch fields not readable: {f}"),
+        fault: Some(f),
+    })?;
+    if sc.lane_bytes() < u64::from(priv_bytes) {
+        return Err(ShaderError::new(format!(
+            "the dispatch needs {priv_bytes} bytes of scratch per work-item but the queue's \
+             COMPUTE_TMPRING_SIZE gives {} ({} bytes per wave): scratch not set up for it",
+            sc.lane_bytes(),
+            sc.wave_bytes
+        )));
+    }
+    if sc.waves < waves_per_group {
+        return Err(ShaderError::new(format!(
+            "a work-group has {waves_per_group} waves but the queue's scratch holds {} \
+             (COMPUTE_TMPRING_SIZE.WAVES)",
+            sc.waves
+        )));
+    }
+    Ok(sc)
 }
 
 /// Worker threads per dispatch: `KFD_EMU_SHADER_THREADS` when set (for speed-up
@@ -494,7 +562,9 @@ struct WorkerState {
     pool: Vec<Wave>,
 }
 
-/// Runs work-group number `g` (x fastest) to completion.
+/// Runs work-group number `g` (x fastest) to completion on worker `worker` (whose
+/// waves use scratch slots `worker * slots_per_worker ..`).
+#[allow(clippy::too_many_arguments)]
 fn run_workgroup(
     st: &Setup,
     prog: &Program,
@@ -502,6 +572,7 @@ fn run_workgroup(
     ws: &mut WorkerState,
     clock: &dyn Fn() -> u64,
     g: u64,
+    worker: u32,
     stats: &mut DispatchStats,
 ) -> Result<(), ShaderError> {
     let gx = (g % st.groups[0] as u64) as u32;
@@ -524,7 +595,16 @@ fn run_workgroup(
     let waves = &mut pool[..nwaves];
     for (w, wave) in waves.iter_mut().enumerate() {
         wave.reset();
-        init_wave(st, prog, gid, size, items, w, wave);
+        init_wave(
+            st,
+            prog,
+            gid,
+            size,
+            items,
+            w,
+            worker * st.slots_per_worker + w as u32,
+            wave,
+        );
     }
     let mut done = vec![false; nwaves];
     let mut at_barrier = vec![false; nwaves];
@@ -570,7 +650,9 @@ fn run_workgroup(
     Ok(())
 }
 
-/// A wave's initial state (LLVM AMDGPUUsage, "Initial Kernel Execution State").
+/// A wave's initial state (LLVM AMDGPUUsage, "Initial Kernel Execution State"); `slot`
+/// is its scratch slot.
+#[allow(clippy::too_many_arguments)]
 fn init_wave(
     st: &Setup,
     prog: &Program,
@@ -578,9 +660,28 @@ fn init_wave(
     size: [u32; 3],
     items: usize,
     w: usize,
+    slot: u32,
     wave: &mut Wave,
 ) {
     let kd = &st.kd;
+    // The wave's scratch: its slot's offset in the queue's scratch, and (gfx940+,
+    // architected flat scratch; gfx90a kernels set it in their prologue from flat scratch
+    // init + wave offset) FLAT_SCRATCH = the wave's scratch base.
+    let (wave_offset, flat_scratch) = match &st.scratch {
+        Some(sc) => {
+            wave.priv_size = sc.lane_bytes() as u32;
+            let off = sc.wave_offset(slot);
+            (off as u32, sc.base().wrapping_add(off))
+        }
+        None => {
+            wave.priv_size = 0;
+            (0, 0)
+        }
+    };
+    if st.target == Target::Gfx942 {
+        wave.s[102] = flat_scratch as u32;
+        wave.s[103] = (flat_scratch >> 32) as u32;
+    }
     wave.pc = prog.index_of(prog.entry).unwrap_or(0);
     wave.hw_id = w as u32;
     // MODE from RSRC1: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9].
@@ -602,9 +703,8 @@ fn init_wave(
     }
     // (A PM4 dispatch's descriptor has no enable bits: only its USER_DATA is loaded.)
     if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER) {
-        // The private segment V#: scratch is lane-private in this model (see notes), so the
-        // descriptor has base 0 and the wave offset below is 0.
-        for v in wave::PRIVATE_SEGMENT_VSHARP {
+        // The queue's scratch V# (amd_queue_t.scratch_resource_descriptor).
+        for v in st.scratch.map_or([0; 4], |sc| sc.srd) {
             put(wave, &mut s, v);
         }
     }
@@ -625,8 +725,11 @@ fn init_wave(
         put(wave, &mut s, (st.dispatch_id >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_FLAT_SCRATCH_INIT) {
-        put(wave, &mut s, 0);
-        put(wave, &mut s, st.priv_bytes);
+        // gfx9: the 64-bit address of the queue's scratch (scratch_backing_memory_location);
+        // the prologue adds the wave offset and moves it to FLAT_SCRATCH.
+        let loc = st.scratch.map_or(0, |sc| sc.location);
+        put(wave, &mut s, loc as u32);
+        put(wave, &mut s, (loc >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_SIZE) {
         put(wave, &mut s, st.priv_bytes);
@@ -645,7 +748,7 @@ fn init_wave(
         put(wave, &mut s, 0);
     }
     if kd.private_segment_enabled() {
-        put(wave, &mut s, 0);
+        put(wave, &mut s, wave_offset);
     }
     // EXEC: the wave's live work-items.
     let first = w * 64;
