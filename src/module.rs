@@ -19,6 +19,8 @@ pub(crate) struct ModuleInner {
     pub(crate) gpu_index: usize,
     pub(crate) code: CodeObject,
     pub(crate) image: Buffer,
+    /// The image was copied in by the GPU from GTT (small-BAR VRAM).
+    pub(crate) staged: bool,
 }
 
 /// A code object loaded on one GPU. Dropping it (and every [`Kernel`] taken from it)
@@ -90,13 +92,14 @@ impl Device {
         let bytes = code
             .load_image(image.va())
             .map_err(|e| load_error(call, e))?;
-        self.copy_to_vram(gpu, &image, &bytes)?;
+        let staged = self.copy_to_vram(gpu, &image, &bytes)?;
         Ok(Module {
             inner: Arc::new(ModuleInner {
                 dev: self.inner.clone(),
                 gpu_index: gpu,
                 code,
                 image,
+                staged,
             }),
         })
     }
@@ -105,15 +108,18 @@ impl Device {
     /// CPU copy through the BAR when the VRAM is CPU-visible (the HDP is flushed before
     /// the next submission), else from a staging buffer in GTT with a GPU copy on a
     /// non-blocking stream of its own (so held user streams cannot stall the load).
-    fn copy_to_vram(&self, gpu: usize, image: &Buffer, bytes: &[u8]) -> Result<()> {
+    /// Returns whether it staged the copy.
+    fn copy_to_vram(&self, gpu: usize, image: &Buffer, bytes: &[u8]) -> Result<bool> {
         if image.is_cpu_visible() {
-            return image.write(0, bytes);
+            image.write(0, bytes)?;
+            return Ok(false);
         }
         let staging = Buffer::alloc(&self.inner.core, MemoryKind::HostPinned, gpu, bytes.len())?;
         staging.write(0, bytes)?;
         let s = self.create_stream_with_flags(gpu, crate::StreamFlags::NON_BLOCKING)?;
         s.memcpy(image.va(), staging.va(), bytes.len() as u64)?;
-        s.synchronize()
+        s.synchronize()?;
+        Ok(true)
     }
 
     /// `hipModuleLoad`: [`Device::load_module`] from a file.
@@ -198,6 +204,13 @@ impl Module {
     /// places a discrete GPU's code.
     pub fn memory_kind(&self) -> MemoryKind {
         self.inner.image.kind()
+    }
+
+    /// Whether the image was copied into VRAM by the GPU from a GTT staging buffer (the
+    /// GPU's VRAM is not CPU-visible: a small-BAR board) rather than written by the CPU
+    /// through the BAR.
+    pub fn staged(&self) -> bool {
+        self.inner.staged
     }
 
     /// The GPU the module is loaded on.
