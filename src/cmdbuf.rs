@@ -82,8 +82,9 @@ pub const POLL_INTERVAL: u16 = 4;
 pub(crate) enum Cmd {
     /// Not used (the tail of the fixed array).
     Unused,
-    /// A complete AQL packet; its completion signal is set at publication.
-    Packet(AqlPacket),
+    /// A complete AQL packet, encoded (dword 0 is its header); the completion signal
+    /// (dwords 14-15) is set at publication.
+    Packet([u32; 16]),
     /// PM4 commands for the slot's indirect buffer. `ib_reloc`: a dword index whose
     /// 64-bit address (lo, hi) is relative to the IB itself and gets the IB address added.
     Ib {
@@ -114,6 +115,14 @@ impl CmdBuf {
             n: 0,
             cmds: [Cmd::Unused; CMDBUF_PACKETS],
         }
+    }
+
+    /// A buffer holding just `c`.
+    pub(crate) fn of(t: Target, c: Cmd) -> CmdBuf {
+        let mut b = CmdBuf::new(t);
+        b.cmds[0] = c;
+        b.n = usize::from(!matches!(c, Cmd::Unused));
+        b
     }
 
     /// Commands (= AQL packets) encoded so far.
@@ -150,7 +159,7 @@ impl CmdBuf {
     }
 
     fn push_packet(&mut self, p: AqlPacket) -> Result<()> {
-        self.push(Cmd::Packet(p))
+        self.push(Cmd::Packet(p.encode()))
     }
 
     /// Encode PM4 commands with `body` (given the IB dwords; returns dwords used).
@@ -245,13 +254,7 @@ impl CmdBuf {
     /// `value < threshold + 1` on gfx9 (signal values are signed, as the CP compares them).
     pub(crate) fn wait_point(&mut self, handle: u64, threshold: i64) -> Result<()> {
         if !self.t.has_wait_reg_mem64() {
-            return self.push_packet(AqlPacket::barrier_value(
-                handle,
-                SignalCondition::Lt,
-                threshold.saturating_add(1),
-                -1,
-                0,
-            ));
+            return self.push(Cmd::barrier_value_point(handle, threshold));
         }
         self.wait_mem(
             handle + pm4::hsa::SIGNAL_VALUE_OFFSET,
@@ -365,6 +368,60 @@ impl CmdBuf {
             Ok(words.len())
         })
         .map(|_| ())
+    }
+}
+
+impl Cmd {
+    /// The single command of [`CmdBuf::wait_point`] (`value <= threshold` on a timeline)
+    /// where it is one packet without PM4: gfx9's BARRIER_VALUE `value < threshold + 1`.
+    /// None where the wait is a WAIT_REG_MEM64 (gfx10+: build it with a [`CmdBuf`]).
+    #[inline]
+    pub(crate) fn wait_point(t: Target, handle: u64, threshold: i64) -> Option<Cmd> {
+        (!t.has_wait_reg_mem64()).then(|| Cmd::barrier_value_point(handle, threshold))
+    }
+
+    /// gfx9's timeline wait: BARRIER_VALUE `value < threshold + 1` (signal values are
+    /// signed, as the CP compares them; timeline values are never negative).
+    #[inline]
+    fn barrier_value_point(handle: u64, threshold: i64) -> Cmd {
+        Cmd::Packet(
+            pm4::aql::BarrierValue {
+                control: pm4::aql::PacketControl::SYSTEM_BARRIER,
+                signal: handle,
+                value: threshold.saturating_add(1),
+                mask: -1,
+                cond: SignalCondition::Lt,
+                completion_signal: 0,
+            }
+            .encode(),
+        )
+    }
+
+    /// The single command of [`CmdBuf::write_mem`]`(addr, value, 32)` for a 4-byte
+    /// aligned `addr` (the hipStreamWriteValue32 hot path), or None.
+    #[inline]
+    pub(crate) fn write_mem32(t: Target, addr: u64, value: u32) -> Option<Cmd> {
+        (addr % 4 == 0).then(|| write_data32(t, addr, value))
+    }
+
+    /// The single command of a 32-bit [`CmdBuf::wait_mem`] for a 4-byte aligned `addr`
+    /// (the hipStreamWaitValue32 hot path), or None (an always-true condition is no
+    /// command at all).
+    #[inline]
+    pub(crate) fn wait_mem32(addr: u64, c: WaitCondition) -> Option<Cmd> {
+        match c {
+            WaitCondition::Poll {
+                function,
+                reference,
+                mask,
+            } if addr % 4 == 0 => Some(wait_reg_mem32(
+                function,
+                addr,
+                reference as u32,
+                mask as u32,
+            )),
+            _ => None,
+        }
     }
 }
 

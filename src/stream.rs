@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use crate::cmd::{self, WaitCondition};
-use crate::cmdbuf::{CmdBuf, Target};
+use crate::cmdbuf::{Cmd, CmdBuf, Target};
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::queue::{AqlQueue, DEFAULT_RING_PACKETS};
@@ -608,6 +608,76 @@ impl Stream {
         self.submit_inner(place, extra, |_| Ok(None), Some(cmds))
     }
 
+    /// Whether a submission without an explicit dependency has none at all: no sticky
+    /// error to return, and no implicit null-stream dependency to collect (a non-null
+    /// stream that is non-blocking, or blocking while no null stream exists).
+    #[inline]
+    fn no_implicit_deps(&self) -> bool {
+        let s = &*self.inner;
+        !s.failed.load(Ordering::Acquire)
+            && !s.is_null
+            && (s.flags & STREAM_NON_BLOCKING != 0
+                || !s.dev.pools.null_used.load(Ordering::Acquire))
+    }
+
+    /// [`Stream::submit`] of one command without an extra dependency: the enqueue hot
+    /// path (write-value, wait-value). With no dependency to collect and no move to make
+    /// it goes straight to [`AqlQueue::submit_one`]; otherwise through `submit`.
+    #[inline]
+    fn submit_cmd(&self, cmd: &Cmd, place: Place) -> Result<u64> {
+        let s = &*self.inner;
+        if self.no_implicit_deps() {
+            let st = lock(&s.state);
+            if place == Place::Any || st.dedicated {
+                let q = &*st.queue;
+                let fault = || s.dev.poll_faults(s.gpu_index);
+                return match q.submit_one(cmd, s.timeline.handle(), &fault) {
+                    Ok(()) => Ok(self.advance(q.queue_id(), 1)),
+                    Err(e) => Err(self.publish_failed(e)),
+                };
+            }
+        }
+        self.submit_cmd_slow(cmd, place)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn submit_cmd_slow(&self, cmd: &Cmd, place: Place) -> Result<u64> {
+        self.submit(&CmdBuf::of(self.inner.family, *cmd), place, None)
+    }
+
+    /// Order later work after `p` (not complete, on another timeline): a submission of
+    /// no commands with `p` as its dependency. Where the wait is one packet (gfx9's
+    /// BARRIER_VALUE) and nothing else is to be collected, the dependency is recorded,
+    /// the stream placed, and the wait published with [`AqlQueue::submit_one`].
+    fn submit_wait(&self, p: Point) -> Result<()> {
+        let s = &*self.inner;
+        let single = Cmd::wait_point(s.family, p.timeline.handle(), p.threshold());
+        let Some(cmd) = single.filter(|_| self.no_implicit_deps()) else {
+            return self
+                .submit(&CmdBuf::new(s.family), Place::Any, Some(p))
+                .map(|_| ());
+        };
+        let mut st = lock(&s.state);
+        self.note_waited(&p);
+        if !st.dedicated && p.queue_id != st.queue.queue_id() && !p.done() {
+            self.make_dedicated(&mut st)?;
+        }
+        let q = &*st.queue;
+        let qid = q.queue_id();
+        if p.queue_id == qid || p.done() {
+            return Ok(());
+        }
+        let fault = || s.dev.poll_faults(s.gpu_index);
+        match q.submit_one(&cmd, s.timeline.handle(), &fault) {
+            Ok(()) => {
+                self.advance(qid, 1);
+                Ok(())
+            }
+            Err(e) => Err(self.publish_failed(e)),
+        }
+    }
+
     /// Submit one complete AQL packet that `build` makes once the queue is chosen (a
     /// kernel dispatch names its queue and uses the queue's scratch and kernarg ring),
     /// before any ring space is reserved; `build` is also given the point the packet
@@ -624,7 +694,7 @@ impl Stream {
             return Err(e);
         }
         let mut st = lock(&s.state);
-        let deps = if s.flags & STREAM_NON_BLOCKING != 0 {
+        let deps = if self.no_implicit_deps() {
             Deps::None
         } else {
             self.collect_deps(None)
@@ -669,14 +739,10 @@ impl Stream {
         for b in extra.iter().chain(wbuf.iter()) {
             published += self.publish(q, &[b], &fault)?;
         }
-        published += q
-            .submit_packet(&w, s.timeline.handle(), &fault)
-            .inspect_err(|e| {
-                if e.kind() == ErrorKind::LaunchFailure {
-                    s.fail(e.to_string());
-                }
-            })?;
-        self.advance(qid, published);
+        if let Err(e) = q.submit_one(&Cmd::Packet(w), s.timeline.handle(), &fault) {
+            return Err(self.publish_failed(e));
+        }
+        self.advance(qid, published + 1);
         Ok(true)
     }
 
@@ -744,22 +810,25 @@ impl Stream {
             deps.push(p);
         }
         s.dev.implicit_deps(s, &mut deps);
-        if !matches!(deps, Deps::None) {
-            let mut w = lock(&s.waited);
-            for p in deps.as_slice() {
-                let id = p.timeline.serial();
-                match w.iter_mut().find(|(t, _, _)| *t == id) {
-                    Some(e) => e.1 = e.1.max(p.target),
-                    None => {
-                        if w.len() >= 16 {
-                            w.retain(|(_, _, tl)| tl.strong_count() > 0);
-                        }
-                        w.push((id, p.target, Arc::downgrade(&p.timeline)))
-                    }
-                }
-            }
+        for p in deps.as_slice() {
+            self.note_waited(p);
         }
         deps
+    }
+
+    /// Remember that later work is ordered after `p` (for [`Stream::ordered_after`]).
+    fn note_waited(&self, p: &Point) {
+        let mut w = lock(&self.inner.waited);
+        let id = p.timeline.serial();
+        match w.iter_mut().find(|(t, _, _)| *t == id) {
+            Some(e) => e.1 = e.1.max(p.target),
+            None => {
+                if w.len() >= 16 {
+                    w.retain(|(_, _, tl)| tl.strong_count() > 0);
+                }
+                w.push((id, p.target, Arc::downgrade(&p.timeline)))
+            }
+        }
     }
 
     /// Move the stream to a dedicated queue when the commands may wait on something
@@ -788,14 +857,23 @@ impl Stream {
         fault: &dyn Fn() -> Option<String>,
     ) -> Result<u64> {
         let s = &*self.inner;
-        q.submit(bufs, s.timeline.handle(), fault).inspect_err(|e| {
-            if e.kind() == ErrorKind::LaunchFailure {
-                s.fail(e.to_string());
-            }
-        })
+        q.submit(bufs, s.timeline.handle(), fault)
+            .map_err(|e| self.publish_failed(e))
+    }
+
+    /// A publication failed: a fault that keeps the ring full becomes the stream's
+    /// sticky error.
+    #[cold]
+    #[inline(never)]
+    fn publish_failed(&self, e: Error) -> Error {
+        if e.kind() == ErrorKind::LaunchFailure {
+            self.inner.fail(e.to_string());
+        }
+        e
     }
 
     /// Account `n` published packets on queue `qid`; returns the new packet count.
+    #[inline]
     fn advance(&self, qid: u32, n: u64) -> u64 {
         let s = &*self.inner;
         if n == 0 {
@@ -879,6 +957,11 @@ impl Stream {
         // Reserved flags are ignored, as HIP documents; see WriteValueFlags.
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
+        if bits == 32 {
+            if let Some(c) = Cmd::write_mem32(self.inner.family, addr, value as u32) {
+                return self.submit_cmd(&c, Place::Any).map(|_| ());
+            }
+        }
         let mut c = CmdBuf::new(self.inner.family);
         c.write_mem(addr, value, bits)?;
         self.submit(&c, Place::Any, None)?;
@@ -911,6 +994,11 @@ impl Stream {
             .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e))?;
         if c == WaitCondition::AlwaysTrue {
             return Ok(());
+        }
+        if bits == 32 {
+            if let Some(w) = Cmd::wait_mem32(addr, c) {
+                return self.submit_cmd(&w, Place::Dedicated).map(|_| ());
+            }
         }
         if bits == 64 && crate::waitkernel::needs_kernel(self.inner.family, addr, c) {
             return self
@@ -960,8 +1048,7 @@ impl Stream {
         if p.done() {
             return Ok(());
         }
-        self.submit(&CmdBuf::new(self.inner.family), Place::Any, Some(p))?;
-        Ok(())
+        self.submit_wait(p)
     }
 
     /// The stream's completion point now: all work enqueued so far.
@@ -982,8 +1069,7 @@ impl Stream {
         if p.timeline.serial() == self.inner.timeline.serial() {
             return Ok(());
         }
-        self.submit(&CmdBuf::new(self.inner.family), Place::Any, Some(p))?;
-        Ok(())
+        self.submit_wait(p)
     }
 
     /// Whether this stream's later work is already ordered after `p`: `p` is on this
@@ -1053,7 +1139,17 @@ pub(crate) enum Place {
     Dedicated,
 }
 
+#[inline]
 fn check_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()> {
+    if flags == 0 && addr != 0 && addr % (bits as u64 / 8) == 0 {
+        return Ok(());
+    }
+    bad_addr(call, addr, bits, flags)
+}
+
+#[cold]
+#[inline(never)]
+fn bad_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()> {
     if flags != 0 {
         return Err(Error::new(
             ErrorKind::InvalidValue,
