@@ -43,9 +43,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use crate::cmd::{self, WaitCondition};
-use crate::cmdbuf::{Cmd, CmdBuf, Target};
+use crate::cmdbuf::{Cmd, CmdBuf, MemWait, Target};
 use crate::device::{Device, DeviceInner};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, StaticError};
 use crate::queue::{AqlQueue, DEFAULT_RING_PACKETS};
 use crate::signal::Signal;
 use crate::sync::lock;
@@ -556,11 +556,10 @@ impl Stream {
                 Error::new(ErrorKind::LaunchFailure, "hipStreamQuery", "GPU fault")
             }))
         } else {
-            Err(Error::new(
-                ErrorKind::NotReady,
-                "hipStreamQuery",
-                "work pending",
-            ))
+            // A polling call: the answer allocates nothing.
+            static PENDING: StaticError =
+                StaticError::new(ErrorKind::NotReady, "hipStreamQuery", "work pending");
+            Err(Error::from_static(&PENDING))
         }
     }
 
@@ -1000,16 +999,16 @@ impl Stream {
                 return self.submit_cmd(&w, Place::Dedicated).map(|_| ());
             }
         }
-        if bits == 64 && crate::waitkernel::needs_kernel(self.inner.family, addr, c) {
-            return self
-                .wait_mem64_kernel(addr, c)
-                .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e));
-        }
         let mut cb = CmdBuf::new(self.inner.family);
-        cb.wait_mem(addr, bits, c)
+        let how = cb
+            .wait_mem(addr, bits, c)
             .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e))?;
-        self.submit(&cb, Place::Dedicated, None)?;
-        Ok(())
+        match how {
+            MemWait::Encoded => self.submit(&cb, Place::Dedicated, None).map(|_| ()),
+            MemWait::WaitKernel => self
+                .wait_mem64_kernel(addr, c)
+                .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e)),
+        }
     }
 
     /// `hipStreamWaitEvent`: later work waits for the event's most recent record *as of
