@@ -453,6 +453,7 @@ impl LaunchPlan {
     ///
     /// # Safety
     /// `seg` points to at least `self.ka_len` writable bytes no one else accesses.
+    #[inline]
     unsafe fn fill_hidden(
         &self,
         seg: *mut u8,
@@ -536,6 +537,7 @@ impl KernargRing {
     /// Find `len` contiguous bytes aligned to `align` (a power of two): `Ok((start,
     /// ring offset))`, to be [`KernargRing::commit`]ted, or `Err(point)` to wait for when
     /// the oldest segment in the way is still in use.
+    #[inline]
     fn try_reserve(&mut self, len: u64, align: u64) -> std::result::Result<(u64, u64), Point> {
         let cap = self.buf.len() as u64; // a power of two
         let mut start = (self.head + align - 1) & !(align - 1);
@@ -563,6 +565,7 @@ impl KernargRing {
     }
 
     /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until `point`.
+    #[inline]
     fn commit(&mut self, start: u64, len: u64, point: Point) {
         self.head = start + len;
         self.inflight.push_back((start, start + len, point));
