@@ -190,12 +190,18 @@ impl QueueScratch {
             )? as u32;
         }
         let location = port.load(queue_va + amd_queue::SCRATCH_BACKING_MEMORY_LOCATION, 8)?;
-        Ok(QueueScratch {
+        Ok(QueueScratch::from_tmpring(tmpring, srd, location))
+    }
+
+    /// From a COMPUTE_TMPRING_SIZE value (WAVES [11:0], WAVESIZE [24:12] in KiB), the V#
+    /// and the backing memory location.
+    pub(crate) fn from_tmpring(tmpring: u32, srd: [u32; 4], location: u64) -> QueueScratch {
+        QueueScratch {
             srd,
             location,
             waves: tmpring & 0xFFF,
             wave_bytes: u64::from((tmpring >> 12) & TMPRING_WAVESIZE_MASK) * TMPRING_GRANULE,
-        })
+        }
     }
 
     /// Bytes of each lane's private segment a wave's slot holds.

@@ -324,6 +324,7 @@ pub(crate) fn dispatch(
         kd,
         entry,
         user_data: None,
+        tmpring: 0,
     };
     dispatch_launch(inner, &regs, k, packet_va, queue_va, dispatch_id)
 }
@@ -337,6 +338,9 @@ pub(crate) struct Launch {
     pub(crate) kd: KernelDescriptor,
     pub(crate) entry: u64,
     pub(crate) user_data: Option<Vec<u32>>,
+    /// PM4: the COMPUTE_TMPRING_SIZE register (the queue's scratch waves and wave size;
+    /// AQL dispatches read it from `amd_queue_t`).
+    pub(crate) tmpring: u32,
 }
 
 /// Runs a dispatch whose kernel descriptor and entry are already known (see [`Launch`]).
@@ -403,6 +407,7 @@ pub(crate) fn dispatch_launch(
         Some(queue_scratch(
             &mut port,
             launch,
+            target,
             queue_va,
             priv_bytes,
             slots_per_worker,
@@ -502,24 +507,32 @@ pub(crate) fn dispatch_launch(
 /// queue's, read from its `amd_queue_t` as the CP does. A queue whose scratch is missing
 /// or too small for the dispatch stops the dispatch as the CP does (on hardware it raises
 /// the queue's scratch event for the runtime to grow it; kfdrt grows it before
-/// submitting). PM4 dispatches have no `amd_queue_t`: their scratch base is not modelled.
+/// submitting). PM4 dispatches take the slots from COMPUTE_TMPRING_SIZE.
 fn queue_scratch(
     port: &mut MemPort,
     launch: &Launch,
+    target: Target,
     queue_va: u64,
     priv_bytes: u32,
     waves_per_group: u32,
 ) -> Result<QueueScratch, ShaderError> {
-    if launch.user_data.is_some() || queue_va == 0 {
-        return Err(ShaderError::new(format!(
-            "PM4 dispatch with a {priv_bytes}-byte private segment: scratch on PM4 \
-             dispatches (the scratch base the SPI would use) is not modelled"
-        )));
-    }
-    let sc = QueueScratch::read(port, queue_va).map_err(|f| ShaderError {
-        reason: format!("amd_queue_t scratch fields not readable: {f}"),
-        fault: Some(f),
-    })?;
+    let sc = if launch.user_data.is_some() {
+        // PM4: COMPUTE_TMPRING_SIZE gives the slots; the kernel's V# and flat scratch init
+        // come verbatim in COMPUTE_USER_DATA (gfx90a). gfx942's architected flat scratch
+        // base (COMPUTE_DISPATCH_SCRATCH_BASE) is not modelled.
+        if target == Target::Gfx942 {
+            return Err(ShaderError::new(format!(
+                "PM4 dispatch with a {priv_bytes}-byte private segment on gfx942: the \
+                 architected flat scratch base (COMPUTE_DISPATCH_SCRATCH_BASE) is not modelled"
+            )));
+        }
+        QueueScratch::from_tmpring(launch.tmpring, [0; 4], 0)
+    } else {
+        QueueScratch::read(port, queue_va).map_err(|f| ShaderError {
+            reason: format!("amd_queue_t scratch fields not readable: {f}"),
+            fault: Some(f),
+        })?
+    };
     if sc.lane_bytes() < u64::from(priv_bytes) {
         return Err(ShaderError::new(format!(
             "the dispatch needs {priv_bytes} bytes of scratch per work-item but the queue's \
