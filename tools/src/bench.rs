@@ -793,6 +793,8 @@ pub fn insn_child(dev: &Device, op: &str, calls: usize) -> Result<(), String> {
                 probe_launch(&s, &k, &args).map_err(e)?;
                 batch(&s, i)?;
             }
+            // The module must outlive its dispatches.
+            s.synchronize().map_err(e)?;
         }
         "floor" => {
             let q = crate::check::raw::RawAql::new(dev, 0, 1024)?;
