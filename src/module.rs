@@ -106,7 +106,7 @@ impl Device {
 
     /// Copies a load image into VRAM as ROCr's loader does (`RegionMemory::Freeze`): a
     /// CPU copy through the BAR when the VRAM is CPU-visible (the HDP is flushed before
-    /// the next submission), else from a staging buffer in GTT with a GPU copy on a
+    /// the next submission), else through the pinned staging buffers in GTT with GPU copies on a
     /// non-blocking stream of its own (so held user streams cannot stall the load).
     /// Returns whether it staged the copy.
     fn copy_to_vram(&self, gpu: usize, image: &Buffer, bytes: &[u8]) -> Result<bool> {
@@ -114,11 +114,8 @@ impl Device {
             image.write(0, bytes)?;
             return Ok(false);
         }
-        let staging = Buffer::alloc(&self.inner.core, MemoryKind::HostPinned, gpu, bytes.len())?;
-        staging.write(0, bytes)?;
         let s = self.create_stream_with_flags(gpu, crate::StreamFlags::NON_BLOCKING)?;
-        s.memcpy(image.va(), staging.va(), bytes.len() as u64)?;
-        s.synchronize()?;
+        s.upload(image.va(), bytes)?;
         Ok(true)
     }
 

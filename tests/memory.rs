@@ -237,59 +237,18 @@ fn peer_access_maps_existing_and_later_buffers_and_disable_unmaps() {
     assert_eq!(host.mapped_gpu_ids(), vec![id0, id1]);
 }
 
-/// A board whose VRAM is not in its BAR (`HEAP_TYPE_FB_PRIVATE`): the emulator with the
-/// topology's heap type changed. Every other call goes to the emulated device.
-struct SmallBar {
-    emu: kfd_emu::EmuBackend,
-    topology: kfd::topology::Topology,
-}
-
-impl kfd::Backend for SmallBar {
-    fn kind(&self) -> kfd::BackendKind {
-        self.emu.kind()
-    }
-    fn topology(&self) -> &kfd::topology::Topology {
-        &self.topology
-    }
-    fn ioctl(&self, req: kfd::Ioctl<'_>) -> Result<(), kfd::Errno> {
-        self.emu.ioctl(req)
-    }
-    fn open_render_node(&self, minor: u32) -> Result<std::os::fd::OwnedFd, kfd::Errno> {
-        self.emu.open_render_node(minor)
-    }
-    unsafe fn mmap(
-        &self,
-        file: kfd::MmapFile<'_>,
-        offset: u64,
-        len: usize,
-        fixed_addr: Option<core::ptr::NonNull<core::ffi::c_void>>,
-        prot: kfd::Prot,
-    ) -> Result<core::ptr::NonNull<core::ffi::c_void>, kfd::Errno> {
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { self.emu.mmap(file, offset, len, fixed_addr, prot) }
-    }
-    unsafe fn munmap(
-        &self,
-        addr: core::ptr::NonNull<core::ffi::c_void>,
-        len: usize,
-    ) -> Result<(), kfd::Errno> {
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { self.emu.munmap(addr, len) }
-    }
-    fn doorbell_written(&self, queue_id: u32) {
-        self.emu.doorbell_written(queue_id)
-    }
-    fn host_signal_written(&self, queue_id: u32) {
-        self.emu.host_signal_written(queue_id)
-    }
-    unsafe fn release_svm_mapping(
-        &self,
-        addr: core::ptr::NonNull<core::ffi::c_void>,
-        len: usize,
-    ) -> Result<(), kfd::Errno> {
-        // SAFETY: forwarded with the caller's guarantee.
-        unsafe { self.emu.release_svm_mapping(addr, len) }
-    }
+/// An emulated MI210 without resizable BAR (`[smallbar]`: the CPU sees 256 MiB of its
+/// VRAM, KFD reports the VRAM heap FRAME_BUFFER_PRIVATE and refuses CPU-visible VRAM).
+fn small_bar_mi210() -> Device {
+    let spec = kfdrt::DeviceSpec::parse("emu:mi210[smallbar]").unwrap();
+    let dev = Device::open_spec(&spec).unwrap();
+    let gpu = dev.gpu(0).unwrap();
+    assert!(gpu
+        .node
+        .mem_banks
+        .iter()
+        .all(|b| b.heap_type == kfd::topology::HEAP_TYPE_FB_PRIVATE));
+    dev
 }
 
 /// hipMalloc memory is CPU-visible only on a large-BAR board (ROCr: `HostAccess` unless
@@ -298,21 +257,7 @@ impl kfd::Backend for SmallBar {
 /// and the buffer is GPU-only; on a large-BAR board it is CPU-visible.
 #[test]
 fn device_memory_is_cpu_visible_only_on_large_bar_boards() {
-    use kfd::Backend;
-    let backend = kfd_emu::EmuBackend::from_spec("emu:mi210").unwrap();
-    let mut topology = backend.topology().clone();
-    for n in topology.nodes.iter_mut().filter(|n| n.gpu_id != 0) {
-        for b in &mut n.mem_banks {
-            if b.heap_type == kfd::topology::HEAP_TYPE_FB_PUBLIC {
-                b.heap_type = kfd::topology::HEAP_TYPE_FB_PRIVATE;
-            }
-        }
-    }
-    let dev = Device::with_backend(std::sync::Arc::new(SmallBar {
-        emu: backend,
-        topology,
-    }))
-    .unwrap();
+    let dev = small_bar_mi210();
     let v = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
     assert!(!v.is_cpu_visible());
     let mut out = [0u8; 8];
@@ -335,4 +280,62 @@ fn device_memory_is_cpu_visible_only_on_large_bar_boards() {
     v.write(0, b"visible!").unwrap();
     v.read(0, &mut out).unwrap();
     assert_eq!(&out, b"visible!");
+}
+
+/// A code object on a small-BAR board: the loader cannot write the VRAM image from the
+/// CPU, so it goes through the pinned staging buffers and a GPU copy; the kernel then runs
+/// from that image.
+#[test]
+fn code_object_loads_into_vram_the_cpu_cannot_see() {
+    let dev = small_bar_mi210();
+    // Initialised globals and a relocated pointer reach VRAM through the staged copy.
+    let elf = test_kernels::build("cl/globals.cl", "gfx90a").unwrap();
+    let g = dev.load_module(0, &elf).unwrap();
+    assert!(g.staged(), "the image went through GTT staging");
+    assert_eq!(g.memory_kind(), MemoryKind::Device);
+    let bump = g.kernel("bump").unwrap();
+    let gout = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    let mut gargs = bump.args();
+    gargs.buffer(&gout).unwrap();
+    let s = dev.create_stream(0).unwrap();
+    s.launch(&bump, 1, 64, 0, &gargs).unwrap();
+    s.synchronize().unwrap();
+    let (counter, _) = g.global("counter").unwrap();
+    let word = |i: usize| gout.atomic_u32(4 * i).unwrap().load(Ordering::Acquire);
+    assert_eq!(word(0), 42, "counter = 41 + 1");
+    assert_eq!(u64::from(word(1)) | u64::from(word(2)) << 32, counter);
+    // The large-BAR board writes the image through the BAR.
+    let m = emu("emu:mi210").load_module(0, &elf).unwrap();
+    assert!(!m.staged());
+
+    let elf = test_kernels::build("cl/vadd.cl", "gfx90a").unwrap();
+    let m = dev.load_module(0, &elf).unwrap();
+    assert!(m.staged());
+    let k = m.kernel("vadd").unwrap();
+    let n = 300u32;
+    let bytes = 4 * n as usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.25).collect();
+    let b: Vec<f32> = (0..n).map(|i| 7.0 - i as f32).collect();
+    let pinned = |v: &[f32]| {
+        let buf = dev.alloc(MemoryKind::HostPinned, 0, bytes).unwrap();
+        buf.write(0, zerocopy::IntoBytes::as_bytes(v)).unwrap();
+        buf
+    };
+    let (ba, bb, bc) = (pinned(&a), pinned(&b), pinned(&vec![0.0; n as usize]));
+    let mut args = k.args();
+    args.buffer(&ba)
+        .and_then(|x| x.buffer(&bb))
+        .and_then(|x| x.buffer(&bc))
+        .and_then(|x| x.arg(&n))
+        .unwrap();
+    s.launch(&k, n.div_ceil(64), 64, 0, &args).unwrap();
+    s.synchronize().unwrap();
+    let mut out = vec![0u8; bytes];
+    bc.read(0, &mut out).unwrap();
+    let got: Vec<f32> = out
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    assert_eq!(got, want);
 }
