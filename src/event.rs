@@ -126,7 +126,7 @@ impl Event {
             ));
         }
         let ts = if self.timing() {
-            Some(Arc::new(Signal::new(&self.dev, 0)?))
+            Some(Arc::new(Signal::new(&self.dev.signals, 0)?))
         } else {
             None
         };

@@ -203,7 +203,7 @@ pub(crate) struct StreamInner {
     pub(crate) state: Mutex<StreamState>,
     /// Target and gate of the stream's most recent callback hold: a callback enqueued
     /// right after it (nothing in between) may start as soon as that gate opens.
-    pub(crate) last_hold: Mutex<Option<(u64, Arc<Signal>)>>,
+    pub(crate) last_hold: Mutex<Option<(u64, crate::callback::Gate)>>,
     /// The stream's SDMA queue and ordering words, created with its first large copy.
     pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
     /// The gfx9 wait kernel, once a wait needed it (`crate::waitkernel`).
@@ -436,7 +436,7 @@ impl Stream {
             }
             None => (dev.pools.shared(dev, gpu, kprio)?, false),
         };
-        let timeline = Arc::new(Signal::new(dev, TIMELINE_BASE)?);
+        let timeline = Arc::new(Signal::new(&dev.signals, TIMELINE_BASE)?);
         let inner = Arc::new(StreamInner {
             dev: dev.clone(),
             gpu_index: gpu,
@@ -1108,11 +1108,12 @@ impl Stream {
         Ok(self.point_at(target))
     }
 
-    /// A barrier packet held until `gate` reaches 0 (the hold behind a callback).
-    pub(crate) fn hold_until(&self, gate: &Signal) -> Result<Point> {
-        let mut c = CmdBuf::new(self.inner.family);
-        c.barrier_and([gate.handle(), 0, 0, 0, 0])?;
-        let target = self.submit(&c, Place::Dedicated, None)?;
+    /// A barrier packet held until the signal `gate` (a handle) reaches 0 (the hold
+    /// behind a callback).
+    pub(crate) fn hold_until(&self, gate: u64) -> Result<Point> {
+        // One packet: the single-command path once the stream has its dedicated queue.
+        let c = Cmd::barrier_and([gate, 0, 0, 0, 0]);
+        let target = self.submit_cmd(&c, Place::Dedicated)?;
         Ok(self.point_at(target))
     }
 

@@ -4,7 +4,7 @@
 //! BARRIER_VALUE packet compares signed 64-bit values, so a 64-bit wait whose mask has
 //! bit 63 and whose unsigned condition has no signed equivalent (GEQ with a reference that
 //! is not a power of two) has no exact single-packet form there
-//! ([`crate::cmd::barrier_value_for`] returns NotSupported for it). For exactly that case
+//! ([`crate::cmdbuf::barrier_value_for`] returns NotSupported for it). For exactly that case
 //! the stream dispatches this kernel instead, as CLR does all its waits by default
 //! (`__amd_rocclr_streamOpsWait`, `rocclr/device/blitcl.cpp`): one work-item polls the value
 //! with a system-coherent load, masks it, compares it unsigned as the CP's WAIT_REG_MEM
@@ -219,8 +219,8 @@ mod tests {
     /// a value that is not a power of two); never for other conditions, never on gfx10+.
     #[test]
     fn kernel_only_where_no_packet_is_exact() {
-        use crate::cmd::{wait_condition, Target};
-        use crate::cmdbuf::{CmdBuf, MemWait};
+        use crate::cmd::wait_condition;
+        use crate::cmdbuf::{CmdBuf, MemWait, Target};
         use pm4::GfxFamily;
         // The choice is CmdBuf::wait_mem's: the kernel, and then no packet encoded.
         // (An always-true condition is encoded as nothing.)
