@@ -381,11 +381,6 @@ impl CmdBuf {
         })
         .map(|_| ())
     }
-
-    /// An AQL kernel dispatch packet.
-    pub(crate) fn dispatch(&mut self, p: pm4::aql::KernelDispatch) -> Result<()> {
-        self.push_packet(AqlPacket::KernelDispatch(p))
-    }
 }
 
 impl Cmd {

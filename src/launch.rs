@@ -31,10 +31,9 @@
 use std::collections::VecDeque;
 
 use codeobj::ValueKind;
-use pm4::aql::{KernelDispatch, PacketControl};
+use pm4::aql::{AqlPacket, KernelDispatch, PacketControl};
 use zerocopy::{Immutable, IntoBytes};
 
-use crate::cmdbuf::CmdBuf;
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{Buffer, MemoryKind};
 use crate::module::Kernel;
@@ -118,7 +117,7 @@ impl KernelArgs {
     pub fn new(kernel: &Kernel) -> KernelArgs {
         KernelArgs {
             kernel: kernel.clone(),
-            bytes: vec![0; kernel.metadata().kernarg_segment_size as usize],
+            bytes: kernel.plan.args_template.clone(),
             next: 0,
         }
     }
@@ -223,7 +222,7 @@ impl KernelArgs {
 
     /// Forget the arguments given so far (to build a new list for the same kernel).
     pub fn clear(&mut self) {
-        self.bytes.fill(0);
+        self.bytes.copy_from_slice(&self.kernel.plan.args_template);
         self.next = 0;
     }
 
@@ -232,41 +231,271 @@ impl KernelArgs {
         self.next
     }
 
-    /// The kernarg segment as built so far (explicit arguments; hidden ones are zero
-    /// until a launch fills them in the ring).
+    /// The kernarg segment as built so far: explicit arguments and the hidden arguments
+    /// that are the same for every launch (apertures, zeros); those that depend on the
+    /// launch (grid, block, dynamic LDS, queue) are zero until a launch fills them in the
+    /// ring.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 }
 
-/// Hidden argument values of one launch.
-struct Hidden {
-    grid: [u32; 3],
-    block: [u32; 3],
-    dims: u16,
-    dynamic_lds: u32,
-    private_base_hi: u32,
-    shared_base_hi: u32,
+/// A hidden argument whose value depends on the launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HiddenSlot {
+    BlockCount(u8),
+    GroupSize(u8),
+    GridDims,
+    DynamicLdsSize,
+    QueuePtr,
 }
 
-/// The value of a hidden argument, `None` when kfdrt does not provide it.
-fn hidden_value(k: &ValueKind, h: &Hidden, queue_ptr: u64) -> Option<u64> {
-    Some(match *k {
-        ValueKind::HiddenBlockCount(d) => u64::from(h.grid[d as usize]),
-        ValueKind::HiddenGroupSize(d) => u64::from(h.block[d as usize]),
-        // Whole workgroups only: the grid is given in workgroups.
-        ValueKind::HiddenRemainder(_) => 0,
-        ValueKind::HiddenGlobalOffset(_) => 0,
-        ValueKind::HiddenGridDims => u64::from(h.dims),
-        ValueKind::HiddenDynamicLdsSize => u64::from(h.dynamic_lds),
-        ValueKind::HiddenPrivateBase => u64::from(h.private_base_hi),
-        ValueKind::HiddenSharedBase => u64::from(h.shared_base_hi),
-        ValueKind::HiddenQueuePtr => queue_ptr,
-        ValueKind::HiddenNone => 0,
-        // Only a multi-grid cooperative launch passes one; 0 tells the kernel it is not.
-        ValueKind::HiddenMultigridSyncArg => 0,
-        _ => return None,
-    })
+/// Where a launch-dependent hidden argument goes in the kernarg segment.
+#[derive(Debug, Clone, Copy)]
+struct HiddenField {
+    slot: HiddenSlot,
+    offset: u32,
+    size: u8,
+}
+
+/// Launch-dependent hidden arguments a kernel can have: block counts and group sizes in
+/// 3 dimensions, grid dims, dynamic LDS size, queue pointer.
+const MAX_LAUNCH_HIDDEN: usize = 9;
+
+/// What every launch of one kernel reuses, computed when the kernel is looked up
+/// ([`crate::Module::kernel`]): the launch path then only checks the shape, copies the
+/// argument bytes into the ring and patches the few words that change.
+pub(crate) struct LaunchPlan {
+    /// The KERNEL_DISPATCH packet with the launch-independent fields (header with system
+    /// scope fences and barrier, private segment size, static LDS, kernel object); the
+    /// setup dimensions, sizes, dynamic LDS, kernarg address and completion signal are
+    /// patched per launch.
+    packet: [u32; 16],
+    /// The kernarg segment with every launch-independent hidden argument filled in
+    /// (private and shared aperture bases; zeros for remainders, offsets, multigrid).
+    pub(crate) args_template: Vec<u8>,
+    /// Launch-dependent hidden arguments (`n_hidden` used).
+    hidden: [HiddenField; MAX_LAUNCH_HIDDEN],
+    n_hidden: usize,
+    /// Why the kernel cannot be launched at all (dynamic stack, a hidden argument kfdrt
+    /// does not provide, a kernarg segment too large for the ring).
+    refuse: Option<(ErrorKind, String)>,
+    ka_len: u64,
+    ka_align: u64,
+    explicit: usize,
+    max_threads: u32,
+    reqd: Option<[u32; 3]>,
+    group_fixed: u32,
+    private: u32,
+    lds_limit: u32,
+    wavefront_size: u32,
+}
+
+impl LaunchPlan {
+    pub(crate) fn new(
+        k: &codeobj::Kernel,
+        kernel_object: u64,
+        gpu: &crate::Gpu,
+        explicit: usize,
+    ) -> LaunchPlan {
+        let meta = &k.meta;
+        let kd = &k.descriptor;
+        let name = &k.name;
+        let private_base_hi = (gpu.apertures.scratch_base >> 32) as u32;
+        let shared_base_hi = (gpu.apertures.lds_base >> 32) as u32;
+        let mut args_template = vec![0u8; meta.kernarg_segment_size as usize];
+        let mut hidden = [HiddenField {
+            slot: HiddenSlot::GridDims,
+            offset: 0,
+            size: 0,
+        }; MAX_LAUNCH_HIDDEN];
+        let mut n_hidden = 0;
+        let mut refuse = None;
+        if meta.uses_dynamic_stack {
+            refuse = Some((
+                ErrorKind::NotSupported,
+                format!("{name} uses a dynamically sized stack (.uses_dynamic_stack)"),
+            ));
+        }
+        for a in meta.args.iter().filter(|a| a.value_kind.is_hidden()) {
+            let (offset, size) = (a.offset, a.size);
+            let fixed = match a.value_kind {
+                ValueKind::HiddenBlockCount(d) if d < 3 => Err(HiddenSlot::BlockCount(d)),
+                ValueKind::HiddenGroupSize(d) if d < 3 => Err(HiddenSlot::GroupSize(d)),
+                ValueKind::HiddenGridDims => Err(HiddenSlot::GridDims),
+                ValueKind::HiddenDynamicLdsSize => Err(HiddenSlot::DynamicLdsSize),
+                ValueKind::HiddenQueuePtr => Err(HiddenSlot::QueuePtr),
+                // Whole workgroups only: the grid is given in workgroups.
+                ValueKind::HiddenRemainder(_) => Ok(0),
+                ValueKind::HiddenGlobalOffset(_) => Ok(0),
+                ValueKind::HiddenNone => Ok(0),
+                // Only a multi-grid cooperative launch passes one; 0 tells the kernel it
+                // is not.
+                ValueKind::HiddenMultigridSyncArg => Ok(0),
+                ValueKind::HiddenPrivateBase => Ok(u64::from(private_base_hi)),
+                ValueKind::HiddenSharedBase => Ok(u64::from(shared_base_hi)),
+                _ => {
+                    refuse.get_or_insert((
+                        ErrorKind::NotSupported,
+                        format!(
+                            "{name} takes hidden argument {} at offset {offset}, which kfdrt \
+                             does not provide",
+                            a.value_kind.name()
+                        ),
+                    ));
+                    continue;
+                }
+            };
+            let in_segment = (offset as usize)
+                .checked_add(size as usize)
+                .is_some_and(|e| e <= args_template.len());
+            if !matches!(size, 1 | 2 | 4 | 8) || !in_segment {
+                refuse.get_or_insert((
+                    ErrorKind::InvalidValue,
+                    format!(
+                        "{name}: hidden argument {} of {size} bytes at offset {offset} in a \
+                         {}-byte kernarg segment",
+                        a.value_kind.name(),
+                        args_template.len()
+                    ),
+                ));
+                continue;
+            }
+            match fixed {
+                Ok(v) => {
+                    let o = offset as usize;
+                    args_template[o..o + size as usize]
+                        .copy_from_slice(&v.to_le_bytes()[..size as usize]);
+                }
+                Err(slot) => match hidden.get_mut(n_hidden) {
+                    Some(h) => {
+                        *h = HiddenField {
+                            slot,
+                            offset,
+                            size: size as u8,
+                        };
+                        n_hidden += 1;
+                    }
+                    None => {
+                        refuse.get_or_insert((
+                            ErrorKind::InvalidValue,
+                            format!("{name}: more than {MAX_LAUNCH_HIDDEN} launch-dependent hidden arguments"),
+                        ));
+                    }
+                },
+            }
+        }
+        let ka_len = u64::from(meta.kernarg_segment_size).max(1);
+        if ka_len > KERNARG_RING_BYTES as u64 / 4 {
+            refuse.get_or_insert((
+                ErrorKind::NotSupported,
+                format!("{name}: a {ka_len}-byte kernarg segment"),
+            ));
+        }
+        let packet = AqlPacket::KernelDispatch(KernelDispatch::new(
+            PacketControl::SYSTEM_BARRIER,
+            [1, 1, 1],
+            [1, 1, 1],
+            kd.private_segment_fixed_size,
+            kd.group_segment_fixed_size,
+            kernel_object,
+            0,
+            0,
+        ))
+        .encode();
+        LaunchPlan {
+            packet,
+            args_template,
+            hidden,
+            n_hidden,
+            refuse,
+            ka_len,
+            ka_align: u64::from(meta.kernarg_segment_align)
+                .max(KERNARG_SEGMENT_ALIGN)
+                .next_power_of_two(),
+            explicit,
+            max_threads: meta.max_flat_workgroup_size,
+            reqd: meta.reqd_workgroup_size,
+            group_fixed: kd.group_segment_fixed_size,
+            private: kd.private_segment_fixed_size,
+            lds_limit: gpu.lds_limit(),
+            wavefront_size: meta.wavefront_size.max(1),
+        }
+    }
+
+    /// The dispatch packet of one launch (completion signal 0: the queue sets it).
+    fn packet(
+        &self,
+        grid: [u32; 3],
+        block: [u32; 3],
+        items: [u32; 3],
+        lds: u32,
+        ka_va: u64,
+    ) -> [u32; 16] {
+        let mut w = self.packet;
+        // hsa_kernel_dispatch_packet_t: setup (dimensions) in the header dword's high
+        // half, workgroup sizes (u16), reserved0, grid sizes, segment sizes, kernel
+        // object, kernarg address.
+        w[0] = (w[0] & 0xffff) | u32::from(dims(grid, block)) << 16;
+        w[1] = (block[0] & 0xffff) | block[1] << 16;
+        w[2] = block[2] & 0xffff;
+        w[3] = items[0];
+        w[4] = items[1];
+        w[5] = items[2];
+        w[7] = lds;
+        w[10] = ka_va as u32;
+        w[11] = (ka_va >> 32) as u32;
+        w
+    }
+
+    /// Write the launch-dependent hidden arguments into the segment at `seg` (CPU
+    /// address of `ka_len` bytes).
+    ///
+    /// # Safety
+    /// `seg` points to at least `self.ka_len` writable bytes no one else accesses.
+    #[inline]
+    unsafe fn fill_hidden(
+        &self,
+        seg: *mut u8,
+        grid: [u32; 3],
+        block: [u32; 3],
+        dynamic_lds: u32,
+        queue_ptr: u64,
+    ) {
+        let dims = u64::from(dims(grid, block));
+        for h in &self.hidden[..self.n_hidden] {
+            let v = match h.slot {
+                HiddenSlot::BlockCount(d) => u64::from(grid[d as usize % 3]),
+                HiddenSlot::GroupSize(d) => u64::from(block[d as usize % 3]),
+                HiddenSlot::GridDims => dims,
+                HiddenSlot::DynamicLdsSize => u64::from(dynamic_lds),
+                HiddenSlot::QueuePtr => queue_ptr,
+            };
+            // SAFETY: offset + size lie inside the segment (checked in `new`); unaligned
+            // stores, as metadata offsets need not be aligned.
+            unsafe {
+                let p = seg.add(h.offset as usize);
+                match h.size {
+                    1 => p.write(v as u8),
+                    2 => (p as *mut u16).write_unaligned(v as u16),
+                    4 => (p as *mut u32).write_unaligned(v as u32),
+                    _ => (p as *mut u64).write_unaligned(v),
+                }
+            }
+        }
+    }
+}
+
+/// `hsa_kernel_dispatch_packet_t.setup` / `hidden_grid_dims`: the highest dimension whose
+/// grid or workgroup extent exceeds 1.
+fn dims(grid: [u32; 3], block: [u32; 3]) -> u16 {
+    if grid[2] > 1 || block[2] > 1 {
+        3
+    } else if grid[1] > 1 || block[1] > 1 {
+        2
+    } else {
+        1
+    }
 }
 
 /// A queue's kernarg ring: GPU-visible memory handed out in order; a segment is reused
@@ -274,11 +503,17 @@ fn hidden_value(k: &ValueKind, h: &Hidden, queue_ptr: u64) -> Option<u64> {
 /// several streams interleave, each tracked by its own completion point).
 pub(crate) struct KernargRing {
     buf: Buffer,
+    /// CPU address of `buf` (host memory, mapped at its GPU address).
+    cpu: *mut u8,
     /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
     head: u64,
     /// (start, end, completion point) of launches that may still read their segment.
     inflight: VecDeque<(u64, u64, Point)>,
 }
+
+// SAFETY: `cpu` is the CPU mapping of `buf`, which the ring owns; it is written only
+// under the queue's `kernargs` mutex.
+unsafe impl Send for KernargRing {}
 
 impl KernargRing {
     fn new(q: &AqlQueue) -> Result<KernargRing> {
@@ -288,37 +523,52 @@ impl KernargRing {
             q.gpu_index(),
             KERNARG_RING_BYTES,
         )?;
+        let cpu = buf.as_ptr();
         Ok(KernargRing {
             buf,
+            cpu,
             head: 0,
-            inflight: VecDeque::with_capacity(KERNARG_RING_BYTES / 256),
+            // Every segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap, so at
+            // most this many are ever in flight: `push_back` never reallocates.
+            inflight: VecDeque::with_capacity(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
         })
     }
 
-    /// Reserve `len` contiguous bytes aligned to `align`; waits (bounded by the stream's
-    /// fault checks) while the oldest segments in the way are still in use.
-    fn reserve(&mut self, s: &Stream, len: u64, align: u64) -> Result<u64> {
-        let cap = self.buf.len() as u64;
-        let mut start = self.head.next_multiple_of(align);
-        if start % cap + len > cap {
-            start = start.next_multiple_of(cap); // do not straddle the end
+    /// Find `len` contiguous bytes aligned to `align` (a power of two): `Ok((start,
+    /// ring offset))`, to be [`KernargRing::commit`]ted, or `Err(point)` to wait for when
+    /// the oldest segment in the way is still in use.
+    #[inline]
+    fn try_reserve(&mut self, len: u64, align: u64) -> std::result::Result<(u64, u64), Point> {
+        let cap = self.buf.len() as u64; // a power of two
+        let mut start = (self.head + align - 1) & !(align - 1);
+        if (start & (cap - 1)) + len > cap {
+            start = (start + cap - 1) & !(cap - 1); // do not straddle the end
         }
         let end = start + len;
+        // Completed segments are retired only when the oldest one is in the way (or the
+        // record is full), not on every launch.
         while let Some((s0, _, p)) = self.inflight.front() {
+            let in_the_way = end - s0 > cap;
+            if !in_the_way && self.inflight.len() < self.inflight.capacity() {
+                break; // everything still in flight lies within one lap behind `end`
+            }
             if p.done() {
                 self.inflight.pop_front();
                 continue;
             }
-            if end - s0 <= cap {
-                break; // everything still in flight lies within one lap behind `end`
+            if !in_the_way {
+                break;
             }
-            let p = p.clone();
-            s.inner
-                .dev
-                .wait_point(&p, Some(&s.inner), s.inner.dev.wait_spin())?;
+            return Err(p.clone());
         }
-        self.head = end;
-        Ok(start % cap)
+        Ok((start, start & (cap - 1)))
+    }
+
+    /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until `point`.
+    #[inline]
+    fn commit(&mut self, start: u64, len: u64, point: Point) {
+        self.head = start + len;
+        self.inflight.push_back((start, start + len, point));
     }
 }
 
@@ -491,202 +741,186 @@ impl Stream {
         dynamic_lds: u32,
         args: &KernelArgs,
     ) -> Result<()> {
-        let call = "hipModuleLaunchKernel";
         let (grid, block) = (grid.into().arr(), block.into().arr());
-        let inv = |m: String| Err(Error::new(ErrorKind::InvalidValue, call, m));
         let s = &*self.inner;
-        let name = kernel.name();
-        if !std::sync::Arc::ptr_eq(&kernel.module.dev, &s.dev) || kernel.gpu_index() != s.gpu_index
+        let plan = &*kernel.plan;
+        if !std::sync::Arc::ptr_eq(&kernel.module.dev, &s.dev)
+            || kernel.gpu_index() != s.gpu_index
+            || args.kernel.kernel_object != kernel.kernel_object
+            || args.next < plan.explicit
+            || grid.contains(&0)
+            || block.contains(&0)
         {
-            return inv(format!(
-                "{name} is loaded on GPU {} (of its device) but the stream runs on GPU {}",
-                kernel.gpu_index(),
-                s.gpu_index
-            ));
-        }
-        if args.kernel.kernel_object != kernel.kernel_object {
-            return inv(format!(
-                "arguments were built for {}, not {name}",
-                args.kernel.name()
-            ));
-        }
-        let meta = kernel.metadata();
-        if args.next < kernel.explicit.len() {
-            let a = &meta.args[kernel.explicit[args.next]];
-            return inv(format!(
-                "{name}: {} of {} arguments given; argument {} `{}` is missing",
-                args.next,
-                kernel.explicit.len(),
-                args.next,
-                a.display_name(args.next)
-            ));
-        }
-        if grid.contains(&0) || block.contains(&0) {
-            return inv(format!(
-                "{name}: grid {grid:?} and block {block:?} must be non-zero"
-            ));
+            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
         }
         let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
-        if threads > u64::from(meta.max_flat_workgroup_size) {
-            return inv(format!(
-                "{name}: block {block:?} has {threads} work-items, more than the kernel's \
-                 maximum {}",
-                meta.max_flat_workgroup_size
-            ));
+        let items = [
+            grid[0].checked_mul(block[0]),
+            grid[1].checked_mul(block[1]),
+            grid[2].checked_mul(block[2]),
+        ];
+        let lds = u64::from(plan.group_fixed) + u64::from(dynamic_lds);
+        let (Some(x), Some(y), Some(z)) = (items[0], items[1], items[2]) else {
+            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
+        };
+        if threads > u64::from(plan.max_threads)
+            || plan.reqd.is_some_and(|r| r != block)
+            || lds > u64::from(plan.lds_limit)
+            || plan.refuse.is_some()
+        {
+            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
         }
-        if let Some(r) = meta.reqd_workgroup_size {
-            if r != block {
-                return inv(format!(
-                    "{name}: block {block:?} but the kernel requires {r:?}"
-                ));
+        let items = [x, y, z];
+        let private = plan.private;
+
+        // The segment comes from the kernarg ring of the queue the packet goes to, under
+        // the stream's lock; when the ring is full the launch waits for the oldest
+        // segment's dispatch outside that lock and tries again.
+        loop {
+            let mut wait_for = None;
+            let submitted = self.submit_packet(|q, point| {
+                let mut ring_guard = lock(&q.kernargs);
+                if ring_guard.is_none() {
+                    *ring_guard = Some(KernargRing::new(q)?);
+                }
+                let ring = ring_guard.as_mut().ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Driver,
+                        "hipModuleLaunchKernel",
+                        "kernarg ring missing",
+                    )
+                })?;
+                let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
+                    Ok(r) => r,
+                    Err(p) => {
+                        wait_for = Some(p);
+                        return Ok(None);
+                    }
+                };
+                if private > 0 {
+                    let per_wave = u64::from(plan.wavefront_size);
+                    let waves = threads.div_ceil(per_wave)
+                        * grid.iter().map(|&g| u64::from(g)).product::<u64>();
+                    lock(&q.scratch).ensure(q, private, waves)?;
+                }
+                let ka_va = ring.buf.va() + off;
+                // SAFETY: `off + ka_len` lies in the ring (`try_reserve`), CPU-mapped host
+                // memory; the segment is this launch's (no dispatch reads it before the
+                // packet is published, no other launch gets it before that completes);
+                // `args.bytes` is the kernel's kernarg segment size, at most `ka_len`.
+                unsafe {
+                    let seg = ring.cpu.add(off as usize);
+                    core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
+                    plan.fill_hidden(seg, grid, block, dynamic_lds, q.amd_queue_va());
+                }
+                ring.commit(start, plan.ka_len, point);
+                Ok(Some(plan.packet(grid, block, items, lds as u32, ka_va)))
+            })?;
+            if submitted {
+                return Ok(());
             }
-        }
-        let mut items = [0u32; 3];
-        for d in 0..3 {
-            items[d] = match grid[d].checked_mul(block[d]) {
-                Some(v) => v,
+            match wait_for {
+                Some(p) => s.dev.wait_point(&p, Some(&self.inner), s.dev.wait_spin())?,
                 None => {
-                    return inv(format!(
-                        "{name}: grid {grid:?} x block {block:?} exceeds 2^32 work-items in a \
-                         dimension"
+                    return Err(Error::new(
+                        ErrorKind::Driver,
+                        "hipModuleLaunchKernel",
+                        "no dispatch submitted and nothing to wait for",
                     ))
                 }
-            };
-        }
-        let gpu = s.dev.gpu(s.gpu_index)?;
-        let kd = kernel.descriptor();
-        let lds = u64::from(kd.group_segment_fixed_size) + u64::from(dynamic_lds);
-        if lds > u64::from(gpu.lds_limit()) {
-            return inv(format!(
-                "{name}: {} bytes of static + {dynamic_lds} bytes of dynamic LDS exceed the \
-                 device's {} bytes per workgroup",
-                kd.group_segment_fixed_size,
-                gpu.lds_limit()
-            ));
-        }
-        if meta.uses_dynamic_stack {
-            return Err(Error::new(
-                ErrorKind::NotSupported,
-                call,
-                format!("{name} uses a dynamically sized stack (.uses_dynamic_stack)"),
-            ));
-        }
-        let hidden = Hidden {
-            grid,
-            block,
-            dims: if grid[2] > 1 || block[2] > 1 {
-                3
-            } else if grid[1] > 1 || block[1] > 1 {
-                2
-            } else {
-                1
-            },
-            dynamic_lds,
-            private_base_hi: (gpu.apertures.scratch_base >> 32) as u32,
-            shared_base_hi: (gpu.apertures.lds_base >> 32) as u32,
-        };
-        for (offset, size, kind) in &kernel.hidden {
-            if hidden_value(kind, &hidden, 0).is_none() {
-                return Err(Error::new(
-                    ErrorKind::NotSupported,
-                    call,
-                    format!(
-                        "{name} takes hidden argument {} at offset {offset}, which kfdrt does \
-                         not provide",
-                        kind.name()
-                    ),
-                ));
-            }
-            if *size > 8 {
-                return inv(format!(
-                    "{name}: hidden argument {} of {size} bytes",
-                    kind.name()
-                ));
             }
         }
-        let ka_len = u64::from(meta.kernarg_segment_size).max(1);
-        if ka_len > KERNARG_RING_BYTES as u64 / 4 {
-            return Err(Error::new(
-                ErrorKind::NotSupported,
-                call,
-                format!("{name}: a {ka_len}-byte kernarg segment"),
-            ));
-        }
-        let align = u64::from(meta.kernarg_segment_align).max(KERNARG_SEGMENT_ALIGN);
-        let waves_per_group = threads.div_ceil(u64::from(meta.wavefront_size.max(1)));
-        let waves = waves_per_group * grid.iter().map(|&g| u64::from(g)).product::<u64>();
-        let private = kd.private_segment_fixed_size;
-
-        // The ring of the stream's current queue. Should the stream move to another queue
-        // before the dispatch is published, the segment stays valid: it is released by the
-        // dispatch's completion point, whichever queue runs it.
-        let kq = self.current_queue();
-        let mut ring_guard = lock(&kq.kernargs);
-        if ring_guard.is_none() {
-            *ring_guard = Some(KernargRing::new(&kq)?);
-        }
-        let ring = ring_guard
-            .as_mut()
-            .ok_or_else(|| Error::new(ErrorKind::Driver, call, "kernarg ring missing"))?;
-        let off = ring.reserve(self, ka_len, align)?;
-        let ka_va = ring.buf.va() + off;
-        // The segment is built on the stack (one copy into the ring) when it is small.
-        let mut local = [0u8; 512];
-        let image: &mut [u8] = match local.get_mut(..args.bytes.len()) {
-            Some(l) => {
-                l.copy_from_slice(&args.bytes);
-                l
-            }
-            None => &mut [],
-        };
-        let kernel_object = kernel.kernel_object;
-        let group = lds as u32;
-        let ring_buf = &ring.buf;
-        let target = self.submit_for_queue(|q| {
-            if private > 0 {
-                lock(&q.scratch).ensure(q, private, waves)?;
-            }
-            let queue_ptr = q.amd_queue_va();
-            if image.is_empty() {
-                ring_buf.write(off as usize, &args.bytes)?;
-            }
-            for (offset, size, kind) in &kernel.hidden {
-                let v = hidden_value(kind, &hidden, queue_ptr)
-                    .unwrap_or(0)
-                    .to_le_bytes();
-                let (o, n) = (*offset as usize, *size as usize);
-                match image.get_mut(o..o + n) {
-                    Some(dst) => dst.copy_from_slice(&v[..n]),
-                    None => ring_buf.write(off as usize + o, &v[..n])?,
-                }
-            }
-            if !image.is_empty() {
-                ring_buf.write(off as usize, image)?;
-            }
-            let mut c = CmdBuf::new(self.target());
-            c.dispatch(KernelDispatch::new(
-                PacketControl::SYSTEM_BARRIER,
-                [block[0] as u16, block[1] as u16, block[2] as u16],
-                items,
-                private,
-                group,
-                kernel_object,
-                ka_va,
-                0,
-            ))?;
-            Ok(c)
-        })?;
-        let point = self.point_now_at(target);
-        ring.inflight
-            .push_back((ring.head - ka_len, ring.head, point));
-        Ok(())
     }
+}
+
+/// The error of a launch [`Stream::launch`]'s fast checks refused: the checks again,
+/// in order, with messages (kept off the launch path).
+#[cold]
+#[inline(never)]
+fn launch_refused(
+    s: &Stream,
+    kernel: &Kernel,
+    grid: [u32; 3],
+    block: [u32; 3],
+    dynamic_lds: u32,
+    args: &KernelArgs,
+) -> Result<()> {
+    let call = "hipModuleLaunchKernel";
+    let inv = |m: String| Err(Error::new(ErrorKind::InvalidValue, call, m));
+    let si = &*s.inner;
+    let name = kernel.name();
+    let plan = &*kernel.plan;
+    if !std::sync::Arc::ptr_eq(&kernel.module.dev, &si.dev) || kernel.gpu_index() != si.gpu_index {
+        return inv(format!(
+            "{name} is loaded on GPU {} (of its device) but the stream runs on GPU {}",
+            kernel.gpu_index(),
+            si.gpu_index
+        ));
+    }
+    if args.kernel.kernel_object != kernel.kernel_object {
+        return inv(format!(
+            "arguments were built for {}, not {name}",
+            args.kernel.name()
+        ));
+    }
+    let meta = kernel.metadata();
+    if args.next < kernel.explicit.len() {
+        let a = &meta.args[kernel.explicit[args.next]];
+        return inv(format!(
+            "{name}: {} of {} arguments given; argument {} `{}` is missing",
+            args.next,
+            kernel.explicit.len(),
+            args.next,
+            a.display_name(args.next)
+        ));
+    }
+    if grid.contains(&0) || block.contains(&0) {
+        return inv(format!(
+            "{name}: grid {grid:?} and block {block:?} must be non-zero"
+        ));
+    }
+    let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
+    if threads > u64::from(plan.max_threads) {
+        return inv(format!(
+            "{name}: block {block:?} has {threads} work-items, more than the kernel's \
+             maximum {}",
+            plan.max_threads
+        ));
+    }
+    if let Some(r) = plan.reqd {
+        if r != block {
+            return inv(format!(
+                "{name}: block {block:?} but the kernel requires {r:?}"
+            ));
+        }
+    }
+    if (0..3).any(|d| grid[d].checked_mul(block[d]).is_none()) {
+        return inv(format!(
+            "{name}: grid {grid:?} x block {block:?} exceeds 2^32 work-items in a dimension"
+        ));
+    }
+    if u64::from(plan.group_fixed) + u64::from(dynamic_lds) > u64::from(plan.lds_limit) {
+        return inv(format!(
+            "{name}: {} bytes of static + {dynamic_lds} bytes of dynamic LDS exceed the \
+             device's {} bytes per workgroup",
+            plan.group_fixed, plan.lds_limit
+        ));
+    }
+    if let Some((kind, why)) = &plan.refuse {
+        return Err(Error::new(*kind, call, why.clone()));
+    }
+    Err(Error::new(
+        ErrorKind::Driver,
+        call,
+        format!("{name}: launch refused without a reason"),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Device, DeviceSpec};
+    use pm4::aql::AqlPacket;
 
     fn open(spec: &str) -> Device {
         Device::open_spec(&DeviceSpec::parse(spec).unwrap()).unwrap()
@@ -922,6 +1156,88 @@ mod tests {
         let base2 =
             u64::from(amd_queue_u32(qp, 144)) | u64::from(amd_queue_u32(qp, 148) & 0xffff) << 32;
         assert_ne!(base2, base, "a new, larger allocation");
+    }
+
+    /// The per-kernel packet template patched for a launch is the packet the pm4
+    /// encoder makes for that launch, for every dimensionality.
+    #[test]
+    fn dispatch_packet_template_matches_the_encoder() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/private_array.cl");
+        let k = m.kernel("private_array").unwrap();
+        let kd = k.descriptor();
+        for (grid, block, dyn_lds) in [
+            ([1, 1, 1], [64, 1, 1], 0),
+            ([7, 1, 1], [256, 1, 1], 128),
+            ([3, 5, 1], [16, 4, 1], 0),
+            ([2, 1, 9], [1, 1, 8], 4096),
+            ([1, 1, 1], [1, 1, 2], 0),
+        ] {
+            let items = [grid[0] * block[0], grid[1] * block[1], grid[2] * block[2]];
+            let lds = kd.group_segment_fixed_size + dyn_lds;
+            let ka = 0x7f12_3456_7840;
+            let want = AqlPacket::KernelDispatch(KernelDispatch::new(
+                PacketControl::SYSTEM_BARRIER,
+                [block[0] as u16, block[1] as u16, block[2] as u16],
+                items,
+                kd.private_segment_fixed_size,
+                lds,
+                k.kernel_object(),
+                ka,
+                0,
+            ))
+            .encode();
+            assert_eq!(
+                k.plan.packet(grid, block, items, lds, ka),
+                want,
+                "grid {grid:?} block {block:?}"
+            );
+        }
+    }
+
+    /// Hidden arguments that are the same for every launch are in the argument
+    /// template (gfx9 kernels read the apertures from registers, so the aperture
+    /// arguments are added to a real kernel's metadata here); `clear` keeps them; one
+    /// kfdrt does not provide refuses the kernel.
+    #[test]
+    fn constant_hidden_arguments_are_prefilled() {
+        let dev = open("emu:mi300x");
+        let gpu = dev.gpu(0).unwrap();
+        let m = load(&dev, "hip/dynlds.hip");
+        let k = m.kernel("dynlds").unwrap();
+        let mut info = k.info().clone();
+        let mut add = |kind: ValueKind, offset: u32, size: u32| {
+            let mut a = info.meta.args[0].clone();
+            (a.value_kind, a.offset, a.size, a.align) = (kind, offset, size, size);
+            info.meta.args.push(a.clone());
+            a
+        };
+        let end = info.meta.kernarg_segment_size;
+        let pb = add(ValueKind::HiddenPrivateBase, end - 8, 4);
+        let sb = add(ValueKind::HiddenSharedBase, end - 4, 4);
+        let plan = LaunchPlan::new(&info, k.kernel_object(), gpu, 2);
+        assert!(plan.refuse.is_none());
+        let want_p = gpu.apertures.scratch_base >> 32;
+        let want_s = gpu.apertures.lds_base >> 32;
+        assert_ne!(want_p, 0);
+        assert_eq!(field(&plan.args_template, &pb), want_p);
+        assert_eq!(field(&plan.args_template, &sb), want_s);
+        // Through KernelArgs: the real kernel's template, kept by `clear`.
+        let mut args = k.args();
+        let before = args.bytes().to_vec();
+        args.ptr(0x1000).unwrap();
+        args.clear();
+        assert_eq!(args.bytes(), &before[..]);
+        assert_eq!(args.count(), 0);
+        // A hidden heap pointer kfdrt does not provide refuses the kernel.
+        let mut heap = info.clone();
+        let mut a = heap.meta.args[0].clone();
+        (a.value_kind, a.offset, a.size) = (ValueKind::HiddenHeapV1, end - 8, 8);
+        heap.meta.args.push(a);
+        let plan = LaunchPlan::new(&heap, k.kernel_object(), gpu, 2);
+        let (kind, why) = plan.refuse.expect("refused");
+        assert_eq!(kind, ErrorKind::NotSupported);
+        assert!(why.contains("hidden_heap_v1"), "{why}");
     }
 
     #[test]

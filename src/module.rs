@@ -19,6 +19,8 @@ pub(crate) struct ModuleInner {
     pub(crate) gpu_index: usize,
     pub(crate) code: CodeObject,
     pub(crate) image: Buffer,
+    /// The image was copied in by the GPU from GTT (small-BAR VRAM).
+    pub(crate) staged: bool,
 }
 
 /// A code object loaded on one GPU. Dropping it (and every [`Kernel`] taken from it)
@@ -90,13 +92,14 @@ impl Device {
         let bytes = code
             .load_image(image.va())
             .map_err(|e| load_error(call, e))?;
-        self.copy_to_vram(gpu, &image, &bytes)?;
+        let staged = self.copy_to_vram(gpu, &image, &bytes)?;
         Ok(Module {
             inner: Arc::new(ModuleInner {
                 dev: self.inner.clone(),
                 gpu_index: gpu,
                 code,
                 image,
+                staged,
             }),
         })
     }
@@ -105,12 +108,15 @@ impl Device {
     /// CPU copy through the BAR when the VRAM is CPU-visible (the HDP is flushed before
     /// the next submission), else through the pinned staging buffers in GTT with GPU copies on a
     /// non-blocking stream of its own (so held user streams cannot stall the load).
-    fn copy_to_vram(&self, gpu: usize, image: &Buffer, bytes: &[u8]) -> Result<()> {
+    /// Returns whether it staged the copy.
+    fn copy_to_vram(&self, gpu: usize, image: &Buffer, bytes: &[u8]) -> Result<bool> {
         if image.is_cpu_visible() {
-            return image.write(0, bytes);
+            image.write(0, bytes)?;
+            return Ok(false);
         }
         let s = self.create_stream_with_flags(gpu, crate::StreamFlags::NON_BLOCKING)?;
-        s.upload(image.va(), bytes)
+        s.upload(image.va(), bytes)?;
+        Ok(true)
     }
 
     /// `hipModuleLoad`: [`Device::load_module`] from a file.
@@ -149,7 +155,7 @@ impl Module {
             .iter()
             .position(|x| std::ptr::eq(x, k))
             .unwrap_or(0);
-        let explicit = k
+        let explicit: Vec<usize> = k
             .meta
             .args
             .iter()
@@ -157,19 +163,15 @@ impl Module {
             .filter(|(_, a)| !a.value_kind.is_hidden())
             .map(|(i, _)| i)
             .collect();
-        let hidden = k
-            .meta
-            .args
-            .iter()
-            .filter(|a| a.value_kind.is_hidden())
-            .map(|a| (a.offset, a.size, a.value_kind.clone()))
-            .collect();
+        let kernel_object = self.inner.image.va() + k.kd_offset;
+        let gpu = self.inner.dev.gpu(self.inner.gpu_index)?;
+        let plan = crate::launch::LaunchPlan::new(k, kernel_object, gpu, explicit.len());
         Ok(Kernel {
             module: self.inner.clone(),
             index,
-            kernel_object: self.inner.image.va() + k.kd_offset,
+            kernel_object,
             explicit,
-            hidden,
+            plan: Arc::new(plan),
         })
     }
 
@@ -199,6 +201,13 @@ impl Module {
     /// places a discrete GPU's code.
     pub fn memory_kind(&self) -> MemoryKind {
         self.inner.image.kind()
+    }
+
+    /// Whether the image was copied into VRAM by the GPU from a GTT staging buffer (the
+    /// GPU's VRAM is not CPU-visible: a small-BAR board) rather than written by the CPU
+    /// through the BAR.
+    pub fn staged(&self) -> bool {
+        self.inner.staged
     }
 
     /// The GPU the module is loaded on.
@@ -244,8 +253,8 @@ pub struct Kernel {
     pub(crate) kernel_object: u64,
     /// Indices (in `meta.args`) of the explicit arguments.
     pub(crate) explicit: Vec<usize>,
-    /// (offset, size, kind) of the hidden arguments, filled at launch.
-    pub(crate) hidden: Vec<(u32, u32, codeobj::ValueKind)>,
+    /// What every launch of the kernel reuses (packet template, hidden-argument offsets).
+    pub(crate) plan: Arc<crate::launch::LaunchPlan>,
 }
 
 impl std::fmt::Debug for Kernel {

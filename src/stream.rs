@@ -681,14 +681,72 @@ impl Stream {
         }
     }
 
-    /// [`Stream::submit`] of commands that depend on the queue they go to (a kernel
-    /// dispatch names its queue and uses the queue's scratch): `encode` runs once the
-    /// queue is chosen, before any ring space is reserved.
-    pub(crate) fn submit_for_queue(
+    /// Submit one complete AQL packet that `build` makes once the queue is chosen (a
+    /// kernel dispatch names its queue and uses the queue's scratch and kernarg ring),
+    /// before any ring space is reserved; `build` is also given the point the packet
+    /// completes at (the stream's next point after any waits). `build` returning `None`
+    /// submits nothing. Published without a [`CmdBuf`]; waits on other queues' work,
+    /// when there are any, go first in packets of their own. Returns whether a packet
+    /// was submitted.
+    pub(crate) fn submit_packet(
         &self,
-        encode: impl FnOnce(&AqlQueue) -> Result<CmdBuf>,
-    ) -> Result<u64> {
-        self.submit_inner(Place::Any, None, |q| encode(q).map(Some), None)
+        build: impl FnOnce(&AqlQueue, Point) -> Result<Option<[u32; 16]>>,
+    ) -> Result<bool> {
+        let s = &*self.inner;
+        if let Some(e) = s.sticky_error() {
+            return Err(e);
+        }
+        let mut st = lock(&s.state);
+        let deps = if self.no_implicit_deps() {
+            Deps::None
+        } else {
+            self.collect_deps(None)
+        };
+        if !st.dedicated && !matches!(deps, Deps::None) {
+            self.place(&mut st, Place::Any, &deps)?;
+        }
+        let q = &st.queue;
+        let qid = q.queue_id();
+        let mut wbuf = None::<CmdBuf>;
+        // Full wait buffers (no heap unless there are more waits than one buffer holds).
+        let mut extra = Vec::new();
+        for p in deps
+            .as_slice()
+            .iter()
+            .filter(|p| p.queue_id != qid && !p.done())
+        {
+            let b = wbuf.get_or_insert_with(|| CmdBuf::new(s.family));
+            if b.is_full() {
+                extra.push(*b);
+                *b = CmdBuf::new(s.family);
+            }
+            b.wait_point(p.timeline.handle(), p.threshold())?;
+        }
+        // One packet per command.
+        let waits: u64 = extra
+            .iter()
+            .chain(wbuf.iter())
+            .map(|b| b.len() as u64)
+            .sum();
+        let point = Point {
+            timeline: s.timeline.clone(),
+            target: s.submitted.load(Ordering::Relaxed) + waits + 1,
+            queue_id: qid,
+            gpu_index: s.gpu_index,
+        };
+        let Some(w) = build(q, point)? else {
+            return Ok(false);
+        };
+        let fault = || s.dev.poll_faults(s.gpu_index);
+        let mut published = 0;
+        for b in extra.iter().chain(wbuf.iter()) {
+            published += self.publish(q, &[b], &fault)?;
+        }
+        if let Err(e) = q.submit_one(&Cmd::Packet(w), s.timeline.handle(), &fault) {
+            return Err(self.publish_failed(e));
+        }
+        self.advance(qid, published + 1);
+        Ok(true)
     }
 
     fn submit_inner(
@@ -828,11 +886,6 @@ impl Stream {
         let new = s.submitted.load(Ordering::Relaxed) + n;
         s.submitted.store(new, Ordering::Release);
         new
-    }
-
-    /// The point `target` of this stream (its last queue).
-    pub(crate) fn point_now_at(&self, target: u64) -> Point {
-        self.point_at(target)
     }
 
     fn point_at(&self, target: u64) -> Point {
@@ -1069,6 +1122,7 @@ impl Stream {
     }
 
     /// The hardware queue the stream submits to now.
+    #[cfg(test)]
     pub(crate) fn current_queue(&self) -> Arc<AqlQueue> {
         lock(&self.inner.state).queue.clone()
     }

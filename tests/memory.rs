@@ -237,78 +237,18 @@ fn peer_access_maps_existing_and_later_buffers_and_disable_unmaps() {
     assert_eq!(host.mapped_gpu_ids(), vec![id0, id1]);
 }
 
-/// A board whose VRAM is not in its BAR (`HEAP_TYPE_FB_PRIVATE`): the emulator with the
-/// topology's heap type changed. Every other call goes to the emulated device.
-struct SmallBar {
-    emu: kfd_emu::EmuBackend,
-    topology: kfd::topology::Topology,
-}
-
-impl kfd::Backend for SmallBar {
-    fn kind(&self) -> kfd::BackendKind {
-        self.emu.kind()
-    }
-    fn topology(&self) -> &kfd::topology::Topology {
-        &self.topology
-    }
-    fn ioctl(&self, req: kfd::Ioctl<'_>) -> Result<(), kfd::Errno> {
-        self.emu.ioctl(req)
-    }
-    fn open_render_node(&self, minor: u32) -> Result<std::os::fd::OwnedFd, kfd::Errno> {
-        self.emu.open_render_node(minor)
-    }
-    unsafe fn mmap(
-        &self,
-        file: kfd::MmapFile<'_>,
-        offset: u64,
-        len: usize,
-        fixed_addr: Option<core::ptr::NonNull<core::ffi::c_void>>,
-        prot: kfd::Prot,
-    ) -> Result<core::ptr::NonNull<core::ffi::c_void>, kfd::Errno> {
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { self.emu.mmap(file, offset, len, fixed_addr, prot) }
-    }
-    unsafe fn munmap(
-        &self,
-        addr: core::ptr::NonNull<core::ffi::c_void>,
-        len: usize,
-    ) -> Result<(), kfd::Errno> {
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { self.emu.munmap(addr, len) }
-    }
-    fn doorbell_written(&self, queue_id: u32) {
-        self.emu.doorbell_written(queue_id)
-    }
-    fn host_signal_written(&self, queue_id: u32) {
-        self.emu.host_signal_written(queue_id)
-    }
-    unsafe fn release_svm_mapping(
-        &self,
-        addr: core::ptr::NonNull<core::ffi::c_void>,
-        len: usize,
-    ) -> Result<(), kfd::Errno> {
-        // SAFETY: forwarded with the caller's guarantee.
-        unsafe { self.emu.release_svm_mapping(addr, len) }
-    }
-}
-
-/// An emulated MI210 whose VRAM heaps are FRAME_BUFFER_PRIVATE (a small-BAR board).
+/// An emulated MI210 without resizable BAR (`[smallbar]`: the CPU sees 256 MiB of its
+/// VRAM, KFD reports the VRAM heap FRAME_BUFFER_PRIVATE and refuses CPU-visible VRAM).
 fn small_bar_mi210() -> Device {
-    use kfd::Backend;
-    let backend = kfd_emu::EmuBackend::from_spec("emu:mi210").unwrap();
-    let mut topology = backend.topology().clone();
-    for n in topology.nodes.iter_mut().filter(|n| n.gpu_id != 0) {
-        for b in &mut n.mem_banks {
-            if b.heap_type == kfd::topology::HEAP_TYPE_FB_PUBLIC {
-                b.heap_type = kfd::topology::HEAP_TYPE_FB_PRIVATE;
-            }
-        }
-    }
-    Device::with_backend(std::sync::Arc::new(SmallBar {
-        emu: backend,
-        topology,
-    }))
-    .unwrap()
+    let spec = kfdrt::DeviceSpec::parse("emu:mi210[smallbar]").unwrap();
+    let dev = Device::open_spec(&spec).unwrap();
+    let gpu = dev.gpu(0).unwrap();
+    assert!(gpu
+        .node
+        .mem_banks
+        .iter()
+        .all(|b| b.heap_type == kfd::topology::HEAP_TYPE_FB_PRIVATE));
+    dev
 }
 
 /// hipMalloc memory is CPU-visible only on a large-BAR board (ROCr: `HostAccess` unless
@@ -348,8 +288,29 @@ fn device_memory_is_cpu_visible_only_on_large_bar_boards() {
 #[test]
 fn code_object_loads_into_vram_the_cpu_cannot_see() {
     let dev = small_bar_mi210();
+    // Initialised globals and a relocated pointer reach VRAM through the staged copy.
+    let elf = test_kernels::build("cl/globals.cl", "gfx90a").unwrap();
+    let g = dev.load_module(0, &elf).unwrap();
+    assert!(g.staged(), "the image went through GTT staging");
+    assert_eq!(g.memory_kind(), MemoryKind::Device);
+    let bump = g.kernel("bump").unwrap();
+    let gout = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    let mut gargs = bump.args();
+    gargs.buffer(&gout).unwrap();
+    let s = dev.create_stream(0).unwrap();
+    s.launch(&bump, 1, 64, 0, &gargs).unwrap();
+    s.synchronize().unwrap();
+    let (counter, _) = g.global("counter").unwrap();
+    let word = |i: usize| gout.atomic_u32(4 * i).unwrap().load(Ordering::Acquire);
+    assert_eq!(word(0), 42, "counter = 41 + 1");
+    assert_eq!(u64::from(word(1)) | u64::from(word(2)) << 32, counter);
+    // The large-BAR board writes the image through the BAR.
+    let m = emu("emu:mi210").load_module(0, &elf).unwrap();
+    assert!(!m.staged());
+
     let elf = test_kernels::build("cl/vadd.cl", "gfx90a").unwrap();
     let m = dev.load_module(0, &elf).unwrap();
+    assert!(m.staged());
     let k = m.kernel("vadd").unwrap();
     let n = 300u32;
     let bytes = 4 * n as usize;
@@ -367,7 +328,6 @@ fn code_object_loads_into_vram_the_cpu_cannot_see() {
         .and_then(|x| x.buffer(&bc))
         .and_then(|x| x.arg(&n))
         .unwrap();
-    let s = dev.create_stream(0).unwrap();
     s.launch(&k, n.div_ceil(64), 64, 0, &args).unwrap();
     s.synchronize().unwrap();
     let mut out = vec![0u8; bytes];

@@ -46,6 +46,11 @@ pub struct Preset {
     /// VRAM bytes (what `mem_banks/0/size_in_bytes` reports; the capacity the emulated
     /// KFD enforces, unless the spec option `vram=` lowers it).
     pub vram_size: u64,
+    /// Bytes of VRAM the CPU can reach through the PCI BAR when less than all of it (a
+    /// board without resizable BAR: a 256 MiB window), else `None`. KFD then reports the
+    /// VRAM heap as `HEAP_TYPE_FB_PRIVATE` and refuses CPU-visible (PUBLIC) VRAM
+    /// allocations (spec options `bar=SIZE`, `smallbar`; firmware-notes/kfd-memory.md).
+    pub visible_vram_size: Option<u64>,
     /// VRAM bus width in bits.
     pub vram_width: u32,
     /// Maximum memory clock in MHz.
@@ -101,6 +106,7 @@ impl Preset {
         max_waves_per_simd: 8,
         lds_size_in_kb: 64,
         vram_size: 206_141_652_992,
+        visible_vram_size: None,
         vram_width: 8192,
         mem_clk_max: 1300,
         num_sdma_engines: 2,
@@ -137,6 +143,7 @@ impl Preset {
         max_waves_per_simd: 8,
         lds_size_in_kb: 64,
         vram_size: 64 * GIB,
+        visible_vram_size: None,
         vram_width: 4096,
         mem_clk_max: 1600,
         num_sdma_engines: 2,
@@ -172,6 +179,7 @@ impl Preset {
         max_waves_per_simd: 8,
         lds_size_in_kb: 64,
         vram_size: 64 * GIB,
+        visible_vram_size: None,
         vram_width: 4096,
         mem_clk_max: 1600,
         num_sdma_engines: 2,
@@ -207,6 +215,7 @@ impl Preset {
         max_waves_per_simd: 16,
         lds_size_in_kb: 64,
         vram_size: 24 * GIB,
+        visible_vram_size: None,
         vram_width: 384,
         mem_clk_max: 1250,
         num_sdma_engines: 2,
@@ -242,6 +251,7 @@ impl Preset {
         max_waves_per_simd: 16,
         lds_size_in_kb: 64,
         vram_size: 17_095_983_104,
+        visible_vram_size: None,
         vram_width: 256,
         mem_clk_max: 1258,
         num_sdma_engines: 2,
@@ -284,6 +294,14 @@ impl Preset {
     pub fn names() -> Vec<&'static str> {
         Self::ALL.iter().map(|p| p.name).collect()
     }
+
+    /// Whether the CPU sees only part of the VRAM (see [`Preset::visible_vram_size`]).
+    pub fn is_small_bar(&self) -> bool {
+        self.visible_vram_size.is_some_and(|v| v < self.vram_size)
+    }
+
+    /// The CPU-visible window of a board without resizable BAR (256 MiB).
+    pub const SMALL_BAR: u64 = 256 << 20;
 
     /// Active compute units (`simd_count / simd_per_cu`).
     pub fn cu_count(&self) -> u32 {

@@ -7,6 +7,8 @@
 //! count   = 1..=64                        (GPUs of this kind, in order)
 //! option  = "vram=" size                  (emulated VRAM capacity, e.g. 64M, 2G, 1048576)
 //!         | "xnack=" ("on" | "off")       (the process's initial XNACK mode)
+//!         | "bar=" size                   (the CPU-visible VRAM window: small BAR when < VRAM)
+//!         | "smallbar"                    (bar=256M, a board without resizable BAR)
 //! size    = digits [ "K" | "M" | "G" | "T" ] (binary units; a multiple of 4 KiB, >= 1 MiB)
 //! ```
 //!
@@ -16,6 +18,9 @@
 //! `vram=` lowers (or raises) the capacity the emulated KFD enforces and publishes in
 //! `mem_banks/0/size_in_bytes`, so that tests can exhaust VRAM quickly. `xnack=on` starts
 //! the process with XNACK enabled; it is refused on boards that cannot enable it.
+//! `bar=`/`smallbar` model a board whose CPU sees only part of its VRAM through the PCI BAR
+//! (no resizable BAR): KFD reports the VRAM heap as FB_PRIVATE and refuses CPU-visible
+//! VRAM allocations, so runtimes stage uploads through GTT. Example: `emu:mi210[smallbar]`.
 
 use crate::presets::Preset;
 
@@ -192,9 +197,13 @@ fn apply_option(gpu: &mut GpuSpec, name: &str, opt: &str) -> Result<(), SpecErro
         option: opt.to_owned(),
         reason,
     };
+    if opt.eq_ignore_ascii_case("smallbar") {
+        gpu.preset.visible_vram_size = Some(Preset::SMALL_BAR);
+        return Ok(());
+    }
     let (key, value) = opt
         .split_once('=')
-        .ok_or_else(|| bad("expected key=value"))?;
+        .ok_or_else(|| bad("expected key=value or smallbar"))?;
     match key.trim().to_ascii_lowercase().as_str() {
         "vram" => {
             let size = parse_size(value.trim())
@@ -206,6 +215,14 @@ fn apply_option(gpu: &mut GpuSpec, name: &str, opt: &str) -> Result<(), SpecErro
             }
             gpu.preset.vram_size = size;
         }
+        "bar" => {
+            let size =
+                parse_size(value.trim()).ok_or_else(|| bad("expected a size such as 256M"))?;
+            if size == 0 || size % 4096 != 0 {
+                return Err(bad("the BAR size must be a non-zero multiple of 4K"));
+            }
+            gpu.preset.visible_vram_size = Some(size);
+        }
         "xnack" => {
             gpu.xnack = Some(match value.trim().to_ascii_lowercase().as_str() {
                 "on" | "1" => true,
@@ -213,7 +230,11 @@ fn apply_option(gpu: &mut GpuSpec, name: &str, opt: &str) -> Result<(), SpecErro
                 _ => return Err(bad("expected on or off")),
             });
         }
-        _ => return Err(bad("unknown option (known: vram=SIZE, xnack=on|off)")),
+        _ => {
+            return Err(bad(
+                "unknown option (known: vram=SIZE, bar=SIZE, smallbar, xnack=on|off)",
+            ))
+        }
     }
     Ok(())
 }

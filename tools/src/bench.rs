@@ -419,6 +419,7 @@ pub fn filter_matches(filter: &str) -> bool {
     NAMES
         .iter()
         .chain(crate::bench_kernels::SHADER_NAMES)
+        .chain(&crate::bench_kernels::KERNEL_NAMES)
         .any(|n| n.contains(filter))
         || INSN.iter().any(|(n, _)| n.contains(filter))
 }
@@ -612,6 +613,10 @@ pub const INSN: &[(&str, &str)] = &[
     ),
     ("instructions/call addCallback enqueue", "add_callback"),
     (
+        "instructions/call kernel launch enqueue (empty kernel)",
+        "launch",
+    ),
+    (
         "instructions/call floor: 64-byte ring write + release store + doorbell store",
         "floor",
     ),
@@ -783,6 +788,22 @@ pub fn insn_child(dev: &Device, op: &str, calls: usize) -> Result<(), String> {
                 batch(&s, i)?;
             }
         }
+        "launch" => {
+            let gfx = dev.gpu(0).map_err(e)?.gfx_name();
+            let elf = crate::check::kernels::embedded("cl/empty.cl", &gfx)?;
+            let m = dev.load_module(0, elf).map_err(e)?;
+            let k = m.kernel("empty").map_err(e)?;
+            let args = k.args();
+            // The first launch sets up the queue's kernarg ring (outside the probes).
+            s.launch(&k, 1, 64, 0, &args).map_err(e)?;
+            s.synchronize().map_err(e)?;
+            for i in 0..calls {
+                probe_launch(&s, &k, &args).map_err(e)?;
+                batch(&s, i)?;
+            }
+            // The module must outlive its dispatches.
+            s.synchronize().map_err(e)?;
+        }
         "floor" => {
             let q = crate::check::raw::RawAql::new(dev, 0, 1024)?;
             // A barrier-AND without dependencies or completion signal.
@@ -857,6 +878,22 @@ fn insn_probe_add_callback(s: &kfdrt::Stream) -> kfdrt::Result<()> {
 }
 fn probe_add_callback(s: &kfdrt::Stream) -> kfdrt::Result<()> {
     insn_probe_add_callback(std::hint::black_box(s))
+}
+
+#[inline(never)]
+fn insn_probe_launch(
+    s: &kfdrt::Stream,
+    k: &kfdrt::Kernel,
+    args: &kfdrt::KernelArgs,
+) -> kfdrt::Result<()> {
+    s.launch(k, 1, 64, 0, args)
+}
+fn probe_launch(
+    s: &kfdrt::Stream,
+    k: &kfdrt::Kernel,
+    args: &kfdrt::KernelArgs,
+) -> kfdrt::Result<()> {
+    insn_probe_launch(std::hint::black_box(s), k, args)
 }
 
 #[inline(never)]

@@ -12,6 +12,12 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// The kernel figures, in run order.
+pub const KERNEL_NAMES: [&str; 2] = [
+    "kernel launch enqueue (empty kernel)",
+    "kernel launch->completion (empty kernel, host spin)",
+];
+
 /// Launches per timed batch: within one AQL ring (1024 slots) and the kernarg ring, so
 /// the batch measures enqueueing, not waiting for space.
 const BATCH: usize = 500;
@@ -25,10 +31,7 @@ pub fn run(
     progress: &mut dyn FnMut(&str),
     out: &mut Vec<Figure>,
 ) -> Result<(), Error> {
-    let names = [
-        "kernel launch enqueue (empty kernel)",
-        "kernel launch->completion (empty kernel, host spin)",
-    ];
+    let names = KERNEL_NAMES;
     if !names.iter().any(|n| want(n)) {
         return Ok(());
     }

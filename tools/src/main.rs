@@ -689,20 +689,11 @@ fn cmd_bench(argv: &[String]) -> ExitCode {
         let v = serde_json::json!({"machine": machine(), "device": device, "figures": list, "not_measured": bench::NOT_YET});
         outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        for f in &figs {
-            match ratio(f.name, f.value) {
-                Some(r) => outln!(
-                    "{:<44} {:>12.1} {:<12} x{r:.3} of compare",
-                    f.name,
-                    f.value,
-                    f.unit
-                ),
-                None => outln!("{:<44} {:>12.1} {}", f.name, f.value, f.unit),
-            }
-        }
-        let (lo, hi) = dev.stream_priority_range();
-        outln!("priority range least={lo} greatest={hi}");
-        if !args.flag("quick") {
+        // The instruction counts (callgrind) first, so a wall figure that has one prints it
+        // beside it.
+        let insn = if args.flag("quick") {
+            Vec::new()
+        } else {
             let spec = args
                 .value("device")
                 .map(str::to_string)
@@ -710,9 +701,30 @@ fn cmd_bench(argv: &[String]) -> ExitCode {
                 .unwrap_or_else(|| "auto".into());
             let filter = args.value("filter");
             let want = |n: &str| filter.is_none_or(|f| n.contains(f));
-            let insn = bench::insn_figures(&spec, &want, &mut |n: &str| {
+            bench::insn_figures(&spec, &want, &mut |n: &str| {
                 errln!("bench: {n} (callgrind) ...")
-            });
+            })
+        };
+        for f in &figs {
+            let beside = insn
+                .iter()
+                .find(|i| i.name.strip_prefix("instructions/call ") == Some(f.name))
+                .and_then(|i| i.value.as_ref().ok())
+                .map(|v| format!("  ({v:.1} insn/call)"))
+                .unwrap_or_default();
+            match ratio(f.name, f.value) {
+                Some(r) => outln!(
+                    "{:<44} {:>12.1} {:<12} x{r:.3} of compare{beside}",
+                    f.name,
+                    f.value,
+                    f.unit
+                ),
+                None => outln!("{:<44} {:>12.1} {}{beside}", f.name, f.value, f.unit),
+            }
+        }
+        let (lo, hi) = dev.stream_priority_range();
+        outln!("priority range least={lo} greatest={hi}");
+        if !args.flag("quick") {
             let floor = insn
                 .iter()
                 .find(|f| f.name.contains("floor"))

@@ -787,6 +787,7 @@ fn compute_launch(
             kd,
             entry: pgm,
             user_data: Some(user),
+            tmpring,
         },
         k,
     ))

@@ -252,9 +252,16 @@ impl Emu {
             return Err(Errno::ADDRINUSE);
         }
         let idx = self.gpu_idx(a.gpu_id).ok_or(Errno::INVAL)?;
-        // Every emulated board is "large BAR": PUBLIC VRAM is always allowed.
-        Self::bind(&st, idx)?;
         let gpu = &self.gpus[idx];
+        // kfd_ioctl_alloc_memory_of_gpu: "Alloc host visible vram on small bar is not
+        // allowed" (PUBLIC | VRAM on a GPU that is not `kfd_dev_is_large_bar`): EINVAL.
+        if f.contains(AllocFlags::VRAM)
+            && f.contains(AllocFlags::PUBLIC)
+            && gpu.preset.is_small_bar()
+        {
+            return Err(Errno::INVAL);
+        }
+        Self::bind(&st, idx)?;
         if f.contains(AllocFlags::DOORBELL) {
             if a.size != DOORBELL_SLICE {
                 return Err(Errno::INVAL);

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use kfd::topology::{
     Cache, IoLink, MemBank, Node, NodeProperties, SysfsTree, SystemProperties, Topology,
-    HEAP_TYPE_FB_PUBLIC, HEAP_TYPE_SYSTEM, IOLINK_TYPE_PCIEXPRESS,
+    HEAP_TYPE_FB_PRIVATE, HEAP_TYPE_FB_PUBLIC, HEAP_TYPE_SYSTEM, IOLINK_TYPE_PCIEXPRESS,
 };
 
 use crate::presets::Preset;
@@ -139,7 +139,13 @@ pub(crate) fn build(presets: &[Preset]) -> (Topology, Vec<GpuPlacement>) {
             name: p.marketing_name.to_owned(),
             properties,
             mem_banks: vec![MemBank {
-                heap_type: HEAP_TYPE_FB_PUBLIC,
+                // kfd_crat.c: FB_PUBLIC when all VRAM is CPU-visible
+                // (`local_mem_size_private == 0`), else FB_PRIVATE (small BAR).
+                heap_type: if p.is_small_bar() {
+                    HEAP_TYPE_FB_PRIVATE
+                } else {
+                    HEAP_TYPE_FB_PUBLIC
+                },
                 size_in_bytes: p.vram_size,
                 flags: 0,
                 width: p.vram_width,

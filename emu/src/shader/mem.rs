@@ -152,3 +152,101 @@ pub(crate) unsafe fn store_raw(p: *mut u8, size: u64, v: u64) {
         }
     }
 }
+
+/// `amd_queue_t` byte offsets of the scratch fields the CP reads (ROCr
+/// `inc/amd_hsa_queue.h`; firmware-notes/kernels.md "Scratch").
+mod amd_queue {
+    pub(super) const COMPUTE_TMPRING_SIZE: u64 = 140;
+    pub(super) const SCRATCH_RESOURCE_DESCRIPTOR: u64 = 144;
+    pub(super) const SCRATCH_BACKING_MEMORY_LOCATION: u64 = 160;
+}
+
+/// COMPUTE_TMPRING_SIZE.WAVESIZE granule on gfx9 (1 KiB) and the field's width.
+const TMPRING_GRANULE: u64 = 1024;
+const TMPRING_WAVESIZE_MASK: u32 = 0x1FFF;
+
+/// A queue's scratch as the CP hands it to a dispatch's waves (from `amd_queue_t`): the
+/// private segment buffer V# (`scratch_resource_descriptor`), the flat scratch base
+/// (`scratch_backing_memory_location`), and COMPUTE_TMPRING_SIZE (WAVES concurrent
+/// scratch waves, WAVESIZE KiB each). Only XCC 0's slice is used: the emulated shader core
+/// runs every wave on one XCC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueueScratch {
+    pub(crate) srd: [u32; 4],
+    pub(crate) location: u64,
+    pub(crate) waves: u32,
+    pub(crate) wave_bytes: u64,
+}
+
+impl QueueScratch {
+    /// The scratch fields of the `amd_queue_t` at `queue_va`.
+    pub(crate) fn read(port: &mut MemPort, queue_va: u64) -> Result<QueueScratch, Fault> {
+        let tmpring = port.load(queue_va + amd_queue::COMPUTE_TMPRING_SIZE, 4)? as u32;
+        let mut srd = [0u32; 4];
+        for (i, w) in srd.iter_mut().enumerate() {
+            *w = port.load(
+                queue_va + amd_queue::SCRATCH_RESOURCE_DESCRIPTOR + 4 * i as u64,
+                4,
+            )? as u32;
+        }
+        let location = port.load(queue_va + amd_queue::SCRATCH_BACKING_MEMORY_LOCATION, 8)?;
+        Ok(QueueScratch::from_tmpring(tmpring, srd, location))
+    }
+
+    /// From a COMPUTE_TMPRING_SIZE value (WAVES [11:0], WAVESIZE [24:12] in KiB), the V#
+    /// and the backing memory location.
+    pub(crate) fn from_tmpring(tmpring: u32, srd: [u32; 4], location: u64) -> QueueScratch {
+        QueueScratch {
+            srd,
+            location,
+            waves: tmpring & 0xFFF,
+            wave_bytes: u64::from((tmpring >> 12) & TMPRING_WAVESIZE_MASK) * TMPRING_GRANULE,
+        }
+    }
+
+    /// Bytes of each lane's private segment a wave's slot holds.
+    pub(crate) fn lane_bytes(&self) -> u64 {
+        self.wave_bytes / 64
+    }
+
+    /// The private segment wave offset of scratch slot `slot` (the system SGPR): the
+    /// slot's byte offset in the scratch (the V# base plus it is the wave's base).
+    pub(crate) fn wave_offset(&self, slot: u32) -> u64 {
+        u64::from(slot) * self.wave_bytes
+    }
+
+    /// The scratch base address in the V# (bits 0..47).
+    pub(crate) fn base(&self) -> u64 {
+        self.srd[0] as u64 | ((self.srd[1] & 0xFFFF) as u64) << 32
+    }
+}
+
+/// The address of byte `offset` of lane `lane`'s private segment in a wave whose scratch
+/// starts at `wave_base` (FLAT_SCRATCH, or the V# base plus the wave offset): gfx9
+/// interleaves the lanes' private memory dword by dword (AMDGPUUsage "Memory Spaces",
+/// private: "accessed in an interleaved manner ... by buffer instructions with the scratch
+/// buffer descriptor and per wavefront scratch offset, by the scratch instructions, or by
+/// flat instructions"), i.e. the swizzle of the scratch V# (ELEMENT_SIZE 4 bytes,
+/// INDEX_STRIDE 64, ADD_TID_ENABLE): see [`swizzled_offset`].
+#[inline]
+pub(crate) fn scratch_addr(wave_base: u64, offset: u64, lane: usize) -> u64 {
+    wave_base.wrapping_add(swizzled_offset(lane as u64, offset, 0, 4, 64))
+}
+
+/// Swizzled buffer addressing (CDNA3 ISA "Buffer Addressing", swizzle enabled): with
+/// `index` (idxen VGPR, plus the lane id when ADD_TID_ENABLE) and `offset` (offen VGPR plus
+/// the instruction offset), the byte offset from base + soffset is
+/// `(index / index_stride * stride + offset / element_size * element_size) * index_stride
+/// + index % index_stride * element_size + offset % element_size`.
+#[inline]
+pub(crate) fn swizzled_offset(
+    index: u64,
+    offset: u64,
+    stride: u64,
+    element_size: u64,
+    index_stride: u64,
+) -> u64 {
+    (index / index_stride * stride + offset / element_size * element_size) * index_stride
+        + index % index_stride * element_size
+        + offset % element_size
+}

@@ -28,7 +28,7 @@ use pm4::kd::{code_props, KernelDescriptor};
 use crate::engine::Inner;
 use crate::gpumem::Fault;
 use lower::Op;
-use mem::MemPort;
+use mem::{MemPort, QueueScratch};
 use wave::{Ctx, Wave, WaveStop};
 
 /// The instruction-set flavour.
@@ -292,6 +292,10 @@ pub(crate) struct Setup {
     preload: Vec<u32>,
     /// PM4 dispatch: the COMPUTE_USER_DATA registers, loaded as the user SGPRs.
     user_data: Option<Vec<u32>>,
+    /// The queue's scratch, when the dispatch has a private segment.
+    scratch: Option<QueueScratch>,
+    /// Scratch slots per worker (the most waves a work-group has).
+    slots_per_worker: u32,
 }
 
 /// Runs kernel dispatch `k` (the AQL packet at `packet_va` of the queue whose
@@ -321,6 +325,7 @@ pub(crate) fn dispatch(
         kd,
         entry,
         user_data: None,
+        tmpring: 0,
     };
     dispatch_launch(inner, &regs, k, packet_va, queue_va, dispatch_id)
 }
@@ -334,6 +339,9 @@ pub(crate) struct Launch {
     pub(crate) kd: KernelDescriptor,
     pub(crate) entry: u64,
     pub(crate) user_data: Option<Vec<u32>>,
+    /// PM4: the COMPUTE_TMPRING_SIZE register (the queue's scratch waves and wave size;
+    /// AQL dispatches read it from `amd_queue_t`).
+    pub(crate) tmpring: u32,
 }
 
 /// Runs a dispatch whose kernel descriptor and entry are already known (see [`Launch`]).
@@ -385,9 +393,26 @@ pub(crate) fn dispatch_launch(
             fault: Some(f),
         })? as u32);
     }
+    let priv_bytes = k.private_segment_size.max(kd.private_segment_fixed_size);
+    let wg_items: u64 = wg.iter().map(|&x| u64::from(x)).product();
+    let slots_per_worker = wg_items.div_ceil(64).max(1) as u32;
+    let scratch = if priv_bytes == 0 {
+        None
+    } else {
+        Some(queue_scratch(
+            &mut port,
+            launch,
+            target,
+            queue_va,
+            priv_bytes,
+            slots_per_worker,
+        )?)
+    };
     let setup = Setup {
         lds_bytes: (k.group_segment_size.max(kd.group_segment_fixed_size) as usize).min(64 * 1024),
-        priv_bytes: k.private_segment_size.max(kd.private_segment_fixed_size),
+        priv_bytes,
+        scratch,
+        slots_per_worker,
         kd,
         k: *k,
         target,
@@ -402,11 +427,17 @@ pub(crate) fn dispatch_launch(
         user_data: launch.user_data.clone(),
     };
     let total = groups.iter().map(|&g| g as u64).product::<u64>();
+    // Work-groups in flight at once need a scratch slot per wave: no more workers than
+    // the queue's COMPUTE_TMPRING_SIZE.WAVES slots hold (the SPI waits for free slots).
+    let slot_workers = setup
+        .scratch
+        .map_or(usize::MAX, |sc| (sc.waves / slots_per_worker) as usize);
     let workers = match inner.shader_threads.load(Ordering::Relaxed) {
         0 => worker_threads(),
         n => n,
     }
     .min(total as usize)
+    .min(slot_workers)
     .max(1);
     let clock = inner.clock;
     let job = Arc::new(workers::Job::new(
@@ -419,6 +450,54 @@ pub(crate) fn dispatch_launch(
     ));
     workers::run(job.clone(), &mut port, workers - 1);
     job.result()
+}
+
+/// The scratch a dispatch with `priv_bytes` of private segment per work-item gets: the
+/// queue's, read from its `amd_queue_t` as the CP does. A queue whose scratch is missing
+/// or too small for the dispatch stops the dispatch as the CP does (on hardware it raises
+/// the queue's scratch event for the runtime to grow it; kfdrt grows it before
+/// submitting). PM4 dispatches take the slots from COMPUTE_TMPRING_SIZE.
+fn queue_scratch(
+    port: &mut MemPort,
+    launch: &Launch,
+    target: Target,
+    queue_va: u64,
+    priv_bytes: u32,
+    waves_per_group: u32,
+) -> Result<QueueScratch, ShaderError> {
+    let sc = if launch.user_data.is_some() {
+        // PM4: COMPUTE_TMPRING_SIZE gives the slots; the kernel's V# and flat scratch init
+        // come verbatim in COMPUTE_USER_DATA (gfx90a). gfx942's architected flat scratch
+        // base (COMPUTE_DISPATCH_SCRATCH_BASE) is not modelled.
+        if target == Target::Gfx942 {
+            return Err(ShaderError::new(format!(
+                "PM4 dispatch with a {priv_bytes}-byte private segment on gfx942: the \
+                 architected flat scratch base (COMPUTE_DISPATCH_SCRATCH_BASE) is not modelled"
+            )));
+        }
+        QueueScratch::from_tmpring(launch.tmpring, [0; 4], 0)
+    } else {
+        QueueScratch::read(port, queue_va).map_err(|f| ShaderError {
+            reason: format!("amd_queue_t scratch fields not readable: {f}"),
+            fault: Some(f),
+        })?
+    };
+    if sc.lane_bytes() < u64::from(priv_bytes) {
+        return Err(ShaderError::new(format!(
+            "the dispatch needs {priv_bytes} bytes of scratch per work-item but the queue's \
+             COMPUTE_TMPRING_SIZE gives {} ({} bytes per wave): scratch not set up for it",
+            sc.lane_bytes(),
+            sc.wave_bytes
+        )));
+    }
+    if sc.waves < waves_per_group {
+        return Err(ShaderError::new(format!(
+            "a work-group has {waves_per_group} waves but the queue's scratch holds {} \
+             (COMPUTE_TMPRING_SIZE.WAVES)",
+            sc.waves
+        )));
+    }
+    Ok(sc)
 }
 
 /// Worker threads per dispatch: `KFD_EMU_SHADER_THREADS` when set (for speed-up
@@ -445,7 +524,9 @@ pub(crate) struct WorkerState {
     pool: Vec<Wave>,
 }
 
-/// Runs work-group number `g` (x fastest) to completion.
+/// Runs work-group number `g` (x fastest) to completion on worker `worker` (whose
+/// waves use scratch slots `worker * slots_per_worker ..`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_workgroup(
     st: &Setup,
     prog: &Program,
@@ -453,6 +534,7 @@ pub(crate) fn run_workgroup(
     ws: &mut WorkerState,
     clock: &dyn Fn() -> u64,
     g: u64,
+    worker: u32,
     stats: &mut DispatchStats,
 ) -> Result<(), ShaderError> {
     let gx = (g % st.groups[0] as u64) as u32;
@@ -475,7 +557,16 @@ pub(crate) fn run_workgroup(
     let waves = &mut pool[..nwaves];
     for (w, wave) in waves.iter_mut().enumerate() {
         wave.reset();
-        init_wave(st, prog, gid, size, items, w, wave);
+        init_wave(
+            st,
+            prog,
+            gid,
+            size,
+            items,
+            w,
+            worker * st.slots_per_worker + w as u32,
+            wave,
+        );
     }
     let mut done = vec![false; nwaves];
     let mut at_barrier = vec![false; nwaves];
@@ -521,7 +612,9 @@ pub(crate) fn run_workgroup(
     Ok(())
 }
 
-/// A wave's initial state (LLVM AMDGPUUsage, "Initial Kernel Execution State").
+/// A wave's initial state (LLVM AMDGPUUsage, "Initial Kernel Execution State"); `slot`
+/// is its scratch slot.
+#[allow(clippy::too_many_arguments)]
 fn init_wave(
     st: &Setup,
     prog: &Program,
@@ -529,9 +622,28 @@ fn init_wave(
     size: [u32; 3],
     items: usize,
     w: usize,
+    slot: u32,
     wave: &mut Wave,
 ) {
     let kd = &st.kd;
+    // The wave's scratch: its slot's offset in the queue's scratch, and (gfx940+,
+    // architected flat scratch; gfx90a kernels set it in their prologue from flat scratch
+    // init + wave offset) FLAT_SCRATCH = the wave's scratch base.
+    let (wave_offset, flat_scratch) = match &st.scratch {
+        Some(sc) => {
+            wave.priv_size = sc.lane_bytes() as u32;
+            let off = sc.wave_offset(slot);
+            (off as u32, sc.base().wrapping_add(off))
+        }
+        None => {
+            wave.priv_size = 0;
+            (0, 0)
+        }
+    };
+    if st.target == Target::Gfx942 {
+        wave.s[102] = flat_scratch as u32;
+        wave.s[103] = (flat_scratch >> 32) as u32;
+    }
     wave.pc = prog.index_of(prog.entry).unwrap_or(0);
     wave.hw_id = w as u32;
     // MODE from RSRC1: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9].
@@ -555,9 +667,8 @@ fn init_wave(
     }
     // (A PM4 dispatch's descriptor has no enable bits: only its USER_DATA is loaded.)
     if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER) {
-        // The private segment V#: scratch is lane-private in this model (see notes), so the
-        // descriptor has base 0 and the wave offset below is 0.
-        for v in wave::PRIVATE_SEGMENT_VSHARP {
+        // The queue's scratch V# (amd_queue_t.scratch_resource_descriptor).
+        for v in st.scratch.map_or([0; 4], |sc| sc.srd) {
             put(wave, &mut s, v);
         }
     }
@@ -578,8 +689,11 @@ fn init_wave(
         put(wave, &mut s, (st.dispatch_id >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_FLAT_SCRATCH_INIT) {
-        put(wave, &mut s, 0);
-        put(wave, &mut s, st.priv_bytes);
+        // gfx9: the 64-bit address of the queue's scratch (scratch_backing_memory_location);
+        // the prologue adds the wave offset and moves it to FLAT_SCRATCH.
+        let loc = st.scratch.map_or(0, |sc| sc.location);
+        put(wave, &mut s, loc as u32);
+        put(wave, &mut s, (loc >> 32) as u32);
     }
     if kd.has(code_props::ENABLE_SGPR_PRIVATE_SEGMENT_SIZE) {
         put(wave, &mut s, st.priv_bytes);
@@ -598,7 +712,7 @@ fn init_wave(
         put(wave, &mut s, 0);
     }
     if kd.private_segment_enabled() {
-        put(wave, &mut s, 0);
+        put(wave, &mut s, wave_offset);
     }
     // EXEC: the wave's live work-items.
     let first = w * 64;

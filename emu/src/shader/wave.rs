@@ -66,10 +66,6 @@ const EXEC: u16 = 126;
 
 /// The private (scratch) aperture base (high dword), as KFD's `kfd_init_apertures_v9`.
 pub(crate) const PRIVATE_APERTURE_HI: u32 = 0x2_0000;
-/// The private segment buffer V# dispatch loads into the user SGPRs: base 0, all records,
-/// ADD_TID_ENABLE (word 3 bit 23) as ROCr's scratch descriptor; MUBUF accesses through it
-/// reach the lane-private segment.
-pub(crate) const PRIVATE_SEGMENT_VSHARP: [u32; 4] = [0, 0, 0xFFFF_FFFF, 1 << 23];
 
 /// The LDS (shared) aperture base (high dword).
 pub(crate) const SHARED_APERTURE_HI: u32 = 0x1_0000;
@@ -99,8 +95,9 @@ pub(crate) struct Wave {
     pub(crate) scc: bool,
     /// The MODE hardware register.
     pub(crate) mode: u32,
-    /// Lane-private memory (`priv_size` bytes per lane).
-    pub(crate) private: Vec<u8>,
+    /// Bytes of each lane's private segment in the wave's scratch slot (the queue's
+    /// scratch wave size / 64; accesses beyond fault). The memory itself is the queue's
+    /// scratch, reached through FLAT_SCRATCH or the private segment V# (`scratch_addr`).
     pub(crate) priv_size: u32,
     /// Instructions executed, and lane-instructions (active lanes of vector instructions,
     /// 1 for scalar ones).
@@ -210,7 +207,6 @@ impl Wave {
             pc: 0,
             scc: false,
             mode: 0,
-            private: vec![0; priv_size as usize * 64],
             priv_size,
             instrs: 0,
             lane_instrs: 0,
@@ -2425,14 +2421,7 @@ impl Wave {
                 let o = (a & 0xFFFF_FFFF) as usize;
                 Ok(rd_le(ctx.lds, o, size as usize).unwrap_or(0))
             }
-            PRIVATE_APERTURE_HI => {
-                let o = (a & 0xFFFF_FFFF) as usize;
-                let ps = self.priv_size as usize;
-                if o + size as usize > ps {
-                    return Err(self.err(ctx, format!("private (scratch) access at offset {o:#x} beyond the {ps}-byte private segment")));
-                }
-                Ok(rd_le(&self.private, l * ps + o, size as usize).unwrap_or(0))
-            }
+            PRIVATE_APERTURE_HI => self.scratch_access(ctx, a & 0xFFFF_FFFF, size, l, None),
             _ => ctx.mem.load(a, size).map_err(|f| self.mem_err(ctx, f)),
         }
     }
@@ -2444,17 +2433,52 @@ impl Wave {
                 wr_le(ctx.lds, o, size as usize, v);
                 Ok(())
             }
-            PRIVATE_APERTURE_HI => {
-                let o = (a & 0xFFFF_FFFF) as usize;
-                let ps = self.priv_size as usize;
-                if o + size as usize > ps {
-                    return Err(self.err(ctx, format!("private (scratch) access at offset {o:#x} beyond the {ps}-byte private segment")));
-                }
-                wr_le(&mut self.private, l * ps + o, size as usize, v);
-                Ok(())
-            }
+            PRIVATE_APERTURE_HI => self
+                .scratch_access(ctx, a & 0xFFFF_FFFF, size, l, Some(v))
+                .map(|_| ()),
             _ => ctx.mem.store(a, size, v).map_err(|f| self.mem_err(ctx, f)),
         }
+    }
+
+    /// A flat or `scratch_*` access of `size` bytes at byte `o` of lane `l`'s private
+    /// segment (a store when `store` has the value): in the queue's scratch memory at the
+    /// wave's FLAT_SCRATCH base, lanes interleaved dword by dword (`mem::scratch_addr`);
+    /// pieces are split at dword boundaries. Beyond the lane's slice of the wave's scratch
+    /// slot it faults.
+    fn scratch_access(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        o: u64,
+        size: u64,
+        l: usize,
+        store: Option<u64>,
+    ) -> R<u64> {
+        let ps = u64::from(self.priv_size);
+        if o + size > ps {
+            return Err(self.err(
+                ctx,
+                format!(
+                    "private (scratch) access at offset {o:#x} beyond the {ps}-byte per-lane \
+                     slice of the wave's scratch"
+                ),
+            ));
+        }
+        let base = self.s[102] as u64 | (self.s[103] as u64) << 32;
+        let (mut v, mut i) = (0u64, 0u64);
+        while i < size {
+            let off = o + i;
+            let n = (4 - off % 4).min(size - i);
+            let a = mem::scratch_addr(base, off, l);
+            match store {
+                Some(x) => ctx
+                    .mem
+                    .store(a, n, x >> (8 * i))
+                    .map_err(|f| self.mem_err(ctx, f))?,
+                None => v |= ctx.mem.load(a, n).map_err(|f| self.mem_err(ctx, f))? << (8 * i),
+            }
+            i += n;
+        }
+        Ok(v)
     }
 
     /// `*_load_dwordx2` whose active lanes all fall in one mapped window at host `p` (GPU
@@ -2641,66 +2665,15 @@ impl Wave {
         Ok(())
     }
 
-    /// MUBUF through the private segment buffer (how gfx90a code reaches scratch): the V#
-    /// must be the one dispatch loaded ([`PRIVATE_SEGMENT_VSHARP`]); other buffers fault.
+    /// MUBUF: through the buffer resource (V#) in the four SGPRs at `srsrc`; scratch is
+    /// reached this way on gfx90a (the private segment V# of the queue, swizzled).
     fn mubuf(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         let r = op.src[2] as usize;
         let vsharp = [0, 1, 2, 3].map(|i| self.s.get(r + i).copied().unwrap_or(0));
         if op.ext & 0x10 != 0 {
             return Err(self.err(ctx, "MUBUF LDS-DMA form is not modelled"));
         }
-        if vsharp != PRIVATE_SEGMENT_VSHARP {
-            return self.mubuf_vsharp(ctx, op, vsharp);
-        }
-        if op.ext & 0x2 != 0 {
-            return Err(self.err(ctx, "MUBUF idxen on the private segment is not modelled"));
-        }
-        let soff = self.rs(ctx, op.sdst, 0)? as u64;
-        let exec = self.exec();
-        let (size, words, store) = match op.op {
-            0x10 | 0x11 => (1, 1, false),
-            0x12 | 0x13 => (2, 1, false),
-            0x14..=0x17 => (4, op.op as usize - 0x13, false),
-            0x18 => (1, 1, true),
-            0x1a => (2, 1, true),
-            0x1c..=0x1f => (4, op.op as usize - 0x1b, true),
-            _ => return Err(self.unimpl(ctx)),
-        };
-        let vd = op.dst as usize + if op.acc { self.acc_base } else { 0 };
-        for l in 0..64 {
-            if exec >> l & 1 == 0 {
-                continue;
-            }
-            let voff = if op.ext & 1 != 0 {
-                self.v
-                    .get(op.src[0] as usize * 64 + l)
-                    .copied()
-                    .unwrap_or(0) as u64
-            } else {
-                0
-            };
-            let off = (soff + voff + op.imm as u64) & 0xFFFF_FFFF;
-            let a = ((PRIVATE_APERTURE_HI as u64) << 32) | off;
-            for w in 0..words {
-                let reg = (vd + w) * 64 + l;
-                if store {
-                    let v = self.v.get(reg).copied().unwrap_or(0);
-                    self.fstore(ctx, a + 4 * w as u64, size, v as u64, l)?;
-                } else {
-                    let raw = self.fload(ctx, a + 4 * w as u64, size, l)?;
-                    let v = match op.op {
-                        0x11 => raw as u8 as i8 as i32 as u32,
-                        0x13 => raw as u16 as i16 as i32 as u32,
-                        _ => raw as u32,
-                    };
-                    match self.v.get_mut(reg) {
-                        Some(x) => *x = v,
-                        None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
-                    }
-                }
-            }
-        }
-        Ok(())
+        self.mubuf_vsharp(ctx, op, vsharp)
     }
 
     /// MUBUF through a buffer resource (V#) in memory (CDNA3 ISA "Buffer Instructions":
@@ -2709,15 +2682,29 @@ impl Wave {
     /// offset = (offen ? VGPR : 0) + inst_offset and index = idxen ? VGPR : 0. Range
     /// checking: a raw buffer (stride 0) is in range while offset + bytes <= num_records, a
     /// structured one while index < num_records; out-of-range loads return 0 and stores are
-    /// dropped, per dword. Swizzled (ADD_TID) buffers fault.
+    /// dropped, per dword. Swizzled buffers (word 1 SWIZZLE_ENABLE bit 31; the scratch V#)
+    /// address `mem::swizzled_offset` with word 3 ELEMENT_SIZE [20:19] (2 << n bytes) and
+    /// INDEX_STRIDE [22:21] (8 << n), the lane id added to the index when ADD_TID_ENABLE;
+    /// they are in range while soffset + that offset + bytes <= num_records. ADD_TID_ENABLE
+    /// without swizzling faults (not modelled).
     fn mubuf_vsharp(&mut self, ctx: &mut Ctx<'_>, op: &Op, vsharp: [u32; 4]) -> R<()> {
-        if vsharp[3] & (1 << 23) != 0 {
+        let swizzle = vsharp[1] >> 31 != 0;
+        let add_tid = vsharp[3] & (1 << 23) != 0;
+        if add_tid && !swizzle {
             return Err(self.err(
                 ctx,
-                "MUBUF on a swizzled (ADD_TID_ENABLE) buffer is not modelled",
+                "MUBUF with ADD_TID_ENABLE on an unswizzled buffer is not modelled",
             ));
         }
+        let element_size = 2u64 << ((vsharp[3] >> 19) & 3);
+        let index_stride = 8u64 << ((vsharp[3] >> 21) & 3);
         if op.op >= 0x40 || op.op < 0x10 {
+            if swizzle {
+                return Err(self.err(
+                    ctx,
+                    "MUBUF atomics and format loads/stores on a swizzled buffer are not modelled",
+                ));
+            }
             return self.buffer_ext(ctx, op, vsharp);
         }
         let (size, words, store, sext) = match op.op {
@@ -2752,19 +2739,24 @@ impl Wave {
                 continue;
             }
             let off = voff[l] as u64 + op.imm as u64;
-            let idx = index[l] as u64;
+            let idx = index[l] as u64 + if add_tid { l as u64 } else { 0 };
             let addr = base
                 .wrapping_add(soff)
                 .wrapping_add(off)
                 .wrapping_add(idx * stride);
             for w in 0..words {
                 let wo = 4 * w as u64;
-                let in_range = if stride == 0 {
-                    off + wo + size <= num_records
+                let (a, in_range) = if swizzle {
+                    let o = mem::swizzled_offset(idx, off + wo, stride, element_size, index_stride);
+                    (
+                        base.wrapping_add(soff).wrapping_add(o),
+                        soff + o + size <= num_records,
+                    )
+                } else if stride == 0 {
+                    (addr.wrapping_add(wo), off + wo + size <= num_records)
                 } else {
-                    idx < num_records
+                    (addr.wrapping_add(wo), idx < num_records)
                 };
-                let a = addr.wrapping_add(wo);
                 if store {
                     let v = self.vreg(ctx, vd + w)?[l] as u64;
                     if in_range {

@@ -8,7 +8,7 @@
 //! itself), while the dispatching thread claims work-groups too. The dispatching thread
 //! then withdraws the job and waits for the helpers still inside it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use super::mem::MemPort;
@@ -24,6 +24,8 @@ pub(crate) struct Job {
     pub(crate) clock: Box<dyn Fn() -> u64 + Send + Sync>,
     pub(crate) total: u64,
     next: AtomicU64,
+    /// Threads that joined so far: each one's index picks its scratch slots.
+    joined: AtomicU32,
     abort: AtomicBool,
     first_err: Mutex<Option<ShaderError>>,
     stats: Mutex<DispatchStats>,
@@ -49,6 +51,7 @@ impl Job {
             clock,
             total,
             next: AtomicU64::new(0),
+            joined: AtomicU32::new(0),
             abort: AtomicBool::new(false),
             first_err: Mutex::new(None),
             stats: Mutex::new(DispatchStats::default()),
@@ -59,6 +62,7 @@ impl Job {
 
     /// Claims and runs work-groups until none is left or one faulted.
     pub(crate) fn work(&self, port: &mut MemPort) {
+        let worker = self.joined.fetch_add(1, Ordering::Relaxed);
         let mut local = DispatchStats::default();
         let mut ws = WorkerState {
             lds: vec![0u8; self.setup.lds_bytes],
@@ -79,6 +83,7 @@ impl Job {
                 &mut ws,
                 &*self.clock,
                 g,
+                worker,
                 &mut local,
             );
             if let Err(e) = r {

@@ -47,6 +47,8 @@ pub struct Queue {
     ptrs: MemWindow,
     db: MemWindow,
     wptr: u64,
+    /// The queue's scratch and its bytes per wave, once a kernel needed it.
+    scratch: Option<(MemWindow, u64)>,
 }
 
 pub struct Module {
@@ -169,6 +171,7 @@ impl Dev {
             ptrs,
             db,
             wptr: 0,
+            scratch: None,
         }
     }
 
@@ -188,6 +191,7 @@ impl Dev {
         let mut kdb = [0u8; 64];
         m.image.read(kd, &mut kdb).unwrap();
         let kdesc = pm4::kd::KernelDescriptor::from_bytes(&kdb);
+        self.ensure_scratch(q, kdesc.private_segment_fixed_size);
         let size = (kdesc.kernarg_size as usize).max(explicit.len()).max(256);
         let mut args = vec![0u8; size];
         args[..explicit.len()].copy_from_slice(explicit);
@@ -250,6 +254,60 @@ impl Dev {
             );
             std::thread::sleep(Duration::from_micros(200));
         }
+    }
+}
+
+impl Queue {
+    /// The queue's scratch backing memory and bytes per wave (once a kernel needed it).
+    pub fn scratch(&self) -> Option<&(MemWindow, u64)> {
+        self.scratch.as_ref()
+    }
+
+    /// Overwrite `amd_queue_t.compute_tmpring_size` (and keep it: later runs do not grow
+    /// the scratch again).
+    pub fn set_tmpring_size(&mut self, v: u32) {
+        self.ptrs.store_u32(self.ptrs.va() + 140, v).unwrap();
+        if let Some((_, wb)) = self.scratch.as_mut() {
+            *wb = u64::MAX;
+        }
+    }
+}
+
+impl Dev {
+    /// Scratch for `private` bytes per work-item in the queue's `amd_queue_t`, as the
+    /// runtime sets it up (kfdrt `launch::QueueScratch::ensure`; firmware-notes/kernels.md):
+    /// the gfx9 scratch V#, the backing memory location and COMPUTE_TMPRING_SIZE (64 waves
+    /// of WAVESIZE KiB).
+    pub fn ensure_scratch(&self, q: &mut Queue, private: u32) {
+        if private == 0 {
+            return;
+        }
+        let wave_bytes = (private.next_multiple_of(16) as u64 * 64).next_multiple_of(1024);
+        if q.scratch.as_ref().is_some_and(|(_, wb)| *wb >= wave_bytes) {
+            return;
+        }
+        let waves = 64u64;
+        let mem = self.alloc((waves * wave_bytes) as usize);
+        let base = mem.va();
+        let aq = q.ptrs.va();
+        let srd = [
+            base as u32,
+            ((base >> 32) as u32 & 0xFFFF) | 1 << 31,
+            (waves * wave_bytes) as u32,
+            0x00EA_4FAC,
+        ];
+        for (i, w) in srd.iter().enumerate() {
+            q.ptrs.store_u32(aq + 144 + 4 * i as u64, *w).unwrap();
+        }
+        q.ptrs.store_u64(aq + 160, base).unwrap();
+        q.ptrs.store_u64(aq + 168, waves * wave_bytes).unwrap();
+        q.ptrs
+            .store_u32(aq + 176, private.next_multiple_of(16))
+            .unwrap();
+        q.ptrs
+            .store_u32(aq + 140, waves as u32 | ((wave_bytes / 1024) as u32) << 12)
+            .unwrap();
+        q.scratch = Some((mem, wave_bytes));
     }
 }
 
