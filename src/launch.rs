@@ -201,6 +201,20 @@ impl KernelArgs {
         Ok(self)
     }
 
+    /// The next argument, passed by value (`by_value`) as raw bytes of any size (a C
+    /// caller's struct: HIP allows up to 4 KiB of kernarg); `bytes.len()` must be the
+    /// argument's size. Like [`KernelArgs::arg`] of a byte array.
+    pub fn arg_bytes(&mut self, bytes: &[u8]) -> Result<&mut Self> {
+        let (_, a) = self.slot("a value")?;
+        if a.value_kind != ValueKind::ByValue || bytes.len() != a.size as usize {
+            let why = format!("{}: {} value bytes given", self.describe(a), bytes.len());
+            return Err(Error::new(ErrorKind::InvalidValue, ARG_CALL, why));
+        }
+        let offset = a.offset;
+        self.put(offset, bytes);
+        Ok(self)
+    }
+
     /// The next argument, a global address (`global_buffer`).
     pub fn ptr(&mut self, addr: u64) -> Result<&mut Self> {
         let (_, a) = self.slot("a pointer")?;

@@ -65,13 +65,13 @@ impl MemoryKind {
 pub(crate) struct Extents(std::sync::RwLock<std::collections::BTreeMap<(u64, u64), u64>>);
 
 impl Extents {
-    fn insert(&self, va: u64, handle: u64, size: u64) {
+    pub(crate) fn insert(&self, va: u64, handle: u64, size: u64) {
         self.0
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert((va, handle), size);
     }
-    fn remove(&self, va: u64, handle: u64) {
+    pub(crate) fn remove(&self, va: u64, handle: u64) {
         self.0
             .write()
             .unwrap_or_else(|e| e.into_inner())

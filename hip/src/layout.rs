@@ -140,7 +140,7 @@ pub fn table() -> String {
     rows!(o; value hipStreamDefault, hipStreamNonBlocking, hipEventDefault,
         hipEventBlockingSync, hipEventDisableTiming, hipHostMallocDefault,
         hipDeviceMallocDefault, hipMallocSignalMemory, hipHostRegisterDefault,
-        hipHostRegisterPortable, hipHostRegisterMapped);
+        hipHostRegisterPortable, hipHostRegisterMapped, hipIpcMemLazyEnablePeerAccess);
     rows!(o; value hipMemPoolReuseFollowEventDependencies, hipMemPoolReuseAllowOpportunistic, hipMemPoolReuseAllowInternalDependencies, hipMemPoolAttrReleaseThreshold, hipMemPoolAttrReservedMemCurrent, hipMemPoolAttrReservedMemHigh, hipMemPoolAttrUsedMemCurrent, hipMemPoolAttrUsedMemHigh);
     rows!(o; value hipDeviceAttributeCanMapHostMemory, hipDeviceAttributeClockRate, hipDeviceAttributeConcurrentKernels, hipDeviceAttributeL2CacheSize, hipDeviceAttributeComputeCapabilityMajor, hipDeviceAttributeComputeCapabilityMinor, hipDeviceAttributeManagedMemory, hipDeviceAttributeMaxThreadsPerMultiProcessor, hipDeviceAttributeMultiprocessorCount, hipDeviceAttributePciBusId, hipDeviceAttributePciDeviceId, hipDeviceAttributePciDomainID, hipDeviceAttributeMaxSharedMemoryPerBlock, hipDeviceAttributeTotalGlobalMem, hipDeviceAttributeWarpSize, hipDeviceAttributeIsLargeBar);
     o.extend(ERROR_VALUES.iter().map(|(n, v)| format!("value {n} {v}")));

@@ -81,6 +81,8 @@ pub const hipMallocSignalMemory: c_uint = 2;
 pub const hipHostRegisterDefault: c_uint = 0;
 /// `hipHostRegister` flag `hipHostRegisterPortable`.
 pub const hipHostRegisterPortable: c_uint = 1;
+/// `hipIpcOpenMemHandle`'s only flag value, `hipIpcMemLazyEnablePeerAccess` (0 in HIP 5.2).
+pub const hipIpcMemLazyEnablePeerAccess: c_uint = 0;
 /// `hipHostRegister` flag `hipHostRegisterMapped`.
 pub const hipHostRegisterMapped: c_uint = 2;
 

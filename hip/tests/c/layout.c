@@ -104,6 +104,7 @@ static struct row rows[] = {
     VAL(hipEventBlockingSync), VAL(hipEventDisableTiming), VAL(hipHostMallocDefault),
     VAL(hipDeviceMallocDefault), VAL(hipMallocSignalMemory),
     VAL(hipHostRegisterDefault), VAL(hipHostRegisterPortable), VAL(hipHostRegisterMapped),
+    VAL(hipIpcMemLazyEnablePeerAccess),
     VAL(hipErrorHostMemoryAlreadyRegistered), VAL(hipErrorHostMemoryNotRegistered),
     VAL(hipMemPoolReuseFollowEventDependencies), VAL(hipMemPoolReuseAllowOpportunistic), VAL(hipMemPoolReuseAllowInternalDependencies), VAL(hipMemPoolAttrReleaseThreshold), VAL(hipMemPoolAttrReservedMemCurrent), VAL(hipMemPoolAttrReservedMemHigh), VAL(hipMemPoolAttrUsedMemCurrent), VAL(hipMemPoolAttrUsedMemHigh),
     VAL(hipDeviceAttributeCanMapHostMemory), VAL(hipDeviceAttributeClockRate), VAL(hipDeviceAttributeConcurrentKernels), VAL(hipDeviceAttributeL2CacheSize), VAL(hipDeviceAttributeComputeCapabilityMajor), VAL(hipDeviceAttributeComputeCapabilityMinor), VAL(hipDeviceAttributeManagedMemory), VAL(hipDeviceAttributeMaxThreadsPerMultiProcessor), VAL(hipDeviceAttributeMultiprocessorCount), VAL(hipDeviceAttributePciBusId), VAL(hipDeviceAttributePciDeviceId), VAL(hipDeviceAttributePciDomainID), VAL(hipDeviceAttributeMaxSharedMemoryPerBlock), VAL(hipDeviceAttributeTotalGlobalMem), VAL(hipDeviceAttributeWarpSize), VAL(hipDeviceAttributeIsLargeBar),
