@@ -310,7 +310,7 @@ mod tests {
         static R: Registry<String> = Registry::new(3);
         let cache = RefCell::new(Cache::new());
         let t = R.insert("s".into()).unwrap();
-        assert_eq!(with(&cache, &R, t, |s| s.clone()).as_deref(), Some("s"));
+        assert_eq!(with(&cache, &R, t, |s| s.to_string()).as_deref(), Some("s"));
         assert_eq!(with(&cache, &R, t, |s| s.len()), Some(1), "hit");
         std::thread::spawn(move || assert!(R.remove(t).is_some()))
             .join()

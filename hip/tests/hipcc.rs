@@ -196,6 +196,18 @@ fn module_api_on_a_genco_code_object() {
 }
 
 #[test]
+fn symbol_api_and_by_value_arguments_above_512_bytes() {
+    let out = build_and_run("symbols.hip");
+    assert_eq!(
+        lines(&out),
+        [
+            "symbols table[0]=1.0 table[199]=598.0 table[200]=200.0 counter=400 coeffs=3,1,7,9 bad=0",
+            "by-value sizes 1200 3000 sums 104550 764136 expected 104550 764136",
+        ]
+    );
+}
+
+#[test]
 fn hipbench_runs_on_this_library_and_every_launch_executes() {
     // tools/hipbench/hipbench.hip, the program tools/hipbench/run.sh races against CLR.
     let exe = tmp().join("hipcc-hipbench");
