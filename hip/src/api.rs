@@ -1033,7 +1033,7 @@ pub unsafe extern "C" fn hipIpcGetMemHandle(
             .range(..=a)
             .next_back()
             .filter(|(va, b)| a < *va + b.len() as u64)
-            .ok_or(hipErrorInvalidValue)?;
+            .ok_or(hipErrorInvalidDevicePointer)?;
         let mut ex = lock(&IPC_EXPORTS);
         let e = match ex.entry(*va) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
@@ -1054,7 +1054,8 @@ pub unsafe extern "C" fn hipIpcGetMemHandle(
 /// `hipIpcOpenMemHandle`: maps the buffer of another process's handle on the current
 /// GPU and returns the exported address's counterpart here. Opening a buffer again
 /// returns the same mapping (counted; each open needs a close). `flags` must be
-/// `hipIpcMemLazyEnablePeerAccess` (0), as in CLR; a forged or stale handle is `hipErrorInvalidValue`.
+/// `hipIpcMemLazyEnablePeerAccess` (0). Errors as CLR's: a forged or stale handle is
+/// `hipErrorInvalidDevicePointer`, an all-zero one `hipErrorInvalidValue`.
 #[no_mangle]
 pub unsafe extern "C" fn hipIpcOpenMemHandle(
     ptr: *mut *mut c_void,
@@ -1077,8 +1078,12 @@ pub unsafe extern "C" fn hipIpcOpenMemHandle(
                 *n += 1;
                 m.base() + h.offset()
             }
+            _ if h.reserved == [0; 64] => return Err(hipErrorInvalidValue),
             _ => {
-                let m = device()?.ipc_open(id.1, &h).hip()?;
+                let m = device()?.ipc_open(id.1, &h).map_err(|e| match e.kind() {
+                    ErrorKind::InvalidValue => hipErrorInvalidDevicePointer,
+                    _ => map_err(&e),
+                })?;
                 let p = m.ptr();
                 open.insert(m.base(), (m, id, 1));
                 p
@@ -1088,10 +1093,16 @@ pub unsafe extern "C" fn hipIpcOpenMemHandle(
     })())
 }
 
-/// `hipIpcCloseMemHandle`: `ptr` from `hipIpcOpenMemHandle`; the last close unmaps.
+/// `hipIpcCloseMemHandle`: `ptr` from `hipIpcOpenMemHandle`; the last close unmaps, after
+/// the current GPU's null stream (as CLR); an unknown pointer is `hipErrorInvalidHandle`.
 #[no_mangle]
 pub extern "C" fn hipIpcCloseMemHandle(ptr: *mut c_void) -> hipError_t {
     ret((|| {
+        if ptr.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        // Work on the null stream may still use the memory (CLR finishes it too).
+        with_stream(std::ptr::null_mut(), |st| st.synchronize().hip())?;
         let a = ptr as u64;
         let mut open = lock(&IPC_OPEN);
         let base = open
@@ -1099,8 +1110,8 @@ pub extern "C" fn hipIpcCloseMemHandle(ptr: *mut c_void) -> hipError_t {
             .next_back()
             .filter(|(_, (m, _, _))| a < m.base() + m.len() as u64)
             .map(|(b, _)| *b)
-            .ok_or(hipErrorInvalidValue)?;
-        let e = open.get_mut(&base).ok_or(hipErrorInvalidValue)?;
+            .ok_or(hipErrorInvalidHandle)?;
+        let e = open.get_mut(&base).ok_or(hipErrorInvalidHandle)?;
         e.2 -= 1;
         if e.2 == 0 {
             open.remove(&base);

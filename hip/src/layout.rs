@@ -169,6 +169,8 @@ const ERROR_VALUES: &[(&str, hipError_t)] = &[
         hipErrorHostMemoryNotRegistered,
     ),
     ("hipErrorUnknown", hipErrorUnknown),
+    ("hipErrorInvalidDevicePointer", hipErrorInvalidDevicePointer),
+    ("hipErrorInvalidSymbol", hipErrorInvalidSymbol),
 ];
 
 /// `kfdrt_hip_layout`: the layout table as a NUL-terminated string owned by the library.

@@ -70,19 +70,21 @@ static int child(int in, int out) {
   // Closing: each open is closed once; then the address is unknown.
   OK(hipIpcCloseMemHandle(q));
   OK(hipIpcCloseMemHandle(p));
-  CHECK(hipIpcCloseMemHandle(p) == hipErrorInvalidValue);
-  // A freed buffer's handle, and forged ones, are errors (never a mapping of something else).
+  CHECK(hipIpcCloseMemHandle(p) == hipErrorInvalidHandle);
+  CHECK(hipIpcCloseMemHandle(nullptr) == hipErrorInvalidValue);
+  // A freed buffer's handle, and forged ones, are errors (never a mapping of something else):
+  // CLR's codes (an attach failure is hipErrorInvalidDevicePointer).
   void* x = nullptr;
-  CHECK(hipIpcOpenMemHandle(&x, m.stale, hipIpcMemLazyEnablePeerAccess) == hipErrorInvalidValue);
+  CHECK(hipIpcOpenMemHandle(&x, m.stale, hipIpcMemLazyEnablePeerAccess) == hipErrorInvalidDevicePointer);
   hipIpcMemHandle_t forged = m.base;
   forged.reserved[0] ^= 1;  // magic
-  CHECK(hipIpcOpenMemHandle(&x, forged, hipIpcMemLazyEnablePeerAccess) == hipErrorInvalidValue);
+  CHECK(hipIpcOpenMemHandle(&x, forged, hipIpcMemLazyEnablePeerAccess) == hipErrorInvalidDevicePointer);
   forged = m.base;
   forged.reserved[16] ^= 1;  // the buffer's identity
-  CHECK(hipIpcOpenMemHandle(&x, forged, hipIpcMemLazyEnablePeerAccess) == hipErrorInvalidValue);
+  CHECK(hipIpcOpenMemHandle(&x, forged, hipIpcMemLazyEnablePeerAccess) == hipErrorInvalidDevicePointer);
   forged = m.base;
   forged.reserved[12] ^= 0x40;  // another fd number
-  CHECK(hipIpcOpenMemHandle(&x, forged, hipIpcMemLazyEnablePeerAccess) == hipErrorInvalidValue);
+  CHECK(hipIpcOpenMemHandle(&x, forged, hipIpcMemLazyEnablePeerAccess) == hipErrorInvalidDevicePointer);
   hipIpcMemHandle_t zero;
   std::memset(&zero, 0, sizeof zero);
   CHECK(hipIpcOpenMemHandle(&x, zero, hipIpcMemLazyEnablePeerAccess) == hipErrorInvalidValue);
@@ -150,7 +152,7 @@ int main() {
   CHECK(std::memcmp(&again, &m.base, sizeof again) == 0);
   OK(hipIpcGetMemHandle(&m.inner, p + 4096));
   CHECK(std::memcmp(&m.inner, &m.base, sizeof again) != 0);
-  CHECK(hipIpcGetMemHandle(&again, h) == hipErrorInvalidValue);  // not a HIP allocation
+  CHECK(hipIpcGetMemHandle(&again, h) == hipErrorInvalidDevicePointer);  // not HIP memory
   CHECK(hipIpcGetMemHandle(nullptr, p) == hipErrorInvalidValue);
   void* gone;
   OK(hipMalloc(&gone, 4096));

@@ -112,6 +112,7 @@ static struct row rows[] = {
     VAL(hipErrorNotInitialized), VAL(hipErrorInvalidDevice), VAL(hipErrorNoDevice),
     VAL(hipErrorInvalidHandle), VAL(hipErrorContextIsDestroyed), VAL(hipErrorNotReady),
     VAL(hipErrorLaunchFailure), VAL(hipErrorNotSupported), VAL(hipErrorUnknown),
+    VAL(hipErrorInvalidDevicePointer), VAL(hipErrorInvalidSymbol),
 };
 
 int main(int argc, char **argv) {
