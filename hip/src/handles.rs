@@ -141,7 +141,7 @@ impl<T> Registry<T> {
                 .state
                 .compare_exchange(
                     want,
-                    (want >> 1) + 1 << 1,
+                    ((want >> 1) + 1) << 1,
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 )
