@@ -20,6 +20,7 @@
 //! `ihipIpcGetMemHandle` stores `poffset`, the open adds it back).
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rustix::fs::{Mode, OFlags};
@@ -274,5 +275,183 @@ impl Drop for IpcMapping {
             )
         };
         let _ = kfd::ioctl::free_memory_of_gpu(b, self.handle);
+    }
+}
+
+/// First word of an interprocess event's block ("KFDRTIPE").
+const EVENT_MAGIC: u64 = u64::from_le_bytes(*b"KFDRTIPE");
+/// Completion slots of an interprocess event: record `n` writes `n` into slot `n % SLOTS`,
+/// so records on different streams never overwrite one another's completion.
+const EVENT_SLOTS: u64 = 64;
+/// Block layout: magic, records issued, then the slots.
+const EVENT_BYTES: usize = 16 + 8 * EVENT_SLOTS as usize;
+
+/// The memory of an [`IpcEvent`]: this process's buffer and its export, or another
+/// process's buffer mapped here.
+enum EventMemory {
+    Own { _buf: Buffer, export: IpcExport },
+    Opened { _mapping: IpcMapping },
+}
+
+/// An interprocess event (`hipEventInterprocess`, timing disabled): a block of shared
+/// memory holding how many records were issued and, per record, a completion word the
+/// recording stream's CP writes (`hipStreamWriteValue64`). Like a HIP event it tracks its
+/// latest record: [`IpcEvent::query`] and the waits test that record's completion word,
+/// in whichever process records or waits. Made by [`Device::create_ipc_event`], shared
+/// with [`IpcEvent::handle`] and [`Device::ipc_open_event`].
+pub struct IpcEvent {
+    mem: EventMemory,
+    va: u64,
+}
+
+impl std::fmt::Debug for IpcEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "IpcEvent({:#x}, {} records)",
+            self.va,
+            self.issued().load(Ordering::Relaxed)
+        )
+    }
+}
+
+impl IpcEvent {
+    fn word(&self, off: u64) -> &AtomicU64 {
+        // SAFETY: `off` is 8-aligned and inside the event's block, which is CPU-mapped
+        // (an own host buffer or an IPC mapping) as long as `self` lives.
+        unsafe { AtomicU64::from_ptr((self.va + off) as *mut u64) }
+    }
+
+    fn issued(&self) -> &AtomicU64 {
+        self.word(8)
+    }
+
+    fn slot_addr(&self, n: u64) -> u64 {
+        self.va + 16 + 8 * (n % EVENT_SLOTS)
+    }
+
+    /// The latest record (0: never recorded).
+    fn latest(&self) -> u64 {
+        self.issued().load(Ordering::Acquire)
+    }
+
+    /// `hipEventRecord`: a new record behind `stream`'s work; the event now tracks it.
+    pub fn record(&self, stream: &crate::Stream) -> Result<()> {
+        // The slot holds an older record's number (< n) until this write lands.
+        let n = self.issued().fetch_add(1, Ordering::AcqRel) + 1;
+        stream.write_value64(self.slot_addr(n), n, crate::WriteValueFlags::DEFAULT)
+    }
+
+    /// `hipEventQuery`: Ok when the latest record has completed (or there is none),
+    /// NotReady otherwise.
+    pub fn query(&self) -> Result<()> {
+        let n = self.latest();
+        if n == 0
+            || self
+                .word(self.slot_addr(n) - self.va)
+                .load(Ordering::Acquire)
+                >= n
+        {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::NotReady,
+                "hipEventQuery",
+                "the latest record has not completed",
+            ))
+        }
+    }
+
+    /// `hipEventSynchronize`: wait until the latest record at the time of the call has
+    /// completed (spinning briefly, then sleeping in growing steps up to 1 ms).
+    pub fn synchronize(&self) -> Result<()> {
+        let n = self.latest();
+        if n == 0 {
+            return Ok(());
+        }
+        let slot = self.word(self.slot_addr(n) - self.va);
+        let mut nap = std::time::Duration::from_micros(1);
+        for i in 0u32.. {
+            if slot.load(Ordering::Acquire) >= n {
+                return Ok(());
+            }
+            if i < 1000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(std::time::Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    }
+
+    /// `hipStreamWaitEvent`: later work on `stream` waits (in the CP) for the latest
+    /// record at the time of the call; nothing when the event was never recorded.
+    pub fn stream_wait(&self, stream: &crate::Stream) -> Result<()> {
+        let n = self.latest();
+        if n == 0 {
+            return Ok(());
+        }
+        // Bits 0..62: a GEQ with bit 63 in the mask needs gfx9's wait kernel.
+        stream.wait_value64(self.slot_addr(n), n, crate::WaitCompare::Gte, u64::MAX >> 1)
+    }
+
+    /// `hipIpcGetEventHandle`: the handle another process opens with
+    /// [`Device::ipc_open_event`].
+    pub fn handle(&self) -> Result<IpcMemHandle> {
+        match &self.mem {
+            EventMemory::Own { export, .. } => export.handle(self.va),
+            EventMemory::Opened { .. } => Err(Error::new(
+                ErrorKind::InvalidValue,
+                "hipIpcGetEventHandle",
+                "the event was opened from another process's handle",
+            )),
+        }
+    }
+}
+
+impl Device {
+    /// `hipEventCreateWithFlags(hipEventInterprocess | hipEventDisableTiming)`: an
+    /// interprocess event in host memory mapped on GPU `gpu`, exported for
+    /// [`IpcEvent::handle`].
+    pub fn create_ipc_event(&self, gpu: usize) -> Result<IpcEvent> {
+        let buf = self.alloc(crate::MemoryKind::HostPinned, gpu, EVENT_BYTES)?;
+        let ex = self.ipc_export(&buf)?;
+        let va = buf.va();
+        let e = IpcEvent {
+            mem: EventMemory::Own {
+                _buf: buf,
+                export: ex,
+            },
+            va,
+        };
+        e.word(0).store(EVENT_MAGIC, Ordering::Release);
+        Ok(e)
+    }
+
+    /// `hipIpcOpenEventHandle`: the interprocess event of another process's
+    /// [`IpcEvent::handle`], mapped on GPU `gpu`. InvalidValue for a handle that names no
+    /// live interprocess event.
+    pub fn ipc_open_event(&self, gpu: usize, h: &IpcMemHandle) -> Result<IpcEvent> {
+        let m = self.ipc_open(gpu, h)?;
+        if m.ptr() != m.base() || m.len() < EVENT_BYTES {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                "hipIpcOpenEventHandle",
+                "not an interprocess event's handle",
+            ));
+        }
+        let e = IpcEvent {
+            va: m.ptr(),
+            mem: EventMemory::Opened { _mapping: m },
+        };
+        if e.word(0).load(Ordering::Acquire) != EVENT_MAGIC {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                "hipIpcOpenEventHandle",
+                "not an interprocess event's handle",
+            ));
+        }
+        Ok(e)
     }
 }

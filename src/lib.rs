@@ -198,7 +198,7 @@ pub use device::{Device, Gpu};
 pub use device_select::{open_backend, DeviceSpec, DEVICE_ENV};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{Event, GPU_TIMESTAMP_HZ};
-pub use ipc::{IpcExport, IpcMapping, IpcMemHandle};
+pub use ipc::{IpcEvent, IpcExport, IpcMapping, IpcMemHandle};
 pub use launch::{Dim3, KernelArgs};
 pub use managed::{Attachment, CoherencyMode, ManagedMemory, MemRangeAttribute, MemoryAdvise};
 pub use memory::{Buffer, MemoryKind};

@@ -154,3 +154,67 @@ fn ipc_buffer_between_two_processes() {
     assert_eq!(&back[12..], &data[12..16]);
     drop(ex);
 }
+
+/// An interprocess event opened from its own handle (the import path of another process,
+/// here in one): a record behind a host gate is seen as pending through both objects, a
+/// stream waiting on the opened one holds its write until the gate opens, and a record on
+/// the opened one is seen by the original. A forged handle is refused.
+#[test]
+fn ipc_event_records_waits_and_queries_through_its_handle() {
+    let dev = common::emu("emu:mi210");
+    let ev = dev.create_ipc_event(0).unwrap();
+    ev.query().unwrap();
+    let h = ev.handle().unwrap();
+    let other = dev.ipc_open_event(0, &h).unwrap();
+    assert_eq!(
+        other.handle().unwrap_err().kind(),
+        ErrorKind::InvalidValue,
+        "an opened event is not re-exported"
+    );
+    let gate = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    let out = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    a.wait_value32(gate.va(), 1, kfdrt::WaitCompare::Gte, u32::MAX)
+        .unwrap();
+    ev.record(&a).unwrap();
+    assert_eq!(ev.query().unwrap_err().kind(), ErrorKind::NotReady);
+    assert_eq!(other.query().unwrap_err().kind(), ErrorKind::NotReady);
+    other.stream_wait(&b).unwrap();
+    b.write_value32(out.va(), 7, WriteValueFlags::DEFAULT)
+        .unwrap();
+    assert_eq!(
+        b.synchronize_timeout(std::time::Duration::from_millis(50))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotReady
+    );
+    assert_eq!(
+        cell(out.va()).load(Ordering::Acquire),
+        0,
+        "held by the event"
+    );
+    cell(gate.va()).store(1, Ordering::Release);
+    other.synchronize().unwrap();
+    b.synchronize().unwrap();
+    assert_eq!(cell(out.va()).load(Ordering::Acquire), 7);
+    ev.query().unwrap();
+    // A record through the opened event, seen by the original.
+    other.record(&b).unwrap();
+    b.synchronize().unwrap();
+    ev.query().unwrap();
+    let mut forged = h;
+    forged.reserved[16] ^= 1;
+    assert_eq!(
+        dev.ipc_open_event(0, &forged).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
+    // A buffer's handle is not an event's.
+    let buf = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
+    let ex = dev.ipc_export(&buf).unwrap();
+    assert_eq!(
+        dev.ipc_open_event(0, &ex.handle(buf.va()).unwrap())
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidValue
+    );
+}

@@ -77,7 +77,13 @@ pub(crate) fn out<T>(p: *mut T, v: T) -> Result<(), hipError_t> {
 }
 
 static STREAMS: Registry<Stream> = Registry::new(1);
-static EVENTS: Registry<Event> = Registry::new(2);
+static EVENTS: Registry<HipEvent> = Registry::new(2);
+
+/// A `hipEvent_t`: a kfdrt event, or an interprocess one (`hipEventInterprocess`).
+pub(crate) enum HipEvent {
+    Local(Event),
+    Ipc(kfdrt::IpcEvent),
+}
 /// hipMalloc/hipHostMalloc/hipExtMallocWithFlags buffers by address.
 static BUFFERS: Mutex<BTreeMap<u64, Buffer>> = Mutex::new(BTreeMap::new());
 
@@ -88,7 +94,7 @@ fn buffers() -> std::sync::MutexGuard<'static, BTreeMap<u64, Buffer>> {
 thread_local! {
     /// The thread's recent stream and event lookups ([`handles::with`]).
     static STREAM_CACHE: RefCell<Cache<Stream>> = const { RefCell::new(Cache::new()) };
-    static EVENT_CACHE: RefCell<Cache<Event>> = const { RefCell::new(Cache::new()) };
+    static EVENT_CACHE: RefCell<Cache<HipEvent>> = const { RefCell::new(Cache::new()) };
     /// The null stream of the thread's last null-stream lookup, with its GPU.
     static NULL_CACHE: RefCell<Option<(usize, Arc<Stream>)>> = const { RefCell::new(None) };
 }
@@ -141,15 +147,19 @@ pub(crate) fn stream(s: *mut c_void) -> Result<Arc<Stream>, hipError_t> {
 #[inline]
 fn with_event<R>(
     e: *mut c_void,
-    f: impl FnOnce(&Arc<Event>) -> Result<R, hipError_t>,
+    f: impl FnOnce(&Arc<HipEvent>) -> Result<R, hipError_t>,
 ) -> Result<R, hipError_t> {
     EVENT_CACHE
         .with(|c| handles::with(c, &EVENTS, e as usize, f))
         .unwrap_or(Err(hipErrorInvalidHandle))
 }
 
-fn event(e: *mut c_void) -> Result<Arc<Event>, hipError_t> {
-    with_event(e, |a| Ok(a.clone()))
+/// The kfdrt event of `e`; InvalidHandle for an interprocess event (no timing).
+fn local_event(e: *mut c_void) -> Result<Arc<HipEvent>, hipError_t> {
+    with_event(e, |a| match &**a {
+        HipEvent::Local(_) => Ok(a.clone()),
+        HipEvent::Ipc(_) => Err(hipErrorInvalidHandle),
+    })
 }
 
 /// The null stream of GPU `gpu`, held for the life of the process: kfdrt keeps a GPU's
@@ -484,7 +494,11 @@ pub unsafe extern "C" fn hipStreamGetPriority(s: *mut c_void, p: *mut c_int) -> 
 #[no_mangle]
 pub extern "C" fn hipStreamWaitEvent(s: *mut c_void, e: *mut c_void, flags: c_uint) -> hipError_t {
     ret(with_stream(s, |st| {
-        with_event(e, |ev| st.wait_event(ev, flags).hip())
+        with_event(e, |ev| match &**ev {
+            HipEvent::Local(ev) => st.wait_event(ev, flags).hip(),
+            HipEvent::Ipc(_) if flags != 0 => Err(hipErrorInvalidValue),
+            HipEvent::Ipc(ev) => ev.stream_wait(st).hip(),
+        })
     }))
 }
 
@@ -593,9 +607,16 @@ pub unsafe extern "C" fn hipEventCreateWithFlags(e: *mut *mut c_void, flags: c_u
         if e.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let ev = device()?
-            .create_event(arg(EventFlags::from_bits(flags))?)
-            .hip()?;
+        let f = arg(EventFlags::from_bits(flags))?;
+        let ev = if f.contains(EventFlags::INTERPROCESS) {
+            // As CUDA: an interprocess event has no timing.
+            if !f.contains(EventFlags::DISABLE_TIMING) {
+                return Err(hipErrorInvalidValue);
+            }
+            HipEvent::Ipc(device()?.create_ipc_event(current_gpu()).hip()?)
+        } else {
+            HipEvent::Local(device()?.create_event(f).hip()?)
+        };
         out(e, register(&EVENTS, ev)?)
     })())
 }
@@ -610,19 +631,30 @@ pub unsafe extern "C" fn hipEventCreate(e: *mut *mut c_void) -> hipError_t {
 /// `hipEventRecord`.
 #[no_mangle]
 pub extern "C" fn hipEventRecord(e: *mut c_void, s: *mut c_void) -> hipError_t {
-    ret(with_event(e, |ev| with_stream(s, |st| ev.record(st).hip())))
+    ret(with_event(e, |ev| {
+        with_stream(s, |st| match &**ev {
+            HipEvent::Local(ev) => ev.record(st).hip(),
+            HipEvent::Ipc(ev) => ev.record(st).hip(),
+        })
+    }))
 }
 
 /// `hipEventSynchronize`.
 #[no_mangle]
 pub extern "C" fn hipEventSynchronize(e: *mut c_void) -> hipError_t {
-    ret(with_event(e, |ev| ev.synchronize().hip()))
+    ret(with_event(e, |ev| match &**ev {
+        HipEvent::Local(ev) => ev.synchronize().hip(),
+        HipEvent::Ipc(ev) => ev.synchronize().hip(),
+    }))
 }
 
 /// `hipEventQuery`.
 #[no_mangle]
 pub extern "C" fn hipEventQuery(e: *mut c_void) -> hipError_t {
-    ret(with_event(e, |ev| ev.query().hip()))
+    ret(with_event(e, |ev| match &**ev {
+        HipEvent::Local(ev) => ev.query().hip(),
+        HipEvent::Ipc(ev) => ev.query().hip(),
+    }))
 }
 
 /// `hipEventElapsedTime`.
@@ -636,8 +668,11 @@ pub unsafe extern "C" fn hipEventElapsedTime(
         if ms.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let v = Event::elapsed_ms(&*event(start)?, &*event(stop)?).hip()?;
-        out(ms, v)
+        let (a, b) = (local_event(start)?, local_event(stop)?);
+        let (HipEvent::Local(a), HipEvent::Local(b)) = (&*a, &*b) else {
+            return Err(hipErrorInvalidHandle);
+        };
+        out(ms, Event::elapsed_ms(a, b).hip()?)
     })())
 }
 
@@ -1117,6 +1152,58 @@ pub extern "C" fn hipIpcCloseMemHandle(ptr: *mut c_void) -> hipError_t {
             open.remove(&base);
         }
         Ok(())
+    })())
+}
+
+/// `hipIpcEventHandle_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct hipIpcEventHandle_t {
+    /// Opaque bytes.
+    pub reserved: [c_char; 64],
+}
+
+/// `hipIpcGetEventHandle`: the handle of an event created with `hipEventInterprocess`
+/// (kfdrt `IpcEvent::handle`); another event is `hipErrorInvalidValue`.
+#[no_mangle]
+pub unsafe extern "C" fn hipIpcGetEventHandle(
+    handle: *mut hipIpcEventHandle_t,
+    e: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        if handle.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let h = with_event(e, |ev| match &**ev {
+            HipEvent::Ipc(ev) => ev.handle().hip(),
+            HipEvent::Local(_) => Err(hipErrorInvalidValue),
+        })?;
+        out(
+            handle,
+            hipIpcEventHandle_t {
+                reserved: h.reserved.map(|b| b as c_char),
+            },
+        )
+    })())
+}
+
+/// `hipIpcOpenEventHandle`: an event of this process that tracks another process's
+/// interprocess event (record, query, synchronize, `hipStreamWaitEvent`; destroy with
+/// `hipEventDestroy`). A forged or stale handle is `hipErrorInvalidValue`.
+#[no_mangle]
+pub unsafe extern "C" fn hipIpcOpenEventHandle(
+    e: *mut *mut c_void,
+    handle: hipIpcEventHandle_t,
+) -> hipError_t {
+    ret((|| {
+        if e.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let h = kfdrt::IpcMemHandle {
+            reserved: handle.reserved.map(|b| b as u8),
+        };
+        let ev = device()?.ipc_open_event(current_gpu(), &h).hip()?;
+        out(e, register(&EVENTS, HipEvent::Ipc(ev))?)
     })())
 }
 

@@ -70,6 +70,8 @@ pub const hipEventDefault: c_uint = 0;
 pub const hipEventBlockingSync: c_uint = 1;
 /// Event flag `hipEventDisableTiming`.
 pub const hipEventDisableTiming: c_uint = 2;
+/// Event flag `hipEventInterprocess`.
+pub const hipEventInterprocess: c_uint = 4;
 /// `hipHostMalloc` flag `hipHostMallocDefault`.
 pub const hipHostMallocDefault: c_uint = 0;
 /// `hipExtMallocWithFlags` flag `hipDeviceMallocDefault`.

@@ -234,6 +234,7 @@ fn hipbench_runs_on_this_library_and_every_launch_executes() {
             "eventRecord_enqueue",
             "streamQuery_idle",
             "streamSynchronize_idle",
+            "writeValue32+sync_roundtrip",
             "callback_enqueue_to_run",
             "mallocAsync+freeAsync_1MiB",
             "kernelLaunch_enqueue",

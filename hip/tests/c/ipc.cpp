@@ -29,6 +29,7 @@ static const char* who = "parent";
 // What the parent sends: the handles and where to find the pool's fd.
 struct Msg {
   hipIpcMemHandle_t base, inner, stale;
+  hipIpcEventHandle_t event;
   int pid, pool_fd;
   hipMemPoolPtrExportData live, freed;
 };
@@ -117,6 +118,43 @@ static int child(int in, int out) {
   OK(hipStreamSynchronize(s));
   OK(hipStreamDestroy(s));
   OK(hipMemPoolDestroy(pool));
+
+  // The parent's interprocess event, recorded behind a gate the parent holds: not
+  // complete, and a stream here waiting for it holds its write back.
+  hipEvent_t ev;
+  OK(hipIpcOpenEventHandle(&ev, m.event));
+  CHECK(hipEventQuery(ev) == hipErrorNotReady);
+  OK(hipIpcOpenMemHandle((void**)&p, m.base, hipIpcMemLazyEnablePeerAccess));
+  unsigned* word = (unsigned*)(p + 16384);
+  hipStream_t cs;
+  OK(hipStreamCreate(&cs));
+  OK(hipStreamWaitEvent(cs, ev, 0));
+  CHECK(hipStreamWaitEvent(cs, ev, 1) == hipErrorInvalidValue);
+  unsigned before = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  CHECK(before != 0xE1);
+  OK(hipStreamWriteValue32(cs, word, 0xE1, 0));
+  CHECK(hipStreamQuery(cs) == hipErrorNotReady);
+  CHECK(__atomic_load_n(word, __ATOMIC_ACQUIRE) == before);
+  float ms;
+  CHECK(hipEventElapsedTime(&ms, ev, ev) == hipErrorInvalidHandle);
+  hipIpcEventHandle_t eh;
+  CHECK(hipIpcGetEventHandle(&eh, ev) == hipErrorInvalidValue);  // opened, not created here
+  hipIpcEventHandle_t bad_event = m.event;
+  bad_event.reserved[0] ^= 1;
+  hipEvent_t ev2;
+  CHECK(hipIpcOpenEventHandle(&ev2, bad_event) == hipErrorInvalidValue);
+  char gate = 'g';
+  write_all(out, &gate, 1);  // the parent opens its gate now
+  OK(hipEventSynchronize(ev));
+  OK(hipEventQuery(ev));
+  OK(hipStreamSynchronize(cs));
+  CHECK(__atomic_load_n(word, __ATOMIC_ACQUIRE) == 0xE1);
+  // A record here, seen by the parent.
+  OK(hipEventRecord(ev, cs));
+  OK(hipStreamSynchronize(cs));
+  OK(hipStreamDestroy(cs));
+  OK(hipEventDestroy(ev));
+  OK(hipIpcCloseMemHandle(p));
   std::printf("child checks passed: %d\n", checks);
   std::fflush(stdout);
   char done = 'y';
@@ -192,9 +230,36 @@ int main() {
                                           0) == hipErrorInvalidValue);
   OK(hipMemPoolDestroy(plain));
 
+  // An interprocess event recorded behind a host gate.
+  hipEvent_t ev, plain_ev;
+  CHECK(hipEventCreateWithFlags(&ev, hipEventInterprocess) == hipErrorInvalidValue);
+  OK(hipEventCreateWithFlags(&ev, hipEventInterprocess | hipEventDisableTiming));
+  OK(hipEventCreateWithFlags(&plain_ev, hipEventDisableTiming));
+  CHECK(hipIpcGetEventHandle(&m.event, plain_ev) == hipErrorInvalidValue);
+  OK(hipEventDestroy(plain_ev));
+  OK(hipEventQuery(ev));  // never recorded
+  OK(hipIpcGetEventHandle(&m.event, ev));
+  unsigned* gate;
+  OK(hipHostMalloc((void**)&gate, 4096, 0));
+  *gate = 0;
+  hipStream_t gs;
+  OK(hipStreamCreate(&gs));
+  OK(hipStreamWaitValue32(gs, gate, 1, hipStreamWaitValueGte, 0xffffffff));
+  OK(hipEventRecord(ev, gs));
+  CHECK(hipEventQuery(ev) == hipErrorNotReady);
+
   write_all(down[1], &m, sizeof m);
   char done = 0;
+  CHECK(read(up[0], &done, 1) == 1 && done == 'g');
+  __atomic_store_n(gate, 1, __ATOMIC_RELEASE);
+  OK(hipStreamSynchronize(gs));
   CHECK(read(up[0], &done, 1) == 1 && done == 'y');
+  // The child's record of our event (on its stream) has completed.
+  OK(hipEventQuery(ev));
+  OK(hipEventSynchronize(ev));
+  OK(hipEventDestroy(ev));
+  OK(hipStreamDestroy(gs));
+  OK(hipHostFree(gate));
   int status = 0;
   CHECK(waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
