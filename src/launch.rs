@@ -206,9 +206,14 @@ impl KernelArgs {
     /// argument's size. Like [`KernelArgs::arg`] of a byte array.
     pub fn arg_bytes(&mut self, bytes: &[u8]) -> Result<&mut Self> {
         let (_, a) = self.slot("a value")?;
-        if a.value_kind != ValueKind::ByValue || bytes.len() != a.size as usize {
+        let kind = match a.value_kind {
+            ValueKind::ByValue if bytes.len() == a.size as usize => None,
+            ValueKind::ByValue | ValueKind::GlobalBuffer => Some(ErrorKind::InvalidValue),
+            _ => Some(ErrorKind::NotSupported),
+        };
+        if let Some(kind) = kind {
             let why = format!("{}: {} value bytes given", self.describe(a), bytes.len());
-            return Err(Error::new(ErrorKind::InvalidValue, ARG_CALL, why));
+            return Err(Error::new(kind, ARG_CALL, why));
         }
         let offset = a.offset;
         self.put(offset, bytes);
