@@ -11,8 +11,30 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
-    static LAST_ERROR: Cell<hipError_t> = const { Cell::new(hipSuccess) };
-    static CURRENT_GPU: Cell<usize> = const { Cell::new(0) };
+    /// All of the thread's state in one thread-local: a cdylib's thread-locals are
+    /// general-dynamic, so each separately named one costs a `__tls_get_addr` call.
+    static TLS: Tls = const {
+        Tls {
+            last_error: Cell::new(hipSuccess),
+            gpu: Cell::new(0),
+            streams: RefCell::new(Cache::new()),
+            events: RefCell::new(Cache::new()),
+            null: RefCell::new(None),
+        }
+    };
+}
+
+/// The calling thread's HIP state.
+struct Tls {
+    /// HIP's last error (`hipGetLastError`).
+    last_error: Cell<hipError_t>,
+    /// The current GPU (`hipSetDevice`).
+    gpu: Cell<usize>,
+    /// Recent stream and event lookups ([`handles::with`]).
+    streams: RefCell<Cache<Stream>>,
+    events: RefCell<Cache<HipEvent>>,
+    /// The null stream of the last null-stream lookup, with its GPU.
+    null: RefCell<Option<(usize, Arc<Stream>)>>,
 }
 
 /// kfdrt's error class as `hipError_t`.
@@ -35,8 +57,21 @@ pub fn map_err(e: &kfdrt::Error) -> hipError_t {
 /// HIP 5.2's `HIP_RETURN`: the result becomes the thread's last error.
 pub(crate) fn ret(r: Result<(), hipError_t>) -> hipError_t {
     let e = r.err().unwrap_or(hipSuccess);
-    LAST_ERROR.with(|c| c.set(e));
+    TLS.with(|t| t.last_error.set(e));
     e
+}
+
+/// [`ret`] of `f` run on a stream ([`with_stream`]), with one thread-local access.
+#[inline]
+pub(crate) fn ret_stream(
+    s: *mut c_void,
+    f: impl FnOnce(&Arc<Stream>) -> Result<(), hipError_t>,
+) -> hipError_t {
+    TLS.with(|t| {
+        let e = with_stream_in(t, s, f).err().unwrap_or(hipSuccess);
+        t.last_error.set(e);
+        e
+    })
 }
 
 pub(crate) trait Hip<T> {
@@ -58,7 +93,7 @@ pub(crate) fn device() -> Result<&'static Device, hipError_t> {
 }
 
 pub(crate) fn current_gpu() -> usize {
-    CURRENT_GPU.with(|c| c.get())
+    TLS.with(|t| t.gpu.get())
 }
 
 /// A flag or enumerated argument: InvalidValue for a value HIP does not define.
@@ -91,14 +126,6 @@ fn buffers() -> std::sync::MutexGuard<'static, BTreeMap<u64, Buffer>> {
     BUFFERS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-thread_local! {
-    /// The thread's recent stream and event lookups ([`handles::with`]).
-    static STREAM_CACHE: RefCell<Cache<Stream>> = const { RefCell::new(Cache::new()) };
-    static EVENT_CACHE: RefCell<Cache<HipEvent>> = const { RefCell::new(Cache::new()) };
-    /// The null stream of the thread's last null-stream lookup, with its GPU.
-    static NULL_CACHE: RefCell<Option<(usize, Arc<Stream>)>> = const { RefCell::new(None) };
-}
-
 /// Registers a new object; its handle (OutOfMemory when the registry is full).
 pub(crate) fn register<T>(reg: &Registry<T>, v: T) -> Result<*mut c_void, hipError_t> {
     reg.insert(v)
@@ -114,27 +141,34 @@ pub(crate) fn with_stream<R>(
     s: *mut c_void,
     f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
 ) -> Result<R, hipError_t> {
+    TLS.with(|t| with_stream_in(t, s, f))
+}
+
+#[inline]
+fn with_stream_in<R>(
+    t: &Tls,
+    s: *mut c_void,
+    f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
+) -> Result<R, hipError_t> {
     match s as usize {
         0 => {
-            let gpu = current_gpu();
-            let hit = NULL_CACHE.with(|c| match &*c.borrow() {
+            let gpu = t.gpu.get();
+            let hit = match &*t.null.borrow() {
                 Some((g, a)) if *g == gpu => Some(a.clone()),
                 _ => None,
-            });
+            };
             let a = match hit {
                 Some(a) => a,
                 None => {
                     let a = null_stream(gpu)?;
-                    NULL_CACHE.with(|c| *c.borrow_mut() = Some((gpu, a.clone())));
+                    *t.null.borrow_mut() = Some((gpu, a.clone()));
                     a
                 }
             };
             f(&a)
         }
         2 => Err(hipErrorNotSupported),
-        t => STREAM_CACHE
-            .with(|c| handles::with(c, &STREAMS, t, f))
-            .unwrap_or(Err(hipErrorInvalidHandle)),
+        tok => handles::with(&t.streams, &STREAMS, tok, f).unwrap_or(Err(hipErrorInvalidHandle)),
     }
 }
 
@@ -149,8 +183,7 @@ fn with_event<R>(
     e: *mut c_void,
     f: impl FnOnce(&Arc<HipEvent>) -> Result<R, hipError_t>,
 ) -> Result<R, hipError_t> {
-    EVENT_CACHE
-        .with(|c| handles::with(c, &EVENTS, e as usize, f))
+    TLS.with(|t| handles::with(&t.events, &EVENTS, e as usize, f))
         .unwrap_or(Err(hipErrorInvalidHandle))
 }
 
@@ -193,13 +226,13 @@ pub extern "C" fn hipGetErrorString(e: hipError_t) -> *const c_char {
 /// `hipGetLastError`: the thread's last error, then reset to hipSuccess.
 #[no_mangle]
 pub extern "C" fn hipGetLastError() -> hipError_t {
-    LAST_ERROR.with(|c| c.replace(hipSuccess))
+    TLS.with(|t| t.last_error.replace(hipSuccess))
 }
 
 /// `hipPeekAtLastError`: the thread's last error, kept.
 #[no_mangle]
 pub extern "C" fn hipPeekAtLastError() -> hipError_t {
-    LAST_ERROR.with(|c| c.get())
+    TLS.with(|t| t.last_error.get())
 }
 
 // ---- device -----------------------------------------------------------------------------
@@ -225,7 +258,7 @@ pub extern "C" fn hipSetDevice(id: c_int) -> hipError_t {
         if i >= n {
             return Err(hipErrorInvalidDevice);
         }
-        CURRENT_GPU.with(|c| c.set(i));
+        TLS.with(|t| t.gpu.set(i));
         Ok(())
     })())
 }
@@ -456,7 +489,7 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
             return Err(hipErrorInvalidHandle);
         }
         let st = STREAMS.remove(s as usize).ok_or(hipErrorInvalidHandle)?;
-        STREAM_CACHE.with(|c| c.borrow_mut().forget(s as usize));
+        TLS.with(|t| t.streams.borrow_mut().forget(s as usize));
         // Drained here, so that another thread's cached reference, dropped later, has
         // nothing left to wait for.
         // A failed stream's error is not the destroy's (as before: kfdrt drains on drop).
@@ -469,13 +502,13 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
 /// `hipStreamQuery`.
 #[no_mangle]
 pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
-    ret(with_stream(s, |st| st.query().hip()))
+    ret_stream(s, |st| st.query().hip())
 }
 
 /// `hipStreamSynchronize`.
 #[no_mangle]
 pub extern "C" fn hipStreamSynchronize(s: *mut c_void) -> hipError_t {
-    ret(with_stream(s, |st| st.synchronize().hip()))
+    ret_stream(s, |st| st.synchronize().hip())
 }
 
 /// `hipStreamGetFlags`.
@@ -510,10 +543,10 @@ pub extern "C" fn hipStreamWriteValue32(
     value: u32,
     flags: c_uint,
 ) -> hipError_t {
-    ret(with_stream(s, |st| {
+    ret_stream(s, |st| {
         st.write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
-    }))
+    })
 }
 
 /// `hipStreamWriteValue64`.
@@ -524,10 +557,10 @@ pub extern "C" fn hipStreamWriteValue64(
     value: u64,
     flags: c_uint,
 ) -> hipError_t {
-    ret(with_stream(s, |st| {
+    ret_stream(s, |st| {
         st.write_value64(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
-    }))
+    })
 }
 
 /// `hipStreamWaitValue32`.
@@ -680,7 +713,7 @@ pub unsafe extern "C" fn hipEventElapsedTime(
 #[no_mangle]
 pub extern "C" fn hipEventDestroy(e: *mut c_void) -> hipError_t {
     let r = EVENTS.remove(e as usize).map(drop);
-    EVENT_CACHE.with(|c| c.borrow_mut().forget(e as usize));
+    TLS.with(|t| t.events.borrow_mut().forget(e as usize));
     ret(r.ok_or(hipErrorInvalidHandle))
 }
 
@@ -1018,7 +1051,7 @@ pub extern "C" fn hipDeviceReset() -> hipError_t {
         // A failed stream's error is not the reset's: the reset discards that state.
         let _ = hipDeviceSynchronize();
         STREAMS.retain(|s| s.gpu_index() != gpu);
-        STREAM_CACHE.with(|c| *c.borrow_mut() = Cache::new());
+        TLS.with(|t| *t.streams.borrow_mut() = Cache::new());
         let mut m = buffers();
         m.retain(|_, b| b.gpu_index() != gpu);
         lock(&IPC_EXPORTS).retain(|va, _| m.contains_key(va));

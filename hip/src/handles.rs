@@ -193,11 +193,14 @@ impl<T> Registry<T> {
 /// Entries of a thread's [`Cache`].
 const WAYS: usize = 4;
 
-/// A thread's recent lookups of one registry: `(token, object)`. A hit costs one load of
-/// the slot's state; the `Arc` held here keeps the object alive while it is used, even if
-/// another thread removes the handle meanwhile.
+/// One cached lookup: the token, its slot's state word and the state it had, the object.
+type Way<T> = (usize, &'static AtomicU64, u64, Arc<T>);
+
+/// A thread's recent lookups of one registry. A hit costs one load of the slot's state
+/// (kept as a reference: segments are never freed); the `Arc` held here keeps the object
+/// alive while it is used, even if another thread removes the handle meanwhile.
 pub struct Cache<T> {
-    ways: [Option<(usize, Arc<T>)>; WAYS],
+    ways: [Option<Way<T>>; WAYS],
     next: usize,
 }
 
@@ -219,7 +222,7 @@ impl<T> Cache<T> {
     /// Forget `token` (the calling thread removed it: drop our reference now).
     pub fn forget(&mut self, token: usize) {
         for w in &mut self.ways {
-            if w.as_ref().is_some_and(|(t, _)| *t == token) {
+            if w.as_ref().is_some_and(|(t, ..)| *t == token) {
                 *w = None;
             }
         }
@@ -231,18 +234,18 @@ impl<T> Cache<T> {
 #[inline]
 pub fn with<T, R>(
     cache: &RefCell<Cache<T>>,
-    reg: &Registry<T>,
+    reg: &'static Registry<T>,
     token: usize,
     f: impl FnOnce(&Arc<T>) -> R,
 ) -> Option<R> {
     if let Ok(c) = cache.try_borrow() {
-        let hit = c
-            .ways
-            .iter()
-            .position(|w| w.as_ref().is_some_and(|(t, _)| *t == token));
-        if let Some(i) = hit.filter(|_| reg.is_live(token)) {
+        let hit = c.ways.iter().position(|w| {
+            w.as_ref()
+                .is_some_and(|(t, st, want, _)| *t == token && st.load(Ordering::Acquire) == *want)
+        });
+        if let Some(i) = hit {
             // `c` stays borrowed (shared: `f` may look up other handles) while `f` runs.
-            return c.ways[i].as_ref().map(|(_, a)| f(a));
+            return c.ways[i].as_ref().map(|(.., a)| f(a));
         }
     }
     miss(cache, reg, token, f)
@@ -252,15 +255,18 @@ pub fn with<T, R>(
 #[inline(never)]
 fn miss<T, R>(
     cache: &RefCell<Cache<T>>,
-    reg: &Registry<T>,
+    reg: &'static Registry<T>,
     token: usize,
     f: impl FnOnce(&Arc<T>) -> R,
 ) -> Option<R> {
     let a = reg.get(token)?;
+    let (slot, want) = reg.decode(token)?;
     if let Ok(mut c) = cache.try_borrow_mut() {
         // Drop what is no longer live (removed by another thread), then take a way.
         for w in &mut c.ways {
-            if w.as_ref().is_some_and(|(t, _)| !reg.is_live(*t)) {
+            if w.as_ref()
+                .is_some_and(|(_, st, want, _)| st.load(Ordering::Acquire) != *want)
+            {
                 *w = None;
             }
         }
@@ -272,7 +278,7 @@ fn miss<T, R>(
                 i
             }
         };
-        c.ways[i] = Some((token, a.clone()));
+        c.ways[i] = Some((token, &slot.state, want, a.clone()));
     }
     Some(f(&a))
 }

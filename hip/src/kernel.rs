@@ -16,7 +16,7 @@
 //! on a GPU at the first launch there, not at registration (registration runs before
 //! `main`, where no device need be opened).
 
-use crate::api::{device, out, ret, stream, with_stream, Hip};
+use crate::api::{device, out, ret, ret_stream, stream, Hip};
 use crate::error::*;
 use crate::handles::Registry;
 use kfdrt::codeobj::ValueKind;
@@ -642,7 +642,7 @@ pub unsafe extern "C" fn hipLaunchKernel(
     shared: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    ret(with_stream(s, |st| {
+    ret_stream(s, |st| {
         let gpu = st.gpu_index();
         let generation = GENERATION.load(Ordering::Acquire);
         let stub = f as usize;
@@ -674,7 +674,7 @@ pub unsafe extern "C" fn hipLaunchKernel(
             fill_from_array(&w.layout, &mut w.args, args)?;
             launch(&w.kernel, st, grid, block, shared, &w.args)
         })
-    }))
+    })
 }
 
 /// `hipFuncAttributes` of a kernel on GPU `gpu`.
