@@ -664,12 +664,18 @@ pub unsafe extern "C" fn hipEventCreate(e: *mut *mut c_void) -> hipError_t {
 /// `hipEventRecord`.
 #[no_mangle]
 pub extern "C" fn hipEventRecord(e: *mut c_void, s: *mut c_void) -> hipError_t {
-    ret(with_event(e, |ev| {
-        with_stream(s, |st| match &**ev {
-            HipEvent::Local(ev) => ev.record(st).hip(),
-            HipEvent::Ipc(ev) => ev.record(st).hip(),
+    TLS.with(|t| {
+        let r = handles::with(&t.events, &EVENTS, e as usize, |ev| {
+            with_stream_in(t, s, |st| match &**ev {
+                HipEvent::Local(ev) => ev.record(st).hip(),
+                HipEvent::Ipc(ev) => ev.record(st).hip(),
+            })
         })
-    }))
+        .unwrap_or(Err(hipErrorInvalidHandle));
+        let e = r.err().unwrap_or(hipSuccess);
+        t.last_error.set(e);
+        e
+    })
 }
 
 /// `hipEventSynchronize`.
@@ -944,19 +950,19 @@ pub unsafe extern "C" fn hipMallocAsync(
     size: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    ret((|| {
-        if p.is_null() {
-            return Err(hipErrorInvalidValue);
-        }
-        let va = with_stream(s, |st| st.malloc_async(size).hip())?.into_raw();
+    if p.is_null() {
+        return ret(Err(hipErrorInvalidValue));
+    }
+    ret_stream(s, |st| {
+        let va = st.malloc_async(size).hip()?.into_raw();
         out(p, va as *mut c_void)
-    })())
+    })
 }
 
 /// `hipFreeAsync`.
 #[no_mangle]
 pub extern "C" fn hipFreeAsync(p: *mut c_void, s: *mut c_void) -> hipError_t {
-    ret(with_stream(s, |st| st.free_ptr_async(p as u64).hip()))
+    ret_stream(s, |st| st.free_ptr_async(p as u64).hip())
 }
 
 // ---- versions ---------------------------------------------------------------------------
