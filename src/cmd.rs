@@ -4,7 +4,6 @@
 
 use pm4::pkt3::CompareFn;
 
-pub use crate::cmdbuf::{barrier_value_for, Target, POLL_INTERVAL};
 use crate::error::{Error, ErrorKind, Result};
 
 /// `hipStreamWaitValueGte`.
@@ -114,6 +113,7 @@ pub fn condition_holds(c: WaitCondition, mem: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmdbuf::barrier_value_for;
     use pm4::aql::AqlPacket;
 
     fn hip_reference(flags: u32, mem: u64, value: u64, mask: u64, bits: u32) -> bool {

@@ -47,7 +47,7 @@ pub struct Target {
 
 impl Target {
     /// The target of a GPU of the device.
-    pub fn of(gpu: &crate::device::Gpu) -> Target {
+    pub fn of(gpu: &crate::devcore::Gpu) -> Target {
         Target {
             family: gpu.family,
             num_xcc: gpu.node.properties.xcc_count(),
@@ -74,6 +74,16 @@ impl Target {
     }
 }
 
+/// How [`CmdBuf::wait_mem`] carries out a wait on memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemWait {
+    /// Encoded into the buffer (or nothing to wait for: an always-true condition).
+    Encoded,
+    /// Nothing encoded: gfx9 has no packet for this 64-bit compare; the stream runs the
+    /// wait kernel (`crate::waitkernel`) instead.
+    WaitKernel,
+}
+
 /// CP poll interval used by kfdrt's waits (in the CP's poll-interval units).
 pub const POLL_INTERVAL: u16 = 4;
 
@@ -82,8 +92,9 @@ pub const POLL_INTERVAL: u16 = 4;
 pub(crate) enum Cmd {
     /// Not used (the tail of the fixed array).
     Unused,
-    /// A complete AQL packet; its completion signal is set at publication.
-    Packet(AqlPacket),
+    /// A complete AQL packet, encoded (dword 0 is its header); the completion signal
+    /// (dwords 14-15) is set at publication.
+    Packet([u32; 16]),
     /// PM4 commands for the slot's indirect buffer. `ib_reloc`: a dword index whose
     /// 64-bit address (lo, hi) is relative to the IB itself and gets the IB address added.
     Ib {
@@ -114,6 +125,14 @@ impl CmdBuf {
             n: 0,
             cmds: [Cmd::Unused; CMDBUF_PACKETS],
         }
+    }
+
+    /// A buffer holding just `c`.
+    pub(crate) fn of(t: Target, c: Cmd) -> CmdBuf {
+        let mut b = CmdBuf::new(t);
+        b.cmds[0] = c;
+        b.n = usize::from(!matches!(c, Cmd::Unused));
+        b
     }
 
     /// Commands (= AQL packets) encoded so far.
@@ -150,7 +169,7 @@ impl CmdBuf {
     }
 
     fn push_packet(&mut self, p: AqlPacket) -> Result<()> {
-        self.push(Cmd::Packet(p))
+        self.push(Cmd::Packet(p.encode()))
     }
 
     /// Encode PM4 commands with `body` (given the IB dwords; returns dwords used).
@@ -178,31 +197,39 @@ impl CmdBuf {
 
     /// Wait until `c` holds for the `bits`-wide value at `addr`: WAIT_REG_MEM, or for 64
     /// bits WAIT_REG_MEM64 (gfx10+) / BARRIER_VALUE (gfx9). Every XCC waits.
-    pub(crate) fn wait_mem(&mut self, addr: u64, bits: u32, c: WaitCondition) -> Result<()> {
+    ///
+    /// On gfx9 an unsigned 64-bit compare over bit 63 with no exact signed BARRIER_VALUE
+    /// form (see [`barrier_value_for`]) is no packet at all: nothing is encoded and the
+    /// answer is [`MemWait::WaitKernel`] (the caller runs `crate::waitkernel`'s kernel).
+    /// 32-bit waits, and every wait on gfx10+, are always [`MemWait::Encoded`].
+    pub(crate) fn wait_mem(&mut self, addr: u64, bits: u32, c: WaitCondition) -> Result<MemWait> {
         let WaitCondition::Poll {
             function,
             reference,
             mask,
         } = c
         else {
-            return Ok(());
+            return Ok(MemWait::Encoded);
         };
         if bits == 64 && !self.t.has_wait_reg_mem64() {
-            // gfx9: BARRIER_VALUE, or NotSupported for an unsigned compare over bit 63
-            // that has no exact signed form (see barrier_value_for).
-            let p = barrier_value_for(addr, c, 0)?;
-            return self.push_packet(p);
+            return match barrier_value_for(addr, c, 0) {
+                Ok(p) => self.push_packet(p).map(|_| MemWait::Encoded),
+                Err(e) if e.kind() == ErrorKind::NotSupported => Ok(MemWait::WaitKernel),
+                Err(e) => Err(e),
+            };
         }
         if bits == 32 && addr % 4 == 0 && !self.is_full() {
-            // The enqueue hot path (hipStreamWaitValue32): constant words, no encoder.
-            return self.push(wait_reg_mem32(
+            // The enqueue hot path (hipStreamWaitValue32): no encoder validation.
+            self.push(wait_reg_mem32(
                 function,
                 addr,
                 reference as u32,
                 mask as u32,
-            ));
+            ))?;
+        } else {
+            self.wait_mem_encoded(addr, bits, function, reference, mask)?;
         }
-        self.wait_mem_encoded(addr, bits, function, reference, mask)
+        Ok(MemWait::Encoded)
     }
 
     /// The PM4 wait of [`CmdBuf::wait_mem`] through the pm4 encoders (with their
@@ -245,13 +272,7 @@ impl CmdBuf {
     /// `value < threshold + 1` on gfx9 (signal values are signed, as the CP compares them).
     pub(crate) fn wait_point(&mut self, handle: u64, threshold: i64) -> Result<()> {
         if !self.t.has_wait_reg_mem64() {
-            return self.push_packet(AqlPacket::barrier_value(
-                handle,
-                SignalCondition::Lt,
-                threshold.saturating_add(1),
-                -1,
-                0,
-            ));
+            return self.push(Cmd::barrier_value_point(handle, threshold));
         }
         self.wait_mem(
             handle + pm4::hsa::SIGNAL_VALUE_OFFSET,
@@ -262,11 +283,14 @@ impl CmdBuf {
                 mask: u64::MAX,
             },
         )
+        .map(|_| ())
     }
 
-    /// Wait until every signal in `deps` (0 = none) reaches 0: a barrier-AND.
+    /// Wait until every signal in `deps` (0 = none) reaches 0: a barrier-AND. (The
+    /// callback hold, the runtime's one barrier-AND, is a single [`Cmd::barrier_and`].)
+    #[allow(dead_code)]
     pub(crate) fn barrier_and(&mut self, deps: [u64; 5]) -> Result<()> {
-        self.push_packet(AqlPacket::barrier_and(deps, 0))
+        self.push(Cmd::barrier_and(deps))
     }
 
     /// A 32-bit WRITE_DATA, or for 64 bits a COPY_DATA of the immediate with a 64-bit
@@ -284,18 +308,9 @@ impl CmdBuf {
         let fam = self.t.family;
         self.push_ib(true, |out| {
             if bits == 32 {
-                let data = [value as u32];
-                WriteData {
-                    dst_sel: WriteDataDst::Memory,
-                    addr_incr: true,
-                    wr_confirm: true,
-                    cache_policy: CachePolicy::Lru,
-                    engine_sel: 0,
-                    addr,
-                    data: &data,
-                }
-                .encode(fam, out)
-                .map_err(enc_err)
+                write_data32_packet(addr, &[value as u32])
+                    .encode(fam, out)
+                    .map_err(enc_err)
             } else {
                 copy_data_64(copy_sel::IMMEDIATE_OR_DST_MEMORY, value, addr)
                     .encode(fam, out)
@@ -373,55 +388,117 @@ impl CmdBuf {
     }
 }
 
-/// The IB command of a 32-bit [`CmdBuf::wait_mem`] built from constant words (the
-/// enqueue hot path): WAIT_REG_MEM on memory, operation wait, engine ME, LRU, kfdrt's
-/// poll interval. The words are the pm4 encoder's (`wait_reg_mem32_matches_the_encoder`
-/// checks every family and function); `addr` is 4-byte aligned.
+impl Cmd {
+    /// The single command of [`CmdBuf::wait_point`] (`value <= threshold` on a timeline)
+    /// where it is one packet without PM4: gfx9's BARRIER_VALUE `value < threshold + 1`.
+    /// None where the wait is a WAIT_REG_MEM64 (gfx10+: build it with a [`CmdBuf`]).
+    #[inline]
+    pub(crate) fn wait_point(t: Target, handle: u64, threshold: i64) -> Option<Cmd> {
+        (!t.has_wait_reg_mem64()).then(|| Cmd::barrier_value_point(handle, threshold))
+    }
+
+    /// gfx9's timeline wait: BARRIER_VALUE `value < threshold + 1` (signal values are
+    /// signed, as the CP compares them; timeline values are never negative).
+    #[inline]
+    fn barrier_value_point(handle: u64, threshold: i64) -> Cmd {
+        Cmd::Packet(
+            pm4::aql::BarrierValue {
+                control: pm4::aql::PacketControl::SYSTEM_BARRIER,
+                signal: handle,
+                value: threshold.saturating_add(1),
+                mask: -1,
+                cond: SignalCondition::Lt,
+                completion_signal: 0,
+            }
+            .encode(),
+        )
+    }
+
+    /// The single command of [`CmdBuf::barrier_and`]: a barrier-AND on `deps`.
+    #[inline]
+    pub(crate) fn barrier_and(deps: [u64; 5]) -> Cmd {
+        Cmd::Packet(AqlPacket::barrier_and(deps, 0).encode())
+    }
+
+    /// The single command of [`CmdBuf::write_mem`]`(addr, value, 32)` for a 4-byte
+    /// aligned `addr` (the hipStreamWriteValue32 hot path), or None.
+    #[inline]
+    pub(crate) fn write_mem32(t: Target, addr: u64, value: u32) -> Option<Cmd> {
+        (addr % 4 == 0).then(|| write_data32(t, addr, value))
+    }
+
+    /// The single command of a 32-bit [`CmdBuf::wait_mem`] for a 4-byte aligned `addr`
+    /// (the hipStreamWaitValue32 hot path), or None (an always-true condition is no
+    /// command at all).
+    #[inline]
+    pub(crate) fn wait_mem32(addr: u64, c: WaitCondition) -> Option<Cmd> {
+        match c {
+            WaitCondition::Poll {
+                function,
+                reference,
+                mask,
+            } if addr % 4 == 0 => Some(wait_reg_mem32(
+                function,
+                addr,
+                reference as u32,
+                mask as u32,
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// The IB command of a 32-bit [`CmdBuf::wait_mem`] without the encoder's validation (the
+/// enqueue hot path): WAIT_REG_MEM on memory, operation wait, engine ME, LRU, kfdrt's poll
+/// interval, the words of pm4's [`WaitRegMem::words`]. `addr` is 4-byte aligned
+/// (`wait_reg_mem32_matches_the_encoder` checks every family and function).
+#[inline]
 fn wait_reg_mem32(function: CompareFn, addr: u64, reference: u32, mask: u32) -> Cmd {
-    const HEADER: u32 = pm4::pkt3::packet3(pm4::pkt3::op::WAIT_REG_MEM, 5);
-    // FUNCTION (bits 2:0), MEM_SPACE memory (bits 5:4); operation wait (bits 7:6), engine
-    // ME (bits 9:8) and LRU (bits 26:25) are 0.
-    let control = (function as u32) | ((MemSpace::Memory as u32) << 4);
     let mut words = [0u32; IB_DWORDS];
-    words[..7].copy_from_slice(&[
-        HEADER,
-        control,
-        addr as u32,
-        (addr >> 32) as u32,
-        reference,
-        mask,
-        POLL_INTERVAL as u32,
-    ]);
+    words[..WaitRegMem::DWORDS].copy_from_slice(
+        &WaitRegMem::memory(function, addr, reference, mask, POLL_INTERVAL).words(),
+    );
     Cmd::Ib {
         words,
-        dwords: 7,
+        dwords: WaitRegMem::DWORDS as u8,
         ib_reloc: None,
     }
 }
 
-/// The IB command of [`CmdBuf::write_mem`]`(addr, value, 32)` built from constant words
-/// (the enqueue hot path): PRED_EXEC(XCC 0) on a multi-XCC GPU, then a one-dword
-/// WRITE_DATA to memory with write confirm, address increment, LRU and engine ME. The
-/// words are the pm4 encoders' (`write_data32_matches_the_encoders` checks every family);
-/// `addr` is 4-byte aligned.
+/// The one-dword WRITE_DATA of [`CmdBuf::write_mem`]`(addr, value, 32)`: to memory with
+/// write confirm, address increment, LRU and engine ME.
+const fn write_data32_packet(addr: u64, value: &[u32; 1]) -> WriteData<'_> {
+    WriteData {
+        dst_sel: WriteDataDst::Memory,
+        addr_incr: true,
+        wr_confirm: true,
+        cache_policy: CachePolicy::Lru,
+        engine_sel: 0,
+        addr,
+        data: value,
+    }
+}
+
+/// The IB command of [`CmdBuf::write_mem`]`(addr, value, 32)` without the encoders'
+/// validation (the enqueue hot path): PRED_EXEC(XCC 0) on a multi-XCC GPU, then the
+/// WRITE_DATA of [`write_data32_packet`], from pm4's [`PredExec::words`] and
+/// [`WriteData::head`]. `addr` is 4-byte aligned (`write_data32_matches_the_encoders`
+/// checks every family).
+#[inline]
 fn write_data32(t: Target, addr: u64, value: u32) -> Cmd {
-    const DWORDS: u32 = 5;
-    const HEADER: u32 = pm4::pkt3::packet3(pm4::pkt3::op::WRITE_DATA, DWORDS as u16 - 2);
-    // DST_SEL (bits 11:8) memory, WR_CONFIRM (bit 20); ADDR_INCR is bit 16 clear, LRU
-    // (bits 26:25) and engine ME (bits 31:30) are 0.
-    const CONTROL: u32 = ((WriteDataDst::Memory as u32) << 8) | (1 << 20);
-    // PRED_EXEC: EXEC_COUNT (bits 13:0) and the XCC mask 1 (bits 31:24).
-    const PRED: [u32; 2] = [
-        pm4::pkt3::packet3(pm4::pkt3::op::PRED_EXEC, 0),
-        DWORDS | (1 << 24),
-    ];
-    let (lo, hi) = (addr as u32, (addr >> 32) as u32);
+    const DWORDS: usize = 5;
+    const PRED: [u32; PredExec::DWORDS] = PredExec {
+        exec_count: DWORDS as u16,
+        xcc_mask: 1,
+    }
+    .words();
+    let [h0, h1, h2, h3] = write_data32_packet(addr, &[value]).head();
     let mut words = [0u32; IB_DWORDS];
     let dwords = if t.num_xcc > 1 {
-        words[..7].copy_from_slice(&[PRED[0], PRED[1], HEADER, CONTROL, lo, hi, value]);
+        words[..7].copy_from_slice(&[PRED[0], PRED[1], h0, h1, h2, h3, value]);
         7
     } else {
-        words[..5].copy_from_slice(&[HEADER, CONTROL, lo, hi, value]);
+        words[..5].copy_from_slice(&[h0, h1, h2, h3, value]);
         5
     };
     Cmd::Ib {
@@ -586,6 +663,19 @@ mod tests {
         }
     }
 
+    /// The only command of `c` as (dwords, all IB words), which must be an IB command
+    /// without relocation (what the hot-path/encoder parity tests compare).
+    fn only_ib(c: &CmdBuf) -> (u8, [u32; IB_DWORDS]) {
+        match c.cmds() {
+            [Cmd::Ib {
+                words,
+                dwords,
+                ib_reloc: None,
+            }] => (*dwords, *words),
+            _ => panic!("not one IB command without relocation"),
+        }
+    }
+
     /// On a multi-XCC GPU every side effect is under one PRED_EXEC(XCC 0) that covers
     /// exactly the commands; on one XCC there is none; waits are never predicated.
     #[test]
@@ -646,24 +736,12 @@ mod tests {
                 for (addr, value) in [(0x1000u64, 5u64), (0x7fff_1234_5678, 0xdead_beef)] {
                     let mut fast = CmdBuf::new(t);
                     fast.write_mem(addr, value, 32).unwrap();
+                    // The stream's single-command path builds the same command.
+                    let one = Cmd::write_mem32(t, addr, value as u32).unwrap();
+                    assert_eq!(only_ib(&fast), only_ib(&CmdBuf::of(t, one)));
                     let mut enc = CmdBuf::new(t);
                     enc.write_mem_encoded(addr, value, 32).unwrap();
-                    let (
-                        Cmd::Ib {
-                            words: a,
-                            dwords: n,
-                            ib_reloc: None,
-                        },
-                        Cmd::Ib {
-                            words: b,
-                            dwords: m,
-                            ib_reloc: None,
-                        },
-                    ) = (fast.cmds()[0], enc.cmds()[0])
-                    else {
-                        panic!("not IB commands without relocation");
-                    };
-                    assert_eq!((n, a), (m, b), "{family:?} {num_xcc} XCCs");
+                    assert_eq!(only_ib(&fast), only_ib(&enc), "{family:?} {num_xcc} XCCs");
                 }
             }
         }
@@ -692,26 +770,37 @@ mod tests {
                         reference: r,
                         mask: m,
                     };
-                    fast.wait_mem(addr, 32, c).unwrap();
+                    assert_eq!(fast.wait_mem(addr, 32, c).unwrap(), MemWait::Encoded);
+                    let one = Cmd::wait_mem32(addr, c).unwrap();
+                    assert_eq!(only_ib(&fast), only_ib(&CmdBuf::of(t, one)));
                     let mut enc = CmdBuf::new(t);
                     enc.wait_mem_encoded(addr, 32, f, r, m).unwrap();
-                    let (
-                        Cmd::Ib {
-                            words: a,
-                            dwords: n,
-                            ib_reloc: None,
-                        },
-                        Cmd::Ib {
-                            words: b,
-                            dwords: k,
-                            ib_reloc: None,
-                        },
-                    ) = (fast.cmds()[0], enc.cmds()[0])
-                    else {
-                        panic!("not IB commands without relocation");
-                    };
-                    assert_eq!((n, a), (k, b), "{family:?} {f:?}");
+                    assert_eq!(only_ib(&fast), only_ib(&enc), "{family:?} {f:?}");
                 }
+            }
+        }
+    }
+
+    /// The single-command timeline wait is gfx9's BARRIER_VALUE `value < threshold + 1`,
+    /// exactly [`CmdBuf::wait_point`]'s packet; gfx10+ has none (WAIT_REG_MEM64 instead).
+    #[test]
+    fn wait_point_single_command_is_the_barrier_value() {
+        for family in GfxFamily::ALL {
+            let t = Target { family, num_xcc: 8 };
+            let (h, thr) = (0x7fff_0000_1000u64, (1i64 << 62) - 5);
+            let mut b = CmdBuf::new(t);
+            b.wait_point(h, thr).unwrap();
+            match Cmd::wait_point(t, h, thr) {
+                Some(Cmd::Packet(w)) => {
+                    assert_eq!(family, GfxFamily::Gfx9);
+                    assert!(matches!(b.cmds(), [Cmd::Packet(v)] if *v == w));
+                    assert_eq!(
+                        AqlPacket::decode(&w).unwrap(),
+                        AqlPacket::barrier_value(h, SignalCondition::Lt, thr + 1, -1, 0)
+                    );
+                }
+                None => assert!(t.has_wait_reg_mem64()),
+                Some(_) => panic!("{family:?}: not a packet"),
             }
         }
     }

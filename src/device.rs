@@ -1,9 +1,8 @@
 //! [`Device`]: an opened KFD device (all its GPU agents) and the KFD init sequence.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 
-use kfd::abi::ProcessDeviceApertures;
 use kfd::topology::Node;
 use kfd::Backend;
 
@@ -11,97 +10,21 @@ use crate::device_select::{open_backend, DeviceSpec};
 use crate::error::{Error, ErrorKind, Result};
 use crate::sync::lock;
 
+pub(crate) use crate::devcore::DeviceCore;
+pub use crate::devcore::Gpu;
+use crate::devcore::{map_handle, unmap_handle, PeerBuf};
+use crate::memory::{Buffer, MemoryKind};
+
 /// Lowest KFD minor version kfdrt runs on: 1.5 brings SVM and the queue/memory ioctls
 /// of this ABI (older kernels are missing too much to emulate HIP's semantics).
 pub const MIN_KFD_MINOR: u32 = 5;
-
-/// One GPU agent of a [`Device`].
-#[derive(Debug)]
-pub struct Gpu {
-    /// Index among the device's GPUs (HIP device ordinal).
-    pub index: usize,
-    /// KFD gpu_id.
-    pub gpu_id: u32,
-    /// The topology node.
-    pub node: Node,
-    /// PM4/AQL packet family.
-    pub family: pm4::GfxFamily,
-    /// SDMA packet version.
-    pub sdma_version: pm4::SdmaVersion,
-    /// Apertures from GET_PROCESS_APERTURES_NEW.
-    pub apertures: ProcessDeviceApertures,
-    /// The render node (kept open: buffer objects are mmapped through it).
-    pub(crate) render: OwnedFd,
-}
-
-impl Gpu {
-    /// gfx target name, e.g. `gfx942`.
-    pub fn gfx_name(&self) -> String {
-        self.node
-            .gfx_target_name()
-            .unwrap_or_else(|| "unknown".into())
-    }
-    /// Number of compute units.
-    pub fn cu_count(&self) -> u32 {
-        self.node.cu_count()
-    }
-}
-
-/// The KFD connection and the GPUs: what buffer objects need to free themselves.
-/// Dropped after the last [`crate::Buffer`]: render fds close, then the backend.
-pub(crate) struct DeviceCore {
-    pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) kfd_version: (u32, u32),
-    pub(crate) gpus: Vec<Gpu>,
-    /// Doorbell pages mapped so far (per GPU); unmapped when the last queue is gone.
-    pub(crate) doorbells: Mutex<Vec<(usize, crate::ring::DoorbellPage)>>,
-    /// The signal event every queue's context save area header names for queue errors.
-    /// Created with the first queue (a signal event needs the event page first).
-    pub(crate) queue_error_event: std::sync::OnceLock<u32>,
-    /// The error payloads of live queues.
-    pub(crate) queue_errors: crate::queue_error::Registry,
-    /// Per GPU: the MMIO remap page (HDP flush) and whether the CPU wrote its VRAM.
-    pub(crate) hdp: Vec<crate::hdp::Hdp>,
-    /// Peer access between GPUs and the device buffers it maps.
-    pub(crate) peers: crate::memory::Peers,
-    /// Address ranges of the live buffer objects (length checks of copies and fills).
-    pub(crate) extents: crate::memory::Extents,
-    /// SVM context-save areas of destroyed queues, for reuse: (gpu index, address,
-    /// length). Unmapped when the device goes.
-    pub(crate) cwsr_free: Mutex<Vec<(usize, u64, usize)>>,
-}
-
-impl Drop for DeviceCore {
-    fn drop(&mut self) {
-        for h in &mut self.hdp {
-            h.close(self.backend.as_ref());
-        }
-        if let Some(&e) = self.queue_error_event.get() {
-            let _ = kfd::ioctl::destroy_event(self.backend.as_ref(), e);
-        }
-        // Queues hold the core, so none is left: unmap the doorbell pages.
-        let areas = std::mem::take(self.cwsr_free.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for (_, addr, len) in areas {
-            // SAFETY: an SVM context-save area this device mapped; no queue uses it now.
-            let _ = unsafe { rustix::mm::munmap(addr as *mut core::ffi::c_void, len) };
-        }
-        let pages = std::mem::take(self.doorbells.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for (_, p) in pages {
-            if let Some(nn) = core::ptr::NonNull::new(p.base.cast()) {
-                // SAFETY: the page was mapped by `doorbell_slot` and no queue uses it now.
-                let _ = unsafe { self.backend.munmap(nn, p.len) };
-            }
-        }
-    }
-}
 
 /// The runtime's per-device state (event page, signal pool, queue pools). Streams,
 /// events and signals hold it; its own buffers hold only the [`DeviceCore`], so there is
 /// no reference cycle: when the last user object goes, its pools free their buffers.
 pub(crate) struct DeviceInner {
     pub(crate) core: Arc<DeviceCore>,
-    pub(crate) events: Mutex<Option<Arc<crate::signal::EventPage>>>,
-    pub(crate) signals: crate::signal::SignalPool,
+    pub(crate) signals: Arc<crate::signal::SignalPool>,
     pub(crate) pools: crate::stream::QueuePools,
     pub(crate) callbacks: crate::callback::Callbacks,
     /// KFD memory-exception and hw-exception events that could be created, as
@@ -123,10 +46,9 @@ pub(crate) struct DeviceInner {
 
 impl Drop for DeviceInner {
     fn drop(&mut self) {
-        // Streams and signals hold this struct, so they are gone: destroy the pooled
-        // signals' events and the exception events. The pools' queues and buffers drop
-        // with the fields, and the core (render fds, doorbell pages) after them.
-        self.signals.destroy_events(self.core.backend.as_ref());
+        // Streams hold this struct, so they are gone: destroy the exception events. The
+        // pools' queues and buffers drop with the fields, the signal pool (and its
+        // events) with its last signal, and the core (render fds, doorbell pages) last.
         for &(_, e) in &self.exception_events {
             let _ = kfd::ioctl::destroy_event(self.core.backend.as_ref(), e);
         }
@@ -279,25 +201,25 @@ impl Device {
                 | kfd::abi::KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK,
         );
         let exception_events = create_exception_events(backend.as_ref());
+        let core = Arc::new(DeviceCore {
+            doorbells: Mutex::new(Vec::new()),
+            queue_error_event: std::sync::OnceLock::new(),
+            queue_errors: Default::default(),
+            peers: Default::default(),
+            hdp: gpus
+                .iter()
+                .map(|g| crate::hdp::Hdp::open(backend.as_ref(), g.gpu_id))
+                .collect(),
+            extents: crate::devcore::Extents::default(),
+            cwsr_free: Mutex::new(Vec::new()),
+            backend,
+            kfd_version: (v.major_version, v.minor_version),
+            gpus,
+        });
         Ok(Device {
             inner: Arc::new(DeviceInner {
-                core: Arc::new(DeviceCore {
-                    doorbells: Mutex::new(Vec::new()),
-                    queue_error_event: std::sync::OnceLock::new(),
-                    queue_errors: Default::default(),
-                    peers: Default::default(),
-                    hdp: gpus
-                        .iter()
-                        .map(|g| crate::hdp::Hdp::open(backend.as_ref(), g.gpu_id))
-                        .collect(),
-                    extents: crate::memory::Extents::default(),
-                    cwsr_free: Mutex::new(Vec::new()),
-                    backend,
-                    kfd_version: (v.major_version, v.minor_version),
-                    gpus,
-                }),
-                events: Mutex::new(None),
-                signals: crate::signal::SignalPool::new(),
+                core: core.clone(),
+                signals: Arc::new(crate::signal::SignalPool::new(core)),
                 pools: crate::stream::QueuePools::new(),
                 callbacks: crate::callback::Callbacks::new(),
                 exception_events,
@@ -438,28 +360,139 @@ impl Device {
     }
 }
 
-impl DeviceCore {
-    /// Flush the HDP of every GPU whose VRAM the CPU wrote since the last flush: call
-    /// before a doorbell (or a release of waiting GPU work).
-    pub(crate) fn hdp_flush_dirty(&self) {
-        for h in &self.hdp {
-            h.flush_if_dirty();
-        }
+impl Device {
+    /// Allocate `size` bytes of `kind` memory owned by GPU `gpu_index` (for VRAM, the GPU
+    /// whose memory it is). System memory is mapped on every GPU of the device; device
+    /// memory on its GPU and on the GPUs with peer access to it (see [`MemoryKind::Device`]).
+    pub fn alloc(&self, kind: MemoryKind, gpu_index: usize, size: usize) -> Result<Buffer> {
+        Buffer::alloc(&self.inner.core, kind, gpu_index, size)
     }
 
-    pub(crate) fn gpu(&self, index: usize) -> Result<&Gpu> {
-        self.gpus.get(index).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidValue,
-                "Device::gpu",
-                format!(
-                    "GPU index {index} out of range (device has {})",
-                    self.gpus.len()
-                ),
-            )
-        })
+    /// Register `len` bytes of existing host memory at `ptr` (page-aligned) with KFD and
+    /// map it on every GPU (`USERPTR`). The memory must outlive the returned buffer.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be valid, page-aligned host memory that stays allocated until the
+    /// returned [`Buffer`] is dropped; the GPUs may read and write it meanwhile.
+    pub unsafe fn register_host_memory(&self, ptr: *mut u8, len: usize) -> Result<Buffer> {
+        Buffer::userptr(&self.inner.core, ptr as u64, len)
     }
-    pub(crate) fn gpu_ids(&self) -> Vec<u32> {
-        self.gpus.iter().map(|g| g.gpu_id).collect()
+}
+
+impl Device {
+    fn peer_pair(&self, call: &'static str, gpu: usize, peer: usize) -> Result<()> {
+        let n = self.inner.gpus.len();
+        if gpu >= n || peer >= n {
+            return Err(Error::new(
+                ErrorKind::InvalidDevice,
+                call,
+                format!("GPU index {gpu} or {peer} out of range (device has {n})"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `hipDeviceCanAccessPeer(&can, gpu, peer)`: whether GPU `gpu` can be given access to
+    /// GPU `peer`'s device memory. False for `gpu == peer` (HIP answers 0 for the same
+    /// device). True when the topology has a link from `gpu` to `peer` (XGMI or a
+    /// `p2p_links` path), or when `peer`'s VRAM is large-BAR: KFD and ROCr allow PCIe
+    /// peer access to a GPU whose whole VRAM is in its BAR (amdgpu
+    /// `amdgpu_device_is_peer_accessible`). Errors: an index out of range is
+    /// `InvalidDevice` (`hipErrorInvalidDevice`).
+    pub fn can_access_peer(&self, gpu: usize, peer: usize) -> Result<bool> {
+        self.peer_pair("hipDeviceCanAccessPeer", gpu, peer)?;
+        if gpu == peer {
+            return Ok(false);
+        }
+        let (g, p) = (&self.inner.gpus[gpu], &self.inner.gpus[peer]);
+        let linked = g
+            .node
+            .io_links
+            .iter()
+            .chain(&g.node.p2p_links)
+            .any(|l| l.node_to == p.node.id);
+        let large_bar = p
+            .node
+            .mem_banks
+            .iter()
+            .any(|b| b.heap_type == kfd::topology::HEAP_TYPE_FB_PUBLIC);
+        Ok(linked || large_bar)
+    }
+
+    /// `hipSetDevice(gpu); hipDeviceEnablePeerAccess(peer, 0)`: GPU `gpu` may access GPU
+    /// `peer`'s device memory from now on. Every live [`MemoryKind::Device`] buffer of
+    /// `peer` is mapped on `gpu` (MAP_MEMORY_TO_GPU with `gpu`'s gpu_id), and so is every
+    /// later one, as CLR's `Device::enableP2P` (`MemObjMap::UpdateAccess`) and
+    /// `Device::deviceAllowAccess` do (`rocclr/device/rocm/rocdevice.cpp`; the HIP entry
+    /// point is `hipamd/src/hip_peer.cpp`).
+    ///
+    /// Errors as HIP: `InvalidDevice` (`hipErrorInvalidDevice`) for an index out of range,
+    /// `gpu == peer`, or a pair [`Device::can_access_peer`] refuses;
+    /// `PeerAccessAlreadyEnabled` (`hipErrorPeerAccessAlreadyEnabled`) when enabled
+    /// already. If a mapping fails, the ones this call made are undone and access stays
+    /// disabled.
+    pub fn enable_peer_access(&self, gpu: usize, peer: usize) -> Result<()> {
+        let call = "hipDeviceEnablePeerAccess";
+        if !self.can_access_peer(gpu, peer)? {
+            return Err(Error::new(
+                ErrorKind::InvalidDevice,
+                call,
+                format!("GPU {gpu} cannot access GPU {peer}'s memory"),
+            ));
+        }
+        let core = &self.inner.core;
+        let mut st = lock(&core.peers.state);
+        if st.enabled.contains(&(gpu, peer)) {
+            return Err(Error::new(
+                ErrorKind::PeerAccessAlreadyEnabled,
+                call,
+                format!("GPU {gpu} already has access to GPU {peer}"),
+            ));
+        }
+        let id = core.gpu(gpu)?.gpu_id;
+        let mut done: Vec<&PeerBuf> = Vec::new();
+        for b in st.bufs.values().filter(|b| b.owner == peer) {
+            if lock(&b.mapped).contains(&id) {
+                continue; // mapped for a copy already
+            }
+            if let Err(e) = map_handle(core, b.handle, &b.mapped, gpu, call) {
+                for d in done {
+                    let _ = unmap_handle(core, d.handle, &d.mapped, gpu, call);
+                }
+                return Err(e);
+            }
+            done.push(b);
+        }
+        st.enabled.insert((gpu, peer));
+        Ok(())
+    }
+
+    /// `hipSetDevice(gpu); hipDeviceDisablePeerAccess(peer)`: GPU `gpu` loses access to
+    /// GPU `peer`'s device memory; `peer`'s device buffers are unmapped from `gpu`
+    /// (UNMAP_MEMORY_FROM_GPU), so a later access from `gpu` faults. (CLR's
+    /// `Device::disableP2P` only drops the peer from the list used for new allocations;
+    /// kfdrt also unmaps the existing ones, so that disabling is observable and the
+    /// GPU's page tables match the access HIP grants.) Work of `gpu` still using that
+    /// memory must have completed. Errors: `InvalidDevice` for an index out of range;
+    /// `PeerAccessNotEnabled` (`hipErrorPeerAccessNotEnabled`) when not enabled.
+    pub fn disable_peer_access(&self, gpu: usize, peer: usize) -> Result<()> {
+        let call = "hipDeviceDisablePeerAccess";
+        self.peer_pair(call, gpu, peer)?;
+        let core = &self.inner.core;
+        let mut st = lock(&core.peers.state);
+        if !st.enabled.remove(&(gpu, peer)) {
+            return Err(Error::new(
+                ErrorKind::PeerAccessNotEnabled,
+                call,
+                format!("GPU {gpu} has no peer access to GPU {peer}"),
+            ));
+        }
+        let mut first_err = None;
+        for b in st.bufs.values().filter(|b| b.owner == peer) {
+            if let Err(e) = unmap_handle(core, b.handle, &b.mapped, gpu, call) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
     }
 }

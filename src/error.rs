@@ -34,37 +34,96 @@ pub enum ErrorKind {
 }
 
 /// A kfdrt failure: the kind, the call that failed, and the underlying cause.
+///
+/// Two words (the payload is boxed, or a static for the errors of polling calls such as
+/// a query's NotReady, which allocate nothing): `Result<()>` and `Result<u64>` are
+/// returned in registers, so the enqueue calls move no error-sized value around.
+pub struct Error(Repr);
+
+enum Repr {
+    Boxed(Box<ErrorInner>),
+    Static(&'static ErrorInner),
+}
+
+/// An error without a source, built at compile time: [`Error::from_static`] makes it an
+/// [`Error`] without allocating.
+pub(crate) struct StaticError(ErrorInner);
+
+impl StaticError {
+    /// A static error of `kind` raised by `call`.
+    pub(crate) const fn new(kind: ErrorKind, call: &'static str, message: &'static str) -> Self {
+        StaticError(ErrorInner {
+            kind,
+            call,
+            message: Cow::Borrowed(message),
+            source: None,
+        })
+    }
+}
+
 #[derive(Debug)]
-pub struct Error {
+struct ErrorInner {
     kind: ErrorKind,
     call: &'static str,
-    // Static messages (NotReady from a query) cost no allocation.
     message: Cow<'static, str>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.inner();
+        f.debug_struct("Error")
+            .field("kind", &e.kind)
+            .field("call", &e.call)
+            .field("message", &e.message)
+            .field("source", &e.source)
+            .finish()
+    }
+}
+
 impl Error {
     /// A new error of `kind` raised by `call` with a message.
+    #[cold]
     pub fn new(kind: ErrorKind, call: &'static str, message: impl Into<Cow<'static, str>>) -> Self {
-        Error {
+        Error(Repr::Boxed(Box::new(ErrorInner {
             kind,
             call,
             message: message.into(),
             source: None,
+        })))
+    }
+    /// The error `e` (no allocation).
+    #[inline]
+    pub(crate) const fn from_static(e: &'static StaticError) -> Self {
+        Error(Repr::Static(&e.0))
+    }
+    fn inner(&self) -> &ErrorInner {
+        match &self.0 {
+            Repr::Boxed(b) => b,
+            Repr::Static(s) => s,
         }
     }
     /// Attach the underlying cause.
-    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(Box::new(source));
-        self
+    pub fn with_source(self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let mut b = match self.0 {
+            Repr::Boxed(b) => b,
+            Repr::Static(s) => Box::new(ErrorInner {
+                kind: s.kind,
+                call: s.call,
+                message: s.message.clone(),
+                source: None,
+            }),
+        };
+        b.source = Some(Box::new(source));
+        Error(Repr::Boxed(b))
     }
     /// The HIP-like class.
     pub fn kind(&self) -> ErrorKind {
-        self.kind
+        self.inner().kind
     }
     /// The kfdrt call that failed.
     pub fn call(&self) -> &'static str {
-        self.call
+        self.inner().call
     }
     /// Wrap a KFD ioctl failure: errno classes map to kinds as HIP maps them (ENOMEM →
     /// OutOfMemory, EINVAL → InvalidValue, ENODEV → NoDevice, others → Driver).
@@ -82,13 +141,15 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {:?}: {}", self.call, self.kind, self.message)
+        let e = self.inner();
+        write!(f, "{}: {:?}: {}", e.call, e.kind, e.message)
     }
 }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
+        self.inner()
+            .source
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
     }
@@ -96,3 +157,34 @@ impl std::error::Error for Error {
 
 /// `Result` with [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The enqueue calls return `Result<()>` / `Result<u64>`: two words (returned in
+    /// registers), the error payload behind a pointer.
+    #[test]
+    fn results_are_two_words() {
+        assert_eq!(size_of::<Error>(), 2 * size_of::<usize>());
+        assert_eq!(size_of::<Result<()>>(), 2 * size_of::<usize>());
+        assert_eq!(size_of::<Result<u64>>(), 2 * size_of::<usize>());
+        let e = Error::new(ErrorKind::NotReady, "call", "msg").with_source(std::fmt::Error);
+        assert_eq!((e.kind(), e.call()), (ErrorKind::NotReady, "call"));
+        assert_eq!(e.to_string(), "call: NotReady: msg");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+
+    /// A static error reads like a boxed one and takes a source like one.
+    #[test]
+    fn static_errors() {
+        static E: StaticError = StaticError::new(ErrorKind::NotReady, "q", "pending");
+        let e = Error::from_static(&E);
+        assert_eq!((e.kind(), e.call()), (ErrorKind::NotReady, "q"));
+        assert_eq!(e.to_string(), "q: NotReady: pending");
+        assert!(std::error::Error::source(&e).is_none());
+        let e = e.with_source(std::fmt::Error);
+        assert_eq!(e.to_string(), "q: NotReady: pending");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+}

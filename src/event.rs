@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::device::{Device, DeviceInner};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, StaticError};
 use crate::signal::Signal;
 use crate::stream::{Point, Stream};
 use crate::sync::lock;
@@ -126,7 +126,7 @@ impl Event {
             ));
         }
         let ts = if self.timing() {
-            Some(Arc::new(Signal::new(&self.dev, 0)?))
+            Some(Arc::new(Signal::new(&self.dev.signals, 0)?))
         } else {
             None
         };
@@ -154,11 +154,15 @@ impl Event {
     /// NotReady.
     pub fn query(&self) -> Result<()> {
         match self.recorded_point() {
-            Some(p) if !p.done() => Err(Error::new(
-                ErrorKind::NotReady,
-                "hipEventQuery",
-                "recorded work pending",
-            )),
+            Some(p) if !p.done() => {
+                // A polling call: the answer allocates nothing.
+                static PENDING: StaticError = StaticError::new(
+                    ErrorKind::NotReady,
+                    "hipEventQuery",
+                    "recorded work pending",
+                );
+                Err(Error::from_static(&PENDING))
+            }
             _ => Ok(()),
         }
     }

@@ -5,7 +5,7 @@
 pub use pm4::hsa::*;
 
 /// The `amd_queue_t` of an AQL queue over `slots` packets at `ring_va` on `gpu`.
-pub fn amd_queue(ring_va: u64, slots: u32, gpu: &crate::Gpu) -> AmdQueue {
+pub fn amd_queue(ring_va: u64, slots: u32, gpu: &crate::devcore::Gpu) -> AmdQueue {
     AmdQueue::new(
         ring_va,
         slots,

@@ -155,12 +155,35 @@
 //! | `hipMemMapArrayAsync` | [`Device::mem_map_array_async`] (NotSupported, as the seed says) |
 //! | `hipDeviceGetAttribute`, `hipDeviceLaunchBlocking` | not provided (the seeds mention them; kfdrt has no device-attribute query yet) |
 //! | `hipError_t` | [`Error`] with [`ErrorKind`] (`hipErrorNotReady` = [`ErrorKind::NotReady`], ...) |
+//!
+//! # Layering
+//!
+//! The modules of `src/` form layers. A module of the lower layers uses only modules
+//! listed before it (so they have no cycles); they take the parts of the device they
+//! need (`&DeviceCore`, a signal pool), never the runtime's `DeviceInner`. Only the top
+//! layer, the runtime proper, may use any module, and its modules use each other.
+//! `tests/layering.rs` reads this list and checks every `crate::` path of `src/`
+//! against it, so a reference from a lower layer upwards (a new cycle) fails CI.
+//!
+//! 1. Foundations: `error`, `sync`, `types`, `va`, `device_select`, `queue_error`,
+//!    `hdp`, `cmd`.
+//! 2. The KFD connection and GPU agents: `devcore` (`DeviceCore`, [`Gpu`], doorbell
+//!    pages, peer access, buffer extents), `hsa` (CP-visible layouts).
+//! 3. Memory and command encoding: `memory` ([`Buffer`] on `&DeviceCore`), `cmdbuf`.
+//! 4. Rings and signals: `ring` (the user-mode queue), `signal` (signals and their
+//!    pool, which owns the event page).
+//!
+//! Top layer (the runtime: device, streams and what is built on them): `device`
+//! (`DeviceInner`, the per-device state that owns the pools), `stream`, `queue`, `sdma`,
+//! `event`, `callback`, `wait`, `copy`, `staging`, `launch`, `module`, `waitkernel`,
+//! `mempool`, `managed`, `vmm`, `soak`, `raw`.
 #![deny(missing_docs)]
 
 mod callback;
 mod cmd;
 mod cmdbuf;
 mod copy;
+mod devcore;
 mod device;
 mod device_select;
 mod error;
@@ -194,7 +217,8 @@ pub use codeobj;
 pub use kfd;
 
 pub use callback::Callback;
-pub use device::{Device, Gpu};
+pub use devcore::Gpu;
+pub use device::Device;
 pub use device_select::{open_backend, DeviceSpec, DEVICE_ENV};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{Event, GPU_TIMESTAMP_HZ};

@@ -47,6 +47,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use kfd::abi::{self, SvmAttribute};
 
+use crate::devcore::DeviceCore;
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::stream::{Stream, StreamInner};
@@ -311,7 +312,7 @@ fn svm_err(call: &'static str, e: kfd::KfdError) -> Error {
 }
 
 fn svm_set(
-    dev: &DeviceInner,
+    dev: &DeviceCore,
     call: &'static str,
     s: u64,
     e: u64,

@@ -2,18 +2,20 @@
 //! each a KFD buffer object placed at a reserved address (GPU VA == CPU VA), CPU-mapped
 //! through the render node where the kind allows. System memory is GPU-mapped on every
 //! GPU of the device; device memory on its own GPU, and on another GPU only once peer
-//! access is enabled ([`Device::enable_peer_access`]), as HIP does. [`Buffer`] frees
-//! itself on drop, in the reverse order of creation.
+//! access is enabled ([`crate::Device::enable_peer_access`]), as HIP does. [`Buffer`]
+//! frees itself on drop, in the reverse order of creation. Buffers hold only the
+//! [`DeviceCore`] (see the layering in the crate docs); the allocation API on
+//! [`crate::Device`] is in the `device` module.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use kfd::abi::{AllocFlags, AllocMemoryOfGpuArgs};
 use kfd::{MmapFile, Prot};
 use rustix::mm::{MapFlags, ProtFlags};
 
-use crate::device::{Device, DeviceCore};
+use crate::devcore::{map_handle, unmap_handle, DeviceCore, PeerBuf};
 use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
 use crate::va::{VaReservation, HUGE, PAGE};
 
 /// What a buffer is made of.
@@ -22,8 +24,8 @@ pub enum MemoryKind {
     /// VRAM of one GPU (`hipMalloc`).
     ///
     /// GPU-mapped on its own GPU; on GPU `g` also once `g` has peer access to the owner
-    /// ([`Device::enable_peer_access`], `hipDeviceEnablePeerAccess`): CLR maps a device
-    /// allocation on the devices in the owner's peer list at allocation
+    /// ([`crate::Device::enable_peer_access`], `hipDeviceEnablePeerAccess`): CLR maps a
+    /// device allocation on the devices in the owner's peer list at allocation
     /// (`rocclr/device/rocm/rocdevice.cpp` `Device::deviceAllowAccess`) and maps the
     /// existing ones when a peer is added (`Device::enableP2P`, `MemObjMap::UpdateAccess`).
     ///
@@ -59,35 +61,6 @@ impl MemoryKind {
     }
 }
 
-/// The address ranges `[va, va+size)` of a device's live buffer objects, keyed by
-/// `(va, handle)` (a range registered twice as USERPTR appears twice).
-#[derive(Default)]
-pub(crate) struct Extents(std::sync::RwLock<std::collections::BTreeMap<(u64, u64), u64>>);
-
-impl Extents {
-    pub(crate) fn insert(&self, va: u64, handle: u64, size: u64) {
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((va, handle), size);
-    }
-    pub(crate) fn remove(&self, va: u64, handle: u64) {
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&(va, handle));
-    }
-    /// `(start, len)` of the buffer object containing `addr`.
-    pub(crate) fn containing(&self, addr: u64) -> Option<(u64, u64)> {
-        let m = self.0.read().unwrap_or_else(|e| e.into_inner());
-        m.range(..=(addr, u64::MAX))
-            .rev()
-            .take(4)
-            .find(|(&(va, _), &len)| addr - va < len)
-            .map(|(&(va, _), &len)| (va, len))
-    }
-}
-
 /// A GPU buffer object. GPU VA == CPU VA == [`Buffer::va`].
 ///
 /// # Example
@@ -116,100 +89,13 @@ pub struct Buffer {
     handle: u64,
     kind: MemoryKind,
     gpu_index: usize,
-    /// gpu_ids the BO is mapped on; shared with [`Peers`] for device buffers, whose peer
+    /// gpu_ids the BO is mapped on; shared with [`crate::devcore::Peers`] for device buffers, whose peer
     /// mappings change with peer access.
     mapped_on: Arc<Mutex<Vec<u32>>>,
-    /// Registered in [`Peers`] (a device buffer whose peer mappings follow peer access).
+    /// Registered in [`crate::devcore::Peers`] (a device buffer whose peer mappings follow peer access).
     peer_managed: bool,
     cpu_mapped: bool,
     reservation: Option<VaReservation>,
-}
-
-use crate::sync::lock;
-
-/// Peer access (`hipDeviceEnablePeerAccess`) and the device buffers it governs.
-#[derive(Default)]
-pub(crate) struct Peers {
-    state: Mutex<PeerState>,
-}
-
-#[derive(Default)]
-struct PeerState {
-    /// `(accessor, owner)`: GPU `accessor` may access GPU `owner`'s device buffers.
-    enabled: BTreeSet<(usize, usize)>,
-    /// Live device buffers by VA.
-    bufs: BTreeMap<u64, PeerBuf>,
-}
-
-struct PeerBuf {
-    len: u64,
-    handle: u64,
-    owner: usize,
-    mapped: Arc<Mutex<Vec<u32>>>,
-}
-
-impl Peers {
-    /// Map the device buffers that hold `[va, va + len)` on GPU `gpu` so that its copy
-    /// engines can reach them: a copy between GPUs works without peer access, as
-    /// `hipMemcpy`/`hipMemcpyPeer` do in HIP. The mapping stays until the buffer is
-    /// freed or peer access from `gpu` to the owner is disabled.
-    pub(crate) fn map_for_copy(
-        &self,
-        dev: &DeviceCore,
-        gpu: usize,
-        va: u64,
-        len: u64,
-    ) -> Result<()> {
-        let st = lock(&self.state);
-        let end = va.saturating_add(len.max(1));
-        for (&bva, b) in st.bufs.range(..end).rev() {
-            if bva + b.len <= va {
-                break;
-            }
-            if b.owner != gpu {
-                map_handle(dev, b.handle, &b.mapped, gpu, "hipMemcpy")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-fn map_handle(
-    dev: &DeviceCore,
-    handle: u64,
-    mapped: &Mutex<Vec<u32>>,
-    gpu: usize,
-    call: &'static str,
-) -> Result<()> {
-    let id = dev.gpu(gpu)?.gpu_id;
-    let mut m = lock(mapped);
-    if m.contains(&id) {
-        return Ok(());
-    }
-    let mut n = 0u32;
-    kfd::ioctl::map_memory_to_gpu(dev.backend.as_ref(), handle, &[id], &mut n)
-        .map_err(|e| Error::from_kfd(call, e))?;
-    m.push(id);
-    Ok(())
-}
-
-fn unmap_handle(
-    dev: &DeviceCore,
-    handle: u64,
-    mapped: &Mutex<Vec<u32>>,
-    gpu: usize,
-    call: &'static str,
-) -> Result<()> {
-    let id = dev.gpu(gpu)?.gpu_id;
-    let mut m = lock(mapped);
-    let Some(pos) = m.iter().position(|&g| g == id) else {
-        return Ok(());
-    };
-    let mut n = 0u32;
-    kfd::ioctl::unmap_memory_from_gpu(dev.backend.as_ref(), handle, &[id], &mut n)
-        .map_err(|e| Error::from_kfd(call, e))?;
-    m.remove(pos);
-    Ok(())
 }
 
 impl std::fmt::Debug for Buffer {
@@ -227,143 +113,6 @@ impl std::fmt::Debug for Buffer {
 unsafe impl Send for Buffer {}
 // SAFETY: as above.
 unsafe impl Sync for Buffer {}
-
-impl Device {
-    /// Allocate `size` bytes of `kind` memory owned by GPU `gpu_index` (for VRAM, the GPU
-    /// whose memory it is). System memory is mapped on every GPU of the device; device
-    /// memory on its GPU and on the GPUs with peer access to it (see [`MemoryKind::Device`]).
-    pub fn alloc(&self, kind: MemoryKind, gpu_index: usize, size: usize) -> Result<Buffer> {
-        Buffer::alloc(&self.inner.core, kind, gpu_index, size)
-    }
-
-    /// Register `len` bytes of existing host memory at `ptr` (page-aligned) with KFD and
-    /// map it on every GPU (`USERPTR`). The memory must outlive the returned buffer.
-    ///
-    /// # Safety
-    /// `ptr..ptr+len` must be valid, page-aligned host memory that stays allocated until the
-    /// returned [`Buffer`] is dropped; the GPUs may read and write it meanwhile.
-    pub unsafe fn register_host_memory(&self, ptr: *mut u8, len: usize) -> Result<Buffer> {
-        Buffer::userptr(&self.inner.core, ptr as u64, len)
-    }
-}
-
-impl Device {
-    fn peer_pair(&self, call: &'static str, gpu: usize, peer: usize) -> Result<()> {
-        let n = self.inner.gpus.len();
-        if gpu >= n || peer >= n {
-            return Err(Error::new(
-                ErrorKind::InvalidDevice,
-                call,
-                format!("GPU index {gpu} or {peer} out of range (device has {n})"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// `hipDeviceCanAccessPeer(&can, gpu, peer)`: whether GPU `gpu` can be given access to
-    /// GPU `peer`'s device memory. False for `gpu == peer` (HIP answers 0 for the same
-    /// device). True when the topology has a link from `gpu` to `peer` (XGMI or a
-    /// `p2p_links` path), or when `peer`'s VRAM is large-BAR: KFD and ROCr allow PCIe
-    /// peer access to a GPU whose whole VRAM is in its BAR (amdgpu
-    /// `amdgpu_device_is_peer_accessible`). Errors: an index out of range is
-    /// `InvalidDevice` (`hipErrorInvalidDevice`).
-    pub fn can_access_peer(&self, gpu: usize, peer: usize) -> Result<bool> {
-        self.peer_pair("hipDeviceCanAccessPeer", gpu, peer)?;
-        if gpu == peer {
-            return Ok(false);
-        }
-        let (g, p) = (&self.inner.gpus[gpu], &self.inner.gpus[peer]);
-        let linked = g
-            .node
-            .io_links
-            .iter()
-            .chain(&g.node.p2p_links)
-            .any(|l| l.node_to == p.node.id);
-        let large_bar = p
-            .node
-            .mem_banks
-            .iter()
-            .any(|b| b.heap_type == kfd::topology::HEAP_TYPE_FB_PUBLIC);
-        Ok(linked || large_bar)
-    }
-
-    /// `hipSetDevice(gpu); hipDeviceEnablePeerAccess(peer, 0)`: GPU `gpu` may access GPU
-    /// `peer`'s device memory from now on. Every live [`MemoryKind::Device`] buffer of
-    /// `peer` is mapped on `gpu` (MAP_MEMORY_TO_GPU with `gpu`'s gpu_id), and so is every
-    /// later one, as CLR's `Device::enableP2P` (`MemObjMap::UpdateAccess`) and
-    /// `Device::deviceAllowAccess` do (`rocclr/device/rocm/rocdevice.cpp`; the HIP entry
-    /// point is `hipamd/src/hip_peer.cpp`).
-    ///
-    /// Errors as HIP: `InvalidDevice` (`hipErrorInvalidDevice`) for an index out of range,
-    /// `gpu == peer`, or a pair [`Device::can_access_peer`] refuses;
-    /// `PeerAccessAlreadyEnabled` (`hipErrorPeerAccessAlreadyEnabled`) when enabled
-    /// already. If a mapping fails, the ones this call made are undone and access stays
-    /// disabled.
-    pub fn enable_peer_access(&self, gpu: usize, peer: usize) -> Result<()> {
-        let call = "hipDeviceEnablePeerAccess";
-        if !self.can_access_peer(gpu, peer)? {
-            return Err(Error::new(
-                ErrorKind::InvalidDevice,
-                call,
-                format!("GPU {gpu} cannot access GPU {peer}'s memory"),
-            ));
-        }
-        let core = &self.inner.core;
-        let mut st = lock(&core.peers.state);
-        if st.enabled.contains(&(gpu, peer)) {
-            return Err(Error::new(
-                ErrorKind::PeerAccessAlreadyEnabled,
-                call,
-                format!("GPU {gpu} already has access to GPU {peer}"),
-            ));
-        }
-        let id = core.gpu(gpu)?.gpu_id;
-        let mut done: Vec<&PeerBuf> = Vec::new();
-        for b in st.bufs.values().filter(|b| b.owner == peer) {
-            if lock(&b.mapped).contains(&id) {
-                continue; // mapped for a copy already
-            }
-            if let Err(e) = map_handle(core, b.handle, &b.mapped, gpu, call) {
-                for d in done {
-                    let _ = unmap_handle(core, d.handle, &d.mapped, gpu, call);
-                }
-                return Err(e);
-            }
-            done.push(b);
-        }
-        st.enabled.insert((gpu, peer));
-        Ok(())
-    }
-
-    /// `hipSetDevice(gpu); hipDeviceDisablePeerAccess(peer)`: GPU `gpu` loses access to
-    /// GPU `peer`'s device memory; `peer`'s device buffers are unmapped from `gpu`
-    /// (UNMAP_MEMORY_FROM_GPU), so a later access from `gpu` faults. (CLR's
-    /// `Device::disableP2P` only drops the peer from the list used for new allocations;
-    /// kfdrt also unmaps the existing ones, so that disabling is observable and the
-    /// GPU's page tables match the access HIP grants.) Work of `gpu` still using that
-    /// memory must have completed. Errors: `InvalidDevice` for an index out of range;
-    /// `PeerAccessNotEnabled` (`hipErrorPeerAccessNotEnabled`) when not enabled.
-    pub fn disable_peer_access(&self, gpu: usize, peer: usize) -> Result<()> {
-        let call = "hipDeviceDisablePeerAccess";
-        self.peer_pair(call, gpu, peer)?;
-        let core = &self.inner.core;
-        let mut st = lock(&core.peers.state);
-        if !st.enabled.remove(&(gpu, peer)) {
-            return Err(Error::new(
-                ErrorKind::PeerAccessNotEnabled,
-                call,
-                format!("GPU {gpu} has no peer access to GPU {peer}"),
-            ));
-        }
-        let mut first_err = None;
-        for b in st.bufs.values().filter(|b| b.owner == peer) {
-            if let Err(e) = unmap_handle(core, b.handle, &b.mapped, gpu, call) {
-                first_err.get_or_insert(e);
-            }
-        }
-        first_err.map_or(Ok(()), Err)
-    }
-}
 
 impl Buffer {
     pub(crate) fn alloc(
@@ -548,7 +297,7 @@ impl Buffer {
         lock(&self.mapped_on).clone()
     }
 
-    fn userptr(dev: &Arc<DeviceCore>, addr: u64, len: usize) -> Result<Buffer> {
+    pub(crate) fn userptr(dev: &Arc<DeviceCore>, addr: u64, len: usize) -> Result<Buffer> {
         let call = "Device::register_host_memory";
         if addr == 0 || addr % PAGE as u64 != 0 || len == 0 || len % PAGE != 0 {
             return Err(Error::new(

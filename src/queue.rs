@@ -21,14 +21,6 @@ use crate::memory::{Buffer, MemoryKind};
 use crate::ring::{UserQueue, WptrUnit};
 use crate::sync::lock;
 
-/// Relaxed stores of `src[i]` to `dst[i]` for the listed constant indices: unrolled, with
-/// no bounds checks (both are fixed-size arrays).
-macro_rules! store_words {
-    ($dst:expr, $src:expr, $($i:literal)*) => {
-        $( $dst[$i].store($src[$i], Ordering::Relaxed); )*
-    };
-}
-
 /// Default ring size in packets.
 pub const DEFAULT_RING_PACKETS: u32 = 1024;
 /// Bytes of PM4 indirect buffer reserved per ring slot.
@@ -119,7 +111,7 @@ impl AqlQueue {
         let ev = match core.queue_error_event.get() {
             Some(&e) => e,
             None => {
-                let (e, _, _) = crate::signal::create_signal_event(dev)?;
+                let (e, _, _) = crate::signal::create_signal_event(&dev.signals)?;
                 // A racing creator may have won: keep one event, destroy the other.
                 if core.queue_error_event.set(e).is_err() {
                     let _ = kfd::ioctl::destroy_event(core.backend.as_ref(), e);
@@ -249,49 +241,10 @@ impl AqlQueue {
             return Ok(0);
         }
         let r = self.uq.reserve(count, fault)?;
-        let ring = self.uq.ring_words();
-        // `slots` is a power of two (checked in `new`) and the ring holds `slots` packets.
-        let mask = u64::from(self.slots) - 1;
         let mut idx = r.wptr();
-        for b in bufs {
-            for c in b.cmds() {
-                let base = ((idx & mask) as usize) * PACKET_DWORDS;
-                let slot: &[AtomicU32; PACKET_DWORDS] = ring
-                    .get(base..base + PACKET_DWORDS)
-                    .and_then(|s| s.try_into().ok())
-                    .ok_or_else(|| {
-                        Error::new(
-                            ErrorKind::Driver,
-                            "AqlQueue::submit",
-                            format!("ring slot {idx} outside the ring of {} dwords", ring.len()),
-                        )
-                    })?;
-                match c {
-                    Cmd::Unused => continue,
-                    Cmd::Packet(p) => {
-                        let mut w = p.encode();
-                        let at = COMPLETION_SIGNAL_OFFSET / 4;
-                        w[at] = completion as u32;
-                        w[at + 1] = (completion >> 32) as u32;
-                        store_packet(slot, &w);
-                    }
-                    Cmd::Ib {
-                        words,
-                        dwords,
-                        ib_reloc,
-                    } => {
-                        let ib_va = self.ib_area(idx, words, *ib_reloc);
-                        store_packet(
-                            slot,
-                            &VendorPm4Ib::patch(
-                                &self.ib_template,
-                                ib_va,
-                                *dwords as u32,
-                                completion,
-                            ),
-                        );
-                    }
-                }
+        for c in bufs.iter().flat_map(|b| b.cmds()) {
+            if !matches!(c, Cmd::Unused) {
+                self.write_cmd(idx, c, completion);
                 idx += 1;
             }
         }
@@ -299,26 +252,79 @@ impl AqlQueue {
         Ok(count)
     }
 
+    /// Publish one command (the single-command enqueue hot path: no loop, no count):
+    /// [`AqlQueue::submit`] of a buffer holding just `cmd`.
+    #[inline]
+    pub(crate) fn submit_one(
+        &self,
+        cmd: &Cmd,
+        completion: u64,
+        fault: &dyn Fn() -> Option<String>,
+    ) -> Result<()> {
+        let r = self.uq.reserve(1, fault)?;
+        let idx = r.wptr();
+        self.write_cmd(idx, cmd, completion);
+        r.publish(idx + 1);
+        Ok(())
+    }
+
+    /// Write command `c` into ring slot `idx` (reserved) with its completion signal: the
+    /// packet body, then its header with a release store; an IB command's PM4 words go to
+    /// the slot's IB area first.
+    #[inline(always)]
+    fn write_cmd(&self, idx: u64, c: &Cmd, completion: u64) {
+        let at = COMPLETION_SIGNAL_OFFSET / 4;
+        let mut w = match c {
+            Cmd::Unused => return,
+            Cmd::Packet(w) => *w,
+            Cmd::Ib {
+                words,
+                dwords,
+                ib_reloc,
+            } => {
+                let ib_va = self.ib_area(idx, words, *ib_reloc);
+                VendorPm4Ib::patch(&self.ib_template, ib_va, *dwords as u32, 0)
+            }
+        };
+        w[at] = completion as u32;
+        w[at + 1] = (completion >> 32) as u32;
+        // `slots` is a power of two (checked in `new`) and the ring holds `slots` packets.
+        let slot = (idx & (u64::from(self.slots) - 1)) as usize;
+        // SAFETY: `slot < slots`, so the packet lies inside the ring (`slots * 64` bytes of
+        // CPU-mapped memory owned by the queue, 64-byte aligned).
+        let p = unsafe { self.uq.ring_base().add(slot * PACKET_DWORDS) };
+        // SAFETY: the slot is reserved (consumed by the CP, which reads a slot's body only
+        // after an acquire load of a valid header, and invalidated its header before
+        // releasing the read pointer): nothing reads dwords 1..16 while they are written.
+        // The header (dword 0) is published last with a release store.
+        unsafe { store_packet(p, &w) };
+    }
+
     /// Copy a command's PM4 words into the IB area of ring slot `idx` (applying its
     /// IB-relative address); returns the area's GPU address.
+    #[inline(always)]
     fn ib_area(&self, idx: u64, words: &[u32; IB_DWORDS], reloc: Option<u8>) -> u64 {
         let slot = (idx & (u64::from(self.slots) - 1)) as usize;
         let ib_va = self.ib.va() + (slot * IB_DWORDS * 4) as u64;
-        // SAFETY: the slot's IB area is CPU-mapped and owned by this queue; the CP reads it
-        // only after the packet is published, and the slot (so its area) was consumed
-        // before the ring space was reserved.
-        let area = unsafe { &*(ib_va as *const [AtomicU32; IB_DWORDS]) };
-        // All IB_DWORDS words, a fixed-count (unrolled) copy: cheaper than a loop over the
-        // command's length, and a relocated command may read data after its commands.
-        store_words!(area, words, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
-        if let Some(at) = reloc {
-            let at = at as usize;
-            if let (Some(&lo), Some(&hi)) = (words.get(at), words.get(at + 1)) {
-                let a = (lo as u64 | (hi as u64) << 32).wrapping_add(ib_va);
-                area[at].store(a as u32, Ordering::Relaxed);
-                area[at + 1].store((a >> 32) as u32, Ordering::Relaxed);
+        let relocated;
+        let src = match reloc.map(usize::from).filter(|&at| at + 1 < IB_DWORDS) {
+            None => words,
+            Some(at) => {
+                let mut w = *words;
+                let a = (w[at] as u64 | (w[at + 1] as u64) << 32).wrapping_add(ib_va);
+                w[at] = a as u32;
+                w[at + 1] = (a >> 32) as u32;
+                relocated = w;
+                &relocated
             }
-        }
+        };
+        // SAFETY: the slot's IB area is CPU-mapped and owned by this queue; the CP reads it
+        // only after the packet is published (the header's release store orders this copy
+        // before), and the slot (so its area) was consumed before the ring space was
+        // reserved, so nothing reads the area while it is written. All IB_DWORDS words: a
+        // fixed-size copy (a few vector moves), and a relocated command may read data
+        // after its commands.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), ib_va as *mut u32, IB_DWORDS) };
         ib_va
     }
 
@@ -328,12 +334,19 @@ impl AqlQueue {
     }
 }
 
-/// Write one packet into its ring slot in the publish order: body relaxed, then the
-/// header with a release store (the CP may read the slot as soon as the header is valid).
+/// Write one packet at `slot` in the publish order: body (dwords 1..16) first, then the
+/// header dword with a release store (the CP may read the slot as soon as the header is
+/// valid).
+///
+/// # Safety
+/// `slot` points at 16 writable, 4-aligned dwords of ring memory that nothing reads or
+/// writes concurrently except through atomic accesses of dword 0.
 #[inline(always)]
-fn store_packet(slot: &[AtomicU32; PACKET_DWORDS], w: &[u32; PACKET_DWORDS]) {
-    store_words!(slot, w, 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
-    slot[0].store(w[0], Ordering::Release);
+unsafe fn store_packet(slot: *mut u32, w: &[u32; PACKET_DWORDS]) {
+    // SAFETY: per the contract: dwords 1..16 are in bounds and not accessed concurrently.
+    unsafe { core::ptr::copy_nonoverlapping(w.as_ptr().add(1), slot.add(1), PACKET_DWORDS - 1) };
+    // SAFETY: dword 0 is in bounds, 4-aligned, and only accessed atomically.
+    unsafe { AtomicU32::from_ptr(slot) }.store(w[0], Ordering::Release);
 }
 
 /// A queue's context save/restore (CWSR) area.

@@ -54,7 +54,8 @@ pub fn bare_publish(q: &UserQueue, index: u64, packet: &[u32; 16]) {
     q.bare_publish(index, packet)
 }
 
-pub use crate::cmd::{barrier_value_for, condition_holds, Target, POLL_INTERVAL};
+pub use crate::cmd::condition_holds;
+pub use crate::cmdbuf::{barrier_value_for, Target, POLL_INTERVAL};
 pub use crate::copy::CHUNK;
 pub use crate::device::MIN_KFD_MINOR;
 pub use crate::mempool::suballoc::rounded_size;

@@ -8,15 +8,18 @@
 //! would keep the ring full forever), write the packet bodies, release-store the write
 //! pointer, flush the HDP if the CPU wrote VRAM, 64-bit store to the doorbell, then
 //! [`kfd::Backend::doorbell_written`] (a no-op on hardware). Producers on one queue
-//! serialise on a mutex so doorbell values only grow; it is uncontended when one stream
-//! uses the queue.
+//! serialise on a lock bit folded into the producer's write-pointer word, so doorbell
+//! values only grow: taking it is one atomic bit-test-and-set, and the release store of
+//! the new write pointer at publication drops it (a queue is usually fed by one stream,
+//! so the lock is almost never contended and a holder keeps it for well under a
+//! microsecond, except while the ring is full).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use kfd::abi;
 
-use crate::device::DeviceCore;
+use crate::devcore::{DeviceCore, DoorbellPage};
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::Buffer;
 use crate::sync::lock;
@@ -42,28 +45,19 @@ impl WptrUnit {
     }
 }
 
-/// The doorbell mapping of one GPU (mapped once per device and GPU, unmapped with the
-/// device).
-pub(crate) struct DoorbellPage {
-    pub(crate) base: *mut u8,
-    pub(crate) len: usize,
-    pub(crate) offset: u64,
-}
-
-// SAFETY: the page is device MMIO (or the emulator's doorbell memory) written only by
-// 64-bit volatile stores.
-unsafe impl Send for DoorbellPage {}
-// SAFETY: as above.
-unsafe impl Sync for DoorbellPage {}
-
-/// Producer state, under the queue's mutex.
+/// Producer state: the write pointer and the lock, in one word.
 struct Producer {
-    /// Write pointer (in [`WptrUnit`]s) after the last publication.
-    wptr: u64,
-    /// Last read pointer seen: the CP-written cell is re-read only when the ring looks
-    /// full by this value (it is a cache line the engine writes).
-    rptr_seen: u64,
+    /// Write pointer (in [`WptrUnit`]s) after the last publication, with [`LOCKED`] set
+    /// while a producer holds the queue.
+    word: AtomicU64,
+    /// Last read pointer seen (accessed only by the lock holder, so relaxed): the
+    /// CP-written cell is re-read only when the ring looks full by this value (it is a
+    /// cache line the engine writes).
+    rptr_seen: AtomicU64,
 }
+
+/// The producer lock bit of [`Producer::word`] (write pointers stay far below 2^63).
+const LOCKED: u64 = 1 << 63;
 
 /// One KFD user-mode queue. Dropping it destroys the KFD queue; buffers the queue's
 /// creation named besides the ring and pointer page (EOP, CWSR) must outlive it, so
@@ -79,7 +73,7 @@ pub struct UserQueue {
     wptr_off: u64,
     rptr_off: u64,
     doorbell: *mut u64,
-    producer: Mutex<Producer>,
+    producer: Producer,
 }
 
 // SAFETY: raw pointers refer to mappings owned by the queue (the doorbell page is held by
@@ -151,10 +145,10 @@ impl UserQueue {
             wptr_off,
             rptr_off,
             doorbell,
-            producer: Mutex::new(Producer {
-                wptr: 0,
-                rptr_seen: 0,
-            }),
+            producer: Producer {
+                word: AtomicU64::new(0),
+                rptr_seen: AtomicU64::new(0),
+            },
         })
     }
 
@@ -201,7 +195,12 @@ impl UserQueue {
 
     /// The write pointer of the last publication.
     pub fn wptr(&self) -> u64 {
-        lock(&self.producer).wptr
+        self.producer.word.load(Ordering::Acquire) & !LOCKED
+    }
+
+    /// The ring's first dword (CPU address).
+    pub(crate) fn ring_base(&self) -> *mut u32 {
+        self.ring.as_ptr() as *mut u32
     }
 
     /// The ring as dwords.
@@ -216,12 +215,58 @@ impl UserQueue {
     /// free. While waiting (after a short spin) `fault` is asked on every retry: a
     /// `Some(why)` ends the wait with LaunchFailure, as a faulted queue never consumes
     /// the packets in front of the new ones.
+    #[inline]
     pub fn reserve(
         &self,
         need: u64,
         fault: &dyn Fn() -> Option<String>,
     ) -> Result<Reservation<'_>> {
         let cap = self.capacity();
+        let p = &self.producer;
+        // Fast path: the lock is free and the ring has room by the last read pointer seen.
+        let prev = p.word.fetch_or(LOCKED, Ordering::Acquire);
+        if prev & LOCKED == 0
+            && need != 0
+            && prev + need - p.rptr_seen.load(Ordering::Relaxed) <= cap
+        {
+            return Ok(Reservation {
+                q: self,
+                wptr: prev,
+            });
+        }
+        self.reserve_slow(need, fault, prev)
+    }
+
+    /// [`UserQueue::reserve`] when the lock is held by another producer (`prev` has
+    /// [`LOCKED`]), the request is invalid or the ring looks full.
+    #[cold]
+    #[inline(never)]
+    fn reserve_slow(
+        &self,
+        need: u64,
+        fault: &dyn Fn() -> Option<String>,
+        mut prev: u64,
+    ) -> Result<Reservation<'_>> {
+        let cap = self.capacity();
+        let p = &self.producer;
+        let mut spins = 0u32;
+        let mut backoff = || {
+            spins += 1;
+            if spins < 1000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        };
+        while prev & LOCKED != 0 {
+            backoff();
+            prev = p.word.fetch_or(LOCKED, Ordering::Acquire);
+        }
+        // Held from here: a Reservation unlocks on every path out.
+        let r = Reservation {
+            q: self,
+            wptr: prev,
+        };
         if need == 0 || need > cap {
             return Err(Error::new(
                 ErrorKind::InvalidValue,
@@ -229,11 +274,10 @@ impl UserQueue {
                 format!("{need} units in a ring of {cap}"),
             ));
         }
-        let mut g = lock(&self.producer);
         let mut spins = 0u32;
-        while g.wptr + need - g.rptr_seen > cap {
-            g.rptr_seen = self.rptr();
-            if g.wptr + need - g.rptr_seen <= cap {
+        while prev + need - p.rptr_seen.load(Ordering::Relaxed) > cap {
+            p.rptr_seen.store(self.rptr(), Ordering::Relaxed);
+            if prev + need - p.rptr_seen.load(Ordering::Relaxed) <= cap {
                 break;
             }
             spins += 1;
@@ -250,28 +294,32 @@ impl UserQueue {
                 std::thread::yield_now();
             }
         }
-        Ok(Reservation { q: self, g })
+        Ok(r)
     }
 }
 
-/// Space reserved in a [`UserQueue`]: write bodies through [`UserQueue::ring_words`],
-/// then [`Reservation::publish`]. Dropped without publishing, nothing is published.
+/// Space reserved in a [`UserQueue`] (its producer lock held): write bodies through
+/// [`UserQueue::ring_words`], then [`Reservation::publish`]. Dropped without publishing,
+/// nothing is published and the lock is released.
 pub struct Reservation<'a> {
     q: &'a UserQueue,
-    g: MutexGuard<'a, Producer>,
+    /// The write pointer at reservation.
+    wptr: u64,
 }
 
 impl Reservation<'_> {
     /// The write pointer the new packets start at.
+    #[inline]
     pub fn wptr(&self) -> u64 {
-        self.g.wptr
+        self.wptr
     }
 
     /// Publish everything up to `new_wptr`: release-store the write pointer, flush the
     /// HDP, store the doorbell and notify the backend. Returns `new_wptr`.
-    pub fn publish(mut self, new_wptr: u64) -> u64 {
+    #[inline]
+    pub fn publish(self, new_wptr: u64) -> u64 {
         let q = self.q;
-        self.g.wptr = new_wptr;
+        std::mem::forget(self);
         q.cell(q.wptr_off).store(new_wptr, Ordering::Release);
         q.core.hdp_flush_dirty();
         let value = match q.unit {
@@ -280,8 +328,17 @@ impl Reservation<'_> {
         };
         // SAFETY: the doorbell is this queue's mapped, 8-byte aligned doorbell slot.
         unsafe { core::ptr::write_volatile(q.doorbell, value) };
+        // Unlock: the next producer's doorbell value is larger.
+        q.producer.word.store(new_wptr & !LOCKED, Ordering::Release);
         q.core.backend.doorbell_written(q.queue_id);
         new_wptr
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        // Not published: unlock with the write pointer unchanged.
+        self.q.producer.word.store(self.wptr, Ordering::Release);
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kfd::abi;
 
-use crate::device::DeviceInner;
+use crate::devcore::DeviceCore;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hsa::{AmdSignal, AMD_SIGNAL_KIND_USER};
 use crate::memory::{Buffer, MemoryKind};
@@ -31,8 +31,13 @@ impl EventPage {
     }
 }
 
-/// Signals ready for reuse, with their events (creating an event is a syscall).
+/// Signals ready for reuse, with their events (creating an event is a syscall), and the
+/// process's event page. Signals hold their pool (not the runtime's device state), so
+/// the pool goes, destroying the pooled signals' events, after the last signal.
 pub(crate) struct SignalPool {
+    core: Arc<DeviceCore>,
+    /// The event page, created with the first signal event.
+    events: Mutex<Option<Arc<EventPage>>>,
     free: Mutex<Vec<SignalSlot>>,
     chunks: Mutex<Vec<Buffer>>,
 }
@@ -49,28 +54,33 @@ struct SignalSlot {
 const CHUNK_SIGNALS: usize = 64;
 
 impl SignalPool {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(core: Arc<DeviceCore>) -> Self {
         SignalPool {
+            core,
+            events: Mutex::new(None),
             free: Mutex::new(Vec::new()),
             chunks: Mutex::new(Vec::new()),
         }
     }
+}
 
-    /// DESTROY_EVENT for every pooled signal's event (device teardown).
-    pub(crate) fn destroy_events(&self, b: &dyn kfd::Backend) {
-        let free = std::mem::take(&mut *lock(&self.free));
+impl Drop for SignalPool {
+    /// DESTROY_EVENT for every pooled signal's event (no signal is left).
+    fn drop(&mut self) {
+        let free = std::mem::take(self.free.get_mut().unwrap_or_else(|e| e.into_inner()));
         for s in free.iter().filter(|s| s.mailbox != 0) {
-            let _ = kfd::ioctl::destroy_event(b, s.event_id);
+            let _ = kfd::ioctl::destroy_event(self.core.backend.as_ref(), s.event_id);
         }
     }
 }
 
 /// CREATE_EVENT for a signal event. The first one hands KFD the event page (a GPU-mapped
 /// signal-memory BO) through `event_page_offset`; KFD rejects a second page with EINVAL
-/// (kfd_chardev.c `kfd_ioctl_create_event`), so later calls pass 0. The device's event
+/// (kfd_chardev.c `kfd_ioctl_create_event`), so later calls pass 0. The pool's event
 /// lock serialises this.
-pub(crate) fn create_signal_event(dev: &Arc<DeviceInner>) -> Result<(u32, u32, u64)> {
+pub(crate) fn create_signal_event(pool: &SignalPool) -> Result<(u32, u32, u64)> {
     let call = "Signal::new";
+    let dev = pool;
     let mut g = lock(&dev.events);
     let (page, first) = match g.as_ref() {
         Some(p) => (p.clone(), false),
@@ -90,7 +100,7 @@ pub(crate) fn create_signal_event(dev: &Arc<DeviceInner>) -> Result<(u32, u32, u
         event_page_offset: if first { page.buf.handle() } else { 0 },
         ..Default::default()
     };
-    kfd::ioctl::create_event(dev.backend.as_ref(), &mut args)
+    kfd::ioctl::create_event(dev.core.backend.as_ref(), &mut args)
         .map_err(|e| Error::from_kfd(call, e))?;
     if first {
         *g = Some(page.clone());
@@ -105,7 +115,7 @@ pub(crate) fn create_signal_event(dev: &Arc<DeviceInner>) -> Result<(u32, u32, u
 /// An `amd_signal_t` with an interrupt-capable KFD event. The handle the CP takes is
 /// [`Signal::handle`]. Returned to the device's pool on drop.
 pub struct Signal {
-    dev: Arc<DeviceInner>,
+    pool: Arc<SignalPool>,
     slot: SignalSlot,
     /// Process-wide serial, never reused (the slot address is, at once): what remembers a
     /// signal's identity (timeline waits) keys on this.
@@ -127,17 +137,16 @@ impl std::fmt::Debug for Signal {
 
 impl Signal {
     /// A signal with initial `value`.
-    pub(crate) fn new(dev: &Arc<DeviceInner>, value: i64) -> Result<Signal> {
-        let pool = &dev.signals;
+    pub(crate) fn new(pool: &Arc<SignalPool>, value: i64) -> Result<Signal> {
         let popped = lock(&pool.free).pop();
         let slot = match popped {
             Some(s) => s,
             None => {
                 // Carve a new chunk; give every slot its event lazily as it is first used.
-                let buf = Buffer::alloc(&dev.core, MemoryKind::Signal, 0, CHUNK_SIGNALS * 64)?;
+                let buf = Buffer::alloc(&pool.core, MemoryKind::Signal, 0, CHUNK_SIGNALS * 64)?;
                 let base = buf.va();
                 lock(&pool.chunks).push(buf);
-                let (event_id, trigger, mailbox) = create_signal_event(dev)?;
+                let (event_id, trigger, mailbox) = create_signal_event(pool)?;
                 let mut free = lock(&pool.free);
                 for i in 1..CHUNK_SIGNALS {
                     free.push(SignalSlot {
@@ -156,7 +165,7 @@ impl Signal {
             }
         };
         let slot = if slot.mailbox == 0 {
-            let (event_id, trigger, mailbox) = create_signal_event(dev)?;
+            let (event_id, trigger, mailbox) = create_signal_event(pool)?;
             SignalSlot {
                 event_id,
                 trigger,
@@ -168,7 +177,7 @@ impl Signal {
         };
         static SERIAL: AtomicU64 = AtomicU64::new(1);
         let s = Signal {
-            dev: dev.clone(),
+            pool: pool.clone(),
             slot,
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             sleepers: Mutex::new(0),
@@ -221,7 +230,7 @@ impl Signal {
     /// Store a value and wake any host waiter sleeping on the signal's event.
     pub fn store(&self, v: i64) {
         self.value_cell().store(v, Ordering::Release);
-        let _ = kfd::ioctl::set_event(self.dev.backend.as_ref(), self.slot.event_id);
+        let _ = kfd::ioctl::set_event(self.pool.core.backend.as_ref(), self.slot.event_id);
     }
 
     /// Store a value without waking waiters (the CP reads it by polling).
@@ -312,7 +321,7 @@ impl Signal {
                 timeout_ms = timeout_ms.min((d - now).as_millis().max(1) as u32);
             }
             let mut ev = [abi::EventData::for_signal(self.slot.event_id, age)];
-            kfd::ioctl::wait_events(self.dev.backend.as_ref(), &mut ev, true, timeout_ms)
+            kfd::ioctl::wait_events(self.pool.core.backend.as_ref(), &mut ev, true, timeout_ms)
                 .map_err(|e| Error::from_kfd("Signal::wait", e))?;
             age = ev[0].signal().last_event_age;
         }
@@ -321,7 +330,7 @@ impl Signal {
 
 impl Drop for Signal {
     fn drop(&mut self) {
-        let mut free = lock(&self.dev.signals.free);
+        let mut free = lock(&self.pool.free);
         free.push(self.slot);
     }
 }

@@ -43,9 +43,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use crate::cmd::{self, WaitCondition};
-use crate::cmdbuf::{CmdBuf, Target};
+use crate::cmdbuf::{Cmd, CmdBuf, MemWait, Target};
 use crate::device::{Device, DeviceInner};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, StaticError};
 use crate::queue::{AqlQueue, DEFAULT_RING_PACKETS};
 use crate::signal::Signal;
 use crate::sync::lock;
@@ -203,7 +203,7 @@ pub(crate) struct StreamInner {
     pub(crate) state: Mutex<StreamState>,
     /// Target and gate of the stream's most recent callback hold: a callback enqueued
     /// right after it (nothing in between) may start as soon as that gate opens.
-    pub(crate) last_hold: Mutex<Option<(u64, Arc<Signal>)>>,
+    pub(crate) last_hold: Mutex<Option<(u64, crate::callback::Gate)>>,
     /// The stream's SDMA queue and ordering words, created with its first large copy.
     pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
     /// The gfx9 wait kernel, once a wait needed it (`crate::waitkernel`).
@@ -436,7 +436,7 @@ impl Stream {
             }
             None => (dev.pools.shared(dev, gpu, kprio)?, false),
         };
-        let timeline = Arc::new(Signal::new(dev, TIMELINE_BASE)?);
+        let timeline = Arc::new(Signal::new(&dev.signals, TIMELINE_BASE)?);
         let inner = Arc::new(StreamInner {
             dev: dev.clone(),
             gpu_index: gpu,
@@ -556,11 +556,10 @@ impl Stream {
                 Error::new(ErrorKind::LaunchFailure, "hipStreamQuery", "GPU fault")
             }))
         } else {
-            Err(Error::new(
-                ErrorKind::NotReady,
-                "hipStreamQuery",
-                "work pending",
-            ))
+            // A polling call: the answer allocates nothing.
+            static PENDING: StaticError =
+                StaticError::new(ErrorKind::NotReady, "hipStreamQuery", "work pending");
+            Err(Error::from_static(&PENDING))
         }
     }
 
@@ -606,6 +605,76 @@ impl Stream {
     /// stream's packet count. Returns the stream's point after the commands.
     pub(crate) fn submit(&self, cmds: &CmdBuf, place: Place, extra: Option<Point>) -> Result<u64> {
         self.submit_inner(place, extra, |_| Ok(None), Some(cmds))
+    }
+
+    /// Whether a submission without an explicit dependency has none at all: no sticky
+    /// error to return, and no implicit null-stream dependency to collect (a non-null
+    /// stream that is non-blocking, or blocking while no null stream exists).
+    #[inline]
+    fn no_implicit_deps(&self) -> bool {
+        let s = &*self.inner;
+        !s.failed.load(Ordering::Acquire)
+            && !s.is_null
+            && (s.flags & STREAM_NON_BLOCKING != 0
+                || !s.dev.pools.null_used.load(Ordering::Acquire))
+    }
+
+    /// [`Stream::submit`] of one command without an extra dependency: the enqueue hot
+    /// path (write-value, wait-value). With no dependency to collect and no move to make
+    /// it goes straight to [`AqlQueue::submit_one`]; otherwise through `submit`.
+    #[inline]
+    fn submit_cmd(&self, cmd: &Cmd, place: Place) -> Result<u64> {
+        let s = &*self.inner;
+        if self.no_implicit_deps() {
+            let st = lock(&s.state);
+            if place == Place::Any || st.dedicated {
+                let q = &*st.queue;
+                let fault = || s.dev.poll_faults(s.gpu_index);
+                return match q.submit_one(cmd, s.timeline.handle(), &fault) {
+                    Ok(()) => Ok(self.advance(q.queue_id(), 1)),
+                    Err(e) => Err(self.publish_failed(e)),
+                };
+            }
+        }
+        self.submit_cmd_slow(cmd, place)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn submit_cmd_slow(&self, cmd: &Cmd, place: Place) -> Result<u64> {
+        self.submit(&CmdBuf::of(self.inner.family, *cmd), place, None)
+    }
+
+    /// Order later work after `p` (not complete, on another timeline): a submission of
+    /// no commands with `p` as its dependency. Where the wait is one packet (gfx9's
+    /// BARRIER_VALUE) and nothing else is to be collected, the dependency is recorded,
+    /// the stream placed, and the wait published with [`AqlQueue::submit_one`].
+    fn submit_wait(&self, p: Point) -> Result<()> {
+        let s = &*self.inner;
+        let single = Cmd::wait_point(s.family, p.timeline.handle(), p.threshold());
+        let Some(cmd) = single.filter(|_| self.no_implicit_deps()) else {
+            return self
+                .submit(&CmdBuf::new(s.family), Place::Any, Some(p))
+                .map(|_| ());
+        };
+        let mut st = lock(&s.state);
+        self.note_waited(&p);
+        if !st.dedicated && p.queue_id != st.queue.queue_id() && !p.done() {
+            self.make_dedicated(&mut st)?;
+        }
+        let q = &*st.queue;
+        let qid = q.queue_id();
+        if p.queue_id == qid || p.done() {
+            return Ok(());
+        }
+        let fault = || s.dev.poll_faults(s.gpu_index);
+        match q.submit_one(&cmd, s.timeline.handle(), &fault) {
+            Ok(()) => {
+                self.advance(qid, 1);
+                Ok(())
+            }
+            Err(e) => Err(self.publish_failed(e)),
+        }
     }
 
     /// [`Stream::submit`] of commands that depend on the queue they go to (a kernel
@@ -682,22 +751,25 @@ impl Stream {
             deps.push(p);
         }
         s.dev.implicit_deps(s, &mut deps);
-        if !matches!(deps, Deps::None) {
-            let mut w = lock(&s.waited);
-            for p in deps.as_slice() {
-                let id = p.timeline.serial();
-                match w.iter_mut().find(|(t, _, _)| *t == id) {
-                    Some(e) => e.1 = e.1.max(p.target),
-                    None => {
-                        if w.len() >= 16 {
-                            w.retain(|(_, _, tl)| tl.strong_count() > 0);
-                        }
-                        w.push((id, p.target, Arc::downgrade(&p.timeline)))
-                    }
-                }
-            }
+        for p in deps.as_slice() {
+            self.note_waited(p);
         }
         deps
+    }
+
+    /// Remember that later work is ordered after `p` (for [`Stream::ordered_after`]).
+    fn note_waited(&self, p: &Point) {
+        let mut w = lock(&self.inner.waited);
+        let id = p.timeline.serial();
+        match w.iter_mut().find(|(t, _, _)| *t == id) {
+            Some(e) => e.1 = e.1.max(p.target),
+            None => {
+                if w.len() >= 16 {
+                    w.retain(|(_, _, tl)| tl.strong_count() > 0);
+                }
+                w.push((id, p.target, Arc::downgrade(&p.timeline)))
+            }
+        }
     }
 
     /// Move the stream to a dedicated queue when the commands may wait on something
@@ -726,14 +798,23 @@ impl Stream {
         fault: &dyn Fn() -> Option<String>,
     ) -> Result<u64> {
         let s = &*self.inner;
-        q.submit(bufs, s.timeline.handle(), fault).inspect_err(|e| {
-            if e.kind() == ErrorKind::LaunchFailure {
-                s.fail(e.to_string());
-            }
-        })
+        q.submit(bufs, s.timeline.handle(), fault)
+            .map_err(|e| self.publish_failed(e))
+    }
+
+    /// A publication failed: a fault that keeps the ring full becomes the stream's
+    /// sticky error.
+    #[cold]
+    #[inline(never)]
+    fn publish_failed(&self, e: Error) -> Error {
+        if e.kind() == ErrorKind::LaunchFailure {
+            self.inner.fail(e.to_string());
+        }
+        e
     }
 
     /// Account `n` published packets on queue `qid`; returns the new packet count.
+    #[inline]
     fn advance(&self, qid: u32, n: u64) -> u64 {
         let s = &*self.inner;
         if n == 0 {
@@ -822,6 +903,11 @@ impl Stream {
         // Reserved flags are ignored, as HIP documents; see WriteValueFlags.
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
+        if bits == 32 {
+            if let Some(c) = Cmd::write_mem32(self.inner.family, addr, value as u32) {
+                return self.submit_cmd(&c, Place::Any).map(|_| ());
+            }
+        }
         let mut c = CmdBuf::new(self.inner.family);
         c.write_mem(addr, value, bits)?;
         self.submit(&c, Place::Any, None)?;
@@ -855,16 +941,21 @@ impl Stream {
         if c == WaitCondition::AlwaysTrue {
             return Ok(());
         }
-        if bits == 64 && crate::waitkernel::needs_kernel(self.inner.family, addr, c) {
-            return self
-                .wait_mem64_kernel(addr, c)
-                .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e));
+        if bits == 32 {
+            if let Some(w) = Cmd::wait_mem32(addr, c) {
+                return self.submit_cmd(&w, Place::Dedicated).map(|_| ());
+            }
         }
         let mut cb = CmdBuf::new(self.inner.family);
-        cb.wait_mem(addr, bits, c)
+        let how = cb
+            .wait_mem(addr, bits, c)
             .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e))?;
-        self.submit(&cb, Place::Dedicated, None)?;
-        Ok(())
+        match how {
+            MemWait::Encoded => self.submit(&cb, Place::Dedicated, None).map(|_| ()),
+            MemWait::WaitKernel => self
+                .wait_mem64_kernel(addr, c)
+                .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e)),
+        }
     }
 
     /// `hipStreamWaitEvent`: later work waits for the event's most recent record *as of
@@ -903,8 +994,7 @@ impl Stream {
         if p.done() {
             return Ok(());
         }
-        self.submit(&CmdBuf::new(self.inner.family), Place::Any, Some(p))?;
-        Ok(())
+        self.submit_wait(p)
     }
 
     /// The stream's completion point now: all work enqueued so far.
@@ -925,8 +1015,7 @@ impl Stream {
         if p.timeline.serial() == self.inner.timeline.serial() {
             return Ok(());
         }
-        self.submit(&CmdBuf::new(self.inner.family), Place::Any, Some(p))?;
-        Ok(())
+        self.submit_wait(p)
     }
 
     /// Whether this stream's later work is already ordered after `p`: `p` is on this
@@ -966,11 +1055,12 @@ impl Stream {
         Ok(self.point_at(target))
     }
 
-    /// A barrier packet held until `gate` reaches 0 (the hold behind a callback).
-    pub(crate) fn hold_until(&self, gate: &Signal) -> Result<Point> {
-        let mut c = CmdBuf::new(self.inner.family);
-        c.barrier_and([gate.handle(), 0, 0, 0, 0])?;
-        let target = self.submit(&c, Place::Dedicated, None)?;
+    /// A barrier packet held until the signal `gate` (a handle) reaches 0 (the hold
+    /// behind a callback).
+    pub(crate) fn hold_until(&self, gate: u64) -> Result<Point> {
+        // One packet: the single-command path once the stream has its dedicated queue.
+        let c = Cmd::barrier_and([gate, 0, 0, 0, 0]);
+        let target = self.submit_cmd(&c, Place::Dedicated)?;
         Ok(self.point_at(target))
     }
 
@@ -995,7 +1085,17 @@ pub(crate) enum Place {
     Dedicated,
 }
 
+#[inline]
 fn check_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()> {
+    if flags == 0 && addr != 0 && addr % (bits as u64 / 8) == 0 {
+        return Ok(());
+    }
+    bad_addr(call, addr, bits, flags)
+}
+
+#[cold]
+#[inline(never)]
+fn bad_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()> {
     if flags != 0 {
         return Err(Error::new(
             ErrorKind::InvalidValue,

@@ -1,7 +1,9 @@
 //! The one host-wait path: every call that blocks the host until GPU work completes
 //! (stream and event synchronize, their deadline forms, the kernarg ring waiting for a
-//! segment, the stream-ordered allocator through them) goes through
-//! [`DeviceInner::host_synchronize`] or [`DeviceInner::wait_point`]. A wait spins on the
+//! segment, the stream-ordered allocator through them, and the callback dispatcher
+//! sleeping on a pending callback's start point) goes through
+//! [`DeviceInner::host_synchronize`] or [`DeviceInner::wait_point`] /
+//! [`DeviceInner::wait_point_until`]. A wait spins on the
 //! timeline briefly, then sleeps in WAIT_EVENTS on the timeline's interrupt (see
 //! [`crate::signal::Signal::wait`]), and checks for device faults between sleeps so that
 //! work a fault stopped fails instead of hanging.

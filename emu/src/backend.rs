@@ -204,7 +204,9 @@ impl EmuBackend {
     }
 
     /// Emulator introspection: HDP flushes of GPU `gpu_id` as (doorbells rung, doorbells
-    /// that a write to HDP_MEM_FLUSH_CNTL preceded), or None for an unknown GPU.
+    /// that a write to HDP_MEM_FLUSH_CNTL preceded), or None for an unknown GPU. The
+    /// doorbell count is exact for doorbells rung from one thread at a time (it is not
+    /// an atomic increment); the flush count is exact.
     pub fn hdp_stats(&self, gpu_id: u32) -> Option<(u64, u64)> {
         let g = self.emu.gpus.iter().find(|g| g.gpu_id == gpu_id)?;
         Some((
@@ -367,7 +369,13 @@ impl Backend for EmuBackend {
                 reg.store(HDP_IDLE, Ordering::Release);
                 gpu.hdp.flushes.fetch_add(1, Ordering::AcqRel);
             }
-            gpu.hdp.doorbells.fetch_add(1, Ordering::AcqRel);
+            // A plain increment, not an atomic read-modify-write (which would drain the
+            // producer's store buffer a second time on every doorbell): doorbells of
+            // one queue are serialised by its producer, and the count is introspection
+            // (`hdp_stats`), exact for one producer thread, possibly short under racing
+            // ones.
+            let n = gpu.hdp.doorbells.load(Ordering::Relaxed);
+            gpu.hdp.doorbells.store(n + 1, Ordering::Relaxed);
             gpu.engines.doorbell(queue_id);
         }
     }

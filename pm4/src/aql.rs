@@ -308,6 +308,23 @@ pub struct BarrierValue {
 /// `hsa_kernel_dispatch_packet_t`, barrier-AND/OR and AMD vendor packets alike).
 pub const COMPLETION_SIGNAL_OFFSET: usize = 56;
 
+impl BarrierValue {
+    /// Encodes the 16 dwords, as [`AqlPacket::encode`] does for this packet (inlined:
+    /// the runtime's timeline waits encode one per cross-stream dependency).
+    #[inline]
+    pub fn encode(&self) -> [u32; 16] {
+        let mut w = [0u32; 16];
+        w[0] = control_bits(self.control, packet_type::VENDOR_SPECIFIC)
+            | ((amd_format::BARRIER_VALUE as u32) << 16);
+        put64(&mut w, 2, self.signal);
+        put64(&mut w, 4, self.value as u64);
+        put64(&mut w, 6, self.mask as u64);
+        w[8] = self.cond as u32;
+        put64(&mut w, 14, self.completion_signal);
+        w
+    }
+}
+
 impl VendorPm4Ib {
     /// The encoding of [`AqlPacket::pm4_ib`]`(addr, dwords, completion_signal)` made from
     /// `template`, the encoding of `new(0, 0, 0)`: only the IB address, IB size and
@@ -423,7 +440,8 @@ impl AqlPacket {
     }
 }
 
-fn control_bits(c: PacketControl, ty: u8) -> u32 {
+#[inline]
+const fn control_bits(c: PacketControl, ty: u8) -> u32 {
     AqlHeader {
         packet_type: ty,
         control: c,
@@ -524,15 +542,7 @@ impl AqlPacket {
                 w[5] = PM4_IB_DW_CNT_REMAIN;
                 put64(&mut w, 14, p.completion_signal);
             }
-            AqlPacket::BarrierValue(b) => {
-                w[0] = control_bits(b.control, packet_type::VENDOR_SPECIFIC)
-                    | ((amd_format::BARRIER_VALUE as u32) << 16);
-                put64(&mut w, 2, b.signal);
-                put64(&mut w, 4, b.value as u64);
-                put64(&mut w, 6, b.mask as u64);
-                w[8] = b.cond as u32;
-                put64(&mut w, 14, b.completion_signal);
-            }
+            AqlPacket::BarrierValue(b) => w = b.encode(),
             AqlPacket::Invalid => w[0] = packet_type::INVALID as u32,
             AqlPacket::Unknown { words } => w = *words,
         }

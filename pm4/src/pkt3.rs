@@ -404,6 +404,25 @@ pub struct WriteData<'a> {
     pub data: &'a [u32],
 }
 
+impl WriteData<'_> {
+    /// The four dwords before the data (header, control, address), unvalidated: what
+    /// the encoder writes, for callers that build the words themselves (the runtime's
+    /// enqueue hot path).
+    #[inline]
+    pub const fn head(&self) -> [u32; 4] {
+        [
+            packet3(op::WRITE_DATA, (self.data.len() + 2) as u16),
+            ((self.dst_sel as u32) << 8)
+                | ((!self.addr_incr as u32) << 16)
+                | ((self.wr_confirm as u32) << 20)
+                | ((self.cache_policy as u32) << 25)
+                | ((self.engine_sel as u32) << 30),
+            lo(self.addr),
+            hi(self.addr),
+        ]
+    }
+}
+
 impl Encodable for WriteData<'_> {
     fn len(&self, _: GfxFamily) -> usize {
         4 + self.data.len()
@@ -422,17 +441,9 @@ impl Encodable for WriteData<'_> {
         Ok(())
     }
     fn emit<S: Sink + ?Sized>(&self, _: GfxFamily, s: &mut S) {
-        s.put(0, packet3(op::WRITE_DATA, (self.data.len() + 2) as u16));
-        s.put(
-            1,
-            ((self.dst_sel as u32) << 8)
-                | ((!self.addr_incr as u32) << 16)
-                | ((self.wr_confirm as u32) << 20)
-                | ((self.cache_policy as u32) << 25)
-                | ((self.engine_sel as u32) << 30),
-        );
-        s.put(2, lo(self.addr));
-        s.put(3, hi(self.addr));
+        for (i, w) in self.head().into_iter().enumerate() {
+            s.put(i, w);
+        }
         for (i, &d) in self.data.iter().enumerate() {
             s.put(4 + i, d);
         }
@@ -497,6 +508,28 @@ impl WaitRegMem {
         }
     }
 
+    /// The packet's dwords (the same on every family), unvalidated: what the encoder
+    /// writes, for callers that build the words themselves (the runtime's enqueue hot
+    /// path).
+    #[inline]
+    pub const fn words(&self) -> [u32; Self::DWORDS] {
+        [
+            packet3(op::WAIT_REG_MEM, 5),
+            wait_ctl(
+                self.function,
+                self.mem_space,
+                self.operation,
+                self.engine,
+                self.cache_policy,
+            ),
+            lo(self.addr),
+            hi(self.addr),
+            self.reference,
+            self.mask,
+            self.poll_interval as u32 | ((self.optimize_ace_offload as u32) << 31),
+        ]
+    }
+
     /// Encodes straight into a ring of atomics (relaxed stores) at dword
     /// `start`, wrapping at the ring end. Returns the dwords written.
     pub fn encode_ring(
@@ -553,25 +586,9 @@ impl Encodable for WaitRegMem {
     }
     #[inline(always)]
     fn emit<S: Sink + ?Sized>(&self, _: GfxFamily, s: &mut S) {
-        s.put(0, packet3(op::WAIT_REG_MEM, 5));
-        s.put(
-            1,
-            wait_ctl(
-                self.function,
-                self.mem_space,
-                self.operation,
-                self.engine,
-                self.cache_policy,
-            ),
-        );
-        s.put(2, lo(self.addr));
-        s.put(3, hi(self.addr));
-        s.put(4, self.reference);
-        s.put(5, self.mask);
-        s.put(
-            6,
-            self.poll_interval as u32 | ((self.optimize_ace_offload as u32) << 31),
-        );
+        for (i, w) in self.words().into_iter().enumerate() {
+            s.put(i, w);
+        }
     }
 }
 encode_methods!(WaitRegMem);
@@ -1623,6 +1640,16 @@ pub struct PredExec {
 impl PredExec {
     /// Dwords of a PRED_EXEC.
     pub const DWORDS: usize = 2;
+
+    /// The packet's dwords, unvalidated (the encoder first checks that `exec_count`
+    /// fits its 14 bits): what the encoder writes.
+    #[inline]
+    pub const fn words(&self) -> [u32; Self::DWORDS] {
+        [
+            packet3(op::PRED_EXEC, 0),
+            self.exec_count as u32 | ((self.xcc_mask as u32) << 24),
+        ]
+    }
 }
 
 impl Encodable for PredExec {
@@ -1633,8 +1660,9 @@ impl Encodable for PredExec {
         check_width("exec_count", self.exec_count as u64, 14)
     }
     fn emit<S: Sink + ?Sized>(&self, _: GfxFamily, s: &mut S) {
-        s.put(0, packet3(op::PRED_EXEC, 0));
-        s.put(1, self.exec_count as u32 | ((self.xcc_mask as u32) << 24));
+        let [a, b] = self.words();
+        s.put(0, a);
+        s.put(1, b);
     }
 }
 encode_methods!(PredExec);

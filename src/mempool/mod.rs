@@ -58,6 +58,7 @@ use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use crate::devcore::DeviceCore;
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{Buffer, MemoryKind};
@@ -351,7 +352,7 @@ fn err(
 }
 
 impl PoolState {
-    fn new(dev: &DeviceInner, gpu: usize, max_size: u64) -> Self {
+    fn new(dev: &DeviceCore, gpu: usize, max_size: u64) -> Self {
         PoolState {
             gpu,
             max_size,
@@ -430,7 +431,7 @@ impl PoolState {
     }
 
     /// A new chunk for `class`; None when the pool may not or cannot grow.
-    fn grow(&mut self, dev: &DeviceInner, class: usize) -> Result<Option<(u64, u32)>> {
+    fn grow(&mut self, dev: &Arc<DeviceCore>, class: usize) -> Result<Option<(u64, u32)>> {
         let bytes = chunk_bytes(class) as u64;
         let (va, mem) = if let Some(ipc) = &mut self.ipc {
             match ipc.ranges.alloc(bytes, 64 << 10) {
@@ -442,13 +443,7 @@ impl PoolState {
                 return Ok(None);
             }
             let gpus = self.mapped_gpus();
-            match Buffer::alloc_on(
-                &dev.core,
-                MemoryKind::Device,
-                self.gpu,
-                bytes as usize,
-                &gpus,
-            ) {
+            match Buffer::alloc_on(dev, MemoryKind::Device, self.gpu, bytes as usize, &gpus) {
                 Ok(b) => (b.va(), ChunkMem::Bo(b)),
                 Err(e) if e.kind() == ErrorKind::OutOfMemory => return Ok(None),
                 Err(e) => return Err(e),
@@ -601,14 +596,14 @@ impl PoolState {
 }
 
 impl PoolsState {
-    fn init(&mut self, dev: &DeviceInner) {
+    fn init(&mut self, dev: &DeviceCore) {
         if self.current.len() != dev.gpus.len() {
             self.current = vec![None; dev.gpus.len()];
             self.defaults = vec![None; dev.gpus.len()];
         }
     }
 
-    fn default_pool(&mut self, dev: &DeviceInner, gpu: usize) -> Result<u32> {
+    fn default_pool(&mut self, dev: &DeviceCore, gpu: usize) -> Result<u32> {
         dev.gpu(gpu)?;
         self.init(dev);
         if let Some(d) = self.defaults[gpu] {
@@ -625,7 +620,7 @@ impl PoolsState {
         Ok(slot)
     }
 
-    fn current_pool(&mut self, dev: &DeviceInner, gpu: usize) -> Result<u32> {
+    fn current_pool(&mut self, dev: &DeviceCore, gpu: usize) -> Result<u32> {
         match self.current.get(gpu) {
             Some(&Some(s)) => Ok(s),
             _ => self.default_pool(dev, gpu),
@@ -677,13 +672,13 @@ impl PoolsState {
         };
         let (va, chunk) = match got {
             Some(b) => b,
-            None => match p.grow(dev, class)? {
+            None => match p.grow(&dev.core, class)? {
                 Some(b) => b,
                 None => {
                     // At the limit: give cached chunks back, then try again; then reuse
                     // a pending free behind an inserted dependency.
                     p.release(if p.ipc.is_some() { None } else { Some(0) });
-                    match p.grow(dev, class)? {
+                    match p.grow(&dev.core, class)? {
                         Some(b) => b,
                         None => match p.take_dependent(class, s)? {
                             Some(b) => b,

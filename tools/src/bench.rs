@@ -744,6 +744,24 @@ pub fn insn_child(dev: &Device, op: &str, calls: usize) -> Result<(), String> {
         "ping_pong" => {
             let e1 = dev.create_event(EventFlags::DISABLE_TIMING).map_err(e)?;
             let e2 = dev.create_event(EventFlags::DISABLE_TIMING).map_err(e)?;
+            // Rounds outside the probes until both streams waited for the other: the
+            // first cross-stream wait moves a stream to a dedicated queue (a one-time
+            // queue creation, not an enqueue cost). A wait for completed work is no wait,
+            // hence the (bounded) loop.
+            for _ in 0..1000 {
+                if s.has_dedicated_queue() && s2.has_dedicated_queue() {
+                    break;
+                }
+                s.write_value32(va + 192, 0, WriteValueFlags::DEFAULT)
+                    .map_err(e)?;
+                e1.record(&s).map_err(e)?;
+                s2.wait_event(&e1, 0).map_err(e)?;
+                s2.write_value32(va + 196, 0, WriteValueFlags::DEFAULT)
+                    .map_err(e)?;
+                e2.record(&s2).map_err(e)?;
+                s.wait_event(&e2, 0).map_err(e)?;
+            }
+            s.synchronize().map_err(e)?;
             for i in 0..calls {
                 probe_ping_pong(&s, &s2, &e1, &e2, va, i as u32).map_err(e)?;
                 if (i + 1) % 64 == 0 {
@@ -752,6 +770,12 @@ pub fn insn_child(dev: &Device, op: &str, calls: usize) -> Result<(), String> {
             }
         }
         "add_callback" => {
+            // Warm up outside the probe: the stream's dedicated queue and the gate pool
+            // (as many gates as a batch keeps in flight) exist after this.
+            for _ in 0..ENQUEUE_BATCH {
+                s.add_callback(|_| {}, 0).map_err(e)?;
+            }
+            s.synchronize().map_err(e)?;
             for i in 0..calls {
                 probe_add_callback(&s).map_err(e)?;
                 batch(&s, i)?;

@@ -1,0 +1,249 @@
+//! The KFD connection and the GPU agents ([`DeviceCore`], [`Gpu`]), with the state the
+//! hardware-facing layers share: doorbell pages, HDP flush pages, peer access and the
+//! extents of live buffer objects. It sits under memory, rings and signals, which take
+//! `&DeviceCore` (never the runtime's `DeviceInner`); see the layering in the crate docs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+
+use kfd::abi::ProcessDeviceApertures;
+use kfd::topology::Node;
+use kfd::Backend;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
+
+/// One GPU agent of a [`crate::Device`].
+#[derive(Debug)]
+pub struct Gpu {
+    /// Index among the device's GPUs (HIP device ordinal).
+    pub index: usize,
+    /// KFD gpu_id.
+    pub gpu_id: u32,
+    /// The topology node.
+    pub node: Node,
+    /// PM4/AQL packet family.
+    pub family: pm4::GfxFamily,
+    /// SDMA packet version.
+    pub sdma_version: pm4::SdmaVersion,
+    /// Apertures from GET_PROCESS_APERTURES_NEW.
+    pub apertures: ProcessDeviceApertures,
+    /// The render node (kept open: buffer objects are mmapped through it).
+    pub(crate) render: OwnedFd,
+}
+
+impl Gpu {
+    /// gfx target name, e.g. `gfx942`.
+    pub fn gfx_name(&self) -> String {
+        self.node
+            .gfx_target_name()
+            .unwrap_or_else(|| "unknown".into())
+    }
+    /// Number of compute units.
+    pub fn cu_count(&self) -> u32 {
+        self.node.cu_count()
+    }
+}
+
+/// The KFD connection and the GPUs: what buffer objects need to free themselves.
+/// Dropped after the last [`crate::Buffer`]: render fds close, then the backend.
+pub(crate) struct DeviceCore {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) kfd_version: (u32, u32),
+    pub(crate) gpus: Vec<Gpu>,
+    /// Doorbell pages mapped so far (per GPU); unmapped when the last queue is gone.
+    pub(crate) doorbells: Mutex<Vec<(usize, DoorbellPage)>>,
+    /// The signal event every queue's context save area header names for queue errors.
+    /// Created with the first queue (a signal event needs the event page first).
+    pub(crate) queue_error_event: std::sync::OnceLock<u32>,
+    /// The error payloads of live queues.
+    pub(crate) queue_errors: crate::queue_error::Registry,
+    /// Per GPU: the MMIO remap page (HDP flush) and whether the CPU wrote its VRAM.
+    pub(crate) hdp: Vec<crate::hdp::Hdp>,
+    /// Peer access between GPUs and the device buffers it maps.
+    pub(crate) peers: Peers,
+    /// Address ranges of the live buffer objects (length checks of copies and fills).
+    pub(crate) extents: Extents,
+    /// SVM context-save areas of destroyed queues, for reuse: (gpu index, address,
+    /// length). Unmapped when the device goes.
+    pub(crate) cwsr_free: Mutex<Vec<(usize, u64, usize)>>,
+}
+
+impl Drop for DeviceCore {
+    fn drop(&mut self) {
+        for h in &mut self.hdp {
+            h.close(self.backend.as_ref());
+        }
+        if let Some(&e) = self.queue_error_event.get() {
+            let _ = kfd::ioctl::destroy_event(self.backend.as_ref(), e);
+        }
+        // Queues hold the core, so none is left: unmap the doorbell pages.
+        let areas = std::mem::take(self.cwsr_free.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for (_, addr, len) in areas {
+            // SAFETY: an SVM context-save area this device mapped; no queue uses it now.
+            let _ = unsafe { rustix::mm::munmap(addr as *mut core::ffi::c_void, len) };
+        }
+        let pages = std::mem::take(self.doorbells.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for (_, p) in pages {
+            if let Some(nn) = core::ptr::NonNull::new(p.base.cast()) {
+                // SAFETY: the page was mapped by `doorbell_slot` and no queue uses it now.
+                let _ = unsafe { self.backend.munmap(nn, p.len) };
+            }
+        }
+    }
+}
+
+impl DeviceCore {
+    /// Flush the HDP of every GPU whose VRAM the CPU wrote since the last flush: call
+    /// before a doorbell (or a release of waiting GPU work).
+    pub(crate) fn hdp_flush_dirty(&self) {
+        for h in &self.hdp {
+            h.flush_if_dirty();
+        }
+    }
+
+    pub(crate) fn gpu(&self, index: usize) -> Result<&Gpu> {
+        self.gpus.get(index).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidValue,
+                "Device::gpu",
+                format!(
+                    "GPU index {index} out of range (device has {})",
+                    self.gpus.len()
+                ),
+            )
+        })
+    }
+    pub(crate) fn gpu_ids(&self) -> Vec<u32> {
+        self.gpus.iter().map(|g| g.gpu_id).collect()
+    }
+}
+
+/// The doorbell mapping of one GPU (mapped once per device and GPU, unmapped with the
+/// device).
+pub(crate) struct DoorbellPage {
+    pub(crate) base: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) offset: u64,
+}
+
+// SAFETY: the page is device MMIO (or the emulator's doorbell memory) written only by
+// 64-bit volatile stores.
+unsafe impl Send for DoorbellPage {}
+// SAFETY: as above.
+unsafe impl Sync for DoorbellPage {}
+
+/// The address ranges `[va, va+size)` of a device's live buffer objects, keyed by
+/// `(va, handle)` (a range registered twice as USERPTR appears twice).
+#[derive(Default)]
+pub(crate) struct Extents(std::sync::RwLock<std::collections::BTreeMap<(u64, u64), u64>>);
+
+impl Extents {
+    pub(crate) fn insert(&self, va: u64, handle: u64, size: u64) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((va, handle), size);
+    }
+    pub(crate) fn remove(&self, va: u64, handle: u64) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(va, handle));
+    }
+    /// `(start, len)` of the buffer object containing `addr`.
+    pub(crate) fn containing(&self, addr: u64) -> Option<(u64, u64)> {
+        let m = self.0.read().unwrap_or_else(|e| e.into_inner());
+        m.range(..=(addr, u64::MAX))
+            .rev()
+            .take(4)
+            .find(|(&(va, _), &len)| addr - va < len)
+            .map(|(&(va, _), &len)| (va, len))
+    }
+}
+
+/// Peer access (`hipDeviceEnablePeerAccess`) and the device buffers it governs.
+#[derive(Default)]
+pub(crate) struct Peers {
+    pub(crate) state: Mutex<PeerState>,
+}
+
+#[derive(Default)]
+pub(crate) struct PeerState {
+    /// `(accessor, owner)`: GPU `accessor` may access GPU `owner`'s device buffers.
+    pub(crate) enabled: BTreeSet<(usize, usize)>,
+    /// Live device buffers by VA.
+    pub(crate) bufs: BTreeMap<u64, PeerBuf>,
+}
+
+pub(crate) struct PeerBuf {
+    pub(crate) len: u64,
+    pub(crate) handle: u64,
+    pub(crate) owner: usize,
+    pub(crate) mapped: Arc<Mutex<Vec<u32>>>,
+}
+
+impl Peers {
+    /// Map the device buffers that hold `[va, va + len)` on GPU `gpu` so that its copy
+    /// engines can reach them: a copy between GPUs works without peer access, as
+    /// `hipMemcpy`/`hipMemcpyPeer` do in HIP. The mapping stays until the buffer is
+    /// freed or peer access from `gpu` to the owner is disabled.
+    pub(crate) fn map_for_copy(
+        &self,
+        dev: &DeviceCore,
+        gpu: usize,
+        va: u64,
+        len: u64,
+    ) -> Result<()> {
+        let st = lock(&self.state);
+        let end = va.saturating_add(len.max(1));
+        for (&bva, b) in st.bufs.range(..end).rev() {
+            if bva + b.len <= va {
+                break;
+            }
+            if b.owner != gpu {
+                map_handle(dev, b.handle, &b.mapped, gpu, "hipMemcpy")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn map_handle(
+    dev: &DeviceCore,
+    handle: u64,
+    mapped: &Mutex<Vec<u32>>,
+    gpu: usize,
+    call: &'static str,
+) -> Result<()> {
+    let id = dev.gpu(gpu)?.gpu_id;
+    let mut m = lock(mapped);
+    if m.contains(&id) {
+        return Ok(());
+    }
+    let mut n = 0u32;
+    kfd::ioctl::map_memory_to_gpu(dev.backend.as_ref(), handle, &[id], &mut n)
+        .map_err(|e| Error::from_kfd(call, e))?;
+    m.push(id);
+    Ok(())
+}
+
+pub(crate) fn unmap_handle(
+    dev: &DeviceCore,
+    handle: u64,
+    mapped: &Mutex<Vec<u32>>,
+    gpu: usize,
+    call: &'static str,
+) -> Result<()> {
+    let id = dev.gpu(gpu)?.gpu_id;
+    let mut m = lock(mapped);
+    let Some(pos) = m.iter().position(|&g| g == id) else {
+        return Ok(());
+    };
+    let mut n = 0u32;
+    kfd::ioctl::unmap_memory_from_gpu(dev.backend.as_ref(), handle, &[id], &mut n)
+        .map_err(|e| Error::from_kfd(call, e))?;
+    m.remove(pos);
+    Ok(())
+}
