@@ -24,7 +24,7 @@
 use pm4::aql::{AqlPacket, SignalCondition};
 use pm4::pkt3::{
     copy_sel, CachePolicy, CompareFn, CopyData, DmaData, MemSpace, PredExec, WaitOperation,
-    WaitRegMem, WaitRegMem64, WriteData, WriteDataDst,
+    WaitRegMem, WaitRegMem64, WriteData,
 };
 use pm4::GfxFamily;
 
@@ -308,7 +308,7 @@ impl CmdBuf {
         let fam = self.t.family;
         self.push_ib(true, |out| {
             if bits == 32 {
-                write_data32_packet(addr, &[value as u32])
+                WriteData::memory(addr, &[value as u32])
                     .encode(fam, out)
                     .map_err(enc_err)
             } else {
@@ -465,23 +465,9 @@ fn wait_reg_mem32(function: CompareFn, addr: u64, reference: u32, mask: u32) -> 
     }
 }
 
-/// The one-dword WRITE_DATA of [`CmdBuf::write_mem`]`(addr, value, 32)`: to memory with
-/// write confirm, address increment, LRU and engine ME.
-const fn write_data32_packet(addr: u64, value: &[u32; 1]) -> WriteData<'_> {
-    WriteData {
-        dst_sel: WriteDataDst::Memory,
-        addr_incr: true,
-        wr_confirm: true,
-        cache_policy: CachePolicy::Lru,
-        engine_sel: 0,
-        addr,
-        data: value,
-    }
-}
-
 /// The IB command of [`CmdBuf::write_mem`]`(addr, value, 32)` without the encoders'
 /// validation (the enqueue hot path): PRED_EXEC(XCC 0) on a multi-XCC GPU, then the
-/// WRITE_DATA of [`write_data32_packet`], from pm4's [`PredExec::words`] and
+/// WRITE_DATA of [`WriteData::memory`], from pm4's [`PredExec::words`] and
 /// [`WriteData::head`]. `addr` is 4-byte aligned (`write_data32_matches_the_encoders`
 /// checks every family).
 #[inline]
@@ -492,7 +478,7 @@ fn write_data32(t: Target, addr: u64, value: u32) -> Cmd {
         xcc_mask: 1,
     }
     .words();
-    let [h0, h1, h2, h3] = write_data32_packet(addr, &[value]).head();
+    let [h0, h1, h2, h3] = WriteData::memory(addr, &[value]).head();
     let mut words = [0u32; IB_DWORDS];
     let dwords = if t.num_xcc > 1 {
         words[..7].copy_from_slice(&[PRED[0], PRED[1], h0, h1, h2, h3, value]);

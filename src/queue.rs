@@ -7,7 +7,7 @@
 //! words into its slot's IB area, write each packet body and release-store its header
 //! (pm4's `AqlRingWriter`), then the ring's publish (write_dispatch_id, doorbell, backend).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
 use kfd::abi;
@@ -18,7 +18,7 @@ use crate::device::{DeviceCore, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::hsa;
 use crate::memory::{Buffer, MemoryKind};
-use crate::ring::{UserQueue, WptrUnit};
+use crate::ring::{store_packet, UserQueue, WptrUnit};
 use crate::sync::lock;
 
 /// Default ring size in packets.
@@ -332,21 +332,6 @@ impl AqlQueue {
     pub fn next_index(&self) -> u64 {
         self.uq.wptr()
     }
-}
-
-/// Write one packet at `slot` in the publish order: body (dwords 1..16) first, then the
-/// header dword with a release store (the CP may read the slot as soon as the header is
-/// valid).
-///
-/// # Safety
-/// `slot` points at 16 writable, 4-aligned dwords of ring memory that nothing reads or
-/// writes concurrently except through atomic accesses of dword 0.
-#[inline(always)]
-unsafe fn store_packet(slot: *mut u32, w: &[u32; PACKET_DWORDS]) {
-    // SAFETY: per the contract: dwords 1..16 are in bounds and not accessed concurrently.
-    unsafe { core::ptr::copy_nonoverlapping(w.as_ptr().add(1), slot.add(1), PACKET_DWORDS - 1) };
-    // SAFETY: dword 0 is in bounds, 4-aligned, and only accessed atomically.
-    unsafe { AtomicU32::from_ptr(slot) }.store(w[0], Ordering::Release);
 }
 
 /// A queue's context save/restore (CWSR) area.

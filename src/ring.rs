@@ -344,21 +344,37 @@ impl Drop for Reservation<'_> {
 
 impl UserQueue {
     /// The floor of a submission, for measurements only: write one 64-byte packet at
-    /// ring index `index` (packet units), release-store the write pointer `index + 1`
-    /// and store the doorbell — no lock, no space check, no HDP flush, no backend
-    /// notification.
+    /// ring index `index` (packet units) as every submission does ([`store_packet`]),
+    /// release-store the write pointer `index + 1`, store the doorbell and notify the
+    /// backend (a no-op on hardware; the emulator's CP wake-up) — no lock, no space
+    /// check, no HDP flush.
     pub(crate) fn bare_publish(&self, index: u64, packet: &[u32; 16]) {
-        let words = self.ring_words();
-        let slots = (words.len() / 16) as u64;
-        let base = ((index % slots) * 16) as usize;
-        for i in 1..16 {
-            words[base + i].store(packet[i], Ordering::Relaxed);
-        }
-        words[base].store(packet[0], Ordering::Release);
+        let slots = (self.ring.len() / 64) as u64;
+        let slot = (index % slots) as usize;
+        // SAFETY: `slot < slots`: the packet lies inside the ring. Measurements only: the
+        // caller publishes each index once, at most a ring's worth, so the CP never reads
+        // the slot while it is written.
+        unsafe { store_packet(self.ring_base().add(slot * 16), packet) };
         self.cell(self.wptr_off).store(index + 1, Ordering::Release);
         // SAFETY: the doorbell is this queue's mapped, 8-byte aligned doorbell slot.
         unsafe { core::ptr::write_volatile(self.doorbell, index) };
+        self.core.backend.doorbell_written(self.queue_id);
     }
+}
+
+/// Write one 64-byte packet at `slot` in the publish order: body (dwords 1..16) first,
+/// then the header dword with a release store (the CP may read the slot as soon as the
+/// header is valid).
+///
+/// # Safety
+/// `slot` points at 16 writable, 4-aligned dwords of ring memory that nothing reads or
+/// writes concurrently except through atomic accesses of dword 0.
+#[inline(always)]
+pub(crate) unsafe fn store_packet(slot: *mut u32, w: &[u32; 16]) {
+    // SAFETY: per the contract: dwords 1..16 are in bounds and not accessed concurrently.
+    unsafe { core::ptr::copy_nonoverlapping(w.as_ptr().add(1), slot.add(1), 15) };
+    // SAFETY: dword 0 is in bounds, 4-aligned, and only accessed atomically.
+    unsafe { AtomicU32::from_ptr(slot) }.store(w[0], Ordering::Release);
 }
 
 impl Drop for UserQueue {

@@ -404,7 +404,21 @@ pub struct WriteData<'a> {
     pub data: &'a [u32],
 }
 
-impl WriteData<'_> {
+impl<'a> WriteData<'a> {
+    /// The common write: `data` to memory at `addr` (4-byte aligned), address
+    /// increment, write confirm, LRU, engine ME.
+    pub const fn memory(addr: u64, data: &'a [u32]) -> WriteData<'a> {
+        WriteData {
+            dst_sel: WriteDataDst::Memory,
+            addr_incr: true,
+            wr_confirm: true,
+            cache_policy: CachePolicy::Lru,
+            engine_sel: 0,
+            addr,
+            data,
+        }
+    }
+
     /// The four dwords before the data (header, control, address), unvalidated: what
     /// the encoder writes, for callers that build the words themselves (the runtime's
     /// enqueue hot path).

@@ -4,9 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use kfdrt::{Device, MemoryKind};
-use pm4::pkt3::{
-    CachePolicy, CompareFn, DataSel, IntSel, ReleaseMem, WaitRegMem, WriteData, WriteDataDst,
-};
+use pm4::pkt3::{CachePolicy, CompareFn, DataSel, IntSel, ReleaseMem, WaitRegMem, WriteData};
 use pm4::GfxFamily;
 
 use super::raw::{pm4_ib, RawAql, RawPm4, RawSignals, Scratch};
@@ -71,15 +69,7 @@ impl Ib {
 }
 
 pub(crate) fn write_data_pkt(addr: u64, data: &[u32]) -> WriteData<'_> {
-    WriteData {
-        dst_sel: WriteDataDst::Memory,
-        addr_incr: true,
-        wr_confirm: true,
-        cache_policy: CachePolicy::Lru,
-        engine_sel: 0,
-        addr,
-        data,
-    }
+    WriteData::memory(addr, data)
 }
 
 fn clock_pkt(addr: u64) -> ReleaseMem {
