@@ -176,7 +176,7 @@
 //! Top layer (the runtime: device, streams and what is built on them): `device`
 //! (`DeviceInner`, the per-device state that owns the pools), `stream`, `queue`, `sdma`,
 //! `event`, `callback`, `wait`, `copy`, `staging`, `launch`, `module`, `waitkernel`,
-//! `mempool`, `managed`, `vmm`, `soak`, `raw`.
+//! `mempool`, `managed`, `vmm`, `ipc`, `soak`, `raw`.
 #![deny(missing_docs)]
 
 mod callback;

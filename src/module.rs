@@ -103,17 +103,14 @@ impl Device {
 
     /// Copies a load image into VRAM as ROCr's loader does (`RegionMemory::Freeze`): a
     /// CPU copy through the BAR when the VRAM is CPU-visible (the HDP is flushed before
-    /// the next submission), else from a staging buffer in GTT with a GPU copy on a
+    /// the next submission), else through the pinned staging buffers in GTT with GPU copies on a
     /// non-blocking stream of its own (so held user streams cannot stall the load).
     fn copy_to_vram(&self, gpu: usize, image: &Buffer, bytes: &[u8]) -> Result<()> {
         if image.is_cpu_visible() {
             return image.write(0, bytes);
         }
-        let staging = Buffer::alloc(&self.inner.core, MemoryKind::HostPinned, gpu, bytes.len())?;
-        staging.write(0, bytes)?;
         let s = self.create_stream_with_flags(gpu, crate::StreamFlags::NON_BLOCKING)?;
-        s.memcpy(image.va(), staging.va(), bytes.len() as u64)?;
-        s.synchronize()
+        s.upload(image.va(), bytes)
     }
 
     /// `hipModuleLoad`: [`Device::load_module`] from a file.

@@ -108,6 +108,17 @@ impl Stream {
             .wait_point(&p, Some(&self.inner), self.inner.dev.wait_spin())
     }
 
+    /// Copies `bytes` (any host memory) to the GPU address `dst` through the pinned
+    /// staging buffers ([`Stream::memcpy_staged`]) and waits for the copy: the code-object
+    /// loader's upload into VRAM the CPU cannot see.
+    pub(crate) fn upload(&self, dst: u64, bytes: &[u8]) -> Result<()> {
+        // SAFETY: `bytes` is `bytes.len()` readable bytes borrowed for the whole call, and
+        // nothing writes them meanwhile (a shared borrow).
+        unsafe { self.memcpy_staged(dst, bytes.as_ptr() as u64, bytes.len() as u64) }?;
+        // A source the device maps (not staged) was an asynchronous copy: wait for it too.
+        self.wait_submitted()
+    }
+
     /// `hipMemcpyAsync` with HIP's rule for pageable host memory: when `src` or `dst` is
     /// pageable ([`Stream::is_pageable`]) the copy is staged through pinned buffers after
     /// the stream's earlier work and has completed when this returns; otherwise it is

@@ -4,20 +4,8 @@ mod common;
 
 use std::sync::atomic::Ordering;
 
-use common::{emu, settle, signal_mem};
+use common::{emu, pattern, settle, signal_mem};
 use kfdrt::{MemoryKind, WaitCompare, WriteValueFlags};
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2654435761) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
 
 #[test]
 fn host_to_device_to_host_roundtrip_including_multi_chunk() {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{Event, EventFlags, Stream, StreamFlags, WaitCompare, WriteValueFlags};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -36,6 +36,29 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
+/// Warm up: the stream's queue, pools and any lazy state exist after this.
+fn warm_up(s: &Stream, va: u64, ev: &Event) {
+    for i in 0..64 {
+        s.write_value32(va, i, WriteValueFlags::DEFAULT).unwrap();
+        s.wait_value32(va, 0, WaitCompare::Gte, 0).unwrap();
+        ev.record(s).unwrap();
+    }
+    s.synchronize().unwrap();
+}
+
+/// The measured burst: stream memory ops, event records and queries.
+fn burst(s: &Stream, va: u64, ev: &Event) {
+    for i in 0..500u32 {
+        s.write_value32(va, i, WriteValueFlags::DEFAULT).unwrap();
+        s.write_value64(va + 8, i as u64, WriteValueFlags::DEFAULT)
+            .unwrap();
+        s.wait_value32(va + 8, 0, WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        ev.record(s).unwrap();
+        let _ = s.query();
+    }
+}
+
 #[test]
 fn enqueue_path_does_not_allocate() {
     let dev = common::emu("emu:mi300x");
@@ -44,25 +67,9 @@ fn enqueue_path_does_not_allocate() {
         .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
-    // Warm up: the stream's queue, pools and any lazy state exist after this.
-    for i in 0..64 {
-        s.write_value32(mem.va(), i, WriteValueFlags::DEFAULT)
-            .unwrap();
-        s.wait_value32(mem.va(), 0, WaitCompare::Gte, 0).unwrap();
-        ev.record(&s).unwrap();
-    }
-    s.synchronize().unwrap();
+    warm_up(&s, mem.va(), &ev);
     let before = ALLOCS.with(|c| c.get());
-    for i in 0..500u32 {
-        s.write_value32(mem.va(), i, WriteValueFlags::DEFAULT)
-            .unwrap();
-        s.write_value64(mem.va() + 8, i as u64, WriteValueFlags::DEFAULT)
-            .unwrap();
-        s.wait_value32(mem.va() + 8, 0, WaitCompare::Gte, u32::MAX)
-            .unwrap();
-        ev.record(&s).unwrap();
-        let _ = s.query();
-    }
+    burst(&s, mem.va(), &ev);
     let after = ALLOCS.with(|c| c.get());
     assert_eq!(after - before, 0, "allocations on the enqueue path");
     s.synchronize().unwrap();
@@ -149,24 +156,9 @@ fn enqueue_path_makes_no_kfd_call() {
         .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
-    for i in 0..64 {
-        s.write_value32(mem.va(), i, WriteValueFlags::DEFAULT)
-            .unwrap();
-        s.wait_value32(mem.va(), 0, WaitCompare::Gte, 0).unwrap();
-        ev.record(&s).unwrap();
-    }
-    s.synchronize().unwrap();
+    warm_up(&s, mem.va(), &ev);
     let before = backend.calls.load(Ordering::Relaxed);
-    for i in 0..500u32 {
-        s.write_value32(mem.va(), i, WriteValueFlags::DEFAULT)
-            .unwrap();
-        s.write_value64(mem.va() + 8, i as u64, WriteValueFlags::DEFAULT)
-            .unwrap();
-        s.wait_value32(mem.va() + 8, 0, WaitCompare::Gte, u32::MAX)
-            .unwrap();
-        ev.record(&s).unwrap();
-        let _ = s.query();
-    }
+    burst(&s, mem.va(), &ev);
     assert_eq!(
         backend.calls.load(Ordering::Relaxed) - before,
         0,

@@ -292,12 +292,8 @@ impl kfd::Backend for SmallBar {
     }
 }
 
-/// hipMalloc memory is CPU-visible only on a large-BAR board (ROCr: `HostAccess` unless
-/// the heap is FRAME_BUFFER_PRIVATE). On a small-BAR board kfdrt allocates VRAM without
-/// `PUBLIC` (the emulated KFD refuses a CPU mapping of such a BO, EPERM, as amdgpu does)
-/// and the buffer is GPU-only; on a large-BAR board it is CPU-visible.
-#[test]
-fn device_memory_is_cpu_visible_only_on_large_bar_boards() {
+/// An emulated MI210 whose VRAM heaps are FRAME_BUFFER_PRIVATE (a small-BAR board).
+fn small_bar_mi210() -> Device {
     use kfd::Backend;
     let backend = kfd_emu::EmuBackend::from_spec("emu:mi210").unwrap();
     let mut topology = backend.topology().clone();
@@ -308,11 +304,20 @@ fn device_memory_is_cpu_visible_only_on_large_bar_boards() {
             }
         }
     }
-    let dev = Device::with_backend(std::sync::Arc::new(SmallBar {
+    Device::with_backend(std::sync::Arc::new(SmallBar {
         emu: backend,
         topology,
     }))
-    .unwrap();
+    .unwrap()
+}
+
+/// hipMalloc memory is CPU-visible only on a large-BAR board (ROCr: `HostAccess` unless
+/// the heap is FRAME_BUFFER_PRIVATE). On a small-BAR board kfdrt allocates VRAM without
+/// `PUBLIC` (the emulated KFD refuses a CPU mapping of such a BO, EPERM, as amdgpu does)
+/// and the buffer is GPU-only; on a large-BAR board it is CPU-visible.
+#[test]
+fn device_memory_is_cpu_visible_only_on_large_bar_boards() {
+    let dev = small_bar_mi210();
     let v = dev.alloc(MemoryKind::Device, 0, 4096).unwrap();
     assert!(!v.is_cpu_visible());
     let mut out = [0u8; 8];
@@ -335,4 +340,42 @@ fn device_memory_is_cpu_visible_only_on_large_bar_boards() {
     v.write(0, b"visible!").unwrap();
     v.read(0, &mut out).unwrap();
     assert_eq!(&out, b"visible!");
+}
+
+/// A code object on a small-BAR board: the loader cannot write the VRAM image from the
+/// CPU, so it goes through the pinned staging buffers and a GPU copy; the kernel then runs
+/// from that image.
+#[test]
+fn code_object_loads_into_vram_the_cpu_cannot_see() {
+    let dev = small_bar_mi210();
+    let elf = test_kernels::build("cl/vadd.cl", "gfx90a").unwrap();
+    let m = dev.load_module(0, &elf).unwrap();
+    let k = m.kernel("vadd").unwrap();
+    let n = 300u32;
+    let bytes = 4 * n as usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.25).collect();
+    let b: Vec<f32> = (0..n).map(|i| 7.0 - i as f32).collect();
+    let pinned = |v: &[f32]| {
+        let buf = dev.alloc(MemoryKind::HostPinned, 0, bytes).unwrap();
+        buf.write(0, zerocopy::IntoBytes::as_bytes(v)).unwrap();
+        buf
+    };
+    let (ba, bb, bc) = (pinned(&a), pinned(&b), pinned(&vec![0.0; n as usize]));
+    let mut args = k.args();
+    args.buffer(&ba)
+        .and_then(|x| x.buffer(&bb))
+        .and_then(|x| x.buffer(&bc))
+        .and_then(|x| x.arg(&n))
+        .unwrap();
+    let s = dev.create_stream(0).unwrap();
+    s.launch(&k, n.div_ceil(64), 64, 0, &args).unwrap();
+    s.synchronize().unwrap();
+    let mut out = vec![0u8; bytes];
+    bc.read(0, &mut out).unwrap();
+    let got: Vec<f32> = out
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    assert_eq!(got, want);
 }

@@ -5,10 +5,10 @@ mod common;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use common::{emu, settle, signal_mem};
+use common::{emu, non_blocking, settle, signal_mem, Gate};
 use kfdrt::{
     AccessDesc, AccessFlags, Device, ErrorKind, EventFlags, Location, PoolAttr, PoolProps, Stream,
-    StreamFlags, WaitCompare, WriteValueFlags,
+    WriteValueFlags,
 };
 
 const MIB: u64 = 1 << 20;
@@ -31,9 +31,23 @@ fn pool(dev: &Device, follow: bool, opp: bool, internal: bool) -> kfdrt::MemPool
     p
 }
 
-/// Block stream `s` behind a gate word (returns the gate's address).
-fn block(s: &Stream, gate: u64) {
-    s.wait_value32(gate, 1, WaitCompare::Gte, u32::MAX).unwrap();
+/// What most tests start from: an emulated MI210 with two non-blocking streams on GPU 0
+/// and a closed gate.
+struct Rig {
+    s1: Stream,
+    s2: Stream,
+    gate: Gate,
+    dev: Device,
+}
+
+fn rig() -> Rig {
+    let dev = emu("emu:mi210");
+    Rig {
+        s1: non_blocking(&dev, 0),
+        s2: non_blocking(&dev, 0),
+        gate: Gate::new(&dev),
+        dev,
+    }
 }
 
 #[test]
@@ -174,16 +188,14 @@ fn stats_high_water_and_exact_sizes() {
 /// work is held), and the same stream can reuse it at once.
 #[test]
 fn pool_alloc_drop_frees_in_stream_order() {
-    let dev = emu("emu:mi210");
-    let s = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
-    let other = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
-    let gate = signal_mem(&dev, 4096);
+    let Rig {
+        s1: s,
+        s2: other,
+        gate,
+        dev,
+    } = rig();
     let p = pool(&dev, false, false, false);
-    block(&s, gate.va());
+    gate.hold(&s);
     let a = s.malloc_from_pool_async(1 << 20, &p).unwrap();
     assert_eq!(a.len(), 1 << 20);
     let va = a.va();
@@ -193,7 +205,7 @@ fn pool_alloc_drop_frees_in_stream_order() {
     assert_ne!(b.va(), va, "reused before the allocating stream's work ran");
     let c = s.malloc_from_pool_async(1 << 20, &p).unwrap();
     assert_eq!(c.va(), va, "same-stream reuse after a drop");
-    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    gate.open();
     drop((b, c));
     s.synchronize().unwrap();
     other.synchronize().unwrap();
@@ -202,24 +214,17 @@ fn pool_alloc_drop_frees_in_stream_order() {
 /// `free_async(&stream)` frees on the stream given, not the allocating one.
 #[test]
 fn pool_alloc_free_on_another_stream() {
-    let dev = emu("emu:mi210");
-    let s1 = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
-    let s2 = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
-    let gate = signal_mem(&dev, 4096);
+    let Rig { s1, s2, gate, dev } = rig();
     let p = pool(&dev, false, false, false);
     let a = s1.malloc_from_pool_async(4096, &p).unwrap();
     let va = a.va();
-    block(&s2, gate.va());
+    gate.hold(&s2);
     a.free_async(&s2).unwrap();
     let b = s1.malloc_from_pool_async(4096, &p).unwrap();
     assert_ne!(b.va(), va, "s1 took a block whose free waits on s2");
     let c = s2.malloc_from_pool_async(4096, &p).unwrap();
     assert_eq!(c.va(), va, "s2 reuses its own free in stream order");
-    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    gate.open();
     b.free_async(&s1).unwrap();
     // A stream of another Device cannot order the free: InvalidValue, and the allocation
     // is then freed by its drop on its own stream.
@@ -238,17 +243,15 @@ fn pool_alloc_free_on_another_stream() {
 /// frees after its work; when its work is done, the memory is free at once for anyone.
 #[test]
 fn pool_alloc_outlives_its_stream() {
-    let dev = emu("emu:mi210");
-    let gate = signal_mem(&dev, 4096);
+    let Rig {
+        s1: other,
+        s2: s,
+        gate,
+        dev,
+    } = rig();
     let p = pool(&dev, false, false, false);
-    let other = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
     // Busy stream destroyed first, then the allocation dropped.
-    let s = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
-    block(&s, gate.va());
+    gate.hold(&s);
     let a = s.malloc_from_pool_async(4096, &p).unwrap();
     let busy_va = a.va();
     drop(s);
@@ -259,11 +262,9 @@ fn pool_alloc_outlives_its_stream() {
         busy_va,
         "reused before the destroyed stream's work ran"
     );
-    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    gate.open();
     // Idle stream destroyed: nothing can use the memory any more.
-    let s = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let s = non_blocking(&dev, 0);
     let c = s.malloc_from_pool_async(1 << 20, &p).unwrap();
     let idle_va = c.va();
     s.synchronize().unwrap();
@@ -280,31 +281,24 @@ fn pool_alloc_outlives_its_stream() {
 fn same_stream_reuse_is_immediate() {
     let dev = emu("emu:mi210");
     let s = dev.create_stream(0).unwrap();
-    let gate = signal_mem(&dev, 4096);
+    let gate = Gate::new(&dev);
     let p = pool(&dev, false, false, false);
-    block(&s, gate.va());
+    gate.hold(&s);
     let a = s.malloc_from_pool_async(1 << 20, &p).unwrap().into_raw();
     s.free_ptr_async(a).unwrap();
     // The free is pending (the stream is blocked), but stream order makes reuse safe.
     let b = s.malloc_from_pool_async(1 << 20, &p).unwrap().into_raw();
     assert_eq!(a, b);
-    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    gate.open();
     s.free_ptr_async(b).unwrap();
     s.synchronize().unwrap();
 }
 
 #[test]
 fn no_reuse_across_unrelated_streams_until_event_dependency() {
-    let dev = emu("emu:mi210");
-    let gate = signal_mem(&dev, 4096);
-    let s1 = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
-    let s2 = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let Rig { s1, s2, gate, dev } = rig();
     let p = pool(&dev, true, true, false);
-    block(&s1, gate.va());
+    gate.hold(&s1);
     let a = s1.malloc_from_pool_async(4096, &p).unwrap().into_raw();
     s1.free_ptr_async(a).unwrap();
     // Unrelated stream, free pending: new memory.
@@ -324,7 +318,7 @@ fn no_reuse_across_unrelated_streams_until_event_dependency() {
         s1.query().is_err(),
         "s1 still blocked: reuse came from the dependency"
     );
-    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    gate.open();
     s2.free_ptr_async(c).unwrap();
     s2.free_ptr_async(d).unwrap();
     s2.synchronize().unwrap();
@@ -333,16 +327,9 @@ fn no_reuse_across_unrelated_streams_until_event_dependency() {
 
 #[test]
 fn follow_event_dependencies_off_ignores_the_event() {
-    let dev = emu("emu:mi210");
-    let gate = signal_mem(&dev, 4096);
-    let s1 = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
-    let s2 = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let Rig { s1, s2, gate, dev } = rig();
     let p = pool(&dev, false, false, false);
-    block(&s1, gate.va());
+    gate.hold(&s1);
     let a = s1.malloc_from_pool_async(4096, &p).unwrap().into_raw();
     s1.free_ptr_async(a).unwrap();
     let e = dev.create_event(EventFlags::DEFAULT).unwrap();
@@ -350,7 +337,7 @@ fn follow_event_dependencies_off_ignores_the_event() {
     s2.wait_event(&e, 0).unwrap();
     let b = s2.malloc_from_pool_async(4096, &p).unwrap().into_raw();
     assert_ne!(a, b, "FollowEventDependencies off");
-    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    gate.open();
     s2.free_ptr_async(b).unwrap();
     s1.synchronize().unwrap();
     s2.synchronize().unwrap();
@@ -359,13 +346,7 @@ fn follow_event_dependencies_off_ignores_the_event() {
 #[test]
 fn opportunistic_reuse_needs_a_completed_free() {
     for opp in [true, false] {
-        let dev = emu("emu:mi210");
-        let s1 = dev
-            .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-            .unwrap();
-        let s2 = dev
-            .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-            .unwrap();
+        let Rig { s1, s2, dev, .. } = rig();
         let p = pool(&dev, false, opp, false);
         let a = s1.malloc_from_pool_async(4096, &p).unwrap().into_raw();
         s1.write_value32(a, 7, WriteValueFlags::DEFAULT).unwrap();
@@ -382,13 +363,7 @@ fn opportunistic_reuse_needs_a_completed_free() {
 
 #[test]
 fn host_observed_free_is_reusable_by_any_stream() {
-    let dev = emu("emu:mi210");
-    let s1 = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
-    let s2 = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let Rig { s1, s2, dev, .. } = rig();
     let p = pool(&dev, false, false, false);
     p.set_attribute(PoolAttr::ReleaseThreshold, u64::MAX)
         .unwrap();
@@ -407,14 +382,7 @@ fn host_observed_free_is_reusable_by_any_stream() {
 
 #[test]
 fn internal_dependency_is_inserted_as_ordering() {
-    let dev = emu("emu:mi210");
-    let gate = signal_mem(&dev, 4096);
-    let s1 = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
-    let s2 = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let Rig { s1, s2, gate, dev } = rig();
     let p = dev
         .create_mem_pool(&PoolProps {
             max_size: 2 << 20,
@@ -426,7 +394,7 @@ fn internal_dependency_is_inserted_as_ordering() {
     p.set_attribute(PoolAttr::ReuseFollowEventDependencies, 0)
         .unwrap();
     // Fill the pool (one 2 MiB slab of 512 KiB blocks) on s1, free it behind a gate.
-    block(&s1, gate.va());
+    gate.hold(&s1);
     let blocks: Vec<u64> = (0..4)
         .map(|_| s1.malloc_from_pool_async(512 << 10, &p).unwrap().into_raw())
         .collect();
@@ -454,7 +422,7 @@ fn internal_dependency_is_inserted_as_ordering() {
         0,
         "held by the dependency"
     );
-    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    gate.open();
     s2.synchronize().unwrap();
     assert_eq!(flag.atomic_u32(0).unwrap().load(Ordering::Acquire), 1);
     s2.free_ptr_async(r).unwrap();
@@ -463,11 +431,9 @@ fn internal_dependency_is_inserted_as_ordering() {
 
 #[test]
 fn trim_to_and_threshold_exact_bytes() {
-    let dev = emu("emu:mi210");
-    let gate = signal_mem(&dev, 4096);
-    let s = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let Rig {
+        s1: s, gate, dev, ..
+    } = rig();
     let p = dev.create_mem_pool(&PoolProps::device(0)).unwrap();
     p.set_attribute(PoolAttr::ReleaseThreshold, 5 * MIB)
         .unwrap();
@@ -481,13 +447,13 @@ fn trim_to_and_threshold_exact_bytes() {
     p.trim_to(0).unwrap();
     assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 10 * MIB);
     // Frees not yet completed are kept.
-    block(&s, gate.va());
+    gate.hold(&s);
     for &x in &xs {
         s.free_ptr_async(x).unwrap();
     }
     p.trim_to(0).unwrap();
     assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 10 * MIB);
-    gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    gate.open();
     // Synchronize with threshold 5 MiB: release 2 MiB chunks while >= 5 MiB stay:
     // 10 -> 8 -> 6 (4 would be below 5).
     s.synchronize().unwrap();

@@ -6,22 +6,10 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{emu, signal_mem};
+use common::{emu, pattern, signal_mem};
 use kfdrt::staging::STAGING_CHUNK;
 use kfdrt::MemoryKind;
 use kfdrt::WaitCompare;
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2654435761) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
 
 #[test]
 fn pageable_roundtrip_through_vram_in_several_chunks() {

@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-const SOURCES: [&str; 8] = [
+const SOURCES: [&str; 9] = [
     "cl/vadd.cl",
     "cl/isa/saxpy.cl",
+    "cl/isa/fma_chain.cl",
     "cl/isa/matmul.cl",
     "cl/isa/reduce.cl",
     "cl/reduce.cl",

@@ -1,5 +1,5 @@
-//! Shader-core throughput: saxpy over 16M elements, a tiled SGEMM 512x512x512 and an LDS
-//! reduction over 16M uints on the emulated gfx942, against the same computation in plain
+//! Shader-core throughput: saxpy over 16M elements, a tiled SGEMM 512x512x512, an ALU-bound
+//! FMA chain (1M work-items x 1024 FMAs) and an LDS reduction over 16M uints on the emulated gfx942, against the same computation in plain
 //! Rust on the host. Prints lane-instructions per second (active lanes of each vector
 //! instruction, 1 per scalar instruction, counted by the shader core) per worker thread.
 //! Set `KFD_EMU_SHADER_THREADS=1` / `=2` to compare worker counts (median of 5 runs).
@@ -168,6 +168,46 @@ fn main() {
         threads,
     );
 
+    // ALU-bound: 1M work-items, each a chain of 64 x `iters` dependent FMAs
+    let n = (1 << 20) / div;
+    let iters = 16u32;
+    let (a, b) = (0.5f32, 0.25f32);
+    let wo = dev.alloc(n * 4);
+    let m = dev.load("cl/isa/fma_chain.cl");
+    let args = Args::default().ptr(&wo).f32(a).f32(b).u32(iters);
+    let mut ho = vec![0f32; n];
+    bench(
+        "FMA chain 1M x 1024",
+        &dev,
+        || {
+            dev.run(
+                &mut q,
+                &m,
+                "fma_chain",
+                [n as u32, 1, 1],
+                [256, 1, 1],
+                0,
+                &args.0,
+            )
+            .expect("fma_chain");
+            lane_instrs(&dev)
+        },
+        || {
+            for (i, o) in ho.iter_mut().enumerate() {
+                *o = fma_chain(i as u32, a, b, iters);
+            }
+            std::hint::black_box(&ho);
+        },
+        threads,
+    );
+    let got: Vec<f32> = dev.download(&wo, n);
+    assert!(
+        got.iter()
+            .enumerate()
+            .all(|(i, g)| g.to_bits() == fma_chain(i as u32, a, b, iters).to_bits()),
+        "fma_chain: the emulator's result differs from the host's"
+    );
+
     // LDS reduction, 16M uints in groups of 256
     let n = (16 << 20) / div;
     let input: Vec<u32> = (0..n as u32).map(|i| i % 1000).collect();
@@ -199,4 +239,17 @@ fn main() {
         },
         threads,
     );
+}
+
+/// `test-kernels/cl/isa/fma_chain.cl` for work-item `i` on the host.
+fn fma_chain(i: u32, a: f32, b: f32, iters: u32) -> f32 {
+    let mut x0 = i as f32 * f32::from_bits(0x3380_0000);
+    let (mut x1, mut x2, mut x3) = (x0 + 0.25, x0 + 0.5, x0 + 0.75);
+    for _ in 0..iters * 16 {
+        x0 = x0.mul_add(a, b);
+        x1 = x1.mul_add(a, x0);
+        x2 = x2.mul_add(a, x1);
+        x3 = x3.mul_add(a, x2);
+    }
+    x0 + x1 + x2 + x3
 }

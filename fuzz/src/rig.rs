@@ -23,12 +23,11 @@
 //! rig panics.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kfd_emu::engine::{
-    EngineConfig, GpuEngines, Interrupts, QueueDesc, QueueFault, QueueKind, QueueStatus,
+    CountingInterrupts, EngineConfig, GpuEngines, QueueDesc, QueueKind, QueueStatus,
 };
 use kfd_emu::gpumem::{GpuMemory, HeapMemory, MemWindow};
 use kfd_emu::trace::TraceKind;
@@ -71,21 +70,6 @@ pub const PACKET_BUDGET: u64 = 100_000;
 /// Wall time one submission may take before the engine must park (generous: the host
 /// is a loaded 2-core VM).
 pub const TIME_BUDGET: Duration = Duration::from_secs(10);
-
-#[derive(Default)]
-struct CountIrq {
-    events: AtomicU64,
-    faults: AtomicU64,
-}
-
-impl Interrupts for CountIrq {
-    fn event_interrupt(&self, _gpu_id: u32, _context_id: Option<u32>) {
-        self.events.fetch_add(1, Ordering::Relaxed);
-    }
-    fn queue_fault(&self, _gpu_id: u32, _fault: &QueueFault) {
-        self.faults.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 /// Which engine a rig drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,7 +129,7 @@ pub struct Report {
 pub struct Rig {
     mem: Arc<HeapMemory>,
     engines: GpuEngines,
-    irq: Arc<CountIrq>,
+    irq: Arc<CountingInterrupts>,
     db: MemWindow,
     engine: Engine,
     /// Ring size in bytes.
@@ -193,7 +177,7 @@ impl Rig {
                 let _ = ring.store_u32(RING_VA + slot * 64, pm4::aql::packet_type::INVALID as u32);
             }
         }
-        let irq = Arc::new(CountIrq::default());
+        let irq = Arc::new(CountingInterrupts::default());
         let cfg = EngineConfig {
             gpu_id: GPU,
             family,
@@ -442,8 +426,7 @@ impl Rig {
         self.report.rptr = self.rptr();
         self.report.wptr = self.wptr;
         self.engines.remove_queue(QID);
-        self.report.interrupts = self.irq.events.load(Ordering::Relaxed);
-        let _ = self.irq.faults.load(Ordering::Relaxed);
+        self.report.interrupts = self.irq.events();
         self.report.clone()
     }
 }

@@ -271,18 +271,7 @@ pub fn decode() -> Vec<(String, Vec<u8>)> {
             addr: DATA_VA,
             data: &d,
         }),
-        pm4::pkt3::Pm4Packet::IndirectBuffer(pm4::pkt3::IndirectBuffer {
-            addr: IB_VA,
-            size_dw: 16,
-            chain: false,
-            offload_polling: false,
-            volatile: false,
-            valid: true,
-            vmid: 0,
-            cache_policy: pm4::pkt3::CachePolicy::Lru,
-            pre_resume: false,
-            priv_: false,
-        }),
+        pm4::pkt3::Pm4Packet::IndirectBuffer(pm4::pkt3::IndirectBuffer::new(IB_VA, 16)),
     ] {
         if let Ok(n) = p.encode(fam, &mut w) {
             words.extend_from_slice(&w[..n]);

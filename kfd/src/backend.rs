@@ -231,6 +231,20 @@ bitflags::bitflags! {
     }
 }
 
+impl Prot {
+    /// The mmap(2) protection bits.
+    pub fn to_mmap(self) -> rustix::mm::ProtFlags {
+        let mut p = rustix::mm::ProtFlags::empty();
+        if self.contains(Prot::READ) {
+            p |= rustix::mm::ProtFlags::READ;
+        }
+        if self.contains(Prot::WRITE) {
+            p |= rustix::mm::ProtFlags::WRITE;
+        }
+        p
+    }
+}
+
 /// A KFD device: the real one or the emulated one.
 ///
 /// Implementations are shared across threads; every method may be called concurrently.

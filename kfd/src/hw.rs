@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use rustix::mm::{MapFlags, ProtFlags};
+use rustix::mm::MapFlags;
 use zerocopy::IntoBytes;
 
 use crate::abi;
@@ -235,13 +235,7 @@ impl Backend for HwBackend {
         fixed_addr: Option<NonNull<c_void>>,
         prot: Prot,
     ) -> Result<NonNull<c_void>, Errno> {
-        let mut p = ProtFlags::empty();
-        if prot.contains(Prot::READ) {
-            p |= ProtFlags::READ;
-        }
-        if prot.contains(Prot::WRITE) {
-            p |= ProtFlags::WRITE;
-        }
+        let p = prot.to_mmap();
         let mut flags = MapFlags::SHARED;
         let addr = match fixed_addr {
             Some(a) => {

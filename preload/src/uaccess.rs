@@ -12,43 +12,49 @@ use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 /// Copy `buf.len()` bytes from the program's address `addr`; `EFAULT` if any is unmapped.
 pub(crate) fn copy_from_user(addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
-    if buf.is_empty() {
-        return Ok(());
-    }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast::<c_void>(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as usize as *mut c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` describes our own writable buffer; the remote side is checked by the
-    // kernel, which returns an error (never faults) for unmapped addresses.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    if n >= 0 && n as usize == buf.len() {
-        Ok(())
-    } else {
-        Err(Errno::FAULT)
-    }
+    // SAFETY: `buf` is our own writable buffer of `buf.len()` bytes.
+    unsafe { process_vm_copy(addr, buf.as_mut_ptr(), buf.len(), false) }
 }
 
 /// Copy `buf` to the program's address `addr`; `EFAULT` if any byte is not writable.
 pub(crate) fn copy_to_user(addr: u64, buf: &[u8]) -> Result<(), Errno> {
-    if buf.is_empty() {
+    // SAFETY: `buf` is our own buffer of `buf.len()` bytes, only read when `to_user`.
+    unsafe { process_vm_copy(addr, buf.as_ptr().cast_mut(), buf.len(), true) }
+}
+
+/// `len` bytes between our buffer at `local` and the program's address `addr`:
+/// `process_vm_writev` when `to_user`, else `process_vm_readv`; `EFAULT` unless every byte
+/// moved.
+///
+/// # Safety
+/// `local` is `len` bytes of our own memory, writable unless `to_user`.
+unsafe fn process_vm_copy(
+    addr: u64,
+    local: *mut u8,
+    len: usize,
+    to_user: bool,
+) -> Result<(), Errno> {
+    if len == 0 {
         return Ok(());
     }
     let local = libc::iovec {
-        iov_base: buf.as_ptr() as *mut c_void,
-        iov_len: buf.len(),
+        iov_base: local.cast::<c_void>(),
+        iov_len: len,
     };
     let remote = libc::iovec {
         iov_base: addr as usize as *mut c_void,
-        iov_len: buf.len(),
+        iov_len: len,
     };
-    // SAFETY: `local` is only read; the kernel validates the remote range.
-    let n = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
-    if n >= 0 && n as usize == buf.len() {
+    // SAFETY: `local` is ours (caller's contract); the kernel validates the remote range
+    // and returns an error (never faults) for unmapped or unwritable addresses.
+    let n = unsafe {
+        if to_user {
+            libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0)
+        } else {
+            libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0)
+        }
+    };
+    if n >= 0 && n as usize == len {
         Ok(())
     } else {
         Err(Errno::FAULT)

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use kfdrt::{Buffer, Device, DeviceSpec, MemoryKind};
+use std::sync::atomic::Ordering;
+
+use kfdrt::{Buffer, Device, DeviceSpec, MemoryKind, Stream, StreamFlags, WaitCompare};
 
 /// Open the device for a test: the emulated device `spec` (`emu:PRESET...`), or the real
 /// GPU when `KFDRT_DEVICE=hw` (the same tests then run on hardware through the same
@@ -50,10 +52,53 @@ fn preset_override(v: &str) -> Option<&str> {
     (!p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric())).then_some(p)
 }
 
+/// `len` pseudo-random bytes (xorshift32), a different sequence per `seed`.
+pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
 /// A signal-memory buffer for stream memory ops.
 pub fn signal_mem(dev: &Device, bytes: usize) -> Buffer {
     dev.alloc(MemoryKind::Signal, 0, bytes)
         .expect("alloc signal memory")
+}
+
+/// A non-blocking stream on GPU `gpu` (`hipStreamCreateWithFlags(hipStreamNonBlocking)`).
+pub fn non_blocking(dev: &Device, gpu: usize) -> Stream {
+    dev.create_stream_with_flags(gpu, StreamFlags::NON_BLOCKING)
+        .expect("create a non-blocking stream")
+}
+
+/// A word of signal memory that holds streams back until the test opens it.
+pub struct Gate(Buffer);
+
+impl Gate {
+    /// A closed gate (the word is 0).
+    pub fn new(dev: &Device) -> Gate {
+        Gate(signal_mem(dev, 4096))
+    }
+
+    /// Hold `s`'s later work until the gate opens (a waitValue32 for the word >= 1).
+    pub fn hold(&self, s: &Stream) {
+        s.wait_value32(self.0.va(), 1, WaitCompare::Gte, u32::MAX)
+            .expect("enqueue the gate's wait");
+    }
+
+    /// Open the gate: held streams run on.
+    pub fn open(&self) {
+        self.0
+            .atomic_u32(0)
+            .expect("gate word")
+            .store(1, Ordering::Release);
+    }
 }
 
 /// Poll `f` until true; panic with `what` after 20 s (a hang becomes a failure).

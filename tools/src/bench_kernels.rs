@@ -116,6 +116,10 @@ pub const SHADER_NAMES: &[&str] = &[
     "shader LDS reduction 16M: lane-instructions/s per core",
     "shader LDS reduction 16M: speed-up on all cores",
     "shader LDS reduction 16M: emulator/host Rust time",
+    "shader FMA chain 1M x 1024 (ALU-bound): 1 worker",
+    "shader FMA chain 1M x 1024 (ALU-bound): lane-instructions/s per core",
+    "shader FMA chain 1M x 1024 (ALU-bound): speed-up on all cores",
+    "shader FMA chain 1M x 1024 (ALU-bound): emulator/host Rust time",
 ];
 
 /// One shader workload: launches on `s` and waits (returns after completion).
@@ -139,13 +143,14 @@ pub fn shader(
         return Ok(());
     }
     let code = |src: &str| crate::check::kernels::embedded(src, "gfx942");
-    let (saxpy, matmul, reduce) = match (
+    let (saxpy, matmul, reduce, fma) = match (
         code("cl/isa/saxpy.cl"),
         code("cl/isa/matmul.cl"),
         code("cl/isa/reduce.cl"),
+        code("cl/isa/fma_chain.cl"),
     ) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
+        (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
             eprintln!("bench: shader figures not measured: {e}");
             return Ok(());
         }
@@ -239,7 +244,64 @@ pub fn shader(
         std::hint::black_box(&ho);
     };
     let names = &SHADER_NAMES[8..12];
-    measure(&d, &eb, names, run, host, cores, reps, want, progress, out)
+    measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
+
+    // ALU-bound: each work-item a chain of 64 x `iters` dependent FMAs, one store
+    let n = (1usize << 20) / div;
+    let iters = 16u32;
+    let (fa, fb) = (0.5f32, 0.25f32);
+    let bo = buf(&vec![0u8; n * 4])?;
+    let m = d.load_module(0, fma)?;
+    let k = m.kernel("fma_chain")?;
+    let mut ho = vec![0f32; n];
+    let run: Launch = Box::new(|s| {
+        let mut x = k.args();
+        x.buffer(&bo)?.arg(&fa)?.arg(&fb)?.arg(&iters)?;
+        s.launch(&k, (n / 256) as u32, 256, 0, &x)?;
+        s.synchronize()
+    });
+    let host = || {
+        for (i, o) in ho.iter_mut().enumerate() {
+            *o = fma_chain(i as u32, fa, fb, iters);
+        }
+        std::hint::black_box(&ho);
+    };
+    let names = &SHADER_NAMES[12..16];
+    measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
+    if names.iter().any(|n| want(n)) {
+        // The figures count only if the interpreter computed the host's result.
+        let mut got = vec![0u8; n * 4];
+        bo.read(0, &mut got)?;
+        let bad = got
+            .chunks_exact(4)
+            .enumerate()
+            .find(|(i, c)| {
+                let g = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                g != fma_chain(*i as u32, fa, fb, iters).to_bits()
+            })
+            .map(|(i, _)| i);
+        if let Some(i) = bad {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                "bench",
+                format!("fma_chain: work-item {i} differs from the host's result"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `test-kernels/cl/isa/fma_chain.cl` for work-item `i` on the host.
+fn fma_chain(i: u32, a: f32, b: f32, iters: u32) -> f32 {
+    let mut x0 = i as f32 * f32::from_bits(0x3380_0000);
+    let (mut x1, mut x2, mut x3) = (x0 + 0.25, x0 + 0.5, x0 + 0.75);
+    for _ in 0..iters * 16 {
+        x0 = x0.mul_add(a, b);
+        x1 = x1.mul_add(a, x0);
+        x2 = x2.mul_add(a, x1);
+        x3 = x3.mul_add(a, x2);
+    }
+    x0 + x1 + x2 + x3
 }
 
 /// Lane-instructions the dispatches recorded since the last call (from the trace).

@@ -55,9 +55,10 @@ pub(crate) mod sh {
 pub(crate) struct Firmware {
     /// Family the table describes.
     pub(crate) family: GfxFamily,
-    /// PM4 type-3 opcodes the MEC executes on a compute queue or in an indirect buffer
-    /// (any other opcode is an unknown opcode: the queue faults).
-    pub(crate) pm4_opcodes: &'static [u8],
+    /// PM4 type-3 opcodes the MEC executes on a compute queue or in an indirect buffer, as
+    /// an older family's list plus what this one adds (any other opcode is an unknown
+    /// opcode: the queue faults).
+    pub(crate) pm4_opcodes: &'static [&'static [u8]],
     /// Largest DMA_DATA BYTE_COUNT the CP DMA engine moves in one packet.
     pub(crate) dma_data_max_bytes: u32,
     /// An end-of-pipe RELEASE_MEM is delivered through the queue's EOP buffer: on a
@@ -75,7 +76,7 @@ pub(crate) struct Firmware {
 impl Firmware {
     /// Whether the MEC of this family decodes `opcode`.
     pub(crate) fn accepts(&self, opcode: u8) -> bool {
-        self.pm4_opcodes.contains(&opcode)
+        self.pm4_opcodes.iter().any(|ops| ops.contains(&opcode))
     }
 }
 
@@ -97,29 +98,14 @@ const GFX9_OPCODES: &[u8] = &[
 ];
 
 /// gfx10+ (`nvd.h`) adds WAIT_REG_MEM64.
-const GFX10_OPCODES: &[u8] = &[
-    op::NOP,
-    op::DISPATCH_DIRECT,
-    op::ATOMIC_MEM,
-    PRED_EXEC,
-    op::WRITE_DATA,
-    op::WAIT_REG_MEM,
-    op::INDIRECT_BUFFER,
-    op::COPY_DATA,
-    op::EVENT_WRITE,
-    op::RELEASE_MEM,
-    op::DMA_DATA,
-    op::ACQUIRE_MEM,
-    op::SET_SH_REG,
-    op::WAIT_REG_MEM64,
-];
+const GFX10_OPCODES: &[&[u8]] = &[GFX9_OPCODES, &[op::WAIT_REG_MEM64]];
 
 /// BYTE_COUNT is 26 bits on gfx9/gfx10 (Mesa `S_506_BYTE_COUNT`).
 const BYTE_COUNT_26: u32 = (1 << 26) - 1;
 
 static GFX9: Firmware = Firmware {
     family: GfxFamily::Gfx9,
-    pm4_opcodes: GFX9_OPCODES,
+    pm4_opcodes: &[GFX9_OPCODES],
     dma_data_max_bytes: BYTE_COUNT_26,
     eop_release_needs_eop_buffer: true,
     ib_runs_on_every_xcc: true,
@@ -130,11 +116,7 @@ static GFX9: Firmware = Firmware {
 static GFX10: Firmware = Firmware {
     family: GfxFamily::Gfx10,
     pm4_opcodes: GFX10_OPCODES,
-    dma_data_max_bytes: BYTE_COUNT_26,
-    eop_release_needs_eop_buffer: true,
-    ib_runs_on_every_xcc: true,
-    tmpring_wavesize_mask: 0x1FFF,
-    tmpring_wavesize_granule: 1024,
+    ..GFX9
 };
 
 static GFX11: Firmware = Firmware {
@@ -149,12 +131,7 @@ static GFX11: Firmware = Firmware {
 
 static GFX12: Firmware = Firmware {
     family: GfxFamily::Gfx12,
-    pm4_opcodes: GFX10_OPCODES,
-    dma_data_max_bytes: 32767,
-    eop_release_needs_eop_buffer: true,
-    ib_runs_on_every_xcc: true,
-    tmpring_wavesize_mask: 0x7FFF,
-    tmpring_wavesize_granule: 256,
+    ..GFX11
 };
 
 /// The KFD exception code (`enum kfd_dbg_trap_exception_code`) a packet error reports.

@@ -26,13 +26,26 @@ const DOORBELLS: u64 = 0x40_0000;
 /// How long one input may run.
 const DEADLINE: Duration = Duration::from_millis(40);
 
-#[derive(Default)]
-struct CountIrq {
+/// Interrupts that are only counted (fuzz rigs: no KFD behind the engines).
+#[derive(Debug, Default)]
+pub struct CountingInterrupts {
     events: AtomicU64,
     faults: AtomicU64,
 }
 
-impl Interrupts for CountIrq {
+impl CountingInterrupts {
+    /// Event interrupts raised so far.
+    pub fn events(&self) -> u64 {
+        self.events.load(Ordering::Relaxed)
+    }
+
+    /// Queue faults reported so far.
+    pub fn faults(&self) -> u64 {
+        self.faults.load(Ordering::Relaxed)
+    }
+}
+
+impl Interrupts for CountingInterrupts {
     fn event_interrupt(&self, _gpu_id: u32, _context_id: Option<u32>) {
         self.events.fetch_add(1, Ordering::Relaxed);
     }
@@ -101,7 +114,7 @@ pub fn fuzz_ring_report(data: &[u8]) -> FuzzReport {
     let _ = qmem.store_u64(SDMA_WPTR, dwords * 4);
     let db_values = [aql_packets.saturating_sub(1), dwords, dwords * 4];
 
-    let irq = Arc::new(CountIrq::default());
+    let irq = Arc::new(CountingInterrupts::default());
     let cfg = EngineConfig {
         gpu_id: GPU,
         family,
@@ -189,6 +202,6 @@ pub fn fuzz_ring_report(data: &[u8]) -> FuzzReport {
         }
     }
     drop(engines);
-    report.events = irq.events.load(Ordering::Relaxed);
+    report.events = irq.events();
     report
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::gpumem::{Fault, FaultKind, GpuMemory, MemWindow};
+use pm4::pkt3::CompareFn;
 
 /// Cached windows per engine thread (ring, queue descriptor, signals, destinations).
 const ENTRIES: usize = 16;
@@ -149,26 +150,34 @@ impl MemCache {
 
     pub(crate) fn load_u32(&mut self, va: u64) -> Access<u32> {
         self.aligned(va, 4)?;
+        let gpu_id = self.gpu_id;
         let w = self.window(va, 4, false)?;
-        w.load_u32(va).map_err(|f| {
-            AccessError::Fault(Fault {
-                gpu_id: self.gpu_id,
-                write: false,
-                ..f
-            })
-        })
+        w.load_u32(va).map_err(tag(gpu_id, false))
     }
 
     pub(crate) fn load_u64(&mut self, va: u64) -> Access<u64> {
         self.aligned(va, 8)?;
+        let gpu_id = self.gpu_id;
         let w = self.window(va, 8, false)?;
-        w.load_u64(va).map_err(|f| {
-            AccessError::Fault(Fault {
-                gpu_id: self.gpu_id,
-                write: false,
-                ..f
-            })
-        })
+        w.load_u64(va).map_err(tag(gpu_id, false))
+    }
+
+    /// A memory poll (PM4 WAIT_REG_MEM / WAIT_REG_MEM64, SDMA POLL_REGMEM): whether
+    /// `func` holds now for the dword (qword when `qword`) at `va`.
+    pub(crate) fn poll(
+        &mut self,
+        va: u64,
+        qword: bool,
+        func: CompareFn,
+        mask: u64,
+        reference: u64,
+    ) -> Access<bool> {
+        let v = if qword {
+            self.load_u64(va)?
+        } else {
+            u64::from(self.load_u32(va)?)
+        };
+        Ok(func.test(v, mask, reference))
     }
 
     pub(crate) fn store_u32(&mut self, va: u64, v: u32) -> Access<()> {
@@ -202,26 +211,14 @@ impl MemCache {
         self.aligned(va, 8)?;
         let gpu_id = self.gpu_id;
         let w = self.window(va, 8, true)?;
-        w.atomic_u64(va).map_err(|f| {
-            AccessError::Fault(Fault {
-                gpu_id,
-                write: true,
-                ..f
-            })
-        })
+        w.atomic_u64(va).map_err(tag(gpu_id, true))
     }
 
     pub(crate) fn atomic_u32(&mut self, va: u64) -> Access<&AtomicU32> {
         self.aligned(va, 4)?;
         let gpu_id = self.gpu_id;
         let w = self.window(va, 4, true)?;
-        w.atomic_u32(va).map_err(|f| {
-            AccessError::Fault(Fault {
-                gpu_id,
-                write: true,
-                ..f
-            })
-        })
+        w.atomic_u32(va).map_err(tag(gpu_id, true))
     }
 
     /// Reads `out.len()` bytes at `va` (one object).
@@ -339,4 +336,9 @@ impl MemCache {
         }
         Ok(())
     }
+}
+
+/// A window's fault as the engine reports it: on its GPU, a read or a write.
+fn tag(gpu_id: u32, write: bool) -> impl Fn(Fault) -> AccessError {
+    move |f| AccessError::Fault(Fault { gpu_id, write, ..f })
 }

@@ -71,7 +71,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
-pub use fuzz::{fuzz_ring, fuzz_ring_report, FuzzReport, FUZZ_DATA_VA};
+pub use fuzz::{fuzz_ring, fuzz_ring_report, CountingInterrupts, FuzzReport, FUZZ_DATA_VA};
 
 use crate::gpumem::{Fault, GpuMemory, MemWindow};
 use clock::GpuClock;

@@ -64,6 +64,17 @@ pub(crate) enum Step {
     Stop(Stop),
 }
 
+impl Step {
+    /// Done when `cond` holds (a wait whose condition is met), else Blocked.
+    pub(crate) fn done_if(cond: bool) -> Step {
+        if cond {
+            Step::Done
+        } else {
+            Step::Blocked
+        }
+    }
+}
+
 impl From<AccessError> for Step {
     fn from(e: AccessError) -> Self {
         Step::Stop(e.into())
@@ -252,17 +263,7 @@ pub(crate) fn step_ib(
                 exec_count: count as u16,
                 xcc_mask: mask as u8,
             });
-            let line = pm4::disasm::pm4_line(frame.off_dw as usize, &p, inner.cfg.family);
-            let start = st.tr_start.take();
-            super::queue::trace_packet(
-                mem,
-                inner,
-                start,
-                frame.off_dw as u64 * 4,
-                (level as u8, frame.va),
-                line,
-                &[h, ctl],
-            );
+            trace_in_ib(mem, inner, st, (frame, level), &p, &[h, ctl]);
         }
         if mask >> st.xcc.min(31) & 1 == 0 {
             if let Some(f) = st.frames.get_mut(level - 1) {
@@ -288,18 +289,7 @@ pub(crate) fn step_ib(
                 }
                 let r = exec(mem, inner, st, &pkt);
                 if !matches!(r, Step::Blocked) {
-                    let line = pm4::disasm::pm4_line(frame.off_dw as usize, &pkt, inner.cfg.family);
-                    let at = (level as u8, frame.va);
-                    let start = st.tr_start.take();
-                    super::queue::trace_packet(
-                        mem,
-                        inner,
-                        start,
-                        frame.off_dw as u64 * 4,
-                        at,
-                        line,
-                        buf,
-                    );
+                    trace_in_ib(mem, inner, st, (frame, level), &pkt, buf);
                 }
                 r
             }
@@ -320,6 +310,22 @@ pub(crate) fn step_ib(
         }
     }
     IbStep::Packet(step)
+}
+
+/// Traces `pkt` (its `words`), run from `frame` at IB level `level`, as started when
+/// the queue first fetched it.
+fn trace_in_ib(
+    mem: &mut MemCache,
+    inner: &Inner,
+    st: &mut Pm4State,
+    (frame, level): (IbFrame, usize),
+    pkt: &pkt3::Pm4Packet<'_>,
+    words: &[u32],
+) {
+    let line = pm4::disasm::pm4_line(frame.off_dw as usize, pkt, inner.cfg.family);
+    let start = st.tr_start.take();
+    let at = (level as u8, frame.va);
+    super::queue::trace_packet(mem, inner, start, frame.off_dw as u64 * 4, at, line, words);
 }
 
 fn ib_stop(frame: IbFrame, reason: String) -> Stop {
@@ -370,12 +376,8 @@ pub(crate) fn exec(
                     "WAIT_REG_MEM on a register: registers are not modelled",
                 ));
             }
-            let v = tri!(mem.load_u32(w.addr));
-            if w.function.test(v as u64, w.mask as u64, w.reference as u64) {
-                Step::Done
-            } else {
-                Step::Blocked
-            }
+            let (mask, reference) = (u64::from(w.mask), u64::from(w.reference));
+            Step::done_if(tri!(mem.poll(w.addr, false, w.function, mask, reference)))
         }
         Pm4Packet::WaitRegMem64(w) => {
             if w.mem_space == MemSpace::Register || w.operation == WaitOperation::WrWaitWrReg {
@@ -383,12 +385,13 @@ pub(crate) fn exec(
                     "WAIT_REG_MEM64 on a register: registers are not modelled",
                 ));
             }
-            let v = tri!(mem.load_u64(w.addr));
-            if w.function.test(v, w.mask, w.reference) {
-                Step::Done
-            } else {
-                Step::Blocked
-            }
+            Step::done_if(tri!(mem.poll(
+                w.addr,
+                true,
+                w.function,
+                w.mask,
+                w.reference
+            )))
         }
         Pm4Packet::ReleaseMem(r) => {
             if fw.eop_release_needs_eop_buffer

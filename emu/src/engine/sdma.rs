@@ -55,12 +55,8 @@ fn exec(
                     "POLL_REGMEM on a register: registers are not modelled",
                 ));
             }
-            let v = tri!(mem.load_u32(p.addr));
-            if p.func.test(v as u64, p.mask as u64, p.reference as u64) {
-                Step::Done
-            } else {
-                Step::Blocked
-            }
+            let (mask, reference) = (u64::from(p.mask), u64::from(p.reference));
+            Step::done_if(tri!(mem.poll(p.addr, false, p.func, mask, reference)))
         }
         SdmaPacket::Trap(t) => {
             inner.interrupt(mem, Some(t.int_context));
@@ -115,6 +111,37 @@ fn decode_stop(e: pm4::DecodeError) -> Stop {
     }
 }
 
+/// Decodes and executes the packet in `words`, traced (once it no longer blocks) when
+/// tracing is on. `at`: its dword index in the ring or IB, its byte offset there, and
+/// (IB level, IB address): level 0 is the ring.
+fn decode_exec(
+    q: &mut QueueExec,
+    mem: &mut MemCache,
+    inner: &Inner,
+    words: &[u32],
+    at: (usize, u64, (u8, u64)),
+) -> Step {
+    let (dw, byte, ib) = at;
+    let in_ib = ib.0 != 0;
+    let pkt = match sdma::decode_sdma(words, inner.cfg.sdma_version) {
+        Ok((pkt, _)) => pkt,
+        Err(e) => return Step::Stop(decode_stop(e)),
+    };
+    if !mem.tr.on {
+        return exec(q, mem, inner, &pkt, in_ib);
+    }
+    if q.tr_start.is_none() {
+        q.tr_start = Some(inner.stamp());
+    }
+    let r = exec(q, mem, inner, &pkt, in_ib);
+    if !matches!(r, Step::Blocked) {
+        let line = pm4::disasm::sdma_line(dw, &pkt, inner.cfg.sdma_version);
+        let start = q.tr_start.take();
+        trace_packet(mem, inner, start, byte, ib, line, words);
+    }
+    r
+}
+
 /// Executes the next packet of the running indirect buffer.
 fn step_ib(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, ib: (u64, u32, u32)) -> Step {
     let (va, size, off) = ib;
@@ -147,23 +174,7 @@ fn step_ib(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, ib: (u64, u32, 
     let mut scratch = std::mem::take(&mut q.scratch);
     let step = match scratch.get_mut(..n) {
         Some(buf) => match mem.read_dwords(pva, buf) {
-            Ok(()) => match sdma::decode_sdma(buf, inner.cfg.sdma_version) {
-                Ok((pkt, _)) if mem.tr.on => {
-                    if q.tr_start.is_none() {
-                        q.tr_start = Some(inner.stamp());
-                    }
-                    let r = exec(q, mem, inner, &pkt, true);
-                    if !matches!(r, Step::Blocked) {
-                        let line =
-                            pm4::disasm::sdma_line(off as usize, &pkt, inner.cfg.sdma_version);
-                        let start = q.tr_start.take();
-                        trace_packet(mem, inner, start, off as u64 * 4, (1, va), line, buf);
-                    }
-                    r
-                }
-                Ok((pkt, _)) => exec(q, mem, inner, &pkt, true),
-                Err(e) => Step::Stop(decode_stop(e)),
-            },
+            Ok(()) => decode_exec(q, mem, inner, buf, (off as usize, off as u64 * 4, (1, va))),
             Err(e) => Step::from(e),
         },
         None => Step::Stop(Stop::new("internal: scratch")),
@@ -291,23 +302,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         }
         let scratch = std::mem::take(&mut q.scratch);
         let step = match scratch.get(..n) {
-            Some(words) => match sdma::decode_sdma(words, inner.cfg.sdma_version) {
-                Ok((pkt, _)) if mem.tr.on => {
-                    if q.tr_start.is_none() {
-                        q.tr_start = Some(inner.stamp());
-                    }
-                    let r = exec(q, mem, inner, &pkt, false);
-                    if !matches!(r, Step::Blocked) {
-                        let line =
-                            pm4::disasm::sdma_line(pos as usize, &pkt, inner.cfg.sdma_version);
-                        let start = q.tr_start.take();
-                        trace_packet(mem, inner, start, off, (0, 0), line, words);
-                    }
-                    r
-                }
-                Ok((pkt, _)) => exec(q, mem, inner, &pkt, false),
-                Err(e) => Step::Stop(decode_stop(e)),
-            },
+            Some(words) => decode_exec(q, mem, inner, words, (pos as usize, off, (0, 0))),
             None => Step::Stop(Stop::new("internal: scratch")),
         };
         q.scratch = scratch;

@@ -188,6 +188,21 @@ pub(crate) fn check_user_range(addr: u64, len: u64) -> Result<(), Errno> {
 /// (from /proc/self/maps). The engines only get windows over such user memory, so they
 /// never touch a PROT_NONE or read-only page.
 pub(crate) fn user_range_rw(addr: u64, len: u64) -> bool {
+    maps_cover(addr, len, |m| m.perms.starts_with("rw"))
+}
+
+/// One line of /proc/self/maps.
+pub(crate) struct MapsLine<'a> {
+    pub(crate) lo: u64,
+    pub(crate) hi: u64,
+    pub(crate) perms: &'a str,
+    pub(crate) offset: u64,
+    pub(crate) inode: u64,
+    pub(crate) path: &'a str,
+}
+
+/// True when every page of `[addr, addr+len)` is mapped, by lines that all satisfy `ok`.
+pub(crate) fn maps_cover(addr: u64, len: u64, ok: impl Fn(&MapsLine<'_>) -> bool) -> bool {
     let Some(end) = addr.checked_add(len) else {
         return false;
     };
@@ -196,20 +211,36 @@ pub(crate) fn user_range_rw(addr: u64, len: u64) -> bool {
     };
     let mut cur = addr;
     for line in maps.lines() {
-        let mut fields = line.split_ascii_whitespace();
-        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+        let mut f = line.split_ascii_whitespace();
+        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(inode)) =
+            (f.next(), f.next(), f.next(), f.next(), f.next())
+        else {
             continue;
         };
+        let path = f.next().unwrap_or("");
         let Some((lo, hi)) = range.split_once('-') else {
             continue;
         };
-        let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else {
+        let (Ok(lo), Ok(hi), Ok(offset), Ok(inode)) = (
+            u64::from_str_radix(lo, 16),
+            u64::from_str_radix(hi, 16),
+            u64::from_str_radix(offset, 16),
+            inode.parse::<u64>(),
+        ) else {
             continue;
         };
         if hi <= cur {
             continue;
         }
-        if lo > cur || !perms.starts_with("rw") {
+        let m = MapsLine {
+            lo,
+            hi,
+            perms,
+            offset,
+            inode,
+            path,
+        };
+        if lo > cur || !ok(&m) {
             return false;
         }
         cur = hi;

@@ -13,7 +13,6 @@ use std::sync::{Arc, RwLock};
 use kfd::abi::{self, AllocFlags};
 use kfd::{MmapFile, Prot};
 use rustix::io::Errno;
-use rustix::mm::ProtFlags;
 
 use crate::gpumem::{Fault, FaultKind, GpuMemory, MemWindow};
 use crate::kfd::hostmem::{
@@ -220,21 +219,22 @@ fn pages_overlap(a_start: u64, a_len: u64, b_start: u64, b_len: u64) -> bool {
 }
 
 impl Emu {
-    fn alloc_drm_offset(st: &mut Proc, size: u64, handle: u64) -> u64 {
+    /// Enter `bo` under a fresh handle (`gpu_id << 32` | the lowest free idr id of its GPU)
+    /// with a fresh render-node mmap offset; returns the handle and that offset.
+    fn insert_bo(st: &mut Proc, gpu_id: u32, mut bo: Bo) -> (u64, u64) {
+        let ids = &mut st.pdds[bo.gpu_idx].bo_ids;
+        let id = (0u32..).find(|i| !ids.contains(i)).unwrap_or(u32::MAX);
+        ids.insert(id);
+        let handle = (u64::from(gpu_id) << 32) | u64::from(id);
         if st.next_drm_pgoff < DRM_FILE_PAGE_OFFSET_START {
             st.next_drm_pgoff = DRM_FILE_PAGE_OFFSET_START;
         }
-        let off = st.next_drm_pgoff << 12;
-        st.next_drm_pgoff = st.next_drm_pgoff.saturating_add(size >> 12);
-        st.drm_offsets.insert(off, handle);
-        off
-    }
-
-    fn alloc_bo_id(st: &mut Proc, idx: usize) -> u32 {
-        let ids = &mut st.pdds[idx].bo_ids;
-        let id = (0u32..).find(|i| !ids.contains(i)).unwrap_or(u32::MAX);
-        ids.insert(id);
-        id
+        let drm_offset = st.next_drm_pgoff << 12;
+        st.next_drm_pgoff = st.next_drm_pgoff.saturating_add(bo.size >> 12);
+        st.drm_offsets.insert(drm_offset, handle);
+        bo.drm_offset = drm_offset;
+        st.bos.insert(handle, bo);
+        (handle, drm_offset)
     }
 
     pub(crate) fn alloc_memory(&self, a: &mut abi::AllocMemoryOfGpuArgs) -> Result<(), Errno> {
@@ -310,26 +310,21 @@ impl Emu {
         } else {
             return Err(Errno::INVAL);
         };
-        let id = Self::alloc_bo_id(&mut st, idx);
-        let handle = (u64::from(gpu.gpu_id) << 32) | u64::from(id);
-        let drm_offset = Self::alloc_drm_offset(&mut st, size, handle);
         st.pdds[idx].vram_used += vram_charge.0;
         st.pdds[idx].vram_used_aligned += vram_charge.1;
         st.system_used += system_charge;
-        st.bos.insert(
-            handle,
-            Bo {
-                gpu_idx: idx,
-                va: a.va_addr,
-                size,
-                flags,
-                mem,
-                drm_offset,
-                mapped: BTreeSet::new(),
-                vram_charge,
-                system_charge,
-            },
-        );
+        let bo = Bo {
+            gpu_idx: idx,
+            va: a.va_addr,
+            size,
+            flags,
+            mem,
+            drm_offset: 0,
+            mapped: BTreeSet::new(),
+            vram_charge,
+            system_charge,
+        };
+        let (handle, drm_offset) = Self::insert_bo(&mut st, gpu.gpu_id, bo);
         a.handle = handle;
         // MMIO is mapped through /dev/kfd (kfd_ioctl_alloc_memory_of_gpu).
         a.mmap_offset = if f.contains(AllocFlags::MMIO_REMAP) {
@@ -374,12 +369,17 @@ impl Emu {
         Ok(())
     }
 
-    pub(crate) fn map_memory(
+    /// The argument checks and the per-GPU loop that AMDKFD_IOC_MAP_MEMORY_TO_GPU and
+    /// AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU share (kfd_ioctl_{map,unmap}_memory_{to,from}_gpu):
+    /// `n_success` resumes a partly done call and counts the GPUs done. `bind` makes the
+    /// BO's own GPU and every peer need an acquired VM (map only).
+    pub(crate) fn for_each_peer(
         &self,
         handle: u64,
-        n_devices: u32,
-        n_success: &mut u32,
+        (n_devices, n_success): (u32, &mut u32),
         gpu_ids: &[u32],
+        bind: bool,
+        op: fn(&Self, &mut Proc, u64, usize) -> Result<(), Errno>,
     ) -> Result<(), Errno> {
         if n_devices == 0 || *n_success > n_devices {
             return Err(Errno::INVAL);
@@ -389,75 +389,67 @@ impl Emu {
         }
         let mut st = self.lock();
         let own = self.gpu_idx((handle >> 32) as u32).ok_or(Errno::INVAL)?;
-        Self::bind(&st, own)?;
+        if bind {
+            Self::bind(&st, own)?;
+        }
         if !st.bos.contains_key(&handle) {
             return Err(Errno::NOMEM);
         }
         for i in *n_success..n_devices {
             let peer = self.gpu_idx(gpu_ids[i as usize]).ok_or(Errno::INVAL)?;
-            Self::bind(&st, peer)?;
-            let bo = st.bos.get(&handle).ok_or(Errno::NOMEM)?;
-            if !bo.mapped.contains(&peer) {
-                let end = bo.va.checked_add(bo.size).ok_or(Errno::INVAL)?;
-                if bo.va % PAGE != 0 || bo.va < GPUVM_BASE || end > GPUVM_END {
-                    return Err(Errno::INVAL);
-                }
-                if let BoMem::User(u) = &bo.mem {
-                    check_user_range(u.addr, u.len)?;
-                    if !user_range_rw(u.addr, u.len) {
-                        return Err(Errno::FAULT);
-                    }
-                }
-                let entry = VmEntry {
-                    start: bo.va,
-                    end,
-                    window: bo.window(),
-                    owner: VmOwner::Bo(handle),
-                };
-                self.vm.insert(peer, entry)?;
-                let bo = st.bos.get_mut(&handle).ok_or(Errno::NOMEM)?;
-                bo.mapped.insert(peer);
+            if bind {
+                Self::bind(&st, peer)?;
             }
+            op(self, &mut st, handle, peer)?;
             *n_success = i + 1;
         }
         Ok(())
     }
 
-    pub(crate) fn unmap_memory(
-        &self,
-        handle: u64,
-        n_devices: u32,
-        n_success: &mut u32,
-        gpu_ids: &[u32],
-    ) -> Result<(), Errno> {
-        if n_devices == 0 || *n_success > n_devices {
+    /// AMDKFD_IOC_MAP_MEMORY_TO_GPU on one GPU (`for_each_peer` with `bind`): a GPU where
+    /// the BO is mapped already is skipped.
+    pub(crate) fn map_on(&self, st: &mut Proc, handle: u64, peer: usize) -> Result<(), Errno> {
+        let bo = st.bos.get(&handle).ok_or(Errno::NOMEM)?;
+        if bo.mapped.contains(&peer) {
+            return Ok(());
+        }
+        let end = bo.va.checked_add(bo.size).ok_or(Errno::INVAL)?;
+        if bo.va % PAGE != 0 || bo.va < GPUVM_BASE || end > GPUVM_END {
             return Err(Errno::INVAL);
         }
-        if gpu_ids.len() < n_devices as usize {
-            return Err(Errno::FAULT);
+        if let BoMem::User(u) = &bo.mem {
+            check_user_range(u.addr, u.len)?;
+            if !user_range_rw(u.addr, u.len) {
+                return Err(Errno::FAULT);
+            }
         }
-        let mut st = self.lock();
-        self.gpu_idx((handle >> 32) as u32).ok_or(Errno::INVAL)?;
-        if !st.bos.contains_key(&handle) {
-            return Err(Errno::NOMEM);
+        let entry = VmEntry {
+            start: bo.va,
+            end,
+            window: bo.window(),
+            owner: VmOwner::Bo(handle),
+        };
+        self.vm.insert(peer, entry)?;
+        let bo = st.bos.get_mut(&handle).ok_or(Errno::NOMEM)?;
+        bo.mapped.insert(peer);
+        Ok(())
+    }
+
+    /// AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU on one GPU (`for_each_peer` without `bind`).
+    pub(crate) fn unmap_on(&self, st: &mut Proc, handle: u64, peer: usize) -> Result<(), Errno> {
+        let bo = st.bos.get(&handle).ok_or(Errno::NOMEM)?;
+        // amdgpu_amdkfd_gpuvm_unmap_memory_from_gpu: no VM where the BO is mapped
+        // ("the BO wasn't actually mapped") is EINVAL.
+        if !bo.mapped.contains(&peer) {
+            return Err(Errno::INVAL);
         }
-        for i in *n_success..n_devices {
-            let peer = self.gpu_idx(gpu_ids[i as usize]).ok_or(Errno::INVAL)?;
-            let bo = st.bos.get(&handle).ok_or(Errno::NOMEM)?;
-            // amdgpu_amdkfd_gpuvm_unmap_memory_from_gpu: no VM where the BO is mapped
-            // ("the BO wasn't actually mapped") is EINVAL.
-            if !bo.mapped.contains(&peer) {
-                return Err(Errno::INVAL);
-            }
-            if Self::queue_uses(&st, peer, bo.va, bo.size) {
-                return Err(Errno::BUSY);
-            }
-            self.vm.remove_bo(peer, handle);
-            self.gpus[peer].engines.flush_tlb();
-            if let Some(bo) = st.bos.get_mut(&handle) {
-                bo.mapped.remove(&peer);
-            }
-            *n_success = i + 1;
+        if Self::queue_uses(st, peer, bo.va, bo.size) {
+            return Err(Errno::BUSY);
+        }
+        self.vm.remove_bo(peer, handle);
+        self.gpus[peer].engines.flush_tlb();
+        if let Some(bo) = st.bos.get_mut(&handle) {
+            bo.mapped.remove(&peer);
         }
         Ok(())
     }
@@ -474,13 +466,7 @@ impl Emu {
         fixed: Option<NonNull<c_void>>,
         prot: Prot,
     ) -> Result<NonNull<c_void>, Errno> {
-        let mut pf = ProtFlags::empty();
-        if prot.contains(Prot::READ) {
-            pf |= ProtFlags::READ;
-        }
-        if prot.contains(Prot::WRITE) {
-            pf |= ProtFlags::WRITE;
-        }
+        let pf = prot.to_mmap();
         if let Some(a) = fixed {
             if a.as_ptr() as u64 % PAGE != 0 {
                 return Err(Errno::INVAL);
@@ -510,12 +496,7 @@ impl Emu {
         use std::os::fd::AsRawFd;
         let file = file_id(fd.as_raw_fd())?;
         let st = self.lock();
-        let node = st
-            .render_nodes
-            .iter()
-            .find(|r| r.file == file)
-            .copied()
-            .ok_or(Errno::INVAL)?;
+        let node = st.render_node(file)?;
         // drm_gem_mmap: exact offset lookup, else EINVAL.
         let handle = *st.drm_offsets.get(&offset).ok_or(Errno::INVAL)?;
         let bo = st.bos.get(&handle).ok_or(Errno::INVAL)?;
@@ -637,24 +618,18 @@ impl Emu {
             | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
             | abi::KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
         let size = backing.len() as u64;
-        let id = Self::alloc_bo_id(&mut st, idx);
-        let handle = (u64::from(a.gpu_id) << 32) | u64::from(id);
-        let drm_offset = Self::alloc_drm_offset(&mut st, size, handle);
-        st.bos.insert(
-            handle,
-            Bo {
-                gpu_idx: idx,
-                va: a.va_addr,
-                size,
-                flags,
-                mem: BoMem::Pages(Arc::new(backing)),
-                drm_offset,
-                mapped: BTreeSet::new(),
-                vram_charge: (0, 0),
-                system_charge: 0,
-            },
-        );
-        a.handle = handle;
+        let bo = Bo {
+            gpu_idx: idx,
+            va: a.va_addr,
+            size,
+            flags,
+            mem: BoMem::Pages(Arc::new(backing)),
+            drm_offset: 0,
+            mapped: BTreeSet::new(),
+            vram_charge: (0, 0),
+            system_charge: 0,
+        };
+        (a.handle, _) = Self::insert_bo(&mut st, a.gpu_id, bo);
         Ok(())
     }
 

@@ -103,6 +103,17 @@ pub(crate) struct Proc {
     pub(crate) secondary: bool,
 }
 
+impl Proc {
+    /// The render node opened as `file` (amdgpu_file_to_fpriv): another file is EINVAL.
+    pub(crate) fn render_node(&self, file: FileId) -> Result<RenderNode, Errno> {
+        self.render_nodes
+            .iter()
+            .find(|r| r.file == file)
+            .copied()
+            .ok_or(Errno::INVAL)
+    }
+}
+
 /// The emulated KFD with its devices: one instance is one process's `/dev/kfd`.
 pub(crate) struct Emu {
     pub(crate) gpus: Vec<Gpu>,
@@ -262,16 +273,12 @@ impl Emu {
             Ioctl::AllocMemoryOfGpu(a) => self.alloc_memory(a),
             Ioctl::FreeMemoryOfGpu(a) => self.free_memory(a.handle),
             Ioctl::MapMemoryToGpu { args, gpu_ids } => {
-                let (n_devices, mut n_success) = (args.n_devices, args.n_success);
-                let r = self.map_memory(args.handle, n_devices, &mut n_success, gpu_ids);
-                args.n_success = n_success;
-                r
+                let n = (args.n_devices, &mut args.n_success);
+                self.for_each_peer(args.handle, n, gpu_ids, true, Self::map_on)
             }
             Ioctl::UnmapMemoryFromGpu { args, gpu_ids } => {
-                let (n_devices, mut n_success) = (args.n_devices, args.n_success);
-                let r = self.unmap_memory(args.handle, n_devices, &mut n_success, gpu_ids);
-                args.n_success = n_success;
-                r
+                let n = (args.n_devices, &mut args.n_success);
+                self.for_each_peer(args.handle, n, gpu_ids, false, Self::unmap_on)
             }
             Ioctl::GetDmabufInfo(a) => self.get_dmabuf_info(a),
             Ioctl::ImportDmabuf(a) => self.import_dmabuf(a),
@@ -345,12 +352,7 @@ impl Emu {
         }
         // amdgpu_file_to_fpriv rejects files that are not amdgpu render nodes; the emulator
         // also rejects a render node of another GPU (whose VM belongs to that device).
-        let node = st
-            .render_nodes
-            .iter()
-            .find(|r| r.file == file)
-            .copied()
-            .ok_or(Errno::INVAL)?;
+        let node = st.render_node(file)?;
         if node.gpu_idx != idx {
             return Err(Errno::INVAL);
         }

@@ -87,21 +87,12 @@ impl Emu {
 
     pub(crate) fn create_queue(&self, a: &mut abi::CreateQueueArgs) -> Result<(), Errno> {
         // set_queue_properties_from_user
-        if a.queue_percentage & 0xff > abi::KFD_MAX_QUEUE_PERCENTAGE {
-            return Err(Errno::INVAL);
-        }
-        if a.queue_priority > abi::KFD_MAX_QUEUE_PRIORITY {
-            return Err(Errno::INVAL);
-        }
-        if a.ring_base_address != 0 && !access_ok(a.ring_base_address, 8) {
-            return Err(Errno::FAULT);
-        }
-        if a.ring_size != 0 && !a.ring_size.is_power_of_two() {
-            return Err(Errno::INVAL);
-        }
-        if a.ring_size < abi::KFD_MIN_QUEUE_RING_SIZE {
-            a.ring_size = abi::KFD_MIN_QUEUE_RING_SIZE;
-        }
+        ring_properties(
+            a.queue_percentage,
+            a.queue_priority,
+            a.ring_base_address,
+            &mut a.ring_size,
+        )?;
         // KFD 1.22: "Metadata ring size must be a power of 2 or 0".
         if a.metadata_ring_size != 0 && !a.metadata_ring_size.is_power_of_two() {
             return Err(Errno::INVAL);
@@ -304,21 +295,12 @@ impl Emu {
     }
 
     pub(crate) fn update_queue(&self, a: &mut abi::UpdateQueueArgs) -> Result<(), Errno> {
-        if a.queue_percentage & 0xff > abi::KFD_MAX_QUEUE_PERCENTAGE {
-            return Err(Errno::INVAL);
-        }
-        if a.queue_priority > abi::KFD_MAX_QUEUE_PRIORITY {
-            return Err(Errno::INVAL);
-        }
-        if a.ring_base_address != 0 && !access_ok(a.ring_base_address, 8) {
-            return Err(Errno::FAULT);
-        }
-        if a.ring_size != 0 && !a.ring_size.is_power_of_two() {
-            return Err(Errno::INVAL);
-        }
-        if a.ring_size < abi::KFD_MIN_QUEUE_RING_SIZE {
-            a.ring_size = abi::KFD_MIN_QUEUE_RING_SIZE;
-        }
+        ring_properties(
+            a.queue_percentage,
+            a.queue_priority,
+            a.ring_base_address,
+            &mut a.ring_size,
+        )?;
         let mut st = self.lock();
         let idx = st.queues.get(&a.queue_id).ok_or(Errno::FAULT)?.gpu_idx;
         // pqm_update_queue_properties: a new ring must be a GPU mapping of its size.
@@ -395,4 +377,28 @@ impl Emu {
         }
         st.queues.clear();
     }
+}
+
+/// The checks that set_queue_properties_from_user and kfd_ioctl_update_queue share; a ring
+/// smaller than KFD_MIN_QUEUE_RING_SIZE is raised to it.
+fn ring_properties(
+    percentage: u32,
+    priority: u32,
+    ring_base_address: u64,
+    ring_size: &mut u32,
+) -> Result<(), Errno> {
+    if percentage & 0xff > abi::KFD_MAX_QUEUE_PERCENTAGE {
+        return Err(Errno::INVAL);
+    }
+    if priority > abi::KFD_MAX_QUEUE_PRIORITY {
+        return Err(Errno::INVAL);
+    }
+    if ring_base_address != 0 && !access_ok(ring_base_address, 8) {
+        return Err(Errno::FAULT);
+    }
+    if *ring_size != 0 && !ring_size.is_power_of_two() {
+        return Err(Errno::INVAL);
+    }
+    *ring_size = (*ring_size).max(abi::KFD_MIN_QUEUE_RING_SIZE);
+    Ok(())
 }

@@ -19,7 +19,7 @@ use kfd::abi::{self, SvmAttribute};
 use rustix::io::Errno;
 
 use crate::gpumem::MemWindow;
-use crate::kfd::hostmem::{check_user_range, user_range_rw, Backing, UserRange, PAGE};
+use crate::kfd::hostmem::{check_user_range, maps_cover, user_range_rw, Backing, UserRange, PAGE};
 use crate::kfd::memory::{VmEntry, VmOwner};
 use crate::kfd::process::{Emu, Proc};
 
@@ -641,28 +641,8 @@ impl Emu {
             access = supported;
             aip = supported;
             for r in overlapping {
-                if get_pref {
-                    if r.preferred_loc == abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED
-                        || (location != abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED
-                            && location != r.preferred_loc)
-                    {
-                        location = abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED;
-                        get_pref = false;
-                    } else {
-                        location = r.preferred_loc;
-                    }
-                }
-                if get_prefetch {
-                    if r.prefetch_loc == abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED
-                        || (prefetch != abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED
-                            && prefetch != r.prefetch_loc)
-                    {
-                        prefetch = abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED;
-                        get_prefetch = false;
-                    } else {
-                        prefetch = r.prefetch_loc;
-                    }
-                }
+                merge_location(&mut location, &mut get_pref, r.preferred_loc);
+                merge_location(&mut prefetch, &mut get_prefetch, r.prefetch_loc);
                 if get_access {
                     access &= r.access;
                     aip &= r.aip;
@@ -701,6 +681,21 @@ impl Emu {
     }
 }
 
+/// svm_range_get_attr: a location over several ranges is theirs when they all agree, else
+/// UNDEFINED, after which `more` is cleared and the other ranges are not looked at.
+fn merge_location(loc: &mut u32, more: &mut bool, range_loc: u32) {
+    if !*more {
+        return;
+    }
+    const UNDEFINED: u32 = abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED;
+    if range_loc == UNDEFINED || (*loc != UNDEFINED && *loc != range_loc) {
+        *loc = UNDEFINED;
+        *more = false;
+    } else {
+        *loc = range_loc;
+    }
+}
+
 /// Free the VRAM pages `[offset, offset+len)` of `v` (the range moved away; other pieces of
 /// a split range keep theirs). The memfd itself goes with its last piece.
 fn release_vram(v: &VramPages, len: u64) {
@@ -712,66 +707,6 @@ fn release_vram(v: &VramPages, len: u64) {
         v.offset,
         len,
     );
-}
-
-/// One line of /proc/self/maps.
-struct MapsLine<'a> {
-    lo: u64,
-    hi: u64,
-    perms: &'a str,
-    offset: u64,
-    inode: u64,
-    path: &'a str,
-}
-
-/// True when every page of `[addr, addr+len)` is mapped, by lines that all satisfy `ok`.
-fn maps_cover(addr: u64, len: u64, ok: impl Fn(&MapsLine<'_>) -> bool) -> bool {
-    let Some(end) = addr.checked_add(len) else {
-        return false;
-    };
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return false;
-    };
-    let mut cur = addr;
-    for line in maps.lines() {
-        let mut f = line.split_ascii_whitespace();
-        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(inode)) =
-            (f.next(), f.next(), f.next(), f.next(), f.next())
-        else {
-            continue;
-        };
-        let path = f.next().unwrap_or("");
-        let Some((lo, hi)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(lo), Ok(hi), Ok(offset), Ok(inode)) = (
-            u64::from_str_radix(lo, 16),
-            u64::from_str_radix(hi, 16),
-            u64::from_str_radix(offset, 16),
-            inode.parse::<u64>(),
-        ) else {
-            continue;
-        };
-        if hi <= cur {
-            continue;
-        }
-        let m = MapsLine {
-            lo,
-            hi,
-            perms,
-            offset,
-            inode,
-            path,
-        };
-        if lo > cur || !ok(&m) {
-            return false;
-        }
-        cur = hi;
-        if cur >= end {
-            return true;
-        }
-    }
-    false
 }
 
 /// True when `[addr, addr+len)` is still the application's read-write shared mapping of

@@ -9,7 +9,165 @@
 //! 512..=767 AccVGPRs. Memory encodings (DS, FLAT, MUBUF) keep raw register numbers in
 //! `dst`/`src` with `acc` saying which file the data registers are in.
 
-use amdgpu_isa::{Class, Encoding, FloatConst, Inst, Mods, Operand, Special};
+use amdgpu_isa::{Class, Encoding, FloatConst, Inst, Mods, Opcode, Operand, Special};
+
+/// A VALU operation the interpreter runs on its fast path (`wave/fast.rs`): no input or
+/// output modifiers, no DPP/SDWA, every vector operand an architectural VGPR (operand codes
+/// 256..512) and the destination a VGPR. Chosen once at lowering; [`Fast::None`] takes the
+/// general path. The fast path itself falls back to the general one when a run-time
+/// condition does not hold (f32 denormals flushed by MODE, a register beyond the wave's
+/// allocation), so both give the same result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fast {
+    None,
+    // f32 (need MODE.FP_DENORM to keep f32 denormals)
+    AddF32,
+    SubF32,
+    SubrevF32,
+    MulF32,
+    MinF32,
+    MaxF32,
+    /// `v_fma_f32`.
+    FmaF32,
+    /// `v_fmac_f32`: D = S0 * S1 + D, fused.
+    FmacF32,
+    /// `v_mac_f32`: D = S0 * S1 + D, unfused.
+    MacF32,
+    /// `v_mad_f32`: unfused.
+    MadF32,
+    CvtF32U32,
+    CvtF32I32,
+    // 32-bit integer
+    Mov,
+    AddU32,
+    SubU32,
+    SubrevU32,
+    Lshlrev,
+    Lshrrev,
+    Ashrrev,
+    And,
+    Or,
+    Xor,
+    MinI32,
+    MaxI32,
+    MinU32,
+    MaxU32,
+    MulU32U24,
+    MulLoU32,
+    MulHiU32,
+    MadU32U24,
+    BfeU32,
+    Bfi,
+    Add3,
+    LshlAdd,
+    AddLshl,
+    LshlOr,
+    AndOr,
+    Or3,
+    Xad,
+    /// `v_cndmask_b32`: the mask is VCC (e32) or the SGPR pair `src[2]`.
+    Cndmask,
+    /// Carry-out ops: `v_add_co_u32`, `v_sub_co_u32`, `v_subrev_co_u32`.
+    AddCo,
+    SubCo,
+    SubrevCo,
+    /// `v_addc_co_u32`: carry-in from VCC (e32) or `src[2]`.
+    AddcCo,
+    /// VOPC compares: condition (low 4 bits of the opcode), whether it also writes EXEC.
+    CmpF32(u8, bool),
+    CmpI32(u8, bool),
+    CmpU32(u8, bool),
+    // 64-bit (register pairs)
+    /// `v_mov_b64` (gfx94x).
+    MovB64,
+    /// `v_lshl_add_u64` (gfx94x): D = (S0 << S1[2:0]) + S2.
+    LshlAddU64,
+    LshlrevB64,
+}
+
+/// The fast-path kind of a VOP1/VOP2/VOPC/VOP3 op (after the operands are lowered).
+fn fast_kind(inst: &Inst, o: &Op) -> Fast {
+    let plain = matches!(o.form, VopForm::E32 | VopForm::Vop3)
+        && o.abs == 0
+        && o.neg == 0
+        && !o.clamp
+        && o.omod == 0
+        && o.opsel == 0;
+    // Sources: a scalar operand code (< 256) or a VGPR (256..512); no AccVGPR.
+    if !plain || o.src.iter().any(|&c| c >= AGPR_BASE) {
+        return Fast::None;
+    }
+    let vopc = inst.info().class == Class::Vopc;
+    if !vopc && o.dst >= 256 {
+        return Fast::None;
+    }
+    use Opcode as O;
+    let f = match inst.op {
+        O::V_ADD_F32 => Fast::AddF32,
+        O::V_SUB_F32 => Fast::SubF32,
+        O::V_SUBREV_F32 => Fast::SubrevF32,
+        O::V_MUL_F32 => Fast::MulF32,
+        O::V_MIN_F32 => Fast::MinF32,
+        O::V_MAX_F32 => Fast::MaxF32,
+        O::V_FMA_F32 => Fast::FmaF32,
+        O::V_FMAC_F32 => Fast::FmacF32,
+        O::V_MAC_F32 => Fast::MacF32,
+        O::V_MAD_F32 => Fast::MadF32,
+        O::V_CVT_F32_U32 => Fast::CvtF32U32,
+        O::V_CVT_F32_I32 => Fast::CvtF32I32,
+        O::V_MOV_B32 => Fast::Mov,
+        O::V_ADD_U32 => Fast::AddU32,
+        O::V_SUB_U32 => Fast::SubU32,
+        O::V_SUBREV_U32 => Fast::SubrevU32,
+        O::V_LSHLREV_B32 => Fast::Lshlrev,
+        O::V_LSHRREV_B32 => Fast::Lshrrev,
+        O::V_ASHRREV_I32 => Fast::Ashrrev,
+        O::V_AND_B32 => Fast::And,
+        O::V_OR_B32 => Fast::Or,
+        O::V_XOR_B32 => Fast::Xor,
+        O::V_MIN_I32 => Fast::MinI32,
+        O::V_MAX_I32 => Fast::MaxI32,
+        O::V_MIN_U32 => Fast::MinU32,
+        O::V_MAX_U32 => Fast::MaxU32,
+        O::V_MUL_U32_U24 => Fast::MulU32U24,
+        O::V_MUL_LO_U32 => Fast::MulLoU32,
+        O::V_MUL_HI_U32 => Fast::MulHiU32,
+        O::V_MAD_U32_U24 => Fast::MadU32U24,
+        O::V_BFE_U32 => Fast::BfeU32,
+        O::V_BFI_B32 => Fast::Bfi,
+        O::V_ADD3_U32 => Fast::Add3,
+        O::V_LSHL_ADD_U32 => Fast::LshlAdd,
+        O::V_ADD_LSHL_U32 => Fast::AddLshl,
+        O::V_LSHL_OR_B32 => Fast::LshlOr,
+        O::V_AND_OR_B32 => Fast::AndOr,
+        O::V_OR3_B32 => Fast::Or3,
+        O::V_XAD_U32 => Fast::Xad,
+        O::V_CNDMASK_B32 => Fast::Cndmask,
+        O::V_ADD_CO_U32 => Fast::AddCo,
+        O::V_SUB_CO_U32 => Fast::SubCo,
+        O::V_SUBREV_CO_U32 => Fast::SubrevCo,
+        O::V_ADDC_CO_U32 => Fast::AddcCo,
+        O::V_MOV_B64 => Fast::MovB64,
+        O::V_LSHL_ADD_U64 => Fast::LshlAddU64,
+        O::V_LSHLREV_B64 => Fast::LshlrevB64,
+        _ if vopc => {
+            let k = o.op;
+            let (cond, x) = ((k & 0xF) as u8, k >> 4 & 1 == 1);
+            match k {
+                0x40..=0x5F => Fast::CmpF32(cond, x),
+                0xC0..=0xDF if k >> 3 & 1 == 0 => Fast::CmpI32(cond & 7, x),
+                0xC0..=0xDF => Fast::CmpU32(cond & 7, x),
+                _ => Fast::None,
+            }
+        }
+        _ => Fast::None,
+    };
+    // The 64-bit destinations need the pair inside the VGPR file.
+    if matches!(f, Fast::MovB64 | Fast::LshlAddU64 | Fast::LshlrevB64) && o.dst >= 255 {
+        return Fast::None;
+    }
+    f
+}
 
 /// Instruction class the interpreter dispatches on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +235,8 @@ pub(crate) struct Op {
     pub(crate) acc: bool,
     /// Raw words, for error messages.
     pub(crate) words: [u32; 3],
+    /// The VALU fast-path kind ([`Fast::None`]: the general path).
+    pub(crate) fast: Fast,
 }
 
 impl Op {
@@ -102,6 +262,7 @@ impl Op {
             neg_hi: 0,
             acc: false,
             words,
+            fast: Fast::None,
         }
     }
 }
@@ -330,6 +491,8 @@ pub(crate) fn lower(inst: &Inst, words: [u32; 3]) -> Op {
                 }
                 o.src[2] = 0;
             }
+            o.lit = lit;
+            o.fast = fast_kind(inst, &o);
         }
         Encoding::Vop3p => {
             o.enc = Enc::Vop3p;
@@ -421,7 +584,8 @@ pub(crate) fn lower(inst: &Inst, words: [u32; 3]) -> Op {
                 o.ext = u32::from(lds);
             }
         }
-        Encoding::Mubuf => {
+        // MTBUF runs on the MUBUF path at 0x100 + its opcode, dfmt/nfmt in `ext` [15:8].
+        Encoding::Mubuf | Encoding::Mtbuf => {
             o.enc = Enc::Mubuf;
             o.op = code_n;
             let vdata = if inst.dst[0] != Operand::None {
@@ -440,6 +604,8 @@ pub(crate) fn lower(inst: &Inst, words: [u32; 3]) -> Op {
                 glc,
                 scc,
                 lds,
+                dfmt,
+                nfmt,
                 ..
             } = inst.mods
             {
@@ -449,10 +615,12 @@ pub(crate) fn lower(inst: &Inst, words: [u32; 3]) -> Op {
                     | u32::from(glc) << 2
                     | u32::from(scc) << 3
                     | u32::from(lds) << 4;
+                if inst.enc == Encoding::Mtbuf {
+                    o.op = 0x100 + code_n;
+                    o.ext |= u32::from(dfmt) << 8 | u32::from(nfmt) << 12;
+                }
             }
         }
-        // MTBUF: typed buffer formats are not modelled; the op faults when reached.
-        Encoding::Mtbuf => return o,
     }
     o.lit = lit;
     o

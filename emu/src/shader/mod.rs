@@ -16,9 +16,10 @@
 mod lower;
 mod mem;
 mod wave;
+mod workers;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use pm4::aql::KernelDispatch;
@@ -275,7 +276,7 @@ pub(crate) struct DispatchStats {
 }
 
 /// Per-dispatch constants each wave's initial state derives from.
-struct Setup {
+pub(crate) struct Setup {
     kd: KernelDescriptor,
     k: KernelDispatch,
     target: Target,
@@ -359,12 +360,6 @@ pub(crate) fn dispatch_launch(
             "kernel descriptor asks for wave32, which gfx9 does not have".into(),
         ));
     }
-    if kd.float_round_mode_32() != 0 || kd.float_round_mode_16_64() != 0 {
-        return Err(ShaderError::new(
-            "kernel descriptor sets a float round mode other than round-to-nearest-even (not modelled)"
-                .into(),
-        ));
-    }
     let prog = inner.programs.get(inner, entry, target)?;
     let mut wg = [1u32; 3];
     let mut groups = [1u32; 3];
@@ -413,61 +408,17 @@ pub(crate) fn dispatch_launch(
     }
     .min(total as usize)
     .max(1);
-    let next = AtomicU64::new(0);
-    let abort = AtomicBool::new(false);
-    let first_err: Mutex<Option<ShaderError>> = Mutex::new(None);
-    let stats = Mutex::new(DispatchStats::default());
-    let run = |port: &mut MemPort| {
-        let mut local = DispatchStats::default();
-        let mut ws = WorkerState {
-            lds: vec![0u8; setup.lds_bytes],
-            pool: Vec::new(),
-        };
-        let clock = || inner.clock.now();
-        loop {
-            if abort.load(Ordering::Relaxed) {
-                break;
-            }
-            let g = next.fetch_add(1, Ordering::Relaxed);
-            if g >= total {
-                break;
-            }
-            if let Err(e) = run_workgroup(&setup, &prog, port, &mut ws, &clock, g, &mut local) {
-                abort.store(true, Ordering::Relaxed);
-                let mut fe = first_err.lock().unwrap_or_else(|e| e.into_inner());
-                if fe.is_none() {
-                    *fe = Some(e);
-                }
-                break;
-            }
-        }
-        let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
-        s.workgroups += local.workgroups;
-        s.waves += local.waves;
-        s.instructions += local.instructions;
-        s.lane_instructions += local.lane_instructions;
-    };
-    if workers <= 1 {
-        run(&mut port);
-    } else {
-        std::thread::scope(|sc| {
-            for _ in 1..workers {
-                let mem = inner.mem.clone();
-                let gpu = inner.cfg.gpu_id;
-                let run = &run;
-                sc.spawn(move || {
-                    let mut p = MemPort::new(gpu, mem);
-                    run(&mut p);
-                });
-            }
-            run(&mut port);
-        });
-    }
-    if let Some(e) = first_err.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
-    let s = *stats.lock().unwrap_or_else(|e| e.into_inner());
-    Ok(s)
+    let clock = inner.clock;
+    let job = Arc::new(workers::Job::new(
+        setup,
+        prog,
+        inner.mem.clone(),
+        inner.cfg.gpu_id,
+        Box::new(move || clock.now()),
+        total,
+    ));
+    workers::run(job.clone(), &mut port, workers - 1);
+    job.result()
 }
 
 /// Worker threads per dispatch: `KFD_EMU_SHADER_THREADS` when set (for speed-up
@@ -489,13 +440,13 @@ fn worker_threads() -> usize {
 
 /// A worker thread's reusable state: the work-group's LDS and its waves (no allocation per
 /// work-group or wave).
-struct WorkerState {
+pub(crate) struct WorkerState {
     lds: Vec<u8>,
     pool: Vec<Wave>,
 }
 
 /// Runs work-group number `g` (x fastest) to completion.
-fn run_workgroup(
+pub(crate) fn run_workgroup(
     st: &Setup,
     prog: &Program,
     port: &mut MemPort,
@@ -584,7 +535,9 @@ fn init_wave(
     wave.pc = prog.index_of(prog.entry).unwrap_or(0);
     wave.hw_id = w as u32;
     // MODE from RSRC1: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9].
-    wave.mode = (kd.float_denorm_mode_32() << 4)
+    wave.mode = kd.float_round_mode_32()
+        | kd.float_round_mode_16_64() << 2
+        | (kd.float_denorm_mode_32() << 4)
         | (kd.float_denorm_mode_16_64() << 6)
         | (kd.dx10_clamp() as u32) << 8
         | (kd.ieee_mode() as u32) << 9;

@@ -16,9 +16,19 @@
 
 use std::sync::atomic::Ordering;
 
-use super::lower::{Enc, Op, VopForm, AGPR_BASE};
+use super::lower::{Enc, Fast, Op, VopForm, AGPR_BASE};
 use super::mem::{self, MemPort};
 use super::{Program, ShaderError, Target};
+
+// Directed rounding (MODE.FP_ROUND); a child module so it reaches the operand helpers.
+#[path = "round.rs"]
+mod round;
+// MFMA types and modifiers beyond the dense f32/f16/bf16 core in `mai`.
+#[path = "mfma.rs"]
+mod mfma;
+// Buffer atomics and MTBUF.
+#[path = "buffer.rs"]
+mod buffer;
 
 /// Why [`Wave::run`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +42,8 @@ pub(crate) enum WaveStop {
 }
 
 type R<T> = Result<T, ShaderError>;
+
+mod fast;
 
 /// Operand type (how inline constants read).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -101,6 +113,8 @@ pub(crate) struct Wave {
     /// VALU operand buffers.
     /// Taken while a VALU op runs (`None` then), so the buffers are never reallocated.
     tmp: Option<Box<Tmp>>,
+    /// The VALU fast path's buffers.
+    fast: Box<fast::FastBufs>,
 }
 
 /// VALU operand gather buffers.
@@ -200,6 +214,7 @@ impl Wave {
             hw_id: 0,
             dpp_src: [0; 64],
             tmp: Some(Box::default()),
+            fast: Box::default(),
         }
     }
 
@@ -424,10 +439,17 @@ impl Wave {
             };
             self.instrs += 1;
             let next = self.pc + 1;
+            // A round mode other than nearest-even: rounding ops go through `round.rs`.
+            if self.mode & 0xF != 0 && self.directed(ctx, op)? {
+                self.pc = next;
+                continue;
+            }
             match op.enc {
                 Enc::Valu => {
                     self.lane_instrs += self.exec().count_ones() as u64;
-                    self.valu(ctx, op)?;
+                    if op.fast == Fast::None || !self.valu_fast(op) {
+                        self.valu(ctx, op)?;
+                    }
                 }
                 Enc::Sop2 => {
                     self.lane_instrs += 1;
@@ -958,18 +980,8 @@ impl Wave {
         } else {
             (1 << size) - 1
         }) << off;
-        let mode = (self.mode & !mask) | ((v << off) & mask);
-        // Only round-to-nearest-even is modelled.
-        if mode & 0xF != 0 {
-            return Err(self.err(
-                ctx,
-                format!(
-                    "MODE round mode {:#x} is not modelled (only round to nearest even)",
-                    mode & 0xF
-                ),
-            ));
-        }
-        self.mode = mode;
+        // Any round mode: ops that round go through `round.rs` while it is not nearest-even.
+        self.mode = (self.mode & !mask) | ((v << off) & mask);
         Ok(())
     }
 
@@ -1414,8 +1426,25 @@ impl Wave {
             }
             0x145 => u1!(|x: u32| post(x as i32 as f32)),
             0x146 => u1!(|x: u32| post(x as f32)),
-            0x147 => f1!(|x: f32| f32::from_bits(f32_to_u32(x))),
-            0x148 => f1!(|x: f32| f32::from_bits(f32_to_i32(x) as u32)),
+            // Integer results: MODE's output-denormal flush and float output modifiers do
+            // not apply (flushing the result bits zeroed every |result| < 2^23).
+            0x147 | 0x148 | 0x173 => {
+                if omod != 0 {
+                    return Err(self.err(ctx, "output modifier on an integer result"));
+                }
+                self.fetch(ctx, op, 0, Ty::F32, a)?;
+                flush(a);
+                let k = op.op;
+                let r: [u32; 64] = lanes(|l| {
+                    let x = f32::from_bits(a[l]);
+                    match k {
+                        0x147 => f32_to_u32(x),
+                        0x148 => f32_to_i32(x) as u32,
+                        _ => frexp_exp(x) as u32,
+                    }
+                });
+                self.write32(ctx, d, &r, exec)?;
+            }
             0x14a => {
                 self.fetch(ctx, op, 0, Ty::F32, a)?;
                 let r: [u32; 64] = lanes(|l| half::f16::from_f32(pre(a[l])).to_bits() as u32);
@@ -1477,7 +1506,6 @@ impl Wave {
                     x.leading_zeros()
                 }
             }),
-            0x173 => f1!(|x: f32| f32::from_bits(frexp_exp(x) as u32)),
             0x174 => f1!(|x: f32| frexp_mant(x)),
             0x178 => {
                 // v_mov_b64 (gfx940+)
@@ -1487,6 +1515,8 @@ impl Wave {
                 self.fetch64(ctx, op, 0, Ty::B32, a64)?;
                 self.write64(ctx, d, a64, exec)?;
             }
+            // v_accvgpr_mov_b32 (VOP1 0x52): AccVGPR to AccVGPR (operand codes name the AGPRs).
+            0x192 => u1!(|x: u32| x),
             // ---- VOP3-only ----
             0x1c2 => u3!(|x: u32, y: u32, z: u32| (((x << 8) as i32 >> 8)
                 .wrapping_mul((y << 8) as i32 >> 8)
@@ -2671,6 +2701,9 @@ impl Wave {
                 "MUBUF on a swizzled (ADD_TID_ENABLE) buffer is not modelled",
             ));
         }
+        if op.op >= 0x40 || op.op < 0x10 {
+            return self.buffer_ext(ctx, op, vsharp);
+        }
         let (size, words, store, sext) = match op.op {
             0x10 => (1, 1, false, false),
             0x11 => (1, 1, false, true),
@@ -2788,7 +2821,10 @@ impl Wave {
             None => return Err(self.err(ctx, "SDWA staging register missing")),
         }
         inner.dst = (TEMP_BASE + 2) as u16;
-        self.valu_ops(ctx, &inner, tmp)?;
+        // A directed round mode: rounding ops go through `round.rs`.
+        if self.mode & 0xF == 0 || !self.directed_op(ctx, &inner, tmp)? {
+            self.valu_ops(ctx, &inner, tmp)?;
+        }
         let mut res = [0u32; 64];
         res.copy_from_slice(self.vreg(ctx, TEMP_BASE + 2)?);
         let (shift, width) = match dst_sel {
@@ -2855,13 +2891,10 @@ impl Wave {
             0x4a => (4, 4, 4, 16, 4),
             0x4c => (32, 32, 8, 1, 4),
             0x4d => (16, 16, 16, 1, 4),
-            _ => return Err(self.unimpl(ctx)),
+            _ => return self.mfma(ctx, op),
         };
         if op.neg_hi != 0 || op.opsel != 0 || op.neg != 0 {
-            return Err(self.err(
-                ctx,
-                "MFMA broadcast controls (cbsz/abid/blgp) are not modelled",
-            ));
+            return self.mfma(ctx, op);
         }
         if self.exec() != u64::MAX {
             return Err(self.err(ctx, "MFMA with a partial EXEC mask is not modelled"));

@@ -63,6 +63,16 @@ impl Module {
             .map(|(_, a)| self.image.va() + a)
             .unwrap_or_else(|| panic!("no kernel {name}"))
     }
+
+    /// Rewrites kernel `name`'s COMPUTE_PGM_RSRC1 (kernel descriptor offset 48, LLVM
+    /// AMDGPUUsage "Kernel Descriptor") with `f`.
+    pub fn patch_rsrc1(&self, name: &str, f: impl FnOnce(u32) -> u32) {
+        let at = self.kd(name) + 48;
+        let mut w = [0u8; 4];
+        self.image.read(at, &mut w).unwrap();
+        let v = f(u32::from_le_bytes(w));
+        self.image.write(at, &v.to_le_bytes()).unwrap();
+    }
 }
 
 impl Dev {

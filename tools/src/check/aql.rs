@@ -2,7 +2,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::raw::{barrier, RawAql, RawSignals};
+use pm4::aql::AqlPacket;
+
+use super::raw::{RawAql, RawSignals};
 use super::{ensure, pass, settle, wait_for, Check, CheckResult, Ctx, WAIT};
 
 /// The AQL checks.
@@ -31,7 +33,10 @@ fn barrier_and(ctx: &Ctx) -> CheckResult {
     let s = RawSignals::new(&ctx.dev)?;
     let (d0, d1) = (s.init(0, 1, None), s.init(1, 1, None));
     let (c, next) = (s.init(2, 1, None), s.init(3, 1, None));
-    q.submit(&[barrier(false, &[d0, d1], c), barrier(false, &[], next)])?;
+    q.submit(&[
+        AqlPacket::barrier_and([d0, d1, 0, 0, 0], c),
+        AqlPacket::barrier_and([0, 0, 0, 0, 0], next),
+    ])?;
     settle();
     ensure!(
         s.value(2).load(Ordering::Acquire) == 1,
@@ -58,7 +63,7 @@ fn barrier_or(ctx: &Ctx) -> CheckResult {
     let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let s = RawSignals::new(&ctx.dev)?;
     let (d0, d1, c) = (s.init(0, 1, None), s.init(1, 1, None), s.init(2, 1, None));
-    q.submit(&[barrier(true, &[d0, d1], c)])?;
+    q.submit(&[AqlPacket::barrier_or([d0, d1, 0, 0, 0], c)])?;
     settle();
     ensure!(
         s.value(2).load(Ordering::Acquire) == 1,
@@ -80,7 +85,9 @@ fn completion_count(ctx: &Ctx) -> CheckResult {
     let s = RawSignals::new(&ctx.dev)?;
     let c = s.init(0, 150, None);
     for _ in 0..3 {
-        let pkts: Vec<_> = (0..50).map(|_| barrier(false, &[], c)).collect();
+        let pkts: Vec<_> = (0..50)
+            .map(|_| AqlPacket::barrier_and([0, 0, 0, 0, 0], c))
+            .collect();
         q.submit(&pkts)?;
     }
     wait_for("150 completions", WAIT, || {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use kfdrt::{MemoryKind, WaitCompare, WriteValueFlags};
 
 use super::raw::Scratch;
-use super::{ensure, pass, pass_with, settle, Check, CheckResult, Ctx, OrFail};
+use super::{ensure, pass, pass_with, pattern, settle, Check, CheckResult, Ctx, OrFail};
 
 /// The copy checks.
 pub fn checks() -> Vec<Check> {
@@ -29,17 +29,11 @@ pub fn checks() -> Vec<Check> {
     ]
 }
 
-fn pattern(len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i.wrapping_mul(131) ^ (i >> 7)) as u8)
-        .collect()
-}
-
 fn cp_dma_unaligned(ctx: &Ctx) -> CheckResult {
     let host = Scratch::new(&ctx.dev, MemoryKind::HostPinned, 0, 1 << 16)?;
     let vram = Scratch::new(&ctx.dev, MemoryKind::Device, 0, 1 << 16)?;
     let back = Scratch::new(&ctx.dev, MemoryKind::HostPinned, 0, 1 << 16)?;
-    let data = pattern(1 << 16);
+    let data = pattern(1 << 16, 0);
     host.write(0, &data);
     vram.write(0, &vec![0xee; 1 << 16]);
     back.write(0, &vec![0xdd; 1 << 16]);
@@ -93,7 +87,7 @@ fn sdma_ordered(ctx: &Ctx) -> CheckResult {
     let flags = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let src = Scratch::new(&ctx.dev, MemoryKind::HostPinned, 0, len)?;
     let dst = Scratch::new(&ctx.dev, MemoryKind::Device, 0, len)?;
-    let data = pattern(len);
+    let data = pattern(len, 0);
     src.write(0, &data);
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
     s.wait_value32(flags.va(0), 1, WaitCompare::Eq, u32::MAX)

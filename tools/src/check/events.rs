@@ -112,31 +112,42 @@ fn wait_timeout(ctx: &Ctx) -> CheckResult {
 
 fn set_wakes_sleeper(ctx: &Ctx) -> CheckResult {
     let e = Ev::new(ctx, true)?;
-    let id = e.id;
+    let dt = woken_by(ctx.backend(), e.id, "the SET", || e.set())?;
+    pass_with(format!("woke after {:.1} ms", dt.as_secs_f64() * 1e3))
+}
+
+/// Sleeps in WAIT_EVENTS (5 s timeout) on signal event `id` on a second thread while
+/// `wake` runs here 20 ms later: the sleeper must return COMPLETE well before its timeout,
+/// woken by `by`. Returns how long it slept.
+pub(crate) fn woken_by(
+    b: &dyn kfd::Backend,
+    id: u32,
+    by: &str,
+    wake: impl FnOnce() -> Result<(), String>,
+) -> Result<Duration, String> {
     let t = Instant::now();
-    let r = std::thread::scope(|s| {
+    let (slept, woke) = std::thread::scope(|s| {
         let h = s.spawn(|| {
             let mut ev = [EventData::for_signal(id, 0)];
-            kfd::ioctl::wait_events(ctx.backend(), &mut ev, false, 5000)
+            let r = kfd::ioctl::wait_events(b, &mut ev, false, 5000);
+            (r, t.elapsed())
         });
         std::thread::sleep(Duration::from_millis(20));
-        let set = e.set();
-        (h.join(), set)
+        let woke = wake();
+        (h.join(), woke)
     });
-    let dt = t.elapsed();
-    r.1?;
-    let res =
-        r.0.map_err(|_| "waiter panicked".to_string())?
-            .or_fail("WAIT_EVENTS")?;
+    woke?;
+    let (res, dt) = slept.map_err(|_| "the sleeper panicked".to_string())?;
+    let res = res.or_fail("WAIT_EVENTS")?;
     ensure!(
         res == abi::KFD_IOC_WAIT_RESULT_COMPLETE,
-        "sleeper woke with {res}"
+        "WAIT_EVENTS returned {res} (want COMPLETE)"
     );
     ensure!(
         dt < Duration::from_millis(4000),
-        "the sleeper woke only after {dt:?} (the timeout, not the SET)"
+        "the sleeper woke only after {dt:?} (the timeout, not {by})"
     );
-    pass_with(format!("woke after {:.1} ms", dt.as_secs_f64() * 1e3))
+    Ok(dt)
 }
 
 fn wait_any_vs_all(ctx: &Ctx) -> CheckResult {

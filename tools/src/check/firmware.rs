@@ -12,7 +12,7 @@ use pm4::aql::AqlPacket;
 use pm4::pkt3::{AtomicMem, CachePolicy, PredExec};
 
 use super::pm4::Ib;
-use super::raw::{pm4_ib, RawAql, RawSignals, Scratch};
+use super::raw::{RawAql, RawSignals, Scratch};
 use super::{ensure, pass_with, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};
 
 /// The firmware-rule checks.
@@ -169,7 +169,7 @@ fn xcc_predication(ctx: &Ctx) -> CheckResult {
         Ok(k)
     })?;
     let s0 = sig.init(0, 1, None);
-    q.submit(&[pm4_ib(va, n, s0)])?;
+    q.submit(&[AqlPacket::pm4_ib(va, n, s0)])?;
     wait_for("the PM4-IB packet", WAIT, || {
         sig.value(0).load(Ordering::Acquire) == 0
     })?;

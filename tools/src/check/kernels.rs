@@ -6,11 +6,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use kfdrt::WaitCompare;
 use kfdrt::{Buffer, Device, ErrorKind, Kernel, KernelArgs, MemoryKind, Module, Stream};
 
 use super::raw::Scratch;
-use super::{ensure, pass, pass_with, settle, Check, CheckResult, Ctx, OrFail, Outcome};
+use super::{ensure, hold, pass, pass_with, settle, Check, CheckResult, Ctx, OrFail, Outcome};
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded_kernels.rs"));
@@ -406,8 +405,7 @@ fn ordering(ctx: &Ctx) -> CheckResult {
         l.buf(&vec![0f32; n as usize])?,
     );
     let s = l.dev.create_stream(0).or_fail("create_stream")?;
-    s.wait_value32(flag.va(0), 1, WaitCompare::Gte, u32::MAX)
-        .or_fail("wait_value32")?;
+    hold(&s, flag.va(0))?;
     l.launch(&s, 1, 64, |x| {
         x.buffer(&ba)?.buffer(&ba)?.buffer(&bc)?.arg(&n)?;
         Ok(())

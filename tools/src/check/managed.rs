@@ -4,9 +4,9 @@
 use std::sync::atomic::Ordering;
 
 use kfdrt::managed::{Attachment, CoherencyMode};
-use kfdrt::{AttachFlags, ErrorKind, Location, MemoryAdvise, MemoryKind, WaitCompare};
+use kfdrt::{AttachFlags, ErrorKind, Location, MemoryAdvise, MemoryKind};
 
-use super::{ensure, pass, pass_with, Check, CheckResult, Ctx, OrFail};
+use super::{ensure, hold, pass, pass_with, pattern, Check, CheckResult, Ctx, OrFail};
 
 /// The managed-memory checks.
 pub fn checks() -> Vec<Check> {
@@ -32,12 +32,6 @@ pub fn checks() -> Vec<Check> {
             run: attach_rules,
         },
     ]
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed))
-        .collect()
 }
 
 fn prefetch_roundtrip(ctx: &Ctx) -> CheckResult {
@@ -91,8 +85,7 @@ fn prefetch_stream_order(ctx: &Ctx) -> CheckResult {
         .or_fail("alloc signal memory")?;
     let cell = flag.atomic_u32(0).or_fail("atomic")?;
     let s = d.create_stream(0).or_fail("create_stream")?;
-    s.wait_value32(flag.va(), 1, WaitCompare::Gte, u32::MAX)
-        .or_fail("wait_value32")?;
+    hold(&s, flag.va())?;
     d.mem_prefetch_async(m.ptr(), m.len(), Location::Gpu(0), &s)
         .or_fail("prefetch")?;
     std::thread::sleep(std::time::Duration::from_millis(20));

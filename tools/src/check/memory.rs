@@ -9,7 +9,7 @@ use kfdrt::raw::VaReservation;
 use kfdrt::{MemoryKind, WriteValueFlags};
 
 use super::raw::Scratch;
-use super::{ensure, pass, pass_with, require, skip, Check, CheckResult, Ctx, OrFail};
+use super::{ensure, pass, pass_with, pattern, require, skip, Check, CheckResult, Ctx, OrFail};
 
 /// The memory checks.
 pub fn checks() -> Vec<Check> {
@@ -55,18 +55,6 @@ pub fn checks() -> Vec<Check> {
             run: peer_vram_write,
         },
     ]
-}
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 fn cpu_roundtrip(ctx: &Ctx) -> CheckResult {

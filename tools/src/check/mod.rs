@@ -332,6 +332,26 @@ pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Res
 /// The default limit of [`wait_for`] inside checks.
 pub const WAIT: Duration = Duration::from_secs(5);
 
+/// `len` pseudo-random bytes (xorshift32), a different sequence per `seed`.
+pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// Hold `s`'s later work behind the word at `gate` (a waitValue32 for the word >= 1: the
+/// check releases it by storing 1).
+pub fn hold(s: &kfdrt::Stream, gate: u64) -> Result<(), String> {
+    s.wait_value32(gate, 1, kfdrt::WaitCompare::Gte, u32::MAX)
+        .or_fail("wait_value32")
+}
+
 /// Give the device time to do what it must not do; the assertion after this checks it
 /// did not happen (the outcome never depends on this duration).
 pub fn settle() {

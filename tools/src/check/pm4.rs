@@ -7,7 +7,9 @@ use kfdrt::{Device, MemoryKind};
 use pm4::pkt3::{CachePolicy, CompareFn, DataSel, IntSel, ReleaseMem, WaitRegMem, WriteData};
 use pm4::GfxFamily;
 
-use super::raw::{pm4_ib, RawAql, RawPm4, RawSignals, Scratch};
+use pm4::aql::AqlPacket;
+
+use super::raw::{RawAql, RawPm4, RawSignals, Scratch};
 use super::{ensure, pass, pass_with, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};
 
 /// The PM4 checks.
@@ -96,7 +98,7 @@ fn write_data(ctx: &Ctx) -> CheckResult {
     let data = [0x1111_1111, 0x2222_2222, 0x3333_3333, 0x4444_4444];
     let (va, n) = ib.put(|f, w| write_data_pkt(out.va(16), &data).encode(f, w))?;
     let done = sig.init(0, 1, None);
-    q.submit(&[pm4_ib(va, n, done)])?;
+    q.submit(&[AqlPacket::pm4_ib(va, n, done)])?;
     wait_for("the PM4-IB completion signal", WAIT, || {
         sig.value(0).load(Ordering::Acquire) == 0
     })?;
@@ -124,7 +126,10 @@ fn wait_reg_mem_holds(ctx: &Ctx) -> CheckResult {
     let (dva, dn) = ib.put(|f, w| write_data_pkt(mem.va(64), &[1]).encode(f, w))?;
     let s_wait = sig.init(0, 1, None);
     let s_write = sig.init(1, 1, None);
-    q.submit(&[pm4_ib(wva, wn, s_wait), pm4_ib(dva, dn, s_write)])?;
+    q.submit(&[
+        AqlPacket::pm4_ib(wva, wn, s_wait),
+        AqlPacket::pm4_ib(dva, dn, s_write),
+    ])?;
     settle();
     ensure!(
         mem.u32(64).load(Ordering::Acquire) == 0,
@@ -161,12 +166,12 @@ fn release_mem_timestamps(ctx: &Ctx) -> CheckResult {
         .gpu_clock_counter;
     let s0 = sig.init(0, 1, None);
     let s1 = sig.init(1, 1, None);
-    q.submit(&[pm4_ib(a, an, s0)])?;
+    q.submit(&[AqlPacket::pm4_ib(a, an, s0)])?;
     wait_for("the first RELEASE_MEM", WAIT, || {
         sig.value(0).load(Ordering::Acquire) == 0
     })?;
     std::thread::sleep(std::time::Duration::from_millis(1));
-    q.submit(&[pm4_ib(b, bn, s1)])?;
+    q.submit(&[AqlPacket::pm4_ib(b, bn, s1)])?;
     wait_for("the second RELEASE_MEM", WAIT, || {
         sig.value(1).load(Ordering::Acquire) == 0
     })?;

@@ -351,39 +351,3 @@ impl Scratch {
         self.buf.write(off, data).expect("in bounds");
     }
 }
-
-/// A PM4-IB vendor packet running `dwords` of the indirect buffer at `va`.
-pub fn pm4_ib(va: u64, dwords: u32, completion_signal: u64) -> AqlPacket {
-    AqlPacket::VendorPm4Ib(pm4::aql::VendorPm4Ib {
-        control: pm4::aql::PacketControl::SYSTEM_BARRIER,
-        ib: pm4::pkt3::IndirectBuffer {
-            addr: va,
-            size_dw: dwords,
-            chain: false,
-            offload_polling: false,
-            volatile: false,
-            valid: true,
-            vmid: 0,
-            cache_policy: pm4::pkt3::CachePolicy::Lru,
-            pre_resume: false,
-            priv_: false,
-        },
-        completion_signal,
-    })
-}
-
-/// A barrier-AND or barrier-OR packet.
-pub fn barrier(or: bool, deps: &[u64], completion: u64) -> AqlPacket {
-    let mut d = [0u64; 5];
-    d[..deps.len()].copy_from_slice(deps);
-    let b = pm4::aql::Barrier {
-        control: pm4::aql::PacketControl::SYSTEM_BARRIER,
-        dep_signals: d,
-        completion_signal: completion,
-    };
-    if or {
-        AqlPacket::BarrierOr(b)
-    } else {
-        AqlPacket::BarrierAnd(b)
-    }
-}

@@ -7,7 +7,7 @@ use pm4::pkt3::CompareFn;
 use pm4::sdma::{ConstFill, CopyLinear, Fence, PollRegmem, SdmaPacket, Write};
 
 use super::raw::{RawSdma, Scratch};
-use super::{ensure, pass, pass_with, settle, wait_for, Check, CheckResult, Ctx, WAIT};
+use super::{ensure, pass, pass_with, pattern, settle, wait_for, Check, CheckResult, Ctx, WAIT};
 
 /// The SDMA checks.
 pub fn checks() -> Vec<Check> {
@@ -39,18 +39,6 @@ pub fn checks() -> Vec<Check> {
             run: ring_wrap,
         },
     ]
-}
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 7) as u8
-        })
-        .collect()
 }
 
 fn copy(src: u64, dst: u64, bytes: u32) -> SdmaPacket<'static> {

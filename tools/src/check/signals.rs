@@ -2,13 +2,15 @@
 //! and the event page rules, on a KFD process of their own.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
-use kfd::abi::{self, CreateEventArgs, EventData};
+use kfd::abi::{self, CreateEventArgs};
 use kfd::Errno;
 use kfdrt::{Buffer, Device, MemoryKind};
 
-use super::raw::{barrier, RawAql, RawSignals};
+use pm4::aql::AqlPacket;
+
+use super::events::woken_by;
+use super::raw::{RawAql, RawSignals};
 use super::{ensure, pass, pass_with, require, Check, CheckResult, Ctx, OrFail};
 
 /// The signal checks.
@@ -27,21 +29,28 @@ pub fn checks() -> Vec<Check> {
     ]
 }
 
-/// An event page (GTT, GPU-mapped) handed to KFD with the first signal event.
-fn event_page(dev: &Device) -> Result<(Buffer, CreateEventArgs), String> {
+/// A fresh event page (GTT, GPU-mapped) and the CREATE_EVENT arguments of a signal event
+/// that hands it to KFD (`what` names the page in errors).
+fn page_event_args(dev: &Device, what: &str) -> Result<(Buffer, CreateEventArgs), String> {
     let page = dev
         .alloc(
             MemoryKind::Signal,
             0,
             abi::KFD_SIGNAL_EVENT_LIMIT as usize * 8,
         )
-        .or_fail("event page")?;
-    let mut a = CreateEventArgs {
+        .or_fail(what)?;
+    let a = CreateEventArgs {
         event_type: abi::KFD_IOC_EVENT_SIGNAL,
         auto_reset: 1,
         event_page_offset: page.handle(),
         ..Default::default()
     };
+    Ok((page, a))
+}
+
+/// An event page handed to KFD with the first signal event.
+fn event_page(dev: &Device) -> Result<(Buffer, CreateEventArgs), String> {
+    let (page, mut a) = page_event_args(dev, "event page")?;
     kfd::ioctl::create_event(dev.backend().as_ref(), &mut a).or_fail("CREATE_EVENT with page")?;
     Ok((page, a))
 }
@@ -54,26 +63,11 @@ fn mailbox_interrupt(ctx: &Ctx) -> CheckResult {
     let s = RawSignals::new(&dev)?;
     let dep = s.init(0, 1, None);
     let done = s.init(1, 1, Some((mailbox, ev.event_trigger_data)));
-    q.submit(&[barrier(false, &[dep], done)])?;
-    let t = Instant::now();
-    let (res, dt) = std::thread::scope(|sc| {
-        sc.spawn(|| {
-            std::thread::sleep(Duration::from_millis(20));
-            s.value(0).store(0, Ordering::Release);
-        });
-        let mut e = [EventData::for_signal(ev.event_id, 0)];
-        let r = kfd::ioctl::wait_events(dev.backend().as_ref(), &mut e, false, 5000);
-        (r, t.elapsed())
-    });
-    let res = res.or_fail("WAIT_EVENTS")?;
-    ensure!(
-        res == abi::KFD_IOC_WAIT_RESULT_COMPLETE,
-        "WAIT_EVENTS returned {res} (want COMPLETE)"
-    );
-    ensure!(
-        dt < Duration::from_millis(4000),
-        "woke after {dt:?}: the interrupt did not wake the waiter"
-    );
+    q.submit(&[AqlPacket::barrier_and([dep, 0, 0, 0, 0], done)])?;
+    let dt = woken_by(dev.backend().as_ref(), ev.event_id, "the interrupt", || {
+        s.value(0).store(0, Ordering::Release);
+        Ok(())
+    })?;
     ensure!(
         s.value(1).load(Ordering::Acquire) == 0,
         "completion signal is {} after the wake-up",
@@ -88,19 +82,7 @@ fn event_page_slots(ctx: &Ctx) -> CheckResult {
     let dev = require!(ctx.private_device());
     let b = dev.backend().as_ref();
     let (_page, first) = event_page(&dev)?;
-    let page2 = dev
-        .alloc(
-            MemoryKind::Signal,
-            0,
-            abi::KFD_SIGNAL_EVENT_LIMIT as usize * 8,
-        )
-        .or_fail("second page")?;
-    let mut again = CreateEventArgs {
-        event_type: abi::KFD_IOC_EVENT_SIGNAL,
-        auto_reset: 1,
-        event_page_offset: page2.handle(),
-        ..Default::default()
-    };
+    let (_page2, mut again) = page_event_args(&dev, "second page")?;
     match kfd::ioctl::create_event(b, &mut again) {
         Ok(()) => return Err("a second event page was accepted".into()),
         Err(e) if e.errno == Errno::INVAL => {}

@@ -4,10 +4,12 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use kfdrt::{ErrorKind, MemoryKind, StreamFlags, WaitCompare, WriteValueFlags};
+use kfdrt::{ErrorKind, MemoryKind, StreamFlags, WriteValueFlags};
 
 use super::raw::Scratch;
-use super::{ensure, pass, pass_with, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};
+use super::{
+    ensure, hold, pass, pass_with, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT,
+};
 
 /// The stream checks.
 pub fn checks() -> Vec<Check> {
@@ -82,8 +84,7 @@ fn query_synchronize(ctx: &Ctx) -> CheckResult {
         "stream flags 0x8 were accepted"
     );
     s.query().or_fail("query of an idle stream")?;
-    s.wait_value32(m.va(0), 1, WaitCompare::Gte, u32::MAX)
-        .or_fail("wait_value32")?;
+    hold(&s, m.va(0))?;
     s.write_value32(m.va(64), 9, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;
     settle();
@@ -117,9 +118,7 @@ fn null_stream(ctx: &Ctx) -> CheckResult {
         .or_fail("create non-blocking stream")?;
     let null = ctx.dev.null_stream(0).or_fail("null_stream")?;
     ensure!(null.is_null(), "null_stream() is not a null stream");
-    blocking
-        .wait_value32(m.va(0), 1, WaitCompare::Gte, u32::MAX)
-        .or_fail("wait_value32")?;
+    hold(&blocking, m.va(0))?;
     null.write_value32(m.va(64), 1, WriteValueFlags::DEFAULT)
         .or_fail("null write")?;
     nonblocking
@@ -150,8 +149,7 @@ fn null_stream(ctx: &Ctx) -> CheckResult {
 fn destroy_while_busy(ctx: &Ctx) -> CheckResult {
     let m = mem(ctx)?;
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
-    s.wait_value32(m.va(0), 1, WaitCompare::Gte, u32::MAX)
-        .or_fail("wait_value32")?;
+    hold(&s, m.va(0))?;
     s.write_value32(m.va(64), 5, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;
     let t = Instant::now();
@@ -182,9 +180,7 @@ fn blocked_isolated(ctx: &Ctx) -> CheckResult {
         })
         .collect::<Result<Vec<_>, _>>()
         .or_fail("create streams")?;
-    streams[0]
-        .wait_value32(m.va(0), 1, WaitCompare::Gte, u32::MAX)
-        .or_fail("wait_value32")?;
+    hold(&streams[0], m.va(0))?;
     streams[0]
         .write_value32(m.va(4), 100, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;

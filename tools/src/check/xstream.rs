@@ -2,12 +2,10 @@
 
 use std::sync::atomic::Ordering;
 
-use kfdrt::{
-    ErrorKind, Event, EventFlags, MemoryKind, Stream, StreamFlags, WaitCompare, WriteValueFlags,
-};
+use kfdrt::{ErrorKind, Event, EventFlags, MemoryKind, Stream, StreamFlags, WriteValueFlags};
 
 use super::raw::Scratch;
-use super::{ensure, pass, pass_with, require, settle, Check, CheckResult, Ctx, OrFail};
+use super::{ensure, hold, pass, pass_with, require, settle, Check, CheckResult, Ctx, OrFail};
 
 /// The cross-stream event checks.
 pub fn checks() -> Vec<Check> {
@@ -53,8 +51,7 @@ fn held_by_event(ctx: &Ctx, a_gpu: usize, b_gpu: usize) -> CheckResult {
         .dev
         .create_event(EventFlags::DISABLE_TIMING)
         .or_fail("create_event")?;
-    a.wait_value32(m.va(0), 1, WaitCompare::Gte, u32::MAX)
-        .or_fail("wait_value32")?;
+    hold(&a, m.va(0))?;
     a.write_value32(m.va(4), 1, WriteValueFlags::DEFAULT)
         .or_fail("write A")?;
     e.record(&a).or_fail("record")?;
@@ -116,8 +113,7 @@ fn rerecord(ctx: &Ctx) -> CheckResult {
         .dev
         .create_event(EventFlags::DISABLE_TIMING)
         .or_fail("create_event")?;
-    a.wait_value32(m.va(0), 1, WaitCompare::Gte, u32::MAX)
-        .or_fail("wait_value32")?;
+    hold(&a, m.va(0))?;
     e.record(&a).or_fail("record on A")?;
     b.wait_event(&e, 0).or_fail("wait_event")?;
     e.record(&c).or_fail("re-record on idle C")?;
@@ -149,8 +145,7 @@ fn elapsed_time(ctx: &Ctx) -> CheckResult {
             .or_fail("create_event")?,
     );
     start.record(&s).or_fail("record start")?;
-    s.wait_value32(m.va(0), 1, WaitCompare::Gte, u32::MAX)
-        .or_fail("wait_value32")?;
+    hold(&s, m.va(0))?;
     end.record(&s).or_fail("record end")?;
     // The start timestamp exists before the hold begins, the end one only after the
     // release: the difference is at least the hold, whatever the load.

@@ -1,0 +1,482 @@
+//! MFMA beyond the dense f32/f16/bf16_1k core in `wave.rs`: f64, int8, the older bf16
+//! (two per register, gfx90a), gfx942 fp8/bf8, and the CBSZ/ABID (A block broadcast) and
+//! BLGP (B lane group) modifiers on every shape that takes them.
+//!
+//! Layouts and modifier semantics are those AMD's `amd_matrix_instruction_calculator`
+//! (`matrix_calculator.py`, CDNA2 / CDNA3 tables and `_get_cbsz_abid_transformed_block`,
+//! `_get_blgp_transformed_lane`) prints, which follow the CDNA2/CDNA3 ISA guides' "Matrix
+//! Arithmetic Instructions"; opcodes from the shared table (`isa/src/ops.rs`, checked against
+//! llvm-mc-19).
+
+use super::{fma32, lanes, vcode, Ctx, Op, Target, Wave, AGPR_BASE, R};
+
+/// Element type of an A or B input.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum El {
+    F32,
+    F16,
+    Bf16,
+    I8,
+    /// gfx942 FP8: E4M3 "FNUZ" (bias 8, no infinities, 0x80 is the only NaN, no -0).
+    Fp8,
+    /// gfx942 BF8: E5M2 "FNUZ" (bias 16, same special values).
+    Bf8,
+    F64,
+}
+
+impl El {
+    fn bits(self) -> usize {
+        match self {
+            El::F32 => 32,
+            El::F16 | El::Bf16 => 16,
+            El::I8 | El::Fp8 | El::Bf8 => 8,
+            El::F64 => 64,
+        }
+    }
+
+    /// The exact f32 value of an element (every input type but f64 and i8 is exact in f32).
+    fn to_f32(self, x: u32) -> f32 {
+        match self {
+            El::F32 => f32::from_bits(x),
+            El::F16 => half::f16::from_bits(x as u16).to_f32(),
+            El::Bf16 => half::bf16::from_bits(x as u16).to_f32(),
+            El::Fp8 => fp8_to_f32(x as u8, 3, 8),
+            El::Bf8 => fp8_to_f32(x as u8, 2, 16),
+            El::I8 | El::F64 => 0.0,
+        }
+    }
+}
+
+/// An AMD "FNUZ" 8-bit float with `mb` mantissa bits and exponent bias `bias`: 0x80 is NaN,
+/// exponent field 0 is denormal, no infinities (ROCm composable_kernel
+/// `include/ck_tile/core/numeric/float8.hpp`, the "NANOO" table; HIP `amd_hip_fp8.h` uses
+/// it on gfx940/941/942).
+fn fp8_to_f32(x: u8, mb: u32, bias: i32) -> f32 {
+    if x == 0x80 {
+        return f32::NAN;
+    }
+    let sign = if x & 0x80 != 0 { -1.0 } else { 1.0 };
+    let e = ((x & 0x7F) >> mb) as i32;
+    let m = (x & ((1 << mb) - 1)) as f32;
+    let scale = |p: i32| 2f32.powi(p);
+    sign * if e == 0 {
+        m * scale(1 - bias - mb as i32)
+    } else {
+        (1.0 + m * scale(-(mb as i32))) * scale(e - bias)
+    }
+}
+
+/// One MFMA: an M x N x K product over `blocks` blocks with `e` inputs per lane.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    m: usize,
+    n: usize,
+    k: usize,
+    blocks: usize,
+    a: El,
+    b: El,
+    /// CBSZ/ABID are honoured (multi-block shapes).
+    cbsz: bool,
+    /// BLGP is a B lane-group select (or, for f64 on gfx942, negation of A/B/C).
+    blgp: bool,
+}
+
+fn shape(op: u16, t: Target) -> Option<Shape> {
+    let g90 = t == Target::Gfx90a;
+    let s = |m, n, k, blocks, a, b| Shape {
+        m,
+        n,
+        k,
+        blocks,
+        a,
+        b,
+        cbsz: blocks > 1,
+        blgp: true,
+    };
+    use El::*;
+    let mut sh = match op {
+        0x40 => s(32, 32, 1, 2, F32, F32),
+        0x41 => s(16, 16, 1, 4, F32, F32),
+        0x42 => s(4, 4, 1, 16, F32, F32),
+        0x44 => s(32, 32, 2, 1, F32, F32),
+        0x45 => s(16, 16, 4, 1, F32, F32),
+        0x48 => s(32, 32, 4, 2, F16, F16),
+        0x49 => s(16, 16, 4, 4, F16, F16),
+        0x4a => s(4, 4, 4, 16, F16, F16),
+        0x4c => s(32, 32, 8, 1, F16, F16),
+        0x4d => s(16, 16, 16, 1, F16, F16),
+        0x50 => s(32, 32, 4, 2, I8, I8),
+        0x51 => s(16, 16, 4, 4, I8, I8),
+        0x52 => s(4, 4, 4, 16, I8, I8),
+        0x54 if g90 => s(32, 32, 8, 1, I8, I8),
+        0x55 if g90 => s(16, 16, 16, 1, I8, I8),
+        0x56 if !g90 => s(32, 32, 16, 1, I8, I8),
+        0x57 if !g90 => s(16, 16, 32, 1, I8, I8),
+        0x63 if g90 => s(32, 32, 4, 2, Bf16, Bf16),
+        0x64 if g90 => s(16, 16, 4, 4, Bf16, Bf16),
+        0x65 if g90 => s(4, 4, 4, 16, Bf16, Bf16),
+        0x66 if g90 => s(32, 32, 8, 1, Bf16, Bf16),
+        0x67 if g90 => s(16, 16, 16, 1, Bf16, Bf16),
+        0x5d if !g90 => s(32, 32, 4, 2, Bf16, Bf16),
+        0x5e if !g90 => s(16, 16, 4, 4, Bf16, Bf16),
+        0x5f if !g90 => s(4, 4, 4, 16, Bf16, Bf16),
+        0x60 if !g90 => s(32, 32, 8, 1, Bf16, Bf16),
+        0x61 if !g90 => s(16, 16, 16, 1, Bf16, Bf16),
+        // The older bf16 forms: two bf16 per register (gfx90a only).
+        0x68 if g90 => s(32, 32, 2, 2, Bf16, Bf16),
+        0x69 if g90 => s(16, 16, 2, 4, Bf16, Bf16),
+        0x6b if g90 => s(4, 4, 2, 16, Bf16, Bf16),
+        0x6c if g90 => s(32, 32, 4, 1, Bf16, Bf16),
+        0x6d if g90 => s(16, 16, 8, 1, Bf16, Bf16),
+        0x6e => s(16, 16, 4, 1, F64, F64),
+        0x6f => s(4, 4, 4, 4, F64, F64),
+        0x70..=0x77 if !g90 => {
+            let big = op >= 0x74;
+            let (a, b) = match op & 3 {
+                0 => (Bf8, Bf8),
+                1 => (Bf8, Fp8),
+                2 => (Fp8, Bf8),
+                _ => (Fp8, Fp8),
+            };
+            if big {
+                s(32, 32, 16, 1, a, b)
+            } else {
+                s(16, 16, 32, 1, a, b)
+            }
+        }
+        _ => return None,
+    };
+    // f64 MFMA take no CBSZ/ABID; BLGP negates on gfx942 and is absent on gfx90a. On
+    // gfx942 the single-block 16-bit, int8 and fp8 forms take no BLGP either.
+    if sh.a == F64 {
+        sh.cbsz = false;
+        sh.blgp = !g90;
+    } else if !g90 && sh.blocks == 1 && sh.a != F32 {
+        sh.blgp = false;
+    }
+    Some(sh)
+}
+
+/// gfx942 SMFMAC shapes (opcodes from the shared table): M x N x K of the dense product.
+fn sparse_shape(op: u16, t: Target) -> Option<Shape> {
+    if t == Target::Gfx90a {
+        return None;
+    }
+    use El::*;
+    let s = |m, k, a, b| Shape {
+        m,
+        n: m,
+        k,
+        blocks: 1,
+        a,
+        b,
+        cbsz: false,
+        blgp: false,
+    };
+    let f8 = |op: u16| match op & 3 {
+        0 => (Bf8, Bf8),
+        1 => (Bf8, Fp8),
+        2 => (Fp8, Bf8),
+        _ => (Fp8, Fp8),
+    };
+    Some(match op {
+        0x62 => s(16, 32, F16, F16),
+        0x64 => s(32, 16, F16, F16),
+        0x66 => s(16, 32, Bf16, Bf16),
+        0x68 => s(32, 16, Bf16, Bf16),
+        0x6a => s(16, 64, I8, I8),
+        0x6c => s(32, 32, I8, I8),
+        0x78..=0x7b => {
+            let (a, b) = f8(op);
+            s(16, 64, a, b)
+        }
+        0x7c..=0x7f => {
+            let (a, b) = f8(op);
+            s(32, 32, a, b)
+        }
+        _ => return None,
+    })
+}
+
+/// The B lane whose value lane `l` uses under BLGP `g` (calculator `_get_blgp_transformed_lane`).
+fn blgp_lane(l: usize, g: u8) -> usize {
+    match g {
+        1 => l % 32,
+        2 => 32 + l % 32,
+        3 => (l + 16) % 64,
+        4 => l % 16,
+        5 => 16 + l % 16,
+        6 => 32 + l % 16,
+        7 => 48 + l % 16,
+        _ => l,
+    }
+}
+
+impl Wave {
+    /// Reads `regs` consecutive registers of an MFMA source operand (VGPR/AccVGPR, or a
+    /// scalar/inline constant replicated).
+    fn mai_src(&self, ctx: &Ctx<'_>, op: &Op, slot: usize, regs: usize) -> R<Vec<[u32; 64]>> {
+        let code = op.src[slot];
+        let mut out = vec![[0u32; 64]; regs];
+        for (r, row) in out.iter_mut().enumerate() {
+            if code >= 256 {
+                row.copy_from_slice(self.vreg(ctx, vcode(code) + r)?);
+            } else {
+                *row = [self.rs(ctx, code, op.lit)?; 64];
+            }
+        }
+        Ok(out)
+    }
+
+    /// MFMA forms and modifiers the core path in `mai` does not take; faults naming the
+    /// instruction for anything not modelled (xf32, unsupported modifiers).
+    pub(super) fn mfma(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        if let Some(sp) = sparse_shape(op.op, ctx.target) {
+            return self.smfmac(ctx, op, sp);
+        }
+        let Some(sh) = shape(op.op, ctx.target) else {
+            return Err(self.unimpl(ctx));
+        };
+        let (cbsz, abid, blgp) = (op.neg_hi, op.opsel, op.neg);
+        if (cbsz | abid) != 0
+            && (!sh.cbsz || (1usize << cbsz) > sh.blocks || abid as usize >= 1usize << cbsz)
+        {
+            return Err(self.err(ctx, "MFMA CBSZ/ABID values this shape does not take"));
+        }
+        if blgp != 0 && !sh.blgp {
+            return Err(self.err(ctx, "MFMA BLGP on a shape that does not take it"));
+        }
+        if self.exec() != u64::MAX {
+            return Err(self.err(ctx, "MFMA with a partial EXEC mask is not modelled"));
+        }
+        let dbase = if op.acc {
+            AGPR_BASE as usize + op.dst as usize
+        } else {
+            op.dst as usize
+        };
+        if sh.a == El::F64 {
+            return self.mfma_f64(ctx, op, sh, dbase, blgp);
+        }
+        let (m, n, k, blocks) = (sh.m, sh.n, sh.k, sh.blocks);
+        // Inputs per lane: K/(K/E) — the K dimension is split over lane groups of M (N).
+        let e = k * m * blocks / 64;
+        let regs = e * sh.a.bits() / 32;
+        let a = self.mai_src(ctx, op, 0, regs.max(1))?;
+        let b = self.mai_src(ctx, op, 1, regs.max(1))?;
+        let elem = |src: &Vec<[u32; 64]>, bits: usize, lane: usize, idx: usize| -> u32 {
+            let bit = idx * bits;
+            let w = src[bit / 32][lane] >> (bit % 32);
+            if bits == 32 {
+                w
+            } else {
+                w & ((1u32 << bits) - 1)
+            }
+        };
+        let dregs = blocks * m * n / 64;
+        let c = self.mai_src(ctx, op, 2, dregs)?;
+        let g = 64 / n;
+        let ke = k / e;
+        let mut acc = c;
+        let a_block = |bl: usize| {
+            if cbsz == 0 {
+                bl
+            } else {
+                ((bl >> cbsz) << cbsz) + abid as usize
+            }
+        };
+        for bl in 0..blocks {
+            let ab = a_block(bl);
+            for i in 0..m {
+                let s = bl * m / 4 + i / 4;
+                let reg = 4 * (s / g) + i % 4;
+                for j in 0..n {
+                    let lane = j + n * (s % g);
+                    let la = |kk: usize| i + m * (kk / e + ke * ab);
+                    let lb = |kk: usize| blgp_lane(j + n * (kk / e + ke * bl), blgp);
+                    if sh.a == El::I8 {
+                        let mut sum = acc[reg][lane] as i32;
+                        for kk in 0..k {
+                            let x = elem(&a, 8, la(kk), kk % e) as u8 as i8 as i32;
+                            let y = elem(&b, 8, lb(kk), kk % e) as u8 as i8 as i32;
+                            sum = sum.wrapping_add(x * y);
+                        }
+                        acc[reg][lane] = sum as u32;
+                    } else {
+                        let mut sum = f32::from_bits(acc[reg][lane]);
+                        for kk in 0..k {
+                            let x = sh.a.to_f32(elem(&a, sh.a.bits(), la(kk), kk % e));
+                            let y = sh.b.to_f32(elem(&b, sh.b.bits(), lb(kk), kk % e));
+                            sum = fma32(x, y, sum);
+                        }
+                        acc[reg][lane] = sum.to_bits();
+                    }
+                }
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            self.write32(ctx, dbase + r, row, u64::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// gfx942 SMFMAC: D (in place) += A * B with A 4:2-sparse. Calculator layouts: lane
+    /// `i + M * (k / KL)` holds k in `[KL * (lane / M), +KL)` (KL = K * M / 64) — for A as
+    /// KL / 2 compressed values (group g of four k: values 2g, 2g + 1), for B as KL dense
+    /// values; the index VGPR (SrcC) holds per group a 4-bit field at bits [4g + 3:4g],
+    /// the position within the group of value 2g in bits [1:0] and of 2g + 1 in [3:2]
+    /// (ROCm composable_kernel `ck_tile` `compress_a_impl` builds it that way). Each
+    /// compressed value multiplies the B element at its position; products summed in k
+    /// order. CBSZ/ABID (other index sets) fault.
+    fn smfmac(&mut self, ctx: &mut Ctx<'_>, op: &Op, sh: Shape) -> R<()> {
+        if (op.neg_hi | op.opsel | op.neg) != 0 {
+            return Err(self.err(ctx, "SMFMAC with CBSZ/ABID/BLGP is not modelled"));
+        }
+        if self.exec() != u64::MAX {
+            return Err(self.err(ctx, "MFMA with a partial EXEC mask is not modelled"));
+        }
+        let (m, n, k) = (sh.m, sh.n, sh.k);
+        let kl = k * m / 64;
+        let bits = sh.a.bits();
+        let a = self.mai_src(ctx, op, 0, (kl / 2 * bits).div_ceil(32))?;
+        let b = self.mai_src(ctx, op, 1, (kl * bits).div_ceil(32))?;
+        let idx = self.mai_src(ctx, op, 2, 1)?;
+        let dbase = if op.acc {
+            AGPR_BASE as usize + op.dst as usize
+        } else {
+            op.dst as usize
+        };
+        let dregs = m * n / 64;
+        let mut acc = Vec::with_capacity(dregs);
+        for r in 0..dregs {
+            let mut row = [0u32; 64];
+            row.copy_from_slice(self.vreg(ctx, dbase + r)?);
+            acc.push(row);
+        }
+        let elem = |src: &Vec<[u32; 64]>, lane: usize, e: usize| -> u32 {
+            let bit = e * bits;
+            let w = src[bit / 32][lane] >> (bit % 32);
+            if bits == 32 {
+                w
+            } else {
+                w & ((1u32 << bits) - 1)
+            }
+        };
+        let g = 64 / n;
+        for i in 0..m {
+            let s = i / 4;
+            let reg = 4 * (s / g) + i % 4;
+            for j in 0..n {
+                let lane = j + n * (s % g);
+                let mut fsum = f32::from_bits(acc[reg][lane]);
+                let mut isum = acc[reg][lane] as i32;
+                for q in 0..k / kl {
+                    let la = i + m * q;
+                    let lb = j + n * q;
+                    for grp in 0..kl / 4 {
+                        let nib = idx[0][la] >> (4 * grp);
+                        for v in 0..2 {
+                            let pos = ((nib >> (2 * v)) & 3) as usize;
+                            let xa = elem(&a, la, 2 * grp + v);
+                            let xb = elem(&b, lb, 4 * grp + pos);
+                            if sh.a == El::I8 {
+                                let p = (xa as u8 as i8 as i32) * (xb as u8 as i8 as i32);
+                                isum = isum.wrapping_add(p);
+                            } else {
+                                fsum = fma32(sh.a.to_f32(xa), sh.b.to_f32(xb), fsum);
+                            }
+                        }
+                    }
+                }
+                acc[reg][lane] = if sh.a == El::I8 {
+                    isum as u32
+                } else {
+                    fsum.to_bits()
+                };
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            self.write32(ctx, dbase + r, row, u64::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// f64 MFMA (calculator layouts): 16x16x4 — A[i][k] in lane 16k + i, D[i][j] in lane
+    /// 16(i%4) + j, register pair i/4; 4x4x4 with 4 blocks — A[i][k] in lane 16k + 4b + i,
+    /// D[i][j] in lane 16i + 4b + j, one register pair. gfx942's BLGP bits negate A, B, C.
+    fn mfma_f64(&mut self, ctx: &mut Ctx<'_>, op: &Op, sh: Shape, dbase: usize, neg: u8) -> R<()> {
+        let a = self.mai_src(ctx, op, 0, 2)?;
+        let b = self.mai_src(ctx, op, 1, 2)?;
+        let dregs = 2 * sh.blocks * sh.m * sh.n / 64;
+        let mut c = vec![[0u64; 64]; dregs / 2];
+        let ccode = op.src[2];
+        for (p, row) in c.iter_mut().enumerate() {
+            if ccode >= 256 {
+                let lo = self.vreg(ctx, vcode(ccode) + 2 * p)?;
+                let hi = self.vreg(ctx, vcode(ccode) + 2 * p + 1)?;
+                *row = lanes(|l| lo[l] as u64 | (hi[l] as u64) << 32);
+            } else {
+                *row = [self.rs64(ctx, ccode, op.lit, true)?; 64];
+            }
+        }
+        let sgn = |bit: u8| if neg >> bit & 1 != 0 { -1.0 } else { 1.0 };
+        let (sa, sb, sc) = (sgn(0), sgn(1), sgn(2));
+        let v = |src: &Vec<[u32; 64]>, l: usize| {
+            f64::from_bits(src[0][l] as u64 | (src[1][l] as u64) << 32)
+        };
+        let mut d = c.clone();
+        for bl in 0..sh.blocks {
+            for i in 0..sh.m {
+                for j in 0..sh.n {
+                    let (pair, lane) = if sh.m == 16 {
+                        (i / 4, 16 * (i % 4) + j)
+                    } else {
+                        (0, 16 * i + 4 * bl + j)
+                    };
+                    let mut sum = sc * f64::from_bits(c[pair][lane]);
+                    for kk in 0..sh.k {
+                        let (la, lb) = if sh.m == 16 {
+                            (16 * kk + i, 16 * kk + j)
+                        } else {
+                            (16 * kk + 4 * bl + i, 16 * kk + 4 * bl + j)
+                        };
+                        sum = (sa * v(&a, la)).mul_add(sb * v(&b, lb), sum);
+                    }
+                    d[pair][lane] = sum.to_bits();
+                }
+            }
+        }
+        for (p, row) in d.iter().enumerate() {
+            let lo: [u32; 64] = lanes(|l| row[l] as u32);
+            let hi: [u32; 64] = lanes(|l| (row[l] >> 32) as u32);
+            self.write32(ctx, dbase + 2 * p, &lo, u64::MAX)?;
+            self.write32(ctx, dbase + 2 * p + 1, &hi, u64::MAX)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnuz_fp8_values() {
+        assert_eq!(fp8_to_f32(0x00, 3, 8), 0.0);
+        assert!(fp8_to_f32(0x80, 3, 8).is_nan());
+        // E4M3 FNUZ max 0x7f = 1.875 * 2^7 = 240; min denormal 0x01 = 2^-10.
+        assert_eq!(fp8_to_f32(0x7f, 3, 8), 240.0);
+        assert_eq!(fp8_to_f32(0x01, 3, 8), 2f32.powi(-10));
+        // E5M2 FNUZ max 0x7f = 1.75 * 2^15 = 57344; 0x40 = 2^(16-16) = 1.
+        assert_eq!(fp8_to_f32(0x7f, 2, 16), 57344.0);
+        assert_eq!(fp8_to_f32(0x40, 2, 16), 1.0);
+        assert_eq!(fp8_to_f32(0xc0, 2, 16), -1.0);
+    }
+
+    #[test]
+    fn blgp_patterns() {
+        assert_eq!(blgp_lane(40, 1), 8);
+        assert_eq!(blgp_lane(3, 2), 35);
+        assert_eq!(blgp_lane(56, 3), 8);
+        assert_eq!(blgp_lane(37, 7), 53);
+    }
+}
