@@ -50,7 +50,9 @@ fn src(name: &str) -> PathBuf {
 
 /// `hipcc --offload-arch=gfx90a [extra] SRC -o OUT`.
 fn hipcc(name: &str, extra: &[&str], out: &Path) {
+    // hipcc leaves an empty `<stem>-XXXXXX` directory in TMPDIR per compile: keep it in target/.
     let o = Command::new("hipcc")
+        .env("TMPDIR", tmp())
         .arg("--offload-arch=gfx90a")
         .args(extra)
         .arg(src(name))
@@ -213,6 +215,7 @@ fn hipbench_runs_on_this_library_and_every_launch_executes() {
     let exe = tmp().join("hipcc-hipbench");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/hipbench/hipbench.hip");
     let o = Command::new("hipcc")
+        .env("TMPDIR", tmp())
         .args(["--offload-arch=gfx90a", "-O2"])
         .arg(&src)
         .arg("-o")
