@@ -115,6 +115,9 @@ pub(crate) struct Wave {
     tmp: Option<Box<Tmp>>,
     /// The VALU fast path's buffers.
     fast: Box<fast::FastBufs>,
+    /// The last EXEC counted and its population (a cache: no popcount per instruction).
+    pop_exec: u64,
+    pop: u64,
 }
 
 /// VALU operand gather buffers.
@@ -215,6 +218,8 @@ impl Wave {
             dpp_src: [0; 64],
             tmp: Some(Box::default()),
             fast: Box::default(),
+            pop_exec: 0,
+            pop: 0,
         }
     }
 
@@ -236,6 +241,17 @@ impl Wave {
     pub(crate) fn exec(&self) -> u64 {
         self.s[126] as u64 | (self.s[127] as u64) << 32
     }
+    /// Active lanes (EXEC's population count).
+    #[inline(always)]
+    fn active_lanes(&mut self) -> u64 {
+        let e = self.exec();
+        if e != self.pop_exec {
+            self.pop_exec = e;
+            self.pop = e.count_ones() as u64;
+        }
+        self.pop
+    }
+
     #[inline]
     fn vcc(&self) -> u64 {
         self.s[106] as u64 | (self.s[107] as u64) << 32
@@ -446,7 +462,7 @@ impl Wave {
             }
             match op.enc {
                 Enc::Valu => {
-                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.lane_instrs += self.active_lanes();
                     if op.fast == Fast::None || !self.valu_fast(op) {
                         self.valu(ctx, op)?;
                     }
@@ -485,11 +501,11 @@ impl Wave {
                     self.smem(ctx, op)?
                 }
                 Enc::Ds => {
-                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.lane_instrs += self.active_lanes();
                     self.ds(ctx, op)?
                 }
                 Enc::Flat => {
-                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.lane_instrs += self.active_lanes();
                     self.flat(ctx, op)?
                 }
                 Enc::Invalid => {
@@ -504,15 +520,15 @@ impl Wave {
                 // architectural effect without modelled caches.
                 Enc::Mubuf if matches!(op.op, 0x28 | 0x29 | 0x3e | 0x3f) => {}
                 Enc::Mubuf => {
-                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.lane_instrs += self.active_lanes();
                     self.mubuf(ctx, op)?
                 }
                 Enc::Vop3p => {
-                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.lane_instrs += self.active_lanes();
                     self.vop3p(ctx, op)?
                 }
                 Enc::Mai => {
-                    self.lane_instrs += self.exec().count_ones() as u64;
+                    self.lane_instrs += self.active_lanes();
                     self.mai(ctx, op)?
                 }
             }
@@ -3311,10 +3327,22 @@ fn span_ptr(
     write: bool,
 ) -> Option<(u64, *mut u8)> {
     let (mut lo, mut hi) = (u64::MAX, 0u64);
+    // Consecutive lanes at consecutive `bytes`-sized elements (the common unit-stride
+    // access): the span is known without a per-lane min/max (an OR-reduction vectorises).
+    let base = addrs[0];
+    let mut diff = 0u64;
     for l in 0..64 {
-        if exec >> l & 1 != 0 {
-            lo = lo.min(addrs[l]);
-            hi = hi.max(addrs[l]);
+        diff |= addrs[l] ^ base.wrapping_add(l as u64 * bytes);
+    }
+    if exec == u64::MAX && diff == 0 && base.checked_add(63 * bytes).is_some() {
+        lo = base;
+        hi = base + 63 * bytes;
+    } else {
+        for l in 0..64 {
+            if exec >> l & 1 != 0 {
+                lo = lo.min(addrs[l]);
+                hi = hi.max(addrs[l]);
+            }
         }
     }
     // Below the LDS aperture (1 << 48) and not wrapping: an ordinary global range.
@@ -3367,9 +3395,48 @@ fn f16_fma(x: u32, y: u32, z: u32, ftz: bool) -> u16 {
     ftz_f16(half::f16::from_f64(g(x) * g(y) + g(z)).to_bits(), ftz)
 }
 
+/// Correctly rounded f32 fused multiply-add over 64 lanes of f32 bit patterns.
+#[inline]
+fn fma_lanes(a: &[u32; 64], b: &[u32; 64], c: &[u32; 64]) -> [u32; 64] {
+    let mut r = [0u32; 64];
+    fma_lanes_into(a, b, c, &mut r);
+    r
+}
+
+/// [`fma_lanes`] into `r`. On a host with FMA (detected at run time) the hardware
+/// instruction; otherwise [`fma_lanes_f64`]. (Both are the IEEE fusedMultiplyAdd; only the
+/// payload of a NaN result may differ.)
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+fn fma_lanes_into(a: &[u32; 64], b: &[u32; 64], c: &[u32; 64], r: &mut [u32; 64]) {
+    if multiversion::target::target_cfg_f!(target_feature = "fma") {
+        for l in 0..64 {
+            r[l] = f32::from_bits(a[l])
+                .mul_add(f32::from_bits(b[l]), f32::from_bits(c[l]))
+                .to_bits();
+        }
+    } else {
+        *r = fma_lanes_f64(a, b, c);
+    }
+}
+
+/// [`fma_lanes_into`] with a scalar (the same in every lane) first factor.
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+fn fma_lanes_s_into(a: u32, b: &[u32; 64], c: &[u32; 64], r: &mut [u32; 64]) {
+    if multiversion::target::target_cfg_f!(target_feature = "fma") {
+        let x = f32::from_bits(a);
+        for l in 0..64 {
+            r[l] = x
+                .mul_add(f32::from_bits(b[l]), f32::from_bits(c[l]))
+                .to_bits();
+        }
+    } else {
+        *r = fma_lanes_f64(&[a; 64], b, c);
+    }
+}
+
 /// [`fma32`] over 64 lanes of f32 bit patterns (a loop of its own, so it is compiled tight).
 #[inline(never)]
-fn fma_lanes(a: &[u32; 64], b: &[u32; 64], c: &[u32; 64]) -> [u32; 64] {
+fn fma_lanes_f64(a: &[u32; 64], b: &[u32; 64], c: &[u32; 64]) -> [u32; 64] {
     // A branch-free pass (vectorises) with the f64 fast path, then the rare lanes that need
     // the library fma (see `fma32`).
     let mut r = [0u32; 64];
@@ -3693,7 +3760,7 @@ fn swizzle_lane(offset: u32, l: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{cmp_mask, fma32, fma_lanes, int_rmw};
+    use super::{cmp_mask, fma32, fma_lanes, fma_lanes_f64, int_rmw};
 
     /// The 64-lane fma agrees with the correctly rounded scalar one on every lane.
     #[test]
@@ -3714,19 +3781,24 @@ mod tests {
                 let p = f32::from_bits(arr[0][l]) as f64 * f32::from_bits(arr[1][l]) as f64;
                 arr[2][l] = (-(p as f32)).to_bits();
             }
-            let r = fma_lanes(&arr[0], &arr[1], &arr[2]);
-            for l in 0..64 {
-                let (a, b, c) = (
-                    f32::from_bits(arr[0][l]),
-                    f32::from_bits(arr[1][l]),
-                    f32::from_bits(arr[2][l]),
-                );
-                let want = a.mul_add(b, c);
-                let got = f32::from_bits(r[l]);
-                assert!(
-                    want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()),
-                    "fma({a:e}, {b:e}, {c:e})"
-                );
+            // The dispatching entry (hardware FMA on hosts that have it) and the f64 form.
+            for r in [
+                fma_lanes(&arr[0], &arr[1], &arr[2]),
+                fma_lanes_f64(&arr[0], &arr[1], &arr[2]),
+            ] {
+                for l in 0..64 {
+                    let (a, b, c) = (
+                        f32::from_bits(arr[0][l]),
+                        f32::from_bits(arr[1][l]),
+                        f32::from_bits(arr[2][l]),
+                    );
+                    let want = a.mul_add(b, c);
+                    let got = f32::from_bits(r[l]);
+                    assert!(
+                        want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()),
+                        "fma({a:e}, {b:e}, {c:e})"
+                    );
+                }
             }
         }
     }

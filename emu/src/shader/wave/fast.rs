@@ -13,7 +13,7 @@
 //! SGPR, inline constant or literal) it returns `false` and the general path runs the op
 //! (and raises its fault, if any).
 
-use super::{fma_lanes, mask2, Wave, EXEC, VCC};
+use super::{fma_lanes_into, fma_lanes_s_into, mask2, Wave, EXEC, VCC};
 use crate::shader::lower::{Fast, Op, VopForm};
 
 type Lanes = [u32; 64];
@@ -118,6 +118,20 @@ fn map2(a: &Lanes, b: &Lanes, out: &mut Lanes, f: impl Fn(u32, u32) -> u32) {
 }
 
 #[inline(always)]
+fn map2s(x: u32, b: &Lanes, out: &mut Lanes, f: impl Fn(u32, u32) -> u32) {
+    for l in 0..64 {
+        out[l] = f(x, b[l]);
+    }
+}
+
+#[inline(always)]
+fn map3s(x: u32, b: &Lanes, c: &Lanes, out: &mut Lanes, f: impl Fn(u32, u32, u32) -> u32) {
+    for l in 0..64 {
+        out[l] = f(x, b[l], c[l]);
+    }
+}
+
+#[inline(always)]
 fn map3(a: &Lanes, b: &Lanes, c: &Lanes, out: &mut Lanes, f: impl Fn(u32, u32, u32) -> u32) {
     for l in 0..64 {
         out[l] = f(a[l], b[l], c[l]);
@@ -155,8 +169,9 @@ impl Wave {
     pub(crate) fn valu_fast(&mut self, op: &Op) -> bool {
         let exec = self.exec();
         // f32 arithmetic as plain host arithmetic needs MODE to keep f32 denormals
-        // (FP_DENORM[5:4] = 3); the general path flushes otherwise.
-        let keep_denorm = self.mode & 0x30 == 0x30;
+        // (FP_DENORM[5:4] = 3; the general path flushes otherwise) and to round f32 to
+        // nearest even (FP_ROUND[1:0] = 0; `round.rs` takes the other modes before this).
+        let keep_denorm = self.mode & 0x33 == 0x30;
         let e32 = op.form == VopForm::E32;
         let nregs = self.nregs;
         let lit = op.lit;
@@ -200,21 +215,39 @@ impl Wave {
                 map1(s0!(), out, $f);
             }};
         }
+        // src0 is the operand that is most often scalar (the only one VOP2/VOPC allow):
+        // a loop with it as a plain value, no broadcast.
         macro_rules! u2 {
             ($f:expr) => {{
-                map2(s0!(), s1!(), out, $f);
+                let f = $f;
+                if op.src[0] < 256 {
+                    let Some(x) = scalar(s, op.src[0], lit) else {
+                        return false;
+                    };
+                    map2s(x, s1!(), out, f);
+                } else {
+                    map2(s0!(), s1!(), out, f);
+                }
             }};
         }
         macro_rules! u3 {
             ($f:expr) => {{
-                map3(s0!(), s1!(), s2!(), out, $f);
+                let f = $f;
+                if op.src[0] < 256 {
+                    let Some(x) = scalar(s, op.src[0], lit) else {
+                        return false;
+                    };
+                    map3s(x, s1!(), s2!(), out, f);
+                } else {
+                    map3(s0!(), s1!(), s2!(), out, f);
+                }
             }};
         }
         macro_rules! f2 {
             ($f:expr) => {{
                 f32op!();
                 let f = $f;
-                map2(s0!(), s1!(), out, |x, y| f(fl(x), fl(y)).to_bits());
+                u2!(move |x, y| f(fl(x), fl(y)).to_bits());
             }};
         }
         let d = op.dst as usize;
@@ -362,15 +395,27 @@ impl Wave {
             Fast::MaxF32 => f2!(|x: f32, y: f32| super::fmax(x, y)),
             Fast::FmaF32 => {
                 f32op!();
-                *out = fma_lanes(s0!(), s1!(), s2!());
+                if op.src[0] < 256 {
+                    let Some(x) = scalar(s, op.src[0], lit) else {
+                        return false;
+                    };
+                    fma_lanes_s_into(x, s1!(), s2!(), out);
+                } else {
+                    fma_lanes_into(s0!(), s1!(), s2!(), out);
+                }
             }
             Fast::FmacF32 | Fast::MacF32 => {
                 f32op!();
                 let Some(dd) = vgpr(vv, nregs, d) else {
                     return false;
                 };
-                if op.fast == Fast::FmacF32 {
-                    *out = fma_lanes(s0!(), s1!(), dd);
+                if op.fast == Fast::FmacF32 && op.src[0] < 256 {
+                    let Some(x) = scalar(s, op.src[0], lit) else {
+                        return false;
+                    };
+                    fma_lanes_s_into(x, s1!(), dd, out);
+                } else if op.fast == Fast::FmacF32 {
+                    fma_lanes_into(s0!(), s1!(), dd, out);
                 } else {
                     map3(s0!(), s1!(), dd, out, |x, y, z| {
                         (fl(x) * fl(y) + fl(z)).to_bits()
