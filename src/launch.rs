@@ -200,6 +200,25 @@ impl KernelArgs {
         Ok(self)
     }
 
+    /// The next argument, passed by value (`by_value`) as raw bytes of any size (a C
+    /// caller's struct: HIP allows up to 4 KiB of kernarg); `bytes.len()` must be the
+    /// argument's size. Like [`KernelArgs::arg`] of a byte array.
+    pub fn arg_bytes(&mut self, bytes: &[u8]) -> Result<&mut Self> {
+        let (_, a) = self.slot("a value")?;
+        let kind = match a.value_kind {
+            ValueKind::ByValue if bytes.len() == a.size as usize => None,
+            ValueKind::ByValue | ValueKind::GlobalBuffer => Some(ErrorKind::InvalidValue),
+            _ => Some(ErrorKind::NotSupported),
+        };
+        if let Some(kind) = kind {
+            let why = format!("{}: {} value bytes given", self.describe(a), bytes.len());
+            return Err(Error::new(kind, ARG_CALL, why));
+        }
+        let offset = a.offset;
+        self.put(offset, bytes);
+        Ok(self)
+    }
+
     /// The next argument, a global address (`global_buffer`).
     pub fn ptr(&mut self, addr: u64) -> Result<&mut Self> {
         let (_, a) = self.slot("a pointer")?;

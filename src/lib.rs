@@ -176,7 +176,7 @@
 //! Top layer (the runtime: device, streams and what is built on them): `device`
 //! (`DeviceInner`, the per-device state that owns the pools), `stream`, `queue`, `sdma`,
 //! `event`, `callback`, `wait`, `copy`, `staging`, `launch`, `module`, `waitkernel`,
-//! `mempool`, `managed`, `vmm`, `soak`, `raw`.
+//! `mempool`, `managed`, `vmm`, `ipc`, `soak`, `raw`.
 #![deny(missing_docs)]
 
 mod callback;
@@ -190,6 +190,7 @@ mod error;
 pub mod event;
 mod hdp;
 mod hsa;
+mod ipc;
 mod launch;
 pub mod managed;
 mod memory;
@@ -221,6 +222,7 @@ pub use device::Device;
 pub use device_select::{open_backend, DeviceSpec, DEVICE_ENV};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{Event, GPU_TIMESTAMP_HZ};
+pub use ipc::{IpcEvent, IpcExport, IpcMapping, IpcMemHandle};
 pub use launch::{Dim3, KernelArgs};
 pub use managed::{Attachment, CoherencyMode, ManagedMemory, MemRangeAttribute, MemoryAdvise};
 pub use memory::{Buffer, MemoryKind};

@@ -1,19 +1,40 @@
 //! The exported C entry points.
 
 use crate::error::*;
-use crate::handles::Registry;
+use crate::handles::{self, Cache, Registry};
 use crate::types::*;
 use kfdrt::{Buffer, Device, ErrorKind, Event, MemoryKind, Stream};
 use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
-    static LAST_ERROR: Cell<hipError_t> = const { Cell::new(hipSuccess) };
-    static CURRENT_GPU: Cell<usize> = const { Cell::new(0) };
+    /// All of the thread's state in one thread-local: a cdylib's thread-locals are
+    /// general-dynamic, so each separately named one costs a `__tls_get_addr` call.
+    static TLS: Tls = const {
+        Tls {
+            last_error: Cell::new(hipSuccess),
+            gpu: Cell::new(0),
+            streams: RefCell::new(Cache::new()),
+            events: RefCell::new(Cache::new()),
+            null: RefCell::new(None),
+        }
+    };
+}
+
+/// The calling thread's HIP state.
+struct Tls {
+    /// HIP's last error (`hipGetLastError`).
+    last_error: Cell<hipError_t>,
+    /// The current GPU (`hipSetDevice`).
+    gpu: Cell<usize>,
+    /// Recent stream and event lookups ([`handles::with`]).
+    streams: RefCell<Cache<Stream>>,
+    events: RefCell<Cache<HipEvent>>,
+    /// The null stream of the last null-stream lookup, with its GPU.
+    null: RefCell<Option<(usize, Arc<Stream>)>>,
 }
 
 /// kfdrt's error class as `hipError_t`.
@@ -36,14 +57,28 @@ pub fn map_err(e: &kfdrt::Error) -> hipError_t {
 /// HIP 5.2's `HIP_RETURN`: the result becomes the thread's last error.
 pub(crate) fn ret(r: Result<(), hipError_t>) -> hipError_t {
     let e = r.err().unwrap_or(hipSuccess);
-    LAST_ERROR.with(|c| c.set(e));
+    TLS.with(|t| t.last_error.set(e));
     e
+}
+
+/// [`ret`] of `f` run on a stream ([`with_stream`]), with one thread-local access.
+#[inline]
+pub(crate) fn ret_stream(
+    s: *mut c_void,
+    f: impl FnOnce(&Arc<Stream>) -> Result<(), hipError_t>,
+) -> hipError_t {
+    TLS.with(|t| {
+        let e = with_stream_in(t, s, f).err().unwrap_or(hipSuccess);
+        t.last_error.set(e);
+        e
+    })
 }
 
 pub(crate) trait Hip<T> {
     fn hip(self) -> Result<T, hipError_t>;
 }
 impl<T> Hip<T> for kfdrt::Result<T> {
+    #[inline]
     fn hip(self) -> Result<T, hipError_t> {
         self.map_err(|e| map_err(&e))
     }
@@ -58,7 +93,7 @@ pub(crate) fn device() -> Result<&'static Device, hipError_t> {
 }
 
 pub(crate) fn current_gpu() -> usize {
-    CURRENT_GPU.with(|c| c.get())
+    TLS.with(|t| t.gpu.get())
 }
 
 /// A flag or enumerated argument: InvalidValue for a value HIP does not define.
@@ -76,8 +111,14 @@ pub(crate) fn out<T>(p: *mut T, v: T) -> Result<(), hipError_t> {
     Ok(())
 }
 
-static STREAMS: Registry<Stream> = Registry::new();
-static EVENTS: Registry<Event> = Registry::new();
+static STREAMS: Registry<Stream> = Registry::new(1);
+static EVENTS: Registry<HipEvent> = Registry::new(2);
+
+/// A `hipEvent_t`: a kfdrt event, or an interprocess one (`hipEventInterprocess`).
+pub(crate) enum HipEvent {
+    Local(Event),
+    Ipc(kfdrt::IpcEvent),
+}
 /// hipMalloc/hipHostMalloc/hipExtMallocWithFlags buffers by address.
 static BUFFERS: Mutex<BTreeMap<u64, Buffer>> = Mutex::new(BTreeMap::new());
 
@@ -85,45 +126,73 @@ fn buffers() -> std::sync::MutexGuard<'static, BTreeMap<u64, Buffer>> {
     BUFFERS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The stream of a `hipStream_t`: null is the current GPU's null stream; the per-thread
-/// stream is not modelled.
+/// Registers a new object; its handle (OutOfMemory when the registry is full).
+pub(crate) fn register<T>(reg: &Registry<T>, v: T) -> Result<*mut c_void, hipError_t> {
+    reg.insert(v)
+        .map(|t| t as *mut c_void)
+        .ok_or(hipErrorOutOfMemory)
+}
+
+/// Run `f` on the stream of a `hipStream_t`: null is the current GPU's null stream; the
+/// per-thread stream is not modelled. No lock and no atomic read-modify-write when the
+/// thread used the handle recently.
+#[inline]
+pub(crate) fn with_stream<R>(
+    s: *mut c_void,
+    f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
+) -> Result<R, hipError_t> {
+    TLS.with(|t| with_stream_in(t, s, f))
+}
+
+#[inline]
+fn with_stream_in<R>(
+    t: &Tls,
+    s: *mut c_void,
+    f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
+) -> Result<R, hipError_t> {
+    match s as usize {
+        0 => {
+            let gpu = t.gpu.get();
+            let hit = match &*t.null.borrow() {
+                Some((g, a)) if *g == gpu => Some(a.clone()),
+                _ => None,
+            };
+            let a = match hit {
+                Some(a) => a,
+                None => {
+                    let a = null_stream(gpu)?;
+                    *t.null.borrow_mut() = Some((gpu, a.clone()));
+                    a
+                }
+            };
+            f(&a)
+        }
+        2 => Err(hipErrorNotSupported),
+        tok => handles::with(&t.streams, &STREAMS, tok, f).unwrap_or(Err(hipErrorInvalidHandle)),
+    }
+}
+
+/// The stream of a `hipStream_t` (see [`with_stream`]).
 pub(crate) fn stream(s: *mut c_void) -> Result<Arc<Stream>, hipError_t> {
-    let token = s as usize;
-    if token == 2 {
-        return Err(hipErrorNotSupported);
-    }
-    let gpu = if token == 0 { current_gpu() } else { 0 };
-    let generation = STREAM_GENERATION.load(Ordering::Acquire);
-    let hit = STREAM_CACHE.with(|c| match &*c.borrow() {
-        Some((t, g, e, a)) if *t == token && *g == gpu && *e == generation => Some(a.clone()),
-        _ => None,
-    });
-    if let Some(a) = hit {
-        return Ok(a);
-    }
-    let a = match token {
-        0 => null_stream(gpu)?,
-        t => STREAMS.get(t).ok_or(hipErrorInvalidHandle)?,
-    };
-    STREAM_CACHE.with(|c| *c.borrow_mut() = Some((token, gpu, generation, a.clone())));
-    Ok(a)
+    with_stream(s, |a| Ok(a.clone()))
 }
 
-/// Bumped whenever a stream handle is destroyed, invalidating every thread's
-/// [`STREAM_CACHE`].
-static STREAM_GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// (handle, GPU of the null stream, generation, stream) of the thread's last stream lookup:
-/// repeated calls on one stream skip the registry's lock.
-type StreamCache = Option<(usize, usize, u64, Arc<Stream>)>;
-
-thread_local! {
-    static STREAM_CACHE: std::cell::RefCell<StreamCache> = const { std::cell::RefCell::new(None) };
+/// Run `f` on the event of a `hipEvent_t`.
+#[inline]
+fn with_event<R>(
+    e: *mut c_void,
+    f: impl FnOnce(&Arc<HipEvent>) -> Result<R, hipError_t>,
+) -> Result<R, hipError_t> {
+    TLS.with(|t| handles::with(&t.events, &EVENTS, e as usize, f))
+        .unwrap_or(Err(hipErrorInvalidHandle))
 }
 
-fn streams_changed() {
-    STREAM_GENERATION.fetch_add(1, Ordering::AcqRel);
-    STREAM_CACHE.with(|c| *c.borrow_mut() = None);
+/// The kfdrt event of `e`; InvalidHandle for an interprocess event (no timing).
+fn local_event(e: *mut c_void) -> Result<Arc<HipEvent>, hipError_t> {
+    with_event(e, |a| match &**a {
+        HipEvent::Local(_) => Ok(a.clone()),
+        HipEvent::Ipc(_) => Err(hipErrorInvalidHandle),
+    })
 }
 
 /// The null stream of GPU `gpu`, held for the life of the process: kfdrt keeps a GPU's
@@ -138,10 +207,6 @@ pub(crate) fn null_stream(gpu: usize) -> Result<Arc<Stream>, hipError_t> {
     let s = Arc::new(device()?.null_stream(gpu).hip()?);
     n.push((gpu, s.clone()));
     Ok(s)
-}
-
-fn event(e: *mut c_void) -> Result<Arc<Event>, hipError_t> {
-    EVENTS.get(e as usize).ok_or(hipErrorInvalidHandle)
 }
 
 // ---- errors -----------------------------------------------------------------------------
@@ -161,13 +226,13 @@ pub extern "C" fn hipGetErrorString(e: hipError_t) -> *const c_char {
 /// `hipGetLastError`: the thread's last error, then reset to hipSuccess.
 #[no_mangle]
 pub extern "C" fn hipGetLastError() -> hipError_t {
-    LAST_ERROR.with(|c| c.replace(hipSuccess))
+    TLS.with(|t| t.last_error.replace(hipSuccess))
 }
 
 /// `hipPeekAtLastError`: the thread's last error, kept.
 #[no_mangle]
 pub extern "C" fn hipPeekAtLastError() -> hipError_t {
-    LAST_ERROR.with(|c| c.get())
+    TLS.with(|t| t.last_error.get())
 }
 
 // ---- device -----------------------------------------------------------------------------
@@ -193,7 +258,7 @@ pub extern "C" fn hipSetDevice(id: c_int) -> hipError_t {
         if i >= n {
             return Err(hipErrorInvalidDevice);
         }
-        CURRENT_GPU.with(|c| c.set(i));
+        TLS.with(|t| t.gpu.set(i));
         Ok(())
     })())
 }
@@ -338,8 +403,8 @@ fn new_stream(p: *mut *mut c_void, s: kfdrt::Result<Stream>) -> Result<(), hipEr
     if p.is_null() {
         return Err(hipErrorInvalidValue);
     }
-    let t = STREAMS.insert(s.hip()?);
-    out(p, t as *mut c_void)
+    let h = register(&STREAMS, s.hip()?)?;
+    out(p, h)
 }
 
 /// `hipStreamCreate`.
@@ -423,25 +488,27 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
         if s.is_null() {
             return Err(hipErrorInvalidHandle);
         }
-        let r = STREAMS
-            .remove(s as usize)
-            .map(drop)
-            .ok_or(hipErrorInvalidHandle);
-        streams_changed();
-        r
+        let st = STREAMS.remove(s as usize).ok_or(hipErrorInvalidHandle)?;
+        TLS.with(|t| t.streams.borrow_mut().forget(s as usize));
+        // Drained here, so that another thread's cached reference, dropped later, has
+        // nothing left to wait for.
+        // A failed stream's error is not the destroy's (as before: kfdrt drains on drop).
+        let _ = st.synchronize();
+        drop(st);
+        Ok(())
     })())
 }
 
 /// `hipStreamQuery`.
 #[no_mangle]
 pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
-    ret((|| stream(s)?.query().hip())())
+    ret_stream(s, |st| st.query().hip())
 }
 
 /// `hipStreamSynchronize`.
 #[no_mangle]
 pub extern "C" fn hipStreamSynchronize(s: *mut c_void) -> hipError_t {
-    ret((|| stream(s)?.synchronize().hip())())
+    ret_stream(s, |st| st.synchronize().hip())
 }
 
 /// `hipStreamGetFlags`.
@@ -459,7 +526,13 @@ pub unsafe extern "C" fn hipStreamGetPriority(s: *mut c_void, p: *mut c_int) -> 
 /// `hipStreamWaitEvent`.
 #[no_mangle]
 pub extern "C" fn hipStreamWaitEvent(s: *mut c_void, e: *mut c_void, flags: c_uint) -> hipError_t {
-    ret((|| stream(s)?.wait_event(&*event(e)?, flags).hip())())
+    ret(with_stream(s, |st| {
+        with_event(e, |ev| match &**ev {
+            HipEvent::Local(ev) => st.wait_event(ev, flags).hip(),
+            HipEvent::Ipc(_) if flags != 0 => Err(hipErrorInvalidValue),
+            HipEvent::Ipc(ev) => ev.stream_wait(st).hip(),
+        })
+    }))
 }
 
 /// `hipStreamWriteValue32`.
@@ -470,11 +543,10 @@ pub extern "C" fn hipStreamWriteValue32(
     value: u32,
     flags: c_uint,
 ) -> hipError_t {
-    ret((|| {
-        stream(s)?
-            .write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
+    ret_stream(s, |st| {
+        st.write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
-    })())
+    })
 }
 
 /// `hipStreamWriteValue64`.
@@ -485,11 +557,10 @@ pub extern "C" fn hipStreamWriteValue64(
     value: u64,
     flags: c_uint,
 ) -> hipError_t {
-    ret((|| {
-        stream(s)?
-            .write_value64(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
+    ret_stream(s, |st| {
+        st.write_value64(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
-    })())
+    })
 }
 
 /// `hipStreamWaitValue32`.
@@ -543,19 +614,20 @@ pub extern "C" fn hipStreamAddCallback(
 ) -> hipError_t {
     ret((|| {
         let cb = cb.ok_or(hipErrorInvalidValue)?;
-        let st = stream(s)?;
         let handle = UserData(s);
         let user = UserData(user);
-        st.add_callback(
-            move |r| {
-                let (handle, user) = (handle, user);
-                let status = r.err().map_or(hipSuccess, |e| map_err(&e));
-                // SAFETY: a C function pointer the caller registered, called with its data.
-                unsafe { cb(handle.0, status, user.0) };
-            },
-            flags,
-        )
-        .hip()
+        with_stream(s, |st| {
+            st.add_callback(
+                move |r| {
+                    let (handle, user) = (handle, user);
+                    let status = r.err().map_or(hipSuccess, |e| map_err(&e));
+                    // SAFETY: a C function pointer the caller registered, called with its data.
+                    unsafe { cb(handle.0, status, user.0) };
+                },
+                flags,
+            )
+            .hip()
+        })
     })())
 }
 
@@ -568,10 +640,17 @@ pub unsafe extern "C" fn hipEventCreateWithFlags(e: *mut *mut c_void, flags: c_u
         if e.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let ev = device()?
-            .create_event(arg(EventFlags::from_bits(flags))?)
-            .hip()?;
-        out(e, EVENTS.insert(ev) as *mut c_void)
+        let f = arg(EventFlags::from_bits(flags))?;
+        let ev = if f.contains(EventFlags::INTERPROCESS) {
+            // As CUDA: an interprocess event has no timing.
+            if !f.contains(EventFlags::DISABLE_TIMING) {
+                return Err(hipErrorInvalidValue);
+            }
+            HipEvent::Ipc(device()?.create_ipc_event(current_gpu()).hip()?)
+        } else {
+            HipEvent::Local(device()?.create_event(f).hip()?)
+        };
+        out(e, register(&EVENTS, ev)?)
     })())
 }
 
@@ -585,19 +664,36 @@ pub unsafe extern "C" fn hipEventCreate(e: *mut *mut c_void) -> hipError_t {
 /// `hipEventRecord`.
 #[no_mangle]
 pub extern "C" fn hipEventRecord(e: *mut c_void, s: *mut c_void) -> hipError_t {
-    ret((|| event(e)?.record(&*stream(s)?).hip())())
+    TLS.with(|t| {
+        let r = handles::with(&t.events, &EVENTS, e as usize, |ev| {
+            with_stream_in(t, s, |st| match &**ev {
+                HipEvent::Local(ev) => ev.record(st).hip(),
+                HipEvent::Ipc(ev) => ev.record(st).hip(),
+            })
+        })
+        .unwrap_or(Err(hipErrorInvalidHandle));
+        let e = r.err().unwrap_or(hipSuccess);
+        t.last_error.set(e);
+        e
+    })
 }
 
 /// `hipEventSynchronize`.
 #[no_mangle]
 pub extern "C" fn hipEventSynchronize(e: *mut c_void) -> hipError_t {
-    ret((|| event(e)?.synchronize().hip())())
+    ret(with_event(e, |ev| match &**ev {
+        HipEvent::Local(ev) => ev.synchronize().hip(),
+        HipEvent::Ipc(ev) => ev.synchronize().hip(),
+    }))
 }
 
 /// `hipEventQuery`.
 #[no_mangle]
 pub extern "C" fn hipEventQuery(e: *mut c_void) -> hipError_t {
-    ret((|| event(e)?.query().hip())())
+    ret(with_event(e, |ev| match &**ev {
+        HipEvent::Local(ev) => ev.query().hip(),
+        HipEvent::Ipc(ev) => ev.query().hip(),
+    }))
 }
 
 /// `hipEventElapsedTime`.
@@ -611,18 +707,20 @@ pub unsafe extern "C" fn hipEventElapsedTime(
         if ms.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let v = Event::elapsed_ms(&*event(start)?, &*event(stop)?).hip()?;
-        out(ms, v)
+        let (a, b) = (local_event(start)?, local_event(stop)?);
+        let (HipEvent::Local(a), HipEvent::Local(b)) = (&*a, &*b) else {
+            return Err(hipErrorInvalidHandle);
+        };
+        out(ms, Event::elapsed_ms(a, b).hip()?)
     })())
 }
 
 /// `hipEventDestroy`.
 #[no_mangle]
 pub extern "C" fn hipEventDestroy(e: *mut c_void) -> hipError_t {
-    ret(EVENTS
-        .remove(e as usize)
-        .map(drop)
-        .ok_or(hipErrorInvalidHandle))
+    let r = EVENTS.remove(e as usize).map(drop);
+    TLS.with(|t| t.events.borrow_mut().forget(e as usize));
+    ret(r.ok_or(hipErrorInvalidHandle))
 }
 
 // ---- memory -----------------------------------------------------------------------------
@@ -648,6 +746,7 @@ fn free(p: *mut c_void, want: &[MemoryKind]) -> Result<(), hipError_t> {
     match m.get(&(p as u64)) {
         Some(b) if want.contains(&b.kind()) => {
             m.remove(&(p as u64));
+            lock(&IPC_EXPORTS).remove(&(p as u64));
             Ok(())
         }
         _ => Err(hipErrorInvalidValue),
@@ -680,7 +779,15 @@ pub extern "C" fn hipFree(p: *mut c_void) -> hipError_t {
     if let Some(r) = crate::managed::free(p as u64) {
         return ret(r);
     }
-    ret(free(p, &[MemoryKind::Device, MemoryKind::Signal]))
+    ret(match free(p, &[MemoryKind::Device, MemoryKind::Signal]) {
+        // Stream-ordered memory (hipMallocAsync, imported pool pointers): freed on the
+        // current GPU's null stream, then waited for (hipFree synchronizes).
+        Err(e) => with_stream(std::ptr::null_mut(), |st| {
+            st.free_ptr_async(p as u64).map_err(|_| e)?;
+            st.synchronize().hip()
+        }),
+        ok => ok,
+    })
 }
 
 /// `hipHostMalloc`: pinned host memory (only `hipHostMallocDefault`).
@@ -843,19 +950,19 @@ pub unsafe extern "C" fn hipMallocAsync(
     size: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    ret((|| {
-        if p.is_null() {
-            return Err(hipErrorInvalidValue);
-        }
-        let va = stream(s)?.malloc_async(size).hip()?.into_raw();
+    if p.is_null() {
+        return ret(Err(hipErrorInvalidValue));
+    }
+    ret_stream(s, |st| {
+        let va = st.malloc_async(size).hip()?.into_raw();
         out(p, va as *mut c_void)
-    })())
+    })
 }
 
 /// `hipFreeAsync`.
 #[no_mangle]
 pub extern "C" fn hipFreeAsync(p: *mut c_void, s: *mut c_void) -> hipError_t {
-    ret((|| stream(s)?.free_ptr_async(p as u64).hip())())
+    ret_stream(s, |st| st.free_ptr_async(p as u64).hip())
 }
 
 // ---- versions ---------------------------------------------------------------------------
@@ -950,8 +1057,11 @@ pub extern "C" fn hipDeviceReset() -> hipError_t {
         // A failed stream's error is not the reset's: the reset discards that state.
         let _ = hipDeviceSynchronize();
         STREAMS.retain(|s| s.gpu_index() != gpu);
-        streams_changed();
-        buffers().retain(|_, b| b.gpu_index() != gpu);
+        TLS.with(|t| *t.streams.borrow_mut() = Cache::new());
+        let mut m = buffers();
+        m.retain(|_, b| b.gpu_index() != gpu);
+        lock(&IPC_EXPORTS).retain(|va, _| m.contains_key(va));
+        drop(m);
         crate::kernel::reset_gpu(gpu);
         Ok(())
     })())
@@ -959,37 +1069,181 @@ pub extern "C" fn hipDeviceReset() -> hipError_t {
 
 /// The blob of a `hipIpcMemHandle_t`.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct hipIpcMemHandle_t {
     /// Opaque bytes.
     pub reserved: [c_char; 64],
 }
 
-/// `hipIpcGetMemHandle`: not supported. kfdrt shares memory between processes only
-/// through memory pools created with a POSIX file descriptor handle type (one dmabuf
-/// per pool, `hipMemPoolExportToShareableHandle`); a `hipMalloc` buffer has no exportable
-/// backing, and a 64-byte handle cannot carry a file descriptor to another process.
+/// The dmabuf exports of this library's buffers, by buffer address: open until the
+/// buffer is freed (`hipFree` drops them with the buffer).
+static IPC_EXPORTS: Mutex<BTreeMap<u64, kfdrt::IpcExport>> = Mutex::new(BTreeMap::new());
+
+/// Buffers of other processes opened here, by base address: the mapping, the exporter's
+/// identity (the handle without its offset) and how many opens are not yet closed.
+type IpcOpen = (kfdrt::IpcMapping, ([u8; 40], usize), usize);
+static IPC_OPEN: Mutex<BTreeMap<u64, IpcOpen>> = Mutex::new(BTreeMap::new());
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `hipIpcGetMemHandle`: a handle of `ptr` (the base of, or an address inside, a
+/// `hipMalloc`/`hipHostMalloc`/`hipExtMallocWithFlags` buffer) for another process's
+/// `hipIpcOpenMemHandle` (kfdrt `Device::ipc_export`: the buffer's dmabuf, kept open
+/// here until the buffer is freed).
 #[no_mangle]
 pub unsafe extern "C" fn hipIpcGetMemHandle(
-    _handle: *mut hipIpcMemHandle_t,
-    _ptr: *mut c_void,
+    handle: *mut hipIpcMemHandle_t,
+    ptr: *mut c_void,
 ) -> hipError_t {
-    ret(Err(hipErrorNotSupported))
+    ret((|| {
+        if handle.is_null() || ptr.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let a = ptr as u64;
+        let m = buffers();
+        let (va, b) = m
+            .range(..=a)
+            .next_back()
+            .filter(|(va, b)| a < *va + b.len() as u64)
+            .ok_or(hipErrorInvalidDevicePointer)?;
+        let mut ex = lock(&IPC_EXPORTS);
+        let e = match ex.entry(*va) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(device()?.ipc_export(b).hip()?)
+            }
+        };
+        let h = e.handle(a).hip()?;
+        out(
+            handle,
+            hipIpcMemHandle_t {
+                reserved: h.reserved.map(|b| b as c_char),
+            },
+        )
+    })())
 }
 
-/// `hipIpcOpenMemHandle`: not supported (see `hipIpcGetMemHandle`).
+/// `hipIpcOpenMemHandle`: maps the buffer of another process's handle on the current
+/// GPU and returns the exported address's counterpart here. Opening a buffer again
+/// returns the same mapping (counted; each open needs a close). `flags` must be
+/// `hipIpcMemLazyEnablePeerAccess` (0). Errors as CLR's: a forged or stale handle is
+/// `hipErrorInvalidDevicePointer`, an all-zero one `hipErrorInvalidValue`.
 #[no_mangle]
 pub unsafe extern "C" fn hipIpcOpenMemHandle(
-    _ptr: *mut *mut c_void,
-    _handle: hipIpcMemHandle_t,
-    _flags: c_uint,
+    ptr: *mut *mut c_void,
+    handle: hipIpcMemHandle_t,
+    flags: c_uint,
 ) -> hipError_t {
-    ret(Err(hipErrorNotSupported))
+    ret((|| {
+        if ptr.is_null() || flags != hipIpcMemLazyEnablePeerAccess {
+            return Err(hipErrorInvalidValue);
+        }
+        let h = kfdrt::IpcMemHandle {
+            reserved: handle.reserved.map(|b| b as u8),
+        };
+        let mut exporter = [0u8; 40];
+        exporter.copy_from_slice(&h.reserved[..40]);
+        let id = (exporter, current_gpu());
+        let mut open = lock(&IPC_OPEN);
+        let p = match open.values_mut().find(|(_, i, _)| *i == id) {
+            Some((m, _, n)) if h.offset() < m.len() as u64 => {
+                *n += 1;
+                m.base() + h.offset()
+            }
+            _ if h.reserved == [0; 64] => return Err(hipErrorInvalidValue),
+            _ => {
+                let m = device()?.ipc_open(id.1, &h).map_err(|e| match e.kind() {
+                    ErrorKind::InvalidValue => hipErrorInvalidDevicePointer,
+                    _ => map_err(&e),
+                })?;
+                let p = m.ptr();
+                open.insert(m.base(), (m, id, 1));
+                p
+            }
+        };
+        out(ptr, p as *mut c_void)
+    })())
 }
 
-/// `hipIpcCloseMemHandle`: not supported (see `hipIpcGetMemHandle`).
+/// `hipIpcCloseMemHandle`: `ptr` from `hipIpcOpenMemHandle`; the last close unmaps, after
+/// the current GPU's null stream (as CLR); an unknown pointer is `hipErrorInvalidHandle`.
 #[no_mangle]
-pub extern "C" fn hipIpcCloseMemHandle(_ptr: *mut c_void) -> hipError_t {
-    ret(Err(hipErrorNotSupported))
+pub extern "C" fn hipIpcCloseMemHandle(ptr: *mut c_void) -> hipError_t {
+    ret((|| {
+        if ptr.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        // Work on the null stream may still use the memory (CLR finishes it too).
+        with_stream(std::ptr::null_mut(), |st| st.synchronize().hip())?;
+        let a = ptr as u64;
+        let mut open = lock(&IPC_OPEN);
+        let base = open
+            .range(..=a)
+            .next_back()
+            .filter(|(_, (m, _, _))| a < m.base() + m.len() as u64)
+            .map(|(b, _)| *b)
+            .ok_or(hipErrorInvalidHandle)?;
+        let e = open.get_mut(&base).ok_or(hipErrorInvalidHandle)?;
+        e.2 -= 1;
+        if e.2 == 0 {
+            open.remove(&base);
+        }
+        Ok(())
+    })())
+}
+
+/// `hipIpcEventHandle_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct hipIpcEventHandle_t {
+    /// Opaque bytes.
+    pub reserved: [c_char; 64],
+}
+
+/// `hipIpcGetEventHandle`: the handle of an event created with `hipEventInterprocess`
+/// (kfdrt `IpcEvent::handle`); another event is `hipErrorInvalidValue`.
+#[no_mangle]
+pub unsafe extern "C" fn hipIpcGetEventHandle(
+    handle: *mut hipIpcEventHandle_t,
+    e: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        if handle.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let h = with_event(e, |ev| match &**ev {
+            HipEvent::Ipc(ev) => ev.handle().hip(),
+            HipEvent::Local(_) => Err(hipErrorInvalidValue),
+        })?;
+        out(
+            handle,
+            hipIpcEventHandle_t {
+                reserved: h.reserved.map(|b| b as c_char),
+            },
+        )
+    })())
+}
+
+/// `hipIpcOpenEventHandle`: an event of this process that tracks another process's
+/// interprocess event (record, query, synchronize, `hipStreamWaitEvent`; destroy with
+/// `hipEventDestroy`). A forged or stale handle is `hipErrorInvalidValue`.
+#[no_mangle]
+pub unsafe extern "C" fn hipIpcOpenEventHandle(
+    e: *mut *mut c_void,
+    handle: hipIpcEventHandle_t,
+) -> hipError_t {
+    ret((|| {
+        if e.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let h = kfdrt::IpcMemHandle {
+            reserved: handle.reserved.map(|b| b as u8),
+        };
+        let ev = device()?.ipc_open_event(current_gpu(), &h).hip()?;
+        out(e, register(&EVENTS, HipEvent::Ipc(ev))?)
+    })())
 }
 
 // ---- not modelled yet: explicit hipErrorNotSupported -------------------------------------
@@ -1005,11 +1259,6 @@ macro_rules! not_supported {
 }
 
 not_supported!(
-    hipMemPoolExportToShareableHandle,
-    hipMemPoolImportFromShareableHandle,
-    hipMemPoolExportPointer,
-    hipMemPoolImportPointer,
-    hipDeviceGetMemPool,
     hipMemExportToShareableHandle,
     hipMemImportFromShareableHandle,
 );

@@ -16,13 +16,12 @@
 //! on a GPU at the first launch there, not at registration (registration runs before
 //! `main`, where no device need be opened).
 
-use crate::api::{device, out, ret, stream, Hip};
+use crate::api::{device, out, ret, ret_stream, stream, Hip};
 use crate::error::*;
 use crate::handles::Registry;
 use kfdrt::codeobj::ValueKind;
 use kfdrt::{Dim3, Kernel, KernelArgs, Module};
 use std::cell::RefCell;
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,10 +90,10 @@ struct ModuleFunction {
     kernel: Kernel,
 }
 
-static FATBINS: Registry<FatBinary> = Registry::new();
+static FATBINS: Registry<FatBinary> = Registry::new(3);
 static HOST_FUNCTIONS: Mutex<Option<HashMap<usize, Arc<HostFunction>>>> = Mutex::new(None);
-static MODULES: Registry<Module> = Registry::new();
-static FUNCTIONS: Registry<ModuleFunction> = Registry::new();
+static MODULES: Registry<Module> = Registry::new(4);
+static FUNCTIONS: Registry<ModuleFunction> = Registry::new(5);
 /// Modules of unregistered fat binaries: kernels may still run (HIP does not make a
 /// program synchronize before exit or `dlclose`), so their code stays mapped.
 static RETIRED: Mutex<Vec<Module>> = Mutex::new(Vec::new());
@@ -256,10 +255,13 @@ pub unsafe extern "C" fn __hipRegisterFatBinary(data: *const c_void) -> *mut *mu
         // SAFETY: as above, `len` bytes by the bundle's own header.
         Some(unsafe { std::slice::from_raw_parts(p, len) }.to_vec())
     })();
-    FATBINS.insert(FatBinary {
-        bundle: bundle.unwrap_or_default(),
-        modules: Mutex::new(HashMap::new()),
-    }) as *mut *mut c_void
+    FATBINS
+        .insert(FatBinary {
+            bundle: bundle.unwrap_or_default(),
+            modules: Mutex::new(HashMap::new()),
+        })
+        // A full registry (a million fat binaries) leaves the kernels unregistered.
+        .unwrap_or(0) as *mut *mut c_void
 }
 
 /// `__hipRegisterFunction`: host stub `host_function` launches `device_name` of the fat
@@ -301,20 +303,66 @@ pub unsafe extern "C" fn __hipRegisterFunction(
         );
 }
 
-/// `__hipRegisterVar`: a `__device__` variable's host shadow. Registration is accepted
-/// (every program with a device global calls it before `main`); the symbol API that
-/// would use it (`hipMemcpyToSymbol`, `hipGetSymbolAddress`) is not exported.
+/// A `__device__`/`__constant__` variable registered by its host shadow's address.
+struct Var {
+    fatbin: usize,
+    name: String,
+    size: usize,
+}
+
+static VARS: Mutex<Option<HashMap<usize, Var>>> = Mutex::new(None);
+
+/// `__hipRegisterVar`: the host shadow `var` of device variable `device_var` (`size`
+/// bytes) of fat binary `modules`, for the symbol API (`hipGetSymbolAddress`,
+/// `hipMemcpyToSymbol`...). Its address on a GPU comes from the code object loaded there.
 #[no_mangle]
 pub unsafe extern "C" fn __hipRegisterVar(
-    _modules: *mut *mut c_void,
-    _var: *mut c_void,
-    _host_var: *mut c_char,
-    _device_var: *const c_char,
+    modules: *mut *mut c_void,
+    var: *mut c_void,
+    host_var: *mut c_char,
+    device_var: *const c_char,
     _ext: c_int,
-    _size: usize,
+    size: usize,
     _constant: c_int,
     _global: c_int,
 ) {
+    let name = if device_var.is_null() {
+        host_var as *const c_char
+    } else {
+        device_var
+    };
+    if name.is_null() || var.is_null() || !FATBINS.is_live(modules as usize) {
+        return;
+    }
+    // SAFETY: a NUL-terminated name from the program's registration code.
+    let name = unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned();
+    lock(&VARS).get_or_insert_with(HashMap::new).insert(
+        var as usize,
+        Var {
+            fatbin: modules as usize,
+            name,
+            size,
+        },
+    );
+}
+
+/// The address and size on GPU `gpu` of the device variable whose host shadow is at
+/// `symbol` (its fat binary loaded there at first use). InvalidSymbol for an address
+/// that is no registered variable.
+pub(crate) fn symbol(symbol: *const c_void, gpu: usize) -> Result<(u64, usize), hipError_t> {
+    let (fatbin, name, size) = lock(&VARS)
+        .as_ref()
+        .and_then(|m| m.get(&(symbol as usize)))
+        .map(|v| (v.fatbin, v.name.clone(), v.size))
+        .ok_or(hipErrorInvalidSymbol)?;
+    let fb = FATBINS.get(fatbin).ok_or(hipErrorInvalidSymbol)?;
+    let (va, len) = fatbin_module(&fb, gpu)?
+        .global(&name)
+        .map_err(|_| hipErrorInvalidSymbol)?;
+    // The code object's symbol size; the registered one if the symbol has none.
+    Ok((va, if len != 0 { len } else { size }))
 }
 
 /// `__hipUnregisterFatBinary`: forgets the fat binary and its kernels.
@@ -326,6 +374,9 @@ pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
     GENERATION.fetch_add(1, Ordering::AcqRel);
     if let Some(m) = lock(&HOST_FUNCTIONS).as_mut() {
         m.retain(|_, f| f.fatbin != modules as usize);
+    }
+    if let Some(m) = lock(&VARS).as_mut() {
+        m.retain(|_, v| v.fatbin != modules as usize);
     }
     let loaded: Vec<Module> = lock(&fb.modules)
         .drain()
@@ -365,6 +416,25 @@ pub unsafe extern "C" fn __hipPopCallConfiguration(
     })())
 }
 
+/// The module of fat binary `fb` on GPU `gpu`, loaded there at first use.
+fn fatbin_module(fb: &FatBinary, gpu: usize) -> Result<Module, hipError_t> {
+    let mut mods = lock(&fb.modules);
+    mods.entry(gpu)
+        .or_insert_with(|| {
+            if fb.bundle.is_empty() {
+                return Err(hipErrorInvalidImage);
+            }
+            device()?.load_module(gpu, &fb.bundle).map_err(|e| {
+                if e.to_string().contains("target") {
+                    hipErrorNoBinaryForGpu
+                } else {
+                    crate::api::map_err(&e)
+                }
+            })
+        })
+        .clone()
+}
+
 /// The kernel of host stub `f` on GPU `gpu` (loading its fat binary there at first use).
 fn host_kernel(f: *const c_void, gpu: usize) -> Result<Kernel, hipError_t> {
     let hf = lock(&HOST_FUNCTIONS)
@@ -377,23 +447,7 @@ fn host_kernel(f: *const c_void, gpu: usize) -> Result<Kernel, hipError_t> {
     let fb = FATBINS
         .get(hf.fatbin)
         .ok_or(hipErrorInvalidDeviceFunction)?;
-    let module = {
-        let mut mods = lock(&fb.modules);
-        mods.entry(gpu)
-            .or_insert_with(|| {
-                if fb.bundle.is_empty() {
-                    return Err(hipErrorInvalidImage);
-                }
-                device()?.load_module(gpu, &fb.bundle).map_err(|e| {
-                    if e.to_string().contains("target") {
-                        hipErrorNoBinaryForGpu
-                    } else {
-                        crate::api::map_err(&e)
-                    }
-                })
-            })
-            .clone()?
-    };
+    let module = fatbin_module(&fb, gpu)?;
     let k = module
         .kernel(&hf.name)
         .map_err(|_| hipErrorInvalidDeviceFunction)?;
@@ -421,30 +475,27 @@ pub(crate) fn reset_gpu(gpu: usize) {
 
 // ---- arguments --------------------------------------------------------------------------
 
-/// Pushes one by-value argument of `b.len()` bytes. kfdrt's [`KernelArgs::arg`] takes a
-/// sized value, so the length picks an array type; sizes beyond the list are
-/// NotSupported.
-fn push_value(args: &mut KernelArgs, b: &[u8]) -> Result<(), hipError_t> {
-    fn one<const N: usize>(args: &mut KernelArgs, b: &[u8]) -> Result<(), hipError_t> {
-        let a: [u8; N] = b.try_into().map_err(|_| hipErrorInvalidValue)?;
-        args.arg(&a).hip().map(drop)
+/// The explicit arguments of a kernel, read once from its metadata: (offset, size,
+/// pointer?) in order.
+#[derive(Clone, Default)]
+struct ArgLayout(Vec<(u32, u32, bool)>);
+
+impl ArgLayout {
+    fn of(k: &Kernel) -> ArgLayout {
+        let explicit = k
+            .metadata()
+            .args
+            .iter()
+            .filter(|a| !a.value_kind.is_hidden());
+        ArgLayout(
+            explicit
+                .map(|a| {
+                    let ptr = a.value_kind == ValueKind::GlobalBuffer && a.size == 8;
+                    (a.offset, a.size, ptr)
+                })
+                .collect(),
+        )
     }
-    macro_rules! by_len {
-        ($($n:literal)*) => {
-            match b.len() {
-                $( $n => one::<$n>(args, b), )*
-                _ => Err(hipErrorNotSupported),
-            }
-        };
-    }
-    by_len!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30
-        31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58
-        59 60 61 62 63 64 68 72 76 80 84 88 92 96 100 104 108 112 116 120 124 128 132 136
-        140 144 148 152 156 160 164 168 172 176 180 184 188 192 196 200 204 208 212 216 220
-        224 228 232 236 240 244 248 252 256 260 264 268 272 276 280 284 288 292 296 300 304
-        308 312 316 320 324 328 332 336 340 344 348 352 356 360 364 368 372 376 380 384 388
-        392 396 400 404 408 412 416 420 424 428 432 436 440 444 448 452 456 460 464 468 472
-        476 480 484 488 492 496 500 504 508 512)
 }
 
 /// The explicit arguments of `k`, each read by `bytes_of(index, offset, size)`.
@@ -453,31 +504,27 @@ fn build_args(
     bytes_of: impl FnMut(usize, u32, u32) -> Result<*const u8, hipError_t>,
 ) -> Result<KernelArgs, hipError_t> {
     let mut args = k.args();
-    fill_args(k, &mut args, bytes_of)?;
+    fill_args(&ArgLayout::of(k), &mut args, bytes_of)?;
     Ok(args)
 }
 
-/// Pushes the explicit arguments of `k` into the empty `args`.
+/// Pushes the explicit arguments described by `layout` into the empty `args`; by-value
+/// arguments of any size (kfdrt checks each against the kernel's metadata).
 fn fill_args(
-    k: &Kernel,
+    layout: &ArgLayout,
     args: &mut KernelArgs,
     mut bytes_of: impl FnMut(usize, u32, u32) -> Result<*const u8, hipError_t>,
 ) -> Result<(), hipError_t> {
-    let explicit = k
-        .metadata()
-        .args
-        .iter()
-        .filter(|a| !a.value_kind.is_hidden());
-    for (i, a) in explicit.enumerate() {
-        let p = bytes_of(i, a.offset, a.size)?;
-        // SAFETY: `bytes_of` returned a pointer to the argument's `a.size` bytes.
-        let b = unsafe { std::slice::from_raw_parts(p, a.size as usize) };
-        if a.value_kind == ValueKind::GlobalBuffer && b.len() == 8 {
-            let mut v = [0u8; 8];
-            v.copy_from_slice(b);
-            args.ptr(u64::from_le_bytes(v)).hip()?;
+    for (i, &(offset, size, ptr)) in layout.0.iter().enumerate() {
+        let p = bytes_of(i, offset, size)?;
+        if ptr {
+            // SAFETY: `bytes_of` returned a pointer to the argument's 8 bytes.
+            let v = unsafe { (p as *const u64).read_unaligned() };
+            args.ptr(v).hip()?;
         } else {
-            push_value(args, b)?;
+            // SAFETY: `bytes_of` returned a pointer to the argument's `size` bytes.
+            let b = unsafe { std::slice::from_raw_parts(p, size as usize) };
+            args.arg_bytes(b).hip()?;
         }
     }
     Ok(())
@@ -486,16 +533,16 @@ fn fill_args(
 /// Arguments from `void *args[]` (one pointer to each argument's value).
 fn args_from_array(k: &Kernel, params: *mut *mut c_void) -> Result<KernelArgs, hipError_t> {
     let mut args = k.args();
-    fill_from_array(k, &mut args, params)?;
+    fill_from_array(&ArgLayout::of(k), &mut args, params)?;
     Ok(args)
 }
 
 fn fill_from_array(
-    k: &Kernel,
+    layout: &ArgLayout,
     args: &mut KernelArgs,
     params: *mut *mut c_void,
 ) -> Result<(), hipError_t> {
-    fill_args(k, args, |i, _, _| {
+    fill_args(layout, args, |i, _, _| {
         if params.is_null() {
             return Err(hipErrorInvalidValue);
         }
@@ -569,13 +616,20 @@ fn launch(
 /// launch caches drop what they hold.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// (host stub, GPU) -> the kernel and a reusable argument list.
-type LaunchCache = HashMap<(usize, usize), (Kernel, KernelArgs)>;
+/// A warm launch target: (host stub, GPU), its kernel, argument layout and a reusable
+/// argument list.
+struct Warm {
+    stub: usize,
+    gpu: usize,
+    kernel: Kernel,
+    layout: ArgLayout,
+    args: KernelArgs,
+}
 
 thread_local! {
-    /// Per thread: (host stub, GPU) -> the kernel and a reusable argument list, so a
-    /// `<<<>>>` launch takes no lock and allocates nothing once warm.
-    static LAUNCH_CACHE: RefCell<(u64, LaunchCache)> = RefCell::new((0, HashMap::new()));
+    /// Per thread: the launch targets used so far (a short list, most recent first), so a
+    /// `<<<>>>` launch takes no lock, hashes nothing and allocates nothing once warm.
+    static LAUNCH_CACHE: RefCell<(u64, Vec<Warm>)> = const { RefCell::new((0, Vec::new())) };
 }
 
 /// `hipLaunchKernel`: the kernel registered for host stub `f`.
@@ -588,29 +642,39 @@ pub unsafe extern "C" fn hipLaunchKernel(
     shared: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    ret((|| {
-        let st = stream(s)?;
+    ret_stream(s, |st| {
         let gpu = st.gpu_index();
         let generation = GENERATION.load(Ordering::Acquire);
+        let stub = f as usize;
         LAUNCH_CACHE.with(|c| {
             let mut c = c.borrow_mut();
+            let c = &mut *c;
             if c.0 != generation {
-                *c = (generation, HashMap::new());
+                *c = (generation, Vec::new());
             }
-            let key = (f as usize, gpu);
-            let (k, a) = match c.1.entry(key) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => {
-                    let k = host_kernel(f, gpu)?;
-                    let a = k.args();
-                    e.insert((k, a))
+            let i = match c.1.iter().position(|w| w.stub == stub && w.gpu == gpu) {
+                Some(i) => i,
+                None => {
+                    let kernel = host_kernel(f, gpu)?;
+                    c.1.push(Warm {
+                        stub,
+                        gpu,
+                        layout: ArgLayout::of(&kernel),
+                        args: kernel.args(),
+                        kernel,
+                    });
+                    c.1.len() - 1
                 }
             };
-            a.clear();
-            fill_from_array(k, a, args)?;
-            launch(k, &st, grid, block, shared, a)
+            if i > 0 {
+                c.1.swap(0, i);
+            }
+            let w = &mut c.1[0];
+            w.args.clear();
+            fill_from_array(&w.layout, &mut w.args, args)?;
+            launch(&w.kernel, st, grid, block, shared, &w.args)
         })
-    })())
+    })
 }
 
 /// `hipFuncAttributes` of a kernel on GPU `gpu`.
@@ -659,7 +723,7 @@ fn new_module(m: *mut *mut c_void, r: kfdrt::Result<Module>) -> Result<(), hipEr
         kfdrt::ErrorKind::InvalidValue => hipErrorInvalidImage,
         _ => crate::api::map_err(&e),
     })?;
-    out(m, MODULES.insert(module) as *mut c_void)
+    out(m, crate::api::register(&MODULES, module)?)
 }
 
 /// `hipModuleLoad`: a code object file (ELF or offload bundle) on the current GPU.
@@ -720,11 +784,14 @@ pub unsafe extern "C" fn hipModuleGetFunction(
         // SAFETY: a NUL-terminated kernel name from the caller.
         let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
         let kernel = module.kernel(&name).map_err(|_| hipErrorNotFound)?;
-        let t = FUNCTIONS.insert(ModuleFunction {
-            module: m as usize,
-            kernel,
-        });
-        out(f, t as *mut c_void)
+        let t = crate::api::register(
+            &FUNCTIONS,
+            ModuleFunction {
+                module: m as usize,
+                kernel,
+            },
+        )?;
+        out(f, t)
     })())
 }
 
@@ -771,5 +838,117 @@ pub unsafe extern "C" fn hipModuleLaunchKernel(
             shared as usize,
             &args,
         )
+    })())
+}
+
+// ---- symbols ----------------------------------------------------------------------------
+
+/// `[va + offset, + size)` of device variable `sym` on the current GPU; InvalidValue when
+/// it runs past the variable.
+fn symbol_range(sym: *const c_void, offset: usize, size: usize) -> Result<u64, hipError_t> {
+    let (va, len) = symbol(sym, crate::api::current_gpu())?;
+    if offset.checked_add(size).is_none_or(|end| end > len) {
+        return Err(hipErrorInvalidValue);
+    }
+    Ok(va + offset as u64)
+}
+
+/// `hipGetSymbolAddress`: the current GPU's address of a `__device__` variable.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetSymbolAddress(
+    p: *mut *mut c_void,
+    sym: *const c_void,
+) -> hipError_t {
+    ret((|| {
+        let (va, _) = symbol(sym, crate::api::current_gpu())?;
+        out(p, va as *mut c_void)
+    })())
+}
+
+/// `hipGetSymbolSize`: bytes of a `__device__` variable.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetSymbolSize(size: *mut usize, sym: *const c_void) -> hipError_t {
+    ret((|| {
+        let (_, len) = symbol(sym, crate::api::current_gpu())?;
+        out(size, len)
+    })())
+}
+
+/// `hipMemcpyToSymbol`: `size` bytes from `src` to the variable at `offset`, as
+/// `hipMemcpy` (ordered on the current GPU's null stream, waited for).
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyToSymbol(
+    sym: *const c_void,
+    src: *const c_void,
+    size: usize,
+    offset: usize,
+    kind: c_int,
+) -> hipError_t {
+    ret((|| {
+        let dst = symbol_range(sym, offset, size)?;
+        // SAFETY: HIP's contract for the source; the destination is checked above.
+        match unsafe { crate::api::hipMemcpy(dst as *mut c_void, src, size, kind) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
+    })())
+}
+
+/// `hipMemcpyToSymbolAsync`: as `hipMemcpyAsync` on `stream`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyToSymbolAsync(
+    sym: *const c_void,
+    src: *const c_void,
+    size: usize,
+    offset: usize,
+    kind: c_int,
+    stream: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        let dst = symbol_range(sym, offset, size)?;
+        // SAFETY: as hipMemcpyAsync.
+        match unsafe { crate::api::hipMemcpyAsync(dst as *mut c_void, src, size, kind, stream) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
+    })())
+}
+
+/// `hipMemcpyFromSymbol`: `size` bytes of the variable from `offset` to `dst`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyFromSymbol(
+    dst: *mut c_void,
+    sym: *const c_void,
+    size: usize,
+    offset: usize,
+    kind: c_int,
+) -> hipError_t {
+    ret((|| {
+        let src = symbol_range(sym, offset, size)?;
+        // SAFETY: HIP's contract for the destination; the source is checked above.
+        match unsafe { crate::api::hipMemcpy(dst, src as *const c_void, size, kind) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
+    })())
+}
+
+/// `hipMemcpyFromSymbolAsync`: as `hipMemcpyAsync` on `stream`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyFromSymbolAsync(
+    dst: *mut c_void,
+    sym: *const c_void,
+    size: usize,
+    offset: usize,
+    kind: c_int,
+    stream: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        let src = symbol_range(sym, offset, size)?;
+        // SAFETY: as hipMemcpyAsync.
+        match unsafe { crate::api::hipMemcpyAsync(dst, src as *const c_void, size, kind, stream) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
     })())
 }

@@ -2,7 +2,7 @@
 //! value this library uses, which `tests/c/layout.c` (compiled against Debian's header)
 //! compares with its own `sizeof`/`offsetof`/enum values.
 
-use crate::api::hipIpcMemHandle_t;
+use crate::api::{hipIpcEventHandle_t, hipIpcMemHandle_t};
 use crate::error::*;
 use crate::kernel::{dim3, hipFuncAttributes};
 use crate::types::*;
@@ -129,6 +129,7 @@ pub fn table() -> String {
     rows!(o; field dim3.y as y);
     rows!(o; field dim3.z as z);
     rows!(o; size hipIpcMemHandle_t);
+    rows!(o; size hipIpcEventHandle_t);
     rows!(o; value hipMemoryTypeHost, hipMemoryTypeDevice, hipMemoryTypeArray, hipMemoryTypeUnified);
     rows!(o; value hipMemcpyHostToHost, hipMemcpyHostToDevice, hipMemcpyDeviceToHost,
         hipMemcpyDeviceToDevice, hipMemcpyDefault);
@@ -138,9 +139,9 @@ pub fn table() -> String {
     rows!(o; value hipMemAllocationTypeInvalid, hipMemAllocationTypePinned);
     rows!(o; value hipMemHandleTypeNone, hipMemHandleTypePosixFileDescriptor);
     rows!(o; value hipStreamDefault, hipStreamNonBlocking, hipEventDefault,
-        hipEventBlockingSync, hipEventDisableTiming, hipHostMallocDefault,
+        hipEventBlockingSync, hipEventDisableTiming, hipEventInterprocess, hipHostMallocDefault,
         hipDeviceMallocDefault, hipMallocSignalMemory, hipHostRegisterDefault,
-        hipHostRegisterPortable, hipHostRegisterMapped);
+        hipHostRegisterPortable, hipHostRegisterMapped, hipIpcMemLazyEnablePeerAccess);
     rows!(o; value hipMemPoolReuseFollowEventDependencies, hipMemPoolReuseAllowOpportunistic, hipMemPoolReuseAllowInternalDependencies, hipMemPoolAttrReleaseThreshold, hipMemPoolAttrReservedMemCurrent, hipMemPoolAttrReservedMemHigh, hipMemPoolAttrUsedMemCurrent, hipMemPoolAttrUsedMemHigh);
     rows!(o; value hipDeviceAttributeCanMapHostMemory, hipDeviceAttributeClockRate, hipDeviceAttributeConcurrentKernels, hipDeviceAttributeL2CacheSize, hipDeviceAttributeComputeCapabilityMajor, hipDeviceAttributeComputeCapabilityMinor, hipDeviceAttributeManagedMemory, hipDeviceAttributeMaxThreadsPerMultiProcessor, hipDeviceAttributeMultiprocessorCount, hipDeviceAttributePciBusId, hipDeviceAttributePciDeviceId, hipDeviceAttributePciDomainID, hipDeviceAttributeMaxSharedMemoryPerBlock, hipDeviceAttributeTotalGlobalMem, hipDeviceAttributeWarpSize, hipDeviceAttributeIsLargeBar);
     o.extend(ERROR_VALUES.iter().map(|(n, v)| format!("value {n} {v}")));
@@ -169,6 +170,8 @@ const ERROR_VALUES: &[(&str, hipError_t)] = &[
         hipErrorHostMemoryNotRegistered,
     ),
     ("hipErrorUnknown", hipErrorUnknown),
+    ("hipErrorInvalidDevicePointer", hipErrorInvalidDevicePointer),
+    ("hipErrorInvalidSymbol", hipErrorInvalidSymbol),
 ];
 
 /// `kfdrt_hip_layout`: the layout table as a NUL-terminated string owned by the library.

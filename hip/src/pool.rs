@@ -8,10 +8,11 @@ use crate::types::*;
 use kfdrt::{AccessDesc, AccessFlags, HandleType, Location};
 use kfdrt::{MemPool, PoolAttr, PoolProps};
 use std::collections::HashMap;
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_int, c_uint, c_void};
+use std::os::fd::{BorrowedFd, IntoRawFd};
 use std::sync::{Arc, Mutex};
 
-static POOLS: Registry<MemPool> = Registry::new();
+static POOLS: Registry<MemPool> = Registry::new(6);
 /// The default pool's handle per GPU: HIP hands out the same handle every time.
 static DEFAULT_POOLS: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
 
@@ -70,7 +71,7 @@ pub unsafe extern "C" fn hipMemPoolCreate(
             max_size: 0,
         };
         let mp = device()?.create_mem_pool(&props).hip()?;
-        out(p, POOLS.insert(mp) as *mut c_void)
+        out(p, crate::api::register(&POOLS, mp)?)
     })())
 }
 
@@ -206,7 +207,8 @@ pub unsafe extern "C" fn hipDeviceGetDefaultMemPool(p: *mut *mut c_void, dev: c_
         let t = match m.get(&gpu) {
             Some(t) => *t,
             None => {
-                let t = POOLS.insert(device()?.default_mem_pool(gpu).hip()?);
+                let t =
+                    crate::api::register(&POOLS, device()?.default_mem_pool(gpu).hip()?)? as usize;
                 m.insert(gpu, t);
                 t
             }
@@ -215,12 +217,52 @@ pub unsafe extern "C" fn hipDeviceGetDefaultMemPool(p: *mut *mut c_void, dev: c_
     })())
 }
 
+/// The handle given to `hipDeviceSetMemPool` per GPU (HIP hands the same handle back).
+static CURRENT_POOLS: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+
 /// `hipDeviceSetMemPool`.
 #[no_mangle]
 pub extern "C" fn hipDeviceSetMemPool(dev: c_int, p: *mut c_void) -> hipError_t {
     ret((|| {
         let gpu = usize::try_from(dev).map_err(|_| hipErrorInvalidDevice)?;
-        device()?.set_mem_pool(gpu, &*pool(p)?).hip()
+        device()?.set_mem_pool(gpu, &*pool(p)?).hip()?;
+        CURRENT_POOLS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(HashMap::new)
+            .insert(gpu, p as usize);
+        Ok(())
+    })())
+}
+
+/// `hipDeviceGetMemPool`: the GPU's current pool (kfdrt `Device::mem_pool`): the handle
+/// last given to `hipDeviceSetMemPool` while that pool is current, else the default pool's.
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetMemPool(p: *mut *mut c_void, dev: c_int) -> hipError_t {
+    ret((|| {
+        if p.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let gpu = usize::try_from(dev).map_err(|_| hipErrorInvalidDevice)?;
+        if gpu >= device()?.gpus().len() {
+            return Err(hipErrorInvalidDevice);
+        }
+        let current = device()?.mem_pool(gpu).hip()?;
+        let set = CURRENT_POOLS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|m| m.get(&gpu).copied());
+        if let Some(t) = set {
+            if pool(t as *mut c_void).is_ok_and(|mp| *mp == current) {
+                return out(p, t as *mut c_void);
+            }
+        }
+        // SAFETY: `p` checked non-null above.
+        match unsafe { hipDeviceGetDefaultMemPool(p, dev) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
     })())
 }
 
@@ -240,6 +282,108 @@ pub unsafe extern "C" fn hipMallocFromPoolAsync(
             .malloc_from_pool_async(size, &*pool(p)?)
             .hip()?
             .into_raw();
+        out(ptr, va as *mut c_void)
+    })())
+}
+
+fn handle_type(t: hipMemAllocationHandleType) -> Result<HandleType, hipError_t> {
+    match t {
+        hipMemHandleTypePosixFileDescriptor => Ok(HandleType::PosixFileDescriptor),
+        _ => Err(hipErrorInvalidValue),
+    }
+}
+
+/// `hipMemPoolExportToShareableHandle`: for `hipMemHandleTypePosixFileDescriptor`, a
+/// dmabuf fd of the pool's backing (kfdrt `MemPool::export_to_shareable_handle`) is
+/// written to the `int` at `shared_handle`; the caller owns and closes it.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemPoolExportToShareableHandle(
+    shared_handle: *mut c_void,
+    p: *mut c_void,
+    t: hipMemAllocationHandleType,
+    flags: c_uint,
+) -> hipError_t {
+    ret((|| {
+        if shared_handle.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let fd = pool(p)?
+            .export_to_shareable_handle(handle_type(t)?, flags)
+            .hip()?;
+        out(shared_handle as *mut c_int, fd.into_raw_fd())
+    })())
+}
+
+/// `hipMemPoolImportFromShareableHandle`: for `hipMemHandleTypePosixFileDescriptor`,
+/// `shared_handle` is the fd itself (`(void *)(uintptr_t)fd`, as CUDA); the fd is not
+/// consumed. The imported pool cannot allocate; it maps the exporter's pointers
+/// (`hipMemPoolImportPointer`).
+#[no_mangle]
+pub unsafe extern "C" fn hipMemPoolImportFromShareableHandle(
+    p: *mut *mut c_void,
+    shared_handle: *mut c_void,
+    t: hipMemAllocationHandleType,
+    flags: c_uint,
+) -> hipError_t {
+    ret((|| {
+        if p.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let fd = i32::try_from(shared_handle as usize).map_err(|_| hipErrorInvalidValue)?;
+        // A closed fd would be another file's by the time it is used: check it is open.
+        if rustix::io::fcntl_getfd(
+            // SAFETY: borrowed only for the check, which fails cleanly on a closed fd.
+            unsafe { BorrowedFd::borrow_raw(fd) },
+        )
+        .is_err()
+        {
+            return Err(hipErrorInvalidValue);
+        }
+        // SAFETY: an open fd of the caller's, borrowed for the import (not consumed).
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let mp = device()?
+            .import_mem_pool(fd, handle_type(t)?, flags)
+            .hip()?;
+        out(p, crate::api::register(&POOLS, mp)?)
+    })())
+}
+
+/// `hipMemPoolExportPointer`: export data of a live allocation of a pool created with a
+/// POSIX fd handle type.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemPoolExportPointer(
+    data: *mut hipMemPoolPtrExportData,
+    ptr: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        let d = device()?.mem_pool_export_pointer(ptr as u64).hip()?;
+        out(
+            data,
+            hipMemPoolPtrExportData {
+                reserved: d.reserved,
+            },
+        )
+    })())
+}
+
+/// `hipMemPoolImportPointer`: the address here of an allocation the exporter exported
+/// (`hipErrorInvalidValue` once the exporter freed it). Free it with `hipFreeAsync` or
+/// `hipFree` before the exporter frees it.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemPoolImportPointer(
+    ptr: *mut *mut c_void,
+    p: *mut c_void,
+    data: *mut hipMemPoolPtrExportData,
+) -> hipError_t {
+    ret((|| {
+        if ptr.is_null() || data.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        // SAFETY: non-null, the caller's export data.
+        let d = kfdrt::PtrExportData {
+            reserved: unsafe { (*data).reserved },
+        };
+        let va = pool(p)?.import_pointer(&d).hip()?.into_raw();
         out(ptr, va as *mut c_void)
     })())
 }

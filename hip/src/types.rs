@@ -70,6 +70,8 @@ pub const hipEventDefault: c_uint = 0;
 pub const hipEventBlockingSync: c_uint = 1;
 /// Event flag `hipEventDisableTiming`.
 pub const hipEventDisableTiming: c_uint = 2;
+/// Event flag `hipEventInterprocess`.
+pub const hipEventInterprocess: c_uint = 4;
 /// `hipHostMalloc` flag `hipHostMallocDefault`.
 pub const hipHostMallocDefault: c_uint = 0;
 /// `hipExtMallocWithFlags` flag `hipDeviceMallocDefault`.
@@ -81,6 +83,8 @@ pub const hipMallocSignalMemory: c_uint = 2;
 pub const hipHostRegisterDefault: c_uint = 0;
 /// `hipHostRegister` flag `hipHostRegisterPortable`.
 pub const hipHostRegisterPortable: c_uint = 1;
+/// `hipIpcOpenMemHandle`'s only flag value, `hipIpcMemLazyEnablePeerAccess` (0 in HIP 5.2).
+pub const hipIpcMemLazyEnablePeerAccess: c_uint = 0;
 /// `hipHostRegister` flag `hipHostRegisterMapped`.
 pub const hipHostRegisterMapped: c_uint = 2;
 

@@ -9,7 +9,7 @@ use kfdrt::{AccessDesc, AccessFlags, AllocationType, GranularityOption, HandleTy
 use kfdrt::{MemAllocationProp, MemHandle};
 use std::ffi::{c_ulonglong, c_void};
 
-static HANDLES: Registry<MemHandle> = Registry::new();
+static HANDLES: Registry<MemHandle> = Registry::new(7);
 
 fn handle(h: *mut c_void) -> Result<MemHandle, hipError_t> {
     HANDLES
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn hipMemCreate(
             return Err(hipErrorInvalidValue);
         }
         let mh = device()?.mem_create(size, &prop(p)?, flags).hip()?;
-        out(h, HANDLES.insert(mh) as *mut c_void)
+        out(h, crate::api::register(&HANDLES, mh)?)
     })())
 }
 

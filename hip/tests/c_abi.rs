@@ -125,6 +125,21 @@ fn peer_access_memory_info_reset_and_ipc_through_the_c_api() {
 }
 
 #[test]
+fn ipc_memory_and_pool_handles_between_two_processes() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-ipc");
+    compile("g++", "ipc.cpp", &exe, &["-lamdhip64"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu:mi250x");
+    let (ok, out, err) = run(cmd, Duration::from_secs(240));
+    assert!(ok, "ipc program failed:\n{out}{err}");
+    assert!(out.contains("child checks passed:"), "{out}");
+    assert!(out.contains("parent checks passed:"), "{out}");
+    assert!(err.is_empty(), "stderr not empty:\n{err}");
+}
+
+#[test]
 fn exports_carry_debian_version_nodes() {
     let o = Command::new("readelf")
         .args(["--dyn-syms", "-W"])

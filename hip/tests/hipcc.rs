@@ -50,7 +50,9 @@ fn src(name: &str) -> PathBuf {
 
 /// `hipcc --offload-arch=gfx90a [extra] SRC -o OUT`.
 fn hipcc(name: &str, extra: &[&str], out: &Path) {
+    // hipcc leaves an empty `<stem>-XXXXXX` directory in TMPDIR per compile: keep it in target/.
     let o = Command::new("hipcc")
+        .env("TMPDIR", tmp())
         .arg("--offload-arch=gfx90a")
         .args(extra)
         .arg(src(name))
@@ -196,11 +198,24 @@ fn module_api_on_a_genco_code_object() {
 }
 
 #[test]
+fn symbol_api_and_by_value_arguments_above_512_bytes() {
+    let out = build_and_run("symbols.hip");
+    assert_eq!(
+        lines(&out),
+        [
+            "symbols table[0]=1.0 table[199]=598.0 table[200]=200.0 counter=400 coeffs=3,1,7,9 bad=0",
+            "by-value sizes 1200 3000 sums 104550 764136 expected 104550 764136",
+        ]
+    );
+}
+
+#[test]
 fn hipbench_runs_on_this_library_and_every_launch_executes() {
     // tools/hipbench/hipbench.hip, the program tools/hipbench/run.sh races against CLR.
     let exe = tmp().join("hipcc-hipbench");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/hipbench/hipbench.hip");
     let o = Command::new("hipcc")
+        .env("TMPDIR", tmp())
         .args(["--offload-arch=gfx90a", "-O2"])
         .arg(&src)
         .arg("-o")
@@ -222,6 +237,7 @@ fn hipbench_runs_on_this_library_and_every_launch_executes() {
             "eventRecord_enqueue",
             "streamQuery_idle",
             "streamSynchronize_idle",
+            "writeValue32+sync_roundtrip",
             "callback_enqueue_to_run",
             "mallocAsync+freeAsync_1MiB",
             "kernelLaunch_enqueue",

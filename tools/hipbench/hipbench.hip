@@ -108,6 +108,17 @@ int main(int argc, char** argv) {
   }
   report("streamSynchronize_idle", v);
 
+  // A round trip through the emulated GPU: one write, then wait for it. Both libraries
+  // share the device, so this is bounded by the emulator's latency, not by either library.
+  v.clear();
+  for (int i = 0; i < iters; i++) {
+    double t = now_ns();
+    OK(hipStreamWriteValue32(s, sig, (unsigned)i, 0));
+    OK(hipStreamSynchronize(s));
+    v.push_back(now_ns() - t);
+  }
+  report("writeValue32+sync_roundtrip", v);
+
   v.clear();
   for (int i = 0; i < iters; i++) {
     int before = cb_runs.load(std::memory_order_acquire);

@@ -11,7 +11,8 @@ cargo build --release -q -p kfdrt-hip -p kfdrt-cli -p kfdrt-preload
 out=target/hipbench
 mkdir -p "$out/lib"
 ln -sf ../../release/libamdhip64.so "$out/lib/libamdhip64.so.5"
-hipcc --offload-arch=gfx90a -O2 tools/hipbench/hipbench.hip -o "$out/hipbench"
+# hipcc leaves an empty <stem>-XXXXXX directory in TMPDIR: keep it in target/.
+TMPDIR="$PWD/$out" hipcc --offload-arch=gfx90a -O2 tools/hipbench/hipbench.hip -o "$out/hipbench"
 
 LD_LIBRARY_PATH="$PWD/$out/lib" KFDRT_DEVICE=$device "$out/hipbench" "$iters" > "$out/kfdrt.txt"
 # Bounded: a stall in CLR's run still leaves the operations it finished.

@@ -45,8 +45,9 @@ static void errors_and_library() {
     OK(hipGetDeviceCount(&n));  // a success replaces the last error (HIP 5.2 HIP_RETURN)
     CHECK(hipPeekAtLastError() == hipSuccess);
     // Not modelled: a clear error, never a fake success.
-    hipIpcMemHandle_t ih;
-    CHECK(hipIpcGetMemHandle(&ih, nullptr) == hipErrorNotSupported);
+    int fd = -1;
+    CHECK(hipMemExportToShareableHandle(&fd, nullptr, hipMemHandleTypePosixFileDescriptor, 0) ==
+          hipErrorNotSupported);
 }
 
 static void devices() {
@@ -395,13 +396,21 @@ static void pools() {
     OK(hipMemPoolGetAccess(&f, pool, &desc.location));
     CHECK(f == hipMemAccessFlagsProtReadWrite);
     // The current pool of the device serves hipMallocAsync.
+    hipMemPool_t cur = nullptr;
+    OK(hipDeviceGetMemPool(&cur, 0));
+    CHECK(cur == def1);
     OK(hipDeviceSetMemPool(0, pool));
+    OK(hipDeviceGetMemPool(&cur, 0));
+    CHECK(cur == pool);
+    CHECK(hipDeviceGetMemPool(&cur, 99) == hipErrorInvalidDevice);
     OK(hipMallocAsync((void **)&p, 4096, s));
     OK(hipMemPoolGetAttribute(pool, hipMemPoolAttrUsedMemCurrent, &v));
     CHECK(v >= 4096);
     OK(hipFreeAsync(p, s));
     OK(hipStreamSynchronize(s));
     OK(hipDeviceSetMemPool(0, def1));
+    OK(hipDeviceGetMemPool(&cur, 0));
+    CHECK(cur == def1);
     OK(hipMemPoolDestroy(pool));
     CHECK(hipMemPoolGetAttribute(pool, hipMemPoolAttrUsedMemCurrent, &v) == hipErrorInvalidHandle);
     CHECK(hipMemPoolDestroy(pool) == hipErrorInvalidHandle);

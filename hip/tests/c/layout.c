@@ -90,7 +90,7 @@ static struct row rows[] = {
     OFF(hipFuncAttributes, maxThreadsPerBlock), OFF(hipFuncAttributes, numRegs),
     OFF(hipFuncAttributes, preferredShmemCarveout), OFF(hipFuncAttributes, ptxVersion),
     OFF(hipFuncAttributes, sharedSizeBytes),
-    SZ(dim3), OFF(dim3, x), OFF(dim3, y), OFF(dim3, z), SZ(hipIpcMemHandle_t),
+    SZ(dim3), OFF(dim3, x), OFF(dim3, y), OFF(dim3, z), SZ(hipIpcMemHandle_t), SZ(hipIpcEventHandle_t),
     VAL(hipMemoryTypeHost), VAL(hipMemoryTypeDevice), VAL(hipMemoryTypeArray),
     VAL(hipMemoryTypeUnified),
     VAL(hipMemcpyHostToHost), VAL(hipMemcpyHostToDevice), VAL(hipMemcpyDeviceToHost),
@@ -101,9 +101,10 @@ static struct row rows[] = {
     VAL(hipMemAllocationTypeInvalid), VAL(hipMemAllocationTypePinned),
     VAL(hipMemHandleTypeNone), VAL(hipMemHandleTypePosixFileDescriptor),
     VAL(hipStreamDefault), VAL(hipStreamNonBlocking), VAL(hipEventDefault),
-    VAL(hipEventBlockingSync), VAL(hipEventDisableTiming), VAL(hipHostMallocDefault),
+    VAL(hipEventBlockingSync), VAL(hipEventDisableTiming), VAL(hipEventInterprocess), VAL(hipHostMallocDefault),
     VAL(hipDeviceMallocDefault), VAL(hipMallocSignalMemory),
     VAL(hipHostRegisterDefault), VAL(hipHostRegisterPortable), VAL(hipHostRegisterMapped),
+    VAL(hipIpcMemLazyEnablePeerAccess),
     VAL(hipErrorHostMemoryAlreadyRegistered), VAL(hipErrorHostMemoryNotRegistered),
     VAL(hipMemPoolReuseFollowEventDependencies), VAL(hipMemPoolReuseAllowOpportunistic), VAL(hipMemPoolReuseAllowInternalDependencies), VAL(hipMemPoolAttrReleaseThreshold), VAL(hipMemPoolAttrReservedMemCurrent), VAL(hipMemPoolAttrReservedMemHigh), VAL(hipMemPoolAttrUsedMemCurrent), VAL(hipMemPoolAttrUsedMemHigh),
     VAL(hipDeviceAttributeCanMapHostMemory), VAL(hipDeviceAttributeClockRate), VAL(hipDeviceAttributeConcurrentKernels), VAL(hipDeviceAttributeL2CacheSize), VAL(hipDeviceAttributeComputeCapabilityMajor), VAL(hipDeviceAttributeComputeCapabilityMinor), VAL(hipDeviceAttributeManagedMemory), VAL(hipDeviceAttributeMaxThreadsPerMultiProcessor), VAL(hipDeviceAttributeMultiprocessorCount), VAL(hipDeviceAttributePciBusId), VAL(hipDeviceAttributePciDeviceId), VAL(hipDeviceAttributePciDomainID), VAL(hipDeviceAttributeMaxSharedMemoryPerBlock), VAL(hipDeviceAttributeTotalGlobalMem), VAL(hipDeviceAttributeWarpSize), VAL(hipDeviceAttributeIsLargeBar),
@@ -111,6 +112,7 @@ static struct row rows[] = {
     VAL(hipErrorNotInitialized), VAL(hipErrorInvalidDevice), VAL(hipErrorNoDevice),
     VAL(hipErrorInvalidHandle), VAL(hipErrorContextIsDestroyed), VAL(hipErrorNotReady),
     VAL(hipErrorLaunchFailure), VAL(hipErrorNotSupported), VAL(hipErrorUnknown),
+    VAL(hipErrorInvalidDevicePointer), VAL(hipErrorInvalidSymbol),
 };
 
 int main(int argc, char **argv) {
