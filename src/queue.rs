@@ -5,7 +5,9 @@
 //!
 //! Publishing a command buffer: reserve its packets in the ring, copy each command's PM4
 //! words into its slot's IB area, write each packet body and release-store its header
-//! (pm4's `AqlRingWriter`), then the ring's publish (write_dispatch_id, doorbell, backend).
+//! (`ring::store_packet`), then the ring's publish (write_dispatch_id, doorbell, backend).
+//! [`AqlQueue::submit_one`] is the same for one command without the buffer (the
+//! single-command enqueue hot path: write-value, wait-value, a timeline wait).
 
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};

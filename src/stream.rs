@@ -2,14 +2,18 @@
 //!
 //! # The path of a command
 //! [`Stream::write_value32`] (like every enqueue) goes one way, with no call back from
-//! the queue into the stream: the stream encodes the command into a command buffer
-//! (`cmdbuf`: WRITE_DATA through the pm4 encoders, every per-family choice made there),
-//! then [`Stream`]'s submit collects its dependencies, picks the queue (moving to a
-//! dedicated one if needed) and hands the finished buffer to the AQL queue
-//! ([`crate::queue::AqlQueue`]), which copies it into ring slots of its user-mode queue
-//! (`ring`: reserve, release store of the header and write pointer, doorbell store,
-//! backend notification). Nothing is written to the ring before every command of the
-//! submission is encoded.
+//! the queue into the stream: the stream encodes the command (`cmdbuf`: WRITE_DATA from
+//! the pm4 encoders' words, every per-family choice made there), then [`Stream`]'s submit
+//! collects its dependencies, picks the queue (moving to a dedicated one if needed) and
+//! hands the finished command to the AQL queue ([`crate::queue::AqlQueue`]), which copies
+//! it into a ring slot of its user-mode queue (`ring`: reserve, release store of the
+//! header and write pointer, doorbell store, backend notification). Nothing is written to
+//! the ring before every command of the submission is encoded.
+//!
+//! A single command with no dependency to collect and no queue move to make (the
+//! common write-value / wait-value / gfx9 event-wait case) skips the command buffer:
+//! `Stream::submit_cmd` hands the one `cmdbuf::Cmd` to `AqlQueue::submit_one` under the
+//! stream's lock; everything else goes through `Stream::submit` with a `CmdBuf`.
 //!
 //! # Model
 //! Every stream owns a *timeline*: an `amd_signal_t` that starts at [`TIMELINE_BASE`] and
