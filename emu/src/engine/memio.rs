@@ -94,19 +94,25 @@ impl MemCache {
     }
 
     /// The window holding `[va, va+len)`, writable when `write`. The fast path (same
-    /// memory-map generation, the entry used last) is inlined into every accessor.
+    /// memory-map generation, the entry used last or the page's tag) is inlined into
+    /// every accessor.
     #[inline(always)]
     pub(crate) fn window(&mut self, va: u64, len: u64, write: bool) -> Access<&MemWindow> {
-        let hit = self.tlb.tlb_gen.load(Ordering::Acquire) == self.gen
-            && self
-                .entries
-                .get(self.last)
-                .is_some_and(|w| w.contains(va, len) && (!write || w.writable()));
-        let idx = if hit {
-            self.last
-        } else {
-            self.window_slow(va, len, write)?
-        };
+        let ok = |w: &MemWindow| w.contains(va, len) && (!write || w.writable());
+        let mut idx = usize::MAX;
+        if self.tlb.tlb_gen.load(Ordering::Acquire) == self.gen {
+            if self.entries.get(self.last).is_some_and(ok) {
+                idx = self.last;
+            } else if let Some(&(p, i)) = self.tags.get(((va >> 12) as usize) & (TAGS - 1)) {
+                if p == va >> 12 && self.entries.get(i as usize).is_some_and(ok) {
+                    idx = i as usize;
+                    self.last = idx;
+                }
+            }
+        }
+        if idx == usize::MAX {
+            idx = self.window_slow(va, len, write)?;
+        }
         match self.entries.get(idx) {
             Some(w) => Ok(w),
             None => Err(self.fault(va, len, write, FaultKind::NotMapped)),
