@@ -227,9 +227,19 @@ pub(crate) fn step_ib(
         }
         let remaining = (frame.size_dw - frame.off_dw) as usize;
         let va = frame.va + frame.off_dw as u64 * 4;
-        let h = match mem.load_u32(va) {
-            Ok(h) => h,
-            Err(e) => return IbStep::Packet(Step::Stop(e.into())),
+        // The header and the dword after it in one cache look-up (PRED_EXEC's control,
+        // fetched on every XCC pass); any failure takes the single-dword path, which
+        // reports exactly the fault it always did.
+        let mut next = None;
+        let mut pair = [0u32; 2];
+        let h = if remaining >= 2 && va % 4 == 0 && mem.read_dwords(va, &mut pair).is_ok() {
+            next = Some(pair[1]);
+            pair[0]
+        } else {
+            match mem.load_u32(va) {
+                Ok(h) => h,
+                Err(e) => return IbStep::Packet(Step::Stop(e.into())),
+            }
         };
         let (opcode, n) = match pkt3::decode_header(h) {
             Ok(x) => x,
@@ -248,9 +258,12 @@ pub(crate) fn step_ib(
         }
         if opcode == firmware::PRED_EXEC && n == 2 {
             // PRED_EXEC: the next EXEC_COUNT dwords run only on the selected XCCs.
-            let ctl = match mem.load_u32(va + 4) {
-                Ok(v) => v,
-                Err(e) => return IbStep::Packet(Step::Stop(e.into())),
+            let ctl = match next {
+                Some(v) => v,
+                None => match mem.load_u32(va + 4) {
+                    Ok(v) => v,
+                    Err(e) => return IbStep::Packet(Step::Stop(e.into())),
+                },
             };
             let count = ctl & 0x3FFF;
             let mask = ctl >> 24;
