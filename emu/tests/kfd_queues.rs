@@ -614,3 +614,79 @@ fn aql_queue_end_to_end_signal_wakes_wait_events() {
     ioctl::destroy_queue(d, q.queue_id).unwrap();
     assert_eq!(dev.emu.queue_status(q.queue_id), None);
 }
+
+#[test]
+fn unmapping_a_bo_an_engine_used_faults_its_next_access() {
+    // The engines cache translations: an unmap must drop them, so the next write to
+    // the old address is a VM fault, not a write into the freed BO.
+    let dev = open("emu:mi300x");
+    let d = dev.b();
+    let b = bufs(&dev, 0);
+    let data_va = b.next;
+    let (data_handle, data) = gtt(&dev, 0, data_va, 4096);
+    let mut mem_ev = abi::CreateEventArgs {
+        event_type: abi::KFD_IOC_EVENT_MEMORY,
+        ..Default::default()
+    };
+    ioctl::create_event(d, &mut mem_ev).unwrap();
+    let mut q = sdma_args(&dev, 0, &b);
+    ioctl::create_queue(d, &mut q).unwrap();
+    // SAFETY: a fresh mapping of the doorbell slice.
+    let db = unsafe {
+        d.mmap(
+            MmapFile::Kfd,
+            q.doorbell_offset & !0x1fff,
+            8192,
+            None,
+            Prot::READ | Prot::WRITE,
+        )
+    }
+    .unwrap()
+    .as_ptr()
+    .cast::<u64>();
+    let fill = |v: u32| {
+        [SdmaPacket::ConstFill(sdma::ConstFill {
+            dst: data_va + 64,
+            data: v,
+            bytes: 64,
+            fill_size: 2,
+        })]
+    };
+    let wptr = submit_sdma(&dev, &b, db, &q, 0, &fill(0x1111_2222));
+    assert!(
+        wait_until(|| unsafe { b.ptrs_ptr.add(8).cast::<u64>().read_volatile() } == wptr),
+        "the first fill ran"
+    );
+    // SAFETY: the BO is still CPU-mapped.
+    assert_eq!(
+        unsafe { data.add(64).cast::<u32>().read_volatile() },
+        0x1111_2222
+    );
+    let mut n = 0;
+    ioctl::unmap_memory_from_gpu(d, data_handle, &dev.gpus[..1], &mut n).unwrap();
+    submit_sdma(&dev, &b, db, &q, wptr, &fill(0x3333_4444));
+    let mut events = [EventData {
+        event_id: mem_ev.event_id,
+        ..Default::default()
+    }];
+    let r = ioctl::wait_events(d, &mut events, false, 20_000).unwrap();
+    assert_eq!(
+        r,
+        abi::KFD_IOC_WAIT_RESULT_COMPLETE,
+        "the second fill faulted"
+    );
+    let m = events[0].memory_exception();
+    assert_eq!(m.va, data_va, "the faulting page");
+    assert_eq!(m.failure.not_present, 1);
+    // SAFETY: still CPU-mapped.
+    assert_eq!(
+        unsafe { data.add(64).cast::<u32>().read_volatile() },
+        0x1111_2222,
+        "nothing was written through a stale translation"
+    );
+    assert!(matches!(
+        dev.emu.queue_status(q.queue_id),
+        Some(QueueStatus::Faulted(_))
+    ));
+    ioctl::destroy_queue(d, q.queue_id).unwrap();
+}

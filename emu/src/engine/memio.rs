@@ -45,7 +45,18 @@ pub(crate) struct MemCache {
     entries: Vec<MemWindow>,
     next: usize,
     last: usize,
+    /// Direct-mapped page tags in front of `entries`: slot `page % TAGS` holds a page
+    /// number and the entry last found to hold it. A tag is only a hint (the entry is
+    /// re-checked with `contains`), so a stale tag after an entry was replaced costs a
+    /// scan, never a wrong translation; all tags drop with the entries on a generation
+    /// change (unmap).
+    tags: [(u64, u8); TAGS],
 }
+
+/// Page tags (a power of two).
+const TAGS: usize = 64;
+/// No page (an impossible page number: addresses are below 2^64).
+const NO_PAGE: u64 = u64::MAX;
 
 impl MemCache {
     pub(crate) fn new(inner: Arc<crate::engine::Inner>) -> Self {
@@ -58,6 +69,7 @@ impl MemCache {
             entries: Vec::with_capacity(ENTRIES),
             next: 0,
             last: 0,
+            tags: [(NO_PAGE, 0); TAGS],
         }
     }
 
@@ -81,50 +93,50 @@ impl MemCache {
         })
     }
 
-    /// The window holding `[va, va+len)`, writable when `write`.
-    #[inline]
+    /// The window holding `[va, va+len)`, writable when `write`. The fast path (same
+    /// memory-map generation, the entry used last or the page's tag) is inlined into
+    /// every accessor.
+    #[inline(always)]
     pub(crate) fn window(&mut self, va: u64, len: u64, write: bool) -> Access<&MemWindow> {
+        let ok = |w: &MemWindow| w.contains(va, len) && (!write || w.writable());
+        let mut idx = usize::MAX;
+        if self.tlb.tlb_gen.load(Ordering::Acquire) == self.gen {
+            if self.entries.get(self.last).is_some_and(ok) {
+                idx = self.last;
+            } else if let Some(&(p, i)) = self.tags.get(((va >> 12) as usize) & (TAGS - 1)) {
+                if p == va >> 12 && self.entries.get(i as usize).is_some_and(ok) {
+                    idx = i as usize;
+                    self.last = idx;
+                }
+            }
+        }
+        if idx == usize::MAX {
+            idx = self.window_slow(va, len, write)?;
+        }
+        match self.entries.get(idx) {
+            Some(w) => Ok(w),
+            None => Err(self.fault(va, len, write, FaultKind::NotMapped)),
+        }
+    }
+
+    /// [`Self::window`] past the last-used entry: drop everything on a new memory-map
+    /// generation (an unmap), then the page tags, a scan, the memory map.
+    #[inline(never)]
+    fn window_slow(&mut self, va: u64, len: u64, write: bool) -> Access<usize> {
         let g = self.tlb.tlb_gen.load(Ordering::Acquire);
         if g != self.gen {
             self.entries.clear();
             self.next = 0;
             self.last = 0;
+            self.tags = [(NO_PAGE, 0); TAGS];
             self.gen = g;
         }
-        let idx = if self
-            .entries
-            .get(self.last)
-            .is_some_and(|w| w.contains(va, len))
-        {
-            Some(self.last)
-        } else {
-            self.entries.iter().position(|w| w.contains(va, len))
-        };
-        let idx = match idx {
+        let idx = match self.lookup(va, len) {
             Some(i) => i,
-            None => {
-                let w = match self.mem.resolve(self.gpu_id, va, len) {
-                    Ok(w) if w.contains(va, len) => w,
-                    Ok(_) | Err(_) => return Err(self.fault(va, len, write, FaultKind::NotMapped)),
-                };
-                if self.entries.len() < ENTRIES {
-                    self.entries.push(w);
-                    self.entries.len() - 1
-                } else {
-                    let i = self.next % ENTRIES;
-                    self.next = self.next.wrapping_add(1);
-                    if let Some(slot) = self.entries.get_mut(i) {
-                        *slot = w;
-                    }
-                    i
-                }
-            }
+            None => self.resolve_fill(va, len, write)?,
         };
         self.last = idx;
-        let Some(w) = self.entries.get(idx) else {
-            return Err(self.fault(va, len, write, FaultKind::NotMapped));
-        };
-        if write && !w.writable() {
+        if write && !self.entries.get(idx).is_some_and(|w| w.writable()) {
             return Err(AccessError::Fault(Fault {
                 gpu_id: self.gpu_id,
                 va,
@@ -133,7 +145,61 @@ impl MemCache {
                 kind: FaultKind::ReadOnly,
             }));
         }
-        Ok(w)
+        Ok(idx)
+    }
+
+    /// The cached entry holding `[va, va+len)`: the last one used, then the page's tag,
+    /// then a scan (which re-tags the page).
+    #[inline]
+    fn lookup(&mut self, va: u64, len: u64) -> Option<usize> {
+        if self
+            .entries
+            .get(self.last)
+            .is_some_and(|w| w.contains(va, len))
+        {
+            return Some(self.last);
+        }
+        let page = va >> 12;
+        let t = (page as usize) & (TAGS - 1);
+        if let Some(&(p, i)) = self.tags.get(t) {
+            if p == page
+                && self
+                    .entries
+                    .get(i as usize)
+                    .is_some_and(|w| w.contains(va, len))
+            {
+                return Some(i as usize);
+            }
+        }
+        let i = self.entries.iter().position(|w| w.contains(va, len))?;
+        if let Some(tag) = self.tags.get_mut(t) {
+            *tag = (page, i as u8);
+        }
+        Some(i)
+    }
+
+    /// Resolves `[va, va+len)` through the memory map into a cache entry.
+    #[cold]
+    fn resolve_fill(&mut self, va: u64, len: u64, write: bool) -> Access<usize> {
+        let w = match self.mem.resolve(self.gpu_id, va, len) {
+            Ok(w) if w.contains(va, len) => w,
+            Ok(_) | Err(_) => return Err(self.fault(va, len, write, FaultKind::NotMapped)),
+        };
+        let i = if self.entries.len() < ENTRIES {
+            self.entries.push(w);
+            self.entries.len() - 1
+        } else {
+            let i = self.next % ENTRIES;
+            self.next = self.next.wrapping_add(1);
+            if let Some(slot) = self.entries.get_mut(i) {
+                *slot = w;
+            }
+            i
+        };
+        if let Some(tag) = self.tags.get_mut(((va >> 12) as usize) & (TAGS - 1)) {
+            *tag = (va >> 12, i as u8);
+        }
+        Ok(i)
     }
 
     fn aligned(&self, va: u64, size: u64) -> Access<()> {

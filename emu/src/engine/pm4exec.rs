@@ -198,78 +198,101 @@ pub(crate) fn step_ib(
     st: &mut Pm4State,
     scratch: &mut Vec<u32>,
 ) -> IbStep {
-    if st.depth == 0 {
-        return IbStep::Empty;
-    }
-    let level = st.depth;
-    let Some(frame) = st.frames.get(level - 1).copied() else {
-        st.depth = 0;
-        return IbStep::Empty;
-    };
-    if frame.off_dw >= frame.size_dw {
-        if level == 1 && st.xcc + 1 < st.xcc_count {
-            // Multi-XCC: the next XCC runs the same indirect buffer from its start.
-            st.xcc += 1;
-            if let Some(f) = st.frames.first_mut() {
-                *f = st.bottom;
+    // The XCC passes over the bottom buffer and the dwords PRED_EXEC skips on an XCC
+    // run in one call (no packet executes there), so the next XCC's first packet costs
+    // no round through the queue's packet loop.
+    let (level, frame, va, opcode, n) = loop {
+        if st.depth == 0 {
+            return IbStep::Empty;
+        }
+        let level = st.depth;
+        let Some(frame) = st.frames.get(level - 1).copied() else {
+            st.depth = 0;
+            return IbStep::Empty;
+        };
+        if frame.off_dw >= frame.size_dw {
+            if level == 1 && st.xcc + 1 < st.xcc_count {
+                // Multi-XCC: the next XCC runs the same indirect buffer from its start.
+                st.xcc += 1;
+                if let Some(f) = st.frames.first_mut() {
+                    *f = st.bottom;
+                }
+                continue;
+            }
+            st.depth -= 1;
+            if st.depth == 0 {
+                st.xcc = 0;
             }
             return IbStep::Popped;
         }
-        st.depth -= 1;
-        if st.depth == 0 {
-            st.xcc = 0;
-        }
-        return IbStep::Popped;
-    }
-    let remaining = (frame.size_dw - frame.off_dw) as usize;
-    let va = frame.va + frame.off_dw as u64 * 4;
-    let h = match mem.load_u32(va) {
-        Ok(h) => h,
-        Err(e) => return IbStep::Packet(Step::Stop(e.into())),
-    };
-    let (opcode, n) = match pkt3::decode_header(h) {
-        Ok(x) => x,
-        Err(e) => {
+        let remaining = (frame.size_dw - frame.off_dw) as usize;
+        let va = frame.va + frame.off_dw as u64 * 4;
+        // The header and the dword after it in one cache look-up (PRED_EXEC's control,
+        // fetched on every XCC pass); any failure takes the single-dword path, which
+        // reports exactly the fault it always did.
+        let mut next = None;
+        let mut pair = [0u32; 2];
+        let h = if remaining >= 2 && va % 4 == 0 && mem.read_dwords(va, &mut pair).is_ok() {
+            next = Some(pair[1]);
+            pair[0]
+        } else {
+            match mem.load_u32(va) {
+                Ok(h) => h,
+                Err(e) => return IbStep::Packet(Step::Stop(e.into())),
+            }
+        };
+        let (opcode, n) = match pkt3::decode_header(h) {
+            Ok(x) => x,
+            Err(e) => {
+                return IbStep::Packet(Step::Stop(ib_stop(
+                    frame,
+                    format!("malformed PM4 packet: {e}"),
+                )))
+            }
+        };
+        if n > remaining {
             return IbStep::Packet(Step::Stop(ib_stop(
-                frame,
-                format!("malformed PM4 packet: {e}"),
-            )))
-        }
-    };
-    if n > remaining {
-        return IbStep::Packet(Step::Stop(ib_stop(
             frame,
             format!("PM4 packet (opcode {opcode:#04x}, {n} dwords) crosses the end of the indirect buffer"),
         )));
-    }
-    let step = if opcode == pkt3::op::NOP {
-        Step::Done
-    } else if opcode == firmware::PRED_EXEC && n == 2 {
-        // PRED_EXEC: the next EXEC_COUNT dwords run only on the selected XCCs.
-        let ctl = match mem.load_u32(va + 4) {
-            Ok(v) => v,
-            Err(e) => return IbStep::Packet(Step::Stop(e.into())),
-        };
-        let count = ctl & 0x3FFF;
-        let mask = ctl >> 24;
-        if n + count as usize > remaining {
-            return IbStep::Packet(Step::Stop(ib_stop(
-                frame,
-                format!("PRED_EXEC over {count} dwords crosses the end of the indirect buffer"),
-            )));
         }
-        if mem.tr.on {
-            let p = pkt3::Pm4Packet::PredExec(pkt3::PredExec {
-                exec_count: count as u16,
-                xcc_mask: mask as u8,
-            });
-            trace_in_ib(mem, inner, st, (frame, level), &p, &[h, ctl]);
-        }
-        if mask >> st.xcc.min(31) & 1 == 0 {
-            if let Some(f) = st.frames.get_mut(level - 1) {
-                f.off_dw += count;
+        if opcode == firmware::PRED_EXEC && n == 2 {
+            // PRED_EXEC: the next EXEC_COUNT dwords run only on the selected XCCs.
+            let ctl = match next {
+                Some(v) => v,
+                None => match mem.load_u32(va + 4) {
+                    Ok(v) => v,
+                    Err(e) => return IbStep::Packet(Step::Stop(e.into())),
+                },
+            };
+            let count = ctl & 0x3FFF;
+            let mask = ctl >> 24;
+            if n + count as usize > remaining {
+                return IbStep::Packet(Step::Stop(ib_stop(
+                    frame,
+                    format!("PRED_EXEC over {count} dwords crosses the end of the indirect buffer"),
+                )));
             }
+            if mem.tr.on {
+                let p = pkt3::Pm4Packet::PredExec(pkt3::PredExec {
+                    exec_count: count as u16,
+                    xcc_mask: mask as u8,
+                });
+                trace_in_ib(mem, inner, st, (frame, level), &p, &[h, ctl]);
+            }
+            let skip = if mask >> st.xcc.min(31) & 1 == 0 {
+                count
+            } else {
+                0
+            };
+            if let Some(f) = st.frames.get_mut(level - 1) {
+                f.off_dw += n as u32 + skip;
+            }
+            continue;
         }
+        break (level, frame, va, opcode, n);
+    };
+    let step = if opcode == pkt3::op::NOP {
         Step::Done
     } else {
         if scratch.len() < n {

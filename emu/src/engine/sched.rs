@@ -430,14 +430,19 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
 
         // Priority order, round-robin among equals.
         order.clear();
-        order.extend(0..slots.len());
         let n = slots.len().max(1);
-        order.sort_by_key(|&i| {
-            let p = slots
-                .get(i)
-                .map_or(0, |s| s.exec.shared().priority.load(Ordering::Relaxed));
-            (std::cmp::Reverse(p), (i + n - rr % n) % n)
-        });
+        let prio = |s: &Slot| s.exec.shared().priority.load(Ordering::Relaxed);
+        let first = slots.first().map_or(0, prio);
+        if slots.iter().all(|s| prio(s) == first) {
+            // One priority (the common case): the sort below is the rotation by `rr`.
+            order.extend((0..slots.len()).map(|k| (k + rr % n) % n));
+        } else {
+            order.extend(0..slots.len());
+            order.sort_by_key(|&i| {
+                let p = slots.get(i).map_or(0, prio);
+                (std::cmp::Reverse(p), (i + n - rr % n) % n)
+            });
+        }
         rr = rr.wrapping_add(1);
 
         let now = Instant::now();

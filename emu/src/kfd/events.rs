@@ -490,8 +490,14 @@ impl Interrupts for Events {
                 }
             }
         }
+        // Every thread blocked on `cv` is registered in `waiters` (under this lock) for
+        // the whole wait, so with none registered nobody sleeps on it: skip the futex
+        // wake-up (a syscall on every completion signal otherwise).
+        let sleepers = !st.waiters.is_empty();
         drop(st);
-        self.cv.notify_all();
+        if sleepers {
+            self.cv.notify_all();
+        }
     }
 
     fn queue_fault(&self, gpu_id: u32, fault: &QueueFault) {
