@@ -695,3 +695,34 @@ fn freed_managed_memory_leaves_no_stale_range() {
         assert_eq!(r, [1, 2, 3]);
     }
 }
+
+/// A managed range freed while it is resident in VRAM, then a new managed range and a
+/// prefetch ordered behind a stream wait: the GPU must not fault.
+#[test]
+fn prefetch_after_freeing_a_vram_resident_range() {
+    for spec in ["emu:mi210", "emu:mi210[smallbar]"] {
+        let d = Device::open_spec(&kfdrt::DeviceSpec::parse(spec).unwrap()).unwrap();
+        let n = 4 << 20;
+        {
+            let m = d.malloc_managed(n, AttachFlags::GLOBAL).unwrap();
+            m.write(0, &vec![5u8; n]).unwrap();
+            let s = d.create_stream(0).unwrap();
+            d.mem_prefetch_async(m.ptr(), n, Location::Gpu(0), &s)
+                .unwrap();
+            let v = d.alloc(MemoryKind::Device, 0, n).unwrap();
+            s.memcpy(v.va(), m.ptr(), n as u64).unwrap();
+            s.synchronize().unwrap();
+        }
+        let m = d.malloc_managed(65536, AttachFlags::GLOBAL).unwrap();
+        let flag = d.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        let s = d.create_stream(0).unwrap();
+        s.wait_value32(flag.va(), 1, kfdrt::WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        d.mem_prefetch_async(m.ptr(), m.len(), Location::Gpu(0), &s)
+            .unwrap();
+        flag.atomic_u32(0)
+            .unwrap()
+            .store(1, std::sync::atomic::Ordering::Release);
+        s.synchronize().unwrap_or_else(|e| panic!("{spec}: {e}"));
+    }
+}
