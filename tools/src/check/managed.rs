@@ -90,10 +90,10 @@ fn prefetch_stream_order(ctx: &Ctx) -> CheckResult {
     d.mem_prefetch_async(m.ptr(), m.len(), Location::Gpu(0), &s)
         .or_fail("prefetch")?;
     std::thread::sleep(std::time::Duration::from_millis(20));
-    let before = d
-        .mem_range_attributes(m.ptr(), m.len())
-        .or_fail("attributes")?;
+    let before = d.mem_range_attributes(m.ptr(), m.len());
+    // Open the gate before judging (see copies.large_copy_ordered).
     cell.store(1, Ordering::Release);
+    let before = before.or_fail("attributes")?;
     s.synchronize().or_fail("synchronize")?;
     let after = d
         .mem_range_attributes(m.ptr(), m.len())
