@@ -6,13 +6,15 @@
 //! allocation that can be mapped anywhere, any number of times, is built the way ROCr's
 //! `hsa_amd_vmem_*` does it (`Runtime::VMemoryHandleCreate` allocates and creates a
 //! shareable handle at once; mapping goes through that handle):
-//! * `memCreate`: `ALLOC_MEMORY_OF_GPU` (VRAM | PUBLIC, `va_addr` 0: never mapped itself),
+//! * `memCreate`: `ALLOC_MEMORY_OF_GPU` (VRAM, PUBLIC on a large-BAR board only; `va_addr`
+//!   0: never mapped itself),
 //!   then `EXPORT_DMABUF` — the dmabuf fd *is* the physical allocation.
 //! * `addressReserve`: an inaccessible anonymous mapping (`PROT_NONE`), as every kfdrt
 //!   buffer address is reserved (GPU VA == CPU VA).
 //! * `memMap`: `IMPORT_DMABUF` at the address (a new BO handle on the same pages) and a CPU
-//!   mapping of the dmabuf over the reservation (`mmap(fd)`, MAP_FIXED | MAP_SHARED). Two
-//!   mappings of one allocation are two imports of one dmabuf: the same bytes.
+//!   mapping of the dmabuf over the reservation (`mmap(fd)`, MAP_FIXED | MAP_SHARED) on a
+//!   large-BAR board. Two mappings of one allocation are two imports of one dmabuf: the
+//!   same bytes.
 //! * `setAccess`: `MAP_MEMORY_TO_GPU` / `UNMAP_MEMORY_FROM_GPU` of the imported BO per GPU.
 //! * `memUnmap`: unmap from the GPUs, put `PROT_NONE` back, `FREE_MEMORY_OF_GPU` the import.
 //! * export / import of a shareable handle: the dmabuf fd (`hipMemHandleTypePosixFileDescriptor`);
@@ -26,8 +28,12 @@
 //! * Granularity: minimum 4 KiB (KFD BOs and GPU page tables are page granular; ROCr's
 //!   `RUNTIME_ALLOC_GRANULE`), recommended 2 MiB (the GPU's fragment size; ROCr's
 //!   `RUNTIME_ALLOC_REC_GRANULE` for VRAM, and what CUDA reports).
-//! * Mapped memory is CPU-accessible read-write (large-BAR VRAM, like `hipMalloc` memory
-//!   on kfdrt); the GPUs get access only through `setAccess`.
+//! * Mapped memory is CPU-accessible read-write exactly when the GPU's VRAM heap is
+//!   large-BAR (`HEAP_TYPE_FB_PUBLIC`), like `hipMalloc` memory
+//!   ([`crate::MemoryKind::Device`]). On a small-BAR board (heap FRAME_BUFFER_PRIVATE) KFD
+//!   refuses `PUBLIC` VRAM (`kfd_ioctl_alloc_memory_of_gpu`: EINVAL unless
+//!   `kfd_dev_is_large_bar`), so the allocation is GPU-only and the reservation stays
+//!   `PROT_NONE` for the CPU. The GPUs get access only through `setAccess`.
 //! * `hipMemAccessFlagsProtRead`: KFD has no per-GPU read-only mapping of a shared BO (an
 //!   imported BO is always writable and MAP_MEMORY_TO_GPU has no permission argument), so a
 //!   read-only grant maps the BO like read-write and `getAccess` reports Read — what ROCr
@@ -153,6 +159,8 @@ struct PhysAlloc {
     bo: Option<u64>,
     fd: OwnedFd,
     gpu_index: usize,
+    /// Whether mappings get a CPU mapping of the dmabuf (large-BAR VRAM).
+    cpu_visible: bool,
     refs: usize,
 }
 
@@ -272,6 +280,15 @@ impl Registry {
             .filter(|(&b, r)| addr - b < r.len as u64)
             .map(|(&b, r)| (b, r.len as u64))
     }
+}
+
+/// Whether `gpu`'s VRAM heap is CPU-visible (large BAR: `HEAP_TYPE_FB_PUBLIC`).
+fn large_bar(core: &DeviceCore, gpu: usize) -> bool {
+    core.gpus[gpu]
+        .node
+        .mem_banks
+        .iter()
+        .any(|b| b.heap_type == kfd::topology::HEAP_TYPE_FB_PUBLIC)
 }
 
 fn inval(call: &'static str, msg: impl Into<std::borrow::Cow<'static, str>>) -> Error {
@@ -454,12 +471,18 @@ impl Device {
         }
         let core = &self.inner.core;
         let b = core.backend.as_ref();
+        let cpu_visible = large_bar(core, gpu);
+        let public = if cpu_visible {
+            AllocFlags::PUBLIC
+        } else {
+            AllocFlags::empty()
+        };
         let mut args = kfd::abi::AllocMemoryOfGpuArgs {
             va_addr: 0,
             size: size as u64,
             gpu_id: core.gpus[gpu].gpu_id,
             flags: (AllocFlags::VRAM
-                | AllocFlags::PUBLIC
+                | public
                 | AllocFlags::WRITABLE
                 | AllocFlags::EXECUTABLE
                 | AllocFlags::NO_SUBSTITUTE)
@@ -488,6 +511,7 @@ impl Device {
                 bo: Some(args.handle),
                 fd,
                 gpu_index: gpu,
+                cpu_visible,
                 refs: 1,
             },
         );
@@ -544,7 +568,8 @@ impl Device {
     /// `hipMemMap`: map `handle` at `ptr` (inside one reservation, page aligned, not
     /// overlapping another mapping). `offset` must be 0 and `flags` 0; `size` must be the
     /// allocation's size (smaller: NotSupported, KFD maps whole BOs; larger: InvalidValue).
-    /// The mapping is CPU-accessible at once; GPUs need [`Device::mem_set_access`].
+    /// On a large-BAR board the mapping is CPU-accessible at once; on a small-BAR board it
+    /// is GPU-only (see the module docs). GPUs need [`Device::mem_set_access`].
     pub fn mem_map(
         &self,
         ptr: u64,
@@ -567,8 +592,8 @@ impl Device {
             ));
         }
         let mut st = self.inner.vmm.lock();
-        let (asize, gpu, fd) = match st.allocs.get(&handle.0) {
-            Some(a) => (a.size, a.gpu_index, a.fd.as_raw_fd()),
+        let (asize, gpu, fd, cpu_visible) = match st.allocs.get(&handle.0) {
+            Some(a) => (a.size, a.gpu_index, a.fd.as_raw_fd(), a.cpu_visible),
             None => return Err(inval(call, format!("unknown handle {:#x}", handle.0))),
         };
         if size > asize {
@@ -612,17 +637,23 @@ impl Device {
         let gpu_id = core.gpus[gpu].gpu_id;
         let bo =
             kfd::ioctl::import_dmabuf(b, gpu_id, fd, ptr).map_err(|e| Error::from_kfd(call, e))?;
-        // SAFETY: the fd is the allocation's dmabuf; the fixed range lies in our own
-        // reservation (checked above), which nothing references.
-        let r = unsafe {
-            rustix::mm::mmap(
-                ptr as *mut core::ffi::c_void,
-                size,
-                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                rustix::mm::MapFlags::SHARED | rustix::mm::MapFlags::FIXED,
-                BorrowedFd::borrow_raw(fd),
-                0,
-            )
+        // Small BAR: no CPU mapping (KFD would refuse it); the reservation stays PROT_NONE.
+        let r = if cpu_visible {
+            // SAFETY: the fd is the allocation's dmabuf; the fixed range lies in our own
+            // reservation (checked above), which nothing references.
+            unsafe {
+                rustix::mm::mmap(
+                    ptr as *mut core::ffi::c_void,
+                    size,
+                    rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                    rustix::mm::MapFlags::SHARED | rustix::mm::MapFlags::FIXED,
+                    BorrowedFd::borrow_raw(fd),
+                    0,
+                )
+            }
+            .map(|_| ())
+        } else {
+            Ok(())
         };
         if let Err(e) = r {
             let _ = kfd::ioctl::free_memory_of_gpu(b, bo);
@@ -808,6 +839,7 @@ impl Device {
                 bo: None,
                 fd: own,
                 gpu_index: gpu,
+                cpu_visible: large_bar(core, gpu),
                 refs: 1,
             },
         );

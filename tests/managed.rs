@@ -695,3 +695,49 @@ fn freed_managed_memory_leaves_no_stale_range() {
         assert_eq!(r, [1, 2, 3]);
     }
 }
+
+/// Managed memory on a small-BAR board (and the large-BAR one for contrast): prefetched to
+/// VRAM the CPU cannot see, copied by the GPU, freed while resident in VRAM; then a new
+/// range's prefetch ordered behind a stream wait runs without a GPU fault (the
+/// `managed.prefetch_stream_order` check's fault on small BAR came from an earlier check
+/// freeing buffers under a held stream, not from SVM migration).
+#[test]
+fn prefetch_after_freeing_a_vram_resident_range() {
+    for spec in ["emu:mi210", "emu:mi210[smallbar]"] {
+        let d = Device::open_spec(&kfdrt::DeviceSpec::parse(spec).unwrap()).unwrap();
+        let n = 4 << 20;
+        {
+            let m = d.malloc_managed(n, AttachFlags::GLOBAL).unwrap();
+            m.write(0, &vec![5u8; n]).unwrap();
+            let s = d.create_stream(0).unwrap();
+            d.mem_prefetch_async(m.ptr(), n, Location::Gpu(0), &s)
+                .unwrap();
+            let v = d.alloc(MemoryKind::Device, 0, n).unwrap();
+            s.memcpy(v.va(), m.ptr(), n as u64).unwrap();
+            let host = d.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+            s.memcpy(host.va(), v.va() + (n as u64 - 4096), 4096)
+                .unwrap();
+            s.synchronize().unwrap();
+            let mut got = vec![0u8; 4096];
+            host.read(0, &mut got).unwrap();
+            assert!(got.iter().all(|&b| b == 5), "{spec}: prefetched bytes");
+            assert_eq!(
+                d.mem_range_attributes(m.ptr(), n)
+                    .unwrap()
+                    .last_prefetch_location,
+                Some(Location::Gpu(0))
+            );
+        }
+        let m = d.malloc_managed(65536, AttachFlags::GLOBAL).unwrap();
+        let flag = d.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        let s = d.create_stream(0).unwrap();
+        s.wait_value32(flag.va(), 1, kfdrt::WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        d.mem_prefetch_async(m.ptr(), m.len(), Location::Gpu(0), &s)
+            .unwrap();
+        flag.atomic_u32(0)
+            .unwrap()
+            .store(1, std::sync::atomic::Ordering::Release);
+        s.synchronize().unwrap_or_else(|e| panic!("{spec}: {e}"));
+    }
+}

@@ -573,3 +573,59 @@ fn child(raw: i32) {
     d.mem_release(h).unwrap();
     println!("child: verified");
 }
+
+/// VMM memory on a small-BAR board (`emu:mi210[smallbar]`: VRAM heap FRAME_BUFFER_PRIVATE,
+/// KFD refuses CPU-visible VRAM): memCreate asks for VRAM without PUBLIC and memMap leaves
+/// the reservation CPU-inaccessible, so the memory is GPU-only — and the GPU uses it.
+#[test]
+fn small_bar_vmm_memory_is_gpu_only_and_works() {
+    let spec = kfdrt::DeviceSpec::parse("emu:mi210[smallbar]").unwrap();
+    let d = Device::open_spec(&spec).unwrap();
+    assert!(d
+        .gpu(0)
+        .unwrap()
+        .node
+        .mem_banks
+        .iter()
+        .all(|b| b.heap_type == kfd::topology::HEAP_TYPE_FB_PRIVATE));
+    let h = d.mem_create(G2, &prop(0), 0).unwrap();
+    let a = d.mem_address_reserve(G2, 0, 0, 0).unwrap();
+    d.mem_map(a, G2, 0, h, 0).unwrap();
+    d.mem_set_access(a, G2, &[rw(0)]).unwrap();
+    assert_eq!(
+        d.mem_get_access(Location::Gpu(0), a).unwrap(),
+        AccessFlags::ReadWrite
+    );
+
+    // Host -> VMM -> GPU store -> VMM -> host, all on the GPU.
+    let host = d.alloc(MemoryKind::HostPinned, 0, 8192).unwrap();
+    let src = pattern(4096, 7);
+    host.write(0, &src).unwrap();
+    let s = d.create_stream(0).unwrap();
+    s.memcpy(a + 4096, host.va(), 4096).unwrap();
+    s.write_value32(a + 4096 + 64, 0xfeed_beef, kfdrt::WriteValueFlags::DEFAULT)
+        .unwrap();
+    s.memcpy(host.va() + 4096, a + 4096, 4096).unwrap();
+    s.synchronize().unwrap();
+    let mut want = src.clone();
+    want[64..68].copy_from_slice(&0xfeed_beefu32.to_le_bytes());
+    let mut got = vec![0u8; 4096];
+    host.read(4096, &mut got).unwrap();
+    assert_eq!(got, want);
+
+    // A second mapping of the same allocation reaches the same bytes (GPU side).
+    let b = d.mem_address_reserve(G2, 0, 0, 0).unwrap();
+    d.mem_map(b, G2, 0, h, 0).unwrap();
+    d.mem_set_access(b, G2, &[rw(0)]).unwrap();
+    s.memcpy(host.va(), b + 4096 + 64, 4).unwrap();
+    s.synchronize().unwrap();
+    let mut w = [0u8; 4];
+    host.read(0, &mut w).unwrap();
+    assert_eq!(u32::from_le_bytes(w), 0xfeed_beef);
+
+    d.mem_unmap(b, G2).unwrap();
+    d.mem_unmap(a, G2).unwrap();
+    d.mem_release(h).unwrap();
+    d.mem_address_free(b, G2).unwrap();
+    d.mem_address_free(a, G2).unwrap();
+}

@@ -139,6 +139,39 @@ fn json_report_parses_and_repeat_doubles_the_count() {
     assert_eq!(summary(&stdout(&t)), (8, 0, 0));
 }
 
+/// A small-BAR board (VRAM not CPU-visible): every check passes through the GPU, except
+/// the ones about CPU access to VRAM, which skip with the reason.
+#[test]
+fn small_bar_board_passes_or_skips_with_the_reason() {
+    let o = kfdrt(&["check", "--device", "emu:mi210[smallbar]"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+    let (p, f, s) = summary(&out);
+    assert_eq!(f, 0, "{out}");
+    assert!(p >= 30, "{out}");
+    for name in ["memory.cpu_roundtrip", "firmware.hdp_flush"] {
+        let row = out.lines().find(|l| l.starts_with(name)).unwrap();
+        assert!(
+            row.contains("SKIP") && row.contains("VRAM not CPU-visible: small BAR"),
+            "{row}"
+        );
+    }
+    let small_bar_skips = out.lines().filter(|l| l.contains("small BAR")).count();
+    assert_eq!(small_bar_skips, 2, "{out}");
+    assert_eq!(s, 4, "two small-BAR and two 2-GPU skips: {out}");
+    for name in [
+        "sdma.copy_linear_bytes",
+        "copies.large_copy_ordered",
+        "managed.prefetch_roundtrip",
+        "managed.prefetch_stream_order",
+        "vmm.alias_two_mappings",
+        "vmm.export_import",
+    ] {
+        let row = out.lines().find(|l| l.starts_with(name)).unwrap();
+        assert!(row.contains("PASS"), "{row}");
+    }
+}
+
 #[test]
 fn multi_gpu_spec_runs_cross_gpu_checks() {
     let o = kfdrt(&[

@@ -69,16 +69,11 @@ fn memset_edges(ctx: &Ctx) -> CheckResult {
     );
     ensure!(b[6..1007].iter().all(|&x| x == 0x5a), "memset bytes wrong");
     ensure!(b[1007] == 0x77, "byte after the memset changed");
+    let dword = |i: usize| u32::from_le_bytes(b[4096 + 4 * i..][..4].try_into().unwrap_or([0; 4]));
     for i in 0..8 {
-        ensure!(
-            m.u32(4096 + 4 * i).load(Ordering::Acquire) == 0xcafe_f00d,
-            "memsetD32 dword {i}"
-        );
+        ensure!(dword(i) == 0xcafe_f00d, "memsetD32 dword {i}");
     }
-    ensure!(
-        m.u32(4096 + 32).load(Ordering::Acquire) == 0x7777_7777,
-        "memsetD32 overran"
-    );
+    ensure!(dword(8) == 0x7777_7777, "memsetD32 overran");
     pass()
 }
 
@@ -96,20 +91,22 @@ fn sdma_ordered(ctx: &Ctx) -> CheckResult {
         .or_fail("memcpy")?;
     s.write_value32(flags.va(8), 9, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;
-    let Some(qid) = s.sdma_queue_id() else {
-        return Err("the 4 MiB copy did not use an SDMA queue".into());
-    };
+    let qid = s.sdma_queue_id();
     settle();
-    ensure!(
-        dst.read(len - 16, 16) != data[len - 16..],
-        "the copy ran before the stream's earlier wait"
-    );
-    ensure!(
-        flags.u32(8).load(Ordering::Acquire) == 0,
-        "later work ran before the copy"
-    );
+    let copied_early = dst.read(len - 16, 16) == data[len - 16..];
+    let wrote_early = flags.u32(8).load(Ordering::Acquire) != 0;
+    // Open the gate before judging: returning with the stream still waiting would free the
+    // buffers under its queued work, and the GPU fault would fail a later check.
     flags.u32(0).store(1, Ordering::Release);
     s.synchronize().or_fail("synchronize")?;
+    let Some(qid) = qid else {
+        return Err("the 4 MiB copy did not use an SDMA queue".into());
+    };
+    ensure!(
+        !copied_early,
+        "the copy ran before the stream's earlier wait"
+    );
+    ensure!(!wrote_early, "later work ran before the copy");
     ensure!(
         flags.u32(8).load(Ordering::Acquire) == 9,
         "write after the copy missing"

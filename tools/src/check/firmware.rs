@@ -13,7 +13,7 @@ use pm4::pkt3::{AtomicMem, CachePolicy, PredExec};
 
 use super::pm4::Ib;
 use super::raw::{RawAql, RawSignals, Scratch};
-use super::{ensure, pass_with, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};
+use super::{ensure, pass_with, require, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};
 
 /// The firmware-rule checks.
 pub fn checks() -> Vec<Check> {
@@ -257,6 +257,8 @@ fn hdp_flush(ctx: &Ctx) -> CheckResult {
         "MMIO remap page mapped on {mapped} of {} GPUs (ALLOC_MEMORY_OF_GPU with MMIO_REMAP + mmap of /dev/kfd)",
         dev.gpus().len()
     );
+    // The rest is about a CPU write to VRAM through the BAR reaching the GPU.
+    require!(ctx.need_large_bar(0));
     let vram = Scratch::new(dev, MemoryKind::Device, 0, 4096)?;
     let host = Scratch::new(dev, MemoryKind::HostPinned, 0, 4096)?;
     let s = dev.create_stream(0).or_fail("create_stream")?;

@@ -58,6 +58,8 @@ pub fn checks() -> Vec<Check> {
 }
 
 fn cpu_roundtrip(ctx: &Ctx) -> CheckResult {
+    // The check is about CPU access to every kind, VRAM included.
+    require!(ctx.need_large_bar(0));
     for (i, kind) in [
         MemoryKind::Device,
         MemoryKind::HostPinned,

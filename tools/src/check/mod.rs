@@ -291,6 +291,16 @@ impl Ctx {
         }
     }
 
+    /// Require GPU `gpu`'s VRAM to be CPU-visible (a large-BAR board: VRAM heap
+    /// FB_PUBLIC), else a skip: on a small-BAR board KFD refuses CPU-visible VRAM.
+    pub fn need_large_bar(&self, gpu: usize) -> Result<(), Outcome> {
+        if vram_cpu_visible(&self.dev, gpu) {
+            Ok(())
+        } else {
+            Err(Outcome::Skip("VRAM not CPU-visible: small BAR".into()))
+        }
+    }
+
     /// Require `n` GPUs, else a skip naming the count.
     pub fn need_gpus(&self, n: usize) -> Result<(), Outcome> {
         let have = self.dev.gpus().len();
@@ -343,6 +353,48 @@ pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// Whether GPU `gpu`'s VRAM heap is CPU-visible (large BAR: `HEAP_TYPE_FB_PUBLIC`).
+pub fn vram_cpu_visible(dev: &kfdrt::Device, gpu: usize) -> bool {
+    dev.gpu(gpu).is_ok_and(|g| {
+        g.node
+            .mem_banks
+            .iter()
+            .any(|b| b.heap_type == kfd::topology::HEAP_TYPE_FB_PUBLIC)
+    })
+}
+
+/// `len` bytes at GPU address `va` read through GPU `gpu` (a copy to pinned host memory on
+/// a new stream), for memory the CPU may not see (small-BAR VRAM, VMM mappings).
+pub fn read_via_gpu(
+    dev: &kfdrt::Device,
+    gpu: usize,
+    va: u64,
+    len: usize,
+) -> Result<Vec<u8>, String> {
+    let host = dev
+        .alloc(kfdrt::MemoryKind::HostPinned, gpu, len.max(1))
+        .or_fail("alloc bounce buffer")?;
+    let s = dev.create_stream(gpu).or_fail("create_stream")?;
+    s.memcpy(host.va(), va, len as u64).or_fail("memcpy out")?;
+    s.synchronize().or_fail("synchronize")?;
+    let mut v = vec![0; len];
+    host.read(0, &mut v).or_fail("read bounce buffer")?;
+    Ok(v)
+}
+
+/// Write `data` at GPU address `va` through GPU `gpu` (pinned host memory copied in on a
+/// new stream); see [`read_via_gpu`].
+pub fn write_via_gpu(dev: &kfdrt::Device, gpu: usize, va: u64, data: &[u8]) -> Result<(), String> {
+    let host = dev
+        .alloc(kfdrt::MemoryKind::HostPinned, gpu, data.len().max(1))
+        .or_fail("alloc bounce buffer")?;
+    host.write(0, data).or_fail("write bounce buffer")?;
+    let s = dev.create_stream(gpu).or_fail("create_stream")?;
+    s.memcpy(va, host.va(), data.len() as u64)
+        .or_fail("memcpy in")?;
+    s.synchronize().or_fail("synchronize")
 }
 
 /// Hold `s`'s later work behind the word at `gate` (a waitValue32 for the word >= 1: the

@@ -315,10 +315,12 @@ impl RawSignals {
     }
 }
 
-/// A CPU-mapped scratch buffer with typed access for packet checks.
+/// A scratch buffer with typed access for packet checks. `read`/`write` go through the GPU
+/// when the buffer is not CPU-visible (VRAM on a small-BAR board).
 pub struct Scratch {
     /// The buffer.
     pub buf: Buffer,
+    dev: Device,
 }
 
 impl Scratch {
@@ -326,6 +328,7 @@ impl Scratch {
     pub fn new(dev: &Device, kind: MemoryKind, gpu: usize, bytes: usize) -> Result<Self, String> {
         Ok(Scratch {
             buf: dev.alloc(kind, gpu, bytes).or_fail("scratch buffer")?,
+            dev: dev.clone(),
         })
     }
     /// GPU address of byte `off`.
@@ -340,14 +343,24 @@ impl Scratch {
     pub fn u64(&self, off: usize) -> &AtomicU64 {
         self.buf.atomic_u64(off).expect("aligned, in bounds")
     }
-    /// Copy bytes out.
+    /// Copy bytes out (through the GPU when the CPU cannot see the buffer).
     pub fn read(&self, off: usize, len: usize) -> Vec<u8> {
+        if !self.buf.is_cpu_visible() {
+            assert!(off + len <= self.buf.len(), "in bounds");
+            return super::read_via_gpu(&self.dev, self.buf.gpu_index(), self.va(off), len)
+                .expect("GPU read of the scratch buffer");
+        }
         let mut v = vec![0; len];
         self.buf.read(off, &mut v).expect("in bounds");
         v
     }
-    /// Copy bytes in.
+    /// Copy bytes in (through the GPU when the CPU cannot see the buffer).
     pub fn write(&self, off: usize, data: &[u8]) {
+        if !self.buf.is_cpu_visible() {
+            assert!(off + data.len() <= self.buf.len(), "in bounds");
+            return super::write_via_gpu(&self.dev, self.buf.gpu_index(), self.va(off), data)
+                .expect("GPU write of the scratch buffer");
+        }
         self.buf.write(off, data).expect("in bounds");
     }
 }

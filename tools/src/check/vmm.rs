@@ -8,7 +8,9 @@ use kfdrt::{
     MemoryKind,
 };
 
-use super::{ensure, pass, pass_with, Check, CheckResult, Ctx, OrFail};
+use super::{
+    ensure, pass, pass_with, read_via_gpu, write_via_gpu, Check, CheckResult, Ctx, OrFail,
+};
 
 const G2: usize = 2 << 20;
 
@@ -61,16 +63,13 @@ fn alias_two_mappings(ctx: &Ctx) -> CheckResult {
     d.mem_set_access(b, G2, &rw()).or_fail("setAccess b")?;
     let s = d.create_stream(0).or_fail("create_stream")?;
     let v = d.alloc(MemoryKind::Device, 0, 4096).or_fail("alloc")?;
-    v.write(0, &[0x5a; 4096]).or_fail("write")?;
+    write_via_gpu(d, 0, v.va(), &[0x5a; 4096])?;
     s.memcpy(a + 8192, v.va(), 4096).or_fail("memcpy into a")?;
     s.memset(b + 4096, 0x77, 64).or_fail("memset b")?;
     s.synchronize().or_fail("synchronize")?;
-    let mut got = [0u8; 4];
-    // SAFETY: b and a are CPU-mapped VMM ranges of G2 bytes, alive until unmapped below.
-    unsafe {
-        core::ptr::copy_nonoverlapping((b + 8192) as *const u8, got.as_mut_ptr(), 2);
-        core::ptr::copy_nonoverlapping((a + 4096) as *const u8, got.as_mut_ptr().add(2), 2);
-    }
+    // Read each alias through the GPU: VMM memory is CPU-visible only on large BAR.
+    let mut got = read_via_gpu(d, 0, b + 8192, 2)?;
+    got.extend(read_via_gpu(d, 0, a + 4096, 2)?);
     d.mem_unmap(a, G2).or_fail("unmap a")?;
     d.mem_unmap(b, G2).or_fail("unmap b")?;
     d.mem_release(h).or_fail("release")?;
@@ -189,16 +188,15 @@ fn export_import(ctx: &Ctx) -> CheckResult {
     d.mem_map(r, G2, 0, h, 0).or_fail("map")?;
     d.mem_map(r + G2 as u64, G2, 0, h2, 0)
         .or_fail("map imported")?;
-    let mut got = [0u8; 8];
-    // SAFETY: both halves of r are CPU-mapped VMM ranges until the unmap below.
-    unsafe {
-        core::ptr::copy_nonoverlapping(b"dmabuf!!".as_ptr(), r as *mut u8, 8);
-        core::ptr::copy_nonoverlapping((r + G2 as u64) as *const u8, got.as_mut_ptr(), 8);
-    }
+    d.mem_set_access(r, 2 * G2, &rw()).or_fail("setAccess")?;
+    // Through the GPU: VMM memory is CPU-visible only on large-BAR boards.
+    let got =
+        write_via_gpu(d, 0, r, b"dmabuf!!").and_then(|()| read_via_gpu(d, 0, r + G2 as u64, 8));
     d.mem_unmap(r, 2 * G2).or_fail("unmap")?;
     d.mem_release(h).or_fail("release")?;
     d.mem_release(h2).or_fail("release imported")?;
     d.mem_address_free(r, 2 * G2).or_fail("free")?;
-    ensure!(&got == b"dmabuf!!", "imported mapping shows {got:x?}");
+    let got = got?;
+    ensure!(got == b"dmabuf!!", "imported mapping shows {got:x?}");
     pass()
 }
