@@ -255,8 +255,9 @@ impl AqlQueue {
     }
 
     /// Publish one command (the single-command enqueue hot path: no loop, no count):
-    /// [`AqlQueue::submit`] of a buffer holding just `cmd`.
-    #[inline]
+    /// [`AqlQueue::submit`] of a buffer holding just `cmd`. Always inlined into its few
+    /// callers: a call here cost the enqueue its prologue and epilogue (issue #12).
+    #[inline(always)]
     pub(crate) fn submit_one(
         &self,
         cmd: &Cmd,

@@ -626,7 +626,9 @@ impl Stream {
     /// [`Stream::submit`] of one command without an extra dependency: the enqueue hot
     /// path (write-value, wait-value). With no dependency to collect and no move to make
     /// it goes straight to [`AqlQueue::submit_one`]; otherwise through `submit`.
-    #[inline]
+    // Always inlined: the call's prologue/epilogue (register saves) was ~17 of the
+    // write-value enqueue's instructions (issue #12).
+    #[inline(always)]
     fn submit_cmd(&self, cmd: &Cmd, place: Place) -> Result<u64> {
         let s = &*self.inner;
         if self.no_implicit_deps() {
@@ -951,6 +953,8 @@ impl Stream {
         self.write_value(addr, value, flags.bits(), 64)
     }
 
+    // Inlined into each width's entry point so `bits` is a constant there.
+    #[inline(always)]
     fn write_value(&self, addr: u64, value: u64, flags: u32, bits: u32) -> Result<()> {
         let call = if bits == 32 {
             "hipStreamWriteValue32"
@@ -986,6 +990,8 @@ impl Stream {
         self.wait_value(addr, value, cmp.raw(), mask, 64)
     }
 
+    // Inlined into each width's entry point so `bits` is a constant there.
+    #[inline(always)]
     fn wait_value(&self, addr: u64, value: u64, flags: u32, mask: u64, bits: u32) -> Result<()> {
         let call = if bits == 32 {
             "hipStreamWaitValue32"
