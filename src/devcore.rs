@@ -247,3 +247,31 @@ pub(crate) fn unmap_handle(
     m.remove(pos);
     Ok(())
 }
+
+/// Releases an imported dmabuf mapped over `reservation`: unmaps it from `gpu_id` (0: never
+/// mapped on a GPU), puts PROT_NONE back over the CPU mapping so the range stays reserved
+/// until the reservation drops, and frees the BO. Shared by buffer IPC and pool imports.
+pub(crate) fn release_import(
+    b: &dyn Backend,
+    reservation: &crate::va::VaReservation,
+    handle: u64,
+    gpu_id: u32,
+) {
+    if gpu_id != 0 {
+        let mut n = 0;
+        let _ = kfd::ioctl::unmap_memory_from_gpu(b, handle, &[gpu_id], &mut n);
+    }
+    // SAFETY: the range is the caller's reservation; the anonymous PROT_NONE mapping
+    // replaces the dmabuf mapping and keeps the range ours until the reservation drops.
+    let _ = unsafe {
+        rustix::mm::mmap_anonymous(
+            reservation.ptr().as_ptr(),
+            reservation.len(),
+            rustix::mm::ProtFlags::empty(),
+            rustix::mm::MapFlags::PRIVATE
+                | rustix::mm::MapFlags::NORESERVE
+                | rustix::mm::MapFlags::FIXED,
+        )
+    };
+    let _ = kfd::ioctl::free_memory_of_gpu(b, handle);
+}

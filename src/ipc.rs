@@ -258,23 +258,15 @@ impl Device {
 
 impl Drop for IpcMapping {
     fn drop(&mut self) {
-        let b = self.core.backend.as_ref();
         if self.gpu_id != 0 {
             self.core.extents.remove(self.base(), self.handle);
-            let mut n = 0;
-            let _ = kfd::ioctl::unmap_memory_from_gpu(b, self.handle, &[self.gpu_id], &mut n);
         }
-        // SAFETY: the range is our reservation; PROT_NONE goes back over the dmabuf
-        // mapping so the range stays ours until the reservation drops.
-        let _ = unsafe {
-            rustix::mm::mmap_anonymous(
-                self.reservation.ptr().as_ptr(),
-                self.reservation.len(),
-                ProtFlags::empty(),
-                MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::FIXED,
-            )
-        };
-        let _ = kfd::ioctl::free_memory_of_gpu(b, self.handle);
+        crate::devcore::release_import(
+            self.core.backend.as_ref(),
+            &self.reservation,
+            self.handle,
+            self.gpu_id,
+        );
     }
 }
 
