@@ -1,38 +1,58 @@
-//! Stream callbacks (`hipStreamAddCallback`): each runs exactly once on a host thread
-//! after all earlier work of its stream, in enqueue order per stream, and holds later work
-//! of the stream until it returns. It receives the stream's error status.
+//! Stream callbacks (`hipStreamAddCallback`).
 //!
-//! Mechanism: the callback's start point is the stream's timeline point at enqueue (no
-//! packet); the hold is a barrier-AND packet whose dependency is a *gate*, an
-//! `amd_signal_t` without a KFD event (the CP polls it; nobody sleeps on it) that the
-//! dispatcher sets to 0 after the callback returns (the stream is on a dedicated queue,
-//! so the hold stalls only that stream). Gates come from a recycled pool, so an enqueue
-//! makes no system call: it encodes the hold, pushes the callback and wakes the
-//! dispatcher only when it sleeps.
+//! # Semantics (HIP's and CUDA's)
+//! - A callback runs exactly once on a host thread, after all work enqueued before it on
+//!   its stream has completed; it receives the stream's status (Ok, or its sticky error).
+//! - Work enqueued on the stream after it does not start until it returns.
+//! - Stream synchronize and query, and events recorded after it, account for it: a
+//!   synchronize returns only after it returned, a query reports NotReady until then, an
+//!   event recorded after it completes after it.
+//! - Callbacks of one stream run in enqueue order, one at a time.
+//! - A callback may enqueue work on other streams (and on its own; it must not
+//!   synchronize its own stream, which waits for the callback itself).
+//! - Destroying a stream with pending callbacks returns at once; they still run.
 //!
-//! One dispatcher thread per device runs callbacks whose start point is reached,
-//! whichever stream they belong to. Each wake-up drains a stream's whole run of
-//! consecutive callbacks (a callback enqueued right after another may start as soon as
-//! the previous one returned), and tells the backend about the opened gates once per
-//! run. With nothing ready it sleeps through the host-wait path (`crate::wait`) on the
-//! oldest pending callback's start point, or on a condition variable when idle.
+//! # Mechanism: lazy holds
+//! Each stream numbers its callbacks (1, 2, ...) and owns a *callback line*: an
+//! event-less `amd_signal_t`, allocated with its first callback, holding
+//! `TIMELINE_BASE - n` once callbacks 1..=n returned (the dispatcher stores it after each
+//! callback). An enqueue submits no packet: it records the stream's timeline point (all
+//! earlier work), the callback's number, pushes the callback to the device's dispatcher
+//! and sets the stream's *hold pending* flag.
+//!
+//! A *hold* is emitted only when something must be ordered after the callbacks: the next
+//! non-callback command on the stream (the submit path's one flag check), an event
+//! record, a synchronize, and anything that takes the stream's point (stream-ordered
+//! frees, prefetches). It is one wait packet on the callback line for the stream's last
+//! callback (BARRIER_VALUE on gfx9, WAIT_REG_MEM64 where the family has it), on the
+//! stream's dedicated queue (so it stalls only this stream), and none at all when every
+//! callback already returned. A run of back-to-back callbacks therefore costs no packet,
+//! and at most one hold in front of the work that follows it. Work of the legacy null
+//! stream (or of a blocking stream after it) that must wait for another stream's
+//! callbacks waits on that stream's callback line directly.
+//!
+//! One dispatcher thread per device runs callbacks whose start point is reached and whose
+//! predecessor on the stream returned, whichever stream they belong to. Each wake-up
+//! drains a stream's whole run of consecutive callbacks (nothing enqueued in between: each
+//! may start as soon as the previous one returned), and tells the backend once per run
+//! when a hold waits on the line. With nothing ready it sleeps through the host-wait path
+//! (`crate::wait`) on the oldest pending callback's start point, or on a condition
+//! variable when idle.
 //!
 //! If a callback blocks inside a kfdrt call (say, a synchronize on another stream), the
 //! waiting call hands the dispatcher role to a new thread first, so other streams'
 //! callbacks keep running. A callback that panics is caught: its stream gets a sticky
-//! LaunchFailure naming the stream and the panic message, its hold still opens, and
-//! every other callback still runs exactly once.
+//! LaunchFailure naming the stream and the panic message, the line still advances past
+//! it, and every other callback still runs exactly once.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use crate::device::{DeviceCore, DeviceInner};
+use crate::device::DeviceInner;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hsa::{AmdSignal, AMD_SIGNAL_KIND_USER};
-use crate::memory::{Buffer, MemoryKind};
 use crate::signal::Signal;
 use crate::stream::{Point, Stream, StreamInner, TIMELINE_BASE};
 use crate::sync::lock;
@@ -40,76 +60,97 @@ use crate::sync::lock;
 /// A callback: receives the stream's status (Ok, or its sticky error).
 pub type Callback = Box<dyn FnOnce(Result<()>) + Send + 'static>;
 
-/// The hold's dependency: a 64-byte `amd_signal_t` slot in a [`GatePool`] chunk, 1 while
-/// the callback has not returned, 0 after. Valid while the device's callback state lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Gate {
-    va: u64,
+/// `Point::queue_id` of a callback-line point: no queue's packets complete it.
+const NO_QUEUE: u32 = u32::MAX;
+
+/// A stream's callback state (in `StreamInner`). `enqueued` and `hold_pending` are
+/// written under the stream's state lock, so the submit path reads them in order with
+/// the commands it publishes.
+pub(crate) struct StreamCallbacks {
+    /// A callback was enqueued after the stream's last hold: the next command (or
+    /// anything that takes the stream's point) emits one first.
+    hold_pending: AtomicBool,
+    /// Callbacks enqueued (the number of the last one).
+    enqueued: AtomicU64,
+    /// Number of the callback the latest hold waits for (the dispatcher tells the
+    /// backend about the line only when a hold may wait).
+    held: AtomicU64,
+    /// `TIMELINE_BASE - n` once callbacks 1..=n returned; made with the first callback.
+    line: OnceLock<Arc<Signal>>,
 }
 
-impl Gate {
-    /// The signal handle the barrier-AND packet names.
-    pub(crate) fn handle(self) -> u64 {
-        self.va
-    }
-
-    fn value(&self) -> &AtomicI64 {
-        // SAFETY: the 8-byte aligned value field of a 64-byte slot in signal memory the
-        // device's gate pool keeps mapped for as long as any gate of it can be used.
-        unsafe { AtomicI64::from_ptr((self.va + 8) as *mut i64) }
-    }
-
-    fn is_open(self) -> bool {
-        self.value().load(Ordering::Acquire) == 0
-    }
-
-    fn open(self) {
-        self.value().store(0, Ordering::Release);
-    }
-
-    fn close(self) {
-        let sig = AmdSignal {
-            kind: AMD_SIGNAL_KIND_USER,
-            value: 1,
-            ..Default::default()
-        };
-        // SAFETY: a 64-byte, 64-aligned slot of signal memory owned by the gate pool and
-        // handed to no one else now (it is off the free list).
-        unsafe { core::ptr::write_volatile(self.va as *mut AmdSignal, sig) };
-        std::sync::atomic::fence(Ordering::Release);
-    }
-}
-
-/// Gates ready for reuse and the signal memory they live in.
-struct GatePool {
-    free: Vec<Gate>,
-    chunks: Vec<Buffer>,
-}
-
-/// Gates per signal-memory chunk (one page).
-const CHUNK_GATES: usize = 64;
-
-impl GatePool {
-    fn take(&mut self, core: &Arc<DeviceCore>) -> Result<Gate> {
-        if self.free.is_empty() {
-            let buf = Buffer::alloc(core, MemoryKind::Signal, 0, CHUNK_GATES * 64)?;
-            let base = buf.va();
-            self.chunks.push(buf);
-            self.free.extend(
-                (0..CHUNK_GATES as u64)
-                    .rev()
-                    .map(|i| Gate { va: base + i * 64 }),
-            );
+impl StreamCallbacks {
+    pub(crate) fn new() -> Self {
+        StreamCallbacks {
+            hold_pending: AtomicBool::new(false),
+            enqueued: AtomicU64::new(0),
+            held: AtomicU64::new(0),
+            line: OnceLock::new(),
         }
-        let g = self.free.pop().ok_or_else(|| {
-            Error::new(
-                ErrorKind::OutOfMemory,
-                "hipStreamAddCallback",
-                "no gate signal",
-            )
-        })?;
-        g.close();
-        Ok(g)
+    }
+
+    /// Whether a hold must be emitted before the stream's next command (the submit
+    /// path's check, under the stream's state lock).
+    #[inline(always)]
+    pub(crate) fn hold_pending(&self) -> bool {
+        self.hold_pending.load(Ordering::Acquire)
+    }
+
+    /// Callbacks that returned.
+    fn returned(&self) -> u64 {
+        self.line
+            .get()
+            .map_or(0, |l| (TIMELINE_BASE - l.load()) as u64)
+    }
+
+    /// Whether no callback awaits a hold: with the stream's timeline complete, the
+    /// stream is idle.
+    #[inline]
+    pub(crate) fn idle(&self) -> bool {
+        !self.hold_pending() || self.returned() >= self.enqueued.load(Ordering::Acquire)
+    }
+
+    /// Take the pending hold (under the stream's state lock): the line point the hold
+    /// packet waits for, or None when every callback already returned (no packet).
+    /// After a failed publication, [`StreamCallbacks::hold_failed`] restores it.
+    pub(crate) fn take_hold(&self, gpu_index: usize) -> Option<Point> {
+        self.hold_pending.store(false, Ordering::Release);
+        let n = self.enqueued.load(Ordering::Acquire);
+        let line = self.line.get()?;
+        // Announced before the packet is published: a dispatcher that stores the line
+        // afterwards sees it and tells the backend (pairs with the fence in `run_one`).
+        self.held.store(n, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if (TIMELINE_BASE - line.load()) as u64 >= n {
+            return None;
+        }
+        Some(Point {
+            timeline: line.clone(),
+            target: n,
+            queue_id: NO_QUEUE,
+            gpu_index,
+        })
+    }
+
+    /// The hold taken by [`StreamCallbacks::take_hold`] was not published: still pending.
+    pub(crate) fn hold_failed(&self) {
+        self.hold_pending.store(true, Ordering::Release);
+    }
+
+    /// The line point of callbacks no hold covers yet (for another stream that must
+    /// wait for this one's work: the legacy null stream's implicit dependencies).
+    pub(crate) fn pending_point(&self, gpu_index: usize) -> Option<Point> {
+        if !self.hold_pending() {
+            return None;
+        }
+        let n = self.enqueued.load(Ordering::Acquire);
+        let line = self.line.get()?;
+        (((TIMELINE_BASE - line.load()) as u64) < n).then(|| Point {
+            timeline: line.clone(),
+            target: n,
+            queue_id: NO_QUEUE,
+            gpu_index,
+        })
     }
 }
 
@@ -193,31 +234,31 @@ impl Drop for InlineFn {
 
 struct Pending {
     stream: Arc<StreamInner>,
-    /// Stream timeline target of all work before the callback.
+    /// Stream timeline target of all GPU work before the callback.
     start: u64,
-    /// The gate of the callback right before this one when nothing was enqueued in
-    /// between: once it opens (that callback returned), all earlier work is complete.
-    prev_gate: Option<Gate>,
-    gate: Gate,
-    /// Target and queue of the hold packet.
-    hold: u64,
-    hold_queue: u32,
+    /// The callback's number on its stream (1, 2, ...).
+    seq: u64,
     f: Slot,
 }
 
 fn reached(s: &StreamInner, target: u64) -> bool {
-    timeline_reached(&s.timeline, target)
-}
-
-fn timeline_reached(timeline: &Signal, target: u64) -> bool {
-    timeline.load() <= TIMELINE_BASE - target as i64
+    s.timeline.load() <= TIMELINE_BASE - target as i64
 }
 
 impl Pending {
+    /// The previous callback of the stream returned, and the GPU work before this one
+    /// completed (or the stream failed: the callback then gets the error).
     fn ready(&self) -> bool {
-        reached(&self.stream, self.start)
-            || self.prev_gate.is_some_and(|g| g.is_open())
-            || self.stream.sticky_error().is_some()
+        self.stream.cb.returned() + 1 >= self.seq
+            && (reached(&self.stream, self.start) || self.stream.sticky_error().is_some())
+    }
+
+    /// Whether this callback directly follows `prev` on its stream with nothing enqueued
+    /// in between: it may start as soon as `prev` returned.
+    fn chained_after(&self, prev: &Pending) -> bool {
+        prev.seq + 1 == self.seq
+            && prev.start == self.start
+            && Arc::ptr_eq(&prev.stream, &self.stream)
     }
 }
 
@@ -231,11 +272,6 @@ pub(crate) struct Callbacks {
     roles: AtomicU64,
     /// Callbacks ever added (the idle dispatcher spins on this before sleeping).
     added: AtomicUsize,
-    gates: Mutex<GatePool>,
-    /// Gates of callbacks that returned, kept until their hold packet completed, with
-    /// the stream's timeline and the hold's target. (The timeline, not the stream: a
-    /// signal holds only its pool, so a hold that never completes keeps no device alive.)
-    retired: Mutex<VecDeque<(Gate, Arc<Signal>, u64)>>,
 }
 
 struct Queue {
@@ -249,19 +285,16 @@ const BLOCKED_ONE: u64 = 1 << 32;
 
 /// How long an idle dispatcher spins for new callbacks before sleeping.
 const IDLE_SPIN: Duration = Duration::from_micros(10);
-/// Longest sleep of a dispatcher: it re-checks retired gates and the device's life.
+/// Longest sleep of a dispatcher: it re-checks the device's life.
 const IDLE_SLEEP: Duration = Duration::from_millis(100);
 /// Longest sleep on a pending callback's start point (a callback of another stream
-/// added meanwhile does not wake that sleep).
+/// added meanwhile, or a blocked predecessor returning, does not wake that sleep).
 const START_SLEEP: Duration = Duration::from_millis(2);
 
 thread_local! {
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
     /// Whether the running callback blocked and handed the dispatcher role on.
     static HANDED_ON: Cell<bool> = const { Cell::new(false) };
-    /// Queue whose opened gate the running dispatcher has not told the backend about yet
-    /// (told before the current callback blocks, or after its run).
-    static UNTOLD: Cell<Option<u32>> = const { Cell::new(None) };
 }
 
 impl Callbacks {
@@ -274,19 +307,20 @@ impl Callbacks {
             cv: Condvar::new(),
             roles: AtomicU64::new(0),
             added: AtomicUsize::new(0),
-            gates: Mutex::new(GatePool {
-                free: Vec::new(),
-                chunks: Vec::new(),
-            }),
-            retired: Mutex::new(VecDeque::new()),
         }
     }
 }
 
 impl Stream {
-    /// `hipStreamAddCallback`: `f` runs exactly once on a host thread after all work
-    /// enqueued so far, and work enqueued later waits until it returns. `flags` must be 0.
-    /// `f` may call kfdrt APIs that do not synchronize on this stream.
+    /// `hipStreamAddCallback` / `cudaStreamAddCallback`: `f` runs exactly once on a host
+    /// thread after all work enqueued on this stream so far has completed, and work
+    /// enqueued later does not start until it returns. It receives the stream's status
+    /// (its sticky error, if any). Callbacks of one stream run in order; synchronize,
+    /// query and events recorded afterwards account for it. `flags` must be 0.
+    ///
+    /// `f` may enqueue work on any stream, and call kfdrt APIs that do not synchronize on
+    /// this stream. The enqueue submits no packet (see the module docs: the hold is
+    /// emitted when later work needs it).
     pub fn add_callback(
         &self,
         f: impl FnOnce(Result<()>) + Send + 'static,
@@ -301,36 +335,27 @@ impl Stream {
         }
         let s = &self.inner;
         let dev = &s.dev;
-        let gate = lock(&dev.callbacks.gates).take(&dev.core)?;
-        let mut last = lock(&s.last_hold);
-        let start = s.point();
-        let prev_gate = last
-            .as_ref()
-            .filter(|(t, _)| *t == start.target)
-            .map(|&(_, g)| g);
-        let hold = match self.hold_until(gate.handle()) {
-            Ok(h) => h,
-            Err(e) => {
-                drop(last);
-                lock(&dev.callbacks.gates).free.push(gate);
-                return Err(e);
-            }
-        };
-        *last = Some((hold.target, gate));
-        drop(last);
+        if s.cb.line.get().is_none() {
+            let line = Signal::new(&dev.signals, TIMELINE_BASE)?;
+            // Another thread's first callback may have won: its line is as good.
+            let _ = s.cb.line.set(Arc::new(line));
+        }
+        let f = Slot::new(f);
         let cb = &dev.callbacks;
-        let p = Pending {
-            stream: s.clone(),
-            start: start.target,
-            prev_gate,
-            gate,
-            hold: hold.target,
-            hold_queue: hold.queue_id,
-            f: Slot::new(f),
-        };
         let wake = {
+            // Under the stream's lock: the callback's place among the stream's commands.
+            let _st = lock(&s.state);
+            let seq = s.cb.enqueued.load(Ordering::Relaxed) + 1;
+            let p = Pending {
+                stream: s.clone(),
+                start: s.point().target,
+                seq,
+                f,
+            };
             let mut q = lock(&cb.queue);
             q.pending.push_back(p);
+            s.cb.enqueued.store(seq, Ordering::Release);
+            s.cb.hold_pending.store(true, Ordering::Release);
             q.sleepers > 0
         };
         cb.added.fetch_add(1, Ordering::Release);
@@ -374,9 +399,6 @@ pub(crate) fn before_blocking(dev: &Arc<DeviceInner>) {
     if !IN_CALLBACK.with(|c| c.get()) {
         return;
     }
-    if let Some(q) = UNTOLD.with(|u| u.take()) {
-        dev.backend.host_signal_written(q);
-    }
     IN_CALLBACK.with(|c| c.set(false));
     HANDED_ON.with(|c| c.set(true));
     // One more dispatcher, this one blocked.
@@ -415,9 +437,7 @@ fn take_run(
             i += 1;
             continue;
         } else {
-            let chained = run
-                .last()
-                .is_some_and(|prev| p.prev_gate == Some(prev.gate));
+            let chained = run.last().is_some_and(|prev| p.chained_after(prev));
             if !chained && !p.ready() {
                 break;
             }
@@ -429,7 +449,7 @@ fn take_run(
     }
 }
 
-/// Run one callback, open its hold, and retire its gate.
+/// Run one callback and advance its stream's callback line past it.
 fn run_one(dev: &DeviceInner, p: Pending, next_chained: bool) {
     let status = match p.stream.sticky_error() {
         Some(e) => Err(e),
@@ -441,7 +461,8 @@ fn run_one(dev: &DeviceInner, p: Pending, next_chained: bool) {
     let f = p.f;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f.run(status)));
     IN_CALLBACK.with(|c| c.set(false));
-    if HANDED_ON.with(|c| c.replace(false)) {
+    let handed_on = HANDED_ON.with(|c| c.replace(false));
+    if handed_on {
         dev.callbacks.roles.fetch_sub(BLOCKED_ONE, Ordering::AcqRel);
     }
     // The callback may have written VRAM that the held work reads.
@@ -458,45 +479,22 @@ fn run_one(dev: &DeviceInner, p: Pending, next_chained: bool) {
             p.stream.gpu_index
         ));
     }
-    p.gate.open();
-    // The next callback of the run is held by this one's hold packet anyway: the backend
-    // hears about both gates after it (a no-op on hardware; the emulator re-polls then).
-    UNTOLD.with(|u| u.set(None));
-    if next_chained {
-        UNTOLD.with(|u| u.set(Some(p.hold_queue)));
-    } else {
-        dev.backend.host_signal_written(p.hold_queue);
+    let cbs = &p.stream.cb;
+    if let Some(line) = cbs.line.get() {
+        // The CP polls the line; nobody sleeps on its event.
+        line.store_relaxed(TIMELINE_BASE - p.seq as i64);
     }
-    let timeline = p.stream.timeline.clone();
-    drop(p.stream);
-    lock(&dev.callbacks.retired).push_back((p.gate, timeline, p.hold));
-}
-
-/// Give back the gates whose hold packet completed, oldest first (holds of one stream
-/// complete in order; a later stream's wait for an earlier one's is short-lived). With
-/// `all`, the whole list is scanned (before an idle sleep).
-fn recycle(cb: &Callbacks, all: bool) {
-    // Lock order: retired, then gates (nothing takes them the other way round).
-    let mut r = lock(&cb.retired);
-    if r.is_empty() {
-        return;
+    // A hold waits only for the last callback before later work, never for one that
+    // the next callback of the run directly follows; the backend hears once per run,
+    // and only when a hold may wait (a no-op on hardware; the emulator re-polls then).
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if !next_chained && cbs.held.load(Ordering::SeqCst) >= p.seq {
+        dev.backend.host_signal_written(p.stream.point().queue_id);
     }
-    let mut gates = lock(&cb.gates);
-    while let Some((g, s, hold)) = r.front() {
-        if !timeline_reached(s, *hold) {
-            break;
-        }
-        gates.free.push(*g);
-        r.pop_front();
-    }
-    if all {
-        r.retain(|(g, s, hold)| {
-            let done = timeline_reached(s, *hold);
-            if done {
-                gates.free.push(*g);
-            }
-            !done
-        });
+    if handed_on {
+        // Another dispatcher may be waiting for this callback to return.
+        let _q = lock(&dev.callbacks.queue);
+        dev.callbacks.cv.notify_all();
     }
 }
 
@@ -506,34 +504,49 @@ fn dispatcher(weak: Weak<DeviceInner>) {
     loop {
         let Some(dev) = weak.upgrade() else { return };
         let cb = &dev.callbacks;
-        recycle(cb, false);
         dev.pools.reap();
 
         let seen = cb.added.load(Ordering::Acquire);
         let first_blocked = {
             let mut q = lock(&cb.queue);
             take_run(&mut q.pending, &mut run, &mut blocked);
-            if run.is_empty() {
-                q.pending.front().map(|p| Point {
+            if run.is_empty() && !q.pending.is_empty() {
+                // The first callback waiting for GPU work, if any: the others wait for a
+                // predecessor that blocked in another dispatcher thread.
+                let p = q.pending.iter().find(|p| !reached(&p.stream, p.start));
+                Some(p.map(|p| Point {
                     timeline: p.stream.timeline.clone(),
                     target: p.start,
                     queue_id: 0,
                     gpu_index: p.stream.gpu_index,
-                })
+                }))
             } else {
                 None
             }
         };
         if !run.is_empty() {
-            let n = run.len();
-            for (i, p) in run.drain(..).enumerate() {
-                run_one(&dev, p, i + 1 < n);
+            let mut it = run.drain(..).peekable();
+            while let Some(p) = it.next() {
+                let chained = it.peek().is_some_and(|nx| nx.chained_after(&p));
+                run_one(&dev, p, chained);
             }
             continue;
         }
         match first_blocked {
-            Some(pt) => {
-                // Something is pending but not ready: sleep on the oldest's start point.
+            Some(None) => {
+                // Only predecessors that blocked hold things up: sleep until one returns
+                // (its thread notifies) or a callback is added.
+                let mut q = lock(&cb.queue);
+                q.sleepers += 1;
+                let (mut g, _) = cb
+                    .cv
+                    .wait_timeout(q, START_SLEEP)
+                    .unwrap_or_else(|e| e.into_inner());
+                g.sleepers -= 1;
+            }
+            Some(Some(pt)) => {
+                // Something is pending but not ready: sleep on the oldest's start point
+                // (bounded: it may be waiting for its predecessor to return instead).
                 let r = dev.wait_point_until(
                     &pt,
                     None,
@@ -565,8 +578,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                     return;
                 }
                 // Idle: spin briefly (a callback right after another runs without a
-                // futex wake-up), then sleep until one arrives (bounded, to notice exit
-                // and recycle gates).
+                // futex wake-up), then sleep until one arrives (bounded, to notice exit).
                 let t0 = Instant::now();
                 while cb.added.load(Ordering::Acquire) == seen && t0.elapsed() < IDLE_SPIN {
                     std::hint::spin_loop();
@@ -574,7 +586,6 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                 if cb.added.load(Ordering::Acquire) != seen {
                     continue;
                 }
-                recycle(cb, true);
                 let mut q = lock(&cb.queue);
                 if q.pending.is_empty() {
                     q.sleepers += 1;

@@ -286,11 +286,12 @@ impl CmdBuf {
         .map(|_| ())
     }
 
-    /// Wait until every signal in `deps` (0 = none) reaches 0: a barrier-AND. (The
-    /// callback hold, the runtime's one barrier-AND, is a single [`Cmd::barrier_and`].)
+    /// Wait until every signal in `deps` (0 = none) reaches 0: a barrier-AND. No
+    /// runtime path needs one today (callback holds wait on a callback line, see
+    /// `crate::callback`); the builder keeps it for the kernel-graph work to come.
     #[allow(dead_code)]
     pub(crate) fn barrier_and(&mut self, deps: [u64; 5]) -> Result<()> {
-        self.push(Cmd::barrier_and(deps))
+        self.push(Cmd::Packet(AqlPacket::barrier_and(deps, 0).encode()))
     }
 
     /// A 32-bit WRITE_DATA, or for 64 bits a COPY_DATA of the immediate with a 64-bit
@@ -407,12 +408,6 @@ impl Cmd {
             }
             .encode(),
         )
-    }
-
-    /// The single command of [`CmdBuf::barrier_and`]: a barrier-AND on `deps`.
-    #[inline]
-    pub(crate) fn barrier_and(deps: [u64; 5]) -> Cmd {
-        Cmd::Packet(AqlPacket::barrier_and(deps, 0).encode())
     }
 
     /// The single command of [`CmdBuf::write_mem`]`(addr, value, 32)` for a 4-byte

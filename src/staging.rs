@@ -102,7 +102,7 @@ impl Stream {
 
     /// Waits for the stream's work submitted so far.
     fn wait_submitted(&self) -> Result<()> {
-        let p = self.inner.point();
+        let p = self.point_now();
         self.inner
             .dev
             .wait_point(&p, Some(&self.inner), self.inner.dev.wait_spin())

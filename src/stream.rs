@@ -205,9 +205,8 @@ pub(crate) struct StreamInner {
     waited: Mutex<Vec<(u64, u64, Weak<Signal>)>>,
     error: Mutex<Option<String>>,
     pub(crate) state: Mutex<StreamState>,
-    /// Target and gate of the stream's most recent callback hold: a callback enqueued
-    /// right after it (nothing in between) may start as soon as that gate opens.
-    pub(crate) last_hold: Mutex<Option<(u64, crate::callback::Gate)>>,
+    /// Callbacks and their lazy hold (`crate::callback`).
+    pub(crate) cb: crate::callback::StreamCallbacks,
     /// The stream's SDMA queue and ordering words, created with its first large copy.
     pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
     /// The gfx9 wait kernel, once a wait needed it (`crate::waitkernel`).
@@ -228,7 +227,7 @@ impl StreamInner {
 
     pub(crate) fn idle(&self) -> bool {
         let target = self.submitted.load(Ordering::Acquire);
-        self.timeline.load() <= TIMELINE_BASE - target as i64
+        self.timeline.load() <= TIMELINE_BASE - target as i64 && self.cb.idle()
     }
 
     #[inline]
@@ -463,7 +462,7 @@ impl Stream {
             }),
             sdma: Mutex::new(None),
             wait_kernel: Default::default(),
-            last_hold: Mutex::new(None),
+            cb: crate::callback::StreamCallbacks::new(),
         });
         if flags & STREAM_NON_BLOCKING == 0 && !is_null {
             let mut b = lock(&dev.pools.blocking);
@@ -588,13 +587,19 @@ impl Stream {
     fn host_synchronize(&self, deadline: Option<Instant>) -> Result<()> {
         let s = &self.inner;
         let dev = &s.dev;
+        self.flush_hold()?;
         let own = (!s.idle()).then(|| s.point());
         let others = if s.is_null {
             dev.blocking_streams(s.gpu_index)
         } else {
             Vec::new()
         };
-        let points = own.into_iter().chain(others.iter().map(|o| o.point()));
+        let points = own.into_iter().chain(
+            others
+                .iter()
+                .flat_map(|o| [Some(o.point()), o.cb.pending_point(o.gpu_index)])
+                .flatten(),
+        );
         dev.host_synchronize(points, Some(s), dev.wait_spin(), deadline)?;
         match s.sticky_error() {
             Some(e) => Err(e),
@@ -633,7 +638,8 @@ impl Stream {
         let s = &*self.inner;
         if self.no_implicit_deps() {
             let st = lock(&s.state);
-            if place == Place::Any || st.dedicated {
+            // One flag for callbacks enqueued since the last hold (crate::callback).
+            if (place == Place::Any || st.dedicated) && !s.cb.hold_pending() {
                 let q = &*st.queue;
                 let fault = || s.dev.poll_faults(s.gpu_index);
                 return match q.submit_one(cmd, s.timeline.handle(), &fault) {
@@ -664,6 +670,9 @@ impl Stream {
                 .map(|_| ());
         };
         let mut st = lock(&s.state);
+        if s.cb.hold_pending() {
+            self.emit_hold(&mut st)?;
+        }
         self.note_waited(&p);
         if !st.dedicated && p.queue_id != st.queue.queue_id() && !p.done() {
             self.make_dedicated(&mut st)?;
@@ -699,6 +708,9 @@ impl Stream {
             return Err(e);
         }
         let mut st = lock(&s.state);
+        if s.cb.hold_pending() {
+            self.emit_hold(&mut st)?;
+        }
         let deps = if self.no_implicit_deps() {
             Deps::None
         } else {
@@ -763,6 +775,9 @@ impl Stream {
             return Err(e);
         }
         let mut st = lock(&s.state);
+        if s.cb.hold_pending() {
+            self.emit_hold(&mut st)?;
+        }
         // Fast path (no extra dependency, a non-blocking stream): nothing to collect.
         let deps = if extra.is_none() && s.flags & STREAM_NON_BLOCKING != 0 {
             Deps::None
@@ -1062,12 +1077,18 @@ impl Stream {
 
     /// The stream's completion point now: all work enqueued so far.
     pub(crate) fn point_now(&self) -> Point {
+        if self.inner.cb.hold_pending() {
+            self.flush_hold_or_fail();
+        }
         self.inner.point()
     }
 
     /// `(target, queue_id)` of [`Stream::point_now`] without cloning the timeline (the
     /// allocator's freeAsync hot path).
     pub(crate) fn point_parts(&self) -> (u64, u32) {
+        if self.inner.cb.hold_pending() {
+            self.flush_hold_or_fail();
+        }
         let target = self.inner.submitted.load(Ordering::Acquire);
         (target, self.inner.queue_id.load(Ordering::Acquire))
     }
@@ -1104,6 +1125,7 @@ impl Stream {
             && (s.flags & STREAM_NON_BLOCKING != 0
                 || !s.dev.pools.null_used.load(Ordering::Acquire))
             && !s.is_null
+            && !s.cb.hold_pending()
         {
             if let Some(e) = s.sticky_error() {
                 return Err(e);
@@ -1118,13 +1140,55 @@ impl Stream {
         Ok(self.point_at(target))
     }
 
-    /// A barrier packet held until the signal `gate` (a handle) reaches 0 (the hold
-    /// behind a callback).
-    pub(crate) fn hold_until(&self, gate: u64) -> Result<Point> {
-        // One packet: the single-command path once the stream has its dedicated queue.
-        let c = Cmd::barrier_and([gate, 0, 0, 0, 0]);
-        let target = self.submit_cmd(&c, Place::Dedicated)?;
-        Ok(self.point_at(target))
+    /// Emit the hold that orders later work after the stream's callbacks (one wait on
+    /// their line, on a dedicated queue; none when they all returned), under the state
+    /// lock: the callback hook of every submit path (`crate::callback`).
+    #[cold]
+    #[inline(never)]
+    fn emit_hold(&self, st: &mut StreamState) -> Result<()> {
+        let s = &*self.inner;
+        let Some(p) = s.cb.take_hold(s.gpu_index) else {
+            return Ok(());
+        };
+        let r = (|| {
+            if !st.dedicated {
+                self.make_dedicated(st)?;
+            }
+            let mut c = CmdBuf::new(s.family);
+            c.wait_point(p.timeline.handle(), p.threshold())?;
+            let q = &st.queue;
+            let n = self.publish(q, &[&c], &|| s.dev.poll_faults(s.gpu_index))?;
+            self.advance(q.queue_id(), n);
+            Ok(())
+        })();
+        if r.is_err() {
+            s.cb.hold_failed();
+        }
+        r
+    }
+
+    /// Emit a pending callback hold, so the stream's point covers its callbacks.
+    pub(crate) fn flush_hold(&self) -> Result<()> {
+        if !self.inner.cb.hold_pending() {
+            return Ok(());
+        }
+        let mut st = lock(&self.inner.state);
+        if self.inner.cb.hold_pending() {
+            self.emit_hold(&mut st)?;
+        }
+        Ok(())
+    }
+
+    /// [`Stream::flush_hold`] for callers that take the point without a Result: a hold
+    /// that cannot be published fails the stream (its point would not cover them).
+    #[cold]
+    #[inline(never)]
+    fn flush_hold_or_fail(&self) {
+        if let Err(e) = self.flush_hold() {
+            self.inner.fail(format!(
+                "the hold behind the stream's callbacks failed: {e}"
+            ));
+        }
     }
 
     /// The hardware queue the stream submits to now.
@@ -1271,6 +1335,9 @@ impl DeviceInner {
             for o in b.iter().filter_map(|w| w.upgrade()) {
                 if o.gpu_index == s.gpu_index && !o.idle() {
                     deps.push(o.point());
+                    if let Some(p) = o.cb.pending_point(o.gpu_index) {
+                        deps.push(p);
+                    }
                 }
             }
         } else if self.pools.null_used.load(Ordering::Acquire) {
@@ -1282,6 +1349,9 @@ impl DeviceInner {
             {
                 if !n.idle() {
                     deps.push(n.point());
+                    if let Some(p) = n.cb.pending_point(n.gpu_index) {
+                        deps.push(p);
+                    }
                 }
             }
         }
