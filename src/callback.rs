@@ -21,7 +21,9 @@
 //! and sets the stream's *hold pending* flag.
 //!
 //! A *hold* is emitted only when something must be ordered after the callbacks: the next
-//! non-callback command on the stream (the submit path's one flag check), an event
+//! non-callback command on the stream (the submit path's one flag check, made under the
+//! queue's producer lock on the lock-free single-command path, which the first callback
+//! after a command fences: `Stream::enqueue_callback`), an event
 //! record, a synchronize, and anything that takes the stream's point (stream-ordered
 //! frees, prefetches). It is one wait packet on the callback line for the stream's last
 //! callback (BARRIER_VALUE on gfx9, WAIT_REG_MEM64 where the family has it), on the
@@ -63,6 +65,17 @@ pub type Callback = Box<dyn FnOnce(Result<()>) + Send + 'static>;
 /// `Point::queue_id` of a callback-line point: no queue's packets complete it.
 const NO_QUEUE: u32 = u32::MAX;
 
+/// An atomic alone on its cache line.
+#[repr(align(64))]
+struct Padded(AtomicU64);
+
+impl core::ops::Deref for Padded {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        &self.0
+    }
+}
+
 /// A stream's callback state (in `StreamInner`). `enqueued` and `hold_pending` are
 /// written under the stream's state lock, so the submit path reads them in order with
 /// the commands it publishes.
@@ -70,8 +83,9 @@ pub(crate) struct StreamCallbacks {
     /// A callback was enqueued after the stream's last hold: the next command (or
     /// anything that takes the stream's point) emits one first.
     hold_pending: AtomicBool,
-    /// Callbacks enqueued (the number of the last one).
-    enqueued: AtomicU64,
+    /// Callbacks enqueued (the number of the last one). Written by every enqueue: on a
+    /// cache line of its own, apart from what the dispatcher reads per callback.
+    enqueued: Padded,
     /// Number of the callback the latest hold waits for (the dispatcher tells the
     /// backend about the line only when a hold may wait).
     held: AtomicU64,
@@ -83,7 +97,7 @@ impl StreamCallbacks {
     pub(crate) fn new() -> Self {
         StreamCallbacks {
             hold_pending: AtomicBool::new(false),
-            enqueued: AtomicU64::new(0),
+            enqueued: Padded(AtomicU64::new(0)),
             held: AtomicU64::new(0),
             line: OnceLock::new(),
         }
@@ -94,6 +108,11 @@ impl StreamCallbacks {
     #[inline(always)]
     pub(crate) fn hold_pending(&self) -> bool {
         self.hold_pending.load(Ordering::Acquire)
+    }
+
+    /// Mark a hold pending (the stream's `enqueue_callback`, under its lock).
+    pub(crate) fn set_hold_pending(&self) {
+        self.hold_pending.store(true, Ordering::SeqCst);
     }
 
     /// Callbacks that returned.
@@ -342,22 +361,19 @@ impl Stream {
         }
         let f = Slot::new(f);
         let cb = &dev.callbacks;
-        let wake = {
-            // Under the stream's lock: the callback's place among the stream's commands.
-            let _st = lock(&s.state);
+        let wake = self.enqueue_callback(|start| {
             let seq = s.cb.enqueued.load(Ordering::Relaxed) + 1;
             let p = Pending {
                 stream: s.clone(),
-                start: s.point().target,
+                start,
                 seq,
                 f,
             };
             let mut q = lock(&cb.queue);
             q.pending.push_back(p);
             s.cb.enqueued.store(seq, Ordering::Release);
-            s.cb.hold_pending.store(true, Ordering::Release);
             q.sleepers > 0
-        };
+        });
         cb.added.fetch_add(1, Ordering::Release);
         if wake {
             cb.cv.notify_one();

@@ -29,6 +29,7 @@
 //! ```
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use codeobj::ValueKind;
 use pm4::aql::{AqlPacket, KernelDispatch, PacketControl};
@@ -38,6 +39,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{Buffer, MemoryKind};
 use crate::module::Kernel;
 use crate::queue::AqlQueue;
+use crate::signal::Signal;
 use crate::stream::{Point, Stream};
 use crate::sync::lock;
 
@@ -526,8 +528,16 @@ pub(crate) struct KernargRing {
     cpu: *mut u8,
     /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
     head: u64,
-    /// (start, end, completion point) of launches that may still read their segment.
-    inflight: VecDeque<(u64, u64, Point)>,
+    /// (start, end, index in `timelines`, packet count) of launches that may still read
+    /// their segment: complete when that timeline reaches the count.
+    inflight: VecDeque<(u64, u64, u32, u64)>,
+    /// The timelines of the streams that launched on the queue (deduplicated, so a launch
+    /// clones no `Arc`), and the index of the last one used.
+    timelines: Vec<Arc<Signal>>,
+    last_tl: usize,
+    /// The queue's id and GPU (the completion points handed out to wait for).
+    queue_id: u32,
+    gpu_index: usize,
 }
 
 // SAFETY: `cpu` is the CPU mapping of `buf`, which the ring owns; it is written only
@@ -550,6 +560,10 @@ impl KernargRing {
             // Every segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap, so at
             // most this many are ever in flight: `push_back` never reallocates.
             inflight: VecDeque::with_capacity(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
+            timelines: Vec::new(),
+            last_tl: 0,
+            queue_id: q.queue_id(),
+            gpu_index: q.gpu_index(),
         })
     }
 
@@ -566,28 +580,73 @@ impl KernargRing {
         let end = start + len;
         // Completed segments are retired only when the oldest one is in the way (or the
         // record is full), not on every launch.
-        while let Some((s0, _, p)) = self.inflight.front() {
+        while let Some(&(s0, _, tl, target)) = self.inflight.front() {
             let in_the_way = end - s0 > cap;
             if !in_the_way && self.inflight.len() < self.inflight.capacity() {
                 break; // everything still in flight lies within one lap behind `end`
             }
-            if p.done() {
+            let timeline = &self.timelines[tl as usize];
+            if timeline.load() <= crate::stream::TIMELINE_BASE - target as i64 {
                 self.inflight.pop_front();
                 continue;
             }
             if !in_the_way {
                 break;
             }
-            return Err(p.clone());
+            return Err(Point {
+                timeline: timeline.clone(),
+                target,
+                queue_id: self.queue_id,
+                gpu_index: self.gpu_index,
+            });
         }
         Ok((start, start & (cap - 1)))
     }
 
-    /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until `point`.
+    /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until
+    /// `timeline` has completed `target` packets.
     #[inline]
-    fn commit(&mut self, start: u64, len: u64, point: Point) {
+    fn commit(&mut self, start: u64, len: u64, timeline: &Arc<Signal>, target: u64) {
         self.head = start + len;
-        self.inflight.push_back((start, start + len, point));
+        let tl = match self.timelines.get(self.last_tl) {
+            Some(t) if Arc::ptr_eq(t, timeline) => self.last_tl,
+            _ => self.timeline_index(timeline),
+        };
+        self.inflight
+            .push_back((start, start + len, tl as u32, target));
+    }
+
+    /// Index of `timeline` in `timelines` (added if new; timelines no launch in flight
+    /// uses are dropped once there are many, as streams come and go).
+    #[cold]
+    fn timeline_index(&mut self, timeline: &Arc<Signal>) -> usize {
+        let i = match self.timelines.iter().position(|t| Arc::ptr_eq(t, timeline)) {
+            Some(i) => i,
+            None => {
+                if self.timelines.len() >= 32 {
+                    let mut used = vec![false; self.timelines.len()];
+                    for e in &self.inflight {
+                        used[e.2 as usize] = true;
+                    }
+                    let mut remap = vec![0u32; used.len()];
+                    let mut kept = Vec::new();
+                    for (j, t) in self.timelines.drain(..).enumerate() {
+                        if used[j] {
+                            remap[j] = kept.len() as u32;
+                            kept.push(t);
+                        }
+                    }
+                    self.timelines = kept;
+                    for e in &mut self.inflight {
+                        e.2 = remap[e.2 as usize];
+                    }
+                }
+                self.timelines.push(timeline.clone());
+                self.timelines.len() - 1
+            }
+        };
+        self.last_tl = i;
+        i
     }
 }
 
@@ -797,7 +856,7 @@ impl Stream {
         // segment's dispatch outside that lock and tries again.
         loop {
             let mut wait_for = None;
-            let submitted = self.submit_packet(|q, point| {
+            let submitted = self.submit_packet(|q, timeline, target| {
                 let mut ring_guard = lock(&q.kernargs);
                 if ring_guard.is_none() {
                     *ring_guard = Some(KernargRing::new(q)?);
@@ -832,7 +891,7 @@ impl Stream {
                     core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
                     plan.fill_hidden(seg, grid, block, dynamic_lds, q.amd_queue_va());
                 }
-                ring.commit(start, plan.ka_len, point);
+                ring.commit(start, plan.ka_len, timeline, target);
                 Ok(Some(plan.packet(grid, block, items, lds as u32, ka_va)))
             })?;
             if submitted {
@@ -950,7 +1009,7 @@ mod tests {
         let q = s.current_queue();
         let g = q.kernargs.lock().unwrap();
         let r = g.as_ref().expect("a launch created the ring");
-        let &(start, end, _) = r.inflight.back().expect("a launch in flight");
+        let &(start, end, _, _) = r.inflight.back().expect("a launch in flight");
         let cap = r.buf.len() as u64;
         let mut v = vec![0u8; (end - start) as usize];
         r.buf.read((start % cap) as usize, &mut v).unwrap();
