@@ -186,7 +186,18 @@ fn blocked_writer(
 /// each overwrites the word the callback writes last, so the final values prove the order.
 #[test]
 fn work_after_callbacks_waits_for_them_and_only_it_costs_a_packet() {
-    let dev = emu("emu:mi300x");
+    work_after_callbacks("emu:mi300x");
+}
+
+/// As above on gfx11, where the hold is a WAIT_REG_MEM64 on the callback line (gfx9's is
+/// an AQL BARRIER_VALUE).
+#[test]
+fn work_after_callbacks_waits_for_them_on_gfx11() {
+    work_after_callbacks("emu:rx7900xtx");
+}
+
+fn work_after_callbacks(spec: &str) {
+    let dev = emu(spec);
     let mem = signal_mem(&dev, 4096);
     let s = dev.create_stream(0).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
