@@ -11,9 +11,13 @@
 //! the ring before every command of the submission is encoded.
 //!
 //! A single command with no dependency to collect and no queue move to make (the
-//! common write-value / wait-value / gfx9 event-wait case) skips the command buffer:
-//! `Stream::submit_cmd` hands the one `cmdbuf::Cmd` to `AqlQueue::submit_one` under the
-//! stream's lock; everything else goes through `Stream::submit` with a `CmdBuf`.
+//! common write-value / wait-value / gfx9 event-wait case) skips the command buffer and
+//! the stream's lock: `Stream::submit_cmd` reserves a slot of the stream's current queue
+//! (`AqlQueue::reserve_one`, the queue's producer lock), checks under it that the stream
+//! has not moved, and publishes; the stream counts its packets under that lock, so
+//! threads sharing a stream (or a queue) stay in ring order. A kernel launch
+//! (`Stream::submit_packet`) does the same. Everything else goes through
+//! `Stream::submit` with a `CmdBuf`, under the stream's lock.
 //!
 //! # Model
 //! Every stream owns a *timeline*: an `amd_signal_t` that starts at [`TIMELINE_BASE`] and
@@ -646,30 +650,40 @@ impl Stream {
     // write-value enqueue's instructions.
     #[inline(always)]
     fn submit_cmd(&self, cmd: &Cmd, place: Place) -> Result<u64> {
-        let s = &*self.inner;
-        if self.no_implicit_deps()
-            && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire))
-        {
-            let qp = s.cur.load(Ordering::Acquire);
-            // Tagged: a move to a dedicated queue is under way (`make_dedicated`).
-            if qp.addr() & 1 == 0 {
-                // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
-                let q = unsafe { &*qp };
-                let fault = || s.dev.poll_faults(s.gpu_index);
-                let slot = match q.reserve_one(&fault) {
-                    Ok(r) => r,
-                    Err(e) => return Err(self.publish_failed(e)),
-                };
-                // Still the stream's queue under its producer lock (a move tags `cur`,
-                // then waits for this lock): publish. Otherwise drop the slot (nothing
-                // published) and take the slow path.
-                if s.cur.load(Ordering::Relaxed) == qp {
-                    let qid = q.queue_id();
-                    return Ok(slot.publish(cmd, s.timeline.handle(), || self.advance(qid, 1)));
-                }
-            }
+        if let Some(slot) = self.reserve_fast(place)? {
+            let qid = slot.queue_id();
+            let done = self.inner.timeline.handle();
+            return Ok(slot.publish(cmd, done, || self.advance(qid, 1)));
         }
         self.submit_cmd_slow(cmd, place)
+    }
+
+    /// The lock-free part of [`Stream::submit_cmd`]: a slot of the stream's current queue,
+    /// reserved (its producer lock held) and checked to still be the stream's queue, or
+    /// None when the submission must take the slow path (a dependency to collect, a move
+    /// to make or under way, a sticky error).
+    #[inline(always)]
+    fn reserve_fast(&self, place: Place) -> Result<Option<crate::queue::OneSlot<'_>>> {
+        let s = &*self.inner;
+        if !(self.no_implicit_deps()
+            && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire)))
+        {
+            return Ok(None);
+        }
+        let qp = s.cur.load(Ordering::Acquire);
+        // Tagged: a move to a dedicated queue is under way (`make_dedicated`).
+        if qp.addr() & 1 != 0 {
+            return Ok(None);
+        }
+        // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
+        let q = unsafe { &*qp };
+        let slot = match q.reserve_one(&|| s.dev.poll_faults(s.gpu_index)) {
+            Ok(r) => r,
+            Err(e) => return Err(self.publish_failed(e)),
+        };
+        // Still the stream's queue under its producer lock (a move tags `cur`, then waits
+        // for this lock): publish. Otherwise drop the slot (nothing published).
+        Ok((s.cur.load(Ordering::Relaxed) == qp).then_some(slot))
     }
 
     #[cold]
@@ -1034,8 +1048,19 @@ impl Stream {
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
         if bits == 32 {
-            if let Some(c) = Cmd::write_mem32(self.inner.family, addr, value as u32) {
-                return self.submit_cmd(&c, Place::Any).map(|_| ());
+            // The hot path: WRITE_DATA encoded straight into the reserved slot's IB.
+            let t = self.inner.family;
+            if let Some(slot) = self.reserve_fast(Place::Any)? {
+                let qid = slot.queue_id();
+                slot.publish_ib(
+                    self.inner.timeline.handle(),
+                    |ib| crate::cmdbuf::write_data32_into(t, addr, value as u32, ib),
+                    || self.advance(qid, 1),
+                );
+                return Ok(());
+            }
+            if let Some(c) = Cmd::write_mem32(t, addr, value as u32) {
+                return self.submit_cmd_slow(&c, Place::Any).map(|_| ());
             }
         }
         let mut c = CmdBuf::new(self.inner.family);
@@ -1074,8 +1099,33 @@ impl Stream {
             return Ok(());
         }
         if bits == 32 {
+            if let WaitCondition::Poll {
+                function,
+                reference,
+                mask,
+            } = c
+            {
+                // The hot path: WAIT_REG_MEM encoded straight into the reserved slot's IB.
+                if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
+                    let qid = slot.queue_id();
+                    slot.publish_ib(
+                        self.inner.timeline.handle(),
+                        |ib| {
+                            crate::cmdbuf::wait_reg_mem32_into(
+                                function,
+                                addr,
+                                reference as u32,
+                                mask as u32,
+                                ib,
+                            )
+                        },
+                        || self.advance(qid, 1),
+                    );
+                    return Ok(());
+                }
+            }
             if let Some(w) = Cmd::wait_mem32(addr, c) {
-                return self.submit_cmd(&w, Place::Dedicated).map(|_| ());
+                return self.submit_cmd_slow(&w, Place::Dedicated).map(|_| ());
             }
         }
         let mut cb = CmdBuf::new(self.inner.family);
