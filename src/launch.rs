@@ -445,9 +445,10 @@ impl LaunchPlan {
     }
 
     /// The dispatch packet of one launch (completion signal 0: the queue sets it).
+    #[inline(always)]
     fn packet(
         &self,
-        grid: [u32; 3],
+        dims: u16,
         block: [u32; 3],
         items: [u32; 3],
         lds: u32,
@@ -457,7 +458,7 @@ impl LaunchPlan {
         // hsa_kernel_dispatch_packet_t: setup (dimensions) in the header dword's high
         // half, workgroup sizes (u16), reserved0, grid sizes, segment sizes, kernel
         // object, kernarg address.
-        w[0] = (w[0] & 0xffff) | u32::from(dims(grid, block)) << 16;
+        w[0] = (w[0] & 0xffff) | u32::from(dims) << 16;
         w[1] = (block[0] & 0xffff) | block[1] << 16;
         w[2] = block[2] & 0xffff;
         w[3] = items[0];
@@ -480,10 +481,11 @@ impl LaunchPlan {
         seg: *mut u8,
         grid: [u32; 3],
         block: [u32; 3],
+        dims: u16,
         dynamic_lds: u32,
         queue_ptr: u64,
     ) {
-        let dims = u64::from(dims(grid, block));
+        let dims = u64::from(dims);
         for h in &self.hidden[..self.n_hidden] {
             let v = match h.slot {
                 HiddenSlot::BlockCount(d) => u64::from(grid[d as usize % 3]),
@@ -570,7 +572,7 @@ impl KernargRing {
     /// Find `len` contiguous bytes aligned to `align` (a power of two): `Ok((start,
     /// ring offset))`, to be [`KernargRing::commit`]ted, or `Err(point)` to wait for when
     /// the oldest segment in the way is still in use.
-    #[inline]
+    #[inline(always)]
     fn try_reserve(&mut self, len: u64, align: u64) -> std::result::Result<(u64, u64), Point> {
         let cap = self.buf.len() as u64; // a power of two
         let mut start = (self.head + align - 1) & !(align - 1);
@@ -850,24 +852,20 @@ impl Stream {
         }
         let items = [x, y, z];
         let private = plan.private;
+        let dims = dims(grid, block);
 
         // The segment comes from the kernarg ring of the queue the packet goes to, under
         // the stream's lock; when the ring is full the launch waits for the oldest
         // segment's dispatch outside that lock and tries again.
         loop {
             let mut wait_for = None;
-            let submitted = self.submit_packet(|q, timeline, target| {
-                let mut ring_guard = lock(&q.kernargs);
-                if ring_guard.is_none() {
-                    *ring_guard = Some(KernargRing::new(q)?);
-                }
-                let ring = ring_guard.as_mut().ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Driver,
-                        "hipModuleLaunchKernel",
-                        "kernarg ring missing",
-                    )
-                })?;
+            let submitted = self.submit_packet(|slot, timeline, target| {
+                let q = slot.queue();
+                // The queue's kernarg ring, under the producer lock the slot holds.
+                let ring = match slot.kernargs() {
+                    Some(r) => r,
+                    none => none.insert(KernargRing::new(q)?),
+                };
                 let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
                     Ok(r) => r,
                     Err(p) => {
@@ -889,10 +887,10 @@ impl Stream {
                 unsafe {
                     let seg = ring.cpu.add(off as usize);
                     core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
-                    plan.fill_hidden(seg, grid, block, dynamic_lds, q.amd_queue_va());
+                    plan.fill_hidden(seg, grid, block, dims, dynamic_lds, q.amd_queue_va());
                 }
                 ring.commit(start, plan.ka_len, timeline, target);
-                Ok(Some(plan.packet(grid, block, items, lds as u32, ka_va)))
+                Ok(Some(plan.packet(dims, block, items, lds as u32, ka_va)))
             })?;
             if submitted {
                 return Ok(());
@@ -1007,13 +1005,14 @@ mod tests {
     /// The kernarg segment of the stream's most recent launch, as the CP reads it.
     fn last_kernargs(s: &Stream) -> (u64, Vec<u8>) {
         let q = s.current_queue();
-        let g = q.kernargs.lock().unwrap();
-        let r = g.as_ref().expect("a launch created the ring");
-        let &(start, end, _, _) = r.inflight.back().expect("a launch in flight");
-        let cap = r.buf.len() as u64;
-        let mut v = vec![0u8; (end - start) as usize];
-        r.buf.read((start % cap) as usize, &mut v).unwrap();
-        (r.buf.va() + start % cap, v)
+        q.with_kernargs(|g| {
+            let r = g.as_ref().expect("a launch created the ring");
+            let &(start, end, _, _) = r.inflight.back().expect("a launch in flight");
+            let cap = r.buf.len() as u64;
+            let mut v = vec![0u8; (end - start) as usize];
+            r.buf.read((start % cap) as usize, &mut v).unwrap();
+            (r.buf.va() + start % cap, v)
+        })
     }
 
     fn field(ka: &[u8], a: &codeobj::KernelArg) -> u64 {
@@ -1064,13 +1063,15 @@ mod tests {
             segs.push((va, ka.len() as u64));
         }
         let q = a.current_queue();
-        let ring = q.kernargs.lock().unwrap();
-        let buf = &ring.as_ref().unwrap().buf;
+        let (base, len) = q.with_kernargs(|r| {
+            let buf = &r.as_ref().unwrap().buf;
+            (buf.va(), buf.len() as u64)
+        });
         for w in segs.windows(2) {
             assert!(w[1].0 >= w[0].0 + w[0].1, "segments overlap: {segs:x?}");
         }
-        for (va, len) in &segs {
-            assert!(*va >= buf.va() && va + len <= buf.va() + buf.len() as u64);
+        for (va, l) in &segs {
+            assert!(*va >= base && va + l <= base + len);
         }
     }
 
@@ -1266,7 +1267,7 @@ mod tests {
             ))
             .encode();
             assert_eq!(
-                k.plan.packet(grid, block, items, lds, ka),
+                k.plan.packet(dims(grid, block), block, items, lds, ka),
                 want,
                 "grid {grid:?} block {block:?}"
             );

@@ -54,7 +54,7 @@ use crate::cmd::{self, WaitCondition};
 use crate::cmdbuf::{Cmd, CmdBuf, MemWait, Target};
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result, StaticError};
-use crate::queue::{AqlQueue, DEFAULT_RING_PACKETS};
+use crate::queue::{AqlQueue, OneSlot, DEFAULT_RING_PACKETS};
 use crate::signal::Signal;
 use crate::sync::lock;
 use crate::types::{StreamFlags, WaitCompare, WriteValueFlags};
@@ -663,7 +663,7 @@ impl Stream {
     /// None when the submission must take the slow path (a dependency to collect, a move
     /// to make or under way, a sticky error).
     #[inline(always)]
-    fn reserve_fast(&self, place: Place) -> Result<Option<crate::queue::OneSlot<'_>>> {
+    fn reserve_fast(&self, place: Place) -> Result<Option<OneSlot<'_>>> {
         let s = &*self.inner;
         if !(self.no_implicit_deps()
             && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire)))
@@ -732,25 +732,12 @@ impl Stream {
     #[inline]
     pub(crate) fn submit_packet(
         &self,
-        build: impl FnOnce(&AqlQueue, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
     ) -> Result<bool> {
-        let s = &*self.inner;
-        let fault = || s.dev.poll_faults(s.gpu_index);
-        if self.no_implicit_deps() {
-            let qp = s.cur.load(Ordering::Acquire);
-            if qp.addr() & 1 == 0 {
-                // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
-                let q = unsafe { &*qp };
-                let slot = match q.reserve_one(&fault) {
-                    Ok(r) => r,
-                    Err(e) => return Err(self.publish_failed(e)),
-                };
-                if s.cur.load(Ordering::Relaxed) == qp {
-                    return self.build_and_publish(q, slot, build);
-                }
-            }
+        match self.reserve_fast(Place::Any)? {
+            Some(slot) => self.build_and_publish(slot, build),
+            None => self.submit_packet_slow(build),
         }
-        self.submit_packet_slow(build)
     }
 
     /// The rest of [`Stream::submit_packet`] once `slot` is reserved on `q`, the stream's
@@ -758,20 +745,17 @@ impl Stream {
     #[inline(always)]
     fn build_and_publish(
         &self,
-        q: &AqlQueue,
-        slot: crate::queue::OneSlot<'_>,
-        build: impl FnOnce(&AqlQueue, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        mut slot: OneSlot<'_>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
     ) -> Result<bool> {
         let s = &*self.inner;
         // Counted only under the producer lock, which the slot holds.
         let target = s.submitted.load(Ordering::Relaxed) + 1;
-        let Some(w) = build(q, &s.timeline, target)? else {
+        let Some(w) = build(&mut slot, &s.timeline, target)? else {
             return Ok(false);
         };
-        let qid = q.queue_id();
-        slot.publish(&Cmd::Packet(w), s.timeline.handle(), || {
-            self.advance(qid, 1)
-        });
+        let qid = slot.queue_id();
+        slot.publish_packet(&w, s.timeline.handle(), || self.advance(qid, 1));
         Ok(true)
     }
 
@@ -779,7 +763,7 @@ impl Stream {
     #[inline(never)]
     fn submit_packet_slow(
         &self,
-        build: impl FnOnce(&AqlQueue, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
     ) -> Result<bool> {
         let s = &*self.inner;
         if let Some(e) = s.sticky_error() {
@@ -816,7 +800,7 @@ impl Stream {
             Ok(r) => r,
             Err(e) => return Err(self.publish_failed(e)),
         };
-        self.build_and_publish(q, slot, build)
+        self.build_and_publish(slot, build)
     }
 
     fn submit_inner(
