@@ -28,7 +28,6 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use codeobj::ValueKind;
@@ -532,7 +531,7 @@ pub(crate) struct KernargRing {
     head: u64,
     /// (start, end, index in `timelines`, packet count) of launches that may still read
     /// their segment: complete when that timeline reaches the count.
-    inflight: VecDeque<(u64, u64, u32, u64)>,
+    inflight: Inflight,
     /// The timelines of the streams that launched on the queue (deduplicated, so a launch
     /// clones no `Arc`), and the index of the last one used.
     timelines: Vec<Arc<Signal>>,
@@ -561,7 +560,7 @@ impl KernargRing {
             head: 0,
             // Every segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap, so at
             // most this many are ever in flight: `push_back` never reallocates.
-            inflight: VecDeque::with_capacity(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
+            inflight: Inflight::new(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
             timelines: Vec::new(),
             last_tl: 0,
             queue_id: q.queue_id(),
@@ -592,9 +591,8 @@ impl KernargRing {
                 self.inflight.pop_front();
                 continue;
             }
-            if !in_the_way {
-                break;
-            }
+            // In the way, or the record is full (then the oldest is in the way too: each
+            // segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap).
             return Err(Point {
                 timeline: timeline.clone(),
                 target,
@@ -627,9 +625,7 @@ impl KernargRing {
             None => {
                 if self.timelines.len() >= 32 {
                     let mut used = vec![false; self.timelines.len()];
-                    for e in &self.inflight {
-                        used[e.2 as usize] = true;
-                    }
+                    self.inflight.for_each_mut(|e| used[e.2 as usize] = true);
                     let mut remap = vec![0u32; used.len()];
                     let mut kept = Vec::new();
                     for (j, t) in self.timelines.drain(..).enumerate() {
@@ -639,9 +635,7 @@ impl KernargRing {
                         }
                     }
                     self.timelines = kept;
-                    for e in &mut self.inflight {
-                        e.2 = remap[e.2 as usize];
-                    }
+                    self.inflight.for_each_mut(|e| e.2 = remap[e.2 as usize]);
                 }
                 self.timelines.push(timeline.clone());
                 self.timelines.len() - 1
@@ -649,6 +643,57 @@ impl KernargRing {
         };
         self.last_tl = i;
         i
+    }
+}
+
+/// The in-flight record of a [`KernargRing`]: a fixed ring of (start, end, timeline
+/// index, packet count), oldest first (no allocation after creation).
+struct Inflight {
+    buf: Box<[(u64, u64, u32, u64)]>,
+    /// Entries pushed / popped so far (`buf.len()` is a power of two).
+    head: usize,
+    tail: usize,
+}
+
+impl Inflight {
+    fn new(capacity: usize) -> Inflight {
+        Inflight {
+            buf: vec![(0, 0, 0, 0); capacity.next_power_of_two()].into_boxed_slice(),
+            head: 0,
+            tail: 0,
+        }
+    }
+    fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+    fn len(&self) -> usize {
+        self.head - self.tail
+    }
+    #[inline(always)]
+    fn front(&self) -> Option<&(u64, u64, u32, u64)> {
+        (self.head != self.tail).then(|| &self.buf[self.tail & (self.buf.len() - 1)])
+    }
+    #[cfg(test)]
+    fn back(&self) -> Option<&(u64, u64, u32, u64)> {
+        (self.head != self.tail).then(|| &self.buf[(self.head - 1) & (self.buf.len() - 1)])
+    }
+    fn pop_front(&mut self) {
+        if self.head != self.tail {
+            self.tail += 1;
+        }
+    }
+    /// Appends `e`; the caller checked there is room (`len() < capacity()`).
+    #[inline(always)]
+    fn push_back(&mut self, e: (u64, u64, u32, u64)) {
+        let mask = self.buf.len() - 1;
+        self.buf[self.head & mask] = e;
+        self.head += 1;
+    }
+    fn for_each_mut(&mut self, mut f: impl FnMut(&mut (u64, u64, u32, u64))) {
+        let mask = self.buf.len() - 1;
+        for k in self.tail..self.head {
+            f(&mut self.buf[k & mask]);
+        }
     }
 }
 
@@ -1024,6 +1069,49 @@ mod tests {
     fn load(dev: &Device, src: &str) -> crate::Module {
         dev.load_module(0, &test_kernels::build(src, "gfx942").unwrap())
             .unwrap()
+    }
+
+    /// The kernarg ring keeps one reference per timeline: a launch of the same stream
+    /// clones nothing, and once many timelines have been seen the ones no segment in
+    /// flight uses are dropped while every in-flight entry keeps its own timeline.
+    #[test]
+    fn kernarg_ring_deduplicates_and_prunes_timelines() {
+        let dev = open("emu:mi300x");
+        let q = AqlQueue::new(&dev.inner, 0, 7, 64).unwrap();
+        let mut ring = KernargRing::new(&q).unwrap();
+        let tls: Vec<Arc<Signal>> = (0..40)
+            .map(|_| Arc::new(Signal::new(&dev.inner.signals, 1).unwrap()))
+            .collect();
+        ring.commit(0, 64, &tls[0], 1);
+        ring.commit(64, 64, &tls[0], 2);
+        assert_eq!(ring.timelines.len(), 1);
+        for (i, t) in tls.iter().enumerate().take(32).skip(1) {
+            ring.commit(64 * (i as u64 + 1), 64, t, 1);
+        }
+        assert_eq!(ring.timelines.len(), 32);
+        // The oldest 30 segments retire: timelines 0..=28 are no longer used.
+        for _ in 0..30 {
+            ring.inflight.pop_front();
+        }
+        ring.commit(64 * 33, 64, &tls[39], 5);
+        // Kept: timelines 29, 30, 31 (in flight) and the new one.
+        assert_eq!(ring.timelines.len(), 4);
+        let mut seen = Vec::new();
+        ring.inflight.for_each_mut(|e| seen.push(*e));
+        let want = [
+            (29usize, 64 * 30u64),
+            (30, 64 * 31),
+            (31, 64 * 32),
+            (39, 64 * 33),
+        ];
+        assert_eq!(seen.len(), want.len());
+        for (e, (tl, start)) in seen.iter().zip(want) {
+            assert_eq!(e.0, start);
+            assert!(
+                Arc::ptr_eq(&ring.timelines[e.2 as usize], &tls[tl]),
+                "entry at {start}"
+            );
+        }
     }
 
     /// Streams on one shared hardware queue take their kernarg segments from that
