@@ -43,8 +43,10 @@ pub struct AqlQueue {
     priority: u32,
     /// The queue's scratch (private segment) memory, grown by kernel launches.
     pub(crate) scratch: Mutex<crate::launch::QueueScratch>,
-    /// The queue's kernarg ring, created with the first launch on the queue.
-    pub(crate) kernargs: Mutex<Option<crate::launch::KernargRing>>,
+    /// The queue's kernarg ring, created with the first launch on the queue; guarded by
+    /// the queue's producer lock (reached through a [`OneSlot`] or
+    /// [`AqlQueue::with_kernargs`]), which every launch holds anyway.
+    kernargs: KernargCell,
 }
 
 impl std::fmt::Debug for AqlQueue {
@@ -173,7 +175,7 @@ impl AqlQueue {
             _cwsr: cwsr,
             priority,
             scratch: Mutex::new(Default::default()),
-            kernargs: Mutex::new(None),
+            kernargs: KernargCell(std::cell::UnsafeCell::new(None)),
         })
     }
 
@@ -300,20 +302,8 @@ impl AqlQueue {
                 ib_reloc,
             } => {
                 let ib_va = self.ib_area(slot, words, *ib_reloc);
-                // The queue's PM4-IB template written straight into the slot, then the
-                // few dwords that differ (no packet image on the stack).
-                let t = &self.ib_template;
-                // SAFETY: as for `store_packet` below: dwords 1..16 of the reserved slot
-                // are not read until the header's release store.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(t.as_ptr().add(1), p.add(1), 15);
-                    p.add(2).write(ib_va as u32 & !3);
-                    p.add(3).write((ib_va >> 32) as u32);
-                    p.add(4).write(t[4] | (u32::from(*dwords) & 0xF_FFFF));
-                    p.add(at).write(completion as u32);
-                    p.add(at + 1).write((completion >> 32) as u32);
-                    AtomicU32::from_ptr(p).store(t[0], Ordering::Release);
-                }
+                // SAFETY: `p` is the reserved slot (see below).
+                unsafe { self.store_ib_packet(p, ib_va, u32::from(*dwords), completion) };
                 return;
             }
         };
@@ -324,6 +314,29 @@ impl AqlQueue {
         // releasing the read pointer): nothing reads dwords 1..16 while they are written.
         // The header (dword 0) is published last with a release store.
         unsafe { store_packet(p, &w) };
+    }
+
+    /// Write the PM4-IB packet for `dwords` of IB at `ib_va` into the slot at `p`: the
+    /// queue's template straight into the slot, then the few dwords that differ (no
+    /// packet image on the stack), the header last with a release store.
+    ///
+    /// # Safety
+    /// `p` is a reserved ring slot of this queue (nothing reads dwords 1..16 until the
+    /// header's release store).
+    #[inline(always)]
+    unsafe fn store_ib_packet(&self, p: *mut u32, ib_va: u64, dwords: u32, completion: u64) {
+        let at = COMPLETION_SIGNAL_OFFSET / 4;
+        let t = &self.ib_template;
+        // SAFETY: per the contract; the template is 16 dwords, the slot too.
+        unsafe {
+            core::ptr::copy_nonoverlapping(t.as_ptr().add(1), p.add(1), 15);
+            p.add(2).write(ib_va as u32 & !3);
+            p.add(3).write((ib_va >> 32) as u32);
+            p.add(4).write(t[4] | (dwords & 0xF_FFFF));
+            p.add(at).write(completion as u32);
+            p.add(at + 1).write((completion >> 32) as u32);
+            AtomicU32::from_ptr(p).store(t[0], Ordering::Release);
+        }
     }
 
     /// Copy a command's PM4 words into the IB area of ring slot `slot` (applying its
@@ -364,6 +377,27 @@ impl AqlQueue {
     }
 }
 
+/// The kernarg ring of an [`AqlQueue`], accessed only with the queue's producer lock held.
+struct KernargCell(std::cell::UnsafeCell<Option<crate::launch::KernargRing>>);
+
+// SAFETY: the ring (Send) is reached only through `OneSlot::kernargs` (a `&mut` borrow of
+// a reservation: the producer lock held) or `AqlQueue::with_kernargs` (takes the lock), so
+// one thread at a time.
+unsafe impl Sync for KernargCell {}
+
+impl AqlQueue {
+    /// Run `f` on the queue's kernarg ring with the producer lock held (inspection).
+    #[cfg(test)]
+    pub(crate) fn with_kernargs<R>(
+        &self,
+        f: impl FnOnce(&mut Option<crate::launch::KernargRing>) -> R,
+    ) -> R {
+        let _held = self.uq.lock_producer();
+        // SAFETY: the producer lock is held until `_held` drops (see `KernargCell`).
+        f(unsafe { &mut *self.kernargs.0.get() })
+    }
+}
+
 /// One reserved ring slot of an [`AqlQueue`] (its producer lock held): publish a
 /// command into it, or drop it to publish nothing.
 pub(crate) struct OneSlot<'a> {
@@ -371,7 +405,79 @@ pub(crate) struct OneSlot<'a> {
     r: crate::ring::Reservation<'a>,
 }
 
-impl OneSlot<'_> {
+impl<'a> OneSlot<'a> {
+    /// The queue the slot is in.
+    #[inline(always)]
+    pub(crate) fn queue(&self) -> &'a AqlQueue {
+        self.q
+    }
+
+    /// The queue's KFD id.
+    #[inline(always)]
+    pub(crate) fn queue_id(&self) -> u32 {
+        self.q.queue_id
+    }
+
+    /// The queue's kernarg ring (the slot holds the producer lock that guards it).
+    #[inline(always)]
+    pub(crate) fn kernargs(&mut self) -> &mut Option<crate::launch::KernargRing> {
+        // SAFETY: the reservation holds the queue's producer lock, and the borrow of the
+        // ring ends with this `&mut` borrow of the slot (see `KernargCell`).
+        unsafe { &mut *self.q.kernargs.0.get() }
+    }
+
+    /// Publish the complete packet `w` (its completion signal dwords replaced by
+    /// `completion`) straight into the slot; `accounted` runs under the producer lock
+    /// after the doorbell store.
+    #[inline(always)]
+    pub(crate) fn publish_packet<R>(
+        self,
+        w: &[u32; 16],
+        completion: u64,
+        accounted: impl FnOnce() -> R,
+    ) -> R {
+        let q = self.q;
+        let idx = self.r.wptr();
+        let at = COMPLETION_SIGNAL_OFFSET / 4;
+        let slot = (idx & (u64::from(q.slots) - 1)) as usize;
+        // SAFETY: `slot < slots`: the reserved slot inside the ring; nothing reads dwords
+        // 1..16 before the header's release store (see `write_cmd`).
+        unsafe {
+            let p = q.uq.ring_base().add(slot * PACKET_DWORDS);
+            core::ptr::copy_nonoverlapping(w.as_ptr().add(1), p.add(1), at - 1);
+            p.add(at).write(completion as u32);
+            p.add(at + 1).write((completion >> 32) as u32);
+            AtomicU32::from_ptr(p).store(w[0], Ordering::Release);
+        }
+        self.r.publish_with(idx + 1, accounted)
+    }
+
+    /// Publish a PM4 command that `fill` writes straight into the slot's IB area
+    /// (returning the dwords it used) in a PM4-IB packet completing on `completion`;
+    /// `accounted` runs under the producer lock after the doorbell store.
+    #[inline(always)]
+    pub(crate) fn publish_ib<R>(
+        self,
+        completion: u64,
+        fill: impl FnOnce(&mut [u32; IB_DWORDS]) -> u32,
+        accounted: impl FnOnce() -> R,
+    ) -> R {
+        let q = self.q;
+        let idx = self.r.wptr();
+        let slot = (idx & (u64::from(q.slots) - 1)) as usize;
+        let ib_va = q.ib.va() + (slot * IB_BYTES_PER_SLOT) as u64;
+        // SAFETY: the slot's IB area: IB_DWORDS 4-aligned dwords of CPU-mapped memory the
+        // queue owns; the slot is reserved, and the CP reads its area only after the
+        // packet's header is published below, so nothing else accesses it meanwhile.
+        let dwords = fill(unsafe { &mut *(ib_va as *mut [u32; IB_DWORDS]) });
+        // SAFETY: `slot < slots`: a reserved slot inside the ring.
+        unsafe {
+            let p = q.uq.ring_base().add(slot * PACKET_DWORDS);
+            q.store_ib_packet(p, ib_va, dwords, completion);
+        }
+        self.r.publish_with(idx + 1, accounted)
+    }
+
     /// Write `cmd` completing on `completion` into the slot and publish it; `accounted`
     /// runs under the producer lock after the doorbell store.
     #[inline(always)]

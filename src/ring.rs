@@ -325,13 +325,21 @@ impl UserQueue {
     /// every publication that started before returns has finished, including the
     /// accounting it does under the lock ([`Reservation::publish_with`]).
     pub(crate) fn fence_producers(&self) {
+        drop(self.lock_producer());
+    }
+
+    /// Take the producer lock without reserving space: a [`Reservation`] to drop (nothing
+    /// published), for state the lock guards besides the ring.
+    pub(crate) fn lock_producer(&self) -> Reservation<'_> {
         let p = &self.producer;
         let mut spins = 0u32;
         loop {
             let prev = p.word.fetch_or(LOCKED, Ordering::Acquire);
             if prev & LOCKED == 0 {
-                p.word.store(prev, Ordering::Release);
-                return;
+                return Reservation {
+                    q: self,
+                    wptr: prev,
+                };
             }
             spins += 1;
             if spins < 1000 {

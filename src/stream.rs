@@ -11,9 +11,13 @@
 //! the ring before every command of the submission is encoded.
 //!
 //! A single command with no dependency to collect and no queue move to make (the
-//! common write-value / wait-value / gfx9 event-wait case) skips the command buffer:
-//! `Stream::submit_cmd` hands the one `cmdbuf::Cmd` to `AqlQueue::submit_one` under the
-//! stream's lock; everything else goes through `Stream::submit` with a `CmdBuf`.
+//! common write-value / wait-value / gfx9 event-wait case) skips the command buffer and
+//! the stream's lock: `Stream::reserve_fast` reserves a slot of the stream's current queue
+//! (`AqlQueue::reserve_one`, the queue's producer lock), checks under it that the stream
+//! has not moved, and publishes; the stream counts its packets under that lock, so
+//! threads sharing a stream (or a queue) stay in ring order. A kernel launch
+//! (`Stream::submit_packet`) does the same. Everything else goes through
+//! `Stream::submit` with a `CmdBuf`, under the stream's lock.
 //!
 //! # Model
 //! Every stream owns a *timeline*: an `amd_signal_t` that starts at [`TIMELINE_BASE`] and
@@ -50,7 +54,7 @@ use crate::cmd::{self, WaitCondition};
 use crate::cmdbuf::{Cmd, CmdBuf, MemWait, Target};
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result, StaticError};
-use crate::queue::{AqlQueue, DEFAULT_RING_PACKETS};
+use crate::queue::{AqlQueue, OneSlot, DEFAULT_RING_PACKETS};
 use crate::signal::Signal;
 use crate::sync::lock;
 use crate::types::{StreamFlags, WaitCompare, WriteValueFlags};
@@ -640,42 +644,33 @@ impl Stream {
                 || !s.dev.pools.null_used.load(Ordering::Acquire))
     }
 
-    /// [`Stream::submit`] of one command without an extra dependency: the enqueue hot
-    /// path (write-value, wait-value, a callback's hold). With no dependency to collect
-    /// and no move to make it goes straight to the queue without the stream's lock: the
-    /// queue's producer lock orders the packet and the stream's count (`advance` runs
-    /// under it), and the stream's queue is checked again under it, as a move to a
-    /// dedicated queue waits for the old queue's producers (`make_dedicated`);
-    /// otherwise through `submit`.
-    // Always inlined: the call's prologue/epilogue (register saves) was ~17 of the
-    // write-value enqueue's instructions.
+    /// The lock-free part of a single-command enqueue: a slot of the stream's current queue,
+    /// reserved (its producer lock held) and checked to still be the stream's queue, or
+    /// None when the submission must take the slow path (a dependency to collect, a move
+    /// to make or under way, a sticky error).
     #[inline(always)]
-    fn submit_cmd(&self, cmd: &Cmd, place: Place) -> Result<u64> {
+    fn reserve_fast(&self, place: Place) -> Result<Option<OneSlot<'_>>> {
         let s = &*self.inner;
-        if self.no_implicit_deps()
-            && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire))
+        if !(self.no_implicit_deps()
+            && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire)))
         {
-            let qp = s.cur.load(Ordering::Acquire);
-            // Tagged: a move to a dedicated queue is under way (`make_dedicated`).
-            if qp.addr() & 1 == 0 {
-                // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
-                let q = unsafe { &*qp };
-                let fault = || s.dev.poll_faults(s.gpu_index);
-                let slot = match q.reserve_one(&fault) {
-                    Ok(r) => r,
-                    Err(e) => return Err(self.publish_failed(e)),
-                };
-                // Still the stream's queue under its producer lock (a move tags `cur`,
-                // then waits for this lock), and no callback hold to emit first (checked
-                // under the lock, see `enqueue_callback`): publish. Otherwise drop the
-                // slot (nothing published) and take the slow path.
-                if s.cur.load(Ordering::Relaxed) == qp && !s.cb.hold_pending() {
-                    let qid = q.queue_id();
-                    return Ok(slot.publish(cmd, s.timeline.handle(), || self.advance(qid, 1)));
-                }
-            }
+            return Ok(None);
         }
-        self.submit_cmd_slow(cmd, place)
+        let qp = s.cur.load(Ordering::Acquire);
+        // Tagged: a move to a dedicated queue is under way (`make_dedicated`).
+        if qp.addr() & 1 != 0 {
+            return Ok(None);
+        }
+        // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
+        let q = unsafe { &*qp };
+        let slot = match q.reserve_one(&|| s.dev.poll_faults(s.gpu_index)) {
+            Ok(r) => r,
+            Err(e) => return Err(self.publish_failed(e)),
+        };
+        // Still the stream's queue under its producer lock (a move tags `cur`, then waits
+        // for this lock), and no callback hold to emit first (checked under the lock, see
+        // `enqueue_callback`): publish. Otherwise drop the slot (nothing published).
+        Ok((s.cur.load(Ordering::Relaxed) == qp && !s.cb.hold_pending()).then_some(slot))
     }
 
     #[cold]
@@ -723,29 +718,16 @@ impl Stream {
     /// (exact: counted under that lock). `build` returning `None` submits nothing.
     /// Published without a [`CmdBuf`]; waits on other queues' work, when there are any,
     /// go first in packets of their own. Without dependencies this takes no stream lock
-    /// (as `submit_cmd`). Returns whether a packet was submitted.
+    /// (as `reserve_fast`). Returns whether a packet was submitted.
     #[inline]
     pub(crate) fn submit_packet(
         &self,
-        build: impl FnOnce(&AqlQueue, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
     ) -> Result<bool> {
-        let s = &*self.inner;
-        let fault = || s.dev.poll_faults(s.gpu_index);
-        if self.no_implicit_deps() {
-            let qp = s.cur.load(Ordering::Acquire);
-            if qp.addr() & 1 == 0 {
-                // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
-                let q = unsafe { &*qp };
-                let slot = match q.reserve_one(&fault) {
-                    Ok(r) => r,
-                    Err(e) => return Err(self.publish_failed(e)),
-                };
-                if s.cur.load(Ordering::Relaxed) == qp && !s.cb.hold_pending() {
-                    return self.build_and_publish(q, slot, build);
-                }
-            }
+        match self.reserve_fast(Place::Any)? {
+            Some(slot) => self.build_and_publish(slot, build),
+            None => self.submit_packet_slow(build),
         }
-        self.submit_packet_slow(build)
     }
 
     /// The rest of [`Stream::submit_packet`] once `slot` is reserved on `q`, the stream's
@@ -753,20 +735,17 @@ impl Stream {
     #[inline(always)]
     fn build_and_publish(
         &self,
-        q: &AqlQueue,
-        slot: crate::queue::OneSlot<'_>,
-        build: impl FnOnce(&AqlQueue, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        mut slot: OneSlot<'_>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
     ) -> Result<bool> {
         let s = &*self.inner;
         // Counted only under the producer lock, which the slot holds.
         let target = s.submitted.load(Ordering::Relaxed) + 1;
-        let Some(w) = build(q, &s.timeline, target)? else {
+        let Some(w) = build(&mut slot, &s.timeline, target)? else {
             return Ok(false);
         };
-        let qid = q.queue_id();
-        slot.publish(&Cmd::Packet(w), s.timeline.handle(), || {
-            self.advance(qid, 1)
-        });
+        let qid = slot.queue_id();
+        slot.publish_packet(&w, s.timeline.handle(), || self.advance(qid, 1));
         Ok(true)
     }
 
@@ -774,7 +753,7 @@ impl Stream {
     #[inline(never)]
     fn submit_packet_slow(
         &self,
-        build: impl FnOnce(&AqlQueue, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
     ) -> Result<bool> {
         let s = &*self.inner;
         if let Some(e) = s.sticky_error() {
@@ -814,7 +793,7 @@ impl Stream {
             Ok(r) => r,
             Err(e) => return Err(self.publish_failed(e)),
         };
-        self.build_and_publish(q, slot, build)
+        self.build_and_publish(slot, build)
     }
 
     fn submit_inner(
@@ -991,7 +970,7 @@ impl Stream {
             }
             Err(e) => return Err(e),
         };
-        // Stop the lock-free path on the old queue (`cur` tagged: `submit_cmd` goes to the
+        // Stop the lock-free path on the old queue (`cur` tagged: `reserve_fast` sends to the
         // slow path, which waits for this lock), and let the publications already past
         // their check finish: then the stream's point covers all its work there.
         let old_ptr = Arc::as_ptr(&st.queue).cast_mut();
@@ -1049,8 +1028,19 @@ impl Stream {
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
         if bits == 32 {
-            if let Some(c) = Cmd::write_mem32(self.inner.family, addr, value as u32) {
-                return self.submit_cmd(&c, Place::Any).map(|_| ());
+            // The hot path: WRITE_DATA encoded straight into the reserved slot's IB.
+            let t = self.inner.family;
+            if let Some(slot) = self.reserve_fast(Place::Any)? {
+                let qid = slot.queue_id();
+                slot.publish_ib(
+                    self.inner.timeline.handle(),
+                    |ib| crate::cmdbuf::write_data32_into(t, addr, value as u32, ib),
+                    || self.advance(qid, 1),
+                );
+                return Ok(());
+            }
+            if let Some(c) = Cmd::write_mem32(t, addr, value as u32) {
+                return self.submit_cmd_slow(&c, Place::Any).map(|_| ());
             }
         }
         let mut c = CmdBuf::new(self.inner.family);
@@ -1089,8 +1079,33 @@ impl Stream {
             return Ok(());
         }
         if bits == 32 {
+            if let WaitCondition::Poll {
+                function,
+                reference,
+                mask,
+            } = c
+            {
+                // The hot path: WAIT_REG_MEM encoded straight into the reserved slot's IB.
+                if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
+                    let qid = slot.queue_id();
+                    slot.publish_ib(
+                        self.inner.timeline.handle(),
+                        |ib| {
+                            crate::cmdbuf::wait_reg_mem32_into(
+                                function,
+                                addr,
+                                reference as u32,
+                                mask as u32,
+                                ib,
+                            )
+                        },
+                        || self.advance(qid, 1),
+                    );
+                    return Ok(());
+                }
+            }
             if let Some(w) = Cmd::wait_mem32(addr, c) {
-                return self.submit_cmd(&w, Place::Dedicated).map(|_| ());
+                return self.submit_cmd_slow(&w, Place::Dedicated).map(|_| ());
             }
         }
         let mut cb = CmdBuf::new(self.inner.family);
