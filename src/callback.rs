@@ -297,6 +297,9 @@ struct Queue {
     pending: VecDeque<Pending>,
     /// Dispatchers asleep on the condition variable (enqueue notifies only then).
     sleepers: usize,
+    /// Notifications sent and not yet taken by a sleeper waking up: an enqueue wakes a
+    /// sleeper once, not once per callback until it runs (each is a futex system call).
+    woken: usize,
 }
 
 /// One blocked dispatcher in [`Callbacks::roles`].
@@ -322,6 +325,7 @@ impl Callbacks {
             queue: Mutex::new(Queue {
                 pending: VecDeque::new(),
                 sleepers: 0,
+                woken: 0,
             }),
             cv: Condvar::new(),
             roles: AtomicU64::new(0),
@@ -372,7 +376,9 @@ impl Stream {
             let mut q = lock(&cb.queue);
             q.pending.push_back(p);
             s.cb.enqueued.store(seq, Ordering::Release);
-            q.sleepers > 0
+            let wake = q.sleepers > q.woken;
+            q.woken += usize::from(wake);
+            wake
         });
         cb.added.fetch_add(1, Ordering::Release);
         if wake {
@@ -559,6 +565,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                     .wait_timeout(q, START_SLEEP)
                     .unwrap_or_else(|e| e.into_inner());
                 g.sleepers -= 1;
+                g.woken = g.woken.min(g.sleepers);
             }
             Some(Some(pt)) => {
                 // Something is pending but not ready: sleep on the oldest's start point
@@ -610,6 +617,7 @@ fn dispatcher(weak: Weak<DeviceInner>) {
                         .wait_timeout(q, IDLE_SLEEP)
                         .unwrap_or_else(|e| e.into_inner());
                     g.sleepers -= 1;
+                    g.woken = g.woken.min(g.sleepers);
                 }
             }
         }
