@@ -9,6 +9,7 @@
 mod aql;
 mod callbacks;
 mod copies;
+mod drain;
 mod events;
 mod faults;
 mod firmware;
@@ -20,6 +21,7 @@ mod pm4;
 mod queues;
 pub(crate) mod raw;
 mod sdma;
+mod selftest;
 mod signals;
 mod streams;
 mod topology;
@@ -31,6 +33,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kfdrt::{Device, DeviceSpec};
+
+pub use drain::{Drain, FaultAudit};
 
 /// How one run of a check ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +120,12 @@ impl Check {
     /// The group: the part of the name before the first dot.
     pub fn group(&self) -> &'static str {
         self.name.split('.').next().unwrap_or(self.name)
+    }
+
+    /// Whether the check provokes GPU faults on purpose (on hardware they reach the
+    /// device under test; on the emulator they run on a private device).
+    pub fn provokes_faults(&self) -> bool {
+        self.group() == "faults" || self.name == faults::INJECTED.name
     }
 }
 
@@ -223,6 +233,7 @@ pub fn registry(inject_fault: bool) -> Vec<Check> {
     v.extend(faults::checks());
     if inject_fault {
         v.push(faults::INJECTED);
+        v.extend(selftest::checks());
     }
     v
 }
@@ -427,7 +438,9 @@ pub struct Record {
 
 /// Run `checks` `repeat` times, each on a worker thread with `timeout`. `progress` is
 /// called before each check with (index from 1, total, name), `done` with each record
-/// as soon as it is known (so the caller can print it at once).
+/// as soon as it is known (so the caller can print it at once). A GPU memory fault on the
+/// device under test seen as a check ends fails that check (unless it provokes faults on
+/// purpose): the work it left behind touched memory no longer mapped.
 pub fn run(
     ctx: &Arc<Ctx>,
     checks: &[Check],
@@ -438,11 +451,15 @@ pub fn run(
 ) -> Vec<Record> {
     let total = checks.len() * repeat as usize;
     let mut out = Vec::with_capacity(total);
+    let audit = FaultAudit::new(ctx.backend());
     for r in 1..=repeat {
         for c in checks {
             progress(out.len() + 1, total, c.name);
             let t = Instant::now();
-            let outcome = run_one(ctx, *c, timeout);
+            let mut outcome = run_one(ctx, *c, timeout);
+            if let Some(f) = audit.take(0).filter(|_| !c.provokes_faults()) {
+                outcome = blame_fault(outcome, &f);
+            }
             let rec = Record {
                 name: c.name,
                 group: c.group(),
@@ -455,6 +472,17 @@ pub fn run(
         }
     }
     out
+}
+
+/// `outcome` of a check after which the device reported fault `f`.
+fn blame_fault(outcome: Outcome, f: &str) -> Outcome {
+    let f = format!(
+        "{f} raised while this check ran, or as the one before it ended (work left on a queue?)"
+    );
+    Outcome::Fail(match outcome {
+        Outcome::Fail(d) => format!("{d}; and a {f}"),
+        _ => format!("a {f}"),
+    })
 }
 
 type StepNote = Arc<std::sync::Mutex<Option<String>>>;

@@ -1,0 +1,105 @@
+//! What a check leaves on the device when it ends: [`Drain`] settles its streams before
+//! its buffers are freed, on every way out of the check; [`FaultAudit`] lets the runner
+//! see a GPU fault that leftover work raised anyway.
+
+use kfd::abi::{self, CreateEventArgs, EventData};
+use kfdrt::{ErrorKind, Stream};
+
+use super::{note_step, WAIT};
+
+/// Settles a check's streams before its buffers are freed, whatever ends the check: a
+/// `?`, a failed `ensure!`, a panic. Its drop opens the host-held gates (`open`: the
+/// stores that release the check's waitValue / callback holds), then synchronizes each
+/// stream, bounded by [`WAIT`]. A stream still busy after that keeps the check thread,
+/// and with it every buffer, until it drains (the runner's deadline then names this
+/// step): memory is never freed under work the GPU may still run.
+///
+/// Declare it after the buffers and streams it names: locals drop in reverse order, so
+/// it drops first. Raw KFD queues need none: declared after the memory their packets
+/// name, they drop first, and DESTROY_QUEUE returns only once no engine touches the
+/// queue (`firmware-notes/kfd-queues.md`).
+pub struct Drain<'a, F: FnMut() = fn()> {
+    streams: Vec<&'a Stream>,
+    open: F,
+}
+
+impl<'a> Drain<'a> {
+    /// Drain `streams` (their work needs no host action to finish).
+    pub fn streams(streams: &[&'a Stream]) -> Drain<'a> {
+        Drain {
+            streams: streams.to_vec(),
+            open: || {},
+        }
+    }
+
+    /// Run `open` first (the stores that release every host-held gate of the streams).
+    pub fn open<G: FnMut()>(mut self, open: G) -> Drain<'a, G> {
+        Drain {
+            streams: std::mem::take(&mut self.streams),
+            open,
+        }
+    }
+}
+
+impl<F: FnMut()> Drop for Drain<'_, F> {
+    fn drop(&mut self) {
+        (self.open)();
+        for (i, s) in self.streams.iter().enumerate() {
+            let busy = matches!(s.synchronize_timeout(WAIT),
+                Err(e) if e.kind() == ErrorKind::NotReady);
+            if busy {
+                // A fault stops the queue (the sticky error): only a busy stream can still
+                // touch the buffers, so it keeps them until it drains.
+                note_step(format!(
+                    "draining stream {i} of the check: still busy {WAIT:?} after its gates \
+                     were opened (its buffers stay allocated until it drains)"
+                ));
+                let _ = s.synchronize();
+            }
+        }
+    }
+}
+
+/// A MEMORY event of the runner's own on a device: KFD sets every MEMORY event of the
+/// process on a GPU VM fault (`kfd_signal_vm_fault_event`, `firmware-notes/kfd-events.md`),
+/// so the runner sees a fault whatever the runtime's own watcher did with it.
+pub struct FaultAudit<'a> {
+    b: &'a dyn kfd::Backend,
+    id: Option<u32>,
+}
+
+impl<'a> FaultAudit<'a> {
+    /// Create the event (auto-reset). Without it (CREATE_EVENT refused) nothing is seen.
+    pub fn new(b: &'a dyn kfd::Backend) -> FaultAudit<'a> {
+        let mut a = CreateEventArgs {
+            event_type: abi::KFD_IOC_EVENT_MEMORY,
+            auto_reset: 1,
+            ..Default::default()
+        };
+        let id = kfd::ioctl::create_event(b, &mut a)
+            .ok()
+            .map(|()| a.event_id);
+        FaultAudit { b, id }
+    }
+
+    /// The fault raised since the last call, if any, waiting at most `timeout_ms`.
+    pub fn take(&self, timeout_ms: u32) -> Option<String> {
+        let mut ev = [EventData {
+            event_id: self.id?,
+            ..Default::default()
+        }];
+        let r = kfd::ioctl::wait_events(self.b, &mut ev, false, timeout_ms).ok()?;
+        (r == abi::KFD_IOC_WAIT_RESULT_COMPLETE).then(|| {
+            let m = ev[0].memory_exception();
+            format!("GPU {:#x} memory fault at page {:#x}", m.gpu_id, m.va)
+        })
+    }
+}
+
+impl Drop for FaultAudit<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            let _ = kfd::ioctl::destroy_event(self.b, id);
+        }
+    }
+}
