@@ -21,6 +21,7 @@ use super::{note_step, WAIT};
 pub struct Drain<'a, F: FnMut() = fn()> {
     streams: Vec<&'a Stream>,
     open: F,
+    armed: bool,
 }
 
 impl<'a> Drain<'a> {
@@ -29,20 +30,34 @@ impl<'a> Drain<'a> {
         Drain {
             streams: streams.to_vec(),
             open: || {},
+            armed: true,
         }
     }
 
     /// Run `open` first (the stores that release every host-held gate of the streams).
     pub fn open<G: FnMut()>(mut self, open: G) -> Drain<'a, G> {
+        self.armed = false;
         Drain {
             streams: std::mem::take(&mut self.streams),
             open,
+            armed: true,
         }
+    }
+}
+
+impl<F: FnMut()> Drain<'_, F> {
+    /// Do nothing on drop: the check hands its streams to another drain (e.g. before it
+    /// destroys one of them while busy).
+    pub fn disarm(mut self) {
+        self.armed = false;
     }
 }
 
 impl<F: FnMut()> Drop for Drain<'_, F> {
     fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
         (self.open)();
         for (i, s) in self.streams.iter().enumerate() {
             let busy = matches!(s.synchronize_timeout(WAIT),

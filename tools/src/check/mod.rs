@@ -388,6 +388,7 @@ pub fn read_via_gpu(
         .alloc(kfdrt::MemoryKind::HostPinned, gpu, len.max(1))
         .or_fail("alloc bounce buffer")?;
     let s = dev.create_stream(gpu).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     s.memcpy(host.va(), va, len as u64).or_fail("memcpy out")?;
     s.synchronize().or_fail("synchronize")?;
     let mut v = vec![0; len];
@@ -403,13 +404,14 @@ pub fn write_via_gpu(dev: &kfdrt::Device, gpu: usize, va: u64, data: &[u8]) -> R
         .or_fail("alloc bounce buffer")?;
     host.write(0, data).or_fail("write bounce buffer")?;
     let s = dev.create_stream(gpu).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     s.memcpy(va, host.va(), data.len() as u64)
         .or_fail("memcpy in")?;
     s.synchronize().or_fail("synchronize")
 }
 
 /// Hold `s`'s later work behind the word at `gate` (a waitValue32 for the word >= 1: the
-/// check releases it by storing 1).
+/// check releases it by storing 1, and so does its [`Drain`] on every way out).
 pub fn hold(s: &kfdrt::Stream, gate: u64) -> Result<(), String> {
     s.wait_value32(gate, 1, kfdrt::WaitCompare::Gte, u32::MAX)
         .or_fail("wait_value32")
