@@ -1,21 +1,8 @@
 //! End-to-end tests of `kfdrt check` on the emulator: output, JSON and exit codes.
 
-use std::process::{Command, Output};
+mod common;
 
-fn kfdrt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kfdrt"))
-        .args(args)
-        .env_remove("KFDRT_DEVICE")
-        .output()
-        .expect("run kfdrt")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{kfdrt, stderr, stdout};
 
 /// (passed, failed, skipped) from the summary line.
 fn summary(out: &str) -> (usize, usize, usize) {
@@ -258,9 +245,9 @@ fn a_check_ending_early_while_its_stream_waits_leaves_no_fault() {
         );
         let panicked = row(&out, run, "selftest.panic_while_held");
         assert!(
-            panicked.contains("FAIL")
-                && panicked
-                    .ends_with("panicked: injected panic while the stream waits on its buffer"),
+            panicked.contains("FAIL  ")
+                && panicked.contains("panicked at tools/src/check/selftest.rs:")
+                && panicked.ends_with(": injected panic while the stream waits on its buffer"),
             "{panicked}"
         );
         // The audit's probe: freeing under a held stream is seen, naming the page.
@@ -271,6 +258,8 @@ fn a_check_ending_early_while_its_stream_waits_leaves_no_fault() {
         assert!(next.contains("PASS"), "{next}");
     }
     assert!(!out.contains("memory fault"), "{out}");
+    // The panic is reported in its row only, not printed by the panic hook.
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
     assert_eq!(summary(&out), (4, 4, 0), "{out}");
 }
 

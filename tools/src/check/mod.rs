@@ -506,13 +506,45 @@ pub fn note_step(what: impl Into<String>) {
     });
 }
 
+thread_local! {
+    /// Where the running check panicked (set by the hook [`quiet_check_panics`] installs).
+    static PANIC_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Prefix of the check worker threads' names.
+const CHECK_THREAD: &str = "check ";
+
+/// A panic on a check's worker thread is that check's failure, reported in its row: the
+/// panic hook records where it happened instead of printing (other threads keep the
+/// previous hook).
+fn quiet_check_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let on_check = std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with(CHECK_THREAD));
+            if on_check {
+                let at = info
+                    .location()
+                    .map(|l| format!("{}:{}", l.file(), l.line()));
+                PANIC_AT.with(|p| *p.borrow_mut() = at);
+            } else {
+                prev(info);
+            }
+        }));
+    });
+}
+
 fn run_one(ctx: &Arc<Ctx>, c: Check, timeout: Duration) -> Outcome {
+    quiet_check_panics();
     let (tx, rx) = std::sync::mpsc::channel();
     let ctx2 = ctx.clone();
     let note: StepNote = Arc::default();
     let note2 = note.clone();
     let spawned = std::thread::Builder::new()
-        .name(format!("check {}", c.name))
+        .name(format!("{CHECK_THREAD}{}", c.name))
         .spawn(move || {
             STEP.with(|s| *s.borrow_mut() = Some(note2));
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (c.run)(&ctx2)));
@@ -525,7 +557,11 @@ fn run_one(ctx: &Arc<Ctx>, c: Check, timeout: Duration) -> Outcome {
                         .cloned()
                         .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_else(|| "unknown panic".into());
-                    Outcome::Fail(format!("panicked: {msg}"))
+                    let at = PANIC_AT.with(|p| p.borrow_mut().take());
+                    Outcome::Fail(match at {
+                        Some(at) => format!("panicked at {at}: {msg}"),
+                        None => format!("panicked: {msg}"),
+                    })
                 }
             };
             let _ = tx.send(o);
