@@ -118,3 +118,68 @@ impl Drop for FaultAudit<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use kfdrt::{Device, DeviceSpec, MemoryKind, WriteValueFlags};
+
+    use super::super::raw::Scratch;
+    use super::super::{hold, settle};
+    use super::*;
+
+    fn held(dev: &Device) -> (Scratch, Stream) {
+        let m = Scratch::new(dev, MemoryKind::Signal, 0, 4096).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        hold(&s, m.va(0)).unwrap();
+        s.write_value32(m.va(64), 7, WriteValueFlags::DEFAULT)
+            .unwrap();
+        (m, s)
+    }
+
+    #[test]
+    fn drop_opens_the_gate_and_drains_the_stream() {
+        let dev = Device::open_spec(&DeviceSpec::Emulated("emu".into())).unwrap();
+        let (m, s) = held(&dev);
+        {
+            let _drain = Drain::streams(&[&s]).open(|| m.u32(0).store(1, Ordering::Release));
+            settle();
+            assert_eq!(m.u32(64).load(Ordering::Acquire), 0, "held");
+        }
+        // Nothing is left on the stream once the drain is gone: the write behind the
+        // gate landed, so the buffer may go.
+        assert_eq!(m.u32(64).load(Ordering::Acquire), 7);
+        s.query().unwrap();
+    }
+
+    #[test]
+    fn a_disarmed_drain_does_nothing() {
+        let dev = Device::open_spec(&DeviceSpec::Emulated("emu".into())).unwrap();
+        let (m, s) = held(&dev);
+        Drain::streams(&[&s])
+            .open(|| m.u32(0).store(1, Ordering::Release))
+            .disarm();
+        settle();
+        assert_eq!(m.u32(0).load(Ordering::Acquire), 0, "the gate stayed shut");
+        assert_eq!(m.u32(64).load(Ordering::Acquire), 0);
+        m.u32(0).store(1, Ordering::Release);
+        s.synchronize_timeout(WAIT).unwrap();
+        assert_eq!(m.u32(64).load(Ordering::Acquire), 7);
+    }
+
+    #[test]
+    fn the_audit_sees_a_fault_once() {
+        let dev = Device::open_spec(&DeviceSpec::Emulated("emu".into())).unwrap();
+        let audit = FaultAudit::new(dev.backend().as_ref());
+        assert_eq!(audit.take(0), None);
+        let (m, s) = held(&dev);
+        let page = m.va(0);
+        drop(m);
+        let f = audit.take(5000).expect("a fault within 5 s");
+        assert!(f.ends_with(&format!("page {page:#x}")), "{f}");
+        // Auto-reset: seen once.
+        assert_eq!(audit.take(0), None);
+        drop(s);
+    }
+}
