@@ -952,3 +952,58 @@ pub unsafe extern "C" fn hipMemcpyFromSymbolAsync(
         }
     })())
 }
+
+/// `hipLaunchKernel_spt`: a null stream is the thread's per-thread stream (what hipcc
+/// `-fgpu-default-stream=per-thread` stubs call).
+#[no_mangle]
+pub unsafe extern "C" fn hipLaunchKernel_spt(
+    f: *const c_void,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    // SAFETY: same contract.
+    unsafe { hipLaunchKernel(f, grid, block, args, shared, crate::api::spt(s)) }
+}
+
+/// `hipMemcpyToSymbol_spt`: as `hipMemcpyToSymbol`, ordered on the per-thread stream and
+/// waited for.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyToSymbol_spt(
+    sym: *const c_void,
+    src: *const c_void,
+    size: usize,
+    offset: usize,
+    kind: c_int,
+) -> hipError_t {
+    ret((|| {
+        let dst = symbol_range(sym, offset, size)?;
+        // SAFETY: as hipMemcpy_spt; the destination is checked above.
+        match unsafe { crate::api::hipMemcpy_spt(dst as *mut c_void, src, size, kind) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
+    })())
+}
+
+/// `hipMemcpyFromSymbol_spt`: as `hipMemcpyFromSymbol`, ordered on the per-thread stream
+/// and waited for.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyFromSymbol_spt(
+    dst: *mut c_void,
+    sym: *const c_void,
+    size: usize,
+    offset: usize,
+    kind: c_int,
+) -> hipError_t {
+    ret((|| {
+        let src = symbol_range(sym, offset, size)?;
+        // SAFETY: as hipMemcpy_spt; the source is checked above.
+        match unsafe { crate::api::hipMemcpy_spt(dst, src as *const c_void, size, kind) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
+    })())
+}

@@ -140,6 +140,35 @@ fn ipc_memory_and_pool_handles_between_two_processes() {
 }
 
 #[test]
+fn per_thread_default_stream_through_the_spt_entry_points() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-spt");
+    compile("g++", "spt.cpp", &exe, &["-lamdhip64", "-lpthread"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu:mi250x");
+    let (ok, out, err) = run(cmd, Duration::from_secs(180));
+    assert!(ok, "spt program failed:\n{out}{err}");
+    assert!(out.contains("spt checks passed: "), "{out}");
+    assert!(err.is_empty(), "stderr not empty:\n{err}");
+}
+
+#[test]
+fn vmm_shareable_handles_in_process_and_across_fork() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-vmm");
+    compile("g++", "vmm.cpp", &exe, &["-lamdhip64"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu:mi250x");
+    let (ok, out, err) = run(cmd, Duration::from_secs(180));
+    assert!(ok, "vmm program failed:\n{out}{err}");
+    assert!(out.contains("child checks passed: "), "{out}");
+    assert!(out.contains("parent checks passed: "), "{out}");
+    assert!(err.is_empty(), "stderr not empty:\n{err}");
+}
+
+#[test]
 fn exports_carry_debian_version_nodes() {
     let o = Command::new("readelf")
         .args(["--dyn-syms", "-W"])
