@@ -695,7 +695,7 @@ pub extern "C" fn hipStreamWriteValue32(
     value: u32,
     flags: c_uint,
 ) -> hipError_t {
-    ret_stream(s, |st| {
+    ret_stream(s, move |st| {
         st.write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
     })
@@ -709,7 +709,7 @@ pub extern "C" fn hipStreamWriteValue64(
     value: u64,
     flags: c_uint,
 ) -> hipError_t {
-    ret_stream(s, |st| {
+    ret_stream(s, move |st| {
         st.write_value64(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
     })
@@ -1207,7 +1207,7 @@ pub unsafe extern "C" fn hipMallocAsync(
     if p.is_null() {
         return ret(Err(hipErrorInvalidValue));
     }
-    ret_stream(s, |st| {
+    ret_stream(s, move |st| {
         let va = st.malloc_async(size).hip()?.into_raw();
         out(p, va as *mut c_void)
     })
@@ -1216,7 +1216,7 @@ pub unsafe extern "C" fn hipMallocAsync(
 /// `hipFreeAsync`.
 #[no_mangle]
 pub extern "C" fn hipFreeAsync(p: *mut c_void, s: *mut c_void) -> hipError_t {
-    ret_stream(s, |st| st.free_ptr_async(p as u64).hip())
+    ret_stream(s, move |st| st.free_ptr_async(p as u64).hip())
 }
 
 // ---- versions ---------------------------------------------------------------------------

@@ -642,7 +642,7 @@ pub unsafe extern "C" fn hipLaunchKernel(
     shared: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    ret_stream(s, |st| {
+    ret_stream(s, move |st| {
         let gpu = st.gpu_index();
         let generation = GENERATION.load(Ordering::Acquire);
         let stub = f as usize;

@@ -268,8 +268,11 @@ fn hipbench_runs_on_this_library_and_every_launch_executes() {
             "callback_enqueue_to_run",
             "mallocAsync+freeAsync_1MiB",
             "kernelLaunch_enqueue",
+            "writeValue32_enqueue_gated",
+            "kernelLaunch_enqueue_gated",
         ]
     );
-    assert!(out.contains("kernel_count 97 expected 97"), "{out}");
+    // 1 warm-up launch, 3 batches of 32 ungated and 3 gated: every one ran.
+    assert!(out.contains("kernel_count 193 expected 193"), "{out}");
     assert!(out.contains("hip-lib-hipcc/libamdhip64.so.5"), "{out}");
 }

@@ -21,3 +21,28 @@ for f in $fns; do
   ir=$(awk -v f="$f" 'index($0, ":" f "(") { gsub(",", "", $1); print $1; exit }' "$out/callgrind.idle.txt")
   echo "$f: ${ir:-?} instructions / $n calls = $(( ${ir:-0} / n )) per call"
 done
+
+# The enqueue paths: hipbench.hip (hipcc) under callgrind, inclusive instructions per call
+# of each entry point (call counts follow from hipbench's structure for ITER=320: batches
+# of 32, 11 rounds, one warm-up call each; the first launch loads the code object).
+iters=320
+TMPDIR="$PWD/$out" hipcc --offload-arch=gfx90a -O2 tools/hipbench/hipbench.hip -o "$out/hipbench"
+entries="hipStreamWriteValue32 hipEventRecord hipLaunchKernel hipMallocAsync hipFreeAsync hipStreamAddCallback"
+toggles=()
+for f in $entries; do toggles+=(--toggle-collect="$f"); done
+LD_LIBRARY_PATH="$PWD/$out/lib" KFDRT_DEVICE=emu:mi250x \
+  valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.bench" "${toggles[@]}" \
+  "$out/hipbench" "$iters" >/dev/null 2>"$out/callgrind.bench.log"
+callgrind_annotate --inclusive=yes "$out/callgrind.bench" > "$out/callgrind.bench.txt"
+batched=$(( (iters / 32 + 1) * 32 + 1 ))
+for f in $entries; do
+  case $f in
+    hipStreamWriteValue32) calls=$(( batched + iters )) ;;  # + the round trips
+    hipStreamAddCallback) calls=$(( iters + 1 )) ;;
+    *) calls=$batched ;;
+  esac
+  # The largest inclusive figure of the entry point (callgrind lists it once per source
+  # file of its inlined code).
+  ir=$(awk -v f="$f" '$0 ~ (":" f "( \\[|$)") { gsub(",", "", $1); if ($1 + 0 > m) m = $1 + 0 } END { print m }' "$out/callgrind.bench.txt")
+  echo "$f: ${ir:-?} instructions / $calls calls = $(( ${ir:-0} / calls )) per call"
+done
