@@ -22,12 +22,14 @@ thread_local! {
             events: RefCell::new(Cache::new()),
             null: RefCell::new(None),
             per_thread: RefCell::new(Vec::new()),
+            call_config: RefCell::new(Vec::new()),
+            launch_cache: RefCell::new((0, Vec::new())),
         }
     };
 }
 
 /// The calling thread's HIP state.
-struct Tls {
+pub(crate) struct Tls {
     /// The current GPU (`hipSetDevice`).
     gpu: Cell<usize>,
     /// Recent stream and event lookups ([`handles::with`]).
@@ -38,6 +40,14 @@ struct Tls {
     /// The thread's per-thread default streams (`hipStreamPerThread`): (GPU, token in
     /// [`STREAMS`]), created at first use, destroyed at thread exit.
     per_thread: RefCell<Vec<(usize, usize)>>,
+    /// `<<<>>>` configurations pushed and not yet popped (nested launches in argument
+    /// expressions push twice).
+    pub(crate) call_config:
+        RefCell<Vec<(crate::kernel::dim3, crate::kernel::dim3, usize, *mut c_void)>>,
+    /// The launch targets used so far (a short list, most recent first) and the kernel
+    /// registration generation they belong to, so a `<<<>>>` launch takes no lock, hashes
+    /// nothing and allocates nothing once warm.
+    pub(crate) launch_cache: RefCell<(u64, Vec<crate::kernel::Warm>)>,
 }
 
 /// A thread's fixed-offset slot (initial-exec TLS, `%fs`-relative: no call): HIP's last
@@ -97,7 +107,7 @@ impl Drop for Tls {
 
 /// Run `f` on the calling thread's [`Tls`] (one `%fs` load once the thread has used it).
 #[inline(always)]
-fn with_tls<R>(f: impl FnOnce(&Tls) -> R) -> R {
+pub(crate) fn with_tls<R>(f: impl FnOnce(&Tls) -> R) -> R {
     // SAFETY: the calling thread's own slot.
     let mut p = unsafe { (*fast()).tls };
     if p.is_null() {

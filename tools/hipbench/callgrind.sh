@@ -23,23 +23,25 @@ for f in $fns; do
 done
 
 # The enqueue paths: hipbench.hip (hipcc) under callgrind, inclusive instructions per call
-# of each entry point (call counts follow from hipbench's structure for ITER=320: batches
-# of 32, 11 rounds, one warm-up call each; the first launch loads the code object).
+# of each entry point. Call counts follow from hipbench's structure for ITER=320: batches
+# of 32, 11 rounds, one warm-up call each; writes and launches also run in the gated
+# batches, writes once more per round trip; the first launch loads the code object.
 iters=320
 TMPDIR="$PWD/$out" hipcc --offload-arch=gfx90a -O2 tools/hipbench/hipbench.hip -o "$out/hipbench"
-entries="hipStreamWriteValue32 hipEventRecord hipLaunchKernel hipMallocAsync hipFreeAsync hipStreamAddCallback"
+entries="hipStreamWriteValue32 hipEventRecord __hipPushCallConfiguration __hipPopCallConfiguration hipLaunchKernel hipMallocAsync hipFreeAsync hipStreamAddCallback"
 toggles=()
 for f in $entries; do toggles+=(--toggle-collect="$f"); done
 LD_LIBRARY_PATH="$PWD/$out/lib" KFDRT_DEVICE=emu:mi250x \
   valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.bench" "${toggles[@]}" \
   "$out/hipbench" "$iters" >/dev/null 2>"$out/callgrind.bench.log"
 callgrind_annotate --inclusive=yes "$out/callgrind.bench" > "$out/callgrind.bench.txt"
-batched=$(( (iters / 32 + 1) * 32 + 1 ))
+batch=$(( (iters / 32 + 1) * 32 ))
 for f in $entries; do
   case $f in
-    hipStreamWriteValue32) calls=$(( batched + iters )) ;;  # + the round trips
+    hipStreamWriteValue32) calls=$(( 1 + 2 * batch + iters )) ;;
+    __hip*CallConfiguration | hipLaunchKernel) calls=$(( 1 + 2 * batch )) ;;
     hipStreamAddCallback) calls=$(( iters + 1 )) ;;
-    *) calls=$batched ;;
+    *) calls=$(( 1 + batch )) ;;
   esac
   # The largest inclusive figure of the entry point (callgrind lists it once per source
   # file of its inlined code).
