@@ -122,8 +122,17 @@ pub unsafe extern "C" fn hipMemCreate(
 pub extern "C" fn hipMemRelease(h: *mut c_void) -> hipError_t {
     ret((|| {
         let v = HANDLES.get(h as usize).ok_or(hipErrorInvalidValue)?;
-        device()?.mem_release(v.mh).hip()?;
-        if v.refs.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // Take one of the program's references first: a concurrent double release of the
+        // last one fails here instead of reaching kfdrt twice.
+        let n = v
+            .refs
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .map_err(|_| hipErrorInvalidValue)?;
+        if let Err(e) = device().and_then(|d| d.mem_release(v.mh).hip()) {
+            v.refs.fetch_add(1, Ordering::AcqRel);
+            return Err(e);
+        }
+        if n == 1 {
             HANDLES.remove(h as usize);
         }
         Ok(())
