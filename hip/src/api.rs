@@ -223,6 +223,10 @@ pub(crate) enum HipEvent {
 /// hipMalloc/hipHostMalloc/hipExtMallocWithFlags buffers by address.
 static BUFFERS: Mutex<BTreeMap<u64, Buffer>> = Mutex::new(BTreeMap::new());
 
+/// The flags `hipHostMalloc` / `hipHostRegister` were given, by buffer address (for
+/// `hipHostGetFlags`); written at every such allocation, dropped with the buffer.
+static HOST_FLAGS: Mutex<BTreeMap<u64, c_uint>> = Mutex::new(BTreeMap::new());
+
 fn buffers() -> std::sync::MutexGuard<'static, BTreeMap<u64, Buffer>> {
     BUFFERS.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -986,6 +990,7 @@ fn free(p: *mut c_void, want: &[MemoryKind]) -> Result<(), hipError_t> {
         Some(b) if want.contains(&b.kind()) => {
             m.remove(&(p as u64));
             lock(&IPC_EXPORTS).remove(&(p as u64));
+            lock(&HOST_FLAGS).remove(&(p as u64));
             Ok(())
         }
         _ => Err(hipErrorInvalidValue),
@@ -1063,9 +1068,62 @@ pub unsafe extern "C" fn hipHostMalloc(
         } else if flags & hipHostMallocNumaUser != 0 {
             Err(hipErrorNotSupported)
         } else {
-            alloc(p, MemoryKind::HostPinned, size)
+            alloc(p, MemoryKind::HostPinned, size).map(|()| {
+                // SAFETY: `alloc` wrote the out-pointer, checked non-null above.
+                let va = unsafe { *p } as u64;
+                if va != 0 {
+                    lock(&HOST_FLAGS).insert(va, flags);
+                }
+            })
         },
     )
+}
+
+/// The buffer of this library's allocators that holds `a`: its base and kind.
+fn buffer_at(a: u64) -> Option<(u64, MemoryKind)> {
+    let m = buffers();
+    m.range(..=a)
+        .next_back()
+        .filter(|(va, b)| a < *va + b.len() as u64)
+        .map(|(va, b)| (*va, b.kind()))
+}
+
+/// `hipHostGetDevicePointer`: the GPU address of host memory this library allocated or
+/// registered (or of any of its buffers, as CLR): the same address, since kfdrt maps
+/// every buffer at its CPU address. `flags` must be 0; unknown memory is InvalidValue.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostGetDevicePointer(
+    dev: *mut *mut c_void,
+    host: *mut c_void,
+    flags: c_uint,
+) -> hipError_t {
+    ret((|| {
+        if dev.is_null() || flags != 0 {
+            return Err(hipErrorInvalidValue);
+        }
+        buffer_at(host as u64).ok_or(hipErrorInvalidValue)?;
+        out(dev, host)
+    })())
+}
+
+/// `hipHostGetFlags`: the flags `hipHostMalloc` or `hipHostRegister` was given for the
+/// allocation holding `host`, all of them (CLR 5.2 keeps them shifted left by 16 in a
+/// 32-bit word, so it reports NumaUser, Coherent and NonCoherent as 0). Other memory is
+/// InvalidValue.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostGetFlags(f: *mut c_uint, host: *mut c_void) -> hipError_t {
+    ret((|| {
+        if f.is_null() || host.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let flags = match buffer_at(host as u64) {
+            Some((va, MemoryKind::HostPinned | MemoryKind::Userptr)) => {
+                lock(&HOST_FLAGS).get(&va).copied()
+            }
+            _ => None,
+        };
+        out(f, flags.ok_or(hipErrorInvalidValue)?)
+    })())
 }
 
 /// `hipHostFree`.
@@ -1093,6 +1151,7 @@ pub unsafe extern "C" fn hipHostRegister(p: *mut c_void, size: usize, flags: c_u
         // allocated until hipHostUnregister (HIP's contract).
         let b = unsafe { device()?.register_host_memory(p as *mut u8, size) }.hip()?;
         m.insert(p as u64, b);
+        lock(&HOST_FLAGS).insert(p as u64, flags);
         Ok(())
     })())
 }
@@ -1325,6 +1384,7 @@ pub extern "C" fn hipDeviceReset() -> hipError_t {
         let mut m = buffers();
         m.retain(|_, b| b.gpu_index() != gpu);
         lock(&IPC_EXPORTS).retain(|va, _| m.contains_key(va));
+        lock(&HOST_FLAGS).retain(|va, _| m.contains_key(va));
         drop(m);
         crate::kernel::reset_gpu(gpu);
         Ok(())

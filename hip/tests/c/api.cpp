@@ -78,10 +78,30 @@ static void host_malloc_flags() {
         hipPointerAttribute_t at;
         OK(hipPointerGetAttributes(&at, p + 5));
         CHECK(at.memoryType == hipMemoryTypeHost && at.hostPointer == (void *)(p + 5));
+        // Mapped: the device pointer is the host pointer; the flags come back as given.
+        void *dp = NULL;
+        OK(hipHostGetDevicePointer(&dp, p + 5, 0));
+        CHECK(dp == (void *)(p + 5));
+        unsigned f = 0xffffffffu;
+        OK(hipHostGetFlags(&f, p + 100));
+        CHECK(f == good[i]);
         OK(hipHostFree(p));
+        CHECK(hipHostGetFlags(&f, p) == hipErrorInvalidValue);
     }
     OK(hipStreamDestroy(s));
     void *p = NULL;
+    int stack = 0;
+    unsigned f = 0;
+    CHECK(hipHostGetDevicePointer(&p, &stack, 0) == hipErrorInvalidValue);
+    CHECK(hipHostGetFlags(&f, &stack) == hipErrorInvalidValue);
+    OK(hipHostMalloc(&p, 4096, 0));
+    void *dp = NULL;
+    CHECK(hipHostGetDevicePointer(&dp, p, 1) == hipErrorInvalidValue);
+    CHECK(hipHostGetDevicePointer(NULL, p, 0) == hipErrorInvalidValue);
+    OK(hipHostGetFlags(&f, p));
+    CHECK(f == hipHostMallocDefault);
+    OK(hipHostFree(p));
+    p = NULL;
     CHECK(hipHostMalloc(&p, 4096, hipHostMallocCoherent | hipHostMallocNonCoherent) ==
           hipErrorInvalidValue);
     CHECK(hipHostMalloc(&p, 4096, hipHostMallocNumaUser) == hipErrorNotSupported);
@@ -361,6 +381,14 @@ static void host_register() {
     OK(hipMemcpy(d, a, n, hipMemcpyHostToDevice));
     OK(hipMemcpy(b, d, n, hipMemcpyDeviceToHost));
     CHECK(memcmp(a, b, n) == 0);
+    unsigned f = 99;
+    OK(hipHostGetFlags(&f, b + 10));
+    CHECK(f == hipHostRegisterMapped);
+    void *dp = NULL;
+    OK(hipHostGetDevicePointer(&dp, b + 10, 0));
+    CHECK(dp == (void *)(b + 10));
+    OK(hipHostGetDevicePointer(&dp, d + 3, 0));  // any buffer, as CLR
+    CHECK(dp == (void *)(d + 3));
     OK(hipHostUnregister(a));
     OK(hipHostUnregister(b));
     CHECK(hipHostUnregister(a) == hipErrorHostMemoryNotRegistered);
