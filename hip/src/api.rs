@@ -1038,14 +1038,6 @@ pub extern "C" fn hipFree(p: *mut c_void) -> hipError_t {
     })
 }
 
-/// The `hipHostMalloc` flags of the 5.2 header.
-const HOST_MALLOC_FLAGS: c_uint = hipHostMallocPortable
-    | hipHostMallocMapped
-    | hipHostMallocWriteCombined
-    | hipHostMallocNumaUser
-    | hipHostMallocCoherent
-    | hipHostMallocNonCoherent;
-
 /// `hipHostMalloc`: pinned host memory (kfdrt `MemoryKind::HostPinned`: coherent GTT
 /// memory, mapped on every GPU at the same address as on the CPU). So `Portable` and
 /// `Mapped` hold for every allocation and `Coherent` is what it is; `NonCoherent` and
@@ -1053,8 +1045,8 @@ const HOST_MALLOC_FLAGS: c_uint = hipHostMallocPortable
 /// hint CLR does not act on either), and the coherent memory given meets them.
 /// `Coherent | NonCoherent` is InvalidValue (CLR 5.2 `hipHostMalloc`); `NumaUser`
 /// (allocate by the thread's NUMA policy) is NotSupported: the pages come from KFD's GTT
-/// allocation in the kernel, which no process policy steers; an undefined bit is
-/// InvalidValue (CLR 5.2 ignores undefined bits).
+/// allocation in the kernel, which no process policy steers. Bits the 5.2 header does not
+/// define are accepted and kept for `hipHostGetFlags`, as CLR 5.2 does (measured).
 #[no_mangle]
 pub unsafe extern "C" fn hipHostMalloc(
     p: *mut *mut c_void,
@@ -1062,21 +1054,19 @@ pub unsafe extern "C" fn hipHostMalloc(
     flags: c_uint,
 ) -> hipError_t {
     let both = hipHostMallocCoherent | hipHostMallocNonCoherent;
-    ret(
-        if p.is_null() || flags & !HOST_MALLOC_FLAGS != 0 || flags & both == both {
-            Err(hipErrorInvalidValue)
-        } else if flags & hipHostMallocNumaUser != 0 {
-            Err(hipErrorNotSupported)
-        } else {
-            alloc(p, MemoryKind::HostPinned, size).map(|()| {
-                // SAFETY: `alloc` wrote the out-pointer, checked non-null above.
-                let va = unsafe { *p } as u64;
-                if va != 0 {
-                    lock(&HOST_FLAGS).insert(va, flags);
-                }
-            })
-        },
-    )
+    ret(if p.is_null() || flags & both == both {
+        Err(hipErrorInvalidValue)
+    } else if flags & hipHostMallocNumaUser != 0 {
+        Err(hipErrorNotSupported)
+    } else {
+        alloc(p, MemoryKind::HostPinned, size).map(|()| {
+            // SAFETY: `alloc` wrote the out-pointer, checked non-null above.
+            let va = unsafe { *p } as u64;
+            if va != 0 {
+                lock(&HOST_FLAGS).insert(va, flags);
+            }
+        })
+    })
 }
 
 /// The buffer of this library's allocators that holds `a`: its base and kind.
@@ -1090,15 +1080,16 @@ fn buffer_at(a: u64) -> Option<(u64, MemoryKind)> {
 
 /// `hipHostGetDevicePointer`: the GPU address of host memory this library allocated or
 /// registered (or of any of its buffers, as CLR): the same address, since kfdrt maps
-/// every buffer at its CPU address. `flags` must be 0; unknown memory is InvalidValue.
+/// every buffer at its CPU address. `flags` has no defined value and is ignored, as by
+/// CLR 5.2 (measured); unknown memory is InvalidValue.
 #[no_mangle]
 pub unsafe extern "C" fn hipHostGetDevicePointer(
     dev: *mut *mut c_void,
     host: *mut c_void,
-    flags: c_uint,
+    _flags: c_uint,
 ) -> hipError_t {
     ret((|| {
-        if dev.is_null() || flags != 0 {
+        if dev.is_null() {
             return Err(hipErrorInvalidValue);
         }
         buffer_at(host as u64).ok_or(hipErrorInvalidValue)?;
