@@ -450,14 +450,28 @@ impl Cmd {
 #[inline]
 fn wait_reg_mem32(function: CompareFn, addr: u64, reference: u32, mask: u32) -> Cmd {
     let mut words = [0u32; IB_DWORDS];
-    words[..WaitRegMem::DWORDS].copy_from_slice(
-        &WaitRegMem::memory(function, addr, reference, mask, POLL_INTERVAL).words(),
-    );
+    let dwords = wait_reg_mem32_into(function, addr, reference, mask, &mut words);
     Cmd::Ib {
         words,
-        dwords: WaitRegMem::DWORDS as u8,
+        dwords: dwords as u8,
         ib_reloc: None,
     }
+}
+
+/// [`wait_reg_mem32`]'s words written into `out` (a ring slot's IB area on the enqueue
+/// hot path); returns the dwords used.
+#[inline(always)]
+pub(crate) fn wait_reg_mem32_into(
+    function: CompareFn,
+    addr: u64,
+    reference: u32,
+    mask: u32,
+    out: &mut [u32; IB_DWORDS],
+) -> u32 {
+    out[..WaitRegMem::DWORDS].copy_from_slice(
+        &WaitRegMem::memory(function, addr, reference, mask, POLL_INTERVAL).words(),
+    );
+    WaitRegMem::DWORDS as u32
 }
 
 /// The IB command of [`CmdBuf::write_mem`]`(addr, value, 32)` without the encoders'
@@ -467,6 +481,24 @@ fn wait_reg_mem32(function: CompareFn, addr: u64, reference: u32, mask: u32) -> 
 /// checks every family).
 #[inline]
 fn write_data32(t: Target, addr: u64, value: u32) -> Cmd {
+    let mut words = [0u32; IB_DWORDS];
+    let dwords = write_data32_into(t, addr, value, &mut words);
+    Cmd::Ib {
+        words,
+        dwords: dwords as u8,
+        ib_reloc: None,
+    }
+}
+
+/// [`write_data32`]'s words written into `out` (a ring slot's IB area on the enqueue hot
+/// path); returns the dwords used.
+#[inline(always)]
+pub(crate) fn write_data32_into(
+    t: Target,
+    addr: u64,
+    value: u32,
+    out: &mut [u32; IB_DWORDS],
+) -> u32 {
     const DWORDS: usize = 5;
     const PRED: [u32; PredExec::DWORDS] = PredExec {
         exec_count: DWORDS as u16,
@@ -474,18 +506,12 @@ fn write_data32(t: Target, addr: u64, value: u32) -> Cmd {
     }
     .words();
     let [h0, h1, h2, h3] = WriteData::memory(addr, &[value]).head();
-    let mut words = [0u32; IB_DWORDS];
-    let dwords = if t.num_xcc > 1 {
-        words[..7].copy_from_slice(&[PRED[0], PRED[1], h0, h1, h2, h3, value]);
+    if t.num_xcc > 1 {
+        out[..7].copy_from_slice(&[PRED[0], PRED[1], h0, h1, h2, h3, value]);
         7
     } else {
-        words[..5].copy_from_slice(&[h0, h1, h2, h3, value]);
+        out[..5].copy_from_slice(&[h0, h1, h2, h3, value]);
         5
-    };
-    Cmd::Ib {
-        words,
-        dwords,
-        ib_reloc: None,
     }
 }
 

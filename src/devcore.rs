@@ -61,6 +61,8 @@ pub(crate) struct DeviceCore {
     pub(crate) queue_errors: crate::queue_error::Registry,
     /// Per GPU: the MMIO remap page (HDP flush) and whether the CPU wrote its VRAM.
     pub(crate) hdp: Vec<crate::hdp::Hdp>,
+    /// Set after any GPU's HDP is marked dirty: a doorbell checks this one flag.
+    pub(crate) hdp_dirty: std::sync::atomic::AtomicBool,
     /// Peer access between GPUs and the device buffers it maps.
     pub(crate) peers: Peers,
     /// Address ranges of the live buffer objects (length checks of copies and fills).
@@ -97,9 +99,26 @@ impl Drop for DeviceCore {
 impl DeviceCore {
     /// Flush the HDP of every GPU whose VRAM the CPU wrote since the last flush: call
     /// before a doorbell (or a release of waiting GPU work).
+    #[inline]
     pub(crate) fn hdp_flush_dirty(&self) {
-        for h in &self.hdp {
-            h.flush_if_dirty();
+        use std::sync::atomic::Ordering;
+        // One load on the doorbell path; the per-GPU flags are looked at only after a
+        // mark (which sets its GPU's flag before this one).
+        if self.hdp_dirty.load(Ordering::Acquire) && self.hdp_dirty.swap(false, Ordering::AcqRel) {
+            for h in &self.hdp {
+                h.flush_if_dirty();
+            }
+        }
+    }
+
+    /// The CPU may have written GPU `gpu_index`'s VRAM: flushed before the next doorbell.
+    pub(crate) fn mark_hdp_dirty(&self, gpu_index: usize) {
+        use std::sync::atomic::Ordering;
+        if let Some(h) = self.hdp.get(gpu_index) {
+            h.mark_dirty();
+            // Always stored (never skipped when it reads true): a flush racing with this
+            // mark may have taken an older `true` without seeing the GPU's flag.
+            self.hdp_dirty.store(true, Ordering::Release);
         }
     }
 

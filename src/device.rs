@@ -206,6 +206,7 @@ impl Device {
             queue_error_event: std::sync::OnceLock::new(),
             queue_errors: Default::default(),
             peers: Default::default(),
+            hdp_dirty: Default::default(),
             hdp: gpus
                 .iter()
                 .map(|g| crate::hdp::Hdp::open(backend.as_ref(), g.gpu_id))

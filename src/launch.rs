@@ -28,7 +28,7 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::VecDeque;
+use std::sync::Arc;
 
 use codeobj::ValueKind;
 use pm4::aql::{AqlPacket, KernelDispatch, PacketControl};
@@ -38,6 +38,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{Buffer, MemoryKind};
 use crate::module::Kernel;
 use crate::queue::AqlQueue;
+use crate::signal::Signal;
 use crate::stream::{Point, Stream};
 use crate::sync::lock;
 
@@ -443,9 +444,10 @@ impl LaunchPlan {
     }
 
     /// The dispatch packet of one launch (completion signal 0: the queue sets it).
+    #[inline(always)]
     fn packet(
         &self,
-        grid: [u32; 3],
+        dims: u16,
         block: [u32; 3],
         items: [u32; 3],
         lds: u32,
@@ -455,7 +457,7 @@ impl LaunchPlan {
         // hsa_kernel_dispatch_packet_t: setup (dimensions) in the header dword's high
         // half, workgroup sizes (u16), reserved0, grid sizes, segment sizes, kernel
         // object, kernarg address.
-        w[0] = (w[0] & 0xffff) | u32::from(dims(grid, block)) << 16;
+        w[0] = (w[0] & 0xffff) | u32::from(dims) << 16;
         w[1] = (block[0] & 0xffff) | block[1] << 16;
         w[2] = block[2] & 0xffff;
         w[3] = items[0];
@@ -478,10 +480,11 @@ impl LaunchPlan {
         seg: *mut u8,
         grid: [u32; 3],
         block: [u32; 3],
+        dims: u16,
         dynamic_lds: u32,
         queue_ptr: u64,
     ) {
-        let dims = u64::from(dims(grid, block));
+        let dims = u64::from(dims);
         for h in &self.hidden[..self.n_hidden] {
             let v = match h.slot {
                 HiddenSlot::BlockCount(d) => u64::from(grid[d as usize % 3]),
@@ -526,8 +529,16 @@ pub(crate) struct KernargRing {
     cpu: *mut u8,
     /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
     head: u64,
-    /// (start, end, completion point) of launches that may still read their segment.
-    inflight: VecDeque<(u64, u64, Point)>,
+    /// (start, end, index in `timelines`, packet count) of launches that may still read
+    /// their segment: complete when that timeline reaches the count.
+    inflight: Inflight,
+    /// The timelines of the streams that launched on the queue (deduplicated, so a launch
+    /// clones no `Arc`), and the index of the last one used.
+    timelines: Vec<Arc<Signal>>,
+    last_tl: usize,
+    /// The queue's id and GPU (the completion points handed out to wait for).
+    queue_id: u32,
+    gpu_index: usize,
 }
 
 // SAFETY: `cpu` is the CPU mapping of `buf`, which the ring owns; it is written only
@@ -549,14 +560,18 @@ impl KernargRing {
             head: 0,
             // Every segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap, so at
             // most this many are ever in flight: `push_back` never reallocates.
-            inflight: VecDeque::with_capacity(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
+            inflight: Inflight::new(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
+            timelines: Vec::new(),
+            last_tl: 0,
+            queue_id: q.queue_id(),
+            gpu_index: q.gpu_index(),
         })
     }
 
     /// Find `len` contiguous bytes aligned to `align` (a power of two): `Ok((start,
     /// ring offset))`, to be [`KernargRing::commit`]ted, or `Err(point)` to wait for when
     /// the oldest segment in the way is still in use.
-    #[inline]
+    #[inline(always)]
     fn try_reserve(&mut self, len: u64, align: u64) -> std::result::Result<(u64, u64), Point> {
         let cap = self.buf.len() as u64; // a power of two
         let mut start = (self.head + align - 1) & !(align - 1);
@@ -566,28 +581,119 @@ impl KernargRing {
         let end = start + len;
         // Completed segments are retired only when the oldest one is in the way (or the
         // record is full), not on every launch.
-        while let Some((s0, _, p)) = self.inflight.front() {
+        while let Some(&(s0, _, tl, target)) = self.inflight.front() {
             let in_the_way = end - s0 > cap;
             if !in_the_way && self.inflight.len() < self.inflight.capacity() {
                 break; // everything still in flight lies within one lap behind `end`
             }
-            if p.done() {
+            let timeline = &self.timelines[tl as usize];
+            if timeline.load() <= crate::stream::TIMELINE_BASE - target as i64 {
                 self.inflight.pop_front();
                 continue;
             }
-            if !in_the_way {
-                break;
-            }
-            return Err(p.clone());
+            // In the way, or the record is full (then the oldest is in the way too: each
+            // segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap).
+            return Err(Point {
+                timeline: timeline.clone(),
+                target,
+                queue_id: self.queue_id,
+                gpu_index: self.gpu_index,
+            });
         }
         Ok((start, start & (cap - 1)))
     }
 
-    /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until `point`.
+    /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until
+    /// `timeline` has completed `target` packets.
     #[inline]
-    fn commit(&mut self, start: u64, len: u64, point: Point) {
+    fn commit(&mut self, start: u64, len: u64, timeline: &Arc<Signal>, target: u64) {
         self.head = start + len;
-        self.inflight.push_back((start, start + len, point));
+        let tl = match self.timelines.get(self.last_tl) {
+            Some(t) if Arc::ptr_eq(t, timeline) => self.last_tl,
+            _ => self.timeline_index(timeline),
+        };
+        self.inflight
+            .push_back((start, start + len, tl as u32, target));
+    }
+
+    /// Index of `timeline` in `timelines` (added if new; timelines no launch in flight
+    /// uses are dropped once there are many, as streams come and go).
+    #[cold]
+    fn timeline_index(&mut self, timeline: &Arc<Signal>) -> usize {
+        let i = match self.timelines.iter().position(|t| Arc::ptr_eq(t, timeline)) {
+            Some(i) => i,
+            None => {
+                if self.timelines.len() >= 32 {
+                    let mut used = vec![false; self.timelines.len()];
+                    self.inflight.for_each_mut(|e| used[e.2 as usize] = true);
+                    let mut remap = vec![0u32; used.len()];
+                    let mut kept = Vec::new();
+                    for (j, t) in self.timelines.drain(..).enumerate() {
+                        if used[j] {
+                            remap[j] = kept.len() as u32;
+                            kept.push(t);
+                        }
+                    }
+                    self.timelines = kept;
+                    self.inflight.for_each_mut(|e| e.2 = remap[e.2 as usize]);
+                }
+                self.timelines.push(timeline.clone());
+                self.timelines.len() - 1
+            }
+        };
+        self.last_tl = i;
+        i
+    }
+}
+
+/// The in-flight record of a [`KernargRing`]: a fixed ring of (start, end, timeline
+/// index, packet count), oldest first (no allocation after creation).
+struct Inflight {
+    buf: Box<[(u64, u64, u32, u64)]>,
+    /// Entries pushed / popped so far (`buf.len()` is a power of two).
+    head: usize,
+    tail: usize,
+}
+
+impl Inflight {
+    fn new(capacity: usize) -> Inflight {
+        Inflight {
+            buf: vec![(0, 0, 0, 0); capacity.next_power_of_two()].into_boxed_slice(),
+            head: 0,
+            tail: 0,
+        }
+    }
+    fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+    fn len(&self) -> usize {
+        self.head - self.tail
+    }
+    #[inline(always)]
+    fn front(&self) -> Option<&(u64, u64, u32, u64)> {
+        (self.head != self.tail).then(|| &self.buf[self.tail & (self.buf.len() - 1)])
+    }
+    #[cfg(test)]
+    fn back(&self) -> Option<&(u64, u64, u32, u64)> {
+        (self.head != self.tail).then(|| &self.buf[(self.head - 1) & (self.buf.len() - 1)])
+    }
+    fn pop_front(&mut self) {
+        if self.head != self.tail {
+            self.tail += 1;
+        }
+    }
+    /// Appends `e`; the caller checked there is room (`len() < capacity()`).
+    #[inline(always)]
+    fn push_back(&mut self, e: (u64, u64, u32, u64)) {
+        let mask = self.buf.len() - 1;
+        self.buf[self.head & mask] = e;
+        self.head += 1;
+    }
+    fn for_each_mut(&mut self, mut f: impl FnMut(&mut (u64, u64, u32, u64))) {
+        let mask = self.buf.len() - 1;
+        for k in self.tail..self.head {
+            f(&mut self.buf[k & mask]);
+        }
     }
 }
 
@@ -791,24 +897,20 @@ impl Stream {
         }
         let items = [x, y, z];
         let private = plan.private;
+        let dims = dims(grid, block);
 
         // The segment comes from the kernarg ring of the queue the packet goes to, under
         // the stream's lock; when the ring is full the launch waits for the oldest
         // segment's dispatch outside that lock and tries again.
         loop {
             let mut wait_for = None;
-            let submitted = self.submit_packet(|q, point| {
-                let mut ring_guard = lock(&q.kernargs);
-                if ring_guard.is_none() {
-                    *ring_guard = Some(KernargRing::new(q)?);
-                }
-                let ring = ring_guard.as_mut().ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Driver,
-                        "hipModuleLaunchKernel",
-                        "kernarg ring missing",
-                    )
-                })?;
+            let submitted = self.submit_packet(|slot, timeline, target| {
+                let q = slot.queue();
+                // The queue's kernarg ring, under the producer lock the slot holds.
+                let ring = match slot.kernargs() {
+                    Some(r) => r,
+                    none => none.insert(KernargRing::new(q)?),
+                };
                 let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
                     Ok(r) => r,
                     Err(p) => {
@@ -830,10 +932,10 @@ impl Stream {
                 unsafe {
                     let seg = ring.cpu.add(off as usize);
                     core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
-                    plan.fill_hidden(seg, grid, block, dynamic_lds, q.amd_queue_va());
+                    plan.fill_hidden(seg, grid, block, dims, dynamic_lds, q.amd_queue_va());
                 }
-                ring.commit(start, plan.ka_len, point);
-                Ok(Some(plan.packet(grid, block, items, lds as u32, ka_va)))
+                ring.commit(start, plan.ka_len, timeline, target);
+                Ok(Some(plan.packet(dims, block, items, lds as u32, ka_va)))
             })?;
             if submitted {
                 return Ok(());
@@ -948,13 +1050,14 @@ mod tests {
     /// The kernarg segment of the stream's most recent launch, as the CP reads it.
     fn last_kernargs(s: &Stream) -> (u64, Vec<u8>) {
         let q = s.current_queue();
-        let g = q.kernargs.lock().unwrap();
-        let r = g.as_ref().expect("a launch created the ring");
-        let &(start, end, _) = r.inflight.back().expect("a launch in flight");
-        let cap = r.buf.len() as u64;
-        let mut v = vec![0u8; (end - start) as usize];
-        r.buf.read((start % cap) as usize, &mut v).unwrap();
-        (r.buf.va() + start % cap, v)
+        q.with_kernargs(|g| {
+            let r = g.as_ref().expect("a launch created the ring");
+            let &(start, end, _, _) = r.inflight.back().expect("a launch in flight");
+            let cap = r.buf.len() as u64;
+            let mut v = vec![0u8; (end - start) as usize];
+            r.buf.read((start % cap) as usize, &mut v).unwrap();
+            (r.buf.va() + start % cap, v)
+        })
     }
 
     fn field(ka: &[u8], a: &codeobj::KernelArg) -> u64 {
@@ -966,6 +1069,49 @@ mod tests {
     fn load(dev: &Device, src: &str) -> crate::Module {
         dev.load_module(0, &test_kernels::build(src, "gfx942").unwrap())
             .unwrap()
+    }
+
+    /// The kernarg ring keeps one reference per timeline: a launch of the same stream
+    /// clones nothing, and once many timelines have been seen the ones no segment in
+    /// flight uses are dropped while every in-flight entry keeps its own timeline.
+    #[test]
+    fn kernarg_ring_deduplicates_and_prunes_timelines() {
+        let dev = open("emu:mi300x");
+        let q = AqlQueue::new(&dev.inner, 0, 7, 64).unwrap();
+        let mut ring = KernargRing::new(&q).unwrap();
+        let tls: Vec<Arc<Signal>> = (0..40)
+            .map(|_| Arc::new(Signal::new(&dev.inner.signals, 1).unwrap()))
+            .collect();
+        ring.commit(0, 64, &tls[0], 1);
+        ring.commit(64, 64, &tls[0], 2);
+        assert_eq!(ring.timelines.len(), 1);
+        for (i, t) in tls.iter().enumerate().take(32).skip(1) {
+            ring.commit(64 * (i as u64 + 1), 64, t, 1);
+        }
+        assert_eq!(ring.timelines.len(), 32);
+        // The oldest 30 segments retire: timelines 0..=28 are no longer used.
+        for _ in 0..30 {
+            ring.inflight.pop_front();
+        }
+        ring.commit(64 * 33, 64, &tls[39], 5);
+        // Kept: timelines 29, 30, 31 (in flight) and the new one.
+        assert_eq!(ring.timelines.len(), 4);
+        let mut seen = Vec::new();
+        ring.inflight.for_each_mut(|e| seen.push(*e));
+        let want = [
+            (29usize, 64 * 30u64),
+            (30, 64 * 31),
+            (31, 64 * 32),
+            (39, 64 * 33),
+        ];
+        assert_eq!(seen.len(), want.len());
+        for (e, (tl, start)) in seen.iter().zip(want) {
+            assert_eq!(e.0, start);
+            assert!(
+                Arc::ptr_eq(&ring.timelines[e.2 as usize], &tls[tl]),
+                "entry at {start}"
+            );
+        }
     }
 
     /// Streams on one shared hardware queue take their kernarg segments from that
@@ -1005,13 +1151,15 @@ mod tests {
             segs.push((va, ka.len() as u64));
         }
         let q = a.current_queue();
-        let ring = q.kernargs.lock().unwrap();
-        let buf = &ring.as_ref().unwrap().buf;
+        let (base, len) = q.with_kernargs(|r| {
+            let buf = &r.as_ref().unwrap().buf;
+            (buf.va(), buf.len() as u64)
+        });
         for w in segs.windows(2) {
             assert!(w[1].0 >= w[0].0 + w[0].1, "segments overlap: {segs:x?}");
         }
-        for (va, len) in &segs {
-            assert!(*va >= buf.va() && va + len <= buf.va() + buf.len() as u64);
+        for (va, l) in &segs {
+            assert!(*va >= base && va + l <= base + len);
         }
     }
 
@@ -1207,7 +1355,7 @@ mod tests {
             ))
             .encode();
             assert_eq!(
-                k.plan.packet(grid, block, items, lds, ka),
+                k.plan.packet(dims(grid, block), block, items, lds, ka),
                 want,
                 "grid {grid:?} block {block:?}"
             );

@@ -384,9 +384,7 @@ impl Buffer {
 
     fn mark_cpu_write(&self) {
         if self.kind == MemoryKind::Device {
-            if let Some(h) = self.dev.hdp.get(self.gpu_index) {
-                h.mark_dirty();
-            }
+            self.dev.mark_hdp_dirty(self.gpu_index);
         }
     }
 

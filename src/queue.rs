@@ -9,11 +9,11 @@
 //! [`AqlQueue::submit_one`] is the same for one command without the buffer (the
 //! single-command enqueue hot path: write-value, wait-value, a timeline wait).
 
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::abi;
-use pm4::aql::{AqlPacket, VendorPm4Ib, COMPLETION_SIGNAL_OFFSET, PACKET_DWORDS};
+use pm4::aql::{AqlPacket, COMPLETION_SIGNAL_OFFSET, PACKET_DWORDS};
 
 use crate::cmdbuf::{Cmd, CmdBuf, IB_DWORDS};
 use crate::device::{DeviceCore, DeviceInner};
@@ -43,8 +43,10 @@ pub struct AqlQueue {
     priority: u32,
     /// The queue's scratch (private segment) memory, grown by kernel launches.
     pub(crate) scratch: Mutex<crate::launch::QueueScratch>,
-    /// The queue's kernarg ring, created with the first launch on the queue.
-    pub(crate) kernargs: Mutex<Option<crate::launch::KernargRing>>,
+    /// The queue's kernarg ring, created with the first launch on the queue; guarded by
+    /// the queue's producer lock (reached through a [`OneSlot`] or
+    /// [`AqlQueue::with_kernargs`]), which every launch holds anyway.
+    kernargs: KernargCell,
 }
 
 impl std::fmt::Debug for AqlQueue {
@@ -173,7 +175,7 @@ impl AqlQueue {
             _cwsr: cwsr,
             priority,
             scratch: Mutex::new(Default::default()),
-            kernargs: Mutex::new(None),
+            kernargs: KernargCell(std::cell::UnsafeCell::new(None)),
         })
     }
 
@@ -230,17 +232,19 @@ impl AqlQueue {
     }
 
     /// Publish the commands of `bufs` in order, one packet each, every packet completing
-    /// on `completion`. Waits for ring space watching `fault` (see
-    /// [`UserQueue::reserve`]). Returns the number of packets published.
-    pub(crate) fn submit(
+    /// on `completion`; `accounted(count)` runs under the producer lock once they are
+    /// published (see [`crate::ring::Reservation::publish_with`]). Waits for ring space
+    /// watching `fault` (see [`UserQueue::reserve`]).
+    pub(crate) fn submit<R>(
         &self,
         bufs: &[&CmdBuf],
         completion: u64,
         fault: &dyn Fn() -> Option<String>,
-    ) -> Result<u64> {
+        accounted: impl FnOnce(u64) -> R,
+    ) -> Result<R> {
         let count: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         if count == 0 {
-            return Ok(0);
+            return Ok(accounted(0));
         }
         let r = self.uq.reserve(count, fault)?;
         let mut idx = r.wptr();
@@ -250,25 +254,32 @@ impl AqlQueue {
                 idx += 1;
             }
         }
-        r.publish(idx);
-        Ok(count)
+        Ok(r.publish_with(idx, || accounted(count)))
     }
 
-    /// Publish one command (the single-command enqueue hot path: no loop, no count):
-    /// [`AqlQueue::submit`] of a buffer holding just `cmd`. Always inlined into its few
-    /// callers: a call here cost the enqueue its prologue and epilogue (issue #12).
+    /// Publish one command (the single-command path: no loop, no count): [`AqlQueue::submit`]
+    /// of a buffer holding just `cmd`.
     #[inline(always)]
-    pub(crate) fn submit_one(
+    pub(crate) fn submit_one<R>(
         &self,
         cmd: &Cmd,
         completion: u64,
         fault: &dyn Fn() -> Option<String>,
-    ) -> Result<()> {
-        let r = self.uq.reserve(1, fault)?;
-        let idx = r.wptr();
-        self.write_cmd(idx, cmd, completion);
-        r.publish(idx + 1);
-        Ok(())
+        accounted: impl FnOnce() -> R,
+    ) -> Result<R> {
+        let slot = self.reserve_one(fault)?;
+        Ok(slot.publish(cmd, completion, accounted))
+    }
+
+    /// Reserve one ring slot (the producer lock held until the [`OneSlot`] is published
+    /// or dropped): the enqueue hot path checks its stream's placement and builds its
+    /// packet under it.
+    #[inline(always)]
+    pub(crate) fn reserve_one(&self, fault: &dyn Fn() -> Option<String>) -> Result<OneSlot<'_>> {
+        Ok(OneSlot {
+            q: self,
+            r: self.uq.reserve(1, fault)?,
+        })
     }
 
     /// Write command `c` into ring slot `idx` (reserved) with its completion signal: the
@@ -277,6 +288,11 @@ impl AqlQueue {
     #[inline(always)]
     fn write_cmd(&self, idx: u64, c: &Cmd, completion: u64) {
         let at = COMPLETION_SIGNAL_OFFSET / 4;
+        // `slots` is a power of two (checked in `new`) and the ring holds `slots` packets.
+        let slot = (idx & (u64::from(self.slots) - 1)) as usize;
+        // SAFETY: `slot < slots`, so the packet lies inside the ring (`slots * 64` bytes of
+        // CPU-mapped memory owned by the queue, 64-byte aligned).
+        let p = unsafe { self.uq.ring_base().add(slot * PACKET_DWORDS) };
         let mut w = match c {
             Cmd::Unused => return,
             Cmd::Packet(w) => *w,
@@ -285,17 +301,14 @@ impl AqlQueue {
                 dwords,
                 ib_reloc,
             } => {
-                let ib_va = self.ib_area(idx, words, *ib_reloc);
-                VendorPm4Ib::patch(&self.ib_template, ib_va, *dwords as u32, 0)
+                let ib_va = self.ib_area(slot, words, *ib_reloc);
+                // SAFETY: `p` is the reserved slot (see below).
+                unsafe { self.store_ib_packet(p, ib_va, u32::from(*dwords), completion) };
+                return;
             }
         };
         w[at] = completion as u32;
         w[at + 1] = (completion >> 32) as u32;
-        // `slots` is a power of two (checked in `new`) and the ring holds `slots` packets.
-        let slot = (idx & (u64::from(self.slots) - 1)) as usize;
-        // SAFETY: `slot < slots`, so the packet lies inside the ring (`slots * 64` bytes of
-        // CPU-mapped memory owned by the queue, 64-byte aligned).
-        let p = unsafe { self.uq.ring_base().add(slot * PACKET_DWORDS) };
         // SAFETY: the slot is reserved (consumed by the CP, which reads a slot's body only
         // after an acquire load of a valid header, and invalidated its header before
         // releasing the read pointer): nothing reads dwords 1..16 while they are written.
@@ -303,11 +316,33 @@ impl AqlQueue {
         unsafe { store_packet(p, &w) };
     }
 
-    /// Copy a command's PM4 words into the IB area of ring slot `idx` (applying its
+    /// Write the PM4-IB packet for `dwords` of IB at `ib_va` into the slot at `p`: the
+    /// queue's template straight into the slot, then the few dwords that differ (no
+    /// packet image on the stack), the header last with a release store.
+    ///
+    /// # Safety
+    /// `p` is a reserved ring slot of this queue (nothing reads dwords 1..16 until the
+    /// header's release store).
+    #[inline(always)]
+    unsafe fn store_ib_packet(&self, p: *mut u32, ib_va: u64, dwords: u32, completion: u64) {
+        let at = COMPLETION_SIGNAL_OFFSET / 4;
+        let t = &self.ib_template;
+        // SAFETY: per the contract; the template is 16 dwords, the slot too.
+        unsafe {
+            core::ptr::copy_nonoverlapping(t.as_ptr().add(1), p.add(1), 15);
+            p.add(2).write(ib_va as u32 & !3);
+            p.add(3).write((ib_va >> 32) as u32);
+            p.add(4).write(t[4] | (dwords & 0xF_FFFF));
+            p.add(at).write(completion as u32);
+            p.add(at + 1).write((completion >> 32) as u32);
+            AtomicU32::from_ptr(p).store(t[0], Ordering::Release);
+        }
+    }
+
+    /// Copy a command's PM4 words into the IB area of ring slot `slot` (applying its
     /// IB-relative address); returns the area's GPU address.
     #[inline(always)]
-    fn ib_area(&self, idx: u64, words: &[u32; IB_DWORDS], reloc: Option<u8>) -> u64 {
-        let slot = (idx & (u64::from(self.slots) - 1)) as usize;
+    fn ib_area(&self, slot: usize, words: &[u32; IB_DWORDS], reloc: Option<u8>) -> u64 {
         let ib_va = self.ib.va() + (slot * IB_DWORDS * 4) as u64;
         let relocated;
         let src = match reloc.map(usize::from).filter(|&at| at + 1 < IB_DWORDS) {
@@ -331,9 +366,125 @@ impl AqlQueue {
         ib_va
     }
 
+    /// Wait for the producers publishing now (see [`UserQueue::fence_producers`]).
+    pub(crate) fn fence_producers(&self) {
+        self.uq.fence_producers()
+    }
+
     /// Index of the next packet to be submitted.
     pub fn next_index(&self) -> u64 {
         self.uq.wptr()
+    }
+}
+
+/// The kernarg ring of an [`AqlQueue`], accessed only with the queue's producer lock held.
+struct KernargCell(std::cell::UnsafeCell<Option<crate::launch::KernargRing>>);
+
+// SAFETY: the ring (Send) is reached only through `OneSlot::kernargs` (a `&mut` borrow of
+// a reservation: the producer lock held) or `AqlQueue::with_kernargs` (takes the lock), so
+// one thread at a time.
+unsafe impl Sync for KernargCell {}
+
+impl AqlQueue {
+    /// Run `f` on the queue's kernarg ring with the producer lock held (inspection).
+    #[cfg(test)]
+    pub(crate) fn with_kernargs<R>(
+        &self,
+        f: impl FnOnce(&mut Option<crate::launch::KernargRing>) -> R,
+    ) -> R {
+        let _held = self.uq.lock_producer();
+        // SAFETY: the producer lock is held until `_held` drops (see `KernargCell`).
+        f(unsafe { &mut *self.kernargs.0.get() })
+    }
+}
+
+/// One reserved ring slot of an [`AqlQueue`] (its producer lock held): publish a
+/// command into it, or drop it to publish nothing.
+pub(crate) struct OneSlot<'a> {
+    q: &'a AqlQueue,
+    r: crate::ring::Reservation<'a>,
+}
+
+impl<'a> OneSlot<'a> {
+    /// The queue the slot is in.
+    #[inline(always)]
+    pub(crate) fn queue(&self) -> &'a AqlQueue {
+        self.q
+    }
+
+    /// The queue's KFD id.
+    #[inline(always)]
+    pub(crate) fn queue_id(&self) -> u32 {
+        self.q.queue_id
+    }
+
+    /// The queue's kernarg ring (the slot holds the producer lock that guards it).
+    #[inline(always)]
+    pub(crate) fn kernargs(&mut self) -> &mut Option<crate::launch::KernargRing> {
+        // SAFETY: the reservation holds the queue's producer lock, and the borrow of the
+        // ring ends with this `&mut` borrow of the slot (see `KernargCell`).
+        unsafe { &mut *self.q.kernargs.0.get() }
+    }
+
+    /// Publish the complete packet `w` (its completion signal dwords replaced by
+    /// `completion`) straight into the slot; `accounted` runs under the producer lock
+    /// after the doorbell store.
+    #[inline(always)]
+    pub(crate) fn publish_packet<R>(
+        self,
+        w: &[u32; 16],
+        completion: u64,
+        accounted: impl FnOnce() -> R,
+    ) -> R {
+        let q = self.q;
+        let idx = self.r.wptr();
+        let at = COMPLETION_SIGNAL_OFFSET / 4;
+        let slot = (idx & (u64::from(q.slots) - 1)) as usize;
+        // SAFETY: `slot < slots`: the reserved slot inside the ring; nothing reads dwords
+        // 1..16 before the header's release store (see `write_cmd`).
+        unsafe {
+            let p = q.uq.ring_base().add(slot * PACKET_DWORDS);
+            core::ptr::copy_nonoverlapping(w.as_ptr().add(1), p.add(1), at - 1);
+            p.add(at).write(completion as u32);
+            p.add(at + 1).write((completion >> 32) as u32);
+            AtomicU32::from_ptr(p).store(w[0], Ordering::Release);
+        }
+        self.r.publish_with(idx + 1, accounted)
+    }
+
+    /// Publish a PM4 command that `fill` writes straight into the slot's IB area
+    /// (returning the dwords it used) in a PM4-IB packet completing on `completion`;
+    /// `accounted` runs under the producer lock after the doorbell store.
+    #[inline(always)]
+    pub(crate) fn publish_ib<R>(
+        self,
+        completion: u64,
+        fill: impl FnOnce(&mut [u32; IB_DWORDS]) -> u32,
+        accounted: impl FnOnce() -> R,
+    ) -> R {
+        let q = self.q;
+        let idx = self.r.wptr();
+        let slot = (idx & (u64::from(q.slots) - 1)) as usize;
+        let ib_va = q.ib.va() + (slot * IB_BYTES_PER_SLOT) as u64;
+        // SAFETY: the slot's IB area: IB_DWORDS 4-aligned dwords of CPU-mapped memory the
+        // queue owns; the slot is reserved, and the CP reads its area only after the
+        // packet's header is published below, so nothing else accesses it meanwhile.
+        let dwords = fill(unsafe { &mut *(ib_va as *mut [u32; IB_DWORDS]) });
+        // SAFETY: `slot < slots`: a reserved slot inside the ring.
+        unsafe {
+            let p = q.uq.ring_base().add(slot * PACKET_DWORDS);
+            q.store_ib_packet(p, ib_va, dwords, completion);
+        }
+        self.r.publish_with(idx + 1, accounted)
+    }
+
+    /// Write `cmd` completing on `completion` into the slot and publish it; `accounted`
+    /// runs under the producer lock after the doorbell store.
+    #[inline(always)]
+    pub(crate) fn publish<R>(self, cmd: &Cmd, completion: u64, accounted: impl FnOnce() -> R) -> R {
+        let idx = self.r.wptr();
+        self.q.write_cmd(idx, cmd, completion);
+        self.r.publish_with(idx + 1, accounted)
     }
 }
 
@@ -492,5 +643,57 @@ impl Drop for AqlQueue {
     fn drop(&mut self) {
         // The KFD queue itself is destroyed by `uq` (dropped first of the fields).
         self.core().queue_errors.remove(self.queue_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pm4::aql::VendorPm4Ib;
+
+    /// The PM4-IB packet the single-command path writes straight into a slot is the
+    /// encoder's (`VendorPm4Ib::patch` of the queue's template), and its IB holds the
+    /// command's words.
+    #[test]
+    fn ib_packet_written_in_place_matches_the_encoder() {
+        let dev =
+            crate::Device::open_spec(&crate::DeviceSpec::parse("emu:mi300x").unwrap()).unwrap();
+        let q = AqlQueue::new(&dev.inner, 0, 7, 64).unwrap();
+        let mem = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        let t = crate::cmdbuf::Target::of(dev.inner.gpu(0).unwrap());
+        let cmd = Cmd::write_mem32(t, mem.va(), 0x1234_5678).unwrap();
+        let Cmd::Ib { words, dwords, .. } = cmd else {
+            panic!("an IB command")
+        };
+        let sig = crate::signal::Signal::new(&dev.inner.signals, 1).unwrap();
+        let completion = sig.handle();
+        q.submit_one(&cmd, completion, &|| None, || ()).unwrap();
+        let t0 = std::time::Instant::now();
+        while q.read_index() < 1 {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(20),
+                "CP stuck"
+            );
+            std::thread::yield_now();
+        }
+        let want = VendorPm4Ib::patch(&q.ib_template, q.ib.va(), u32::from(dwords), completion);
+        let ring = q.uq.ring_words();
+        // The CP turned the header's type to INVALID after consuming the slot.
+        assert_eq!(ring[0].load(Ordering::Acquire) >> 16, want[0] >> 16);
+        for (i, w) in want.iter().enumerate().skip(1) {
+            assert_eq!(ring[i].load(Ordering::Acquire), *w, "dword {i}");
+        }
+        let mut ib = [0u8; IB_BYTES_PER_SLOT];
+        q.ib.read(0, &mut ib).unwrap();
+        for (i, w) in words.iter().enumerate().take(usize::from(dwords)) {
+            assert_eq!(
+                u32::from_le_bytes(ib[i * 4..i * 4 + 4].try_into().unwrap()),
+                *w
+            );
+        }
+        assert_eq!(
+            mem.atomic_u32(0).unwrap().load(Ordering::Acquire),
+            0x1234_5678
+        );
     }
 }

@@ -74,6 +74,15 @@ pub struct UserQueue {
     rptr_off: u64,
     doorbell: *mut u64,
     producer: Producer,
+    /// The ring's CPU address (cached: the hot path reads it on every packet).
+    base: *mut u32,
+    /// The write pointer cell (CPU address).
+    wptr_cell: *mut u64,
+    /// Capacity in write-pointer units (a power of two).
+    cap: u64,
+    /// Subtracted from the write pointer to make the doorbell value (1 for AQL: the
+    /// doorbell carries the index of the last packet).
+    db_bias: u64,
 }
 
 // SAFETY: raw pointers refer to mappings owned by the queue (the doorbell page is held by
@@ -135,7 +144,15 @@ impl UserQueue {
                 return Err(e);
             }
         };
+        let base = ring.as_ptr() as *mut u32;
+        let wptr_cell = (ptrs.va() + wptr_off) as *mut u64;
+        let cap = ring.len() as u64 / unit.bytes();
+        let db_bias = u64::from(unit == WptrUnit::AqlPacket);
         Ok(UserQueue {
+            base,
+            wptr_cell,
+            cap,
+            db_bias,
             core: core.clone(),
             queue_id: args.queue_id,
             gpu_index,
@@ -178,8 +195,9 @@ impl UserQueue {
     }
 
     /// Ring capacity in write-pointer units.
+    #[inline]
     pub fn capacity(&self) -> u64 {
-        self.ring.len() as u64 / self.unit.bytes()
+        self.cap
     }
 
     fn cell(&self, off: u64) -> &AtomicU64 {
@@ -199,8 +217,9 @@ impl UserQueue {
     }
 
     /// The ring's first dword (CPU address).
+    #[inline]
     pub(crate) fn ring_base(&self) -> *mut u32 {
-        self.ring.as_ptr() as *mut u32
+        self.base
     }
 
     /// The ring as dwords.
@@ -301,6 +320,37 @@ impl UserQueue {
     }
 }
 
+impl UserQueue {
+    /// Wait until no producer holds the queue (take the producer lock and release it):
+    /// every publication that started before returns has finished, including the
+    /// accounting it does under the lock ([`Reservation::publish_with`]).
+    pub(crate) fn fence_producers(&self) {
+        drop(self.lock_producer());
+    }
+
+    /// Take the producer lock without reserving space: a [`Reservation`] to drop (nothing
+    /// published), for state the lock guards besides the ring.
+    pub(crate) fn lock_producer(&self) -> Reservation<'_> {
+        let p = &self.producer;
+        let mut spins = 0u32;
+        loop {
+            let prev = p.word.fetch_or(LOCKED, Ordering::Acquire);
+            if prev & LOCKED == 0 {
+                return Reservation {
+                    q: self,
+                    wptr: prev,
+                };
+            }
+            spins += 1;
+            if spins < 1000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
 /// Space reserved in a [`UserQueue`] (its producer lock held): write bodies through
 /// [`UserQueue::ring_words`], then [`Reservation::publish`]. Dropped without publishing,
 /// nothing is published and the lock is released.
@@ -321,20 +371,27 @@ impl Reservation<'_> {
     /// HDP, store the doorbell and notify the backend. Returns `new_wptr`.
     #[inline]
     pub fn publish(self, new_wptr: u64) -> u64 {
+        self.publish_with(new_wptr, || new_wptr)
+    }
+
+    /// [`Reservation::publish`], running `accounted` after the doorbell store and before
+    /// the producer lock is released: a stream counts its packets there, so counts of
+    /// producers sharing the queue follow the ring order without a lock of their own.
+    #[inline(always)]
+    pub(crate) fn publish_with<R>(self, new_wptr: u64, accounted: impl FnOnce() -> R) -> R {
         let q = self.q;
         std::mem::forget(self);
-        q.cell(q.wptr_off).store(new_wptr, Ordering::Release);
+        // SAFETY: an 8-aligned cell inside `ptrs` (checked at creation), CPU-mapped for
+        // the queue's lifetime.
+        unsafe { AtomicU64::from_ptr(q.wptr_cell) }.store(new_wptr, Ordering::Release);
         q.core.hdp_flush_dirty();
-        let value = match q.unit {
-            WptrUnit::AqlPacket => new_wptr.wrapping_sub(1),
-            WptrUnit::Dword | WptrUnit::Byte => new_wptr,
-        };
         // SAFETY: the doorbell is this queue's mapped, 8-byte aligned doorbell slot.
-        unsafe { core::ptr::write_volatile(q.doorbell, value) };
+        unsafe { core::ptr::write_volatile(q.doorbell, new_wptr.wrapping_sub(q.db_bias)) };
+        let r = accounted();
         // Unlock: the next producer's doorbell value is larger.
         q.producer.word.store(new_wptr & !LOCKED, Ordering::Release);
         q.core.backend.doorbell_written(q.queue_id);
-        new_wptr
+        r
     }
 }
 
@@ -461,7 +518,7 @@ mod tests {
             for _ in 0..THREADS {
                 s.spawn(|| {
                     for _ in 0..EACH {
-                        q.submit_one(&pkt, 0, &|| None).unwrap();
+                        q.submit_one(&pkt, 0, &|| None, || ()).unwrap();
                     }
                 });
             }

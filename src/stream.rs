@@ -11,9 +11,13 @@
 //! the ring before every command of the submission is encoded.
 //!
 //! A single command with no dependency to collect and no queue move to make (the
-//! common write-value / wait-value / gfx9 event-wait case) skips the command buffer:
-//! `Stream::submit_cmd` hands the one `cmdbuf::Cmd` to `AqlQueue::submit_one` under the
-//! stream's lock; everything else goes through `Stream::submit` with a `CmdBuf`.
+//! common write-value / wait-value / gfx9 event-wait case) skips the command buffer and
+//! the stream's lock: `Stream::submit_cmd` reserves a slot of the stream's current queue
+//! (`AqlQueue::reserve_one`, the queue's producer lock), checks under it that the stream
+//! has not moved, and publishes; the stream counts its packets under that lock, so
+//! threads sharing a stream (or a queue) stay in ring order. A kernel launch
+//! (`Stream::submit_packet`) does the same. Everything else goes through
+//! `Stream::submit` with a `CmdBuf`, under the stream's lock.
 //!
 //! # Model
 //! Every stream owns a *timeline*: an `amd_signal_t` that starts at [`TIMELINE_BASE`] and
@@ -42,7 +46,7 @@
 //! a stream that needs one stays on its shared queue (as every CLR stream does), where
 //! its waits may delay the other streams of that queue until they are satisfied.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
@@ -50,7 +54,7 @@ use crate::cmd::{self, WaitCondition};
 use crate::cmdbuf::{Cmd, CmdBuf, MemWait, Target};
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result, StaticError};
-use crate::queue::{AqlQueue, DEFAULT_RING_PACKETS};
+use crate::queue::{AqlQueue, OneSlot, DEFAULT_RING_PACKETS};
 use crate::signal::Signal;
 use crate::sync::lock;
 use crate::types::{StreamFlags, WaitCompare, WriteValueFlags};
@@ -177,6 +181,9 @@ pub(crate) struct StreamState {
     dedicated: bool,
     /// Needed a dedicated queue but KFD's queue limit was reached: stays shared.
     overflow: bool,
+    /// The shared queue the stream left for its dedicated one: kept alive for
+    /// [`StreamInner::cur`] readers that loaded it before the move.
+    retired: Option<Arc<AqlQueue>>,
 }
 
 /// The state behind a [`Stream`] handle.
@@ -205,6 +212,12 @@ pub(crate) struct StreamInner {
     waited: Mutex<Vec<(u64, u64, Weak<Signal>)>>,
     error: Mutex<Option<String>>,
     pub(crate) state: Mutex<StreamState>,
+    /// `state.queue`, readable without the lock (the single-command hot path): stored
+    /// under the lock, and a queue it ever pointed to lives as long as the stream
+    /// (`state.queue` or `state.retired`). Changes at most once (shared -> dedicated).
+    cur: AtomicPtr<AqlQueue>,
+    /// `state.dedicated` (set once, never cleared), readable without the lock.
+    on_dedicated: AtomicBool,
     /// Target and gate of the stream's most recent callback hold: a callback enqueued
     /// right after it (nothing in between) may start as soon as that gate opens.
     pub(crate) last_hold: Mutex<Option<(u64, crate::callback::Gate)>>,
@@ -456,10 +469,13 @@ impl Stream {
             soft_failed: AtomicBool::new(false),
             waited: Mutex::new(Vec::new()),
             error: Mutex::new(None),
+            cur: AtomicPtr::new(Arc::as_ptr(&queue).cast_mut()),
+            on_dedicated: AtomicBool::new(dedicated),
             state: Mutex::new(StreamState {
                 queue,
                 dedicated,
                 overflow: false,
+                retired: None,
             }),
             sdma: Mutex::new(None),
             wait_kernel: Default::default(),
@@ -624,25 +640,50 @@ impl Stream {
     }
 
     /// [`Stream::submit`] of one command without an extra dependency: the enqueue hot
-    /// path (write-value, wait-value). With no dependency to collect and no move to make
-    /// it goes straight to [`AqlQueue::submit_one`]; otherwise through `submit`.
+    /// path (write-value, wait-value, a callback's hold). With no dependency to collect
+    /// and no move to make it goes straight to the queue without the stream's lock: the
+    /// queue's producer lock orders the packet and the stream's count (`advance` runs
+    /// under it), and the stream's queue is checked again under it, as a move to a
+    /// dedicated queue waits for the old queue's producers (`make_dedicated`);
+    /// otherwise through `submit`.
     // Always inlined: the call's prologue/epilogue (register saves) was ~17 of the
-    // write-value enqueue's instructions (issue #12).
+    // write-value enqueue's instructions.
     #[inline(always)]
     fn submit_cmd(&self, cmd: &Cmd, place: Place) -> Result<u64> {
-        let s = &*self.inner;
-        if self.no_implicit_deps() {
-            let st = lock(&s.state);
-            if place == Place::Any || st.dedicated {
-                let q = &*st.queue;
-                let fault = || s.dev.poll_faults(s.gpu_index);
-                return match q.submit_one(cmd, s.timeline.handle(), &fault) {
-                    Ok(()) => Ok(self.advance(q.queue_id(), 1)),
-                    Err(e) => Err(self.publish_failed(e)),
-                };
-            }
+        if let Some(slot) = self.reserve_fast(place)? {
+            let qid = slot.queue_id();
+            let done = self.inner.timeline.handle();
+            return Ok(slot.publish(cmd, done, || self.advance(qid, 1)));
         }
         self.submit_cmd_slow(cmd, place)
+    }
+
+    /// The lock-free part of [`Stream::submit_cmd`]: a slot of the stream's current queue,
+    /// reserved (its producer lock held) and checked to still be the stream's queue, or
+    /// None when the submission must take the slow path (a dependency to collect, a move
+    /// to make or under way, a sticky error).
+    #[inline(always)]
+    fn reserve_fast(&self, place: Place) -> Result<Option<OneSlot<'_>>> {
+        let s = &*self.inner;
+        if !(self.no_implicit_deps()
+            && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire)))
+        {
+            return Ok(None);
+        }
+        let qp = s.cur.load(Ordering::Acquire);
+        // Tagged: a move to a dedicated queue is under way (`make_dedicated`).
+        if qp.addr() & 1 != 0 {
+            return Ok(None);
+        }
+        // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
+        let q = unsafe { &*qp };
+        let slot = match q.reserve_one(&|| s.dev.poll_faults(s.gpu_index)) {
+            Ok(r) => r,
+            Err(e) => return Err(self.publish_failed(e)),
+        };
+        // Still the stream's queue under its producer lock (a move tags `cur`, then waits
+        // for this lock): publish. Otherwise drop the slot (nothing published).
+        Ok((s.cur.load(Ordering::Relaxed) == qp).then_some(slot))
     }
 
     #[cold]
@@ -674,25 +715,55 @@ impl Stream {
             return Ok(());
         }
         let fault = || s.dev.poll_faults(s.gpu_index);
-        match q.submit_one(&cmd, s.timeline.handle(), &fault) {
-            Ok(()) => {
-                self.advance(qid, 1);
-                Ok(())
-            }
+        match q.submit_one(&cmd, s.timeline.handle(), &fault, || self.advance(qid, 1)) {
+            Ok(_) => Ok(()),
             Err(e) => Err(self.publish_failed(e)),
         }
     }
 
-    /// Submit one complete AQL packet that `build` makes once the queue is chosen (a
-    /// kernel dispatch names its queue and uses the queue's scratch and kernarg ring),
-    /// before any ring space is reserved; `build` is also given the point the packet
-    /// completes at (the stream's next point after any waits). `build` returning `None`
-    /// submits nothing. Published without a [`CmdBuf`]; waits on other queues' work,
-    /// when there are any, go first in packets of their own. Returns whether a packet
-    /// was submitted.
+    /// Submit one complete AQL packet that `build` makes once the queue is chosen and its
+    /// ring slot reserved (a kernel dispatch names its queue and uses the queue's scratch
+    /// and kernarg ring, which the queue's producer lock held here serialises); `build`
+    /// is also given the stream's timeline and the packet count the packet completes at
+    /// (exact: counted under that lock). `build` returning `None` submits nothing.
+    /// Published without a [`CmdBuf`]; waits on other queues' work, when there are any,
+    /// go first in packets of their own. Without dependencies this takes no stream lock
+    /// (as `submit_cmd`). Returns whether a packet was submitted.
+    #[inline]
     pub(crate) fn submit_packet(
         &self,
-        build: impl FnOnce(&AqlQueue, Point) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+    ) -> Result<bool> {
+        match self.reserve_fast(Place::Any)? {
+            Some(slot) => self.build_and_publish(slot, build),
+            None => self.submit_packet_slow(build),
+        }
+    }
+
+    /// The rest of [`Stream::submit_packet`] once `slot` is reserved on `q`, the stream's
+    /// queue: build with the exact completion count, publish and count.
+    #[inline(always)]
+    fn build_and_publish(
+        &self,
+        mut slot: OneSlot<'_>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+    ) -> Result<bool> {
+        let s = &*self.inner;
+        // Counted only under the producer lock, which the slot holds.
+        let target = s.submitted.load(Ordering::Relaxed) + 1;
+        let Some(w) = build(&mut slot, &s.timeline, target)? else {
+            return Ok(false);
+        };
+        let qid = slot.queue_id();
+        slot.publish_packet(&w, s.timeline.handle(), || self.advance(qid, 1));
+        Ok(true)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn submit_packet_slow(
+        &self,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
     ) -> Result<bool> {
         let s = &*self.inner;
         if let Some(e) = s.sticky_error() {
@@ -709,46 +780,27 @@ impl Stream {
         }
         let q = &st.queue;
         let qid = q.queue_id();
-        let mut wbuf = None::<CmdBuf>;
-        // Full wait buffers (no heap unless there are more waits than one buffer holds).
-        let mut extra = Vec::new();
+        let fault = || s.dev.poll_faults(s.gpu_index);
+        let mut wbuf = CmdBuf::new(s.family);
         for p in deps
             .as_slice()
             .iter()
             .filter(|p| p.queue_id != qid && !p.done())
         {
-            let b = wbuf.get_or_insert_with(|| CmdBuf::new(s.family));
-            if b.is_full() {
-                extra.push(*b);
-                *b = CmdBuf::new(s.family);
+            if wbuf.is_full() {
+                self.publish(q, &[&wbuf], &fault)?;
+                wbuf = CmdBuf::new(s.family);
             }
-            b.wait_point(p.timeline.handle(), p.threshold())?;
+            wbuf.wait_point(p.timeline.handle(), p.threshold())?;
         }
-        // One packet per command.
-        let waits: u64 = extra
-            .iter()
-            .chain(wbuf.iter())
-            .map(|b| b.len() as u64)
-            .sum();
-        let point = Point {
-            timeline: s.timeline.clone(),
-            target: s.submitted.load(Ordering::Relaxed) + waits + 1,
-            queue_id: qid,
-            gpu_index: s.gpu_index,
+        if !wbuf.is_empty() {
+            self.publish(q, &[&wbuf], &fault)?;
+        }
+        let slot = match q.reserve_one(&fault) {
+            Ok(r) => r,
+            Err(e) => return Err(self.publish_failed(e)),
         };
-        let Some(w) = build(q, point)? else {
-            return Ok(false);
-        };
-        let fault = || s.dev.poll_faults(s.gpu_index);
-        let mut published = 0;
-        for b in extra.iter().chain(wbuf.iter()) {
-            published += self.publish(q, &[b], &fault)?;
-        }
-        if let Err(e) = q.submit_one(&Cmd::Packet(w), s.timeline.handle(), &fault) {
-            return Err(self.publish_failed(e));
-        }
-        self.advance(qid, published + 1);
-        Ok(true)
+        self.build_and_publish(slot, build)
     }
 
     fn submit_inner(
@@ -786,24 +838,21 @@ impl Stream {
         };
         let fault = || s.dev.poll_faults(s.gpu_index);
         if matches!(deps, Deps::None) {
-            let n = self.publish(q, &[cmds], &fault)?;
-            return Ok(self.advance(qid, n));
+            return self.publish(q, &[cmds], &fault);
         }
         let waits = deps
             .as_slice()
             .iter()
             .filter(|p| p.queue_id != qid && !p.done());
         let mut wbuf = CmdBuf::new(s.family);
-        let mut published = 0;
         for p in waits {
             if wbuf.is_full() {
-                published += self.publish(q, &[&wbuf], &fault)?;
+                self.publish(q, &[&wbuf], &fault)?;
                 wbuf = CmdBuf::new(s.family);
             }
             wbuf.wait_point(p.timeline.handle(), p.threshold())?;
         }
-        published += self.publish(q, &[&wbuf, cmds], &fault)?;
-        Ok(self.advance(qid, published))
+        self.publish(q, &[&wbuf, cmds], &fault)
     }
 
     /// Dependencies of the next submission: `extra` and the implicit null-stream ones,
@@ -853,8 +902,10 @@ impl Stream {
         Ok(())
     }
 
-    /// Publish to `q` with the stream's timeline as every packet's completion signal; a
-    /// fault that keeps the ring full becomes the stream's sticky error.
+    /// Publish to `q` with the stream's timeline as every packet's completion signal and
+    /// count the packets (under the queue's producer lock); returns the stream's packet
+    /// count after them. A fault that keeps the ring full becomes the stream's sticky
+    /// error.
     fn publish(
         &self,
         q: &AqlQueue,
@@ -862,7 +913,8 @@ impl Stream {
         fault: &dyn Fn() -> Option<String>,
     ) -> Result<u64> {
         let s = &*self.inner;
-        q.submit(bufs, s.timeline.handle(), fault)
+        let qid = q.queue_id();
+        q.submit(bufs, s.timeline.handle(), fault, |n| self.advance(qid, n))
             .map_err(|e| self.publish_failed(e))
     }
 
@@ -917,20 +969,35 @@ impl Stream {
                 // streams until they are satisfied. Not retried for this stream.
                 st.dedicated = true;
                 st.overflow = true;
+                s.on_dedicated.store(true, Ordering::Release);
                 return Ok(());
             }
             Err(e) => return Err(e),
         };
+        // Stop the lock-free path on the old queue (`cur` tagged: `submit_cmd` goes to the
+        // slow path, which waits for this lock), and let the publications already past
+        // their check finish: then the stream's point covers all its work there.
+        let old_ptr = Arc::as_ptr(&st.queue).cast_mut();
+        s.cur.store(old_ptr.map_addr(|a| a | 1), Ordering::Release);
+        st.queue.fence_producers();
         let before = s.point();
         if !before.done() {
-            // The first packet on the new queue waits for the stream's own earlier work.
+            // The first packet on the new queue waits for the stream's own earlier work
+            // (no other producer sees the new queue before `cur` names it).
             let mut c = CmdBuf::new(s.family);
-            c.wait_point(before.timeline.handle(), before.threshold())?;
-            let n = self.publish(&q, &[&c], &|| s.dev.poll_faults(s.gpu_index))?;
-            self.advance(q.queue_id(), n);
+            if let Err(e) = c
+                .wait_point(before.timeline.handle(), before.threshold())
+                .and_then(|_| self.publish(&q, &[&c], &|| s.dev.poll_faults(s.gpu_index)))
+            {
+                s.cur.store(old_ptr, Ordering::Release);
+                return Err(e);
+            }
         }
-        st.queue = q;
+        s.cur.store(Arc::as_ptr(&q).cast_mut(), Ordering::Release);
+        let old = std::mem::replace(&mut st.queue, q);
+        st.retired = Some(old);
         st.dedicated = true;
+        s.on_dedicated.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -965,8 +1032,19 @@ impl Stream {
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
         if bits == 32 {
-            if let Some(c) = Cmd::write_mem32(self.inner.family, addr, value as u32) {
-                return self.submit_cmd(&c, Place::Any).map(|_| ());
+            // The hot path: WRITE_DATA encoded straight into the reserved slot's IB.
+            let t = self.inner.family;
+            if let Some(slot) = self.reserve_fast(Place::Any)? {
+                let qid = slot.queue_id();
+                slot.publish_ib(
+                    self.inner.timeline.handle(),
+                    |ib| crate::cmdbuf::write_data32_into(t, addr, value as u32, ib),
+                    || self.advance(qid, 1),
+                );
+                return Ok(());
+            }
+            if let Some(c) = Cmd::write_mem32(t, addr, value as u32) {
+                return self.submit_cmd_slow(&c, Place::Any).map(|_| ());
             }
         }
         let mut c = CmdBuf::new(self.inner.family);
@@ -1005,8 +1083,33 @@ impl Stream {
             return Ok(());
         }
         if bits == 32 {
+            if let WaitCondition::Poll {
+                function,
+                reference,
+                mask,
+            } = c
+            {
+                // The hot path: WAIT_REG_MEM encoded straight into the reserved slot's IB.
+                if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
+                    let qid = slot.queue_id();
+                    slot.publish_ib(
+                        self.inner.timeline.handle(),
+                        |ib| {
+                            crate::cmdbuf::wait_reg_mem32_into(
+                                function,
+                                addr,
+                                reference as u32,
+                                mask as u32,
+                                ib,
+                            )
+                        },
+                        || self.advance(qid, 1),
+                    );
+                    return Ok(());
+                }
+            }
             if let Some(w) = Cmd::wait_mem32(addr, c) {
-                return self.submit_cmd(&w, Place::Dedicated).map(|_| ());
+                return self.submit_cmd_slow(&w, Place::Dedicated).map(|_| ());
             }
         }
         let mut cb = CmdBuf::new(self.inner.family);
