@@ -8,15 +8,18 @@ mod common;
 use kfdrt::{Event, EventFlags, Stream, StreamFlags, WaitCompare, WriteValueFlags};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-struct Counting;
+/// The global allocator: the system's, counting this thread's allocations.
+struct CountingAlloc;
 
 thread_local! {
     static ALLOCS: Cell<u64> = const { Cell::new(0) };
 }
 
 // SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
+unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
         // SAFETY: same contract as the caller's.
@@ -34,7 +37,7 @@ unsafe impl GlobalAlloc for Counting {
 }
 
 #[global_allocator]
-static A: Counting = Counting;
+static A: CountingAlloc = CountingAlloc;
 
 /// Warm up: the stream's queue, pools and any lazy state exist after this.
 fn warm_up(s: &Stream, va: u64, ev: &Event) {
@@ -77,12 +80,33 @@ fn enqueue_path_does_not_allocate() {
 
 /// A backend that forwards to the emulator and counts the calls that would be syscalls on
 /// hardware (ioctl, mmap, munmap, render-node open).
-struct Counting2 {
+struct CountingBackend {
     inner: kfd_emu::EmuBackend,
-    calls: std::sync::atomic::AtomicU64,
+    calls: AtomicU64,
 }
 
-impl kfd::Backend for Counting2 {
+impl CountingBackend {
+    /// A device on emulator `spec` through a counting backend.
+    fn open(spec: &str) -> (Arc<CountingBackend>, kfdrt::Device) {
+        let b = Arc::new(CountingBackend {
+            inner: kfd_emu::EmuBackend::from_spec(spec).unwrap(),
+            calls: AtomicU64::new(0),
+        });
+        let dev = kfdrt::Device::with_backend(b.clone()).unwrap();
+        (b, dev)
+    }
+
+    /// Calls so far.
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    fn tally(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl kfd::Backend for CountingBackend {
     fn kind(&self) -> kfd::BackendKind {
         self.inner.kind()
     }
@@ -93,14 +117,12 @@ impl kfd::Backend for Counting2 {
         // The device's fault watcher sleeps in WAIT_EVENTS on its own thread: not a call
         // of the enqueue path.
         if std::thread::current().name() != Some("kfdrt-faults") {
-            self.calls
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.tally();
         }
         self.inner.ioctl(req)
     }
     fn open_render_node(&self, minor: u32) -> Result<std::os::fd::OwnedFd, kfd::Errno> {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.tally();
         self.inner.open_render_node(minor)
     }
     unsafe fn mmap(
@@ -111,8 +133,7 @@ impl kfd::Backend for Counting2 {
         fixed: Option<core::ptr::NonNull<core::ffi::c_void>>,
         prot: kfd::Prot,
     ) -> Result<core::ptr::NonNull<core::ffi::c_void>, kfd::Errno> {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.tally();
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { self.inner.mmap(file, offset, len, fixed, prot) }
     }
@@ -121,8 +142,7 @@ impl kfd::Backend for Counting2 {
         addr: core::ptr::NonNull<core::ffi::c_void>,
         len: usize,
     ) -> Result<(), kfd::Errno> {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.tally();
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { self.inner.munmap(addr, len) }
     }
@@ -145,36 +165,22 @@ impl kfd::Backend for Counting2 {
 
 #[test]
 fn enqueue_path_makes_no_kfd_call() {
-    use std::sync::atomic::Ordering;
-    let backend = std::sync::Arc::new(Counting2 {
-        inner: kfd_emu::EmuBackend::from_spec("emu:mi210").unwrap(),
-        calls: std::sync::atomic::AtomicU64::new(0),
-    });
-    let dev = kfdrt::Device::with_backend(backend.clone()).unwrap();
+    let (backend, dev) = CountingBackend::open("emu:mi210");
     let mem = dev.alloc(kfdrt::MemoryKind::Signal, 0, 4096).unwrap();
     let s = dev
         .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
     warm_up(&s, mem.va(), &ev);
-    let before = backend.calls.load(Ordering::Relaxed);
+    let before = backend.calls();
     burst(&s, mem.va(), &ev);
-    assert_eq!(
-        backend.calls.load(Ordering::Relaxed) - before,
-        0,
-        "KFD calls on the enqueue path"
-    );
+    assert_eq!(backend.calls() - before, 0, "KFD calls on the enqueue path");
     s.synchronize().unwrap();
 }
 
 #[test]
 fn kernel_launch_path_makes_no_kfd_call_and_allocates_nothing() {
-    use std::sync::atomic::Ordering;
-    let backend = std::sync::Arc::new(Counting2 {
-        inner: kfd_emu::EmuBackend::from_spec("emu:mi300x").unwrap(),
-        calls: std::sync::atomic::AtomicU64::new(0),
-    });
-    let dev = kfdrt::Device::with_backend(backend.clone()).unwrap();
+    let (backend, dev) = CountingBackend::open("emu:mi300x");
     let elf = test_kernels::build("cl/store.cl", "gfx942").unwrap();
     let m = dev.load_module(0, &elf).unwrap();
     let k = m.kernel("store").unwrap();
@@ -194,17 +200,13 @@ fn kernel_launch_path_makes_no_kfd_call_and_allocates_nothing() {
         s.launch(&k, 1, 64, 0, &args).unwrap();
     }
     s.synchronize().unwrap();
-    let before = backend.calls.load(Ordering::Relaxed);
+    let before = backend.calls();
     let a0 = ALLOCS.with(|c| c.get());
     for _ in 0..300 {
         s.launch(&k, 1, 64, 0, &args).unwrap();
     }
     let allocs = ALLOCS.with(|c| c.get()) - a0;
-    assert_eq!(
-        backend.calls.load(Ordering::Relaxed) - before,
-        0,
-        "KFD calls on the launch path"
-    );
+    assert_eq!(backend.calls() - before, 0, "KFD calls on the launch path");
     assert_eq!(allocs, 0, "allocations on the launch path");
     s.synchronize().unwrap();
 }

@@ -22,8 +22,6 @@ known=(
   "fuzz/src/gen.rs ~ fuzz/src/gen.rs"
   "fuzz/src/gen.rs ~ pm4/src/pkt3.rs"
   "emu/benches/engines.rs ~ emu/benches/engines.rs"
-  "emu/tests/kfd_queues.rs ~ emu/tests/kfd_queues.rs"
-  "tools/tests/check.rs ~ tools/tests/cli.rs"
   # Runtime and emulator repeats whose files other work owns at the time of writing.
   "emu/src/presets.rs ~ emu/src/presets.rs"
   "src/managed.rs ~ src/vmm.rs"

@@ -4,7 +4,7 @@
 
 mod kfd_common;
 
-use kfd::abi::{self, CreateQueueArgs, EventData, UpdateQueueArgs};
+use kfd::abi::{self, CreateQueueArgs, EventData, HsaMemoryExceptionData, UpdateQueueArgs};
 use kfd::{ioctl, Errno, MmapFile, Prot};
 use kfd_common::{
     alloc, bufs, errno, gpu_map, gtt, open, sdma_args, submit_sdma, vram, wait_until, Bufs, Dev,
@@ -31,6 +31,63 @@ fn aql_args(dev: &Dev, gpu: usize, b: &Bufs) -> CreateQueueArgs {
         ctl_stack_size: b.sizes.ctl_stack_size,
         ..Default::default()
     }
+}
+
+/// CREATE_QUEUE with `q`, then a fresh mapping of the queue's 8 KiB doorbell slice:
+/// returns the slice's CPU address.
+fn create_with_doorbell(dev: &Dev, q: &mut CreateQueueArgs) -> *mut u64 {
+    let d = dev.b();
+    ioctl::create_queue(d, q).unwrap();
+    // SAFETY: a fresh mapping of the doorbell slice.
+    unsafe {
+        d.mmap(
+            MmapFile::Kfd,
+            q.doorbell_offset & !0x1fff,
+            8192,
+            None,
+            Prot::READ | Prot::WRITE,
+        )
+    }
+    .unwrap()
+    .as_ptr()
+    .cast::<u64>()
+}
+
+/// A MEMORY event: KFD sets it, with the faulting page, on a GPU VM fault.
+fn memory_event(dev: &Dev) -> u32 {
+    let mut a = abi::CreateEventArgs {
+        event_type: abi::KFD_IOC_EVENT_MEMORY,
+        ..Default::default()
+    };
+    ioctl::create_event(dev.b(), &mut a).unwrap();
+    a.event_id
+}
+
+/// Waits for MEMORY event `mem_ev` (`what`: the access that should fault), checks that
+/// queue `queue_id` stopped on the fault and destroys it; returns the exception data.
+fn expect_fault(dev: &Dev, mem_ev: u32, queue_id: u32, what: &str) -> HsaMemoryExceptionData {
+    let d = dev.b();
+    let mut events = [EventData {
+        event_id: mem_ev,
+        ..Default::default()
+    }];
+    let r = ioctl::wait_events(d, &mut events, false, 20_000).unwrap();
+    assert_eq!(r, abi::KFD_IOC_WAIT_RESULT_COMPLETE, "{what} faulted");
+    assert!(matches!(
+        dev.emu.queue_status(queue_id),
+        Some(QueueStatus::Faulted(_))
+    ));
+    ioctl::destroy_queue(d, queue_id).unwrap();
+    let m = events[0].memory_exception();
+    assert_eq!(m.gpu_id, dev.gpus[0]);
+    assert_eq!(m.failure.not_present, 1);
+    m
+}
+
+/// Whether the SDMA queue's read pointer reaches `wptr` (within 20 s).
+fn sdma_caught_up(b: &Bufs, wptr: u64) -> bool {
+    // SAFETY: the pointer page is mapped.
+    wait_until(|| unsafe { b.ptrs_ptr.add(8).cast::<u64>().read_volatile() } == wptr)
 }
 
 #[test]
@@ -413,27 +470,9 @@ fn sdma_queue_end_to_end() {
         ..Default::default()
     };
     ioctl::create_event(d, &mut ev).unwrap();
-    let mut mem_ev = abi::CreateEventArgs {
-        event_type: abi::KFD_IOC_EVENT_MEMORY,
-        ..Default::default()
-    };
-    ioctl::create_event(d, &mut mem_ev).unwrap();
-
+    let mem_ev = memory_event(&dev);
     let mut q = sdma_args(&dev, 0, &b);
-    ioctl::create_queue(d, &mut q).unwrap();
-    // SAFETY: a fresh mapping of the doorbell slice.
-    let db = unsafe {
-        d.mmap(
-            MmapFile::Kfd,
-            q.doorbell_offset & !0x1fff,
-            8192,
-            None,
-            Prot::READ | Prot::WRITE,
-        )
-    }
-    .unwrap()
-    .as_ptr()
-    .cast::<u64>();
+    let db = create_with_doorbell(&dev, &mut q);
 
     let pkts = [
         SdmaPacket::ConstFill(sdma::ConstFill {
@@ -477,10 +516,7 @@ fn sdma_queue_end_to_end() {
             );
         }
     }
-    assert!(
-        wait_until(|| unsafe { b.ptrs_ptr.add(8).cast::<u64>().read_volatile() } == wptr),
-        "rptr caught up"
-    );
+    assert!(sdma_caught_up(&b, wptr), "rptr caught up");
     assert_eq!(dev.emu.queue_status(q.queue_id), Some(QueueStatus::Active));
 
     // A copy from an unmapped address faults the queue and raises the memory event.
@@ -493,21 +529,8 @@ fn sdma_queue_end_to_end() {
         parameter: 0,
     })];
     submit_sdma(&dev, &b, db, &q, wptr, &pkts);
-    let mut events = [EventData {
-        event_id: mem_ev.event_id,
-        ..Default::default()
-    }];
-    let r = ioctl::wait_events(d, &mut events, false, 20_000).unwrap();
-    assert_eq!(r, abi::KFD_IOC_WAIT_RESULT_COMPLETE);
-    let m = events[0].memory_exception();
-    assert_eq!(m.gpu_id, dev.gpus[0]);
+    let m = expect_fault(&dev, mem_ev, q.queue_id, "the copy from an unmapped page");
     assert_eq!(m.va, bad, "the faulting page");
-    assert_eq!(m.failure.not_present, 1);
-    assert!(matches!(
-        dev.emu.queue_status(q.queue_id),
-        Some(QueueStatus::Faulted(_))
-    ));
-    ioctl::destroy_queue(d, q.queue_id).unwrap();
 }
 
 #[test]
@@ -548,20 +571,7 @@ fn aql_queue_end_to_end_signal_wakes_wait_events() {
         s.add(3).write_volatile(u64::from(ev.event_id));
     }
     let mut q = aql_args(&dev, 0, &b);
-    ioctl::create_queue(d, &mut q).unwrap();
-    // SAFETY: a fresh mapping of the doorbell slice.
-    let db = unsafe {
-        d.mmap(
-            MmapFile::Kfd,
-            q.doorbell_offset & !0x1fff,
-            8192,
-            None,
-            Prot::READ | Prot::WRITE,
-        )
-    }
-    .unwrap()
-    .as_ptr()
-    .cast::<u64>();
+    let db = create_with_doorbell(&dev, &mut q);
     let pkt = AqlPacket::BarrierAnd(Barrier {
         control: PacketControl::SYSTEM_BARRIER,
         dep_signals: [0; 5],
@@ -624,26 +634,9 @@ fn unmapping_a_bo_an_engine_used_faults_its_next_access() {
     let b = bufs(&dev, 0);
     let data_va = b.next;
     let (data_handle, data) = gtt(&dev, 0, data_va, 4096);
-    let mut mem_ev = abi::CreateEventArgs {
-        event_type: abi::KFD_IOC_EVENT_MEMORY,
-        ..Default::default()
-    };
-    ioctl::create_event(d, &mut mem_ev).unwrap();
+    let mem_ev = memory_event(&dev);
     let mut q = sdma_args(&dev, 0, &b);
-    ioctl::create_queue(d, &mut q).unwrap();
-    // SAFETY: a fresh mapping of the doorbell slice.
-    let db = unsafe {
-        d.mmap(
-            MmapFile::Kfd,
-            q.doorbell_offset & !0x1fff,
-            8192,
-            None,
-            Prot::READ | Prot::WRITE,
-        )
-    }
-    .unwrap()
-    .as_ptr()
-    .cast::<u64>();
+    let db = create_with_doorbell(&dev, &mut q);
     let fill = |v: u32| {
         [SdmaPacket::ConstFill(sdma::ConstFill {
             dst: data_va + 64,
@@ -653,10 +646,7 @@ fn unmapping_a_bo_an_engine_used_faults_its_next_access() {
         })]
     };
     let wptr = submit_sdma(&dev, &b, db, &q, 0, &fill(0x1111_2222));
-    assert!(
-        wait_until(|| unsafe { b.ptrs_ptr.add(8).cast::<u64>().read_volatile() } == wptr),
-        "the first fill ran"
-    );
+    assert!(sdma_caught_up(&b, wptr), "the first fill ran");
     // SAFETY: the BO is still CPU-mapped.
     assert_eq!(
         unsafe { data.add(64).cast::<u32>().read_volatile() },
@@ -665,28 +655,12 @@ fn unmapping_a_bo_an_engine_used_faults_its_next_access() {
     let mut n = 0;
     ioctl::unmap_memory_from_gpu(d, data_handle, &dev.gpus[..1], &mut n).unwrap();
     submit_sdma(&dev, &b, db, &q, wptr, &fill(0x3333_4444));
-    let mut events = [EventData {
-        event_id: mem_ev.event_id,
-        ..Default::default()
-    }];
-    let r = ioctl::wait_events(d, &mut events, false, 20_000).unwrap();
-    assert_eq!(
-        r,
-        abi::KFD_IOC_WAIT_RESULT_COMPLETE,
-        "the second fill faulted"
-    );
-    let m = events[0].memory_exception();
+    let m = expect_fault(&dev, mem_ev, q.queue_id, "the second fill");
     assert_eq!(m.va, data_va, "the faulting page");
-    assert_eq!(m.failure.not_present, 1);
     // SAFETY: still CPU-mapped.
     assert_eq!(
         unsafe { data.add(64).cast::<u32>().read_volatile() },
         0x1111_2222,
         "nothing was written through a stale translation"
     );
-    assert!(matches!(
-        dev.emu.queue_status(q.queue_id),
-        Some(QueueStatus::Faulted(_))
-    ));
-    ioctl::destroy_queue(d, q.queue_id).unwrap();
 }

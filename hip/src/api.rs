@@ -11,23 +11,25 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
-    /// All of the thread's state in one thread-local: a cdylib's thread-locals are
-    /// general-dynamic, so each separately named one costs a `__tls_get_addr` call.
+    /// The thread's state that needs a destructor (cached `Arc`s). Reached through
+    /// [`with_tls`]: a cdylib's `thread_local!` is general-dynamic (a `__tls_get_addr`
+    /// call and a lazy-registration check per access), so the hot path reads a pointer to
+    /// it from [`Fast`] instead.
     static TLS: Tls = const {
         Tls {
-            last_error: Cell::new(hipSuccess),
             gpu: Cell::new(0),
             streams: RefCell::new(Cache::new()),
             events: RefCell::new(Cache::new()),
             null: RefCell::new(None),
+            per_thread: RefCell::new(Vec::new()),
+            call_config: RefCell::new(Vec::new()),
+            launch_cache: RefCell::new((0, Vec::new())),
         }
     };
 }
 
 /// The calling thread's HIP state.
-struct Tls {
-    /// HIP's last error (`hipGetLastError`).
-    last_error: Cell<hipError_t>,
+pub(crate) struct Tls {
     /// The current GPU (`hipSetDevice`).
     gpu: Cell<usize>,
     /// Recent stream and event lookups ([`handles::with`]).
@@ -35,6 +37,105 @@ struct Tls {
     events: RefCell<Cache<HipEvent>>,
     /// The null stream of the last null-stream lookup, with its GPU.
     null: RefCell<Option<(usize, Arc<Stream>)>>,
+    /// The thread's per-thread default streams (`hipStreamPerThread`): (GPU, token in
+    /// [`STREAMS`]), created at first use, destroyed at thread exit.
+    per_thread: RefCell<Vec<(usize, usize)>>,
+    /// `<<<>>>` configurations pushed and not yet popped (nested launches in argument
+    /// expressions push twice).
+    pub(crate) call_config:
+        RefCell<Vec<(crate::kernel::dim3, crate::kernel::dim3, usize, *mut c_void)>>,
+    /// The launch targets used so far (a short list, most recent first) and the kernel
+    /// registration generation they belong to, so a `<<<>>>` launch takes no lock, hashes
+    /// nothing and allocates nothing once warm.
+    pub(crate) launch_cache: RefCell<(u64, Vec<crate::kernel::Warm>)>,
+}
+
+/// A thread's fixed-offset slot (initial-exec TLS, `%fs`-relative: no call): HIP's last
+/// error and the address of the thread's [`Tls`], null until its first use and again once
+/// it is destroyed.
+#[repr(C)]
+struct Fast {
+    tls: *const Tls,
+    last_error: hipError_t,
+}
+
+// The slot lives in this library's static TLS block (`.tbss`, zeroed per thread) and is
+// reached with the initial-exec model: one GOT load of its offset from the thread pointer.
+// glibc places static TLS of libraries loaded at startup in the initial block, and keeps a
+// surplus for ones loaded later with dlopen (these 16 bytes fit it).
+core::arch::global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".p2align 3",
+    ".type kfdrt_hip_fast, @object",
+    ".size kfdrt_hip_fast, 16",
+    "kfdrt_hip_fast:",
+    ".zero 16",
+    ".popsection",
+);
+
+/// The calling thread's [`Fast`] slot.
+#[inline(always)]
+fn fast() -> *mut Fast {
+    let off: usize;
+    let tp: usize;
+    // SAFETY: reads the slot's TP offset from the GOT and the thread pointer (`%fs:0`
+    // holds its own address on x86-64); neither touches Rust-visible memory.
+    unsafe {
+        std::arch::asm!(
+            "mov {off}, qword ptr [rip + kfdrt_hip_fast@GOTTPOFF]",
+            "mov {tp}, qword ptr fs:[0]",
+            off = out(reg) off,
+            tp = out(reg) tp,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+    }
+    tp.wrapping_add(off) as *mut Fast
+}
+
+impl Drop for Tls {
+    /// Thread exit: unlink the [`Fast`] slot first (a later call on this thread takes the
+    /// slow path), then destroy the thread's per-thread streams (kfdrt drains a dropped
+    /// stream in the background).
+    fn drop(&mut self) {
+        // SAFETY: the calling thread's own slot.
+        unsafe { (*fast()).tls = std::ptr::null() };
+        for (_, token) in self.per_thread.get_mut().drain(..) {
+            STREAMS.remove(token);
+        }
+    }
+}
+
+/// Run `f` on the calling thread's [`Tls`] (one `%fs` load once the thread has used it).
+#[inline(always)]
+pub(crate) fn with_tls<R>(f: impl FnOnce(&Tls) -> R) -> R {
+    // SAFETY: the calling thread's own slot.
+    let mut p = unsafe { (*fast()).tls };
+    if p.is_null() {
+        p = link_tls();
+    }
+    // SAFETY: `p` is the address of this thread's live `TLS` (set by `link_tls`, cleared
+    // by `Tls::drop`), used only during this call on this thread.
+    f(unsafe { &*p })
+}
+
+/// Point the calling thread's [`Fast`] slot at its [`Tls`] (first use on the thread).
+#[cold]
+#[inline(never)]
+fn link_tls() -> *const Tls {
+    TLS.with(|t| {
+        let p = t as *const Tls;
+        // SAFETY: the calling thread's own slot; `t` lives until the thread's TLS
+        // destructors run, and `Tls::drop` clears the pointer then.
+        unsafe { (*fast()).tls = p };
+        p
+    })
+}
+
+/// Store HIP's last error of the calling thread.
+#[inline(always)]
+fn set_last_error(e: hipError_t) {
+    // SAFETY: the calling thread's own slot.
+    unsafe { (*fast()).last_error = e };
 }
 
 /// kfdrt's error class as `hipError_t`.
@@ -57,21 +158,21 @@ pub fn map_err(e: &kfdrt::Error) -> hipError_t {
 /// HIP 5.2's `HIP_RETURN`: the result becomes the thread's last error.
 pub(crate) fn ret(r: Result<(), hipError_t>) -> hipError_t {
     let e = r.err().unwrap_or(hipSuccess);
-    TLS.with(|t| t.last_error.set(e));
+    set_last_error(e);
     e
 }
 
 /// [`ret`] of `f` run on a stream ([`with_stream`]), with one thread-local access.
-#[inline]
+#[inline(always)]
 pub(crate) fn ret_stream(
     s: *mut c_void,
     f: impl FnOnce(&Arc<Stream>) -> Result<(), hipError_t>,
 ) -> hipError_t {
-    TLS.with(|t| {
-        let e = with_stream_in(t, s, f).err().unwrap_or(hipSuccess);
-        t.last_error.set(e);
-        e
-    })
+    let e = with_tls(|t| with_stream_in(t, s, f))
+        .err()
+        .unwrap_or(hipSuccess);
+    set_last_error(e);
+    e
 }
 
 pub(crate) trait Hip<T> {
@@ -93,7 +194,7 @@ pub(crate) fn device() -> Result<&'static Device, hipError_t> {
 }
 
 pub(crate) fn current_gpu() -> usize {
-    TLS.with(|t| t.gpu.get())
+    with_tls(|t| t.gpu.get())
 }
 
 /// A flag or enumerated argument: InvalidValue for a value HIP does not define.
@@ -122,6 +223,10 @@ pub(crate) enum HipEvent {
 /// hipMalloc/hipHostMalloc/hipExtMallocWithFlags buffers by address.
 static BUFFERS: Mutex<BTreeMap<u64, Buffer>> = Mutex::new(BTreeMap::new());
 
+/// The flags `hipHostMalloc` / `hipHostRegister` were given, by buffer address (for
+/// `hipHostGetFlags`); written at every such allocation, dropped with the buffer.
+static HOST_FLAGS: Mutex<BTreeMap<u64, c_uint>> = Mutex::new(BTreeMap::new());
+
 fn buffers() -> std::sync::MutexGuard<'static, BTreeMap<u64, Buffer>> {
     BUFFERS.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -133,18 +238,21 @@ pub(crate) fn register<T>(reg: &Registry<T>, v: T) -> Result<*mut c_void, hipErr
         .ok_or(hipErrorOutOfMemory)
 }
 
-/// Run `f` on the stream of a `hipStream_t`: null is the current GPU's null stream; the
-/// per-thread stream is not modelled. No lock and no atomic read-modify-write when the
+/// Run `f` on the stream of a `hipStream_t`: null is the current GPU's null stream,
+/// `hipStreamPerThread` the thread's per-thread stream on it. No lock and no atomic read-modify-write when the
 /// thread used the handle recently.
 #[inline]
 pub(crate) fn with_stream<R>(
     s: *mut c_void,
     f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
 ) -> Result<R, hipError_t> {
-    TLS.with(|t| with_stream_in(t, s, f))
+    with_tls(|t| with_stream_in(t, s, f))
 }
 
-#[inline]
+/// The hot path is inlined into each entry point: a created stream's cached lookup, or
+/// the cached null stream borrowed in place (no `Arc` clone: no atomic read-modify-write).
+/// First lookups and the per-thread stream go out of line.
+#[inline(always)]
 fn with_stream_in<R>(
     t: &Tls,
     s: *mut c_void,
@@ -152,24 +260,80 @@ fn with_stream_in<R>(
 ) -> Result<R, hipError_t> {
     match s as usize {
         0 => {
-            let gpu = t.gpu.get();
-            let hit = match &*t.null.borrow() {
-                Some((g, a)) if *g == gpu => Some(a.clone()),
-                _ => None,
-            };
-            let a = match hit {
-                Some(a) => a,
-                None => {
-                    let a = null_stream(gpu)?;
-                    *t.null.borrow_mut() = Some((gpu, a.clone()));
-                    a
+            if let Ok(n) = t.null.try_borrow() {
+                if let Some((g, a)) = &*n {
+                    if *g == t.gpu.get() {
+                        return f(a);
+                    }
                 }
-            };
-            f(&a)
+            }
+            null_stream_slow(t, f)
         }
-        2 => Err(hipErrorNotSupported),
+        HIP_STREAM_PER_THREAD => per_thread_slow(t, f),
         tok => handles::with(&t.streams, &STREAMS, tok, f).unwrap_or(Err(hipErrorInvalidHandle)),
     }
+}
+
+/// [`with_stream_in`] on the null stream when the thread has not cached it for its
+/// current GPU.
+#[cold]
+#[inline(never)]
+fn null_stream_slow<R>(
+    t: &Tls,
+    f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
+) -> Result<R, hipError_t> {
+    let gpu = t.gpu.get();
+    let a = null_stream(gpu)?;
+    // Not cached while an outer call on this thread borrows it (a nested lookup).
+    if let Ok(mut n) = t.null.try_borrow_mut() {
+        *n = Some((gpu, a.clone()));
+    }
+    f(&a)
+}
+
+/// [`with_stream_in`] on `hipStreamPerThread`.
+#[inline(never)]
+fn per_thread_slow<R>(
+    t: &Tls,
+    f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
+) -> Result<R, hipError_t> {
+    let tok = per_thread_stream(t)?;
+    handles::with(&t.streams, &STREAMS, tok, f).unwrap_or(Err(hipErrorInvalidHandle))
+}
+
+/// `hipStreamPerThread` (`(hipStream_t)2`, hip_runtime_api.h).
+pub(crate) const HIP_STREAM_PER_THREAD: usize = 2;
+
+/// The `_spt` entry points' stream: null names the calling thread's per-thread stream.
+#[inline]
+pub(crate) fn spt(s: *mut c_void) -> *mut c_void {
+    if s.is_null() {
+        HIP_STREAM_PER_THREAD as *mut c_void
+    } else {
+        s
+    }
+}
+
+/// The token of the calling thread's per-thread stream on its current GPU, created at
+/// first use: a blocking stream of default priority, as CLR's (`getPerThreadDefaultStream`)
+/// and CUDA's (it synchronizes with the null stream). It is a registered stream, so
+/// `hipDeviceSynchronize` waits for it and `hipDeviceReset` destroys it (a new one is made
+/// at the next use); it is destroyed at thread exit.
+fn per_thread_stream(t: &Tls) -> Result<usize, hipError_t> {
+    let gpu = t.gpu.get();
+    let mut pt = t.per_thread.borrow_mut();
+    if let Some(&(_, tok)) = pt.iter().find(|(g, _)| *g == gpu) {
+        if STREAMS.is_live(tok) {
+            return Ok(tok);
+        }
+    }
+    let st = device()?
+        .create_stream_with_flags(gpu, StreamFlags::DEFAULT)
+        .hip()?;
+    let tok = STREAMS.insert(st).ok_or(hipErrorOutOfMemory)?;
+    pt.retain(|(g, _)| *g != gpu);
+    pt.push((gpu, tok));
+    Ok(tok)
 }
 
 /// The stream of a `hipStream_t` (see [`with_stream`]).
@@ -183,7 +347,7 @@ fn with_event<R>(
     e: *mut c_void,
     f: impl FnOnce(&Arc<HipEvent>) -> Result<R, hipError_t>,
 ) -> Result<R, hipError_t> {
-    TLS.with(|t| handles::with(&t.events, &EVENTS, e as usize, f))
+    with_tls(|t| handles::with(&t.events, &EVENTS, e as usize, f))
         .unwrap_or(Err(hipErrorInvalidHandle))
 }
 
@@ -226,13 +390,15 @@ pub extern "C" fn hipGetErrorString(e: hipError_t) -> *const c_char {
 /// `hipGetLastError`: the thread's last error, then reset to hipSuccess.
 #[no_mangle]
 pub extern "C" fn hipGetLastError() -> hipError_t {
-    TLS.with(|t| t.last_error.replace(hipSuccess))
+    // SAFETY: the calling thread's own slot.
+    unsafe { std::mem::replace(&mut (*fast()).last_error, hipSuccess) }
 }
 
 /// `hipPeekAtLastError`: the thread's last error, kept.
 #[no_mangle]
 pub extern "C" fn hipPeekAtLastError() -> hipError_t {
-    TLS.with(|t| t.last_error.get())
+    // SAFETY: the calling thread's own slot.
+    unsafe { (*fast()).last_error }
 }
 
 // ---- device -----------------------------------------------------------------------------
@@ -258,7 +424,7 @@ pub extern "C" fn hipSetDevice(id: c_int) -> hipError_t {
         if i >= n {
             return Err(hipErrorInvalidDevice);
         }
-        TLS.with(|t| t.gpu.set(i));
+        with_tls(|t| t.gpu.set(i));
         Ok(())
     })())
 }
@@ -489,7 +655,7 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
             return Err(hipErrorInvalidHandle);
         }
         let st = STREAMS.remove(s as usize).ok_or(hipErrorInvalidHandle)?;
-        TLS.with(|t| t.streams.borrow_mut().forget(s as usize));
+        with_tls(|t| t.streams.borrow_mut().forget(s as usize));
         // Drained here, so that another thread's cached reference, dropped later, has
         // nothing left to wait for.
         // A failed stream's error is not the destroy's (as before: kfdrt drains on drop).
@@ -543,7 +709,7 @@ pub extern "C" fn hipStreamWriteValue32(
     value: u32,
     flags: c_uint,
 ) -> hipError_t {
-    ret_stream(s, |st| {
+    ret_stream(s, move |st| {
         st.write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
     })
@@ -557,7 +723,7 @@ pub extern "C" fn hipStreamWriteValue64(
     value: u64,
     flags: c_uint,
 ) -> hipError_t {
-    ret_stream(s, |st| {
+    ret_stream(s, move |st| {
         st.write_value64(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
     })
@@ -631,6 +797,85 @@ pub extern "C" fn hipStreamAddCallback(
     })())
 }
 
+// ---- per-thread default stream: the `_spt` forms -------------------------------------------
+//
+// A program built with `HIP_API_PER_THREAD_DEFAULT_STREAM` (or hipcc
+// `-fgpu-default-stream=per-thread`) calls these; as CLR's, each is its plain form with a
+// null stream meaning the thread's per-thread stream (`hipStreamPerThread`).
+
+/// `hipStreamQuery_spt`.
+#[no_mangle]
+pub extern "C" fn hipStreamQuery_spt(s: *mut c_void) -> hipError_t {
+    hipStreamQuery(spt(s))
+}
+
+/// `hipStreamSynchronize_spt`.
+#[no_mangle]
+pub extern "C" fn hipStreamSynchronize_spt(s: *mut c_void) -> hipError_t {
+    hipStreamSynchronize(spt(s))
+}
+
+/// `hipStreamGetFlags_spt`.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetFlags_spt(s: *mut c_void, flags: *mut c_uint) -> hipError_t {
+    // SAFETY: same contract.
+    unsafe { hipStreamGetFlags(spt(s), flags) }
+}
+
+/// `hipStreamGetPriority_spt`.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetPriority_spt(s: *mut c_void, p: *mut c_int) -> hipError_t {
+    // SAFETY: same contract.
+    unsafe { hipStreamGetPriority(spt(s), p) }
+}
+
+/// `hipStreamWaitEvent_spt`.
+#[no_mangle]
+pub extern "C" fn hipStreamWaitEvent_spt(
+    s: *mut c_void,
+    e: *mut c_void,
+    flags: c_uint,
+) -> hipError_t {
+    hipStreamWaitEvent(spt(s), e, flags)
+}
+
+/// `hipMemcpy_spt`: `hipMemcpy` ordered on the per-thread stream, waited for.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpy_spt(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    _kind: hipMemcpyKind,
+) -> hipError_t {
+    ret_stream(HIP_STREAM_PER_THREAD as *mut c_void, |st| {
+        // SAFETY: as hipMemcpy.
+        unsafe { st.memcpy_staged(dst as u64, src as u64, size as u64) }.hip()?;
+        st.synchronize().hip()
+    })
+}
+
+/// `hipMemcpyAsync_spt`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyAsync_spt(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: hipMemcpyKind,
+    s: *mut c_void,
+) -> hipError_t {
+    // SAFETY: same contract.
+    unsafe { hipMemcpyAsync(dst, src, size, kind, spt(s)) }
+}
+
+/// `hipMemset_spt`: `hipMemset` ordered on the per-thread stream, waited for.
+#[no_mangle]
+pub extern "C" fn hipMemset_spt(dst: *mut c_void, value: c_int, size: usize) -> hipError_t {
+    ret_stream(HIP_STREAM_PER_THREAD as *mut c_void, |st| {
+        st.memset(dst as u64, value as u8, size as u64).hip()?;
+        st.synchronize().hip()
+    })
+}
+
 // ---- events -----------------------------------------------------------------------------
 
 /// `hipEventCreateWithFlags`.
@@ -664,18 +909,16 @@ pub unsafe extern "C" fn hipEventCreate(e: *mut *mut c_void) -> hipError_t {
 /// `hipEventRecord`.
 #[no_mangle]
 pub extern "C" fn hipEventRecord(e: *mut c_void, s: *mut c_void) -> hipError_t {
-    TLS.with(|t| {
-        let r = handles::with(&t.events, &EVENTS, e as usize, |ev| {
+    let r = with_tls(|t| {
+        handles::with(&t.events, &EVENTS, e as usize, |ev| {
             with_stream_in(t, s, |st| match &**ev {
                 HipEvent::Local(ev) => ev.record(st).hip(),
                 HipEvent::Ipc(ev) => ev.record(st).hip(),
             })
         })
-        .unwrap_or(Err(hipErrorInvalidHandle));
-        let e = r.err().unwrap_or(hipSuccess);
-        t.last_error.set(e);
-        e
-    })
+        .unwrap_or(Err(hipErrorInvalidHandle))
+    });
+    ret(r)
 }
 
 /// `hipEventSynchronize`.
@@ -719,7 +962,7 @@ pub unsafe extern "C" fn hipEventElapsedTime(
 #[no_mangle]
 pub extern "C" fn hipEventDestroy(e: *mut c_void) -> hipError_t {
     let r = EVENTS.remove(e as usize).map(drop);
-    TLS.with(|t| t.events.borrow_mut().forget(e as usize));
+    with_tls(|t| t.events.borrow_mut().forget(e as usize));
     ret(r.ok_or(hipErrorInvalidHandle))
 }
 
@@ -747,6 +990,7 @@ fn free(p: *mut c_void, want: &[MemoryKind]) -> Result<(), hipError_t> {
         Some(b) if want.contains(&b.kind()) => {
             m.remove(&(p as u64));
             lock(&IPC_EXPORTS).remove(&(p as u64));
+            lock(&HOST_FLAGS).remove(&(p as u64));
             Ok(())
         }
         _ => Err(hipErrorInvalidValue),
@@ -759,7 +1003,9 @@ pub unsafe extern "C" fn hipMalloc(p: *mut *mut c_void, size: usize) -> hipError
     ret(alloc(p, MemoryKind::Device, size))
 }
 
-/// `hipExtMallocWithFlags`: `hipDeviceMallocDefault` or `hipMallocSignalMemory`.
+/// `hipExtMallocWithFlags`: `hipDeviceMallocDefault` or `hipMallocSignalMemory` (8 bytes
+/// only, as CLR 5.2); `hipDeviceMallocFinegrained` is NotSupported (kfdrt has no
+/// fine-grained VRAM kind); any other value is InvalidValue (CLR 5.2 `hipExtMallocWithFlags`).
 #[no_mangle]
 pub unsafe extern "C" fn hipExtMallocWithFlags(
     p: *mut *mut c_void,
@@ -768,8 +1014,10 @@ pub unsafe extern "C" fn hipExtMallocWithFlags(
 ) -> hipError_t {
     ret(match flags {
         hipDeviceMallocDefault => alloc(p, MemoryKind::Device, size),
+        hipMallocSignalMemory if size != 8 => Err(hipErrorInvalidValue),
         hipMallocSignalMemory => alloc(p, MemoryKind::Signal, size),
-        _ => Err(hipErrorNotSupported),
+        hipDeviceMallocFinegrained => Err(hipErrorNotSupported),
+        _ => Err(hipErrorInvalidValue),
     })
 }
 
@@ -790,18 +1038,83 @@ pub extern "C" fn hipFree(p: *mut c_void) -> hipError_t {
     })
 }
 
-/// `hipHostMalloc`: pinned host memory (only `hipHostMallocDefault`).
+/// `hipHostMalloc`: pinned host memory (kfdrt `MemoryKind::HostPinned`: coherent GTT
+/// memory, mapped on every GPU at the same address as on the CPU). So `Portable` and
+/// `Mapped` hold for every allocation and `Coherent` is what it is; `NonCoherent` and
+/// `WriteCombined` only relax guarantees (CLR's coarse-grained memory, a CPU write-combining
+/// hint CLR does not act on either), and the coherent memory given meets them.
+/// `Coherent | NonCoherent` is InvalidValue (CLR 5.2 `hipHostMalloc`); `NumaUser`
+/// (allocate by the thread's NUMA policy) is NotSupported: the pages come from KFD's GTT
+/// allocation in the kernel, which no process policy steers. Bits the 5.2 header does not
+/// define are accepted and kept for `hipHostGetFlags`, as CLR 5.2 does (measured).
 #[no_mangle]
 pub unsafe extern "C" fn hipHostMalloc(
     p: *mut *mut c_void,
     size: usize,
     flags: c_uint,
 ) -> hipError_t {
-    ret(if flags == hipHostMallocDefault {
-        alloc(p, MemoryKind::HostPinned, size)
-    } else {
+    let both = hipHostMallocCoherent | hipHostMallocNonCoherent;
+    ret(if p.is_null() || flags & both == both {
+        Err(hipErrorInvalidValue)
+    } else if flags & hipHostMallocNumaUser != 0 {
         Err(hipErrorNotSupported)
+    } else {
+        alloc(p, MemoryKind::HostPinned, size).map(|()| {
+            // SAFETY: `alloc` wrote the out-pointer, checked non-null above.
+            let va = unsafe { *p } as u64;
+            if va != 0 {
+                lock(&HOST_FLAGS).insert(va, flags);
+            }
+        })
     })
+}
+
+/// The buffer of this library's allocators that holds `a`: its base and kind.
+fn buffer_at(a: u64) -> Option<(u64, MemoryKind)> {
+    let m = buffers();
+    m.range(..=a)
+        .next_back()
+        .filter(|(va, b)| a < *va + b.len() as u64)
+        .map(|(va, b)| (*va, b.kind()))
+}
+
+/// `hipHostGetDevicePointer`: the GPU address of host memory this library allocated or
+/// registered (or of any of its buffers, as CLR): the same address, since kfdrt maps
+/// every buffer at its CPU address. `flags` has no defined value and is ignored, as by
+/// CLR 5.2 (measured); unknown memory is InvalidValue.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostGetDevicePointer(
+    dev: *mut *mut c_void,
+    host: *mut c_void,
+    _flags: c_uint,
+) -> hipError_t {
+    ret((|| {
+        if dev.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        buffer_at(host as u64).ok_or(hipErrorInvalidValue)?;
+        out(dev, host)
+    })())
+}
+
+/// `hipHostGetFlags`: the flags `hipHostMalloc` or `hipHostRegister` was given for the
+/// allocation holding `host`, all of them (CLR 5.2 keeps them shifted left by 16 in a
+/// 32-bit word, so it reports NumaUser, Coherent and NonCoherent as 0). Other memory is
+/// InvalidValue.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostGetFlags(f: *mut c_uint, host: *mut c_void) -> hipError_t {
+    ret((|| {
+        if f.is_null() || host.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let flags = match buffer_at(host as u64) {
+            Some((va, MemoryKind::HostPinned | MemoryKind::Userptr)) => {
+                lock(&HOST_FLAGS).get(&va).copied()
+            }
+            _ => None,
+        };
+        out(f, flags.ok_or(hipErrorInvalidValue)?)
+    })())
 }
 
 /// `hipHostFree`.
@@ -829,6 +1142,7 @@ pub unsafe extern "C" fn hipHostRegister(p: *mut c_void, size: usize, flags: c_u
         // allocated until hipHostUnregister (HIP's contract).
         let b = unsafe { device()?.register_host_memory(p as *mut u8, size) }.hip()?;
         m.insert(p as u64, b);
+        lock(&HOST_FLAGS).insert(p as u64, flags);
         Ok(())
     })())
 }
@@ -953,7 +1267,7 @@ pub unsafe extern "C" fn hipMallocAsync(
     if p.is_null() {
         return ret(Err(hipErrorInvalidValue));
     }
-    ret_stream(s, |st| {
+    ret_stream(s, move |st| {
         let va = st.malloc_async(size).hip()?.into_raw();
         out(p, va as *mut c_void)
     })
@@ -962,7 +1276,7 @@ pub unsafe extern "C" fn hipMallocAsync(
 /// `hipFreeAsync`.
 #[no_mangle]
 pub extern "C" fn hipFreeAsync(p: *mut c_void, s: *mut c_void) -> hipError_t {
-    ret_stream(s, |st| st.free_ptr_async(p as u64).hip())
+    ret_stream(s, move |st| st.free_ptr_async(p as u64).hip())
 }
 
 // ---- versions ---------------------------------------------------------------------------
@@ -1057,10 +1371,11 @@ pub extern "C" fn hipDeviceReset() -> hipError_t {
         // A failed stream's error is not the reset's: the reset discards that state.
         let _ = hipDeviceSynchronize();
         STREAMS.retain(|s| s.gpu_index() != gpu);
-        TLS.with(|t| *t.streams.borrow_mut() = Cache::new());
+        with_tls(|t| *t.streams.borrow_mut() = Cache::new());
         let mut m = buffers();
         m.retain(|_, b| b.gpu_index() != gpu);
         lock(&IPC_EXPORTS).retain(|va, _| m.contains_key(va));
+        lock(&HOST_FLAGS).retain(|va, _| m.contains_key(va));
         drop(m);
         crate::kernel::reset_gpu(gpu);
         Ok(())
@@ -1247,6 +1562,10 @@ pub unsafe extern "C" fn hipIpcOpenEventHandle(
 }
 
 // ---- not modelled yet: explicit hipErrorNotSupported -------------------------------------
+//
+// The `_spt` forms of calls whose plain forms this library does not have (2D/3D copies and
+// sets, arrays, cooperative launches): exported so that a per-thread-stream program loads,
+// and failing clearly when it calls them.
 
 macro_rules! not_supported {
     ($($name:ident),* $(,)?) => {$(
@@ -1259,6 +1578,11 @@ macro_rules! not_supported {
 }
 
 not_supported!(
-    hipMemExportToShareableHandle,
-    hipMemImportFromShareableHandle,
+    hipLaunchCooperativeKernel_spt,
+    hipMemcpy2D_spt,
+    hipMemcpy2DToArray_spt,
+    hipMemcpy2DFromArray_spt,
+    hipMemcpy3D_spt,
+    hipMemset2D_spt,
+    hipMemset3D_spt,
 );

@@ -184,6 +184,14 @@ impl<T> Registry<T> {
         }
     }
 
+    /// The token of the first live object `pred` accepts.
+    pub fn find(&self, mut pred: impl FnMut(&T) -> bool) -> Option<usize> {
+        self.live()
+            .into_iter()
+            .find(|(_, a)| pred(a))
+            .map(|(t, _)| t)
+    }
+
     /// Every live object.
     pub fn all(&self) -> Vec<Arc<T>> {
         self.live().into_iter().map(|(_, a)| a).collect()
@@ -231,7 +239,7 @@ impl<T> Cache<T> {
 
 /// Run `f` on the live object of `token`, looked up through the thread's `cache` first.
 /// `None` when `token` is not a live handle of `reg`.
-#[inline]
+#[inline(always)]
 pub fn with<T, R>(
     cache: &RefCell<Cache<T>>,
     reg: &'static Registry<T>,

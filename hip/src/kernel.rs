@@ -21,7 +21,6 @@ use crate::error::*;
 use crate::handles::Registry;
 use kfdrt::codeobj::ValueKind;
 use kfdrt::{Dim3, Kernel, KernelArgs, Module};
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -100,13 +99,6 @@ static RETIRED: Mutex<Vec<Module>> = Mutex::new(Vec::new());
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-thread_local! {
-    /// `<<<>>>` configurations pushed and not yet popped (nested launches in argument
-    /// expressions push twice).
-    static CALL_CONFIG: RefCell<Vec<(dim3, dim3, usize, *mut c_void)>> =
-        const { RefCell::new(Vec::new()) };
 }
 
 // ---- raw images -------------------------------------------------------------------------
@@ -393,7 +385,11 @@ pub extern "C" fn __hipPushCallConfiguration(
     shared: usize,
     stream: *mut c_void,
 ) -> hipError_t {
-    CALL_CONFIG.with(|c| c.borrow_mut().push((grid, block, shared, stream)));
+    crate::api::with_tls(|t| {
+        t.call_config
+            .borrow_mut()
+            .push((grid, block, shared, stream))
+    });
     ret(Ok(()))
 }
 
@@ -406,8 +402,7 @@ pub unsafe extern "C" fn __hipPopCallConfiguration(
     stream: *mut *mut c_void,
 ) -> hipError_t {
     ret((|| {
-        let (g, b, s, q) = CALL_CONFIG
-            .with(|c| c.borrow_mut().pop())
+        let (g, b, s, q) = crate::api::with_tls(|t| t.call_config.borrow_mut().pop())
             .ok_or(hipErrorInvalidConfiguration)?;
         out(grid, g)?;
         out(block, b)?;
@@ -618,18 +613,12 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// A warm launch target: (host stub, GPU), its kernel, argument layout and a reusable
 /// argument list.
-struct Warm {
+pub(crate) struct Warm {
     stub: usize,
     gpu: usize,
     kernel: Kernel,
     layout: ArgLayout,
     args: KernelArgs,
-}
-
-thread_local! {
-    /// Per thread: the launch targets used so far (a short list, most recent first), so a
-    /// `<<<>>>` launch takes no lock, hashes nothing and allocates nothing once warm.
-    static LAUNCH_CACHE: RefCell<(u64, Vec<Warm>)> = const { RefCell::new((0, Vec::new())) };
 }
 
 /// `hipLaunchKernel`: the kernel registered for host stub `f`.
@@ -642,12 +631,12 @@ pub unsafe extern "C" fn hipLaunchKernel(
     shared: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    ret_stream(s, |st| {
+    ret_stream(s, move |st| {
         let gpu = st.gpu_index();
         let generation = GENERATION.load(Ordering::Acquire);
         let stub = f as usize;
-        LAUNCH_CACHE.with(|c| {
-            let mut c = c.borrow_mut();
+        crate::api::with_tls(|t| {
+            let mut c = t.launch_cache.borrow_mut();
             let c = &mut *c;
             if c.0 != generation {
                 *c = (generation, Vec::new());
@@ -947,6 +936,61 @@ pub unsafe extern "C" fn hipMemcpyFromSymbolAsync(
         let src = symbol_range(sym, offset, size)?;
         // SAFETY: as hipMemcpyAsync.
         match unsafe { crate::api::hipMemcpyAsync(dst, src as *const c_void, size, kind, stream) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
+    })())
+}
+
+/// `hipLaunchKernel_spt`: a null stream is the thread's per-thread stream (what hipcc
+/// `-fgpu-default-stream=per-thread` stubs call).
+#[no_mangle]
+pub unsafe extern "C" fn hipLaunchKernel_spt(
+    f: *const c_void,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    // SAFETY: same contract.
+    unsafe { hipLaunchKernel(f, grid, block, args, shared, crate::api::spt(s)) }
+}
+
+/// `hipMemcpyToSymbol_spt`: as `hipMemcpyToSymbol`, ordered on the per-thread stream and
+/// waited for.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyToSymbol_spt(
+    sym: *const c_void,
+    src: *const c_void,
+    size: usize,
+    offset: usize,
+    kind: c_int,
+) -> hipError_t {
+    ret((|| {
+        let dst = symbol_range(sym, offset, size)?;
+        // SAFETY: as hipMemcpy_spt; the destination is checked above.
+        match unsafe { crate::api::hipMemcpy_spt(dst as *mut c_void, src, size, kind) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
+    })())
+}
+
+/// `hipMemcpyFromSymbol_spt`: as `hipMemcpyFromSymbol`, ordered on the per-thread stream
+/// and waited for.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyFromSymbol_spt(
+    dst: *mut c_void,
+    sym: *const c_void,
+    size: usize,
+    offset: usize,
+    kind: c_int,
+) -> hipError_t {
+    ret((|| {
+        let src = symbol_range(sym, offset, size)?;
+        // SAFETY: as hipMemcpy_spt; the source is checked above.
+        match unsafe { crate::api::hipMemcpy_spt(dst, src as *const c_void, size, kind) } {
             hipSuccess => Ok(()),
             e => Err(e),
         }

@@ -142,6 +142,9 @@ pub fn table() -> String {
         hipEventBlockingSync, hipEventDisableTiming, hipEventInterprocess, hipHostMallocDefault,
         hipDeviceMallocDefault, hipMallocSignalMemory, hipHostRegisterDefault,
         hipHostRegisterPortable, hipHostRegisterMapped, hipIpcMemLazyEnablePeerAccess);
+    rows!(o; value hipHostMallocPortable, hipHostMallocMapped, hipHostMallocWriteCombined,
+        hipHostMallocNumaUser, hipHostMallocCoherent, hipHostMallocNonCoherent,
+        hipDeviceMallocFinegrained);
     rows!(o; value hipMemPoolReuseFollowEventDependencies, hipMemPoolReuseAllowOpportunistic, hipMemPoolReuseAllowInternalDependencies, hipMemPoolAttrReleaseThreshold, hipMemPoolAttrReservedMemCurrent, hipMemPoolAttrReservedMemHigh, hipMemPoolAttrUsedMemCurrent, hipMemPoolAttrUsedMemHigh);
     rows!(o; value hipDeviceAttributeCanMapHostMemory, hipDeviceAttributeClockRate, hipDeviceAttributeConcurrentKernels, hipDeviceAttributeL2CacheSize, hipDeviceAttributeComputeCapabilityMajor, hipDeviceAttributeComputeCapabilityMinor, hipDeviceAttributeManagedMemory, hipDeviceAttributeMaxThreadsPerMultiProcessor, hipDeviceAttributeMultiprocessorCount, hipDeviceAttributePciBusId, hipDeviceAttributePciDeviceId, hipDeviceAttributePciDomainID, hipDeviceAttributeMaxSharedMemoryPerBlock, hipDeviceAttributeTotalGlobalMem, hipDeviceAttributeWarpSize, hipDeviceAttributeIsLargeBar);
     o.extend(ERROR_VALUES.iter().map(|(n, v)| format!("value {n} {v}")));

@@ -74,6 +74,20 @@ pub const hipEventDisableTiming: c_uint = 2;
 pub const hipEventInterprocess: c_uint = 4;
 /// `hipHostMalloc` flag `hipHostMallocDefault`.
 pub const hipHostMallocDefault: c_uint = 0;
+/// `hipHostMalloc` flag `hipHostMallocPortable`.
+pub const hipHostMallocPortable: c_uint = 0x1;
+/// `hipHostMalloc` flag `hipHostMallocMapped`.
+pub const hipHostMallocMapped: c_uint = 0x2;
+/// `hipHostMalloc` flag `hipHostMallocWriteCombined`.
+pub const hipHostMallocWriteCombined: c_uint = 0x4;
+/// `hipHostMalloc` flag `hipHostMallocNumaUser`.
+pub const hipHostMallocNumaUser: c_uint = 0x2000_0000;
+/// `hipHostMalloc` flag `hipHostMallocCoherent`.
+pub const hipHostMallocCoherent: c_uint = 0x4000_0000;
+/// `hipHostMalloc` flag `hipHostMallocNonCoherent`.
+pub const hipHostMallocNonCoherent: c_uint = 0x8000_0000;
+/// `hipExtMallocWithFlags` flag `hipDeviceMallocFinegrained`.
+pub const hipDeviceMallocFinegrained: c_uint = 1;
 /// `hipExtMallocWithFlags` flag `hipDeviceMallocDefault`.
 pub const hipDeviceMallocDefault: c_uint = 0;
 /// `hipExtMallocWithFlags` flag `hipMallocSignalMemory`.

@@ -7,15 +7,36 @@ use crate::handles::Registry;
 use crate::types::*;
 use kfdrt::{AccessDesc, AccessFlags, AllocationType, GranularityOption, HandleType, Location};
 use kfdrt::{MemAllocationProp, MemHandle};
-use std::ffi::{c_ulonglong, c_void};
+use std::ffi::{c_int, c_ulonglong, c_void};
+use std::os::fd::{BorrowedFd, IntoRawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-static HANDLES: Registry<MemHandle> = Registry::new(7);
+/// A `hipMemGenericAllocationHandle_t`: kfdrt's handle and the references the program
+/// holds through this token (create/import/retain take one, `hipMemRelease` drops one;
+/// the token dies with the last). Mappings hold their own references inside kfdrt.
+struct VmmHandle {
+    mh: MemHandle,
+    refs: AtomicUsize,
+}
+
+static HANDLES: Registry<VmmHandle> = Registry::new(7);
 
 fn handle(h: *mut c_void) -> Result<MemHandle, hipError_t> {
     HANDLES
         .get(h as usize)
-        .map(|h| *h)
+        .map(|h| h.mh)
         .ok_or(hipErrorInvalidValue)
+}
+
+/// A new token for `mh` with one reference.
+fn register(mh: MemHandle) -> Result<*mut c_void, hipError_t> {
+    crate::api::register(
+        &HANDLES,
+        VmmHandle {
+            mh,
+            refs: AtomicUsize::new(1),
+        },
+    )
 }
 
 fn location(l: &hipMemLocation) -> Result<Location, hipError_t> {
@@ -92,7 +113,7 @@ pub unsafe extern "C" fn hipMemCreate(
             return Err(hipErrorInvalidValue);
         }
         let mh = device()?.mem_create(size, &prop(p)?, flags).hip()?;
-        out(h, crate::api::register(&HANDLES, mh)?)
+        out(h, register(mh)?)
     })())
 }
 
@@ -100,8 +121,20 @@ pub unsafe extern "C" fn hipMemCreate(
 #[no_mangle]
 pub extern "C" fn hipMemRelease(h: *mut c_void) -> hipError_t {
     ret((|| {
-        device()?.mem_release(handle(h)?).hip()?;
-        HANDLES.remove(h as usize);
+        let v = HANDLES.get(h as usize).ok_or(hipErrorInvalidValue)?;
+        // Take one of the program's references first: a concurrent double release of the
+        // last one fails here instead of reaching kfdrt twice.
+        let n = v
+            .refs
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .map_err(|_| hipErrorInvalidValue)?;
+        if let Err(e) = device().and_then(|d| d.mem_release(v.mh).hip()) {
+            v.refs.fetch_add(1, Ordering::AcqRel);
+            return Err(e);
+        }
+        if n == 1 {
+            HANDLES.remove(h as usize);
+        }
         Ok(())
     })())
 }
@@ -170,5 +203,131 @@ pub unsafe extern "C" fn hipMemGetAccess(
         let l = location(unsafe { &*loc })?;
         let f = device()?.mem_get_access(l, ptr as u64).hip()?;
         out(flags, f.raw())
+    })())
+}
+
+/// `hipMemExportToShareableHandle`: a new dmabuf fd of the allocation (kfdrt
+/// `Device::mem_export_to_shareable_handle`, close-on-exec), written to the `int` that
+/// `shareable` points to; the caller owns it. The allocation must have been created with
+/// `hipMemHandleTypePosixFileDescriptor`; Win32 types are NotSupported.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemExportToShareableHandle(
+    shareable: *mut c_void,
+    h: *mut c_void,
+    handle_type: u32,
+    flags: c_ulonglong,
+) -> hipError_t {
+    ret((|| {
+        if shareable.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let fd = device()?
+            .mem_export_to_shareable_handle(
+                handle(h)?,
+                arg(HandleType::from_raw(handle_type))?,
+                flags,
+            )
+            .hip()?;
+        out(shareable as *mut c_int, fd.into_raw_fd())
+    })())
+}
+
+/// `hipMemImportFromShareableHandle`: a handle of the allocation behind a dmabuf fd
+/// passed by value in `os_handle` (`(void*)(uintptr_t)fd`, as CUDA and CLR); the fd stays
+/// the caller's. A null `os_handle` or an fd that is not a GPU dmabuf of this device is
+/// InvalidValue (CLR's code for a failed import); Win32 types are NotSupported.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemImportFromShareableHandle(
+    h: *mut *mut c_void,
+    os_handle: *mut c_void,
+    handle_type: u32,
+) -> hipError_t {
+    ret((|| {
+        if h.is_null() || os_handle.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let fd = c_int::try_from(os_handle as usize).map_err(|_| hipErrorInvalidValue)?;
+        // SAFETY: the caller passes an open fd it keeps open during the call (HIP's
+        // contract); kfdrt only queries and duplicates it, so a closed number fails with
+        // EBADF (InvalidValue) rather than touching another object.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let mh = device()?
+            .mem_import_from_shareable_handle(fd, arg(HandleType::from_raw(handle_type))?)
+            .hip()?;
+        out(h, register(mh)?)
+    })())
+}
+
+/// `hipMemGetAllocationPropertiesFromHandle`: the properties given to `hipMemCreate`; for
+/// an imported handle, Pinned on the exporting GPU, PosixFileDescriptor.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemGetAllocationPropertiesFromHandle(
+    p: *mut hipMemAllocationProp,
+    h: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        if p.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let m = device()?
+            .mem_get_allocation_properties_from_handle(handle(h)?)
+            .hip()?;
+        let (ltype, lid) = m.location.raw();
+        // SAFETY: hipMemAllocationProp is integers and a pointer: all-zero is valid.
+        let mut v: hipMemAllocationProp = unsafe { std::mem::zeroed() };
+        v.type_ = m.alloc_type.raw() as _;
+        v.requestedHandleType = m.requested_handle_type.raw() as _;
+        v.location.type_ = ltype as _;
+        v.location.id = lid;
+        v.compressionType = m.alloc_flags.compression_type;
+        v.usage = m.alloc_flags.usage;
+        out(p, v)
+    })())
+}
+
+/// `hipMemRetainAllocationHandle`: the handle of the allocation mapped at `addr` (anywhere
+/// inside a mapping), with a new reference to release with `hipMemRelease`; the same
+/// `hipMemGenericAllocationHandle_t` while the program holds one. Nothing mapped there is
+/// InvalidValue.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemRetainAllocationHandle(
+    h: *mut *mut c_void,
+    addr: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        if h.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        let dev = device()?;
+        let mh = dev.mem_retain_allocation_handle(addr as u64).hip()?;
+        let token = HANDLES.find(|v| {
+            v.mh == mh && {
+                // Joins a token only while the program still holds it.
+                let mut n = v.refs.load(Ordering::Acquire);
+                loop {
+                    if n == 0 {
+                        break false;
+                    }
+                    match v
+                        .refs
+                        .compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Acquire)
+                    {
+                        Ok(_) => break true,
+                        Err(x) => n = x,
+                    }
+                }
+            }
+        });
+        let t = match token {
+            Some(t) => t as *mut c_void,
+            None => match register(mh) {
+                Ok(t) => t,
+                Err(e) => {
+                    let _ = dev.mem_release(mh);
+                    return Err(e);
+                }
+            },
+        };
+        out(h, t)
     })())
 }

@@ -140,6 +140,86 @@ fn ipc_memory_and_pool_handles_between_two_processes() {
 }
 
 #[test]
+fn per_thread_default_stream_through_the_spt_entry_points() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-spt");
+    compile("g++", "spt.cpp", &exe, &["-lamdhip64", "-lpthread"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu:mi250x");
+    let (ok, out, err) = run(cmd, Duration::from_secs(180));
+    assert!(ok, "spt program failed:\n{out}{err}");
+    assert!(out.contains("spt checks passed: "), "{out}");
+    assert!(err.is_empty(), "stderr not empty:\n{err}");
+}
+
+#[test]
+fn vmm_shareable_handles_in_process_and_across_fork() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-vmm");
+    compile("g++", "vmm.cpp", &exe, &["-lamdhip64"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu:mi250x");
+    let (ok, out, err) = run(cmd, Duration::from_secs(180));
+    assert!(ok, "vmm program failed:\n{out}{err}");
+    assert!(out.contains("child checks passed: "), "{out}");
+    assert!(out.contains("parent checks passed: "), "{out}");
+    assert!(err.is_empty(), "stderr not empty:\n{err}");
+}
+
+/// `tests/c/clr_parity.cpp` on this library prints what Debian's CLR 5.2 printed
+/// (`abi/clr_parity.txt`, measured under `kfdrt emu-run`), except the deliberate
+/// differences: `hipHostMallocNumaUser` is NotSupported (KFD's GTT pages follow no process
+/// NUMA policy), `hipHostGetFlags` returns Coherent/NonCoherent (CLR 5.2 loses bits >= 16),
+/// fine-grained VRAM is NotSupported (CLR fails it with OutOfMemory on the emulator).
+#[test]
+fn answers_match_clr_5_2_measured() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-clr-parity");
+    compile("g++", "clr_parity.cpp", &exe, &["-lamdhip64"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu:mi250x");
+    let (ok, out, err) = run(cmd, Duration::from_secs(120));
+    assert!(ok, "clr_parity failed:\n{out}{err}");
+    let clr =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("abi/clr_parity.txt"))
+            .expect("abi/clr_parity.txt");
+    let differences = [
+        (
+            "hipHostMalloc(&p, 4096, hipHostMallocNumaUser)                         hipSuccess",
+            "hipHostMalloc(&p, 4096, hipHostMallocNumaUser)                         hipErrorNotSupported",
+        ),
+        (
+            "hostMalloc 0x40000000 -> hipSuccess, getFlags hipSuccess 0x0",
+            "hostMalloc 0x40000000 -> hipSuccess, getFlags hipSuccess 0x40000000",
+        ),
+        (
+            "hostMalloc 0x80000000 -> hipSuccess, getFlags hipSuccess 0x0",
+            "hostMalloc 0x80000000 -> hipSuccess, getFlags hipSuccess 0x80000000",
+        ),
+        (
+            "hipExtMallocWithFlags(&p, 4096, hipDeviceMallocFinegrained)            hipErrorOutOfMemory",
+            "hipExtMallocWithFlags(&p, 4096, hipDeviceMallocFinegrained)            hipErrorNotSupported",
+        ),
+    ];
+    let want: Vec<String> = clr
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            differences
+                .iter()
+                .find(|(c, _)| *c == l)
+                .map_or(l.to_owned(), |(_, o)| (*o).to_owned())
+        })
+        .collect();
+    let got: Vec<&str> = out.lines().collect();
+    assert_eq!(got, want, "stderr:\n{err}");
+    assert_eq!(want.len(), 37);
+}
+
+#[test]
 fn exports_carry_debian_version_nodes() {
     let o = Command::new("readelf")
         .args(["--dyn-syms", "-W"])

@@ -141,15 +141,7 @@ fn json_escapes_and_parses() {
     // Error strings contain quotes-free text, but field values from WRITE_DATA
     // contain commas; check the JSON is valid by a small structural parse.
     let data = [1u32, 2, 3];
-    let p = Pm4Packet::WriteData(WriteData {
-        dst_sel: WriteDataDst::Memory,
-        addr_incr: true,
-        wr_confirm: true,
-        cache_policy: CachePolicy::Lru,
-        engine_sel: 0,
-        addr: 0x100,
-        data: &data,
-    });
+    let p = Pm4Packet::WriteData(WriteData::memory(0x100, &data));
     let mut buf = [0u32; 7];
     p.encode(GfxFamily::Gfx12, &mut buf).unwrap();
     let lines = disasm(Engine::Pm4, GfxFamily::Gfx12, &buf);

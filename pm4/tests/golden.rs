@@ -57,15 +57,7 @@ fn nop_header_only_and_padding() {
 #[test]
 fn write_data_memory() {
     let data = [0x1122_3344u32];
-    let p = Pm4Packet::WriteData(WriteData {
-        dst_sel: WriteDataDst::Memory,
-        addr_incr: true,
-        wr_confirm: true,
-        cache_policy: CachePolicy::Lru,
-        engine_sel: 0,
-        addr: 0x0000_7F12_3456_7008,
-        data: &data,
-    });
+    let p = Pm4Packet::WriteData(WriteData::memory(0x0000_7F12_3456_7008, &data));
     for fam in GfxFamily::ALL {
         // PACKET3(0x37, 3); DST_SEL(5)<<8 | WR_CONFIRM(1<<20); addr lo; addr hi; data
         assert_eq!(

@@ -158,8 +158,40 @@ int main(int argc, char** argv) {
   OK(hipGetLastError());
   report("kernelLaunch_enqueue", v);
 
+  // The same two batches with the stream held behind a host gate while they are enqueued:
+  // the emulated CP and shader (threads sharing the machine's cores with the enqueuing
+  // thread) have nothing to run during the timed loop, so these rows are the libraries'
+  // enqueue alone; the rows above also carry the emulator's concurrent execution of the
+  // batch. Neither batch fills a ring (32 packets of kfdrt's 1024-slot AQL ring, 32 small
+  // kernarg segments of its 1 MiB ring): no enqueue waits for the device in either form.
+  volatile unsigned* gate = (volatile unsigned*)(counter + 64);
+  *gate = 0;
+  unsigned g = 0;
+  v.clear();
+  for (int r = 0; r < rounds; r++) {
+    OK(hipStreamWaitValue32(s, (void*)gate, ++g, hipStreamWaitValueEq, ~0u));
+    double t = now_ns();
+    for (int i = 0; i < batch; i++) OK(hipStreamWriteValue32(s, sig, (unsigned)i, 0));
+    v.push_back((now_ns() - t) / batch);
+    __atomic_store_n(gate, g, __ATOMIC_RELEASE);
+    OK(hipStreamSynchronize(s));
+  }
+  report("writeValue32_enqueue_gated", v);
+
+  v.clear();
+  for (int r = 0; r < rounds; r++) {
+    OK(hipStreamWaitValue32(s, (void*)gate, ++g, hipStreamWaitValueEq, ~0u));
+    double t = now_ns();
+    for (int i = 0; i < batch; i++) empty_kernel<<<1, 64, 0, s>>>(counter);
+    v.push_back((now_ns() - t) / batch);
+    __atomic_store_n(gate, g, __ATOMIC_RELEASE);
+    OK(hipStreamSynchronize(s));
+  }
+  OK(hipGetLastError());
+  report("kernelLaunch_enqueue_gated", v);
+
   int h = __atomic_load_n(counter, __ATOMIC_ACQUIRE);
-  int launches = 1 + rounds * batch;
+  int launches = 1 + 2 * rounds * batch;
   std::printf("kernel_count %d expected %d\n", h, launches);
   std::fflush(stdout);
   OK(hipEventDestroy(ev));

@@ -105,7 +105,8 @@ OPTIONS:
     --list            list the checks with what each asserts, and exit (JSON with --json)
     --inject-fault    self-test of the checker: add `selftest.injected_fault`, which
                       provokes a queue fault while expecting a fault-free run, so it
-                      FAILS and the run exits 1
+                      FAILS and the run exits 1, and the cleanup self-tests (a check
+                      ending early or panicking while its stream waits)
 
 EXIT CODES:
     0 every check passed or was skipped; 1 some check failed; 2 usage error (including

@@ -396,6 +396,34 @@ struct Image {
 }
 
 impl Image {
+    /// An empty image of file `name` (`gpu`: its gpu_id and target).
+    fn new(name: String, engine: &'static str, gpu: (u32, &str), queue: u32, ib_depth: u8) -> Self {
+        Image {
+            file: DumpFile {
+                name,
+                engine,
+                gfx: gpu.1.to_string(),
+                gpu_id: gpu.0,
+                queue,
+                ib_depth,
+                packets: 0,
+            },
+            words: Vec::new(),
+            last_off: None,
+            order: 0,
+        }
+    }
+
+    /// [`Image::place`]; the image takes its place in the dump order (`next`) with its
+    /// first packet.
+    fn add(&mut self, offset: u64, words: &[u32], next: &mut usize) {
+        if self.file.packets == 0 {
+            self.order = *next;
+            *next += 1;
+        }
+        self.place(offset, words);
+    }
+
     /// Place a packet's dwords at byte `offset` (gaps stay zero).
     fn place(&mut self, offset: u64, words: &[u32]) {
         let at = (offset / 4) as usize;
@@ -472,29 +500,15 @@ pub fn dump_rings(
                 *laps.entry(key).or_insert(0) += 1;
             }
             let lap = laps.get(&key).copied().unwrap_or(0);
-            let img = rings.entry(key).or_insert_with(|| Image {
-                file: DumpFile {
-                    name: if lap == 0 {
-                        format!("gpu{idx}-{gfx}-q{q}-{ring_engine}-ring.bin")
-                    } else {
-                        format!("gpu{idx}-{gfx}-q{q}-{ring_engine}-ring-lap{lap}.bin")
-                    },
-                    engine: ring_engine,
-                    gfx: gfx.clone(),
-                    gpu_id: ev.gpu_id,
-                    queue: q,
-                    ib_depth: 0,
-                    packets: 0,
-                },
-                words: Vec::new(),
-                last_off: None,
-                order: 0,
+            let img = rings.entry(key).or_insert_with(|| {
+                let name = if lap == 0 {
+                    format!("gpu{idx}-{gfx}-q{q}-{ring_engine}-ring.bin")
+                } else {
+                    format!("gpu{idx}-{gfx}-q{q}-{ring_engine}-ring-lap{lap}.bin")
+                };
+                Image::new(name, ring_engine, (ev.gpu_id, &gfx), q, 0)
             });
-            if img.file.packets == 0 {
-                img.order = next_order;
-                next_order += 1;
-            }
-            img.place(*offset, words);
+            img.add(*offset, words, &mut next_order);
         } else {
             let engine = if ring_engine == "sdma" { "sdma" } else { "pm4" };
             let key = (ev.gpu_id, q, *ib_depth, *ib_va);
@@ -507,34 +521,18 @@ pub fn dump_rings(
             let img = ibs.entry(key).or_insert_with(|| {
                 let seq = ib_seq.entry((ev.gpu_id, q)).or_insert(0);
                 *seq += 1;
-                Image {
-                    file: DumpFile {
-                        name: format!(
-                            "gpu{idx}-{gfx}-q{q}-ib{:04}-{engine}-{ib_va:#x}{}.bin",
-                            *seq - 1,
-                            if *ib_depth > 1 {
-                                format!("-depth{ib_depth}")
-                            } else {
-                                String::new()
-                            }
-                        ),
-                        engine,
-                        gfx: gfx.clone(),
-                        gpu_id: ev.gpu_id,
-                        queue: q,
-                        ib_depth: *ib_depth,
-                        packets: 0,
-                    },
-                    words: Vec::new(),
-                    last_off: None,
-                    order: 0,
-                }
+                let name = format!(
+                    "gpu{idx}-{gfx}-q{q}-ib{:04}-{engine}-{ib_va:#x}{}.bin",
+                    *seq - 1,
+                    if *ib_depth > 1 {
+                        format!("-depth{ib_depth}")
+                    } else {
+                        String::new()
+                    }
+                );
+                Image::new(name, engine, (ev.gpu_id, &gfx), q, *ib_depth)
             });
-            if img.file.packets == 0 {
-                img.order = next_order;
-                next_order += 1;
-            }
-            img.place(*offset, words);
+            img.add(*offset, words, &mut next_order);
         }
     }
     done.extend(rings.into_values());

@@ -3,19 +3,13 @@
 //! callgrind counts runs its `launch` operation (values depend on the machine: checked for
 //! presence, units and sanity only).
 
-use std::process::Command;
+mod common;
 
-fn kfdrt(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_kfdrt"))
-        .args(args)
-        .env_remove("KFDRT_DEVICE")
-        .output()
-        .expect("run kfdrt")
-}
+use common::{bench_figures, kfdrt};
 
 #[test]
 fn kernel_launch_figures_are_selected_by_filter() {
-    let o = kfdrt(&[
+    let (figs, out) = bench_figures(&[
         "bench",
         "--quick",
         "--json",
@@ -24,15 +18,6 @@ fn kernel_launch_figures_are_selected_by_filter() {
         "--filter",
         "kernel launch",
     ]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
-    let figs = v["figures"].as_array().expect("figures");
     for (name, unit) in [
         ("kernel launch enqueue (empty kernel)", "ns/op"),
         ("kernel launch->completion (empty kernel, host spin)", "ns"),

@@ -2,26 +2,15 @@
 //! cores and the emulator/host time ratio, for saxpy, a tiled SGEMM and an LDS reduction
 //! (values depend on the machine: checked for presence, units and sanity only).
 
-use std::process::Command;
+mod common;
+
+use common::bench_figures;
 
 #[test]
 fn shader_figures_are_reported_for_each_kernel() {
-    let o = Command::new(env!("CARGO_BIN_EXE_kfdrt"))
-        .args([
-            "bench", "--quick", "--json", "--device", "emu", "--filter", "shader",
-        ])
-        .env_remove("KFDRT_DEVICE")
-        .output()
-        .expect("run kfdrt");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
-    let figs = v["figures"].as_array().expect("figures");
+    let (figs, out) = bench_figures(&[
+        "bench", "--quick", "--json", "--device", "emu", "--filter", "shader",
+    ]);
     for k in ["saxpy 16M", "sgemm 512^3 tiled", "LDS reduction 16M"] {
         let get = |what: &str| -> (f64, String) {
             let name = format!("shader {k}: {what}");

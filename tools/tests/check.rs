@@ -1,21 +1,8 @@
 //! End-to-end tests of `kfdrt check` on the emulator: output, JSON and exit codes.
 
-use std::process::{Command, Output};
+mod common;
 
-fn kfdrt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kfdrt"))
-        .args(args)
-        .env_remove("KFDRT_DEVICE")
-        .output()
-        .expect("run kfdrt")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{kfdrt, stderr, stdout};
 
 /// (passed, failed, skipped) from the summary line.
 fn summary(out: &str) -> (usize, usize, usize) {
@@ -210,8 +197,9 @@ fn injected_fault_fails_and_is_named() {
         row.contains("FAIL") && row.contains("LaunchFailure"),
         "{row}"
     );
-    // The genuine fault checks still pass: the device reported the fault correctly.
-    assert_eq!(summary(&out), (3, 1, 0), "{out}");
+    // The genuine fault checks still pass: the device reported the fault correctly. The
+    // cleanup self-tests: two fail by design, one passes.
+    assert_eq!(summary(&out), (4, 3, 0), "{out}");
     assert!(out.contains("FAILED: selftest.injected_fault"), "{out}");
     let j = kfdrt(&["check", "--inject-fault", "--only", "selftest", "--json"]);
     assert_eq!(j.status.code(), Some(1));
@@ -221,6 +209,58 @@ fn injected_fault_fails_and_is_named() {
         .as_str()
         .unwrap()
         .contains("fault"));
+}
+
+/// The row of `name` in run `run` (`--repeat` tables start with the run number).
+fn row<'a>(out: &'a str, run: u32, name: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(&format!("{run:<3} {name} ")))
+        .unwrap_or_else(|| panic!("no row for run {run} of {name}:\n{out}"))
+}
+
+/// A check that ends early (a returned failure, a panic) while its stream waits on a word
+/// in its own buffer: its Drain releases the wait and drains the stream before the buffer
+/// is freed, so no GPU fault follows it (the runner's fault audit would name one, as
+/// `selftest.freed_under_queue_is_seen` shows it does when a buffer is freed under a held
+/// stream), and the check after it passes.
+#[test]
+fn a_check_ending_early_while_its_stream_waits_leaves_no_fault() {
+    let o = kfdrt(&[
+        "check",
+        "--inject-fault",
+        "--only",
+        "selftest.early_exit_while_held,selftest.panic_while_held,\
+         selftest.freed_under_queue_is_seen,memops.wait_value32_gte_holds",
+        "--repeat",
+        "2",
+    ]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
+    for run in [1, 2] {
+        let early = row(&out, run, "selftest.early_exit_while_held");
+        assert!(
+            early.contains("FAIL")
+                && early.ends_with("injected early failure while the stream waits on its buffer"),
+            "{early}"
+        );
+        let panicked = row(&out, run, "selftest.panic_while_held");
+        assert!(
+            panicked.contains("FAIL  ")
+                && panicked.contains("panicked at tools/src/check/selftest.rs:")
+                && panicked.ends_with(": injected panic while the stream waits on its buffer"),
+            "{panicked}"
+        );
+        // The audit's probe: freeing under a held stream is seen, naming the page.
+        let seen = row(&out, run, "selftest.freed_under_queue_is_seen");
+        assert!(seen.contains("PASS"), "{seen}");
+        // Run 2's first check follows run 1's early exit and panic.
+        let next = row(&out, run, "memops.wait_value32_gte_holds");
+        assert!(next.contains("PASS"), "{next}");
+    }
+    assert!(!out.contains("memory fault"), "{out}");
+    // The panic is reported in its row only, not printed by the panic hook.
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert_eq!(summary(&out), (4, 4, 0), "{out}");
 }
 
 #[test]

@@ -1,29 +1,8 @@
 //! End-to-end tests of the `kfdrt` binary: output and exit codes.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn kfdrt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kfdrt"))
-        .args(args)
-        .env_remove("KFDRT_DEVICE")
-        .output()
-        .expect("run kfdrt")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kfdrt-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{disasm, kfdrt, stderr, stdout, tmp};
 
 #[test]
 fn no_command_is_a_usage_error() {
@@ -68,15 +47,11 @@ fn disasm_hex_pm4_decodes_and_flags_truncation() {
     let mut text: String = w[..n].iter().map(|x| format!("{x:08x} ")).collect();
     text.push('\n');
     std::fs::write(d.join("ok.txt"), &text).unwrap();
-    let o = kfdrt(&[
-        "disasm",
-        "--engine",
+    let o = disasm(
         "pm4",
-        "--gfx",
         "gfx942",
-        "--hex",
-        d.join("ok.txt").to_str().unwrap(),
-    ]);
+        &["--hex", d.join("ok.txt").to_str().unwrap()],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = stdout(&o);
     assert!(
@@ -88,15 +63,11 @@ fn disasm_hex_pm4_decodes_and_flags_truncation() {
 
     // The same words, then a header promising more dwords than the file has.
     std::fs::write(d.join("bad.txt"), format!("{text} c0ff9900\n")).unwrap();
-    let o = kfdrt(&[
-        "disasm",
-        "--engine",
+    let o = disasm(
         "pm4",
-        "--gfx",
         "gfx942",
-        "--hex",
-        d.join("bad.txt").to_str().unwrap(),
-    ]);
+        &["--hex", d.join("bad.txt").to_str().unwrap()],
+    );
     assert_eq!(o.status.code(), Some(1));
     let s = stdout(&o);
     assert!(
@@ -105,16 +76,11 @@ fn disasm_hex_pm4_decodes_and_flags_truncation() {
     );
 
     // JSON form parses and carries the same packet.
-    let o = kfdrt(&[
-        "disasm",
-        "--engine",
+    let o = disasm(
         "pm4",
-        "--gfx",
         "gfx90a",
-        "--hex",
-        "--json",
-        d.join("ok.txt").to_str().unwrap(),
-    ]);
+        &["--hex", "--json", d.join("ok.txt").to_str().unwrap()],
+    );
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
     assert_eq!(v[0]["name"], "WAIT_REG_MEM");
     assert_eq!(v[0]["fields"]["function"], "GEQ");
@@ -131,48 +97,20 @@ fn disasm_binary_aql_and_bad_input() {
     });
     let bytes = pkt.encode_bytes();
     std::fs::write(d.join("a.bin"), bytes).unwrap();
-    let o = kfdrt(&[
-        "disasm",
-        "--engine",
-        "aql",
-        "--gfx",
-        "gfx1100",
-        d.join("a.bin").to_str().unwrap(),
-    ]);
+    let o = disasm("aql", "gfx1100", &[d.join("a.bin").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("BARRIER_AND"), "{}", stdout(&o));
 
     std::fs::write(d.join("odd.bin"), [1u8, 2, 3]).unwrap();
-    let o = kfdrt(&[
-        "disasm",
-        "--engine",
-        "sdma",
-        "--gfx",
-        "gfx90a",
-        d.join("odd.bin").to_str().unwrap(),
-    ]);
+    let o = disasm("sdma", "gfx90a", &[d.join("odd.bin").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("not a whole number of dwords"));
 
-    let o = kfdrt(&[
-        "disasm",
-        "--engine",
-        "pm4",
-        "--gfx",
-        "gfx7000",
-        d.join("a.bin").to_str().unwrap(),
-    ]);
+    let o = disasm("pm4", "gfx7000", &[d.join("a.bin").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown gfx target"));
 
-    let o = kfdrt(&[
-        "disasm",
-        "--engine",
-        "pm4",
-        "--gfx",
-        "gfx942",
-        "/nonexistent/file",
-    ]);
+    let o = disasm("pm4", "gfx942", &["/nonexistent/file"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("/nonexistent/file"));
     let _ = std::fs::remove_dir_all(&d);

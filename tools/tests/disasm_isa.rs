@@ -1,15 +1,9 @@
 //! `kfdrt disasm --engine isa`: code objects, hex words and usage errors.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn kfdrt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kfdrt"))
-        .args(args)
-        .env_remove("KFDRT_DEVICE")
-        .output()
-        .expect("run kfdrt")
-}
+use common::disasm;
 
 /// A scratch file under cargo's per-test temporary directory, removed on drop.
 struct Scratch(PathBuf);
@@ -39,7 +33,7 @@ fn code_object_is_listed_with_labels_like_objdump() {
     for gfx in ["gfx90a", "gfx942"] {
         let elf = test_kernels::build("cl/vadd.cl", gfx).expect("vadd builds");
         let f = Scratch::new(&format!("vadd-{gfx}.co"), &elf);
-        let o = kfdrt(&["disasm", "--engine", "isa", "--gfx", gfx, f.path()]);
+        let o = disasm("isa", gfx, &[f.path()]);
         let out = String::from_utf8_lossy(&o.stdout);
         assert_eq!(
             o.status.code(),
@@ -66,15 +60,7 @@ fn code_object_is_listed_with_labels_like_objdump() {
 #[test]
 fn hex_words_decode_and_a_truncated_tail_exits_1() {
     let f = Scratch::new("words.txt", b"0x02040201 bf810000 # v_add_f32, s_endpgm\n");
-    let o = kfdrt(&[
-        "disasm",
-        "--engine",
-        "isa",
-        "--gfx",
-        "gfx942",
-        "--hex",
-        f.path(),
-    ]);
+    let o = disasm("isa", "gfx942", &["--hex", f.path()]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
     let lines: Vec<&str> = out.lines().map(str::trim).collect();
@@ -83,15 +69,7 @@ fn hex_words_decode_and_a_truncated_tail_exits_1() {
 
     // a VOP3 first dword without its second one
     let g = Scratch::new("trunc.txt", b"d1010000\n");
-    let o = kfdrt(&[
-        "disasm",
-        "--engine",
-        "isa",
-        "--gfx",
-        "gfx90a",
-        "--hex",
-        g.path(),
-    ]);
+    let o = disasm("isa", "gfx90a", &["--hex", g.path()]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(
@@ -103,10 +81,10 @@ fn hex_words_decode_and_a_truncated_tail_exits_1() {
 #[test]
 fn unknown_target_is_a_usage_error() {
     let f = Scratch::new("one.bin", &0xBF81_0000u32.to_le_bytes());
-    let o = kfdrt(&["disasm", "--engine", "isa", "--gfx", "gfx1100", f.path()]);
+    let o = disasm("isa", "gfx1100", &[f.path()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--gfx must be"));
-    let o = kfdrt(&["disasm", "--engine", "isa", "--gfx", "gfx942", f.path()]);
+    let o = disasm("isa", "gfx942", &[f.path()]);
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).contains("s_endpgm"));
 }

@@ -4,29 +4,12 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kfdrt"));
-    c.env_remove("KFDRT_DEVICE");
-    c
-}
+mod common;
 
-fn kfdrt(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run kfdrt")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kfdrt-robust-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{bin, disasm, kfdrt, stderr, tmp};
 
 /// Wait for `child` at most `limit`; kill it and fail naming `what` after that.
 fn wait_bounded(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
@@ -42,6 +25,24 @@ fn wait_bounded(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `kfdrt ARGS` with its standard output and error piped to this test.
+fn spawn_piped(args: &[&str]) -> Child {
+    bin()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The command `args` ends (within 300 s) with exit code 0 and no panic on stderr.
+fn exits_quietly(child: &mut Child, args: &[&str]) {
+    let err = read_stderr(child);
+    let status = wait_bounded(child, Duration::from_secs(300), &args.join(" "));
+    assert_eq!(status.code(), Some(0), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
 }
 
 fn read_stderr(child: &mut Child) -> String {
@@ -103,17 +104,9 @@ fn a_closed_stdout_is_a_quiet_exit_on_every_command() {
     for args in cases {
         // The read end is closed before the command writes anything: its first write
         // fails with EPIPE.
-        let mut child = bin()
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(&args);
         drop(child.stdout.take());
-        let err = read_stderr(&mut child);
-        let status = wait_bounded(&mut child, Duration::from_secs(300), &args.join(" "));
-        assert_eq!(status.code(), Some(0), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        exits_quietly(&mut child, &args);
     }
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -137,21 +130,13 @@ fn head_one_on_check_bench_and_disasm() {
         ],
     ];
     for args in cases {
-        let mut child = bin()
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(&args);
         let mut r = BufReader::new(child.stdout.take().unwrap());
         let mut first = String::new();
         r.read_line(&mut first).unwrap();
         assert!(!first.is_empty(), "{args:?} printed nothing");
         drop(r);
-        let err = read_stderr(&mut child);
-        let status = wait_bounded(&mut child, Duration::from_secs(300), &args.join(" "));
-        assert_eq!(status.code(), Some(0), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        exits_quietly(&mut child, &args);
     }
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -275,15 +260,7 @@ fn every_exit_code_of_the_readme() {
         }
     }
     // --progress reports on stderr (not a terminal here), ending with the totals.
-    let o = kfdrt(&[
-        "disasm",
-        "--engine",
-        "pm4",
-        "--gfx",
-        "gfx942",
-        "--progress",
-        &p(&nops),
-    ]);
+    let o = disasm("pm4", "gfx942", &["--progress", &p(&nops)]);
     assert_eq!(o.status.code(), Some(0));
     assert!(
         stderr(&o).ends_with("disasm: 0.0 MiB of 0.0 MiB (100%) decoded, 4 packets\n"),
@@ -291,10 +268,10 @@ fn every_exit_code_of_the_readme() {
         stderr(&o)
     );
     // Without it, and stderr not a terminal: no progress.
-    let o = kfdrt(&["disasm", "--engine", "pm4", "--gfx", "gfx942", &p(&nops)]);
+    let o = disasm("pm4", "gfx942", &[&p(&nops)]);
     assert_eq!(stderr(&o), "");
     // A binary input that is hex text gets a hint.
-    let o = kfdrt(&["disasm", "--engine", "pm4", "--gfx", "gfx942", &p(&text)]);
+    let o = disasm("pm4", "gfx942", &[&p(&text)]);
     assert!(stderr(&o).contains("add --hex"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -2,26 +2,13 @@
 //! that ran, events in time order per track, the packets the demo workload submits; the
 //! packet log lines parse; exit codes.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
-fn kfdrt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kfdrt"))
-        .args(args)
-        .env_remove("KFDRT_DEVICE")
-        .output()
-        .expect("run kfdrt")
-}
+mod common;
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kfdrt-trace-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{kfdrt, stderr, tmp};
 
 struct Run {
     json: Value,
@@ -32,11 +19,10 @@ fn run_demo(dir: &str, device: &str) -> Run {
     run_workload(dir, device, "demo")
 }
 
-fn run_workload(dir: &str, device: &str, workload: &str) -> Run {
-    let d = tmp(dir);
-    let out = d.join("t.json");
-    let log = d.join("t.log");
-    let o = kfdrt(&[
+/// `kfdrt trace --device DEVICE --out D/t.json --log D/t.log ARGS`, which must succeed.
+fn trace_into(d: &Path, device: &str, args: &[&str]) {
+    let (out, log) = (d.join("t.json"), d.join("t.log"));
+    let mut all = vec![
         "trace",
         "--device",
         device,
@@ -44,15 +30,16 @@ fn run_workload(dir: &str, device: &str, workload: &str) -> Run {
         out.to_str().unwrap(),
         "--log",
         log.to_str().unwrap(),
-        "--",
-        workload,
-    ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ];
+    all.extend_from_slice(args);
+    let o = kfdrt(&all);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+}
+
+fn run_workload(dir: &str, device: &str, workload: &str) -> Run {
+    let d = tmp(dir);
+    let (out, log) = (d.join("t.json"), d.join("t.log"));
+    trace_into(&d, device, &["--", workload]);
     let json: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap())
         .expect("the trace is valid JSON");
     let log = std::fs::read_to_string(&log).unwrap();
@@ -259,14 +246,14 @@ fn two_gpus_get_two_processes() {
 fn hardware_is_refused_with_exit_3() {
     let o = kfdrt(&["trace", "--device", "hw"]);
     assert_eq!(o.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("trace needs the emulated device"));
+    assert!(stderr(&o).contains("trace needs the emulated device"));
 }
 
 #[test]
 fn usage_errors_and_help() {
     let o = kfdrt(&["trace", "--", "nosuch"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown workload \"nosuch\""));
+    assert!(stderr(&o).contains("unknown workload \"nosuch\""));
     let o = kfdrt(&["trace", "--bogus"]);
     assert_eq!(o.status.code(), Some(2));
     let o = kfdrt(&["trace", "--help"]);
@@ -299,23 +286,7 @@ fn dump_round_trip(device: &str, target: &str) {
     let d = tmp(&format!("dump-{target}"));
     let dump = d.join("rings");
     let log = d.join("t.log");
-    let o = kfdrt(&[
-        "trace",
-        "--device",
-        device,
-        "--out",
-        d.join("t.json").to_str().unwrap(),
-        "--log",
-        log.to_str().unwrap(),
-        "--dump-rings",
-        dump.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    trace_into(&d, device, &["--dump-rings", dump.to_str().unwrap()]);
     // The packet log per (gpu, queue, ib depth), in order.
     let mut logged: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
     for line in std::fs::read_to_string(&log).unwrap().lines() {
@@ -350,12 +321,7 @@ fn dump_round_trip(device: &str, target: &str) {
             gfx,
             dump.join(file).to_str().unwrap(),
         ]);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{file}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert_eq!(o.status.code(), Some(0), "{file}: {}", stderr(&o));
         let lines: Vec<String> = String::from_utf8(o.stdout)
             .unwrap()
             .lines()

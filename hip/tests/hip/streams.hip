@@ -41,7 +41,7 @@ int main() {
   HIP_CHECK(hipHostMalloc(&y, N * 4, 0));
   for (int i = 0; i < N; i++) x[i] = y[i] = -1;
   unsigned* flag;
-  HIP_CHECK(hipExtMallocWithFlags((void**)&flag, 64, hipMallocSignalMemory));
+  HIP_CHECK(hipExtMallocWithFlags((void**)&flag, 8, hipMallocSignalMemory));
   *flag = 0;
   hipStream_t s1, s2;
   HIP_CHECK(hipStreamCreateWithFlags(&s1, hipStreamNonBlocking));

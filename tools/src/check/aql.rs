@@ -29,8 +29,9 @@ pub fn checks() -> Vec<Check> {
 }
 
 fn barrier_and(ctx: &Ctx) -> CheckResult {
-    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let s = RawSignals::new(&ctx.dev)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let (d0, d1) = (s.init(0, 1, None), s.init(1, 1, None));
     let (c, next) = (s.init(2, 1, None), s.init(3, 1, None));
     q.submit(&[
@@ -60,8 +61,9 @@ fn barrier_and(ctx: &Ctx) -> CheckResult {
 }
 
 fn barrier_or(ctx: &Ctx) -> CheckResult {
-    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let s = RawSignals::new(&ctx.dev)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let (d0, d1, c) = (s.init(0, 1, None), s.init(1, 1, None), s.init(2, 1, None));
     q.submit(&[AqlPacket::barrier_or([d0, d1, 0, 0, 0], c)])?;
     settle();
@@ -81,8 +83,9 @@ fn barrier_or(ctx: &Ctx) -> CheckResult {
 }
 
 fn completion_count(ctx: &Ctx) -> CheckResult {
-    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let s = RawSignals::new(&ctx.dev)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let c = s.init(0, 150, None);
     for _ in 0..3 {
         let pkts: Vec<_> = (0..50)

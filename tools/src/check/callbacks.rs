@@ -7,7 +7,7 @@ use std::time::Duration;
 use kfdrt::{MemoryKind, WriteValueFlags};
 
 use super::raw::Scratch;
-use super::{ensure, pass, settle, Check, CheckResult, Ctx, OrFail};
+use super::{ensure, pass, settle, Check, CheckResult, Ctx, Drain, OrFail};
 
 /// The callback checks.
 pub fn checks() -> Vec<Check> {
@@ -28,6 +28,7 @@ pub fn checks() -> Vec<Check> {
 fn once_in_order(ctx: &Ctx) -> CheckResult {
     let m = Arc::new(Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?);
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     let log = Arc::new(Mutex::new(Vec::new()));
     for k in 1..=3u32 {
         s.write_value32(m.va(0), k, WriteValueFlags::DEFAULT)
@@ -62,6 +63,10 @@ fn hold_later_work(ctx: &Ctx) -> CheckResult {
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let (ran_tx, ran_rx) = std::sync::mpsc::channel::<()>();
+    // The callback holds the stream until it hears from the host.
+    let _drain = Drain::streams(&[&s]).open(|| {
+        let _ = tx.send(());
+    });
     s.add_callback(
         move |_| {
             let _ = ran_tx.send(());

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use kfdrt::{MemoryKind, WaitCompare, WriteValueFlags};
 
 use super::raw::Scratch;
-use super::{ensure, pass, pass_with, pattern, settle, Check, CheckResult, Ctx, OrFail};
+use super::{ensure, pass, pass_with, pattern, settle, Check, CheckResult, Ctx, Drain, OrFail};
 
 /// The copy checks.
 pub fn checks() -> Vec<Check> {
@@ -38,6 +38,7 @@ fn cp_dma_unaligned(ctx: &Ctx) -> CheckResult {
     vram.write(0, &vec![0xee; 1 << 16]);
     back.write(0, &vec![0xdd; 1 << 16]);
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     s.memcpy(vram.va(3), host.va(5), 40_001).or_fail("memcpy")?;
     s.memcpy(back.va(1), vram.va(3), 40_001).or_fail("memcpy")?;
     s.synchronize().or_fail("synchronize")?;
@@ -58,6 +59,7 @@ fn memset_edges(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Device, 0, 8192)?;
     m.write(0, &[0x77; 8192]);
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     s.memset(m.va(6), 0x5a, 1001).or_fail("memset")?;
     s.memset_d32(m.va(4096), 0xcafe_f00d, 8)
         .or_fail("memset_d32")?;
@@ -85,28 +87,27 @@ fn sdma_ordered(ctx: &Ctx) -> CheckResult {
     let data = pattern(len, 0);
     src.write(0, &data);
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]).open(|| flags.u32(0).store(1, Ordering::Release));
     s.wait_value32(flags.va(0), 1, WaitCompare::Eq, u32::MAX)
         .or_fail("wait_value32")?;
     s.memcpy(dst.va(0), src.va(0), len as u64)
         .or_fail("memcpy")?;
     s.write_value32(flags.va(8), 9, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;
-    let qid = s.sdma_queue_id();
-    settle();
-    let copied_early = dst.read(len - 16, 16) == data[len - 16..];
-    let wrote_early = flags.u32(8).load(Ordering::Acquire) != 0;
-    // Open the gate before judging: returning with the stream still waiting would free the
-    // buffers under its queued work, and the GPU fault would fail a later check.
-    flags.u32(0).store(1, Ordering::Release);
-    s.synchronize().or_fail("synchronize")?;
-    let Some(qid) = qid else {
+    let Some(qid) = s.sdma_queue_id() else {
         return Err("the 4 MiB copy did not use an SDMA queue".into());
     };
+    settle();
     ensure!(
-        !copied_early,
+        dst.read(len - 16, 16) != data[len - 16..],
         "the copy ran before the stream's earlier wait"
     );
-    ensure!(!wrote_early, "later work ran before the copy");
+    ensure!(
+        flags.u32(8).load(Ordering::Acquire) == 0,
+        "later work ran before the copy"
+    );
+    flags.u32(0).store(1, Ordering::Release);
+    s.synchronize().or_fail("synchronize")?;
     ensure!(
         flags.u32(8).load(Ordering::Acquire) == 9,
         "write after the copy missing"

@@ -13,7 +13,9 @@ use pm4::pkt3::{AtomicMem, CachePolicy, PredExec};
 
 use super::pm4::Ib;
 use super::raw::{RawAql, RawSignals, Scratch};
-use super::{ensure, pass_with, require, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};
+use super::{
+    ensure, pass_with, require, settle, wait_for, Check, CheckResult, Ctx, Drain, OrFail, WAIT,
+};
 
 /// The firmware-rule checks.
 pub fn checks() -> Vec<Check> {
@@ -51,6 +53,7 @@ fn wait64_unsigned_over_bit_63(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(dev, MemoryKind::Signal, 0, 4096)?;
     let s = dev.create_stream(0).or_fail("create_stream")?;
     let reference = (1u64 << 63) + 5;
+    let _drain = Drain::streams(&[&s]).open(|| m.u64(0).store(reference + 1, Ordering::Release));
     s.wait_value64(m.va(0), reference, WaitCompare::Gte, u64::MAX)
         .or_fail("wait_value64")?;
     s.write_value32(m.va(8), 1, WriteValueFlags::DEFAULT)
@@ -82,7 +85,19 @@ fn packet_support(ctx: &Ctx) -> CheckResult {
     let dev = &ctx.dev;
     let t = Target::of(&dev.gpus()[0]);
     let m = Scratch::new(dev, MemoryKind::Signal, 0, 4096)?;
+    // CP DMA: more than one gfx11+ chunk, below the SDMA threshold.
+    let len = 100_000usize;
+    let src = Scratch::new(dev, MemoryKind::HostPinned, 0, len)?;
+    let dst = Scratch::new(dev, MemoryKind::HostPinned, 0, len)?;
+    // Clock timestamps around the copies.
+    let (e0, e1) = (
+        dev.create_event(EventFlags::DEFAULT)
+            .or_fail("create_event")?,
+        dev.create_event(EventFlags::DEFAULT)
+            .or_fail("create_event")?,
+    );
     let s = dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]).open(|| m.u64(0).store(1 << 33, Ordering::Release));
     // 64-bit wait: held until the host writes, released by a value above 2^32.
     s.wait_value64(m.va(0), 1 << 33, WaitCompare::Gte, u64::MAX)
         .or_fail("wait_value64")?;
@@ -100,22 +115,11 @@ fn packet_support(ctx: &Ctx) -> CheckResult {
         "writeValue64 wrote {:#x}",
         m.u64(8).load(Ordering::Acquire)
     );
-    // CP DMA: more than one gfx11+ chunk, below the SDMA threshold.
-    let len = 100_000usize;
-    let src = Scratch::new(dev, MemoryKind::HostPinned, 0, len)?;
-    let dst = Scratch::new(dev, MemoryKind::HostPinned, 0, len)?;
     let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
     src.write(0, &data);
     s.memcpy(dst.va(0), src.va(0), len as u64)
         .or_fail("memcpy")?;
     s.memset(dst.va(0) + 1, 0x5A, 70_001).or_fail("memset")?;
-    // Clock timestamps around the copies.
-    let (e0, e1) = (
-        dev.create_event(EventFlags::DEFAULT)
-            .or_fail("create_event")?,
-        dev.create_event(EventFlags::DEFAULT)
-            .or_fail("create_event")?,
-    );
     e0.record(&s).or_fail("record")?;
     s.memcpy(dst.va(0), dst.va(0), 0).or_fail("memcpy 0")?;
     e1.record(&s).or_fail("record")?;
@@ -143,10 +147,11 @@ fn packet_support(ctx: &Ctx) -> CheckResult {
 fn xcc_predication(ctx: &Ctx) -> CheckResult {
     let dev = &ctx.dev;
     let t = Target::of(&dev.gpus()[0]);
-    let mut q = RawAql::new(dev, 0, 64)?;
     let sig = RawSignals::new(dev)?;
     let mem = Scratch::new(dev, MemoryKind::Signal, 0, 4096)?;
     let mut ib = Ib::new(dev, 0)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawAql::new(dev, 0, 64)?;
     // ADD_RTN_64 (TC_OP 47) of 1.
     let add = |addr: u64| AtomicMem {
         atomic: 47,
@@ -262,6 +267,7 @@ fn hdp_flush(ctx: &Ctx) -> CheckResult {
     let vram = Scratch::new(dev, MemoryKind::Device, 0, 4096)?;
     let host = Scratch::new(dev, MemoryKind::HostPinned, 0, 4096)?;
     let s = dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     let data: Vec<u8> = (0..256u32).map(|i| (i * 13 + 1) as u8).collect();
     vram.write(0, &data);
     s.memcpy(host.va(0), vram.va(0), data.len() as u64)

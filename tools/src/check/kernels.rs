@@ -9,7 +9,9 @@ use std::sync::Arc;
 use kfdrt::{Buffer, Device, ErrorKind, Kernel, KernelArgs, MemoryKind, Module, Stream};
 
 use super::raw::Scratch;
-use super::{ensure, hold, pass, pass_with, settle, Check, CheckResult, Ctx, OrFail, Outcome};
+use super::{
+    ensure, hold, pass, pass_with, settle, Check, CheckResult, Ctx, Drain, OrFail, Outcome,
+};
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded_kernels.rs"));
@@ -212,6 +214,7 @@ fn args(ctx: &Ctx) -> CheckResult {
         "wrong size: {e:?}"
     );
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     let e = s
         .launch(&k, 1, 64, 0, &a)
         .err()
@@ -281,6 +284,7 @@ impl Launch {
         push: impl FnOnce(&mut KernelArgs) -> kfdrt::Result<()>,
     ) -> Result<Option<Outcome>, String> {
         let s = self.dev.create_stream(0).or_fail("create_stream")?;
+        let _drain = Drain::streams(&[&s]);
         self.launch(&s, grid, block, push)?;
         finish(&s, &self.emu)
     }
@@ -405,15 +409,16 @@ fn ordering(ctx: &Ctx) -> CheckResult {
         l.buf(&vec![0f32; n as usize])?,
     );
     let s = l.dev.create_stream(0).or_fail("create_stream")?;
+    let ev = l
+        .dev
+        .create_event(kfdrt::EventFlags::DEFAULT)
+        .or_fail("create_event")?;
+    let _drain = Drain::streams(&[&s]).open(|| flag.u32(0).store(1, Ordering::Release));
     hold(&s, flag.va(0))?;
     l.launch(&s, 1, 64, |x| {
         x.buffer(&ba)?.buffer(&ba)?.buffer(&bc)?.arg(&n)?;
         Ok(())
     })?;
-    let ev = l
-        .dev
-        .create_event(kfdrt::EventFlags::DEFAULT)
-        .or_fail("create_event")?;
     ev.record(&s).or_fail("record")?;
     settle();
     ensure!(

@@ -7,7 +7,7 @@ use kfdrt::managed::{Attachment, CoherencyMode};
 use kfdrt::{AttachFlags, ErrorKind, Location, MemoryAdvise, MemoryKind};
 
 use super::{
-    ensure, hold, pass, pass_with, pattern, read_via_gpu, Check, CheckResult, Ctx, OrFail,
+    ensure, hold, pass, pass_with, pattern, read_via_gpu, Check, CheckResult, Ctx, Drain, OrFail,
 };
 
 /// The managed-memory checks.
@@ -44,10 +44,11 @@ fn prefetch_roundtrip(ctx: &Ctx) -> CheckResult {
         .or_fail("malloc_managed")?;
     let p = pattern(n, 5);
     m.write(0, &p).or_fail("write")?;
+    let v = d.alloc(MemoryKind::Device, 0, n).or_fail("alloc VRAM")?;
     let s = d.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     d.mem_prefetch_async(m.ptr(), n, Location::Gpu(0), &s)
         .or_fail("prefetch to GPU 0")?;
-    let v = d.alloc(MemoryKind::Device, 0, n).or_fail("alloc VRAM")?;
     s.memcpy(v.va(), m.ptr(), n as u64).or_fail("memcpy")?;
     s.synchronize().or_fail("synchronize")?;
     let a = d.mem_range_attributes(m.ptr(), n).or_fail("attributes")?;
@@ -86,16 +87,12 @@ fn prefetch_stream_order(ctx: &Ctx) -> CheckResult {
         .or_fail("alloc signal memory")?;
     let cell = flag.atomic_u32(0).or_fail("atomic")?;
     let s = d.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]).open(|| cell.store(1, Ordering::Release));
     hold(&s, flag.va())?;
     d.mem_prefetch_async(m.ptr(), m.len(), Location::Gpu(0), &s)
         .or_fail("prefetch")?;
     std::thread::sleep(std::time::Duration::from_millis(20));
-    let before = d.mem_range_attributes(m.ptr(), m.len());
-    // Open the gate before judging (see copies.large_copy_ordered).
-    cell.store(1, Ordering::Release);
-    let before = before.or_fail("attributes")?;
-    s.synchronize().or_fail("synchronize")?;
-    let after = d
+    let before = d
         .mem_range_attributes(m.ptr(), m.len())
         .or_fail("attributes")?;
     ensure!(
@@ -103,6 +100,11 @@ fn prefetch_stream_order(ctx: &Ctx) -> CheckResult {
         "prefetch took effect before the stream's earlier work ({:?})",
         before.last_prefetch_location
     );
+    cell.store(1, Ordering::Release);
+    s.synchronize().or_fail("synchronize")?;
+    let after = d
+        .mem_range_attributes(m.ptr(), m.len())
+        .or_fail("attributes")?;
     ensure!(
         after.last_prefetch_location == Some(Location::Gpu(0)),
         "prefetch did not take effect after the wait ({:?})",
@@ -192,6 +194,8 @@ fn attach_rules(ctx: &Ctx) -> CheckResult {
     let m = d
         .malloc_managed(8192, AttachFlags::GLOBAL)
         .or_fail("malloc_managed")?;
+    // No drain: nothing is queued before the synchronize below (the refused calls
+    // enqueue nothing), and the stream is destroyed after it.
     let s = d.create_stream(0).or_fail("create_stream")?;
     let null = d.null_stream(0).or_fail("null_stream")?;
     let bad = [

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use kfdrt::{ErrorKind, MemoryKind, WaitCompare, WriteValueFlags};
 
 use super::raw::Scratch;
-use super::{ensure, pass, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT};
+use super::{ensure, pass, settle, wait_for, Check, CheckResult, Ctx, Drain, OrFail, WAIT};
 
 /// The stream memory-op checks.
 pub fn checks() -> Vec<Check> {
@@ -37,6 +37,7 @@ fn write_widths(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     m.write(0, &[0xaa; 64]);
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     s.write_value32(m.va(4), 0x1234_5678, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;
     s.write_value64(m.va(16), 0x0123_4567_89ab_cdef, WriteValueFlags::DEFAULT)
@@ -55,6 +56,7 @@ fn write_widths(ctx: &Ctx) -> CheckResult {
 fn wait32_gte(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]).open(|| m.u32(0).store(7, Ordering::Release));
     s.wait_value32(m.va(0), 5, WaitCompare::Gte, u32::MAX)
         .or_fail("wait_value32")?;
     s.write_value32(m.va(64), 1, WriteValueFlags::DEFAULT)
@@ -79,44 +81,50 @@ fn wait32_gte(ctx: &Ctx) -> CheckResult {
     pass()
 }
 
+/// Each condition waits on a cell of its own, so that the drain can release all three
+/// at once whatever the check reached.
 fn wait64_conditions(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
-    let (cell, out) = (m.u64(0), m.u64(64));
+    let (eq, and, nor, out) = (m.u64(0), m.u64(8), m.u64(16), m.u64(64));
+    let (eq_open, and_open, nor_open) = (0x5_0000_0000, u64::MAX, 0xffff_ffff_ffff_fffe);
+    // NOR releases when some bit outside the reference is clear: all ones holds it.
+    nor.store(u64::MAX, Ordering::Release);
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]).open(|| {
+        eq.store(eq_open, Ordering::Release);
+        and.store(and_open, Ordering::Release);
+        nor.store(nor_open, Ordering::Release);
+    });
     let big = 0x5_0000_0001u64;
-    s.wait_value64(
-        m.va(0),
-        0x5_0000_0000,
-        WaitCompare::Eq,
-        0xffff_ffff_0000_0000,
-    )
-    .or_fail("wait EQ")?;
+    s.wait_value64(m.va(0), eq_open, WaitCompare::Eq, 0xffff_ffff_0000_0000)
+        .or_fail("wait EQ")?;
     s.write_value64(m.va(64), big, WriteValueFlags::DEFAULT)
         .or_fail("write")?;
-    s.wait_value64(m.va(0), 0x8_0000_0000, WaitCompare::And, u64::MAX)
+    s.wait_value64(m.va(8), 0x8_0000_0000, WaitCompare::And, u64::MAX)
         .or_fail("wait AND")?;
     s.write_value64(m.va(64), big + 1, WriteValueFlags::DEFAULT)
         .or_fail("write")?;
-    s.wait_value64(m.va(0), 0xffff_ffff_ffff_fffe, WaitCompare::Nor, u64::MAX)
+    s.wait_value64(m.va(16), nor_open, WaitCompare::Nor, u64::MAX)
         .or_fail("wait NOR")?;
     s.write_value64(m.va(64), big + 2, WriteValueFlags::DEFAULT)
         .or_fail("write")?;
-    cell.store(0x4_ffff_ffff, Ordering::Release);
+    eq.store(0x4_ffff_ffff, Ordering::Release);
     settle();
     ensure!(
         out.load(Ordering::Acquire) == 0,
         "EQ released with high word 4"
     );
-    cell.store(0x5_1234_5678, Ordering::Release);
+    eq.store(0x5_1234_5678, Ordering::Release);
     wait_for("the write after EQ", WAIT, || {
         out.load(Ordering::Acquire) == big
     })?;
+    and.store(!0x8_0000_0000, Ordering::Release);
     settle();
     ensure!(
         out.load(Ordering::Acquire) == big,
         "AND released with bit 35 clear"
     );
-    cell.store(u64::MAX, Ordering::Release);
+    and.store(and_open, Ordering::Release);
     wait_for("the write after AND", WAIT, || {
         out.load(Ordering::Acquire) == big + 1
     })?;
@@ -125,7 +133,7 @@ fn wait64_conditions(ctx: &Ctx) -> CheckResult {
         out.load(Ordering::Acquire) == big + 1,
         "NOR released with memory all ones"
     );
-    cell.store(0xffff_ffff_ffff_fffe, Ordering::Release);
+    nor.store(nor_open, Ordering::Release);
     s.synchronize().or_fail("synchronize")?;
     ensure!(
         out.load(Ordering::Acquire) == big + 2,
@@ -137,6 +145,8 @@ fn wait64_conditions(ctx: &Ctx) -> CheckResult {
 fn invalid_args(ctx: &Ctx) -> CheckResult {
     let m = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    // Were the NOR below to wait after all, memory 0 releases it.
+    let _drain = Drain::streams(&[&s]).open(|| m.u32(0).store(0, Ordering::Release));
     // An undefined comparison has no WaitCompare value (the C ABI's InvalidValue).
     ensure!(
         WaitCompare::from_raw(4).is_none(),

@@ -9,7 +9,9 @@ use kfdrt::raw::VaReservation;
 use kfdrt::{MemoryKind, WriteValueFlags};
 
 use super::raw::Scratch;
-use super::{ensure, pass, pass_with, pattern, require, skip, Check, CheckResult, Ctx, OrFail};
+use super::{
+    ensure, pass, pass_with, pattern, require, skip, Check, CheckResult, Ctx, Drain, OrFail,
+};
 
 /// The memory checks.
 pub fn checks() -> Vec<Check> {
@@ -204,7 +206,7 @@ impl Drop for HostPages {
 
 fn userptr_gpu_write(ctx: &Ctx) -> CheckResult {
     let host = HostPages::new(1 << 16)?;
-    // SAFETY: `host` is page-aligned and outlives `b` (dropped first, below).
+    // SAFETY: `host` is page-aligned and outlives `b` (declared after it: dropped first).
     let b = unsafe { ctx.dev.register_host_memory(host.ptr, 1 << 16) }
         .or_fail("register_host_memory")?;
     ensure!(
@@ -213,12 +215,11 @@ fn userptr_gpu_write(ctx: &Ctx) -> CheckResult {
         b.va()
     );
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     s.write_value32(b.va() + 0x8000, 0x5eed_cafe, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;
     s.synchronize().or_fail("synchronize")?;
     let v = host.u32(0x8000).load(Ordering::Acquire);
-    drop(s);
-    drop(b);
     ensure!(
         v == 0x5eed_cafe,
         "host memory holds {v:#x}, want 0x5eedcafe"
@@ -344,6 +345,7 @@ fn peer_vram_write(ctx: &Ctx) -> CheckResult {
             .enable_peer_access(from, to)
             .or_fail("enable_peer_access")?;
         let s = ctx.dev.create_stream(from).or_fail("create_stream")?;
+        let _drain = Drain::streams(&[&s]);
         let v = 0xabc0_0000_0000_0000u64 | (from as u64) << 8 | to as u64;
         s.write_value64(vram.va(64), v, WriteValueFlags::DEFAULT)
             .or_fail("write_value64")?;

@@ -9,6 +9,7 @@
 mod aql;
 mod callbacks;
 mod copies;
+mod drain;
 mod events;
 mod faults;
 mod firmware;
@@ -20,6 +21,7 @@ mod pm4;
 mod queues;
 pub(crate) mod raw;
 mod sdma;
+mod selftest;
 mod signals;
 mod streams;
 mod topology;
@@ -31,6 +33,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kfdrt::{Device, DeviceSpec};
+
+pub use drain::{Drain, FaultAudit};
 
 /// How one run of a check ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +120,12 @@ impl Check {
     /// The group: the part of the name before the first dot.
     pub fn group(&self) -> &'static str {
         self.name.split('.').next().unwrap_or(self.name)
+    }
+
+    /// Whether the check provokes GPU faults on purpose (on hardware they reach the
+    /// device under test; on the emulator they run on a private device).
+    pub fn provokes_faults(&self) -> bool {
+        self.group() == "faults" || self.name == faults::INJECTED.name
     }
 }
 
@@ -223,6 +233,7 @@ pub fn registry(inject_fault: bool) -> Vec<Check> {
     v.extend(faults::checks());
     if inject_fault {
         v.push(faults::INJECTED);
+        v.extend(selftest::checks());
     }
     v
 }
@@ -377,6 +388,7 @@ pub fn read_via_gpu(
         .alloc(kfdrt::MemoryKind::HostPinned, gpu, len.max(1))
         .or_fail("alloc bounce buffer")?;
     let s = dev.create_stream(gpu).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     s.memcpy(host.va(), va, len as u64).or_fail("memcpy out")?;
     s.synchronize().or_fail("synchronize")?;
     let mut v = vec![0; len];
@@ -392,13 +404,14 @@ pub fn write_via_gpu(dev: &kfdrt::Device, gpu: usize, va: u64, data: &[u8]) -> R
         .or_fail("alloc bounce buffer")?;
     host.write(0, data).or_fail("write bounce buffer")?;
     let s = dev.create_stream(gpu).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     s.memcpy(va, host.va(), data.len() as u64)
         .or_fail("memcpy in")?;
     s.synchronize().or_fail("synchronize")
 }
 
 /// Hold `s`'s later work behind the word at `gate` (a waitValue32 for the word >= 1: the
-/// check releases it by storing 1).
+/// check releases it by storing 1, and so does its [`Drain`] on every way out).
 pub fn hold(s: &kfdrt::Stream, gate: u64) -> Result<(), String> {
     s.wait_value32(gate, 1, kfdrt::WaitCompare::Gte, u32::MAX)
         .or_fail("wait_value32")
@@ -427,7 +440,9 @@ pub struct Record {
 
 /// Run `checks` `repeat` times, each on a worker thread with `timeout`. `progress` is
 /// called before each check with (index from 1, total, name), `done` with each record
-/// as soon as it is known (so the caller can print it at once).
+/// as soon as it is known (so the caller can print it at once). A GPU memory fault on the
+/// device under test seen as a check ends fails that check (unless it provokes faults on
+/// purpose): the work it left behind touched memory no longer mapped.
 pub fn run(
     ctx: &Arc<Ctx>,
     checks: &[Check],
@@ -438,11 +453,15 @@ pub fn run(
 ) -> Vec<Record> {
     let total = checks.len() * repeat as usize;
     let mut out = Vec::with_capacity(total);
+    let audit = FaultAudit::new(ctx.backend());
     for r in 1..=repeat {
         for c in checks {
             progress(out.len() + 1, total, c.name);
             let t = Instant::now();
-            let outcome = run_one(ctx, *c, timeout);
+            let mut outcome = run_one(ctx, *c, timeout);
+            if let Some(f) = audit.take(0).filter(|_| !c.provokes_faults()) {
+                outcome = blame_fault(outcome, &f);
+            }
             let rec = Record {
                 name: c.name,
                 group: c.group(),
@@ -455,6 +474,17 @@ pub fn run(
         }
     }
     out
+}
+
+/// `outcome` of a check after which the device reported fault `f`.
+fn blame_fault(outcome: Outcome, f: &str) -> Outcome {
+    let f = format!(
+        "{f} raised while this check ran, or as the one before it ended (work left on a queue?)"
+    );
+    Outcome::Fail(match outcome {
+        Outcome::Fail(d) => format!("{d}; and a {f}"),
+        _ => format!("a {f}"),
+    })
 }
 
 type StepNote = Arc<std::sync::Mutex<Option<String>>>;
@@ -476,13 +506,45 @@ pub fn note_step(what: impl Into<String>) {
     });
 }
 
+thread_local! {
+    /// Where the running check panicked (set by the hook [`quiet_check_panics`] installs).
+    static PANIC_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Prefix of the check worker threads' names.
+const CHECK_THREAD: &str = "check ";
+
+/// A panic on a check's worker thread is that check's failure, reported in its row: the
+/// panic hook records where it happened instead of printing (other threads keep the
+/// previous hook).
+fn quiet_check_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let on_check = std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with(CHECK_THREAD));
+            if on_check {
+                let at = info
+                    .location()
+                    .map(|l| format!("{}:{}", l.file(), l.line()));
+                PANIC_AT.with(|p| *p.borrow_mut() = at);
+            } else {
+                prev(info);
+            }
+        }));
+    });
+}
+
 fn run_one(ctx: &Arc<Ctx>, c: Check, timeout: Duration) -> Outcome {
+    quiet_check_panics();
     let (tx, rx) = std::sync::mpsc::channel();
     let ctx2 = ctx.clone();
     let note: StepNote = Arc::default();
     let note2 = note.clone();
     let spawned = std::thread::Builder::new()
-        .name(format!("check {}", c.name))
+        .name(format!("{CHECK_THREAD}{}", c.name))
         .spawn(move || {
             STEP.with(|s| *s.borrow_mut() = Some(note2));
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (c.run)(&ctx2)));
@@ -495,7 +557,11 @@ fn run_one(ctx: &Arc<Ctx>, c: Check, timeout: Duration) -> Outcome {
                         .cloned()
                         .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_else(|| "unknown panic".into());
-                    Outcome::Fail(format!("panicked: {msg}"))
+                    let at = PANIC_AT.with(|p| p.borrow_mut().take());
+                    Outcome::Fail(match at {
+                        Some(at) => format!("panicked at {at}: {msg}"),
+                        None => format!("panicked: {msg}"),
+                    })
                 }
             };
             let _ = tx.send(o);

@@ -91,10 +91,11 @@ fn clock_pkt(addr: u64) -> ReleaseMem {
 }
 
 fn write_data(ctx: &Ctx) -> CheckResult {
-    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let sig = RawSignals::new(&ctx.dev)?;
     let out = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let mut ib = Ib::new(&ctx.dev, 0)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let data = [0x1111_1111, 0x2222_2222, 0x3333_3333, 0x4444_4444];
     let (va, n) = ib.put(|f, w| write_data_pkt(out.va(16), &data).encode(f, w))?;
     let done = sig.init(0, 1, None);
@@ -116,10 +117,11 @@ fn write_data(ctx: &Ctx) -> CheckResult {
 }
 
 fn wait_reg_mem_holds(ctx: &Ctx) -> CheckResult {
-    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let sig = RawSignals::new(&ctx.dev)?;
     let mem = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let mut ib = Ib::new(&ctx.dev, 0)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawAql::new(&ctx.dev, 0, 64)?;
     let (wva, wn) = ib.put(|f, w| {
         WaitRegMem::memory(CompareFn::GreaterEqual, mem.va(0), 5, 0xffff_ffff, 4).encode(f, w)
     })?;
@@ -153,12 +155,13 @@ fn wait_reg_mem_holds(ctx: &Ctx) -> CheckResult {
 
 fn release_mem_timestamps(ctx: &Ctx) -> CheckResult {
     let gpu_id = ctx.gpu_id(0);
-    // An end-of-pipe event goes through the queue's EOP buffer: give it one even on
-    // gfx94x, whose AQL queues libhsakmt creates without (tinygrad ops_amd.py does too).
-    let mut q = RawAql::with_eop(&ctx.dev, 0, 64, true)?;
     let sig = RawSignals::new(&ctx.dev)?;
     let mem = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
     let mut ib = Ib::new(&ctx.dev, 0)?;
+    // Declared after the memory its packets name: destroyed first (see Drain). An
+    // end-of-pipe event goes through the queue's EOP buffer: give it one even on gfx94x,
+    // whose AQL queues libhsakmt creates without (tinygrad ops_amd.py does too).
+    let mut q = RawAql::with_eop(&ctx.dev, 0, 64, true)?;
     let (a, an) = ib.put(|f, w| clock_pkt(mem.va(0)).encode(f, w))?;
     let (b, bn) = ib.put(|f, w| clock_pkt(mem.va(8)).encode(f, w))?;
     let before = kfd::ioctl::get_clock_counters(ctx.backend(), gpu_id)
@@ -193,8 +196,9 @@ fn release_mem_timestamps(ctx: &Ctx) -> CheckResult {
 }
 
 fn compute_queue(ctx: &Ctx) -> CheckResult {
-    let mut q = RawPm4::new(&ctx.dev, 0)?;
     let mem = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawPm4::new(&ctx.dev, 0)?;
     let fam = ctx.dev.gpus()[0].family;
     // 300 packets of 5 dwords = 1500 dwords through a 1024-dword ring: cell i % 16 gets
     // i + 1, then the sequence counter at byte 128 gets the packet number.

@@ -1,6 +1,11 @@
 //! Raw KFD queues for packet-level checks: AQL, PM4 compute and SDMA queues built with
 //! CREATE_QUEUE directly (buffers from the runtime's allocator, which GPU-maps them on
 //! every GPU), and `amd_signal_t` cells for AQL completion and dependency signals.
+//!
+//! A check declares its raw queue after the memory the queue's packets name (signals,
+//! indirect buffers, scratch): the queue then drops first, and DESTROY_QUEUE returns only
+//! once no engine touches it, so a check ending early never frees memory under a queue
+//! still waiting on it (the raw-queue counterpart of [`super::Drain`]).
 
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 

@@ -52,10 +52,11 @@ fn copy(src: u64, dst: u64, bytes: u32) -> SdmaPacket<'static> {
 }
 
 fn copy_linear(ctx: &Ctx) -> CheckResult {
-    let mut q = RawSdma::new(&ctx.dev, 0, 4096)?;
     let src = Scratch::new(&ctx.dev, MemoryKind::HostPinned, 0, 1 << 16)?;
     let dst = Scratch::new(&ctx.dev, MemoryKind::Device, 0, 1 << 16)?;
     let fence = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawSdma::new(&ctx.dev, 0, 4096)?;
     let data = pattern(1 << 16, 1);
     src.write(0, &data);
     dst.write(0, &vec![0xee; 1 << 16]);
@@ -89,9 +90,10 @@ fn copy_linear(ctx: &Ctx) -> CheckResult {
 }
 
 fn const_fill(ctx: &Ctx) -> CheckResult {
-    let mut q = RawSdma::new(&ctx.dev, 0, 4096)?;
     let dst = Scratch::new(&ctx.dev, MemoryKind::HostPinned, 0, 1 << 14)?;
     let fence = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawSdma::new(&ctx.dev, 0, 4096)?;
     dst.write(0, &vec![0x11; 1 << 14]);
     let len = 4096 + 12;
     q.submit(&[
@@ -123,11 +125,12 @@ fn const_fill(ctx: &Ctx) -> CheckResult {
 }
 
 fn fence_after_copy(ctx: &Ctx) -> CheckResult {
-    let mut q = RawSdma::new(&ctx.dev, 0, 4096)?;
     let len = 4 << 20;
     let src = Scratch::new(&ctx.dev, MemoryKind::Device, 0, len)?;
     let dst = Scratch::new(&ctx.dev, MemoryKind::Device, 0, len)?;
     let fence = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawSdma::new(&ctx.dev, 0, 4096)?;
     let data = pattern(len, 9);
     src.write(0, &data);
     let ver = ctx.dev.gpus()[0].sdma_version;
@@ -149,8 +152,9 @@ fn fence_after_copy(ctx: &Ctx) -> CheckResult {
 }
 
 fn poll_regmem(ctx: &Ctx) -> CheckResult {
-    let mut q = RawSdma::new(&ctx.dev, 0, 4096)?;
     let mem = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawSdma::new(&ctx.dev, 0, 4096)?;
     q.submit(&[
         SdmaPacket::PollRegmem(PollRegmem {
             func: CompareFn::Equal,
@@ -183,8 +187,9 @@ fn poll_regmem(ctx: &Ctx) -> CheckResult {
 }
 
 fn ring_wrap(ctx: &Ctx) -> CheckResult {
-    let mut q = RawSdma::new(&ctx.dev, 0, 4096)?;
     let mem = Scratch::new(&ctx.dev, MemoryKind::Signal, 0, 4096)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawSdma::new(&ctx.dev, 0, 4096)?;
     let vals: Vec<[u32; 1]> = (0..400u32).map(|i| [i + 1]).collect();
     for chunk in vals.chunks(50).enumerate() {
         let pkts: Vec<SdmaPacket<'_>> = chunk

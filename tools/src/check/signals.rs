@@ -59,8 +59,9 @@ fn mailbox_interrupt(ctx: &Ctx) -> CheckResult {
     let dev = require!(ctx.private_device());
     let (page, ev) = event_page(&dev)?;
     let mailbox = page.va() + ev.event_slot_index as u64 * 8;
-    let mut q = RawAql::new(&dev, 0, 64)?;
     let s = RawSignals::new(&dev)?;
+    // Declared after the memory its packets name: destroyed first (see Drain).
+    let mut q = RawAql::new(&dev, 0, 64)?;
     let dep = s.init(0, 1, None);
     let done = s.init(1, 1, Some((mailbox, ev.event_trigger_data)));
     q.submit(&[AqlPacket::barrier_and([dep, 0, 0, 0, 0], done)])?;

@@ -8,7 +8,7 @@ use kfdrt::{ErrorKind, MemoryKind, StreamFlags, WriteValueFlags};
 
 use super::raw::Scratch;
 use super::{
-    ensure, hold, pass, pass_with, settle, wait_for, Check, CheckResult, Ctx, OrFail, WAIT,
+    ensure, hold, pass, pass_with, settle, wait_for, Check, CheckResult, Ctx, Drain, OrFail, WAIT,
 };
 
 /// The stream checks.
@@ -49,6 +49,7 @@ fn mem(ctx: &Ctx) -> Result<Scratch, String> {
 fn write_order(ctx: &Ctx) -> CheckResult {
     let m = mem(ctx)?;
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let _drain = Drain::streams(&[&s]);
     for i in 1..=200u32 {
         s.write_value32(m.va(0), i, WriteValueFlags::DEFAULT)
             .or_fail("write_value32")?;
@@ -73,6 +74,7 @@ fn query_synchronize(ctx: &Ctx) -> CheckResult {
         .dev
         .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .or_fail("create_stream_with_flags")?;
+    let _drain = Drain::streams(&[&s]).open(|| m.u32(0).store(1, Ordering::Release));
     ensure!(
         s.flags() == StreamFlags::NON_BLOCKING,
         "flags read back {:#x}",
@@ -117,6 +119,8 @@ fn null_stream(ctx: &Ctx) -> CheckResult {
         .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .or_fail("create non-blocking stream")?;
     let null = ctx.dev.null_stream(0).or_fail("null_stream")?;
+    let _drain = Drain::streams(&[&blocking, &nonblocking, &null])
+        .open(|| m.u32(0).store(1, Ordering::Release));
     ensure!(null.is_null(), "null_stream() is not a null stream");
     hold(&blocking, m.va(0))?;
     null.write_value32(m.va(64), 1, WriteValueFlags::DEFAULT)
@@ -149,9 +153,21 @@ fn null_stream(ctx: &Ctx) -> CheckResult {
 fn destroy_while_busy(ctx: &Ctx) -> CheckResult {
     let m = mem(ctx)?;
     let s = ctx.dev.create_stream(0).or_fail("create_stream")?;
+    let queueing = Drain::streams(&[&s]).open(|| m.u32(0).store(1, Ordering::Release));
     hold(&s, m.va(0))?;
     s.write_value32(m.va(64), 5, WriteValueFlags::DEFAULT)
         .or_fail("write_value32")?;
+    queueing.disarm();
+    // From here the stream is gone: its last write landing is its drain (the buffer
+    // stays until it lands, as in Drain).
+    let _drain = Drain::streams(&[]).open(|| {
+        m.u32(0).store(1, Ordering::Release);
+        while wait_for("the destroyed stream's write", WAIT, || {
+            m.u32(64).load(Ordering::Acquire) == 5
+        })
+        .is_err()
+        {}
+    });
     let t = Instant::now();
     drop(s);
     let dt = t.elapsed();
@@ -180,6 +196,8 @@ fn blocked_isolated(ctx: &Ctx) -> CheckResult {
         })
         .collect::<Result<Vec<_>, _>>()
         .or_fail("create streams")?;
+    let _drain = Drain::streams(&streams.iter().collect::<Vec<_>>())
+        .open(|| m.u32(0).store(1, Ordering::Release));
     hold(&streams[0], m.va(0))?;
     streams[0]
         .write_value32(m.va(4), 100, WriteValueFlags::DEFAULT)

@@ -9,7 +9,7 @@ use kfdrt::{
 };
 
 use super::{
-    ensure, pass, pass_with, read_via_gpu, write_via_gpu, Check, CheckResult, Ctx, OrFail,
+    ensure, pass, pass_with, read_via_gpu, write_via_gpu, Check, CheckResult, Ctx, Drain, OrFail,
 };
 
 const G2: usize = 2 << 20;
@@ -61,8 +61,10 @@ fn alias_two_mappings(ctx: &Ctx) -> CheckResult {
     d.mem_map(b, G2, 0, h, 0).or_fail("memMap b")?;
     d.mem_set_access(a, G2, &rw()).or_fail("setAccess a")?;
     d.mem_set_access(b, G2, &rw()).or_fail("setAccess b")?;
-    let s = d.create_stream(0).or_fail("create_stream")?;
     let v = d.alloc(MemoryKind::Device, 0, 4096).or_fail("alloc")?;
+    let s = d.create_stream(0).or_fail("create_stream")?;
+    // The VMM mappings are unmapped only after the synchronize; an early exit leaks them.
+    let _drain = Drain::streams(&[&s]);
     write_via_gpu(d, 0, v.va(), &[0x5a; 4096])?;
     s.memcpy(a + 8192, v.va(), 4096).or_fail("memcpy into a")?;
     s.memset(b + 4096, 0x77, 64).or_fail("memset b")?;

@@ -5,7 +5,9 @@ use std::sync::atomic::Ordering;
 use kfdrt::{ErrorKind, Event, EventFlags, MemoryKind, Stream, StreamFlags, WriteValueFlags};
 
 use super::raw::Scratch;
-use super::{ensure, hold, pass, pass_with, require, settle, Check, CheckResult, Ctx, OrFail};
+use super::{
+    ensure, hold, pass, pass_with, require, settle, Check, CheckResult, Ctx, Drain, OrFail,
+};
 
 /// The cross-stream event checks.
 pub fn checks() -> Vec<Check> {
@@ -51,6 +53,7 @@ fn held_by_event(ctx: &Ctx, a_gpu: usize, b_gpu: usize) -> CheckResult {
         .dev
         .create_event(EventFlags::DISABLE_TIMING)
         .or_fail("create_event")?;
+    let _drain = Drain::streams(&[&a, &b]).open(|| m.u32(0).store(1, Ordering::Release));
     hold(&a, m.va(0))?;
     a.write_value32(m.va(4), 1, WriteValueFlags::DEFAULT)
         .or_fail("write A")?;
@@ -88,6 +91,7 @@ fn unrecorded_noop(ctx: &Ctx) -> CheckResult {
         .dev
         .create_event(EventFlags::DEFAULT)
         .or_fail("create_event")?;
+    let _drain = Drain::streams(&[&b]);
     e.query().or_fail("query of an unrecorded event")?;
     e.synchronize()
         .or_fail("synchronize of an unrecorded event")?;
@@ -113,6 +117,7 @@ fn rerecord(ctx: &Ctx) -> CheckResult {
         .dev
         .create_event(EventFlags::DISABLE_TIMING)
         .or_fail("create_event")?;
+    let _drain = Drain::streams(&[&a, &b, &c]).open(|| m.u32(0).store(1, Ordering::Release));
     hold(&a, m.va(0))?;
     e.record(&a).or_fail("record on A")?;
     b.wait_event(&e, 0).or_fail("wait_event")?;
@@ -144,6 +149,11 @@ fn elapsed_time(ctx: &Ctx) -> CheckResult {
             .create_event(EventFlags::DEFAULT)
             .or_fail("create_event")?,
     );
+    let nt = ctx
+        .dev
+        .create_event(EventFlags::DISABLE_TIMING)
+        .or_fail("create_event")?;
+    let _drain = Drain::streams(&[&s]).open(|| m.u32(0).store(1, Ordering::Release));
     start.record(&s).or_fail("record start")?;
     hold(&s, m.va(0))?;
     end.record(&s).or_fail("record end")?;
@@ -163,10 +173,6 @@ fn elapsed_time(ctx: &Ctx) -> CheckResult {
         back.partial_cmp(&0.0) == Some(std::cmp::Ordering::Less),
         "reversed elapsed time {back} is not negative"
     );
-    let nt = ctx
-        .dev
-        .create_event(EventFlags::DISABLE_TIMING)
-        .or_fail("create_event")?;
     nt.record(&s).or_fail("record")?;
     nt.synchronize().or_fail("synchronize")?;
     match Event::elapsed_ms(&start, &nt) {

@@ -1,0 +1,51 @@
+// Answers of calls whose semantics this library takes from CLR 5.2, printed one per line.
+// Run on Debian's CLR (`kfdrt emu-run --device emu:mi250x`) it printed the lines that
+// tests/c_abi.rs `answers_match_clr_5_2_measured` expects from this library, except where
+// that test names a deliberate difference.
+#include <hip/hip_runtime_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define P(x) printf("%-70s %s\n", #x, hipGetErrorName(x))
+int main() {
+  void* p = nullptr; unsigned f = 0; void* dp = nullptr; int stack = 0;
+  P(hipHostMalloc(&p, 4096, 0x8));
+  if (p) { P(hipHostGetFlags(&f, p)); printf("flags 0x%x\n", f); (void)hipHostFree(p); p = nullptr; }
+  P(hipHostMalloc(&p, 4096, hipHostMallocNumaUser));
+  if (p) { (void)hipHostFree(p); p = nullptr; }
+  P(hipHostMalloc(&p, 4096, hipHostMallocCoherent | hipHostMallocNonCoherent));
+  unsigned fl[] = {0, 1, 2, 4, 0x40000000u, 0x80000000u, 7};
+  for (unsigned x : fl) {
+    p = nullptr; f = 12345;
+    hipError_t e = hipHostMalloc(&p, 4096, x);
+    hipError_t g = p ? hipHostGetFlags(&f, p) : hipErrorUnknown;
+    printf("hostMalloc 0x%x -> %s, getFlags %s 0x%x\n", x, hipGetErrorName(e), hipGetErrorName(g), f);
+    if (p) {
+      hipError_t h = hipHostGetDevicePointer(&dp, (char*)p + 8, 0);
+      hipError_t h1 = hipHostGetDevicePointer(&dp, (char*)p + 8, 1);
+      printf("  devptr %s same=%d flags1 %s\n", hipGetErrorName(h), dp == (char*)p + 8, hipGetErrorName(h1));
+      (void)hipHostFree(p);
+    }
+  }
+  P(hipHostGetFlags(&f, &stack));
+  P(hipHostGetDevicePointer(&dp, &stack, 0));
+  P(hipExtMallocWithFlags(&p, 64, hipMallocSignalMemory));
+  P(hipExtMallocWithFlags(&p, 8, hipMallocSignalMemory));
+  P(hipExtMallocWithFlags(&p, 4096, 7));
+  P(hipExtMallocWithFlags(&p, 4096, hipDeviceMallocFinegrained));
+  int prio = 99; unsigned sf = 99;
+  P(hipStreamGetPriority(hipStreamPerThread, &prio)); printf("prio %d\n", prio);
+  P(hipStreamGetFlags(hipStreamPerThread, &sf)); printf("flags %u\n", sf);
+  P(hipStreamQuery(hipStreamPerThread));
+  P(hipStreamSynchronize(hipStreamPerThread));
+  P(hipStreamDestroy(hipStreamPerThread));
+  int fd = -1;
+  P(hipMemExportToShareableHandle(&fd, nullptr, hipMemHandleTypePosixFileDescriptor, 0));
+  hipMemGenericAllocationHandle_t h;
+  P(hipMemImportFromShareableHandle(&h, (void*)(uintptr_t)0, hipMemHandleTypePosixFileDescriptor));
+  hipMemAllocationProp pr;
+  P(hipMemGetAllocationPropertiesFromHandle(&pr, nullptr));
+  P(hipMemRetainAllocationHandle(&h, &stack));
+  printf("probe end\n");
+  return 0;
+}
