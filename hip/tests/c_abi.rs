@@ -60,7 +60,7 @@ fn debian_linked_program_runs_on_kfdrt_library() {
     // Linked against Debian's libamdhip64.so.5, run on ours.
     compile("g++", "api.cpp", &exe, &["-lamdhip64", "-ldl"]);
     let mut cmd = Command::new(&exe);
-    cmd.env("LD_LIBRARY_PATH", lib_dir())
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
         .env("KFDRT_DEVICE", "emu");
     let (ok, out, err) = run(cmd, Duration::from_secs(300));
     assert!(ok, "api program failed:\n{out}{err}");
@@ -75,7 +75,7 @@ fn peer_access_memory_info_reset_and_ipc_through_the_c_api() {
     let exe = tmp.join("hip-device");
     compile("g++", "device.cpp", &exe, &["-lamdhip64"]);
     let mut cmd = Command::new(&exe);
-    cmd.env("LD_LIBRARY_PATH", lib_dir())
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
         .env("KFDRT_DEVICE", "emu:mi250x*2");
     let (ok, out, err) = run(cmd, Duration::from_secs(120));
     assert!(ok, "device program failed:\n{out}{err}");
@@ -90,7 +90,7 @@ fn ipc_memory_and_pool_handles_between_two_processes() {
     let exe = tmp.join("hip-ipc");
     compile("g++", "ipc.cpp", &exe, &["-lamdhip64"]);
     let mut cmd = Command::new(&exe);
-    cmd.env("LD_LIBRARY_PATH", lib_dir())
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
         .env("KFDRT_DEVICE", "emu:mi250x");
     let (ok, out, err) = run(cmd, Duration::from_secs(240));
     assert!(ok, "ipc program failed:\n{out}{err}");

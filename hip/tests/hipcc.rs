@@ -47,7 +47,7 @@ fn run(exe: &Path, args: &[&Path]) -> String {
     let o = output_within(
         Command::new(exe)
             .args(args)
-            .env("LD_LIBRARY_PATH", lib_dir())
+            .env("LD_LIBRARY_PATH", lib_dir(tmp()))
             .env("KFDRT_DEVICE", DEVICE),
         Duration::from_secs(300),
     );

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Our cdylib, built by cargo before the tests. `deps/` holds the fresh one: `cargo test`
@@ -26,19 +26,20 @@ pub fn tmp() -> &'static Path {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
 }
 
-/// A directory holding `libamdhip64.so.5` -> our library, for LD_LIBRARY_PATH:
-/// `hip-lib-<test binary>` in [`tmp`], made once per test binary (its tests run in
-/// parallel and would race on the link).
-pub fn lib_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tmp().join(concat!("hip-lib-", env!("CARGO_CRATE_NAME")));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        let link = dir.join("libamdhip64.so.5");
+/// `hip-lib-<test binary>` in `tmp`, holding `libamdhip64.so.5` -> our library, for
+/// LD_LIBRARY_PATH. The tests of a binary run in parallel: the link is made under a lock.
+pub fn lib_dir(tmp: &Path) -> PathBuf {
+    static MAKING: Mutex<()> = Mutex::new(());
+    let _g = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tmp.join(concat!("hip-lib-", env!("CARGO_CRATE_NAME")));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let link = dir.join("libamdhip64.so.5");
+    let lib = our_lib();
+    if std::fs::read_link(&link).ok() != Some(lib.clone()) {
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(our_lib(), &link).expect("symlink");
-        dir
-    })
+        std::os::unix::fs::symlink(lib, &link).expect("symlink");
+    }
+    dir
 }
 
 /// Runs `cmd` to its end with stdout and stderr captured; kills it and fails the test
