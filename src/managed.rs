@@ -109,16 +109,8 @@ impl MemoryAdvise {
     ];
     /// From HIP's value; anything else is InvalidValue.
     pub fn from_raw(v: u32) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|a| *a as u32 == v)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidValue,
-                    "hipMemAdvise",
-                    format!("advice {v} is not a hipMemoryAdvise value"),
-                )
-            })
+        hip_value(&Self::ALL, |a| a as u32, v)
+            .ok_or_else(|| invalid_value("hipMemAdvise", "advice", v, "hipMemoryAdvise"))
     }
 }
 
@@ -144,23 +136,36 @@ pub enum MemRangeAttribute {
 impl MemRangeAttribute {
     /// From HIP's value; anything else is InvalidValue.
     pub fn from_raw(v: u32) -> Result<Self> {
-        [
+        let all = [
             Self::ReadMostly,
             Self::PreferredLocation,
             Self::AccessedBy,
             Self::LastPrefetchLocation,
             Self::CoherencyMode,
-        ]
-        .into_iter()
-        .find(|a| *a as u32 == v)
-        .ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidValue,
+        ];
+        hip_value(&all, |a| a as u32, v).ok_or_else(|| {
+            invalid_value(
                 "hipMemRangeGetAttribute",
-                format!("attribute {v} is not a hipMemRangeAttribute value"),
+                "attribute",
+                v,
+                "hipMemRangeAttribute",
             )
         })
     }
+}
+
+/// The member of `all` whose HIP value (`raw`) is `v`.
+fn hip_value<T: Copy>(all: &[T], raw: impl Fn(T) -> u32, v: u32) -> Option<T> {
+    all.iter().copied().find(|&a| raw(a) == v)
+}
+
+/// InvalidValue from `call`: `v` is no value of the HIP enumeration `hip_type`.
+fn invalid_value(call: &'static str, what: &str, v: u32, hip_type: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidValue,
+        call,
+        format!("{what} {v} is not a {hip_type} value"),
+    )
 }
 
 /// The stream association of managed memory (`hipStreamAttachMemAsync`).
@@ -264,16 +269,11 @@ impl Registry {
         Self::default()
     }
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.st.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.st)
     }
     /// `(start, size)` of the managed allocation containing `addr`.
     pub(crate) fn extent_of(&self, addr: u64) -> Option<(u64, u64)> {
-        let st = self.lock();
-        st.allocs
-            .range(..=addr)
-            .next_back()
-            .filter(|(&b, a)| addr - b < a.size as u64)
-            .map(|(&b, a)| (b, a.size as u64))
+        crate::va::range_containing(&self.lock().allocs, addr, |a| a.size as u64)
     }
 }
 
@@ -311,21 +311,16 @@ fn svm_err(call: &'static str, e: kfd::KfdError) -> Error {
     }
 }
 
-fn svm_set(
+/// `AMDKFD_IOC_SVM` operation `op` (SET_ATTR, GET_ATTR) of `attrs` over the pages `[s, e)`.
+fn svm(
     dev: &DeviceCore,
     call: &'static str,
+    op: u32,
     s: u64,
     e: u64,
     attrs: &mut [SvmAttribute],
 ) -> Result<()> {
-    kfd::ioctl::svm(
-        dev.backend.as_ref(),
-        abi::KFD_IOCTL_SVM_OP_SET_ATTR,
-        s,
-        e - s,
-        attrs,
-    )
-    .map_err(|x| svm_err(call, x))
+    kfd::ioctl::svm(dev.backend.as_ref(), op, s, e - s, attrs).map_err(|x| svm_err(call, x))
 }
 
 fn attr(type_: u32, value: u32) -> SvmAttribute {
@@ -450,7 +445,14 @@ impl Drop for ManagedMemory {
             abi::KFD_IOCTL_SVM_ATTR_PREFETCH_LOC,
             abi::KFD_IOCTL_SVM_LOCATION_SYSMEM,
         ));
-        let _ = svm_set(inner, "hipFree", s, e, &mut attrs);
+        let _ = svm(
+            inner,
+            "hipFree",
+            abi::KFD_IOCTL_SVM_OP_SET_ATTR,
+            s,
+            e,
+            &mut attrs,
+        );
         if let Some(nn) = core::ptr::NonNull::new(self.base as *mut core::ffi::c_void) {
             // SAFETY: the range is this allocation's own mapping, being retired; nothing
             // references it afterwards.
@@ -529,7 +531,14 @@ impl Device {
             .iter()
             .map(|g| attr(abi::KFD_IOCTL_SVM_ATTR_ACCESS, g.gpu_id))
             .collect();
-        if let Err(e) = svm_set(&self.inner, call, base, base + mapped as u64, &mut attrs) {
+        if let Err(e) = svm(
+            &self.inner,
+            call,
+            abi::KFD_IOCTL_SVM_OP_SET_ATTR,
+            base,
+            base + mapped as u64,
+            &mut attrs,
+        ) {
             // SAFETY: our fresh mapping, never handed out.
             let _ = unsafe { rustix::mm::munmap(p, mapped) };
             return Err(e);
@@ -627,9 +636,10 @@ impl Device {
             None => abi::KFD_IOCTL_SVM_LOCATION_SYSMEM,
         };
         let run = move |dev: &DeviceInner| -> Result<()> {
-            svm_set(
+            svm(
                 dev,
                 call,
+                abi::KFD_IOCTL_SVM_OP_SET_ATTR,
                 s,
                 e,
                 &mut [attr(abi::KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, value)],
@@ -719,14 +729,7 @@ impl Device {
             (MemoryAdvise::SetAccessedBy, None) | (MemoryAdvise::UnsetAccessedBy, None) => {
                 // Validate the range with KFD (GET_ATTR) before recording.
                 let mut q = [attr(KFD_IOCTL_SVM_ATTR_GRANULARITY, 0)];
-                kfd::ioctl::svm(
-                    self.inner.backend.as_ref(),
-                    KFD_IOCTL_SVM_OP_GET_ATTR,
-                    s,
-                    e - s,
-                    &mut q,
-                )
-                .map_err(|x| svm_err(call, x))?;
+                svm(&self.inner, call, KFD_IOCTL_SVM_OP_GET_ATTR, s, e, &mut q)?;
                 let mut st = self.inner.managed.lock();
                 if advice == MemoryAdvise::SetAccessedBy {
                     st.cpu_accessed_by.insert(s >> 12, e >> 12);
@@ -742,7 +745,7 @@ impl Device {
                 attr(KFD_IOCTL_SVM_ATTR_SET_FLAGS, KFD_IOCTL_SVM_FLAG_COHERENT)
             }
         };
-        svm_set(&self.inner, call, s, e, &mut [a])
+        svm(&self.inner, call, KFD_IOCTL_SVM_OP_SET_ATTR, s, e, &mut [a])
     }
 
     /// Every attribute of `[ptr, ptr+count)` at once (one GET_ATTR), typed. Mixed ranges
@@ -763,14 +766,7 @@ impl Device {
         for g in &self.inner.gpus {
             q.push(attr(KFD_IOCTL_SVM_ATTR_ACCESS, g.gpu_id));
         }
-        kfd::ioctl::svm(
-            self.inner.backend.as_ref(),
-            KFD_IOCTL_SVM_OP_GET_ATTR,
-            s,
-            e - s,
-            &mut q,
-        )
-        .map_err(|x| svm_err(call, x))?;
+        svm(&self.inner, call, KFD_IOCTL_SVM_OP_GET_ATTR, s, e, &mut q)?;
         let loc = |v: u32| -> Option<Location> {
             match v {
                 KFD_IOCTL_SVM_LOCATION_SYSMEM => Some(Location::Host),

@@ -104,3 +104,33 @@ impl Drop for VaReservation {
         let _ = unsafe { rustix::mm::munmap(self.addr.as_ptr(), self.len) };
     }
 }
+
+/// `(start, len)` of the range of `ranges` (keyed by start address, `len` giving each
+/// one's length) that holds `addr`. Ranges must not overlap.
+pub(crate) fn range_containing<T>(
+    ranges: &std::collections::BTreeMap<u64, T>,
+    addr: u64,
+    len: impl Fn(&T) -> u64,
+) -> Option<(u64, u64)> {
+    let (&start, r) = ranges.range(..=addr).next_back()?;
+    let n = len(r);
+    (addr - start < n).then_some((start, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::range_containing;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn range_containing_finds_the_holder_and_stops_at_its_end() {
+        let m = BTreeMap::from([(0x1000u64, 0x1000u64), (0x4000, 0x2000)]);
+        let f = |a| range_containing(&m, a, |&n| n);
+        assert_eq!(f(0xfff), None);
+        assert_eq!(f(0x1000), Some((0x1000, 0x1000)));
+        assert_eq!(f(0x1fff), Some((0x1000, 0x1000)));
+        assert_eq!(f(0x2000), None);
+        assert_eq!(f(0x5fff), Some((0x4000, 0x2000)));
+        assert_eq!(f(0x6000), None);
+    }
+}

@@ -269,16 +269,11 @@ impl Registry {
         Self::default()
     }
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.st.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.st)
     }
     /// `(start, len)` of the address reservation containing `addr`.
     pub(crate) fn extent_of(&self, addr: u64) -> Option<(u64, u64)> {
-        let st = self.lock();
-        st.reservations
-            .range(..=addr)
-            .next_back()
-            .filter(|(&b, r)| addr - b < r.len as u64)
-            .map(|(&b, r)| (b, r.len as u64))
+        crate::va::range_containing(&self.lock().reservations, addr, |r| r.len as u64)
     }
 }
 

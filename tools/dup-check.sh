@@ -23,8 +23,6 @@ known=(
   "fuzz/src/gen.rs ~ pm4/src/pkt3.rs"
   "emu/benches/engines.rs ~ emu/benches/engines.rs"
   # Runtime and emulator repeats whose files other work owns at the time of writing.
-  "emu/src/presets.rs ~ emu/src/presets.rs"
-  "src/managed.rs ~ src/vmm.rs"
   "emu/src/shader/lower.rs ~ isa/src/display.rs"
   "isa/src/lib.rs ~ isa/src/lib.rs"
 )

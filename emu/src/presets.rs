@@ -126,40 +126,15 @@ impl Preset {
     };
 
     /// One GCD of an AMD Instinct MI250X (gfx90a, 110 CU, 64 GiB HBM2e). No public KFD
-    /// dump exists; values shared with the MI210 die come from the MI210 dump, the CU
-    /// count, VRAM and device id (0x740C) from AMD's public specifications.
+    /// dump exists; the fields not set here are the MI210 die's (from the MI210 dump), the
+    /// CU count, VRAM and device id (0x740C) from AMD's public specifications.
     pub const MI250X: Preset = Preset {
         name: "mi250x",
         marketing_name: "AMD Instinct MI250X",
-        gfx_target_version: 90010,
         device_id: 0x740c,
         simd_count: 440,
-        simd_per_cu: 4,
-        array_count: 8,
-        simd_arrays_per_engine: 1,
-        cu_per_simd_array: 14,
-        num_xcc: 1,
-        wave_front_size: 64,
-        max_waves_per_simd: 8,
-        lds_size_in_kb: 64,
-        vram_size: 64 * GIB,
-        visible_vram_size: None,
-        vram_width: 4096,
-        mem_clk_max: 1600,
-        num_sdma_engines: 2,
-        num_sdma_xgmi_engines: 3,
-        num_sdma_queues_per_engine: 8,
-        num_cp_queues: 24,
-        max_engine_clk_fcompute: 1700,
-        fw_version: 92,
-        sdma_fw_version: 9,
-        capability: 746_037_888,
-        capability2: None,
-        debug_prop: 470,
         location_id: 0xc100,
-        simd_id_base: 2_147_487_744,
-        xnack_capable: true,
-        gpu_clock_hz: 100_000_000,
+        ..Preset::MI210
     };
 
     /// AMD Instinct MI210 (gfx90a, 104 CU, 64 GB HBM2e), from the k8s-device-plugin

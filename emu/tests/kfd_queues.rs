@@ -5,10 +5,10 @@
 mod kfd_common;
 
 use kfd::abi::{self, CreateQueueArgs, EventData, HsaMemoryExceptionData, UpdateQueueArgs};
-use kfd::{ioctl, Errno, MmapFile, Prot};
+use kfd::{ioctl, Errno};
 use kfd_common::{
-    alloc, bufs, errno, gpu_map, gtt, open, sdma_args, submit_sdma, vram, wait_until, Bufs, Dev,
-    RING,
+    alloc, bufs, create_with_doorbell, errno, gpu_map, gtt, open, sdma_args, submit_sdma, vram,
+    wait_until, Bufs, Dev, RING,
 };
 use kfd_emu::engine::QueueStatus;
 use pm4::sdma::{self, SdmaPacket};
@@ -31,26 +31,6 @@ fn aql_args(dev: &Dev, gpu: usize, b: &Bufs) -> CreateQueueArgs {
         ctl_stack_size: b.sizes.ctl_stack_size,
         ..Default::default()
     }
-}
-
-/// CREATE_QUEUE with `q`, then a fresh mapping of the queue's 8 KiB doorbell slice:
-/// returns the slice's CPU address.
-fn create_with_doorbell(dev: &Dev, q: &mut CreateQueueArgs) -> *mut u64 {
-    let d = dev.b();
-    ioctl::create_queue(d, q).unwrap();
-    // SAFETY: a fresh mapping of the doorbell slice.
-    unsafe {
-        d.mmap(
-            MmapFile::Kfd,
-            q.doorbell_offset & !0x1fff,
-            8192,
-            None,
-            Prot::READ | Prot::WRITE,
-        )
-    }
-    .unwrap()
-    .as_ptr()
-    .cast::<u64>()
 }
 
 /// A MEMORY event: KFD sets it, with the faulting page, on a GPU VM fault.

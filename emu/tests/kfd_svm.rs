@@ -699,20 +699,7 @@ impl Sdma {
         let staging = b.next;
         kfd_common::gtt(dev, 0, staging, 2 * MIB);
         let mut q = kfd_common::sdma_args(dev, 0, &b);
-        ioctl::create_queue(dev.b(), &mut q).unwrap();
-        // SAFETY: a fresh mapping of the doorbell slice.
-        let db = unsafe {
-            dev.b().mmap(
-                kfd::MmapFile::Kfd,
-                q.doorbell_offset & !0x1fff,
-                8192,
-                None,
-                kfd::Prot::READ | kfd::Prot::WRITE,
-            )
-        }
-        .unwrap()
-        .as_ptr()
-        .cast::<u64>();
+        let db = kfd_common::create_with_doorbell(dev, &mut q);
         Sdma {
             b,
             q,

@@ -2,32 +2,13 @@
 //! and library, then runs them on kfdrt's `libamdhip64.so.5` (LD_LIBRARY_PATH) on the
 //! emulator. Needs Debian's `libamdhip64-dev` (installed by `.ci/run`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-/// Our cdylib, built by cargo before the tests. `deps/` holds the fresh one: `cargo test`
-/// does not refresh the copy in `target/<profile>/`.
-fn our_lib() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let deps = exe.parent().expect("deps dir");
-    for p in [deps.join("libamdhip64.so"), deps.join("../libamdhip64.so")] {
-        if p.exists() {
-            return p.canonicalize().expect("canonical path");
-        }
-    }
-    panic!("libamdhip64.so not found next to {}", deps.display());
-}
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
-/// A directory holding `libamdhip64.so.5` -> our library, for LD_LIBRARY_PATH.
-fn lib_dir(tmp: &Path) -> PathBuf {
-    let dir = tmp.join("hip-lib");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let link = dir.join("libamdhip64.so.5");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(our_lib(), &link).expect("symlink");
-    dir
-}
+use common::{lib_dir, our_lib, output_within};
 
 fn compile(compiler: &str, src: &str, out: &Path, libs: &[&str]) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -51,28 +32,7 @@ fn compile(compiler: &str, src: &str, out: &Path, libs: &[&str]) {
 
 /// Run with a bound; stdout and stderr.
 fn run(mut cmd: Command, limit: Duration) -> (bool, String, String) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            break;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let o = child.wait_with_output().expect("output");
-            panic!(
-                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let o = child.wait_with_output().expect("output");
+    let o = output_within(&mut cmd, limit);
     (
         o.status.success(),
         String::from_utf8_lossy(&o.stdout).into_owned(),

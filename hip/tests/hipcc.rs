@@ -6,41 +6,15 @@
 //! itself and prints its values; the tests assert the printed lines. Needs Debian's
 //! `hipcc` (installed by `.ci/run`).
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{lib_dir, output_within, tmp};
 
 const DEVICE: &str = "emu:mi250x";
-
-/// Our cdylib (see `c_abi.rs`: `deps/` holds the fresh copy).
-fn our_lib() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let deps = exe.parent().expect("deps dir");
-    for p in [deps.join("libamdhip64.so"), deps.join("../libamdhip64.so")] {
-        if p.exists() {
-            return p.canonicalize().expect("canonical path");
-        }
-    }
-    panic!("libamdhip64.so not found next to {}", deps.display());
-}
-
-fn tmp() -> &'static Path {
-    Path::new(env!("CARGO_TARGET_TMPDIR"))
-}
-
-/// A directory holding `libamdhip64.so.5` -> our library (made once per test binary).
-fn lib_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tmp().join("hip-lib-hipcc");
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        let link = dir.join("libamdhip64.so.5");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(our_lib(), &link).expect("symlink");
-        dir
-    })
-}
 
 fn src(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -70,30 +44,13 @@ fn hipcc(name: &str, extra: &[&str], out: &Path) {
 /// Runs `exe args` on our library with a bound; its stdout (the test fails on a non-zero
 /// exit or anything on stderr).
 fn run(exe: &Path, args: &[&Path]) -> String {
-    let mut child = Command::new(exe)
-        .args(args)
-        .env("LD_LIBRARY_PATH", lib_dir())
-        .env("KFDRT_DEVICE", DEVICE)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let start = Instant::now();
-    let limit = Duration::from_secs(300);
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let o = child.wait_with_output().expect("output");
-            panic!(
-                "{} timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                exe.display(),
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let o = child.wait_with_output().expect("output");
+    let o = output_within(
+        Command::new(exe)
+            .args(args)
+            .env("LD_LIBRARY_PATH", lib_dir(tmp()))
+            .env("KFDRT_DEVICE", DEVICE),
+        Duration::from_secs(300),
+    );
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),

@@ -603,6 +603,13 @@ impl PoolsState {
         }
     }
 
+    /// Adds `p` to the device's pools; returns its slot.
+    fn add(&mut self, dev: &DeviceCore, p: PoolState) -> u32 {
+        self.init(dev);
+        self.pools.push(Some(p));
+        (self.pools.len() - 1) as u32
+    }
+
     fn default_pool(&mut self, dev: &DeviceCore, gpu: usize) -> Result<u32> {
         dev.gpu(gpu)?;
         self.init(dev);
@@ -611,8 +618,7 @@ impl PoolsState {
         }
         let mut p = PoolState::new(dev, gpu, 0);
         p.is_default = true;
-        self.pools.push(Some(p));
-        let slot = (self.pools.len() - 1) as u32;
+        let slot = self.add(dev, p);
         self.defaults[gpu] = Some(slot);
         if self.current[gpu].is_none() {
             self.current[gpu] = Some(slot);
@@ -1042,12 +1048,10 @@ impl Device {
             p.reserved_high = p.reserved;
             p.ipc = Some(b);
         }
-        let mut st = self.inner.mempools.lock();
-        st.init(&self.inner);
-        st.pools.push(Some(p));
+        let slot = self.inner.mempools.lock().add(&self.inner, p);
         Ok(MemPool {
             dev: self.inner.clone(),
-            slot: (st.pools.len() - 1) as u32,
+            slot,
         })
     }
 
@@ -1101,12 +1105,10 @@ impl Device {
         let imp = ipc::ImportedBacking::import(&self.inner.core, 0, handle)?;
         let mut p = PoolState::new(&self.inner, 0, 0);
         p.import = Some(imp);
-        let mut st = self.inner.mempools.lock();
-        st.init(&self.inner);
-        st.pools.push(Some(p));
+        let slot = self.inner.mempools.lock().add(&self.inner, p);
         Ok(MemPool {
             dev: self.inner.clone(),
-            slot: (st.pools.len() - 1) as u32,
+            slot,
         })
     }
 

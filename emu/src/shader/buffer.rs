@@ -22,9 +22,18 @@ struct Lanes {
     soff: u64,
     off: [u64; 64],
     idx: [u64; 64],
+    /// EXEC when the op issued.
+    exec: u64,
+    /// The data VGPR (the `acc` bit selects AGPRs, at `AGPR_BASE` in the register file).
+    vd: usize,
 }
 
 impl Lanes {
+    /// The lanes EXEC enables, in order.
+    fn active(&self) -> impl Iterator<Item = usize> {
+        let exec = self.exec;
+        (0..64).filter(move |l| exec >> l & 1 != 0)
+    }
     fn addr(&self, l: usize) -> u64 {
         self.base
             .wrapping_add(self.soff)
@@ -56,6 +65,8 @@ impl Wave {
             soff: self.rs(ctx, op.sdst, 0)? as u64,
             off: [op.imm as u64; 64],
             idx: [0; 64],
+            exec: self.exec(),
+            vd: op.dst as usize + if op.acc { AGPR_BASE as usize } else { 0 },
         };
         if idxen {
             let v = self.vreg(ctx, va)?;
@@ -103,12 +114,8 @@ impl Wave {
         let size = if wide { 8 } else { 4 };
         let rtn = op.ext & 4 != 0; // glc / sc0: return the pre-op value
         let lanes = self.buf_lanes(ctx, op, vsharp)?;
-        let vd = op.dst as usize + if op.acc { AGPR_BASE as usize } else { 0 };
-        let exec = self.exec();
-        for l in 0..64 {
-            if exec >> l & 1 == 0 {
-                continue;
-            }
+        let vd = lanes.vd;
+        for l in lanes.active() {
             match lanes.range(l, size) {
                 Some(true) => {}
                 Some(false) if !rtn => continue,
@@ -255,12 +262,8 @@ impl Wave {
         }
         let cb = bits as u64 / 8;
         let lanes = self.buf_lanes(ctx, op, vsharp)?;
-        let vd = op.dst as usize + if op.acc { AGPR_BASE as usize } else { 0 };
-        let exec = self.exec();
-        for l in 0..64 {
-            if exec >> l & 1 == 0 {
-                continue;
-            }
+        let vd = lanes.vd;
+        for l in lanes.active() {
             let in_range = match lanes.range(l, cb * n_fmt as u64) {
                 Some(r) => r,
                 None => return Err(unmodelled(self, ctx, "element straddling num_records")),

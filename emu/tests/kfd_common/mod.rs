@@ -242,6 +242,26 @@ pub fn sdma_args(dev: &Dev, gpu: usize, b: &Bufs) -> CreateQueueArgs {
     }
 }
 
+/// CREATE_QUEUE with `q`, then a fresh mapping of the queue's 8 KiB doorbell slice:
+/// returns the slice's CPU address.
+pub fn create_with_doorbell(dev: &Dev, q: &mut CreateQueueArgs) -> *mut u64 {
+    let d = dev.b();
+    ioctl::create_queue(d, q).unwrap();
+    // SAFETY: a fresh mapping of the doorbell slice.
+    unsafe {
+        d.mmap(
+            MmapFile::Kfd,
+            q.doorbell_offset & !0x1fff,
+            8192,
+            None,
+            Prot::READ | Prot::WRITE,
+        )
+    }
+    .unwrap()
+    .as_ptr()
+    .cast::<u64>()
+}
+
 pub fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(20) {
