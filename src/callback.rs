@@ -65,17 +65,6 @@ pub type Callback = Box<dyn FnOnce(Result<()>) + Send + 'static>;
 /// `Point::queue_id` of a callback-line point: no queue's packets complete it.
 const NO_QUEUE: u32 = u32::MAX;
 
-/// An atomic alone on its cache line.
-#[repr(align(64))]
-struct Padded(AtomicU64);
-
-impl core::ops::Deref for Padded {
-    type Target = AtomicU64;
-    fn deref(&self) -> &AtomicU64 {
-        &self.0
-    }
-}
-
 /// A stream's callback state (in `StreamInner`). `enqueued` and `hold_pending` are
 /// written under the stream's state lock, so the submit path reads them in order with
 /// the commands it publishes.
@@ -83,9 +72,8 @@ pub(crate) struct StreamCallbacks {
     /// A callback was enqueued after the stream's last hold: the next command (or
     /// anything that takes the stream's point) emits one first.
     hold_pending: AtomicBool,
-    /// Callbacks enqueued (the number of the last one). Written by every enqueue: on a
-    /// cache line of its own, apart from what the dispatcher reads per callback.
-    enqueued: Padded,
+    /// Callbacks enqueued (the number of the last one).
+    enqueued: AtomicU64,
     /// Number of the callback the latest hold waits for (the dispatcher tells the
     /// backend about the line only when a hold may wait).
     held: AtomicU64,
@@ -97,7 +85,7 @@ impl StreamCallbacks {
     pub(crate) fn new() -> Self {
         StreamCallbacks {
             hold_pending: AtomicBool::new(false),
-            enqueued: Padded(AtomicU64::new(0)),
+            enqueued: AtomicU64::new(0),
             held: AtomicU64::new(0),
             line: OnceLock::new(),
         }
