@@ -353,7 +353,13 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         if mem.tr.on && q.tr_start.is_none() {
             q.tr_start = Some(inner.stamp());
         }
-        let pkt = match AqlPacket::decode(&w) {
+        // A packet polled again while it blocks is decoded once: the slot is re-read and
+        // compared, so a changed slot is decoded (and checked) afresh.
+        let cached = match q.aql_blocked.take() {
+            Some((at, words, p)) if at == q.rptr && words == w => Some(p),
+            _ => None,
+        };
+        let pkt = match cached.map_or_else(|| AqlPacket::decode(&w), Ok) {
             Ok(p) => p,
             Err(e) => stop!(
                 off,
@@ -377,6 +383,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                 }
                 if !ready {
+                    q.aql_blocked = Some((q.rptr, w, pkt));
                     return RunOut {
                         executed,
                         state: RunState::Blocked,
@@ -399,6 +406,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                 }
                 if any && !ready {
+                    q.aql_blocked = Some((q.rptr, w, pkt));
                     return RunOut {
                         executed,
                         state: RunState::Blocked,
@@ -409,6 +417,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
             AqlPacket::BarrierValue(b) => match signal_value(mem, b.signal) {
                 Ok(v) => {
                     if !b.cond.test(v, b.mask, b.value) {
+                        q.aql_blocked = Some((q.rptr, w, pkt));
                         return RunOut {
                             executed,
                             state: RunState::Blocked,

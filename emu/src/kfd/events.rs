@@ -70,47 +70,59 @@ fn can_gpu_signal(ty: u32) -> bool {
     ty == abi::KFD_IOC_EVENT_SIGNAL || ty == abi::KFD_IOC_EVENT_DEBUG_EVENT
 }
 
+/// Event `id`'s slot in the event page, when the page holds it.
+fn page_slot(page: Option<&Arc<Backing>>, id: u32) -> Option<&AtomicU64> {
+    let page = page?;
+    let off = u64::from(id) * 8;
+    if off + 8 > page.len() as u64 {
+        return None;
+    }
+    // SAFETY: in bounds of the alias mapping (8-byte aligned: the mapping is page
+    // aligned), which lives as long as `page`; shared memory is only accessed
+    // atomically here.
+    Some(unsafe { AtomicU64::from_ptr(page.ptr().as_ptr().add(off as usize).cast()) })
+}
+
 impl EvState {
     fn slot(&self, id: u32) -> Option<&AtomicU64> {
-        let page = self.page.as_ref()?;
-        let off = u64::from(id) * 8;
-        if off + 8 > page.len() as u64 {
-            return None;
-        }
-        // SAFETY: in bounds of the alias mapping (8-byte aligned: the mapping is page
-        // aligned), which lives as long as `page`; shared memory is only accessed
-        // atomically here.
-        Some(unsafe { AtomicU64::from_ptr(page.ptr().as_ptr().add(off as usize).cast()) })
+        page_slot(self.page.as_ref(), id)
     }
 
     /// `set_event` in kfd_events.c.
     fn set_event(&mut self, id: u32) {
-        let Some(ev) = self.events.get_mut(&id) else {
-            return;
-        };
+        if let Some(ev) = self.events.get_mut(&id) {
+            Self::set(&mut self.waiters, ev);
+        }
+    }
+
+    /// [`Self::set_event`] on an event already looked up.
+    fn set(waiters: &mut BTreeMap<u64, Waiter>, ev: &mut Event) {
         ev.signaled = !ev.auto_reset || ev.waiters.is_empty();
         ev.age = ev.age.wrapping_add(1);
         if ev.age == 0 {
             ev.age = 2;
         }
         for &(w, i) in &ev.waiters {
-            if let Some(a) = self
-                .waiters
-                .get_mut(&w)
-                .and_then(|w| w.activated.get_mut(i))
-            {
+            if let Some(a) = waiters.get_mut(&w).and_then(|w| w.activated.get_mut(i)) {
                 *a = true;
             }
         }
     }
 
     fn set_from_interrupt(&mut self, id: u32) -> bool {
-        match self.events.get(&id) {
+        // One look-up: the slot comes from the page directly while the event is borrowed.
+        let EvState {
+            events,
+            page,
+            waiters,
+            ..
+        } = self;
+        match events.get_mut(&id) {
             Some(ev) if can_gpu_signal(ev.ty) => {
-                if let Some(s) = self.slot(id) {
+                if let Some(s) = page_slot(page.as_ref(), id) {
                     s.store(UNSIGNALED_EVENT_SLOT, Ordering::Release);
                 }
-                self.set_event(id);
+                Self::set(waiters, ev);
                 true
             }
             _ => false,
