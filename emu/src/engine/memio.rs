@@ -247,6 +247,16 @@ impl MemCache {
         w.host_ptr(va, len, write).ok()
     }
 
+    /// The host address of `[va, va+len)` when `va` is 8-aligned and the inlined fast
+    /// path finds it in a writable window: for several fields of one object accessed
+    /// together. `None` means: access them one by one (which faults as usual). The
+    /// pointer is valid until the next access through `self` (which may evict the
+    /// window).
+    #[inline]
+    pub(crate) fn fast_block(&mut self, va: u64, len: u64) -> Option<*mut u8> {
+        self.fast_ptr(va, len, true, 8)
+    }
+
     #[inline]
     pub(crate) fn load_u32(&mut self, va: u64) -> Access<u32> {
         match self.fast_ptr(va, 4, false, 4) {

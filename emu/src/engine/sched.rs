@@ -336,7 +336,9 @@ struct Slot {
     /// A Block event was traced and no Unblock yet.
     traced_block: bool,
     /// Next time a blocked queue is polled, and the current backoff.
-    blocked_since: Option<Instant>,
+    /// While the queue blocks: the end of its immediate re-poll window (when it blocked
+    /// plus [`SPIN`]).
+    spin_until: Option<Instant>,
     next_poll: Instant,
     delay: Duration,
 }
@@ -406,7 +408,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                     slots.push(Slot {
                         exec,
                         traced_block: false,
-                        blocked_since: None,
+                        spin_until: None,
                         next_poll: Instant::now(),
                         delay: Duration::ZERO,
                     });
@@ -435,7 +437,8 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         let first = slots.first().map_or(0, prio);
         if slots.iter().all(|s| prio(s) == first) {
             // One priority (the common case): the sort below is the rotation by `rr`.
-            order.extend((0..slots.len()).map(|k| (k + rr % n) % n));
+            let start = rr % n;
+            order.extend((start..slots.len()).chain(0..start.min(slots.len())));
         } else {
             order.extend(0..slots.len());
             order.sort_by_key(|&i| {
@@ -458,7 +461,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
             if pct == 0 {
                 continue;
             }
-            if s.blocked_since.is_some() && !kicked && s.next_poll > now {
+            if s.spin_until.is_some() && !kicked && s.next_poll > now {
                 wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
                 continue;
             }
@@ -475,12 +478,12 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
             }
             match out.state {
                 RunState::Blocked => {
-                    if out.executed > 0 || s.blocked_since.is_none() {
-                        s.blocked_since = Some(now);
+                    if out.executed > 0 || s.spin_until.is_none() {
+                        s.spin_until = Some(now + SPIN);
                         s.delay = Duration::ZERO;
                     }
-                    let since = s.blocked_since.unwrap_or(now);
-                    if now.duration_since(since) < SPIN {
+                    // Within SPIN of blocking (an Instant compare, not a subtraction).
+                    if s.spin_until.is_some_and(|t| now < t) {
                         s.next_poll = now;
                     } else {
                         s.delay = if s.delay.is_zero() {
@@ -492,9 +495,9 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                     }
                     wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
                 }
-                RunState::Idle | RunState::Faulted => s.blocked_since = None,
+                RunState::Idle | RunState::Faulted => s.spin_until = None,
                 RunState::Budget => {
-                    s.blocked_since = None;
+                    s.spin_until = None;
                     // Serve higher priorities again before lower ones.
                     break;
                 }

@@ -95,8 +95,9 @@ impl EvState {
         }
     }
 
-    /// [`Self::set_event`] on an event already looked up.
-    fn set(waiters: &mut BTreeMap<u64, Waiter>, ev: &mut Event) {
+    /// [`Self::set_event`] on an event already looked up; whether it activated a waiter
+    /// (only then may a sleeper's wait condition have changed).
+    fn set(waiters: &mut BTreeMap<u64, Waiter>, ev: &mut Event) -> bool {
         ev.signaled = !ev.auto_reset || ev.waiters.is_empty();
         ev.age = ev.age.wrapping_add(1);
         if ev.age == 0 {
@@ -107,9 +108,12 @@ impl EvState {
                 *a = true;
             }
         }
+        !ev.waiters.is_empty()
     }
 
-    fn set_from_interrupt(&mut self, id: u32) -> bool {
+    /// Sets GPU-signalable event `id` from an interrupt: `None` when there is no such
+    /// event, else whether a waiter was activated.
+    fn set_from_interrupt(&mut self, id: u32) -> Option<bool> {
         // One look-up: the slot comes from the page directly while the event is borrowed.
         let EvState {
             events,
@@ -122,10 +126,9 @@ impl EvState {
                 if let Some(s) = page_slot(page.as_ref(), id) {
                     s.store(UNSIGNALED_EVENT_SLOT, Ordering::Release);
                 }
-                Self::set(waiters, ev);
-                true
+                Some(Self::set(waiters, ev))
             }
-            _ => false,
+            _ => None,
         }
     }
 }
@@ -480,34 +483,39 @@ impl Interrupts for Events {
         }
         // kfd_signal_event_interrupt: a full-width id is looked up directly when its
         // slot is signaled; otherwise every signaled slot is scanned.
-        let direct = context_id.is_some_and(|id| {
-            id < abi::KFD_SIGNAL_EVENT_LIMIT
-                && st
-                    .slot(id)
-                    .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
-                && st.set_from_interrupt(id)
-        });
-        if !direct {
-            let ids: Vec<u32> = st
-                .events
-                .range(..abi::KFD_SIGNAL_EVENT_LIMIT)
-                .map(|(id, _)| *id)
-                .collect();
-            for id in ids {
-                if st
-                    .slot(id)
-                    .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
-                {
-                    st.set_from_interrupt(id);
+        let direct = context_id
+            .filter(|&id| {
+                id < abi::KFD_SIGNAL_EVENT_LIMIT
+                    && st
+                        .slot(id)
+                        .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
+            })
+            .and_then(|id| st.set_from_interrupt(id));
+        let woke = match direct {
+            Some(woke) => woke,
+            None => {
+                let ids: Vec<u32> = st
+                    .events
+                    .range(..abi::KFD_SIGNAL_EVENT_LIMIT)
+                    .map(|(id, _)| *id)
+                    .collect();
+                let mut woke = false;
+                for id in ids {
+                    if st
+                        .slot(id)
+                        .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
+                    {
+                        woke |= st.set_from_interrupt(id).unwrap_or(false);
+                    }
                 }
+                woke
             }
-        }
-        // Every thread blocked on `cv` is registered in `waiters` (under this lock) for
-        // the whole wait, so with none registered nobody sleeps on it: skip the futex
-        // wake-up (a syscall on every completion signal otherwise).
-        let sleepers = !st.waiters.is_empty();
+        };
+        // A sleeper on `cv` waits for its own activated/destroyed flags, which only an
+        // event with registered waiters changes here: with none activated nobody needs
+        // the futex wake-up (a syscall on every completion interrupt otherwise).
         drop(st);
-        if sleepers {
+        if woke {
             self.cv.notify_all();
         }
     }
