@@ -383,10 +383,13 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         }
         // A packet polled again while it blocks is decoded once: the slot is re-read and
         // compared, so a changed slot is decoded (and checked) afresh.
-        let cached = match q.aql_blocked.take() {
-            Some((at, words, p)) if at == q.rptr && words == w => Some(p),
+        // (Borrowed, not taken: moving the ~150-byte entry out costs a memcpy per packet.
+        // A stale entry is harmless: it matches only the same read index and dwords.)
+        let cached = match &q.aql_blocked {
+            Some((at, words, p)) if *at == q.rptr && *words == w => Some(*p),
             _ => None,
         };
+        let hit = cached.is_some();
         let pkt = match cached.map_or_else(|| AqlPacket::decode(&w), Ok) {
             Ok(p) => p,
             Err(e) => stop!(
@@ -411,7 +414,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                 }
                 if !ready {
-                    q.aql_blocked = Some((q.rptr, w, pkt));
+                    if !hit {
+                        q.aql_blocked = Some((q.rptr, w, pkt));
+                    }
                     return RunOut {
                         executed,
                         state: RunState::Blocked,
@@ -434,7 +439,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                 }
                 if any && !ready {
-                    q.aql_blocked = Some((q.rptr, w, pkt));
+                    if !hit {
+                        q.aql_blocked = Some((q.rptr, w, pkt));
+                    }
                     return RunOut {
                         executed,
                         state: RunState::Blocked,
@@ -445,7 +452,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
             AqlPacket::BarrierValue(b) => match signal_value(mem, b.signal) {
                 Ok(v) => {
                     if !b.cond.test(v, b.mask, b.value) {
-                        q.aql_blocked = Some((q.rptr, w, pkt));
+                        if !hit {
+                            q.aql_blocked = Some((q.rptr, w, pkt));
+                        }
                         return RunOut {
                             executed,
                             state: RunState::Blocked,
