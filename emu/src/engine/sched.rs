@@ -35,6 +35,10 @@ pub(crate) const BASE_QUANTUM: u32 = 256;
 /// thread's enqueue-to-enqueue gap, short enough that an idle engine spins < 0.003% of a
 /// core per second of idleness after a burst.
 pub const IDLE_SPIN: Duration = Duration::from_micros(20);
+/// The shortest idle spin: the window halves down to this while every park is followed
+/// at once by a doorbell (the spin only delayed the submitter), and doubles back to
+/// [`IDLE_SPIN`] when a spin catches a doorbell.
+const IDLE_SPIN_MIN: Duration = Duration::from_micros(1);
 /// Blocked queues are re-polled at once (yielding in between) for this long...
 const SPIN: Duration = Duration::from_micros(50);
 /// ...then with a backoff starting here...
@@ -386,6 +390,8 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
     let mut seen_gen = u64::MAX;
     let mut seen_db = me.doorbells.load(Ordering::Acquire);
     let mut rr: usize = 0;
+    // The idle spin window, adapted between IDLE_SPIN_MIN and IDLE_SPIN.
+    let mut idle_spin = IDLE_SPIN;
     let is_sdma = index > 0;
     loop {
         if me.shutdown.load(Ordering::Acquire) {
@@ -526,7 +532,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 // for whole time slices (milliseconds), the opposite of the point.
                 let t0 = Instant::now();
                 let mut woke = false;
-                'spin: while t0.elapsed() < IDLE_SPIN {
+                'spin: while t0.elapsed() < idle_spin {
                     for _ in 0..64 {
                         if me.doorbells.load(Ordering::Relaxed) != seen_db
                             || me.list_gen.load(Ordering::Relaxed) != seen_gen
@@ -538,8 +544,20 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                         std::hint::spin_loop();
                     }
                 }
-                if !woke {
+                if woke {
+                    // The spin caught the doorbell: spin the full window again.
+                    idle_spin = (idle_spin * 2).min(IDLE_SPIN);
+                } else {
+                    let parked = Instant::now();
                     park(&me, &mut mem, &inner, index, seen_db, None);
+                    if parked.elapsed() < IDLE_SPIN {
+                        // Woken right after parking: the spin ran out just before the
+                        // doorbell, typically because the submitting thread shares this
+                        // core and could not run while we spun. Spin less next time (a
+                        // sleeping engine is woken with priority; a spinning one holds
+                        // the core the submitter needs).
+                        idle_spin = (idle_spin / 2).max(IDLE_SPIN_MIN);
+                    }
                 }
             }
         }
