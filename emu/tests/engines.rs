@@ -1441,6 +1441,63 @@ fn multi_xcc_runs_the_ib_per_xcc_and_honours_pred_exec() {
     assert_eq!(sig_value(&sigs, done), 0);
 }
 
+/// An IB made only of PRED_EXEC-guarded packets: each XCC runs exactly what its masks
+/// select (the passes of XCCs no mask selects do nothing), in order, and the completion
+/// signal drops once after the last XCC.
+#[test]
+fn multi_xcc_pred_exec_only_ib_runs_the_selected_xccs() {
+    let gpu = Gpu::with(GfxFamily::Gfx9, 8);
+    let data = gpu.alloc(4096);
+    let (a, b, c) = (data.va(), data.va() + 8, data.va() + 16);
+    let mut words = Vec::new();
+    for (addr, xcc_mask) in [(a, 1u8 << 5), (b, 1), (c, 0b1000_0100), (c, 0)] {
+        let pred = atomic(47, addr, 1, 0);
+        words.extend(enc(Pm4Packet::PredExec(pkt3::PredExec {
+            exec_count: pred.len() as u16,
+            xcc_mask,
+        })));
+        words.extend(pred);
+    }
+    // Twice in a row, so the second IB starts after the first one's skipped passes.
+    for round in 1..=2u64 {
+        let (q, done, sigs) = run_ib(&gpu, &words, true);
+        q.wait_idle();
+        assert_eq!(sig_value(&sigs, done), 0);
+        assert_eq!(data.load_u64(a).unwrap(), round, "XCC 5 only");
+        assert_eq!(data.load_u64(b).unwrap(), round, "XCC 0 only");
+        assert_eq!(data.load_u64(c).unwrap(), 2 * round, "XCCs 2 and 7");
+    }
+}
+
+/// A packet only a later XCC's PRED_EXEC selects is decoded on that XCC: a malformed one
+/// there stops the queue although XCC 0 skipped it, and the completion signal stays up.
+#[test]
+fn multi_xcc_pred_exec_fault_on_a_later_xcc() {
+    let gpu = Gpu::with(GfxFamily::Gfx9, 8);
+    let data = gpu.alloc(4096);
+    let mut words = enc(Pm4Packet::PredExec(pkt3::PredExec {
+        exec_count: 3,
+        xcc_mask: 1 << 6,
+    }));
+    // Type-3 header of 3 dwords with an opcode no firmware knows.
+    words.extend([0xC001_9900, 0, 0]);
+    let pred = atomic(47, data.va(), 1, 0);
+    words.extend(enc(Pm4Packet::PredExec(pkt3::PredExec {
+        exec_count: pred.len() as u16,
+        xcc_mask: 1,
+    })));
+    words.extend(pred);
+    let (q, done, sigs) = run_ib(&gpu, &words, true);
+    let f = gpu.faulted(&q);
+    assert!(f.reason.contains("0x99"), "{}", f.reason);
+    assert_eq!(
+        data.load_u64(data.va()).unwrap(),
+        1,
+        "XCC 0 ran before XCC 6 faulted"
+    );
+    assert_eq!(sig_value(&sigs, done), 1);
+}
+
 /// The trace shows the duplication: one WRITE_DATA in an IB is executed (and recorded)
 /// once per XCC; under PRED_EXEC(XCC 0) the others skip it.
 #[test]

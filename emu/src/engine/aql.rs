@@ -9,7 +9,7 @@
 //! header (keeping the upper 16 bits) and bumps `read_dispatch_id`, which thus always
 //! points at the eldest packet not yet released.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use pm4::aql::{packet_type, AqlPacket, KernelDispatch};
 
@@ -91,6 +91,33 @@ fn raise_signal_event(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()>
 
 /// Decrements a completion signal and raises its event, as the CP does at end of pipe.
 pub(crate) fn complete_signal(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()> {
+    // `value`, `event_mailbox_ptr` and `event_id` through one translation when one cached
+    // window holds all three (else field by field below, faulting exactly as always).
+    const MAILBOX: usize = (signal::EVENT_MAILBOX_PTR - signal::VALUE) as usize;
+    const ID: usize = (signal::EVENT_ID - signal::VALUE) as usize;
+    let value_va = sig.wrapping_add(signal::VALUE);
+    if let Some(p) = mem.fast_block(value_va, ID as u64 + 4) {
+        // SAFETY: `[value_va, value_va + ID + 4)` lies in a live writable window and
+        // `value_va` is 8-aligned (so are `+ MAILBOX`, and `+ ID` is 4-aligned); the
+        // pointer is used before any other access can evict the window. Shared memory
+        // is accessed atomically.
+        let (mailbox, id) = unsafe {
+            AtomicU64::from_ptr(p.cast()).fetch_sub(1, Ordering::AcqRel);
+            let mailbox = AtomicU64::from_ptr(p.add(MAILBOX).cast()).load(Ordering::Acquire);
+            let id = (mailbox != 0)
+                .then(|| AtomicU32::from_ptr(p.add(ID).cast()).load(Ordering::Acquire));
+            (mailbox, id)
+        };
+        if let Some(id) = id {
+            if mailbox % 8 == 0 {
+                mem.store_u64(mailbox, id as u64)?;
+            } else {
+                mem.store_u32(mailbox, id)?;
+            }
+            inner.interrupt(mem, Some(id));
+        }
+        return Ok(());
+    }
     mem.atomic_u64(sig.wrapping_add(signal::VALUE))?
         .fetch_sub(1, Ordering::AcqRel);
     raise_signal_event(mem, inner, sig)
@@ -276,7 +303,8 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 state: RunState::Budget,
             };
         }
-        let slot = q.rptr % slots;
+        // `slots` is a power of two (`QueueExec::run` checked the ring size).
+        let slot = q.rptr & (slots - 1);
         let off = slot * 64;
         let slot_va = q.ring_va.wrapping_add(off);
         if let Some(sig) = q.aql_inflight {
@@ -353,7 +381,16 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         if mem.tr.on && q.tr_start.is_none() {
             q.tr_start = Some(inner.stamp());
         }
-        let pkt = match AqlPacket::decode(&w) {
+        // A packet polled again while it blocks is decoded once: the slot is re-read and
+        // compared, so a changed slot is decoded (and checked) afresh.
+        // (Borrowed, not taken: moving the ~150-byte entry out costs a memcpy per packet.
+        // A stale entry is harmless: it matches only the same read index and dwords.)
+        let cached = match &q.aql_blocked {
+            Some((at, words, p)) if *at == q.rptr && *words == w => Some(*p),
+            _ => None,
+        };
+        let hit = cached.is_some();
+        let pkt = match cached.map_or_else(|| AqlPacket::decode(&w), Ok) {
             Ok(p) => p,
             Err(e) => stop!(
                 off,
@@ -377,6 +414,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                 }
                 if !ready {
+                    if !hit {
+                        q.aql_blocked = Some((q.rptr, w, pkt));
+                    }
                     return RunOut {
                         executed,
                         state: RunState::Blocked,
@@ -399,6 +439,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                 }
                 if any && !ready {
+                    if !hit {
+                        q.aql_blocked = Some((q.rptr, w, pkt));
+                    }
                     return RunOut {
                         executed,
                         state: RunState::Blocked,
@@ -409,6 +452,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
             AqlPacket::BarrierValue(b) => match signal_value(mem, b.signal) {
                 Ok(v) => {
                     if !b.cond.test(v, b.mask, b.value) {
+                        if !hit {
+                            q.aql_blocked = Some((q.rptr, w, pkt));
+                        }
                         return RunOut {
                             executed,
                             state: RunState::Blocked,

@@ -45,7 +45,7 @@ pub(crate) struct MemCache {
     entries: Vec<MemWindow>,
     next: usize,
     last: usize,
-    /// Direct-mapped page tags in front of `entries`: slot `page % TAGS` holds a page
+    /// Direct-mapped page tags in front of `entries`: slot `tag_slot(page)` holds a page
     /// number and the entry last found to hold it. A tag is only a hint (the entry is
     /// re-checked with `contains`), so a stale tag after an entry was replaced costs a
     /// scan, never a wrong translation; all tags drop with the entries on a generation
@@ -54,7 +54,15 @@ pub(crate) struct MemCache {
 }
 
 /// Page tags (a power of two).
-const TAGS: usize = 64;
+const TAGS: usize = 256;
+/// The tag slot of page number `page`: a multiplicative hash, because buffer objects sit
+/// at large power-of-two aligned addresses (their low page bits are all zero), so the low
+/// bits alone would put most objects' first pages in one slot.
+#[inline(always)]
+fn tag_slot(page: u64) -> usize {
+    (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TAGS.trailing_zeros())) as usize
+}
+
 /// No page (an impossible page number: addresses are below 2^64).
 const NO_PAGE: u64 = u64::MAX;
 
@@ -103,7 +111,7 @@ impl MemCache {
         if self.tlb.tlb_gen.load(Ordering::Acquire) == self.gen {
             if self.entries.get(self.last).is_some_and(ok) {
                 idx = self.last;
-            } else if let Some(&(p, i)) = self.tags.get(((va >> 12) as usize) & (TAGS - 1)) {
+            } else if let Some(&(p, i)) = self.tags.get(tag_slot(va >> 12)) {
                 if p == va >> 12 && self.entries.get(i as usize).is_some_and(ok) {
                     idx = i as usize;
                     self.last = idx;
@@ -160,7 +168,7 @@ impl MemCache {
             return Some(self.last);
         }
         let page = va >> 12;
-        let t = (page as usize) & (TAGS - 1);
+        let t = tag_slot(page);
         if let Some(&(p, i)) = self.tags.get(t) {
             if p == page
                 && self
@@ -196,7 +204,7 @@ impl MemCache {
             }
             i
         };
-        if let Some(tag) = self.tags.get_mut(((va >> 12) as usize) & (TAGS - 1)) {
+        if let Some(tag) = self.tags.get_mut(tag_slot(va >> 12)) {
             *tag = (va >> 12, i as u8);
         }
         Ok(i)
@@ -214,14 +222,70 @@ impl MemCache {
         r.map_err(|f| self.fault(va, len, write, f.kind))
     }
 
+    /// The host address of `[va, va+len)` when the inlined fast path of [`Self::window`]
+    /// finds it (same memory-map generation, the last-used entry or the page's tag) and
+    /// `va` is `align`-aligned; `None` sends the caller to its out-of-line path, which
+    /// does (and reports) everything exactly as before.
+    #[inline(always)]
+    fn fast_ptr(&mut self, va: u64, len: u64, write: bool, align: u64) -> Option<*mut u8> {
+        if va % align != 0 || self.tlb.tlb_gen.load(Ordering::Acquire) != self.gen {
+            return None;
+        }
+        let ok = |w: &MemWindow| w.contains(va, len) && (!write || w.writable());
+        let w = match self.entries.get(self.last) {
+            Some(w) if ok(w) => w,
+            _ => {
+                let &(p, i) = self.tags.get(tag_slot(va >> 12))?;
+                let w = self
+                    .entries
+                    .get(i as usize)
+                    .filter(|w| p == va >> 12 && ok(w))?;
+                self.last = i as usize;
+                w
+            }
+        };
+        w.host_ptr(va, len, write).ok()
+    }
+
+    /// The host address of `[va, va+len)` when `va` is 8-aligned and the inlined fast
+    /// path finds it in a writable window: for several fields of one object accessed
+    /// together. `None` means: access them one by one (which faults as usual). The
+    /// pointer is valid until the next access through `self` (which may evict the
+    /// window).
+    #[inline]
+    pub(crate) fn fast_block(&mut self, va: u64, len: u64) -> Option<*mut u8> {
+        self.fast_ptr(va, len, true, 8)
+    }
+
+    #[inline]
     pub(crate) fn load_u32(&mut self, va: u64) -> Access<u32> {
+        match self.fast_ptr(va, 4, false, 4) {
+            // SAFETY: a 4-aligned cell inside a live window; shared memory is accessed
+            // atomically.
+            Some(p) => Ok(unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire)),
+            None => self.load_u32_slow(va),
+        }
+    }
+
+    #[inline(never)]
+    fn load_u32_slow(&mut self, va: u64) -> Access<u32> {
         self.aligned(va, 4)?;
         let gpu_id = self.gpu_id;
         let w = self.window(va, 4, false)?;
         w.load_u32(va).map_err(tag(gpu_id, false))
     }
 
+    #[inline]
     pub(crate) fn load_u64(&mut self, va: u64) -> Access<u64> {
+        match self.fast_ptr(va, 8, false, 8) {
+            // SAFETY: as in `load_u32`.
+            Some(p) => Ok(unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Acquire)),
+            None => self.load_u64_slow(va),
+        }
+    }
+
+    #[inline(never)]
+    fn load_u64_slow(&mut self, va: u64) -> Access<u64> {
         self.aligned(va, 8)?;
         let gpu_id = self.gpu_id;
         let w = self.window(va, 8, false)?;
@@ -246,14 +310,40 @@ impl MemCache {
         Ok(func.test(v, mask, reference))
     }
 
+    #[inline]
     pub(crate) fn store_u32(&mut self, va: u64, v: u32) -> Access<()> {
+        match self.fast_ptr(va, 4, true, 4) {
+            Some(p) => {
+                // SAFETY: as in `load_u32` (the window is writable).
+                unsafe { AtomicU32::from_ptr(p.cast()) }.store(v, Ordering::Release);
+                Ok(())
+            }
+            None => self.store_u32_slow(va, v),
+        }
+    }
+
+    #[inline(never)]
+    fn store_u32_slow(&mut self, va: u64, v: u32) -> Access<()> {
         self.aligned(va, 4)?;
         let w = self.window(va, 4, true)?;
         let r = w.store_u32(va, v);
         self.retag(r, va, 4, true)
     }
 
+    #[inline]
     pub(crate) fn store_u64(&mut self, va: u64, v: u64) -> Access<()> {
+        match self.fast_ptr(va, 8, true, 8) {
+            Some(p) => {
+                // SAFETY: as in `load_u32` (the window is writable).
+                unsafe { AtomicU64::from_ptr(p.cast()) }.store(v, Ordering::Release);
+                Ok(())
+            }
+            None => self.store_u64_slow(va, v),
+        }
+    }
+
+    #[inline(never)]
+    fn store_u64_slow(&mut self, va: u64, v: u64) -> Access<()> {
         self.aligned(va, 8)?;
         let w = self.window(va, 8, true)?;
         let r = w.store_u64(va, v);
@@ -273,7 +363,18 @@ impl MemCache {
         }
     }
 
+    #[inline]
     pub(crate) fn atomic_u64(&mut self, va: u64) -> Access<&AtomicU64> {
+        match self.fast_ptr(va, 8, true, 8) {
+            // SAFETY: as in `load_u32`; the cell lives as long as the window, which the
+            // cache keeps until `self` is next borrowed mutably.
+            Some(p) => Ok(unsafe { AtomicU64::from_ptr(p.cast()) }),
+            None => self.atomic_u64_slow(va),
+        }
+    }
+
+    #[inline(never)]
+    fn atomic_u64_slow(&mut self, va: u64) -> Access<&AtomicU64> {
         self.aligned(va, 8)?;
         let gpu_id = self.gpu_id;
         let w = self.window(va, 8, true)?;
@@ -288,7 +389,21 @@ impl MemCache {
     }
 
     /// Reads `out.len()` bytes at `va` (one object).
+    #[inline]
     pub(crate) fn read(&mut self, va: u64, out: &mut [u8]) -> Access<()> {
+        match self.fast_ptr(va, out.len() as u64, false, 1) {
+            Some(p) => {
+                // SAFETY: `[va, va+len)` lies in a live window; `out` is a distinct Rust
+                // buffer.
+                unsafe { core::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+                Ok(())
+            }
+            None => self.read_slow(va, out),
+        }
+    }
+
+    #[inline(never)]
+    fn read_slow(&mut self, va: u64, out: &mut [u8]) -> Access<()> {
         let len = out.len() as u64;
         let w = self.window(va, len, false)?;
         let r = w.read(va, out);
@@ -296,12 +411,27 @@ impl MemCache {
     }
 
     /// Reads dwords at `va` into `out` (one object).
+    #[inline]
     pub(crate) fn read_dwords(&mut self, va: u64, out: &mut [u32]) -> Access<()> {
         self.read(va, bytemuck::cast_slice_mut(out))
     }
 
     /// Writes `data` at `va`, possibly across several objects.
+    #[inline]
     pub(crate) fn write(&mut self, va: u64, data: &[u8]) -> Access<()> {
+        match self.fast_ptr(va, data.len() as u64, true, 1) {
+            Some(p) => {
+                // SAFETY: `[va, va+len)` lies in a live writable window; `data` is a
+                // distinct Rust buffer.
+                unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+                Ok(())
+            }
+            None => self.write_slow(va, data),
+        }
+    }
+
+    #[inline(never)]
+    fn write_slow(&mut self, va: u64, data: &[u8]) -> Access<()> {
         if let Ok(w) = self.window(va, data.len() as u64, true) {
             let r = w.write(va, data);
             return self.retag(r, va, data.len() as u64, true);
@@ -392,6 +522,10 @@ impl MemCache {
 
     /// Checks that `[va, va+len)` is mapped (readable), possibly across objects.
     pub(crate) fn probe(&mut self, va: u64, len: u64, write: bool) -> Access<()> {
+        if self.fast_ptr(va, len.max(1), write, 1).is_some() {
+            // One cached window holds it all: the loop below would find just that.
+            return Ok(());
+        }
         let mut done = 0u64;
         while done < len.max(1) {
             let Some(cur) = va.checked_add(done) else {

@@ -21,9 +21,11 @@
 //!
 //! * **Threads.** One CP thread (all AQL and PM4 queues of the GPU) and one thread per SDMA
 //!   engine (its SDMA queues), each started when its first queue is added. An engine whose
-//!   queues are all idle keeps polling its doorbell counter for [`IDLE_SPIN`] (so
+//!   queues are all idle keeps polling its doorbell counter for up to [`IDLE_SPIN`] (so
 //!   back-to-back submissions never pay a futex wake-up), then parks its thread until a
-//!   doorbell: an idle device uses no CPU after that window.
+//!   doorbell: an idle device uses no CPU after that window. The window halves (to 1 us)
+//!   while each park is followed at once by a doorbell (the submitter shares the engine's
+//!   core and could not run during the spin) and doubles back when a spin catches one.
 //! * **Doorbells** ([`GpuEngines::doorbell`]) are lock-free for queue ids below
 //!   [`DOORBELL_TABLE`] (a fixed table indexed by queue id; larger ids take a locked
 //!   lookup): they bump the engine's doorbell counter and unpark the thread only when it is

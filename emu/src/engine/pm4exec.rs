@@ -214,10 +214,15 @@ pub(crate) fn step_ib(
             if level == 1 && st.xcc + 1 < st.xcc_count {
                 // Multi-XCC: the next XCC runs the same indirect buffer from its start.
                 st.xcc += 1;
-                if let Some(f) = st.frames.first_mut() {
-                    *f = st.bottom;
+                if !mem.tr.on {
+                    st.xcc = skip_idle_xcc_passes(mem, st);
                 }
-                continue;
+                if st.xcc < st.xcc_count {
+                    if let Some(f) = st.frames.first_mut() {
+                        *f = st.bottom;
+                    }
+                    continue;
+                }
             }
             st.depth -= 1;
             if st.depth == 0 {
@@ -333,6 +338,53 @@ pub(crate) fn step_ib(
         }
     }
     IbStep::Packet(step)
+}
+
+/// Largest bottom indirect buffer (dwords) whose idle XCC passes [`skip_idle_xcc_passes`]
+/// recognises (a PRED_EXEC-guarded command buffer is a few dwords).
+const IDLE_PASS_MAX_DW: usize = 64;
+
+/// The first XCC from `st.xcc` on whose pass over the bottom indirect buffer would do
+/// something (`st.xcc_count` when none would). A pass is idle when the buffer, read now,
+/// is a chain of well-formed PRED_EXEC packets that all skip their dwords on that XCC:
+/// such a pass reads the same dwords, cannot fault (the whole buffer was just read),
+/// executes nothing and counts nothing toward the quantum, so with tracing off skipping
+/// it is exactly the pass. An XCC that any of the PRED_EXECs selects, any other packet, a
+/// malformed header or a bound crossed makes the pass non-idle, and it runs (and faults)
+/// through [`step_ib`] as before. Nothing runs between the skipped passes, so one read
+/// serves them all.
+fn skip_idle_xcc_passes(mem: &mut MemCache, st: &Pm4State) -> u32 {
+    let size = st.bottom.size_dw as usize;
+    let mut buf = [0u32; IDLE_PASS_MAX_DW];
+    let Some(words) = buf.get_mut(..size) else {
+        return st.xcc;
+    };
+    if size == 0 || st.bottom.va % 4 != 0 || mem.read_dwords(st.bottom.va, words).is_err() {
+        return st.xcc;
+    }
+    // The XCCs some PRED_EXEC of the skip chain selects (VIRTUAL_XCC_ID_SELECT is 8
+    // bits: XCC 8 and up are never selected).
+    let mut selected = 0u32;
+    let mut off = 0usize;
+    while off < size {
+        let (Some(&h), Some(&ctl)) = (words.get(off), words.get(off + 1)) else {
+            return st.xcc;
+        };
+        let Ok((opcode, n)) = pkt3::decode_header(h) else {
+            return st.xcc;
+        };
+        let (count, mask) = ((ctl & 0x3FFF) as usize, ctl >> 24);
+        if opcode != firmware::PRED_EXEC || n != 2 || n + count > size - off {
+            return st.xcc;
+        }
+        selected |= mask;
+        off += n + count;
+    }
+    let mut xcc = st.xcc;
+    while xcc < st.xcc_count && selected >> xcc.min(31) & 1 == 0 {
+        xcc += 1;
+    }
+    xcc
 }
 
 /// Traces `pkt` (its `words`), run from `frame` at IB level `level`, as started when

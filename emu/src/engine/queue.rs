@@ -52,6 +52,9 @@ pub(crate) struct QueueExec {
     pub(crate) dispatch: Option<Arc<super::dispatch::Inflight>>,
     /// AQL: GPU clock when the current packet was first fetched (for `start_ts`).
     pub(crate) aql_start_ts: Option<u64>,
+    /// AQL: the packet at read index `.0` that blocked, its slot dwords and its decoding
+    /// (a re-poll whose slot still holds the same dwords skips the decode).
+    pub(crate) aql_blocked: Option<(u64, [u32; 16], pm4::aql::AqlPacket)>,
     /// SDMA: the current IB (va, size in dwords, offset in dwords).
     pub(crate) sdma_ib: Option<(u64, u32, u32)>,
     /// SDMA: local timestamp = GPU clock + this (TIMESTAMP SET).
@@ -119,6 +122,7 @@ impl QueueExec {
             aql_inflight: None,
             dispatch: None,
             aql_start_ts: None,
+            aql_blocked: None,
             sdma_ib: None,
             sdma_ts_offset: 0,
             ib_origin: 0,

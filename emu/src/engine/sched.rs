@@ -35,6 +35,10 @@ pub(crate) const BASE_QUANTUM: u32 = 256;
 /// thread's enqueue-to-enqueue gap, short enough that an idle engine spins < 0.003% of a
 /// core per second of idleness after a burst.
 pub const IDLE_SPIN: Duration = Duration::from_micros(20);
+/// The shortest idle spin: the window halves down to this while every park is followed
+/// at once by a doorbell (the spin only delayed the submitter), and doubles back to
+/// [`IDLE_SPIN`] when a spin catches a doorbell.
+const IDLE_SPIN_MIN: Duration = Duration::from_micros(1);
 /// Blocked queues are re-polled at once (yielding in between) for this long...
 const SPIN: Duration = Duration::from_micros(50);
 /// ...then with a backoff starting here...
@@ -336,7 +340,9 @@ struct Slot {
     /// A Block event was traced and no Unblock yet.
     traced_block: bool,
     /// Next time a blocked queue is polled, and the current backoff.
-    blocked_since: Option<Instant>,
+    /// While the queue blocks: the end of its immediate re-poll window (when it blocked
+    /// plus [`SPIN`]).
+    spin_until: Option<Instant>,
     next_poll: Instant,
     delay: Duration,
 }
@@ -384,6 +390,8 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
     let mut seen_gen = u64::MAX;
     let mut seen_db = me.doorbells.load(Ordering::Acquire);
     let mut rr: usize = 0;
+    // The idle spin window, adapted between IDLE_SPIN_MIN and IDLE_SPIN.
+    let mut idle_spin = IDLE_SPIN;
     let is_sdma = index > 0;
     loop {
         if me.shutdown.load(Ordering::Acquire) {
@@ -406,7 +414,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                     slots.push(Slot {
                         exec,
                         traced_block: false,
-                        blocked_since: None,
+                        spin_until: None,
                         next_poll: Instant::now(),
                         delay: Duration::ZERO,
                     });
@@ -435,7 +443,8 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         let first = slots.first().map_or(0, prio);
         if slots.iter().all(|s| prio(s) == first) {
             // One priority (the common case): the sort below is the rotation by `rr`.
-            order.extend((0..slots.len()).map(|k| (k + rr % n) % n));
+            let start = rr % n;
+            order.extend((start..slots.len()).chain(0..start.min(slots.len())));
         } else {
             order.extend(0..slots.len());
             order.sort_by_key(|&i| {
@@ -458,7 +467,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
             if pct == 0 {
                 continue;
             }
-            if s.blocked_since.is_some() && !kicked && s.next_poll > now {
+            if s.spin_until.is_some() && !kicked && s.next_poll > now {
                 wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
                 continue;
             }
@@ -475,12 +484,12 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
             }
             match out.state {
                 RunState::Blocked => {
-                    if out.executed > 0 || s.blocked_since.is_none() {
-                        s.blocked_since = Some(now);
+                    if out.executed > 0 || s.spin_until.is_none() {
+                        s.spin_until = Some(now + SPIN);
                         s.delay = Duration::ZERO;
                     }
-                    let since = s.blocked_since.unwrap_or(now);
-                    if now.duration_since(since) < SPIN {
+                    // Within SPIN of blocking (an Instant compare, not a subtraction).
+                    if s.spin_until.is_some_and(|t| now < t) {
                         s.next_poll = now;
                     } else {
                         s.delay = if s.delay.is_zero() {
@@ -492,9 +501,9 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                     }
                     wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
                 }
-                RunState::Idle | RunState::Faulted => s.blocked_since = None,
+                RunState::Idle | RunState::Faulted => s.spin_until = None,
                 RunState::Budget => {
-                    s.blocked_since = None;
+                    s.spin_until = None;
                     // Serve higher priorities again before lower ones.
                     break;
                 }
@@ -523,7 +532,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 // for whole time slices (milliseconds), the opposite of the point.
                 let t0 = Instant::now();
                 let mut woke = false;
-                'spin: while t0.elapsed() < IDLE_SPIN {
+                'spin: while t0.elapsed() < idle_spin {
                     for _ in 0..64 {
                         if me.doorbells.load(Ordering::Relaxed) != seen_db
                             || me.list_gen.load(Ordering::Relaxed) != seen_gen
@@ -535,8 +544,20 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                         std::hint::spin_loop();
                     }
                 }
-                if !woke {
+                if woke {
+                    // The spin caught the doorbell: spin the full window again.
+                    idle_spin = (idle_spin * 2).min(IDLE_SPIN);
+                } else {
+                    let parked = Instant::now();
                     park(&me, &mut mem, &inner, index, seen_db, None);
+                    if parked.elapsed() < IDLE_SPIN {
+                        // Woken right after parking: the spin ran out just before the
+                        // doorbell, typically because the submitting thread shares this
+                        // core and could not run while we spun. Spin less next time (a
+                        // sleeping engine is woken with priority; a spinning one holds
+                        // the core the submitter needs).
+                        idle_spin = (idle_spin / 2).max(IDLE_SPIN_MIN);
+                    }
                 }
             }
         }

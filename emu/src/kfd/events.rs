@@ -70,50 +70,65 @@ fn can_gpu_signal(ty: u32) -> bool {
     ty == abi::KFD_IOC_EVENT_SIGNAL || ty == abi::KFD_IOC_EVENT_DEBUG_EVENT
 }
 
+/// Event `id`'s slot in the event page, when the page holds it.
+fn page_slot(page: Option<&Arc<Backing>>, id: u32) -> Option<&AtomicU64> {
+    let page = page?;
+    let off = u64::from(id) * 8;
+    if off + 8 > page.len() as u64 {
+        return None;
+    }
+    // SAFETY: in bounds of the alias mapping (8-byte aligned: the mapping is page
+    // aligned), which lives as long as `page`; shared memory is only accessed
+    // atomically here.
+    Some(unsafe { AtomicU64::from_ptr(page.ptr().as_ptr().add(off as usize).cast()) })
+}
+
 impl EvState {
     fn slot(&self, id: u32) -> Option<&AtomicU64> {
-        let page = self.page.as_ref()?;
-        let off = u64::from(id) * 8;
-        if off + 8 > page.len() as u64 {
-            return None;
-        }
-        // SAFETY: in bounds of the alias mapping (8-byte aligned: the mapping is page
-        // aligned), which lives as long as `page`; shared memory is only accessed
-        // atomically here.
-        Some(unsafe { AtomicU64::from_ptr(page.ptr().as_ptr().add(off as usize).cast()) })
+        page_slot(self.page.as_ref(), id)
     }
 
     /// `set_event` in kfd_events.c.
     fn set_event(&mut self, id: u32) {
-        let Some(ev) = self.events.get_mut(&id) else {
-            return;
-        };
+        if let Some(ev) = self.events.get_mut(&id) {
+            Self::set(&mut self.waiters, ev);
+        }
+    }
+
+    /// [`Self::set_event`] on an event already looked up; whether it activated a waiter
+    /// (only then may a sleeper's wait condition have changed).
+    fn set(waiters: &mut BTreeMap<u64, Waiter>, ev: &mut Event) -> bool {
         ev.signaled = !ev.auto_reset || ev.waiters.is_empty();
         ev.age = ev.age.wrapping_add(1);
         if ev.age == 0 {
             ev.age = 2;
         }
         for &(w, i) in &ev.waiters {
-            if let Some(a) = self
-                .waiters
-                .get_mut(&w)
-                .and_then(|w| w.activated.get_mut(i))
-            {
+            if let Some(a) = waiters.get_mut(&w).and_then(|w| w.activated.get_mut(i)) {
                 *a = true;
             }
         }
+        !ev.waiters.is_empty()
     }
 
-    fn set_from_interrupt(&mut self, id: u32) -> bool {
-        match self.events.get(&id) {
+    /// Sets GPU-signalable event `id` from an interrupt: `None` when there is no such
+    /// event, else whether a waiter was activated.
+    fn set_from_interrupt(&mut self, id: u32) -> Option<bool> {
+        // One look-up: the slot comes from the page directly while the event is borrowed.
+        let EvState {
+            events,
+            page,
+            waiters,
+            ..
+        } = self;
+        match events.get_mut(&id) {
             Some(ev) if can_gpu_signal(ev.ty) => {
-                if let Some(s) = self.slot(id) {
+                if let Some(s) = page_slot(page.as_ref(), id) {
                     s.store(UNSIGNALED_EVENT_SLOT, Ordering::Release);
                 }
-                self.set_event(id);
-                true
+                Some(Self::set(waiters, ev))
             }
-            _ => false,
+            _ => None,
         }
     }
 }
@@ -468,34 +483,39 @@ impl Interrupts for Events {
         }
         // kfd_signal_event_interrupt: a full-width id is looked up directly when its
         // slot is signaled; otherwise every signaled slot is scanned.
-        let direct = context_id.is_some_and(|id| {
-            id < abi::KFD_SIGNAL_EVENT_LIMIT
-                && st
-                    .slot(id)
-                    .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
-                && st.set_from_interrupt(id)
-        });
-        if !direct {
-            let ids: Vec<u32> = st
-                .events
-                .range(..abi::KFD_SIGNAL_EVENT_LIMIT)
-                .map(|(id, _)| *id)
-                .collect();
-            for id in ids {
-                if st
-                    .slot(id)
-                    .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
-                {
-                    st.set_from_interrupt(id);
+        let direct = context_id
+            .filter(|&id| {
+                id < abi::KFD_SIGNAL_EVENT_LIMIT
+                    && st
+                        .slot(id)
+                        .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
+            })
+            .and_then(|id| st.set_from_interrupt(id));
+        let woke = match direct {
+            Some(woke) => woke,
+            None => {
+                let ids: Vec<u32> = st
+                    .events
+                    .range(..abi::KFD_SIGNAL_EVENT_LIMIT)
+                    .map(|(id, _)| *id)
+                    .collect();
+                let mut woke = false;
+                for id in ids {
+                    if st
+                        .slot(id)
+                        .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
+                    {
+                        woke |= st.set_from_interrupt(id).unwrap_or(false);
+                    }
                 }
+                woke
             }
-        }
-        // Every thread blocked on `cv` is registered in `waiters` (under this lock) for
-        // the whole wait, so with none registered nobody sleeps on it: skip the futex
-        // wake-up (a syscall on every completion signal otherwise).
-        let sleepers = !st.waiters.is_empty();
+        };
+        // A sleeper on `cv` waits for its own activated/destroyed flags, which only an
+        // event with registered waiters changes here: with none activated nobody needs
+        // the futex wake-up (a syscall on every completion interrupt otherwise).
         drop(st);
-        if sleepers {
+        if woke {
             self.cv.notify_all();
         }
     }
