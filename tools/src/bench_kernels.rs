@@ -166,7 +166,7 @@ pub fn shader(
     let quick = scale.n < Scale::FULL.n;
     let div = if quick { 16 } else { 1 };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let reps = if quick { 1 } else { 3 };
+    let reps = if quick { 1 } else { 5 };
     let buf = |bytes: &[u8]| -> Result<kfdrt::Buffer, Error> {
         let b = d.alloc(kfdrt::MemoryKind::HostPinned, 0, bytes.len())?;
         b.write(0, bytes)?;
@@ -320,7 +320,8 @@ fn lane_instructions(eb: &kfd_emu::EmuBackend) -> u64 {
         .sum()
 }
 
-/// Times `run` with one worker and with `cores` workers (medians of `reps`), and `host`.
+/// Times `run` with one worker and with `cores` workers (`reps` alternating pairs:
+/// the one-worker median, the median of the pairs' ratios), and `host`.
 #[allow(clippy::too_many_arguments)]
 fn measure(
     d: &Device,
@@ -340,21 +341,27 @@ fn measure(
     progress(names[0]);
     let s = d.create_stream_with_flags(0, kfdrt::StreamFlags::NON_BLOCKING)?;
     eb.enable_trace();
-    let mut time = |threads: usize| -> Result<(f64, u64), Error> {
+    let mut once = |threads: usize| -> Result<(f64, u64), Error> {
         eb.set_shader_threads(threads);
-        let mut v = Vec::new();
-        let mut lanes = 0;
-        for _ in 0..reps {
-            lane_instructions(eb);
-            let t0 = Instant::now();
-            run(&s)?;
-            v.push(t0.elapsed().as_secs_f64());
-            lanes = lane_instructions(eb);
-        }
-        Ok((median(v), lanes))
+        lane_instructions(eb);
+        let t0 = Instant::now();
+        run(&s)?;
+        let t = t0.elapsed().as_secs_f64();
+        Ok((t, lane_instructions(eb)))
     };
-    let (t1, lanes) = time(1)?;
-    let (tn, _) = time(cores)?;
+    // One worker and all cores alternate, and the speed-up is the median of each pair's
+    // ratio: a pair runs back to back, under about the same load from other processes
+    // (a block of one-worker runs, then a block of all-core runs, measures load changes).
+    let (mut v1, mut ratios, mut lanes) = (Vec::new(), Vec::new(), 0);
+    for _ in 0..reps {
+        let (a, l) = once(1)?;
+        let (b, _) = once(cores)?;
+        v1.push(a);
+        ratios.push(a / b);
+        lanes = l;
+    }
+    let t1 = median(v1);
+    let speedup = median(ratios);
     eb.set_shader_threads(0);
     eb.disable_trace();
     let mut h = Vec::new();
@@ -367,7 +374,7 @@ fn measure(
     let figs = [
         (t1 * 1e3, "ms"),
         (lanes as f64 / t1 / 1e6, "M lane-instr/s"),
-        (t1 / tn, "x"),
+        (speedup, "x"),
         // One core each: the interpreter with one worker, the host loop on one thread.
         (t1 / th, "x"),
     ];

@@ -1076,6 +1076,17 @@ impl Wave {
             off += self.rs(ctx, op.src[1], 0)? as i64;
         }
         let addr = base.wrapping_add(off as u64) & !3;
+        // The n dwords through one translation when they lie in one window (the kernarg
+        // loads of every wave); otherwise dword by dword, faulting on the first unmapped.
+        if let Ok(p) = ctx.mem.ptr(addr, 4 * n as u64, false) {
+            for i in 0..n {
+                // SAFETY: `ptr` proved [addr, addr + 4n) lies in a live mapping; `load_raw`
+                // is atomic (or bytewise when the host address is not 4-aligned).
+                let v = unsafe { mem::load_raw(p.add(4 * i as usize), 4) } as u32;
+                self.ws(op.dst + i, v);
+            }
+            return Ok(());
+        }
         for i in 0..n {
             let v = ctx
                 .mem

@@ -93,14 +93,7 @@ fn src<'a>(
 /// Writes `r` to `d` under `exec`.
 #[inline(always)]
 fn store(d: &mut Lanes, r: &Lanes, exec: u64) {
-    if exec == u64::MAX {
-        *d = *r;
-    } else {
-        for l in 0..64 {
-            let m = 0u32.wrapping_sub((exec >> l) as u32 & 1);
-            d[l] = (r[l] & m) | (d[l] & !m);
-        }
-    }
+    super::memfast::merge(d, r, exec);
 }
 
 #[inline(always)]

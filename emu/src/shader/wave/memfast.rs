@@ -62,18 +62,44 @@ fn lds_wr(lds: &mut [u8], a: u32, v: u32) {
     }
 }
 
-/// Writes `r` to `d` under `exec`.
+/// Writes `r` to `d` under `exec`, eight lanes (one EXEC byte) at a time: whole bytes
+/// (all or none of the eight lanes, as EXEC masks mostly are) copy or skip.
 #[inline(always)]
-fn merge(d: &mut [u32], r: &Lanes, exec: u64) {
+pub(crate) fn merge(d: &mut [u32], r: &Lanes, exec: u64) {
     if exec == u64::MAX {
         d.copy_from_slice(r);
-    } else {
-        for (l, x) in d.iter_mut().enumerate().take(64) {
-            let m = 0u32.wrapping_sub((exec >> l) as u32 & 1);
-            *x = (r[l] & m) | (*x & !m);
+        return;
+    }
+    for (c, (dc, rc)) in d.chunks_exact_mut(8).zip(r.chunks_exact(8)).enumerate() {
+        match (exec >> (8 * c)) as u8 {
+            0 => {}
+            0xFF => dc.copy_from_slice(rc),
+            b => {
+                for i in 0..8 {
+                    if b >> i & 1 != 0 {
+                        dc[i] = rc[i];
+                    }
+                }
+            }
         }
     }
 }
+
+/// Active lanes of a sparse EXEC in ascending order (lane order, as the general path).
+#[inline(always)]
+fn lanes_of(exec: u64) -> impl Iterator<Item = usize> {
+    let mut e = exec;
+    std::iter::from_fn(move || {
+        (e != 0).then(|| {
+            let l = e.trailing_zeros() as usize;
+            e &= e - 1;
+            l
+        })
+    })
+}
+
+/// At most this many active lanes: visit them one by one rather than all 64.
+const SPARSE: u32 = 16;
 
 impl Wave {
     /// Index in `v` of raw register `r` (the general DS/FLAT paths index data registers
@@ -101,6 +127,15 @@ impl Wave {
                 let Some(d) = self.data_regs(op.dst as usize + acc, words) else {
                     return false;
                 };
+                if exec.count_ones() <= SPARSE {
+                    for l in lanes_of(exec) {
+                        let a = addr[l].wrapping_add(off16);
+                        for w in 0..words {
+                            self.v[(d + w) * 64 + l] = lds_rd(lds, a.wrapping_add(4 * w as u32));
+                        }
+                    }
+                    return true;
+                }
                 let mut r = [0u32; 64];
                 for w in 0..words {
                     let o = off16.wrapping_add(4 * w as u32);
@@ -116,6 +151,13 @@ impl Wave {
                 };
                 let scale = u32::from(scale);
                 let (o0, o1) = (op.imm as u32 * scale, op.aux as u32 * scale);
+                if exec.count_ones() <= SPARSE {
+                    for l in lanes_of(exec) {
+                        self.v[d * 64 + l] = lds_rd(lds, addr[l].wrapping_add(o0));
+                        self.v[(d + 1) * 64 + l] = lds_rd(lds, addr[l].wrapping_add(o1));
+                    }
+                    return true;
+                }
                 let (mut r0, mut r1) = ([0u32; 64], [0u32; 64]);
                 for l in 0..64 {
                     r0[l] = lds_rd(lds, addr[l].wrapping_add(o0));
@@ -135,12 +177,10 @@ impl Wave {
                         lds_wr(lds, addr[l].wrapping_add(off16), src[l]);
                     }
                 } else {
-                    for l in 0..64 {
-                        if exec >> l & 1 != 0 {
-                            let a = addr[l].wrapping_add(off16);
-                            for w in 0..words {
-                                lds_wr(lds, a.wrapping_add(4 * w as u32), src[w * 64 + l]);
-                            }
+                    for l in lanes_of(exec) {
+                        let a = addr[l].wrapping_add(off16);
+                        for w in 0..words {
+                            lds_wr(lds, a.wrapping_add(4 * w as u32), src[w * 64 + l]);
                         }
                     }
                 }
@@ -162,11 +202,9 @@ impl Wave {
                     &self.v[s0 * 64..s0 * 64 + 64],
                     &self.v[s1 * 64..s1 * 64 + 64],
                 );
-                for l in 0..64 {
-                    if exec >> l & 1 != 0 {
-                        lds_wr(lds, addr[l].wrapping_add(o0), x0[l]);
-                        lds_wr(lds, addr[l].wrapping_add(o1), x1[l]);
-                    }
+                for l in lanes_of(exec) {
+                    lds_wr(lds, addr[l].wrapping_add(o0), x0[l]);
+                    lds_wr(lds, addr[l].wrapping_add(o1), x1[l]);
                 }
             }
             _ => return false,
@@ -528,7 +566,7 @@ mod tests {
             let prog = Program::decode(0, 0, &enc(bytes), Target::Gfx942);
             assert_ne!(prog.ops[0].fast, Fast::None, "{bytes:x?} has no fast kind");
             for layout in ["dword", "misaligned", "out-of-range", "colliding"] {
-                for exec in [u64::MAX, 0x8000_0F0F_1234_0001] {
+                for exec in [u64::MAX, 0x8000_0F0F_1234_0001, 0x0000_0100_0000_8003, 0] {
                     xorshift(&mut seed);
                     let mut a = wave(seed, exec);
                     let mut x = seed;
@@ -556,6 +594,69 @@ mod tests {
                     assert_eq!(ra, rb, "{what}");
                     assert!(a.v == b.v, "{what}: registers differ");
                     assert!(la == lb, "{what}: LDS differs");
+                }
+            }
+        }
+    }
+
+    /// `s_load_dwordx4/x8` read their dwords through one translation when they lie in
+    /// one window: inside a window, across two adjacent windows and running off the end
+    /// of mapped memory they load what dword-by-dword loads give, and fault on the first
+    /// unmapped dword (the dwords before it loaded) naming its address.
+    #[test]
+    fn smem_one_translation_matches_dword_loads() {
+        let cases: [([u8; 8], u64, usize); 2] = [
+            // s_load_dwordx4 s[8:11], s[2:3], 0x10
+            ([0x01, 0x02, 0x0a, 0xc0, 0x10, 0x00, 0x00, 0x00], 0x10, 4),
+            // s_load_dwordx8 s[8:15], s[2:3], 0x0
+            ([0x01, 0x02, 0x0e, 0xc0, 0x00, 0x00, 0x00, 0x00], 0, 8),
+        ];
+        let mem = memory(7);
+        for (bytes, off, n) in cases {
+            let prog = Program::decode(0, 0, &enc(bytes), Target::Gfx942);
+            for (name, base) in [
+                ("inside", R + 0x100),
+                ("window-crossing", SPLIT - 8 - off),
+                ("faulting", R + R_LEN as u64 - 8 - off),
+            ] {
+                let mut w = wave(3, u64::MAX);
+                w.s[2] = base as u32;
+                w.s[3] = (base >> 32) as u32;
+                let before = w.s;
+                let mut port = MemPort::new(1, mem.clone());
+                let clock = || 0u64;
+                let mut lds = [0u8; 0];
+                let mut ctx = Ctx {
+                    prog: &prog,
+                    mem: &mut port,
+                    lds: &mut lds,
+                    target: Target::Gfx942,
+                    clock: &clock,
+                };
+                let r = w.smem(&mut ctx, &prog.ops[0]);
+                let mut check = MemPort::new(1, mem.clone());
+                let mut want = before;
+                let mut fault = None;
+                for i in 0..n {
+                    match check.load(base + off + 4 * i as u64, 4) {
+                        Ok(v) => want[8 + i] = v as u32,
+                        Err(f) => {
+                            fault = Some(f.va);
+                            break;
+                        }
+                    }
+                }
+                assert_eq!(w.s, want, "{bytes:x?} {name}");
+                match (r, fault) {
+                    (Ok(()), None) => assert_ne!(name, "faulting"),
+                    (Err(e), Some(va)) => {
+                        assert_eq!(name, "faulting");
+                        assert_eq!(e.fault.map(|f| f.va), Some(va), "{bytes:x?} {name}");
+                    }
+                    (r, f) => panic!(
+                        "{bytes:x?} {name}: {:?} vs fault {f:?}",
+                        r.err().map(|e| e.reason)
+                    ),
                 }
             }
         }
