@@ -336,6 +336,8 @@ mod tests {
     use std::sync::Arc;
 
     const NREGS: usize = 16;
+    /// A lane's address from its lane number.
+    type LaneAddr = Box<dyn Fn(u64) -> u64>;
     /// The global test buffer, and two adjacent regions (a span across their boundary is
     /// not in one window: the general path resolves each lane on its own).
     const R: u64 = 0x1_0000_0000;
@@ -464,7 +466,7 @@ mod tests {
             );
             let stride = 4 * words;
             // (lane address, whether the fast path must run under a full EXEC)
-            let layouts: [(&str, Box<dyn Fn(u64) -> u64>, bool); 7] = [
+            let layouts: [(&str, LaneAddr, bool); 7] = [
                 ("unit", Box::new(move |l| R + 64 + l * stride), true),
                 ("misaligned", Box::new(move |l| R + 66 + l * stride), false),
                 ("strided", Box::new(move |l| R + 32 + 2 * l * stride), false),
