@@ -65,9 +65,9 @@ fn lds_wr(lds: &mut [u8], a: u32, v: u32) {
 /// Writes `r` to `d` under `exec`, eight lanes (one EXEC byte) at a time: whole bytes
 /// (all or none of the eight lanes, as EXEC masks mostly are) copy or skip.
 #[inline(always)]
-pub(crate) fn merge(d: &mut [u32], r: &Lanes, exec: u64) {
+pub(crate) fn merge(d: &mut Lanes, r: &Lanes, exec: u64) {
     if exec == u64::MAX {
-        d.copy_from_slice(r);
+        *d = *r;
         return;
     }
     for (c, (dc, rc)) in d.chunks_exact_mut(8).zip(r.chunks_exact(8)).enumerate() {
@@ -83,6 +83,13 @@ pub(crate) fn merge(d: &mut [u32], r: &Lanes, exec: u64) {
             }
         }
     }
+}
+
+/// Register `r`'s 64 lanes of the file `v`: `None` only outside `v`, which `data_regs`
+/// rules out before any register is written.
+#[inline(always)]
+fn reg64(v: &mut [u32], r: usize) -> Option<&mut Lanes> {
+    v.get_mut(r * 64..r * 64 + 64)?.try_into().ok()
 }
 
 /// Active lanes of a sparse EXEC in ascending order (lane order, as the general path).
@@ -142,7 +149,9 @@ impl Wave {
                     for l in 0..64 {
                         r[l] = lds_rd(lds, addr[l].wrapping_add(o));
                     }
-                    merge(&mut self.v[(d + w) * 64..(d + w + 1) * 64], &r, exec);
+                    if let Some(dst) = reg64(&mut self.v, d + w) {
+                        merge(dst, &r, exec);
+                    }
                 }
             }
             Fast::DsRead2(scale) => {
@@ -163,8 +172,12 @@ impl Wave {
                     r0[l] = lds_rd(lds, addr[l].wrapping_add(o0));
                     r1[l] = lds_rd(lds, addr[l].wrapping_add(o1));
                 }
-                merge(&mut self.v[d * 64..(d + 1) * 64], &r0, exec);
-                merge(&mut self.v[(d + 1) * 64..(d + 2) * 64], &r1, exec);
+                if let Some(dst) = reg64(&mut self.v, d) {
+                    merge(dst, &r0, exec);
+                }
+                if let Some(dst) = reg64(&mut self.v, d + 1) {
+                    merge(dst, &r1, exec);
+                }
             }
             Fast::DsWrite(words) => {
                 let words = words as usize;
