@@ -93,7 +93,11 @@ fn src<'a>(
 /// Writes `r` to `d` under `exec`.
 #[inline(always)]
 fn store(d: &mut Lanes, r: &Lanes, exec: u64) {
-    super::memfast::merge(d, r, exec);
+    if exec == u64::MAX {
+        *d = *r;
+    } else {
+        super::memfast::merge(d, r, exec);
+    }
 }
 
 #[inline(always)]

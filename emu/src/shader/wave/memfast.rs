@@ -64,7 +64,7 @@ fn lds_wr(lds: &mut [u8], a: u32, v: u32) {
 
 /// Writes `r` to `d` under `exec`, eight lanes (one EXEC byte) at a time: whole bytes
 /// (all or none of the eight lanes, as EXEC masks mostly are) copy or skip.
-#[inline(always)]
+#[inline]
 pub(crate) fn merge(d: &mut Lanes, r: &Lanes, exec: u64) {
     if exec == u64::MAX {
         *d = *r;
