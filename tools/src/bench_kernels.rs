@@ -104,25 +104,31 @@ pub fn run(
 
 /// The shader-core figures: for each kernel, the time with one worker thread, the
 /// lane-instructions per second per core (one worker), the speed-up on all host cores,
-/// and the emulator's time (one worker) over the same computation in plain Rust on one
-/// host core.
+/// the emulator's time (one worker) over the same computation in plain Rust on one
+/// host core, and the process CPU time of a run on all cores over a one-worker run (1.0
+/// when the workers add no work of their own, as contention would: unlike the speed-up,
+/// it does not depend on how much CPU other processes leave).
 pub const SHADER_NAMES: &[&str] = &[
     "shader saxpy 16M: 1 worker",
     "shader saxpy 16M: lane-instructions/s per core",
     "shader saxpy 16M: speed-up on all cores",
     "shader saxpy 16M: emulator/host Rust time",
+    "shader saxpy 16M: CPU time on all cores / 1 worker",
     "shader sgemm 512^3 tiled: 1 worker",
     "shader sgemm 512^3 tiled: lane-instructions/s per core",
     "shader sgemm 512^3 tiled: speed-up on all cores",
     "shader sgemm 512^3 tiled: emulator/host Rust time",
+    "shader sgemm 512^3 tiled: CPU time on all cores / 1 worker",
     "shader LDS reduction 16M: 1 worker",
     "shader LDS reduction 16M: lane-instructions/s per core",
     "shader LDS reduction 16M: speed-up on all cores",
     "shader LDS reduction 16M: emulator/host Rust time",
+    "shader LDS reduction 16M: CPU time on all cores / 1 worker",
     "shader FMA chain 1M x 1024 (ALU-bound): 1 worker",
     "shader FMA chain 1M x 1024 (ALU-bound): lane-instructions/s per core",
     "shader FMA chain 1M x 1024 (ALU-bound): speed-up on all cores",
     "shader FMA chain 1M x 1024 (ALU-bound): emulator/host Rust time",
+    "shader FMA chain 1M x 1024 (ALU-bound): CPU time on all cores / 1 worker",
 ];
 
 /// One shader workload: launches on `s` and waits (returns after completion).
@@ -166,7 +172,7 @@ pub fn shader(
     let quick = scale.n < Scale::FULL.n;
     let div = if quick { 16 } else { 1 };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let reps = if quick { 1 } else { 3 };
+    let reps = if quick { 1 } else { 5 };
     let buf = |bytes: &[u8]| -> Result<kfdrt::Buffer, Error> {
         let b = d.alloc(kfdrt::MemoryKind::HostPinned, 0, bytes.len())?;
         b.write(0, bytes)?;
@@ -194,7 +200,7 @@ pub fn shader(
         }
         std::hint::black_box(&hy);
     };
-    let names = &SHADER_NAMES[0..4];
+    let names = &SHADER_NAMES[0..5];
     measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
 
     // sgemm, 16x16 LDS tiles
@@ -223,7 +229,7 @@ pub fn shader(
         }
         std::hint::black_box(&hc);
     };
-    let names = &SHADER_NAMES[4..8];
+    let names = &SHADER_NAMES[5..10];
     measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
 
     // LDS reduction in groups of 256
@@ -246,7 +252,7 @@ pub fn shader(
         }
         std::hint::black_box(&ho);
     };
-    let names = &SHADER_NAMES[8..12];
+    let names = &SHADER_NAMES[10..15];
     measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
 
     // ALU-bound: each work-item a chain of 64 x `iters` dependent FMAs, one store
@@ -269,7 +275,7 @@ pub fn shader(
         }
         std::hint::black_box(&ho);
     };
-    let names = &SHADER_NAMES[12..16];
+    let names = &SHADER_NAMES[15..20];
     measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
     if names.iter().any(|n| want(n)) {
         // The figures count only if the interpreter computed the host's result.
@@ -307,6 +313,25 @@ fn fma_chain(i: u32, a: f32, b: f32, iters: u32) -> f32 {
     x0 + x1 + x2 + x3
 }
 
+/// CPU time (user + system) this process used so far, in seconds, from
+/// `/proc/self/stat` (fields 14 and 15, in clock ticks of 1/100 s); NaN when unreadable.
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // Fields after the command name (which may hold spaces) in parentheses; utime is the
+    // 14th field, the 12th after the ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    match (f.get(11), f.get(12)) {
+        (Some(u), Some(s)) => match (u.parse::<f64>(), s.parse::<f64>()) {
+            (Ok(u), Ok(s)) => (u + s) / 100.0,
+            _ => f64::NAN,
+        },
+        _ => f64::NAN,
+    }
+}
+
 /// Lane-instructions the dispatches recorded since the last call (from the trace).
 fn lane_instructions(eb: &kfd_emu::EmuBackend) -> u64 {
     eb.take_trace()
@@ -320,7 +345,8 @@ fn lane_instructions(eb: &kfd_emu::EmuBackend) -> u64 {
         .sum()
 }
 
-/// Times `run` with one worker and with `cores` workers (medians of `reps`), and `host`.
+/// Times `run` with one worker and with `cores` workers (`reps` alternating pairs:
+/// the one-worker median, the median of the pairs' ratios), and `host`.
 #[allow(clippy::too_many_arguments)]
 fn measure(
     d: &Device,
@@ -340,21 +366,32 @@ fn measure(
     progress(names[0]);
     let s = d.create_stream_with_flags(0, kfdrt::StreamFlags::NON_BLOCKING)?;
     eb.enable_trace();
-    let mut time = |threads: usize| -> Result<(f64, u64), Error> {
+    let mut once = |threads: usize| -> Result<(f64, u64, f64), Error> {
         eb.set_shader_threads(threads);
-        let mut v = Vec::new();
-        let mut lanes = 0;
-        for _ in 0..reps {
-            lane_instructions(eb);
-            let t0 = Instant::now();
-            run(&s)?;
-            v.push(t0.elapsed().as_secs_f64());
-            lanes = lane_instructions(eb);
-        }
-        Ok((median(v), lanes))
+        lane_instructions(eb);
+        let c0 = process_cpu_seconds();
+        let t0 = Instant::now();
+        run(&s)?;
+        let t = t0.elapsed().as_secs_f64();
+        let cpu = process_cpu_seconds() - c0;
+        Ok((t, lane_instructions(eb), cpu))
     };
-    let (t1, lanes) = time(1)?;
-    let (tn, _) = time(cores)?;
+    // One worker and all cores alternate, and the speed-up is the median of each pair's
+    // ratio: a pair runs back to back, under about the same load from other processes
+    // (a block of one-worker runs, then a block of all-core runs, measures load changes).
+    let (mut v1, mut ratios, mut lanes) = (Vec::new(), Vec::new(), 0);
+    let (mut cpu1, mut cpun) = (0.0, 0.0);
+    for _ in 0..reps {
+        let (a, l, c1) = once(1)?;
+        let (b, _, cn) = once(cores)?;
+        v1.push(a);
+        ratios.push(a / b);
+        lanes = l;
+        cpu1 += c1;
+        cpun += cn;
+    }
+    let t1 = median(v1);
+    let speedup = median(ratios);
     eb.set_shader_threads(0);
     eb.disable_trace();
     let mut h = Vec::new();
@@ -367,12 +404,15 @@ fn measure(
     let figs = [
         (t1 * 1e3, "ms"),
         (lanes as f64 / t1 / 1e6, "M lane-instr/s"),
-        (t1 / tn, "x"),
+        (speedup, "x"),
         // One core each: the interpreter with one worker, the host loop on one thread.
         (t1 / th, "x"),
+        // Summed over the runs: the clock ticks at 100 Hz, so a short (--quick) run may
+        // have none to compare (then the figure is left out).
+        (cpun / cpu1, "x"),
     ];
     for (name, (value, unit)) in names.iter().zip(figs) {
-        if want(name) {
+        if want(name) && value.is_finite() {
             out.push(Figure { name, value, unit });
         }
     }

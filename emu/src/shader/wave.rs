@@ -44,6 +44,7 @@ pub(crate) enum WaveStop {
 type R<T> = Result<T, ShaderError>;
 
 mod fast;
+mod memfast;
 
 /// Operand type (how inline constants read).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -498,11 +499,15 @@ impl Wave {
                 }
                 Enc::Ds => {
                     self.lane_instrs += self.active_lanes();
-                    self.ds(ctx, op)?
+                    if op.fast == Fast::None || !self.ds_fast(ctx, op) {
+                        self.ds(ctx, op)?
+                    }
                 }
                 Enc::Flat => {
                     self.lane_instrs += self.active_lanes();
-                    self.flat(ctx, op)?
+                    if op.fast == Fast::None || !self.flat_fast(ctx, op) {
+                        self.flat(ctx, op)?
+                    }
                 }
                 Enc::Invalid => {
                     // Decoded but of an encoding the core does not execute (MTBUF), or bits
@@ -1071,6 +1076,17 @@ impl Wave {
             off += self.rs(ctx, op.src[1], 0)? as i64;
         }
         let addr = base.wrapping_add(off as u64) & !3;
+        // The n dwords through one translation when they lie in one window (the kernarg
+        // loads of every wave); otherwise dword by dword, faulting on the first unmapped.
+        if let Ok(p) = ctx.mem.ptr(addr, 4 * n as u64, false) {
+            for i in 0..n {
+                // SAFETY: `ptr` proved [addr, addr + 4n) lies in a live mapping; `load_raw`
+                // is atomic (or bytewise when the host address is not 4-aligned).
+                let v = unsafe { mem::load_raw(p.add(4 * i as usize), 4) } as u32;
+                self.ws(op.dst + i, v);
+            }
+            return Ok(());
+        }
         for i in 0..n {
             let v = ctx
                 .mem
