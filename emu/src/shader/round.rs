@@ -878,6 +878,20 @@ impl Wave {
     }
 }
 
+/// VOP3P operand `i` of a packed op for the low (`hi` false) or high result half: the
+/// `width`-bit half of `x` that op_sel (low) / op_sel_hi (high) selects, its sign negated
+/// by neg (low) / neg_hi (high) (CDNA3 ISA "VOP3P": OPSEL, OPSEL_HI, NEG, NEG_HI).
+fn pk_operand(op: &Op, i: usize, x: u64, hi: bool, width: u32) -> u64 {
+    let sel = if hi {
+        (op.ext >> i) & 1
+    } else {
+        (op.opsel as u32 >> i) & 1
+    };
+    let neg = u64::from((if hi { op.neg_hi } else { op.neg } >> i) & 1);
+    let mask = (1u64 << width) - 1;
+    ((x >> (width * sel)) & mask) ^ neg << (width - 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1020,18 +1034,4 @@ mod tests {
             0x8000_0000
         );
     }
-}
-
-/// VOP3P operand `i` of a packed op for the low (`hi` false) or high result half: the
-/// `width`-bit half of `x` that op_sel (low) / op_sel_hi (high) selects, its sign negated
-/// by neg (low) / neg_hi (high) (CDNA3 ISA "VOP3P": OPSEL, OPSEL_HI, NEG, NEG_HI).
-fn pk_operand(op: &Op, i: usize, x: u64, hi: bool, width: u32) -> u64 {
-    let sel = if hi {
-        (op.ext >> i) & 1
-    } else {
-        (op.opsel as u32 >> i) & 1
-    };
-    let neg = u64::from((if hi { op.neg_hi } else { op.neg } >> i) & 1);
-    let mask = (1u64 << width) - 1;
-    ((x >> (width * sel)) & mask) ^ neg << (width - 1)
 }
