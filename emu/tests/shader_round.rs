@@ -635,3 +635,93 @@ fn unmodelled_rounding_ops_fault_in_directed_modes() {
         );
     }
 }
+
+/// `v_fract_f32` / `v_fract_f64` of tiny negative inputs: x - floor(x) rounds to 1.0, but
+/// the hardware result is min(that, the largest value below 1.0) (LLVM ConstantFolding
+/// `amdgcn_fract`, quoting OpenCL: "The min() operator is there to prevent fract(-small)
+/// from returning 1.0"); NaN for NaN and infinities.
+#[test]
+fn fract_of_tiny_negatives_stays_below_one() {
+    let f: Vec<f32> = [
+        -1e-10f32,
+        -1e-20,
+        -5.9e-8,
+        -1.5,
+        2.75,
+        -0.0,
+        1e30,
+        -3.25e-3,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ]
+    .into_iter()
+    .cycle()
+    .take(64)
+    .collect();
+    let d: Vec<f64> = [
+        -1e-20f64,
+        -1e-300,
+        -1.1e-16,
+        -1.5,
+        2.75,
+        -0.0,
+        1e300,
+        -3.25e-3,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ]
+    .into_iter()
+    .cycle()
+    .take(64)
+    .collect();
+    let want32 = |x: f32| {
+        let v = x - x.floor();
+        if v.is_nan() {
+            v
+        } else {
+            v.min(1.0f32.next_down())
+        }
+    };
+    let want64 = |x: f64| {
+        let v = x - x.floor();
+        if v.is_nan() {
+            v
+        } else {
+            v.min(1.0f64.next_down())
+        }
+    };
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_fract.cl");
+        let (wf, wd, wfo, wdo) = (
+            dev.upload(&f),
+            dev.upload(&d),
+            dev.alloc(64 * 4),
+            dev.alloc(64 * 8),
+        );
+        let args = Args::default().ptr(&wf).ptr(&wd).ptr(&wfo).ptr(&wdo);
+        dev.run_ok(&mut q, &m, "fract", [64, 1, 1], [64, 1, 1], 0, &args.0);
+        let fo: Vec<f32> = dev.download(&wfo, 64);
+        let dout: Vec<f64> = dev.download(&wdo, 64);
+        for i in 0..64 {
+            let (w, g) = (want32(f[i]), fo[i]);
+            assert!(
+                w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan()),
+                "{} fract_f32({:e}) = {g:e}, want {w:e}",
+                dev.target,
+                f[i]
+            );
+            assert!(g.is_nan() || g < 1.0, "{} fract_f32 {g}", dev.target);
+            let (w, g) = (want64(d[i]), dout[i]);
+            assert!(
+                w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan()),
+                "{} fract_f64({:e}) = {g:e}, want {w:e}",
+                dev.target,
+                d[i]
+            );
+        }
+        assert_eq!(fo[0], 1.0f32.next_down(), "{}", dev.target);
+    }
+}
