@@ -83,6 +83,55 @@ pub(crate) enum Fast {
     /// `v_lshl_add_u64` (gfx94x): D = (S0 << S1[2:0]) + S2.
     LshlAddU64,
     LshlrevB64,
+    // Whole-wave memory fast paths (`wave/memfast.rs`), DS and FLAT/GLOBAL encodings.
+    /// `global_load_dword{,x2,x3,x4}` / `flat_load_dword*`: dwords per lane.
+    GlobalLoad(u8),
+    /// `global_store_dword{,x2,x3,x4}` / `flat_store_dword*`: dwords per lane.
+    GlobalStore(u8),
+    /// `ds_read_b32/b64/b96/b128`: dwords per lane.
+    DsRead(u8),
+    /// `ds_write_b32/b64/b96/b128`: dwords per lane.
+    DsWrite(u8),
+    /// `ds_read2_b32` (offset scale 4) / `ds_read2st64_b32` (scale 256).
+    DsRead2(u16),
+    /// `ds_write2_b32` / `ds_write2st64_b32`: the offset scale.
+    DsWrite2(u16),
+}
+
+/// The whole-wave fast-path kind of a DS op (the VOP3-space opcode `op`, gfx9 DS opcode
+/// numbers as the general path `Wave::ds` dispatches on); GDS ops take the general path.
+fn ds_fast_kind(op: u16, gds: bool) -> Fast {
+    if gds {
+        return Fast::None;
+    }
+    match op {
+        0x36 => Fast::DsRead(1),
+        0x76 => Fast::DsRead(2),
+        0xfe => Fast::DsRead(3),
+        0xff => Fast::DsRead(4),
+        0x0d => Fast::DsWrite(1),
+        0x4d => Fast::DsWrite(2),
+        0xde => Fast::DsWrite(3),
+        0xdf => Fast::DsWrite(4),
+        0x37 => Fast::DsRead2(4),
+        0x38 => Fast::DsRead2(256),
+        0x0e => Fast::DsWrite2(4),
+        0x0f => Fast::DsWrite2(256),
+        _ => Fast::None,
+    }
+}
+
+/// The whole-wave fast-path kind of a FLAT/GLOBAL op (`seg` 0 flat, 1 scratch, 2 global):
+/// dword loads and stores not in the scratch segment and not the LDS-DMA form.
+fn flat_fast_kind(op: u16, seg: u16, lds: bool) -> Fast {
+    if seg == 1 || lds {
+        return Fast::None;
+    }
+    match op {
+        0x14..=0x17 => Fast::GlobalLoad((op - 0x13) as u8),
+        0x1c..=0x1f => Fast::GlobalStore((op - 0x1b) as u8),
+        _ => Fast::None,
+    }
 }
 
 /// The fast-path kind of a VOP1/VOP2/VOPC/VOP3 op (after the operands are lowered).
@@ -555,6 +604,7 @@ pub(crate) fn lower(inst: &Inst, words: [u32; 3]) -> Op {
                 o.aux = u16::from(offset1);
                 o.ext = u32::from(gds);
             }
+            o.fast = ds_fast_kind(o.op, o.ext & 1 != 0);
         }
         Encoding::Flat | Encoding::Global | Encoding::Scratch => {
             o.enc = Enc::Flat;
@@ -583,6 +633,7 @@ pub(crate) fn lower(inst: &Inst, words: [u32; 3]) -> Op {
                 o.clamp = glc;
                 o.ext = u32::from(lds);
             }
+            o.fast = flat_fast_kind(o.op, o.aux, o.ext & 1 != 0);
         }
         // MTBUF runs on the MUBUF path at 0x100 + its opcode, dfmt/nfmt in `ext` [15:8].
         Encoding::Mubuf | Encoding::Mtbuf => {

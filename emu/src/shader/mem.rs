@@ -14,7 +14,9 @@ pub(crate) struct MemPort {
     gpu_id: u32,
     mem: Arc<dyn GpuMemory>,
     wins: Vec<MemWindow>,
+    /// The most recently used window and the one before it (indices in `wins`).
     last: usize,
+    prev: usize,
 }
 
 impl MemPort {
@@ -24,6 +26,7 @@ impl MemPort {
             mem,
             wins: Vec::with_capacity(16),
             last: 0,
+            prev: 0,
         }
     }
 
@@ -47,6 +50,16 @@ impl MemPort {
                     .map_err(|f| self.fault(va, len, write, f.kind));
             }
         }
+        // The window used before the last one (a kernel alternating two buffers, as
+        // saxpy's x and y, finds both here without the search).
+        if let Some(w) = self.wins.get(self.prev) {
+            if w.contains(va, len) {
+                std::mem::swap(&mut self.last, &mut self.prev);
+                return w
+                    .host_ptr(va, len, write)
+                    .map_err(|f| self.fault(va, len, write, f.kind));
+            }
+        }
         self.slow_ptr(va, len, write)
     }
 
@@ -61,11 +74,17 @@ impl MemPort {
                 };
                 if self.wins.len() >= 16 {
                     self.wins.remove(0);
+                    // The indices moved down by one.
+                    self.last = self.last.saturating_sub(1);
+                    self.prev = self.prev.saturating_sub(1);
                 }
                 self.wins.push(w);
                 self.wins.len() - 1
             }
         };
+        if idx != self.last {
+            self.prev = self.last;
+        }
         self.last = idx;
         match self.wins.get(idx) {
             Some(w) => w

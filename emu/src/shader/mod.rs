@@ -576,6 +576,9 @@ fn worker_threads() -> usize {
 pub(crate) struct WorkerState {
     lds: Vec<u8>,
     pool: Vec<Wave>,
+    /// Per-wave flags of the running work-group: ended, waiting at the barrier.
+    done: Vec<bool>,
+    at_barrier: Vec<bool>,
 }
 
 /// Runs work-group number `g` (x fastest) to completion on worker `worker` (whose
@@ -606,7 +609,12 @@ pub(crate) fn run_workgroup(
     }
     let items = (size[0] * size[1] * size[2]) as usize;
     let nwaves = items.div_ceil(64).max(1);
-    let WorkerState { lds, pool } = ws;
+    let WorkerState {
+        lds,
+        pool,
+        done,
+        at_barrier,
+    } = ws;
     lds.iter_mut().for_each(|b| *b = 0);
     while pool.len() < nwaves {
         pool.push(Wave::new(st.nregs, st.acc_base, st.priv_bytes));
@@ -626,8 +634,11 @@ pub(crate) fn run_workgroup(
             wave,
         );
     }
-    let mut done = vec![false; nwaves];
-    let mut at_barrier = vec![false; nwaves];
+    // Reused per work-group (no allocation per work-group).
+    done.clear();
+    done.resize(nwaves, false);
+    at_barrier.clear();
+    at_barrier.resize(nwaves, false);
     loop {
         let mut progressed = false;
         for w in 0..nwaves {
@@ -788,6 +799,16 @@ fn init_wave(
     // wave's first work-item (no division per lane).
     let (sx, sy) = (size[0].max(1), size[1].max(1));
     let f = first as u32;
+    if sy == 1 && size[2] <= 1 {
+        // A 1-D work-group: the ids are the lane numbers from `first` (a loop that
+        // vectorises, no stepping).
+        if let Some(v0) = wave.v.get_mut(..64) {
+            for (l, r) in v0.iter_mut().enumerate() {
+                *r = if first + l < items { f + l as u32 } else { 0 };
+            }
+        }
+        return;
+    }
     let (mut x, mut y, mut z) = (f % sx, (f / sx) % sy, f / (sx * sy));
     for l in 0..64 {
         let id = if first + l < items {

@@ -44,6 +44,7 @@ pub(crate) enum WaveStop {
 type R<T> = Result<T, ShaderError>;
 
 mod fast;
+mod memfast;
 
 /// Operand type (how inline constants read).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -498,11 +499,15 @@ impl Wave {
                 }
                 Enc::Ds => {
                     self.lane_instrs += self.active_lanes();
-                    self.ds(ctx, op)?
+                    if op.fast == Fast::None || !self.ds_fast(ctx, op) {
+                        self.ds(ctx, op)?
+                    }
                 }
                 Enc::Flat => {
                     self.lane_instrs += self.active_lanes();
-                    self.flat(ctx, op)?
+                    if op.fast == Fast::None || !self.flat_fast(ctx, op) {
+                        self.flat(ctx, op)?
+                    }
                 }
                 Enc::Invalid => {
                     // Decoded but of an encoding the core does not execute (MTBUF), or bits

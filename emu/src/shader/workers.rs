@@ -67,6 +67,8 @@ impl Job {
         let mut ws = WorkerState {
             lds: vec![0u8; self.setup.lds_bytes],
             pool: Vec::new(),
+            done: Vec::new(),
+            at_barrier: Vec::new(),
         };
         loop {
             if self.abort.load(Ordering::Relaxed) {

@@ -338,23 +338,61 @@ impl Wave {
                         let [x0, x1, _] = bc;
                         get64(op.src[0], x0, x1).is_some()
                             && get64(op.src[2], lo, hi).is_some()
-                            && match src(vv, nregs, s, op.src[1], lit, &mut [0; 64]) {
-                                Some(sh) => {
+                            && if op.src[1] < 256 {
+                                // A uniform shift (the common `v_lshl_add_u64 .., 0, ..`): one
+                                // count for every lane, so the loop vectorises.
+                                match scalar(s, op.src[1], lit) {
+                                    Some(k) => {
+                                        let k = k & 7;
+                                        for l in 0..64 {
+                                            let a = (x0[l] as u64 | (x1[l] as u64) << 32) << k;
+                                            let r =
+                                                a.wrapping_add(lo[l] as u64 | (hi[l] as u64) << 32);
+                                            lo[l] = r as u32;
+                                            hi[l] = (r >> 32) as u32;
+                                        }
+                                        true
+                                    }
+                                    None => false,
+                                }
+                            } else {
+                                match vgpr(vv, nregs, op.src[1] as usize - 256) {
+                                    Some(sh) => {
+                                        for l in 0..64 {
+                                            let a = (x0[l] as u64 | (x1[l] as u64) << 32)
+                                                << (sh[l] & 7);
+                                            let r =
+                                                a.wrapping_add(lo[l] as u64 | (hi[l] as u64) << 32);
+                                            lo[l] = r as u32;
+                                            hi[l] = (r >> 32) as u32;
+                                        }
+                                        true
+                                    }
+                                    None => false,
+                                }
+                            }
+                    }
+                    _ if op.src[0] < 256 => {
+                        // A uniform shift count: vectorises.
+                        let [x0, x1, _] = bc;
+                        match scalar(s, op.src[0], lit) {
+                            Some(k) => {
+                                let k = k & 63;
+                                get64(op.src[1], x0, x1).is_some() && {
                                     for l in 0..64 {
-                                        let a =
-                                            (x0[l] as u64 | (x1[l] as u64) << 32) << (sh[l] & 7);
-                                        let r = a.wrapping_add(lo[l] as u64 | (hi[l] as u64) << 32);
+                                        let r = (x0[l] as u64 | (x1[l] as u64) << 32) << k;
                                         lo[l] = r as u32;
                                         hi[l] = (r >> 32) as u32;
                                     }
                                     true
                                 }
-                                None => false,
                             }
+                            None => false,
+                        }
                     }
                     _ => {
                         let [x0, x1, _] = bc;
-                        match src(vv, nregs, s, op.src[0], lit, &mut [0; 64]) {
+                        match vgpr(vv, nregs, op.src[0] as usize - 256) {
                             Some(sh) => {
                                 let sh = *sh;
                                 get64(op.src[1], x0, x1).is_some() && {
