@@ -182,3 +182,33 @@ fn work_groups_on_every_xcc_use_their_xccs_scratch_slice() {
         assert_eq!(out[id as usize], id * 16 + ((id + 3) & 15) + 0x1000, "{id}");
     }
 }
+
+/// On several XCCs each XCC's WAVES slots must fit in its slice: a queue whose
+/// `scratch_backing_memory_byte_size` is smaller than WAVES x WAVESIZE (the XCCs' slices
+/// would overlap) stops the dispatch, naming both.
+#[test]
+fn xcc_slices_smaller_than_their_slots_stop_the_dispatch() {
+    let dev = Dev::with_xcc("gfx942", 90402, 8);
+    let m = dev.load("cl/scratch_layout.cl");
+    let wo = dev.alloc(128 * 4);
+    let args = Args::default().ptr(&wo).u32(0);
+    let mut q = dev.queue();
+    dev.ensure_scratch(&mut q, 64);
+    q.set_scratch_slice_bytes(4096);
+    let f = dev
+        .run(
+            &mut q,
+            &m,
+            "scratch_layout",
+            [128, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .expect_err("overlapping XCC slices");
+    assert!(
+        f.reason.contains("scratch_backing_memory_byte_size 4096") && f.reason.contains("overlap"),
+        "{}",
+        f.reason
+    );
+}

@@ -272,6 +272,15 @@ impl Queue {
         self.scratch.as_ref()
     }
 
+    /// Overwrite `amd_queue_t.scratch_backing_memory_byte_size` (the per-XCC slice size) and
+    /// keep it: later runs do not grow the scratch again.
+    pub fn set_scratch_slice_bytes(&mut self, v: u64) {
+        self.ptrs.store_u64(self.ptrs.va() + 168, v).unwrap();
+        if let Some((_, wb)) = self.scratch.as_mut() {
+            *wb = u64::MAX;
+        }
+    }
+
     /// Overwrite `amd_queue_t.compute_tmpring_size` (and keep it: later runs do not grow
     /// the scratch again).
     pub fn set_tmpring_size(&mut self, v: u32) {
