@@ -23,6 +23,7 @@ const WAIT: Duration = Duration::from_secs(120);
 // SET_SH_REG offsets (dwords from SH_REG_START 0x2C00 = byte 0xB000; Mesa R_00Bxxx).
 const NUM_THREAD_X: u16 = 0x207; // 0xB81C
 const PGM_LO: u16 = 0x20C; // 0xB830
+const DISPATCH_SCRATCH_BASE_LO: u16 = 0x210; // 0xB840
 const PGM_RSRC1: u16 = 0x212; // 0xB848
 const TMPRING_SIZE: u16 = 0x218; // 0xB860
 const PGM_RSRC3: u16 = 0x228; // 0xB8A0
@@ -124,6 +125,51 @@ fn kernel_descriptor(dev: &Dev, kd_va: u64) -> KernelDescriptor {
     KernelDescriptor::from_bytes(&b)
 }
 
+/// A kernel of a clang-19 code object as a PM4 client programs it: its descriptor and the
+/// COMPUTE_PGM_LO/HI (entry >> 8), COMPUTE_PGM_RSRC1/2 and COMPUTE_PGM_RSRC3 values.
+struct Kernel {
+    kd: KernelDescriptor,
+    pgm: [u32; 2],
+    rsrc: [u32; 2],
+    rsrc3: [u32; 1],
+}
+
+impl Kernel {
+    fn new(dev: &Dev, kd_va: u64) -> Kernel {
+        let kd = kernel_descriptor(dev, kd_va);
+        let entry = kd_va.wrapping_add(kd.kernel_code_entry_byte_offset as u64);
+        assert_eq!(entry % 256, 0, "COMPUTE_PGM_LO holds address >> 8");
+        let pgm = entry >> 8;
+        Kernel {
+            kd,
+            pgm: [pgm as u32, (pgm >> 32) as u32],
+            rsrc: [kd.compute_pgm_rsrc1, kd.compute_pgm_rsrc2],
+            rsrc3: [kd.compute_pgm_rsrc3],
+        }
+    }
+
+    /// SET_SH_REGs of the program address and resource registers.
+    fn program(&self) -> [Pm4Packet<'_>; 3] {
+        [
+            set(PGM_LO, &self.pgm),
+            set(PGM_RSRC1, &self.rsrc),
+            set(PGM_RSRC3, &self.rsrc3),
+        ]
+    }
+}
+
+/// A kernel argument segment: 64-bit pointers, then 32-bit values.
+fn kernarg(ptrs: &[u64], values: &[u32]) -> Vec<u8> {
+    let mut k = Vec::new();
+    for p in ptrs {
+        k.extend_from_slice(&p.to_le_bytes());
+    }
+    for v in values {
+        k.extend_from_slice(&v.to_le_bytes());
+    }
+    k
+}
+
 /// The user SGPRs the kernel's descriptor enables, in the order the CP loads them for AQL
 /// (what tinygrad fills from the same bits): this kernel reads only the kernarg segment
 /// pointer, so the others (private segment buffer, dispatch and queue pointers) are 0.
@@ -150,43 +196,33 @@ fn dispatch_direct_runs_a_clang_kernel_from_sh_registers() {
     for (target, version) in TARGETS {
         let dev = Dev::new(target, version);
         let m = dev.load("cl/pm4_scale.cl");
-        let kd_va = m.kd("pm4_scale");
-        let kd = kernel_descriptor(&dev, kd_va);
-        let entry = kd_va.wrapping_add(kd.kernel_code_entry_byte_offset as u64);
-        assert_eq!(entry % 256, 0, "COMPUTE_PGM_LO holds address >> 8");
+        let kern = Kernel::new(&dev, m.kd("pm4_scale"));
+        let kd = kern.kd;
         let (gx, gy) = (16u32, 3u32);
         let n = (gx * gy * 64) as usize;
         let input = rand_u32(n, 5);
         let (win, wout) = (dev.upload(&input), dev.alloc(n * 4));
         let mul = 7u32;
-        let mut karg = Vec::new();
-        karg.extend_from_slice(&win.va().to_le_bytes());
-        karg.extend_from_slice(&wout.va().to_le_bytes());
-        karg.extend_from_slice(&mul.to_le_bytes());
+        let karg = kernarg(&[win.va(), wout.va()], &[mul]);
         let wk = dev.upload(&karg);
         let fence = dev.alloc(8);
-        let pgm = entry >> 8;
         let ud = user_data(&kd, wk.va());
         let mut q = Pm4Queue::new(&dev);
-        q.submit(
-            &dev,
-            &[
-                set(PGM_LO, &[pgm as u32, (pgm >> 32) as u32]),
-                set(PGM_RSRC1, &[kd.compute_pgm_rsrc1, kd.compute_pgm_rsrc2]),
-                set(PGM_RSRC3, &[kd.compute_pgm_rsrc3]),
-                set(TMPRING_SIZE, &[0]),
-                set(NUM_THREAD_X, &[64, 1, 1]),
-                set(USER_DATA_0, &ud),
-                Pm4Packet::DispatchDirect(pkt3::DispatchDirect {
-                    dim_x: gx,
-                    dim_y: gy,
-                    dim_z: 1,
-                    dispatch_initiator: INITIATOR,
-                }),
-                // Ordered after the dispatch: lands only once every work-group finished.
-                write(fence.va(), &[0xF00D]),
-            ],
-        );
+        let mut packets = kern.program().to_vec();
+        packets.extend([
+            set(TMPRING_SIZE, &[0]),
+            set(NUM_THREAD_X, &[64, 1, 1]),
+            set(USER_DATA_0, &ud),
+            Pm4Packet::DispatchDirect(pkt3::DispatchDirect {
+                dim_x: gx,
+                dim_y: gy,
+                dim_z: 1,
+                dispatch_initiator: INITIATOR,
+            }),
+            // Ordered after the dispatch: lands only once every work-group finished.
+            write(fence.va(), &[0xF00D]),
+        ]);
+        q.submit(&dev, &packets);
         q.wait(&dev)
             .unwrap_or_else(|f| panic!("{target}: {}", f.reason));
         assert_eq!(fence.load_u32(fence.va()).unwrap(), 0xF00D);
@@ -235,8 +271,8 @@ fn dispatch_direct_runs_a_clang_kernel_from_sh_registers() {
 fn bad_sh_registers_and_dispatches_fault_cleanly() {
     let dev = Dev::new("gfx942", 90402);
     let m = dev.load("cl/pm4_scale.cl");
-    let kd_va = m.kd("pm4_scale");
-    let kd = kernel_descriptor(&dev, kd_va);
+    let kern = Kernel::new(&dev, m.kd("pm4_scale"));
+    let kd = kern.kd;
     let dd = Pm4Packet::DispatchDirect(pkt3::DispatchDirect {
         dim_x: 1,
         dim_y: 1,
@@ -289,27 +325,14 @@ fn bad_sh_registers_and_dispatches_fault_cleanly() {
     assert!(r.contains("0x7000000"), "{r}");
 
     // The device stays usable: a good dispatch on a new queue runs.
-    let entry = kd_va.wrapping_add(kd.kernel_code_entry_byte_offset as u64) >> 8;
     let input: Vec<u32> = (0..64).collect();
     let (win, wout) = (dev.upload(&input), dev.alloc(256));
-    let mut karg = Vec::new();
-    karg.extend_from_slice(&win.va().to_le_bytes());
-    karg.extend_from_slice(&wout.va().to_le_bytes());
-    karg.extend_from_slice(&2u32.to_le_bytes());
-    let wk = dev.upload(&karg);
+    let wk = dev.upload(&kernarg(&[win.va(), wout.va()], &[2]));
     let ud = user_data(&kd, wk.va());
     let mut q = Pm4Queue::new(&dev);
-    q.submit(
-        &dev,
-        &[
-            set(PGM_LO, &[entry as u32, (entry >> 32) as u32]),
-            set(PGM_RSRC1, &[kd.compute_pgm_rsrc1, kd.compute_pgm_rsrc2]),
-            set(PGM_RSRC3, &[kd.compute_pgm_rsrc3]),
-            set(NUM_THREAD_X, &[64, 1, 1]),
-            set(USER_DATA_0, &ud),
-            dd,
-        ],
-    );
+    let mut packets = kern.program().to_vec();
+    packets.extend([set(NUM_THREAD_X, &[64, 1, 1]), set(USER_DATA_0, &ud), dd]);
+    q.submit(&dev, &packets);
     q.wait(&dev).unwrap_or_else(|f| panic!("{}", f.reason));
     let out: Vec<u32> = dev.download(&wout, 64);
     assert_eq!(out, (0..64).map(|i| i * 2).collect::<Vec<u32>>());
@@ -319,45 +342,14 @@ fn bad_sh_registers_and_dispatches_fault_cleanly() {
 fn an_indirect_buffer_on_every_xcc_dispatches_once() {
     // MI300X-like: 8 XCCs each execute the PM4 of an indirect buffer; a DISPATCH_DIRECT in
     // it is one dispatch whose work-groups the XCCs share, so every work-item runs once.
-    let id = 0x7700;
-    let mem = std::sync::Arc::new(kfd_emu::gpumem::HeapMemory::new());
-    let cfg = kfd_emu::engine::EngineConfig {
-        gpu_id: id,
-        family: GfxFamily::Gfx9,
-        sdma_version: pm4::SdmaVersion::V4,
-        num_sdma_engines: 1,
-        clock_hz: 0,
-        gfx_target_version: 90402,
-        num_xcc: 8,
-    };
-    struct NoIrq;
-    impl kfd_emu::engine::Interrupts for NoIrq {
-        fn event_interrupt(&self, _: u32, _: Option<u32>) {}
-        fn queue_fault(&self, _: u32, _: &QueueFault) {}
-    }
-    let dev = Dev {
-        id,
-        eng: kfd_emu::engine::GpuEngines::new(cfg, mem.clone(), std::sync::Arc::new(NoIrq)),
-        mem,
-        next_va: std::sync::Mutex::new(0x1_0000_0000),
-        target: "gfx942",
-    };
+    let dev = Dev::with_xcc("gfx942", 90402, 8);
     let m = dev.load("cl/pm4_scale.cl");
-    let kd_va = m.kd("pm4_count");
-    let kd = kernel_descriptor(&dev, kd_va);
-    let pgm = kd_va.wrapping_add(kd.kernel_code_entry_byte_offset as u64) >> 8;
+    let kern = Kernel::new(&dev, m.kd("pm4_count"));
     let count = dev.alloc(8);
-    let wk = dev.upload(&count.va().to_le_bytes());
-    let ud = user_data(&kd, wk.va());
-    let (lo, rsrc, rsrc3) = (
-        [pgm as u32, (pgm >> 32) as u32],
-        [kd.compute_pgm_rsrc1, kd.compute_pgm_rsrc2],
-        [kd.compute_pgm_rsrc3],
-    );
-    let body = [
-        set(PGM_LO, &lo),
-        set(PGM_RSRC1, &rsrc),
-        set(PGM_RSRC3, &rsrc3),
+    let wk = dev.upload(&kernarg(&[count.va()], &[]));
+    let ud = user_data(&kern.kd, wk.va());
+    let mut body = kern.program().to_vec();
+    body.extend([
         set(NUM_THREAD_X, &[64, 1, 1]),
         set(USER_DATA_0, &ud),
         Pm4Packet::DispatchDirect(pkt3::DispatchDirect {
@@ -366,7 +358,7 @@ fn an_indirect_buffer_on_every_xcc_dispatches_once() {
             dim_z: 1,
             dispatch_initiator: INITIATOR,
         }),
-    ];
+    ]);
     let mut words = Vec::new();
     for p in &body {
         let mut v = vec![0; p.dwords(GfxFamily::Gfx9)];
@@ -400,19 +392,19 @@ fn an_indirect_buffer_on_every_xcc_dispatches_once() {
     assert_eq!(count.load_u32(count.va()).unwrap(), 5 * 64);
 }
 
-/// PM4 DISPATCH_DIRECT with scratch on gfx90a: COMPUTE_TMPRING_SIZE gives the wave slots
-/// and wave size, the client's scratch V# and flat scratch init come in USER_DATA (as
-/// tinygrad fills them), and each lane's private array lands in the client's scratch
-/// memory at slot x wave bytes + element x 256 + lane x 4. On gfx942 the architected flat
-/// scratch base for PM4 is not modelled: the queue faults saying so.
+/// PM4 DISPATCH_DIRECT with scratch: COMPUTE_TMPRING_SIZE gives the wave slots and wave
+/// size, the client's scratch V# and (gfx90a) flat scratch init come in USER_DATA, and on
+/// gfx942 (architected flat scratch) COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI gives the wave
+/// scratch base, as tinygrad programs them. Each lane's private array lands in the
+/// client's scratch memory at slot x wave bytes + element x 256 + lane x 4. On gfx942 a
+/// dispatch without COMPUTE_DISPATCH_SCRATCH_BASE faults the queue, naming the register.
 #[test]
-fn dispatch_direct_with_scratch_uses_the_tmpring_slots_and_the_user_data_vsharp() {
+fn dispatch_direct_with_scratch_uses_the_tmpring_slots_and_the_scratch_base() {
     for (target, version) in TARGETS {
         let dev = Dev::new(target, version);
         let m = dev.load("cl/scratch_layout.cl");
-        let kd_va = m.kd("scratch_layout");
-        let kd = kernel_descriptor(&dev, kd_va);
-        let entry = kd_va.wrapping_add(kd.kernel_code_entry_byte_offset as u64);
+        let kern = Kernel::new(&dev, m.kd("scratch_layout"));
+        let kd = kern.kd;
         let private = kd.private_segment_fixed_size.next_multiple_of(16);
         let wave_bytes = (private as u64 * 64).next_multiple_of(1024);
         let waves = 4u64;
@@ -421,9 +413,7 @@ fn dispatch_direct_with_scratch_uses_the_tmpring_slots_and_the_user_data_vsharp(
         let n = 128usize;
         let wout = dev.alloc(n * 4);
         let sel = 3u32;
-        let mut karg = Vec::new();
-        karg.extend_from_slice(&wout.va().to_le_bytes());
-        karg.extend_from_slice(&sel.to_le_bytes());
+        let mut karg = kernarg(&[wout.va()], &[sel]);
         // Code object v5 hidden arguments from offset 16: block counts (u32 x3), group
         // sizes (u16 x3).
         karg.resize(256, 0);
@@ -461,41 +451,42 @@ fn dispatch_direct_with_scratch_uses_the_tmpring_slots_and_the_user_data_vsharp(
             }
         }
         ud.resize(kd.user_sgpr_count() as usize, 0);
-        let pgm = entry >> 8;
+        let tmpring = [waves as u32 | ((wave_bytes / 1024) as u32) << 12];
+        // Mesa `radv_emit_compute_scratch`: LO = address >> 8, HI = address >> 40.
+        let scratch_base = [(base >> 8) as u32, (base >> 40) as u32];
+        let dd = Pm4Packet::DispatchDirect(pkt3::DispatchDirect {
+            dim_x: 1,
+            dim_y: 1,
+            dim_z: 1,
+            dispatch_initiator: INITIATOR,
+        });
         let fence = dev.alloc(8);
-        let mut q = Pm4Queue::new(&dev);
-        q.submit(
-            &dev,
-            &[
-                set(PGM_LO, &[pgm as u32, (pgm >> 32) as u32]),
-                set(PGM_RSRC1, &[kd.compute_pgm_rsrc1, kd.compute_pgm_rsrc2]),
-                set(PGM_RSRC3, &[kd.compute_pgm_rsrc3]),
-                set(
-                    TMPRING_SIZE,
-                    &[waves as u32 | ((wave_bytes / 1024) as u32) << 12],
-                ),
-                set(NUM_THREAD_X, &[128, 1, 1]),
-                set(USER_DATA_0, &ud),
-                Pm4Packet::DispatchDirect(pkt3::DispatchDirect {
-                    dim_x: 1,
-                    dim_y: 1,
-                    dim_z: 1,
-                    dispatch_initiator: INITIATOR,
-                }),
-                write(fence.va(), &[0xF00D]),
-            ],
-        );
-        let r = q.wait(&dev);
+        let mut packets = kern.program().to_vec();
+        packets.extend([
+            set(TMPRING_SIZE, &tmpring),
+            set(NUM_THREAD_X, &[128, 1, 1]),
+            set(USER_DATA_0, &ud),
+        ]);
         if target == "gfx942" {
-            let f = r.expect_err("gfx942 PM4 scratch is not modelled");
+            // Without the architected flat scratch base the waves have no scratch.
+            let mut q = Pm4Queue::new(&dev);
+            let mut no_base = packets.clone();
+            no_base.push(dd);
+            q.submit(&dev, &no_base);
+            let f = q.wait(&dev).expect_err("gfx942 PM4 scratch without a base");
             assert!(
-                f.reason.contains("COMPUTE_DISPATCH_SCRATCH_BASE"),
+                f.reason.contains("COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI"),
                 "{}",
                 f.reason
             );
-            continue;
+            packets.push(set(DISPATCH_SCRATCH_BASE_LO, &scratch_base));
         }
-        r.unwrap_or_else(|f| panic!("{target}: {}", f.reason));
+        packets.extend([dd, write(fence.va(), &[0xF00D])]);
+        let mut q = Pm4Queue::new(&dev);
+        q.submit(&dev, &packets);
+        q.wait(&dev)
+            .unwrap_or_else(|f| panic!("{target}: {}", f.reason));
+        assert_eq!(fence.load_u32(fence.va()).unwrap(), 0xF00D);
         let out: Vec<u32> = dev.download(&wout, n);
         for id in 0..n as u32 {
             assert_eq!(out[id as usize], id * 16 + ((id + sel) & 15) + 0x1000);

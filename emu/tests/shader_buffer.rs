@@ -252,3 +252,86 @@ fn typed_buffer_loads_and_stores() {
         );
     }
 }
+
+/// An unsigned `width`-bit float (5-bit exponent, bias 15; Vulkan "Unsigned 11-Bit
+/// Floating-Point Numbers") computed in f64.
+fn ufloat(v: u32, width: u32) -> f32 {
+    let mb = width - 5;
+    let (e, m) = ((v >> mb) & 0x1F, v & ((1 << mb) - 1));
+    match e {
+        0 => (m as f64 * 2f64.powi(-14 - mb as i32)) as f32,
+        31 if m == 0 => f32::INFINITY,
+        31 => f32::NAN,
+        _ => ((1 << mb | m) as f64 * 2f64.powi(e as i32 - 15 - mb as i32)) as f32,
+    }
+}
+
+/// Packed formats (10_11_11 FLOAT, 2_10_10_10 SINT/USCALED) and D16 forms (8_8 SINT and
+/// 16_16_16_16 FLOAT loads, a 16_16 UINT store) of MTBUF, range-checked per element.
+#[test]
+fn packed_and_d16_typed_forms() {
+    let n = 128usize;
+    let valid = 100u32;
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_buffer_ops.cl");
+        let src = rand_u32(2 * n, 0x10_11_11);
+        let dst0 = vec![0x5A5A_A5A5u32; n];
+        let (ws, wo, wd) = (dev.upload(&src), dev.alloc(14 * n * 4), dev.upload(&dst0));
+        let args = Args::default().ptr(&ws).ptr(&wo).ptr(&wd).u32(valid);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "tbuf_packed_d16",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        let o: Vec<u32> = dev.download(&wo, 14 * n);
+        let d: Vec<u32> = dev.download(&wd, n);
+        let bytes: Vec<u8> = src.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let t = dev.target;
+        for i in 0..n {
+            let ok = (i as u32) < valid;
+            let g = |k: usize| o[14 * i + k];
+            let w = if ok { src[i] } else { 0 };
+            let fl = [
+                ufloat(w & 0x7FF, 11),
+                ufloat(w >> 11 & 0x7FF, 11),
+                ufloat(w >> 22, 10),
+            ];
+            for c in 0..3 {
+                let got = f32::from_bits(g(c));
+                assert!(
+                    got.to_bits() == fl[c].to_bits() || (got.is_nan() && fl[c].is_nan()),
+                    "{t} 10_11_11 FLOAT elem {i}.{c}: {got} want {}",
+                    fl[c]
+                );
+            }
+            let field = |sh: u32, bits: u32| (w >> sh) & ((1 << bits) - 1);
+            let sx = |v: u32, bits: u32| ((v << (32 - bits)) as i32) >> (32 - bits);
+            let parts = [(0, 10), (10, 10), (20, 10), (30, 2)];
+            for (c, &(sh, b)) in parts.iter().enumerate() {
+                let v = field(sh, b);
+                assert_eq!(g(3 + c), sx(v, b) as u32, "{t} 2_10_10_10 SINT {i}.{c}");
+                assert_eq!(f32::from_bits(g(7 + c)), v as f32, "{t} USCALED {i}.{c}");
+            }
+            let h = |k: usize| bytes[2 * i + k] as i8 as i16 as u16 as u32;
+            let want = if ok { h(0) | h(1) << 16 } else { 0 };
+            assert_eq!(g(11), want, "{t} 8_8 SINT D16 elem {i}");
+            let want = if ok {
+                [src[2 * i], src[2 * i + 1]]
+            } else {
+                [0, 0]
+            };
+            assert_eq!([g(12), g(13)], want, "{t} 16_16_16_16 FLOAT D16 elem {i}");
+            let want = if ok {
+                src[i].rotate_left(16)
+            } else {
+                0x5A5A_A5A5
+            };
+            assert_eq!(d[i], want, "{t} 16_16 UINT D16 store elem {i}");
+        }
+    }
+}

@@ -293,18 +293,24 @@ fn sparse_smfmac_on_gfx942() {
         .find(|d| d.target == "gfx942")
         .expect("gfx942 device");
     let m = dev.load("cl/isa_mfma_more.cl");
+    // (kernel, M = N, K, A type, B type, index set bit offset: CBSZ 0 -> ABID x KL, else 0).
     let cases = [
-        ("sp_f16_16x16x32", 16, 32, F16, F16),
-        ("sp_f16_32x32x16", 32, 16, F16, F16),
-        ("sp_bf16_16x16x32", 16, 32, Bf16, Bf16),
-        ("sp_i8_16x16x64", 16, 64, I8, I8),
-        ("sp_i8_32x32x32", 32, 32, I8, I8),
-        ("sp_fp8_bf8_16x16x64", 16, 64, Fp8, Bf8),
-        ("sp_bf8_fp8_32x32x32", 32, 32, Bf8, Fp8),
+        ("sp_f16_16x16x32", 16, 32, F16, F16, 0),
+        ("sp_f16_32x32x16", 32, 16, F16, F16, 0),
+        ("sp_bf16_16x16x32", 16, 32, Bf16, Bf16, 0),
+        ("sp_i8_16x16x64", 16, 64, I8, I8, 0),
+        ("sp_i8_32x32x32", 32, 32, I8, I8, 0),
+        ("sp_fp8_bf8_16x16x64", 16, 64, Fp8, Bf8, 0),
+        ("sp_bf8_fp8_32x32x32", 32, 32, Bf8, Fp8, 0),
+        ("sp_f16_16x16x32_abid3", 16, 32, F16, F16, 24),
+        ("sp_bf16_16x16x32_abid2", 16, 32, Bf16, Bf16, 16),
+        ("sp_f16_32x32x16_cbsz1", 32, 16, F16, F16, 0),
+        ("sp_i8_16x16x64_abid1", 16, 64, I8, I8, 16),
+        ("sp_fp8_bf8_16x16x64_abid1", 16, 64, Fp8, Bf8, 16),
     ];
     // The six ways to keep two of four positions, in increasing order.
     let pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)];
-    for (kernel, mn, k, ta, tb) in cases {
+    for (kernel, mn, k, ta, tb, set_shift) in cases {
         let kl = k * mn / 64; // k values per lane
         let bits = ta.bits();
         let (aw, bw) = ((kl / 2 * bits).div_ceil(32), (kl * bits).div_ceil(32));
@@ -323,7 +329,8 @@ fn sparse_smfmac_on_gfx942() {
                 let bit = e * tb.bits();
                 b[l * bw + bit / 32] |= tb.code(rb[l * kl + e]) << (bit % 32);
             }
-            for g in 0..kl / 4 {
+            // Every index set of the VGPR filled (different positions per set).
+            for g in 0..8 {
                 let (p0, p1) = pairs[(ri[l * kl + g] % 6) as usize];
                 ix[l] |= (p0 | p1 << 2) << (4 * g);
             }
@@ -343,7 +350,7 @@ fn sparse_smfmac_on_gfx942() {
             for q in 0..k / kl {
                 let lane = i + mn * q;
                 for g in 0..kl / 4 {
-                    let nib = ix[lane] >> (4 * g);
+                    let nib = ix[lane] >> (set_shift + 4 * g);
                     for v in 0..2 {
                         let pos = ((nib >> (2 * v)) & 3) as usize;
                         dense[i][q * kl + 4 * g + pos] = get(&a, aw, ta, lane, 2 * g + v);

@@ -35,6 +35,31 @@ fn run_lanes(
     dev.run_ok(q, m, kernel, [n as u32, 1, 1], [64, 1, 1], 0, &args.0);
 }
 
+/// Runs `kernel` over `n` lanes once for each MODE value in `modes` (the last of `bufs`
+/// receives `per` values of `T` per lane) and hands `check` the MODE value, the lane and
+/// its outputs.
+#[allow(clippy::too_many_arguments)]
+fn check_lanes<T: bytemuck::Pod + Default + Clone>(
+    dev: &Dev,
+    q: &mut Queue,
+    m: &Module,
+    kernel: &str,
+    bufs: &[&MemWindow],
+    modes: impl IntoIterator<Item = u32>,
+    n: usize,
+    per: usize,
+    mut check: impl FnMut(u32, usize, &[T]),
+) {
+    let out = bufs.last().expect("an output buffer");
+    for md in modes {
+        run_lanes(dev, q, m, kernel, bufs, md, n);
+        let o: Vec<T> = dev.download(out, per * n);
+        for (i, got) in o.chunks_exact(per).enumerate() {
+            check(md, i, got);
+        }
+    }
+}
+
 /// MODE bits [7:0]: the round fields, all denormals allowed.
 fn mode(sp: u32, dp: u32) -> u32 {
     sp | dp << 2 | 0xF0
@@ -119,20 +144,19 @@ fn f32_arithmetic_and_conversions_round_in_every_direction() {
             dev.upload(&c),
             dev.alloc(8 * n * 4),
         );
-        for md in 0..16 {
-            let (sp, dp) = (md & 3, md >> 2);
-            run_lanes(
-                &dev,
-                &mut q,
-                &m,
-                "round_f32",
-                &[&wa, &wb, &wc, &wo],
-                mode(sp, dp),
-                n,
-            );
-            let o: Vec<u32> = dev.download(&wo, 8 * n);
-            let rm = dir(sp);
-            for i in 0..n {
+        let modes = (0..16).map(|md| mode(md & 3, md >> 2));
+        let bufs = [&wa, &wb, &wc, &wo];
+        check_lanes(
+            &dev,
+            &mut q,
+            &m,
+            "round_f32",
+            &bufs,
+            modes,
+            n,
+            8,
+            |md, i, o: &[u32]| {
+                let rm = dir(md);
                 let (x, y, z) = (
                     Single::from_bits(a[i] as u128),
                     Single::from_bits(b[i] as u128),
@@ -141,11 +165,15 @@ fn f32_arithmetic_and_conversions_round_in_every_direction() {
                 let e = (c[i] % 64) as i32 - 32;
                 let t = |op: &str| {
                     format!(
-                        "{} mode {md:#x} lane {i} {op}({:#x}, {:#x}, {:#x})",
-                        dev.target, a[i], b[i], c[i]
+                        "{} mode {:#x} lane {i} {op}({:#x}, {:#x}, {:#x})",
+                        dev.target,
+                        md & 0xF,
+                        a[i],
+                        b[i],
+                        c[i]
                     )
                 };
-                let got = |k: usize| o[8 * i + k] as u128;
+                let got = |k: usize| o[k] as u128;
                 same(got(0), x.add_r(y, rm).value, &t("add"));
                 same(got(1), x.sub_r(y, rm).value, &t("sub"));
                 same(got(2), x.mul_r(y, rm).value, &t("mul"));
@@ -156,8 +184,8 @@ fn f32_arithmetic_and_conversions_round_in_every_direction() {
                 let su = Single::from_u128_r(a[i] as u128, rm).value;
                 same(got(6), su, &t("cvt_f32_u32"));
                 same(got(7), x.scalbn_r(e, rm), &t("ldexp"));
-            }
-        }
+            },
+        );
     }
 }
 
@@ -175,19 +203,19 @@ fn f64_arithmetic_rounds_in_every_direction() {
             dev.alloc(5 * n * 8),
         );
         // v_cvt_f32_f64 in the same kernel is modelled when both fields agree.
-        for f in 0..4 {
-            run_lanes(
-                &dev,
-                &mut q,
-                &m,
-                "round_f64",
-                &[&wa, &wb, &wc, &wo],
-                mode(f, f),
-                n,
-            );
-            let o: Vec<u64> = dev.download(&wo, 5 * n);
-            let rm = dir(f);
-            for i in 0..n {
+        let modes = (0..4).map(|f| mode(f, f));
+        let bufs = [&wa, &wb, &wc, &wo];
+        check_lanes(
+            &dev,
+            &mut q,
+            &m,
+            "round_f64",
+            &bufs,
+            modes,
+            n,
+            5,
+            |md, i, o: &[u64]| {
+                let rm = dir(md >> 2);
                 let (x, y, z) = (
                     Double::from_bits(a[i] as u128),
                     Double::from_bits(b[i] as u128),
@@ -196,11 +224,15 @@ fn f64_arithmetic_rounds_in_every_direction() {
                 let e = (c[i] % 128) as i32 - 64;
                 let t = |op: &str| {
                     format!(
-                        "{} round {f} lane {i} {op}({:#x}, {:#x}, {:#x})",
-                        dev.target, a[i], b[i], c[i]
+                        "{} round {} lane {i} {op}({:#x}, {:#x}, {:#x})",
+                        dev.target,
+                        md & 3,
+                        a[i],
+                        b[i],
+                        c[i]
                     )
                 };
-                let got = |k: usize| o[5 * i + k] as u128;
+                let got = |k: usize| o[k] as u128;
                 same(got(0), x.add_r(y, rm).value, &t("add_f64"));
                 same(got(1), x.mul_r(y, rm).value, &t("mul_f64"));
                 same(got(2), x.mul_add_r(y, z, rm).value, &t("fma_f64"));
@@ -208,8 +240,8 @@ fn f64_arithmetic_rounds_in_every_direction() {
                 let mut lost = false;
                 let s: Single = x.convert_r(rm, &mut lost).value;
                 same(got(4) & 0xFFFF_FFFF, s, &t("cvt_f32_f64"));
-            }
-        }
+            },
+        );
     }
 }
 
@@ -243,20 +275,19 @@ fn f16_arithmetic_and_f32_to_f16_round_by_the_f64_f16_field() {
             dev.upload(&w),
             dev.alloc(5 * n * 2),
         );
-        for md in 0..16 {
-            let (sp, dp) = (md & 3, md >> 2);
-            run_lanes(
-                &dev,
-                &mut q,
-                &m,
-                "round_f16",
-                &[&wa, &wb, &wc, &ww, &wo],
-                mode(sp, dp),
-                n,
-            );
-            let o: Vec<u16> = dev.download(&wo, 5 * n);
-            let rm = dir(dp);
-            for i in 0..n {
+        let modes = (0..16).map(|md| mode(md & 3, md >> 2));
+        let bufs = [&wa, &wb, &wc, &ww, &wo];
+        check_lanes(
+            &dev,
+            &mut q,
+            &m,
+            "round_f16",
+            &bufs,
+            modes,
+            n,
+            5,
+            |md, i, o: &[u16]| {
+                let rm = dir(md >> 2);
                 let (x, y, z) = (
                     Half::from_bits(a[i] as u128),
                     Half::from_bits(b[i] as u128),
@@ -264,11 +295,16 @@ fn f16_arithmetic_and_f32_to_f16_round_by_the_f64_f16_field() {
                 );
                 let t = |op: &str| {
                     format!(
-                        "{} mode {md:#x} lane {i} {op}({:#x}, {:#x}, {:#x}, {:#x})",
-                        dev.target, a[i], b[i], c[i], w[i]
+                        "{} mode {:#x} lane {i} {op}({:#x}, {:#x}, {:#x}, {:#x})",
+                        dev.target,
+                        md & 0xF,
+                        a[i],
+                        b[i],
+                        c[i],
+                        w[i]
                     )
                 };
-                let got = |k: usize| o[5 * i + k] as u128;
+                let got = |k: usize| o[k] as u128;
                 same(got(0), x.add_r(y, rm).value, &t("add_f16"));
                 same(got(1), x.sub_r(y, rm).value, &t("sub_f16"));
                 same(got(2), x.mul_r(y, rm).value, &t("mul_f16"));
@@ -278,8 +314,8 @@ fn f16_arithmetic_and_f32_to_f16_round_by_the_f64_f16_field() {
                     .convert_r(rm, &mut lost)
                     .value;
                 same(got(4), hw, &t("cvt_f16_f32"));
-            }
-        }
+            },
+        );
     }
 }
 
@@ -597,5 +633,95 @@ fn unmodelled_rounding_ops_fault_in_directed_modes() {
             dev.target,
             f.reason
         );
+    }
+}
+
+/// `v_fract_f32` / `v_fract_f64` of tiny negative inputs: x - floor(x) rounds to 1.0, but
+/// the hardware result is min(that, the largest value below 1.0) (LLVM ConstantFolding
+/// `amdgcn_fract`, quoting OpenCL: "The min() operator is there to prevent fract(-small)
+/// from returning 1.0"); NaN for NaN and infinities.
+#[test]
+fn fract_of_tiny_negatives_stays_below_one() {
+    let f: Vec<f32> = [
+        -1e-10f32,
+        -1e-20,
+        -5.9e-8,
+        -1.5,
+        2.75,
+        -0.0,
+        1e30,
+        -3.25e-3,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ]
+    .into_iter()
+    .cycle()
+    .take(64)
+    .collect();
+    let d: Vec<f64> = [
+        -1e-20f64,
+        -1e-300,
+        -1.1e-16,
+        -1.5,
+        2.75,
+        -0.0,
+        1e300,
+        -3.25e-3,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ]
+    .into_iter()
+    .cycle()
+    .take(64)
+    .collect();
+    let want32 = |x: f32| {
+        let v = x - x.floor();
+        if v.is_nan() {
+            v
+        } else {
+            v.min(1.0f32.next_down())
+        }
+    };
+    let want64 = |x: f64| {
+        let v = x - x.floor();
+        if v.is_nan() {
+            v
+        } else {
+            v.min(1.0f64.next_down())
+        }
+    };
+    for dev in devices() {
+        let mut q = dev.queue();
+        let m = dev.load("cl/isa_fract.cl");
+        let (wf, wd, wfo, wdo) = (
+            dev.upload(&f),
+            dev.upload(&d),
+            dev.alloc(64 * 4),
+            dev.alloc(64 * 8),
+        );
+        let args = Args::default().ptr(&wf).ptr(&wd).ptr(&wfo).ptr(&wdo);
+        dev.run_ok(&mut q, &m, "fract", [64, 1, 1], [64, 1, 1], 0, &args.0);
+        let fo: Vec<f32> = dev.download(&wfo, 64);
+        let dout: Vec<f64> = dev.download(&wdo, 64);
+        for i in 0..64 {
+            let (w, g) = (want32(f[i]), fo[i]);
+            assert!(
+                w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan()),
+                "{} fract_f32({:e}) = {g:e}, want {w:e}",
+                dev.target,
+                f[i]
+            );
+            assert!(g.is_nan() || g < 1.0, "{} fract_f32 {g}", dev.target);
+            let (w, g) = (want64(d[i]), dout[i]);
+            assert!(
+                w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan()),
+                "{} fract_f64({:e}) = {g:e}, want {w:e}",
+                dev.target,
+                d[i]
+            );
+        }
+        assert_eq!(fo[0], 1.0f32.next_down(), "{}", dev.target);
     }
 }

@@ -106,3 +106,109 @@ fn a_queue_with_too_little_scratch_stops_the_dispatch() {
         );
     }
 }
+
+/// MI300X in SPX mode: 8 XCCs, the work-groups dealt round-robin over them, each XCC with
+/// its own slice of the queue's scratch (ROCr splits it evenly and reports the per-XCC
+/// size in NUM_RECORDS and `scratch_backing_memory_byte_size`; XCC x's slice starts at
+/// base + x x that size). With one worker thread, work-group g runs on XCC g % 8 in slots 0
+/// and 1 of that slice, so after 16 work-groups XCC x's slots hold work-group x + 8's
+/// private arrays. A model that used XCC 0's slice for every wave leaves slices 1..7 empty.
+#[test]
+fn work_groups_on_every_xcc_use_their_xccs_scratch_slice() {
+    let dev = Dev::with_xcc("gfx942", 90402, 8);
+    let m = dev.load("cl/scratch_layout.cl");
+    let (groups, wg) = (16usize, 128usize);
+    let n = groups * wg;
+    let wo = dev.alloc(n * 4);
+    let sel = 9u32;
+    let args = Args::default().ptr(&wo).u32(sel);
+    let mut q = dev.queue();
+    dev.eng.set_shader_threads(1);
+    dev.run_ok(
+        &mut q,
+        &m,
+        "scratch_layout",
+        [n as u32, 1, 1],
+        [wg as u16, 1, 1],
+        0,
+        &args.0,
+    );
+    let out: Vec<u32> = dev.download(&wo, n);
+    for id in 0..n as u32 {
+        assert_eq!(
+            out[id as usize],
+            id * 16 + ((id + sel) & 15) + 0x1000,
+            "{id}"
+        );
+    }
+    let (mem, wave_bytes) = q.scratch().expect("the queue got scratch");
+    let wave_dw = (*wave_bytes / 4) as usize;
+    let slice_dw = 64 * wave_dw; // 64 waves per XCC (`Dev::ensure_scratch`)
+    let words: Vec<u32> = dev.download(mem, 8 * slice_dw);
+    let first = (0..wave_dw / 64)
+        .find(|d| words[d * 64] == 0x1000 + 8 * 128 * 16)
+        .expect("a[0] of work-group 8's first work-item at the start of XCC 0's slice");
+    for xcc in 0..8 {
+        let g = xcc + 8;
+        for slot in 0..2 {
+            for lane in 0..64 {
+                let id = g * wg + slot * 64 + lane;
+                for k in 0..16 {
+                    let at = xcc * slice_dw + slot * wave_dw + (first + k) * 64 + lane;
+                    assert_eq!(
+                        words[at],
+                        (id * 16 + k) as u32 + 0x1000,
+                        "XCC {xcc} slot {slot} lane {lane} a[{k}] (scratch dword {at})"
+                    );
+                }
+            }
+        }
+    }
+
+    // Both host cores again: every XCC's waves still get exact results.
+    dev.eng.set_shader_threads(0);
+    let args = Args::default().ptr(&wo).u32(3);
+    dev.run_ok(
+        &mut q,
+        &m,
+        "scratch_layout",
+        [n as u32, 1, 1],
+        [wg as u16, 1, 1],
+        0,
+        &args.0,
+    );
+    let out: Vec<u32> = dev.download(&wo, n);
+    for id in 0..n as u32 {
+        assert_eq!(out[id as usize], id * 16 + ((id + 3) & 15) + 0x1000, "{id}");
+    }
+}
+
+/// On several XCCs each XCC's WAVES slots must fit in its slice: a queue whose
+/// `scratch_backing_memory_byte_size` is smaller than WAVES x WAVESIZE (the XCCs' slices
+/// would overlap) stops the dispatch, naming both.
+#[test]
+fn xcc_slices_smaller_than_their_slots_stop_the_dispatch() {
+    let dev = Dev::with_xcc("gfx942", 90402, 8);
+    let m = dev.load("cl/scratch_layout.cl");
+    let wo = dev.alloc(128 * 4);
+    let args = Args::default().ptr(&wo).u32(0);
+    let mut q = dev.queue();
+    dev.ensure_scratch(&mut q, 64);
+    q.set_scratch_slice_bytes(4096);
+    let f = dev
+        .run(
+            &mut q,
+            &m,
+            "scratch_layout",
+            [128, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        )
+        .expect_err("overlapping XCC slices");
+    assert!(
+        f.reason.contains("scratch_backing_memory_byte_size 4096") && f.reason.contains("overlap"),
+        "{}",
+        f.reason
+    );
+}

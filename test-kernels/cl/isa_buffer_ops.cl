@@ -137,3 +137,40 @@ __kernel void tbuf_unorm(__global uint *src, __global float *out) {
   TLOAD("tbuffer_load_format_x", "BUF_DATA_FORMAT_8,BUF_NUM_FORMAT_UNORM", x, i, src, 256);
   out[i] = x;
 }
+
+// Packed and D16 typed forms of element i (n_elems elements in range); results to out:
+// [0..3) 10_11_11 FLOAT (f32), [3..7) 2_10_10_10 SINT, [7..11) 2_10_10_10 USCALED (f32),
+// [11] 8_8 SINT as D16 xy (two 16-bit halves), [12..14) 16_16_16_16 FLOAT as D16 xyzw.
+// dst element i (16_16 UINT) = the two halves of src word i swapped, by a D16 xy store.
+__kernel void tbuf_packed_d16(__global uint *src, __global uint *out, __global uint *dst,
+                              uint n_elems) {
+  uint i = GID();
+  float3 f;
+  int4 s;
+  float4 u;
+  uint h;
+  uint2 q;
+  TLOAD("tbuffer_load_format_xyz", "BUF_DATA_FORMAT_10_11_11,BUF_NUM_FORMAT_FLOAT", f, i * 4,
+        src, n_elems * 4);
+  TLOAD("tbuffer_load_format_xyzw", "BUF_DATA_FORMAT_2_10_10_10,BUF_NUM_FORMAT_SINT", s, i * 4,
+        src, n_elems * 4);
+  TLOAD("tbuffer_load_format_xyzw", "BUF_DATA_FORMAT_2_10_10_10,BUF_NUM_FORMAT_USCALED", u,
+        i * 4, src, n_elems * 4);
+  TLOAD("tbuffer_load_format_d16_xy", "BUF_DATA_FORMAT_8_8,BUF_NUM_FORMAT_SINT", h, i * 2, src,
+        n_elems * 2);
+  TLOAD("tbuffer_load_format_d16_xyzw", "BUF_DATA_FORMAT_16_16_16_16,BUF_NUM_FORMAT_FLOAT", q,
+        i * 8, src, n_elems * 8);
+  __global uint *o = out + 14 * i;
+  o[0] = as_uint(f.x); o[1] = as_uint(f.y); o[2] = as_uint(f.z);
+  o[3] = s.x; o[4] = s.y; o[5] = s.z; o[6] = s.w;
+  o[7] = as_uint(u.x); o[8] = as_uint(u.y); o[9] = as_uint(u.z); o[10] = as_uint(u.w);
+  o[11] = h;
+  o[12] = q.x; o[13] = q.y;
+  uint w = src[i];
+  uint sw = w >> 16 | w << 16;
+  uint off = i * 4;
+  __asm__ volatile(SRSRC "tbuffer_store_format_d16_xy %[d], %[o], s[20:23], 0 "
+                   "format:[BUF_DATA_FORMAT_16_16,BUF_NUM_FORMAT_UINT] offen\n"
+                   " s_waitcnt vmcnt(0)"
+                   :: [d] "v"(sw), [o] "v"(off), RIN(dst, n_elems * 4, RAW_W3) : CLOB);
+}

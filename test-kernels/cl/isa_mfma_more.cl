@@ -86,4 +86,16 @@ S(sp_fp8_bf8_16x16x64, intx2, intx4, floatx4,
   __builtin_amdgcn_smfmac_f32_16x16x64_fp8_bf8(a[l], b[l], acc, ix[l], 0, 0))
 S(sp_bf8_fp8_32x32x32, intx2, intx4, floatx16,
   __builtin_amdgcn_smfmac_f32_32x32x32_bf8_fp8(a[l], b[l], acc, ix[l], 0, 0))
+// CBSZ 0: ABID picks the compression index set (8-bit sets for 16-bit inputs, 16-bit sets
+// for 8-bit inputs); CBSZ != 0: ABID is ignored, the lowest set is used.
+S(sp_f16_16x16x32_abid3, halfx4, halfx8, floatx4,
+  __builtin_amdgcn_smfmac_f32_16x16x32_f16(a[l], b[l], acc, ix[l], 0, 3))
+S(sp_bf16_16x16x32_abid2, shortx4, shortx8, floatx4,
+  __builtin_amdgcn_smfmac_f32_16x16x32_bf16(a[l], b[l], acc, ix[l], 0, 2))
+S(sp_f16_32x32x16_cbsz1, halfx4, halfx8, floatx16,
+  __builtin_amdgcn_smfmac_f32_32x32x16_f16(a[l], b[l], acc, ix[l], 1, 3))
+S(sp_i8_16x16x64_abid1, intx2, intx4, intx4,
+  __builtin_amdgcn_smfmac_i32_16x16x64_i8(a[l], b[l], acc, ix[l], 0, 1))
+S(sp_fp8_bf8_16x16x64_abid1, intx2, intx4, floatx4,
+  __builtin_amdgcn_smfmac_f32_16x16x64_fp8_bf8(a[l], b[l], acc, ix[l], 0, 1))
 #endif

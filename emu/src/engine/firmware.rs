@@ -30,6 +30,11 @@ pub(crate) mod sh {
     /// COMPUTE_PGM_LO/HI (0xB830, 0xB834): program address >> 8.
     pub(crate) const PGM_LO: u32 = 0x20C;
     pub(crate) const PGM_HI: u32 = 0x20D;
+    /// COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI (0xB840, 0xB844): the wave scratch base >> 8
+    /// (LO: address bits 39:8, HI: bits 47:40) on parts with architected flat scratch
+    /// (gfx940+ compute, gfx11+; Mesa `ac_gpu_info.c` `has_scratch_base_registers`).
+    pub(crate) const DISPATCH_SCRATCH_BASE_LO: u32 = 0x210;
+    pub(crate) const DISPATCH_SCRATCH_BASE_HI: u32 = 0x211;
     /// COMPUTE_PGM_RSRC1/2 (0xB848, 0xB84C).
     pub(crate) const PGM_RSRC1: u32 = 0x212;
     pub(crate) const PGM_RSRC2: u32 = 0x213;

@@ -863,6 +863,9 @@ fn compute_launch(
             entry: pgm,
             user_data: Some(user),
             tmpring,
+            scratch_base: (u64::from(reg(sh::DISPATCH_SCRATCH_BASE_LO))
+                | u64::from(reg(sh::DISPATCH_SCRATCH_BASE_HI) & 0xFF) << 32)
+                << 8,
         },
         k,
     ))

@@ -192,17 +192,26 @@ impl Wave {
     /// Typed loads/stores: `tbuffer_*_format_*` (format from the instruction) and
     /// `buffer_*_format_*` (format and DST_SEL from V# word 3: DST_SEL_X..W [11:0],
     /// NUM_FORMAT [14:12], DATA_FORMAT [18:15]); `code` is the opcode within its group
-    /// (0-3 load x..xyzw, 4-7 store, 8-15 D16). CLRX `doc/GcnMemHandling.md` ("MUBUF/MTBUF
-    /// format conversion"): MTBUF takes the instruction's formats with identity DST_SEL,
-    /// MUBUF `_format` the resource's formats and DST_SEL (0 zero, 1 one, 4-7 component
-    /// R, G, B, A). Modelled: formats of 1-4 equal 8/16/32-bit components; loads as UINT/SINT
-    /// (zero/sign extended), USCALED/SSCALED of 8/16 bits and FLOAT of 16/32 bits (exact
-    /// conversions to f32), each destination component a format component or zero; stores
-    /// of 32-bit UINT/SINT/FLOAT components (no conversion), all of the format's
-    /// components, with identity DST_SEL. Everything else faults: UNORM/SNORM (the
-    /// hardware's rounding of the division is not documented), packed 10/11-bit formats,
-    /// D16 forms, selecting "one" or a component the format lacks (their fill values), an
-    /// element straddling num_records.
+    /// (0-3 load x..xyzw, 4-7 store, 8-15 the D16 forms). CLRX `doc/GcnMemHandling.md`
+    /// ("MUBUF/MTBUF format conversion"): MTBUF takes the instruction's formats with
+    /// identity DST_SEL, MUBUF `_format` the resource's formats and DST_SEL (0 zero, 1 one,
+    /// 4-7 component R, G, B, A). Modelled (every conversion exact):
+    /// - formats of 1-4 equal 8/16/32-bit components: loads as UINT/SINT (zero/sign
+    ///   extended), USCALED/SSCALED of 8/16 bits and FLOAT of 16/32 bits to f32; stores of
+    ///   32-bit UINT/SINT/FLOAT components (no conversion), all of the format's components,
+    ///   identity DST_SEL;
+    /// - the packed formats (Mesa `ac_translate_buffer_dataformat`): 10_11_11 FLOAT loads
+    ///   (R11G11B10 unsigned floats from bit 0, to f32) and 2_10_10_10 UINT/SINT/USCALED/
+    ///   SSCALED loads (R10G10B10A2 from bit 0);
+    /// - D16 forms with an even component count (the packed 16-bit results fill whole
+    ///   VGPRs): loads of 8/16-bit UINT/SINT (to 16 bits), 16-bit FLOAT and 8-bit
+    ///   USCALED/SSCALED (to f16), stores of 16-bit UINT/SINT/FLOAT components.
+    ///
+    /// Everything else faults: UNORM/SNORM (the exact rounding of the hardware's scaling is
+    /// not documented), the other packed formats and packed stores, D16 `_x`/`_xyz` (whether
+    /// the unused high half is kept depends on SRAMECC: LLVM `d16PreservesUnusedBits`), D16
+    /// conversions that round, selecting "one" or a component the format lacks (their fill
+    /// values), an element straddling num_records.
     #[allow(clippy::too_many_arguments)]
     fn typed(
         &mut self,
@@ -220,17 +229,31 @@ impl Wave {
                 format!("typed buffer {what} (dfmt {dfmt}, nfmt {nfmt}) is not modelled"),
             )
         };
-        if code >= 8 {
-            return Err(unmodelled(self, ctx, "D16 form"));
-        }
-        let load = code < 4;
+        let d16 = code >= 8;
+        let load = code & 7 < 4;
         let n_inst = (code & 3) as usize + 1;
+        if d16 && n_inst % 2 == 1 {
+            return Err(unmodelled(
+                self,
+                ctx,
+                "D16 form with an odd component count (the unused high half)",
+            ));
+        }
+        // Component layout: (bits per component, components); packed formats give each
+        // component's (shift, width) inside one dword.
+        let packed: Option<&[(u32, u32)]> = match dfmt {
+            6 => Some(&[(0, 11), (11, 11), (22, 10)]),
+            9 => Some(&[(0, 10), (10, 10), (20, 10), (30, 2)]),
+            _ => None,
+        };
         let (bits, n_fmt) = match dfmt {
             1 => (8, 1),
             2 => (16, 1),
             3 => (8, 2),
             4 => (32, 1),
             5 => (16, 2),
+            6 => (32, 3),
+            9 => (32, 4),
             10 => (8, 4),
             11 => (32, 2),
             12 => (16, 4),
@@ -238,15 +261,30 @@ impl Wave {
             14 => (32, 4),
             _ => return Err(unmodelled(self, ctx, "data format")),
         };
-        let ok = match (load, nfmt) {
-            (true, 4 | 5) => true,
-            (true, 2 | 3) => bits < 32,
-            (true, 7) => bits >= 16,
-            (false, 4 | 5 | 7) => bits == 32,
+        let ok = match (packed.is_some(), load, d16, nfmt) {
+            (true, true, false, 7) => dfmt == 6,
+            (true, true, false, 2..=5) => dfmt == 9,
+            (true, ..) => false,
+            (false, true, false, 4 | 5) => true,
+            (false, true, false, 2 | 3) => bits < 32,
+            (false, true, false, 7) => bits >= 16,
+            (false, false, false, 4 | 5 | 7) => bits == 32,
+            (false, true, true, 4 | 5) => bits <= 16,
+            (false, true, true, 2 | 3) => bits == 8,
+            (false, _, true, 7) => bits == 16,
+            (false, false, true, 4 | 5) => bits == 16,
             _ => false,
         };
         if !ok {
-            return Err(unmodelled(self, ctx, "numeric format"));
+            return Err(unmodelled(
+                self,
+                ctx,
+                if d16 {
+                    "D16 conversion"
+                } else {
+                    "numeric format"
+                },
+            ));
         }
         let sel_ok = (0..n_inst).all(|c| match sel[c] {
             0 => load,
@@ -261,53 +299,98 @@ impl Wave {
             ));
         }
         let cb = bits as u64 / 8;
+        let elem = if packed.is_some() {
+            4
+        } else {
+            cb * n_fmt as u64
+        };
         let lanes = self.buf_lanes(ctx, op, vsharp)?;
         let vd = lanes.vd;
+        // Component `c` of a lane's result or source: 32 bits, or a 16-bit half (D16).
+        let put = |w: &mut Wave, ctx: &Ctx<'_>, c: usize, l: usize, v: u32| -> R<()> {
+            let (reg, sh, mask) = if d16 {
+                (vd + c / 2, 16 * (c % 2) as u32, 0xFFFFu32)
+            } else {
+                (vd + c, 0, u32::MAX)
+            };
+            match w.vreg_mut(reg) {
+                Some(r) => {
+                    r[l] = (r[l] & !(mask << sh)) | (v & mask) << sh;
+                    Ok(())
+                }
+                None => Err(w.err(ctx, "VGPR beyond the wave's allocation")),
+            }
+        };
         for l in lanes.active() {
-            let in_range = match lanes.range(l, cb * n_fmt as u64) {
+            let in_range = match lanes.range(l, elem) {
                 Some(r) => r,
                 None => return Err(unmodelled(self, ctx, "element straddling num_records")),
             };
             let a = lanes.addr(l);
+            let word = match (packed, in_range && load) {
+                (Some(_), true) => match ctx.mem.load(a, 4) {
+                    Ok(v) => v,
+                    Err(f) => return Err(self.mem_err(ctx, f)),
+                },
+                _ => 0,
+            };
             for c in 0..n_inst {
                 if load && sel[c] == 0 {
-                    match self.vreg_mut(vd + c) {
-                        Some(r) => r[l] = 0,
-                        None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
-                    }
+                    put(self, ctx, c, l, 0)?;
                     continue;
                 }
-                let ca = a.wrapping_add(cb * (sel[c] - 4) as u64);
+                let fc = (sel[c] - 4) as usize;
+                let ca = a.wrapping_add(cb * fc as u64);
                 if load {
-                    let raw = if in_range {
-                        match ctx.mem.load(ca, cb) {
-                            Ok(v) => v,
-                            Err(f) => return Err(self.mem_err(ctx, f)),
+                    let (raw, width) = match packed {
+                        Some(p) => {
+                            let (sh, w) = p[fc];
+                            ((word >> sh) & ((1 << w) - 1), w)
                         }
-                    } else {
-                        0
+                        None if in_range => match ctx.mem.load(ca, cb) {
+                            Ok(v) => (v, bits),
+                            Err(f) => return Err(self.mem_err(ctx, f)),
+                        },
+                        None => (0, bits),
                     };
-                    let sx = |v: u64| ((v << (64 - bits)) as i64 >> (64 - bits)) as i32;
-                    let v = match nfmt {
-                        4 => raw as u32,
-                        5 => sx(raw) as u32,
-                        2 => (raw as f32).to_bits(),
-                        3 => (sx(raw) as f32).to_bits(),
-                        _ if bits == 16 => half::f16::from_bits(raw as u16).to_f32().to_bits(),
+                    let sx = |v: u64| ((v << (64 - width)) as i64 >> (64 - width)) as i32;
+                    let v = match (nfmt, d16) {
+                        (4, _) => raw as u32,
+                        (5, _) => sx(raw) as u32,
+                        (2, false) => (raw as f32).to_bits(),
+                        (3, false) => (sx(raw) as f32).to_bits(),
+                        (2, true) => half::f16::from_f32(raw as f32).to_bits() as u32,
+                        (3, true) => half::f16::from_f32(sx(raw) as f32).to_bits() as u32,
+                        _ if packed.is_some() => ufloat_to_f32(raw as u32, width).to_bits(),
+                        _ if bits == 16 && !d16 => {
+                            half::f16::from_bits(raw as u16).to_f32().to_bits()
+                        }
                         _ => raw as u32,
                     };
-                    match self.vreg_mut(vd + c) {
-                        Some(r) => r[l] = v,
-                        None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
-                    }
+                    put(self, ctx, c, l, v)?;
                 } else if in_range {
-                    let v = self.vreg(ctx, vd + c)?[l] as u64;
-                    if let Err(f) = ctx.mem.store(ca, cb, v) {
+                    let v = self.vreg(ctx, if d16 { vd + c / 2 } else { vd + c })?[l];
+                    let v = if d16 { v >> (16 * (c % 2)) & 0xFFFF } else { v };
+                    if let Err(f) = ctx.mem.store(ca, cb, v as u64) {
                         return Err(self.mem_err(ctx, f));
                     }
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// An unsigned small float of `width` bits (11: 5-bit exponent, 6-bit mantissa; 10: 5 and
+/// 5; bias 15, exponent 31 infinity/NaN: the R11G11B10 format, Vulkan "Unsigned 11-Bit /
+/// 10-Bit Floating-Point Numbers") as f32 (exact).
+fn ufloat_to_f32(v: u32, width: u32) -> f32 {
+    let mb = width - 5;
+    let (e, m) = (v >> mb & 0x1F, v & ((1 << mb) - 1));
+    match e {
+        0 => m as f32 * (2.0f32).powi(-14 - mb as i32),
+        31 if m == 0 => f32::INFINITY,
+        31 => f32::NAN,
+        _ => (1.0 + m as f32 / (1u32 << mb) as f32) * (2.0f32).powi(e as i32 - 15),
     }
 }

@@ -187,8 +187,8 @@ const TMPRING_WAVESIZE_MASK: u32 = 0x1FFF;
 /// A queue's scratch as the CP hands it to a dispatch's waves (from `amd_queue_t`): the
 /// private segment buffer V# (`scratch_resource_descriptor`), the flat scratch base
 /// (`scratch_backing_memory_location`), and COMPUTE_TMPRING_SIZE (WAVES concurrent
-/// scratch waves, WAVESIZE KiB each). Only XCC 0's slice is used: the emulated shader core
-/// runs every wave on one XCC.
+/// scratch waves per XCC, WAVESIZE KiB each). Each XCC has its own slice
+/// (`shader::queue_scratch`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QueueScratch {
     pub(crate) srd: [u32; 4],

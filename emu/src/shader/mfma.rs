@@ -326,16 +326,31 @@ impl Wave {
     /// the position within the group of value 2g in bits [1:0] and of 2g + 1 in [3:2]
     /// (ROCm composable_kernel `ck_tile` `compress_a_impl` builds it that way). Each
     /// compressed value multiplies the B element at its position; products summed in k
-    /// order. CBSZ/ABID (other index sets) fault.
+    /// order. The index VGPR holds 32 / KL index sets of KL bits (KL / 4 groups): with CBSZ
+    /// 0, ABID picks the set (0..3 for 16-bit inputs, 0..1 for 8-bit ones); with CBSZ 1..3
+    /// ABID is ignored and set 0 is used (the calculator's README "compression index" with
+    /// `--cbsz`/`--abid`, `_get_reg_name`). CBSZ 4..7 (undefined), an ABID beyond the sets
+    /// and BLGP fault.
     fn smfmac(&mut self, ctx: &mut Ctx<'_>, op: &Op, sh: Shape) -> R<()> {
-        if (op.neg_hi | op.opsel | op.neg) != 0 {
-            return Err(self.err(ctx, "SMFMAC with CBSZ/ABID/BLGP is not modelled"));
+        let (cbsz, abid) = (op.neg_hi as usize, op.opsel as usize);
+        let kl = sh.k * sh.m / 64;
+        let sets = 32 / kl;
+        if op.neg != 0 || cbsz > 3 || (cbsz == 0 && abid >= sets) {
+            return Err(self.err(
+                ctx,
+                format!(
+                    "SMFMAC with CBSZ {cbsz} ABID {abid} BLGP {} is not modelled (ABID picks \
+                     one of {sets} index sets while CBSZ is 0; CBSZ above 3 and BLGP are \
+                     undefined)",
+                    op.neg
+                ),
+            ));
         }
+        let set_shift = if cbsz == 0 { abid * kl } else { 0 };
         if self.exec() != u64::MAX {
             return Err(self.err(ctx, "MFMA with a partial EXEC mask is not modelled"));
         }
         let (m, n, k) = (sh.m, sh.n, sh.k);
-        let kl = k * m / 64;
         let bits = sh.a.bits();
         let a = self.mai_src(ctx, op, 0, (kl / 2 * bits).div_ceil(32))?;
         let b = self.mai_src(ctx, op, 1, (kl * bits).div_ceil(32))?;
@@ -373,7 +388,7 @@ impl Wave {
                     let la = i + m * q;
                     let lb = j + n * q;
                     for grp in 0..kl / 4 {
-                        let nib = idx[0][la] >> (4 * grp);
+                        let nib = idx[0][la] >> (set_shift + 4 * grp);
                         for v in 0..2 {
                             let pos = ((nib >> (2 * v)) & 3) as usize;
                             let xa = elem(&a, la, 2 * grp + v);

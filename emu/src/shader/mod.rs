@@ -294,6 +294,14 @@ pub(crate) struct Setup {
     user_data: Option<Vec<u32>>,
     /// The queue's scratch, when the dispatch has a private segment.
     scratch: Option<QueueScratch>,
+    /// gfx942 FLAT_SCRATCH base of XCC 0's slice (AQL: the V# base; PM4:
+    /// COMPUTE_DISPATCH_SCRATCH_BASE).
+    flat_scratch_base: u64,
+    /// XCCs the work-groups are spread over (round-robin by work-group number) and the
+    /// bytes between their scratch slices (`amd_queue_t.scratch_backing_memory_byte_size`;
+    /// 0 for PM4, whose whole grid runs with XCC 0's registers).
+    num_xcc: u32,
+    xcc_scratch_bytes: u64,
     /// Scratch slots per worker (the most waves a work-group has).
     slots_per_worker: u32,
 }
@@ -326,6 +334,7 @@ pub(crate) fn dispatch(
         entry,
         user_data: None,
         tmpring: 0,
+        scratch_base: 0,
     };
     dispatch_launch(inner, &regs, k, packet_va, queue_va, dispatch_id)
 }
@@ -342,6 +351,9 @@ pub(crate) struct Launch {
     /// PM4: the COMPUTE_TMPRING_SIZE register (the queue's scratch waves and wave size;
     /// AQL dispatches read it from `amd_queue_t`).
     pub(crate) tmpring: u32,
+    /// PM4: COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI as an address (gfx942's architected flat
+    /// scratch base of the dispatching XCC; 0 when not programmed).
+    pub(crate) scratch_base: u64,
 }
 
 /// Runs a dispatch whose kernel descriptor and entry are already known (see [`Launch`]).
@@ -396,19 +408,34 @@ pub(crate) fn dispatch_launch(
     let priv_bytes = k.private_segment_size.max(kd.private_segment_fixed_size);
     let wg_items: u64 = wg.iter().map(|&x| u64::from(x)).product();
     let slots_per_worker = wg_items.div_ceil(64).max(1) as u32;
-    let scratch = if priv_bytes == 0 {
-        None
+    let num_xcc = inner.cfg.num_xcc.max(1);
+    let (scratch, flat_scratch_base, xcc_scratch_bytes) = if priv_bytes == 0 {
+        (None, 0, 0)
     } else {
-        Some(queue_scratch(
+        let (sc, flat, xcc_bytes) = queue_scratch(
             &mut port,
             launch,
             target,
             queue_va,
             priv_bytes,
             slots_per_worker,
-        )?)
+            num_xcc,
+        )?;
+        // The private segment wave offset SGPR is 32 bits: the last XCC's last slot must
+        // fit in it when the kernel reads it.
+        let last = u64::from(num_xcc - 1) * xcc_bytes + u64::from(sc.waves) * sc.wave_bytes;
+        if kd.private_segment_enabled() && last > u64::from(u32::MAX) {
+            return Err(ShaderError::new(format!(
+                "scratch of {last} bytes across {num_xcc} XCCs: a private segment wave \
+                 offset beyond 4 GiB (32-bit SGPR) is not modelled"
+            )));
+        }
+        (Some(sc), flat, xcc_bytes)
     };
     let setup = Setup {
+        flat_scratch_base,
+        num_xcc,
+        xcc_scratch_bytes,
         lds_bytes: (k.group_segment_size.max(kd.group_segment_fixed_size) as usize).min(64 * 1024),
         priv_bytes,
         scratch,
@@ -452,11 +479,19 @@ pub(crate) fn dispatch_launch(
     job.result()
 }
 
+/// `amd_queue_t.scratch_backing_memory_byte_size` (ROCr `amd_hsa_queue.h`): bytes of each
+/// XCC's scratch slice.
+const AMD_QUEUE_SCRATCH_BACKING_MEMORY_BYTE_SIZE: u64 = 168;
+
 /// The scratch a dispatch with `priv_bytes` of private segment per work-item gets: the
-/// queue's, read from its `amd_queue_t` as the CP does. A queue whose scratch is missing
-/// or too small for the dispatch stops the dispatch as the CP does (on hardware it raises
-/// the queue's scratch event for the runtime to grow it; kfdrt grows it before
-/// submitting). PM4 dispatches take the slots from COMPUTE_TMPRING_SIZE.
+/// queue's, read from its `amd_queue_t` as the CP does, with gfx942's FLAT_SCRATCH base
+/// of XCC 0's slice and the bytes between XCC slices (ROCr splits the queue's scratch
+/// evenly between the XCCs and reports the per-XCC size; XCC `x`'s slice starts at
+/// base + x x that size: ROCdbgapi `aql_queue_t::scratch_memory_region`). A queue whose
+/// scratch is missing or too small for the dispatch stops the dispatch as the CP does (on
+/// hardware it raises the queue's scratch event for the runtime to grow it; kfdrt grows
+/// it before submitting). PM4 dispatches take the slots from COMPUTE_TMPRING_SIZE and, on
+/// gfx942, the base from COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI.
 fn queue_scratch(
     port: &mut MemPort,
     launch: &Launch,
@@ -464,23 +499,42 @@ fn queue_scratch(
     queue_va: u64,
     priv_bytes: u32,
     waves_per_group: u32,
-) -> Result<QueueScratch, ShaderError> {
-    let sc = if launch.user_data.is_some() {
-        // PM4: COMPUTE_TMPRING_SIZE gives the slots; the kernel's V# and flat scratch init
-        // come verbatim in COMPUTE_USER_DATA (gfx90a). gfx942's architected flat scratch
-        // base (COMPUTE_DISPATCH_SCRATCH_BASE) is not modelled.
-        if target == Target::Gfx942 {
+    num_xcc: u32,
+) -> Result<(QueueScratch, u64, u64), ShaderError> {
+    let (sc, flat, xcc_bytes) = if launch.user_data.is_some() {
+        // PM4: COMPUTE_TMPRING_SIZE gives the slots; the kernel's V# and (gfx90a) flat
+        // scratch init come verbatim in COMPUTE_USER_DATA; gfx942's architected flat
+        // scratch base is COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI.
+        if target == Target::Gfx942 && launch.scratch_base == 0 {
             return Err(ShaderError::new(format!(
-                "PM4 dispatch with a {priv_bytes}-byte private segment on gfx942: the \
-                 architected flat scratch base (COMPUTE_DISPATCH_SCRATCH_BASE) is not modelled"
+                "PM4 dispatch with a {priv_bytes}-byte private segment on gfx942 but \
+                 COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI (the architected flat scratch base) \
+                 is 0: no scratch for the waves"
             )));
         }
-        QueueScratch::from_tmpring(launch.tmpring, [0; 4], 0)
+        (
+            QueueScratch::from_tmpring(launch.tmpring, [0; 4], 0),
+            launch.scratch_base,
+            0,
+        )
     } else {
-        QueueScratch::read(port, queue_va).map_err(|f| ShaderError {
+        let not_readable = |f| ShaderError {
             reason: format!("amd_queue_t scratch fields not readable: {f}"),
             fault: Some(f),
-        })?
+        };
+        let sc = QueueScratch::read(port, queue_va).map_err(not_readable)?;
+        let xcc_bytes = port
+            .load(queue_va + AMD_QUEUE_SCRATCH_BACKING_MEMORY_BYTE_SIZE, 8)
+            .map_err(not_readable)?;
+        if num_xcc > 1 && xcc_bytes < u64::from(sc.waves) * sc.wave_bytes {
+            return Err(ShaderError::new(format!(
+                "the queue's scratch slice per XCC (scratch_backing_memory_byte_size \
+                 {xcc_bytes}) is smaller than COMPUTE_TMPRING_SIZE's {} waves of {} bytes: \
+                 the {num_xcc} XCCs' slices would overlap",
+                sc.waves, sc.wave_bytes
+            )));
+        }
+        (sc, sc.base(), xcc_bytes)
     };
     if sc.lane_bytes() < u64::from(priv_bytes) {
         return Err(ShaderError::new(format!(
@@ -497,7 +551,7 @@ fn queue_scratch(
             sc.waves
         )));
     }
-    Ok(sc)
+    Ok((sc, flat, xcc_bytes))
 }
 
 /// Worker threads per dispatch: `KFD_EMU_SHADER_THREADS` when set (for speed-up
@@ -544,6 +598,9 @@ pub(crate) fn run_workgroup(
     let gy = ((g / st.groups[0] as u64) % st.groups[1] as u64) as u32;
     let gz = (g / (st.groups[0] as u64 * st.groups[1] as u64)) as u32;
     let gid = [gx, gy, gz];
+    // The work-group's XCC: dispatched round-robin over the XCCs by work-group number
+    // (firmware-notes/isa-gfx9.md "Scratch"); its waves use that XCC's scratch slice.
+    let xcc_offset = (g % u64::from(st.num_xcc)) * st.xcc_scratch_bytes;
     // Partial work-groups at the grid's edge have fewer work-items.
     let mut size = [0u32; 3];
     for d in 0..3 {
@@ -573,6 +630,7 @@ pub(crate) fn run_workgroup(
             items,
             w,
             worker * st.slots_per_worker + w as u32,
+            xcc_offset,
             wave,
         );
     }
@@ -624,7 +682,7 @@ pub(crate) fn run_workgroup(
 }
 
 /// A wave's initial state (LLVM AMDGPUUsage, "Initial Kernel Execution State"); `slot`
-/// is its scratch slot.
+/// is its scratch slot in its XCC's slice, `xcc_offset` that slice's byte offset.
 #[allow(clippy::too_many_arguments)]
 fn init_wave(
     st: &Setup,
@@ -634,17 +692,19 @@ fn init_wave(
     items: usize,
     w: usize,
     slot: u32,
+    xcc_offset: u64,
     wave: &mut Wave,
 ) {
     let kd = &st.kd;
-    // The wave's scratch: its slot's offset in the queue's scratch, and (gfx940+,
-    // architected flat scratch; gfx90a kernels set it in their prologue from flat scratch
-    // init + wave offset) FLAT_SCRATCH = the wave's scratch base.
+    // The wave's scratch: its slot's offset in the queue's scratch (its XCC's slice plus
+    // the slot), and (gfx940+, architected flat scratch; gfx90a kernels set it in their
+    // prologue from flat scratch init + wave offset) FLAT_SCRATCH = the wave's scratch
+    // base.
     let (wave_offset, flat_scratch) = match &st.scratch {
         Some(sc) => {
             wave.priv_size = sc.lane_bytes() as u32;
-            let off = sc.wave_offset(slot);
-            (off as u32, sc.base().wrapping_add(off))
+            let off = xcc_offset + sc.wave_offset(slot);
+            (off as u32, st.flat_scratch_base.wrapping_add(off))
         }
         None => {
             wave.priv_size = 0;

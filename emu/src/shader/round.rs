@@ -755,15 +755,7 @@ impl Wave {
         for (i, v) in s.iter_mut().enumerate().take(nsrc) {
             self.fetch64(ctx, op, i, Ty::B32, v)?;
         }
-        let pick = |i: usize, x: u64, hi: bool| -> u64 {
-            let sel = if hi {
-                (op.ext >> i) & 1
-            } else {
-                (op.opsel as u32 >> i) & 1
-            };
-            let neg = if hi { op.neg_hi } else { op.neg } >> i & 1;
-            ((x >> (32 * sel)) as u32 ^ (neg as u32) << 31) as u64
-        };
+        let pick = |i: usize, x: u64, hi: bool| pk_operand(op, i, x, hi, 32);
         let kind = match op.op {
             0x30 => Arith::Fma,
             0x31 => Arith::Mul,
@@ -811,13 +803,7 @@ impl Wave {
             self.fetch(ctx, op, i, Ty::F16, v)?;
         }
         let pick = |i: usize, x: u32, hi: bool| -> u64 {
-            let sel = if hi {
-                (op.ext >> i) & 1
-            } else {
-                (op.opsel as u32 >> i) & 1
-            };
-            let neg = if hi { op.neg_hi } else { op.neg } >> i & 1;
-            let v = ((x >> (16 * sel)) & 0xFFFF) ^ (neg as u32) << 15;
+            let v = pk_operand(op, i, u64::from(x), hi, 16);
             ftz_f16(v as u16, ftz16 && k == 0x0e) as u64
         };
         let kind = match k {
@@ -890,6 +876,20 @@ impl Wave {
              denormals is not modelled",
         )
     }
+}
+
+/// VOP3P operand `i` of a packed op for the low (`hi` false) or high result half: the
+/// `width`-bit half of `x` that op_sel (low) / op_sel_hi (high) selects, its sign negated
+/// by neg (low) / neg_hi (high) (CDNA3 ISA "VOP3P": OPSEL, OPSEL_HI, NEG, NEG_HI).
+fn pk_operand(op: &Op, i: usize, x: u64, hi: bool, width: u32) -> u64 {
+    let sel = if hi {
+        (op.ext >> i) & 1
+    } else {
+        (op.opsel as u32 >> i) & 1
+    };
+    let neg = u64::from((if hi { op.neg_hi } else { op.neg } >> i) & 1);
+    let mask = (1u64 << width) - 1;
+    ((x >> (width * sel)) & mask) ^ neg << (width - 1)
 }
 
 #[cfg(test)]

@@ -1501,10 +1501,24 @@ impl Wave {
             0x158 => d1!(|x: f64| x.ceil()),
             0x159 => d1!(|x: f64| x.round_ties_even()),
             0x15a => d1!(|x: f64| x.floor()),
-            0x15b => f1!(|x: f32| if x.is_infinite() {
-                f32::NAN
-            } else {
-                x - x.floor()
+            // v_fract_f32/_f64: min(x - floor(x), the largest value below 1.0), so a tiny
+            // negative x gives 0x1.fffffep-1 rather than 1.0; NaN for NaN and infinities
+            // (LLVM ConstantFolding `amdgcn_fract`; firmware-notes/isa-gfx9.md).
+            0x15b => f1!(|x: f32| {
+                let v = x - x.floor(); // NaN for NaN and infinities
+                if v.is_nan() {
+                    v
+                } else {
+                    v.min(f32::from_bits(0x3F7F_FFFF))
+                }
+            }),
+            0x172 => d1!(|x: f64| {
+                let v = x - x.floor();
+                if v.is_nan() {
+                    v
+                } else {
+                    v.min(f64::from_bits(0x3FEF_FFFF_FFFF_FFFF))
+                }
             }),
             0x15c => f1!(|x: f32| x.trunc()),
             0x15d => f1!(|x: f32| x.ceil()),

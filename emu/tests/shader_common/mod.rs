@@ -39,6 +39,9 @@ pub struct Dev {
     pub eng: GpuEngines,
     pub next_va: Mutex<u64>,
     pub target: &'static str,
+    /// XCCs in the partition (the work-groups spread over them, each with its scratch
+    /// slice).
+    pub num_xcc: u32,
 }
 
 pub struct Queue {
@@ -79,6 +82,11 @@ impl Module {
 
 impl Dev {
     pub fn new(target: &'static str, version: u32) -> Dev {
+        Dev::with_xcc(target, version, 1)
+    }
+
+    /// A device whose partition has `num_xcc` XCCs (MI300X in SPX mode: 8).
+    pub fn with_xcc(target: &'static str, version: u32, num_xcc: u32) -> Dev {
         let id = NEXT_GPU.fetch_add(1, Ordering::Relaxed);
         let mem = Arc::new(HeapMemory::new());
         let cfg = EngineConfig {
@@ -88,7 +96,7 @@ impl Dev {
             num_sdma_engines: 1,
             clock_hz: 0,
             gfx_target_version: version,
-            num_xcc: 1,
+            num_xcc,
         };
         let eng = GpuEngines::new(cfg, mem.clone(), Arc::new(Rec::default()));
         Dev {
@@ -97,6 +105,7 @@ impl Dev {
             eng,
             next_va: Mutex::new(0x1_0000_0000),
             target,
+            num_xcc,
         }
     }
 
@@ -263,6 +272,15 @@ impl Queue {
         self.scratch.as_ref()
     }
 
+    /// Overwrite `amd_queue_t.scratch_backing_memory_byte_size` (the per-XCC slice size) and
+    /// keep it: later runs do not grow the scratch again.
+    pub fn set_scratch_slice_bytes(&mut self, v: u64) {
+        self.ptrs.store_u64(self.ptrs.va() + 168, v).unwrap();
+        if let Some((_, wb)) = self.scratch.as_mut() {
+            *wb = u64::MAX;
+        }
+    }
+
     /// Overwrite `amd_queue_t.compute_tmpring_size` (and keep it: later runs do not grow
     /// the scratch again).
     pub fn set_tmpring_size(&mut self, v: u32) {
@@ -277,7 +295,8 @@ impl Dev {
     /// Scratch for `private` bytes per work-item in the queue's `amd_queue_t`, as the
     /// runtime sets it up (kfdrt `launch::QueueScratch::ensure`; firmware-notes/kernels.md):
     /// the gfx9 scratch V#, the backing memory location and COMPUTE_TMPRING_SIZE (64 waves
-    /// of WAVESIZE KiB).
+    /// of WAVESIZE KiB per XCC; the memory holds one such slice per XCC and NUM_RECORDS /
+    /// `scratch_backing_memory_byte_size` give the slice's size, as ROCr reports them).
     pub fn ensure_scratch(&self, q: &mut Queue, private: u32) {
         if private == 0 {
             return;
@@ -287,7 +306,7 @@ impl Dev {
             return;
         }
         let waves = 64u64;
-        let mem = self.alloc((waves * wave_bytes) as usize);
+        let mem = self.alloc((waves * wave_bytes) as usize * self.num_xcc as usize);
         let base = mem.va();
         let aq = q.ptrs.va();
         let srd = [
