@@ -451,3 +451,58 @@ fn idle_stream_with_a_sticky_error_still_reports_it() {
         .unwrap();
     t.synchronize().unwrap();
 }
+
+/// waitValue32's conditions (decoded on the enqueue path from the typed comparison):
+/// And holds until a masked bit is set, Gte until the value reaches the reference, Nor
+/// with a partial mask is always true (no wait), Eq compares under the mask.
+#[test]
+fn wait_value32_and_gte_eq_nor_hold_until_their_condition() {
+    let dev = emu("emu:mi300x");
+    let mem = signal_mem(&dev, 4096);
+    let flag = mem.atomic_u32(0).unwrap();
+    let out = mem.atomic_u32(64).unwrap();
+    let s = dev.create_stream(0).unwrap();
+    // Nor with a partial mask: no wait at all.
+    s.wait_value32(mem.va(), 0, WaitCompare::Nor, 0xff).unwrap();
+    s.write_value32(mem.va() + 64, 1, WriteValueFlags::DEFAULT)
+        .unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(out.load(Ordering::Acquire), 1);
+    // And 0x4: (*ptr & 0x4) != 0.
+    s.wait_value32(mem.va(), 0x4, WaitCompare::And, u32::MAX)
+        .unwrap();
+    s.write_value32(mem.va() + 64, 2, WriteValueFlags::DEFAULT)
+        .unwrap();
+    flag.store(0x3, Ordering::Release);
+    settle();
+    assert_eq!(
+        out.load(Ordering::Acquire),
+        1,
+        "0x3 & 0x4 == 0: still waiting"
+    );
+    flag.store(0x6, Ordering::Release);
+    s.synchronize().unwrap();
+    assert_eq!(out.load(Ordering::Acquire), 2);
+    // Gte 0x10.
+    s.wait_value32(mem.va(), 0x10, WaitCompare::Gte, u32::MAX)
+        .unwrap();
+    s.write_value32(mem.va() + 64, 3, WriteValueFlags::DEFAULT)
+        .unwrap();
+    settle();
+    assert_eq!(out.load(Ordering::Acquire), 2, "6 < 0x10: still waiting");
+    // Eq 0x5 under mask 0xf: 0x25 & 0xf == 0x5.
+    s.wait_value32(mem.va(), 0x5, WaitCompare::Eq, 0xf).unwrap();
+    s.write_value32(mem.va() + 64, 4, WriteValueFlags::DEFAULT)
+        .unwrap();
+    flag.store(0x10, Ordering::Release);
+    wait_until("the Gte wait to pass", || out.load(Ordering::Acquire) == 3);
+    settle();
+    assert_eq!(
+        out.load(Ordering::Acquire),
+        3,
+        "0x10 & 0xf != 5: still waiting"
+    );
+    flag.store(0x25, Ordering::Release);
+    s.synchronize().unwrap();
+    assert_eq!(out.load(Ordering::Acquire), 4);
+}
