@@ -247,13 +247,14 @@ pub fn with<T, R>(
     f: impl FnOnce(&Arc<T>) -> R,
 ) -> Option<R> {
     if let Ok(c) = cache.try_borrow() {
-        let hit = c.ways.iter().position(|w| {
-            w.as_ref()
-                .is_some_and(|(t, st, want, _)| *t == token && st.load(Ordering::Acquire) == *want)
-        });
-        if let Some(i) = hit {
+        let hit = c
+            .ways
+            .iter()
+            .flatten()
+            .find(|(t, st, want, _)| *t == token && st.load(Ordering::Acquire) == *want);
+        if let Some((.., a)) = hit {
             // `c` stays borrowed (shared: `f` may look up other handles) while `f` runs.
-            return c.ways[i].as_ref().map(|(.., a)| f(a));
+            return Some(f(a));
         }
     }
     miss(cache, reg, token, f)
