@@ -280,17 +280,35 @@ fn with_stream_in<R>(
     s: *mut c_void,
     f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
 ) -> Result<R, hipError_t> {
+    // One call site of `f` on the hot path (so it is inlined into the entry point): the
+    // stream borrowed from the null-stream slot or from the handle cache.
+    let cached = match s as usize {
+        0 => t.null.try_borrow().ok().and_then(|n| {
+            std::cell::Ref::filter_map(n, |n| match n {
+                Some((g, a)) if *g == t.gpu.get() => Some(a),
+                _ => None,
+            })
+            .ok()
+        }),
+        HIP_STREAM_PER_THREAD => None,
+        tok => handles::hit(&t.streams, tok),
+    };
+    match cached {
+        Some(a) => f(&a),
+        None => stream_slow(t, s, f),
+    }
+}
+
+/// [`with_stream_in`] when the thread has not cached the stream.
+#[cold]
+#[inline(never)]
+fn stream_slow<R>(
+    t: &Tls,
+    s: *mut c_void,
+    f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
+) -> Result<R, hipError_t> {
     match s as usize {
-        0 => {
-            if let Ok(n) = t.null.try_borrow() {
-                if let Some((g, a)) = &*n {
-                    if *g == t.gpu.get() {
-                        return f(a);
-                    }
-                }
-            }
-            null_stream_slow(t, f)
-        }
+        0 => null_stream_slow(t, f),
         HIP_STREAM_PER_THREAD => per_thread_slow(t, f),
         tok => handles::with(&t.streams, &STREAMS, tok, f).unwrap_or(Err(hipErrorInvalidHandle)),
     }
