@@ -684,65 +684,96 @@ fn launch(
 /// launch caches drop what they hold.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// A warm launch target: (host stub, GPU), its kernel, argument layout and the argument
-/// list of its last launch on this thread.
+/// Complete argument lists a warm launch target keeps (ping-pong loops alternate two).
+const ARG_SETS: usize = 4;
+
+/// A warm launch target: (host stub, GPU), its kernel, argument layout and the complete
+/// argument lists of its recent launches on this thread.
 pub(crate) struct Warm {
     stub: usize,
     gpu: usize,
     kernel: Kernel,
     layout: ArgLayout,
-    args: KernelArgs,
-    /// `args` holds every explicit argument (the last fill succeeded).
-    filled: bool,
+    /// Argument lists, most recently used first (with whether the fill succeeded: only
+    /// complete ones are reused).
+    sets: Vec<(KernelArgs, bool)>,
 }
 
 impl Warm {
-    /// `args` from `void *params[]`. When the last launch's arguments are complete and
-    /// every value is the same (a loop launching on the same buffers), they are reused as
-    /// they are: one compare per argument at its precomputed offset, no kfdrt call.
+    /// Makes `sets[0]` the argument list for `void *params[]`: a kept one whose values are
+    /// all the same (a loop launching on the same buffers, or alternating between a few),
+    /// found with one compare per argument at its precomputed offset and no kfdrt call;
+    /// else a new list filled through kfdrt's checked setters. Most recent first.
+    #[inline(always)]
     fn fill(&mut self, params: *mut *mut c_void) -> Result<(), hipError_t> {
-        if self.filled && !params.is_null() && self.same_values(params) {
-            return Ok(());
+        match self.sets.first() {
+            // No argument to read: a null `params` is fine (as in the fill).
+            Some((_, true)) if self.layout.0.is_empty() => Ok(()),
+            Some((a, true)) if !params.is_null() && same_values(&self.layout, a, params) => Ok(()),
+            _ => self.fill_other(params),
         }
-        self.filled = false;
-        self.args.clear();
-        fill_from_array(&self.layout, &mut self.args, params)?;
-        self.filled = true;
-        Ok(())
     }
 
-    /// Whether each `*params[i]` equals the bytes already at argument i's offset.
-    fn same_values(&self, params: *mut *mut c_void) -> bool {
-        let bytes = self.args.bytes();
-        self.layout
-            .0
-            .iter()
-            .enumerate()
-            .all(|(i, &(off, size, _))| {
-                // SAFETY: HIP's contract: `params` holds one pointer per explicit argument.
-                let p = unsafe { *params.add(i) } as *const u8;
-                let Some(have) = bytes.get(off as usize..(off + size) as usize) else {
-                    return false;
-                };
-                if p.is_null() {
-                    return false;
+    #[cold]
+    #[inline(never)]
+    fn fill_other(&mut self, params: *mut *mut c_void) -> Result<(), hipError_t> {
+        let layout = &self.layout;
+        let kept = if params.is_null() {
+            None
+        } else {
+            self.sets
+                .iter()
+                .position(|(a, full)| *full && same_values(layout, a, params))
+        };
+        let i = match kept {
+            Some(i) => i,
+            None => {
+                if self.sets.len() < ARG_SETS {
+                    self.sets.push((self.kernel.args(), false));
                 }
-                // SAFETY: `p` points at the argument's `size` bytes (HIP's contract).
-                unsafe {
-                    match size {
-                        8 => {
-                            (p as *const u64).read_unaligned()
-                                == u64::from_ne_bytes(have.try_into().unwrap_or_default())
-                        }
-                        4 => {
-                            (p as *const u32).read_unaligned()
-                                == u32::from_ne_bytes(have.try_into().unwrap_or_default())
-                        }
-                        _ => std::slice::from_raw_parts(p, size as usize) == have,
-                    }
-                }
-            })
+                // The least recently used list (the last) takes the new values.
+                let i = self.sets.len() - 1;
+                let (a, full) = &mut self.sets[i];
+                *full = false;
+                a.clear();
+                fill_from_array(&self.layout, a, params)?;
+                *full = true;
+                i
+            }
+        };
+        self.sets[..=i].rotate_right(1);
+        Ok(())
     }
+}
+
+/// Whether each `*params[i]` equals the bytes already at argument i's offset in `args`.
+#[inline]
+fn same_values(layout: &ArgLayout, args: &KernelArgs, params: *mut *mut c_void) -> bool {
+    let bytes = args.bytes();
+    layout.0.iter().enumerate().all(|(i, &(off, size, _))| {
+        // SAFETY: HIP's contract: `params` holds one pointer per explicit argument.
+        let p = unsafe { *params.add(i) } as *const u8;
+        let Some(have) = bytes.get(off as usize..(off + size) as usize) else {
+            return false;
+        };
+        if p.is_null() {
+            return false;
+        }
+        // SAFETY: `p` points at the argument's `size` bytes (HIP's contract).
+        unsafe {
+            match size {
+                8 => {
+                    (p as *const u64).read_unaligned()
+                        == u64::from_ne_bytes(have.try_into().unwrap_or_default())
+                }
+                4 => {
+                    (p as *const u32).read_unaligned()
+                        == u32::from_ne_bytes(have.try_into().unwrap_or_default())
+                }
+                _ => std::slice::from_raw_parts(p, size as usize) == have,
+            }
+        }
+    })
 }
 
 /// A thread's warm launch targets (most recent first) and the registration generation
@@ -784,9 +815,8 @@ impl LaunchCache {
                     stub,
                     gpu,
                     layout: ArgLayout::of(&kernel),
-                    args: kernel.args(),
+                    sets: Vec::new(),
                     kernel,
-                    filled: false,
                 });
                 self.warm.len() - 1
             }
@@ -840,7 +870,10 @@ pub unsafe extern "C" fn hipLaunchKernel(
             return Err(hipErrorInvalidDeviceFunction);
         };
         w.fill(args)?;
-        launch(&w.kernel, st, grid, block, shared, &w.args)
+        let Some((a, _)) = w.sets.first() else {
+            return Err(hipErrorInvalidValue);
+        };
+        launch(&w.kernel, st, grid, block, shared, a)
     })
 }
 

@@ -93,7 +93,7 @@ fn relaunch_with_same_and_changed_arguments_and_nested_configurations() {
     assert_eq!(
         lines(&out),
         [
-            "relaunch x=34 y=27 bad=0",
+            "relaunch x=54 y=36 bad=0",
             "empty pop hipErrorInvalidConfiguration last hipErrorInvalidConfiguration",
             "null out hipErrorInvalidValue then hipErrorInvalidConfiguration",
         ]

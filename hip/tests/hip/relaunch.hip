@@ -29,12 +29,21 @@ int main() {
   add<<<1, 64>>>(y, 10, q1); // struct changed: y 27
   add<<<1, 64>>>(x, 10, q1); // x 18
   add<<<1, 64>>>(x, 10, q1); // same again: x 34
+  // Ping-pong between kept argument lists (and a fifth set that replaces one).
+  for (int r = 0; r < 3; r++) {
+    add<<<1, 64>>>(x, 1, q0);  // x +1
+    add<<<1, 64>>>(y, 1, q0);  // y +1
+  }
+  add<<<1, 64>>>(y, 5, Pair{1, 1});  // y +6
+  add<<<1, 64>>>(x, 10, q1);          // x +16
+  add<<<1, 64>>>(x, 1, q0);           // x +1
+  // x: 34 + 3 + 16 + 1 = 54; y: 27 + 3 + 6 = 36
   HIP_CHECK(hipGetLastError());
   int hx[64], hy[64];
   HIP_CHECK(hipMemcpy(hx, x, sizeof hx, hipMemcpyDeviceToHost));
   HIP_CHECK(hipMemcpy(hy, y, sizeof hy, hipMemcpyDeviceToHost));
   int bad = 0;
-  for (int i = 0; i < 64; i++) bad += hx[i] != 34 || hy[i] != 27;
+  for (int i = 0; i < 64; i++) bad += hx[i] != 54 || hy[i] != 36;
   std::printf("relaunch x=%d y=%d bad=%d\n", hx[0], hy[0], bad);
 
   // Six nested configurations: popped last-in first-out, then none is left.
