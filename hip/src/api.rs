@@ -23,7 +23,7 @@ thread_local! {
             null: RefCell::new(None),
             per_thread: RefCell::new(Vec::new()),
             call_config: RefCell::new(Vec::new()),
-            launch_cache: RefCell::new((0, Vec::new())),
+            launch_cache: RefCell::new(crate::kernel::LaunchCache::new()),
         }
     };
 }
@@ -40,23 +40,30 @@ pub(crate) struct Tls {
     /// The thread's per-thread default streams (`hipStreamPerThread`): (GPU, token in
     /// [`STREAMS`]), created at first use, destroyed at thread exit.
     per_thread: RefCell<Vec<(usize, usize)>>,
-    /// `<<<>>>` configurations pushed and not yet popped (nested launches in argument
-    /// expressions push twice).
-    pub(crate) call_config:
-        RefCell<Vec<(crate::kernel::dim3, crate::kernel::dim3, usize, *mut c_void)>>,
-    /// The launch targets used so far (a short list, most recent first) and the kernel
-    /// registration generation they belong to, so a `<<<>>>` launch takes no lock, hashes
-    /// nothing and allocates nothing once warm.
-    pub(crate) launch_cache: RefCell<(u64, Vec<crate::kernel::Warm>)>,
+    /// `<<<>>>` configurations pushed beyond the [`CALL_SLOTS`] of the [`Fast`] slot.
+    pub(crate) call_config: RefCell<Vec<CallConfig>>,
+    /// The launch targets used so far ([`crate::kernel::LaunchCache`]).
+    pub(crate) launch_cache: RefCell<crate::kernel::LaunchCache>,
 }
 
+/// A `<<<grid, block, shared, stream>>>` configuration.
+pub(crate) type CallConfig = (crate::kernel::dim3, crate::kernel::dim3, usize, *mut c_void);
+
+/// `<<<>>>` configurations held in the [`Fast`] slot; deeper nesting (a launch inside the
+/// argument expressions of a launch inside...) goes to [`Tls::call_config`].
+pub(crate) const CALL_SLOTS: usize = 4;
+
 /// A thread's fixed-offset slot (initial-exec TLS, `%fs`-relative: no call): HIP's last
-/// error and the address of the thread's [`Tls`], null until its first use and again once
-/// it is destroyed.
+/// error, the address of the thread's [`Tls`] (null until its first use and again once
+/// it is destroyed) and the `<<<>>>` configurations pushed and not yet popped (plain
+/// data: a fixed array, no allocation, no destructor).
 #[repr(C)]
-struct Fast {
+pub(crate) struct Fast {
     tls: *const Tls,
-    last_error: hipError_t,
+    pub(crate) last_error: hipError_t,
+    /// Configurations pushed and not popped; the first [`CALL_SLOTS`] are in `calls`.
+    pub(crate) call_depth: u32,
+    pub(crate) calls: [CallConfig; CALL_SLOTS],
 }
 
 // The slot lives in this library's static TLS block (`.tbss`, zeroed per thread) and is
@@ -67,15 +74,17 @@ core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
     ".p2align 3",
     ".type kfdrt_hip_fast, @object",
-    ".size kfdrt_hip_fast, 16",
+    ".size kfdrt_hip_fast, {size}",
     "kfdrt_hip_fast:",
-    ".zero 16",
+    ".zero {size}",
     ".popsection",
+    size = const std::mem::size_of::<Fast>(),
 );
 
-/// The calling thread's [`Fast`] slot.
+/// The calling thread's [`Fast`] slot (zeroed at thread start: no error, no `Tls` yet,
+/// no configuration pushed).
 #[inline(always)]
-fn fast() -> *mut Fast {
+pub(crate) fn fast() -> *mut Fast {
     let off: usize;
     let tp: usize;
     // SAFETY: reads the slot's TP offset from the GOT and the thread pointer (`%fs:0`
@@ -175,6 +184,19 @@ pub(crate) fn ret_stream(
     e
 }
 
+/// [`ret_stream`] with the thread's [`Tls`] passed on to `f`.
+#[inline(always)]
+pub(crate) fn ret_stream_tls(
+    s: *mut c_void,
+    f: impl FnOnce(&Tls, &Arc<Stream>) -> Result<(), hipError_t>,
+) -> hipError_t {
+    let e = with_tls(|t| with_stream_in(t, s, |st| f(t, st)))
+        .err()
+        .unwrap_or(hipSuccess);
+    set_last_error(e);
+    e
+}
+
 pub(crate) trait Hip<T> {
     fn hip(self) -> Result<T, hipError_t>;
 }
@@ -258,17 +280,35 @@ fn with_stream_in<R>(
     s: *mut c_void,
     f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
 ) -> Result<R, hipError_t> {
+    // One call site of `f` on the hot path (so it is inlined into the entry point): the
+    // stream borrowed from the null-stream slot or from the handle cache.
+    let cached = match s as usize {
+        0 => t.null.try_borrow().ok().and_then(|n| {
+            std::cell::Ref::filter_map(n, |n| match n {
+                Some((g, a)) if *g == t.gpu.get() => Some(a),
+                _ => None,
+            })
+            .ok()
+        }),
+        HIP_STREAM_PER_THREAD => None,
+        tok => handles::hit(&t.streams, tok),
+    };
+    match cached {
+        Some(a) => f(&a),
+        None => stream_slow(t, s, f),
+    }
+}
+
+/// [`with_stream_in`] when the thread has not cached the stream.
+#[cold]
+#[inline(never)]
+fn stream_slow<R>(
+    t: &Tls,
+    s: *mut c_void,
+    f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
+) -> Result<R, hipError_t> {
     match s as usize {
-        0 => {
-            if let Ok(n) = t.null.try_borrow() {
-                if let Some((g, a)) = &*n {
-                    if *g == t.gpu.get() {
-                        return f(a);
-                    }
-                }
-            }
-            null_stream_slow(t, f)
-        }
+        0 => null_stream_slow(t, f),
         HIP_STREAM_PER_THREAD => per_thread_slow(t, f),
         tok => handles::with(&t.streams, &STREAMS, tok, f).unwrap_or(Err(hipErrorInvalidHandle)),
     }

@@ -9,7 +9,7 @@
 //! recent `(token, Arc)` pairs and a hit only re-reads the slot's state, so repeated calls
 //! on one stream or event do no atomic read-modify-write at all.
 
-use std::cell::RefCell;
+use std::cell::{Ref, RefCell};
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -247,16 +247,33 @@ pub fn with<T, R>(
     f: impl FnOnce(&Arc<T>) -> R,
 ) -> Option<R> {
     if let Ok(c) = cache.try_borrow() {
-        let hit = c.ways.iter().position(|w| {
-            w.as_ref()
-                .is_some_and(|(t, st, want, _)| *t == token && st.load(Ordering::Acquire) == *want)
-        });
-        if let Some(i) = hit {
+        let hit = c
+            .ways
+            .iter()
+            .flatten()
+            .find(|(t, st, want, _)| *t == token && st.load(Ordering::Acquire) == *want);
+        if let Some((.., a)) = hit {
             // `c` stays borrowed (shared: `f` may look up other handles) while `f` runs.
-            return c.ways[i].as_ref().map(|(.., a)| f(a));
+            return Some(f(a));
         }
     }
     miss(cache, reg, token, f)
+}
+
+/// The thread's cached object of `token`, borrowed from `cache` (the guard keeps the
+/// cache shared while it is used: a nested lookup may read it but not evict). `None` on a
+/// miss: then [`with`] looks it up.
+#[inline(always)]
+pub fn hit<T>(cache: &RefCell<Cache<T>>, token: usize) -> Option<Ref<'_, Arc<T>>> {
+    let c = cache.try_borrow().ok()?;
+    Ref::filter_map(c, |c| {
+        c.ways
+            .iter()
+            .flatten()
+            .find(|(t, st, want, _)| *t == token && st.load(Ordering::Acquire) == *want)
+            .map(|(.., a)| a)
+    })
+    .ok()
 }
 
 #[cold]

@@ -16,7 +16,7 @@
 //! on a GPU at the first launch there, not at registration (registration runs before
 //! `main`, where no device need be opened).
 
-use crate::api::{device, out, ret, ret_stream, stream, Hip};
+use crate::api::{device, out, ret, stream, Hip};
 use crate::error::*;
 use crate::handles::Registry;
 use kfdrt::codeobj::ValueKind;
@@ -377,7 +377,8 @@ pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
     lock(&RETIRED).extend(loaded);
 }
 
-/// `__hipPushCallConfiguration`: the `<<<grid, block, shared, stream>>>` of the next launch.
+/// `__hipPushCallConfiguration`: the `<<<grid, block, shared, stream>>>` of the next launch,
+/// into the thread's fixed slots (no lock, no allocation).
 #[no_mangle]
 pub extern "C" fn __hipPushCallConfiguration(
     grid: dim3,
@@ -385,15 +386,29 @@ pub extern "C" fn __hipPushCallConfiguration(
     shared: usize,
     stream: *mut c_void,
 ) -> hipError_t {
-    crate::api::with_tls(|t| {
-        t.call_config
-            .borrow_mut()
-            .push((grid, block, shared, stream))
-    });
-    ret(Ok(()))
+    let f = crate::api::fast();
+    // SAFETY: the calling thread's own slot; plain data.
+    unsafe {
+        let d = (*f).call_depth as usize;
+        match (*f).calls.get_mut(d) {
+            Some(slot) => *slot = (grid, block, shared, stream),
+            None => push_deep((grid, block, shared, stream)),
+        }
+        (*f).call_depth = (d as u32).wrapping_add(1);
+        (*f).last_error = hipSuccess;
+    }
+    hipSuccess
 }
 
-/// `__hipPopCallConfiguration`: the configuration pushed last.
+/// A configuration pushed beyond the fixed slots.
+#[cold]
+#[inline(never)]
+fn push_deep(c: crate::api::CallConfig) {
+    crate::api::with_tls(|t| t.call_config.borrow_mut().push(c));
+}
+
+/// `__hipPopCallConfiguration`: the configuration pushed last (InvalidConfiguration when
+/// none is pushed; InvalidValue for a null out-pointer, the configuration popped anyway).
 #[no_mangle]
 pub unsafe extern "C" fn __hipPopCallConfiguration(
     grid: *mut dim3,
@@ -401,14 +416,72 @@ pub unsafe extern "C" fn __hipPopCallConfiguration(
     shared: *mut usize,
     stream: *mut *mut c_void,
 ) -> hipError_t {
-    ret((|| {
-        let (g, b, s, q) = crate::api::with_tls(|t| t.call_config.borrow_mut().pop())
-            .ok_or(hipErrorInvalidConfiguration)?;
-        out(grid, g)?;
-        out(block, b)?;
-        out(shared, s)?;
-        out(stream, q)
-    })())
+    let f = crate::api::fast();
+    // SAFETY: the calling thread's own slot (plain data); the out-pointers are the launch
+    // stub's, checked non-null before the writes.
+    unsafe {
+        let d = (*f).call_depth as usize;
+        let outs_ok = !grid.is_null() && !block.is_null() && !shared.is_null() && !stream.is_null();
+        match (*f).calls.get(d.wrapping_sub(1)) {
+            Some(&(g, b, s, q)) if outs_ok => {
+                (*f).call_depth = d as u32 - 1;
+                grid.write(g);
+                block.write(b);
+                shared.write(s);
+                stream.write(q);
+                (*f).last_error = hipSuccess;
+                hipSuccess
+            }
+            _ => pop_slow(grid, block, shared, stream),
+        }
+    }
+}
+
+/// [`__hipPopCallConfiguration`] with nothing pushed, a configuration beyond the fixed
+/// slots or a null out-pointer (written in order up to the first null one).
+#[cold]
+#[inline(never)]
+fn pop_slow(
+    grid: *mut dim3,
+    block: *mut dim3,
+    shared: *mut usize,
+    stream: *mut *mut c_void,
+) -> hipError_t {
+    let f = crate::api::fast();
+    // SAFETY: the calling thread's own slot; plain data.
+    let c = unsafe {
+        match (*f).call_depth as usize {
+            0 => None,
+            d => {
+                (*f).call_depth = d as u32 - 1;
+                match (*f).calls.get(d - 1) {
+                    Some(c) => Some(*c),
+                    None => pop_deep(),
+                }
+            }
+        }
+    };
+    let e = match c {
+        None => hipErrorInvalidConfiguration,
+        Some((g, b, s, q)) => match out(grid, g)
+            .and_then(|_| out(block, b))
+            .and_then(|_| out(shared, s))
+            .and_then(|_| out(stream, q))
+        {
+            Ok(()) => hipSuccess,
+            Err(e) => e,
+        },
+    };
+    // SAFETY: the calling thread's own slot.
+    unsafe { (*f).last_error = e };
+    e
+}
+
+/// The configuration pushed last beyond the fixed slots.
+#[cold]
+#[inline(never)]
+fn pop_deep() -> Option<crate::api::CallConfig> {
+    crate::api::with_tls(|t| t.call_config.borrow_mut().pop())
 }
 
 /// The module of fat binary `fb` on GPU `gpu`, loaded there at first use.
@@ -611,14 +684,163 @@ fn launch(
 /// launch caches drop what they hold.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// A warm launch target: (host stub, GPU), its kernel, argument layout and a reusable
-/// argument list.
+/// Complete argument lists a warm launch target keeps (ping-pong loops alternate two).
+const ARG_SETS: usize = 4;
+
+/// A warm launch target: (host stub, GPU), its kernel, argument layout and the complete
+/// argument lists of its recent launches on this thread.
 pub(crate) struct Warm {
     stub: usize,
     gpu: usize,
     kernel: Kernel,
     layout: ArgLayout,
-    args: KernelArgs,
+    /// Argument lists, most recently used first (with whether the fill succeeded: only
+    /// complete ones are reused).
+    sets: Vec<(KernelArgs, bool)>,
+}
+
+impl Warm {
+    /// Makes `sets[0]` the argument list for `void *params[]`: a kept one whose values are
+    /// all the same (a loop launching on the same buffers, or alternating between a few),
+    /// found with one compare per argument at its precomputed offset and no kfdrt call;
+    /// else a new list filled through kfdrt's checked setters. Most recent first.
+    #[inline(always)]
+    fn fill(&mut self, params: *mut *mut c_void) -> Result<(), hipError_t> {
+        match self.sets.first() {
+            // No argument to read: a null `params` is fine (as in the fill).
+            Some((_, true)) if self.layout.0.is_empty() => Ok(()),
+            Some((a, true)) if !params.is_null() && same_values(&self.layout, a, params) => Ok(()),
+            _ => self.fill_other(params),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fill_other(&mut self, params: *mut *mut c_void) -> Result<(), hipError_t> {
+        let layout = &self.layout;
+        let kept = if params.is_null() {
+            None
+        } else {
+            self.sets
+                .iter()
+                .position(|(a, full)| *full && same_values(layout, a, params))
+        };
+        let i = match kept {
+            Some(i) => i,
+            None => {
+                if self.sets.len() < ARG_SETS {
+                    self.sets.push((self.kernel.args(), false));
+                }
+                // The least recently used list (the last) takes the new values.
+                let i = self.sets.len() - 1;
+                let (a, full) = &mut self.sets[i];
+                *full = false;
+                a.clear();
+                fill_from_array(&self.layout, a, params)?;
+                *full = true;
+                i
+            }
+        };
+        self.sets[..=i].rotate_right(1);
+        Ok(())
+    }
+}
+
+/// Whether each `*params[i]` equals the bytes already at argument i's offset in `args`.
+#[inline]
+fn same_values(layout: &ArgLayout, args: &KernelArgs, params: *mut *mut c_void) -> bool {
+    let bytes = args.bytes();
+    layout.0.iter().enumerate().all(|(i, &(off, size, _))| {
+        // SAFETY: HIP's contract: `params` holds one pointer per explicit argument.
+        let p = unsafe { *params.add(i) } as *const u8;
+        let Some(have) = bytes.get(off as usize..(off + size) as usize) else {
+            return false;
+        };
+        if p.is_null() {
+            return false;
+        }
+        // SAFETY: `p` points at the argument's `size` bytes (HIP's contract).
+        unsafe {
+            match size {
+                8 => {
+                    (p as *const u64).read_unaligned()
+                        == u64::from_ne_bytes(have.try_into().unwrap_or_default())
+                }
+                4 => {
+                    (p as *const u32).read_unaligned()
+                        == u32::from_ne_bytes(have.try_into().unwrap_or_default())
+                }
+                _ => std::slice::from_raw_parts(p, size as usize) == have,
+            }
+        }
+    })
+}
+
+/// A thread's warm launch targets (most recent first) and the registration generation
+/// they belong to: a `<<<>>>` launch takes no lock, hashes nothing and allocates nothing
+/// once warm, and the hit is one compare of the first entry.
+#[derive(Default)]
+pub(crate) struct LaunchCache {
+    generation: u64,
+    warm: Vec<Warm>,
+}
+
+impl LaunchCache {
+    /// An empty cache (const, for thread-locals).
+    pub(crate) const fn new() -> Self {
+        LaunchCache {
+            generation: 0,
+            warm: Vec::new(),
+        }
+    }
+
+    /// Makes (stub, GPU) the first entry, resolving its kernel at its first use here.
+    #[cold]
+    #[inline(never)]
+    fn promote(&mut self, f: *const c_void, gpu: usize, generation: u64) -> Result<(), hipError_t> {
+        if self.generation != generation {
+            self.generation = generation;
+            self.warm.clear();
+        }
+        let stub = f as usize;
+        let i = match self
+            .warm
+            .iter()
+            .position(|w| w.stub == stub && w.gpu == gpu)
+        {
+            Some(i) => i,
+            None => {
+                let kernel = host_kernel(f, gpu)?;
+                self.warm.push(Warm {
+                    stub,
+                    gpu,
+                    layout: ArgLayout::of(&kernel),
+                    sets: Vec::new(),
+                    kernel,
+                });
+                self.warm.len() - 1
+            }
+        };
+        self.warm.swap(0, i);
+        Ok(())
+    }
+}
+
+/// A launch while the thread's cache is in use (not reached from C: no HIP call runs
+/// inside a launch on the same thread); no caching.
+#[cold]
+#[inline(never)]
+fn launch_uncached(
+    f: *const c_void,
+    st: &kfdrt::Stream,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+) -> Result<(), hipError_t> {
+    let k = host_kernel(f, st.gpu_index())?;
+    let a = args_from_array(&k, args)?;
+    launch(&k, st, grid, block, shared, &a)
 }
 
 /// `hipLaunchKernel`: the kernel registered for host stub `f`.
@@ -631,38 +853,27 @@ pub unsafe extern "C" fn hipLaunchKernel(
     shared: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    ret_stream(s, move |st| {
+    crate::api::ret_stream_tls(s, move |t, st| {
+        let Ok(mut c) = t.launch_cache.try_borrow_mut() else {
+            return launch_uncached(f, st, grid, block, args, shared);
+        };
         let gpu = st.gpu_index();
         let generation = GENERATION.load(Ordering::Acquire);
-        let stub = f as usize;
-        crate::api::with_tls(|t| {
-            let mut c = t.launch_cache.borrow_mut();
-            let c = &mut *c;
-            if c.0 != generation {
-                *c = (generation, Vec::new());
-            }
-            let i = match c.1.iter().position(|w| w.stub == stub && w.gpu == gpu) {
-                Some(i) => i,
-                None => {
-                    let kernel = host_kernel(f, gpu)?;
-                    c.1.push(Warm {
-                        stub,
-                        gpu,
-                        layout: ArgLayout::of(&kernel),
-                        args: kernel.args(),
-                        kernel,
-                    });
-                    c.1.len() - 1
-                }
-            };
-            if i > 0 {
-                c.1.swap(0, i);
-            }
-            let w = &mut c.1[0];
-            w.args.clear();
-            fill_from_array(&w.layout, &mut w.args, args)?;
-            launch(&w.kernel, st, grid, block, shared, &w.args)
-        })
+        let hit = c.generation == generation
+            && c.warm
+                .first()
+                .is_some_and(|w| w.stub == f as usize && w.gpu == gpu);
+        if !hit {
+            c.promote(f, gpu, generation)?;
+        }
+        let Some(w) = c.warm.first_mut() else {
+            return Err(hipErrorInvalidDeviceFunction);
+        };
+        w.fill(args)?;
+        let Some((a, _)) = w.sets.first() else {
+            return Err(hipErrorInvalidValue);
+        };
+        launch(&w.kernel, st, grid, block, shared, a)
     })
 }
 

@@ -88,6 +88,19 @@ fn vector_add_with_triple_chevrons_and_pageable_copies() {
 }
 
 #[test]
+fn relaunch_with_same_and_changed_arguments_and_nested_configurations() {
+    let out = build_and_run("relaunch.hip");
+    assert_eq!(
+        lines(&out),
+        [
+            "relaunch x=54 y=36 bad=0",
+            "empty pop hipErrorInvalidConfiguration last hipErrorInvalidConfiguration",
+            "null out hipErrorInvalidValue then hipErrorInvalidConfiguration",
+        ]
+    );
+}
+
+#[test]
 fn shared_memory_and_syncthreads() {
     let out = build_and_run("shared.hip");
     assert_eq!(

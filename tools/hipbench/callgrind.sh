@@ -48,3 +48,9 @@ for f in $entries; do
   ir=$(awk -v f="$f" '$0 ~ (":" f "( \\[|$)") { gsub(",", "", $1); if ($1 + 0 > m) m = $1 + 0 } END { print m }' "$out/callgrind.bench.txt")
   echo "$f: ${ir:-?} instructions / $calls calls = $(( ${ir:-0} / calls )) per call"
 done
+# hipLaunchKernel without its first call's kernel resolution and code object load
+# (LaunchCache::promote, once): the warm launch.
+total=$(awk '$0 ~ ":hipLaunchKernel( \\[|$)" { gsub(",", "", $1); if ($1 + 0 > m) m = $1 + 0 } END { print m + 0 }' "$out/callgrind.bench.txt")
+first=$(awk '/LaunchCache::promote/ { gsub(",", "", $1); if ($1 + 0 > m) m = $1 + 0 } END { print m + 0 }' "$out/callgrind.bench.txt")
+calls=$(( 2 * batch ))
+echo "hipLaunchKernel warm: $(( total - first )) instructions / $calls calls = $(( (total - first) / calls )) per call"
