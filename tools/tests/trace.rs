@@ -221,7 +221,12 @@ fn demo_trace_is_chrome_json_with_a_track_per_queue_and_engine() {
         }
         names_in_log.insert(name);
     }
-    for p in ["AMD_PM4_IB", "WRITE_DATA", "COPY_LINEAR", "AMD_BARRIER_VALUE"] {
+    for p in [
+        "AMD_PM4_IB",
+        "WRITE_DATA",
+        "COPY_LINEAR",
+        "AMD_BARRIER_VALUE",
+    ] {
         assert!(names_in_log.contains(p), "{p} in the log");
     }
 }
