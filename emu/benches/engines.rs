@@ -50,6 +50,7 @@ impl Setup {
             clock_hz: 0,
             num_xcc: 1,
             gfx_target_version: 0,
+            sramecc: false,
         };
         let eng = GpuEngines::new(cfg, mem.clone(), Arc::new(NoIrq));
         Setup {

@@ -119,6 +119,7 @@ impl EmuBackend {
                 clock_hz: p.gpu_clock_hz,
                 num_xcc: p.num_xcc,
                 gfx_target_version: p.gfx_target_version,
+                sramecc: p.sramecc(),
             };
             let engines =
                 GpuEngines::new(cfg, vm.clone(), crate::kfd::events::as_interrupts(&events));

@@ -296,6 +296,12 @@ impl Preset {
         )
     }
 
+    /// SRAM ECC is enabled on this board: its topology `capability` has
+    /// `HSA_CAP_SRAM_EDCSUPPORTED` (the target ID reads `sramecc+`).
+    pub fn sramecc(&self) -> bool {
+        self.capability & kfd::topology::Capability::SRAM_EDCSUPPORTED.bits() != 0
+    }
+
     /// The packet family of this board.
     pub fn family(&self) -> Option<pm4::GfxFamily> {
         pm4::GfxFamily::from_gfx_target_version(self.gfx_target_version)

@@ -86,6 +86,7 @@ impl Gpu {
             clock_hz: 0,
             num_xcc,
             gfx_target_version: 0,
+            sramecc: false,
         };
         let eng = GpuEngines::new(cfg, mem.clone(), irq.clone());
         Gpu {

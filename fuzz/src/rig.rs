@@ -188,6 +188,7 @@ impl Rig {
             // target of its own to fuzz; arbitrary code may loop for ever).
             gfx_target_version: 0,
             num_xcc: 1,
+            sramecc: false,
         };
         let engines = GpuEngines::new(cfg, mem.clone(), irq.clone());
         engines.trace().set_enabled(true);

@@ -638,15 +638,22 @@ impl AqlPacket {
                 match format {
                     amd_format::PM4_IB => {
                         check_reserved(w[0], 0x00FF_FFFF, 0)?;
-                        let ib = match pkt3::decode_pm4(&w[1..5], GfxFamily::Gfx9) {
-                            Ok((Pm4Packet::IndirectBuffer(ib), 4)) => ib,
-                            Ok(_) => {
-                                return Err(DecodeError::InvalidField {
-                                    field: "ib_jump_cmd",
-                                    value: w[1] as u64,
-                                })
+                        // The common case (a 4-dword INDIRECT_BUFFER header) decodes just the
+                        // IB body; anything else takes the general PM4 decoder for its error.
+                        let ib = match pkt3::decode_header(w[1]) {
+                            Ok((pkt3::op::INDIRECT_BUFFER, IndirectBuffer::DWORDS)) => {
+                                IndirectBuffer::decode_body(w[2], w[3], w[4])?
                             }
-                            Err(e) => return Err(e),
+                            _ => match pkt3::decode_pm4(&w[1..5], GfxFamily::Gfx9) {
+                                Ok((Pm4Packet::IndirectBuffer(ib), 4)) => ib,
+                                Ok(_) => {
+                                    return Err(DecodeError::InvalidField {
+                                        field: "ib_jump_cmd",
+                                        value: w[1] as u64,
+                                    })
+                                }
+                                Err(e) => return Err(e),
+                            },
                         };
                         if w[5] != PM4_IB_DW_CNT_REMAIN {
                             return Err(DecodeError::InvalidField {
@@ -654,9 +661,7 @@ impl AqlPacket {
                                 value: w[5] as u64,
                             });
                         }
-                        for (i, &r) in w.iter().enumerate().take(14).skip(6) {
-                            check_reserved(r, 0, i)?;
-                        }
+                        check_zero(w, 6..14)?;
                         Ok(AqlPacket::VendorPm4Ib(VendorPm4Ib {
                             control,
                             ib,
@@ -672,9 +677,7 @@ impl AqlPacket {
                                 value: w[8] as u64,
                             });
                         };
-                        for (i, &r) in w.iter().enumerate().take(14).skip(9) {
-                            check_reserved(r, 0, i)?;
-                        }
+                        check_zero(w, 9..14)?;
                         Ok(AqlPacket::BarrierValue(BarrierValue {
                             control,
                             signal: sig(2),
@@ -689,6 +692,23 @@ impl AqlPacket {
             }
         }
     }
+}
+
+/// Reserved dwords `r` must be zero: the first nonzero one is the error (as a
+/// `check_reserved(w[i], 0, i)` per dword in order reports it).
+#[inline]
+fn check_zero(w: &[u32; 16], r: core::ops::Range<usize>) -> Result<(), DecodeError> {
+    let mut any = 0;
+    for i in r.clone() {
+        any |= w[i];
+    }
+    if any == 0 {
+        return Ok(());
+    }
+    for i in r {
+        check_reserved(w[i], 0, i)?;
+    }
+    Ok(())
 }
 
 /// Sets every slot of `ring` (16 dwords each) to an INVALID packet: the
@@ -831,5 +851,56 @@ mod dispatch_tests {
             0,
         );
         assert_eq!(three.dimensions, 3);
+    }
+
+    #[test]
+    fn vendor_packet_errors_name_the_first_bad_dword() {
+        let ib = AqlPacket::pm4_ib(0x1000, 8, 0x2000).encode();
+        let err = |w: [u32; 16]| AqlPacket::decode(&w).unwrap_err();
+        // Reserved dwords 6..14: the lowest nonzero one is reported.
+        let mut w = ib;
+        w[11] = 4;
+        w[9] = 1 << 7;
+        assert_eq!(
+            err(w),
+            DecodeError::ReservedBits {
+                dword: 9,
+                bits: 1 << 7
+            }
+        );
+        // IB address bits 1:0 (dword 1 of the INDIRECT_BUFFER).
+        let mut w = ib;
+        w[2] |= 2;
+        assert_eq!(err(w), DecodeError::ReservedBits { dword: 1, bits: 2 });
+        // Another PM4 packet in the body, and a bad PM4 header.
+        let mut w = ib;
+        w[1] = (3 << 30) | (2 << 16) | ((pkt3::op::NOP as u32) << 8);
+        assert_eq!(
+            err(w),
+            DecodeError::InvalidField {
+                field: "ib_jump_cmd",
+                value: w[1] as u64
+            }
+        );
+        let mut w = ib;
+        w[1] &= !(3 << 30);
+        assert!(matches!(err(w), DecodeError::BadHeaderType { .. }));
+        // An INDIRECT_BUFFER header of another length.
+        let mut w = ib;
+        w[1] = (3 << 30) | (1 << 16) | ((pkt3::op::INDIRECT_BUFFER as u32) << 8);
+        assert!(matches!(err(w), DecodeError::BadLength { .. }));
+        // Barrier-value: reserved dwords 9..14.
+        let mut w = AqlPacket::barrier_value(0x40, SignalCondition::Lt, 5, -1, 0).encode();
+        w[13] = 9;
+        assert_eq!(err(w), DecodeError::ReservedBits { dword: 13, bits: 9 });
+        w[13] = 0;
+        assert!(matches!(
+            AqlPacket::decode(&w),
+            Ok(AqlPacket::BarrierValue(_))
+        ));
+        assert_eq!(
+            AqlPacket::decode(&ib),
+            Ok(AqlPacket::pm4_ib(0x1000, 8, 0x2000))
+        );
     }
 }

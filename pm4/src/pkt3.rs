@@ -1122,6 +1122,27 @@ impl IndirectBuffer {
     }
 }
 
+impl IndirectBuffer {
+    /// Decodes dwords 1..=3 of an INDIRECT_BUFFER whose header was checked (the body
+    /// [`decode_pm4`] decodes; also the AQL PM4-IB packet's fast path).
+    #[inline]
+    pub(crate) fn decode_body(w1: u32, w2: u32, c: u32) -> Result<Self, DecodeError> {
+        check_reserved(w1, !3, 1)?;
+        Ok(IndirectBuffer {
+            addr: join(w1, w2),
+            size_dw: c & 0xFFFFF,
+            chain: c & (1 << 20) != 0,
+            offload_polling: c & (1 << 21) != 0,
+            volatile: c & (1 << 22) != 0,
+            valid: c & (1 << 23) != 0,
+            vmid: ((c >> 24) & 0xF) as u8,
+            cache_policy: CachePolicy::from_bits(c >> 28),
+            pre_resume: c & (1 << 30) != 0,
+            priv_: c & (1 << 31) != 0,
+        })
+    }
+}
+
 impl Encodable for IndirectBuffer {
     fn len(&self, _: GfxFamily) -> usize {
         Self::DWORDS
@@ -2004,20 +2025,7 @@ pub fn decode_pm4(words: &[u32], family: GfxFamily) -> Result<(Pm4Packet<'_>, us
         }
         op::INDIRECT_BUFFER => {
             need(opcode, n, IndirectBuffer::DWORDS)?;
-            check_reserved(w[1], !3, 1)?;
-            let c = w[3];
-            Pm4Packet::IndirectBuffer(IndirectBuffer {
-                addr: join(w[1], w[2]),
-                size_dw: c & 0xFFFFF,
-                chain: c & (1 << 20) != 0,
-                offload_polling: c & (1 << 21) != 0,
-                volatile: c & (1 << 22) != 0,
-                valid: c & (1 << 23) != 0,
-                vmid: ((c >> 24) & 0xF) as u8,
-                cache_policy: CachePolicy::from_bits(c >> 28),
-                pre_resume: c & (1 << 30) != 0,
-                priv_: c & (1 << 31) != 0,
-            })
+            Pm4Packet::IndirectBuffer(IndirectBuffer::decode_body(w[1], w[2], w[3])?)
         }
         op::EVENT_WRITE => {
             check_reserved(w[1], 0x3F | (0xF << 8), 1)?;

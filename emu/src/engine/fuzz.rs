@@ -123,6 +123,7 @@ pub fn fuzz_ring_report(data: &[u8]) -> FuzzReport {
         clock_hz: 0,
         num_xcc: 1,
         gfx_target_version: 0,
+        sramecc: false,
     };
     let engines = GpuEngines::new(cfg, mem.clone(), irq.clone());
     let kinds = [

@@ -196,6 +196,10 @@ pub struct EngineConfig {
     /// shader core's instruction set. Kernel dispatches on a target without a shader model
     /// fault with [`ISA_NOT_SUPPORTED`].
     pub gfx_target_version: u32,
+    /// SRAM ECC is enabled (topology capability `HSA_CAP_SRAM_EDCSUPPORTED`, the target
+    /// ID's `sramecc+`): D16 loads then zero the unused half of their VGPR instead of
+    /// keeping it (firmware-notes/isa-gfx9.md "D16 loads and SRAMECC").
+    pub sramecc: bool,
 }
 
 /// The reason a kernel dispatch faults its queue on a GPU without a shader model (the

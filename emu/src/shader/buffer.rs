@@ -203,13 +203,13 @@ impl Wave {
     /// - the packed formats (Mesa `ac_translate_buffer_dataformat`): 10_11_11 FLOAT loads
     ///   (R11G11B10 unsigned floats from bit 0, to f32) and 2_10_10_10 UINT/SINT/USCALED/
     ///   SSCALED loads (R10G10B10A2 from bit 0);
-    /// - D16 forms with an even component count (the packed 16-bit results fill whole
-    ///   VGPRs): loads of 8/16-bit UINT/SINT (to 16 bits), 16-bit FLOAT and 8-bit
-    ///   USCALED/SSCALED (to f16), stores of 16-bit UINT/SINT/FLOAT components.
+    /// - D16 forms (two 16-bit components per VGPR, low half first; with an odd component
+    ///   count the last VGPR's high half is zeroed with SRAM ECC on, kept with it off):
+    ///   loads of 8/16-bit UINT/SINT (to 16 bits), 16-bit FLOAT and 8-bit USCALED/SSCALED
+    ///   (to f16), stores of 16-bit UINT/SINT/FLOAT components.
     ///
     /// Everything else faults: UNORM/SNORM (the exact rounding of the hardware's scaling is
-    /// not documented), the other packed formats and packed stores, D16 `_x`/`_xyz` (whether
-    /// the unused high half is kept depends on SRAMECC: LLVM `d16PreservesUnusedBits`), D16
+    /// not documented), the other packed formats and packed stores, D16
     /// conversions that round, selecting "one" or a component the format lacks (their fill
     /// values), an element straddling num_records.
     #[allow(clippy::too_many_arguments)]
@@ -232,13 +232,9 @@ impl Wave {
         let d16 = code >= 8;
         let load = code & 7 < 4;
         let n_inst = (code & 3) as usize + 1;
-        if d16 && n_inst % 2 == 1 {
-            return Err(unmodelled(
-                self,
-                ctx,
-                "D16 form with an odd component count (the unused high half)",
-            ));
-        }
+        // D16 `_x`/`_xyz` loads leave the high half of their last VGPR unused: zeroed with
+        // SRAM ECC on, kept with it off (firmware-notes/isa-gfx9.md "D16 loads and SRAMECC").
+        let zero_hi = (d16 && load && n_inst % 2 == 1 && ctx.sramecc).then_some(n_inst / 2);
         // Component layout: (bits per component, components); packed formats give each
         // component's (shift, width) inside one dword.
         let packed: Option<&[(u32, u32)]> = match dfmt {
@@ -322,6 +318,12 @@ impl Wave {
             }
         };
         for l in lanes.active() {
+            if let Some(r) = zero_hi {
+                match self.vreg_mut(vd + r) {
+                    Some(x) => x[l] &= 0xFFFF,
+                    None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
+                }
+            }
             let in_range = match lanes.range(l, elem) {
                 Some(r) => r,
                 None => return Err(unmodelled(self, ctx, "element straddling num_records")),

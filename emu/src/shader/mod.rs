@@ -280,6 +280,8 @@ pub(crate) struct Setup {
     kd: KernelDescriptor,
     k: KernelDispatch,
     target: Target,
+    /// D16 loads zero the unused half (SRAM ECC on) instead of keeping it.
+    sramecc: bool,
     packet_va: u64,
     queue_va: u64,
     dispatch_id: u64,
@@ -443,6 +445,7 @@ pub(crate) fn dispatch_launch(
         kd,
         k: *k,
         target,
+        sramecc: inner.cfg.sramecc,
         packet_va,
         queue_va,
         dispatch_id,
@@ -650,6 +653,7 @@ pub(crate) fn run_workgroup(
                 mem: port,
                 lds,
                 target: st.target,
+                sramecc: st.sramecc,
                 clock,
             };
             match waves[w].run(&mut ctx)? {

@@ -77,6 +77,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) mem: &'a mut MemPort,
     pub(crate) lds: &'a mut [u8],
     pub(crate) target: Target,
+    /// SRAM ECC on: D16 loads zero the other half of their VGPR (else they keep it).
+    pub(crate) sramecc: bool,
     pub(crate) clock: &'a dyn Fn() -> u64,
 }
 
@@ -2616,10 +2618,7 @@ impl Wave {
                         let v = match op.op {
                             0x11 => raw as u8 as i8 as i32 as u32,
                             0x13 => raw as u16 as i16 as i32 as u32,
-                            0x20 | 0x24 => (old & 0xFFFF_0000) | raw as u32,
-                            0x21 | 0x25 => (old & 0xFFFF) | (raw as u32) << 16,
-                            0x22 => (old & 0xFFFF_0000) | (raw as u8 as i8 as i16 as u16 as u32),
-                            0x23 => (old & 0xFFFF) | (raw as u8 as i8 as i16 as u16 as u32) << 16,
+                            0x20..=0x25 => d16_load(op.op, raw, old, ctx.sramecc),
                             _ => raw as u32,
                         };
                         match self.v.get_mut((vd + w) * 64 + l) {
@@ -2746,8 +2745,12 @@ impl Wave {
             0x18 => (1, 1, true, false),
             0x1a => (2, 1, true, false),
             0x1c..=0x1f => (4, op.op as usize - 0x1b, true, false),
+            // buffer_load_{u,s}byte_d16[_hi], buffer_load_short_d16[_hi] (`d16_load`).
+            0x20..=0x23 => (1, 1, false, false),
+            0x24 | 0x25 => (2, 1, false, false),
             _ => return Err(self.unimpl(ctx)),
         };
+        let d16 = (0x20..=0x25).contains(&op.op);
         let base = vsharp[0] as u64 | ((vsharp[1] & 0xFFFF) as u64) << 32;
         let stride = ((vsharp[1] >> 16) & 0x3FFF) as u64;
         let num_records = vsharp[2] as u64;
@@ -2800,15 +2803,15 @@ impl Wave {
                     } else {
                         0
                     };
-                    let v = match (sext, size) {
+                    let Some(x) = self.vreg_mut(vd + w) else {
+                        return Err(self.err(ctx, "VGPR beyond the wave's allocation"));
+                    };
+                    x[l] = match (sext, size) {
+                        _ if d16 => d16_load(op.op, raw, x[l], ctx.sramecc),
                         (true, 1) => raw as u8 as i8 as i32 as u32,
                         (true, _) => raw as u16 as i16 as i32 as u32,
                         _ => raw as u32,
                     };
-                    match self.vreg_mut(vd + w) {
-                        Some(x) => x[l] = v,
-                        None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
-                    }
                 }
             }
         }
@@ -3323,6 +3326,26 @@ fn vcode(code: u16) -> usize {
         code as usize - 256
     } else {
         code as usize
+    }
+}
+
+/// The VGPR a gfx9 D16 load (FLAT/GLOBAL/SCRATCH and MUBUF opcodes 0x20-0x25:
+/// `load_ubyte_d16[_hi]`, `load_sbyte_d16[_hi]`, `load_short_d16[_hi]`) leaves: the datum
+/// (a byte zero- or sign-extended to 16 bits, or a short) in the low half (`_d16`) or the
+/// high half (`_d16_hi`). The other half is kept when SRAM ECC is off and zeroed when it
+/// is on (the VGPR is written whole): firmware-notes/isa-gfx9.md "D16 loads and SRAMECC".
+pub(crate) fn d16_load(op: u16, raw: u64, old: u32, sramecc: bool) -> u32 {
+    let half = match op {
+        0x22 | 0x23 => raw as u8 as i8 as i16 as u16 as u32,
+        0x20 | 0x21 => raw as u8 as u32,
+        _ => raw as u16 as u32,
+    };
+    let hi = op & 1 != 0;
+    let keep = if sramecc { 0 } else { old };
+    if hi {
+        (keep & 0xFFFF) | half << 16
+    } else {
+        (keep & 0xFFFF_0000) | half
     }
 }
 

@@ -87,6 +87,11 @@ impl Dev {
 
     /// A device whose partition has `num_xcc` XCCs (MI300X in SPX mode: 8).
     pub fn with_xcc(target: &'static str, version: u32, num_xcc: u32) -> Dev {
+        Dev::with_config(target, version, num_xcc, true)
+    }
+
+    /// A device with SRAM ECC `sramecc` (the gfx90a/gfx942 presets are `sramecc+`).
+    pub fn with_config(target: &'static str, version: u32, num_xcc: u32, sramecc: bool) -> Dev {
         let id = NEXT_GPU.fetch_add(1, Ordering::Relaxed);
         let mem = Arc::new(HeapMemory::new());
         let cfg = EngineConfig {
@@ -97,6 +102,7 @@ impl Dev {
             clock_hz: 0,
             gfx_target_version: version,
             num_xcc,
+            sramecc,
         };
         let eng = GpuEngines::new(cfg, mem.clone(), Arc::new(Rec::default()));
         Dev {

@@ -705,6 +705,7 @@ mod tests {
                         mem: &mut port,
                         lds: &mut lds,
                         target: *target,
+                        sramecc: true,
                         clock: &clock,
                     };
                     if ran {

@@ -428,6 +428,7 @@ mod tests {
             mem: &mut port,
             lds,
             target: Target::Gfx942,
+            sramecc: true,
             clock: &clock,
         };
         let op: Op = prog.ops[0];
@@ -646,6 +647,7 @@ mod tests {
                     mem: &mut port,
                     lds: &mut lds,
                     target: Target::Gfx942,
+                    sramecc: true,
                     clock: &clock,
                 };
                 let r = w.smem(&mut ctx, &prog.ops[0]);
