@@ -58,6 +58,7 @@ use crate::queue::{AqlQueue, OneSlot, DEFAULT_RING_PACKETS};
 use crate::signal::Signal;
 use crate::sync::lock;
 use crate::types::{StreamFlags, WaitCompare, WriteValueFlags};
+use pm4::pkt3::CompareFn;
 
 /// Initial value of a stream timeline.
 pub const TIMELINE_BASE: i64 = 1 << 62;
@@ -600,7 +601,26 @@ impl Stream {
 
     /// The stream's work and, on the null stream, the GPU's blocking streams' work
     /// (null-stream semantics), through the device's one host-wait path.
+    #[inline]
     fn host_synchronize(&self, deadline: Option<Instant>) -> Result<()> {
+        let s = &*self.inner;
+        // Idle fast path: nothing submitted since the last completed point, no sticky
+        // error, and on the null stream no blocking stream of the GPU with work. The
+        // general path would wait for no point either (so hand on no callback role):
+        // only the allocator's release check remains (one load when it has nothing).
+        if !s.failed.load(Ordering::Acquire)
+            && s.idle()
+            && (!s.is_null || s.dev.blocking_idle(s.gpu_index))
+        {
+            crate::mempool::on_synchronize(&s.dev);
+            return Ok(());
+        }
+        self.host_synchronize_busy(deadline)
+    }
+
+    /// [`Stream::host_synchronize`] with work to wait for or a sticky error to return.
+    #[inline(never)]
+    fn host_synchronize_busy(&self, deadline: Option<Instant>) -> Result<()> {
         let s = &self.inner;
         let dev = &s.dev;
         self.flush_hold()?;
@@ -1055,6 +1075,32 @@ impl Stream {
     /// (WAIT_REG_MEM); the stream moves to a dedicated queue so the wait never stalls
     /// another stream.
     pub fn wait_value32(&self, addr: u64, value: u32, cmp: WaitCompare, mask: u32) -> Result<()> {
+        check_addr("hipStreamWaitValue32", addr, 32, 0)?;
+        // The condition decoded from the typed comparison (no unknown flags to reject),
+        // as `cmd::wait_condition` does for 32 bits.
+        let (function, reference, mask) = match cmp {
+            WaitCompare::Gte => (CompareFn::GreaterEqual, value, mask),
+            WaitCompare::Eq => (CompareFn::Equal, value, mask),
+            WaitCompare::And => (CompareFn::NotEqual, 0, mask & value),
+            WaitCompare::Nor if mask != u32::MAX => return Ok(()),
+            WaitCompare::Nor => (CompareFn::NotEqual, !value, !value),
+        };
+        // The hot path: WAIT_REG_MEM encoded straight into the reserved slot's IB.
+        if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
+            let qid = slot.queue_id();
+            slot.publish_ib(
+                self.inner.timeline.handle(),
+                |ib| crate::cmdbuf::wait_reg_mem32_into(function, addr, reference, mask, ib),
+                || self.advance(qid, 1),
+            );
+            return Ok(());
+        }
+        self.wait_value32_slow(addr, value, cmp, mask)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_value32_slow(&self, addr: u64, value: u32, cmp: WaitCompare, mask: u32) -> Result<()> {
         self.wait_value(addr, value as u64, cmp.raw(), mask as u64, 32)
     }
 
@@ -1421,6 +1467,15 @@ impl DeviceInner {
             .filter_map(|w| w.upgrade())
             .filter(|s| s.gpu_index == gpu)
             .collect()
+    }
+
+    /// Whether every blocking stream of GPU `gpu` is idle (the null stream's synchronize
+    /// fast path): a walk of the list under its lock, allocating nothing.
+    pub(crate) fn blocking_idle(&self, gpu: usize) -> bool {
+        let b = lock(&self.pools.blocking);
+        b.iter()
+            .filter_map(|w| w.upgrade())
+            .all(|s| s.gpu_index != gpu || s.idle())
     }
 
     /// Null-stream semantics: work on the null stream waits for the GPU's blocking

@@ -377,3 +377,132 @@ fn queue_fault_gives_a_sticky_error_instead_of_a_hang() {
     );
     let _ = good;
 }
+
+/// The idle synchronize fast path keeps HIP's semantics: an idle stream (and an idle null
+/// stream whose blocking streams are idle) returns Ok at once, but the null stream still
+/// waits for a busy blocking stream of its GPU even with no work of its own, and not for a
+/// busy non-blocking one.
+#[test]
+fn idle_synchronize_returns_at_once_but_null_stream_waits_for_busy_blocking_streams() {
+    let dev = emu("emu:mi300x");
+    let mem = signal_mem(&dev, 4096);
+    let flag = mem.atomic_u32(0).unwrap();
+    let null = dev.null_stream(0).unwrap();
+    let blocking = dev.create_stream(0).unwrap();
+    let nonblocking = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    for s in [&null, &blocking, &nonblocking] {
+        s.synchronize().unwrap();
+        s.query().unwrap();
+    }
+    // A busy non-blocking stream does not hold the null stream's synchronize.
+    nonblocking
+        .wait_value32(mem.va(), 3, WaitCompare::Eq, u32::MAX)
+        .unwrap();
+    null.synchronize_timeout(std::time::Duration::from_millis(20))
+        .unwrap();
+    // A busy blocking stream does, although the null stream submitted nothing.
+    blocking
+        .wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
+        .unwrap();
+    blocking
+        .write_value32(mem.va() + 4, 7, WriteValueFlags::DEFAULT)
+        .unwrap();
+    let e = null
+        .synchronize_timeout(std::time::Duration::from_millis(20))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotReady, "{e}");
+    assert_eq!(blocking.query().unwrap_err().kind(), ErrorKind::NotReady);
+    flag.store(1, Ordering::Release);
+    null.synchronize().unwrap();
+    // The null stream's synchronize returned after the blocking stream's work.
+    assert_eq!(mem.atomic_u32(4).unwrap().load(Ordering::Acquire), 7);
+    blocking.query().unwrap();
+    // Idle again: every synchronize is Ok (the non-blocking stream still waits).
+    null.synchronize().unwrap();
+    blocking.synchronize().unwrap();
+    assert_eq!(nonblocking.query().unwrap_err().kind(), ErrorKind::NotReady);
+    flag.store(3, Ordering::Release);
+    nonblocking.synchronize().unwrap();
+    null.synchronize().unwrap();
+}
+
+/// A sticky error is returned by every synchronize and query of a stream whose work has
+/// drained (the idle fast path must not hide it).
+#[test]
+fn idle_stream_with_a_sticky_error_still_reports_it() {
+    let dev = emu("emu:mi210");
+    let s = dev.create_stream(0).unwrap();
+    s.add_callback(|_| panic!("sticky from a callback"), 0)
+        .unwrap();
+    // The queue drains (the error is not a GPU fault): the stream becomes idle.
+    let e = s.synchronize().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LaunchFailure, "{e}");
+    for _ in 0..3 {
+        let e = s.synchronize().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LaunchFailure, "{e}");
+        assert!(e.to_string().contains("sticky from a callback"), "{e}");
+        assert_eq!(s.query().unwrap_err().kind(), ErrorKind::LaunchFailure);
+    }
+    // Other streams are unaffected.
+    let t = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    t.synchronize().unwrap();
+}
+
+/// waitValue32's conditions (decoded on the enqueue path from the typed comparison):
+/// And holds until a masked bit is set, Gte until the value reaches the reference, Nor
+/// with a partial mask is always true (no wait), Eq compares under the mask.
+#[test]
+fn wait_value32_and_gte_eq_nor_hold_until_their_condition() {
+    let dev = emu("emu:mi300x");
+    let mem = signal_mem(&dev, 4096);
+    let flag = mem.atomic_u32(0).unwrap();
+    let out = mem.atomic_u32(64).unwrap();
+    let s = dev.create_stream(0).unwrap();
+    // Nor with a partial mask: no wait at all.
+    s.wait_value32(mem.va(), 0, WaitCompare::Nor, 0xff).unwrap();
+    s.write_value32(mem.va() + 64, 1, WriteValueFlags::DEFAULT)
+        .unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(out.load(Ordering::Acquire), 1);
+    // And 0x4: (*ptr & 0x4) != 0.
+    s.wait_value32(mem.va(), 0x4, WaitCompare::And, u32::MAX)
+        .unwrap();
+    s.write_value32(mem.va() + 64, 2, WriteValueFlags::DEFAULT)
+        .unwrap();
+    flag.store(0x3, Ordering::Release);
+    settle();
+    assert_eq!(
+        out.load(Ordering::Acquire),
+        1,
+        "0x3 & 0x4 == 0: still waiting"
+    );
+    flag.store(0x6, Ordering::Release);
+    s.synchronize().unwrap();
+    assert_eq!(out.load(Ordering::Acquire), 2);
+    // Gte 0x10.
+    s.wait_value32(mem.va(), 0x10, WaitCompare::Gte, u32::MAX)
+        .unwrap();
+    s.write_value32(mem.va() + 64, 3, WriteValueFlags::DEFAULT)
+        .unwrap();
+    settle();
+    assert_eq!(out.load(Ordering::Acquire), 2, "6 < 0x10: still waiting");
+    // Eq 0x5 under mask 0xf: 0x25 & 0xf == 0x5.
+    s.wait_value32(mem.va(), 0x5, WaitCompare::Eq, 0xf).unwrap();
+    s.write_value32(mem.va() + 64, 4, WriteValueFlags::DEFAULT)
+        .unwrap();
+    flag.store(0x10, Ordering::Release);
+    wait_until("the Gte wait to pass", || out.load(Ordering::Acquire) == 3);
+    settle();
+    assert_eq!(
+        out.load(Ordering::Acquire),
+        3,
+        "0x10 & 0xf != 5: still waiting"
+    );
+    flag.store(0x25, Ordering::Release);
+    s.synchronize().unwrap();
+    assert_eq!(out.load(Ordering::Acquire), 4);
+}

@@ -814,11 +814,41 @@ pub fn insn_child(dev: &Device, op: &str, calls: usize) -> Result<(), String> {
                 probe_floor(&q, i, &pkt);
             }
         }
+        "sync_idle" | "sync_idle_null" => {
+            // Synchronize of an idle stream (after completed work); on the null stream
+            // with one idle blocking stream of the GPU to look at.
+            let blocking = dev.create_stream(0).map_err(e)?;
+            let null;
+            let t = if op == "sync_idle" {
+                &s
+            } else {
+                null = dev.null_stream(0).map_err(e)?;
+                &null
+            };
+            t.write_value32(va, 0, WriteValueFlags::DEFAULT)
+                .map_err(e)?;
+            blocking
+                .write_value32(va + 4, 0, WriteValueFlags::DEFAULT)
+                .map_err(e)?;
+            t.synchronize().map_err(e)?;
+            blocking.synchronize().map_err(e)?;
+            for _ in 0..calls {
+                probe_synchronize(t).map_err(e)?;
+            }
+        }
         other => return Err(format!("unknown probe {other:?}")),
     }
     s.synchronize().map_err(e)?;
     s2.synchronize().map_err(e)?;
     Ok(())
+}
+
+#[inline(never)]
+fn insn_probe_synchronize(s: &kfdrt::Stream) -> kfdrt::Result<()> {
+    s.synchronize()
+}
+fn probe_synchronize(s: &kfdrt::Stream) -> kfdrt::Result<()> {
+    insn_probe_synchronize(std::hint::black_box(s))
 }
 
 #[inline(never)]
