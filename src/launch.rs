@@ -304,6 +304,11 @@ pub(crate) struct LaunchPlan {
     ka_align: u64,
     explicit: usize,
     max_threads: u32,
+    /// `max_threads`, or 0 when the launch path must refuse anyway (`refuse`, static LDS
+    /// over the limit): one compare on the launch path covers all three.
+    fast_max_threads: u32,
+    /// Dynamic LDS bytes that still fit beside the static LDS.
+    lds_room: u32,
     reqd: Option<[u32; 3]>,
     group_fixed: u32,
     private: u32,
@@ -423,6 +428,13 @@ impl LaunchPlan {
             0,
         ))
         .encode();
+        let lds_limit = gpu.lds_limit();
+        let lds_fits = kd.group_segment_fixed_size <= lds_limit;
+        let fast_max_threads = if refuse.is_none() && lds_fits {
+            meta.max_flat_workgroup_size
+        } else {
+            0
+        };
         LaunchPlan {
             packet,
             args_template,
@@ -435,10 +447,12 @@ impl LaunchPlan {
                 .next_power_of_two(),
             explicit,
             max_threads: meta.max_flat_workgroup_size,
+            fast_max_threads,
+            lds_room: lds_limit.saturating_sub(kd.group_segment_fixed_size),
             reqd: meta.reqd_workgroup_size,
             group_fixed: kd.group_segment_fixed_size,
             private: kd.private_segment_fixed_size,
-            lds_limit: gpu.lds_limit(),
+            lds_limit,
             wavefront_size: meta.wavefront_size.max(1),
         }
     }
@@ -510,23 +524,27 @@ impl LaunchPlan {
 
 /// `hsa_kernel_dispatch_packet_t.setup` / `hidden_grid_dims`: the highest dimension whose
 /// grid or workgroup extent exceeds 1.
+#[inline(always)]
 fn dims(grid: [u32; 3], block: [u32; 3]) -> u16 {
-    if grid[2] > 1 || block[2] > 1 {
-        3
-    } else if grid[1] > 1 || block[1] > 1 {
-        2
-    } else {
-        1
-    }
+    // Branch-free: 1, plus 1 when y or z exceeds 1, plus 1 when z does.
+    let z = (grid[2] | block[2]) > 1;
+    let yz = z | ((grid[1] | block[1]) > 1);
+    1 + u16::from(yz) + u16::from(z)
 }
 
 /// A queue's kernarg ring: GPU-visible memory handed out in order; a segment is reused
 /// once the launch that used it has completed on its stream's timeline (segments of
 /// several streams interleave, each tracked by its own completion point).
 pub(crate) struct KernargRing {
+    /// The ring's memory: owned here, read on the launch path only through `cpu` and `va`.
+    #[cfg_attr(not(test), allow(dead_code))]
     buf: Buffer,
     /// CPU address of `buf` (host memory, mapped at its GPU address).
     cpu: *mut u8,
+    /// GPU address of `buf` and its length - 1 (a power of two), kept here so a launch
+    /// does not read them through the buffer.
+    va: u64,
+    mask: u64,
     /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
     head: u64,
     /// (start, end, index in `timelines`, packet count) of launches that may still read
@@ -554,9 +572,12 @@ impl KernargRing {
             KERNARG_RING_BYTES,
         )?;
         let cpu = buf.as_ptr();
+        let (va, mask) = (buf.va(), buf.len() as u64 - 1);
         Ok(KernargRing {
             buf,
             cpu,
+            va,
+            mask,
             head: 0,
             // Every segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap, so at
             // most this many are ever in flight: `push_back` never reallocates.
@@ -573,10 +594,11 @@ impl KernargRing {
     /// the oldest segment in the way is still in use.
     #[inline(always)]
     fn try_reserve(&mut self, len: u64, align: u64) -> std::result::Result<(u64, u64), Point> {
-        let cap = self.buf.len() as u64; // a power of two
+        let mask = self.mask;
+        let cap = mask + 1; // a power of two
         let mut start = (self.head + align - 1) & !(align - 1);
-        if (start & (cap - 1)) + len > cap {
-            start = (start + cap - 1) & !(cap - 1); // do not straddle the end
+        if (start & mask) + len > cap {
+            start = (start + mask) & !mask; // do not straddle the end
         }
         let end = start + len;
         // Completed segments are retired only when the oldest one is in the way (or the
@@ -600,7 +622,7 @@ impl KernargRing {
                 gpu_index: self.gpu_index,
             });
         }
-        Ok((start, start & (cap - 1)))
+        Ok((start, start & mask))
     }
 
     /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until
@@ -879,68 +901,51 @@ impl Stream {
             return launch_refused(self, kernel, grid, block, dynamic_lds, args);
         }
         let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
-        let items = [
+        let (Some(x), Some(y), Some(z)) = (
             grid[0].checked_mul(block[0]),
             grid[1].checked_mul(block[1]),
             grid[2].checked_mul(block[2]),
-        ];
-        let lds = u64::from(plan.group_fixed) + u64::from(dynamic_lds);
-        let (Some(x), Some(y), Some(z)) = (items[0], items[1], items[2]) else {
+        ) else {
             return launch_refused(self, kernel, grid, block, dynamic_lds, args);
         };
-        if threads > u64::from(plan.max_threads)
+        // `fast_max_threads` is 0 when the plan refuses every launch (threads >= 1 here).
+        if threads > u64::from(plan.fast_max_threads)
+            || dynamic_lds > plan.lds_room
             || plan.reqd.is_some_and(|r| r != block)
-            || lds > u64::from(plan.lds_limit)
-            || plan.refuse.is_some()
         {
             return launch_refused(self, kernel, grid, block, dynamic_lds, args);
         }
-        let items = [x, y, z];
-        let private = plan.private;
-        let dims = dims(grid, block);
+        let shape = Shape {
+            grid,
+            block,
+            items: [x, y, z],
+            threads,
+            dims: dims(grid, block),
+            dynamic_lds,
+            // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
+            lds: plan.group_fixed + dynamic_lds,
+        };
+        let mut wait_for = None;
+        if self.try_launch(plan, &shape, args, &mut wait_for)? {
+            return Ok(());
+        }
+        self.launch_after_wait(plan, &shape, args, wait_for)
+    }
 
-        // The segment comes from the kernarg ring of the queue the packet goes to, under
-        // the stream's lock; when the ring is full the launch waits for the oldest
-        // segment's dispatch outside that lock and tries again.
+    /// The launch once the kernarg ring had no room: wait for the oldest segment's
+    /// dispatch outside the stream's lock and try again (kept off the launch path).
+    #[cold]
+    #[inline(never)]
+    fn launch_after_wait(
+        &self,
+        plan: &LaunchPlan,
+        shape: &Shape,
+        args: &KernelArgs,
+        mut wait_for: Option<Point>,
+    ) -> Result<()> {
+        let s = &*self.inner;
         loop {
-            let mut wait_for = None;
-            let submitted = self.submit_packet(|slot, timeline, target| {
-                let q = slot.queue();
-                // The queue's kernarg ring, under the producer lock the slot holds.
-                let ring = match slot.kernargs() {
-                    Some(r) => r,
-                    none => none.insert(KernargRing::new(q)?),
-                };
-                let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
-                    Ok(r) => r,
-                    Err(p) => {
-                        wait_for = Some(p);
-                        return Ok(None);
-                    }
-                };
-                if private > 0 {
-                    let per_wave = u64::from(plan.wavefront_size);
-                    let waves = threads.div_ceil(per_wave)
-                        * grid.iter().map(|&g| u64::from(g)).product::<u64>();
-                    lock(&q.scratch).ensure(q, private, waves)?;
-                }
-                let ka_va = ring.buf.va() + off;
-                // SAFETY: `off + ka_len` lies in the ring (`try_reserve`), CPU-mapped host
-                // memory; the segment is this launch's (no dispatch reads it before the
-                // packet is published, no other launch gets it before that completes);
-                // `args.bytes` is the kernel's kernarg segment size, at most `ka_len`.
-                unsafe {
-                    let seg = ring.cpu.add(off as usize);
-                    core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
-                    plan.fill_hidden(seg, grid, block, dims, dynamic_lds, q.amd_queue_va());
-                }
-                ring.commit(start, plan.ka_len, timeline, target);
-                Ok(Some(plan.packet(dims, block, items, lds as u32, ka_va)))
-            })?;
-            if submitted {
-                return Ok(());
-            }
-            match wait_for {
+            match wait_for.take() {
                 Some(p) => s.dev.wait_point(&p, Some(&self.inner), s.dev.wait_spin())?,
                 None => {
                     return Err(Error::new(
@@ -950,8 +955,94 @@ impl Stream {
                     ))
                 }
             }
+            if self.try_launch(plan, shape, args, &mut wait_for)? {
+                return Ok(());
+            }
         }
     }
+
+    /// One attempt: the segment comes from the kernarg ring of the queue the packet goes
+    /// to, under that queue's producer lock. `Ok(false)` with `wait_for` set when the
+    /// ring is full.
+    #[inline(always)]
+    fn try_launch(
+        &self,
+        plan: &LaunchPlan,
+        shape: &Shape,
+        args: &KernelArgs,
+        wait_for: &mut Option<Point>,
+    ) -> Result<bool> {
+        self.submit_packet(|slot, timeline, target| {
+            let q = slot.queue();
+            // The queue's kernarg ring, under the producer lock the slot holds.
+            let ring = match slot.kernargs() {
+                Some(r) => r,
+                none => none.insert(KernargRing::new(q)?),
+            };
+            let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
+                Ok(r) => r,
+                Err(p) => {
+                    *wait_for = Some(p);
+                    return Ok(None);
+                }
+            };
+            if plan.private > 0 {
+                ensure_scratch(q, plan, shape)?;
+            }
+            let ka_va = ring.va + off;
+            // SAFETY: `off + ka_len` lies in the ring (`try_reserve`), CPU-mapped host
+            // memory; the segment is this launch's (no dispatch reads it before the
+            // packet is published, no other launch gets it before that completes);
+            // `args.bytes` is the kernel's kernarg segment size, at most `ka_len`.
+            unsafe {
+                let seg = ring.cpu.add(off as usize);
+                // A kernel without arguments (hidden ones included) copies nothing: skip
+                // the call.
+                if !args.bytes.is_empty() {
+                    core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
+                }
+                if plan.n_hidden != 0 {
+                    plan.fill_hidden(
+                        seg,
+                        shape.grid,
+                        shape.block,
+                        shape.dims,
+                        shape.dynamic_lds,
+                        q.amd_queue_va(),
+                    );
+                }
+            }
+            ring.commit(start, plan.ka_len, timeline, target);
+            Ok(Some(plan.packet(
+                shape.dims,
+                shape.block,
+                shape.items,
+                shape.lds,
+                ka_va,
+            )))
+        })
+    }
+}
+
+/// The launch-dependent values of one [`Stream::launch`], checked.
+struct Shape {
+    grid: [u32; 3],
+    block: [u32; 3],
+    items: [u32; 3],
+    threads: u64,
+    dims: u16,
+    dynamic_lds: u32,
+    lds: u32,
+}
+
+/// Grow the queue's scratch for a launch of a kernel with a private segment (off the
+/// empty-kernel path).
+#[inline(never)]
+fn ensure_scratch(q: &AqlQueue, plan: &LaunchPlan, shape: &Shape) -> Result<()> {
+    let per_wave = u64::from(plan.wavefront_size);
+    let waves = shape.threads.div_ceil(per_wave)
+        * shape.grid.iter().map(|&g| u64::from(g)).product::<u64>();
+    lock(&q.scratch).ensure(q, plan.private, waves)
 }
 
 /// The error of a launch [`Stream::launch`]'s fast checks refused: the checks again,
