@@ -37,7 +37,7 @@ use zerocopy::{Immutable, IntoBytes};
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{Buffer, MemoryKind};
 use crate::module::Kernel;
-use crate::queue::AqlQueue;
+use crate::queue::{AqlQueue, OneSlot};
 use crate::signal::Signal;
 use crate::stream::{Point, Stream};
 use crate::sync::lock;
@@ -926,7 +926,11 @@ impl Stream {
             lds: plan.group_fixed + dynamic_lds,
         };
         let mut wait_for = None;
-        if self.try_launch(plan, &shape, args, &mut wait_for)? {
+        // Its own closure (not shared with the retry) so that `submit_packet` is inlined
+        // here.
+        if self.submit_packet(|slot, timeline, target| {
+            build_launch(slot, timeline, target, plan, &shape, args, &mut wait_for)
+        })? {
             return Ok(());
         }
         self.launch_after_wait(plan, &shape, args, wait_for)
@@ -955,73 +959,75 @@ impl Stream {
                     ))
                 }
             }
-            if self.try_launch(plan, shape, args, &mut wait_for)? {
+            if self.submit_packet(|slot, timeline, target| {
+                build_launch(slot, timeline, target, plan, shape, args, &mut wait_for)
+            })? {
                 return Ok(());
             }
         }
     }
+}
 
-    /// One attempt: the segment comes from the kernarg ring of the queue the packet goes
-    /// to, under that queue's producer lock. `Ok(false)` with `wait_for` set when the
-    /// ring is full.
-    #[inline(always)]
-    fn try_launch(
-        &self,
-        plan: &LaunchPlan,
-        shape: &Shape,
-        args: &KernelArgs,
-        wait_for: &mut Option<Point>,
-    ) -> Result<bool> {
-        self.submit_packet(|slot, timeline, target| {
-            let q = slot.queue();
-            // The queue's kernarg ring, under the producer lock the slot holds.
-            let ring = match slot.kernargs() {
-                Some(r) => r,
-                none => none.insert(KernargRing::new(q)?),
-            };
-            let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
-                Ok(r) => r,
-                Err(p) => {
-                    *wait_for = Some(p);
-                    return Ok(None);
-                }
-            };
-            if plan.private > 0 {
-                ensure_scratch(q, plan, shape)?;
-            }
-            let ka_va = ring.va + off;
-            // SAFETY: `off + ka_len` lies in the ring (`try_reserve`), CPU-mapped host
-            // memory; the segment is this launch's (no dispatch reads it before the
-            // packet is published, no other launch gets it before that completes);
-            // `args.bytes` is the kernel's kernarg segment size, at most `ka_len`.
-            unsafe {
-                let seg = ring.cpu.add(off as usize);
-                // A kernel without arguments (hidden ones included) copies nothing: skip
-                // the call.
-                if !args.bytes.is_empty() {
-                    core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
-                }
-                if plan.n_hidden != 0 {
-                    plan.fill_hidden(
-                        seg,
-                        shape.grid,
-                        shape.block,
-                        shape.dims,
-                        shape.dynamic_lds,
-                        q.amd_queue_va(),
-                    );
-                }
-            }
-            ring.commit(start, plan.ka_len, timeline, target);
-            Ok(Some(plan.packet(
-                shape.dims,
-                shape.block,
-                shape.items,
-                shape.lds,
-                ka_va,
-            )))
-        })
+/// One attempt's packet, built in the slot `submit_packet` reserved: the segment comes from
+/// the kernarg ring of the slot's queue, under that queue's producer lock. `Ok(None)` with
+/// `wait_for` set when the ring is full.
+#[inline(always)]
+fn build_launch(
+    slot: &mut OneSlot<'_>,
+    timeline: &Arc<Signal>,
+    target: u64,
+    plan: &LaunchPlan,
+    shape: &Shape,
+    args: &KernelArgs,
+    wait_for: &mut Option<Point>,
+) -> Result<Option<[u32; 16]>> {
+    let q = slot.queue();
+    // The queue's kernarg ring, under the producer lock the slot holds.
+    let ring = match slot.kernargs() {
+        Some(r) => r,
+        none => none.insert(KernargRing::new(q)?),
+    };
+    let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
+        Ok(r) => r,
+        Err(p) => {
+            *wait_for = Some(p);
+            return Ok(None);
+        }
+    };
+    if plan.private > 0 {
+        ensure_scratch(q, plan, shape)?;
     }
+    let ka_va = ring.va + off;
+    // SAFETY: `off + ka_len` lies in the ring (`try_reserve`), CPU-mapped host
+    // memory; the segment is this launch's (no dispatch reads it before the
+    // packet is published, no other launch gets it before that completes);
+    // `args.bytes` is the kernel's kernarg segment size, at most `ka_len`.
+    unsafe {
+        let seg = ring.cpu.add(off as usize);
+        // A kernel without arguments (hidden ones included) copies nothing: skip
+        // the call.
+        if !args.bytes.is_empty() {
+            core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
+        }
+        if plan.n_hidden != 0 {
+            plan.fill_hidden(
+                seg,
+                shape.grid,
+                shape.block,
+                shape.dims,
+                shape.dynamic_lds,
+                q.amd_queue_va(),
+            );
+        }
+    }
+    ring.commit(start, plan.ka_len, timeline, target);
+    Ok(Some(plan.packet(
+        shape.dims,
+        shape.block,
+        shape.items,
+        shape.lds,
+        ka_va,
+    )))
 }
 
 /// The launch-dependent values of one [`Stream::launch`], checked.
