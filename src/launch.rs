@@ -1260,6 +1260,66 @@ mod tests {
         }
     }
 
+    /// More launches than the kernarg ring holds, behind a waitValue the host releases
+    /// later: the launcher blocks on the full ring (the oldest segment's dispatch has not
+    /// run), and after the release every launch runs with its own arguments although the
+    /// ring wrapped twice.
+    #[test]
+    fn a_full_kernarg_ring_waits_for_the_oldest_segment() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+        const N: u32 = 600;
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/big_args.cl");
+        let k = m.kernel("big_args").unwrap();
+        let per_lap = KERNARG_RING_BYTES as u64 / plan_ka_span(&k);
+        assert!(u64::from(N) > 2 * per_lap, "{per_lap} segments per lap");
+        let flag = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+        let out = dev.alloc(MemoryKind::Device, 0, 4 * N as usize).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.wait_value32(flag.va(), 1, crate::WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        let done = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (out_va, d) = (out.va(), done.clone());
+        std::thread::spawn(move || {
+            let r = (0..N).try_for_each(|i| {
+                let mut v = vec![0u8; 4000];
+                v[4 * i as usize..4 * i as usize + 4].copy_from_slice(&(i * 7 + 1).to_le_bytes());
+                let mut args = k.args();
+                args.ptr(out_va)?.arg(&i)?.arg_bytes(&v)?;
+                s.launch(&k, 1, 64, 0, &args)?;
+                d.fetch_add(1, Ordering::Release);
+                Ok::<(), Error>(())
+            });
+            let _ = tx.send((s, r));
+        });
+        // Held: at most one lap of segments can be handed out.
+        std::thread::sleep(Duration::from_millis(100));
+        let launched = done.load(Ordering::Acquire) as u64;
+        assert!(
+            launched <= per_lap,
+            "{launched} launches with {per_lap} segments per lap"
+        );
+        flag.atomic_u32(0).unwrap().store(1, Ordering::Release);
+        let (s, r) = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the launches finished after the release");
+        r.unwrap();
+        s.synchronize().unwrap();
+        let mut b = vec![0u8; 4 * N as usize];
+        out.read(0, &mut b).unwrap();
+        for i in 0..N as usize {
+            let got = u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
+            assert_eq!(got, i as u32 * 7 + 1, "launch {i}");
+        }
+    }
+
+    /// Bytes of the kernarg ring one launch of `k` takes (its segment, aligned).
+    fn plan_ka_span(k: &Kernel) -> u64 {
+        k.plan.ka_len.next_multiple_of(k.plan.ka_align)
+    }
+
     #[test]
     fn hidden_arguments_follow_the_metadata() {
         let dev = open("emu:mi300x");
