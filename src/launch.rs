@@ -933,7 +933,8 @@ impl Stream {
         })? {
             return Ok(());
         }
-        self.launch_after_wait(plan, &shape, args, wait_for)
+        // By value: a reference would keep `shape` in memory on the fast path too.
+        self.launch_after_wait(plan, shape, args, wait_for)
     }
 
     /// The launch once the kernarg ring had no room: wait for the oldest segment's
@@ -943,7 +944,7 @@ impl Stream {
     fn launch_after_wait(
         &self,
         plan: &LaunchPlan,
-        shape: &Shape,
+        shape: Shape,
         args: &KernelArgs,
         mut wait_for: Option<Point>,
     ) -> Result<()> {
@@ -960,7 +961,7 @@ impl Stream {
                 }
             }
             if self.submit_packet(|slot, timeline, target| {
-                build_launch(slot, timeline, target, plan, shape, args, &mut wait_for)
+                build_launch(slot, timeline, target, plan, &shape, args, &mut wait_for)
             })? {
                 return Ok(());
             }
@@ -1031,6 +1032,7 @@ fn build_launch(
 }
 
 /// The launch-dependent values of one [`Stream::launch`], checked.
+#[derive(Clone, Copy)]
 struct Shape {
     grid: [u32; 3],
     block: [u32; 3],
