@@ -302,6 +302,9 @@ pub(crate) struct LaunchPlan {
     refuse: Option<(ErrorKind, String)>,
     ka_len: u64,
     ka_align: u64,
+    /// The kernarg segment is empty (no argument, hidden ones included): launches point
+    /// the packet at the ring's shared zero segment and take no ring space.
+    no_kernargs: bool,
     explicit: usize,
     max_threads: u32,
     /// `max_threads`, or 0 when the launch path must refuse anyway (`refuse`, static LDS
@@ -442,6 +445,7 @@ impl LaunchPlan {
             n_hidden,
             refuse,
             ka_len,
+            no_kernargs: meta.kernarg_segment_size == 0,
             ka_align: u64::from(meta.kernarg_segment_align)
                 .max(KERNARG_SEGMENT_ALIGN)
                 .next_power_of_two(),
@@ -545,6 +549,9 @@ pub(crate) struct KernargRing {
     /// does not read them through the buffer.
     va: u64,
     mask: u64,
+    /// A zeroed segment no launch writes: the kernarg address of kernels without
+    /// arguments (the kernel reads none of it; the address is still a valid one).
+    zero: Buffer,
     /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
     head: u64,
     /// (start, end, index in `timelines`, packet count) of launches that may still read
@@ -573,7 +580,15 @@ impl KernargRing {
         )?;
         let cpu = buf.as_ptr();
         let (va, mask) = (buf.va(), buf.len() as u64 - 1);
+        let zero = Buffer::alloc(
+            q.core(),
+            MemoryKind::HostPinned,
+            q.gpu_index(),
+            KERNARG_SEGMENT_ALIGN as usize,
+        )?;
+        zero.write(0, &[0; KERNARG_SEGMENT_ALIGN as usize])?;
         Ok(KernargRing {
+            zero,
             buf,
             cpu,
             va,
@@ -988,6 +1003,16 @@ fn build_launch(
         Some(r) => r,
         none => none.insert(KernargRing::new(q)?),
     };
+    if plan.no_kernargs {
+        let ka_va = ring.zero.va();
+        return Ok(Some(plan.packet(
+            shape.dims,
+            shape.block,
+            shape.items,
+            shape.lds,
+            ka_va,
+        )));
+    }
     let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
         Ok(r) => r,
         Err(p) => {
@@ -1315,6 +1340,44 @@ mod tests {
             let got = u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
             assert_eq!(got, i as u32 * 7 + 1, "launch {i}");
         }
+    }
+
+    /// A kernel without arguments takes no kernarg ring space (its packet points at the
+    /// ring's zero segment) and runs; a kernel with arguments after it gets a segment.
+    #[test]
+    fn a_kernel_without_arguments_takes_no_ring_space() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/empty.cl");
+        let k = m.kernel("empty").unwrap();
+        assert!(k.plan.no_kernargs);
+        let s = dev.create_stream(0).unwrap();
+        for _ in 0..3 {
+            s.launch(&k, 2, 64, 0, &k.args()).unwrap();
+        }
+        s.synchronize().unwrap();
+        let q = s.current_queue();
+        let (head, inflight, zero) = q.with_kernargs(|r| {
+            let r = r.as_ref().expect("a launch created the ring");
+            let mut z = vec![1u8; KERNARG_SEGMENT_ALIGN as usize];
+            r.zero.read(0, &mut z).unwrap();
+            (r.head, r.inflight.len(), z)
+        });
+        assert_eq!((head, inflight), (0, 0));
+        assert!(zero.iter().all(|&b| b == 0));
+        let v = load(&dev, "cl/vadd.cl");
+        let vk = v.kernel("vadd").unwrap();
+        let mut args = vk.args();
+        args.ptr(0x1000)
+            .unwrap()
+            .ptr(0x2000)
+            .unwrap()
+            .ptr(0x3000)
+            .unwrap();
+        args.arg(&0u32).unwrap();
+        s.launch(&vk, 1, 64, 0, &args).unwrap();
+        let (_, ka) = last_kernargs(&s);
+        assert_eq!(&ka[..8], &0x1000u64.to_le_bytes());
+        s.synchronize().unwrap();
     }
 
     /// Bytes of the kernarg ring one launch of `k` takes (its segment, aligned).
