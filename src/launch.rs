@@ -37,7 +37,7 @@ use zerocopy::{Immutable, IntoBytes};
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{Buffer, MemoryKind};
 use crate::module::Kernel;
-use crate::queue::AqlQueue;
+use crate::queue::{AqlQueue, OneSlot};
 use crate::signal::Signal;
 use crate::stream::{Point, Stream};
 use crate::sync::lock;
@@ -302,8 +302,16 @@ pub(crate) struct LaunchPlan {
     refuse: Option<(ErrorKind, String)>,
     ka_len: u64,
     ka_align: u64,
+    /// The kernarg segment is empty (no argument, hidden ones included): launches point
+    /// the packet at the ring's shared zero segment and take no ring space.
+    no_kernargs: bool,
     explicit: usize,
     max_threads: u32,
+    /// `max_threads`, or 0 when the launch path must refuse anyway (`refuse`, static LDS
+    /// over the limit): one compare on the launch path covers all three.
+    fast_max_threads: u32,
+    /// Dynamic LDS bytes that still fit beside the static LDS.
+    lds_room: u32,
     reqd: Option<[u32; 3]>,
     group_fixed: u32,
     private: u32,
@@ -423,6 +431,13 @@ impl LaunchPlan {
             0,
         ))
         .encode();
+        let lds_limit = gpu.lds_limit();
+        let lds_fits = kd.group_segment_fixed_size <= lds_limit;
+        let fast_max_threads = if refuse.is_none() && lds_fits {
+            meta.max_flat_workgroup_size
+        } else {
+            0
+        };
         LaunchPlan {
             packet,
             args_template,
@@ -430,15 +445,18 @@ impl LaunchPlan {
             n_hidden,
             refuse,
             ka_len,
+            no_kernargs: meta.kernarg_segment_size == 0,
             ka_align: u64::from(meta.kernarg_segment_align)
                 .max(KERNARG_SEGMENT_ALIGN)
                 .next_power_of_two(),
             explicit,
             max_threads: meta.max_flat_workgroup_size,
+            fast_max_threads,
+            lds_room: lds_limit.saturating_sub(kd.group_segment_fixed_size),
             reqd: meta.reqd_workgroup_size,
             group_fixed: kd.group_segment_fixed_size,
             private: kd.private_segment_fixed_size,
-            lds_limit: gpu.lds_limit(),
+            lds_limit,
             wavefront_size: meta.wavefront_size.max(1),
         }
     }
@@ -510,23 +528,30 @@ impl LaunchPlan {
 
 /// `hsa_kernel_dispatch_packet_t.setup` / `hidden_grid_dims`: the highest dimension whose
 /// grid or workgroup extent exceeds 1.
+#[inline(always)]
 fn dims(grid: [u32; 3], block: [u32; 3]) -> u16 {
-    if grid[2] > 1 || block[2] > 1 {
-        3
-    } else if grid[1] > 1 || block[1] > 1 {
-        2
-    } else {
-        1
-    }
+    // Branch-free: 1, plus 1 when y or z exceeds 1, plus 1 when z does.
+    let z = (grid[2] | block[2]) > 1;
+    let yz = z | ((grid[1] | block[1]) > 1);
+    1 + u16::from(yz) + u16::from(z)
 }
 
 /// A queue's kernarg ring: GPU-visible memory handed out in order; a segment is reused
 /// once the launch that used it has completed on its stream's timeline (segments of
 /// several streams interleave, each tracked by its own completion point).
 pub(crate) struct KernargRing {
+    /// The ring's memory: owned here, read on the launch path only through `cpu` and `va`.
+    #[cfg_attr(not(test), allow(dead_code))]
     buf: Buffer,
     /// CPU address of `buf` (host memory, mapped at its GPU address).
     cpu: *mut u8,
+    /// GPU address of `buf` and its length - 1 (a power of two), kept here so a launch
+    /// does not read them through the buffer.
+    va: u64,
+    mask: u64,
+    /// A zeroed segment no launch writes: the kernarg address of kernels without
+    /// arguments (the kernel reads none of it; the address is still a valid one).
+    zero: Buffer,
     /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
     head: u64,
     /// (start, end, index in `timelines`, packet count) of launches that may still read
@@ -554,9 +579,20 @@ impl KernargRing {
             KERNARG_RING_BYTES,
         )?;
         let cpu = buf.as_ptr();
+        let (va, mask) = (buf.va(), buf.len() as u64 - 1);
+        let zero = Buffer::alloc(
+            q.core(),
+            MemoryKind::HostPinned,
+            q.gpu_index(),
+            KERNARG_SEGMENT_ALIGN as usize,
+        )?;
+        zero.write(0, &[0; KERNARG_SEGMENT_ALIGN as usize])?;
         Ok(KernargRing {
+            zero,
             buf,
             cpu,
+            va,
+            mask,
             head: 0,
             // Every segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap, so at
             // most this many are ever in flight: `push_back` never reallocates.
@@ -573,10 +609,11 @@ impl KernargRing {
     /// the oldest segment in the way is still in use.
     #[inline(always)]
     fn try_reserve(&mut self, len: u64, align: u64) -> std::result::Result<(u64, u64), Point> {
-        let cap = self.buf.len() as u64; // a power of two
+        let mask = self.mask;
+        let cap = mask + 1; // a power of two
         let mut start = (self.head + align - 1) & !(align - 1);
-        if (start & (cap - 1)) + len > cap {
-            start = (start + cap - 1) & !(cap - 1); // do not straddle the end
+        if (start & mask) + len > cap {
+            start = (start + mask) & !mask; // do not straddle the end
         }
         let end = start + len;
         // Completed segments are retired only when the oldest one is in the way (or the
@@ -600,7 +637,7 @@ impl KernargRing {
                 gpu_index: self.gpu_index,
             });
         }
-        Ok((start, start & (cap - 1)))
+        Ok((start, start & mask))
     }
 
     /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until
@@ -879,68 +916,56 @@ impl Stream {
             return launch_refused(self, kernel, grid, block, dynamic_lds, args);
         }
         let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
-        let items = [
+        let (Some(x), Some(y), Some(z)) = (
             grid[0].checked_mul(block[0]),
             grid[1].checked_mul(block[1]),
             grid[2].checked_mul(block[2]),
-        ];
-        let lds = u64::from(plan.group_fixed) + u64::from(dynamic_lds);
-        let (Some(x), Some(y), Some(z)) = (items[0], items[1], items[2]) else {
+        ) else {
             return launch_refused(self, kernel, grid, block, dynamic_lds, args);
         };
-        if threads > u64::from(plan.max_threads)
+        // `fast_max_threads` is 0 when the plan refuses every launch (threads >= 1 here).
+        if threads > u64::from(plan.fast_max_threads)
+            || dynamic_lds > plan.lds_room
             || plan.reqd.is_some_and(|r| r != block)
-            || lds > u64::from(plan.lds_limit)
-            || plan.refuse.is_some()
         {
             return launch_refused(self, kernel, grid, block, dynamic_lds, args);
         }
-        let items = [x, y, z];
-        let private = plan.private;
-        let dims = dims(grid, block);
+        let shape = Shape {
+            grid,
+            block,
+            items: [x, y, z],
+            threads,
+            dims: dims(grid, block),
+            dynamic_lds,
+            // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
+            lds: plan.group_fixed + dynamic_lds,
+        };
+        let mut wait_for = None;
+        // Its own closure (not shared with the retry) so that `submit_packet` is inlined
+        // here.
+        if self.submit_packet(|slot, timeline, target| {
+            build_launch(slot, timeline, target, plan, &shape, args, &mut wait_for)
+        })? {
+            return Ok(());
+        }
+        // By value: a reference would keep `shape` in memory on the fast path too.
+        self.launch_after_wait(plan, shape, args, wait_for)
+    }
 
-        // The segment comes from the kernarg ring of the queue the packet goes to, under
-        // the stream's lock; when the ring is full the launch waits for the oldest
-        // segment's dispatch outside that lock and tries again.
+    /// The launch once the kernarg ring had no room: wait for the oldest segment's
+    /// dispatch outside the stream's lock and try again (kept off the launch path).
+    #[cold]
+    #[inline(never)]
+    fn launch_after_wait(
+        &self,
+        plan: &LaunchPlan,
+        shape: Shape,
+        args: &KernelArgs,
+        mut wait_for: Option<Point>,
+    ) -> Result<()> {
+        let s = &*self.inner;
         loop {
-            let mut wait_for = None;
-            let submitted = self.submit_packet(|slot, timeline, target| {
-                let q = slot.queue();
-                // The queue's kernarg ring, under the producer lock the slot holds.
-                let ring = match slot.kernargs() {
-                    Some(r) => r,
-                    none => none.insert(KernargRing::new(q)?),
-                };
-                let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
-                    Ok(r) => r,
-                    Err(p) => {
-                        wait_for = Some(p);
-                        return Ok(None);
-                    }
-                };
-                if private > 0 {
-                    let per_wave = u64::from(plan.wavefront_size);
-                    let waves = threads.div_ceil(per_wave)
-                        * grid.iter().map(|&g| u64::from(g)).product::<u64>();
-                    lock(&q.scratch).ensure(q, private, waves)?;
-                }
-                let ka_va = ring.buf.va() + off;
-                // SAFETY: `off + ka_len` lies in the ring (`try_reserve`), CPU-mapped host
-                // memory; the segment is this launch's (no dispatch reads it before the
-                // packet is published, no other launch gets it before that completes);
-                // `args.bytes` is the kernel's kernarg segment size, at most `ka_len`.
-                unsafe {
-                    let seg = ring.cpu.add(off as usize);
-                    core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
-                    plan.fill_hidden(seg, grid, block, dims, dynamic_lds, q.amd_queue_va());
-                }
-                ring.commit(start, plan.ka_len, timeline, target);
-                Ok(Some(plan.packet(dims, block, items, lds as u32, ka_va)))
-            })?;
-            if submitted {
-                return Ok(());
-            }
-            match wait_for {
+            match wait_for.take() {
                 Some(p) => s.dev.wait_point(&p, Some(&self.inner), s.dev.wait_spin())?,
                 None => {
                     return Err(Error::new(
@@ -950,8 +975,107 @@ impl Stream {
                     ))
                 }
             }
+            if self.submit_packet(|slot, timeline, target| {
+                build_launch(slot, timeline, target, plan, &shape, args, &mut wait_for)
+            })? {
+                return Ok(());
+            }
         }
     }
+}
+
+/// One attempt's packet, built in the slot `submit_packet` reserved: the segment comes from
+/// the kernarg ring of the slot's queue, under that queue's producer lock. `Ok(None)` with
+/// `wait_for` set when the ring is full.
+#[inline(always)]
+fn build_launch(
+    slot: &mut OneSlot<'_>,
+    timeline: &Arc<Signal>,
+    target: u64,
+    plan: &LaunchPlan,
+    shape: &Shape,
+    args: &KernelArgs,
+    wait_for: &mut Option<Point>,
+) -> Result<Option<[u32; 16]>> {
+    let q = slot.queue();
+    // The queue's kernarg ring, under the producer lock the slot holds.
+    let ring = match slot.kernargs() {
+        Some(r) => r,
+        none => none.insert(KernargRing::new(q)?),
+    };
+    if plan.no_kernargs {
+        let ka_va = ring.zero.va();
+        return Ok(Some(plan.packet(
+            shape.dims,
+            shape.block,
+            shape.items,
+            shape.lds,
+            ka_va,
+        )));
+    }
+    let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
+        Ok(r) => r,
+        Err(p) => {
+            *wait_for = Some(p);
+            return Ok(None);
+        }
+    };
+    if plan.private > 0 {
+        ensure_scratch(q, plan, shape)?;
+    }
+    let ka_va = ring.va + off;
+    // SAFETY: `off + ka_len` lies in the ring (`try_reserve`), CPU-mapped host
+    // memory; the segment is this launch's (no dispatch reads it before the
+    // packet is published, no other launch gets it before that completes);
+    // `args.bytes` is the kernel's kernarg segment size, at most `ka_len`.
+    unsafe {
+        let seg = ring.cpu.add(off as usize);
+        // A kernel without arguments (hidden ones included) copies nothing: skip
+        // the call.
+        if !args.bytes.is_empty() {
+            core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
+        }
+        if plan.n_hidden != 0 {
+            plan.fill_hidden(
+                seg,
+                shape.grid,
+                shape.block,
+                shape.dims,
+                shape.dynamic_lds,
+                q.amd_queue_va(),
+            );
+        }
+    }
+    ring.commit(start, plan.ka_len, timeline, target);
+    Ok(Some(plan.packet(
+        shape.dims,
+        shape.block,
+        shape.items,
+        shape.lds,
+        ka_va,
+    )))
+}
+
+/// The launch-dependent values of one [`Stream::launch`], checked.
+#[derive(Clone, Copy)]
+struct Shape {
+    grid: [u32; 3],
+    block: [u32; 3],
+    items: [u32; 3],
+    threads: u64,
+    dims: u16,
+    dynamic_lds: u32,
+    lds: u32,
+}
+
+/// Grow the queue's scratch for a launch of a kernel with a private segment (off the
+/// empty-kernel path).
+#[inline(never)]
+fn ensure_scratch(q: &AqlQueue, plan: &LaunchPlan, shape: &Shape) -> Result<()> {
+    let per_wave = u64::from(plan.wavefront_size);
+    let waves = shape.threads.div_ceil(per_wave)
+        * shape.grid.iter().map(|&g| u64::from(g)).product::<u64>();
+    lock(&q.scratch).ensure(q, plan.private, waves)
 }
 
 /// The error of a launch [`Stream::launch`]'s fast checks refused: the checks again,
@@ -1161,6 +1285,104 @@ mod tests {
         for (va, l) in &segs {
             assert!(*va >= base && va + l <= base + len);
         }
+    }
+
+    /// More launches than the kernarg ring holds, behind a waitValue the host releases
+    /// later: the launcher blocks on the full ring (the oldest segment's dispatch has not
+    /// run), and after the release every launch runs with its own arguments although the
+    /// ring wrapped twice.
+    #[test]
+    fn a_full_kernarg_ring_waits_for_the_oldest_segment() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+        const N: u32 = 600;
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/big_args.cl");
+        let k = m.kernel("big_args").unwrap();
+        let per_lap = KERNARG_RING_BYTES as u64 / plan_ka_span(&k);
+        assert!(u64::from(N) > 2 * per_lap, "{per_lap} segments per lap");
+        let flag = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+        let out = dev.alloc(MemoryKind::Device, 0, 4 * N as usize).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.wait_value32(flag.va(), 1, crate::WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        let done = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (out_va, d) = (out.va(), done.clone());
+        std::thread::spawn(move || {
+            let r = (0..N).try_for_each(|i| {
+                let mut v = vec![0u8; 4000];
+                v[4 * i as usize..4 * i as usize + 4].copy_from_slice(&(i * 7 + 1).to_le_bytes());
+                let mut args = k.args();
+                args.ptr(out_va)?.arg(&i)?.arg_bytes(&v)?;
+                s.launch(&k, 1, 64, 0, &args)?;
+                d.fetch_add(1, Ordering::Release);
+                Ok::<(), Error>(())
+            });
+            let _ = tx.send((s, r));
+        });
+        // Held: at most one lap of segments can be handed out.
+        std::thread::sleep(Duration::from_millis(100));
+        let launched = done.load(Ordering::Acquire) as u64;
+        assert!(
+            launched <= per_lap,
+            "{launched} launches with {per_lap} segments per lap"
+        );
+        flag.atomic_u32(0).unwrap().store(1, Ordering::Release);
+        let (s, r) = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the launches finished after the release");
+        r.unwrap();
+        s.synchronize().unwrap();
+        let mut b = vec![0u8; 4 * N as usize];
+        out.read(0, &mut b).unwrap();
+        for i in 0..N as usize {
+            let got = u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
+            assert_eq!(got, i as u32 * 7 + 1, "launch {i}");
+        }
+    }
+
+    /// A kernel without arguments takes no kernarg ring space (its packet points at the
+    /// ring's zero segment) and runs; a kernel with arguments after it gets a segment.
+    #[test]
+    fn a_kernel_without_arguments_takes_no_ring_space() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/empty.cl");
+        let k = m.kernel("empty").unwrap();
+        assert!(k.plan.no_kernargs);
+        let s = dev.create_stream(0).unwrap();
+        for _ in 0..3 {
+            s.launch(&k, 2, 64, 0, &k.args()).unwrap();
+        }
+        s.synchronize().unwrap();
+        let q = s.current_queue();
+        let (head, inflight, zero) = q.with_kernargs(|r| {
+            let r = r.as_ref().expect("a launch created the ring");
+            let mut z = vec![1u8; KERNARG_SEGMENT_ALIGN as usize];
+            r.zero.read(0, &mut z).unwrap();
+            (r.head, r.inflight.len(), z)
+        });
+        assert_eq!((head, inflight), (0, 0));
+        assert!(zero.iter().all(|&b| b == 0));
+        let v = load(&dev, "cl/vadd.cl");
+        let vk = v.kernel("vadd").unwrap();
+        let mut args = vk.args();
+        args.ptr(0x1000)
+            .unwrap()
+            .ptr(0x2000)
+            .unwrap()
+            .ptr(0x3000)
+            .unwrap();
+        args.arg(&0u32).unwrap();
+        s.launch(&vk, 1, 64, 0, &args).unwrap();
+        let (_, ka) = last_kernargs(&s);
+        assert_eq!(&ka[..8], &0x1000u64.to_le_bytes());
+        s.synchronize().unwrap();
+    }
+
+    /// Bytes of the kernarg ring one launch of `k` takes (its segment, aligned).
+    fn plan_ka_span(k: &Kernel) -> u64 {
+        k.plan.ka_len.next_multiple_of(k.plan.ka_align)
     }
 
     #[test]
