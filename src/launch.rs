@@ -1171,6 +1171,20 @@ mod tests {
         Device::open_spec(&DeviceSpec::parse(spec).unwrap()).unwrap()
     }
 
+    /// Arguments of `cl/vadd.cl`'s `vadd` (a, b, c at fixed addresses the test never
+    /// dereferences, and `n`).
+    fn vadd_args(k: &Kernel, n: u32) -> KernelArgs {
+        let mut args = k.args();
+        args.ptr(0x1000)
+            .unwrap()
+            .ptr(0x2000)
+            .unwrap()
+            .ptr(0x3000)
+            .unwrap();
+        args.arg(&n).unwrap();
+        args
+    }
+
     /// The kernarg segment of the stream's most recent launch, as the CP reads it.
     fn last_kernargs(s: &Stream) -> (u64, Vec<u8>) {
         let q = s.current_queue();
@@ -1261,14 +1275,7 @@ mod tests {
             .expect("two streams share a queue");
         let mut segs = Vec::new();
         for (s, v) in [(a, 11u32), (b, 22u32), (a, 33u32)] {
-            let mut args = k.args();
-            args.ptr(0x1000)
-                .unwrap()
-                .ptr(0x2000)
-                .unwrap()
-                .ptr(0x3000)
-                .unwrap();
-            args.arg(&v).unwrap();
+            let args = vadd_args(&k, v);
             s.launch(&k, 1, 64, 0, &args).unwrap();
             let (va, ka) = last_kernargs(s);
             assert_eq!(&ka[24..28], &v.to_le_bytes());
@@ -1366,14 +1373,7 @@ mod tests {
         assert!(zero.iter().all(|&b| b == 0));
         let v = load(&dev, "cl/vadd.cl");
         let vk = v.kernel("vadd").unwrap();
-        let mut args = vk.args();
-        args.ptr(0x1000)
-            .unwrap()
-            .ptr(0x2000)
-            .unwrap()
-            .ptr(0x3000)
-            .unwrap();
-        args.arg(&0u32).unwrap();
+        let args = vadd_args(&vk, 0u32);
         s.launch(&vk, 1, 64, 0, &args).unwrap();
         let (_, ka) = last_kernargs(&s);
         assert_eq!(&ka[..8], &0x1000u64.to_le_bytes());
@@ -1390,14 +1390,7 @@ mod tests {
         let dev = open("emu:mi300x");
         let m = load(&dev, "cl/vadd.cl");
         let k = m.kernel("vadd").unwrap();
-        let mut args = k.args();
-        args.ptr(0x1000)
-            .unwrap()
-            .ptr(0x2000)
-            .unwrap()
-            .ptr(0x3000)
-            .unwrap();
-        args.arg(&77u32).unwrap();
+        let args = vadd_args(&k, 77u32);
         let s = dev.create_stream(0).unwrap();
         s.launch(&k, 5, 64, 0, &args).unwrap();
         let (va, ka) = last_kernargs(&s);

@@ -153,6 +153,24 @@ fn a_blocked_callback_holds_only_its_own_stream() {
     assert_eq!(mem.atomic_u32(0).unwrap().load(Ordering::Acquire), 5);
 }
 
+/// Enqueue `n` callbacks on `s`, each adding one to `count` (after a yield when `yield_first`,
+/// so the dispatcher interleaves with the enqueuer).
+fn counting_callbacks(s: &kfdrt::Stream, count: &Arc<AtomicU32>, n: u32, yield_first: bool) {
+    for _ in 0..n {
+        let c = count.clone();
+        s.add_callback(
+            move |_| {
+                if yield_first {
+                    std::thread::yield_now();
+                }
+                c.fetch_add(1, Ordering::AcqRel);
+            },
+            0,
+        )
+        .unwrap();
+    }
+}
+
 /// Packets the stream submitted so far (its Debug form's `submitted=`).
 fn submitted(s: &kfdrt::Stream) -> u64 {
     let d = format!("{s:?}");
@@ -221,16 +239,7 @@ fn work_after_callbacks(spec: &str) {
     )
     .unwrap();
     let count = Arc::new(AtomicU32::new(0));
-    for _ in 0..50 {
-        let c = count.clone();
-        s.add_callback(
-            move |_| {
-                c.fetch_add(1, Ordering::AcqRel);
-            },
-            0,
-        )
-        .unwrap();
-    }
+    counting_callbacks(&s, &count, 50, false);
     assert_eq!(submitted(&s), before, "callbacks alone submit no packet");
     wait_until("the first callback to start", || {
         started.load(Ordering::Acquire) == 1
@@ -285,17 +294,7 @@ fn event_and_synchronize_after_many_callbacks_wait_for_all() {
         .unwrap();
     const N: u32 = 300;
     let count = Arc::new(AtomicU32::new(0));
-    for _ in 0..N {
-        let c = count.clone();
-        s.add_callback(
-            move |_| {
-                std::thread::yield_now();
-                c.fetch_add(1, Ordering::AcqRel);
-            },
-            0,
-        )
-        .unwrap();
-    }
+    counting_callbacks(&s, &count, N, true);
     let e = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
     e.record(&s).unwrap();
     other.wait_event(&e, 0).unwrap();
@@ -325,17 +324,7 @@ fn event_and_synchronize_after_many_callbacks_wait_for_all() {
     assert_eq!(mem.atomic_u32(0).unwrap().load(Ordering::Acquire), 1);
 
     // Synchronize alone (no event, no later work) also waits for every callback.
-    for _ in 0..N {
-        let c = count.clone();
-        s.add_callback(
-            move |_| {
-                std::thread::yield_now();
-                c.fetch_add(1, Ordering::AcqRel);
-            },
-            0,
-        )
-        .unwrap();
-    }
+    counting_callbacks(&s, &count, N, true);
     s.synchronize().unwrap();
     assert_eq!(count.load(Ordering::Acquire), 2 * N);
     s.query().unwrap();
@@ -429,16 +418,7 @@ fn null_stream_and_destroy_account_for_lazy_callbacks() {
     s.add_callback(blocked_writer(rx, started.clone(), mem.va(), 4), 0)
         .unwrap();
     let count = Arc::new(AtomicU32::new(0));
-    for _ in 0..10 {
-        let c = count.clone();
-        s.add_callback(
-            move |_| {
-                c.fetch_add(1, Ordering::AcqRel);
-            },
-            0,
-        )
-        .unwrap();
-    }
+    counting_callbacks(&s, &count, 10, false);
     let before = submitted(&s);
     let null = dev.null_stream(0).unwrap();
     null.write_value32(mem.va(), 1, WriteValueFlags::DEFAULT)

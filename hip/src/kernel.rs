@@ -1074,6 +1074,55 @@ pub unsafe extern "C" fn hipGetSymbolSize(size: *mut usize, sym: *const c_void) 
     })())
 }
 
+/// A waited-for copy entry point (`hipMemcpy` or `hipMemcpy_spt`).
+type MemcpyFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> hipError_t;
+
+/// `size` bytes from `src` into the variable `sym` at `offset` through `copy`, after the
+/// range is checked against the variable.
+///
+/// # Safety
+/// `src` as `copy` requires (HIP's contract for the source).
+unsafe fn to_symbol(
+    sym: *const c_void,
+    src: *const c_void,
+    size: usize,
+    offset: usize,
+    kind: c_int,
+    copy: MemcpyFn,
+) -> hipError_t {
+    ret((|| {
+        let dst = symbol_range(sym, offset, size)?;
+        // SAFETY: the caller's contract for the source; the destination is checked above.
+        match unsafe { copy(dst as *mut c_void, src, size, kind) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
+    })())
+}
+
+/// `size` bytes from the variable `sym` at `offset` into `dst` through `copy`, after the
+/// range is checked against the variable.
+///
+/// # Safety
+/// `dst` as `copy` requires (HIP's contract for the destination).
+unsafe fn from_symbol(
+    dst: *mut c_void,
+    sym: *const c_void,
+    size: usize,
+    offset: usize,
+    kind: c_int,
+    copy: MemcpyFn,
+) -> hipError_t {
+    ret((|| {
+        let src = symbol_range(sym, offset, size)?;
+        // SAFETY: the caller's contract for the destination; the source is checked above.
+        match unsafe { copy(dst, src as *const c_void, size, kind) } {
+            hipSuccess => Ok(()),
+            e => Err(e),
+        }
+    })())
+}
+
 /// `hipMemcpyToSymbol`: `size` bytes from `src` to the variable at `offset`, as
 /// `hipMemcpy` (ordered on the current GPU's null stream, waited for).
 #[no_mangle]
@@ -1084,14 +1133,8 @@ pub unsafe extern "C" fn hipMemcpyToSymbol(
     offset: usize,
     kind: c_int,
 ) -> hipError_t {
-    ret((|| {
-        let dst = symbol_range(sym, offset, size)?;
-        // SAFETY: HIP's contract for the source; the destination is checked above.
-        match unsafe { crate::api::hipMemcpy(dst as *mut c_void, src, size, kind) } {
-            hipSuccess => Ok(()),
-            e => Err(e),
-        }
-    })())
+    // SAFETY: HIP's contract for the source.
+    unsafe { to_symbol(sym, src, size, offset, kind, crate::api::hipMemcpy) }
 }
 
 /// `hipMemcpyToSymbolAsync`: as `hipMemcpyAsync` on `stream`.
@@ -1123,14 +1166,8 @@ pub unsafe extern "C" fn hipMemcpyFromSymbol(
     offset: usize,
     kind: c_int,
 ) -> hipError_t {
-    ret((|| {
-        let src = symbol_range(sym, offset, size)?;
-        // SAFETY: HIP's contract for the destination; the source is checked above.
-        match unsafe { crate::api::hipMemcpy(dst, src as *const c_void, size, kind) } {
-            hipSuccess => Ok(()),
-            e => Err(e),
-        }
-    })())
+    // SAFETY: HIP's contract for the destination.
+    unsafe { from_symbol(dst, sym, size, offset, kind, crate::api::hipMemcpy) }
 }
 
 /// `hipMemcpyFromSymbolAsync`: as `hipMemcpyAsync` on `stream`.
@@ -1178,14 +1215,8 @@ pub unsafe extern "C" fn hipMemcpyToSymbol_spt(
     offset: usize,
     kind: c_int,
 ) -> hipError_t {
-    ret((|| {
-        let dst = symbol_range(sym, offset, size)?;
-        // SAFETY: as hipMemcpy_spt; the destination is checked above.
-        match unsafe { crate::api::hipMemcpy_spt(dst as *mut c_void, src, size, kind) } {
-            hipSuccess => Ok(()),
-            e => Err(e),
-        }
-    })())
+    // SAFETY: HIP's contract for the source.
+    unsafe { to_symbol(sym, src, size, offset, kind, crate::api::hipMemcpy_spt) }
 }
 
 /// `hipMemcpyFromSymbol_spt`: as `hipMemcpyFromSymbol`, ordered on the per-thread stream
@@ -1198,12 +1229,6 @@ pub unsafe extern "C" fn hipMemcpyFromSymbol_spt(
     offset: usize,
     kind: c_int,
 ) -> hipError_t {
-    ret((|| {
-        let src = symbol_range(sym, offset, size)?;
-        // SAFETY: as hipMemcpy_spt; the source is checked above.
-        match unsafe { crate::api::hipMemcpy_spt(dst, src as *const c_void, size, kind) } {
-            hipSuccess => Ok(()),
-            e => Err(e),
-        }
-    })())
+    // SAFETY: HIP's contract for the destination.
+    unsafe { from_symbol(dst, sym, size, offset, kind, crate::api::hipMemcpy_spt) }
 }
