@@ -3,6 +3,7 @@
 //! lanes interleaved dword by dword; a queue whose scratch is too small stops the dispatch.
 
 mod shader_common;
+use kfd_emu::engine::QueueFault;
 use shader_common::*;
 
 /// Two waves of one work-group: after the dispatch, every lane's private array is in the
@@ -66,17 +67,15 @@ fn a_queue_with_too_little_scratch_stops_the_dispatch() {
         let mut q = dev.queue();
         dev.ensure_scratch(&mut q, 16);
         q.set_tmpring_size(64); // 64 waves of 0 KiB
-        let f = dev
-            .run(
-                &mut q,
-                &m,
-                "scratch_layout",
-                [64, 1, 1],
-                [64, 1, 1],
-                0,
-                &args.0,
-            )
-            .expect_err("a dispatch without room for its scratch");
+        let f = refused(
+            &dev,
+            &mut q,
+            &m,
+            &args.0,
+            64,
+            64,
+            "a dispatch without room for its scratch",
+        );
         assert!(
             f.reason.contains("bytes of scratch per work-item") && f.reason.contains("gives 0"),
             "{}: {}",
@@ -87,17 +86,15 @@ fn a_queue_with_too_little_scratch_stops_the_dispatch() {
         let mut q = dev.queue();
         dev.ensure_scratch(&mut q, 256);
         q.set_tmpring_size(1 | 16 << 12); // 1 wave of 16 KiB
-        let f = dev
-            .run(
-                &mut q,
-                &m,
-                "scratch_layout",
-                [128, 1, 1],
-                [128, 1, 1],
-                0,
-                &args.0,
-            )
-            .expect_err("a work-group with more waves than scratch slots");
+        let f = refused(
+            &dev,
+            &mut q,
+            &m,
+            &args.0,
+            128,
+            128,
+            "a work-group with more waves than scratch slots",
+        );
         assert!(
             f.reason.contains("2 waves") && f.reason.contains("holds 1"),
             "{}: {}",
@@ -195,20 +192,25 @@ fn xcc_slices_smaller_than_their_slots_stop_the_dispatch() {
     let mut q = dev.queue();
     dev.ensure_scratch(&mut q, 64);
     q.set_scratch_slice_bytes(4096);
-    let f = dev
-        .run(
-            &mut q,
-            &m,
-            "scratch_layout",
-            [128, 1, 1],
-            [64, 1, 1],
-            0,
-            &args.0,
-        )
-        .expect_err("overlapping XCC slices");
+    let f = refused(&dev, &mut q, &m, &args.0, 128, 64, "overlapping XCC slices");
     assert!(
         f.reason.contains("scratch_backing_memory_byte_size 4096") && f.reason.contains("overlap"),
         "{}",
         f.reason
     );
+}
+
+/// Dispatch `scratch_layout` over `grid` x 1 x 1 work-items in `wg`-wide work-groups,
+/// expecting the queue to refuse it (`why` names what the test expects); the fault.
+fn refused(
+    dev: &Dev,
+    q: &mut Queue,
+    m: &Module,
+    args: &[u8],
+    grid: u32,
+    wg: u16,
+    why: &str,
+) -> QueueFault {
+    dev.run(q, m, "scratch_layout", [grid, 1, 1], [wg, 1, 1], 0, args)
+        .expect_err(why)
 }
