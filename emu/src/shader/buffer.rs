@@ -91,8 +91,9 @@ impl Wave {
             let (dfmt, nfmt) = ((op.ext >> 8) & 0xF, (op.ext >> 12) & 7);
             return self.typed(ctx, op, vsharp, op.op - 0x100, dfmt, nfmt, [4, 5, 6, 7]);
         }
-        if op.op < 0x10 {
-            // buffer_load/store_format_*: format and DST_SEL from V# word 3.
+        if op.op < 0x10 || matches!(op.op, 0x26 | 0x27) {
+            // buffer_load/store_format_* (and `_d16_hi_x`): format and DST_SEL from V#
+            // word 3.
             let w3 = vsharp[3];
             let sel = [0, 3, 6, 9].map(|b| (w3 >> b) & 7);
             return self.typed(
@@ -229,16 +230,25 @@ impl Wave {
                 format!("typed buffer {what} (dfmt {dfmt}, nfmt {nfmt}) is not modelled"),
             )
         };
-        let d16 = code >= 8;
-        let load = code & 7 < 4;
-        let n_inst = (code & 3) as usize + 1;
-        // D16 `_x`/`_xyz` loads leave the high half of their last VGPR unused: zeroed with
-        // SRAM ECC on, kept with it off (firmware-notes/isa-gfx9.md "D16 loads and SRAMECC").
-        let zero_hi = (d16 && load && n_inst % 2 == 1 && ctx.sramecc).then_some(n_inst / 2);
+        // `buffer_load/store_format_d16_hi_x` (MUBUF 0x26/0x27): one 16-bit component in
+        // the high half of the VGPR.
+        let hi = matches!(code, 0x26 | 0x27);
+        let d16 = hi || code >= 8;
+        let load = if hi { code == 0x26 } else { code & 7 < 4 };
+        let n_inst = if hi { 1 } else { (code & 3) as usize + 1 };
+        // D16 `_x`/`_xyz` loads leave the high half of their last VGPR unused, `_hi_x` the
+        // low half: zeroed with SRAM ECC on, kept with it off (firmware-notes/isa-gfx9.md
+        // "D16 loads and SRAMECC"). (register, bits kept)
+        let zero_half = match (d16 && load && ctx.sramecc, hi) {
+            (true, true) => Some((0, 0xFFFF_0000u32)),
+            (true, false) if n_inst % 2 == 1 => Some((n_inst / 2, 0xFFFFu32)),
+            _ => None,
+        };
         // Component layout: (bits per component, components); packed formats give each
         // component's (shift, width) inside one dword.
         let packed: Option<&[(u32, u32)]> = match dfmt {
             6 => Some(&[(0, 11), (11, 11), (22, 10)]),
+            7 => Some(&[(0, 10), (10, 11), (21, 11)]),
             9 => Some(&[(0, 10), (10, 10), (20, 10), (30, 2)]),
             _ => None,
         };
@@ -248,7 +258,7 @@ impl Wave {
             3 => (8, 2),
             4 => (32, 1),
             5 => (16, 2),
-            6 => (32, 3),
+            6 | 7 => (32, 3),
             9 => (32, 4),
             10 => (8, 4),
             11 => (32, 2),
@@ -258,8 +268,8 @@ impl Wave {
             _ => return Err(unmodelled(self, ctx, "data format")),
         };
         let ok = match (packed.is_some(), load, d16, nfmt) {
-            (true, true, false, 7) => dfmt == 6,
-            (true, true, false, 2..=5) => dfmt == 9,
+            (true, true, false, 7) => dfmt == 6 || dfmt == 7,
+            (true, true, false, 2..=5) => true,
             (true, ..) => false,
             (false, true, false, 4 | 5) => true,
             (false, true, false, 2 | 3) => bits < 32,
@@ -304,7 +314,9 @@ impl Wave {
         let vd = lanes.vd;
         // Component `c` of a lane's result or source: 32 bits, or a 16-bit half (D16).
         let put = |w: &mut Wave, ctx: &Ctx<'_>, c: usize, l: usize, v: u32| -> R<()> {
-            let (reg, sh, mask) = if d16 {
+            let (reg, sh, mask) = if hi {
+                (vd, 16, 0xFFFFu32)
+            } else if d16 {
                 (vd + c / 2, 16 * (c % 2) as u32, 0xFFFFu32)
             } else {
                 (vd + c, 0, u32::MAX)
@@ -318,9 +330,9 @@ impl Wave {
             }
         };
         for l in lanes.active() {
-            if let Some(r) = zero_hi {
+            if let Some((r, keep)) = zero_half {
                 match self.vreg_mut(vd + r) {
-                    Some(x) => x[l] &= 0xFFFF,
+                    Some(x) => x[l] &= keep,
                     None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
                 }
             }
@@ -372,7 +384,11 @@ impl Wave {
                     put(self, ctx, c, l, v)?;
                 } else if in_range {
                     let v = self.vreg(ctx, if d16 { vd + c / 2 } else { vd + c })?[l];
-                    let v = if d16 { v >> (16 * (c % 2)) & 0xFFFF } else { v };
+                    let v = match (hi, d16) {
+                        (true, _) => v >> 16,
+                        (false, true) => v >> (16 * (c % 2)) & 0xFFFF,
+                        _ => v,
+                    };
                     if let Err(f) = ctx.mem.store(ca, cb, v as u64) {
                         return Err(self.mem_err(ctx, f));
                     }

@@ -229,8 +229,11 @@ impl Wave {
     }
 
     /// MFMA forms and modifiers the core path in `mai` does not take; faults naming the
-    /// instruction for anything not modelled (xf32, unsupported modifiers).
+    /// instruction for anything not modelled (unsupported modifiers).
     pub(super) fn mfma(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        if ctx.target != Target::Gfx90a && matches!(op.op, 0x3e | 0x3f) {
+            return self.mfma_xf32(ctx, op);
+        }
         if let Some(sp) = sparse_shape(op.op, ctx.target) {
             return self.smfmac(ctx, op, sp);
         }
@@ -418,6 +421,59 @@ impl Wave {
     /// f64 MFMA (calculator layouts): 16x16x4 — A[i][k] in lane 16k + i, D[i][j] in lane
     /// 16(i%4) + j, register pair i/4; 4x4x4 with 4 blocks — A[i][k] in lane 16k + 4b + i,
     /// D[i][j] in lane 16i + 4b + j, one register pair. gfx942's BLGP bits negate A, B, C.
+    /// gfx942 `v_mfma_f32_16x16x8_xf32` (0x3e) / `v_mfma_f32_32x32x4_xf32` (0x3f): one block,
+    /// two f32 inputs per lane (A[i][k] in lane `i + M * (k / 2)`, register `k % 2`; B
+    /// likewise with j), D in the general f32 layout. Arithmetic as Microsoft Research's
+    /// MMA-Sim models CDNA3 (`microsoft/MMA-Sim` `mmasim/simulator/amd.py` `MFMASim`,
+    /// `functions.py` `truncate_to_tf32`, `amd_fused_dot_add`; validated bit for bit against
+    /// an MI300X, arXiv 2511.10909): see [`xf32_group`]. CBSZ/ABID/BLGP fault (not modelled).
+    fn mfma_xf32(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        if (op.neg_hi | op.opsel | op.neg) != 0 {
+            return Err(self.err(ctx, "xf32 MFMA with CBSZ/ABID/BLGP is not modelled"));
+        }
+        if self.exec() != u64::MAX {
+            return Err(self.err(ctx, "MFMA with a partial EXEC mask is not modelled"));
+        }
+        let (m, n, k) = if op.op == 0x3e {
+            (16, 16, 8)
+        } else {
+            (32, 32, 4)
+        };
+        let dregs = m * n / 64;
+        let a = self.mai_src(ctx, op, 0, 2)?;
+        let b = self.mai_src(ctx, op, 1, 2)?;
+        let mut acc = self.mai_src(ctx, op, 2, dregs)?;
+        let g = 64 / n;
+        for i in 0..m {
+            let reg = 4 * ((i / 4) / g) + i % 4;
+            for j in 0..n {
+                let lane = j + n * ((i / 4) % g);
+                let mut sum = f32::from_bits(acc[reg][lane]);
+                for k0 in (0..k).step_by(4) {
+                    let x: [f32; 4] = std::array::from_fn(|t| {
+                        let kk = k0 + t;
+                        f32::from_bits(a[kk % 2][i + m * (kk / 2)])
+                    });
+                    let y: [f32; 4] = std::array::from_fn(|t| {
+                        let kk = k0 + t;
+                        f32::from_bits(b[kk % 2][j + n * (kk / 2)])
+                    });
+                    sum = xf32_group(&x, &y, sum);
+                }
+                acc[reg][lane] = sum.to_bits();
+            }
+        }
+        let dbase = if op.acc {
+            AGPR_BASE as usize + op.dst as usize
+        } else {
+            op.dst as usize
+        };
+        for (r, row) in acc.iter().enumerate() {
+            self.write32(ctx, dbase + r, row, u64::MAX)?;
+        }
+        Ok(())
+    }
+
     fn mfma_f64(&mut self, ctx: &mut Ctx<'_>, op: &Op, sh: Shape, dbase: usize, neg: u8) -> R<()> {
         let a = self.mai_src(ctx, op, 0, 2)?;
         let b = self.mai_src(ctx, op, 1, 2)?;
@@ -468,6 +524,77 @@ impl Wave {
         }
         Ok(())
     }
+}
+
+/// 2^e as an f64 (0 below the subnormal range, infinity above the finite one).
+fn pow2(e: i32) -> f64 {
+    match e {
+        -1022..=1023 => f64::from_bits(((e + 1023) as u64) << 52),
+        -1074..=-1023 => f64::from_bits(1u64 << (e + 1074)),
+        i32::MIN..=-1075 => 0.0,
+        _ => f64::INFINITY,
+    }
+}
+
+/// An f32 as (signed significand, exponent): |significand| in [1, 2) for normal numbers, a
+/// denormal's in [0, 1) with exponent -126; zero is (0, -999) (MMA-Sim
+/// `extract_significand_exponent`).
+fn sig_exp(x: f32) -> (f64, i32) {
+    let b = x.to_bits();
+    let e = ((b >> 23) & 0xFF) as i32;
+    let m = (b & 0x7F_FFFF) as f64 * pow2(-23);
+    let s = if b >> 31 != 0 { -1.0 } else { 1.0 };
+    match (e, m == 0.0) {
+        (0, true) => (0.0, -999),
+        (0, false) => (s * m, -126),
+        _ => (s * (1.0 + m), e - 127),
+    }
+}
+
+/// One group of four k of a CDNA3 xf32 MFMA: `c + sum(a[t] * b[t])` (MMA-Sim
+/// `amd_fused_dot_add` with 24 fractional bits, after `truncate_to_tf32`):
+/// - A and B lose their 13 low mantissa bits (truncation to 10 mantissa bits);
+/// - an infinite or NaN exact sum (an infinite or NaN input) is returned as is (NaN as the
+///   host's quiet NaN: the hardware's payload is not modelled); a product beyond the f32
+///   range is an infinity of its sign (both signs: NaN);
+/// - each product's significand is aligned to the largest product exponent and truncated
+///   toward zero to 24 fractional bits; their sum, aligned to max(that exponent, C's), is
+///   floored to 31 fractional bits, C floored to 24; the total rounds to f32 (nearest even).
+fn xf32_group(a: &[f32; 4], b: &[f32; 4], c: f32) -> f32 {
+    let tf32 = |x: f32| f32::from_bits(x.to_bits() & !0x1FFF);
+    let a = a.map(tf32);
+    let b = b.map(tf32);
+    let prods: [f64; 4] = std::array::from_fn(|t| a[t] as f64 * b[t] as f64);
+    let exact = prods.iter().sum::<f64>() + c as f64;
+    if !exact.is_finite() {
+        return exact as f32;
+    }
+    let big = pow2(128);
+    let (pinf, ninf) = (
+        prods.iter().any(|&p| p >= big),
+        prods.iter().any(|&p| p <= -big),
+    );
+    match (pinf, ninf) {
+        (true, true) => return f32::NAN,
+        (true, false) => return f32::INFINITY,
+        (false, true) => return f32::NEG_INFINITY,
+        _ => {}
+    }
+    let terms: [(f64, i32); 4] = std::array::from_fn(|t| {
+        let (sa, ea) = sig_exp(a[t]);
+        let (sb, eb) = sig_exp(b[t]);
+        (sa * sb, ea + eb)
+    });
+    let e = terms.iter().map(|t| t.1).max().unwrap_or(-999);
+    let s: f64 = terms
+        .iter()
+        .map(|&(sg, ei)| (sg * pow2(24 + ei - e)).trunc() * pow2(-24))
+        .sum();
+    let (sc, ec) = sig_exp(c);
+    let mx = e.max(ec);
+    let s = (s * pow2(31 + e - mx)).floor() * pow2(-31);
+    let sc = (sc * pow2(24 + ec - mx)).floor() * pow2(-24);
+    ((s + sc) * pow2(mx)) as f32
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ pub(crate) enum WaveStop {
 type R<T> = Result<T, ShaderError>;
 
 mod fast;
+mod formats;
 mod memfast;
 
 /// Operand type (how inline constants read).
@@ -1536,6 +1537,8 @@ impl Wave {
             0x168 => d1!(|x: f64| x.sqrt()),
             0x169 => f1!(|x: f32| (x * std::f32::consts::TAU).sin()),
             0x16a => f1!(|x: f32| (x * std::f32::consts::TAU).cos()),
+            // f16 transcendentals (`wave/formats.rs`).
+            0x17d..=0x181 | 0x189 | 0x18a => return self.f16_transcendental(ctx, op, exec),
             0x16b => u1!(|x: u32| !x),
             0x16c => u1!(|x: u32| x.reverse_bits()),
             0x16d => u1!(|x: u32| if x == 0 { u32::MAX } else { x.leading_zeros() }),
@@ -2399,6 +2402,8 @@ impl Wave {
                 }
                 self.write32(ctx, dbase, &r, exec)?;
             }
+            // ds_write_b8/b16_d16_hi, ds_read_{u8,i8,u16}_d16[_hi] (`wave/formats.rs`).
+            0x54..=0x5b => return self.ds_d16(ctx, op, &addr, off16, exec),
             _ => return Err(self.unimpl(ctx)),
         }
         Ok(())
@@ -2727,7 +2732,8 @@ impl Wave {
         }
         let element_size = 2u64 << ((vsharp[3] >> 19) & 3);
         let index_stride = 8u64 << ((vsharp[3] >> 21) & 3);
-        if op.op >= 0x40 || op.op < 0x10 {
+        // Atomics, `buffer_{load,store}_format_*` (incl. the `_d16_hi_x` forms 0x26/0x27).
+        if op.op >= 0x40 || op.op < 0x10 || matches!(op.op, 0x26 | 0x27) {
             if swizzle {
                 return Err(self.err(
                     ctx,
