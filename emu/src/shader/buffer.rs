@@ -193,7 +193,7 @@ impl Wave {
     /// Typed loads/stores: `tbuffer_*_format_*` (format from the instruction) and
     /// `buffer_*_format_*` (format and DST_SEL from V# word 3: DST_SEL_X..W [11:0],
     /// NUM_FORMAT [14:12], DATA_FORMAT [18:15]); `code` is the opcode within its group
-    /// (0-3 load x..xyzw, 4-7 store, 8-15 the D16 forms). CLRX `doc/GcnMemHandling.md`
+    /// (0-3 load x..xyzw, 4-7 store, 8-15 the D16 forms, MUBUF 0x26/0x27 `_d16_hi_x`). CLRX `doc/GcnMemHandling.md`
     /// ("MUBUF/MTBUF format conversion"): MTBUF takes the instruction's formats with
     /// identity DST_SEL, MUBUF `_format` the resource's formats and DST_SEL (0 zero, 1 one,
     /// 4-7 component R, G, B, A). Modelled (every conversion exact):
@@ -201,18 +201,21 @@ impl Wave {
     ///   extended), USCALED/SSCALED of 8/16 bits and FLOAT of 16/32 bits to f32; stores of
     ///   32-bit UINT/SINT/FLOAT components (no conversion), all of the format's components,
     ///   identity DST_SEL;
-    /// - the packed formats (Mesa `ac_translate_buffer_dataformat`): 10_11_11 FLOAT loads
-    ///   (R11G11B10 unsigned floats from bit 0, to f32) and 2_10_10_10 UINT/SINT/USCALED/
-    ///   SSCALED loads (R10G10B10A2 from bit 0);
+    /// - the packed formats, loads only: 10_11_11 (R11G11B10 from bit 0: Mesa
+    ///   `ac_translate_buffer_dataformat` maps R11G11B10_FLOAT to it), 11_11_10 (R10G11B11
+    ///   from bit 0: AMD PAL `g_gfx9MergedDataFormats.h` maps `X10Y11Z11_Float` to it) and
+    ///   2_10_10_10 (R10G10B10A2 from bit 0); FLOAT (the 10/11-bit unsigned floats to f32,
+    ///   the 11-bit packed formats only) and UINT/SINT/USCALED/SSCALED of each field;
     /// - D16 forms (two 16-bit components per VGPR, low half first; with an odd component
-    ///   count the last VGPR's high half is zeroed with SRAM ECC on, kept with it off):
-    ///   loads of 8/16-bit UINT/SINT (to 16 bits), 16-bit FLOAT and 8-bit USCALED/SSCALED
-    ///   (to f16), stores of 16-bit UINT/SINT/FLOAT components.
+    ///   count the last VGPR's high half is zeroed with SRAM ECC on, kept with it off; the
+    ///   `_d16_hi_x` forms one component in the high half, the low half zeroed / kept
+    ///   likewise): loads of 8/16-bit UINT/SINT (to 16 bits), 16-bit FLOAT and 8-bit
+    ///   USCALED/SSCALED (to f16), stores of 16-bit UINT/SINT/FLOAT components.
     ///
-    /// Everything else faults: UNORM/SNORM (the exact rounding of the hardware's scaling is
-    /// not documented), the other packed formats and packed stores, D16
-    /// conversions that round, selecting "one" or a component the format lacks (their fill
-    /// values), an element straddling num_records.
+    /// Everything else faults: UNORM/SNORM (no public source pins the hardware's rounding
+    /// of the scaling: firmware-notes/isa-gfx9.md), 10_10_10_2 (no public bit layout),
+    /// packed stores, D16 conversions that round, selecting "one" or a component the
+    /// format lacks (their fill values), an element straddling num_records.
     #[allow(clippy::too_many_arguments)]
     fn typed(
         &mut self,

@@ -602,6 +602,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn xf32_group_truncates_inputs_and_floors_the_sum() {
+        let one = [1.0f32, 0.0, 0.0, 0.0];
+        // 1 + 2^-20 loses its low bits (tf32 keeps 10 mantissa bits): exactly 1.
+        assert_eq!(
+            xf32_group(&[1.0 + 2f32.powi(-20), 0.0, 0.0, 0.0], &one, 0.0),
+            1.0
+        );
+        // 1 + 2^-10 survives.
+        let x = 1.0 + 2f32.powi(-10);
+        assert_eq!(xf32_group(&[x, 0.0, 0.0, 0.0], &one, 0.0), x);
+        // C below the product's 24-bit alignment window is floored away: a positive C
+        // vanishes, a negative one takes one unit of 2^-24 relative to the product.
+        assert_eq!(xf32_group(&one, &one, 2f32.powi(-30)), 1.0);
+        assert_eq!(
+            xf32_group(&one, &one, -(2f32.powi(-30))),
+            1.0 - 2f32.powi(-24)
+        );
+        // Zero products leave C exact; infinities and NaN pass through.
+        assert_eq!(xf32_group(&[0.0; 4], &one, -3.5), -3.5);
+        assert_eq!(
+            xf32_group(&[f32::INFINITY, 0.0, 0.0, 0.0], &one, 1.0),
+            f32::INFINITY
+        );
+        assert!(xf32_group(&[f32::NAN, 0.0, 0.0, 0.0], &one, 1.0).is_nan());
+        // A product beyond the f32 range is an infinity of its sign.
+        let big = [f32::MAX, 0.0, 0.0, 0.0];
+        assert_eq!(xf32_group(&big, &[4.0, 0.0, 0.0, 0.0], 0.0), f32::INFINITY);
+    }
+
+    #[test]
     fn fnuz_fp8_values() {
         assert_eq!(fp8_to_f32(0x00, 3, 8), 0.0);
         assert!(fp8_to_f32(0x80, 3, 8).is_nan());
