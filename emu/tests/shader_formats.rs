@@ -399,72 +399,80 @@ fn transcendentals_keep_their_value_in_every_round_mode() {
     }
 }
 
-/// gfx942 xf32 MFMA, reference per MMA-Sim's CDNA3 model (firmware-notes/isa-gfx9.md),
-/// written here in integer arithmetic: inputs truncated to 10 mantissa bits; per group of
-/// four k, each product aligned to the largest product exponent and truncated toward zero
-/// to 24 fractional bits, the sum floored to 31 fractional bits and C to 24 at the larger
-/// of that exponent and C's, the total rounded to f32.
-fn xf32_ref(a: &[f32], b: &[f32], c: f32) -> f32 {
-    // (sign, integer significand, exponent of its unit) of a finite f32.
-    let parts = |x: f32| -> (i128, i32) {
-        let v = x.to_bits();
-        let e = (v >> 23 & 0xFF) as i32;
-        let m = (v & 0x7F_FFFF) as i128;
-        let (m, e) = if e == 0 {
-            (m, -126)
+/// (signed integer significand, exponent) of `v` with `frac` fraction bits: v = m * 2^(e -
+/// frac), e the exponent of v but at least `emin` (denormals).
+fn parts(v: f64, emin: i32, frac: i32) -> (i128, i32) {
+    if v == 0.0 {
+        return (0, emin);
+    }
+    let e = (v.abs().log2().floor() as i32).max(emin);
+    let m = v * 2f64.powi(frac - e);
+    assert_eq!(m.fract(), 0.0, "{v} has more than {frac} fraction bits");
+    (m as i128, e)
+}
+
+/// `v` (an integer count of 2^-k units) shifted by `sh` (left when positive), rounding
+/// toward zero (`floor` false) or toward -inf (`floor` true).
+fn shift(v: i128, sh: i32, floor: bool) -> i128 {
+    if sh >= 0 {
+        v << sh
+    } else if floor {
+        v >> (-sh).min(127)
+    } else {
+        let mag = v.abs() >> (-sh).min(127);
+        if v < 0 {
+            -mag
         } else {
-            (m | 1 << 23, e - 127)
-        };
-        (if v >> 31 != 0 { -m } else { m }, e)
-    };
+            mag
+        }
+    }
+}
+
+/// MMA-Sim's CDNA3 fused dot-add (firmware-notes/isa-gfx9.md, MFMA), written here in
+/// integer arithmetic: per group of `group` k, each product aligned to the largest product
+/// exponent and truncated toward zero to 24 fractional bits, the sum floored to 31
+/// fractional bits and C to 24 at the larger of that exponent and C's, the total rounded
+/// to f32 and carried into the next group. Inputs: exact values with `frac` fraction bits
+/// and smallest normal exponent `emin`.
+fn fused_ref(a: &[f64], b: &[f64], emin: i32, frac: i32, group: usize, c: f32) -> f32 {
     let mut sum = c;
-    for g in (0..a.len()).step_by(4) {
-        let tf = |x: f32| f32::from_bits(x.to_bits() & !0x1FFF);
-        let prods: Vec<(i128, i32)> = (g..g + 4)
+    for g in (0..a.len()).step_by(group) {
+        // Product = P * 2^(e - 2 frac).
+        let prods: Vec<(i128, i32)> = (g..g + group)
             .map(|k| {
-                let (ma, ea) = parts(tf(a[k]));
-                let (mb, eb) = parts(tf(b[k]));
+                let (ma, ea) = parts(a[k], emin, frac);
+                let (mb, eb) = parts(b[k], emin, frac);
                 (ma * mb, ea + eb)
             })
             .filter(|p| p.0 != 0)
             .collect();
-        let (mc, ec) = parts(sum);
-        // Product p = P * 2^(e - 46); its term in units of 2^(max - 24), truncated.
+        let (mc, ec) = parts(sum as f64, -126, 23);
         let emax = prods.iter().map(|p| p.1).max();
         let (s, mx) = match emax {
             Some(emax) => {
+                // Terms in units of 2^(emax - 24), truncated.
                 let s: i128 = prods
                     .iter()
-                    .map(|&(p, e)| {
-                        let sh = (22 + emax - e) as u32;
-                        let mag = if sh >= 127 { 0 } else { p.abs() >> sh };
-                        if p < 0 {
-                            -mag
-                        } else {
-                            mag
-                        }
-                    })
+                    .map(|&(p, e)| shift(p, e - 2 * frac - emax + 24, false))
                     .sum();
                 let mx = if mc == 0 { emax } else { emax.max(ec) };
                 // In units of 2^(mx - 31), floored.
-                let k = emax - mx + 7;
-                (if k >= 0 { s << k } else { s >> (-k).min(127) }, mx)
+                (shift(s, emax - mx + 7, true), mx)
             }
             None => (0, ec),
         };
         // C = mc * 2^(ec - 23): in units of 2^(mx - 24), floored, then of 2^(mx - 31).
-        let k = ec - mx + 1;
-        let cterm = if mc == 0 {
-            0
-        } else if k >= 0 {
-            mc << k
-        } else {
-            mc >> (-k).min(127)
-        };
-        let total = s + (cterm << 7);
-        sum = (total as f64 * 2f64.powi(mx - 31)) as f32;
+        let cterm = shift(mc, ec - mx + 1, true);
+        sum = ((s + (cterm << 7)) as f64 * 2f64.powi(mx - 31)) as f32;
     }
     sum
+}
+
+/// gfx942 xf32: A and B truncated to 10 mantissa bits, groups of four.
+fn xf32_ref(a: &[f32], b: &[f32], c: f32) -> f32 {
+    let tf = |x: &f32| f32::from_bits(x.to_bits() & !0x1FFF) as f64;
+    let (a, b): (Vec<f64>, Vec<f64>) = (a.iter().map(tf).collect(), b.iter().map(tf).collect());
+    fused_ref(&a, &b, -126, 23, 4, c)
 }
 
 #[test]
@@ -521,6 +529,90 @@ fn xf32_mfma_on_gfx942() {
         assert!(
             differs > mm * nn / 2,
             "{kernel}: only {differs} results differ from f32 fma"
+        );
+    }
+}
+
+/// gfx942 f16 and bf16 MFMA accumulate as CDNA3's fused dot-add over groups of min(8, K)
+/// (MMA-Sim `MFMASim`), not as an f32 fma chain: random full-mantissa inputs, each D
+/// element against [`fused_ref`]. (gfx90a keeps the fma chain: CDNA2 is not modelled
+/// after MMA-Sim here.)
+#[test]
+fn f16_bf16_mfma_fused_dot_add_on_gfx942() {
+    let dev = Dev::new("gfx942", 90402);
+    let m = dev.load("cl/isa_formats.cl");
+    // (kernel, M, N, K, blocks, bf16)
+    let cases = [
+        ("f16_16x16x16", 16usize, 16usize, 16usize, 1usize, false),
+        ("f16_4x4x4", 4, 4, 4, 16, false),
+        ("bf16_32x32x8", 32, 32, 8, 1, true),
+    ];
+    for (kernel, mm, nn, k, blocks, bf16) in cases {
+        let dregs = blocks * mm * nn / 64;
+        let e = 4; // inputs per lane
+                   // Exponents -6..6, both signs, full mantissas.
+        let gen = |seed: u32| -> Vec<u16> {
+            rand_u32(64 * e, seed)
+                .iter()
+                .map(|&r| {
+                    if bf16 {
+                        (r as u16 & 0x807F) | ((121 + (r >> 16) % 13) as u16) << 7
+                    } else {
+                        (r as u16 & 0x83FF) | ((9 + (r >> 16) % 13) as u16) << 10
+                    }
+                })
+                .collect()
+        };
+        let val = |h: u16| -> f64 {
+            if bf16 {
+                f32::from_bits((h as u32) << 16) as f64
+            } else {
+                half::f16::from_bits(h).to_f64()
+            }
+        };
+        let (av, bv) = (gen(0xF16A), gen(0xF16B));
+        let cv: Vec<f32> = rand_u32(64 * dregs, 0xC)
+            .iter()
+            .map(|&r| f32::from_bits((r & 0x807F_FFFF) | (124 + (r >> 23) % 7) << 23))
+            .collect();
+        let mut q = dev.queue();
+        let (wa, wb, wc) = (dev.upload(&av), dev.upload(&bv), dev.upload(&cv));
+        let wd = dev.alloc(64 * dregs * 4);
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).ptr(&wd);
+        dev.run_ok(&mut q, &m, kernel, [64, 1, 1], [64, 1, 1], 0, &args.0);
+        let d: Vec<f32> = dev.download(&wd, 64 * dregs);
+        let (g, ke) = (64 / nn, k / e);
+        let (emin, frac) = if bf16 { (-126, 7) } else { (-14, 10) };
+        let mut differs = 0;
+        for blk in 0..blocks {
+            for i in 0..mm {
+                for j in 0..nn {
+                    // A[blk][i][k] in lane i + M (k / E + (K / E) blk), element k % E.
+                    let arow: Vec<f64> = (0..k)
+                        .map(|kk| val(av[e * (i + mm * (kk / e + ke * blk)) + kk % e]))
+                        .collect();
+                    let bcol: Vec<f64> = (0..k)
+                        .map(|kk| val(bv[e * (j + nn * (kk / e + ke * blk)) + kk % e]))
+                        .collect();
+                    let s = blk * mm / 4 + i / 4;
+                    let (reg, lane) = (4 * (s / g) + i % 4, j + nn * (s % g));
+                    let c = cv[lane * dregs + reg];
+                    let want = fused_ref(&arow, &bcol, emin, frac, k.min(8), c);
+                    let got = d[lane * dregs + reg];
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{kernel} D[{blk}][{i}][{j}]: got {got}, want {want}"
+                    );
+                    let chain =
+                        (0..k).fold(c, |s, kk| (arow[kk] as f32).mul_add(bcol[kk] as f32, s));
+                    differs += usize::from(chain.to_bits() != got.to_bits());
+                }
+            }
+        }
+        assert!(
+            differs > 0,
+            "{kernel}: no result differs from an f32 fma chain"
         );
     }
 }

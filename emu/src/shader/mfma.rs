@@ -280,6 +280,9 @@ impl Wave {
         let g = 64 / n;
         let ke = k / e;
         let mut acc = c;
+        // gfx942 f16/bf16 (incl. with CBSZ/ABID/BLGP): CDNA3's fused dot-add
+        // (`cdna3_f16_dot`); the other types one f32 fma per k in order.
+        let cdna3_fused = ctx.target != Target::Gfx90a && matches!(sh.a, El::F16 | El::Bf16);
         let a_block = |bl: usize| {
             if cbsz == 0 {
                 bl
@@ -304,6 +307,12 @@ impl Wave {
                             sum = sum.wrapping_add(x * y);
                         }
                         acc[reg][lane] = sum as u32;
+                    } else if cdna3_fused {
+                        let x = |kk: usize| sh.a.to_f32(elem(&a, sh.a.bits(), la(kk), kk % e));
+                        let y = |kk: usize| sh.b.to_f32(elem(&b, sh.b.bits(), lb(kk), kk % e));
+                        let c = f32::from_bits(acc[reg][lane]);
+                        let sum = cdna3_f16_dot(k, sh.a == El::Bf16, c, x, y);
+                        acc[reg][lane] = sum.to_bits();
                     } else {
                         let mut sum = f32::from_bits(acc[reg][lane]);
                         for kk in 0..k {
@@ -536,65 +545,88 @@ fn pow2(e: i32) -> f64 {
     }
 }
 
-/// An f32 as (signed significand, exponent): |significand| in [1, 2) for normal numbers, a
-/// denormal's in [0, 1) with exponent -126; zero is (0, -999) (MMA-Sim
-/// `extract_significand_exponent`).
-fn sig_exp(x: f32) -> (f64, i32) {
-    let b = x.to_bits();
-    let e = ((b >> 23) & 0xFF) as i32;
-    let m = (b & 0x7F_FFFF) as f64 * pow2(-23);
-    let s = if b >> 31 != 0 { -1.0 } else { 1.0 };
-    match (e, m == 0.0) {
-        (0, true) => (0.0, -999),
-        (0, false) => (s * m, -126),
-        _ => (s * (1.0 + m), e - 127),
+/// A value as (signed significand, exponent) in its input type: |significand| in [1, 2)
+/// for normal numbers; below the type's smallest normal exponent `emin` the exponent is
+/// `emin` and |significand| < 1; zero is (0, -999) (MMA-Sim `extract_significand_exponent`).
+/// Every f32/f16/bf16 value is a normal f64, so the f64 exponent field gives the exponent.
+fn sig_exp(v: f64, emin: i32) -> (f64, i32) {
+    if v == 0.0 {
+        return (0.0, -999);
     }
+    let e = (((v.to_bits() >> 52) & 0x7FF) as i32 - 1023).max(emin);
+    (v * pow2(-e), e)
 }
 
-/// One group of four k of a CDNA3 xf32 MFMA: `c + sum(a[t] * b[t])` (MMA-Sim
-/// `amd_fused_dot_add` with 24 fractional bits, after `truncate_to_tf32`):
-/// - A and B lose their 13 low mantissa bits (truncation to 10 mantissa bits);
+/// One group of a CDNA3 fused dot-add, `c + sum(a[t] * b[t])` with the inputs exact in f64
+/// and `emin` their type's smallest normal exponent (MMA-Sim `amd_fused_dot_add` with 24
+/// fractional bits, the non-fp8 path):
 /// - an infinite or NaN exact sum (an infinite or NaN input) is returned as is (NaN as the
 ///   host's quiet NaN: the hardware's payload is not modelled); a product beyond the f32
 ///   range is an infinity of its sign (both signs: NaN);
 /// - each product's significand is aligned to the largest product exponent and truncated
 ///   toward zero to 24 fractional bits; their sum, aligned to max(that exponent, C's), is
 ///   floored to 31 fractional bits, C floored to 24; the total rounds to f32 (nearest even).
-fn xf32_group(a: &[f32; 4], b: &[f32; 4], c: f32) -> f32 {
-    let tf32 = |x: f32| f32::from_bits(x.to_bits() & !0x1FFF);
-    let a = a.map(tf32);
-    let b = b.map(tf32);
-    let prods: [f64; 4] = std::array::from_fn(|t| a[t] as f64 * b[t] as f64);
-    let exact = prods.iter().sum::<f64>() + c as f64;
+fn fused_dot_add(a: &[f64], b: &[f64], emin: i32, c: f32) -> f32 {
+    let prods = a.iter().zip(b).map(|(x, y)| x * y);
+    let exact = prods.clone().sum::<f64>() + c as f64;
     if !exact.is_finite() {
         return exact as f32;
     }
     let big = pow2(128);
-    let (pinf, ninf) = (
-        prods.iter().any(|&p| p >= big),
-        prods.iter().any(|&p| p <= -big),
-    );
-    match (pinf, ninf) {
+    match (
+        prods.clone().any(|p| p >= big),
+        prods.clone().any(|p| p <= -big),
+    ) {
         (true, true) => return f32::NAN,
         (true, false) => return f32::INFINITY,
         (false, true) => return f32::NEG_INFINITY,
         _ => {}
     }
-    let terms: [(f64, i32); 4] = std::array::from_fn(|t| {
-        let (sa, ea) = sig_exp(a[t]);
-        let (sb, eb) = sig_exp(b[t]);
+    let terms = a.iter().zip(b).map(|(&x, &y)| {
+        let (sa, ea) = sig_exp(x, emin);
+        let (sb, eb) = sig_exp(y, emin);
         (sa * sb, ea + eb)
     });
-    let e = terms.iter().map(|t| t.1).max().unwrap_or(-999);
+    let e = terms.clone().map(|t| t.1).max().unwrap_or(-999);
     let s: f64 = terms
-        .iter()
-        .map(|&(sg, ei)| (sg * pow2(24 + ei - e)).trunc() * pow2(-24))
+        .map(|(sg, ei)| (sg * pow2(24 + ei - e)).trunc() * pow2(-24))
         .sum();
-    let (sc, ec) = sig_exp(c);
+    let (sc, ec) = sig_exp(c as f64, -126);
     let mx = e.max(ec);
     let s = (s * pow2(31 + e - mx)).floor() * pow2(-31);
     let sc = (sc * pow2(24 + ec - mx)).floor() * pow2(-24);
     ((s + sc) * pow2(mx)) as f32
+}
+
+/// One group of four k of a CDNA3 xf32 MFMA: A and B lose their 13 low mantissa bits
+/// (MMA-Sim `truncate_to_tf32`), then [`fused_dot_add`].
+fn xf32_group(a: &[f32; 4], b: &[f32; 4], c: f32) -> f32 {
+    let tf32 = |x: f32| f32::from_bits(x.to_bits() & !0x1FFF) as f64;
+    fused_dot_add(&a.map(tf32), &b.map(tf32), -126, c)
+}
+
+/// gfx942 f16 / bf16 MFMA accumulation of one D element: k in groups of min(8, K) (MMA-Sim
+/// `MFMASim` for CDNA3 f16/bf16: `fused_dot_add`, group size `min(8, k)`), each group one
+/// [`fused_dot_add`] into the running f32 sum. `x(kk)`, `y(kk)`: the exact A and B values.
+pub(super) fn cdna3_f16_dot(
+    k: usize,
+    bf16: bool,
+    mut c: f32,
+    x: impl Fn(usize) -> f32,
+    y: impl Fn(usize) -> f32,
+) -> f32 {
+    let g = k.min(8);
+    let emin = if bf16 { -126 } else { -14 };
+    let mut xa = [0f64; 8];
+    let mut yb = [0f64; 8];
+    for k0 in (0..k).step_by(g) {
+        for t in 0..g {
+            xa[t] = x(k0 + t) as f64;
+            yb[t] = y(k0 + t) as f64;
+        }
+        c = fused_dot_add(&xa[..g], &yb[..g], emin, c);
+    }
+    c
 }
 
 #[cfg(test)]

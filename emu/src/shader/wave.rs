@@ -2991,19 +2991,32 @@ impl Wave {
         }
         let g = 64 / n;
         let ke = k / e;
+        // gfx942 f16/bf16: CDNA3's fused dot-add over groups of k (`mfma.rs`); f32 inputs
+        // and gfx90a: one f32 fma per k in order.
+        let cdna3_fused = e == 4 && ctx.target != Target::Gfx90a;
         for b in 0..blocks {
             for i in 0..m {
                 let s = b * m / 4 + i / 4;
                 let reg = 4 * (s / g) + i % 4;
                 for j in 0..n {
                     let lane = j + n * (s % g);
-                    let mut sum = acc[reg][lane];
-                    for kk in 0..k {
-                        let la = i + m * (kk / e + ke * b);
-                        let lb = j + n * (kk / e + ke * b);
-                        sum = fma32(av[la][kk % e], bv[lb][kk % e], sum);
-                    }
-                    acc[reg][lane] = sum;
+                    let la = |kk: usize| i + m * (kk / e + ke * b);
+                    let lb = |kk: usize| j + n * (kk / e + ke * b);
+                    acc[reg][lane] = if cdna3_fused {
+                        mfma::cdna3_f16_dot(
+                            k,
+                            bf16,
+                            acc[reg][lane],
+                            |kk| av[la(kk)][kk % e],
+                            |kk| bv[lb(kk)][kk % e],
+                        )
+                    } else {
+                        let mut sum = acc[reg][lane];
+                        for kk in 0..k {
+                            sum = fma32(av[la(kk)][kk % e], bv[lb(kk)][kk % e], sum);
+                        }
+                        sum
+                    };
                 }
             }
         }
