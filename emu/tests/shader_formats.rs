@@ -533,86 +533,137 @@ fn xf32_mfma_on_gfx942() {
     }
 }
 
-/// gfx942 f16 and bf16 MFMA accumulate as CDNA3's fused dot-add over groups of min(8, K)
-/// (MMA-Sim `MFMASim`), not as an f32 fma chain: random full-mantissa inputs, each D
-/// element against [`fused_ref`]. (gfx90a keeps the fma chain: CDNA2 is not modelled
-/// after MMA-Sim here.)
-#[test]
-fn f16_bf16_mfma_fused_dot_add_on_gfx942() {
-    let dev = Dev::new("gfx942", 90402);
-    let m = dev.load("cl/isa_formats.cl");
-    // (kernel, M, N, K, blocks, bf16)
-    let cases = [
-        ("f16_16x16x16", 16usize, 16usize, 16usize, 1usize, false),
-        ("f16_4x4x4", 4, 4, 4, 16, false),
-        ("bf16_32x32x8", 32, 32, 8, 1, true),
-    ];
-    for (kernel, mm, nn, k, blocks, bf16) in cases {
-        let dregs = blocks * mm * nn / 64;
-        let e = 4; // inputs per lane
-                   // Exponents -6..6, both signs, full mantissas.
-        let gen = |seed: u32| -> Vec<u16> {
-            rand_u32(64 * e, seed)
-                .iter()
-                .map(|&r| {
-                    if bf16 {
-                        (r as u16 & 0x807F) | ((121 + (r >> 16) % 13) as u16) << 7
-                    } else {
-                        (r as u16 & 0x83FF) | ((9 + (r >> 16) % 13) as u16) << 10
-                    }
-                })
-                .collect()
-        };
-        let val = |h: u16| -> f64 {
-            if bf16 {
-                f32::from_bits((h as u32) << 16) as f64
-            } else {
-                half::f16::from_bits(h).to_f64()
-            }
-        };
-        let (av, bv) = (gen(0xF16A), gen(0xF16B));
-        let cv: Vec<f32> = rand_u32(64 * dregs, 0xC)
-            .iter()
-            .map(|&r| f32::from_bits((r & 0x807F_FFFF) | (124 + (r >> 23) % 7) << 23))
+/// MMA-Sim's CDNA2 f16/bf16 accumulation (firmware-notes/isa-gfx9.md, MFMA), written here in
+/// f64 arithmetic rounded to f32 after each operation (exact, then one rounding): inputs
+/// below `tiny` (and C below 2^-126) read as +0; per group, the products summed as a
+/// balanced tree, each partial sum below 2^-126 a zero of its sign; the group sum added to
+/// the running sum, flushed likewise.
+fn cdna2_ref(a: &[f64], b: &[f64], tiny: f64, group: usize, c: f32) -> f32 {
+    let min = 2f64.powi(-126);
+    let flush = |v: f32| {
+        if (v.abs() as f64) < min {
+            0.0f32.copysign(v)
+        } else {
+            v
+        }
+    };
+    fn tree(p: &[f32], flush: &dyn Fn(f32) -> f32) -> f32 {
+        if p.len() == 1 {
+            return flush(p[0]);
+        }
+        let h = p.len() / 2;
+        flush((tree(&p[..h], flush) as f64 + tree(&p[h..], flush) as f64) as f32)
+    }
+    let fin = |v: f64| if v.abs() < tiny { 0.0 } else { v };
+    let mut sum = if (c.abs() as f64) < min { 0.0 } else { c };
+    for g in (0..a.len()).step_by(group) {
+        let p: Vec<f32> = (g..g + group)
+            .map(|k| {
+                let x = fin(a[k]) * fin(b[k]);
+                // The product plus +0: a zero product is +0.
+                if x == 0.0 {
+                    0.0
+                } else {
+                    x as f32
+                }
+            })
             .collect();
-        let mut q = dev.queue();
-        let (wa, wb, wc) = (dev.upload(&av), dev.upload(&bv), dev.upload(&cv));
-        let wd = dev.alloc(64 * dregs * 4);
-        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).ptr(&wd);
-        dev.run_ok(&mut q, &m, kernel, [64, 1, 1], [64, 1, 1], 0, &args.0);
-        let d: Vec<f32> = dev.download(&wd, 64 * dregs);
-        let (g, ke) = (64 / nn, k / e);
-        let (emin, frac) = if bf16 { (-126, 7) } else { (-14, 10) };
-        let mut differs = 0;
-        for blk in 0..blocks {
-            for i in 0..mm {
-                for j in 0..nn {
-                    // A[blk][i][k] in lane i + M (k / E + (K / E) blk), element k % E.
-                    let arow: Vec<f64> = (0..k)
-                        .map(|kk| val(av[e * (i + mm * (kk / e + ke * blk)) + kk % e]))
-                        .collect();
-                    let bcol: Vec<f64> = (0..k)
-                        .map(|kk| val(bv[e * (j + nn * (kk / e + ke * blk)) + kk % e]))
-                        .collect();
-                    let s = blk * mm / 4 + i / 4;
-                    let (reg, lane) = (4 * (s / g) + i % 4, j + nn * (s % g));
-                    let c = cv[lane * dregs + reg];
-                    let want = fused_ref(&arow, &bcol, emin, frac, k.min(8), c);
-                    let got = d[lane * dregs + reg];
-                    assert_eq!(
-                        got.to_bits(),
-                        want.to_bits(),
-                        "{kernel} D[{blk}][{i}][{j}]: got {got}, want {want}"
-                    );
-                    let chain =
-                        (0..k).fold(c, |s, kk| (arow[kk] as f32).mul_add(bcol[kk] as f32, s));
-                    differs += usize::from(chain.to_bits() != got.to_bits());
+        sum = flush((sum as f64 + tree(&p, &flush) as f64) as f32);
+    }
+    sum
+}
+
+/// f16 and bf16 MFMA accumulate as MMA-Sim measured: CDNA3 (gfx942) a fused dot-add over
+/// groups of min(8, K) against [`fused_ref`], CDNA2 (gfx90a) pairwise sums of 4 (2 for the
+/// older bf16 forms) with denormal flushing against [`cdna2_ref`] — not an f32 fma chain.
+/// Random full-mantissa inputs, some f16 denormals among them.
+#[test]
+fn f16_bf16_mfma_sum_as_mma_sim() {
+    for dev in devices() {
+        let m = dev.load("cl/isa_formats.cl");
+        let cdna2 = dev.target == "gfx90a";
+        // (kernel, M, N, K, blocks, bf16)
+        let mut cases = vec![
+            ("f16_16x16x16", 16usize, 16usize, 16usize, 1usize, false),
+            ("f16_4x4x4", 4, 4, 4, 16, false),
+            ("bf16_32x32x8", 32, 32, 8, 1, true),
+        ];
+        if cdna2 {
+            cases.push(("bf16_32x32x4", 32, 32, 4, 1, true));
+        }
+        for (kernel, mm, nn, k, blocks, bf16) in cases {
+            let dregs = blocks * mm * nn / 64;
+            let e = k * mm * blocks / 64; // inputs per lane
+                                          // Exponents -6..6 (f16: one value in 16 denormal), both signs, full mantissas.
+            let gen = |seed: u32| -> Vec<u16> {
+                rand_u32(64 * e, seed)
+                    .iter()
+                    .map(|&r| {
+                        if bf16 {
+                            (r as u16 & 0x807F) | ((121 + (r >> 16) % 13) as u16) << 7
+                        } else if (r >> 28) == 0 {
+                            r as u16 & 0x83FF
+                        } else {
+                            (r as u16 & 0x83FF) | ((9 + (r >> 16) % 13) as u16) << 10
+                        }
+                    })
+                    .collect()
+            };
+            let val = |h: u16| -> f64 {
+                if bf16 {
+                    f32::from_bits((h as u32) << 16) as f64
+                } else {
+                    half::f16::from_bits(h).to_f64()
+                }
+            };
+            let (av, bv) = (gen(0xF16A), gen(0xF16B));
+            let cv: Vec<f32> = rand_u32(64 * dregs, 0xC)
+                .iter()
+                .map(|&r| f32::from_bits((r & 0x807F_FFFF) | (124 + (r >> 23) % 7) << 23))
+                .collect();
+            let mut q = dev.queue();
+            let (wa, wb, wc) = (dev.upload(&av), dev.upload(&bv), dev.upload(&cv));
+            let wd = dev.alloc(64 * dregs * 4);
+            let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).ptr(&wd);
+            dev.run_ok(&mut q, &m, kernel, [64, 1, 1], [64, 1, 1], 0, &args.0);
+            let d: Vec<f32> = dev.download(&wd, 64 * dregs);
+            let (g, ke) = (64 / nn, k / e);
+            let (emin, frac) = if bf16 { (-126, 7) } else { (-14, 10) };
+            let t = dev.target;
+            let mut differs = 0;
+            for blk in 0..blocks {
+                for i in 0..mm {
+                    for j in 0..nn {
+                        // A[blk][i][k] in lane i + M (k / E + (K / E) blk), element k % E.
+                        let at = |kk: usize| av[e * (i + mm * (kk / e + ke * blk)) + kk % e];
+                        let bt = |kk: usize| bv[e * (j + nn * (kk / e + ke * blk)) + kk % e];
+                        let arow: Vec<f64> = (0..k).map(|kk| val(at(kk))).collect();
+                        let bcol: Vec<f64> = (0..k).map(|kk| val(bt(kk))).collect();
+                        let s = blk * mm / 4 + i / 4;
+                        let (reg, lane) = (4 * (s / g) + i % 4, j + nn * (s % g));
+                        let c = cv[lane * dregs + reg];
+                        let want = if cdna2 {
+                            let group = if bf16 && e == 2 { 2 } else { 4 };
+                            cdna2_ref(&arow, &bcol, 2f64.powi(emin), group, c)
+                        } else {
+                            fused_ref(&arow, &bcol, emin, frac, k.min(8), c)
+                        };
+                        let got = d[lane * dregs + reg];
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{t} {kernel} D[{blk}][{i}][{j}]: got {got}, want {want}"
+                        );
+                        let chain =
+                            (0..k).fold(c, |s, kk| (arow[kk] as f32).mul_add(bcol[kk] as f32, s));
+                        differs += usize::from(chain.to_bits() != got.to_bits());
+                    }
                 }
             }
+            assert!(
+                differs > 0,
+                "{t} {kernel}: no result differs from an f32 fma chain"
+            );
         }
-        assert!(
-            differs > 0,
-            "{kernel}: no result differs from an f32 fma chain"
-        );
     }
 }

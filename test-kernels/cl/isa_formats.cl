@@ -147,20 +147,10 @@ __kernel void transcendentals(__global const float *x, __global const double *xd
     o[20 * i + 13 + k] = rh[k];
 }
 
-#if defined(__gfx942__)
 typedef half halfx4 __attribute__((ext_vector_type(4)));
 typedef short shortx4 __attribute__((ext_vector_type(4)));
-// One wave: lane l's A/B registers from a[l], b[l], C from c[l], D to d[l].
-__kernel void xf32_16x16x8(__global const floatx2 *a, __global const floatx2 *b,
-                           __global const floatx4 *c, __global floatx4 *d) {
-  uint l = LID();
-  d[l] = __builtin_amdgcn_mfma_f32_16x16x8_xf32(a[l], b[l], c[l], 0, 0, 0);
-}
-__kernel void xf32_32x32x4(__global const floatx2 *a, __global const floatx2 *b,
-                           __global const floatx16 *c, __global floatx16 *d) {
-  uint l = LID();
-  d[l] = __builtin_amdgcn_mfma_f32_32x32x4_xf32(a[l], b[l], c[l], 0, 0, 0);
-}
+typedef short shortx2 __attribute__((ext_vector_type(2)));
+// MFMA kernels: one wave, lane l's A/B registers from a[l], b[l], C from c[l], D to d[l].
 __kernel void f16_16x16x16(__global const halfx4 *a, __global const halfx4 *b,
                            __global const floatx4 *c, __global floatx4 *d) {
   uint l = LID();
@@ -175,5 +165,24 @@ __kernel void bf16_32x32x8(__global const shortx4 *a, __global const shortx4 *b,
                            __global const floatx16 *c, __global floatx16 *d) {
   uint l = LID();
   d[l] = __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a[l], b[l], c[l], 0, 0, 0);
+}
+#if defined(__gfx90a__)
+__kernel void bf16_32x32x4(__global const shortx2 *a, __global const shortx2 *b,
+                           __global const floatx16 *c, __global floatx16 *d) {
+  uint l = LID();
+  d[l] = __builtin_amdgcn_mfma_f32_32x32x4bf16(a[l], b[l], c[l], 0, 0, 0);
+}
+#endif
+
+#if defined(__gfx942__)
+__kernel void xf32_16x16x8(__global const floatx2 *a, __global const floatx2 *b,
+                           __global const floatx4 *c, __global floatx4 *d) {
+  uint l = LID();
+  d[l] = __builtin_amdgcn_mfma_f32_16x16x8_xf32(a[l], b[l], c[l], 0, 0, 0);
+}
+__kernel void xf32_32x32x4(__global const floatx2 *a, __global const floatx2 *b,
+                           __global const floatx16 *c, __global floatx16 *d) {
+  uint l = LID();
+  d[l] = __builtin_amdgcn_mfma_f32_32x32x4_xf32(a[l], b[l], c[l], 0, 0, 0);
 }
 #endif

@@ -280,9 +280,9 @@ impl Wave {
         let g = 64 / n;
         let ke = k / e;
         let mut acc = c;
-        // gfx942 f16/bf16 (incl. with CBSZ/ABID/BLGP): CDNA3's fused dot-add
-        // (`cdna3_f16_dot`); the other types one f32 fma per k in order.
-        let cdna3_fused = ctx.target != Target::Gfx90a && matches!(sh.a, El::F16 | El::Bf16);
+        // f16/bf16 (incl. with CBSZ/ABID/BLGP): CDNA3's fused dot-add (`cdna3_f16_dot`) or
+        // CDNA2's pairwise sums (`cdna2_f16_dot`); the other types one f32 fma per k.
+        let cdna2 = ctx.target == Target::Gfx90a;
         let a_block = |bl: usize| {
             if cbsz == 0 {
                 bl
@@ -307,11 +307,18 @@ impl Wave {
                             sum = sum.wrapping_add(x * y);
                         }
                         acc[reg][lane] = sum as u32;
-                    } else if cdna3_fused {
+                    } else if matches!(sh.a, El::F16 | El::Bf16) {
                         let x = |kk: usize| sh.a.to_f32(elem(&a, sh.a.bits(), la(kk), kk % e));
                         let y = |kk: usize| sh.b.to_f32(elem(&b, sh.b.bits(), lb(kk), kk % e));
                         let c = f32::from_bits(acc[reg][lane]);
-                        let sum = cdna3_f16_dot(k, sh.a == El::Bf16, c, x, y);
+                        let bf16 = sh.a == El::Bf16;
+                        let sum = if cdna2 {
+                            // The older bf16 forms (two per register) sum pairs.
+                            let group = if bf16 && e == 2 { 2 } else { 4 };
+                            cdna2_f16_dot(k, group, bf16, c, x, y)
+                        } else {
+                            cdna3_f16_dot(k, bf16, c, x, y)
+                        };
                         acc[reg][lane] = sum.to_bits();
                     } else {
                         let mut sum = f32::from_bits(acc[reg][lane]);
@@ -627,6 +634,55 @@ pub(super) fn cdna3_f16_dot(
         c = fused_dot_add(&xa[..g], &yb[..g], emin, c);
     }
     c
+}
+
+/// gfx90a (CDNA2) f16 / bf16 MFMA accumulation of one D element (MMA-Sim `MFMASim` for
+/// CDNA2: `operation_type = "standard"`, `flush_denormal`, group size 4 — 2 for the older
+/// two-per-register bf16 forms — and `functions.py` `pairwise_dot`): A, B and C inputs below
+/// their type's smallest normal (f16 2^-14, bf16 and f32 2^-126) read as +0; each group's
+/// products (exact in f32) are summed as a balanced tree of f32 additions (halves first),
+/// every partial sum below 2^-126 flushed to a zero of its sign; the group sum is added to
+/// the running f32 sum, which is flushed likewise. `x(kk)`, `y(kk)`: the A and B values.
+pub(super) fn cdna2_f16_dot(
+    k: usize,
+    group: usize,
+    bf16: bool,
+    c: f32,
+    x: impl Fn(usize) -> f32,
+    y: impl Fn(usize) -> f32,
+) -> f32 {
+    let tiny_in = if bf16 {
+        f32::MIN_POSITIVE
+    } else {
+        2f32.powi(-14)
+    };
+    let flush_in = |v: f32, tiny: f32| if v.abs() < tiny { 0.0 } else { v };
+    fn flush_keep(v: f32) -> f32 {
+        if v.abs() < f32::MIN_POSITIVE {
+            v * 0.0
+        } else {
+            v
+        }
+    }
+    fn tree(p: &[f32]) -> f32 {
+        let s = match p.len() {
+            1 => p[0],
+            n => tree(&p[..n / 2]) + tree(&p[n / 2..]),
+        };
+        flush_keep(s)
+    }
+    let mut sum = flush_in(c, f32::MIN_POSITIVE);
+    let mut prods = [0f32; 4];
+    for k0 in (0..k).step_by(group) {
+        let g = group.min(k - k0);
+        for t in 0..g {
+            let (a, b) = (flush_in(x(k0 + t), tiny_in), flush_in(y(k0 + t), tiny_in));
+            // `fmaf(a, b, 0.0)`: the exact product rounded once, -0 + 0 = +0.
+            prods[t] = fma32(a, b, 0.0);
+        }
+        sum = flush_keep(sum + tree(&prods[..g]));
+    }
+    sum
 }
 
 #[cfg(test)]

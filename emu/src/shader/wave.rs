@@ -2991,9 +2991,8 @@ impl Wave {
         }
         let g = 64 / n;
         let ke = k / e;
-        // gfx942 f16/bf16: CDNA3's fused dot-add over groups of k (`mfma.rs`); f32 inputs
-        // and gfx90a: one f32 fma per k in order.
-        let cdna3_fused = e == 4 && ctx.target != Target::Gfx90a;
+        // f16/bf16: CDNA3's fused dot-add over groups of k (gfx942) or CDNA2's pairwise
+        // sums with denormal flushing (gfx90a; `mfma.rs`); f32: one f32 fma per k in order.
         for b in 0..blocks {
             for i in 0..m {
                 let s = b * m / 4 + i / 4;
@@ -3002,14 +3001,12 @@ impl Wave {
                     let lane = j + n * (s % g);
                     let la = |kk: usize| i + m * (kk / e + ke * b);
                     let lb = |kk: usize| j + n * (kk / e + ke * b);
-                    acc[reg][lane] = if cdna3_fused {
-                        mfma::cdna3_f16_dot(
-                            k,
-                            bf16,
-                            acc[reg][lane],
-                            |kk| av[la(kk)][kk % e],
-                            |kk| bv[lb(kk)][kk % e],
-                        )
+                    let x = |kk: usize| av[la(kk)][kk % e];
+                    let y = |kk: usize| bv[lb(kk)][kk % e];
+                    acc[reg][lane] = if e == 4 && ctx.target == Target::Gfx90a {
+                        mfma::cdna2_f16_dot(k, 4, bf16, acc[reg][lane], x, y)
+                    } else if e == 4 {
+                        mfma::cdna3_f16_dot(k, bf16, acc[reg][lane], x, y)
                     } else {
                         let mut sum = acc[reg][lane];
                         for kk in 0..k {
