@@ -667,3 +667,135 @@ fn f16_bf16_mfma_sum_as_mma_sim() {
         }
     }
 }
+
+/// An AMD FNUZ 8-bit float (gfx942 FP8 E4M3: `mb` 3, bias 8; BF8 E5M2: `mb` 2, bias 16;
+/// 0x80 NaN, no infinities) as f64.
+fn fnuz(x: u8, mb: i32, bias: i32) -> f64 {
+    if x == 0x80 {
+        return f64::NAN;
+    }
+    let e = ((x & 0x7F) >> mb) as i32;
+    let m = (x & ((1 << mb) - 1)) as f64;
+    let v = if e == 0 {
+        m * 2f64.powi(1 - bias - mb)
+    } else {
+        (2f64.powi(mb) + m) * 2f64.powi(e - bias - mb)
+    };
+    if x & 0x80 != 0 {
+        -v
+    } else {
+        v
+    }
+}
+
+/// MMA-Sim's CDNA3 fp8 fused dot-add in integer arithmetic (firmware-notes/isa-gfx9.md):
+/// per group of 16 k, even and odd products each aligned to their largest exponent and
+/// truncated to 24 fractional bits, the two sums floored to 24 fractional bits at the
+/// larger exponent, their sum floored to 31 at max(that, C's exponent), C floored to 24 or
+/// dropped when more than 25 binades below; one rounding to f32 per group.
+fn fp8_ref(a: &[f64], b: &[f64], ta: (i32, i32), tb: (i32, i32), c: f32) -> f32 {
+    let ((emin_a, fa), (emin_b, fb)) = (ta, tb);
+    let mut sum = c;
+    for g in (0..a.len()).step_by(16) {
+        let half = |first: usize| -> Option<(i128, i32)> {
+            let prods: Vec<(i128, i32)> = (g + first..g + 16)
+                .step_by(2)
+                .map(|k| {
+                    let (ma, ea) = parts(a[k], emin_a, fa);
+                    let (mb, eb) = parts(b[k], emin_b, fb);
+                    (ma * mb, ea + eb)
+                })
+                .filter(|p| p.0 != 0)
+                .collect();
+            let emax = prods.iter().map(|p| p.1).max()?;
+            // Units of 2^(emax - 24), truncated.
+            let s = prods
+                .iter()
+                .map(|&(p, e)| shift(p, e - fa - fb - emax + 24, false))
+                .sum();
+            Some((s, emax))
+        };
+        let (mc, ec) = parts(sum as f64, -126, 23);
+        let halves: Vec<(i128, i32)> = [half(0), half(1)].into_iter().flatten().collect();
+        let me = halves.iter().map(|h| h.1).max();
+        let (s, mx) = match me {
+            Some(me) => {
+                // Units of 2^(me - 24), floored.
+                let s: i128 = halves.iter().map(|&(v, e)| shift(v, e - me, true)).sum();
+                let mx = if mc == 0 { me } else { me.max(ec) };
+                (shift(s, me - mx + 7, true), mx)
+            }
+            None => (0, ec),
+        };
+        let cterm = if mc != 0 && ec >= mx - 25 {
+            shift(mc, ec - mx + 1, true)
+        } else {
+            0
+        };
+        sum = ((s + (cterm << 7)) as f64 * 2f64.powi(mx - 31)) as f32;
+    }
+    sum
+}
+
+/// gfx942 fp8/bf8 MFMA accumulate as MMA-Sim's CDNA3 fp8 path ([`fp8_ref`]), with C: random
+/// bytes (NaN 0x80 excluded), so exponents spread widely and sums truncate.
+#[test]
+fn fp8_mfma_fused_dot_add_on_gfx942() {
+    let dev = Dev::new("gfx942", 90402);
+    let m = dev.load("cl/isa_formats.cl");
+    let e4m3 = ((1 - 8), 3); // (smallest normal exponent, mantissa bits)
+    let e5m2 = ((1 - 16), 2);
+    for (kernel, mm, k, ta, tb) in [
+        ("fp8_fp8_16x16x32", 16usize, 32usize, e4m3, e4m3),
+        ("bf8_fp8_32x32x16", 32, 16, e5m2, e4m3),
+    ] {
+        let nn = mm;
+        let dregs = mm * nn / 64;
+        let e = k * mm / 64; // 8 per lane
+        let gen = |seed: u32| -> Vec<u8> {
+            rand_u32(64 * e, seed)
+                .iter()
+                .map(|&r| if r as u8 == 0x80 { 0x81 } else { r as u8 })
+                .collect()
+        };
+        let (av, bv) = (gen(0xF8A), gen(0xF8B));
+        let cv: Vec<f32> = rand_u32(64 * dregs, 0xC8)
+            .iter()
+            .map(|&r| f32::from_bits((r & 0x807F_FFFF) | (120 + (r >> 23) % 15) << 23))
+            .collect();
+        let mut q = dev.queue();
+        let (wa, wb, wc) = (dev.upload(&av), dev.upload(&bv), dev.upload(&cv));
+        let wd = dev.alloc(64 * dregs * 4);
+        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).ptr(&wd);
+        dev.run_ok(&mut q, &m, kernel, [64, 1, 1], [64, 1, 1], 0, &args.0);
+        let d: Vec<f32> = dev.download(&wd, 64 * dregs);
+        let val = |x: u8, t: (i32, i32)| fnuz(x, t.1, 1 - t.0);
+        let g = 64 / nn;
+        let mut differs = 0;
+        for i in 0..mm {
+            for j in 0..nn {
+                let arow: Vec<f64> = (0..k)
+                    .map(|kk| val(av[e * (i + mm * (kk / e)) + kk % e], ta))
+                    .collect();
+                let bcol: Vec<f64> = (0..k)
+                    .map(|kk| val(bv[e * (j + nn * (kk / e)) + kk % e], tb))
+                    .collect();
+                let (reg, lane) = (4 * ((i / 4) / g) + i % 4, j + nn * ((i / 4) % g));
+                let c = cv[lane * dregs + reg];
+                let want = fp8_ref(&arow, &bcol, (ta.0, ta.1), (tb.0, tb.1), c);
+                let got = d[lane * dregs + reg];
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{kernel} D[{i}][{j}]: got {got}, want {want}"
+                );
+                let chain = (0..k).fold(c, |s, kk| (arow[kk] as f32).mul_add(bcol[kk] as f32, s));
+                differs += usize::from(chain.to_bits() != got.to_bits());
+            }
+        }
+        assert!(
+            differs > 0,
+            "{kernel}: no result differs from an f32 fma chain"
+        );
+    }
+}

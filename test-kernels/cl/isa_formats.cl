@@ -180,6 +180,16 @@ __kernel void xf32_16x16x8(__global const floatx2 *a, __global const floatx2 *b,
   uint l = LID();
   d[l] = __builtin_amdgcn_mfma_f32_16x16x8_xf32(a[l], b[l], c[l], 0, 0, 0);
 }
+__kernel void fp8_fp8_16x16x32(__global const long *a, __global const long *b,
+                               __global const floatx4 *c, __global floatx4 *d) {
+  uint l = LID();
+  d[l] = __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(a[l], b[l], c[l], 0, 0, 0);
+}
+__kernel void bf8_fp8_32x32x16(__global const long *a, __global const long *b,
+                               __global const floatx16 *c, __global floatx16 *d) {
+  uint l = LID();
+  d[l] = __builtin_amdgcn_mfma_f32_32x32x16_bf8_fp8(a[l], b[l], c[l], 0, 0, 0);
+}
 __kernel void xf32_32x32x4(__global const floatx2 *a, __global const floatx2 *b,
                            __global const floatx16 *c, __global floatx16 *d) {
   uint l = LID();

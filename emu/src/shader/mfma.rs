@@ -307,6 +307,13 @@ impl Wave {
                             sum = sum.wrapping_add(x * y);
                         }
                         acc[reg][lane] = sum as u32;
+                    } else if !cdna2 && matches!(sh.a, El::Fp8 | El::Bf8) {
+                        let x = |kk: usize| sh.a.to_f32(elem(&a, 8, la(kk), kk % e));
+                        let y = |kk: usize| sh.b.to_f32(elem(&b, 8, lb(kk), kk % e));
+                        let emin = |t: El| if t == El::Fp8 { -7 } else { -15 };
+                        let c = f32::from_bits(acc[reg][lane]);
+                        let sum = cdna3_fp8_dot(k, emin(sh.a), emin(sh.b), c, x, y);
+                        acc[reg][lane] = sum.to_bits();
                     } else if matches!(sh.a, El::F16 | El::Bf16) {
                         let x = |kk: usize| sh.a.to_f32(elem(&a, sh.a.bits(), la(kk), kk % e));
                         let y = |kk: usize| sh.b.to_f32(elem(&b, sh.b.bits(), lb(kk), kk % e));
@@ -632,6 +639,64 @@ pub(super) fn cdna3_f16_dot(
             yb[t] = y(k0 + t) as f64;
         }
         c = fused_dot_add(&xa[..g], &yb[..g], emin, c);
+    }
+    c
+}
+
+/// Products (significand, exponent) aligned to the largest exponent and truncated toward
+/// zero to 24 fractional bits, summed: (sum, that exponent) (MMA-Sim `fused_sum`).
+fn fused_sum(terms: impl Iterator<Item = (f64, i32)> + Clone) -> (f64, i32) {
+    let e = terms.clone().map(|t| t.1).max().unwrap_or(-1998);
+    let s = terms
+        .map(|(sg, ei)| (sg * pow2(24 + ei - e)).trunc() * pow2(-24))
+        .sum();
+    (s, e)
+}
+
+/// gfx942 fp8/bf8 MFMA accumulation of one D element (MMA-Sim `MFMASim`: fp8
+/// `"fused_dot_add"`, group size 16, `amd_fused_dot_add` with `is_fp8`): per group of 16 k,
+/// the even-k and the odd-k products are each fused (aligned to their largest exponent,
+/// truncated to 24 fractional bits), the two sums aligned to the larger exponent and
+/// floored to 24 fractional bits, added, aligned to max(that, C's exponent) and floored to
+/// 31 fractional bits; C floored to 24 fractional bits, or dropped when its exponent is
+/// more than 25 below; the total rounds to f32 (nearest even). FNUZ denormals take the
+/// type's smallest normal exponent (`emin_a`, `emin_b`: -7 for E4M3, -15 for E5M2); a NaN
+/// input gives NaN.
+pub(super) fn cdna3_fp8_dot(
+    k: usize,
+    emin_a: i32,
+    emin_b: i32,
+    mut c: f32,
+    x: impl Fn(usize) -> f32,
+    y: impl Fn(usize) -> f32,
+) -> f32 {
+    for k0 in (0..k).step_by(16) {
+        let g = 16.min(k - k0);
+        let a: Vec<f64> = (k0..k0 + g).map(|kk| x(kk) as f64).collect();
+        let b: Vec<f64> = (k0..k0 + g).map(|kk| y(kk) as f64).collect();
+        let exact = a.iter().zip(&b).map(|(p, q)| p * q).sum::<f64>() + c as f64;
+        if !exact.is_finite() {
+            return exact as f32;
+        }
+        let term = |t: usize| {
+            let (sa, ea) = sig_exp(a[t], emin_a);
+            let (sb, eb) = sig_exp(b[t], emin_b);
+            (sa * sb, ea + eb)
+        };
+        let (s0, e0) = fused_sum((0..g).step_by(2).map(term));
+        let (s1, e1) = fused_sum((1..g).step_by(2).map(term));
+        let me = e0.max(e1);
+        let s0 = (s0 * pow2(24 + e0 - me)).floor() * pow2(-24);
+        let s1 = (s1 * pow2(24 + e1 - me)).floor() * pow2(-24);
+        let (sc, ec) = sig_exp(c as f64, -126);
+        let mx = me.max(ec);
+        let s = ((s0 + s1) * pow2(31 + me - mx)).floor() * pow2(-31);
+        let sc = if ec >= mx - 25 {
+            (sc * pow2(24 + ec - mx)).floor() * pow2(-24)
+        } else {
+            0.0
+        };
+        c = ((s + sc) * pow2(mx)) as f32;
     }
     c
 }
