@@ -1,6 +1,9 @@
 //! MFMA beyond the dense f32/f16/bf16_1k core in `wave.rs`: f64, int8, the older bf16
-//! (two per register, gfx90a), gfx942 fp8/bf8, and the CBSZ/ABID (A block broadcast) and
-//! BLGP (B lane group) modifiers on every shape that takes them.
+//! (two per register, gfx90a), gfx942 fp8/bf8 and xf32, and the CBSZ/ABID (A block
+//! broadcast) and BLGP (B lane group) modifiers on every shape that takes them; and how the
+//! matrix cores sum f16/bf16/fp8/xf32 products (CDNA2 pairwise sums, CDNA3 fused dot-adds),
+//! after Microsoft Research's MMA-Sim (`microsoft/MMA-Sim`, arXiv 2511.10909: reference
+//! models checked bit for bit against the hardware), since AMD does not document it.
 //!
 //! Layouts and modifier semantics are those AMD's `amd_matrix_instruction_calculator`
 //! (`matrix_calculator.py`, CDNA2 / CDNA3 tables and `_get_cbsz_abid_transformed_block`,

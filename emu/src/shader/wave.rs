@@ -2910,10 +2910,11 @@ impl Wave {
     /// An M x N x K product over B blocks: A[b][i][k] in lane `i + M * (k / E + (K / E) * b)`
     /// element `k % E` (E values per lane: 1 f32, 4 f16), B[b][k][j] likewise with j, and
     /// C/D[b][i][j] in lane `j + N * (s % G)`, register `4 * (s / G) + i % 4` with
-    /// `s = b * M / 4 + i / 4`, `G = 64 / N`. The sum runs over k in order with one fused
-    /// multiply-add each (f16/bf16 products are exact in f32). The bf16 `_1k` forms share the
-    /// f16 shapes. Broadcast controls (cbsz/abid/blgp), integer/old-bf16/f64/xf32/f8 variants
-    /// and partial EXEC fault.
+    /// `s = b * M / 4 + i / 4`, `G = 64 / N`. f32: the sum runs over k in order with one
+    /// fused multiply-add each; f16/bf16 sum as MMA-Sim's CDNA2 / CDNA3 models
+    /// (`mfma.rs` `cdna2_f16_dot`, `cdna3_f16_dot`). The bf16 `_1k` forms share the f16
+    /// shapes. Broadcast controls (cbsz/abid/blgp) and the integer/old-bf16/f64/xf32/f8
+    /// variants go to `mfma.rs`; partial EXEC faults.
     fn mai(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         // bf16 "_1k" forms: the f16 shapes with bf16 inputs, at per-target opcodes.
         let bf16_base = if ctx.target == Target::Gfx90a {
