@@ -675,8 +675,10 @@ pub(super) fn cdna3_fp8_dot(
 ) -> f32 {
     for k0 in (0..k).step_by(16) {
         let g = 16.min(k - k0);
-        let a: Vec<f64> = (k0..k0 + g).map(|kk| x(kk) as f64).collect();
-        let b: Vec<f64> = (k0..k0 + g).map(|kk| y(kk) as f64).collect();
+        let (mut a, mut b) = ([0f64; 16], [0f64; 16]);
+        for t in 0..g {
+            (a[t], b[t]) = (x(k0 + t) as f64, y(k0 + t) as f64);
+        }
         let exact = a.iter().zip(&b).map(|(p, q)| p * q).sum::<f64>() + c as f64;
         if !exact.is_finite() {
             return exact as f32;
