@@ -777,6 +777,13 @@ impl PoolsState {
     }
 }
 
+/// Whether a synchronize has allocator work to do (frees to observe, pools to trim or
+/// finish): [`on_synchronize`] returns at once otherwise.
+#[inline]
+pub(crate) fn release_pending(dev: &DeviceInner) -> bool {
+    dev.mempools.dirty.load(Ordering::Relaxed)
+}
+
 /// Synchronize hook (stream and event synchronize): observe completed frees, trim pools
 /// above their release threshold, finish destroyed pools.
 pub(crate) fn on_synchronize(dev: &DeviceInner) {
