@@ -255,8 +255,9 @@ impl StreamInner {
 
     /// No sticky error, every submitted packet complete and no callback hold pending: a
     /// query answers Ok and a synchronize has nothing of this stream's to wait for. Three
-    /// loads and the timeline's value; stricter than `idle` (a pending hold whose
-    /// callbacks all returned answers false: the full paths decide then).
+    /// loads and the timeline's value (reached through `timeline_value`, no pointer
+    /// walk), leaf code. Stricter than `idle`: a hold whose callbacks have all returned
+    /// answers false (the full paths decide; a synchronize retires such a hold).
     #[inline(always)]
     fn quiescent(&self) -> bool {
         let target = self.submitted.load(Ordering::Acquire);
@@ -614,9 +615,10 @@ impl Stream {
     }
 
     /// Whether [`Stream::query`] answers Ok now with nothing else to do: no sticky error,
-    /// every submitted command complete, no callback pending. A few atomic loads (no
-    /// lock, no system call) for a C layer's `hipStreamQuery` fast path; false only means
-    /// "call [`Stream::query`]", which applies every rule (faults, callbacks).
+    /// every submitted command complete, no callback hold pending (after callbacks this
+    /// holds again once a synchronize or a later command retired their hold). A few
+    /// atomic loads (no lock, no system call) for a C layer's `hipStreamQuery` fast path;
+    /// false only means "call [`Stream::query`]", which applies every rule.
     #[inline]
     pub fn query_is_ok(&self) -> bool {
         self.inner.quiescent()
@@ -664,6 +666,11 @@ impl Stream {
             && s.idle()
             && (!s.is_null || s.dev.blocking_idle(s.gpu_index))
         {
+            // Callbacks that all returned leave their hold pending until the next command:
+            // retire it (no packet), so that the idle predicates hold again.
+            if s.cb.hold_pending() {
+                self.flush_hold()?;
+            }
             crate::mempool::on_synchronize(&s.dev);
             return Ok(());
         }
