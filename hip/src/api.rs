@@ -1446,7 +1446,7 @@ pub unsafe extern "C" fn hipMallocAsync(
         return ret(Err(hipErrorInvalidValue));
     }
     ret_stream(s, move |st| {
-        let va = st.malloc_async(size).hip()?.into_raw();
+        let va = st.malloc_async_raw(size).hip()?;
         out(p, va as *mut c_void)
     })
 }
