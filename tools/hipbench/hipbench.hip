@@ -33,7 +33,7 @@ static double now_ns() {
 
 static void report(const char* name, std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  std::printf("op %s %.0f %zu\n", name, v[v.size() / 2], v.size());
+  std::printf("op %s %.1f %zu\n", name, v[v.size() / 2], v.size());
   std::fflush(stdout);
 }
 
