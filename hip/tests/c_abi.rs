@@ -100,7 +100,8 @@ fn ipc_memory_and_pool_handles_between_two_processes() {
 }
 
 /// `tests/c/idle.cpp`: the idle query/synchronize fast path keeps handle validation
-/// (destroyed after being cached, on this thread or another; foreign; another kind), HIP
+/// (destroyed after being cached, on this thread or another, also while a thread queries it;
+/// foreign; another kind), HIP
 /// 5.2's last error, pending callbacks, the null stream's wait for busy blocking streams,
 /// the current device's null stream and sticky errors.
 #[test]

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 static int checks = 0;
@@ -71,6 +72,36 @@ static void destroyed_and_foreign_handles() {
     CHECK(hipGetLastError() == hipSuccess);
     OK(hipEventDestroy(e));
     OK(hipStreamDestroy(c));
+}
+
+// One thread answers queries from its hot stream in a loop while another destroys the
+// stream: every answer is Success until the first InvalidHandle, InvalidHandle after it,
+// and a query that starts after the destroy returned is InvalidHandle.
+static void destroy_while_another_thread_queries() {
+    hipStream_t s;
+    OK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+    std::atomic<int> started{0}, destroyed{0}, bad{0};
+    std::thread q([&] {
+        bool dead = false;
+        auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        for (long i = 0; std::chrono::steady_clock::now() < limit; i++) {
+            int after = destroyed.load();
+            hipError_t e = hipStreamQuery(s);
+            if (i == 100) started = 1;
+            if (e == hipErrorInvalidHandle) {
+                dead = true;
+            } else if (e != hipSuccess || dead || after) {
+                bad = 1;
+            }
+            if (dead && after) return;
+        }
+        bad = 2;  // the destroy was never seen
+    });
+    while (started.load() == 0) usleep(100);
+    OK(hipStreamDestroy(s));
+    destroyed = 1;
+    q.join();
+    CHECK(bad.load() == 0);
 }
 
 static std::atomic<int> gate{0}, ran{0};
@@ -189,6 +220,7 @@ static void sticky_error() {
 
 int main() {
     destroyed_and_foreign_handles();
+    destroy_while_another_thread_queries();
     pending_callback();
     null_stream_and_blocking_streams();
     null_stream_follows_the_current_device();
