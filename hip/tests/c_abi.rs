@@ -100,10 +100,9 @@ fn ipc_memory_and_pool_handles_between_two_processes() {
 }
 
 /// `tests/c/idle.cpp`: the idle query/synchronize fast path keeps handle validation
-/// (destroyed after being cached, on this thread or another, also while a thread queries it;
-/// foreign; another kind), HIP
-/// 5.2's last error, pending callbacks, the null stream's wait for busy blocking streams,
-/// the current device's null stream and sticky errors.
+/// (destroyed after being cached, on this thread or another, also while a thread queries
+/// it; foreign; another kind), HIP 5.2's last error, pending callbacks, the null stream's
+/// wait for busy blocking streams, the current device's null stream and sticky errors.
 #[test]
 fn idle_query_and_synchronize_fast_path_keeps_every_rule() {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
