@@ -237,6 +237,7 @@ fn hipbench_runs_on_this_library_and_every_launch_executes() {
             "writeValue32+sync_roundtrip",
             "callback_enqueue_to_run",
             "mallocAsync+freeAsync_1MiB",
+            "mallocAsync+freeAsync_1MiB_kept",
             "kernelLaunch_enqueue",
             "writeValue32_enqueue_gated",
             "kernelLaunch_enqueue_gated",
