@@ -126,14 +126,17 @@ impl StreamCallbacks {
     }
 
     /// Take the pending hold (under the stream's state lock): the line point the hold
-    /// packet waits for, or None when every callback already returned (no packet). The
-    /// caller registers the packet's queue with [`note_line_wait`] before publishing it.
-    /// After a failed publication, [`StreamCallbacks::hold_failed`] restores it.
+    /// packet waits for, or None when every callback already returned (no packet; the
+    /// mark is cleared). The caller registers the packet's queue with
+    /// [`note_line_wait`], publishes it, then calls [`StreamCallbacks::hold_published`].
     pub(crate) fn take_hold(&self, gpu_index: usize) -> Option<Point> {
-        self.hold_pending.store(false, Ordering::Release);
         let n = self.enqueued.load(Ordering::Acquire);
-        let line = self.line.get()?;
+        let Some(line) = self.line.get() else {
+            self.hold_pending.store(false, Ordering::Release);
+            return None;
+        };
         if (TIMELINE_BASE - line.load()) as u64 >= n {
+            self.hold_pending.store(false, Ordering::Release);
             return None;
         }
         Some(Point {
@@ -144,9 +147,14 @@ impl StreamCallbacks {
         })
     }
 
-    /// The hold taken by [`StreamCallbacks::take_hold`] was not published: still pending.
-    pub(crate) fn hold_failed(&self) {
-        self.hold_pending.store(true, Ordering::Release);
+    /// The hold taken by [`StreamCallbacks::take_hold`] is in the ring (still under the
+    /// stream's state lock): clear the mark. Not earlier: the lock-free single-command
+    /// path checks the mark under the queue's producer lock only, so a mark cleared
+    /// before the hold was published would let another thread's command into the ring
+    /// ahead of the hold, to run before the callbacks (and the null stream would stop
+    /// waiting on the line while the stream's point does not cover the callbacks yet).
+    pub(crate) fn hold_published(&self) {
+        self.hold_pending.store(false, Ordering::Release);
     }
 
     /// The line point of callbacks no hold covers yet (for another stream that must

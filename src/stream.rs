@@ -1309,8 +1309,8 @@ impl Stream {
             self.publish(q, &[&c], &|| s.dev.poll_faults(s.gpu_index))?;
             Ok(())
         })();
-        if r.is_err() {
-            s.cb.hold_failed();
+        if r.is_ok() {
+            s.cb.hold_published();
         }
         r
     }
