@@ -295,8 +295,9 @@ pub(crate) struct Callbacks {
     added: AtomicUsize,
     /// Waits published (or being published) on callback lines, not yet notified.
     line_waits: Mutex<Vec<LineWait>>,
-    /// `line_waits.len()`, read without the lock after each callback.
-    line_waits_n: AtomicUsize,
+    /// The smallest target in `line_waits` (u64::MAX when empty), read without the lock
+    /// after each callback: a callback numbered below it releases no registered wait.
+    line_waits_min: AtomicU64,
 }
 
 /// A queue's wait on a callback line, registered by [`note_line_wait`].
@@ -325,7 +326,7 @@ pub(crate) fn note_line_wait(dev: &DeviceInner, p: &Point, queue_id: u32) {
             queue_id,
             target: p.target,
         });
-        cb.line_waits_n.store(w.len(), Ordering::SeqCst);
+        cb.line_waits_min.fetch_min(p.target, Ordering::SeqCst);
     }
     // Pairs with the fence after the line store in `run_one`: either the dispatcher sees
     // this registration, or this check (and the packet's first poll) sees the store.
@@ -335,7 +336,7 @@ pub(crate) fn note_line_wait(dev: &DeviceInner, p: &Point, queue_id: u32) {
         let returned = (TIMELINE_BASE - p.timeline.load()) as u64;
         let mut w = lock(&cb.line_waits);
         w.retain(|e| e.line != line || e.target > returned);
-        cb.line_waits_n.store(w.len(), Ordering::SeqCst);
+        cb.store_min(&w);
     }
 }
 
@@ -361,7 +362,13 @@ impl Callbacks {
             }
             false
         });
-        self.line_waits_n.store(w.len(), Ordering::SeqCst);
+        self.store_min(&w);
+    }
+
+    /// Recompute [`Callbacks::line_waits_min`] (with the `line_waits` lock held).
+    fn store_min(&self, w: &[LineWait]) {
+        let min = w.iter().map(|e| e.target).min().unwrap_or(u64::MAX);
+        self.line_waits_min.store(min, Ordering::SeqCst);
     }
 }
 
@@ -403,7 +410,7 @@ impl Callbacks {
             roles: AtomicU64::new(0),
             added: AtomicUsize::new(0),
             line_waits: Mutex::new(Vec::new()),
-            line_waits_n: AtomicUsize::new(0),
+            line_waits_min: AtomicU64::new(u64::MAX),
         }
     }
 }
@@ -582,7 +589,7 @@ fn run_one(dev: &DeviceInner, p: Pending) {
         // releases hear of it (a no-op on hardware; the emulator re-polls them now).
         std::sync::atomic::fence(Ordering::SeqCst);
         let cb = &dev.callbacks;
-        if cb.line_waits_n.load(Ordering::SeqCst) > 0 {
+        if p.seq >= cb.line_waits_min.load(Ordering::SeqCst) {
             cb.notify_line_waits(dev, line.serial(), p.seq);
         }
     }
