@@ -863,6 +863,7 @@ impl Stream {
                 self.publish(q, &[&wbuf], &fault)?;
                 wbuf = CmdBuf::new(s.family);
             }
+            crate::callback::note_line_wait(&s.dev, p, qid);
             wbuf.wait_point(p.timeline.handle(), p.threshold())?;
         }
         if !wbuf.is_empty() {
@@ -925,6 +926,7 @@ impl Stream {
                 self.publish(q, &[&wbuf], &fault)?;
                 wbuf = CmdBuf::new(s.family);
             }
+            crate::callback::note_line_wait(&s.dev, p, qid);
             wbuf.wait_point(p.timeline.handle(), p.threshold())?;
         }
         self.publish(q, &[&wbuf, cmds], &fault)
@@ -1361,12 +1363,13 @@ impl Stream {
             let mut c = CmdBuf::new(s.family);
             c.wait_point(p.timeline.handle(), p.threshold())?;
             let q = &st.queue;
+            crate::callback::note_line_wait(&s.dev, &p, q.queue_id());
             // Counted by `publish` (under the queue's producer lock).
             self.publish(q, &[&c], &|| s.dev.poll_faults(s.gpu_index))?;
             Ok(())
         })();
-        if r.is_err() {
-            s.cb.hold_failed();
+        if r.is_ok() {
+            s.cb.hold_published();
         }
         r
     }

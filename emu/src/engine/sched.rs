@@ -488,6 +488,11 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                         s.spin_until = Some(now + SPIN);
                         s.delay = Duration::ZERO;
                     }
+                    if !inner.repoll.load(Ordering::Relaxed) {
+                        // Test hook (`set_blocked_repoll`): only a doorbell re-polls it.
+                        s.next_poll = now + Duration::from_secs(3600);
+                        continue;
+                    }
                     // Within SPIN of blocking (an Instant compare, not a subtraction).
                     if s.spin_until.is_some_and(|t| now < t) {
                         s.next_poll = now;
