@@ -48,6 +48,10 @@ pub const KERNARG_RING_BYTES: usize = 1 << 20;
 /// cache line keeps segments apart).
 pub const KERNARG_SEGMENT_ALIGN: u64 = 64;
 
+/// The kernarg ring checks whether it can start again at its beginning each time a
+/// reservation enters another block of this many bytes (a page).
+const REWIND_PAGE: u64 = 4096;
+
 /// Grid or block dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Dim3 {
@@ -260,27 +264,154 @@ impl KernelArgs {
     }
 }
 
-/// A hidden argument whose value depends on the launch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HiddenSlot {
-    BlockCount(u8),
-    GroupSize(u8),
-    GridDims,
-    DynamicLdsSize,
-    QueuePtr,
-}
+/// Launch-dependent values a hidden argument can take, by index into the array
+/// [`LaunchPlan::fill_hidden`] builds per launch: block counts x, y, z; group sizes x, y, z;
+/// grid dims; dynamic LDS size; queue pointer.
+const HV_BLOCK_COUNT: u8 = 0;
+const HV_GROUP_SIZE: u8 = 3;
+const HV_GRID_DIMS: u8 = 6;
+const HV_DYNAMIC_LDS: u8 = 7;
+const HV_QUEUE_PTR: u8 = 8;
 
-/// Where a launch-dependent hidden argument goes in the kernarg segment.
+/// Where a launch-dependent hidden argument goes in the kernarg segment: its offset,
+/// size and value index (`HV_*`).
 #[derive(Debug, Clone, Copy)]
 struct HiddenField {
-    slot: HiddenSlot,
     offset: u32,
     size: u8,
+    value: u8,
 }
 
 /// Launch-dependent hidden arguments a kernel can have: block counts and group sizes in
 /// 3 dimensions, grid dims, dynamic LDS size, queue pointer.
 const MAX_LAUNCH_HIDDEN: usize = 9;
+
+/// No run (see [`HiddenWriter`]).
+const NO_RUN: u32 = u32::MAX;
+
+/// The launch-dependent hidden arguments one kernel's metadata declares, arranged at load
+/// so that a launch writes exactly those: code object v5's `hidden_block_count_{x,y,z}`
+/// (three u32 in a row) and `hidden_group_size_{x,y,z}` (three u16 in a row) each as one
+/// run of two stores; any other declared field (or these in another layout) one store.
+#[derive(Debug, Clone, Copy)]
+struct HiddenWriter {
+    /// Offset of the block-count run, or [`NO_RUN`].
+    block_counts: u32,
+    /// Offset of the group-size run, or [`NO_RUN`].
+    group_sizes: u32,
+    /// The other fields (`n` used).
+    fields: [HiddenField; MAX_LAUNCH_HIDDEN],
+    n: usize,
+}
+
+impl HiddenWriter {
+    /// From the launch-dependent fields of a kernel's metadata.
+    fn new(all: &[HiddenField]) -> HiddenWriter {
+        let find =
+            |value: u8, size: u8| all.iter().position(|f| f.value == value && f.size == size);
+        // A run: value indexes `first..first + 3` of `size` bytes each, back to back.
+        let run = |first: u8, size: u8| -> Option<u32> {
+            let o = all[find(first, size)?].offset;
+            let next = |d: u8| {
+                find(first + d, size).map(|i| all[i].offset)
+                    == Some(o + u32::from(d) * u32::from(size))
+            };
+            (next(1) && next(2)).then_some(o)
+        };
+        let block_counts = run(HV_BLOCK_COUNT, 4);
+        let group_sizes = run(HV_GROUP_SIZE, 2);
+        let in_run = |f: &HiddenField| {
+            let within = |first: u8, run: Option<u32>, size: u8| {
+                run.is_some_and(|o| {
+                    (first..first + 3).contains(&f.value)
+                        && f.size == size
+                        && f.offset == o + u32::from(f.value - first) * u32::from(size)
+                })
+            };
+            within(HV_BLOCK_COUNT, block_counts, 4) || within(HV_GROUP_SIZE, group_sizes, 2)
+        };
+        let mut w = HiddenWriter {
+            block_counts: block_counts.unwrap_or(NO_RUN),
+            group_sizes: group_sizes.unwrap_or(NO_RUN),
+            fields: [HiddenField {
+                offset: 0,
+                size: 0,
+                value: 0,
+            }; MAX_LAUNCH_HIDDEN],
+            n: 0,
+        };
+        for f in all.iter().filter(|f| !in_run(f)) {
+            if let Some(slot) = w.fields.get_mut(w.n) {
+                *slot = *f;
+                w.n += 1;
+            }
+        }
+        w
+    }
+
+    /// Nothing to write.
+    fn is_empty(&self) -> bool {
+        self.block_counts == NO_RUN && self.group_sizes == NO_RUN && self.n == 0
+    }
+
+    /// Write the fields into the segment at `seg`.
+    ///
+    /// # Safety
+    /// `seg` points to a writable segment no one else accesses, holding every field
+    /// (offsets and sizes checked against the segment size when the plan was made).
+    #[inline(always)]
+    unsafe fn write(
+        &self,
+        seg: *mut u8,
+        grid: [u32; 3],
+        block: [u32; 3],
+        dims: u16,
+        dynamic_lds: u32,
+        queue_ptr: u64,
+    ) {
+        // SAFETY (all stores): offset + size lie inside the segment (checked in `new`, a
+        // run's three fields each); unaligned, as metadata offsets need not be aligned.
+        unsafe {
+            if self.block_counts != NO_RUN {
+                let p = seg.add(self.block_counts as usize);
+                (p as *mut u64).write_unaligned(u64::from(grid[0]) | u64::from(grid[1]) << 32);
+                (p.add(8) as *mut u32).write_unaligned(grid[2]);
+            }
+            if self.group_sizes != NO_RUN {
+                let p = seg.add(self.group_sizes as usize);
+                (p as *mut u32).write_unaligned((block[0] & 0xffff) | block[1] << 16);
+                (p.add(4) as *mut u16).write_unaligned(block[2] as u16);
+            }
+        }
+        if self.n == 0 {
+            return;
+        }
+        let values: [u64; MAX_LAUNCH_HIDDEN] = [
+            u64::from(grid[0]),
+            u64::from(grid[1]),
+            u64::from(grid[2]),
+            u64::from(block[0]),
+            u64::from(block[1]),
+            u64::from(block[2]),
+            u64::from(dims),
+            u64::from(dynamic_lds),
+            queue_ptr,
+        ];
+        for f in &self.fields[..self.n.min(MAX_LAUNCH_HIDDEN)] {
+            let v = values[f.value as usize % MAX_LAUNCH_HIDDEN];
+            // SAFETY: as above.
+            unsafe {
+                let p = seg.add(f.offset as usize);
+                match f.size {
+                    1 => p.write(v as u8),
+                    2 => (p as *mut u16).write_unaligned(v as u16),
+                    4 => (p as *mut u32).write_unaligned(v as u32),
+                    _ => (p as *mut u64).write_unaligned(v),
+                }
+            }
+        }
+    }
+}
 
 /// What every launch of one kernel reuses, computed when the kernel is looked up
 /// ([`crate::Module::kernel`]): the launch path then only checks the shape, copies the
@@ -294,9 +425,10 @@ pub(crate) struct LaunchPlan {
     /// The kernarg segment with every launch-independent hidden argument filled in
     /// (private and shared aperture bases; zeros for remainders, offsets, multigrid).
     pub(crate) args_template: Vec<u8>,
-    /// Launch-dependent hidden arguments (`n_hidden` used).
-    hidden: [HiddenField; MAX_LAUNCH_HIDDEN],
-    n_hidden: usize,
+    /// The launch-dependent hidden arguments the metadata declares.
+    hidden: HiddenWriter,
+    /// `hidden` has something to write.
+    has_hidden: bool,
     /// Why the kernel cannot be launched at all (dynamic stack, a hidden argument kfdrt
     /// does not provide, a kernarg segment too large for the ring).
     refuse: Option<(ErrorKind, String)>,
@@ -333,9 +465,9 @@ impl LaunchPlan {
         let shared_base_hi = (gpu.apertures.lds_base >> 32) as u32;
         let mut args_template = vec![0u8; meta.kernarg_segment_size as usize];
         let mut hidden = [HiddenField {
-            slot: HiddenSlot::GridDims,
             offset: 0,
             size: 0,
+            value: 0,
         }; MAX_LAUNCH_HIDDEN];
         let mut n_hidden = 0;
         let mut refuse = None;
@@ -348,11 +480,11 @@ impl LaunchPlan {
         for a in meta.args.iter().filter(|a| a.value_kind.is_hidden()) {
             let (offset, size) = (a.offset, a.size);
             let fixed = match a.value_kind {
-                ValueKind::HiddenBlockCount(d) if d < 3 => Err(HiddenSlot::BlockCount(d)),
-                ValueKind::HiddenGroupSize(d) if d < 3 => Err(HiddenSlot::GroupSize(d)),
-                ValueKind::HiddenGridDims => Err(HiddenSlot::GridDims),
-                ValueKind::HiddenDynamicLdsSize => Err(HiddenSlot::DynamicLdsSize),
-                ValueKind::HiddenQueuePtr => Err(HiddenSlot::QueuePtr),
+                ValueKind::HiddenBlockCount(d) if d < 3 => Err(HV_BLOCK_COUNT + d),
+                ValueKind::HiddenGroupSize(d) if d < 3 => Err(HV_GROUP_SIZE + d),
+                ValueKind::HiddenGridDims => Err(HV_GRID_DIMS),
+                ValueKind::HiddenDynamicLdsSize => Err(HV_DYNAMIC_LDS),
+                ValueKind::HiddenQueuePtr => Err(HV_QUEUE_PTR),
                 // Whole workgroups only: the grid is given in workgroups.
                 ValueKind::HiddenRemainder(_) => Ok(0),
                 ValueKind::HiddenGlobalOffset(_) => Ok(0),
@@ -395,12 +527,12 @@ impl LaunchPlan {
                     args_template[o..o + size as usize]
                         .copy_from_slice(&v.to_le_bytes()[..size as usize]);
                 }
-                Err(slot) => match hidden.get_mut(n_hidden) {
+                Err(value) => match hidden.get_mut(n_hidden) {
                     Some(h) => {
                         *h = HiddenField {
-                            slot,
                             offset,
                             size: size as u8,
+                            value,
                         };
                         n_hidden += 1;
                     }
@@ -431,6 +563,7 @@ impl LaunchPlan {
             0,
         ))
         .encode();
+        let hidden = HiddenWriter::new(&hidden[..n_hidden]);
         let lds_limit = gpu.lds_limit();
         let lds_fits = kd.group_segment_fixed_size <= lds_limit;
         let fast_max_threads = if refuse.is_none() && lds_fits {
@@ -441,8 +574,8 @@ impl LaunchPlan {
         LaunchPlan {
             packet,
             args_template,
+            has_hidden: !hidden.is_empty(),
             hidden,
-            n_hidden,
             refuse,
             ka_len,
             no_kernargs: meta.kernarg_segment_size == 0,
@@ -502,26 +635,10 @@ impl LaunchPlan {
         dynamic_lds: u32,
         queue_ptr: u64,
     ) {
-        let dims = u64::from(dims);
-        for h in &self.hidden[..self.n_hidden] {
-            let v = match h.slot {
-                HiddenSlot::BlockCount(d) => u64::from(grid[d as usize % 3]),
-                HiddenSlot::GroupSize(d) => u64::from(block[d as usize % 3]),
-                HiddenSlot::GridDims => dims,
-                HiddenSlot::DynamicLdsSize => u64::from(dynamic_lds),
-                HiddenSlot::QueuePtr => queue_ptr,
-            };
-            // SAFETY: offset + size lie inside the segment (checked in `new`); unaligned
-            // stores, as metadata offsets need not be aligned.
-            unsafe {
-                let p = seg.add(h.offset as usize);
-                match h.size {
-                    1 => p.write(v as u8),
-                    2 => (p as *mut u16).write_unaligned(v as u16),
-                    4 => (p as *mut u32).write_unaligned(v as u32),
-                    _ => (p as *mut u64).write_unaligned(v),
-                }
-            }
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.hidden
+                .write(seg, grid, block, dims, dynamic_lds, queue_ptr)
         }
     }
 }
@@ -615,6 +732,13 @@ impl KernargRing {
         if (start & mask) + len > cap {
             start = (start + mask) & !mask; // do not straddle the end
         }
+        // Entering another page of the ring: when every segment handed out has completed,
+        // start again at the ring's beginning, so that a launch loop which synchronizes
+        // now and then reuses the same few pages and cache lines (mapped, cached) instead
+        // of walking the whole ring (checked once per page, not per launch).
+        if ((start + len - 1) ^ self.head.wrapping_sub(1)) >= REWIND_PAGE && start & mask != 0 {
+            start = self.rewound(start);
+        }
         let end = start + len;
         // Completed segments are retired only when the oldest one is in the way (or the
         // record is full), not on every launch.
@@ -638,6 +762,20 @@ impl KernargRing {
             });
         }
         Ok((start, start & mask))
+    }
+
+    /// `start`, or the next lap's beginning when no segment is in flight any more
+    /// (completed ones retired here).
+    #[cold]
+    #[inline(never)]
+    fn rewound(&mut self, start: u64) -> u64 {
+        while let Some(&(_, _, tl, target)) = self.inflight.front() {
+            if self.timelines[tl as usize].load() > crate::stream::TIMELINE_BASE - target as i64 {
+                return start;
+            }
+            self.inflight.pop_front();
+        }
+        (start + self.mask) & !self.mask
     }
 
     /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until
@@ -1035,7 +1173,7 @@ fn build_launch(
         if !args.bytes.is_empty() {
             core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
         }
-        if plan.n_hidden != 0 {
+        if plan.has_hidden {
             plan.fill_hidden(
                 seg,
                 shape.grid,
@@ -1383,6 +1521,156 @@ mod tests {
     /// Bytes of the kernarg ring one launch of `k` takes (its segment, aligned).
     fn plan_ka_span(k: &Kernel) -> u64 {
         k.plan.ka_len.next_multiple_of(k.plan.ka_align)
+    }
+
+    fn hf(offset: u32, size: u8, value: u8) -> HiddenField {
+        HiddenField {
+            offset,
+            size,
+            value,
+        }
+    }
+
+    /// Writes `w`'s fields for grid (5, 6, 7), block (64, 2, 3), dims 3, dynamic LDS
+    /// 0x1234 and queue pointer 0x1122334455667788 into 128 bytes of 0xAA.
+    fn written(w: &HiddenWriter) -> Vec<u8> {
+        let mut seg = vec![0xAAu8; 128];
+        // SAFETY: every field of the tests' writers lies within 128 bytes.
+        unsafe {
+            w.write(
+                seg.as_mut_ptr(),
+                [5, 6, 7],
+                [64, 2, 3],
+                3,
+                0x1234,
+                0x1122_3344_5566_7788,
+            )
+        };
+        seg
+    }
+
+    /// The v5 layout (block counts u32 x3, group sizes u16 x3 in a row) is written as
+    /// two runs; grid dims, dynamic LDS and queue pointer one store each; every other
+    /// byte (remainders, reserved, explicit arguments) untouched.
+    #[test]
+    fn hidden_writer_v5_runs() {
+        let mut fields = vec![hf(16, 2, HV_GRID_DIMS)];
+        fields.extend((0..3).map(|d| hf(40 + 4 * u32::from(d), 4, HV_BLOCK_COUNT + d)));
+        fields.extend((0..3).map(|d| hf(52 + 2 * u32::from(d), 2, HV_GROUP_SIZE + d)));
+        fields.push(hf(80, 4, HV_DYNAMIC_LDS));
+        fields.push(hf(96, 8, HV_QUEUE_PTR));
+        let w = HiddenWriter::new(&fields);
+        assert_eq!((w.block_counts, w.group_sizes, w.n), (40, 52, 3));
+        let seg = written(&w);
+        let mut want = vec![0xAAu8; 128];
+        want[16..18].copy_from_slice(&3u16.to_le_bytes());
+        for (d, v) in [5u32, 6, 7].iter().enumerate() {
+            want[40 + 4 * d..44 + 4 * d].copy_from_slice(&v.to_le_bytes());
+        }
+        for (d, v) in [64u16, 2, 3].iter().enumerate() {
+            want[52 + 2 * d..54 + 2 * d].copy_from_slice(&v.to_le_bytes());
+        }
+        want[80..84].copy_from_slice(&0x1234u32.to_le_bytes());
+        want[96..104].copy_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
+        assert_eq!(seg, want);
+    }
+
+    /// A kernel whose metadata declares only some hidden arguments (here group size x,
+    /// block count z and grid dims, in an order and at offsets of no run) gets exactly
+    /// those written; the rest of the segment is left as the template made it.
+    #[test]
+    fn hidden_writer_writes_only_the_declared_fields() {
+        let fields = [
+            hf(2, 2, HV_GROUP_SIZE),
+            hf(9, 4, HV_BLOCK_COUNT + 2),
+            hf(30, 1, HV_GRID_DIMS),
+        ];
+        let w = HiddenWriter::new(&fields);
+        assert_eq!((w.block_counts, w.group_sizes, w.n), (NO_RUN, NO_RUN, 3));
+        let seg = written(&w);
+        let mut want = vec![0xAAu8; 128];
+        want[2..4].copy_from_slice(&64u16.to_le_bytes());
+        want[9..13].copy_from_slice(&7u32.to_le_bytes());
+        want[30] = 3;
+        assert_eq!(seg, want);
+        // Block counts x, y, z with a gap: no run, three single stores.
+        let gap: Vec<_> = (0..3)
+            .map(|d| hf(8 * u32::from(d), 4, HV_BLOCK_COUNT + d))
+            .collect();
+        let w = HiddenWriter::new(&gap);
+        assert_eq!((w.block_counts, w.n), (NO_RUN, 3));
+        let seg = written(&w);
+        let mut want = vec![0xAAu8; 128];
+        for (d, v) in [5u32, 6, 7].iter().enumerate() {
+            want[8 * d..8 * d + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        assert_eq!(seg, want);
+        // Nothing declared: nothing to write.
+        let w = HiddenWriter::new(&[]);
+        assert!(w.is_empty());
+        assert_eq!(written(&w), vec![0xAAu8; 128]);
+    }
+
+    /// The kernarg ring starts again at its beginning when a launch enters another page
+    /// and every earlier segment has completed; with a segment still in flight it goes on.
+    #[test]
+    fn kernarg_ring_rewinds_when_drained() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/vadd.cl");
+        let k = m.kernel("vadd").unwrap();
+        let (span, len) = (plan_ka_span(&k), k.plan.ka_len);
+        let s = dev.create_stream(0).unwrap();
+        let offset = |s: &Stream| {
+            let (va, _) = last_kernargs(s);
+            let base = s
+                .current_queue()
+                .with_kernargs(|r| r.as_ref().unwrap().buf.va());
+            va - base
+        };
+        // n = 0: the kernel reads and writes nothing.
+        let idle = vadd_args(&k, 0);
+        // Launches whose segment ends in the ring's first page.
+        let first_page = (REWIND_PAGE - len) / span + 1;
+        for i in 0..first_page {
+            s.launch(&k, 1, 64, 0, &idle).unwrap();
+            assert_eq!(offset(&s), i * span);
+        }
+        s.synchronize().unwrap();
+        // The next one reaches the second page: the drained ring starts again at its
+        // beginning, and the launch runs with its own arguments (c = a + b).
+        let buf = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+        let a: Vec<u8> = (0..64u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        buf.write(0, &a).unwrap();
+        let mut args = k.args();
+        args.ptr(buf.va()).unwrap().ptr(buf.va()).unwrap();
+        args.ptr(buf.va() + 1024).unwrap().arg(&64u32).unwrap();
+        s.launch(&k, 1, 64, 0, &args).unwrap();
+        assert_eq!(
+            offset(&s),
+            0,
+            "a drained ring starts again at its beginning"
+        );
+        s.synchronize().unwrap();
+        let mut c = vec![0u8; 256];
+        buf.read(1024, &mut c).unwrap();
+        for (i, v) in c.chunks(4).enumerate() {
+            assert_eq!(f32::from_le_bytes(v.try_into().unwrap()), 2.0 * i as f32);
+        }
+        // Held behind a wait (which may move the stream to a queue of its own): the
+        // segments stay in flight and the ring walks on past the page.
+        let flag = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+        s.wait_value32(flag.va(), 1, crate::WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        s.launch(&k, 1, 64, 0, &idle).unwrap();
+        let o0 = offset(&s);
+        for i in 1..=first_page {
+            s.launch(&k, 1, 64, 0, &idle).unwrap();
+            assert_eq!(offset(&s), o0 + i * span, "launch {i} behind the wait");
+        }
+        flag.atomic_u32(0)
+            .unwrap()
+            .store(1, std::sync::atomic::Ordering::Release);
+        s.synchronize().unwrap();
     }
 
     #[test]
