@@ -28,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use codeobj::ValueKind;
@@ -47,10 +48,6 @@ pub const KERNARG_RING_BYTES: usize = 1 << 20;
 /// Alignment of every kernarg segment in the ring (at least the 16 bytes HSA requires; a
 /// cache line keeps segments apart).
 pub const KERNARG_SEGMENT_ALIGN: u64 = 64;
-
-/// The kernarg ring checks whether it can start again at its beginning each time a
-/// reservation enters another block of this many bytes (a page).
-const REWIND_PAGE: u64 = 4096;
 
 /// Grid or block dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -725,18 +722,23 @@ impl KernargRing {
     /// ring offset))`, to be [`KernargRing::commit`]ted, or `Err(point)` to wait for when
     /// the oldest segment in the way is still in use.
     #[inline(always)]
-    fn try_reserve(&mut self, len: u64, align: u64) -> std::result::Result<(u64, u64), Point> {
+    fn try_reserve(
+        &mut self,
+        len: u64,
+        align: u64,
+        drained: bool,
+    ) -> std::result::Result<(u64, u64), Point> {
         let mask = self.mask;
         let cap = mask + 1; // a power of two
         let mut start = (self.head + align - 1) & !(align - 1);
         if (start & mask) + len > cap {
             start = (start + mask) & !mask; // do not straddle the end
         }
-        // Entering another page of the ring: when every segment handed out has completed,
-        // start again at the ring's beginning, so that a launch loop which synchronizes
-        // now and then reuses the same few pages and cache lines (mapped, cached) instead
-        // of walking the whole ring (checked once per page, not per launch).
-        if ((start + len - 1) ^ self.head.wrapping_sub(1)) >= REWIND_PAGE && start & mask != 0 {
+        // After a synchronize on the queue (`drained`): when every segment handed out has
+        // completed, start again at the ring's beginning, so that a launch loop which
+        // synchronizes now and then reuses the same few pages and cache lines (mapped,
+        // cached) instead of walking the whole ring.
+        if drained && start & mask != 0 {
             start = self.rewound(start);
         }
         let end = start + len;
@@ -1027,6 +1029,20 @@ impl QueueScratch {
 }
 
 impl Stream {
+    /// The stream's work has completed (a synchronize returned): tell its queue `qp` (the
+    /// stream's `cur`, possibly tagged) that its kernarg ring may be drained, so the next
+    /// launch there checks and starts again at the ring's beginning.
+    #[inline]
+    pub(crate) fn kernargs_drained(&self, qp: *mut AqlQueue) {
+        let qp = qp.map_addr(|a| a & !1);
+        // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
+        if let Some(q) = unsafe { qp.as_ref() } {
+            if !q.kernargs_drained.load(Ordering::Relaxed) {
+                q.kernargs_drained.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// `hipModuleLaunchKernel`: run `kernel` over `grid` workgroups of `block` work-items
     /// with `dynamic_lds` bytes of dynamic LDS per workgroup, after the stream's earlier
     /// work; later stream work runs after it. Errors (InvalidValue unless said):
@@ -1151,7 +1167,12 @@ fn build_launch(
             ka_va,
         )));
     }
-    let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
+    // The hint is cleared by the launch that acts on it (under the producer lock).
+    let drained = q.kernargs_drained.load(Ordering::Relaxed);
+    if drained {
+        q.kernargs_drained.store(false, Ordering::Relaxed);
+    }
+    let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align, drained) {
         Ok(r) => r,
         Err(p) => {
             *wait_for = Some(p);
@@ -1611,15 +1632,15 @@ mod tests {
         assert_eq!(written(&w), vec![0xAAu8; 128]);
     }
 
-    /// The kernarg ring starts again at its beginning when a launch enters another page
-    /// and every earlier segment has completed; with a segment still in flight it goes on.
+    /// The kernarg ring starts again at its beginning at the first launch after a
+    /// synchronize when every segment handed out has completed; with a launch still
+    /// running it goes on after that launch's segment.
     #[test]
     fn kernarg_ring_rewinds_when_drained() {
         let dev = open("emu:mi300x");
         let m = load(&dev, "cl/vadd.cl");
         let k = m.kernel("vadd").unwrap();
-        let (span, len) = (plan_ka_span(&k), k.plan.ka_len);
-        let s = dev.create_stream(0).unwrap();
+        let span = plan_ka_span(&k);
         let offset = |s: &Stream| {
             let (va, _) = last_kernargs(s);
             let base = s
@@ -1627,50 +1648,60 @@ mod tests {
                 .with_kernargs(|r| r.as_ref().unwrap().buf.va());
             va - base
         };
+        let stream = dev.create_stream(0).unwrap();
+        let a = &stream;
         // n = 0: the kernel reads and writes nothing.
         let idle = vadd_args(&k, 0);
-        // Launches whose segment ends in the ring's first page.
-        let first_page = (REWIND_PAGE - len) / span + 1;
-        for i in 0..first_page {
-            s.launch(&k, 1, 64, 0, &idle).unwrap();
-            assert_eq!(offset(&s), i * span);
+        for i in 0..3 {
+            a.launch(&k, 1, 64, 0, &idle).unwrap();
+            assert_eq!(offset(a), i * span);
         }
-        s.synchronize().unwrap();
-        // The next one reaches the second page: the drained ring starts again at its
-        // beginning, and the launch runs with its own arguments (c = a + b).
+        a.synchronize().unwrap();
+        // The drained ring starts again at its beginning, and the launch runs with its
+        // own arguments (c = a + b).
         let buf = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
-        let a: Vec<u8> = (0..64u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
-        buf.write(0, &a).unwrap();
+        let x: Vec<u8> = (0..64u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        buf.write(0, &x).unwrap();
         let mut args = k.args();
         args.ptr(buf.va()).unwrap().ptr(buf.va()).unwrap();
         args.ptr(buf.va() + 1024).unwrap().arg(&64u32).unwrap();
-        s.launch(&k, 1, 64, 0, &args).unwrap();
-        assert_eq!(
-            offset(&s),
-            0,
-            "a drained ring starts again at its beginning"
-        );
-        s.synchronize().unwrap();
+        a.launch(&k, 1, 64, 0, &args).unwrap();
+        assert_eq!(offset(a), 0, "a drained ring starts again at its beginning");
+        // Without a synchronize in between: the next segment follows.
+        a.launch(&k, 1, 64, 0, &idle).unwrap();
+        assert_eq!(offset(a), span);
+        a.synchronize().unwrap();
         let mut c = vec![0u8; 256];
         buf.read(1024, &mut c).unwrap();
         for (i, v) in c.chunks(4).enumerate() {
             assert_eq!(f32::from_le_bytes(v.try_into().unwrap()), 2.0 * i as f32);
         }
-        // Held behind a wait (which may move the stream to a queue of its own): the
-        // segments stay in flight and the ring walks on past the page.
+        // A launch still running (a kernel spinning on a host flag) keeps its segment:
+        // with the hint set, the next launch checks and goes on after it.
+        let spin_m = load(&dev, "cl/spin.cl");
+        let spin = spin_m.kernel("spin_until").unwrap();
         let flag = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
-        s.wait_value32(flag.va(), 1, crate::WaitCompare::Gte, u32::MAX)
-            .unwrap();
-        s.launch(&k, 1, 64, 0, &idle).unwrap();
-        let o0 = offset(&s);
-        for i in 1..=first_page {
-            s.launch(&k, 1, 64, 0, &idle).unwrap();
-            assert_eq!(offset(&s), o0 + i * span, "launch {i} behind the wait");
-        }
-        flag.atomic_u32(0)
-            .unwrap()
-            .store(1, std::sync::atomic::Ordering::Release);
-        s.synchronize().unwrap();
+        let mut sa = spin.args();
+        sa.ptr(flag.va()).unwrap().ptr(flag.va() + 64).unwrap();
+        sa.arg(&u32::MAX).unwrap();
+        a.launch(&spin, 1, 64, 0, &sa).unwrap();
+        let held = offset(a);
+        a.current_queue()
+            .kernargs_drained
+            .store(true, Ordering::Relaxed);
+        a.launch(&k, 1, 64, 0, &idle).unwrap();
+        assert!(
+            offset(a) > held,
+            "{} overwrote the running launch's segment at {held}",
+            offset(a)
+        );
+        flag.atomic_u32(0).unwrap().store(1, Ordering::Release);
+        a.synchronize().unwrap();
+        assert_eq!(
+            flag.atomic_u32(64).unwrap().load(Ordering::Acquire),
+            1,
+            "the spin ended on the flag"
+        );
     }
 
     #[test]
