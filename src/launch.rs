@@ -771,6 +771,14 @@ impl KernargRing {
     #[cold]
     #[inline(never)]
     fn rewound(&mut self, start: u64) -> u64 {
+        // One stream launched here (one timeline): its newest segment completing means all
+        // have (a timeline completes in order).
+        if let ([t], Some(&(_, _, _, target))) = (&self.timelines[..], self.inflight.back()) {
+            if t.load() > crate::stream::TIMELINE_BASE - target as i64 {
+                return start;
+            }
+            self.inflight.clear();
+        }
         while let Some(&(_, _, tl, target)) = self.inflight.front() {
             if self.timelines[tl as usize].load() > crate::stream::TIMELINE_BASE - target as i64 {
                 return start;
@@ -850,10 +858,14 @@ impl Inflight {
     fn front(&self) -> Option<&(u64, u64, u32, u64)> {
         (self.head != self.tail).then(|| &self.buf[self.tail & (self.buf.len() - 1)])
     }
-    #[cfg(test)]
     fn back(&self) -> Option<&(u64, u64, u32, u64)> {
         (self.head != self.tail).then(|| &self.buf[(self.head - 1) & (self.buf.len() - 1)])
     }
+    /// Forget every entry.
+    fn clear(&mut self) {
+        self.tail = self.head;
+    }
+
     fn pop_front(&mut self) {
         if self.head != self.tail {
             self.tail += 1;
