@@ -262,7 +262,7 @@ impl KernelArgs {
 }
 
 /// Launch-dependent values a hidden argument can take, by index into the array
-/// [`LaunchPlan::fill_hidden`] builds per launch: block counts x, y, z; group sizes x, y, z;
+/// [`HiddenWriter::write`] builds per launch: block counts x, y, z; group sizes x, y, z;
 /// grid dims; dynamic LDS size; queue pointer.
 const HV_BLOCK_COUNT: u8 = 0;
 const HV_GROUP_SIZE: u8 = 3;
