@@ -668,6 +668,11 @@ pub(crate) struct KernargRing {
     zero: Buffer,
     /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
     head: u64,
+    /// A reservation ending at or before this position needs no look at `inflight`:
+    /// the oldest in-flight segment's start + the ring's length (no segment in flight:
+    /// `u64::MAX`; the record full: 0). Never above the true bound (it only rises when
+    /// segments retire, which `refresh_free` follows).
+    free_until: u64,
     /// (start, end, index in `timelines`, packet count) of launches that may still read
     /// their segment: complete when that timeline reaches the count.
     inflight: Inflight,
@@ -708,6 +713,7 @@ impl KernargRing {
             va,
             mask,
             head: 0,
+            free_until: u64::MAX,
             // Every segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap, so at
             // most this many are ever in flight: `push_back` never reallocates.
             inflight: Inflight::new(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
@@ -742,8 +748,28 @@ impl KernargRing {
             start = self.rewound(start);
         }
         let end = start + len;
-        // Completed segments are retired only when the oldest one is in the way (or the
-        // record is full), not on every launch.
+        if end <= self.free_until {
+            return Ok((start, start & mask));
+        }
+        self.reserve_in_the_way(start, end)
+    }
+
+    /// [`KernargRing::try_reserve`] when the oldest in-flight segment may be in the way:
+    /// completed segments are retired only then (or when the record is full), not on
+    /// every launch.
+    #[inline(never)]
+    fn reserve_in_the_way(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> std::result::Result<(u64, u64), Point> {
+        let (mask, cap) = (self.mask, self.mask + 1);
+        let r = self.retire_in_the_way(end, cap);
+        self.refresh_free();
+        r.map(|()| (start, start & mask))
+    }
+
+    fn retire_in_the_way(&mut self, end: u64, cap: u64) -> std::result::Result<(), Point> {
         while let Some(&(s0, _, tl, target)) = self.inflight.front() {
             let in_the_way = end - s0 > cap;
             if !in_the_way && self.inflight.len() < self.inflight.capacity() {
@@ -763,7 +789,16 @@ impl KernargRing {
                 gpu_index: self.gpu_index,
             });
         }
-        Ok((start, start & mask))
+        Ok(())
+    }
+
+    /// Recompute `free_until` from the in-flight record.
+    fn refresh_free(&mut self) {
+        self.free_until = match self.inflight.front() {
+            None => u64::MAX,
+            Some(_) if self.inflight.len() >= self.inflight.capacity() => 0,
+            Some(&(s0, ..)) => s0 + self.mask + 1,
+        };
     }
 
     /// `start`, or the next lap's beginning when no segment is in flight any more
@@ -781,10 +816,12 @@ impl KernargRing {
         }
         while let Some(&(_, _, tl, target)) = self.inflight.front() {
             if self.timelines[tl as usize].load() > crate::stream::TIMELINE_BASE - target as i64 {
+                self.refresh_free();
                 return start;
             }
             self.inflight.pop_front();
         }
+        self.free_until = u64::MAX;
         (start + self.mask) & !self.mask
     }
 
@@ -799,6 +836,10 @@ impl KernargRing {
         };
         self.inflight
             .push_back((start, start + len, tl as u32, target));
+        // The first segment in flight, or the record full: the bound changes.
+        if self.free_until == u64::MAX || self.inflight.len() >= self.inflight.capacity() {
+            self.refresh_free();
+        }
     }
 
     /// Index of `timeline` in `timelines` (added if new; timelines no launch in flight
