@@ -698,7 +698,10 @@ impl Stream {
         dev.host_synchronize(points, Some(s), dev.wait_spin(), deadline)?;
         match s.sticky_error() {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => {
+                self.kernargs_drained(s.cur.load(Ordering::Acquire));
+                Ok(())
+            }
         }
     }
 
