@@ -316,7 +316,15 @@ fn fma_chain(i: u32, a: f32, b: f32, iters: u32) -> f32 {
 /// CPU time (user + system) this process used so far, in seconds
 /// (CLOCK_PROCESS_CPUTIME_ID: nanoseconds, where `/proc/self/stat` counts 10 ms ticks).
 fn process_cpu_seconds() -> f64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec; glibc's clock_gettime (not a raw vDSO
+    // call, which valgrind's bench-insn-style runs cannot follow) fills it.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) } != 0 {
+        return f64::NAN;
+    }
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
