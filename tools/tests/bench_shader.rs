@@ -1,5 +1,5 @@
 //! `kfdrt bench` shader figures: lane-instructions per second per core, the speed-up on all
-//! cores and the emulator/host time ratio, for saxpy, a tiled SGEMM and an LDS reduction
+//! cores, the emulator/host time ratio and the CPU time on all cores over one worker, for saxpy, a tiled SGEMM and an LDS reduction
 //! (values depend on the machine: checked for presence, units and sanity only).
 
 mod common;
@@ -31,5 +31,8 @@ fn shader_figures_are_reported_for_each_kernel() {
         assert!(s > 0.0 && u == "x", "{k}: {s} {u}");
         let (h, u) = get("emulator/host Rust time");
         assert!(h > 0.0 && u == "x", "{k}: {h} {u}");
+        // The process CPU clock counts nanoseconds: even a --quick run has the ratio.
+        let (c, u) = get("CPU time on all cores / 1 worker");
+        assert!(c > 0.0 && c.is_finite() && u == "x", "{k}: {c} {u}");
     }
 }

@@ -14,10 +14,13 @@ pub(crate) struct MemPort {
     gpu_id: u32,
     mem: Arc<dyn GpuMemory>,
     wins: Vec<MemWindow>,
-    /// The most recently used window and the one before it (indices in `wins`).
-    last: usize,
-    prev: usize,
+    /// The most recently used windows, most recent first (indices in `wins`).
+    mru: [usize; MRU],
 }
+
+/// Windows [`MemPort::ptr`] finds without a search: a kernel's kernel arguments and two
+/// buffers (saxpy's `x` and `y`) all hit.
+const MRU: usize = 3;
 
 impl MemPort {
     pub(crate) fn new(gpu_id: u32, mem: Arc<dyn GpuMemory>) -> Self {
@@ -25,8 +28,7 @@ impl MemPort {
             gpu_id,
             mem,
             wins: Vec::with_capacity(16),
-            last: 0,
-            prev: 0,
+            mru: [0; MRU],
         }
     }
 
@@ -43,21 +45,22 @@ impl MemPort {
     /// Host pointer of `[va, va+len)`.
     #[inline]
     pub(crate) fn ptr(&mut self, va: u64, len: u64, write: bool) -> Result<*mut u8, Fault> {
-        if let Some(w) = self.wins.get(self.last) {
+        if let Some(w) = self.wins.get(self.mru[0]) {
             if w.contains(va, len) {
                 return w
                     .host_ptr(va, len, write)
                     .map_err(|f| self.fault(va, len, write, f.kind));
             }
         }
-        // The window used before the last one (a kernel alternating two buffers, as
-        // saxpy's x and y, finds both here without the search).
-        if let Some(w) = self.wins.get(self.prev) {
-            if w.contains(va, len) {
-                std::mem::swap(&mut self.last, &mut self.prev);
-                return w
-                    .host_ptr(va, len, write)
-                    .map_err(|f| self.fault(va, len, write, f.kind));
+        for i in 1..MRU {
+            if let Some(w) = self.wins.get(self.mru[i]) {
+                if w.contains(va, len) {
+                    // Most recent first.
+                    self.mru[..=i].rotate_right(1);
+                    return w
+                        .host_ptr(va, len, write)
+                        .map_err(|f| self.fault(va, len, write, f.kind));
+                }
             }
         }
         self.slow_ptr(va, len, write)
@@ -75,17 +78,18 @@ impl MemPort {
                 if self.wins.len() >= 16 {
                     self.wins.remove(0);
                     // The indices moved down by one.
-                    self.last = self.last.saturating_sub(1);
-                    self.prev = self.prev.saturating_sub(1);
+                    for m in &mut self.mru {
+                        *m = m.saturating_sub(1);
+                    }
                 }
                 self.wins.push(w);
                 self.wins.len() - 1
             }
         };
-        if idx != self.last {
-            self.prev = self.last;
-        }
-        self.last = idx;
+        // `idx` becomes the most recent; the others keep their order.
+        let at = self.mru.iter().position(|&m| m == idx).unwrap_or(MRU - 1);
+        self.mru[..=at].rotate_right(1);
+        self.mru[0] = idx;
         match self.wins.get(idx) {
             Some(w) => w
                 .host_ptr(va, len, write)
@@ -268,4 +272,51 @@ pub(crate) fn swizzled_offset(
     (index / index_stride * stride + offset / element_size * element_size) * index_stride
         + index % index_stride * element_size
         + offset % element_size
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpumem::HeapMemory;
+
+    /// Accesses cycling over few windows (the MRU hits), over more windows than the
+    /// port keeps (evictions), and out of every window each reach the right memory.
+    #[test]
+    fn port_reaches_the_right_window_through_hits_misses_and_evictions() {
+        let mem = Arc::new(HeapMemory::new());
+        let base = |r: u64| 0x1_0000_0000 + r * 0x10_0000;
+        let wins: Vec<MemWindow> = (0..20).map(|r| mem.add_region(base(r), 4096)).collect();
+        let mut port = MemPort::new(1, mem.clone());
+        let mut want = vec![[0u32; 1024]; 20];
+        let mut x = 0x9E37_79B9u32;
+        let patterns: [&[u64]; 3] = [&[0, 1, 2, 0, 2, 1, 1, 0], &[3, 4, 5, 6], &[7, 19, 8, 0]];
+        for round in 0..200u32 {
+            let p = patterns[(round % 3) as usize];
+            for (i, &r) in p.iter().enumerate() {
+                x = x
+                    .wrapping_mul(0x0101_0101)
+                    .wrapping_add(round * 8 + i as u32);
+                let o = (x % 1024) as usize;
+                port.store(base(r) + 4 * o as u64, 4, x as u64)
+                    .expect("store");
+                want[r as usize][o] = x;
+                let back = port.load(base(r) + 4 * o as u64, 4).expect("load");
+                assert_eq!(back, x as u64, "region {r} dword {o}");
+            }
+            // Every region once: more windows than the port keeps.
+            if round % 50 == 49 {
+                for r in (0..20).rev() {
+                    port.load(base(r), 4).expect("load");
+                }
+            }
+        }
+        for (r, w) in wins.iter().enumerate() {
+            for (o, &v) in want[r].iter().enumerate() {
+                assert_eq!(w.load_u32(base(r as u64) + 4 * o as u64), Ok(v));
+            }
+        }
+        // Between regions, and across a region's end: not mapped.
+        assert!(port.load(base(0) + 4096, 4).is_err());
+        assert!(port.load(base(1) + 4094, 4).is_err());
+    }
 }

@@ -807,9 +807,11 @@ fn init_wave(
         // A 1-D work-group: the ids are the lane numbers from `first` (a loop that
         // vectorises, no stepping).
         if let Some(v0) = wave.v.get_mut(..64) {
+            let live = items.saturating_sub(first).min(64);
             for (l, r) in v0.iter_mut().enumerate() {
-                *r = if first + l < items { f + l as u32 } else { 0 };
+                *r = f + l as u32;
             }
+            v0[live..].fill(0);
         }
         return;
     }

@@ -340,14 +340,8 @@ impl Wave {
                                 // count for every lane, so the loop vectorises.
                                 match scalar(s, op.src[1], lit) {
                                     Some(k) => {
-                                        let k = k & 7;
-                                        for l in 0..64 {
-                                            let a = (x0[l] as u64 | (x1[l] as u64) << 32) << k;
-                                            let r =
-                                                a.wrapping_add(lo[l] as u64 | (hi[l] as u64) << 32);
-                                            lo[l] = r as u32;
-                                            hi[l] = (r >> 32) as u32;
-                                        }
+                                        shl64(x0, x1, k & 7);
+                                        add64(lo, hi, x0, x1);
                                         true
                                     }
                                     None => false,
@@ -376,11 +370,9 @@ impl Wave {
                             Some(k) => {
                                 let k = k & 63;
                                 get64(op.src[1], x0, x1).is_some() && {
-                                    for l in 0..64 {
-                                        let r = (x0[l] as u64 | (x1[l] as u64) << 32) << k;
-                                        lo[l] = r as u32;
-                                        hi[l] = (r >> 32) as u32;
-                                    }
+                                    shl64(x0, x1, k);
+                                    *lo = *x0;
+                                    *hi = *x1;
                                     true
                                 }
                             }
@@ -540,6 +532,43 @@ fn vgpr_mut(v: &mut [u32], nregs: usize, r: usize) -> Option<&mut Lanes> {
     v.get_mut(r * 64..r * 64 + 64)?.try_into().ok()
 }
 
+/// Shifts the 64-bit lanes `hi:lo` left by the uniform count `k` (0..=63), as 32-bit
+/// lane operations (which vectorise, where a loop over `u64` lanes joined from two `u32`
+/// registers does not).
+#[inline(always)]
+fn shl64(lo: &mut Lanes, hi: &mut Lanes, k: u32) {
+    if k == 0 {
+        // `v_lshl_add_u64 .., 0, ..`: the compilers' 64-bit add.
+        return;
+    }
+    if k >= 32 {
+        for l in 0..64 {
+            hi[l] = lo[l] << (k - 32);
+            lo[l] = 0;
+        }
+    } else {
+        // `lo >> (32 - k)` as two shifts: defined for k = 0 too (it gives 0).
+        for l in 0..64 {
+            hi[l] = hi[l] << k | (lo[l] >> 1) >> (31 - k);
+            lo[l] <<= k;
+        }
+    }
+}
+
+/// `hi:lo += bh:bl` over 64-bit lanes, as 32-bit lane operations with the carry.
+#[inline(always)]
+fn add64(lo: &mut Lanes, hi: &mut Lanes, bl: &Lanes, bh: &Lanes) {
+    for l in 0..64 {
+        let (a, b) = (lo[l], bl[l]);
+        let r = a.wrapping_add(b);
+        // The carry out of bit 31 from the operands' and the sum's top bits (bit
+        // operations only: no unsigned compare, which SSE2 lacks).
+        let carry = ((a & b) | ((a | b) & !r)) >> 31;
+        hi[l] = hi[l].wrapping_add(bh[l]).wrapping_add(carry);
+        lo[l] = r;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{Ctx, Wave};
@@ -673,6 +702,16 @@ mod tests {
         cases.push(vop3(0x208, 6, [258, 259, 12]));
         cases.push(vop3(0x28f, 6, [257, 258, 0]));
         cases.push(vop3(0x28f, 6, [7, 10, 0]));
+        // The uniform shifts: saxpy's `v_lshl_add_u64 v[2:3], s[6:7], 0, v[0:1]` (an SGPR
+        // pair src0), counts 0..4; v_lshlrev_b64 by 0, 1, 31, 32, 33, 63 (inline integers).
+        for k in 0..=4 {
+            cases.push(vop3(0x208, 6, [6, 128 + k, 260]));
+            cases.push(vop3(0x208, 6, [258, 128 + k, 260]));
+        }
+        for k in [0, 1, 31, 32, 33, 63] {
+            cases.push(vop3(0x28f, 6, [128 + k, 258, 0]));
+            cases.push(vop3(0x28f, 2, [128 + k, 258, 0]));
+        }
 
         let mut cases: Vec<(Vec<u32>, Target)> =
             cases.into_iter().map(|w| (w, Target::Gfx942)).collect();
