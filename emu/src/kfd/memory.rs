@@ -282,7 +282,7 @@ impl Emu {
                 return Err(Errno::NOMEM);
             }
             vram_charge = (size, aligned);
-            BoMem::Pages(Arc::new(Backing::new(
+            BoMem::Pages(Arc::new(Backing::new_unsealed(
                 &memfd_name(gpu.gpu_id, flags),
                 size,
             )?))
@@ -291,7 +291,7 @@ impl Emu {
                 return Err(Errno::NOMEM);
             }
             system_charge = size;
-            BoMem::Pages(Arc::new(Backing::new(
+            BoMem::Pages(Arc::new(Backing::new_unsealed(
                 &memfd_name(gpu.gpu_id, flags),
                 size,
             )?))
@@ -568,6 +568,9 @@ impl Emu {
             // amdgpu_gem_prime_export refuses userptr BOs.
             return Err(Errno::PERM);
         };
+        // BO memfds are sealed on their first export, before any other process can
+        // hold them (Backing::new_unsealed).
+        b.seal()?;
         const O_CLOEXEC: u32 = 0o2000000;
         let fd = if a.flags & O_CLOEXEC != 0 {
             rustix::io::fcntl_dupfd_cloexec(b.fd(), 0)?
