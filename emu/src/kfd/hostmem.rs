@@ -122,6 +122,18 @@ impl Backing {
         self.fd.as_fd()
     }
 
+    /// Give every page back (FALLOC_FL_PUNCH_HOLE over the whole memfd, size kept): the
+    /// memory is free again and every mapping of the memfd reads zeros afterwards.
+    pub(crate) fn punch_all(&self) -> Result<(), Errno> {
+        use rustix::fs::FallocateFlags;
+        rustix::fs::fallocate(
+            &self.fd,
+            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+            0,
+            self.len as u64,
+        )
+    }
+
     /// Fill the whole alias with `byte`.
     pub(crate) fn fill(&self, byte: u8) {
         // SAFETY: the alias is mapped read-write for `len` bytes; no Rust reference
