@@ -603,3 +603,49 @@ fn no_peer_access_faults_the_peer() {
     assert_eq!(cell(a).load(Ordering::Acquire), 0);
     s0.free_ptr_async(a).unwrap();
 }
+
+/// Threshold 0 (the default pool's): every synchronize gives the freed slab back to the
+/// device — KFD's available memory rises by the slab again and the pool reserves nothing —
+/// and the next allocation regrows the pool with memory the CPU and the GPU both read and
+/// write (the regrown BO's pages are fresh, sealed only when exported).
+#[test]
+fn threshold_zero_release_returns_memory_and_regrowth_is_usable() {
+    let dev = emu("emu:mi210");
+    let s = non_blocking(&dev, 0);
+    let p = dev.default_mem_pool(0).unwrap();
+    let gpu_id = dev.gpu(0).unwrap().gpu_id;
+    let avail = || kfdrt::kfd::ioctl::available_memory(dev.backend().as_ref(), gpu_id).unwrap();
+    let before = avail();
+    for round in 0..3u32 {
+        let a = s.malloc_async(MIB as usize).unwrap();
+        let reserved = p.attribute(PoolAttr::ReservedMemCurrent).unwrap();
+        assert!(
+            reserved >= MIB,
+            "round {round}: grown by a slab, got {reserved}"
+        );
+        assert_eq!(
+            before - avail(),
+            reserved,
+            "round {round}: KFD charges exactly the slab"
+        );
+        // GPU writes (memset), host reads; host writes, GPU copies it back over.
+        s.memset(a.va(), 0x5a, MIB).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(cell(a.va() + MIB - 4).load(Ordering::Acquire), 0x5a5a_5a5a);
+        cell(a.va()).store(0x1234_0000 | round, Ordering::Release);
+        s.memcpy(a.va() + 64, a.va(), 4).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(
+            cell(a.va() + 64).load(Ordering::Acquire),
+            0x1234_0000 | round
+        );
+        a.free_async(&s).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 0);
+        assert_eq!(
+            avail(),
+            before,
+            "round {round}: the release returned the slab"
+        );
+    }
+}

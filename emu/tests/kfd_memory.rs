@@ -479,3 +479,82 @@ fn gtt_bo_fixed_mapping_over_reservation() {
         assert!(s.iter().all(|b| *b == 0), "new BOs are zeroed");
     }
 }
+
+/// Free a BO the way the runtime does: GPU unmap, CPU mapping replaced by the reservation's
+/// PROT_NONE pages, FREE.
+fn release(dev: &kfd_common::Dev, handle: u64, va: u64, size: u64) {
+    let mut n = 0;
+    ioctl::unmap_memory_from_gpu(dev.b(), handle, &[dev.gpus[0]], &mut n).unwrap();
+    // SAFETY: the range is the test's own reservation, mapped by the BO until now.
+    unsafe {
+        rustix::mm::mmap_anonymous(
+            va as *mut core::ffi::c_void,
+            size as usize,
+            rustix::mm::ProtFlags::empty(),
+            rustix::mm::MapFlags::PRIVATE
+                | rustix::mm::MapFlags::NORESERVE
+                | rustix::mm::MapFlags::FIXED,
+        )
+        .unwrap();
+    }
+    ioctl::free_memory_of_gpu(dev.b(), handle).unwrap();
+}
+
+/// A BO freed and allocated again at the same VA (a stream-ordered pool's release and
+/// regrowth) gets fresh memory: zeros for the CPU and the GPU, the old bytes gone, and the
+/// charge given back at FREE. An exported BO's pages stay with the dmabuf.
+#[test]
+fn realloc_at_the_same_va_is_fresh_and_exports_keep_their_pages() {
+    let dev = open("emu:mi250x");
+    let size = 4 * MIB;
+    let r = Reservation::new(size as usize, 2 * MIB as usize);
+    let avail = || ioctl::available_memory(dev.b(), dev.gpus[0]).unwrap();
+    let before = avail();
+    for round in 0..3u64 {
+        let (h, p) = vram(&dev, 0, r.base, size);
+        assert_eq!(before - avail(), size, "round {round}: charged");
+        assert_eq!(
+            gpu_read_u64(&dev, 0, r.base + 8).unwrap(),
+            0,
+            "round {round}"
+        );
+        // SAFETY: mapped read-write.
+        assert_eq!(unsafe { p.cast::<u64>().add(1).read_volatile() }, 0);
+        // SAFETY: as above.
+        unsafe { p.cast::<u64>().add(1).write_volatile(0xabc0 + round) };
+        assert_eq!(gpu_read_u64(&dev, 0, r.base + 8).unwrap(), 0xabc0 + round);
+        release(&dev, h, r.base, size);
+        assert_eq!(avail(), before, "round {round}: FREE gave the charge back");
+    }
+    // Exported: the dmabuf keeps the BO's pages after FREE; the next BO at the VA does not
+    // share them.
+    let (h, p) = vram(&dev, 0, r.base, size);
+    // SAFETY: mapped read-write.
+    unsafe { p.cast::<u64>().write_volatile(0x5eed) };
+    let raw = ioctl::export_dmabuf(dev.b(), h, 0o2000000).unwrap();
+    // SAFETY: the fd was just created for us.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    release(&dev, h, r.base, size);
+    let (h2, p2) = vram(&dev, 0, r.base, size);
+    // SAFETY: mapped read-write.
+    assert_eq!(unsafe { p2.cast::<u64>().read_volatile() }, 0);
+    // SAFETY: as above.
+    unsafe { p2.cast::<u64>().write_volatile(0x7777) };
+    // SAFETY: a fresh shared read-only mapping of the exported memfd, unmapped below.
+    let q = unsafe {
+        rustix::mm::mmap(
+            core::ptr::null_mut(),
+            4096,
+            rustix::mm::ProtFlags::READ,
+            rustix::mm::MapFlags::SHARED,
+            &fd,
+            0,
+        )
+    }
+    .unwrap();
+    // SAFETY: mapped above.
+    assert_eq!(unsafe { q.cast::<u64>().read_volatile() }, 0x5eed);
+    // SAFETY: our own mapping.
+    unsafe { rustix::mm::munmap(q, 4096) }.unwrap();
+    release(&dev, h2, r.base, size);
+}

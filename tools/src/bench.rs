@@ -352,6 +352,30 @@ pub fn run(
         }
         fig(name, median(v), "ns/pair");
     }
+    // Threshold 0: every synchronize gives the freed slab back, so the first allocation
+    // after it grows the pool again (a device allocation: ALLOC, mmap, MAP_TO_GPU).
+    let name = "mallocAsync 1MiB after release (pool regrowth)";
+    let name_rel = "freeAsync+synchronize 1MiB (pool release)";
+    if want(name) || want(name_rel) {
+        progress(name);
+        let mut grow = Vec::new();
+        let mut rel = Vec::new();
+        for _ in 0..samples.max(10) {
+            let t0 = Instant::now();
+            let p = s.malloc_async(1 << 20)?;
+            grow.push(ns(t0));
+            let t1 = Instant::now();
+            p.free_async(&s)?;
+            s.synchronize()?;
+            rel.push(ns(t1));
+        }
+        if want(name) {
+            fig(name, median(grow), "ns/op");
+        }
+        if want(name_rel) {
+            fig(name_rel, median(rel), "ns/op");
+        }
+    }
     let name = "mallocAsync/freeAsync mixed 64 live";
     if want(name) {
         progress(name);
@@ -400,6 +424,8 @@ pub const NAMES: &[&str] = &[
     "addCallback throughput",
     "streamCreate+Destroy",
     "mallocAsync+freeAsync 1MiB same stream",
+    "mallocAsync 1MiB after release (pool regrowth)",
+    "freeAsync+synchronize 1MiB (pool release)",
     "mallocAsync/freeAsync mixed 64 live",
     "vmm addressReserve 2MiB",
     "vmm memCreate 2MiB",

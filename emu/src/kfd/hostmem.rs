@@ -4,7 +4,8 @@
 //! Every buffer object that has pages of its own (VRAM, GTT, doorbell, MMIO remap, event
 //! page) is a memfd. The emulator maps it once, MAP_SHARED, for its engines (the "alias");
 //! the application maps the same memfd at the BO's VA through `Backend::mmap`, so the CPU
-//! and the engines see the same bytes. The memfd is sealed against growing and shrinking,
+//! and the engines see the same bytes. The memfd is sealed against growing and shrinking
+//! (a buffer object's at its first dmabuf export, see `Backing::new_unsealed`),
 //! so no mapping of it can ever SIGBUS, even when the memfd is exported as a dmabuf to
 //! another process.
 
@@ -49,13 +50,28 @@ impl Backing {
     /// A new zero-filled memfd of `len` bytes (a multiple of the page size, > 0), named
     /// `name`, sealed against resizing, with its alias mapping.
     pub(crate) fn new(name: &str, len: u64) -> Result<Self, Errno> {
+        let b = Self::new_unsealed(name, len)?;
+        b.seal()?;
+        Ok(b)
+    }
+
+    /// Like [`Backing::new`], but not sealed yet: for buffer objects, whose memfd no other
+    /// process can reach until it is exported as a dmabuf, where [`Backing::seal`] is
+    /// called first. Saves one system call per ALLOC_MEMORY_OF_GPU (the stream-ordered
+    /// pool's regrowth after a release is one).
+    pub(crate) fn new_unsealed(name: &str, len: u64) -> Result<Self, Errno> {
         if len == 0 || len % PAGE != 0 {
             return Err(Errno::INVAL);
         }
         let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
         rustix::fs::ftruncate(&fd, len)?;
-        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW)?;
         Self::map(fd, len)
+    }
+
+    /// Seal the memfd against growing and shrinking (idempotent): after this no mapping of
+    /// it, in this process or an importer's, can SIGBUS.
+    pub(crate) fn seal(&self) -> Result<(), Errno> {
+        rustix::fs::fcntl_add_seals(&self.fd, SealFlags::SHRINK | SealFlags::GROW)
     }
 
     /// Adopt an imported fd: it must be a memfd made by [`Backing::new`] (sealed against
@@ -104,6 +120,18 @@ impl Backing {
     /// The memfd.
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// Give every page back (FALLOC_FL_PUNCH_HOLE over the whole memfd, size kept): the
+    /// memory is free again and every mapping of the memfd reads zeros afterwards.
+    pub(crate) fn punch_all(&self) -> Result<(), Errno> {
+        use rustix::fs::FallocateFlags;
+        rustix::fs::fallocate(
+            &self.fd,
+            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+            0,
+            self.len as u64,
+        )
     }
 
     /// Fill the whole alias with `byte`.

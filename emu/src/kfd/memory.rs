@@ -49,6 +49,22 @@ pub(crate) struct Bo {
     pub(crate) vram_charge: (u64, u64),
     /// System memory charged.
     pub(crate) system_charge: u64,
+    /// Pages of its own that no one outside this process's emulator can hold: a VRAM or
+    /// GTT BO allocated here and never exported as a dmabuf. Only such memfds are recycled.
+    pub(crate) private_pages: bool,
+}
+
+/// How many freed BOs' memfds the emulator keeps for reuse (per process).
+const RECYCLE_SLOTS: usize = 4;
+
+/// A freed BO's memfd, emptied (its pages given back), kept for the next ALLOC of a BO with
+/// the same GPU, VA, size and flags (see `firmware-notes/kfd-memory.md`, "Recycled memfds").
+pub(crate) struct Recycled {
+    gpu_idx: usize,
+    va: u64,
+    size: u64,
+    flags: u32,
+    backing: Arc<Backing>,
 }
 
 impl Bo {
@@ -282,19 +298,25 @@ impl Emu {
                 return Err(Errno::NOMEM);
             }
             vram_charge = (size, aligned);
-            BoMem::Pages(Arc::new(Backing::new(
-                &memfd_name(gpu.gpu_id, flags),
-                size,
-            )?))
+            match Self::take_recycled(&mut st, idx, a.va_addr, size, flags) {
+                Some(b) => BoMem::Pages(b),
+                None => BoMem::Pages(Arc::new(Backing::new_unsealed(
+                    &memfd_name(gpu.gpu_id, flags),
+                    size,
+                )?)),
+            }
         } else if f.contains(AllocFlags::GTT) {
             if st.system_used.saturating_add(size) > self.system_limit {
                 return Err(Errno::NOMEM);
             }
             system_charge = size;
-            BoMem::Pages(Arc::new(Backing::new(
-                &memfd_name(gpu.gpu_id, flags),
-                size,
-            )?))
+            match Self::take_recycled(&mut st, idx, a.va_addr, size, flags) {
+                Some(b) => BoMem::Pages(b),
+                None => BoMem::Pages(Arc::new(Backing::new_unsealed(
+                    &memfd_name(gpu.gpu_id, flags),
+                    size,
+                )?)),
+            }
         } else if f.contains(AllocFlags::USERPTR) {
             let addr = a.mmap_offset;
             if addr == 0 || addr % PAGE != 0 {
@@ -330,6 +352,7 @@ impl Emu {
             mapped: BTreeSet::new(),
             vram_charge,
             system_charge,
+            private_pages: f.intersects(AllocFlags::VRAM | AllocFlags::GTT),
         };
         let (handle, drm_offset) = Self::insert_bo(&mut st, gpu.gpu_id, bo);
         a.handle = handle;
@@ -373,7 +396,52 @@ impl Emu {
         pdd.vram_used_aligned = pdd.vram_used_aligned.saturating_sub(bo.vram_charge.1);
         st.system_used = st.system_used.saturating_sub(bo.system_charge);
         st.drm_offsets.remove(&bo.drm_offset);
+        Self::recycle(&mut st, bo);
         Ok(())
+    }
+
+    /// Keep a freed BO's memfd for a later BO at the same GPU VA, its pages given back now
+    /// (hole punched: the memory is free again and reads as zeros). Only a memfd nothing
+    /// else holds: never exported, no engine window left (`Arc` unique). Saves the memfd's
+    /// creation, sizing and alias mapping at the next ALLOC, and its unmapping and close
+    /// here (a stream-ordered pool with release threshold 0 frees and re-allocates its
+    /// slab at every synchronize).
+    fn recycle(st: &mut Proc, bo: Bo) {
+        let BoMem::Pages(backing) = bo.mem else {
+            return;
+        };
+        if !bo.private_pages || Arc::strong_count(&backing) != 1 || backing.len() as u64 != bo.size
+        {
+            return;
+        }
+        if backing.punch_all().is_err() {
+            return;
+        }
+        if st.recycled.len() == RECYCLE_SLOTS {
+            st.recycled.remove(0);
+        }
+        st.recycled.push(Recycled {
+            gpu_idx: bo.gpu_idx,
+            va: bo.va,
+            size: bo.size,
+            flags: bo.flags,
+            backing,
+        });
+    }
+
+    /// A recycled memfd for a new BO of `size` bytes with `flags` at `va` on GPU `idx`.
+    fn take_recycled(
+        st: &mut Proc,
+        idx: usize,
+        va: u64,
+        size: u64,
+        flags: u32,
+    ) -> Option<Arc<Backing>> {
+        let i = st
+            .recycled
+            .iter()
+            .rposition(|r| r.gpu_idx == idx && r.va == va && r.size == size && r.flags == flags)?;
+        Some(st.recycled.swap_remove(i).backing)
     }
 
     /// The argument checks and the per-GPU loop that AMDKFD_IOC_MAP_MEMORY_TO_GPU and
@@ -562,12 +630,19 @@ impl Emu {
 
     pub(crate) fn export_dmabuf(&self, a: &mut abi::ExportDmabufArgs) -> Result<(), Errno> {
         self.gpu_idx((a.handle >> 32) as u32).ok_or(Errno::INVAL)?;
-        let st = self.lock();
+        let mut st = self.lock();
         let bo = st.bos.get(&a.handle).ok_or(Errno::INVAL)?;
         let BoMem::Pages(b) = &bo.mem else {
             // amdgpu_gem_prime_export refuses userptr BOs.
             return Err(Errno::PERM);
         };
+        // BO memfds are sealed on their first export, before any other process can
+        // hold them (Backing::new_unsealed).
+        b.seal()?;
+        let b = b.clone();
+        if let Some(bo) = st.bos.get_mut(&a.handle) {
+            bo.private_pages = false;
+        }
         const O_CLOEXEC: u32 = 0o2000000;
         let fd = if a.flags & O_CLOEXEC != 0 {
             rustix::io::fcntl_dupfd_cloexec(b.fd(), 0)?
@@ -635,6 +710,7 @@ impl Emu {
             mapped: BTreeSet::new(),
             vram_charge: (0, 0),
             system_charge: 0,
+            private_pages: false,
         };
         (a.handle, _) = Self::insert_bo(&mut st, a.gpu_id, bo);
         Ok(())

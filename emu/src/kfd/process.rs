@@ -93,6 +93,9 @@ pub(crate) struct Proc {
     pub(crate) drm_offsets: BTreeMap<u64, u64>,
     /// Next free DRM fake offset, in pages.
     pub(crate) next_drm_pgoff: u64,
+    /// Pages of freed VRAM/GTT BOs kept for a new BO at the same GPU VA
+    /// (`memory.rs`, `Emu::recycle`): emptied memfds, newest last.
+    pub(crate) recycled: Vec<crate::kfd::memory::Recycled>,
     /// System memory charged to GTT and USERPTR BOs.
     pub(crate) system_used: u64,
     pub(crate) queues: BTreeMap<u32, QueueState>,
