@@ -38,6 +38,11 @@ pub(crate) type Access<T> = Result<T, AccessError>;
 pub(crate) struct MemCache {
     /// The engine thread's trace recorder.
     pub(crate) tr: crate::trace::Tracer,
+    /// Set on an engine's own thread (`sched::engine_main`), which flushes `wakes`:
+    /// interrupts raised through this cache may batch their sleeper wake-ups there.
+    pub(crate) batch_wakes: bool,
+    /// Sleeper wake-ups held back by interrupts (see `Interrupts::event_interrupt_batched`).
+    pub(crate) wakes: crate::engine::PendingWakes,
     gpu_id: u32,
     mem: Arc<dyn GpuMemory>,
     tlb: Arc<crate::engine::Inner>,
@@ -70,6 +75,8 @@ impl MemCache {
     pub(crate) fn new(inner: Arc<crate::engine::Inner>) -> Self {
         MemCache {
             tr: crate::trace::Tracer::new(inner.cfg.gpu_id, crate::trace::EngineId::Cp),
+            batch_wakes: false,
+            wakes: crate::engine::PendingWakes::default(),
             gpu_id: inner.cfg.gpu_id,
             mem: inner.mem.clone(),
             gen: inner.tlb_gen.load(Ordering::Acquire),

@@ -19,7 +19,7 @@ use kfd::abi::{
 };
 use rustix::io::Errno;
 
-use crate::engine::{Interrupts, QueueFault};
+use crate::engine::{Interrupts, PendingWakes, QueueFault};
 use crate::gpumem::FaultKind;
 use crate::kfd::hostmem::Backing;
 
@@ -520,15 +520,17 @@ impl Events {
     }
 }
 
-impl Interrupts for Events {
-    fn event_interrupt(&self, _gpu_id: u32, context_id: Option<u32>) {
+impl Events {
+    /// `kfd_signal_event_interrupt`: sets the events the interrupt names and returns the
+    /// waiters to wake.
+    fn signal_interrupt(&self, context_id: Option<u32>) -> Wake {
+        let mut wake = Wake::new();
         let mut st = self.lock();
         if st.page.is_none() {
-            return;
+            return wake;
         }
         // kfd_signal_event_interrupt: a full-width id is looked up directly when its
         // slot is signaled; otherwise every signaled slot is scanned.
-        let mut wake = Wake::new();
         let direct = context_id
             .filter(|&id| {
                 id < abi::KFD_SIGNAL_EVENT_LIMIT
@@ -555,8 +557,25 @@ impl Interrupts for Events {
         // Only the waiters whose flags this interrupt set are woken: with none, no futex
         // wake-up at all (a syscall on every completion interrupt otherwise), and a
         // sleeper on other events (a fault watcher) is not woken for nothing.
-        drop(st);
-        notify(wake);
+        wake
+    }
+}
+
+impl Interrupts for Events {
+    fn event_interrupt(&self, _gpu_id: u32, context_id: Option<u32>) {
+        notify(self.signal_interrupt(context_id));
+    }
+
+    fn event_interrupt_batched(
+        &self,
+        _gpu_id: u32,
+        context_id: Option<u32>,
+        wakes: &mut PendingWakes,
+    ) {
+        let w = self.signal_interrupt(context_id);
+        for cv in w.first.into_iter().chain(w.more) {
+            wakes.push(cv);
+        }
     }
 
     fn queue_fault(&self, gpu_id: u32, fault: &QueueFault) {
@@ -630,5 +649,100 @@ impl crate::kfd::process::Emu {
             a.event_slot_index = slot;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A sleeper on `id` (forever), reporting its result on the returned channel.
+    fn sleeper(ev: &Arc<Events>, id: u32) -> mpsc::Receiver<u32> {
+        let (tx, rx) = mpsc::channel();
+        let ev = ev.clone();
+        std::thread::spawn(move || {
+            let mut data = [EventData::for_signal(id, 0)];
+            let mut args = abi::WaitEventsArgs {
+                num_events: 1,
+                timeout: abi::KFD_EVENT_TIMEOUT_INFINITE,
+                ..Default::default()
+            };
+            let _ = ev.wait(&mut args, &mut data);
+            let _ = tx.send(args.wait_result);
+        });
+        rx
+    }
+
+    /// Waits until `id` has a registered waiter (bounded).
+    fn until_waiting(ev: &Events, id: u32) {
+        for _ in 0..20_000 {
+            if ev
+                .lock()
+                .events
+                .get(&id)
+                .is_some_and(|e| !e.waiters.is_empty())
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        panic!("the sleeper never registered");
+    }
+
+    /// An interrupt raised by a busy engine sets the event at once (a poll sees it) and
+    /// leaves the sleeper's wake-up in the engine's batch: the sleeper completes when the
+    /// batch is flushed, or when it drops (an engine thread ending).
+    #[test]
+    fn batched_interrupt_sets_now_and_wakes_on_flush_or_drop() {
+        let ev = Arc::new(Events::new(vec![1]));
+        for flush in [true, false] {
+            let (id, _, _) = ev.create(abi::KFD_IOC_EVENT_SIGNAL, false).unwrap();
+            let rx = sleeper(&ev, id);
+            until_waiting(&ev, id);
+            // The CP's mailbox write, then its interrupt.
+            if let Some(s) = ev.lock().slot(id) {
+                s.store(u64::from(id), Ordering::Release);
+            }
+            let mut wakes = PendingWakes::default();
+            ev.event_interrupt_batched(1, Some(id), &mut wakes);
+            assert!(
+                !wakes.is_empty(),
+                "the activated sleeper's wake-up is batched"
+            );
+            assert!(ev.lock().events.get(&id).is_some_and(|e| e.signaled));
+            if flush {
+                wakes.flush();
+                assert!(wakes.is_empty());
+            } else {
+                drop(wakes);
+            }
+            let r = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the sleeper was never woken");
+            assert_eq!(r, abi::KFD_IOC_WAIT_RESULT_COMPLETE);
+            ev.destroy(id).unwrap();
+        }
+    }
+
+    /// An interrupt for another event batches no wake-up for a sleeper.
+    #[test]
+    fn interrupt_for_another_event_batches_nothing() {
+        let ev = Arc::new(Events::new(vec![1]));
+        let (a, _, _) = ev.create(abi::KFD_IOC_EVENT_SIGNAL, false).unwrap();
+        let (b, _, _) = ev.create(abi::KFD_IOC_EVENT_SIGNAL, false).unwrap();
+        let rx = sleeper(&ev, a);
+        until_waiting(&ev, a);
+        if let Some(s) = ev.lock().slot(b) {
+            s.store(u64::from(b), Ordering::Release);
+        }
+        let mut wakes = PendingWakes::default();
+        ev.event_interrupt_batched(1, Some(b), &mut wakes);
+        assert!(wakes.is_empty());
+        ev.set_from_cpu(a).unwrap();
+        let r = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the sleeper was never woken");
+        assert_eq!(r, abi::KFD_IOC_WAIT_RESULT_COMPLETE);
     }
 }
