@@ -36,10 +36,22 @@
 //! One dispatcher thread per device runs callbacks whose start point is reached and whose
 //! predecessor on the stream returned, whichever stream they belong to. Each wake-up
 //! drains a stream's whole run of consecutive callbacks (nothing enqueued in between: each
-//! may start as soon as the previous one returned), and tells the backend once per run
-//! when a hold waits on the line. With nothing ready it sleeps through the host-wait path
-//! (`crate::wait`) on the oldest pending callback's start point, or on a condition
-//! variable when idle.
+//! may start as soon as the previous one returned). With nothing ready it sleeps through
+//! the host-wait path (`crate::wait`) on the oldest pending callback's start point, or on
+//! a condition variable when idle.
+//!
+//! # Waking the queues that wait on a line
+//! The CP polls a blocked wait's memory by itself, but the device may want to hear about
+//! a host store that releases one (`kfd::Backend::host_signal_written`: a no-op on
+//! hardware, the emulator re-polls the queue at once instead of at its next poll tick).
+//! Every wait packet published on a line, the stream's own hold or another stream's
+//! implicit wait (the legacy null stream's), is first registered with the device's
+//! callbacks as (line, queue, target) by [`note_line_wait`]; after storing the line, the
+//! dispatcher notifies exactly the queues whose registered target the new value reaches,
+//! once each, and forgets those registrations. Lost notifications are ruled out as for
+//! doorbells: the registration and the line store are each followed by a SeqCst fence
+//! before the other side's check, so either the dispatcher sees the registration or the
+//! wait's first poll sees the stored line.
 //!
 //! If a callback blocks inside a kfdrt call (say, a synchronize on another stream), the
 //! waiting call hands the dispatcher role to a new thread first, so other streams'
@@ -74,9 +86,6 @@ pub(crate) struct StreamCallbacks {
     hold_pending: AtomicBool,
     /// Callbacks enqueued (the number of the last one).
     enqueued: AtomicU64,
-    /// Number of the callback the latest hold waits for (the dispatcher tells the
-    /// backend about the line only when a hold may wait).
-    held: AtomicU64,
     /// `TIMELINE_BASE - n` once callbacks 1..=n returned; made with the first callback.
     line: OnceLock<Arc<Signal>>,
 }
@@ -86,7 +95,6 @@ impl StreamCallbacks {
         StreamCallbacks {
             hold_pending: AtomicBool::new(false),
             enqueued: AtomicU64::new(0),
-            held: AtomicU64::new(0),
             line: OnceLock::new(),
         }
     }
@@ -118,17 +126,17 @@ impl StreamCallbacks {
     }
 
     /// Take the pending hold (under the stream's state lock): the line point the hold
-    /// packet waits for, or None when every callback already returned (no packet).
-    /// After a failed publication, [`StreamCallbacks::hold_failed`] restores it.
+    /// packet waits for, or None when every callback already returned (no packet; the
+    /// mark is cleared). The caller registers the packet's queue with
+    /// [`note_line_wait`], publishes it, then calls [`StreamCallbacks::hold_published`].
     pub(crate) fn take_hold(&self, gpu_index: usize) -> Option<Point> {
-        self.hold_pending.store(false, Ordering::Release);
         let n = self.enqueued.load(Ordering::Acquire);
-        let line = self.line.get()?;
-        // Announced before the packet is published: a dispatcher that stores the line
-        // afterwards sees it and tells the backend (pairs with the fence in `run_one`).
-        self.held.store(n, Ordering::SeqCst);
-        std::sync::atomic::fence(Ordering::SeqCst);
+        let Some(line) = self.line.get() else {
+            self.hold_pending.store(false, Ordering::Release);
+            return None;
+        };
         if (TIMELINE_BASE - line.load()) as u64 >= n {
+            self.hold_pending.store(false, Ordering::Release);
             return None;
         }
         Some(Point {
@@ -139,13 +147,19 @@ impl StreamCallbacks {
         })
     }
 
-    /// The hold taken by [`StreamCallbacks::take_hold`] was not published: still pending.
-    pub(crate) fn hold_failed(&self) {
-        self.hold_pending.store(true, Ordering::Release);
+    /// The hold taken by [`StreamCallbacks::take_hold`] is in the ring (still under the
+    /// stream's state lock): clear the mark. Not earlier: the lock-free single-command
+    /// path checks the mark under the queue's producer lock only, so a mark cleared
+    /// before the hold was published would let another thread's command into the ring
+    /// ahead of the hold, to run before the callbacks (and the null stream would stop
+    /// waiting on the line while the stream's point does not cover the callbacks yet).
+    pub(crate) fn hold_published(&self) {
+        self.hold_pending.store(false, Ordering::Release);
     }
 
     /// The line point of callbacks no hold covers yet (for another stream that must
-    /// wait for this one's work: the legacy null stream's implicit dependencies).
+    /// wait for this one's work: the legacy null stream's implicit dependencies). A queue
+    /// that publishes a wait on it registers first ([`note_line_wait`]).
     pub(crate) fn pending_point(&self, gpu_index: usize) -> Option<Point> {
         if !self.hold_pending() {
             return None;
@@ -279,6 +293,83 @@ pub(crate) struct Callbacks {
     roles: AtomicU64,
     /// Callbacks ever added (the idle dispatcher spins on this before sleeping).
     added: AtomicUsize,
+    /// Waits published (or being published) on callback lines, not yet notified.
+    line_waits: Mutex<Vec<LineWait>>,
+    /// The smallest target in `line_waits` (u64::MAX when empty), read without the lock
+    /// after each callback: a callback numbered below it releases no registered wait.
+    line_waits_min: AtomicU64,
+}
+
+/// A queue's wait on a callback line, registered by [`note_line_wait`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct LineWait {
+    /// The line's [`Signal::serial`].
+    line: u64,
+    queue_id: u32,
+    /// The callback number the wait needs returned.
+    target: u64,
+}
+
+/// Register that `queue_id` is about to publish a wait on `p` (a no-op unless `p` is a
+/// callback-line point: see the module docs), so that the dispatcher tells the backend
+/// when the line reaches it. Called before the wait packet is published.
+pub(crate) fn note_line_wait(dev: &DeviceInner, p: &Point, queue_id: u32) {
+    if p.queue_id != NO_QUEUE {
+        return;
+    }
+    let cb = &dev.callbacks;
+    let line = p.timeline.serial();
+    {
+        let mut w = lock(&cb.line_waits);
+        w.push(LineWait {
+            line,
+            queue_id,
+            target: p.target,
+        });
+        cb.line_waits_min.fetch_min(p.target, Ordering::SeqCst);
+    }
+    // Pairs with the fence after the line store in `run_one`: either the dispatcher sees
+    // this registration, or this check (and the packet's first poll) sees the store.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if p.done() {
+        // Reached already: the dispatcher may never store this line again.
+        let returned = (TIMELINE_BASE - p.timeline.load()) as u64;
+        let mut w = lock(&cb.line_waits);
+        w.retain(|e| e.line != line || e.target > returned);
+        cb.store_min(&w);
+    }
+}
+
+impl Callbacks {
+    /// After callback `seq` of the line `line` returned (and the line was stored):
+    /// notify each queue registered for a target it reaches, once, and forget them.
+    fn notify_line_waits(&self, dev: &DeviceInner, line: u64, seq: u64) {
+        // Queues notified in this pass (a wake re-polls every wait of the queue); past
+        // its capacity a queue may hear twice, which is harmless.
+        let mut told = [u32::MAX; 8];
+        let mut n_told = 0;
+        let mut w = lock(&self.line_waits);
+        w.retain(|e| {
+            if e.line != line || e.target > seq {
+                return true;
+            }
+            if !told[..n_told].contains(&e.queue_id) {
+                dev.backend.host_signal_written(e.queue_id);
+                if let Some(t) = told.get_mut(n_told) {
+                    *t = e.queue_id;
+                    n_told += 1;
+                }
+            }
+            false
+        });
+        self.store_min(&w);
+    }
+
+    /// Recompute [`Callbacks::line_waits_min`] (with the `line_waits` lock held).
+    fn store_min(&self, w: &[LineWait]) {
+        let min = w.iter().map(|e| e.target).min().unwrap_or(u64::MAX);
+        self.line_waits_min.store(min, Ordering::SeqCst);
+    }
 }
 
 struct Queue {
@@ -318,6 +409,8 @@ impl Callbacks {
             cv: Condvar::new(),
             roles: AtomicU64::new(0),
             added: AtomicUsize::new(0),
+            line_waits: Mutex::new(Vec::new()),
+            line_waits_min: AtomicU64::new(u64::MAX),
         }
     }
 }
@@ -460,7 +553,7 @@ fn take_run(
 }
 
 /// Run one callback and advance its stream's callback line past it.
-fn run_one(dev: &DeviceInner, p: Pending, next_chained: bool) {
+fn run_one(dev: &DeviceInner, p: Pending) {
     let status = match p.stream.sticky_error() {
         Some(e) => Err(e),
         None => Ok(()),
@@ -489,17 +582,16 @@ fn run_one(dev: &DeviceInner, p: Pending, next_chained: bool) {
             p.stream.gpu_index
         ));
     }
-    let cbs = &p.stream.cb;
-    if let Some(line) = cbs.line.get() {
+    if let Some(line) = p.stream.cb.line.get() {
         // The CP polls the line; nobody sleeps on its event.
         line.store_relaxed(TIMELINE_BASE - p.seq as i64);
-    }
-    // A hold waits only for the last callback before later work, never for one that
-    // the next callback of the run directly follows; the backend hears once per run,
-    // and only when a hold may wait (a no-op on hardware; the emulator re-polls then).
-    std::sync::atomic::fence(Ordering::SeqCst);
-    if !next_chained && cbs.held.load(Ordering::SeqCst) >= p.seq {
-        dev.backend.host_signal_written(p.stream.point().queue_id);
+        // Pairs with the fence in `note_line_wait`. The queues whose wait this store
+        // releases hear of it (a no-op on hardware; the emulator re-polls them now).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let cb = &dev.callbacks;
+        if p.seq >= cb.line_waits_min.load(Ordering::SeqCst) {
+            cb.notify_line_waits(dev, line.serial(), p.seq);
+        }
     }
     if handed_on {
         // Another dispatcher may be waiting for this callback to return.
@@ -535,10 +627,8 @@ fn dispatcher(weak: Weak<DeviceInner>) {
             }
         };
         if !run.is_empty() {
-            let mut it = run.drain(..).peekable();
-            while let Some(p) = it.next() {
-                let chained = it.peek().is_some_and(|nx| nx.chained_after(&p));
-                run_one(&dev, p, chained);
+            for p in run.drain(..) {
+                run_one(&dev, p);
             }
             continue;
         }

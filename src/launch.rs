@@ -28,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use codeobj::ValueKind;
@@ -260,27 +261,154 @@ impl KernelArgs {
     }
 }
 
-/// A hidden argument whose value depends on the launch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HiddenSlot {
-    BlockCount(u8),
-    GroupSize(u8),
-    GridDims,
-    DynamicLdsSize,
-    QueuePtr,
-}
+/// Launch-dependent values a hidden argument can take, by index into the array
+/// [`HiddenWriter::write`] builds per launch: block counts x, y, z; group sizes x, y, z;
+/// grid dims; dynamic LDS size; queue pointer.
+const HV_BLOCK_COUNT: u8 = 0;
+const HV_GROUP_SIZE: u8 = 3;
+const HV_GRID_DIMS: u8 = 6;
+const HV_DYNAMIC_LDS: u8 = 7;
+const HV_QUEUE_PTR: u8 = 8;
 
-/// Where a launch-dependent hidden argument goes in the kernarg segment.
+/// Where a launch-dependent hidden argument goes in the kernarg segment: its offset,
+/// size and value index (`HV_*`).
 #[derive(Debug, Clone, Copy)]
 struct HiddenField {
-    slot: HiddenSlot,
     offset: u32,
     size: u8,
+    value: u8,
 }
 
 /// Launch-dependent hidden arguments a kernel can have: block counts and group sizes in
 /// 3 dimensions, grid dims, dynamic LDS size, queue pointer.
 const MAX_LAUNCH_HIDDEN: usize = 9;
+
+/// No run (see [`HiddenWriter`]).
+const NO_RUN: u32 = u32::MAX;
+
+/// The launch-dependent hidden arguments one kernel's metadata declares, arranged at load
+/// so that a launch writes exactly those: code object v5's `hidden_block_count_{x,y,z}`
+/// (three u32 in a row) and `hidden_group_size_{x,y,z}` (three u16 in a row) each as one
+/// run of two stores; any other declared field (or these in another layout) one store.
+#[derive(Debug, Clone, Copy)]
+struct HiddenWriter {
+    /// Offset of the block-count run, or [`NO_RUN`].
+    block_counts: u32,
+    /// Offset of the group-size run, or [`NO_RUN`].
+    group_sizes: u32,
+    /// The other fields (`n` used).
+    fields: [HiddenField; MAX_LAUNCH_HIDDEN],
+    n: usize,
+}
+
+impl HiddenWriter {
+    /// From the launch-dependent fields of a kernel's metadata.
+    fn new(all: &[HiddenField]) -> HiddenWriter {
+        let find =
+            |value: u8, size: u8| all.iter().position(|f| f.value == value && f.size == size);
+        // A run: value indexes `first..first + 3` of `size` bytes each, back to back.
+        let run = |first: u8, size: u8| -> Option<u32> {
+            let o = all[find(first, size)?].offset;
+            let next = |d: u8| {
+                find(first + d, size).map(|i| all[i].offset)
+                    == Some(o + u32::from(d) * u32::from(size))
+            };
+            (next(1) && next(2)).then_some(o)
+        };
+        let block_counts = run(HV_BLOCK_COUNT, 4);
+        let group_sizes = run(HV_GROUP_SIZE, 2);
+        let in_run = |f: &HiddenField| {
+            let within = |first: u8, run: Option<u32>, size: u8| {
+                run.is_some_and(|o| {
+                    (first..first + 3).contains(&f.value)
+                        && f.size == size
+                        && f.offset == o + u32::from(f.value - first) * u32::from(size)
+                })
+            };
+            within(HV_BLOCK_COUNT, block_counts, 4) || within(HV_GROUP_SIZE, group_sizes, 2)
+        };
+        let mut w = HiddenWriter {
+            block_counts: block_counts.unwrap_or(NO_RUN),
+            group_sizes: group_sizes.unwrap_or(NO_RUN),
+            fields: [HiddenField {
+                offset: 0,
+                size: 0,
+                value: 0,
+            }; MAX_LAUNCH_HIDDEN],
+            n: 0,
+        };
+        for f in all.iter().filter(|f| !in_run(f)) {
+            if let Some(slot) = w.fields.get_mut(w.n) {
+                *slot = *f;
+                w.n += 1;
+            }
+        }
+        w
+    }
+
+    /// Nothing to write.
+    fn is_empty(&self) -> bool {
+        self.block_counts == NO_RUN && self.group_sizes == NO_RUN && self.n == 0
+    }
+
+    /// Write the fields into the segment at `seg`.
+    ///
+    /// # Safety
+    /// `seg` points to a writable segment no one else accesses, holding every field
+    /// (offsets and sizes checked against the segment size when the plan was made).
+    #[inline(always)]
+    unsafe fn write(
+        &self,
+        seg: *mut u8,
+        grid: [u32; 3],
+        block: [u32; 3],
+        dims: u16,
+        dynamic_lds: u32,
+        queue_ptr: u64,
+    ) {
+        // SAFETY (all stores): offset + size lie inside the segment (checked in `new`, a
+        // run's three fields each); unaligned, as metadata offsets need not be aligned.
+        unsafe {
+            if self.block_counts != NO_RUN {
+                let p = seg.add(self.block_counts as usize);
+                (p as *mut u64).write_unaligned(u64::from(grid[0]) | u64::from(grid[1]) << 32);
+                (p.add(8) as *mut u32).write_unaligned(grid[2]);
+            }
+            if self.group_sizes != NO_RUN {
+                let p = seg.add(self.group_sizes as usize);
+                (p as *mut u32).write_unaligned((block[0] & 0xffff) | block[1] << 16);
+                (p.add(4) as *mut u16).write_unaligned(block[2] as u16);
+            }
+        }
+        if self.n == 0 {
+            return;
+        }
+        let values: [u64; MAX_LAUNCH_HIDDEN] = [
+            u64::from(grid[0]),
+            u64::from(grid[1]),
+            u64::from(grid[2]),
+            u64::from(block[0]),
+            u64::from(block[1]),
+            u64::from(block[2]),
+            u64::from(dims),
+            u64::from(dynamic_lds),
+            queue_ptr,
+        ];
+        for f in &self.fields[..self.n.min(MAX_LAUNCH_HIDDEN)] {
+            let v = values[f.value as usize % MAX_LAUNCH_HIDDEN];
+            // SAFETY: as above.
+            unsafe {
+                let p = seg.add(f.offset as usize);
+                match f.size {
+                    1 => p.write(v as u8),
+                    2 => (p as *mut u16).write_unaligned(v as u16),
+                    4 => (p as *mut u32).write_unaligned(v as u32),
+                    _ => (p as *mut u64).write_unaligned(v),
+                }
+            }
+        }
+    }
+}
 
 /// What every launch of one kernel reuses, computed when the kernel is looked up
 /// ([`crate::Module::kernel`]): the launch path then only checks the shape, copies the
@@ -294,9 +422,10 @@ pub(crate) struct LaunchPlan {
     /// The kernarg segment with every launch-independent hidden argument filled in
     /// (private and shared aperture bases; zeros for remainders, offsets, multigrid).
     pub(crate) args_template: Vec<u8>,
-    /// Launch-dependent hidden arguments (`n_hidden` used).
-    hidden: [HiddenField; MAX_LAUNCH_HIDDEN],
-    n_hidden: usize,
+    /// The launch-dependent hidden arguments the metadata declares.
+    hidden: HiddenWriter,
+    /// `hidden` has something to write.
+    has_hidden: bool,
     /// Why the kernel cannot be launched at all (dynamic stack, a hidden argument kfdrt
     /// does not provide, a kernarg segment too large for the ring).
     refuse: Option<(ErrorKind, String)>,
@@ -333,9 +462,9 @@ impl LaunchPlan {
         let shared_base_hi = (gpu.apertures.lds_base >> 32) as u32;
         let mut args_template = vec![0u8; meta.kernarg_segment_size as usize];
         let mut hidden = [HiddenField {
-            slot: HiddenSlot::GridDims,
             offset: 0,
             size: 0,
+            value: 0,
         }; MAX_LAUNCH_HIDDEN];
         let mut n_hidden = 0;
         let mut refuse = None;
@@ -348,11 +477,11 @@ impl LaunchPlan {
         for a in meta.args.iter().filter(|a| a.value_kind.is_hidden()) {
             let (offset, size) = (a.offset, a.size);
             let fixed = match a.value_kind {
-                ValueKind::HiddenBlockCount(d) if d < 3 => Err(HiddenSlot::BlockCount(d)),
-                ValueKind::HiddenGroupSize(d) if d < 3 => Err(HiddenSlot::GroupSize(d)),
-                ValueKind::HiddenGridDims => Err(HiddenSlot::GridDims),
-                ValueKind::HiddenDynamicLdsSize => Err(HiddenSlot::DynamicLdsSize),
-                ValueKind::HiddenQueuePtr => Err(HiddenSlot::QueuePtr),
+                ValueKind::HiddenBlockCount(d) if d < 3 => Err(HV_BLOCK_COUNT + d),
+                ValueKind::HiddenGroupSize(d) if d < 3 => Err(HV_GROUP_SIZE + d),
+                ValueKind::HiddenGridDims => Err(HV_GRID_DIMS),
+                ValueKind::HiddenDynamicLdsSize => Err(HV_DYNAMIC_LDS),
+                ValueKind::HiddenQueuePtr => Err(HV_QUEUE_PTR),
                 // Whole workgroups only: the grid is given in workgroups.
                 ValueKind::HiddenRemainder(_) => Ok(0),
                 ValueKind::HiddenGlobalOffset(_) => Ok(0),
@@ -395,12 +524,12 @@ impl LaunchPlan {
                     args_template[o..o + size as usize]
                         .copy_from_slice(&v.to_le_bytes()[..size as usize]);
                 }
-                Err(slot) => match hidden.get_mut(n_hidden) {
+                Err(value) => match hidden.get_mut(n_hidden) {
                     Some(h) => {
                         *h = HiddenField {
-                            slot,
                             offset,
                             size: size as u8,
+                            value,
                         };
                         n_hidden += 1;
                     }
@@ -431,6 +560,7 @@ impl LaunchPlan {
             0,
         ))
         .encode();
+        let hidden = HiddenWriter::new(&hidden[..n_hidden]);
         let lds_limit = gpu.lds_limit();
         let lds_fits = kd.group_segment_fixed_size <= lds_limit;
         let fast_max_threads = if refuse.is_none() && lds_fits {
@@ -441,8 +571,8 @@ impl LaunchPlan {
         LaunchPlan {
             packet,
             args_template,
+            has_hidden: !hidden.is_empty(),
             hidden,
-            n_hidden,
             refuse,
             ka_len,
             no_kernargs: meta.kernarg_segment_size == 0,
@@ -502,26 +632,10 @@ impl LaunchPlan {
         dynamic_lds: u32,
         queue_ptr: u64,
     ) {
-        let dims = u64::from(dims);
-        for h in &self.hidden[..self.n_hidden] {
-            let v = match h.slot {
-                HiddenSlot::BlockCount(d) => u64::from(grid[d as usize % 3]),
-                HiddenSlot::GroupSize(d) => u64::from(block[d as usize % 3]),
-                HiddenSlot::GridDims => dims,
-                HiddenSlot::DynamicLdsSize => u64::from(dynamic_lds),
-                HiddenSlot::QueuePtr => queue_ptr,
-            };
-            // SAFETY: offset + size lie inside the segment (checked in `new`); unaligned
-            // stores, as metadata offsets need not be aligned.
-            unsafe {
-                let p = seg.add(h.offset as usize);
-                match h.size {
-                    1 => p.write(v as u8),
-                    2 => (p as *mut u16).write_unaligned(v as u16),
-                    4 => (p as *mut u32).write_unaligned(v as u32),
-                    _ => (p as *mut u64).write_unaligned(v),
-                }
-            }
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.hidden
+                .write(seg, grid, block, dims, dynamic_lds, queue_ptr)
         }
     }
 }
@@ -554,6 +668,11 @@ pub(crate) struct KernargRing {
     zero: Buffer,
     /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
     head: u64,
+    /// A reservation ending at or before this position needs no look at `inflight`:
+    /// the oldest in-flight segment's start + the ring's length (no segment in flight:
+    /// `u64::MAX`; the record full: 0). Never above the true bound (it only rises when
+    /// segments retire, which `refresh_free` follows).
+    free_until: u64,
     /// (start, end, index in `timelines`, packet count) of launches that may still read
     /// their segment: complete when that timeline reaches the count.
     inflight: Inflight,
@@ -594,6 +713,7 @@ impl KernargRing {
             va,
             mask,
             head: 0,
+            free_until: u64::MAX,
             // Every segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap, so at
             // most this many are ever in flight: `push_back` never reallocates.
             inflight: Inflight::new(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
@@ -608,16 +728,48 @@ impl KernargRing {
     /// ring offset))`, to be [`KernargRing::commit`]ted, or `Err(point)` to wait for when
     /// the oldest segment in the way is still in use.
     #[inline(always)]
-    fn try_reserve(&mut self, len: u64, align: u64) -> std::result::Result<(u64, u64), Point> {
+    fn try_reserve(
+        &mut self,
+        len: u64,
+        align: u64,
+        drained: bool,
+    ) -> std::result::Result<(u64, u64), Point> {
         let mask = self.mask;
         let cap = mask + 1; // a power of two
         let mut start = (self.head + align - 1) & !(align - 1);
         if (start & mask) + len > cap {
             start = (start + mask) & !mask; // do not straddle the end
         }
+        // After a synchronize on the queue (`drained`): when every segment handed out has
+        // completed, start again at the ring's beginning, so that a launch loop which
+        // synchronizes now and then reuses the same few pages and cache lines (mapped,
+        // cached) instead of walking the whole ring.
+        if drained && start & mask != 0 {
+            start = self.rewound(start);
+        }
         let end = start + len;
-        // Completed segments are retired only when the oldest one is in the way (or the
-        // record is full), not on every launch.
+        if end <= self.free_until {
+            return Ok((start, start & mask));
+        }
+        self.reserve_in_the_way(start, end)
+    }
+
+    /// [`KernargRing::try_reserve`] when the oldest in-flight segment may be in the way:
+    /// completed segments are retired only then (or when the record is full), not on
+    /// every launch.
+    #[inline(never)]
+    fn reserve_in_the_way(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> std::result::Result<(u64, u64), Point> {
+        let (mask, cap) = (self.mask, self.mask + 1);
+        let r = self.retire_in_the_way(end, cap);
+        self.refresh_free();
+        r.map(|()| (start, start & mask))
+    }
+
+    fn retire_in_the_way(&mut self, end: u64, cap: u64) -> std::result::Result<(), Point> {
         while let Some(&(s0, _, tl, target)) = self.inflight.front() {
             let in_the_way = end - s0 > cap;
             if !in_the_way && self.inflight.len() < self.inflight.capacity() {
@@ -637,7 +789,40 @@ impl KernargRing {
                 gpu_index: self.gpu_index,
             });
         }
-        Ok((start, start & mask))
+        Ok(())
+    }
+
+    /// Recompute `free_until` from the in-flight record.
+    fn refresh_free(&mut self) {
+        self.free_until = match self.inflight.front() {
+            None => u64::MAX,
+            Some(_) if self.inflight.len() >= self.inflight.capacity() => 0,
+            Some(&(s0, ..)) => s0 + self.mask + 1,
+        };
+    }
+
+    /// `start`, or the next lap's beginning when no segment is in flight any more
+    /// (completed ones retired here).
+    #[cold]
+    #[inline(never)]
+    fn rewound(&mut self, start: u64) -> u64 {
+        // One stream launched here (one timeline): its newest segment completing means all
+        // have (a timeline completes in order).
+        if let ([t], Some(&(_, _, _, target))) = (&self.timelines[..], self.inflight.back()) {
+            if t.load() > crate::stream::TIMELINE_BASE - target as i64 {
+                return start;
+            }
+            self.inflight.clear();
+        }
+        while let Some(&(_, _, tl, target)) = self.inflight.front() {
+            if self.timelines[tl as usize].load() > crate::stream::TIMELINE_BASE - target as i64 {
+                self.refresh_free();
+                return start;
+            }
+            self.inflight.pop_front();
+        }
+        self.free_until = u64::MAX;
+        (start + self.mask) & !self.mask
     }
 
     /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until
@@ -651,6 +836,10 @@ impl KernargRing {
         };
         self.inflight
             .push_back((start, start + len, tl as u32, target));
+        // The first segment in flight, or the record full: the bound changes.
+        if self.free_until == u64::MAX || self.inflight.len() >= self.inflight.capacity() {
+            self.refresh_free();
+        }
     }
 
     /// Index of `timeline` in `timelines` (added if new; timelines no launch in flight
@@ -710,10 +899,14 @@ impl Inflight {
     fn front(&self) -> Option<&(u64, u64, u32, u64)> {
         (self.head != self.tail).then(|| &self.buf[self.tail & (self.buf.len() - 1)])
     }
-    #[cfg(test)]
     fn back(&self) -> Option<&(u64, u64, u32, u64)> {
         (self.head != self.tail).then(|| &self.buf[(self.head - 1) & (self.buf.len() - 1)])
     }
+    /// Forget every entry.
+    fn clear(&mut self) {
+        self.tail = self.head;
+    }
+
     fn pop_front(&mut self) {
         if self.head != self.tail {
             self.tail += 1;
@@ -889,6 +1082,20 @@ impl QueueScratch {
 }
 
 impl Stream {
+    /// The stream's work has completed (a synchronize returned): tell its queue `qp` (the
+    /// stream's `cur`, possibly tagged) that its kernarg ring may be drained, so the next
+    /// launch there checks and starts again at the ring's beginning.
+    #[inline]
+    pub(crate) fn kernargs_drained(&self, qp: *mut AqlQueue) {
+        let qp = qp.map_addr(|a| a & !1);
+        // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
+        if let Some(q) = unsafe { qp.as_ref() } {
+            if !q.kernargs_drained.load(Ordering::Relaxed) {
+                q.kernargs_drained.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// `hipModuleLaunchKernel`: run `kernel` over `grid` workgroups of `block` work-items
     /// with `dynamic_lds` bytes of dynamic LDS per workgroup, after the stream's earlier
     /// work; later stream work runs after it. Errors (InvalidValue unless said):
@@ -1013,7 +1220,12 @@ fn build_launch(
             ka_va,
         )));
     }
-    let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align) {
+    // The hint is cleared by the launch that acts on it (under the producer lock).
+    let drained = q.kernargs_drained.load(Ordering::Relaxed);
+    if drained {
+        q.kernargs_drained.store(false, Ordering::Relaxed);
+    }
+    let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align, drained) {
         Ok(r) => r,
         Err(p) => {
             *wait_for = Some(p);
@@ -1035,7 +1247,7 @@ fn build_launch(
         if !args.bytes.is_empty() {
             core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
         }
-        if plan.n_hidden != 0 {
+        if plan.has_hidden {
             plan.fill_hidden(
                 seg,
                 shape.grid,
@@ -1383,6 +1595,166 @@ mod tests {
     /// Bytes of the kernarg ring one launch of `k` takes (its segment, aligned).
     fn plan_ka_span(k: &Kernel) -> u64 {
         k.plan.ka_len.next_multiple_of(k.plan.ka_align)
+    }
+
+    fn hf(offset: u32, size: u8, value: u8) -> HiddenField {
+        HiddenField {
+            offset,
+            size,
+            value,
+        }
+    }
+
+    /// Writes `w`'s fields for grid (5, 6, 7), block (64, 2, 3), dims 3, dynamic LDS
+    /// 0x1234 and queue pointer 0x1122334455667788 into 128 bytes of 0xAA.
+    fn written(w: &HiddenWriter) -> Vec<u8> {
+        let mut seg = vec![0xAAu8; 128];
+        // SAFETY: every field of the tests' writers lies within 128 bytes.
+        unsafe {
+            w.write(
+                seg.as_mut_ptr(),
+                [5, 6, 7],
+                [64, 2, 3],
+                3,
+                0x1234,
+                0x1122_3344_5566_7788,
+            )
+        };
+        seg
+    }
+
+    /// The v5 layout (block counts u32 x3, group sizes u16 x3 in a row) is written as
+    /// two runs; grid dims, dynamic LDS and queue pointer one store each; every other
+    /// byte (remainders, reserved, explicit arguments) untouched.
+    #[test]
+    fn hidden_writer_v5_runs() {
+        let mut fields = vec![hf(16, 2, HV_GRID_DIMS)];
+        fields.extend((0..3).map(|d| hf(40 + 4 * u32::from(d), 4, HV_BLOCK_COUNT + d)));
+        fields.extend((0..3).map(|d| hf(52 + 2 * u32::from(d), 2, HV_GROUP_SIZE + d)));
+        fields.push(hf(80, 4, HV_DYNAMIC_LDS));
+        fields.push(hf(96, 8, HV_QUEUE_PTR));
+        let w = HiddenWriter::new(&fields);
+        assert_eq!((w.block_counts, w.group_sizes, w.n), (40, 52, 3));
+        let seg = written(&w);
+        let mut want = vec![0xAAu8; 128];
+        want[16..18].copy_from_slice(&3u16.to_le_bytes());
+        for (d, v) in [5u32, 6, 7].iter().enumerate() {
+            want[40 + 4 * d..44 + 4 * d].copy_from_slice(&v.to_le_bytes());
+        }
+        for (d, v) in [64u16, 2, 3].iter().enumerate() {
+            want[52 + 2 * d..54 + 2 * d].copy_from_slice(&v.to_le_bytes());
+        }
+        want[80..84].copy_from_slice(&0x1234u32.to_le_bytes());
+        want[96..104].copy_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
+        assert_eq!(seg, want);
+    }
+
+    /// A kernel whose metadata declares only some hidden arguments (here group size x,
+    /// block count z and grid dims, in an order and at offsets of no run) gets exactly
+    /// those written; the rest of the segment is left as the template made it.
+    #[test]
+    fn hidden_writer_writes_only_the_declared_fields() {
+        let fields = [
+            hf(2, 2, HV_GROUP_SIZE),
+            hf(9, 4, HV_BLOCK_COUNT + 2),
+            hf(30, 1, HV_GRID_DIMS),
+        ];
+        let w = HiddenWriter::new(&fields);
+        assert_eq!((w.block_counts, w.group_sizes, w.n), (NO_RUN, NO_RUN, 3));
+        let seg = written(&w);
+        let mut want = vec![0xAAu8; 128];
+        want[2..4].copy_from_slice(&64u16.to_le_bytes());
+        want[9..13].copy_from_slice(&7u32.to_le_bytes());
+        want[30] = 3;
+        assert_eq!(seg, want);
+        // Block counts x, y, z with a gap: no run, three single stores.
+        let gap: Vec<_> = (0..3)
+            .map(|d| hf(8 * u32::from(d), 4, HV_BLOCK_COUNT + d))
+            .collect();
+        let w = HiddenWriter::new(&gap);
+        assert_eq!((w.block_counts, w.n), (NO_RUN, 3));
+        let seg = written(&w);
+        let mut want = vec![0xAAu8; 128];
+        for (d, v) in [5u32, 6, 7].iter().enumerate() {
+            want[8 * d..8 * d + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        assert_eq!(seg, want);
+        // Nothing declared: nothing to write.
+        let w = HiddenWriter::new(&[]);
+        assert!(w.is_empty());
+        assert_eq!(written(&w), vec![0xAAu8; 128]);
+    }
+
+    /// The kernarg ring starts again at its beginning at the first launch after a
+    /// synchronize when every segment handed out has completed; with a launch still
+    /// running it goes on after that launch's segment.
+    #[test]
+    fn kernarg_ring_rewinds_when_drained() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/vadd.cl");
+        let k = m.kernel("vadd").unwrap();
+        let span = plan_ka_span(&k);
+        let offset = |s: &Stream| {
+            let (va, _) = last_kernargs(s);
+            let base = s
+                .current_queue()
+                .with_kernargs(|r| r.as_ref().unwrap().buf.va());
+            va - base
+        };
+        let stream = dev.create_stream(0).unwrap();
+        let a = &stream;
+        // n = 0: the kernel reads and writes nothing.
+        let idle = vadd_args(&k, 0);
+        for i in 0..3 {
+            a.launch(&k, 1, 64, 0, &idle).unwrap();
+            assert_eq!(offset(a), i * span);
+        }
+        a.synchronize().unwrap();
+        // The drained ring starts again at its beginning, and the launch runs with its
+        // own arguments (c = a + b).
+        let buf = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+        let x: Vec<u8> = (0..64u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        buf.write(0, &x).unwrap();
+        let mut args = k.args();
+        args.ptr(buf.va()).unwrap().ptr(buf.va()).unwrap();
+        args.ptr(buf.va() + 1024).unwrap().arg(&64u32).unwrap();
+        a.launch(&k, 1, 64, 0, &args).unwrap();
+        assert_eq!(offset(a), 0, "a drained ring starts again at its beginning");
+        // Without a synchronize in between: the next segment follows.
+        a.launch(&k, 1, 64, 0, &idle).unwrap();
+        assert_eq!(offset(a), span);
+        a.synchronize().unwrap();
+        let mut c = vec![0u8; 256];
+        buf.read(1024, &mut c).unwrap();
+        for (i, v) in c.chunks(4).enumerate() {
+            assert_eq!(f32::from_le_bytes(v.try_into().unwrap()), 2.0 * i as f32);
+        }
+        // A launch still running (a kernel spinning on a host flag) keeps its segment:
+        // with the hint set, the next launch checks and goes on after it.
+        let spin_m = load(&dev, "cl/spin.cl");
+        let spin = spin_m.kernel("spin_until").unwrap();
+        let flag = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+        let mut sa = spin.args();
+        sa.ptr(flag.va()).unwrap().ptr(flag.va() + 64).unwrap();
+        sa.arg(&u32::MAX).unwrap();
+        a.launch(&spin, 1, 64, 0, &sa).unwrap();
+        let held = offset(a);
+        a.current_queue()
+            .kernargs_drained
+            .store(true, Ordering::Relaxed);
+        a.launch(&k, 1, 64, 0, &idle).unwrap();
+        assert!(
+            offset(a) > held,
+            "{} overwrote the running launch's segment at {held}",
+            offset(a)
+        );
+        flag.atomic_u32(0).unwrap().store(1, Ordering::Release);
+        a.synchronize().unwrap();
+        assert_eq!(
+            flag.atomic_u32(64).unwrap().load(Ordering::Acquire),
+            1,
+            "the spin ended on the flag"
+        );
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub struct AqlQueue {
     /// the queue's producer lock (reached through a [`OneSlot`] or
     /// [`AqlQueue::with_kernargs`]), which every launch holds anyway.
     kernargs: KernargCell,
+    /// Set when a stream on the queue saw all its work complete (a synchronize): the next
+    /// launch checks whether the kernarg ring is drained and can start again at its
+    /// beginning (a hint, read without the producer lock).
+    pub(crate) kernargs_drained: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for AqlQueue {
@@ -176,6 +180,7 @@ impl AqlQueue {
             priority,
             scratch: Mutex::new(Default::default()),
             kernargs: KernargCell(std::cell::UnsafeCell::new(None)),
+            kernargs_drained: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

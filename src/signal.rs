@@ -212,6 +212,7 @@ impl Signal {
         self.serial
     }
 
+    #[inline]
     fn value_cell(&self) -> &AtomicI64 {
         // SAFETY: 8-byte aligned i64 inside our 64-byte slot, shared with the GPU.
         unsafe { AtomicI64::from_ptr((self.slot.va + 8) as *mut i64) }
@@ -222,7 +223,15 @@ impl Signal {
         unsafe { AtomicU64::from_ptr((self.slot.va + offset) as *mut u64) }
     }
 
+    /// The address of the value word (for a holder that keeps the signal alive and
+    /// loads it without the pointer walk: a stream's idle check).
+    #[inline]
+    pub(crate) fn value_addr(&self) -> usize {
+        self.value_cell() as *const AtomicI64 as usize
+    }
+
     /// Current value.
+    #[inline]
     pub fn load(&self) -> i64 {
         self.value_cell().load(Ordering::Acquire)
     }

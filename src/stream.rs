@@ -46,7 +46,9 @@
 //! a stream that needs one stays on its shared queue (as every CLR stream does), where
 //! its waits may delay the other streams of that queue until they are satisfied.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
@@ -122,6 +124,9 @@ pub(crate) struct QueuePools {
     pools: Mutex<Vec<SharedPool>>,
     /// Streams that synchronise with the null stream (for the legacy default stream).
     pub(crate) blocking: Mutex<Vec<Weak<StreamInner>>>,
+    /// How many of them are alive (any GPU): while none is, the null stream's idle
+    /// synchronize skips the walk of `blocking` and its lock.
+    blocking_live: AtomicUsize,
     /// The null stream of each GPU, once created.
     pub(crate) null: Mutex<Vec<(usize, Weak<StreamInner>)>>,
     /// Set once any null stream exists: until then blocking streams skip the lookup.
@@ -139,6 +144,7 @@ impl QueuePools {
         QueuePools {
             pools: Mutex::new(Vec::new()),
             blocking: Mutex::new(Vec::new()),
+            blocking_live: AtomicUsize::new(0),
             null: Mutex::new(Vec::new()),
             null_used: AtomicBool::new(false),
             graveyard: Mutex::new(Vec::new()),
@@ -197,6 +203,9 @@ pub(crate) struct StreamInner {
     cu_mask: Option<Vec<u32>>,
     is_null: bool,
     pub(crate) timeline: Arc<Signal>,
+    /// `timeline`'s value word's address ([`Signal::value_addr`]): the idle check loads it
+    /// without walking from the `Arc` to the signal's slot.
+    timeline_value: usize,
     /// Packets submitted (written under `state`, read lock-free).
     submitted: AtomicU64,
     /// Queue id of the last submitted packet (stored before `submitted`).
@@ -242,6 +251,26 @@ impl StreamInner {
     pub(crate) fn idle(&self) -> bool {
         let target = self.submitted.load(Ordering::Acquire);
         self.timeline.load() <= TIMELINE_BASE - target as i64 && self.cb.idle()
+    }
+
+    /// No sticky error, every submitted packet complete and no callback hold pending: a
+    /// query answers Ok and a synchronize has nothing of this stream's to wait for. Three
+    /// loads and the timeline's value (reached through `timeline_value`, no pointer
+    /// walk), leaf code. Stricter than `idle`: a hold whose callbacks have all returned
+    /// answers false (the full paths decide; a synchronize retires such a hold).
+    #[inline(always)]
+    fn quiescent(&self) -> bool {
+        let target = self.submitted.load(Ordering::Acquire);
+        // SAFETY: the value word of `self.timeline`, which lives as long as `self`.
+        let value = unsafe { AtomicI64::from_ptr(self.timeline_value as *mut i64) };
+        value.load(Ordering::Acquire) <= TIMELINE_BASE - target as i64
+            && !self.cb.hold_pending()
+            && !self.failed.load(Ordering::Acquire)
+    }
+
+    /// Whether the stream synchronises with the null stream (a blocking, non-null stream).
+    fn is_blocking(&self) -> bool {
+        self.flags & STREAM_NON_BLOCKING == 0 && !self.is_null
     }
 
     #[inline]
@@ -462,6 +491,7 @@ impl Stream {
             priority,
             cu_mask,
             is_null,
+            timeline_value: timeline.value_addr(),
             timeline,
             submitted: AtomicU64::new(0),
             queue_id: AtomicU32::new(queue.queue_id()),
@@ -481,10 +511,11 @@ impl Stream {
             wait_kernel: Default::default(),
             cb: crate::callback::StreamCallbacks::new(),
         });
-        if flags & STREAM_NON_BLOCKING == 0 && !is_null {
+        if inner.is_blocking() {
             let mut b = lock(&dev.pools.blocking);
             b.retain(|w| w.strong_count() > 0);
             b.push(Arc::downgrade(&inner));
+            dev.pools.blocking_live.fetch_add(1, Ordering::AcqRel);
         }
         dev.pools.reap();
         start_fault_watcher(dev);
@@ -583,6 +614,29 @@ impl Stream {
         }
     }
 
+    /// Whether [`Stream::query`] answers Ok now with nothing else to do: no sticky error,
+    /// every submitted command complete, no callback hold pending (after callbacks this
+    /// holds again once a synchronize or a later command retired their hold). A few
+    /// atomic loads (no lock, no system call) for a C layer's `hipStreamQuery` fast path;
+    /// false only means "call [`Stream::query`]", which applies every rule.
+    #[inline]
+    pub fn query_is_ok(&self) -> bool {
+        self.inner.quiescent()
+    }
+
+    /// Whether [`Stream::synchronize`] returns Ok at once with nothing to do:
+    /// [`Stream::query_is_ok`], on the null stream no blocking stream alive on the device
+    /// (otherwise their work counts), and no stream-ordered-allocator release pending
+    /// (synchronize trims the pools then). Atomic loads only, for a C layer's
+    /// `hipStreamSynchronize` fast path; false only means "call [`Stream::synchronize`]".
+    #[inline]
+    pub fn synchronize_is_noop(&self) -> bool {
+        let s = &*self.inner;
+        s.quiescent()
+            && (!s.is_null || s.dev.pools.blocking_live.load(Ordering::Acquire) == 0)
+            && !crate::mempool::release_pending(&s.dev)
+    }
+
     /// `hipStreamSynchronize`: block until all work has completed (spinning briefly, then
     /// sleeping on the timeline's interrupt). On the null stream this also waits for the
     /// GPU's blocking streams (null-stream semantics). Returns the sticky error if a queue
@@ -612,6 +666,11 @@ impl Stream {
             && s.idle()
             && (!s.is_null || s.dev.blocking_idle(s.gpu_index))
         {
+            // Callbacks that all returned leave their hold pending until the next command:
+            // retire it (no packet), so that the idle predicates hold again.
+            if s.cb.hold_pending() {
+                self.flush_hold()?;
+            }
             crate::mempool::on_synchronize(&s.dev);
             return Ok(());
         }
@@ -639,7 +698,10 @@ impl Stream {
         dev.host_synchronize(points, Some(s), dev.wait_spin(), deadline)?;
         match s.sticky_error() {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => {
+                self.kernargs_drained(s.cur.load(Ordering::Acquire));
+                Ok(())
+            }
         }
     }
 
@@ -804,6 +866,7 @@ impl Stream {
                 self.publish(q, &[&wbuf], &fault)?;
                 wbuf = CmdBuf::new(s.family);
             }
+            crate::callback::note_line_wait(&s.dev, p, qid);
             wbuf.wait_point(p.timeline.handle(), p.threshold())?;
         }
         if !wbuf.is_empty() {
@@ -866,6 +929,7 @@ impl Stream {
                 self.publish(q, &[&wbuf], &fault)?;
                 wbuf = CmdBuf::new(s.family);
             }
+            crate::callback::note_line_wait(&s.dev, p, qid);
             wbuf.wait_point(p.timeline.handle(), p.threshold())?;
         }
         self.publish(q, &[&wbuf, cmds], &fault)
@@ -1302,12 +1366,13 @@ impl Stream {
             let mut c = CmdBuf::new(s.family);
             c.wait_point(p.timeline.handle(), p.threshold())?;
             let q = &st.queue;
+            crate::callback::note_line_wait(&s.dev, &p, q.queue_id());
             // Counted by `publish` (under the queue's producer lock).
             self.publish(q, &[&c], &|| s.dev.poll_faults(s.gpu_index))?;
             Ok(())
         })();
-        if r.is_err() {
-            s.cb.hold_failed();
+        if r.is_ok() {
+            s.cb.hold_published();
         }
         r
     }
@@ -1405,6 +1470,15 @@ impl Drop for Stream {
     }
 }
 
+impl Drop for StreamInner {
+    /// The last reference went: one blocking stream fewer for the null stream's fast path.
+    fn drop(&mut self) {
+        if self.is_blocking() {
+            self.dev.pools.blocking_live.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
 /// Start the device's fault watcher once: a thread that sleeps in WAIT_EVENTS on its own
 /// MEMORY and HW_EXCEPTION events (KFD signals every event of the type, so the device's
 /// own exception events still fire for `check_faults`), records the fault and sets the
@@ -1472,6 +1546,9 @@ impl DeviceInner {
     /// Whether every blocking stream of GPU `gpu` is idle (the null stream's synchronize
     /// fast path): a walk of the list under its lock, allocating nothing.
     pub(crate) fn blocking_idle(&self, gpu: usize) -> bool {
+        if self.pools.blocking_live.load(Ordering::Acquire) == 0 {
+            return true;
+        }
         let b = lock(&self.pools.blocking);
         b.iter()
             .filter_map(|w| w.upgrade())

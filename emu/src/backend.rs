@@ -3,7 +3,7 @@
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::topology::Topology;
@@ -49,6 +49,8 @@ pub struct EmuBackend {
     /// Queue id -> GPU index + 1 (0 = no queue), for doorbell notifications without
     /// taking the process lock.
     queue_gpu: Box<[AtomicU32]>,
+    /// `host_signal_written` notifications received (introspection for tests).
+    host_signals: AtomicU64,
 }
 
 impl std::fmt::Debug for EmuBackend {
@@ -157,7 +159,11 @@ impl EmuBackend {
         let queue_gpu = (0..MAX_QUEUES_PER_PROCESS)
             .map(|_| AtomicU32::new(0))
             .collect();
-        Ok(EmuBackend { emu, queue_gpu })
+        Ok(EmuBackend {
+            emu,
+            queue_gpu,
+            host_signals: AtomicU64::new(0),
+        })
     }
 
     /// The emulated sysfs topology tree (the equivalent of
@@ -249,6 +255,22 @@ impl EmuBackend {
         }
         all.sort_by_key(|e| (e.start_ns, std::cmp::Reverse(e.end_ns)));
         all
+    }
+
+    /// Whether blocked queues are re-polled on the engines' own timer, on every GPU
+    /// (the default; see [`crate::engine::GpuEngines::set_blocked_repoll`]). A test hook:
+    /// with `false` a blocked queue resumes only on a doorbell or a
+    /// [`Backend::host_signal_written`] notification, which makes a missing notification
+    /// a hang a bounded test can see.
+    pub fn set_blocked_repoll(&self, on: bool) {
+        for g in &self.emu.gpus {
+            g.engines.set_blocked_repoll(on);
+        }
+    }
+
+    /// How many [`Backend::host_signal_written`] notifications the device received.
+    pub fn host_signal_notifications(&self) -> u64 {
+        self.host_signals.load(Ordering::Acquire)
     }
 
     /// The scheduling state of a queue, from its engine (`None` for an unknown queue).
@@ -382,6 +404,7 @@ impl Backend for EmuBackend {
     }
 
     fn host_signal_written(&self, queue_id: u32) {
+        self.host_signals.fetch_add(1, Ordering::AcqRel);
         // Re-poll the queue's barrier dependencies now (the engine wakes as for a doorbell).
         self.doorbell_written(queue_id);
     }

@@ -55,8 +55,9 @@ pub(crate) const CALL_SLOTS: usize = 4;
 
 /// A thread's fixed-offset slot (initial-exec TLS, `%fs`-relative: no call): HIP's last
 /// error, the address of the thread's [`Tls`] (null until its first use and again once
-/// it is destroyed) and the `<<<>>>` configurations pushed and not yet popped (plain
-/// data: a fixed array, no allocation, no destructor).
+/// it is destroyed), the `<<<>>>` configurations pushed and not yet popped and the
+/// [`Hot`] streams (plain data: fixed arrays and raw pointers, no allocation, no
+/// destructor; all zero at thread start).
 #[repr(C)]
 pub(crate) struct Fast {
     tls: *const Tls,
@@ -64,12 +65,97 @@ pub(crate) struct Fast {
     /// Configurations pushed and not popped; the first [`CALL_SLOTS`] are in `calls`.
     pub(crate) call_depth: u32,
     pub(crate) calls: [CallConfig; CALL_SLOTS],
+    hot: Hot,
+}
+
+/// The streams of the thread's last idle `hipStreamQuery` / `hipStreamSynchronize`, so
+/// that the next such call on an idle stream is a handle check and kfdrt's idle
+/// predicate ([`hot_stream`]), with no `RefCell` and no cache walk.
+///
+/// A created stream is named by its token, the state word of its registry slot and the
+/// state it had when cached: registry segments are never freed, so the check is one load
+/// and a compare, and a destroyed handle (another thread's `hipStreamDestroy` moved the
+/// state on) fails it. The stream itself is the `Arc` held by the thread's handle cache
+/// ([`Tls::streams`]); `token` is cleared ([`drop_hot`]) before anything changes that cache,
+/// so `stream` never outlives its owner. All-zero is "nothing cached": a token is never 0.
+#[repr(C)]
+struct Hot {
+    token: usize,
+    state: *const std::sync::atomic::AtomicU64,
+    want: u64,
+    stream: *const Stream,
+    /// The null stream of the thread's current GPU (null streams live as long as the
+    /// process: [`null_stream`]); cleared by `hipSetDevice`.
+    null: *const Stream,
+}
+
+/// The stream `s` names if it is the thread's [`Hot`] one and still live; None sends the
+/// caller to the full path (which refreshes the entry, [`promote_hot`]).
+#[inline(always)]
+fn hot_stream<'a>(f: *mut Fast, s: *mut c_void) -> Option<&'a Stream> {
+    // SAFETY: the calling thread's own slot. `null` points into a null stream kept for
+    // the process's lifetime; `state` is a never-freed registry slot word whenever
+    // `token` is non-zero (and `s` is non-zero here); `stream` is kept alive by the
+    // thread's handle cache while `token` is set (see `Hot`). The reference is used only
+    // by the calling entry point, before it returns, with no call that changes the cache.
+    unsafe {
+        let h = &(*f).hot;
+        if s.is_null() {
+            return h.null.as_ref();
+        }
+        if s as usize != h.token || (*h.state).load(std::sync::atomic::Ordering::Acquire) != h.want
+        {
+            return None;
+        }
+        Some(&*h.stream)
+    }
+}
+
+/// Forget the thread's hot created stream (before its handle cache changes).
+#[inline(always)]
+fn drop_hot() {
+    // SAFETY: the calling thread's own slot.
+    unsafe { (*fast()).hot.token = 0 };
+}
+
+/// Make `s` the thread's [`Hot`] stream when the thread's caches hold it (after a full
+/// lookup, which cached it).
+#[cold]
+#[inline(never)]
+fn promote_hot(s: *mut c_void) {
+    with_tls(|t| {
+        // SAFETY: the calling thread's own slot.
+        let h = unsafe { &mut (*fast()).hot };
+        match s as usize {
+            0 => {
+                if let Ok(n) = t.null.try_borrow() {
+                    if let Some((g, a)) = &*n {
+                        if *g == t.gpu.get() {
+                            h.null = Arc::as_ptr(a);
+                        }
+                    }
+                }
+            }
+            HIP_STREAM_PER_THREAD => {}
+            tok => {
+                if let Some((state, want, p)) = handles::cached(&t.streams, tok) {
+                    *h = Hot {
+                        token: tok,
+                        state,
+                        want,
+                        stream: p,
+                        null: h.null,
+                    };
+                }
+            }
+        }
+    })
 }
 
 // The slot lives in this library's static TLS block (`.tbss`, zeroed per thread) and is
 // reached with the initial-exec model: one GOT load of its offset from the thread pointer.
 // glibc places static TLS of libraries loaded at startup in the initial block, and keeps a
-// surplus for ones loaded later with dlopen (these 16 bytes fit it).
+// surplus for ones loaded later with dlopen (this slot, a few hundred bytes, fits it).
 core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
     ".p2align 3",
@@ -107,7 +193,16 @@ impl Drop for Tls {
     /// stream in the background).
     fn drop(&mut self) {
         // SAFETY: the calling thread's own slot.
-        unsafe { (*fast()).tls = std::ptr::null() };
+        unsafe {
+            (*fast()).tls = std::ptr::null();
+            (*fast()).hot = Hot {
+                token: 0,
+                state: std::ptr::null(),
+                want: 0,
+                stream: std::ptr::null(),
+                null: std::ptr::null(),
+            };
+        }
         for (_, token) in self.per_thread.get_mut().drain(..) {
             STREAMS.remove(token);
         }
@@ -310,7 +405,11 @@ fn stream_slow<R>(
     match s as usize {
         0 => null_stream_slow(t, f),
         HIP_STREAM_PER_THREAD => per_thread_slow(t, f),
-        tok => handles::with(&t.streams, &STREAMS, tok, f).unwrap_or(Err(hipErrorInvalidHandle)),
+        tok => {
+            // A miss may evict the way the hot stream borrows.
+            drop_hot();
+            handles::with(&t.streams, &STREAMS, tok, f).unwrap_or(Err(hipErrorInvalidHandle))
+        }
     }
 }
 
@@ -338,6 +437,7 @@ fn per_thread_slow<R>(
     f: impl FnOnce(&Arc<Stream>) -> Result<R, hipError_t>,
 ) -> Result<R, hipError_t> {
     let tok = per_thread_stream(t)?;
+    drop_hot();
     handles::with(&t.streams, &STREAMS, tok, f).unwrap_or(Err(hipErrorInvalidHandle))
 }
 
@@ -465,6 +565,8 @@ pub extern "C" fn hipSetDevice(id: c_int) -> hipError_t {
             return Err(hipErrorInvalidDevice);
         }
         with_tls(|t| t.gpu.set(i));
+        // SAFETY: the calling thread's own slot (its hot null stream was the old GPU's).
+        unsafe { (*fast()).hot.null = std::ptr::null() };
         Ok(())
     })())
 }
@@ -695,6 +797,7 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
             return Err(hipErrorInvalidHandle);
         }
         let st = STREAMS.remove(s as usize).ok_or(hipErrorInvalidHandle)?;
+        drop_hot();
         with_tls(|t| t.streams.borrow_mut().forget(s as usize));
         // Drained here, so that another thread's cached reference, dropped later, has
         // nothing left to wait for.
@@ -705,16 +808,51 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
     })())
 }
 
-/// `hipStreamQuery`.
+/// `hipStreamQuery`. An idle [`Hot`] stream is answered from kfdrt's
+/// [`Stream::query_is_ok`]; everything else goes through [`Stream::query`].
 #[no_mangle]
 pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
-    ret_stream(s, |st| st.query().hip())
+    let f = fast();
+    if hot_stream(f, s).is_some_and(|st| st.query_is_ok()) {
+        // SAFETY: the calling thread's own slot (HIP_RETURN stores success too).
+        unsafe { (*f).last_error = hipSuccess };
+        return hipSuccess;
+    }
+    query_full(s)
 }
 
-/// `hipStreamSynchronize`.
+/// The full path of `hipStreamQuery` (a non-unwinding ABI, so the entry point's
+/// call to it is a tail jump and its hot path needs no stack frame; `"system"`, which is
+/// `"C"` here, because build.rs exports every `extern "C"` function).
+#[inline(never)]
+extern "system" fn query_full(s: *mut c_void) -> hipError_t {
+    let e = ret_stream(s, |st| st.query().hip());
+    promote_hot(s);
+    e
+}
+
+/// `hipStreamSynchronize`. An idle [`Hot`] stream with nothing to do is answered from
+/// kfdrt's [`Stream::synchronize_is_noop`]; everything else goes through
+/// [`Stream::synchronize`].
 #[no_mangle]
 pub extern "C" fn hipStreamSynchronize(s: *mut c_void) -> hipError_t {
-    ret_stream(s, |st| st.synchronize().hip())
+    let f = fast();
+    if hot_stream(f, s).is_some_and(|st| st.synchronize_is_noop()) {
+        // SAFETY: the calling thread's own slot (HIP_RETURN stores success too).
+        unsafe { (*f).last_error = hipSuccess };
+        return hipSuccess;
+    }
+    synchronize_full(s)
+}
+
+/// The full path of `hipStreamSynchronize` (a non-unwinding ABI, so the entry point's
+/// call to it is a tail jump and its hot path needs no stack frame; `"system"`, which is
+/// `"C"` here, because build.rs exports every `extern "C"` function).
+#[inline(never)]
+extern "system" fn synchronize_full(s: *mut c_void) -> hipError_t {
+    let e = ret_stream(s, |st| st.synchronize().hip());
+    promote_hot(s);
+    e
 }
 
 /// `hipStreamGetFlags`.
@@ -1308,7 +1446,7 @@ pub unsafe extern "C" fn hipMallocAsync(
         return ret(Err(hipErrorInvalidValue));
     }
     ret_stream(s, move |st| {
-        let va = st.malloc_async(size).hip()?.into_raw();
+        let va = st.malloc_async_raw(size).hip()?;
         out(p, va as *mut c_void)
     })
 }
@@ -1411,6 +1549,7 @@ pub extern "C" fn hipDeviceReset() -> hipError_t {
         // A failed stream's error is not the reset's: the reset discards that state.
         let _ = hipDeviceSynchronize();
         STREAMS.retain(|s| s.gpu_index() != gpu);
+        drop_hot();
         with_tls(|t| *t.streams.borrow_mut() = Cache::new());
         let mut m = buffers();
         m.retain(|_, b| b.gpu_index() != gpu);

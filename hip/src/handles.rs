@@ -276,6 +276,21 @@ pub fn hit<T>(cache: &RefCell<Cache<T>>, token: usize) -> Option<Ref<'_, Arc<T>>
     .ok()
 }
 
+/// The cached entry of `token`, if the thread's `cache` holds it live: its slot's state
+/// word, the state it had and the object (kept alive by the cache until the entry is
+/// replaced, forgotten or the cache dropped).
+pub fn cached<T>(
+    cache: &RefCell<Cache<T>>,
+    token: usize,
+) -> Option<(&'static AtomicU64, u64, *const T)> {
+    let c = cache.try_borrow().ok()?;
+    c.ways
+        .iter()
+        .flatten()
+        .find(|(t, st, want, _)| *t == token && st.load(Ordering::Acquire) == *want)
+        .map(|(_, st, want, a)| (*st, *want, Arc::as_ptr(a)))
+}
+
 #[cold]
 #[inline(never)]
 fn miss<T, R>(

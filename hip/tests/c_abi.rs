@@ -99,6 +99,24 @@ fn ipc_memory_and_pool_handles_between_two_processes() {
     assert!(err.is_empty(), "stderr not empty:\n{err}");
 }
 
+/// `tests/c/idle.cpp`: the idle query/synchronize fast path keeps handle validation
+/// (destroyed after being cached, on this thread or another, also while a thread queries
+/// it; foreign; another kind), HIP 5.2's last error, pending callbacks, the null stream's
+/// wait for busy blocking streams, the current device's null stream and sticky errors.
+#[test]
+fn idle_query_and_synchronize_fast_path_keeps_every_rule() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-idle");
+    compile("g++", "idle.cpp", &exe, &["-lamdhip64", "-lpthread"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu:mi250x*2");
+    let (ok, out, err) = run(cmd, Duration::from_secs(180));
+    assert!(ok, "idle program failed:\n{out}{err}");
+    assert!(out.contains("idle checks passed: "), "{out}");
+    assert!(err.is_empty(), "stderr not empty:\n{err}");
+}
+
 #[test]
 fn per_thread_default_stream_through_the_spt_entry_points() {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));

@@ -94,6 +94,7 @@ fn relaunch_with_same_and_changed_arguments_and_nested_configurations() {
         lines(&out),
         [
             "relaunch x=54 y=36 bad=0",
+            "unknown hipErrorInvalidDeviceFunction last hipErrorInvalidDeviceFunction then x=55",
             "empty pop hipErrorInvalidConfiguration last hipErrorInvalidConfiguration",
             "null out hipErrorInvalidValue then hipErrorInvalidConfiguration",
         ]
@@ -163,6 +164,7 @@ fn module_api_on_a_genco_code_object() {
             "params y[0]=1 y[1]=4 y[299]=898",
             "extra y[0]=1 y[1]=6 y[299]=1496",
             "loaddata y[1]=7",
+            "stale hipErrorInvalidHandle then y[1]=8",
         ]
     );
 }
@@ -237,6 +239,7 @@ fn hipbench_runs_on_this_library_and_every_launch_executes() {
             "writeValue32+sync_roundtrip",
             "callback_enqueue_to_run",
             "mallocAsync+freeAsync_1MiB",
+            "mallocAsync+freeAsync_1MiB_kept",
             "kernelLaunch_enqueue",
             "writeValue32_enqueue_gated",
             "kernelLaunch_enqueue_gated",

@@ -290,9 +290,15 @@ pub trait Backend: Send + Sync + 'static {
     fn doorbell_written(&self, queue_id: u32);
 
     /// Tell the device that a host store just released a value packets of `queue_id` may
-    /// be waiting on (a barrier packet's dependency signal). A no-op on hardware: the CP
-    /// polls dependencies by itself. The emulator wakes the engine serving the queue so
-    /// that it re-polls now rather than at its next poll tick.
+    /// be waiting on: a barrier packet's dependency signal, or the memory word of a
+    /// WAIT_REG_MEM / BARRIER_VALUE wait (the runtime's callback lines, which the host
+    /// advances after each stream callback). Call it after the store, once per queue
+    /// whose published wait the store may satisfy.
+    ///
+    /// A no-op on hardware: the CP polls the memory of a blocked packet by itself (the
+    /// poll interval of WAIT_REG_MEM, the barrier's dependency re-check). The emulator
+    /// wakes the engine serving the queue so that it re-polls now rather than at its next
+    /// poll tick (up to 1 ms later).
     fn host_signal_written(&self, queue_id: u32);
 
     /// Give back the CPU mapping `addr..addr+len` of freed SVM (managed) memory.

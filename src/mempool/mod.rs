@@ -777,6 +777,13 @@ impl PoolsState {
     }
 }
 
+/// Whether a synchronize has allocator work to do (frees to observe, pools to trim or
+/// finish): [`on_synchronize`] returns at once otherwise.
+#[inline]
+pub(crate) fn release_pending(dev: &DeviceInner) -> bool {
+    dev.mempools.dirty.load(Ordering::Relaxed)
+}
+
 /// Synchronize hook (stream and event synchronize): observe completed frees, trim pools
 /// above their release threshold, finish destroyed pools.
 pub(crate) fn on_synchronize(dev: &DeviceInner) {
@@ -929,11 +936,19 @@ impl Stream {
     /// `hipMallocAsync`: `size` bytes from the current pool of the stream's GPU, ordered
     /// on this stream. The allocation frees itself on this stream when dropped.
     pub fn malloc_async(&self, size: usize) -> Result<PoolAlloc> {
+        let va = self.malloc_async_raw(size)?;
+        Ok(PoolAlloc::new(self, va, size))
+    }
+
+    /// [`Stream::malloc_async`] for a C ABI that hands out bare addresses: the address,
+    /// to be freed with [`Stream::free_ptr_async`] (as [`PoolAlloc::into_raw`] of a
+    /// `malloc_async`, without making and dropping the owning handle: its device and
+    /// stream references are two atomic increments and two decrements per call).
+    pub fn malloc_async_raw(&self, size: usize) -> Result<u64> {
         let dev = &*self.inner.dev;
         let mut st = dev.mempools.lock();
         let slot = st.current_pool(dev, self.inner.gpu_index)?;
-        let va = st.alloc(dev, slot, self, size, "hipMallocAsync")?;
-        Ok(PoolAlloc::new(self, va, size))
+        st.alloc(dev, slot, self, size, "hipMallocAsync")
     }
 
     /// `hipMallocFromPoolAsync`: `size` bytes from `pool` (which may be on another GPU

@@ -135,12 +135,21 @@ __kernel void round_kd(__global const float *x, __global const float *y,
   od[i] = r2;
 }
 
-// A rounding op this model does not round in a directed mode (v_sqrt_f32) must fault.
+// v_sqrt_f32 (a transcendental: the same value in every round mode) and v_fract_f32 (a
+// rounding op this model does not round in a directed mode: it must fault).
 __kernel void round_sqrt(__global const float *x, __global float *o, uint mode) {
   uint i = GID();
   float a = x[i], r;
   SET_MODE(mode);
   __asm__ volatile("v_sqrt_f32 %0, %1" : "=v"(r) : "v"(a));
+  o[i] = r;
+}
+
+__kernel void round_fract(__global const float *x, __global float *o, uint mode) {
+  uint i = GID();
+  float a = x[i], r;
+  SET_MODE(mode);
+  __asm__ volatile("v_fract_f32 %0, %1" : "=v"(r) : "v"(a));
   o[i] = r;
 }
 

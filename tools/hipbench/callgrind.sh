@@ -41,6 +41,8 @@ for f in $entries; do
     hipStreamWriteValue32) calls=$(( 1 + 2 * batch + iters )) ;;
     __hip*CallConfiguration | hipLaunchKernel) calls=$(( 1 + 2 * batch )) ;;
     hipStreamAddCallback) calls=$(( iters + 1 )) ;;
+    # The plain and the _kept rows, each with one warm-up pair.
+    hipMallocAsync | hipFreeAsync) calls=$(( 2 * (1 + batch) )) ;;
     *) calls=$(( 1 + batch )) ;;
   esac
   # The largest inclusive figure of the entry point (callgrind lists it once per source
@@ -54,3 +56,10 @@ total=$(awk '$0 ~ ":hipLaunchKernel( \\[|$)" { gsub(",", "", $1); if ($1 + 0 > m
 first=$(awk '/LaunchCache::promote/ { gsub(",", "", $1); if ($1 + 0 > m) m = $1 + 0 } END { print m + 0 }' "$out/callgrind.bench.txt")
 calls=$(( 2 * batch ))
 echo "hipLaunchKernel warm: $(( total - first )) instructions / $calls calls = $(( (total - first) / calls )) per call"
+# hipMallocAsync without the pool growths (PoolState::grow: after each synchronize of the
+# plain row the pool gave its memory back and grows again; a device allocation, whose
+# system calls callgrind does not see).
+total=$(awk '$0 ~ ":hipMallocAsync( \\[|$)" { gsub(",", "", $1); if ($1 + 0 > m) m = $1 + 0 } END { print m + 0 }' "$out/callgrind.bench.txt")
+grow=$(awk '/PoolState::grow/ { gsub(",", "", $1); if ($1 + 0 > m) m = $1 + 0 } END { print m + 0 }' "$out/callgrind.bench.txt")
+calls=$(( 2 * (1 + batch) ))
+echo "hipMallocAsync without pool growth: $(( total - grow )) instructions / $calls calls = $(( (total - grow) / calls )) per call (growth: $grow)"

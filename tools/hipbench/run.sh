@@ -27,4 +27,4 @@ echo "kfdrt: $(grep '^library' "$out/kfdrt.txt" | cut -d' ' -f2)   CLR: $(grep '
 printf '%-28s %12s %12s %10s\n' operation "kfdrt ns" "CLR ns" "CLR/kfdrt"
 join <(grep '^op ' "$out/kfdrt.txt" | awk '{print $2, $3}' | sort) \
      <(grep '^op ' "$out/clr.txt" | awk '{print $2, $3}' | sort) |
-  awk '{ r = ($2 > 0) ? $3 / $2 : 0; printf "%-28s %12d %12d %9.1fx\n", $1, $2, $3, r }'
+  awk '{ r = ($2 > 0) ? $3 / $2 : 0; printf "%-28s %12.1f %12.1f %9.1fx\n", $1, $2, $3, r }'

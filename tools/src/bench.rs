@@ -617,6 +617,10 @@ pub const INSN: &[(&str, &str)] = &[
         "launch",
     ),
     (
+        "instructions/call kernel launch enqueue (vadd: 4 arguments + hidden)",
+        "launch_args",
+    ),
+    (
         "instructions/call floor: 64-byte ring write + release store + doorbell store",
         "floor",
     ),
@@ -802,6 +806,22 @@ pub fn insn_child(dev: &Device, op: &str, calls: usize) -> Result<(), String> {
                 batch(&s, i)?;
             }
             // The module must outlive its dispatches.
+            s.synchronize().map_err(e)?;
+        }
+        "launch_args" => {
+            let gfx = dev.gpu(0).map_err(e)?.gfx_name();
+            let elf = crate::check::kernels::embedded("cl/vadd.cl", &gfx)?;
+            let m = dev.load_module(0, elf).map_err(e)?;
+            let k = m.kernel("vadd").map_err(e)?;
+            let buf = dev.alloc(MemoryKind::Device, 0, 4096).map_err(e)?;
+            let args = crate::bench_kernels::vadd_args(&k, buf.va()).map_err(e)?;
+            // The first launch sets up the queue's kernarg ring (outside the probes).
+            s.launch(&k, 1, 64, 0, &args).map_err(e)?;
+            s.synchronize().map_err(e)?;
+            for i in 0..calls {
+                probe_launch(&s, &k, &args).map_err(e)?;
+                batch(&s, i)?;
+            }
             s.synchronize().map_err(e)?;
         }
         "floor" => {

@@ -13,9 +13,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// The kernel figures, in run order.
-pub const KERNEL_NAMES: [&str; 2] = [
+pub const KERNEL_NAMES: [&str; 3] = [
     "kernel launch enqueue (empty kernel)",
     "kernel launch->completion (empty kernel, host spin)",
+    "kernel launch enqueue (vadd: 4 arguments + hidden)",
 ];
 
 /// Launches per timed batch: within one AQL ring (1024 slots) and the kernarg ring, so
@@ -46,6 +47,14 @@ pub fn run(
     let m = dev.load_module(0, elf)?;
     let k = m.kernel("empty")?;
     let args = k.args();
+    // A kernel with explicit and hidden arguments: each launch takes a kernarg segment.
+    let vm = match crate::check::kernels::embedded("cl/vadd.cl", &gfx) {
+        Ok(b) => Some(dev.load_module(0, b)?),
+        Err(why) => {
+            eprintln!("bench: {} not measured: {why}", names[2]);
+            None
+        }
+    };
     // A probe on a stream of its own queue: a device that cannot execute the kernel
     // faults only that queue.
     let probe = dev.create_stream_with_cu_mask(0, &[u32::MAX; 4])?;
@@ -99,7 +108,38 @@ pub fn run(
             unit: "ns",
         });
     }
+    if let Some(vm) = vm.as_ref().filter(|_| want(names[2])) {
+        progress(names[2]);
+        let vk = vm.kernel("vadd")?;
+        let buf = dev.alloc(kfdrt::MemoryKind::Device, 0, 4096)?;
+        let vargs = vadd_args(&vk, buf.va())?;
+        s.launch(&vk, 1, 64, 0, &vargs)?;
+        s.synchronize()?;
+        let n = scale.n.clamp(1, BATCH);
+        let mut v = Vec::new();
+        for _ in 0..scale.rep.max(3) * 4 {
+            let t0 = Instant::now();
+            for _ in 0..n {
+                s.launch(&vk, 1, 64, 0, &vargs)?;
+            }
+            v.push(t0.elapsed().as_nanos() as f64 / n as f64);
+            s.synchronize()?;
+        }
+        out.push(Figure {
+            name: names[2],
+            value: median(v),
+            unit: "ns/op",
+        });
+    }
     Ok(())
+}
+
+/// `vadd`'s arguments for the launch figures: a, b, c at `va` (one workgroup of 64
+/// floats each), n = 64.
+pub fn vadd_args(k: &kfdrt::Kernel, va: u64) -> Result<kfdrt::KernelArgs, Error> {
+    let mut a = k.args();
+    a.ptr(va)?.ptr(va + 256)?.ptr(va + 512)?.arg(&64u32)?;
+    Ok(a)
 }
 
 /// The shader-core figures: for each kernel, the time with one worker thread, the

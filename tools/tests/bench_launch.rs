@@ -1,6 +1,6 @@
 //! `kfdrt bench` kernel figures: `--filter "kernel launch"` selects the empty-kernel launch
-//! enqueue and launch-to-completion figures, and the `bench-insn` probe child that
-//! callgrind counts runs its `launch` operation (values depend on the machine: checked for
+//! enqueue (with and without arguments) and launch-to-completion figures, and the `bench-insn` probe child that
+//! callgrind counts runs its `launch` and `launch_args` operations (values depend on the machine: checked for
 //! presence, units and sanity only).
 
 mod common;
@@ -21,6 +21,10 @@ fn kernel_launch_figures_are_selected_by_filter() {
     for (name, unit) in [
         ("kernel launch enqueue (empty kernel)", "ns/op"),
         ("kernel launch->completion (empty kernel, host spin)", "ns"),
+        (
+            "kernel launch enqueue (vadd: 4 arguments + hidden)",
+            "ns/op",
+        ),
     ] {
         let f = figs
             .iter()
@@ -29,16 +33,18 @@ fn kernel_launch_figures_are_selected_by_filter() {
         assert!(f["value"].as_f64().unwrap() > 0.0, "{name}");
         assert_eq!(f["unit"], unit, "{name}");
     }
-    assert_eq!(figs.len(), 2, "only the kernel figures: {out}");
+    assert_eq!(figs.len(), 3, "only the kernel figures: {out}");
 }
 
 #[test]
 fn the_launch_probe_child_runs() {
-    let o = kfdrt(&["bench-insn", "--device", "emu", "launch", "40"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    for op in ["launch", "launch_args"] {
+        let o = kfdrt(&["bench-insn", "--device", "emu", op, "40"]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{op}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }

@@ -279,6 +279,9 @@ pub(crate) struct Inner {
     pub(crate) dispatches: dispatch::Pool,
     /// Worker threads per dispatch (0: the shader core's default, one per host core).
     pub(crate) shader_threads: std::sync::atomic::AtomicUsize,
+    /// Blocked queues are re-polled on the engine's own timer (see
+    /// [`GpuEngines::set_blocked_repoll`]).
+    pub(crate) repoll: AtomicBool,
 }
 
 impl Inner {
@@ -352,6 +355,7 @@ impl GpuEngines {
                 programs: crate::shader::ProgramCache::default(),
                 dispatches: dispatch::Pool::default(),
                 shader_threads: Default::default(),
+                repoll: AtomicBool::new(true),
             }),
             queues: RwLock::new(HashMap::new()),
         }
@@ -552,6 +556,18 @@ impl GpuEngines {
     /// measurements (`kfdrt bench`).
     pub fn set_shader_threads(&self, n: usize) {
         self.inner.shader_threads.store(n, Ordering::Relaxed);
+    }
+
+    /// Whether blocked queues are re-polled on the engines' own timer (the default).
+    /// A test hook: with `false`, a blocked queue is polled again only when a doorbell
+    /// (or `Backend::host_signal_written`) reaches its engine, so a test can show that a
+    /// wait resumed because the host notified the device, not because of the periodic
+    /// re-poll. A wait whose condition nobody notifies then never resumes.
+    pub fn set_blocked_repoll(&self, on: bool) {
+        self.inner.repoll.store(on, Ordering::Release);
+        for e in &self.inner.engines {
+            e.kick();
+        }
     }
 
     /// Undo [`GpuEngines::pause`].

@@ -481,6 +481,9 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
             sweeps += 1;
             let mut moved = false;
             wake_at = None;
+            // A doorbell re-polls every blocked queue once (the first sweep); later sweeps
+            // follow each queue's poll time.
+            let kicked = kicked && sweeps == 1;
             for &i in order.iter() {
                 let Some(s) = slots.get_mut(i) else { continue };
                 let sh = s.exec.shared();
@@ -512,6 +515,11 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                         if out.executed > 0 || s.spin_until.is_none() {
                             s.spin_until = Some(now + SPIN);
                             s.delay = Duration::ZERO;
+                        }
+                        if !inner.repoll.load(Ordering::Relaxed) {
+                            // Test hook (`set_blocked_repoll`): only a doorbell re-polls it.
+                            s.next_poll = now + Duration::from_secs(3600);
+                            continue;
                         }
                         // Within SPIN of blocking (an Instant compare, not a subtraction).
                         if s.spin_until.is_some_and(|t| now < t) {

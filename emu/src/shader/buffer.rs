@@ -91,8 +91,9 @@ impl Wave {
             let (dfmt, nfmt) = ((op.ext >> 8) & 0xF, (op.ext >> 12) & 7);
             return self.typed(ctx, op, vsharp, op.op - 0x100, dfmt, nfmt, [4, 5, 6, 7]);
         }
-        if op.op < 0x10 {
-            // buffer_load/store_format_*: format and DST_SEL from V# word 3.
+        if op.op < 0x10 || matches!(op.op, 0x26 | 0x27) {
+            // buffer_load/store_format_* (and `_d16_hi_x`): format and DST_SEL from V#
+            // word 3.
             let w3 = vsharp[3];
             let sel = [0, 3, 6, 9].map(|b| (w3 >> b) & 7);
             return self.typed(
@@ -192,7 +193,7 @@ impl Wave {
     /// Typed loads/stores: `tbuffer_*_format_*` (format from the instruction) and
     /// `buffer_*_format_*` (format and DST_SEL from V# word 3: DST_SEL_X..W [11:0],
     /// NUM_FORMAT [14:12], DATA_FORMAT [18:15]); `code` is the opcode within its group
-    /// (0-3 load x..xyzw, 4-7 store, 8-15 the D16 forms). CLRX `doc/GcnMemHandling.md`
+    /// (0-3 load x..xyzw, 4-7 store, 8-15 the D16 forms, MUBUF 0x26/0x27 `_d16_hi_x`). CLRX `doc/GcnMemHandling.md`
     /// ("MUBUF/MTBUF format conversion"): MTBUF takes the instruction's formats with
     /// identity DST_SEL, MUBUF `_format` the resource's formats and DST_SEL (0 zero, 1 one,
     /// 4-7 component R, G, B, A). Modelled (every conversion exact):
@@ -200,18 +201,21 @@ impl Wave {
     ///   extended), USCALED/SSCALED of 8/16 bits and FLOAT of 16/32 bits to f32; stores of
     ///   32-bit UINT/SINT/FLOAT components (no conversion), all of the format's components,
     ///   identity DST_SEL;
-    /// - the packed formats (Mesa `ac_translate_buffer_dataformat`): 10_11_11 FLOAT loads
-    ///   (R11G11B10 unsigned floats from bit 0, to f32) and 2_10_10_10 UINT/SINT/USCALED/
-    ///   SSCALED loads (R10G10B10A2 from bit 0);
+    /// - the packed formats, loads only: 10_11_11 (R11G11B10 from bit 0: Mesa
+    ///   `ac_translate_buffer_dataformat` maps R11G11B10_FLOAT to it), 11_11_10 (R10G11B11
+    ///   from bit 0: AMD PAL `g_gfx9MergedDataFormats.h` maps `X10Y11Z11_Float` to it) and
+    ///   2_10_10_10 (R10G10B10A2 from bit 0); FLOAT (the 10/11-bit unsigned floats to f32,
+    ///   the 11-bit packed formats only) and UINT/SINT/USCALED/SSCALED of each field;
     /// - D16 forms (two 16-bit components per VGPR, low half first; with an odd component
-    ///   count the last VGPR's high half is zeroed with SRAM ECC on, kept with it off):
-    ///   loads of 8/16-bit UINT/SINT (to 16 bits), 16-bit FLOAT and 8-bit USCALED/SSCALED
-    ///   (to f16), stores of 16-bit UINT/SINT/FLOAT components.
+    ///   count the last VGPR's high half is zeroed with SRAM ECC on, kept with it off; the
+    ///   `_d16_hi_x` forms one component in the high half, the low half zeroed / kept
+    ///   likewise): loads of 8/16-bit UINT/SINT (to 16 bits), 16-bit FLOAT and 8-bit
+    ///   USCALED/SSCALED (to f16), stores of 16-bit UINT/SINT/FLOAT components.
     ///
-    /// Everything else faults: UNORM/SNORM (the exact rounding of the hardware's scaling is
-    /// not documented), the other packed formats and packed stores, D16
-    /// conversions that round, selecting "one" or a component the format lacks (their fill
-    /// values), an element straddling num_records.
+    /// Everything else faults: UNORM/SNORM (no public source pins the hardware's rounding
+    /// of the scaling: firmware-notes/isa-gfx9.md), 10_10_10_2 (no public bit layout),
+    /// packed stores, D16 conversions that round, selecting "one" or a component the
+    /// format lacks (their fill values), an element straddling num_records.
     #[allow(clippy::too_many_arguments)]
     fn typed(
         &mut self,
@@ -229,16 +233,25 @@ impl Wave {
                 format!("typed buffer {what} (dfmt {dfmt}, nfmt {nfmt}) is not modelled"),
             )
         };
-        let d16 = code >= 8;
-        let load = code & 7 < 4;
-        let n_inst = (code & 3) as usize + 1;
-        // D16 `_x`/`_xyz` loads leave the high half of their last VGPR unused: zeroed with
-        // SRAM ECC on, kept with it off (firmware-notes/isa-gfx9.md "D16 loads and SRAMECC").
-        let zero_hi = (d16 && load && n_inst % 2 == 1 && ctx.sramecc).then_some(n_inst / 2);
+        // `buffer_load/store_format_d16_hi_x` (MUBUF 0x26/0x27): one 16-bit component in
+        // the high half of the VGPR.
+        let hi = matches!(code, 0x26 | 0x27);
+        let d16 = hi || code >= 8;
+        let load = if hi { code == 0x26 } else { code & 7 < 4 };
+        let n_inst = if hi { 1 } else { (code & 3) as usize + 1 };
+        // D16 `_x`/`_xyz` loads leave the high half of their last VGPR unused, `_hi_x` the
+        // low half: zeroed with SRAM ECC on, kept with it off (firmware-notes/isa-gfx9.md
+        // "D16 loads and SRAMECC"). (register, bits kept)
+        let zero_half = match (d16 && load && ctx.sramecc, hi) {
+            (true, true) => Some((0, 0xFFFF_0000u32)),
+            (true, false) if n_inst % 2 == 1 => Some((n_inst / 2, 0xFFFFu32)),
+            _ => None,
+        };
         // Component layout: (bits per component, components); packed formats give each
         // component's (shift, width) inside one dword.
         let packed: Option<&[(u32, u32)]> = match dfmt {
             6 => Some(&[(0, 11), (11, 11), (22, 10)]),
+            7 => Some(&[(0, 10), (10, 11), (21, 11)]),
             9 => Some(&[(0, 10), (10, 10), (20, 10), (30, 2)]),
             _ => None,
         };
@@ -248,7 +261,7 @@ impl Wave {
             3 => (8, 2),
             4 => (32, 1),
             5 => (16, 2),
-            6 => (32, 3),
+            6 | 7 => (32, 3),
             9 => (32, 4),
             10 => (8, 4),
             11 => (32, 2),
@@ -258,8 +271,8 @@ impl Wave {
             _ => return Err(unmodelled(self, ctx, "data format")),
         };
         let ok = match (packed.is_some(), load, d16, nfmt) {
-            (true, true, false, 7) => dfmt == 6,
-            (true, true, false, 2..=5) => dfmt == 9,
+            (true, true, false, 7) => dfmt == 6 || dfmt == 7,
+            (true, true, false, 2..=5) => true,
             (true, ..) => false,
             (false, true, false, 4 | 5) => true,
             (false, true, false, 2 | 3) => bits < 32,
@@ -304,7 +317,9 @@ impl Wave {
         let vd = lanes.vd;
         // Component `c` of a lane's result or source: 32 bits, or a 16-bit half (D16).
         let put = |w: &mut Wave, ctx: &Ctx<'_>, c: usize, l: usize, v: u32| -> R<()> {
-            let (reg, sh, mask) = if d16 {
+            let (reg, sh, mask) = if hi {
+                (vd, 16, 0xFFFFu32)
+            } else if d16 {
                 (vd + c / 2, 16 * (c % 2) as u32, 0xFFFFu32)
             } else {
                 (vd + c, 0, u32::MAX)
@@ -318,9 +333,9 @@ impl Wave {
             }
         };
         for l in lanes.active() {
-            if let Some(r) = zero_hi {
+            if let Some((r, keep)) = zero_half {
                 match self.vreg_mut(vd + r) {
-                    Some(x) => x[l] &= 0xFFFF,
+                    Some(x) => x[l] &= keep,
                     None => return Err(self.err(ctx, "VGPR beyond the wave's allocation")),
                 }
             }
@@ -372,7 +387,11 @@ impl Wave {
                     put(self, ctx, c, l, v)?;
                 } else if in_range {
                     let v = self.vreg(ctx, if d16 { vd + c / 2 } else { vd + c })?[l];
-                    let v = if d16 { v >> (16 * (c % 2)) & 0xFFFF } else { v };
+                    let v = match (hi, d16) {
+                        (true, _) => v >> 16,
+                        (false, true) => v >> (16 * (c % 2)) & 0xFFFF,
+                        _ => v,
+                    };
                     if let Err(f) = ctx.mem.store(ca, cb, v as u64) {
                         return Err(self.mem_err(ctx, f));
                     }

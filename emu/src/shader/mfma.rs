@@ -1,6 +1,9 @@
 //! MFMA beyond the dense f32/f16/bf16_1k core in `wave.rs`: f64, int8, the older bf16
-//! (two per register, gfx90a), gfx942 fp8/bf8, and the CBSZ/ABID (A block broadcast) and
-//! BLGP (B lane group) modifiers on every shape that takes them.
+//! (two per register, gfx90a), gfx942 fp8/bf8 and xf32, and the CBSZ/ABID (A block
+//! broadcast) and BLGP (B lane group) modifiers on every shape that takes them; and how the
+//! matrix cores sum f16/bf16/fp8/xf32 products (CDNA2 pairwise sums, CDNA3 fused dot-adds),
+//! after Microsoft Research's MMA-Sim (`microsoft/MMA-Sim`, arXiv 2511.10909: reference
+//! models checked bit for bit against the hardware), since AMD does not document it.
 //!
 //! Layouts and modifier semantics are those AMD's `amd_matrix_instruction_calculator`
 //! (`matrix_calculator.py`, CDNA2 / CDNA3 tables and `_get_cbsz_abid_transformed_block`,
@@ -229,8 +232,11 @@ impl Wave {
     }
 
     /// MFMA forms and modifiers the core path in `mai` does not take; faults naming the
-    /// instruction for anything not modelled (xf32, unsupported modifiers).
+    /// instruction for anything not modelled (unsupported modifiers).
     pub(super) fn mfma(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        if ctx.target != Target::Gfx90a && matches!(op.op, 0x3e | 0x3f) {
+            return self.mfma_xf32(ctx, op);
+        }
         if let Some(sp) = sparse_shape(op.op, ctx.target) {
             return self.smfmac(ctx, op, sp);
         }
@@ -277,6 +283,9 @@ impl Wave {
         let g = 64 / n;
         let ke = k / e;
         let mut acc = c;
+        // f16/bf16 (incl. with CBSZ/ABID/BLGP): CDNA3's fused dot-add (`cdna3_f16_dot`) or
+        // CDNA2's pairwise sums (`cdna2_f16_dot`); the other types one f32 fma per k.
+        let cdna2 = ctx.target == Target::Gfx90a;
         let a_block = |bl: usize| {
             if cbsz == 0 {
                 bl
@@ -301,6 +310,26 @@ impl Wave {
                             sum = sum.wrapping_add(x * y);
                         }
                         acc[reg][lane] = sum as u32;
+                    } else if !cdna2 && matches!(sh.a, El::Fp8 | El::Bf8) {
+                        let x = |kk: usize| sh.a.to_f32(elem(&a, 8, la(kk), kk % e));
+                        let y = |kk: usize| sh.b.to_f32(elem(&b, 8, lb(kk), kk % e));
+                        let emin = |t: El| if t == El::Fp8 { -7 } else { -15 };
+                        let c = f32::from_bits(acc[reg][lane]);
+                        let sum = cdna3_fp8_dot(k, emin(sh.a), emin(sh.b), c, x, y);
+                        acc[reg][lane] = sum.to_bits();
+                    } else if matches!(sh.a, El::F16 | El::Bf16) {
+                        let x = |kk: usize| sh.a.to_f32(elem(&a, sh.a.bits(), la(kk), kk % e));
+                        let y = |kk: usize| sh.b.to_f32(elem(&b, sh.b.bits(), lb(kk), kk % e));
+                        let c = f32::from_bits(acc[reg][lane]);
+                        let bf16 = sh.a == El::Bf16;
+                        let sum = if cdna2 {
+                            // The older bf16 forms (two per register) sum pairs.
+                            let group = if bf16 && e == 2 { 2 } else { 4 };
+                            cdna2_f16_dot(k, group, bf16, c, x, y)
+                        } else {
+                            cdna3_f16_dot(k, bf16, c, x, y)
+                        };
+                        acc[reg][lane] = sum.to_bits();
                     } else {
                         let mut sum = f32::from_bits(acc[reg][lane]);
                         for kk in 0..k {
@@ -418,6 +447,59 @@ impl Wave {
     /// f64 MFMA (calculator layouts): 16x16x4 — A[i][k] in lane 16k + i, D[i][j] in lane
     /// 16(i%4) + j, register pair i/4; 4x4x4 with 4 blocks — A[i][k] in lane 16k + 4b + i,
     /// D[i][j] in lane 16i + 4b + j, one register pair. gfx942's BLGP bits negate A, B, C.
+    /// gfx942 `v_mfma_f32_16x16x8_xf32` (0x3e) / `v_mfma_f32_32x32x4_xf32` (0x3f): one block,
+    /// two f32 inputs per lane (A[i][k] in lane `i + M * (k / 2)`, register `k % 2`; B
+    /// likewise with j), D in the general f32 layout. Arithmetic as Microsoft Research's
+    /// MMA-Sim models CDNA3 (`microsoft/MMA-Sim` `mmasim/simulator/amd.py` `MFMASim`,
+    /// `functions.py` `truncate_to_tf32`, `amd_fused_dot_add`; validated bit for bit against
+    /// an MI300X, arXiv 2511.10909): see [`xf32_group`]. CBSZ/ABID/BLGP fault (not modelled).
+    fn mfma_xf32(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
+        if (op.neg_hi | op.opsel | op.neg) != 0 {
+            return Err(self.err(ctx, "xf32 MFMA with CBSZ/ABID/BLGP is not modelled"));
+        }
+        if self.exec() != u64::MAX {
+            return Err(self.err(ctx, "MFMA with a partial EXEC mask is not modelled"));
+        }
+        let (m, n, k) = if op.op == 0x3e {
+            (16, 16, 8)
+        } else {
+            (32, 32, 4)
+        };
+        let dregs = m * n / 64;
+        let a = self.mai_src(ctx, op, 0, 2)?;
+        let b = self.mai_src(ctx, op, 1, 2)?;
+        let mut acc = self.mai_src(ctx, op, 2, dregs)?;
+        let g = 64 / n;
+        for i in 0..m {
+            let reg = 4 * ((i / 4) / g) + i % 4;
+            for j in 0..n {
+                let lane = j + n * ((i / 4) % g);
+                let mut sum = f32::from_bits(acc[reg][lane]);
+                for k0 in (0..k).step_by(4) {
+                    let x: [f32; 4] = std::array::from_fn(|t| {
+                        let kk = k0 + t;
+                        f32::from_bits(a[kk % 2][i + m * (kk / 2)])
+                    });
+                    let y: [f32; 4] = std::array::from_fn(|t| {
+                        let kk = k0 + t;
+                        f32::from_bits(b[kk % 2][j + n * (kk / 2)])
+                    });
+                    sum = xf32_group(&x, &y, sum);
+                }
+                acc[reg][lane] = sum.to_bits();
+            }
+        }
+        let dbase = if op.acc {
+            AGPR_BASE as usize + op.dst as usize
+        } else {
+            op.dst as usize
+        };
+        for (r, row) in acc.iter().enumerate() {
+            self.write32(ctx, dbase + r, row, u64::MAX)?;
+        }
+        Ok(())
+    }
+
     fn mfma_f64(&mut self, ctx: &mut Ctx<'_>, op: &Op, sh: Shape, dbase: usize, neg: u8) -> R<()> {
         let a = self.mai_src(ctx, op, 0, 2)?;
         let b = self.mai_src(ctx, op, 1, 2)?;
@@ -470,9 +552,242 @@ impl Wave {
     }
 }
 
+/// 2^e as an f64 (0 below the subnormal range, infinity above the finite one).
+fn pow2(e: i32) -> f64 {
+    match e {
+        -1022..=1023 => f64::from_bits(((e + 1023) as u64) << 52),
+        -1074..=-1023 => f64::from_bits(1u64 << (e + 1074)),
+        i32::MIN..=-1075 => 0.0,
+        _ => f64::INFINITY,
+    }
+}
+
+/// A value as (signed significand, exponent) in its input type: |significand| in [1, 2)
+/// for normal numbers; below the type's smallest normal exponent `emin` the exponent is
+/// `emin` and |significand| < 1; zero is (0, -999) (MMA-Sim `extract_significand_exponent`).
+/// Every f32/f16/bf16 value is a normal f64, so the f64 exponent field gives the exponent.
+fn sig_exp(v: f64, emin: i32) -> (f64, i32) {
+    if v == 0.0 {
+        return (0.0, -999);
+    }
+    let e = (((v.to_bits() >> 52) & 0x7FF) as i32 - 1023).max(emin);
+    (v * pow2(-e), e)
+}
+
+/// One group of a CDNA3 fused dot-add, `c + sum(a[t] * b[t])` with the inputs exact in f64
+/// and `emin` their type's smallest normal exponent (MMA-Sim `amd_fused_dot_add` with 24
+/// fractional bits, the non-fp8 path):
+/// - an infinite or NaN exact sum (an infinite or NaN input) is returned as is (NaN as the
+///   host's quiet NaN: the hardware's payload is not modelled); a product beyond the f32
+///   range is an infinity of its sign (both signs: NaN);
+/// - each product's significand is aligned to the largest product exponent and truncated
+///   toward zero to 24 fractional bits; their sum, aligned to max(that exponent, C's), is
+///   floored to 31 fractional bits, C floored to 24; the total rounds to f32 (nearest even).
+fn fused_dot_add(a: &[f64], b: &[f64], emin: i32, c: f32) -> f32 {
+    let prods = a.iter().zip(b).map(|(x, y)| x * y);
+    let exact = prods.clone().sum::<f64>() + c as f64;
+    if !exact.is_finite() {
+        return exact as f32;
+    }
+    let big = pow2(128);
+    match (
+        prods.clone().any(|p| p >= big),
+        prods.clone().any(|p| p <= -big),
+    ) {
+        (true, true) => return f32::NAN,
+        (true, false) => return f32::INFINITY,
+        (false, true) => return f32::NEG_INFINITY,
+        _ => {}
+    }
+    let terms = a.iter().zip(b).map(|(&x, &y)| {
+        let (sa, ea) = sig_exp(x, emin);
+        let (sb, eb) = sig_exp(y, emin);
+        (sa * sb, ea + eb)
+    });
+    let e = terms.clone().map(|t| t.1).max().unwrap_or(-999);
+    let s: f64 = terms
+        .map(|(sg, ei)| (sg * pow2(24 + ei - e)).trunc() * pow2(-24))
+        .sum();
+    let (sc, ec) = sig_exp(c as f64, -126);
+    let mx = e.max(ec);
+    let s = (s * pow2(31 + e - mx)).floor() * pow2(-31);
+    let sc = (sc * pow2(24 + ec - mx)).floor() * pow2(-24);
+    ((s + sc) * pow2(mx)) as f32
+}
+
+/// One group of four k of a CDNA3 xf32 MFMA: A and B lose their 13 low mantissa bits
+/// (MMA-Sim `truncate_to_tf32`), then [`fused_dot_add`].
+fn xf32_group(a: &[f32; 4], b: &[f32; 4], c: f32) -> f32 {
+    let tf32 = |x: f32| f32::from_bits(x.to_bits() & !0x1FFF) as f64;
+    fused_dot_add(&a.map(tf32), &b.map(tf32), -126, c)
+}
+
+/// gfx942 f16 / bf16 MFMA accumulation of one D element: k in groups of min(8, K) (MMA-Sim
+/// `MFMASim` for CDNA3 f16/bf16: `fused_dot_add`, group size `min(8, k)`), each group one
+/// [`fused_dot_add`] into the running f32 sum. `x(kk)`, `y(kk)`: the exact A and B values.
+pub(super) fn cdna3_f16_dot(
+    k: usize,
+    bf16: bool,
+    mut c: f32,
+    x: impl Fn(usize) -> f32,
+    y: impl Fn(usize) -> f32,
+) -> f32 {
+    let g = k.min(8);
+    let emin = if bf16 { -126 } else { -14 };
+    let mut xa = [0f64; 8];
+    let mut yb = [0f64; 8];
+    for k0 in (0..k).step_by(g) {
+        for t in 0..g {
+            xa[t] = x(k0 + t) as f64;
+            yb[t] = y(k0 + t) as f64;
+        }
+        c = fused_dot_add(&xa[..g], &yb[..g], emin, c);
+    }
+    c
+}
+
+/// Products (significand, exponent) aligned to the largest exponent and truncated toward
+/// zero to 24 fractional bits, summed: (sum, that exponent) (MMA-Sim `fused_sum`).
+fn fused_sum(terms: impl Iterator<Item = (f64, i32)> + Clone) -> (f64, i32) {
+    let e = terms.clone().map(|t| t.1).max().unwrap_or(-1998);
+    let s = terms
+        .map(|(sg, ei)| (sg * pow2(24 + ei - e)).trunc() * pow2(-24))
+        .sum();
+    (s, e)
+}
+
+/// gfx942 fp8/bf8 MFMA accumulation of one D element (MMA-Sim `MFMASim`: fp8
+/// `"fused_dot_add"`, group size 16, `amd_fused_dot_add` with `is_fp8`): per group of 16 k,
+/// the even-k and the odd-k products are each fused (aligned to their largest exponent,
+/// truncated to 24 fractional bits), the two sums aligned to the larger exponent and
+/// floored to 24 fractional bits, added, aligned to max(that, C's exponent) and floored to
+/// 31 fractional bits; C floored to 24 fractional bits, or dropped when its exponent is
+/// more than 25 below; the total rounds to f32 (nearest even). FNUZ denormals take the
+/// type's smallest normal exponent (`emin_a`, `emin_b`: -7 for E4M3, -15 for E5M2); a NaN
+/// input gives NaN.
+pub(super) fn cdna3_fp8_dot(
+    k: usize,
+    emin_a: i32,
+    emin_b: i32,
+    mut c: f32,
+    x: impl Fn(usize) -> f32,
+    y: impl Fn(usize) -> f32,
+) -> f32 {
+    for k0 in (0..k).step_by(16) {
+        let g = 16.min(k - k0);
+        let (mut a, mut b) = ([0f64; 16], [0f64; 16]);
+        for t in 0..g {
+            (a[t], b[t]) = (x(k0 + t) as f64, y(k0 + t) as f64);
+        }
+        let exact = a.iter().zip(&b).map(|(p, q)| p * q).sum::<f64>() + c as f64;
+        if !exact.is_finite() {
+            return exact as f32;
+        }
+        let term = |t: usize| {
+            let (sa, ea) = sig_exp(a[t], emin_a);
+            let (sb, eb) = sig_exp(b[t], emin_b);
+            (sa * sb, ea + eb)
+        };
+        let (s0, e0) = fused_sum((0..g).step_by(2).map(term));
+        let (s1, e1) = fused_sum((1..g).step_by(2).map(term));
+        let me = e0.max(e1);
+        let s0 = (s0 * pow2(24 + e0 - me)).floor() * pow2(-24);
+        let s1 = (s1 * pow2(24 + e1 - me)).floor() * pow2(-24);
+        let (sc, ec) = sig_exp(c as f64, -126);
+        let mx = me.max(ec);
+        let s = ((s0 + s1) * pow2(31 + me - mx)).floor() * pow2(-31);
+        let sc = if ec >= mx - 25 {
+            (sc * pow2(24 + ec - mx)).floor() * pow2(-24)
+        } else {
+            0.0
+        };
+        c = ((s + sc) * pow2(mx)) as f32;
+    }
+    c
+}
+
+/// gfx90a (CDNA2) f16 / bf16 MFMA accumulation of one D element (MMA-Sim `MFMASim` for
+/// CDNA2: `operation_type = "standard"`, `flush_denormal`, group size 4 — 2 for the older
+/// two-per-register bf16 forms — and `functions.py` `pairwise_dot`): A, B and C inputs below
+/// their type's smallest normal (f16 2^-14, bf16 and f32 2^-126) read as +0; each group's
+/// products (exact in f32) are summed as a balanced tree of f32 additions (halves first),
+/// every partial sum below 2^-126 flushed to a zero of its sign; the group sum is added to
+/// the running f32 sum, which is flushed likewise. `x(kk)`, `y(kk)`: the A and B values.
+pub(super) fn cdna2_f16_dot(
+    k: usize,
+    group: usize,
+    bf16: bool,
+    c: f32,
+    x: impl Fn(usize) -> f32,
+    y: impl Fn(usize) -> f32,
+) -> f32 {
+    let tiny_in = if bf16 {
+        f32::MIN_POSITIVE
+    } else {
+        2f32.powi(-14)
+    };
+    let flush_in = |v: f32, tiny: f32| if v.abs() < tiny { 0.0 } else { v };
+    fn flush_keep(v: f32) -> f32 {
+        if v.abs() < f32::MIN_POSITIVE {
+            v * 0.0
+        } else {
+            v
+        }
+    }
+    fn tree(p: &[f32]) -> f32 {
+        let s = match p.len() {
+            1 => p[0],
+            n => tree(&p[..n / 2]) + tree(&p[n / 2..]),
+        };
+        flush_keep(s)
+    }
+    let mut sum = flush_in(c, f32::MIN_POSITIVE);
+    let mut prods = [0f32; 4];
+    for k0 in (0..k).step_by(group) {
+        let g = group.min(k - k0);
+        for t in 0..g {
+            let (a, b) = (flush_in(x(k0 + t), tiny_in), flush_in(y(k0 + t), tiny_in));
+            // `fmaf(a, b, 0.0)`: the exact product rounded once, -0 + 0 = +0.
+            prods[t] = fma32(a, b, 0.0);
+        }
+        sum = flush_keep(sum + tree(&prods[..g]));
+    }
+    sum
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xf32_group_truncates_inputs_and_floors_the_sum() {
+        let one = [1.0f32, 0.0, 0.0, 0.0];
+        // 1 + 2^-20 loses its low bits (tf32 keeps 10 mantissa bits): exactly 1.
+        assert_eq!(
+            xf32_group(&[1.0 + 2f32.powi(-20), 0.0, 0.0, 0.0], &one, 0.0),
+            1.0
+        );
+        // 1 + 2^-10 survives.
+        let x = 1.0 + 2f32.powi(-10);
+        assert_eq!(xf32_group(&[x, 0.0, 0.0, 0.0], &one, 0.0), x);
+        // C below the product's 24-bit alignment window is floored away: a positive C
+        // vanishes, a negative one takes one unit of 2^-24 relative to the product.
+        assert_eq!(xf32_group(&one, &one, 2f32.powi(-30)), 1.0);
+        assert_eq!(
+            xf32_group(&one, &one, -(2f32.powi(-30))),
+            1.0 - 2f32.powi(-24)
+        );
+        // Zero products leave C exact; infinities and NaN pass through.
+        assert_eq!(xf32_group(&[0.0; 4], &one, -3.5), -3.5);
+        assert_eq!(
+            xf32_group(&[f32::INFINITY, 0.0, 0.0, 0.0], &one, 1.0),
+            f32::INFINITY
+        );
+        assert!(xf32_group(&[f32::NAN, 0.0, 0.0, 0.0], &one, 1.0).is_nan());
+        // A product beyond the f32 range is an infinity of its sign.
+        let big = [f32::MAX, 0.0, 0.0, 0.0];
+        assert_eq!(xf32_group(&big, &[4.0, 0.0, 0.0, 0.0], 0.0), f32::INFINITY);
+    }
 
     #[test]
     fn fnuz_fp8_values() {

@@ -307,6 +307,18 @@ fn arith(f: Fmt, k: Arith, x: u64, y: u64, z: u64, rm: Rm, host: impl Fn() -> u6
     }
 }
 
+/// The transcendentals (`v_exp/log/rcp/rcp_iflag/rsq/sqrt/sin/cos_f32`, `v_rcp/rsq/sqrt_f64`,
+/// `v_rcp/sqrt/rsq/log/exp/sin/cos_f16`). AMD's CDNA2/CDNA3 ISA guides define them by an
+/// error bound, not by a rounding direction (LLVM AMDGPUUsage "LLVM IR Intrinsics":
+/// `llvm.exp2`/`llvm.log2` "Hardware provides 1ULP accuracy for float, and 0.51ULP for
+/// half"), and no public source says whether MODE.FP_ROUND moves their result. The
+/// emulator gives them the same value in every round mode: its round-to-nearest value,
+/// which lies within the documented bound of the exact result whatever the mode
+/// (firmware-notes/isa-gfx9.md "Round modes").
+fn approximate(op: u16) -> bool {
+    matches!(op, 0x160..=0x16a | 0x17d..=0x181 | 0x189 | 0x18a)
+}
+
 /// VALU ops whose result cannot depend on the round mode: integer and bit ops, moves,
 /// compares and class tests, min/max, exact conversions (from narrower floats and small
 /// integers, float to integer which truncates by definition, `v_cvt_pkrtz` which always
@@ -396,7 +408,7 @@ impl Wave {
             }
             _ => return Ok(false),
         }
-        if op.omod == 0 && valu_insensitive(op.op) {
+        if op.omod == 0 && (valu_insensitive(op.op) || approximate(op.op)) {
             return Ok(false);
         }
         // SDWA: `sdwa` stages the selected operands and runs the VOP3 form through
@@ -422,7 +434,7 @@ impl Wave {
         op: &Op,
         tmp: &mut super::Tmp,
     ) -> R<bool> {
-        if op.omod == 0 && valu_insensitive(op.op) {
+        if op.omod == 0 && (valu_insensitive(op.op) || approximate(op.op)) {
             return Ok(false);
         }
         let unmodelled = |w: &Wave, ctx: &Ctx<'_>| {

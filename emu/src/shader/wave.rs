@@ -44,6 +44,7 @@ pub(crate) enum WaveStop {
 type R<T> = Result<T, ShaderError>;
 
 mod fast;
+mod formats;
 mod memfast;
 
 /// Operand type (how inline constants read).
@@ -1536,6 +1537,8 @@ impl Wave {
             0x168 => d1!(|x: f64| x.sqrt()),
             0x169 => f1!(|x: f32| (x * std::f32::consts::TAU).sin()),
             0x16a => f1!(|x: f32| (x * std::f32::consts::TAU).cos()),
+            // f16 transcendentals (`wave/formats.rs`).
+            0x17d..=0x181 | 0x189 | 0x18a => return self.f16_transcendental(ctx, op, exec),
             0x16b => u1!(|x: u32| !x),
             0x16c => u1!(|x: u32| x.reverse_bits()),
             0x16d => u1!(|x: u32| if x == 0 { u32::MAX } else { x.leading_zeros() }),
@@ -2399,6 +2402,8 @@ impl Wave {
                 }
                 self.write32(ctx, dbase, &r, exec)?;
             }
+            // ds_write_b8/b16_d16_hi, ds_read_{u8,i8,u16}_d16[_hi] (`wave/formats.rs`).
+            0x54..=0x5b => return self.ds_d16(ctx, op, &addr, off16, exec),
             _ => return Err(self.unimpl(ctx)),
         }
         Ok(())
@@ -2727,7 +2732,8 @@ impl Wave {
         }
         let element_size = 2u64 << ((vsharp[3] >> 19) & 3);
         let index_stride = 8u64 << ((vsharp[3] >> 21) & 3);
-        if op.op >= 0x40 || op.op < 0x10 {
+        // Atomics, `buffer_{load,store}_format_*` (incl. the `_d16_hi_x` forms 0x26/0x27).
+        if op.op >= 0x40 || op.op < 0x10 || matches!(op.op, 0x26 | 0x27) {
             if swizzle {
                 return Err(self.err(
                     ctx,
@@ -2904,10 +2910,11 @@ impl Wave {
     /// An M x N x K product over B blocks: A[b][i][k] in lane `i + M * (k / E + (K / E) * b)`
     /// element `k % E` (E values per lane: 1 f32, 4 f16), B[b][k][j] likewise with j, and
     /// C/D[b][i][j] in lane `j + N * (s % G)`, register `4 * (s / G) + i % 4` with
-    /// `s = b * M / 4 + i / 4`, `G = 64 / N`. The sum runs over k in order with one fused
-    /// multiply-add each (f16/bf16 products are exact in f32). The bf16 `_1k` forms share the
-    /// f16 shapes. Broadcast controls (cbsz/abid/blgp), integer/old-bf16/f64/xf32/f8 variants
-    /// and partial EXEC fault.
+    /// `s = b * M / 4 + i / 4`, `G = 64 / N`. f32: the sum runs over k in order with one
+    /// fused multiply-add each; f16/bf16 sum as MMA-Sim's CDNA2 / CDNA3 models
+    /// (`mfma.rs` `cdna2_f16_dot`, `cdna3_f16_dot`). The bf16 `_1k` forms share the f16
+    /// shapes. Broadcast controls (cbsz/abid/blgp) and the integer/old-bf16/f64/xf32/f8
+    /// variants go to `mfma.rs`; partial EXEC faults.
     fn mai(&mut self, ctx: &mut Ctx<'_>, op: &Op) -> R<()> {
         // bf16 "_1k" forms: the f16 shapes with bf16 inputs, at per-target opcodes.
         let bf16_base = if ctx.target == Target::Gfx90a {
@@ -2985,19 +2992,29 @@ impl Wave {
         }
         let g = 64 / n;
         let ke = k / e;
+        // f16/bf16: CDNA3's fused dot-add over groups of k (gfx942) or CDNA2's pairwise
+        // sums with denormal flushing (gfx90a; `mfma.rs`); f32: one f32 fma per k in order.
         for b in 0..blocks {
             for i in 0..m {
                 let s = b * m / 4 + i / 4;
                 let reg = 4 * (s / g) + i % 4;
                 for j in 0..n {
                     let lane = j + n * (s % g);
-                    let mut sum = acc[reg][lane];
-                    for kk in 0..k {
-                        let la = i + m * (kk / e + ke * b);
-                        let lb = j + n * (kk / e + ke * b);
-                        sum = fma32(av[la][kk % e], bv[lb][kk % e], sum);
-                    }
-                    acc[reg][lane] = sum;
+                    let la = |kk: usize| i + m * (kk / e + ke * b);
+                    let lb = |kk: usize| j + n * (kk / e + ke * b);
+                    let x = |kk: usize| av[la(kk)][kk % e];
+                    let y = |kk: usize| bv[lb(kk)][kk % e];
+                    acc[reg][lane] = if e == 4 && ctx.target == Target::Gfx90a {
+                        mfma::cdna2_f16_dot(k, 4, bf16, acc[reg][lane], x, y)
+                    } else if e == 4 {
+                        mfma::cdna3_f16_dot(k, bf16, acc[reg][lane], x, y)
+                    } else {
+                        let mut sum = acc[reg][lane];
+                        for kk in 0..k {
+                            sum = fma32(av[la(kk)][kk % e], bv[lb(kk)][kk % e], sum);
+                        }
+                        sum
+                    };
                 }
             }
         }

@@ -1,6 +1,6 @@
 // The module API on a code object built with `hipcc --genco` (path in argv[1]):
 // hipModuleLoad, hipModuleLoadData, hipModuleGetFunction, hipModuleLaunchKernel with
-// kernelParams and with `extra`, hipModuleUnload.
+// kernelParams and with `extra`, hipModuleUnload (a function of an unloaded module is an error).
 #include "check.h"
 #include <cstring>
 #include <fstream>
@@ -57,6 +57,13 @@ int main(int argc, char** argv) {
   HIP_CHECK(hipDeviceSynchronize());
   std::printf("loaddata y[1]=%d\n", y[1]);
   HIP_CHECK(hipModuleUnload(m2));
+  // A function of the unloaded module: an error, not a crash; the first module's function
+  // still launches.
+  hipError_t stale =
+      hipModuleLaunchKernel(f2, (n + 63) / 64, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr);
+  HIP_CHECK(hipModuleLaunchKernel(f, (n + 63) / 64, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr));
+  HIP_CHECK(hipDeviceSynchronize());
+  std::printf("stale %s then y[1]=%d\n", hipGetErrorName(stale), y[1]);
   HIP_CHECK(hipModuleUnload(m));
   EXPECT(hipModuleUnload(m) != hipSuccess);
   HIP_CHECK(hipHostFree(x));

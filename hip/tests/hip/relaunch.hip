@@ -46,6 +46,17 @@ int main() {
   for (int i = 0; i < 64; i++) bad += hx[i] != 54 || hy[i] != 36;
   std::printf("relaunch x=%d y=%d bad=%d\n", hx[0], hy[0], bad);
 
+  // A host address no kernel is registered for, with the launch cache warm:
+  // hipErrorInvalidDeviceFunction; the next <<<>>> launch runs.
+  int v = 1;
+  void* args[] = {&x, &v, &q0};
+  hipError_t unknown = hipLaunchKernel((const void*)&bad, dim3(1), dim3(64), args, 0, nullptr);
+  hipError_t last = hipGetLastError();
+  add<<<1, 64>>>(x, 1, q0);  // x 55
+  HIP_CHECK(hipMemcpy(hx, x, sizeof hx, hipMemcpyDeviceToHost));
+  std::printf("unknown %s last %s then x=%d\n", hipGetErrorName(unknown), hipGetErrorName(last),
+              hx[0]);
+
   // Six nested configurations: popped last-in first-out, then none is left.
   for (unsigned i = 1; i <= 6; i++)
     HIP_CHECK(__hipPushCallConfiguration(dim3(i), dim3(2 * i), i, nullptr));
