@@ -567,6 +567,47 @@ fn aql_barriers_and_completion_signals() {
     assert_eq!(gpu.status(&q), QueueStatus::Active);
 }
 
+/// Two AQL queues whose barrier-value packets each wait for the other queue's last
+/// completion (a record/waitEvent ping-pong): all rounds enqueued up front, they must
+/// complete strictly alternating (the completion interrupts say in which order), with
+/// both signals counted down to 0 and both queues drained and active.
+#[test]
+fn aql_cross_queue_barrier_ping_pong_alternates() {
+    const ROUNDS: i64 = 300;
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let mbox = gpu.alloc(4096);
+    let mut qa = Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 100);
+    let mut qb = Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 100);
+    let a = signal(&sigs, 0, ROUNDS, Some((mbox.va(), 1)));
+    let b = signal(&sigs, 1, ROUNDS, Some((mbox.va() + 8, 2)));
+    let wait = |on: u64, value: i64, done: u64| {
+        AqlPacket::BarrierValue(BarrierValue {
+            control: PacketControl::SYSTEM_BARRIER,
+            signal: on,
+            value,
+            mask: -1,
+            cond: SignalCondition::Eq,
+            completion_signal: done,
+        })
+    };
+    for i in 0..ROUNDS {
+        // A: once B completed round i - 1 (b == ROUNDS - i), complete a (-> ROUNDS-i-1).
+        qa.submit_aql(&gpu, &wait(b, ROUNDS - i, a));
+        // B: once A completed round i (a == ROUNDS - i - 1), complete b.
+        qb.submit_aql(&gpu, &wait(a, ROUNDS - i - 1, b));
+    }
+    qa.wait_idle();
+    qb.wait_idle();
+    assert_eq!(sig_value(&sigs, a), 0);
+    assert_eq!(sig_value(&sigs, b), 0);
+    let order = gpu.irq.events.lock().unwrap().clone();
+    let want: Vec<Option<u32>> = (0..ROUNDS).flat_map(|_| [Some(1), Some(2)]).collect();
+    assert_eq!(order, want);
+    assert_eq!(gpu.status(&qa), QueueStatus::Active);
+    assert_eq!(gpu.status(&qb), QueueStatus::Active);
+}
+
 #[test]
 fn aql_pm4_ib_runs_the_indirect_buffer() {
     let gpu = Gpu::new();

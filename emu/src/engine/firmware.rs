@@ -63,7 +63,11 @@ pub(crate) struct Firmware {
     /// PM4 type-3 opcodes the MEC executes on a compute queue or in an indirect buffer, as
     /// an older family's list plus what this one adds (any other opcode is an unknown
     /// opcode: the queue faults).
+    /// (The bitmap below is what the engines read; the tests check it against this.)
+    #[cfg(test)]
     pub(crate) pm4_opcodes: &'static [&'static [u8]],
+    /// `pm4_opcodes` as a 256-bit set (`opcode_set(pm4_opcodes)`).
+    pub(crate) pm4_opcode_set: [u64; 4],
     /// Largest DMA_DATA BYTE_COUNT the CP DMA engine moves in one packet.
     pub(crate) dma_data_max_bytes: u32,
     /// An end-of-pipe RELEASE_MEM is delivered through the queue's EOP buffer: on a
@@ -81,8 +85,26 @@ pub(crate) struct Firmware {
 impl Firmware {
     /// Whether the MEC of this family decodes `opcode`.
     pub(crate) fn accepts(&self, opcode: u8) -> bool {
-        self.pm4_opcodes.iter().any(|ops| ops.contains(&opcode))
+        // A table look-up per executed packet (the lists are scanned once, at compile
+        // time, into one bitmap per family).
+        self.pm4_opcode_set[usize::from(opcode >> 6)] >> (opcode & 63) & 1 != 0
     }
+}
+
+/// The opcode lists `lists` as a 256-bit set.
+const fn opcode_set(lists: &[&[u8]]) -> [u64; 4] {
+    let mut set = [0u64; 4];
+    let mut i = 0;
+    while i < lists.len() {
+        let mut j = 0;
+        while j < lists[i].len() {
+            let op = lists[i][j];
+            set[(op >> 6) as usize] |= 1 << (op & 63);
+            j += 1;
+        }
+        i += 1;
+    }
+    set
 }
 
 /// Opcodes of `soc15d.h` (gfx9) that a compute queue runs.
@@ -110,7 +132,9 @@ const BYTE_COUNT_26: u32 = (1 << 26) - 1;
 
 static GFX9: Firmware = Firmware {
     family: GfxFamily::Gfx9,
+    #[cfg(test)]
     pm4_opcodes: &[GFX9_OPCODES],
+    pm4_opcode_set: opcode_set(&[GFX9_OPCODES]),
     dma_data_max_bytes: BYTE_COUNT_26,
     eop_release_needs_eop_buffer: true,
     ib_runs_on_every_xcc: true,
@@ -120,13 +144,17 @@ static GFX9: Firmware = Firmware {
 
 static GFX10: Firmware = Firmware {
     family: GfxFamily::Gfx10,
+    #[cfg(test)]
     pm4_opcodes: GFX10_OPCODES,
+    pm4_opcode_set: opcode_set(GFX10_OPCODES),
     ..GFX9
 };
 
 static GFX11: Firmware = Firmware {
     family: GfxFamily::Gfx11,
+    #[cfg(test)]
     pm4_opcodes: GFX10_OPCODES,
+    pm4_opcode_set: opcode_set(GFX10_OPCODES),
     dma_data_max_bytes: 32767,
     eop_release_needs_eop_buffer: true,
     ib_runs_on_every_xcc: true,
@@ -179,5 +207,20 @@ mod tests {
         assert!(!firmware(GfxFamily::Gfx9).accepts(op::WAIT_REG_MEM64));
         assert!(firmware(GfxFamily::Gfx10).accepts(op::WAIT_REG_MEM64));
         assert_eq!(firmware(GfxFamily::Gfx11).dma_data_max_bytes, 32767);
+    }
+
+    /// The opcode bitmap says exactly what the opcode lists say, for every opcode.
+    #[test]
+    fn opcode_set_matches_the_lists() {
+        for f in GfxFamily::ALL {
+            let fw = firmware(f);
+            let mut n = 0;
+            for opcode in 0..=u8::MAX {
+                let listed = fw.pm4_opcodes.iter().any(|ops| ops.contains(&opcode));
+                assert_eq!(fw.accepts(opcode), listed, "{f:?} opcode {opcode:#04x}");
+                n += usize::from(listed);
+            }
+            assert!(n > 10, "{f:?}: {n} opcodes");
+        }
     }
 }

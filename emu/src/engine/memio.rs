@@ -38,6 +38,11 @@ pub(crate) type Access<T> = Result<T, AccessError>;
 pub(crate) struct MemCache {
     /// The engine thread's trace recorder.
     pub(crate) tr: crate::trace::Tracer,
+    /// Set on an engine's own thread (`sched::engine_main`), which flushes `wakes`:
+    /// interrupts raised through this cache may batch their sleeper wake-ups there.
+    pub(crate) batch_wakes: bool,
+    /// Sleeper wake-ups held back by interrupts (see `Interrupts::event_interrupt_batched`).
+    pub(crate) wakes: crate::engine::PendingWakes,
     gpu_id: u32,
     mem: Arc<dyn GpuMemory>,
     tlb: Arc<crate::engine::Inner>,
@@ -70,6 +75,8 @@ impl MemCache {
     pub(crate) fn new(inner: Arc<crate::engine::Inner>) -> Self {
         MemCache {
             tr: crate::trace::Tracer::new(inner.cfg.gpu_id, crate::trace::EngineId::Cp),
+            batch_wakes: false,
+            wakes: crate::engine::PendingWakes::default(),
             gpu_id: inner.cfg.gpu_id,
             mem: inner.mem.clone(),
             gen: inner.tlb_gen.load(Ordering::Acquire),
@@ -231,20 +238,26 @@ impl MemCache {
         if va % align != 0 || self.tlb.tlb_gen.load(Ordering::Acquire) != self.gen {
             return None;
         }
-        let ok = |w: &MemWindow| w.contains(va, len) && (!write || w.writable());
-        let w = match self.entries.get(self.last) {
-            Some(w) if ok(w) => w,
-            _ => {
-                let &(p, i) = self.tags.get(tag_slot(va >> 12))?;
-                let w = self
-                    .entries
-                    .get(i as usize)
-                    .filter(|w| p == va >> 12 && ok(w))?;
-                self.last = i as usize;
-                w
-            }
-        };
-        w.host_ptr(va, len, write).ok()
+        // `host_ptr` is the window check (inside, and writable for a write): one check
+        // per candidate entry, not a check and then the same check again.
+        if let Some(p) = self
+            .entries
+            .get(self.last)
+            .and_then(|w| w.host_ptr(va, len, write).ok())
+        {
+            return Some(p);
+        }
+        let &(page, i) = self.tags.get(tag_slot(va >> 12))?;
+        if page != va >> 12 {
+            return None;
+        }
+        let p = self
+            .entries
+            .get(i as usize)?
+            .host_ptr(va, len, write)
+            .ok()?;
+        self.last = i as usize;
+        Some(p)
     }
 
     /// The host address of `[va, va+len)` when `va` is 8-aligned and the inlined fast

@@ -174,6 +174,59 @@ pub trait Interrupts: Send + Sync + 'static {
     fn queue_error(&self, gpu_id: u32, event_id: u32) {
         self.event_interrupt(gpu_id, Some(event_id));
     }
+    /// [`Self::event_interrupt`] raised by an engine thread that goes on executing: the
+    /// event state changes now, but the wake-ups of host threads sleeping on it may be
+    /// left in `wakes`, which the engine issues within [`WAKE_BATCH`] and always before
+    /// it sleeps (as KFD wakes waiters from its interrupt work queue, after the CP moved
+    /// on). The default wakes at once.
+    fn event_interrupt_batched(
+        &self,
+        gpu_id: u32,
+        context_id: Option<u32>,
+        wakes: &mut PendingWakes,
+    ) {
+        let _ = wakes;
+        self.event_interrupt(gpu_id, context_id);
+    }
+}
+
+/// Longest time an engine thread that keeps executing holds back the wake-ups of host
+/// threads its interrupts activated (see [`Interrupts::event_interrupt_batched`]).
+pub const WAKE_BATCH: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// Wake-ups of sleeping WAIT_EVENTS callers an engine thread collected from its
+/// interrupts, issued together (one futex wake per sleeper per batch instead of one per
+/// completion while the engine stays busy).
+#[derive(Debug, Default)]
+pub struct PendingWakes {
+    cvs: Vec<Arc<std::sync::Condvar>>,
+}
+
+impl PendingWakes {
+    /// Adds a sleeper's condition variable.
+    pub(crate) fn push(&mut self, cv: Arc<std::sync::Condvar>) {
+        self.cvs.push(cv);
+    }
+
+    /// Whether no wake-up is pending.
+    pub fn is_empty(&self) -> bool {
+        self.cvs.is_empty()
+    }
+
+    /// Wakes every collected sleeper.
+    pub fn flush(&mut self) {
+        for cv in self.cvs.drain(..) {
+            cv.notify_all();
+        }
+    }
+}
+
+impl Drop for PendingWakes {
+    /// An engine thread that ends (shutdown, or an emulator bug unwinding it) still wakes
+    /// the sleepers its last interrupts activated.
+    fn drop(&mut self) {
+        self.flush();
+    }
 }
 
 /// Static facts about the GPU the engines belong to.
@@ -245,7 +298,12 @@ impl Inner {
             mem.tr
                 .push(t, t, crate::trace::TraceKind::Interrupt { context_id });
         }
-        self.irq.event_interrupt(self.cfg.gpu_id, context_id);
+        if mem.batch_wakes {
+            self.irq
+                .event_interrupt_batched(self.cfg.gpu_id, context_id, &mut mem.wakes);
+        } else {
+            self.irq.event_interrupt(self.cfg.gpu_id, context_id);
+        }
     }
 }
 

@@ -39,6 +39,9 @@ pub const IDLE_SPIN: Duration = Duration::from_micros(20);
 /// at once by a doorbell (the spin only delayed the submitter), and doubles back to
 /// [`IDLE_SPIN`] when a spin catches a doorbell.
 const IDLE_SPIN_MIN: Duration = Duration::from_micros(1);
+/// Sweeps over the queues one scheduler pass makes while they progress (see
+/// `engine_main`): bounds the time between two looks at the queue list and doorbells.
+const MAX_SWEEPS: u32 = 64;
 /// Blocked queues are re-polled at once (yielding in between) for this long...
 const SPIN: Duration = Duration::from_micros(50);
 /// ...then with a backoff starting here...
@@ -393,8 +396,14 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
     // The idle spin window, adapted between IDLE_SPIN_MIN and IDLE_SPIN.
     let mut idle_spin = IDLE_SPIN;
     let is_sdma = index > 0;
+    // Interrupts raised by this thread hold back their sleeper wake-ups while it stays
+    // busy: issued once WAKE_BATCH passed since the first one, and always before the
+    // thread yields, spins idle or parks (and when `mem` drops).
+    mem.batch_wakes = true;
+    let mut wakes_since: Option<Instant> = None;
     loop {
         if me.shutdown.load(Ordering::Acquire) {
+            mem.wakes.flush();
             return;
         }
         // One relaxed load per round when tracing is off.
@@ -427,6 +436,8 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
             me.ack_cv.notify_all();
         }
         if me.paused.load(Ordering::Acquire) {
+            mem.wakes.flush();
+            wakes_since = None;
             let db = me.doorbells.load(Ordering::Acquire);
             park(&me, &mut mem, &inner, index, db, None);
             continue;
@@ -456,67 +467,106 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
 
         let now = Instant::now();
         let mut progressed = false;
-        let mut wake_at: Option<Instant> = None;
-        for &i in order.iter() {
-            let Some(s) = slots.get_mut(i) else { continue };
-            let sh = s.exec.shared();
-            if sh.faulted.load(Ordering::Acquire) {
-                continue;
-            }
-            let pct = sh.percentage.load(Ordering::Relaxed).min(100);
-            if pct == 0 {
-                continue;
-            }
-            if s.spin_until.is_some() && !kicked && s.next_poll > now {
-                wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
-                continue;
-            }
-            let quantum = (BASE_QUANTUM * pct / 100).max(1);
-            if mem.tr.on {
-                mem.tr.queue = Some((sh.id, s.exec.kind));
-            }
-            let out = s.exec.run(&mut mem, &inner, quantum);
-            if out.executed > 0 {
-                progressed = true;
-            }
-            if mem.tr.on {
-                trace_run(&mut mem, &inner, s, out.executed, out.state);
-            }
-            match out.state {
-                RunState::Blocked => {
-                    if out.executed > 0 || s.spin_until.is_none() {
-                        s.spin_until = Some(now + SPIN);
-                        s.delay = Duration::ZERO;
-                    }
-                    if !inner.repoll.load(Ordering::Relaxed) {
-                        // Test hook (`set_blocked_repoll`): only a doorbell re-polls it.
-                        s.next_poll = now + Duration::from_secs(3600);
-                        continue;
-                    }
-                    // Within SPIN of blocking (an Instant compare, not a subtraction).
-                    if s.spin_until.is_some_and(|t| now < t) {
-                        s.next_poll = now;
-                    } else {
-                        s.delay = if s.delay.is_zero() {
-                            BACKOFF_MIN
-                        } else {
-                            (s.delay * 2).min(BACKOFF_MAX)
-                        };
-                        s.next_poll = now + s.delay;
-                    }
+        let mut wake_at: Option<Instant>;
+        // Sweeps over the queues in `order` while one makes progress: a queue whose
+        // packet blocked on memory another queue just wrote (a barrier on a signal the
+        // other queue completed) runs again in this pass, at once, instead of after the
+        // round's bookkeeping (rotation, clock read, list/doorbell checks) or a yield. A
+        // sweep ends the pass when nothing moved, a queue used its quantum (priorities
+        // are served afresh), after MAX_SWEEPS, or when the API side changed the queue
+        // list, paused the engine or shuts it down (it waits for an acknowledgement
+        // between packets, given at the top of the loop).
+        let mut sweeps = 0u32;
+        'pass: loop {
+            sweeps += 1;
+            let mut moved = false;
+            wake_at = None;
+            // A doorbell re-polls every blocked queue once (the first sweep); later sweeps
+            // follow each queue's poll time.
+            let kicked = kicked && sweeps == 1;
+            for &i in order.iter() {
+                let Some(s) = slots.get_mut(i) else { continue };
+                let sh = s.exec.shared();
+                if sh.faulted.load(Ordering::Acquire) {
+                    continue;
+                }
+                let pct = sh.percentage.load(Ordering::Relaxed).min(100);
+                if pct == 0 {
+                    continue;
+                }
+                if s.spin_until.is_some() && !kicked && s.next_poll > now {
                     wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
+                    continue;
                 }
-                RunState::Idle | RunState::Faulted => s.spin_until = None,
-                RunState::Budget => {
-                    s.spin_until = None;
-                    // Serve higher priorities again before lower ones.
-                    break;
+                let quantum = (BASE_QUANTUM * pct / 100).max(1);
+                if mem.tr.on {
+                    mem.tr.queue = Some((sh.id, s.exec.kind));
                 }
+                let out = s.exec.run(&mut mem, &inner, quantum);
+                if out.executed > 0 {
+                    progressed = true;
+                    moved = true;
+                }
+                if mem.tr.on {
+                    trace_run(&mut mem, &inner, s, out.executed, out.state);
+                }
+                match out.state {
+                    RunState::Blocked => {
+                        if out.executed > 0 || s.spin_until.is_none() {
+                            s.spin_until = Some(now + SPIN);
+                            s.delay = Duration::ZERO;
+                        }
+                        if !inner.repoll.load(Ordering::Relaxed) {
+                            // Test hook (`set_blocked_repoll`): only a doorbell re-polls it.
+                            s.next_poll = now + Duration::from_secs(3600);
+                            continue;
+                        }
+                        // Within SPIN of blocking (an Instant compare, not a subtraction).
+                        if s.spin_until.is_some_and(|t| now < t) {
+                            s.next_poll = now;
+                        } else {
+                            s.delay = if s.delay.is_zero() {
+                                BACKOFF_MIN
+                            } else {
+                                (s.delay * 2).min(BACKOFF_MAX)
+                            };
+                            s.next_poll = now + s.delay;
+                        }
+                        wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
+                    }
+                    RunState::Idle | RunState::Faulted => s.spin_until = None,
+                    RunState::Budget => {
+                        s.spin_until = None;
+                        // Serve higher priorities again before lower ones.
+                        break 'pass;
+                    }
+                }
+            }
+            if !moved
+                || sweeps >= MAX_SWEEPS
+                || me.list_gen.load(Ordering::Relaxed) != seen_gen
+                || me.paused.load(Ordering::Relaxed)
+                || me.shutdown.load(Ordering::Relaxed)
+            {
+                break;
             }
         }
         if progressed {
+            if !mem.wakes.is_empty() {
+                match wakes_since {
+                    None => wakes_since = Some(now),
+                    Some(t) if now.saturating_duration_since(t) >= super::WAKE_BATCH => {
+                        mem.wakes.flush();
+                        wakes_since = None;
+                    }
+                    Some(_) => {}
+                }
+            }
             continue;
         }
+        // Not progressing: nothing holds the wake-ups back any longer.
+        mem.wakes.flush();
+        wakes_since = None;
         if me.doorbells.load(Ordering::Acquire) != seen_db
             || me.list_gen.load(Ordering::Acquire) != seen_gen
         {

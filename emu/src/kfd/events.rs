@@ -3,8 +3,11 @@
 //! interrupts through the [`Interrupts`] implementation here.
 //!
 //! Kernel rules modelled here are listed, with their sources, in
-//! `firmware-notes/kfd-events.md`. Waits sleep on a condition variable; every state
-//! change happens under the one events mutex, so no wake-up can be lost.
+//! `firmware-notes/kfd-events.md`. Each WAIT_EVENTS call sleeps on its own condition
+//! variable (KFD's per-event wait queues: `wake_up_all(&ev->wq)` wakes only the waiters of
+//! the event set, not every sleeper of the process); every state change happens under the
+//! one events mutex, and whoever flips a waiter's flag notifies that waiter after
+//! unlocking, so no wake-up can be lost.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +19,7 @@ use kfd::abi::{
 };
 use rustix::io::Errno;
 
-use crate::engine::{Interrupts, QueueFault};
+use crate::engine::{Interrupts, PendingWakes, QueueFault};
 use crate::gpumem::FaultKind;
 use crate::kfd::hostmem::Backing;
 
@@ -43,6 +46,37 @@ struct Event {
 struct Waiter {
     activated: Vec<bool>,
     destroyed: Vec<bool>,
+    /// Where this waiter sleeps: notified by whoever sets one of its flags.
+    cv: Arc<Condvar>,
+}
+
+/// Waiters to notify once the events mutex is released: the first inline (a completion
+/// interrupt activates one sleeper, and its wake-up should not cost an allocation), any
+/// more in a vector.
+#[derive(Default)]
+struct Wake {
+    first: Option<Arc<Condvar>>,
+    more: Vec<Arc<Condvar>>,
+}
+
+impl Wake {
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn push(&mut self, cv: Arc<Condvar>) {
+        if self.first.is_none() {
+            self.first = Some(cv);
+        } else {
+            self.more.push(cv);
+        }
+    }
+}
+
+fn notify(wake: Wake) {
+    for cv in wake.first.iter().chain(&wake.more) {
+        cv.notify_all();
+    }
 }
 
 #[derive(Debug)]
@@ -60,7 +94,6 @@ struct EvState {
 pub(crate) struct Events {
     gpu_ids: Vec<u32>,
     st: Mutex<EvState>,
-    cv: Condvar,
 }
 
 fn can_cpu_signal(ty: u32) -> bool {
@@ -89,31 +122,36 @@ impl EvState {
     }
 
     /// `set_event` in kfd_events.c.
-    fn set_event(&mut self, id: u32) {
+    fn set_event(&mut self, id: u32, wake: &mut Wake) {
         if let Some(ev) = self.events.get_mut(&id) {
-            Self::set(&mut self.waiters, ev);
+            Self::set(&mut self.waiters, ev, wake);
         }
     }
 
-    /// [`Self::set_event`] on an event already looked up; whether it activated a waiter
-    /// (only then may a sleeper's wait condition have changed).
-    fn set(waiters: &mut BTreeMap<u64, Waiter>, ev: &mut Event) -> bool {
+    /// [`Self::set_event`] on an event already looked up. Each waiter whose flag this
+    /// flips goes into `wake` (only then may a sleeper's wait condition have changed; a
+    /// flag already set was notified by whoever set it).
+    fn set(waiters: &mut BTreeMap<u64, Waiter>, ev: &mut Event, wake: &mut Wake) {
         ev.signaled = !ev.auto_reset || ev.waiters.is_empty();
         ev.age = ev.age.wrapping_add(1);
         if ev.age == 0 {
             ev.age = 2;
         }
         for &(w, i) in &ev.waiters {
-            if let Some(a) = waiters.get_mut(&w).and_then(|w| w.activated.get_mut(i)) {
-                *a = true;
+            if let Some(w) = waiters.get_mut(&w) {
+                if let Some(a) = w.activated.get_mut(i) {
+                    if !*a {
+                        *a = true;
+                        wake.push(w.cv.clone());
+                    }
+                }
             }
         }
-        !ev.waiters.is_empty()
     }
 
     /// Sets GPU-signalable event `id` from an interrupt: `None` when there is no such
-    /// event, else whether a waiter was activated.
-    fn set_from_interrupt(&mut self, id: u32) -> Option<bool> {
+    /// event.
+    fn set_from_interrupt(&mut self, id: u32, wake: &mut Wake) -> Option<()> {
         // One look-up: the slot comes from the page directly while the event is borrowed.
         let EvState {
             events,
@@ -126,7 +164,8 @@ impl EvState {
                 if let Some(s) = page_slot(page.as_ref(), id) {
                     s.store(UNSIGNALED_EVENT_SLOT, Ordering::Release);
                 }
-                Some(Self::set(waiters, ev))
+                Self::set(waiters, ev, wake);
+                Some(())
             }
             _ => None,
         }
@@ -147,7 +186,6 @@ impl Events {
                 waiters: BTreeMap::new(),
                 next_waiter: 1,
             }),
-            cv: Condvar::new(),
         }
     }
 
@@ -241,16 +279,20 @@ impl Events {
     pub(crate) fn destroy(&self, id: u32) -> Result<(), Errno> {
         let mut st = self.lock();
         let ev = st.events.remove(&id).ok_or(Errno::INVAL)?;
+        let mut wake = Wake::new();
         for (w, i) in ev.waiters {
-            if let Some(d) = st.waiters.get_mut(&w).and_then(|w| w.destroyed.get_mut(i)) {
-                *d = true;
+            if let Some(w) = st.waiters.get_mut(&w) {
+                if let Some(d) = w.destroyed.get_mut(i) {
+                    *d = true;
+                    wake.push(w.cv.clone());
+                }
             }
         }
         if can_gpu_signal(ev.ty) {
             st.signal_count -= 1;
         }
         drop(st);
-        self.cv.notify_all();
+        notify(wake);
         Ok(())
     }
 
@@ -261,9 +303,10 @@ impl Events {
         if !can_cpu_signal(ev.ty) {
             return Err(Errno::INVAL);
         }
-        st.set_event(id);
+        let mut wake = Wake::new();
+        st.set_event(id, &mut wake);
         drop(st);
-        self.cv.notify_all();
+        notify(wake);
         Ok(())
     }
 
@@ -309,11 +352,13 @@ impl Events {
         let mut st = self.lock();
         let wid = st.next_waiter;
         st.next_waiter += 1;
+        let cv = Arc::new(Condvar::new());
         st.waiters.insert(
             wid,
             Waiter {
                 activated: vec![false; n],
                 destroyed: vec![false; n],
+                cv: cv.clone(),
             },
         );
         let mut age_enabled = vec![false; n];
@@ -349,14 +394,13 @@ impl Events {
                     break;
                 }
                 match deadline {
-                    None => st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+                    None => st = cv.wait(st).unwrap_or_else(|e| e.into_inner()),
                     Some(d) => {
                         let now = Instant::now();
                         if now >= d {
                             break;
                         }
-                        st = self
-                            .cv
+                        st = cv
                             .wait_timeout(st, d - now)
                             .unwrap_or_else(|e| e.into_inner())
                             .0;
@@ -459,6 +503,7 @@ impl Events {
             .filter(|(_, e)| e.ty == ty)
             .map(|(id, _)| *id)
             .collect();
+        let mut wake = Wake::new();
         for id in ids {
             if let Some(ev) = st.events.get_mut(&id) {
                 if let Some(m) = mem {
@@ -468,18 +513,21 @@ impl Events {
                     ev.hw = h;
                 }
             }
-            st.set_event(id);
+            st.set_event(id, &mut wake);
         }
         drop(st);
-        self.cv.notify_all();
+        notify(wake);
     }
 }
 
-impl Interrupts for Events {
-    fn event_interrupt(&self, _gpu_id: u32, context_id: Option<u32>) {
+impl Events {
+    /// `kfd_signal_event_interrupt`: sets the events the interrupt names and returns the
+    /// waiters to wake.
+    fn signal_interrupt(&self, context_id: Option<u32>) -> Wake {
+        let mut wake = Wake::new();
         let mut st = self.lock();
         if st.page.is_none() {
-            return;
+            return wake;
         }
         // kfd_signal_event_interrupt: a full-width id is looked up directly when its
         // slot is signaled; otherwise every signaled slot is scanned.
@@ -490,33 +538,43 @@ impl Interrupts for Events {
                         .slot(id)
                         .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
             })
-            .and_then(|id| st.set_from_interrupt(id));
-        let woke = match direct {
-            Some(woke) => woke,
-            None => {
-                let ids: Vec<u32> = st
-                    .events
-                    .range(..abi::KFD_SIGNAL_EVENT_LIMIT)
-                    .map(|(id, _)| *id)
-                    .collect();
-                let mut woke = false;
-                for id in ids {
-                    if st
-                        .slot(id)
-                        .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
-                    {
-                        woke |= st.set_from_interrupt(id).unwrap_or(false);
-                    }
+            .and_then(|id| st.set_from_interrupt(id, &mut wake));
+        if direct.is_none() {
+            let ids: Vec<u32> = st
+                .events
+                .range(..abi::KFD_SIGNAL_EVENT_LIMIT)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                if st
+                    .slot(id)
+                    .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
+                {
+                    st.set_from_interrupt(id, &mut wake);
                 }
-                woke
             }
-        };
-        // A sleeper on `cv` waits for its own activated/destroyed flags, which only an
-        // event with registered waiters changes here: with none activated nobody needs
-        // the futex wake-up (a syscall on every completion interrupt otherwise).
-        drop(st);
-        if woke {
-            self.cv.notify_all();
+        }
+        // Only the waiters whose flags this interrupt set are woken: with none, no futex
+        // wake-up at all (a syscall on every completion interrupt otherwise), and a
+        // sleeper on other events (a fault watcher) is not woken for nothing.
+        wake
+    }
+}
+
+impl Interrupts for Events {
+    fn event_interrupt(&self, _gpu_id: u32, context_id: Option<u32>) {
+        notify(self.signal_interrupt(context_id));
+    }
+
+    fn event_interrupt_batched(
+        &self,
+        _gpu_id: u32,
+        context_id: Option<u32>,
+        wakes: &mut PendingWakes,
+    ) {
+        let w = self.signal_interrupt(context_id);
+        for cv in w.first.into_iter().chain(w.more) {
+            wakes.push(cv);
         }
     }
 
@@ -548,9 +606,10 @@ impl Interrupts for Events {
 
     fn queue_error(&self, _gpu_id: u32, event_id: u32) {
         let mut st = self.lock();
-        st.set_from_interrupt(event_id);
+        let mut wake = Wake::new();
+        st.set_from_interrupt(event_id, &mut wake);
         drop(st);
-        self.cv.notify_all();
+        notify(wake);
     }
 }
 
@@ -590,5 +649,100 @@ impl crate::kfd::process::Emu {
             a.event_slot_index = slot;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A sleeper on `id` (forever), reporting its result on the returned channel.
+    fn sleeper(ev: &Arc<Events>, id: u32) -> mpsc::Receiver<u32> {
+        let (tx, rx) = mpsc::channel();
+        let ev = ev.clone();
+        std::thread::spawn(move || {
+            let mut data = [EventData::for_signal(id, 0)];
+            let mut args = abi::WaitEventsArgs {
+                num_events: 1,
+                timeout: abi::KFD_EVENT_TIMEOUT_INFINITE,
+                ..Default::default()
+            };
+            let _ = ev.wait(&mut args, &mut data);
+            let _ = tx.send(args.wait_result);
+        });
+        rx
+    }
+
+    /// Waits until `id` has a registered waiter (bounded).
+    fn until_waiting(ev: &Events, id: u32) {
+        for _ in 0..20_000 {
+            if ev
+                .lock()
+                .events
+                .get(&id)
+                .is_some_and(|e| !e.waiters.is_empty())
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        panic!("the sleeper never registered");
+    }
+
+    /// An interrupt raised by a busy engine sets the event at once (a poll sees it) and
+    /// leaves the sleeper's wake-up in the engine's batch: the sleeper completes when the
+    /// batch is flushed, or when it drops (an engine thread ending).
+    #[test]
+    fn batched_interrupt_sets_now_and_wakes_on_flush_or_drop() {
+        let ev = Arc::new(Events::new(vec![1]));
+        for flush in [true, false] {
+            let (id, _, _) = ev.create(abi::KFD_IOC_EVENT_SIGNAL, false).unwrap();
+            let rx = sleeper(&ev, id);
+            until_waiting(&ev, id);
+            // The CP's mailbox write, then its interrupt.
+            if let Some(s) = ev.lock().slot(id) {
+                s.store(u64::from(id), Ordering::Release);
+            }
+            let mut wakes = PendingWakes::default();
+            ev.event_interrupt_batched(1, Some(id), &mut wakes);
+            assert!(
+                !wakes.is_empty(),
+                "the activated sleeper's wake-up is batched"
+            );
+            assert!(ev.lock().events.get(&id).is_some_and(|e| e.signaled));
+            if flush {
+                wakes.flush();
+                assert!(wakes.is_empty());
+            } else {
+                drop(wakes);
+            }
+            let r = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the sleeper was never woken");
+            assert_eq!(r, abi::KFD_IOC_WAIT_RESULT_COMPLETE);
+            ev.destroy(id).unwrap();
+        }
+    }
+
+    /// An interrupt for another event batches no wake-up for a sleeper.
+    #[test]
+    fn interrupt_for_another_event_batches_nothing() {
+        let ev = Arc::new(Events::new(vec![1]));
+        let (a, _, _) = ev.create(abi::KFD_IOC_EVENT_SIGNAL, false).unwrap();
+        let (b, _, _) = ev.create(abi::KFD_IOC_EVENT_SIGNAL, false).unwrap();
+        let rx = sleeper(&ev, a);
+        until_waiting(&ev, a);
+        if let Some(s) = ev.lock().slot(b) {
+            s.store(u64::from(b), Ordering::Release);
+        }
+        let mut wakes = PendingWakes::default();
+        ev.event_interrupt_batched(1, Some(b), &mut wakes);
+        assert!(wakes.is_empty());
+        ev.set_from_cpu(a).unwrap();
+        let r = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the sleeper was never woken");
+        assert_eq!(r, abi::KFD_IOC_WAIT_RESULT_COMPLETE);
     }
 }
