@@ -8,6 +8,7 @@ use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
@@ -70,44 +71,71 @@ pub(crate) struct Fast {
 
 /// The streams of the thread's last idle `hipStreamQuery` / `hipStreamSynchronize`, so
 /// that the next such call on an idle stream is a handle check and kfdrt's idle
-/// predicate ([`hot_stream`]), with no `RefCell` and no cache walk.
+/// predicate ([`hot_created`], [`hot_null`]), with no `RefCell` and no cache walk.
 ///
 /// A created stream is named by its token, the state word of its registry slot and the
 /// state it had when cached: registry segments are never freed, so the check is one load
 /// and a compare, and a destroyed handle (another thread's `hipStreamDestroy` moved the
-/// state on) fails it. The stream itself is the `Arc` held by the thread's handle cache
-/// ([`Tls::streams`]); `token` is cleared ([`drop_hot`]) before anything changes that cache,
-/// so `stream` never outlives its owner. All-zero is "nothing cached": a token is never 0.
+/// state on) fails it. `stream` is a bitwise copy of the `Stream` (an `Arc` pointer) held
+/// by the thread's handle cache ([`Tls::streams`]), taking no reference count and never
+/// dropped: the hit reaches the stream's state with one load from this slot. `token` is
+/// cleared ([`drop_hot`]) before anything changes that cache, so the copy is never used
+/// after its owner is gone. All-zero is "nothing cached": a token is never 0.
 #[repr(C)]
 struct Hot {
     token: usize,
     state: *const std::sync::atomic::AtomicU64,
     want: u64,
-    stream: *const Stream,
+    stream: MaybeUninit<Stream>,
     /// The null stream of the thread's current GPU (null streams live as long as the
-    /// process: [`null_stream`]); cleared by `hipSetDevice`.
-    null: *const Stream,
+    /// process: [`null_stream`]), a bitwise copy like `stream`, valid while `has_null`;
+    /// cleared by `hipSetDevice`.
+    null: MaybeUninit<Stream>,
+    has_null: bool,
 }
 
-/// The stream `s` names if it is the thread's [`Hot`] one and still live; None sends the
-/// caller to the full path (which refreshes the entry, [`promote_hot`]).
+impl Hot {
+    const EMPTY: Hot = Hot {
+        token: 0,
+        state: std::ptr::null(),
+        want: 0,
+        stream: MaybeUninit::uninit(),
+        null: MaybeUninit::uninit(),
+        has_null: false,
+    };
+}
+
+/// The created stream `s` (non-zero) names if it is the thread's [`Hot`] one and still
+/// live; None sends the caller to the full path (which refreshes the entry,
+/// [`promote_hot`]).
 #[inline(always)]
-fn hot_stream<'a>(f: *mut Fast, s: *mut c_void) -> Option<&'a Stream> {
-    // SAFETY: the calling thread's own slot. `null` points into a null stream kept for
-    // the process's lifetime; `state` is a never-freed registry slot word whenever
-    // `token` is non-zero (and `s` is non-zero here); `stream` is kept alive by the
-    // thread's handle cache while `token` is set (see `Hot`). The reference is used only
-    // by the calling entry point, before it returns, with no call that changes the cache.
+fn hot_created<'a>(f: *mut Fast, s: *mut c_void) -> Option<&'a Stream> {
+    // SAFETY: the calling thread's own slot. `state` is a never-freed registry slot word
+    // whenever `token` is non-zero (and `s` is non-zero here); `stream` is initialised
+    // and its owner (the thread's handle cache) alive while `token` is set (see `Hot`).
+    // The reference is used only by the calling entry point, before it returns, with no
+    // call that changes the cache.
     unsafe {
         let h = &(*f).hot;
-        if s.is_null() {
-            return h.null.as_ref();
-        }
         if s as usize != h.token || (*h.state).load(std::sync::atomic::Ordering::Acquire) != h.want
         {
             return None;
         }
-        Some(&*h.stream)
+        Some(h.stream.assume_init_ref())
+    }
+}
+
+/// The null stream of the thread's current GPU if it is [`Hot`].
+#[inline(always)]
+fn hot_null<'a>(f: *mut Fast) -> Option<&'a Stream> {
+    // SAFETY: the calling thread's own slot; `null` is initialised while `has_null` and
+    // copies a null stream kept for the process's lifetime.
+    unsafe {
+        let h = &(*f).hot;
+        if !h.has_null {
+            return None;
+        }
+        Some(h.null.assume_init_ref())
     }
 }
 
@@ -131,7 +159,9 @@ fn promote_hot(s: *mut c_void) {
                 if let Ok(n) = t.null.try_borrow() {
                     if let Some((g, a)) = &*n {
                         if *g == t.gpu.get() {
-                            h.null = Arc::as_ptr(a);
+                            // SAFETY: a bitwise copy that is never dropped (see `Hot`).
+                            h.null = MaybeUninit::new(unsafe { std::ptr::read(Arc::as_ptr(a)) });
+                            h.has_null = true;
                         }
                     }
                 }
@@ -139,13 +169,12 @@ fn promote_hot(s: *mut c_void) {
             HIP_STREAM_PER_THREAD => {}
             tok => {
                 if let Some((state, want, p)) = handles::cached(&t.streams, tok) {
-                    *h = Hot {
-                        token: tok,
-                        state,
-                        want,
-                        stream: p,
-                        null: h.null,
-                    };
+                    h.token = tok;
+                    h.state = state;
+                    h.want = want;
+                    // SAFETY: `p` is alive in the thread's cache; a bitwise copy that is
+                    // never dropped (see `Hot`).
+                    h.stream = MaybeUninit::new(unsafe { std::ptr::read(p) });
                 }
             }
         }
@@ -195,13 +224,7 @@ impl Drop for Tls {
         // SAFETY: the calling thread's own slot.
         unsafe {
             (*fast()).tls = std::ptr::null();
-            (*fast()).hot = Hot {
-                token: 0,
-                state: std::ptr::null(),
-                want: 0,
-                stream: std::ptr::null(),
-                null: std::ptr::null(),
-            };
+            (*fast()).hot = Hot::EMPTY;
         }
         for (_, token) in self.per_thread.get_mut().drain(..) {
             STREAMS.remove(token);
@@ -566,7 +589,7 @@ pub extern "C" fn hipSetDevice(id: c_int) -> hipError_t {
         }
         with_tls(|t| t.gpu.set(i));
         // SAFETY: the calling thread's own slot (its hot null stream was the old GPU's).
-        unsafe { (*fast()).hot.null = std::ptr::null() };
+        unsafe { (*fast()).hot.has_null = false };
         Ok(())
     })())
 }
@@ -813,7 +836,12 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
 #[no_mangle]
 pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
     let f = fast();
-    if hot_stream(f, s).is_some_and(|st| st.query_is_ok()) {
+    let hit = if s.is_null() {
+        hot_null(f).is_some_and(|st| st.query_is_ok())
+    } else {
+        hot_created(f, s).is_some_and(|st| st.query_is_ok())
+    };
+    if hit {
         // SAFETY: the calling thread's own slot (HIP_RETURN stores success too).
         unsafe { (*f).last_error = hipSuccess };
         return hipSuccess;
@@ -837,7 +865,12 @@ extern "system" fn query_full(s: *mut c_void) -> hipError_t {
 #[no_mangle]
 pub extern "C" fn hipStreamSynchronize(s: *mut c_void) -> hipError_t {
     let f = fast();
-    if hot_stream(f, s).is_some_and(|st| st.synchronize_is_noop()) {
+    let hit = if s.is_null() {
+        hot_null(f).is_some_and(|st| st.synchronize_is_noop())
+    } else {
+        hot_created(f, s).is_some_and(|st| st.synchronize_is_noop())
+    };
+    if hit {
         // SAFETY: the calling thread's own slot (HIP_RETURN stores success too).
         unsafe { (*f).last_error = hipSuccess };
         return hipSuccess;
