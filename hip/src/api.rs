@@ -315,6 +315,33 @@ pub(crate) fn ret_stream_tls(
     e
 }
 
+/// [`ret_stream_tls`] that first tries the thread's [`Hot`] stream (the `<<<>>>`
+/// launch's entry point): a hit is a handle check and no `RefCell`, no cache walk; a miss
+/// takes the cached lookup and makes the stream hot for the next call. `f` runs once,
+/// either way, with every check of its own.
+#[inline(always)]
+pub(crate) fn ret_stream_hot(
+    s: *mut c_void,
+    f: impl Fn(&Tls, &Stream) -> Result<(), hipError_t> + Copy,
+) -> hipError_t {
+    let fp = fast();
+    let hot = if s.is_null() {
+        hot_null(fp)
+    } else {
+        hot_created(fp, s)
+    };
+    // SAFETY: the calling thread's own slot; a non-null `tls` is this thread's live
+    // `Tls` (cleared by `Tls::drop`, which also empties `hot`).
+    if let (Some(st), Some(t)) = (hot, unsafe { (*fp).tls.as_ref() }) {
+        let e = f(t, st).err().unwrap_or(hipSuccess);
+        set_last_error(e);
+        return e;
+    }
+    let e = ret_stream_tls(s, move |t, st| f(t, st));
+    promote_hot(s);
+    e
+}
+
 pub(crate) trait Hip<T> {
     fn hip(self) -> Result<T, hipError_t>;
 }

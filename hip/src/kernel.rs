@@ -853,7 +853,7 @@ pub unsafe extern "C" fn hipLaunchKernel(
     shared: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    crate::api::ret_stream_tls(s, move |t, st| {
+    crate::api::ret_stream_hot(s, move |t, st| {
         let Ok(mut c) = t.launch_cache.try_borrow_mut() else {
             return launch_uncached(f, st, grid, block, args, shared);
         };
