@@ -337,6 +337,17 @@ pub(crate) fn ret_stream_hot(
         set_last_error(e);
         return e;
     }
+    ret_stream_miss(s, f)
+}
+
+/// [`ret_stream_hot`] on a miss: out of line, so that the entry point's own copy of `f`
+/// (its one call site there) is inlined into the hit path.
+#[cold]
+#[inline(never)]
+fn ret_stream_miss(
+    s: *mut c_void,
+    f: impl Fn(&Tls, &Stream) -> Result<(), hipError_t>,
+) -> hipError_t {
     let e = ret_stream_tls(s, move |t, st| f(t, st));
     promote_hot(s);
     e
