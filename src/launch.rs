@@ -616,28 +616,6 @@ impl LaunchPlan {
         w[11] = (ka_va >> 32) as u32;
         w
     }
-
-    /// Write the launch-dependent hidden arguments into the segment at `seg` (CPU
-    /// address of `ka_len` bytes).
-    ///
-    /// # Safety
-    /// `seg` points to at least `self.ka_len` writable bytes no one else accesses.
-    #[inline]
-    unsafe fn fill_hidden(
-        &self,
-        seg: *mut u8,
-        grid: [u32; 3],
-        block: [u32; 3],
-        dims: u16,
-        dynamic_lds: u32,
-        queue_ptr: u64,
-    ) {
-        // SAFETY: the caller's contract.
-        unsafe {
-            self.hidden
-                .write(seg, grid, block, dims, dynamic_lds, queue_ptr)
-        }
-    }
 }
 
 /// `hsa_kernel_dispatch_packet_t.setup` / `hidden_grid_dims`: the highest dimension whose
@@ -1248,7 +1226,7 @@ fn build_launch(
             core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
         }
         if plan.has_hidden {
-            plan.fill_hidden(
+            plan.hidden.write(
                 seg,
                 shape.grid,
                 shape.block,

@@ -1,4 +1,4 @@
-//! Issue 16's formats, D16 forms, transcendentals under directed rounding and xf32 MFMA,
+//! Packed buffer formats, D16 forms, transcendentals under directed rounding and xf32 MFMA,
 //! through the public API on the emulated MI300X (gfx942) and MI250X (gfx90a) — presets
 //! with SRAM ECC on, so D16 loads zero the other half. Expected values are computed on the
 //! CPU here; the exhaustive checks (SRAM ECC off too, every format) are in

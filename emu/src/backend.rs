@@ -270,7 +270,7 @@ impl EmuBackend {
 
     /// How many [`Backend::host_signal_written`] notifications the device received.
     pub fn host_signal_notifications(&self) -> u64 {
-        self.host_signals.load(Ordering::Acquire)
+        self.host_signals.load(Ordering::Relaxed)
     }
 
     /// The scheduling state of a queue, from its engine (`None` for an unknown queue).
@@ -404,7 +404,7 @@ impl Backend for EmuBackend {
     }
 
     fn host_signal_written(&self, queue_id: u32) {
-        self.host_signals.fetch_add(1, Ordering::AcqRel);
+        self.host_signals.fetch_add(1, Ordering::Relaxed);
         // Re-poll the queue's barrier dependencies now (the engine wakes as for a doorbell).
         self.doorbell_written(queue_id);
     }

@@ -172,34 +172,6 @@ fn set_wakes_a_sleeping_waiter() {
     assert_eq!(wait1(dev.b(), e, 0), abi::KFD_IOC_WAIT_RESULT_TIMEOUT);
 }
 
-/// Setting one event completes its waiter only: a waiter of another event keeps sleeping
-/// until its own event is set (each wait sleeps on its own wake-up, as KFD's per-event
-/// wait queues).
-#[test]
-fn set_completes_only_the_waiters_of_that_event() {
-    let dev = Arc::new(open("emu:mi210"));
-    let ea = create(dev.b(), abi::KFD_IOC_EVENT_SIGNAL, false).event_id;
-    let eb = create(dev.b(), abi::KFD_IOC_EVENT_SIGNAL, false).event_id;
-    let b_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (d1, d2, flag) = (dev.clone(), dev.clone(), b_done.clone());
-    let wa = std::thread::spawn(move || wait1(d1.b(), ea, 20_000));
-    let wb = std::thread::spawn(move || {
-        let r = wait1(d2.b(), eb, 20_000);
-        flag.store(true, Ordering::SeqCst);
-        r
-    });
-    std::thread::sleep(Duration::from_millis(30));
-    ioctl::set_event(dev.b(), ea).unwrap();
-    assert_eq!(wa.join().unwrap(), abi::KFD_IOC_WAIT_RESULT_COMPLETE);
-    std::thread::sleep(Duration::from_millis(30));
-    assert!(
-        !b_done.load(Ordering::SeqCst),
-        "the waiter of B returned before B was set"
-    );
-    ioctl::set_event(dev.b(), eb).unwrap();
-    assert_eq!(wb.join().unwrap(), abi::KFD_IOC_WAIT_RESULT_COMPLETE);
-}
-
 #[test]
 fn timeout_expires() {
     let dev = open("emu:mi210");

@@ -558,3 +558,57 @@ fn realloc_at_the_same_va_is_fresh_and_exports_keep_their_pages() {
     unsafe { rustix::mm::munmap(q, 4096) }.unwrap();
     release(&dev, h2, r.base, size);
 }
+
+/// A BO also CPU-mapped at a second address (render-node mmap without a fixed address): that
+/// mapping outlives FREE, so the next BO at the same VA must not get the same memfd — its
+/// writes do not show through the old mapping, and the old mapping's bytes not in it.
+#[test]
+fn a_second_cpu_mapping_does_not_alias_the_next_bo_at_the_va() {
+    let dev = open("emu:mi250x");
+    let size = 2 * MIB;
+    let r = Reservation::new(size as usize, 2 * MIB as usize);
+    let flags = abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM
+        | abi::KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
+        | abi::KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC;
+    let a = alloc(&dev, 0, r.base, size, flags).expect("alloc");
+    let p = cpu_map(&dev, 0, &a).expect("cpu map");
+    gpu_map(&dev, a.handle, &[0]).expect("gpu map");
+    // SAFETY: a mapping of the BO wherever the kernel puts it, unmapped below.
+    let second = unsafe {
+        dev.b().mmap(
+            MmapFile::Render(dev.render[0].as_fd()),
+            a.mmap_offset,
+            size as usize,
+            None,
+            Prot::READ | Prot::WRITE,
+        )
+    }
+    .expect("second mapping")
+    .as_ptr()
+    .cast::<u64>();
+    assert_ne!(second as u64, r.base);
+    // SAFETY: both map the BO read-write.
+    unsafe { p.cast::<u64>().write_volatile(0x1111) };
+    // SAFETY: as above.
+    assert_eq!(unsafe { second.read_volatile() }, 0x1111);
+    release(&dev, a.handle, r.base, size);
+    let (h2, p2) = vram(&dev, 0, r.base, size);
+    // SAFETY: mapped read-write.
+    assert_eq!(
+        unsafe { p2.cast::<u64>().read_volatile() },
+        0,
+        "new BO is fresh"
+    );
+    // SAFETY: as above.
+    unsafe { p2.cast::<u64>().write_volatile(0x2222) };
+    assert_eq!(gpu_read_u64(&dev, 0, r.base).unwrap(), 0x2222);
+    // SAFETY: the second mapping still maps the freed BO's memfd.
+    assert_eq!(
+        unsafe { second.read_volatile() },
+        0x1111,
+        "the old mapping aliases the new BO"
+    );
+    // SAFETY: our own mapping of the freed BO.
+    unsafe { rustix::mm::munmap(second.cast(), size as usize) }.unwrap();
+    release(&dev, h2, r.base, size);
+}

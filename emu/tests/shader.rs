@@ -566,18 +566,7 @@ fn dispatch_is_traced_with_workgroups_waves_and_instructions() {
         &args.0,
     )
     .unwrap_or_else(|f| panic!("{}", f.reason));
-    let ev = dev.eng.take_trace();
-    let line = ev
-        .iter()
-        .find_map(|e| match &e.kind {
-            kfd_emu::trace::TraceKind::Packet {
-                name: "DISPATCH",
-                disasm,
-                ..
-            } => Some(disasm.clone()),
-            _ => None,
-        })
-        .expect("a DISPATCH event on the CP track");
+    let line = dev.take_dispatch_line();
     // 1000 work-items in groups of 256: 4 groups, 4 + 4 + 4 + 4 waves (the last group
     // has 232 work-items, still 4 waves).
     assert!(
@@ -586,11 +575,7 @@ fn dispatch_is_traced_with_workgroups_waves_and_instructions() {
     );
     assert!(line.contains(" workgroups=4 "), "{line}");
     assert!(line.contains(" waves=16 "), "{line}");
-    let instrs: u64 = line
-        .split_whitespace()
-        .find_map(|f| f.strip_prefix("instructions="))
-        .and_then(|v| v.parse().ok())
-        .expect("instruction count");
+    let instrs = trace_field(&line, "instructions=");
     // Every wave runs the whole straight-line body (about 20 instructions).
     assert!((16 * 15..=16 * 40).contains(&instrs), "{line}");
 }

@@ -9,25 +9,11 @@ use shader_common::*;
 
 /// The DISPATCH trace line's work-group and wave counts.
 fn traced(dev: &Dev) -> (u64, u64) {
-    let ev = dev.eng.take_trace();
-    let line = ev
-        .iter()
-        .find_map(|e| match &e.kind {
-            kfd_emu::trace::TraceKind::Packet {
-                name: "DISPATCH",
-                disasm,
-                ..
-            } => Some(disasm.clone()),
-            _ => None,
-        })
-        .expect("a DISPATCH event on the CP track");
-    let get = |key: &str| -> u64 {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(key))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in {line}"))
-    };
-    (get("workgroups="), get("waves="))
+    let line = dev.take_dispatch_line();
+    (
+        trace_field(&line, "workgroups="),
+        trace_field(&line, "waves="),
+    )
 }
 
 #[test]

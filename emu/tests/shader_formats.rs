@@ -1,4 +1,4 @@
-//! Issue 16's additions on the emulated gfx942 and gfx90a (kernel
+//! Data formats and 16-bit forms on the emulated gfx942 and gfx90a (kernel
 //! `test-kernels/cl/isa_formats.cl`): DS D16 reads and `_d16_hi` writes,
 //! `buffer_{load,store}_format_d16_hi_x`, MTBUF 11_11_10 / 10_11_11 with float, integer and
 //! scaled numeric formats, the transcendentals under every MODE round mode, and gfx942's
@@ -229,6 +229,28 @@ fn packed_11_11_10_and_10_11_11_formats() {
                 );
             }
         }
+    }
+}
+
+/// A VOP3 output modifier on an f16 transcendental is not modelled: the queue faults
+/// naming it rather than writing an unscaled result.
+#[test]
+fn f16_transcendental_with_output_modifier_faults() {
+    for dev in devices() {
+        let m = dev.load("cl/isa_formats.cl");
+        let (wh, wo) = (dev.upload(&[0x3C00u16; 64]), dev.alloc(64 * 4));
+        let mut q = dev.queue();
+        let f = dev
+            .run(&mut q, &m, "rcp_f16_omod", [64, 1, 1], [64, 1, 1], 0, &{
+                Args::default().ptr(&wh).ptr(&wo).0
+            })
+            .expect_err("omod on v_rcp_f16 must fault");
+        assert!(
+            f.reason.contains("f16 output modifier is not modelled"),
+            "{}: {}",
+            dev.target,
+            f.reason
+        );
     }
 }
 
@@ -469,6 +491,24 @@ fn fused_ref(a: &[f64], b: &[f64], emin: i32, frac: i32, group: usize, c: f32) -
 }
 
 /// gfx942 xf32: A and B truncated to 10 mantissa bits, groups of four.
+/// Runs MFMA `kernel` (arguments A, B, C, D) on one wave: uploads A, B and C, returns D
+/// (as many f32 as C).
+fn run_mfma<A: bytemuck::Pod, B: bytemuck::Pod>(
+    dev: &Dev,
+    m: &Module,
+    kernel: &str,
+    a: &[A],
+    b: &[B],
+    c: &[f32],
+) -> Vec<f32> {
+    let mut q = dev.queue();
+    let (wa, wb, wc) = (dev.upload(a), dev.upload(b), dev.upload(c));
+    let wd = dev.alloc(c.len() * 4);
+    let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).ptr(&wd);
+    dev.run_ok(&mut q, m, kernel, [64, 1, 1], [64, 1, 1], 0, &args.0);
+    dev.download(&wd, c.len())
+}
+
 fn xf32_ref(a: &[f32], b: &[f32], c: f32) -> f32 {
     let tf = |x: &f32| f32::from_bits(x.to_bits() & !0x1FFF) as f64;
     let (a, b): (Vec<f64>, Vec<f64>) = (a.iter().map(tf).collect(), b.iter().map(tf).collect());
@@ -494,12 +534,7 @@ fn xf32_mfma_on_gfx942() {
                 .collect()
         };
         let (av, bv, cv) = (gen(0xA, 128), gen(0xB, 128), gen(0xC, 64 * dregs));
-        let mut q = dev.queue();
-        let (wa, wb, wc) = (dev.upload(&av), dev.upload(&bv), dev.upload(&cv));
-        let wd = dev.alloc(64 * dregs * 4);
-        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).ptr(&wd);
-        dev.run_ok(&mut q, &m, kernel, [64, 1, 1], [64, 1, 1], 0, &args.0);
-        let d: Vec<f32> = dev.download(&wd, 64 * dregs);
+        let d = run_mfma(&dev, &m, kernel, &av, &bv, &cv);
         // A[i][k] in lane i + M (k / 2), register k % 2 (a[2 lane + reg]); B likewise.
         let g = 64 / nn;
         let mut differs = 0;
@@ -621,12 +656,7 @@ fn f16_bf16_mfma_sum_as_mma_sim() {
                 .iter()
                 .map(|&r| f32::from_bits((r & 0x807F_FFFF) | (124 + (r >> 23) % 7) << 23))
                 .collect();
-            let mut q = dev.queue();
-            let (wa, wb, wc) = (dev.upload(&av), dev.upload(&bv), dev.upload(&cv));
-            let wd = dev.alloc(64 * dregs * 4);
-            let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).ptr(&wd);
-            dev.run_ok(&mut q, &m, kernel, [64, 1, 1], [64, 1, 1], 0, &args.0);
-            let d: Vec<f32> = dev.download(&wd, 64 * dregs);
+            let d = run_mfma(&dev, &m, kernel, &av, &bv, &cv);
             let (g, ke) = (64 / nn, k / e);
             let (emin, frac) = if bf16 { (-126, 7) } else { (-14, 10) };
             let t = dev.target;
@@ -763,12 +793,7 @@ fn fp8_mfma_fused_dot_add_on_gfx942() {
             .iter()
             .map(|&r| f32::from_bits((r & 0x807F_FFFF) | (120 + (r >> 23) % 15) << 23))
             .collect();
-        let mut q = dev.queue();
-        let (wa, wb, wc) = (dev.upload(&av), dev.upload(&bv), dev.upload(&cv));
-        let wd = dev.alloc(64 * dregs * 4);
-        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).ptr(&wd);
-        dev.run_ok(&mut q, &m, kernel, [64, 1, 1], [64, 1, 1], 0, &args.0);
-        let d: Vec<f32> = dev.download(&wd, 64 * dregs);
+        let d = run_mfma(&dev, &m, kernel, &av, &bv, &cv);
         let val = |x: u8, t: (i32, i32)| fnuz(x, t.1, 1 - t.0);
         let g = 64 / nn;
         let mut differs = 0;

@@ -11,11 +11,13 @@ use std::time::Duration;
 use common::{lib_dir, our_lib, output_within};
 
 fn compile(compiler: &str, src: &str, out: &Path, libs: &[&str]) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/c")
-        .join(src);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    let src = dir.join(src);
     let o = Command::new(compiler)
         .args(["-Wall", "-Werror", "-O1", "-D__HIP_PLATFORM_AMD__"])
+        // The shared check.h.
+        .arg("-I")
+        .arg(&dir)
         .arg(&src)
         .arg("-o")
         .arg(out)

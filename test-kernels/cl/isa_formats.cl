@@ -1,4 +1,4 @@
-// Formats and 16-bit forms added for issue 16 (inline asm: clang-19 has no builtins for
+// Data formats and 16-bit forms (inline asm: clang-19 has no builtins for
 // them): DS D16 reads and `_d16_hi` writes, `buffer_{load,store}_format_d16_hi_x`, the
 // packed MTBUF formats 11_11_10 / 10_11_11 with float and integer numeric formats, the
 // transcendentals under every MODE round mode, and gfx942's xf32 MFMA. The tests compute
@@ -99,6 +99,16 @@ __kernel void packed_fmt(__global const uint *src, __global uint *out, uint n) {
   TL("BUF_DATA_FORMAT_11_11_10,BUF_NUM_FORMAT_UINT", 1);
   TL("BUF_DATA_FORMAT_11_11_10,BUF_NUM_FORMAT_SSCALED", 2);
   TL("BUF_DATA_FORMAT_10_11_11,BUF_NUM_FORMAT_SINT", 3);
+}
+
+// v_rcp_f16 with the VOP3 output modifier mul:2, which the emulator does not model: the
+// queue must fault naming it.
+__kernel void rcp_f16_omod(__global const ushort *xh, __global uint *o) {
+  uint i = GID();
+  uint h = xh[i];
+  uint r;
+  __asm__ volatile("v_rcp_f16_e64 %0, %1 mul:2" : "=v"(r) : "v"(h));
+  o[i] = r;
 }
 
 #define SET_MODE(m)                                                                    \

@@ -1,7 +1,7 @@
-//! `kfdrt bench` kernel figures: `--filter "kernel launch"` selects the empty-kernel launch
-//! enqueue (with and without arguments) and launch-to-completion figures, and the `bench-insn` probe child that
-//! callgrind counts runs its `launch` and `launch_args` operations (values depend on the machine: checked for
-//! presence, units and sanity only).
+//! `kfdrt bench` kernel figures: `--filter "kernel launch"` selects the empty-kernel launch enqueue
+//! (with and without arguments) and launch-to-completion figures, and the `bench-insn` probe child
+//! that callgrind counts runs its `launch` and `launch_args` operations (values depend on the
+//! machine: checked for presence, units and sanity only).
 
 mod common;
 

@@ -1,6 +1,7 @@
-//! `kfdrt bench` shader figures: lane-instructions per second per core, the speed-up on all
-//! cores, the emulator/host time ratio and the CPU time on all cores over one worker, for saxpy, a tiled SGEMM and an LDS reduction
-//! (values depend on the machine: checked for presence, units and sanity only).
+//! `kfdrt bench` shader figures: lane-instructions per second per core, the speed-up on all cores,
+//! the emulator/host time ratio and the CPU time on all cores over one worker, for saxpy, a tiled
+//! SGEMM and an LDS reduction (values depend on the machine: checked for presence, units and sanity
+//! only).
 
 mod common;
 

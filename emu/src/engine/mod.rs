@@ -200,12 +200,25 @@ pub const WAKE_BATCH: std::time::Duration = std::time::Duration::from_micros(20)
 #[derive(Debug, Default)]
 pub struct PendingWakes {
     cvs: Vec<Arc<std::sync::Condvar>>,
+    /// When the oldest pending wake-up was pushed (`None` when none is pending).
+    since: Option<std::time::Instant>,
 }
 
 impl PendingWakes {
     /// Adds a sleeper's condition variable.
     pub(crate) fn push(&mut self, cv: Arc<std::sync::Condvar>) {
+        if self.cvs.is_empty() {
+            self.since = Some(std::time::Instant::now());
+        }
         self.cvs.push(cv);
+    }
+
+    /// Wakes every collected sleeper once [`WAKE_BATCH`] has passed since the oldest was
+    /// pushed. Reads the clock only when a wake-up is pending.
+    pub fn flush_due(&mut self) {
+        if self.since.is_some_and(|t| t.elapsed() >= WAKE_BATCH) {
+            self.flush();
+        }
     }
 
     /// Whether no wake-up is pending.
@@ -215,6 +228,7 @@ impl PendingWakes {
 
     /// Wakes every collected sleeper.
     pub fn flush(&mut self) {
+        self.since = None;
         for cv in self.cvs.drain(..) {
             cv.notify_all();
         }

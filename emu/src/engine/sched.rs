@@ -397,10 +397,10 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
     let mut idle_spin = IDLE_SPIN;
     let is_sdma = index > 0;
     // Interrupts raised by this thread hold back their sleeper wake-ups while it stays
-    // busy: issued once WAKE_BATCH passed since the first one, and always before the
-    // thread yields, spins idle or parks (and when `mem` drops).
+    // busy: issued once WAKE_BATCH passed since the first one (checked after every
+    // quantum run), and always before the thread yields, spins idle or parks (and when
+    // `mem` drops).
     mem.batch_wakes = true;
-    let mut wakes_since: Option<Instant> = None;
     loop {
         if me.shutdown.load(Ordering::Acquire) {
             mem.wakes.flush();
@@ -437,7 +437,6 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         }
         if me.paused.load(Ordering::Acquire) {
             mem.wakes.flush();
-            wakes_since = None;
             let db = me.doorbells.load(Ordering::Acquire);
             park(&me, &mut mem, &inner, index, db, None);
             continue;
@@ -503,6 +502,9 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                     mem.tr.queue = Some((sh.id, s.exec.kind));
                 }
                 let out = s.exec.run(&mut mem, &inner, quantum);
+                // A round runs up to MAX_SWEEPS sweeps of quanta: the batch bound is kept
+                // per quantum, not per round.
+                mem.wakes.flush_due();
                 if out.executed > 0 {
                     progressed = true;
                     moved = true;
@@ -552,21 +554,10 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
             }
         }
         if progressed {
-            if !mem.wakes.is_empty() {
-                match wakes_since {
-                    None => wakes_since = Some(now),
-                    Some(t) if now.saturating_duration_since(t) >= super::WAKE_BATCH => {
-                        mem.wakes.flush();
-                        wakes_since = None;
-                    }
-                    Some(_) => {}
-                }
-            }
             continue;
         }
         // Not progressing: nothing holds the wake-ups back any longer.
         mem.wakes.flush();
-        wakes_since = None;
         if me.doorbells.load(Ordering::Acquire) != seen_db
             || me.list_gen.load(Ordering::Acquire) != seen_gen
         {

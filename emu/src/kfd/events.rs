@@ -692,11 +692,12 @@ mod tests {
 
     /// An interrupt raised by a busy engine sets the event at once (a poll sees it) and
     /// leaves the sleeper's wake-up in the engine's batch: the sleeper completes when the
-    /// batch is flushed, or when it drops (an engine thread ending).
+    /// batch is flushed, once WAKE_BATCH has passed (`flush_due`), or when it drops (an
+    /// engine thread ending).
     #[test]
     fn batched_interrupt_sets_now_and_wakes_on_flush_or_drop() {
         let ev = Arc::new(Events::new(vec![1]));
-        for flush in [true, false] {
+        for how in ["flush", "due", "drop"] {
             let (id, _, _) = ev.create(abi::KFD_IOC_EVENT_SIGNAL, false).unwrap();
             let rx = sleeper(&ev, id);
             until_waiting(&ev, id);
@@ -711,11 +712,17 @@ mod tests {
                 "the activated sleeper's wake-up is batched"
             );
             assert!(ev.lock().events.get(&id).is_some_and(|e| e.signaled));
-            if flush {
-                wakes.flush();
-                assert!(wakes.is_empty());
-            } else {
-                drop(wakes);
+            match how {
+                "flush" => {
+                    wakes.flush();
+                    assert!(wakes.is_empty());
+                }
+                "due" => {
+                    std::thread::sleep(crate::engine::WAKE_BATCH * 2);
+                    wakes.flush_due();
+                    assert!(wakes.is_empty(), "due after WAKE_BATCH");
+                }
+                _ => drop(wakes),
             }
             let r = rx
                 .recv_timeout(Duration::from_secs(20))

@@ -298,25 +298,13 @@ impl Emu {
                 return Err(Errno::NOMEM);
             }
             vram_charge = (size, aligned);
-            match Self::take_recycled(&mut st, idx, a.va_addr, size, flags) {
-                Some(b) => BoMem::Pages(b),
-                None => BoMem::Pages(Arc::new(Backing::new_unsealed(
-                    &memfd_name(gpu.gpu_id, flags),
-                    size,
-                )?)),
-            }
+            Self::pages_at(&mut st, idx, gpu.gpu_id, a.va_addr, size, flags)?
         } else if f.contains(AllocFlags::GTT) {
             if st.system_used.saturating_add(size) > self.system_limit {
                 return Err(Errno::NOMEM);
             }
             system_charge = size;
-            match Self::take_recycled(&mut st, idx, a.va_addr, size, flags) {
-                Some(b) => BoMem::Pages(b),
-                None => BoMem::Pages(Arc::new(Backing::new_unsealed(
-                    &memfd_name(gpu.gpu_id, flags),
-                    size,
-                )?)),
-            }
+            Self::pages_at(&mut st, idx, gpu.gpu_id, a.va_addr, size, flags)?
         } else if f.contains(AllocFlags::USERPTR) {
             let addr = a.mmap_offset;
             if addr == 0 || addr % PAGE != 0 {
@@ -427,6 +415,23 @@ impl Emu {
             flags: bo.flags,
             backing,
         });
+    }
+
+    /// The pages of a new VRAM or GTT BO: a recycled memfd kept for this VA, size and
+    /// flags, else a new one.
+    fn pages_at(
+        st: &mut Proc,
+        idx: usize,
+        gpu_id: u32,
+        va: u64,
+        size: u64,
+        flags: u32,
+    ) -> Result<BoMem, Errno> {
+        let backing = match Self::take_recycled(st, idx, va, size, flags) {
+            Some(b) => b,
+            None => Arc::new(Backing::new_unsealed(&memfd_name(gpu_id, flags), size)?),
+        };
+        Ok(BoMem::Pages(backing))
     }
 
     /// A recycled memfd for a new BO of `size` bytes with `flags` at `va` on GPU `idx`.
@@ -548,7 +553,7 @@ impl Emu {
             }
         }
         let backing = match file {
-            MmapFile::Render(fd) => self.render_mmap_target(fd, offset, len)?,
+            MmapFile::Render(fd) => self.render_mmap_target(fd, offset, len, fixed)?,
             MmapFile::Kfd => self.kfd_mmap_target(offset, len)?,
         };
         // SAFETY: forwarded from the caller's contract.
@@ -567,21 +572,28 @@ impl Emu {
         fd: BorrowedFd<'_>,
         offset: u64,
         len: usize,
+        fixed: Option<NonNull<c_void>>,
     ) -> Result<Arc<Backing>, Errno> {
         use std::os::fd::AsRawFd;
         let file = file_id(fd.as_raw_fd())?;
-        let st = self.lock();
+        let mut st = self.lock();
         let node = st.render_node(file)?;
         // drm_gem_mmap: exact offset lookup, else EINVAL.
         let handle = *st.drm_offsets.get(&offset).ok_or(Errno::INVAL)?;
-        let bo = st.bos.get(&handle).ok_or(Errno::INVAL)?;
+        let vm = st.pdds.get(node.gpu_idx).and_then(|p| p.vm);
+        let bo = st.bos.get_mut(&handle).ok_or(Errno::INVAL)?;
         // drm_vma_node_is_allowed: only the DRM file that owns the BO (the render node
         // whose VM was acquired for the BO's GPU) may map it.
-        if node.gpu_idx != bo.gpu_idx || st.pdds[bo.gpu_idx].vm != Some(file) {
+        if node.gpu_idx != bo.gpu_idx || vm != Some(file) {
             return Err(Errno::ACCESS);
         }
         if len as u64 > bo.size {
             return Err(Errno::INVAL);
+        }
+        // A CPU mapping anywhere but the BO's VA outlives FREE and would alias the next BO
+        // given this memfd at that VA: such a BO's memfd is not recycled.
+        if fixed.map(|a| a.as_ptr() as u64) != Some(bo.va) {
+            bo.private_pages = false;
         }
         // amdgpu_gem_object_mmap refuses userptr BOs and BOs created with
         // AMDGPU_GEM_CREATE_NO_CPU_ACCESS (EPERM). KFD never sets NO_CPU_ACCESS: a VRAM BO

@@ -389,6 +389,30 @@ impl Dev {
             panic!("{} {kernel}: {}", self.target, f.reason);
         }
     }
+
+    /// Drains the trace and returns the first DISPATCH line of the CP track.
+    pub fn take_dispatch_line(&self) -> String {
+        self.eng
+            .take_trace()
+            .iter()
+            .find_map(|e| match &e.kind {
+                kfd_emu::trace::TraceKind::Packet {
+                    name: "DISPATCH",
+                    disasm,
+                    ..
+                } => Some(disasm.clone()),
+                _ => None,
+            })
+            .expect("a DISPATCH event on the CP track")
+    }
+}
+
+/// The numeric `key=` field (key given with its `=`) of a trace line.
+pub fn trace_field(line: &str, key: &str) -> u64 {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(key))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
 }
 
 pub fn devices() -> Vec<Dev> {

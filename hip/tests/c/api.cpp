@@ -9,16 +9,7 @@
 #include <atomic>
 #include <vector>
 
-static int checks = 0;
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        checks++;                                                                  \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);  \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
-#define OK(x) CHECK((x) == hipSuccess)
+#include "check.h"
 
 static hipStream_t foreign() { return (hipStream_t)(uintptr_t)0xdead0; }
 
@@ -596,6 +587,6 @@ int main() {
     managed();
     vmm();
     OK(hipDeviceSynchronize());
-    printf("api: %d checks passed\n", checks);
+    printf("api: %d checks passed\n", checks.load());
     return 0;
 }

@@ -11,16 +11,7 @@
 #include <chrono>
 #include <thread>
 
-static int checks = 0;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        checks++;                                                                 \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-#define OK(x) CHECK((x) == hipSuccess)
+#include "check.h"
 
 // Query and synchronize twice each: the first call may take the full path and caches the
 // stream, the second takes the fast path.
@@ -225,6 +216,6 @@ int main() {
     null_stream_and_blocking_streams();
     null_stream_follows_the_current_device();
     sticky_error();
-    printf("idle checks passed: %d\n", checks);
+    printf("idle checks passed: %d\n", checks.load());
     return 0;
 }

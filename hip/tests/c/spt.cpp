@@ -25,16 +25,7 @@ extern "C" hipError_t hipStreamSynchronize(hipStream_t stream);
 #pragma pop_macro("hipStreamQuery")
 #pragma pop_macro("hipStreamSynchronize")
 
-static std::atomic<int> checks{0};
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        checks++;                                                                 \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-#define OK(x) CHECK((x) == hipSuccess)
+#include "check.h"
 
 static unsigned load(volatile unsigned *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 

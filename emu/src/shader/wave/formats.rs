@@ -77,6 +77,9 @@ impl Wave {
         if op.opsel != 0 {
             return Err(self.err(ctx, "VOP3 op_sel on a 16-bit op is not modelled"));
         }
+        if op.omod != 0 {
+            return Err(self.err(ctx, "f16 output modifier is not modelled"));
+        }
         let ftz = self.mode & 0xC0 == 0;
         let mut a = [0u32; 64];
         self.fetch(ctx, op, 0, super::Ty::F16, &mut a)?;
