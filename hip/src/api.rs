@@ -869,7 +869,7 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
     })())
 }
 
-/// `hipStreamQuery`. An idle [`Hot`] stream is answered from kfdrt's
+/// `hipStreamQuery`. An idle hot (`Hot`) stream is answered from kfdrt's
 /// [`Stream::query_is_ok`]; everything else goes through [`Stream::query`].
 #[no_mangle]
 pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
@@ -897,7 +897,7 @@ extern "system" fn query_full(s: *mut c_void) -> hipError_t {
     e
 }
 
-/// `hipStreamSynchronize`. An idle [`Hot`] stream with nothing to do is answered from
+/// `hipStreamSynchronize`. An idle hot (`Hot`) stream with nothing to do is answered from
 /// kfdrt's [`Stream::synchronize_is_noop`]; everything else goes through
 /// [`Stream::synchronize`].
 #[no_mangle]
