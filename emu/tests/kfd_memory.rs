@@ -107,6 +107,11 @@ fn alloc_errors() {
     );
     let small = alloc(&dev, 0, 0x8000_0000, 4 * MIB, VRAM).unwrap();
     assert_eq!(errno(alloc(&dev, 0, 0x9000_0000, 4096, VRAM)), Errno::NOMEM);
+    // A page-aligned size near 2^64: ENOMEM, not an overflow in the charge's alignment.
+    assert_eq!(
+        errno(alloc(&dev, 0, 0x9000_0000, u64::MAX - 0xfff, VRAM)),
+        Errno::NOMEM
+    );
     ioctl::free_memory_of_gpu(b, big.handle).unwrap();
     alloc(&dev, 0, 0x9000_0000, 4096, VRAM).unwrap();
     ioctl::free_memory_of_gpu(b, small.handle).unwrap();

@@ -293,10 +293,15 @@ impl Emu {
         let mut vram_charge = (0, 0);
         let mut system_charge = 0;
         let mem = if f.contains(AllocFlags::VRAM) {
-            let aligned = size.div_ceil(VRAM_AVAILABILITY_ALIGN) * VRAM_AVAILABILITY_ALIGN;
             if st.pdds[idx].vram_used.saturating_add(size) > gpu.preset.vram_size {
                 return Err(Errno::NOMEM);
             }
+            // Checked: a size near 2^64 (found by the kfd_ioctl fuzz target) must be ENOMEM,
+            // as amdgpu_amdkfd_reserve_mem_limit answers, not an overflow.
+            let aligned = size
+                .div_ceil(VRAM_AVAILABILITY_ALIGN)
+                .checked_mul(VRAM_AVAILABILITY_ALIGN)
+                .ok_or(Errno::NOMEM)?;
             vram_charge = (size, aligned);
             Self::pages_at(&mut st, idx, gpu.gpu_id, a.va_addr, size, flags)?
         } else if f.contains(AllocFlags::GTT) {
