@@ -87,14 +87,20 @@ pub(crate) const MARK_FAILED: u32 = 2;
 /// [`StreamCallbacks::marks`]: the stream's idle predicates were closed (its C handle is
 /// being destroyed).
 pub(crate) const MARK_CLOSED: u32 = 4;
+/// [`StreamCallbacks::marks`], on a null stream: blocking streams live on the device (a
+/// synchronize of the null stream waits for them; its query does not look at them).
+pub(crate) const MARK_NULL_WAITS: u32 = 8;
+/// The marks that make a query take its full path (all but [`MARK_NULL_WAITS`]).
+pub(crate) const MARKS_QUERY: u32 = MARK_HOLD_PENDING | MARK_FAILED | MARK_CLOSED;
 
 pub(crate) struct StreamCallbacks {
     /// The stream's marks that keep its idle predicates false, in one word so that
     /// `Stream::query_is_ok` reads them with one load: [`MARK_HOLD_PENDING`] (a callback
     /// was enqueued after the stream's last hold: the next command, or anything that
     /// takes the stream's point, emits one first), [`MARK_FAILED`] (the sticky error,
-    /// `StreamInner::fail`) and [`MARK_CLOSED`] (`Stream::close_idle_predicates`). Only
-    /// read-modify-writes change it (its writers hold different locks, or none).
+    /// `StreamInner::fail`), [`MARK_CLOSED`] (`Stream::close_idle_predicates`) and
+    /// [`MARK_NULL_WAITS`] (`DeviceInner::sync_null_marks`). Only read-modify-writes
+    /// change it (its writers hold different locks, or none).
     pub(crate) marks: AtomicU32,
     /// Callbacks enqueued (the number of the last one).
     enqueued: AtomicU64,
@@ -134,9 +140,15 @@ impl StreamCallbacks {
         self.marks.load(Ordering::Acquire)
     }
 
-    /// Set `mark` ([`MARK_FAILED`] or [`MARK_CLOSED`]: never cleared).
+    /// Set `mark` ([`MARK_FAILED`] or [`MARK_CLOSED`]: never cleared; or
+    /// [`MARK_NULL_WAITS`]).
     pub(crate) fn set_mark(&self, mark: u32) {
         self.marks.fetch_or(mark, Ordering::SeqCst);
+    }
+
+    /// Clear `mark` ([`MARK_NULL_WAITS`]).
+    pub(crate) fn clear_mark(&self, mark: u32) {
+        self.marks.fetch_and(!mark, Ordering::SeqCst);
     }
 
     /// Callbacks that returned.

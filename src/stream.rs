@@ -53,7 +53,7 @@ use std::sync::atomic::{
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use crate::callback::{MARK_CLOSED, MARK_FAILED};
+use crate::callback::{MARKS_QUERY, MARK_CLOSED, MARK_FAILED, MARK_NULL_WAITS};
 use crate::cmd::{self, WaitCondition};
 use crate::cmdbuf::{Cmd, CmdBuf, MemWait, Target};
 use crate::device::{Device, DeviceInner};
@@ -129,6 +129,9 @@ pub(crate) struct QueuePools {
     /// How many of them are alive (any GPU): while none is, the null stream's idle
     /// synchronize skips the walk of `blocking` and its lock.
     blocking_live: AtomicUsize,
+    /// Serialises the updates of the null streams' [`MARK_NULL_WAITS`]
+    /// (`DeviceInner::sync_null_marks`).
+    null_marks: Mutex<()>,
     /// The null stream of each GPU, once created.
     pub(crate) null: Mutex<Vec<(usize, Weak<StreamInner>)>>,
     /// Set once any null stream exists: until then blocking streams skip the lookup.
@@ -147,6 +150,7 @@ impl QueuePools {
             pools: Mutex::new(Vec::new()),
             blocking: Mutex::new(Vec::new()),
             blocking_live: AtomicUsize::new(0),
+            null_marks: Mutex::new(()),
             null: Mutex::new(Vec::new()),
             null_used: AtomicBool::new(false),
             graveyard: Mutex::new(Vec::new()),
@@ -210,6 +214,9 @@ pub(crate) struct StreamInner {
     timeline_value: usize,
     /// Packets submitted (written under `state`, read lock-free).
     submitted: AtomicU64,
+    /// The address of the device's allocator flag (`mempool::release_pending_flag`: the
+    /// idle synchronize predicate's, one load closer than through `dev`).
+    release_pending: usize,
     /// `TIMELINE_BASE - submitted`: the timeline value at which every submitted packet is
     /// complete, stored with `submitted` (the idle predicate compares the value with it,
     /// no subtraction).
@@ -259,11 +266,10 @@ impl StreamInner {
     }
 
     /// No sticky error, every submitted packet complete, no callback hold pending and the
-    /// idle predicates not closed: a query answers Ok and a synchronize has nothing of
-    /// this stream's to wait for. The timeline's value (reached through
-    /// `timeline_value`, no pointer walk) against `complete_at`, and the marks word, leaf
-    /// code. Stricter than `idle`: a hold whose callbacks have all returned answers false
-    /// (the full paths decide; a synchronize retires such a hold).
+    /// idle predicates not closed: a query answers Ok. The timeline's value (reached
+    /// through `timeline_value`, no pointer walk) against `complete_at`, and the marks
+    /// word, leaf code. Stricter than `idle`: a hold whose callbacks have all returned
+    /// answers false (the full paths decide; a synchronize retires such a hold).
     ///
     /// The value is read before `complete_at`: both only decrease, so a value at or below
     /// a later `complete_at` still means every packet counted there had completed.
@@ -274,18 +280,57 @@ impl StreamInner {
         let value = value.load(Ordering::Acquire);
         #[cfg(target_arch = "x86_64")]
         {
-            // The two compares with their memory operands (LLVM does not fold an atomic
-            // load into a compare: a load, and a test for the marks, each).
+            // The compares with their memory operands (LLVM does not fold an atomic load
+            // into a compare: a load, and a test for the marks, each).
             // SAFETY: reads two words of `self` (live); x86 loads are acquire loads (TSO),
             // as the atomic loads of the portable version below.
             unsafe {
                 std::arch::asm!(
                     "cmp {v}, qword ptr [{s} + {complete_at}]",
                     "jg {busy}",
-                    "cmp dword ptr [{s} + {marks}], 0",
+                    "test dword ptr [{s} + {marks}], {mask}",
                     "jne {busy}",
                     v = in(reg) value,
                     s = in(reg) self,
+                    complete_at = const std::mem::offset_of!(StreamInner, complete_at),
+                    marks = const std::mem::offset_of!(StreamInner, cb.marks),
+                    mask = const MARKS_QUERY,
+                    busy = label { return false; },
+                    options(readonly, nostack),
+                );
+            }
+            true
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            value <= self.complete_at.load(Ordering::Acquire) && self.cb.marks() & MARKS_QUERY == 0
+        }
+    }
+
+    /// [`Stream::synchronize_is_noop`]: [`StreamInner::quiescent`], no mark at all (on the
+    /// null stream [`MARK_NULL_WAITS`]: no blocking stream alive on the device, whose work
+    /// would count) and no stream-ordered-allocator release pending (read through
+    /// `release_pending`).
+    #[inline(always)]
+    fn synchronize_is_noop(&self) -> bool {
+        // SAFETY: as `quiescent`.
+        let value = unsafe { AtomicI64::from_ptr(self.timeline_value as *mut i64) };
+        let value = value.load(Ordering::Acquire);
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: as `quiescent`; `release_pending` is the address of the device's
+            // flag, which lives as long as `self` (it holds the device).
+            unsafe {
+                std::arch::asm!(
+                    "cmp {v}, qword ptr [{s} + {complete_at}]",
+                    "jg {busy}",
+                    "cmp dword ptr [{s} + {marks}], 0",
+                    "jne {busy}",
+                    "cmp byte ptr [{r}], 0",
+                    "jne {busy}",
+                    v = in(reg) value,
+                    s = in(reg) self,
+                    r = in(reg) self.release_pending,
                     complete_at = const std::mem::offset_of!(StreamInner, complete_at),
                     marks = const std::mem::offset_of!(StreamInner, cb.marks),
                     busy = label { return false; },
@@ -296,16 +341,10 @@ impl StreamInner {
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            value <= self.complete_at.load(Ordering::Acquire) && self.cb.marks() == 0
+            value <= self.complete_at.load(Ordering::Acquire)
+                && self.cb.marks() == 0
+                && !crate::mempool::release_pending_flag(&self.dev).load(Ordering::Relaxed)
         }
-    }
-
-    /// [`Stream::synchronize_is_noop`].
-    #[inline(always)]
-    fn synchronize_is_noop(&self) -> bool {
-        self.quiescent()
-            && (!self.is_null || self.dev.pools.blocking_live.load(Ordering::Acquire) == 0)
-            && !crate::mempool::release_pending(&self.dev)
     }
 
     /// Whether the stream has a sticky error.
@@ -520,9 +559,22 @@ impl Device {
         drop(nulls);
         let s = Stream::create(&self.inner, gpu, STREAM_DEFAULT, 0, None, true)?;
         let mut nulls = lock(&self.inner.pools.null);
+        // Another thread's creation won the race: one null stream per GPU (every one in
+        // use is in the list, so `sync_null_marks` reaches it). Ours has no work.
+        if let Some(won) = nulls
+            .iter()
+            .find(|(g, _)| *g == gpu)
+            .and_then(|(_, w)| w.upgrade())
+        {
+            drop(nulls);
+            drop(s);
+            return Ok(Stream { inner: won });
+        }
         nulls.retain(|(g, _)| *g != gpu);
         nulls.push((gpu, Arc::downgrade(&s.inner)));
         self.inner.pools.null_used.store(true, Ordering::Release);
+        drop(nulls);
+        self.inner.sync_null_marks();
         Ok(s)
     }
 }
@@ -571,6 +623,8 @@ impl Stream {
             timeline,
             submitted: AtomicU64::new(0),
             complete_at: AtomicI64::new(TIMELINE_BASE),
+            release_pending: crate::mempool::release_pending_flag(dev) as *const AtomicBool
+                as usize,
             queue_id: AtomicU32::new(queue.queue_id()),
             soft_failed: AtomicBool::new(false),
             waited: Mutex::new(Vec::new()),
@@ -592,6 +646,8 @@ impl Stream {
             b.retain(|w| w.strong_count() > 0);
             b.push(Arc::downgrade(&inner));
             dev.pools.blocking_live.fetch_add(1, Ordering::AcqRel);
+            drop(b);
+            dev.sync_null_marks();
         }
         dev.pools.reap();
         start_fault_watcher(dev);
@@ -1563,6 +1619,7 @@ impl Drop for StreamInner {
     fn drop(&mut self) {
         if self.is_blocking() {
             self.dev.pools.blocking_live.fetch_sub(1, Ordering::AcqRel);
+            self.dev.sync_null_marks();
         }
     }
 }
@@ -1629,6 +1686,25 @@ impl DeviceInner {
             .filter_map(|w| w.upgrade())
             .filter(|s| s.gpu_index == gpu)
             .collect()
+    }
+
+    /// Set [`MARK_NULL_WAITS`] on the device's null streams while blocking streams live,
+    /// clear it otherwise: after every change of `blocking_live` and at a null stream's
+    /// creation, under `null_marks` (so the last update sees the last count).
+    pub(crate) fn sync_null_marks(&self) {
+        let _g = lock(&self.pools.null_marks);
+        let waits = self.pools.blocking_live.load(Ordering::Acquire) > 0;
+        // Null streams are not blocking: dropping a reference here never comes back.
+        for n in lock(&self.pools.null)
+            .iter()
+            .filter_map(|(_, w)| w.upgrade())
+        {
+            if waits {
+                n.cb.set_mark(MARK_NULL_WAITS);
+            } else {
+                n.cb.clear_mark(MARK_NULL_WAITS);
+            }
+        }
     }
 
     /// Whether every blocking stream of GPU `gpu` is idle (the null stream's synchronize

@@ -193,3 +193,41 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
     u.synchronize().unwrap();
     assert!(unsafe { np.synchronize_is_noop() });
 }
+
+/// The null stream's synchronize predicate follows the live blocking streams of the
+/// device: created before or after the null stream, dropped one by one; null streams
+/// created by racing threads are one stream, and each handle sees the mark.
+#[test]
+fn null_stream_synchronize_predicate_follows_blocking_streams() {
+    let dev = emu("emu:mi250x*2");
+    let b1 = dev.create_stream(0).unwrap();
+    let null = dev.null_stream(0).unwrap();
+    assert!(null.query_is_ok() && !null.synchronize_is_noop());
+    null.synchronize().unwrap();
+    assert!(!null.synchronize_is_noop(), "b1 still lives");
+    let b2 = dev.create_stream(0).unwrap();
+    drop(b1);
+    assert!(null.query_is_ok() && !null.synchronize_is_noop());
+    drop(b2);
+    assert!(null.query_is_ok() && null.synchronize_is_noop());
+
+    // GPU 1's null stream, asked for by four threads at once.
+    let nulls: Vec<kfdrt::Stream> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| sc.spawn(|| dev.null_stream(1).unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(nulls.iter().all(|n| n.synchronize_is_noop()));
+    let b = dev.create_stream(1).unwrap();
+    assert!(nulls
+        .iter()
+        .all(|n| n.query_is_ok() && !n.synchronize_is_noop()));
+    assert!(
+        !null.synchronize_is_noop(),
+        "blocking streams of any GPU count"
+    );
+    drop(b);
+    assert!(nulls.iter().all(|n| n.synchronize_is_noop()));
+    assert!(null.synchronize_is_noop());
+}

@@ -369,7 +369,11 @@ mod tests {
         let t = R.insert(1).unwrap();
         let (slot, want) = R.decode(t).unwrap();
         assert_eq!(want, t as u64);
-        assert_eq!(slot.state.load(Ordering::Acquire), t as u64, "live: the token");
+        assert_eq!(
+            slot.state.load(Ordering::Acquire),
+            t as u64,
+            "live: the token"
+        );
         R.remove(t).unwrap();
         let free = slot.state.load(Ordering::Acquire);
         assert_eq!(free & 15, 0, "free: kind 0, equal to no token");
