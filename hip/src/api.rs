@@ -1556,7 +1556,8 @@ pub unsafe extern "C" fn hipMallocAsync(
     if p.is_null() {
         return ret(Err(hipErrorInvalidValue));
     }
-    ret_stream(s, move |st| {
+    // The thread's hot stream first (a handle check, no cache walk).
+    ret_stream_hot(s, move |_, st| {
         let va = st.malloc_async_raw(size).hip()?;
         out(p, va as *mut c_void)
     })
@@ -1565,7 +1566,7 @@ pub unsafe extern "C" fn hipMallocAsync(
 /// `hipFreeAsync`.
 #[no_mangle]
 pub extern "C" fn hipFreeAsync(p: *mut c_void, s: *mut c_void) -> hipError_t {
-    ret_stream(s, move |st| st.free_ptr_async(p as u64).hip())
+    ret_stream_hot(s, move |_, st| st.free_ptr_async(p as u64).hip())
 }
 
 // ---- versions ---------------------------------------------------------------------------
