@@ -1690,7 +1690,9 @@ impl DeviceInner {
 
     /// Set [`MARK_NULL_WAITS`] on the device's null streams while blocking streams live,
     /// clear it otherwise: after every change of `blocking_live` and at a null stream's
-    /// creation, under `null_marks` (so the last update sees the last count).
+    /// creation, under `null_marks` (so the last update sees the last count). Lock order:
+    /// `blocking` (a blocking stream's last reference may go under it), then `null_marks`,
+    /// then `null`; neither of the last two is held where a blocking stream is dropped.
     pub(crate) fn sync_null_marks(&self) {
         let _g = lock(&self.pools.null_marks);
         let waits = self.pools.blocking_live.load(Ordering::Acquire) > 0;
