@@ -318,14 +318,17 @@ pub(crate) fn dispatch(
     dispatch_id: u64,
 ) -> Result<DispatchStats, ShaderError> {
     let mut port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
+    // Eight 64-bit loads (the CP checked the descriptor is 64-byte aligned; an unaligned
+    // one is read bytewise by `load`), not 64 byte loads.
     let mut kdb = [0u8; 64];
-    for (i, b) in kdb.iter_mut().enumerate() {
-        *b = port
-            .load(k.kernel_object + i as u64, 1)
+    for (i, b) in kdb.chunks_exact_mut(8).enumerate() {
+        let v = port
+            .load(k.kernel_object.wrapping_add(8 * i as u64), 8)
             .map_err(|f| ShaderError {
                 reason: format!("kernel descriptor not mapped: {f}"),
                 fault: Some(f),
-            })? as u8;
+            })?;
+        b.copy_from_slice(&v.to_le_bytes());
     }
     let kd = KernelDescriptor::from_bytes(&kdb);
     let entry = k

@@ -15,6 +15,7 @@
 //! `x[gid]`, `y[gid]`) were split between the cores' caches line by line, which cost a
 //! streaming kernel 10-20% more CPU on two workers than on one.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -91,12 +92,7 @@ impl Job {
     pub(crate) fn work(&self, port: &mut MemPort) {
         let worker = self.joined.fetch_add(1, Ordering::Relaxed);
         let mut local = DispatchStats::default();
-        let mut ws = WorkerState {
-            lds: vec![0u8; self.setup.lds_bytes],
-            pool: Vec::new(),
-            done: Vec::new(),
-            at_barrier: Vec::new(),
-        };
+        let mut ws = take_state(&self.setup);
         let mut chunk = 1;
         'claims: loop {
             if self.claims.abort.load(Ordering::Relaxed) {
@@ -132,6 +128,7 @@ impl Job {
             let threads = self.claims.threads.load(Ordering::Relaxed) as u64;
             chunk = claim_size(per_group, self.total.saturating_sub(end), threads);
         }
+        keep_state(&self.setup, ws);
         let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         s.workgroups += local.workgroups;
         s.waves += local.waves;
@@ -159,6 +156,43 @@ impl Job {
         }
         Ok(*self.stats.lock().unwrap_or_else(|e| e.into_inner()))
     }
+}
+
+thread_local! {
+    /// The thread's work-group state from its last dispatch, with the register counts
+    /// (`nregs`, `acc_base`) its waves were made for: a dispatch of small grids (one
+    /// work-group: a launch loop) reuses it instead of allocating (and zeroing) each
+    /// wave's register file again (~6000 instructions per wave).
+    static SPARE: RefCell<Option<((usize, usize), WorkerState)>> = const { RefCell::new(None) };
+}
+
+/// This thread's reusable [`WorkerState`] for a dispatch of `setup`: its waves when they
+/// have the dispatch's register counts (their VGPRs keep whatever the last wave left, as
+/// on hardware, where VGPRs start undefined), LDS of the dispatch's size.
+fn take_state(setup: &Setup) -> WorkerState {
+    let key = (setup.nregs, setup.acc_base);
+    let mut ws = match SPARE.with(|s| s.borrow_mut().take()) {
+        Some((k, ws)) if k == key => ws,
+        Some((_, mut ws)) => {
+            ws.pool.clear();
+            ws
+        }
+        None => WorkerState {
+            lds: Vec::new(),
+            pool: Vec::new(),
+            done: Vec::new(),
+            at_barrier: Vec::new(),
+        },
+    };
+    // Zeroed per work-group by `run_workgroup`.
+    ws.lds.resize(setup.lds_bytes, 0);
+    ws.lds.truncate(setup.lds_bytes);
+    ws
+}
+
+/// Keeps `ws` for this thread's next dispatch.
+fn keep_state(setup: &Setup, ws: WorkerState) {
+    SPARE.with(|s| *s.borrow_mut() = Some(((setup.nregs, setup.acc_base), ws)));
 }
 
 /// Work-groups a thread's next claim takes, after work-groups of `per_group`
