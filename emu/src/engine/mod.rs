@@ -584,6 +584,18 @@ impl GpuEngines {
         }
     }
 
+    /// Whether a small loop-free kernel dispatch runs on the CP's own thread (the
+    /// default; `engine::dispatch::Pool::start`). A test hook: with `false` every dispatch
+    /// runs on a dispatch thread, so a test can compare both paths.
+    pub fn set_inline_dispatch(&self, on: bool) {
+        self.inner.dispatches.set_inline(on);
+    }
+
+    /// Kernel dispatches the CP ran on its own thread so far.
+    pub fn inline_dispatches(&self) -> u64 {
+        self.inner.dispatches.inlined()
+    }
+
     /// Undo [`GpuEngines::pause`].
     pub fn resume(&self) {
         for e in &self.inner.engines {

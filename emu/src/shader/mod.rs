@@ -116,6 +116,9 @@ pub(crate) struct Program {
     addrs: Vec<u64>,
     /// Dword index (from `base`) → op index (`u32::MAX` inside an instruction).
     index: Vec<u32>,
+    /// What a wave can execute at most from `entry` when its reachable code is loop-free
+    /// (see [`Program::straight_line_cost`]); `None` when it may loop.
+    pub(crate) straight_cost: Option<u64>,
 }
 
 impl Program {
@@ -143,7 +146,7 @@ impl Program {
             ops.push(op);
             i += op.len.max(1) as usize;
         }
-        Program {
+        let mut p = Program {
             name: format!("kernel@{entry:#x}"),
             entry,
             base,
@@ -151,7 +154,49 @@ impl Program {
             insts,
             addrs,
             index,
+            straight_cost: None,
+        };
+        p.straight_cost = p.straight_line_cost();
+        p
+    }
+
+    /// The most a wave can execute from `entry` (each op once, an MFMA weighing
+    /// [`MFMA_COST`]) when the code it can reach has no backward branch and no computed
+    /// jump (`s_setpc_b64`, `s_swappc_b64`, `s_rfe_b64`): the only ways the program counter
+    /// moves other than to the next op are the SOPP branches (`Wave::sopp`) and those
+    /// (`Wave::sop1`). The reachable code ends at the first `s_endpgm` no forward branch
+    /// jumps past. `None` when a wave may loop (or the scan leaves the decoded code).
+    fn straight_line_cost(&self) -> Option<u64> {
+        let start = self.index_of(self.entry)?;
+        // The furthest op a forward branch seen so far can reach.
+        let mut reach = start;
+        let mut cost = 0u64;
+        for (i, op) in self.ops.iter().enumerate().skip(start) {
+            cost += if op.enc == lower::Enc::Mai {
+                MFMA_COST
+            } else {
+                1
+            };
+            match (op.enc, op.op) {
+                // s_branch, s_cbranch_{scc0,scc1,vccz,vccnz,execz,execnz}.
+                (lower::Enc::Sopp, 0x02 | 0x04..=0x09) => {
+                    if op.imm < 0 {
+                        return None;
+                    }
+                    let t = self
+                        .addr_of(i + 1)
+                        .wrapping_add((op.imm as u64).wrapping_mul(4));
+                    // A target that is not an instruction faults when taken.
+                    if let Some(t) = self.index_of(t) {
+                        reach = reach.max(t);
+                    }
+                }
+                (lower::Enc::Sopp, 0x01) if i >= reach => return Some(cost),
+                (lower::Enc::Sop1, 0x1d..=0x1f) => return None,
+                _ => {}
+            }
         }
+        None
     }
 
     /// Absolute targets of `s_getpc_b64 s[n:n+1]; s_add_u32 sn, sn, lo; s_addc_u32 sn+1,
@@ -213,7 +258,14 @@ pub(crate) struct ProgramCache {
 const MAX_CODE_BYTES: u64 = 512 * 1024;
 
 impl ProgramCache {
-    fn get(&self, inner: &Inner, entry: u64, target: Target) -> Result<Arc<Program>, ShaderError> {
+    /// The program at `entry`, decoded when not cached if `decode` (else `None`).
+    fn get(
+        &self,
+        inner: &Inner,
+        entry: u64,
+        target: Target,
+        decode: bool,
+    ) -> Result<Option<Arc<Program>>, ShaderError> {
         let gen = inner.tlb_gen.load(Ordering::Acquire);
         {
             let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
@@ -222,8 +274,11 @@ impl ProgramCache {
                 g.0 = gen;
             }
             if let Some(p) = g.1.get(&entry) {
-                return Ok(p.clone());
+                return Ok(Some(p.clone()));
             }
+        }
+        if !decode {
+            return Ok(None);
         }
         let w = inner
             .mem
@@ -262,7 +317,7 @@ impl ProgramCache {
         let prog = Arc::new(prog);
         let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
         g.1.insert(entry, prog.clone());
-        Ok(prog)
+        Ok(Some(prog))
     }
 }
 
@@ -308,15 +363,46 @@ pub(crate) struct Setup {
     slots_per_worker: u32,
 }
 
-/// Runs kernel dispatch `k` (the AQL packet at `packet_va` of the queue whose
-/// `amd_queue_t` is at `queue_va`) to completion.
-pub(crate) fn dispatch(
+/// A dispatch set up to run: its work-groups' job, the dispatching thread's memory port,
+/// and whether the CP may run it on its own thread.
+pub(crate) struct Prepared {
+    job: Arc<workers::Job>,
+    port: MemPort,
+    workers: usize,
+    /// Bounded and unable to wait: see [`INLINE_MAX_COST`].
+    pub(crate) inline: bool,
+}
+
+impl Prepared {
+    /// Runs the dispatch to completion on the calling thread and its helpers.
+    pub(crate) fn run(mut self) -> Result<DispatchStats, ShaderError> {
+        workers::run(self.job.clone(), &mut self.port, self.workers - 1);
+        self.job.result()
+    }
+}
+
+/// A dispatch may run on the CP's own thread (no hand-off to a dispatch thread and back)
+/// when every wave's reachable code is loop-free ([`Program::straight_cost`]) and the
+/// grid's waves together execute at most this many instructions (an MFMA counting as
+/// [`MFMA_COST`]): at most ~0.1-0.3 ms, and, having no loop, it cannot wait for another
+/// queue, the host or another work-group, so running it before the CP looks at its other
+/// queues is one of the interleavings the hardware allows.
+pub(crate) const INLINE_MAX_COST: u64 = 2048;
+/// An MFMA's weight in [`INLINE_MAX_COST`] (a 32x32 one is ~64 VALU ops' work).
+const MFMA_COST: u64 = 64;
+
+/// Sets up kernel dispatch `k` (the AQL packet at `packet_va` of the queue whose
+/// `amd_queue_t` is at `queue_va`). `decode`: decode the kernel's code when it is not
+/// cached; without it such a dispatch returns `Ok(None)` (the caller sets it up again off
+/// its thread).
+pub(crate) fn prepare(
     inner: &Inner,
     k: &KernelDispatch,
     packet_va: u64,
     queue_va: u64,
     dispatch_id: u64,
-) -> Result<DispatchStats, ShaderError> {
+    decode: bool,
+) -> Result<Option<Prepared>, ShaderError> {
     let mut port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
     // Eight 64-bit loads (the CP checked the descriptor is 64-byte aligned; an unaligned
     // one is read bytewise by `load`), not 64 byte loads.
@@ -341,7 +427,16 @@ pub(crate) fn dispatch(
         tmpring: 0,
         scratch_base: 0,
     };
-    dispatch_launch(inner, &regs, k, packet_va, queue_va, dispatch_id)
+    prepare_on(
+        inner,
+        port,
+        &regs,
+        k,
+        packet_va,
+        queue_va,
+        dispatch_id,
+        decode,
+    )
 }
 
 /// What starts a dispatch's waves besides the packet: the kernel's resource registers
@@ -361,15 +456,42 @@ pub(crate) struct Launch {
     pub(crate) scratch_base: u64,
 }
 
-/// Runs a dispatch whose kernel descriptor and entry are already known (see [`Launch`]).
-pub(crate) fn dispatch_launch(
+/// Sets up a dispatch whose kernel descriptor and entry are already known (see
+/// [`Launch`]); `decode` as in [`prepare`].
+pub(crate) fn prepare_launch(
     inner: &Inner,
     launch: &Launch,
     k: &KernelDispatch,
     packet_va: u64,
     queue_va: u64,
     dispatch_id: u64,
-) -> Result<DispatchStats, ShaderError> {
+    decode: bool,
+) -> Result<Option<Prepared>, ShaderError> {
+    let port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
+    prepare_on(
+        inner,
+        port,
+        launch,
+        k,
+        packet_va,
+        queue_va,
+        dispatch_id,
+        decode,
+    )
+}
+
+/// [`prepare_launch`] with `port` (the dispatching thread's translations).
+#[allow(clippy::too_many_arguments)]
+fn prepare_on(
+    inner: &Inner,
+    mut port: MemPort,
+    launch: &Launch,
+    k: &KernelDispatch,
+    packet_va: u64,
+    queue_va: u64,
+    dispatch_id: u64,
+    decode: bool,
+) -> Result<Option<Prepared>, ShaderError> {
     let Some(target) = Target::from_gfx_target_version(inner.cfg.gfx_target_version) else {
         return Err(ShaderError::new(format!(
             "{} (no shader model for gfx_target_version {})",
@@ -377,7 +499,6 @@ pub(crate) fn dispatch_launch(
             inner.cfg.gfx_target_version
         )));
     };
-    let mut port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
     let kd = launch.kd;
     let entry = launch.entry;
     if kd.has(code_props::ENABLE_WAVEFRONT_SIZE32) {
@@ -385,7 +506,9 @@ pub(crate) fn dispatch_launch(
             "kernel descriptor asks for wave32, which gfx9 does not have".into(),
         ));
     }
-    let prog = inner.programs.get(inner, entry, target)?;
+    let Some(prog) = inner.programs.get(inner, entry, target, decode)? else {
+        return Ok(None);
+    };
     let mut wg = [1u32; 3];
     let mut groups = [1u32; 3];
     for d in 0..3 {
@@ -472,6 +595,11 @@ pub(crate) fn dispatch_launch(
     .min(total as usize)
     .min(slot_workers)
     .max(1);
+    let inline = prog.straight_cost.is_some_and(|c| {
+        c.saturating_mul(u64::from(slots_per_worker))
+            .saturating_mul(total)
+            <= INLINE_MAX_COST
+    });
     let clock = inner.clock;
     let job = Arc::new(workers::Job::new(
         setup,
@@ -481,8 +609,12 @@ pub(crate) fn dispatch_launch(
         Box::new(move || clock.now()),
         total,
     ));
-    workers::run(job.clone(), &mut port, workers - 1);
-    job.result()
+    Ok(Some(Prepared {
+        job,
+        port,
+        workers,
+        inline,
+    }))
 }
 
 /// `amd_queue_t.scratch_backing_memory_byte_size` (ROCr `amd_hsa_queue.h`): bytes of each
