@@ -227,3 +227,37 @@ fn small_dispatch_atomics_are_atomic_against_the_host() {
         assert!(tickets.iter().all(|&t| t < total), "{}", dev.target);
     }
 }
+
+#[test]
+fn the_cp_drops_its_kept_translations_when_the_mappings_change() {
+    for dev in devices() {
+        let n = 64usize;
+        let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let (wa, wc) = (dev.upload(&a), dev.alloc(n * 4));
+        let m = dev.load("cl/vadd.cl");
+        let args = Args::default().ptr(&wa).ptr(&wa).ptr(&wc).u32(n as u32);
+        let mut q = dev.queue();
+        // The first dispatch decodes (off the CP); the second runs on the CP thread and
+        // leaves `wc`'s translation in the port it keeps.
+        for _ in 0..2 {
+            dev.run_ok(&mut q, &m, "vadd", [64, 1, 1], [64, 1, 1], 0, &args.0);
+        }
+        let c: Vec<f32> = dev.download(&wc, n);
+        assert!((0..n).all(|i| c[i] == 2.0 * i as f32), "{}", dev.target);
+        // Unmap the output and flush: a dispatch on the CP thread must fault on it, not
+        // write through the kept translation. (The flush also drops the decoded programs:
+        // a first dispatch to another output decodes vadd again, off the CP.)
+        assert!(dev.mem.remove_region(wc.va()));
+        dev.eng.flush_tlb();
+        let wd = dev.alloc(n * 4);
+        let other = Args::default().ptr(&wa).ptr(&wa).ptr(&wd).u32(n as u32);
+        dev.run_ok(&mut q, &m, "vadd", [64, 1, 1], [64, 1, 1], 0, &other.0);
+        let (r, ran) = counted(&dev, true, || {
+            dev.run(&mut q, &m, "vadd", [64, 1, 1], [64, 1, 1], 0, &args.0)
+        });
+        assert_eq!(ran, 1, "{}", dev.target);
+        let f = r.expect_err("the store to the unmapped output must fault");
+        let vm = f.fault.expect("a memory fault");
+        assert!(vm.write && vm.va == wc.va(), "{}: {}", dev.target, f.reason);
+    }
+}

@@ -221,8 +221,8 @@ fn dispatch(
         let (kk, id) = (*k, q.rptr);
         let fl = inner
             .dispatches
-            .start(mem.inner_arc(), q.shared().id, move |inner, decode| {
-                crate::shader::prepare(inner, &kk, slot_va, queue_va, id, decode)
+            .start(mem.inner_arc(), q.shared().id, move |inner, on_cp| {
+                crate::shader::prepare(inner, &kk, slot_va, queue_va, id, on_cp)
             });
         q.dispatch = Some(fl);
         // A dispatch the CP ran itself has finished already.

@@ -104,8 +104,8 @@ impl Default for Pool {
 
 impl Pool {
     /// Starts a dispatch; the CP polls the returned [`Inflight`]. `prepare` sets it up
-    /// (`prepare(inner, false)` first, on the calling CP thread: without decoding a kernel
-    /// not yet decoded, which then happens off the CP, `prepare(inner, true)`). A small
+    /// (`prepare(inner, true)` first, on the calling CP thread: without decoding a kernel
+    /// not yet decoded, which then happens off the CP, `prepare(inner, false)`). A small
     /// loop-free dispatch (`Prepared::inline`, see `shader::INLINE_MAX_COST`) runs here at
     /// once, the [`Inflight`] returned finished: no hand-off to a pool thread (a futex wake
     /// and a context switch each way on a loaded host) for a launch loop's tiny kernels.
@@ -122,14 +122,14 @@ impl Pool {
             done: AtomicBool::new(false),
             result: Mutex::new(None),
         });
-        let prepared = guarded(|| prepare(inner, false));
+        let prepared = guarded(|| prepare(inner, true));
         match prepared {
             Ok(Some(p)) if p.inline && self.inline.load(Ordering::Relaxed) => {
                 self.inlined.fetch_add(1, Ordering::Relaxed);
-                fl.finish(guarded(|| p.run()));
+                fl.finish(guarded(|| p.run_on_cp()));
             }
             Ok(Some(p)) => self.submit(inner, &fl, move |_| p.run()),
-            Ok(None) => self.submit(inner, &fl, move |inner| match prepare(inner, true)? {
+            Ok(None) => self.submit(inner, &fl, move |inner| match prepare(inner, false)? {
                 Some(p) => p.run(),
                 None => Err(ShaderError::new(
                     "internal error: the kernel's code was not decoded".into(),

@@ -76,7 +76,7 @@ use std::sync::{Arc, RwLock};
 pub use fuzz::{fuzz_ring, fuzz_ring_report, CountingInterrupts, FuzzReport, FUZZ_DATA_VA};
 
 use crate::gpumem::{Fault, GpuMemory, MemWindow};
-use clock::GpuClock;
+pub(crate) use clock::GpuClock;
 use memio::MemCache;
 use sched::{EngineShared, QueueShared};
 

@@ -931,8 +931,8 @@ fn dispatch_direct(
     };
     let fl = inner
         .dispatches
-        .start(mem.inner_arc(), st.queue_id, move |inner, decode| {
-            crate::shader::prepare_launch(inner, &launch, &k, 0, 0, 0, decode)
+        .start(mem.inner_arc(), st.queue_id, move |inner, on_cp| {
+            crate::shader::prepare_launch(inner, &launch, &k, 0, 0, 0, on_cp)
         });
     st.inflight = Some(fl);
     // A dispatch the CP ran itself has finished already.

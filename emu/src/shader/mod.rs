@@ -251,7 +251,16 @@ impl Program {
 /// Decoded programs by entry address, dropped when the GPU's mappings change.
 #[derive(Default)]
 pub(crate) struct ProgramCache {
-    map: Mutex<(u64, HashMap<u64, Arc<Program>>)>,
+    /// The memory-map generation, the programs, and the last one looked up (a launch
+    /// loop's kernel: no hashing).
+    map: Mutex<ProgramMap>,
+}
+
+#[derive(Default)]
+struct ProgramMap {
+    gen: u64,
+    by_entry: HashMap<u64, Arc<Program>>,
+    last: Option<Arc<Program>>,
 }
 
 /// Most code decoded from one entry (the rest of the code object's segment).
@@ -269,12 +278,17 @@ impl ProgramCache {
         let gen = inner.tlb_gen.load(Ordering::Acquire);
         {
             let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
-            if g.0 != gen {
-                g.1.clear();
-                g.0 = gen;
+            if g.gen != gen {
+                g.by_entry.clear();
+                g.last = None;
+                g.gen = gen;
             }
-            if let Some(p) = g.1.get(&entry) {
+            if let Some(p) = g.last.as_ref().filter(|p| p.entry == entry) {
                 return Ok(Some(p.clone()));
+            }
+            if let Some(p) = g.by_entry.get(&entry).cloned() {
+                g.last = Some(p.clone());
+                return Ok(Some(p));
             }
         }
         if !decode {
@@ -316,7 +330,10 @@ impl ProgramCache {
         }
         let prog = Arc::new(prog);
         let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        g.1.insert(entry, prog.clone());
+        // Not cached when the mappings changed while it was decoded.
+        if g.gen == gen {
+            g.by_entry.insert(entry, prog.clone());
+        }
         Ok(Some(prog))
     }
 }
@@ -368,6 +385,9 @@ pub(crate) struct Setup {
 pub(crate) struct Prepared {
     job: Arc<workers::Job>,
     port: MemPort,
+    /// The memory-map generation `port` was checked against, when it is the CP thread's
+    /// kept port ([`cp_port`]).
+    port_gen: Option<u64>,
     workers: usize,
     /// Bounded and unable to wait: see [`INLINE_MAX_COST`].
     pub(crate) inline: bool,
@@ -379,6 +399,44 @@ impl Prepared {
         workers::run(self.job.clone(), &mut self.port, self.workers - 1);
         self.job.result()
     }
+
+    /// [`Prepared::run`] on the CP thread that set it up, which keeps its memory port
+    /// (and the translations in it) for its next dispatch.
+    pub(crate) fn run_on_cp(mut self) -> Result<DispatchStats, ShaderError> {
+        workers::run(self.job.clone(), &mut self.port, self.workers - 1);
+        if let Some(gen) = self.port_gen {
+            CP_PORT.with(|c| *c.borrow_mut() = Some((gen, self.port)));
+        }
+        self.job.result()
+    }
+}
+
+thread_local! {
+    /// The CP thread's memory port between the dispatches it sets up, with the
+    /// memory-map generation its translations belong to: a launch loop's kernel
+    /// descriptor, kernel arguments and buffers are resolved once, not per dispatch
+    /// (~750 instructions: the memory map's lookup and the port's allocation and drop).
+    static CP_PORT: std::cell::RefCell<Option<(u64, MemPort)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The memory port for a dispatch set up on the calling thread: on the CP thread
+/// (`on_cp`) the one it kept, when the GPU's mappings did not change since
+/// ([`crate::engine::GpuEngines::flush_tlb`]: accesses that start after it resolve
+/// addresses again), with the generation to keep it under.
+fn dispatch_port(inner: &Inner, on_cp: bool) -> (MemPort, Option<u64>) {
+    if !on_cp {
+        return (MemPort::new(inner.cfg.gpu_id, inner.mem.clone()), None);
+    }
+    let gen = inner.tlb_gen.load(Ordering::Acquire);
+    let kept = CP_PORT
+        .with(|c| c.borrow_mut().take())
+        .filter(|(g, p)| *g == gen && p.serves(inner.cfg.gpu_id, &inner.mem));
+    let port = match kept {
+        Some((_, p)) => p,
+        None => MemPort::new(inner.cfg.gpu_id, inner.mem.clone()),
+    };
+    (port, Some(gen))
 }
 
 /// A dispatch may run on the CP's own thread (no hand-off to a dispatch thread and back)
@@ -392,28 +450,30 @@ pub(crate) const INLINE_MAX_COST: u64 = 2048;
 const MFMA_COST: u64 = 64;
 
 /// Sets up kernel dispatch `k` (the AQL packet at `packet_va` of the queue whose
-/// `amd_queue_t` is at `queue_va`). `decode`: decode the kernel's code when it is not
-/// cached; without it such a dispatch returns `Ok(None)` (the caller sets it up again off
-/// its thread).
+/// `amd_queue_t` is at `queue_va`). `on_cp`: called on the CP thread, which does not
+/// decode a kernel's code (such a dispatch returns `Ok(None)`, and the caller sets it up
+/// again off the CP) and keeps its memory port between dispatches.
 pub(crate) fn prepare(
     inner: &Inner,
     k: &KernelDispatch,
     packet_va: u64,
     queue_va: u64,
     dispatch_id: u64,
-    decode: bool,
+    on_cp: bool,
 ) -> Result<Option<Prepared>, ShaderError> {
-    let mut port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
-    // Eight 64-bit loads (the CP checked the descriptor is 64-byte aligned; an unaligned
-    // one is read bytewise by `load`), not 64 byte loads.
+    let (mut port, port_gen) = dispatch_port(inner, on_cp);
+    // One translation and eight 64-bit loads (the CP checked the descriptor is 64-byte
+    // aligned; `load_raw` reads an unaligned one bytewise), not 64 byte loads.
+    let p = port
+        .ptr(k.kernel_object, 64, false)
+        .map_err(|f| ShaderError {
+            reason: format!("kernel descriptor not mapped: {f}"),
+            fault: Some(f),
+        })?;
     let mut kdb = [0u8; 64];
     for (i, b) in kdb.chunks_exact_mut(8).enumerate() {
-        let v = port
-            .load(k.kernel_object.wrapping_add(8 * i as u64), 8)
-            .map_err(|f| ShaderError {
-                reason: format!("kernel descriptor not mapped: {f}"),
-                fault: Some(f),
-            })?;
+        // SAFETY: `ptr` proved [kernel_object, +64) lies in a live mapping.
+        let v = unsafe { mem::load_raw(p.add(8 * i), 8) };
         b.copy_from_slice(&v.to_le_bytes());
     }
     let kd = KernelDescriptor::from_bytes(&kdb);
@@ -429,13 +489,13 @@ pub(crate) fn prepare(
     };
     prepare_on(
         inner,
-        port,
+        (port, port_gen),
         &regs,
         k,
         packet_va,
         queue_va,
         dispatch_id,
-        decode,
+        on_cp,
     )
 }
 
@@ -457,7 +517,7 @@ pub(crate) struct Launch {
 }
 
 /// Sets up a dispatch whose kernel descriptor and entry are already known (see
-/// [`Launch`]); `decode` as in [`prepare`].
+/// [`Launch`]); `on_cp` as in [`prepare`].
 pub(crate) fn prepare_launch(
     inner: &Inner,
     launch: &Launch,
@@ -465,9 +525,9 @@ pub(crate) fn prepare_launch(
     packet_va: u64,
     queue_va: u64,
     dispatch_id: u64,
-    decode: bool,
+    on_cp: bool,
 ) -> Result<Option<Prepared>, ShaderError> {
-    let port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
+    let port = dispatch_port(inner, on_cp);
     prepare_on(
         inner,
         port,
@@ -476,21 +536,22 @@ pub(crate) fn prepare_launch(
         packet_va,
         queue_va,
         dispatch_id,
-        decode,
+        on_cp,
     )
 }
 
-/// [`prepare_launch`] with `port` (the dispatching thread's translations).
+/// [`prepare_launch`] with `port` (the dispatching thread's translations, from
+/// [`dispatch_port`]).
 #[allow(clippy::too_many_arguments)]
 fn prepare_on(
     inner: &Inner,
-    mut port: MemPort,
+    (mut port, port_gen): (MemPort, Option<u64>),
     launch: &Launch,
     k: &KernelDispatch,
     packet_va: u64,
     queue_va: u64,
     dispatch_id: u64,
-    decode: bool,
+    on_cp: bool,
 ) -> Result<Option<Prepared>, ShaderError> {
     let Some(target) = Target::from_gfx_target_version(inner.cfg.gfx_target_version) else {
         return Err(ShaderError::new(format!(
@@ -506,7 +567,7 @@ fn prepare_on(
             "kernel descriptor asks for wave32, which gfx9 does not have".into(),
         ));
     }
-    let Some(prog) = inner.programs.get(inner, entry, target, decode)? else {
+    let Some(prog) = inner.programs.get(inner, entry, target, !on_cp)? else {
         return Ok(None);
     };
     let mut wg = [1u32; 3];
@@ -600,18 +661,18 @@ fn prepare_on(
             .saturating_mul(total)
             <= INLINE_MAX_COST
     });
-    let clock = inner.clock;
     let job = Arc::new(workers::Job::new(
         setup,
         prog,
         inner.mem.clone(),
         inner.cfg.gpu_id,
-        Box::new(move || clock.now()),
+        inner.clock,
         total,
     ));
     Ok(Some(Prepared {
         job,
         port,
+        port_gen,
         workers,
         inline,
     }))

@@ -21,6 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use super::mem::MemPort;
 use super::{run_workgroup, DispatchStats, Program, Setup, ShaderError, WorkerState};
+use crate::engine::GpuClock;
 use crate::gpumem::GpuMemory;
 
 /// Work (lane-instructions) a claim of consecutive work-groups aims at: about 0.1-0.3 ms
@@ -32,13 +33,16 @@ pub(crate) const MAX_CHUNK: u64 = 64;
 
 /// The claim counter and the fault flag, written while the job runs, on a cache line of
 /// their own: the read-mostly dispatch constants next to them are read by every
-/// work-group on every thread.
-#[repr(align(128))]
+/// work-group on every thread. Padded by 128 bytes on either side rather than aligned to
+/// 128: an over-aligned [`Job`] made every dispatch's `Arc` allocation a
+/// `posix_memalign` (~900 instructions, most of a small dispatch's set-up).
 struct Claims {
+    _before: [u8; 128],
     next: AtomicU64,
     abort: AtomicBool,
     /// Threads the dispatch runs on (the tail of the grid is split between them).
     threads: AtomicUsize,
+    _after: [u8; 128],
 }
 
 /// One dispatch's work-groups, shared by the threads that run them.
@@ -47,7 +51,8 @@ pub(crate) struct Job {
     pub(crate) prog: Arc<Program>,
     pub(crate) mem: Arc<dyn GpuMemory>,
     pub(crate) gpu_id: u32,
-    pub(crate) clock: Box<dyn Fn() -> u64 + Send + Sync>,
+    /// The emulator's GPU clock (`s_memtime`/`s_memrealtime`).
+    pub(crate) clock: GpuClock,
     pub(crate) total: u64,
     claims: Claims,
     /// Threads that joined so far: each one's index picks its scratch slots.
@@ -65,7 +70,7 @@ impl Job {
         prog: Arc<Program>,
         mem: Arc<dyn GpuMemory>,
         gpu_id: u32,
-        clock: Box<dyn Fn() -> u64 + Send + Sync>,
+        clock: GpuClock,
         total: u64,
     ) -> Job {
         Job {
@@ -76,6 +81,8 @@ impl Job {
             clock,
             total,
             claims: Claims {
+                _before: [0; 128],
+                _after: [0; 128],
                 next: AtomicU64::new(0),
                 abort: AtomicBool::new(false),
                 threads: AtomicUsize::new(1),
@@ -110,7 +117,7 @@ impl Job {
                     &self.prog,
                     port,
                     &mut ws,
-                    &*self.clock,
+                    &|| self.clock.now(),
                     g,
                     worker,
                     &mut local,
