@@ -423,12 +423,15 @@ pub unsafe extern "C" fn __hipPopCallConfiguration(
         let d = (*f).call_depth as usize;
         let outs_ok = !grid.is_null() && !block.is_null() && !shared.is_null() && !stream.is_null();
         match (*f).calls.get(d.wrapping_sub(1)) {
-            Some(&(g, b, s, q)) if outs_ok => {
+            Some(c) if outs_ok => {
+                // Field by field straight from the slot (no copy of the whole
+                // configuration first); the depth and last error after.
+                let c = c as *const crate::api::CallConfig;
+                grid.write((*c).0);
+                block.write((*c).1);
+                shared.write((*c).2);
+                stream.write((*c).3);
                 (*f).call_depth = d as u32 - 1;
-                grid.write(g);
-                block.write(b);
-                shared.write(s);
-                stream.write(q);
                 (*f).last_error = hipSuccess;
                 hipSuccess
             }
