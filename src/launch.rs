@@ -673,6 +673,16 @@ fn params_plan(
     Option<(ErrorKind, String)>,
 ) {
     let len = k.meta.kernarg_segment_size as usize;
+    if len > KERNARG_RING_BYTES {
+        // The plan refuses every launch of this kernel anyway (its segment does not fit
+        // the ring): no byte map of an implausible size.
+        let why = format!("{}: a {len}-byte kernarg segment", k.name);
+        return (
+            Box::new([]),
+            Box::new([]),
+            Some((ErrorKind::NotSupported, why)),
+        );
+    }
     let mut covered = vec![false; len];
     let mut params = Vec::new();
     let mut refuse = None;
