@@ -947,7 +947,7 @@ impl Stream {
     #[inline]
     pub(crate) fn submit_packet(
         &self,
-        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<u32>>,
     ) -> Result<bool> {
         match self.reserve_fast(Place::Any)? {
             Some(slot) => self.build_and_publish(slot, build),
@@ -961,24 +961,52 @@ impl Stream {
     fn build_and_publish(
         &self,
         mut slot: OneSlot<'_>,
-        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<u32>>,
     ) -> Result<bool> {
         let s = &*self.inner;
         // Counted only under the producer lock, which the slot holds.
         let target = s.submitted.load(Ordering::Relaxed) + 1;
-        let Some(w) = build(&mut slot, &s.timeline, target)? else {
+        let Some(header) = build(&mut slot, &s.timeline, target)? else {
             return Ok(false);
         };
         let qid = slot.queue_id();
-        slot.publish_packet(&w, s.timeline.handle(), || self.advance(qid, 1));
+        slot.publish_header(header, s.timeline.handle(), || self.advance(qid, 1));
         Ok(true)
+    }
+
+    /// The fast path of [`Stream::submit_packet`] for a caller that builds the packet
+    /// itself (no closure, so that everything inlines into the launch): the reserved
+    /// slot and the packet count it completes at, or None for the slow path.
+    #[inline(always)]
+    pub(crate) fn packet_slot_fast(&self) -> Result<Option<(OneSlot<'_>, u64)>> {
+        let s = &*self.inner;
+        Ok(self
+            .reserve_fast(Place::Any)?
+            // Counted only under the producer lock, which the slot holds.
+            .map(|slot| (slot, s.submitted.load(Ordering::Relaxed) + 1)))
+    }
+
+    /// The stream's timeline (the completion signal of its packets).
+    #[inline(always)]
+    pub(crate) fn timeline(&self) -> &Arc<Signal> {
+        &self.inner.timeline
+    }
+
+    /// Publish the packet built in `slot` (from [`Stream::packet_slot_fast`]) with
+    /// dword 0 `header` and count it.
+    #[inline(always)]
+    pub(crate) fn publish_built(&self, slot: OneSlot<'_>, header: u32) {
+        let qid = slot.queue_id();
+        slot.publish_header(header, self.inner.timeline.handle(), || {
+            self.advance(qid, 1)
+        });
     }
 
     #[cold]
     #[inline(never)]
-    fn submit_packet_slow(
+    pub(crate) fn submit_packet_slow(
         &self,
-        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<u32>>,
     ) -> Result<bool> {
         let s = &*self.inner;
         if let Some(e) = s.sticky_error() {
