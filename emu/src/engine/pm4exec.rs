@@ -1522,6 +1522,18 @@ mod tests {
                 None,
             ),
             ("self-modifying", ib_self(0xAB), None),
+            // XCC 0 rewrites the control of the PRED_EXEC that follows (mask 0 -> XCC 0),
+            // which is then walked without a packet in between.
+            (
+                "self-modifying pred",
+                e(&[
+                    &pred(1, 5),
+                    &wd(IB_VA + 8 * 4, &[0x0100_0005]),
+                    &pred(0, 5),
+                    &wd(d + 0x40, &[1]),
+                ]),
+                None,
+            ),
             // Malformed.
             (
                 "truncated packet",
@@ -1698,6 +1710,12 @@ mod tests {
             assert_eq!((o.data[0x80], o.events), (77, u64::from(xcc)), "{gpu}");
             // XCC 0 rewrites the second write's data before running it; later XCCs see
             // the rewritten IB.
+            let o = by_name("self-modifying pred");
+            assert_eq!(
+                (o.data[0x10], o.ib[8], o.executed),
+                (1, 0x0100_0005, 2),
+                "{gpu}"
+            );
             let o = by_name("self-modifying");
             assert_eq!((o.data[0x10], o.ib[9]), (0xAB, 0xAB), "{gpu}");
             for bad in [
