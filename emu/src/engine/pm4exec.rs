@@ -391,7 +391,7 @@ fn step_ib_fast(mem: &mut MemCache, inner: &Inner, st: &mut Pm4State) -> Option<
     let words = buf.get_mut(..size)?;
     mem.read_dwords(b.va, words).ok()?;
     let words: &[u32] = words;
-    let ib_end = b.va + size as u64 * 4;
+    let ib_end = b.va.saturating_add(size as u64 * 4);
     let mut off = top.off_dw as usize;
     let mut xcc = st.xcc;
     // A packet ran in this call: the next one waits for the next call.
