@@ -1125,8 +1125,9 @@ impl IndirectBuffer {
 
 impl IndirectBuffer {
     /// Decodes dwords 1..=3 of an INDIRECT_BUFFER whose header was checked (the body
-    /// [`decode_pm4`] decodes; also the AQL PM4-IB packet's fast path).
-    #[inline]
+    /// [`decode_pm4`] decodes; also the AQL PM4-IB packet's fast path). Always inlined:
+    /// as a call it cost ~47 instructions per PM4-IB packet, mostly moving the result.
+    #[inline(always)]
     pub(crate) fn decode_body(w1: u32, w2: u32, c: u32) -> Result<Self, DecodeError> {
         check_reserved(w1, !3, 1)?;
         Ok(IndirectBuffer {
