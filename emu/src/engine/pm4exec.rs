@@ -357,9 +357,9 @@ fn step_ib_general(
     IbStep::Packet(step)
 }
 
-/// Largest bottom indirect buffer (dwords) that [`step_ib_fast`] reads whole (a ring
-/// slot's IB area is 16 dwords).
-const FAST_IB_MAX_DW: usize = 32;
+/// Largest bottom indirect buffer (dwords) that [`step_ib_fast`] reads whole: a ring
+/// slot's IB area (what kfdrt's command buffers fill) is 16 dwords.
+const FAST_IB_MAX_DW: usize = 16;
 
 /// [`step_ib`] for the common case: tracing off and only the bottom indirect buffer
 /// active, unchained, at most [`FAST_IB_MAX_DW`] dwords. The buffer is read once (one
@@ -689,7 +689,7 @@ pub(crate) fn exec(
 }
 
 /// WRITE_DATA (the firmware accepted it).
-#[inline]
+#[inline(always)]
 fn write_data(mem: &mut MemCache, w: &pkt3::WriteData<'_>) -> Step {
     match w.dst_sel {
         WriteDataDst::Register => Step::Done,
