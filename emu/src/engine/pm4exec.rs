@@ -371,7 +371,9 @@ const FAST_IB_MAX_DW: usize = 16;
 /// Everything it does not do exactly as the general path is left to it: a read that
 /// fails, a malformed header or packet, a bound crossed, a packet the firmware rejects,
 /// INDIRECT_BUFFER: it then stores the position reached (the general path moves through
-/// the same positions) and returns `None`, and the general path re-reads and reports.
+/// the same positions) and returns `None` (or, when a packet already ran in this call,
+/// that packet's Done: the next call gets there), and the general path re-reads and
+/// reports.
 /// A packet is decoded by the decoder `decode_pm4` uses (WRITE_DATA and the waits without
 /// building a `Pm4Packet`) and executed by the function `exec` uses. After a packet that
 /// may have written the buffer itself (any but NOP, the waits, and a WRITE_DATA outside
