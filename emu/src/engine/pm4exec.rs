@@ -125,6 +125,9 @@ pub(crate) struct Pm4State {
     pub(crate) queue_id: u32,
     /// The DISPATCH_DIRECT running on the shader core.
     pub(crate) inflight: Option<Arc<Inflight>>,
+    /// Tests: every packet through the general path (the fast path's reference).
+    #[cfg(test)]
+    general_only: bool,
 }
 
 impl Pm4State {
@@ -193,6 +196,20 @@ pub(crate) enum IbStep {
 
 /// Executes the next packet of the innermost indirect buffer.
 pub(crate) fn step_ib(
+    mem: &mut MemCache,
+    inner: &Inner,
+    st: &mut Pm4State,
+    scratch: &mut Vec<u32>,
+) -> IbStep {
+    if let Some(r) = step_ib_fast(mem, inner, st) {
+        return r;
+    }
+    step_ib_general(mem, inner, st, scratch)
+}
+
+/// [`step_ib`] for every case: one packet read from memory, decoded and executed.
+#[inline(never)]
+fn step_ib_general(
     mem: &mut MemCache,
     inner: &Inner,
     st: &mut Pm4State,
@@ -340,6 +357,173 @@ pub(crate) fn step_ib(
     IbStep::Packet(step)
 }
 
+/// Largest bottom indirect buffer (dwords) that [`step_ib_fast`] reads whole: a ring
+/// slot's IB area (what kfdrt's command buffers fill) is 16 dwords.
+const FAST_IB_MAX_DW: usize = 16;
+
+/// [`step_ib`] for the common case: tracing off and only the bottom indirect buffer
+/// active, unchained, at most [`FAST_IB_MAX_DW`] dwords. The buffer is read once (one
+/// translated read instead of a header pair, a packet and the idle-pass read per XCC),
+/// then walked as the general path walks it: PRED_EXEC skips per XCC, every XCC's pass
+/// from the start, at most one packet executed per call (what counts toward the queue's
+/// quantum is unchanged), and the idle rest of the passes taken in the same call.
+///
+/// Everything it does not do exactly as the general path is left to it: a read that
+/// fails, a malformed header or packet, a bound crossed, a packet the firmware rejects,
+/// INDIRECT_BUFFER: it then stores the position reached (the general path moves through
+/// the same positions) and returns `None` (or, when a packet already ran in this call,
+/// that packet's Done: the next call gets there), and the general path re-reads and
+/// reports.
+/// A packet is decoded by the decoder `decode_pm4` uses (WRITE_DATA and the waits without
+/// building a `Pm4Packet`) and executed by the function `exec` uses. After a packet that
+/// may have written the buffer itself (any but NOP, the waits, and a WRITE_DATA outside
+/// it) the call ends, so the next packet is read afresh, as the general path reads it.
+fn step_ib_fast(mem: &mut MemCache, inner: &Inner, st: &mut Pm4State) -> Option<IbStep> {
+    let b = st.bottom;
+    let top = st.frames.first().copied()?;
+    #[cfg(test)]
+    if st.general_only {
+        return None;
+    }
+    if mem.tr.on || st.depth != 1 || top.va != b.va || top.size_dw != b.size_dw || b.va % 4 != 0 {
+        return None;
+    }
+    let size = b.size_dw as usize;
+    let mut buf = [0u32; FAST_IB_MAX_DW];
+    let words = buf.get_mut(..size)?;
+    mem.read_dwords(b.va, words).ok()?;
+    let words: &[u32] = words;
+    let ib_end = b.va.saturating_add(size as u64 * 4);
+    let mut off = top.off_dw as usize;
+    let mut xcc = st.xcc;
+    // A packet ran in this call: the next one waits for the next call.
+    let mut ran = false;
+    let out = loop {
+        if off >= size {
+            if xcc + 1 < st.xcc_count {
+                // Multi-XCC: the next XCC runs the buffer from its start; the idle passes
+                // (nothing runs in them: the buffer is one PRED_EXEC chain selecting
+                // none of them) taken at once, as the general path takes them.
+                xcc = first_busy_xcc(words, xcc + 1, st.xcc_count);
+                if xcc < st.xcc_count {
+                    off = 0;
+                    continue;
+                }
+            }
+            if let Some(f) = st.frames.first_mut() {
+                f.off_dw = off as u32;
+            }
+            st.depth = 0;
+            st.xcc = 0;
+            return Some(if ran {
+                IbStep::Packet(Step::Done)
+            } else {
+                IbStep::Popped
+            });
+        }
+        let remaining = size - off;
+        let Some(&h) = words.get(off) else {
+            break None;
+        };
+        let Ok((opcode, n)) = pkt3::decode_header(h) else {
+            break None;
+        };
+        if n > remaining {
+            break None;
+        }
+        if opcode == firmware::PRED_EXEC && n == 2 {
+            let Some(&ctl) = words.get(off + 1) else {
+                break None;
+            };
+            let (count, mask) = ((ctl & 0x3FFF) as usize, ctl >> 24);
+            if n + count > remaining {
+                break None;
+            }
+            off += n + if mask >> xcc.min(31) & 1 == 0 {
+                count
+            } else {
+                0
+            };
+            continue;
+        }
+        if ran {
+            break Some(IbStep::Packet(Step::Done));
+        }
+        let Some(pw) = words.get(off..off + n) else {
+            break None;
+        };
+        let fw = firmware::firmware(inner.cfg.family);
+        // (step, whether the buffer read above still holds after it)
+        let (step, fresh) = match opcode {
+            pkt3::op::NOP => (Step::Done, true),
+            pkt3::op::WRITE_DATA => {
+                let Ok(w) = pkt3::WriteData::decode_body(pw) else {
+                    break None;
+                };
+                if !fw.accepts(opcode) {
+                    break None;
+                }
+                let len = if w.addr_incr {
+                    w.data.len() as u64 * 4
+                } else {
+                    4
+                };
+                let outside = !w.dst_sel.is_memory()
+                    || w.addr >= ib_end
+                    || w.addr.saturating_add(len) <= b.va;
+                (write_data(mem, &w), outside)
+            }
+            pkt3::op::WAIT_REG_MEM => {
+                let Ok(w) = pkt3::WaitRegMem::decode_body(pw) else {
+                    break None;
+                };
+                if !fw.accepts(opcode) {
+                    break None;
+                }
+                (wait_reg_mem(mem, &w), true)
+            }
+            pkt3::op::WAIT_REG_MEM64 => {
+                let Ok(w) = pkt3::WaitRegMem64::decode_body(pw) else {
+                    break None;
+                };
+                if !fw.accepts(opcode) {
+                    break None;
+                }
+                (wait_reg_mem64(mem, &w), true)
+            }
+            pkt3::op::INDIRECT_BUFFER => break None,
+            _ => {
+                let Ok((p, _)) = pkt3::decode_pm4(pw, inner.cfg.family) else {
+                    break None;
+                };
+                // `exec` applies the firmware's rules itself.
+                st.chained = false;
+                (exec(mem, inner, st, &p), false)
+            }
+        };
+        match step {
+            Step::Done => {
+                off += n;
+                ran = true;
+                if !fresh {
+                    break Some(IbStep::Packet(Step::Done));
+                }
+            }
+            // Blocked or stopped: the queue stays on the packet.
+            s => break Some(IbStep::Packet(s)),
+        }
+    };
+    if let Some(f) = st.frames.first_mut() {
+        f.off_dw = off as u32;
+    }
+    st.xcc = xcc;
+    match out {
+        // The packet that ran is this call's step; the next call takes the rest.
+        None if ran => Some(IbStep::Packet(Step::Done)),
+        out => out,
+    }
+}
+
 /// Largest bottom indirect buffer (dwords) whose idle XCC passes [`skip_idle_xcc_passes`]
 /// recognises (a PRED_EXEC-guarded command buffer is a few dwords).
 const IDLE_PASS_MAX_DW: usize = 64;
@@ -362,29 +546,45 @@ fn skip_idle_xcc_passes(mem: &mut MemCache, st: &Pm4State) -> u32 {
     if size == 0 || st.bottom.va % 4 != 0 || mem.read_dwords(st.bottom.va, words).is_err() {
         return st.xcc;
     }
+    first_busy_xcc(words, st.xcc, st.xcc_count)
+}
+
+/// The first XCC from `xcc` on (`xcc_count` when none) whose pass over the bottom
+/// indirect buffer `words` (read whole) is not idle, as [`skip_idle_xcc_passes`] defines
+/// idle; `xcc` itself when `words` is not a chain of well-formed PRED_EXECs.
+#[inline]
+fn first_busy_xcc(words: &[u32], xcc: u32, xcc_count: u32) -> u32 {
+    let size = words.len();
     // The XCCs some PRED_EXEC of the skip chain selects (VIRTUAL_XCC_ID_SELECT is 8
     // bits: XCC 8 and up are never selected).
     let mut selected = 0u32;
     let mut off = 0usize;
     while off < size {
         let (Some(&h), Some(&ctl)) = (words.get(off), words.get(off + 1)) else {
-            return st.xcc;
+            return xcc;
         };
         let Ok((opcode, n)) = pkt3::decode_header(h) else {
-            return st.xcc;
+            return xcc;
         };
         let (count, mask) = ((ctl & 0x3FFF) as usize, ctl >> 24);
         if opcode != firmware::PRED_EXEC || n != 2 || n + count > size - off {
-            return st.xcc;
+            return xcc;
         }
         selected |= mask;
         off += n + count;
     }
-    let mut xcc = st.xcc;
-    while xcc < st.xcc_count && selected >> xcc.min(31) & 1 == 0 {
-        xcc += 1;
+    if xcc >= xcc_count {
+        return xcc;
     }
-    xcc
+    // The lowest selected XCC from `xcc` on.
+    let ahead = selected
+        .checked_shl(xcc)
+        .map_or(0, |_| selected >> xcc << xcc);
+    if ahead == 0 {
+        xcc_count
+    } else {
+        ahead.trailing_zeros().min(xcc_count)
+    }
 }
 
 /// Traces `pkt` (its `words`), run from `frame` at IB level `level`, as started when
@@ -428,46 +628,9 @@ pub(crate) fn exec(
     }
     match pkt {
         Pm4Packet::Nop(_) => Step::Done,
-        Pm4Packet::WriteData(w) => {
-            match w.dst_sel {
-                WriteDataDst::Register => Step::Done,
-                WriteDataDst::Gds => {
-                    Step::Stop(Stop::new("WRITE_DATA to GDS: GDS is not modelled"))
-                }
-                WriteDataDst::MemorySync | WriteDataDst::TcL2 | WriteDataDst::Memory => {
-                    if w.addr_incr {
-                        tri!(mem.write(w.addr, bytemuck::cast_slice(w.data)));
-                    } else if let Some(&last) = w.data.last() {
-                        // WR_ONE_ADDR: every dword goes to the same address; the last wins.
-                        tri!(mem.store_u32(w.addr, last));
-                    }
-                    Step::Done
-                }
-            }
-        }
-        Pm4Packet::WaitRegMem(w) => {
-            if w.mem_space == MemSpace::Register || w.operation == WaitOperation::WrWaitWrReg {
-                return Step::Stop(Stop::new(
-                    "WAIT_REG_MEM on a register: registers are not modelled",
-                ));
-            }
-            let (mask, reference) = (u64::from(w.mask), u64::from(w.reference));
-            Step::done_if(tri!(mem.poll(w.addr, false, w.function, mask, reference)))
-        }
-        Pm4Packet::WaitRegMem64(w) => {
-            if w.mem_space == MemSpace::Register || w.operation == WaitOperation::WrWaitWrReg {
-                return Step::Stop(Stop::new(
-                    "WAIT_REG_MEM64 on a register: registers are not modelled",
-                ));
-            }
-            Step::done_if(tri!(mem.poll(
-                w.addr,
-                true,
-                w.function,
-                w.mask,
-                w.reference
-            )))
-        }
+        Pm4Packet::WriteData(w) => write_data(mem, w),
+        Pm4Packet::WaitRegMem(w) => wait_reg_mem(mem, w),
+        Pm4Packet::WaitRegMem64(w) => wait_reg_mem64(mem, w),
         Pm4Packet::ReleaseMem(r) => {
             if fw.eop_release_needs_eop_buffer
                 && r.event_index == pkt3::event::INDEX_END_OF_PIPE
@@ -525,6 +688,56 @@ pub(crate) fn exec(
                 .unwrap_or_default()
         ))),
     }
+}
+
+/// WRITE_DATA (the firmware accepted it).
+#[inline(always)]
+fn write_data(mem: &mut MemCache, w: &pkt3::WriteData<'_>) -> Step {
+    match w.dst_sel {
+        WriteDataDst::Register => Step::Done,
+        WriteDataDst::Gds => Step::Stop(Stop::new("WRITE_DATA to GDS: GDS is not modelled")),
+        WriteDataDst::MemorySync | WriteDataDst::TcL2 | WriteDataDst::Memory => {
+            if let ([v], true) = (w.data, w.addr_incr) {
+                // The common one-dword write, with a constant length (no memcpy call).
+                tri!(mem.write(w.addr, &v.to_ne_bytes()));
+            } else if w.addr_incr {
+                tri!(mem.write(w.addr, bytemuck::cast_slice(w.data)));
+            } else if let Some(&last) = w.data.last() {
+                // WR_ONE_ADDR: every dword goes to the same address; the last wins.
+                tri!(mem.store_u32(w.addr, last));
+            }
+            Step::Done
+        }
+    }
+}
+
+/// WAIT_REG_MEM (the firmware accepted it).
+#[inline]
+fn wait_reg_mem(mem: &mut MemCache, w: &pkt3::WaitRegMem) -> Step {
+    if w.mem_space == MemSpace::Register || w.operation == WaitOperation::WrWaitWrReg {
+        return Step::Stop(Stop::new(
+            "WAIT_REG_MEM on a register: registers are not modelled",
+        ));
+    }
+    let (mask, reference) = (u64::from(w.mask), u64::from(w.reference));
+    Step::done_if(tri!(mem.poll(w.addr, false, w.function, mask, reference)))
+}
+
+/// WAIT_REG_MEM64 (the firmware accepted it).
+#[inline]
+fn wait_reg_mem64(mem: &mut MemCache, w: &pkt3::WaitRegMem64) -> Step {
+    if w.mem_space == MemSpace::Register || w.operation == WaitOperation::WrWaitWrReg {
+        return Step::Stop(Stop::new(
+            "WAIT_REG_MEM64 on a register: registers are not modelled",
+        ));
+    }
+    Step::done_if(tri!(mem.poll(
+        w.addr,
+        true,
+        w.function,
+        w.mask,
+        w.reference
+    )))
 }
 
 fn copy_data(mem: &mut MemCache, inner: &Inner, st: &mut Pm4State, c: &pkt3::CopyData) -> Step {
@@ -937,4 +1150,627 @@ fn dispatch_direct(
     st.inflight = Some(fl);
     // A dispatch the CP ran itself has finished already.
     dispatch_direct(mem, inner, st, d)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The indirect-buffer fast path against the general path: the same IBs run through
+    //! both on gfx942 (8 XCCs), gfx90a and gfx11 must leave the same memory, count the
+    //! same packets, raise the same interrupts and end (or fault) the same way.
+
+    use super::*;
+    use crate::engine::{CountingInterrupts, EngineConfig, GpuEngines};
+    use crate::gpumem::HeapMemory;
+    use pm4::pkt3::{
+        op, packet3, AtomicMem, CachePolicy, CompareFn, CopyData, DataSel, IntSel, Nop, PredExec,
+        ReleaseMem, WaitRegMem, WaitRegMem64, WriteData,
+    };
+    use pm4::GfxFamily;
+
+    const IB_VA: u64 = 0x10_0000;
+    const DATA_VA: u64 = 0x20_0000;
+    const EOP_VA: u64 = 0x30_0000;
+    const UNMAPPED: u64 = 0x50_0000;
+    /// (name, family, XCCs).
+    const GPUS: [(&str, GfxFamily, u32); 3] = [
+        ("gfx942", GfxFamily::Gfx9, 8),
+        ("gfx90a", GfxFamily::Gfx9, 1),
+        ("gfx1100", GfxFamily::Gfx11, 1),
+    ];
+
+    /// What running one IB did (everything both paths must agree on).
+    #[derive(PartialEq)]
+    struct Outcome {
+        /// Packets that completed (what counts toward the queue's quantum).
+        executed: u32,
+        /// How the IB ended: run out, blocked, or stopped (with the reason and fault).
+        end: String,
+        /// The data region and the IB region afterwards.
+        data: Vec<u32>,
+        ib: Vec<u32>,
+        /// Event interrupts raised.
+        events: u64,
+    }
+
+    /// Shows the dwords that changed, not the whole regions.
+    impl std::fmt::Debug for Outcome {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let data: Vec<_> = (self.data.iter().enumerate())
+                .filter(|&(i, &v)| v != i as u32)
+                .collect();
+            let ib: Vec<_> = self.ib.iter().enumerate().filter(|p| *p.1 != 0).collect();
+            f.debug_struct("Outcome")
+                .field("executed", &self.executed)
+                .field("end", &self.end)
+                .field("events", &self.events)
+                .field("data changed", &data)
+                .field("ib", &ib)
+                .finish()
+        }
+    }
+
+    /// Runs `ib` from its start as the bottom indirect buffer; on the first Blocked,
+    /// `release` (a data dword and its value) is stored and the IB goes on. Returns the
+    /// outcome and the number of `step_ib` calls.
+    fn run(
+        family: GfxFamily,
+        num_xcc: u32,
+        ib: &[u32],
+        mut release: Option<(u64, u32)>,
+        general: bool,
+    ) -> (Outcome, u32) {
+        let mem = Arc::new(HeapMemory::new());
+        let ib_mem = mem.add_region(IB_VA, 4096);
+        let data = mem.add_region(DATA_VA, 4096);
+        let _eop = mem.add_region(EOP_VA, 4096);
+        ib_mem.write(IB_VA, bytemuck::cast_slice(ib)).unwrap();
+        for i in 0..1024u32 {
+            data.store_u32(DATA_VA + 4 * u64::from(i), i).unwrap();
+        }
+        let irq = Arc::new(CountingInterrupts::default());
+        let cfg = EngineConfig {
+            gpu_id: 7,
+            family,
+            sdma_version: pm4::SdmaVersion::ALL[0],
+            num_sdma_engines: 1,
+            clock_hz: 0,
+            num_xcc,
+            gfx_target_version: 0,
+            sramecc: false,
+        };
+        let engines = GpuEngines::new(cfg, mem.clone(), irq.clone());
+        let inner = engines.inner.clone();
+        let mut mc = MemCache::new(inner.clone());
+        let mut st = Pm4State::for_queue(&inner, EOP_VA, 1);
+        st.general_only = general;
+        let mut scratch = Vec::new();
+        let (mut executed, mut calls) = (0, 0);
+        let push = st.push_ib(&mut mc, &pkt3::IndirectBuffer::new(IB_VA, ib.len() as u32));
+        let end = match push {
+            Step::Done => loop {
+                if calls > 10_000 {
+                    break "never ends".to_string();
+                }
+                calls += 1;
+                match step_ib(&mut mc, &inner, &mut st, &mut scratch) {
+                    IbStep::Empty => break "ran out".to_string(),
+                    IbStep::Popped => {}
+                    IbStep::Packet(Step::Done) => executed += 1,
+                    IbStep::Packet(Step::Blocked) => match release.take() {
+                        Some((va, v)) => data.store_u32(va, v).unwrap(),
+                        None => {
+                            break format!(
+                                "blocked on XCC {} at dword {}",
+                                st.xcc, st.frames[0].off_dw
+                            )
+                        }
+                    },
+                    IbStep::Packet(Step::Stop(s)) => {
+                        break format!(
+                            "stopped on XCC {} at dword {}: {} ({:?})",
+                            st.xcc, st.frames[0].off_dw, s.reason, s.fault
+                        )
+                    }
+                }
+            },
+            other => format!("push: {other:?}"),
+        };
+        drop(mc);
+        let read = |w: &crate::gpumem::MemWindow, va: u64| -> Vec<u32> {
+            (0..1024u64)
+                .map(|i| w.load_u32(va + 4 * i).unwrap())
+                .collect()
+        };
+        let out = Outcome {
+            executed,
+            end,
+            data: read(&data, DATA_VA),
+            ib: read(&ib_mem, IB_VA),
+            events: irq.events(),
+        };
+        drop(engines);
+        (out, calls)
+    }
+
+    /// A packet encoder: writes its dwords for a family, returns how many.
+    type Enc<'a> = &'a dyn Fn(GfxFamily, &mut [u32]) -> usize;
+
+    fn enc(family: GfxFamily, pkts: &[Enc<'_>]) -> Vec<u32> {
+        let mut out = vec![0u32; 256];
+        let mut n = 0;
+        for p in pkts {
+            n += p(family, &mut out[n..]);
+        }
+        out.truncate(n);
+        out
+    }
+
+    fn wd(addr: u64, data: &'static [u32]) -> impl Fn(GfxFamily, &mut [u32]) -> usize {
+        move |f, o| WriteData::memory(addr, data).encode(f, o).unwrap()
+    }
+
+    fn pred(mask: u8, count: u16) -> impl Fn(GfxFamily, &mut [u32]) -> usize {
+        move |f, o| {
+            PredExec {
+                exec_count: count,
+                xcc_mask: mask,
+            }
+            .encode(f, o)
+            .unwrap()
+        }
+    }
+
+    fn wait32(
+        addr: u64,
+        function: CompareFn,
+        reference: u32,
+    ) -> impl Fn(GfxFamily, &mut [u32]) -> usize {
+        move |f, o| {
+            WaitRegMem::memory(function, addr, reference, u32::MAX, 4)
+                .encode(f, o)
+                .unwrap()
+        }
+    }
+
+    fn raw<const N: usize>(words: [u32; N]) -> impl Fn(GfxFamily, &mut [u32]) -> usize {
+        move |_, o| {
+            o[..words.len()].copy_from_slice(&words);
+            words.len()
+        }
+    }
+
+    fn atomic_add(addr: u64) -> impl Fn(GfxFamily, &mut [u32]) -> usize {
+        move |f, o| {
+            AtomicMem {
+                atomic: 15 | 0x40,
+                command: 0,
+                cache_policy: CachePolicy::Lru,
+                engine_sel: 0,
+                addr,
+                src_data: 1,
+                cmp_data: 0,
+                loop_interval: 0,
+            }
+            .encode(f, o)
+            .unwrap()
+        }
+    }
+
+    /// A named IB and what to store (data dword, value) when it first blocks.
+    type Case = (&'static str, Vec<u32>, Option<(u64, u32)>);
+
+    /// The IBs, encoded for `family`.
+    fn cases(family: GfxFamily) -> Vec<Case> {
+        let d = DATA_VA;
+        let e = |p: &[Enc<'_>]| enc(family, p);
+        let wdh = WriteData::memory(d, &[5]).head();
+        let copy = CopyData {
+            src_sel: pkt3::copy_sel::IMMEDIATE_OR_DST_MEMORY,
+            dst_sel: pkt3::copy_sel::MEMORY,
+            src_cache_policy: CachePolicy::Lru,
+            count_sel_64: true,
+            wr_confirm: true,
+            dst_cache_policy: CachePolicy::Lru,
+            pq_exe_status: false,
+            engine_sel: 0,
+            src: 0x1234_5678_9abc_def0,
+            dst: d + 0x100,
+        };
+        let release = ReleaseMem {
+            event_type: pkt3::event::CACHE_FLUSH_AND_INV_TS_EVENT,
+            event_index: pkt3::event::INDEX_END_OF_PIPE,
+            cache_actions: 0,
+            cache_policy: CachePolicy::Lru,
+            execute: false,
+            dst_sel: 0,
+            int_sel: IntSel::SendInterruptAfterWriteConfirm,
+            data_sel: DataSel::Value32,
+            addr: d + 0x200,
+            data: 77,
+            int_ctxid: 3,
+        };
+        let w64 = WaitRegMem64 {
+            function: CompareFn::Equal,
+            mem_space: pkt3::MemSpace::Memory,
+            operation: pkt3::WaitOperation::WaitRegMem,
+            engine: 0,
+            cache_policy: CachePolicy::Lru,
+            addr: d + 0x300,
+            reference: 0xC0 | (0xC1 << 32),
+            mask: u64::MAX,
+            poll_interval: 4,
+        };
+        let mut w64_words = vec![0u32; WaitRegMem64::DWORDS];
+        // Encoded for gfx11 (gfx9's firmware rejects it; the encoder writes the same words).
+        w64.encode(GfxFamily::Gfx11, &mut w64_words).unwrap();
+        let ib_self = |v: u32| -> Vec<u32> {
+            // WRITE_DATA over the IB's own dword 9 (the data dword of the next
+            // WRITE_DATA), then that WRITE_DATA.
+            let mut w = enc(family, &[&wd(IB_VA + 9 * 4, &[0])]);
+            w[4] = v;
+            w.extend(enc(family, &[&wd(d + 0x40, &[1])]));
+            w
+        };
+        vec![
+            // What the runtime's writeValue32 is on a multi-XCC GPU and on one.
+            ("pred write", e(&[&pred(1, 5), &wd(d, &[5])]), None),
+            ("write", e(&[&wd(d + 8, &[9])]), None),
+            ("write 3 dwords", e(&[&wd(d + 8, &[9, 10, 11])]), None),
+            (
+                "write one address",
+                {
+                    let mut w = e(&[&wd(d + 8, &[9, 10, 11])]);
+                    w[1] |= 1 << 16;
+                    w
+                },
+                None,
+            ),
+            (
+                "write to register",
+                {
+                    let mut w = e(&[&wd(0x40, &[9])]);
+                    w[1] &= !(0xF << 8);
+                    w
+                },
+                None,
+            ),
+            (
+                "write to gds",
+                {
+                    let mut w = e(&[&wd(0x40, &[9])]);
+                    w[1] = (w[1] & !(0xF << 8)) | (3 << 8);
+                    w
+                },
+                None,
+            ),
+            (
+                "write unmapped",
+                e(&[&pred(1, 5), &wd(UNMAPPED, &[5])]),
+                None,
+            ),
+            (
+                "wait met then write",
+                e(&[
+                    &wait32(d + 16, CompareFn::Equal, 4),
+                    &pred(1, 5),
+                    &wd(d, &[6]),
+                ]),
+                None,
+            ),
+            (
+                "wait blocked then released",
+                e(&[
+                    &wait32(d + 16, CompareFn::Equal, 99),
+                    &pred(1, 5),
+                    &wd(d, &[6]),
+                ]),
+                Some((d + 16, 99)),
+            ),
+            (
+                "wait blocked",
+                e(&[
+                    &pred(1, 5),
+                    &wd(d, &[6]),
+                    &wait32(d + 16, CompareFn::Equal, 99),
+                ]),
+                None,
+            ),
+            (
+                "wait64",
+                {
+                    let mut w = e(&[&pred(1, 5), &wd(d, &[6])]);
+                    w.extend_from_slice(&w64_words);
+                    w
+                },
+                None,
+            ),
+            (
+                "pred mask 0xA5 atomic",
+                e(&[&pred(0xA5, 9), &atomic_add(d + 0x80)]),
+                None,
+            ),
+            (
+                "atomic on every XCC",
+                e(&[&atomic_add(d + 0x80), &atomic_add(d + 0x84)]),
+                None,
+            ),
+            ("pred none", e(&[&pred(0, 5), &wd(d, &[5])]), None),
+            (
+                "pred two",
+                e(&[&pred(1, 5), &wd(d, &[5]), &pred(2, 5), &wd(d + 4, &[6])]),
+                None,
+            ),
+            (
+                "nop header-only and padded",
+                e(&[
+                    &raw([packet3(op::NOP, 0x3FFF)]),
+                    &|f, o| Nop { dwords: 3 }.encode(f, o).unwrap(),
+                    &pred(1, 5),
+                    &wd(d, &[5]),
+                ]),
+                None,
+            ),
+            (
+                "copy data",
+                e(&[
+                    &|f, o| copy.encode(f, o).unwrap(),
+                    &pred(1, 5),
+                    &wd(d, &[5]),
+                ]),
+                None,
+            ),
+            (
+                "release mem interrupt",
+                e(&[&|f, o| release.encode(f, o).unwrap()]),
+                None,
+            ),
+            ("self-modifying", ib_self(0xAB), None),
+            // XCC 0 rewrites the control of the PRED_EXEC that follows (mask 0 -> XCC 0),
+            // which is then walked without a packet in between.
+            (
+                "self-modifying pred",
+                e(&[
+                    &pred(1, 5),
+                    &wd(IB_VA + 8 * 4, &[0x0100_0005]),
+                    &pred(0, 5),
+                    &wd(d + 0x40, &[1]),
+                ]),
+                None,
+            ),
+            // Malformed.
+            (
+                "truncated packet",
+                {
+                    let mut w = e(&[&pred(1, 5), &wd(d, &[5])]);
+                    w.pop();
+                    w
+                },
+                None,
+            ),
+            (
+                "pred crosses the end",
+                e(&[&pred(1, 9), &wd(d, &[5])]),
+                None,
+            ),
+            (
+                "bad count",
+                vec![packet3(op::WRITE_DATA, 2), wdh[1], wdh[2], wdh[3]],
+                None,
+            ),
+            (
+                "bad count after pred",
+                e(&[
+                    &pred(1, 4),
+                    &raw([packet3(op::WRITE_DATA, 2)]),
+                    &raw([0x500, 0x20_0000, 0]),
+                ]),
+                None,
+            ),
+            (
+                "pred of 3 dwords",
+                e(&[
+                    &raw([packet3(op::PRED_EXEC, 1), 0x0100_0005, 0]),
+                    &wd(d, &[5]),
+                ]),
+                None,
+            ),
+            (
+                "misaligned write",
+                {
+                    let mut w = e(&[&pred(1, 5), &wd(d, &[5])]);
+                    w[4] |= 2;
+                    w
+                },
+                None,
+            ),
+            (
+                "reserved bit",
+                {
+                    let mut w = e(&[&pred(1, 5), &wd(d, &[5])]);
+                    w[3] |= 1 << 2;
+                    w
+                },
+                None,
+            ),
+            (
+                "bad dst_sel",
+                {
+                    let mut w = e(&[&wd(d, &[5])]);
+                    w[1] |= 0xF << 8;
+                    w
+                },
+                None,
+            ),
+            (
+                "type-2 header",
+                e(&[&pred(1, 5), &wd(d, &[5]), &raw([0x8000_0000])]),
+                None,
+            ),
+            (
+                "unknown opcode",
+                e(&[&pred(1, 5), &wd(d, &[5]), &raw([packet3(0x11, 0), 0])]),
+                None,
+            ),
+            (
+                "gfx-only opcode",
+                e(&[&raw([packet3(0x69, 1), 0, 0])]),
+                None,
+            ),
+            (
+                "nested ib",
+                e(&[
+                    &|f, o| {
+                        pkt3::IndirectBuffer::new(IB_VA + 0x200, 0)
+                            .encode(f, o)
+                            .unwrap()
+                    },
+                    &wd(d, &[5]),
+                ]),
+                None,
+            ),
+            (
+                "long ib",
+                {
+                    let mut w = Vec::new();
+                    for i in 0..10u64 {
+                        w.extend(e(&[&pred(1, 5), &raw([wdh[0], wdh[1]]), &raw([0, 0, 0])]));
+                        let n = w.len();
+                        w[n - 3] = (d + 0x400 + 4 * i) as u32;
+                        w[n - 1] = i as u32;
+                    }
+                    w
+                },
+                None,
+            ),
+        ]
+    }
+
+    /// Every case, on every GPU: the fast path and the general path agree exactly.
+    #[test]
+    fn ib_fast_path_matches_the_general_path() {
+        for (gpu, family, xcc) in GPUS {
+            for (name, ib, release) in cases(family) {
+                let (fast, _) = run(family, xcc, &ib, release, false);
+                let (general, _) = run(family, xcc, &ib, release, true);
+                assert_eq!(fast, general, "{gpu}: {name}: {ib:08x?}");
+            }
+        }
+    }
+
+    /// The cases do what they say (so the agreement above is about real effects).
+    #[test]
+    fn ib_cases_have_their_effects() {
+        for (gpu, family, xcc) in GPUS {
+            let by_name = |n: &str| {
+                let (_, ib, rel) = cases(family).into_iter().find(|c| c.0 == n).unwrap();
+                run(family, xcc, &ib, rel, false).0
+            };
+            let o = by_name("pred write");
+            assert_eq!(
+                (o.data[0], o.executed, o.end.as_str()),
+                (5, 1, "ran out"),
+                "{gpu}"
+            );
+            // Unpredicated: every XCC runs it.
+            let o = by_name("write");
+            assert_eq!((o.data[2], o.executed), (9, xcc), "{gpu}");
+            // The XCCs of mask 0xA5 below the XCC count each add 1 once.
+            let o = by_name("pred mask 0xA5 atomic");
+            let want = (0..xcc).filter(|x| 0xA5u32 >> x & 1 != 0).count() as u32;
+            assert_eq!(o.data[0x20], 0x20 + want, "{gpu}");
+            let o = by_name("atomic on every XCC");
+            assert_eq!(
+                (o.data[0x20], o.data[0x21]),
+                (0x20 + xcc, 0x21 + xcc),
+                "{gpu}"
+            );
+            let o = by_name("wait blocked then released");
+            assert_eq!((o.data[0], o.end.as_str()), (6, "ran out"), "{gpu}");
+            let o = by_name("wait blocked");
+            assert_eq!(
+                (o.data[0], o.end.as_str()),
+                (6, "blocked on XCC 0 at dword 7"),
+                "{gpu}"
+            );
+            let o = by_name("write unmapped");
+            assert!(
+                o.end.contains("memory fault") && o.end.contains("Some(Fault"),
+                "{gpu}: {}",
+                o.end
+            );
+            let o = by_name("wait64");
+            if family == GfxFamily::Gfx9 {
+                assert!(
+                    o.end.contains("firmware does not implement it"),
+                    "{gpu}: {}",
+                    o.end
+                );
+            } else {
+                // Its reference is what memory holds: met at once.
+                assert_eq!((o.end.as_str(), o.executed), ("ran out", 2), "{gpu}");
+            }
+            let o = by_name("release mem interrupt");
+            assert_eq!((o.data[0x80], o.events), (77, u64::from(xcc)), "{gpu}");
+            // XCC 0 rewrites the second write's data before running it; later XCCs see
+            // the rewritten IB.
+            let o = by_name("self-modifying pred");
+            assert_eq!(
+                (o.data[0x10], o.ib[8], o.executed),
+                (1, 0x0100_0005, 2),
+                "{gpu}"
+            );
+            let o = by_name("self-modifying");
+            assert_eq!((o.data[0x10], o.ib[9]), (0xAB, 0xAB), "{gpu}");
+            for bad in [
+                "truncated packet",
+                "pred crosses the end",
+                "bad count",
+                "bad count after pred",
+                "pred of 3 dwords",
+                "misaligned write",
+                "reserved bit",
+                "bad dst_sel",
+                "type-2 header",
+            ] {
+                let o = by_name(bad);
+                assert!(
+                    o.end.starts_with("stopped") && o.end.contains("indirect buffer"),
+                    "{gpu}: {bad}: {}",
+                    o.end
+                );
+            }
+            let o = by_name("unknown opcode");
+            assert!(
+                o.end.contains("unknown PM4 opcode 0x11"),
+                "{gpu}: {}",
+                o.end
+            );
+            let o = by_name("gfx-only opcode");
+            assert!(o.end.contains("unknown PM4 opcode"), "{gpu}: {}", o.end);
+            let o = by_name("long ib");
+            assert_eq!(
+                o.data[0x100..0x10A],
+                [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+                "{gpu}"
+            );
+        }
+    }
+
+    /// The runtime's writeValue32 IB runs in one `step_ib` call on the fast path (every
+    /// XCC pass included), in two on the general path (the packet, then the pop).
+    #[test]
+    fn write_value32_ib_takes_one_call() {
+        for (gpu, family, xcc) in GPUS {
+            let ib = if xcc > 1 {
+                enc(family, &[&pred(1, 5), &wd(DATA_VA, &[5])])
+            } else {
+                enc(family, &[&wd(DATA_VA, &[5])])
+            };
+            let (fast, fast_calls) = run(family, xcc, &ib, None, false);
+            let (general, general_calls) = run(family, xcc, &ib, None, true);
+            assert_eq!(fast, general, "{gpu}");
+            // + the call that finds the IB stack empty.
+            assert_eq!((fast_calls, general_calls), (2, 3), "{gpu}");
+        }
+    }
 }
