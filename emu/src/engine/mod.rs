@@ -200,15 +200,16 @@ pub const WAKE_BATCH: std::time::Duration = std::time::Duration::from_micros(20)
 #[derive(Debug, Default)]
 pub struct PendingWakes {
     cvs: Vec<Arc<std::sync::Condvar>>,
-    /// When the oldest pending wake-up was pushed (`None` when none is pending).
-    since: Option<std::time::Instant>,
+    /// [`WAKE_BATCH`] after the oldest pending wake-up was pushed (`None` when none is
+    /// pending): a deadline, so that the check per quantum is one clock read.
+    due: Option<std::time::Instant>,
 }
 
 impl PendingWakes {
     /// Adds a sleeper's condition variable.
     pub(crate) fn push(&mut self, cv: Arc<std::sync::Condvar>) {
         if self.cvs.is_empty() {
-            self.since = Some(std::time::Instant::now());
+            self.due = Some(std::time::Instant::now() + WAKE_BATCH);
         }
         self.cvs.push(cv);
     }
@@ -216,7 +217,7 @@ impl PendingWakes {
     /// Wakes every collected sleeper once [`WAKE_BATCH`] has passed since the oldest was
     /// pushed. Reads the clock only when a wake-up is pending.
     pub fn flush_due(&mut self) {
-        if self.since.is_some_and(|t| t.elapsed() >= WAKE_BATCH) {
+        if self.due.is_some_and(|t| std::time::Instant::now() >= t) {
             self.flush();
         }
     }
@@ -228,7 +229,7 @@ impl PendingWakes {
 
     /// Wakes every collected sleeper.
     pub fn flush(&mut self) {
-        self.since = None;
+        self.due = None;
         for cv in self.cvs.drain(..) {
             cv.notify_all();
         }

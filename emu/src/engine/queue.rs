@@ -55,6 +55,8 @@ pub(crate) struct QueueExec {
     /// AQL: the packet at read index `.0` that blocked, its slot dwords and its decoding
     /// (a re-poll whose slot still holds the same dwords skips the decode).
     pub(crate) aql_blocked: Option<(u64, [u32; 16], pm4::aql::AqlPacket)>,
+    /// AQL: the windows of the ring, indexes and signals (re-checked on every access).
+    pub(crate) pins: super::aql::AqlPins,
     /// SDMA: the current IB (va, size in dwords, offset in dwords).
     pub(crate) sdma_ib: Option<(u64, u32, u32)>,
     /// SDMA: local timestamp = GPU clock + this (TIMESTAMP SET).
@@ -123,6 +125,7 @@ impl QueueExec {
             dispatch: None,
             aql_start_ts: None,
             aql_blocked: None,
+            pins: Default::default(),
             sdma_ib: None,
             sdma_ts_offset: 0,
             ib_origin: 0,
@@ -168,6 +171,7 @@ impl QueueExec {
             self.ring_va = d.ring_va;
             self.ring_size = d.ring_size as u64;
             self.cfg_gen = g;
+            self.pins.ring.clear();
         }
     }
 

@@ -465,6 +465,9 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         rr = rr.wrapping_add(1);
 
         let now = Instant::now();
+        // The end of an immediate re-poll window opened in this round (one addition per
+        // round, not one per blocked run).
+        let spin_end = now + SPIN;
         let mut progressed = false;
         let mut wake_at: Option<Instant>;
         // Sweeps over the queues in `order` while one makes progress: a queue whose
@@ -515,7 +518,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 match out.state {
                     RunState::Blocked => {
                         if out.executed > 0 || s.spin_until.is_none() {
-                            s.spin_until = Some(now + SPIN);
+                            s.spin_until = Some(spin_end);
                             s.delay = Duration::ZERO;
                         }
                         if !inner.repoll.load(Ordering::Relaxed) {
