@@ -297,6 +297,19 @@ fn dispatch(
     }
 }
 
+/// Whether `amd_queue_t.queue_properties` asks for profiling (timestamps in completion
+/// signals); an unreadable field reads as off.
+fn profiling_on(q: &mut QueueExec, mem: &mut MemCache) -> bool {
+    let props_va = q
+        .wptr_va
+        .wrapping_sub(amd_queue::WRITE_DISPATCH_ID)
+        .wrapping_add(amd_queue::QUEUE_PROPERTIES);
+    q.pins
+        .props
+        .load_u32(mem, props_va)
+        .is_ok_and(|p| p & amd_queue::ENABLE_PROFILING != 0)
+}
+
 /// Executes up to `budget` AQL packets (and the PM4 of PM4-IB packets).
 pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: u32) -> RunOut {
     let slots = q.ring_size / 64;
@@ -307,15 +320,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
     // The write index, re-read only when the read index catches up with it.
     let mut limit = 0u64;
     // amd_queue_t.queue_properties: timestamps go into completion signals when profiling.
-    let props_va = q
-        .wptr_va
-        .wrapping_sub(amd_queue::WRITE_DISPATCH_ID)
-        .wrapping_add(amd_queue::QUEUE_PROPERTIES);
-    let profiling = q
-        .pins
-        .props
-        .load_u32(mem, props_va)
-        .is_ok_and(|p| p & amd_queue::ENABLE_PROFILING != 0);
+    // Read once per call, at the first packet fetched (a call that finds nothing to fetch
+    // does not need it).
+    let mut profiling: Option<bool> = None;
     macro_rules! stop {
         ($off:expr, $s:expr) => {
             return RunOut {
@@ -398,7 +405,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 state: RunState::Blocked,
             };
         }
-        if profiling && q.aql_start_ts.is_none() {
+        if q.aql_start_ts.is_none() && *profiling.get_or_insert_with(|| profiling_on(q, mem)) {
             q.aql_start_ts = Some(inner.clock.now());
         }
         let mut w = [0u32; 16];
@@ -415,20 +422,25 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         // A stale entry is harmless: it matches only the same read index and dwords.)
         // The result is decoded in place and matched by reference (moving the ~70-byte
         // packet out of the Result cost ~55 host instructions per packet).
-        let (hit, decoded) = match &q.aql_blocked {
-            Some((at, words, p)) if *at == q.rptr && *words == w => (true, Ok(*p)),
-            _ => (false, AqlPacket::decode(&w)),
+        let cached = match &q.aql_blocked {
+            Some((at, words, p)) if *at == q.rptr && *words == w => Some(*p),
+            _ => None,
         };
-        let pkt = match &decoded {
-            Ok(p) => p,
-            Err(e) => stop!(
-                off,
-                Stop::new(format!(
-                    "malformed AQL packet (header {:#06x}): {e}",
-                    hdr & 0xFFFF
-                ))
-            ),
+        let hit = cached.is_some();
+        let decoded = match cached {
+            Some(p) => p,
+            None => match AqlPacket::decode(&w) {
+                Ok(p) => p,
+                Err(e) => stop!(
+                    off,
+                    Stop::new(format!(
+                        "malformed AQL packet (header {:#06x}): {e}",
+                        hdr & 0xFFFF
+                    ))
+                ),
+            },
         };
+        let pkt = &decoded;
         let sig = match pkt {
             AqlPacket::BarrierAnd(b) => {
                 let mut ready = true;
