@@ -1,7 +1,8 @@
 //! The engine-private execution state of one queue and its ring walkers (PM4 and SDMA
 //! rings here; AQL in `aql.rs`).
 
-use std::sync::atomic::Ordering;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pm4::pkt3;
@@ -41,7 +42,12 @@ pub(crate) struct QueueExec {
     pub(crate) ring_size: u64,
     pub(crate) rptr_va: u64,
     pub(crate) wptr_va: u64,
-    pub(crate) doorbell: MemWindow,
+    /// The queue's doorbell slot (owns the memory `doorbell_cell` points into).
+    _doorbell: MemWindow,
+    /// The doorbell's 64-bit cell in `doorbell` (which keeps it alive), found once: the
+    /// window never changes for a queue. `None` when the window does not hold an aligned
+    /// qword (then the doorbell reads as not rung, as `MemWindow::load_u64` failing did).
+    doorbell_cell: Option<NonNull<AtomicU64>>,
     /// Engine read pointer: packets (AQL), dwords (PM4) or bytes (SDMA), never wrapped.
     pub(crate) rptr: u64,
     pub(crate) pm4: Pm4State,
@@ -117,7 +123,11 @@ impl QueueExec {
             ring_size: d.ring_size as u64,
             rptr_va: d.rptr_va,
             wptr_va: d.wptr_va,
-            doorbell: d.doorbell,
+            doorbell_cell: (d.doorbell.va() % 8 == 0)
+                .then(|| d.doorbell.host_ptr(d.doorbell.va(), 8, false).ok())
+                .flatten()
+                .and_then(|p| NonNull::new(p.cast::<AtomicU64>())),
+            _doorbell: d.doorbell,
             rptr,
             pm4: Pm4State::for_queue(_inner, d.eop_va, d.queue_id),
             scratch: vec![0; 256],
@@ -148,7 +158,10 @@ impl QueueExec {
         if !rung {
             return None;
         }
-        self.doorbell.load_u64(self.doorbell.va()).ok()
+        // SAFETY: an aligned qword inside `self._doorbell`'s live memory; shared memory is
+        // accessed atomically.
+        self.doorbell_cell
+            .map(|p| unsafe { p.as_ref() }.load(Ordering::Acquire))
     }
 
     /// PM4 / SDMA write pointer: max(doorbell value, value at `wptr_va`).
