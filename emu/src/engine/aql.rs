@@ -343,7 +343,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         let off = slot * 64;
         let slot_va = q.ring_va.wrapping_add(off);
         if let Some(sig) = q.aql_inflight {
-            if q.pm4.depth > 0 {
+            // The indirect buffer's packets, each followed by the budget check the loop's
+            // top would make (without recomputing the slot between them).
+            while q.pm4.depth > 0 {
                 match pm4exec::step_ib(mem, inner, &mut q.pm4, &mut q.scratch) {
                     IbStep::Empty | IbStep::Popped => {}
                     IbStep::Packet(Step::Done) => executed += 1,
@@ -355,7 +357,12 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                     IbStep::Packet(Step::Stop(s)) => stop!(off, s),
                 }
-                continue;
+                if executed >= budget {
+                    return RunOut {
+                        executed,
+                        state: RunState::Budget,
+                    };
+                }
             }
             q.aql_inflight = None;
             if let Err(e) = finish(q, mem, inner, slot_va, None, sig) {
