@@ -401,25 +401,48 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 state: RunState::Idle,
             };
         }
-        let hdr = match q.pins.ring.load_u32(mem, slot_va) {
-            Ok(h) => h,
-            Err(e) => stop!(off, e.into()),
+        // The header (acquire), then the body once the slot is published: through one
+        // check of the ring's window when it holds the whole slot, else access by access
+        // (faulting exactly as always).
+        let mut w = [0u32; 16];
+        let hdr = match q.pins.ring.ptr(mem, slot_va, 64, false, 4) {
+            Some(p) => {
+                // SAFETY: `[slot_va, slot_va + 64)` lies in the pinned window and
+                // `slot_va` is 4-aligned; shared memory is read atomically or copied.
+                let hdr = unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire);
+                if hdr as u8 == packet_type::INVALID {
+                    // Reserved but not yet published.
+                    return RunOut {
+                        executed,
+                        state: RunState::Blocked,
+                    };
+                }
+                // SAFETY: as above; `w` is a distinct Rust buffer of 64 bytes.
+                unsafe { core::ptr::copy_nonoverlapping(p, w.as_mut_ptr().cast(), 64) };
+                hdr
+            }
+            None => {
+                let hdr = match mem.load_u32(slot_va) {
+                    Ok(h) => h,
+                    Err(e) => stop!(off, e.into()),
+                };
+                if hdr as u8 == packet_type::INVALID {
+                    // Reserved but not yet published.
+                    return RunOut {
+                        executed,
+                        state: RunState::Blocked,
+                    };
+                }
+                if let Err(e) = mem.read_dwords(slot_va, &mut w) {
+                    stop!(off, e.into());
+                }
+                hdr
+            }
         };
-        if hdr as u8 == packet_type::INVALID {
-            // Reserved but not yet published.
-            return RunOut {
-                executed,
-                state: RunState::Blocked,
-            };
-        }
+        w[0] = hdr;
         if q.aql_start_ts.is_none() && *profiling.get_or_insert_with(|| profiling_on(q, mem)) {
             q.aql_start_ts = Some(inner.clock.now());
         }
-        let mut w = [0u32; 16];
-        if let Err(e) = q.pins.ring.read_slot(mem, slot_va, &mut w) {
-            stop!(off, e.into());
-        }
-        w[0] = hdr;
         if mem.tr.on && q.tr_start.is_none() {
             q.tr_start = Some(inner.stamp());
         }

@@ -683,25 +683,6 @@ impl Pinned {
             None => mem.store_u64(va, v),
         }
     }
-
-    /// [`MemCache::read_dwords`] of one 64-byte AQL slot through the pinned window.
-    #[inline(always)]
-    pub(crate) fn read_slot(
-        &mut self,
-        mem: &mut MemCache,
-        va: u64,
-        out: &mut [u32; 16],
-    ) -> Access<()> {
-        match self.ptr(mem, va, 64, false, 1) {
-            Some(p) => {
-                // SAFETY: `[va, va+64)` lies in a live window; `out` is a distinct Rust
-                // buffer.
-                unsafe { core::ptr::copy_nonoverlapping(p, out.as_mut_ptr().cast(), 64) };
-                Ok(())
-            }
-            None => mem.read_dwords(va, out),
-        }
-    }
 }
 
 /// A window's fault as the engine reports it: on its GPU, a read or a write.
