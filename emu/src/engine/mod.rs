@@ -35,7 +35,9 @@
 //!   priority (0..=15), round-robin among equal priorities. A queue runs for a quantum of
 //!   `256 * percentage / 100` packets (at least 1); when it used its whole quantum the round
 //!   restarts from the highest priority, so a runnable higher-priority queue is always
-//!   served before a lower one (strict priority, as the CP's HQD arbitration). Percentage 0
+//!   served before a lower one (strict priority, as the CP's HQD arbitration). Within a
+//!   round the queues are swept again while one progresses; an AQL queue found empty is
+//!   left out of the later sweeps of that round until a doorbell. Percentage 0
 //!   (or a zero ring size or address) means the queue is not scheduled.
 //! * **Blocking packets** (WAIT_REG_MEM, barriers, SDMA POLL_REGMEM, a not yet published
 //!   AQL slot) leave the packet unconsumed. The queue is re-polled immediately for ~50 us
