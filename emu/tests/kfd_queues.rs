@@ -644,3 +644,148 @@ fn unmapping_a_bo_an_engine_used_faults_its_next_access() {
         "nothing was written through a stale translation"
     );
 }
+
+/// Writes AQL packet `pkt` into slot `index` of the ring of queue `q` (body, then
+/// `write_dispatch_id`, then the header with release), and rings the doorbell.
+fn submit_aql(
+    dev: &Dev,
+    b: &Bufs,
+    db: *mut u64,
+    q: &CreateQueueArgs,
+    index: u64,
+    pkt: &pm4::aql::AqlPacket,
+) {
+    let words = pkt.encode();
+    let slot = ((index * 64) % RING) as usize;
+    // SAFETY: the slot lies in the ring BO; the pointer page and the doorbell slice are
+    // mapped.
+    unsafe {
+        let at = b.ring_ptr.add(slot).cast::<u32>();
+        for (i, w) in words.iter().enumerate().skip(1) {
+            at.add(i).write_volatile(*w);
+        }
+        b.ptrs_ptr.add(0x38).cast::<u64>().write_volatile(index + 1);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        at.write_volatile(words[0]);
+        db.add((q.doorbell_offset & 0x1fff) as usize / 8)
+            .write_volatile(index);
+    }
+    dev.b().doorbell_written(q.queue_id);
+}
+
+/// An AQL queue on GPU 0 with every ring slot INVALID: (buffers, arguments, doorbell).
+fn aql_queue(dev: &Dev) -> (Bufs, CreateQueueArgs, *mut u64) {
+    let b = bufs(dev, 0);
+    for slot in 0..(RING / 64) {
+        // SAFETY: within the ring BO.
+        unsafe {
+            b.ring_ptr
+                .add((slot * 64) as usize)
+                .cast::<u16>()
+                .write_volatile(1)
+        };
+    }
+    let mut q = aql_args(dev, 0, &b);
+    let db = create_with_doorbell(dev, &mut q);
+    (b, q, db)
+}
+
+/// An `amd_signal_t` value at `sig` (CPU address of the signal).
+fn signal_value_at(sig: *mut u8) -> i64 {
+    // SAFETY: the caller's signal BO is CPU-mapped.
+    unsafe { sig.add(8).cast::<i64>().read_volatile() }
+}
+
+fn barrier_completing(sig: u64) -> pm4::aql::AqlPacket {
+    use pm4::aql::{AqlPacket, Barrier, PacketControl};
+    AqlPacket::BarrierAnd(Barrier {
+        control: PacketControl::SYSTEM_BARRIER,
+        dep_signals: [0; 5],
+        completion_signal: sig,
+    })
+}
+
+#[test]
+fn aql_completion_signal_follows_unmap_and_remap() {
+    // The CP keeps the window of the signals a queue completes between packets: a BO
+    // mapped at the same address after an unmap must be the one the next packet
+    // completes, and after an unmap with nothing mapped the next completion is a VM
+    // fault, never a write through the stale translation.
+    let dev = open("emu:mi300x");
+    let d = dev.b();
+    let (b, q, db) = aql_queue(&dev);
+    let rptr = || {
+        // SAFETY: the pointer page is mapped.
+        unsafe { b.ptrs_ptr.add(0x80).cast::<u64>().read_volatile() }
+    };
+    let sig_va = b.next;
+    let (h1, s1) = gtt(&dev, 0, sig_va, 4096);
+    // SAFETY: the signal BO is mapped.
+    unsafe { s1.add(8).cast::<i64>().write_volatile(1) };
+    submit_aql(&dev, &b, db, &q, 0, &barrier_completing(sig_va));
+    assert!(wait_until(|| rptr() == 1), "the first barrier retired");
+    assert_eq!(signal_value_at(s1), 0);
+    // Remap: another BO at the same address.
+    let mut n = 0;
+    ioctl::unmap_memory_from_gpu(d, h1, &dev.gpus[..1], &mut n).unwrap();
+    ioctl::free_memory_of_gpu(d, h1).unwrap();
+    let (h2, s2) = gtt(&dev, 0, sig_va, 4096);
+    // SAFETY: the new signal BO is mapped.
+    unsafe { s2.add(8).cast::<i64>().write_volatile(5) };
+    submit_aql(&dev, &b, db, &q, 1, &barrier_completing(sig_va));
+    assert!(wait_until(|| rptr() == 2), "the second barrier retired");
+    assert_eq!(signal_value_at(s2), 4, "the new BO's signal was completed");
+    // Unmap with nothing in its place: the next completion faults.
+    let mem_ev = memory_event(&dev);
+    // (`n_success` is in/out: a call resumes after the devices it counts.)
+    n = 0;
+    ioctl::unmap_memory_from_gpu(d, h2, &dev.gpus[..1], &mut n).unwrap();
+    submit_aql(&dev, &b, db, &q, 2, &barrier_completing(sig_va));
+    let m = expect_fault(
+        &dev,
+        mem_ev,
+        q.queue_id,
+        "the completion of an unmapped signal",
+    );
+    assert_eq!(m.va, sig_va, "the faulting page");
+    assert_eq!(
+        signal_value_at(s2),
+        4,
+        "nothing was written through a stale translation"
+    );
+    assert_eq!(rptr(), 2, "the faulting packet was not retired");
+}
+
+#[test]
+fn aql_blocked_barrier_faults_when_its_signal_is_unmapped() {
+    // A barrier-value re-polls its signal through a kept window while it blocks: an
+    // unmap of the signal's BO must fault the queue at the next poll.
+    use pm4::aql::{AqlPacket, BarrierValue, PacketControl, SignalCondition};
+    let dev = open("emu:mi300x");
+    let d = dev.b();
+    let (b, q, db) = aql_queue(&dev);
+    let dep_va = b.next;
+    let (h, dep) = gtt(&dev, 0, dep_va, 4096);
+    // SAFETY: the signal BO is mapped.
+    unsafe { dep.add(8).cast::<i64>().write_volatile(1) };
+    let pkt = AqlPacket::BarrierValue(BarrierValue {
+        control: PacketControl::SYSTEM_BARRIER,
+        signal: dep_va,
+        value: 0,
+        mask: -1,
+        cond: SignalCondition::Eq,
+        completion_signal: 0,
+    });
+    submit_aql(&dev, &b, db, &q, 0, &pkt);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        dev.emu.queue_status(q.queue_id),
+        Some(QueueStatus::Active),
+        "the barrier blocks"
+    );
+    let mem_ev = memory_event(&dev);
+    let mut n = 0;
+    ioctl::unmap_memory_from_gpu(d, h, &dev.gpus[..1], &mut n).unwrap();
+    let m = expect_fault(&dev, mem_ev, q.queue_id, "the poll of an unmapped signal");
+    assert_eq!(m.va, dep_va, "the faulting page");
+}

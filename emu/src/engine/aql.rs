@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use pm4::aql::{packet_type, AqlPacket, KernelDispatch};
 
-use super::memio::{Access, MemCache};
+use super::memio::{Access, MemCache, Pinned};
 use super::pm4exec::{self, IbStep, Step, Stop};
 use super::queue::{QueueExec, RunOut, RunState};
 use super::{Inner, ISA_NOT_SUPPORTED};
@@ -89,14 +89,34 @@ fn raise_signal_event(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()>
     Ok(())
 }
 
+/// The objects an AQL queue touches on every packet, each through its own pinned window
+/// (see [`Pinned`]): one translation check per access instead of a cache look-up.
+#[derive(Default)]
+pub(crate) struct AqlPins {
+    /// The ring.
+    pub(crate) ring: Pinned,
+    /// `write_dispatch_id`.
+    wptr: Pinned,
+    /// `read_dispatch_id`.
+    rptr: Pinned,
+    /// `queue_properties`.
+    props: Pinned,
+    /// Completion signals.
+    sig: Pinned,
+    /// Signals barriers wait on.
+    dep: Pinned,
+    /// Event mailboxes.
+    mbox: Pinned,
+}
+
 /// Decrements a completion signal and raises its event, as the CP does at end of pipe.
-pub(crate) fn complete_signal(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()> {
-    // `value`, `event_mailbox_ptr` and `event_id` through one translation when one cached
+fn complete_signal(pins: &mut AqlPins, mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()> {
+    // `value`, `event_mailbox_ptr` and `event_id` through one translation when one
     // window holds all three (else field by field below, faulting exactly as always).
     const MAILBOX: usize = (signal::EVENT_MAILBOX_PTR - signal::VALUE) as usize;
     const ID: usize = (signal::EVENT_ID - signal::VALUE) as usize;
     let value_va = sig.wrapping_add(signal::VALUE);
-    if let Some(p) = mem.fast_block(value_va, ID as u64 + 4) {
+    if let Some(p) = pins.sig.ptr(mem, value_va, ID as u64 + 4, true, 8) {
         // SAFETY: `[value_va, value_va + ID + 4)` lies in a live writable window and
         // `value_va` is 8-aligned (so are `+ MAILBOX`, and `+ ID` is 4-aligned); the
         // pointer is used before any other access can evict the window. Shared memory
@@ -110,9 +130,9 @@ pub(crate) fn complete_signal(mem: &mut MemCache, inner: &Inner, sig: u64) -> Ac
         };
         if let Some(id) = id {
             if mailbox % 8 == 0 {
-                mem.store_u64(mailbox, id as u64)?;
+                pins.mbox.store_u64(mem, mailbox, id as u64)?;
             } else {
-                mem.store_u32(mailbox, id)?;
+                pins.mbox.store_u32(mem, mailbox, id)?;
             }
             inner.interrupt(mem, Some(id));
         }
@@ -123,8 +143,10 @@ pub(crate) fn complete_signal(mem: &mut MemCache, inner: &Inner, sig: u64) -> Ac
     raise_signal_event(mem, inner, sig)
 }
 
-fn signal_value(mem: &mut MemCache, sig: u64) -> Access<i64> {
-    Ok(mem.load_u64(sig.wrapping_add(signal::VALUE))? as i64)
+/// The value of a signal a barrier waits on.
+#[inline(always)]
+fn signal_value(pins: &mut AqlPins, mem: &mut MemCache, sig: u64) -> Access<i64> {
+    Ok(pins.dep.load_u64(mem, sig.wrapping_add(signal::VALUE))? as i64)
 }
 
 /// Consumes the packet in `slot_va` (whose first dword is `hdr`, when known) and
@@ -139,7 +161,7 @@ fn finish(
 ) -> Access<()> {
     let hdr = match hdr {
         Some(h) => h,
-        None => mem.load_u32(slot_va)?,
+        None => q.pins.ring.load_u32(mem, slot_va)?,
     };
     // The packet retires fully before the read index moves: its completion signal (and
     // mailbox/interrupt) first, so anyone who sees `read_dispatch_id` past a packet also
@@ -151,11 +173,15 @@ fn finish(
             mem.store_u64(sig.wrapping_add(signal::START_TS), start)?;
             mem.store_u64(sig.wrapping_add(signal::END_TS), inner.clock.now())?;
         }
-        complete_signal(mem, inner, sig)?;
+        complete_signal(&mut q.pins, mem, inner, sig)?;
     }
-    mem.store_u32(slot_va, (hdr & 0xFFFF_0000) | packet_type::INVALID as u32)?;
+    q.pins.ring.store_u32(
+        mem,
+        slot_va,
+        (hdr & 0xFFFF_0000) | packet_type::INVALID as u32,
+    )?;
     q.rptr = q.rptr.wrapping_add(1);
-    mem.store_u64(q.rptr_va, q.rptr)?;
+    q.pins.rptr.store_u64(mem, q.rptr_va, q.rptr)?;
     Ok(())
 }
 
@@ -272,6 +298,19 @@ fn dispatch(
     }
 }
 
+/// Whether `amd_queue_t.queue_properties` asks for profiling (timestamps in completion
+/// signals); an unreadable field reads as off.
+fn profiling_on(q: &mut QueueExec, mem: &mut MemCache) -> bool {
+    let props_va = q
+        .wptr_va
+        .wrapping_sub(amd_queue::WRITE_DISPATCH_ID)
+        .wrapping_add(amd_queue::QUEUE_PROPERTIES);
+    q.pins
+        .props
+        .load_u32(mem, props_va)
+        .is_ok_and(|p| p & amd_queue::ENABLE_PROFILING != 0)
+}
+
 /// Executes up to `budget` AQL packets (and the PM4 of PM4-IB packets).
 pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: u32) -> RunOut {
     let slots = q.ring_size / 64;
@@ -282,13 +321,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
     // The write index, re-read only when the read index catches up with it.
     let mut limit = 0u64;
     // amd_queue_t.queue_properties: timestamps go into completion signals when profiling.
-    let props_va = q
-        .wptr_va
-        .wrapping_sub(amd_queue::WRITE_DISPATCH_ID)
-        .wrapping_add(amd_queue::QUEUE_PROPERTIES);
-    let profiling = mem
-        .load_u32(props_va)
-        .is_ok_and(|p| p & amd_queue::ENABLE_PROFILING != 0);
+    // Read once per call, at the first packet fetched (a call that finds nothing to fetch
+    // does not need it).
+    let mut profiling: Option<bool> = None;
     macro_rules! stop {
         ($off:expr, $s:expr) => {
             return RunOut {
@@ -309,7 +344,9 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         let off = slot * 64;
         let slot_va = q.ring_va.wrapping_add(off);
         if let Some(sig) = q.aql_inflight {
-            if q.pm4.depth > 0 {
+            // The indirect buffer's packets, each followed by the budget check the loop's
+            // top would make (without recomputing the slot between them).
+            while q.pm4.depth > 0 {
                 match pm4exec::step_ib(mem, inner, &mut q.pm4, &mut q.scratch) {
                     IbStep::Empty | IbStep::Popped => {}
                     IbStep::Packet(Step::Done) => executed += 1,
@@ -321,7 +358,12 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                     IbStep::Packet(Step::Stop(s)) => stop!(off, s),
                 }
-                continue;
+                if executed >= budget {
+                    return RunOut {
+                        executed,
+                        state: RunState::Budget,
+                    };
+                }
             }
             q.aql_inflight = None;
             if let Err(e) = finish(q, mem, inner, slot_va, None, sig) {
@@ -345,7 +387,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
             continue;
         }
         if q.rptr >= limit {
-            let wmem = match mem.load_u64(q.wptr_va) {
+            let wmem = match q.pins.wptr.load_u64(mem, q.wptr_va) {
                 Ok(v) => v,
                 Err(e) => stop!(off, e.into()),
             };
@@ -360,25 +402,48 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 state: RunState::Idle,
             };
         }
-        let hdr = match mem.load_u32(slot_va) {
-            Ok(h) => h,
-            Err(e) => stop!(off, e.into()),
+        // The header (acquire), then the body once the slot is published: through one
+        // check of the ring's window when it holds the whole slot, else access by access
+        // (faulting exactly as always).
+        let mut w = [0u32; 16];
+        let hdr = match q.pins.ring.ptr(mem, slot_va, 64, false, 4) {
+            Some(p) => {
+                // SAFETY: `[slot_va, slot_va + 64)` lies in the pinned window and
+                // `slot_va` is 4-aligned; shared memory is read atomically or copied.
+                let hdr = unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire);
+                if hdr as u8 == packet_type::INVALID {
+                    // Reserved but not yet published.
+                    return RunOut {
+                        executed,
+                        state: RunState::Blocked,
+                    };
+                }
+                // SAFETY: as above; `w` is a distinct Rust buffer of 64 bytes.
+                unsafe { core::ptr::copy_nonoverlapping(p, w.as_mut_ptr().cast(), 64) };
+                hdr
+            }
+            None => {
+                let hdr = match mem.load_u32(slot_va) {
+                    Ok(h) => h,
+                    Err(e) => stop!(off, e.into()),
+                };
+                if hdr as u8 == packet_type::INVALID {
+                    // Reserved but not yet published.
+                    return RunOut {
+                        executed,
+                        state: RunState::Blocked,
+                    };
+                }
+                if let Err(e) = mem.read_dwords(slot_va, &mut w) {
+                    stop!(off, e.into());
+                }
+                hdr
+            }
         };
-        if hdr as u8 == packet_type::INVALID {
-            // Reserved but not yet published.
-            return RunOut {
-                executed,
-                state: RunState::Blocked,
-            };
-        }
-        if profiling && q.aql_start_ts.is_none() {
+        w[0] = hdr;
+        if q.aql_start_ts.is_none() && *profiling.get_or_insert_with(|| profiling_on(q, mem)) {
             q.aql_start_ts = Some(inner.clock.now());
         }
-        let mut w = [0u32; 16];
-        if let Err(e) = mem.read_dwords(slot_va, &mut w) {
-            stop!(off, e.into());
-        }
-        w[0] = hdr;
         if mem.tr.on && q.tr_start.is_none() {
             q.tr_start = Some(inner.stamp());
         }
@@ -388,25 +453,30 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         // A stale entry is harmless: it matches only the same read index and dwords.)
         // The result is decoded in place and matched by reference (moving the ~70-byte
         // packet out of the Result cost ~55 host instructions per packet).
-        let (hit, decoded) = match &q.aql_blocked {
-            Some((at, words, p)) if *at == q.rptr && *words == w => (true, Ok(*p)),
-            _ => (false, AqlPacket::decode(&w)),
+        let cached = match &q.aql_blocked {
+            Some((at, words, p)) if *at == q.rptr && *words == w => Some(*p),
+            _ => None,
         };
-        let pkt = match &decoded {
-            Ok(p) => p,
-            Err(e) => stop!(
-                off,
-                Stop::new(format!(
-                    "malformed AQL packet (header {:#06x}): {e}",
-                    hdr & 0xFFFF
-                ))
-            ),
+        let hit = cached.is_some();
+        let decoded = match cached {
+            Some(p) => p,
+            None => match AqlPacket::decode(&w) {
+                Ok(p) => p,
+                Err(e) => stop!(
+                    off,
+                    Stop::new(format!(
+                        "malformed AQL packet (header {:#06x}): {e}",
+                        hdr & 0xFFFF
+                    ))
+                ),
+            },
         };
+        let pkt = &decoded;
         let sig = match pkt {
             AqlPacket::BarrierAnd(b) => {
                 let mut ready = true;
                 for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
-                    match signal_value(mem, dep) {
+                    match signal_value(&mut q.pins, mem, dep) {
                         Ok(0) => {}
                         Ok(_) => {
                             ready = false;
@@ -431,7 +501,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 let mut ready = false;
                 for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
                     any = true;
-                    match signal_value(mem, dep) {
+                    match signal_value(&mut q.pins, mem, dep) {
                         Ok(0) => {
                             ready = true;
                             break;
@@ -451,7 +521,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 }
                 b.completion_signal
             }
-            AqlPacket::BarrierValue(b) => match signal_value(mem, b.signal) {
+            AqlPacket::BarrierValue(b) => match signal_value(&mut q.pins, mem, b.signal) {
                 Ok(v) => {
                     if !b.cond.test(v, b.mask, b.value) {
                         if !hit {

@@ -260,16 +260,6 @@ impl MemCache {
         Some(p)
     }
 
-    /// The host address of `[va, va+len)` when `va` is 8-aligned and the inlined fast
-    /// path finds it in a writable window: for several fields of one object accessed
-    /// together. `None` means: access them one by one (which faults as usual). The
-    /// pointer is valid until the next access through `self` (which may evict the
-    /// window).
-    #[inline]
-    pub(crate) fn fast_block(&mut self, va: u64, len: u64) -> Option<*mut u8> {
-        self.fast_ptr(va, len, true, 8)
-    }
-
     #[inline]
     pub(crate) fn load_u32(&mut self, va: u64) -> Access<u32> {
         match self.fast_ptr(va, 4, false, 4) {
@@ -548,6 +538,150 @@ impl MemCache {
             done += n.max(1);
         }
         Ok(())
+    }
+}
+
+/// One object the engine touches on every packet of a queue (its ring, read and write
+/// index, the signals its packets complete), held outside the shared cache: the window
+/// found for it last, re-checked for every access, tagged with the memory-map generation
+/// it was translated in. An unmap (`GpuEngines::flush_tlb`) bumps the generation, so the
+/// next access translates afresh through [`MemCache`] (and faults there exactly as an
+/// uncached access would); a miss of any kind returns `None` and the caller takes its
+/// [`MemCache`] path, which does and reports everything as before.
+pub(crate) struct Pinned {
+    /// The memory-map generation the window was translated in.
+    gen: u64,
+    /// The window's first GPU address, length (0: nothing pinned), host address and
+    /// writability, copied out of `win` so that the check per access is two compares.
+    base: u64,
+    span: u64,
+    host: *mut u8,
+    writable: bool,
+    /// Keeps the memory behind `host` alive.
+    win: Option<MemWindow>,
+}
+
+// SAFETY: `host` points into the memory `win` owns (a `MemWindow`, which is Send + Sync);
+// it is only dereferenced by the thread that owns this `Pinned`.
+unsafe impl Send for Pinned {}
+
+impl Default for Pinned {
+    fn default() -> Self {
+        Pinned {
+            gen: 0,
+            base: 0,
+            span: 0,
+            host: core::ptr::null_mut(),
+            writable: false,
+            win: None,
+        }
+    }
+}
+
+impl Pinned {
+    /// The host address of `[va, va+len)` (`va` `align`-aligned, writable when `write`)
+    /// through the pinned window, re-pinned from `mem` when the memory map changed or
+    /// the window does not hold it; `None` when `mem` does not translate it either (the
+    /// caller's [`MemCache`] access reports the fault).
+    #[inline(always)]
+    pub(crate) fn ptr(
+        &mut self,
+        mem: &mut MemCache,
+        va: u64,
+        len: u64,
+        write: bool,
+        align: u64,
+    ) -> Option<*mut u8> {
+        if va % align != 0 {
+            return None;
+        }
+        let gen = mem.tlb.tlb_gen.load(Ordering::Acquire);
+        // `off < span` also rejects `va` below `base` (the subtraction wraps).
+        let off = va.wrapping_sub(self.base);
+        if gen == self.gen && off < self.span && len <= self.span - off && (!write || self.writable)
+        {
+            // SAFETY: `off + len <= span`: inside the pinned window's memory.
+            return Some(unsafe { self.host.add(off as usize) });
+        }
+        self.repin(mem, va, len, write, gen)
+    }
+
+    /// [`Self::ptr`] past the pinned window: the generation is read before the
+    /// translation, so a flush racing with it is seen at the next access.
+    #[inline(never)]
+    fn repin(
+        &mut self,
+        mem: &mut MemCache,
+        va: u64,
+        len: u64,
+        write: bool,
+        gen: u64,
+    ) -> Option<*mut u8> {
+        self.clear();
+        let w = mem.window(va, len, write).ok()?.clone();
+        let host = w.host_ptr(w.va(), 0, false).ok()?;
+        let p = w.host_ptr(va, len, write).ok()?;
+        self.base = w.va();
+        self.span = w.len() as u64;
+        self.host = host;
+        self.writable = w.writable();
+        self.gen = gen;
+        self.win = Some(w);
+        Some(p)
+    }
+
+    /// Drops the window (the object moved, e.g. the ring was reconfigured).
+    pub(crate) fn clear(&mut self) {
+        self.span = 0;
+        self.host = core::ptr::null_mut();
+        self.win = None;
+    }
+
+    /// [`MemCache::load_u32`] through the pinned window.
+    #[inline(always)]
+    pub(crate) fn load_u32(&mut self, mem: &mut MemCache, va: u64) -> Access<u32> {
+        match self.ptr(mem, va, 4, false, 4) {
+            // SAFETY: a 4-aligned cell inside a live window; shared memory is accessed
+            // atomically.
+            Some(p) => Ok(unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire)),
+            None => mem.load_u32(va),
+        }
+    }
+
+    /// [`MemCache::load_u64`] through the pinned window.
+    #[inline(always)]
+    pub(crate) fn load_u64(&mut self, mem: &mut MemCache, va: u64) -> Access<u64> {
+        match self.ptr(mem, va, 8, false, 8) {
+            // SAFETY: as in `load_u32`.
+            Some(p) => Ok(unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Acquire)),
+            None => mem.load_u64(va),
+        }
+    }
+
+    /// [`MemCache::store_u32`] through the pinned window.
+    #[inline(always)]
+    pub(crate) fn store_u32(&mut self, mem: &mut MemCache, va: u64, v: u32) -> Access<()> {
+        match self.ptr(mem, va, 4, true, 4) {
+            Some(p) => {
+                // SAFETY: as in `load_u32` (the window is writable).
+                unsafe { AtomicU32::from_ptr(p.cast()) }.store(v, Ordering::Release);
+                Ok(())
+            }
+            None => mem.store_u32(va, v),
+        }
+    }
+
+    /// [`MemCache::store_u64`] through the pinned window.
+    #[inline(always)]
+    pub(crate) fn store_u64(&mut self, mem: &mut MemCache, va: u64, v: u64) -> Access<()> {
+        match self.ptr(mem, va, 8, true, 8) {
+            Some(p) => {
+                // SAFETY: as in `load_u32` (the window is writable).
+                unsafe { AtomicU64::from_ptr(p.cast()) }.store(v, Ordering::Release);
+                Ok(())
+            }
+            None => mem.store_u64(va, v),
+        }
     }
 }
 

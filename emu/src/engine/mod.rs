@@ -35,7 +35,9 @@
 //!   priority (0..=15), round-robin among equal priorities. A queue runs for a quantum of
 //!   `256 * percentage / 100` packets (at least 1); when it used its whole quantum the round
 //!   restarts from the highest priority, so a runnable higher-priority queue is always
-//!   served before a lower one (strict priority, as the CP's HQD arbitration). Percentage 0
+//!   served before a lower one (strict priority, as the CP's HQD arbitration). Within a
+//!   round the queues are swept again while one progresses; an AQL queue found empty is
+//!   left out of the later sweeps of that round until a doorbell. Percentage 0
 //!   (or a zero ring size or address) means the queue is not scheduled.
 //! * **Blocking packets** (WAIT_REG_MEM, barriers, SDMA POLL_REGMEM, a not yet published
 //!   AQL slot) leave the packet unconsumed. The queue is re-polled immediately for ~50 us
@@ -200,15 +202,16 @@ pub const WAKE_BATCH: std::time::Duration = std::time::Duration::from_micros(20)
 #[derive(Debug, Default)]
 pub struct PendingWakes {
     cvs: Vec<Arc<std::sync::Condvar>>,
-    /// When the oldest pending wake-up was pushed (`None` when none is pending).
-    since: Option<std::time::Instant>,
+    /// [`WAKE_BATCH`] after the oldest pending wake-up was pushed (`None` when none is
+    /// pending): a deadline, so that the check per quantum is one clock read.
+    due: Option<std::time::Instant>,
 }
 
 impl PendingWakes {
     /// Adds a sleeper's condition variable.
     pub(crate) fn push(&mut self, cv: Arc<std::sync::Condvar>) {
         if self.cvs.is_empty() {
-            self.since = Some(std::time::Instant::now());
+            self.due = Some(std::time::Instant::now() + WAKE_BATCH);
         }
         self.cvs.push(cv);
     }
@@ -216,7 +219,7 @@ impl PendingWakes {
     /// Wakes every collected sleeper once [`WAKE_BATCH`] has passed since the oldest was
     /// pushed. Reads the clock only when a wake-up is pending.
     pub fn flush_due(&mut self) {
-        if self.since.is_some_and(|t| t.elapsed() >= WAKE_BATCH) {
+        if self.due.is_some_and(|t| std::time::Instant::now() >= t) {
             self.flush();
         }
     }
@@ -228,7 +231,7 @@ impl PendingWakes {
 
     /// Wakes every collected sleeper.
     pub fn flush(&mut self) {
-        self.since = None;
+        self.due = None;
         for cv in self.cvs.drain(..) {
             cv.notify_all();
         }

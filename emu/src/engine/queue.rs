@@ -1,7 +1,8 @@
 //! The engine-private execution state of one queue and its ring walkers (PM4 and SDMA
 //! rings here; AQL in `aql.rs`).
 
-use std::sync::atomic::Ordering;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pm4::pkt3;
@@ -41,7 +42,12 @@ pub(crate) struct QueueExec {
     pub(crate) ring_size: u64,
     pub(crate) rptr_va: u64,
     pub(crate) wptr_va: u64,
-    pub(crate) doorbell: MemWindow,
+    /// The queue's doorbell slot (owns the memory `doorbell_cell` points into).
+    _doorbell: MemWindow,
+    /// The doorbell's 64-bit cell in `doorbell` (which keeps it alive), found once: the
+    /// window never changes for a queue. `None` when the window does not hold an aligned
+    /// qword (then the doorbell reads as not rung, as `MemWindow::load_u64` failing did).
+    doorbell_cell: Option<NonNull<AtomicU64>>,
     /// Engine read pointer: packets (AQL), dwords (PM4) or bytes (SDMA), never wrapped.
     pub(crate) rptr: u64,
     pub(crate) pm4: Pm4State,
@@ -55,6 +61,8 @@ pub(crate) struct QueueExec {
     /// AQL: the packet at read index `.0` that blocked, its slot dwords and its decoding
     /// (a re-poll whose slot still holds the same dwords skips the decode).
     pub(crate) aql_blocked: Option<(u64, [u32; 16], pm4::aql::AqlPacket)>,
+    /// AQL: the windows of the ring, indexes and signals (re-checked on every access).
+    pub(crate) pins: super::aql::AqlPins,
     /// SDMA: the current IB (va, size in dwords, offset in dwords).
     pub(crate) sdma_ib: Option<(u64, u32, u32)>,
     /// SDMA: local timestamp = GPU clock + this (TIMESTAMP SET).
@@ -115,7 +123,11 @@ impl QueueExec {
             ring_size: d.ring_size as u64,
             rptr_va: d.rptr_va,
             wptr_va: d.wptr_va,
-            doorbell: d.doorbell,
+            doorbell_cell: (d.doorbell.va() % 8 == 0)
+                .then(|| d.doorbell.host_ptr(d.doorbell.va(), 8, false).ok())
+                .flatten()
+                .and_then(|p| NonNull::new(p.cast::<AtomicU64>())),
+            _doorbell: d.doorbell,
             rptr,
             pm4: Pm4State::for_queue(_inner, d.eop_va, d.queue_id),
             scratch: vec![0; 256],
@@ -123,6 +135,7 @@ impl QueueExec {
             dispatch: None,
             aql_start_ts: None,
             aql_blocked: None,
+            pins: Default::default(),
             sdma_ib: None,
             sdma_ts_offset: 0,
             ib_origin: 0,
@@ -145,7 +158,10 @@ impl QueueExec {
         if !rung {
             return None;
         }
-        self.doorbell.load_u64(self.doorbell.va()).ok()
+        // SAFETY: an aligned qword inside `self._doorbell`'s live memory; shared memory is
+        // accessed atomically.
+        self.doorbell_cell
+            .map(|p| unsafe { p.as_ref() }.load(Ordering::Acquire))
     }
 
     /// PM4 / SDMA write pointer: max(doorbell value, value at `wptr_va`).
@@ -168,6 +184,7 @@ impl QueueExec {
             self.ring_va = d.ring_va;
             self.ring_size = d.ring_size as u64;
             self.cfg_gen = g;
+            self.pins.ring.clear();
         }
     }
 

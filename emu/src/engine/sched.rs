@@ -348,6 +348,12 @@ struct Slot {
     spin_until: Option<Instant>,
     next_poll: Instant,
     delay: Duration,
+    /// AQL: the engine's doorbell count read before a run that found the ring empty
+    /// (`None` after any other outcome). A later sweep of the same pass skips the queue
+    /// while the count is unchanged: a producer publishes with a doorbell, and a write
+    /// index moved without one is seen at the next pass's first sweep, which polls every
+    /// queue as before (an idle engine sees such a write only after a doorbell anyway).
+    idle_db: Option<u64>,
 }
 
 /// Parks the thread (until `deadline`, if any) unless a doorbell arrived since `seen_db`.
@@ -426,6 +432,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                         spin_until: None,
                         next_poll: Instant::now(),
                         delay: Duration::ZERO,
+                        idle_db: None,
                     });
                 }
             }
@@ -465,6 +472,9 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         rr = rr.wrapping_add(1);
 
         let now = Instant::now();
+        // The end of an immediate re-poll window opened in this round (one addition per
+        // round, not one per blocked run).
+        let spin_end = now + SPIN;
         let mut progressed = false;
         let mut wake_at: Option<Instant>;
         // Sweeps over the queues in `order` while one makes progress: a queue whose
@@ -497,11 +507,17 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                     wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
                     continue;
                 }
+                let db_before = me.doorbells.load(Ordering::Relaxed);
+                if sweeps > 1 && s.idle_db == Some(db_before) {
+                    continue;
+                }
                 let quantum = (BASE_QUANTUM * pct / 100).max(1);
                 if mem.tr.on {
                     mem.tr.queue = Some((sh.id, s.exec.kind));
                 }
                 let out = s.exec.run(&mut mem, &inner, quantum);
+                s.idle_db = (out.state == RunState::Idle && s.exec.kind == super::QueueKind::Aql)
+                    .then_some(db_before);
                 // A round runs up to MAX_SWEEPS sweeps of quanta: the batch bound is kept
                 // per quantum, not per round.
                 mem.wakes.flush_due();
@@ -515,7 +531,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 match out.state {
                     RunState::Blocked => {
                         if out.executed > 0 || s.spin_until.is_none() {
-                            s.spin_until = Some(now + SPIN);
+                            s.spin_until = Some(spin_end);
                             s.delay = Duration::ZERO;
                         }
                         if !inner.repoll.load(Ordering::Relaxed) {

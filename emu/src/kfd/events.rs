@@ -63,13 +63,28 @@ impl Wake {
     fn new() -> Self {
         Self::default()
     }
+}
 
+/// Where a state change puts the waiters it must notify: a [`Wake`] notified after the
+/// events mutex is released, or an engine's [`PendingWakes`] (an interrupt raised by an
+/// engine thread goes straight there, without an intermediate list).
+trait WakeSink {
+    fn push(&mut self, cv: Arc<Condvar>);
+}
+
+impl WakeSink for Wake {
     fn push(&mut self, cv: Arc<Condvar>) {
         if self.first.is_none() {
             self.first = Some(cv);
         } else {
             self.more.push(cv);
         }
+    }
+}
+
+impl WakeSink for PendingWakes {
+    fn push(&mut self, cv: Arc<Condvar>) {
+        PendingWakes::push(self, cv);
     }
 }
 
@@ -122,7 +137,7 @@ impl EvState {
     }
 
     /// `set_event` in kfd_events.c.
-    fn set_event(&mut self, id: u32, wake: &mut Wake) {
+    fn set_event(&mut self, id: u32, wake: &mut impl WakeSink) {
         if let Some(ev) = self.events.get_mut(&id) {
             Self::set(&mut self.waiters, ev, wake);
         }
@@ -131,7 +146,7 @@ impl EvState {
     /// [`Self::set_event`] on an event already looked up. Each waiter whose flag this
     /// flips goes into `wake` (only then may a sleeper's wait condition have changed; a
     /// flag already set was notified by whoever set it).
-    fn set(waiters: &mut BTreeMap<u64, Waiter>, ev: &mut Event, wake: &mut Wake) {
+    fn set(waiters: &mut BTreeMap<u64, Waiter>, ev: &mut Event, wake: &mut impl WakeSink) {
         ev.signaled = !ev.auto_reset || ev.waiters.is_empty();
         ev.age = ev.age.wrapping_add(1);
         if ev.age == 0 {
@@ -151,7 +166,7 @@ impl EvState {
 
     /// Sets GPU-signalable event `id` from an interrupt: `None` when there is no such
     /// event.
-    fn set_from_interrupt(&mut self, id: u32, wake: &mut Wake) -> Option<()> {
+    fn set_from_interrupt(&mut self, id: u32, wake: &mut impl WakeSink) -> Option<()> {
         // One look-up: the slot comes from the page directly while the event is borrowed.
         let EvState {
             events,
@@ -521,13 +536,12 @@ impl Events {
 }
 
 impl Events {
-    /// `kfd_signal_event_interrupt`: sets the events the interrupt names and returns the
-    /// waiters to wake.
-    fn signal_interrupt(&self, context_id: Option<u32>) -> Wake {
-        let mut wake = Wake::new();
+    /// `kfd_signal_event_interrupt`: sets the events the interrupt names and puts the
+    /// waiters to wake into `wake`.
+    fn signal_interrupt(&self, context_id: Option<u32>, wake: &mut impl WakeSink) {
         let mut st = self.lock();
         if st.page.is_none() {
-            return wake;
+            return;
         }
         // kfd_signal_event_interrupt: a full-width id is looked up directly when its
         // slot is signaled; otherwise every signaled slot is scanned.
@@ -538,7 +552,7 @@ impl Events {
                         .slot(id)
                         .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
             })
-            .and_then(|id| st.set_from_interrupt(id, &mut wake));
+            .and_then(|id| st.set_from_interrupt(id, wake));
         if direct.is_none() {
             let ids: Vec<u32> = st
                 .events
@@ -550,20 +564,21 @@ impl Events {
                     .slot(id)
                     .is_some_and(|s| s.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT)
                 {
-                    st.set_from_interrupt(id, &mut wake);
+                    st.set_from_interrupt(id, wake);
                 }
             }
         }
         // Only the waiters whose flags this interrupt set are woken: with none, no futex
         // wake-up at all (a syscall on every completion interrupt otherwise), and a
         // sleeper on other events (a fault watcher) is not woken for nothing.
-        wake
     }
 }
 
 impl Interrupts for Events {
     fn event_interrupt(&self, _gpu_id: u32, context_id: Option<u32>) {
-        notify(self.signal_interrupt(context_id));
+        let mut wake = Wake::new();
+        self.signal_interrupt(context_id, &mut wake);
+        notify(wake);
     }
 
     fn event_interrupt_batched(
@@ -572,10 +587,8 @@ impl Interrupts for Events {
         context_id: Option<u32>,
         wakes: &mut PendingWakes,
     ) {
-        let w = self.signal_interrupt(context_id);
-        for cv in w.first.into_iter().chain(w.more) {
-            wakes.push(cv);
-        }
+        // The mutex is released before the engine issues the wake-ups (at its flush).
+        self.signal_interrupt(context_id, wakes);
     }
 
     fn queue_fault(&self, gpu_id: u32, fault: &QueueFault) {
