@@ -17,6 +17,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Instant;
 
 use super::mem::MemPort;
 use super::{run_workgroup, DispatchStats, Program, Setup, ShaderError, WorkerState};
@@ -56,6 +57,66 @@ pub(crate) struct Job {
     /// Helpers inside the job, and the dispatching thread's wait for them to leave.
     active: Mutex<usize>,
     left: Condvar,
+    /// When profiling is on ([`set_profiling`]): when the job was published, and each
+    /// thread's part.
+    profile: Option<(Instant, Mutex<Vec<ThreadProfile>>)>,
+}
+
+/// One thread's part in a dispatch, recorded while [`set_profiling`] is on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadProfile {
+    /// The thread joined the dispatch this long after it started (ns).
+    pub joined_ns: u64,
+    /// The thread left it (found no work-group left) this long after it started (ns).
+    pub left_ns: u64,
+    /// CPU time the thread used in between (CLOCK_THREAD_CPUTIME_ID, ns).
+    pub cpu_ns: u64,
+    /// Work-groups it ran.
+    pub workgroups: u64,
+    /// Claims it made (runs of consecutive work-groups).
+    pub claims: u64,
+    /// Work-groups in its last claim.
+    pub last_claim: u64,
+}
+
+/// A profiled dispatch: its grid and every thread that ran work-groups of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DispatchProfile {
+    /// Work-groups in the grid.
+    pub workgroups: u64,
+    /// Threads the dispatch asked for (the dispatching thread and its helpers).
+    pub threads_wanted: usize,
+    /// From the dispatch's start until its last thread left (ns).
+    pub wall_ns: u64,
+    /// The threads in the order they left.
+    pub threads: Vec<ThreadProfile>,
+}
+
+static PROFILING: AtomicBool = AtomicBool::new(false);
+
+fn profiles() -> &'static Mutex<Vec<DispatchProfile>> {
+    static P: OnceLock<Mutex<Vec<DispatchProfile>>> = OnceLock::new();
+    P.get_or_init(Default::default)
+}
+
+/// Turns per-thread profiling of shader dispatches on or off (process-wide, as the worker
+/// pool is): while on, every dispatch records a [`DispatchProfile`] (two clock reads per
+/// thread per dispatch), which [`take_profiles`] returns. For `kfdrt bench`'s scaling
+/// figures.
+pub fn set_profiling(on: bool) {
+    PROFILING.store(on, Ordering::Relaxed);
+}
+
+/// The profiles recorded since the last call, oldest first.
+pub fn take_profiles() -> Vec<DispatchProfile> {
+    std::mem::take(&mut *profiles().lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn thread_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
 }
 
 impl Job {
@@ -84,12 +145,20 @@ impl Job {
             stats: Mutex::new(DispatchStats::default()),
             active: Mutex::new(0),
             left: Condvar::new(),
+            profile: PROFILING
+                .load(Ordering::Relaxed)
+                .then(|| (Instant::now(), Mutex::new(Vec::new()))),
         }
     }
 
     /// Claims and runs work-groups until none is left or one faulted.
     pub(crate) fn work(&self, port: &mut MemPort) {
         let worker = self.joined.fetch_add(1, Ordering::Relaxed);
+        let prof_start = self
+            .profile
+            .as_ref()
+            .map(|(t0, _)| (t0.elapsed().as_nanos() as u64, thread_cpu_ns()));
+        let (mut claims, mut last_claim) = (0u64, 0u64);
         let mut local = DispatchStats::default();
         let mut ws = WorkerState {
             lds: vec![0u8; self.setup.lds_bytes],
@@ -107,6 +176,8 @@ impl Job {
                 break;
             }
             let end = first.saturating_add(chunk).min(self.total);
+            claims += 1;
+            last_claim = end - first;
             let lanes_before = local.lane_instructions;
             for g in first..end {
                 let r = run_workgroup(
@@ -131,6 +202,17 @@ impl Job {
             let per_group = (local.lane_instructions - lanes_before) / (end - first);
             let threads = self.claims.threads.load(Ordering::Relaxed) as u64;
             chunk = claim_size(per_group, self.total.saturating_sub(end), threads);
+        }
+        if let (Some((t0, list)), Some((joined_ns, cpu0))) = (&self.profile, prof_start) {
+            let p = ThreadProfile {
+                joined_ns,
+                left_ns: t0.elapsed().as_nanos() as u64,
+                cpu_ns: thread_cpu_ns().saturating_sub(cpu0),
+                workgroups: local.workgroups,
+                claims,
+                last_claim,
+            };
+            list.lock().unwrap_or_else(|e| e.into_inner()).push(p);
         }
         let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         s.workgroups += local.workgroups;
@@ -204,11 +286,21 @@ pub(crate) fn run(job: Arc<Job>, port: &mut MemPort, helpers: usize) {
         cv.notify_all();
     }
     // Withdrawn however `work` ends (a panic included: the dispatch thread reports it).
-    let _withdraw = Withdraw {
+    let withdraw = Withdraw {
         job: &job,
         published: helpers > 0,
     };
     job.work(port);
+    drop(withdraw);
+    if let Some((t0, list)) = &job.profile {
+        let p = DispatchProfile {
+            workgroups: job.total,
+            threads_wanted: helpers + 1,
+            wall_ns: t0.elapsed().as_nanos() as u64,
+            threads: std::mem::take(&mut *list.lock().unwrap_or_else(|e| e.into_inner())),
+        };
+        profiles().lock().unwrap_or_else(|e| e.into_inner()).push(p);
+    }
 }
 
 /// Withdraws a published job (no new helper joins) and waits for the helpers inside it.
