@@ -457,7 +457,7 @@ fn task_delta(
         })
         .filter(|t| t.run_ns > 0 || t.wait_ns > 0)
         .collect();
-    v.sort_by(|a, b| b.run_ns.cmp(&a.run_ns));
+    v.sort_by_key(|t| std::cmp::Reverse(t.run_ns));
     v
 }
 
