@@ -61,7 +61,7 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -80,10 +80,28 @@ const NO_QUEUE: u32 = u32::MAX;
 /// A stream's callback state (in `StreamInner`). `enqueued` and `hold_pending` are
 /// written under the stream's state lock, so the submit path reads them in order with
 /// the commands it publishes.
+/// [`StreamCallbacks::marks`]: a callback hold is pending.
+pub(crate) const MARK_HOLD_PENDING: u32 = 1;
+/// [`StreamCallbacks::marks`]: the stream has a sticky error.
+pub(crate) const MARK_FAILED: u32 = 2;
+/// [`StreamCallbacks::marks`]: the stream's idle predicates were closed (its C handle is
+/// being destroyed).
+pub(crate) const MARK_CLOSED: u32 = 4;
+/// [`StreamCallbacks::marks`], on a null stream: blocking streams live on the device (a
+/// synchronize of the null stream waits for them; its query does not look at them).
+pub(crate) const MARK_NULL_WAITS: u32 = 8;
+/// The marks that make a query take its full path (all but [`MARK_NULL_WAITS`]).
+pub(crate) const MARKS_QUERY: u32 = MARK_HOLD_PENDING | MARK_FAILED | MARK_CLOSED;
+
 pub(crate) struct StreamCallbacks {
-    /// A callback was enqueued after the stream's last hold: the next command (or
-    /// anything that takes the stream's point) emits one first.
-    hold_pending: AtomicBool,
+    /// The stream's marks that keep its idle predicates false, in one word so that
+    /// `Stream::query_is_ok` reads them with one load: [`MARK_HOLD_PENDING`] (a callback
+    /// was enqueued after the stream's last hold: the next command, or anything that
+    /// takes the stream's point, emits one first), [`MARK_FAILED`] (the sticky error,
+    /// `StreamInner::fail`), [`MARK_CLOSED`] (`Stream::close_idle_predicates`) and
+    /// [`MARK_NULL_WAITS`] (`DeviceInner::sync_null_marks`). Only read-modify-writes
+    /// change it (its writers hold different locks, or none).
+    pub(crate) marks: AtomicU32,
     /// Callbacks enqueued (the number of the last one).
     enqueued: AtomicU64,
     /// `TIMELINE_BASE - n` once callbacks 1..=n returned; made with the first callback.
@@ -93,7 +111,7 @@ pub(crate) struct StreamCallbacks {
 impl StreamCallbacks {
     pub(crate) fn new() -> Self {
         StreamCallbacks {
-            hold_pending: AtomicBool::new(false),
+            marks: AtomicU32::new(0),
             enqueued: AtomicU64::new(0),
             line: OnceLock::new(),
         }
@@ -103,12 +121,34 @@ impl StreamCallbacks {
     /// path's check, under the stream's state lock).
     #[inline(always)]
     pub(crate) fn hold_pending(&self) -> bool {
-        self.hold_pending.load(Ordering::Acquire)
+        self.marks.load(Ordering::Acquire) & MARK_HOLD_PENDING != 0
     }
 
     /// Mark a hold pending (the stream's `enqueue_callback`, under its lock).
     pub(crate) fn set_hold_pending(&self) {
-        self.hold_pending.store(true, Ordering::SeqCst);
+        self.marks.fetch_or(MARK_HOLD_PENDING, Ordering::SeqCst);
+    }
+
+    /// Clear the pending hold mark.
+    fn clear_hold_pending(&self) {
+        self.marks.fetch_and(!MARK_HOLD_PENDING, Ordering::Release);
+    }
+
+    /// The stream's marks ([`MARK_HOLD_PENDING`], [`MARK_FAILED`], [`MARK_CLOSED`]).
+    #[inline(always)]
+    pub(crate) fn marks(&self) -> u32 {
+        self.marks.load(Ordering::Acquire)
+    }
+
+    /// Set `mark` ([`MARK_FAILED`] or [`MARK_CLOSED`]: never cleared; or
+    /// [`MARK_NULL_WAITS`]).
+    pub(crate) fn set_mark(&self, mark: u32) {
+        self.marks.fetch_or(mark, Ordering::SeqCst);
+    }
+
+    /// Clear `mark` ([`MARK_NULL_WAITS`]).
+    pub(crate) fn clear_mark(&self, mark: u32) {
+        self.marks.fetch_and(!mark, Ordering::SeqCst);
     }
 
     /// Callbacks that returned.
@@ -132,11 +172,11 @@ impl StreamCallbacks {
     pub(crate) fn take_hold(&self, gpu_index: usize) -> Option<Point> {
         let n = self.enqueued.load(Ordering::Acquire);
         let Some(line) = self.line.get() else {
-            self.hold_pending.store(false, Ordering::Release);
+            self.clear_hold_pending();
             return None;
         };
         if (TIMELINE_BASE - line.load()) as u64 >= n {
-            self.hold_pending.store(false, Ordering::Release);
+            self.clear_hold_pending();
             return None;
         }
         Some(Point {
@@ -154,7 +194,7 @@ impl StreamCallbacks {
     /// ahead of the hold, to run before the callbacks (and the null stream would stop
     /// waiting on the line while the stream's point does not cover the callbacks yet).
     pub(crate) fn hold_published(&self) {
-        self.hold_pending.store(false, Ordering::Release);
+        self.clear_hold_pending();
     }
 
     /// The line point of callbacks no hold covers yet (for another stream that must

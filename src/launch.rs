@@ -424,6 +424,17 @@ pub(crate) struct LaunchPlan {
     pub(crate) args_template: Vec<u8>,
     /// The launch-dependent hidden arguments the metadata declares.
     hidden: HiddenWriter,
+    /// [`Stream::launch_params`]' copy plan: each explicit argument's (offset, size) in
+    /// the kernarg segment, in order (argument `i` comes from `params[i]`).
+    params: Box<[(u32, u32)]>,
+    /// The (offset, length) runs of `args_template` that no explicit argument covers
+    /// (the template's hidden arguments and padding): what `launch_params` copies from
+    /// the template; empty when the explicit arguments fill the segment.
+    template_runs: Box<[(u32, u32)]>,
+    /// Why `launch_params` cannot pass the explicit arguments as raw bytes (an argument
+    /// kind other than `by_value` and an 8-byte `global_buffer`, or one outside the
+    /// segment), as [`KernelArgs::arg_bytes`] would refuse it.
+    params_refuse: Option<(ErrorKind, String)>,
     /// `hidden` has something to write.
     has_hidden: bool,
     /// Why the kernel cannot be launched at all (dynamic stack, a hidden argument kfdrt
@@ -542,6 +553,7 @@ impl LaunchPlan {
                 },
             }
         }
+        let (params, template_runs, params_refuse) = params_plan(k);
         let ka_len = u64::from(meta.kernarg_segment_size).max(1);
         if ka_len > KERNARG_RING_BYTES as u64 / 4 {
             refuse.get_or_insert((
@@ -573,6 +585,9 @@ impl LaunchPlan {
             args_template,
             has_hidden: !hidden.is_empty(),
             hidden,
+            params,
+            template_runs,
+            params_refuse,
             refuse,
             ka_len,
             no_kernargs: meta.kernarg_segment_size == 0,
@@ -591,8 +606,46 @@ impl LaunchPlan {
         }
     }
 
-    /// The dispatch packet of one launch (completion signal 0: the queue sets it).
+    /// Write the dispatch packet of one launch into the reserved ring slot at `p`: dwords
+    /// 1..14 (the completion signal is the queue's to write), from the template with the
+    /// launch's setup dimensions, workgroup and grid sizes, LDS and kernarg address.
+    /// Returns dword 0 (header and setup), for the caller's release store.
+    ///
+    /// # Safety
+    /// `p` points at 16 writable dwords no one reads until the header is published.
     #[inline(always)]
+    unsafe fn write_packet(
+        &self,
+        p: *mut u32,
+        dims: u16,
+        block: [u32; 3],
+        items: [u32; 3],
+        lds: u32,
+        ka_va: u64,
+    ) -> u32 {
+        let t = &self.packet;
+        // hsa_kernel_dispatch_packet_t: setup (dimensions) in the header dword's high
+        // half, workgroup sizes (u16), reserved0, grid sizes, private and group segment
+        // sizes, kernel object, kernarg address, reserved2.
+        // SAFETY: per the contract; dwords 1..14 of the slot.
+        unsafe {
+            p.add(1).write((block[0] & 0xffff) | block[1] << 16);
+            p.add(2).write(block[2] & 0xffff);
+            p.add(3).write(items[0]);
+            p.add(4).write(items[1]);
+            p.add(5).write(items[2]);
+            p.add(6).write(t[6]);
+            p.add(7).write(lds);
+            (p.add(8) as *mut u64).write_unaligned(u64::from(t[8]) | u64::from(t[9]) << 32);
+            (p.add(10) as *mut u64).write_unaligned(ka_va);
+            (p.add(12) as *mut u64).write_unaligned(u64::from(t[12]) | u64::from(t[13]) << 32);
+        }
+        (t[0] & 0xffff) | u32::from(dims) << 16
+    }
+
+    /// The whole dispatch packet of one launch (completion signal 0), as
+    /// [`LaunchPlan::write_packet`] writes it.
+    #[cfg(test)]
     fn packet(
         &self,
         dims: u16,
@@ -601,20 +654,104 @@ impl LaunchPlan {
         lds: u32,
         ka_va: u64,
     ) -> [u32; 16] {
-        let mut w = self.packet;
-        // hsa_kernel_dispatch_packet_t: setup (dimensions) in the header dword's high
-        // half, workgroup sizes (u16), reserved0, grid sizes, segment sizes, kernel
-        // object, kernarg address.
-        w[0] = (w[0] & 0xffff) | u32::from(dims) << 16;
-        w[1] = (block[0] & 0xffff) | block[1] << 16;
-        w[2] = block[2] & 0xffff;
-        w[3] = items[0];
-        w[4] = items[1];
-        w[5] = items[2];
-        w[7] = lds;
-        w[10] = ka_va as u32;
-        w[11] = (ka_va >> 32) as u32;
+        let mut w = [0u32; 16];
+        // SAFETY: a local 16-dword array.
+        w[0] = unsafe { self.write_packet(w.as_mut_ptr(), dims, block, items, lds, ka_va) };
         w
+    }
+}
+
+/// The copy plan of [`Stream::launch_params`] for kernel `k`: the explicit arguments'
+/// (offset, size), the template runs they leave uncovered, and why the arguments cannot
+/// be passed as raw bytes (the refusals of [`KernelArgs::arg_bytes`]).
+#[allow(clippy::type_complexity)]
+fn params_plan(
+    k: &codeobj::Kernel,
+) -> (
+    Box<[(u32, u32)]>,
+    Box<[(u32, u32)]>,
+    Option<(ErrorKind, String)>,
+) {
+    let len = k.meta.kernarg_segment_size as usize;
+    if len > KERNARG_RING_BYTES {
+        // The plan refuses every launch of this kernel anyway (its segment does not fit
+        // the ring): no byte map of an implausible size.
+        let why = format!("{}: a {len}-byte kernarg segment", k.name);
+        return (
+            Box::new([]),
+            Box::new([]),
+            Some((ErrorKind::NotSupported, why)),
+        );
+    }
+    let mut covered = vec![false; len];
+    let mut params = Vec::new();
+    let mut refuse = None;
+    for (i, a) in k
+        .meta
+        .args
+        .iter()
+        .filter(|a| !a.value_kind.is_hidden())
+        .enumerate()
+    {
+        let what = || {
+            format!(
+                "{}: argument {i} `{}` ({}, {} bytes at offset {})",
+                k.name,
+                a.display_name(i),
+                a.value_kind.name(),
+                a.size,
+                a.offset
+            )
+        };
+        let why = match a.value_kind {
+            ValueKind::ByValue => None,
+            ValueKind::GlobalBuffer if a.size == 8 => None,
+            ValueKind::GlobalBuffer => Some((ErrorKind::InvalidValue, "a pointer must be 8 bytes")),
+            _ => Some((
+                ErrorKind::NotSupported,
+                "this argument kind is not supported",
+            )),
+        };
+        let (o, n) = (a.offset as usize, a.size as usize);
+        let why = why.or_else(|| {
+            (o.checked_add(n).is_none_or(|e| e > len))
+                .then_some((ErrorKind::InvalidValue, "outside the kernarg segment"))
+        });
+        if let Some((kind, why)) = why {
+            refuse.get_or_insert_with(|| (kind, format!("{}: {why}", what())));
+            continue;
+        }
+        covered[o..o + n].fill(true);
+        params.push((a.offset, a.size));
+    }
+    let mut runs = Vec::new();
+    let mut at = 0;
+    while at < len {
+        let Some(start) = (at..len).find(|&b| !covered[b]) else {
+            break;
+        };
+        let end = (start..len).find(|&b| covered[b]).unwrap_or(len);
+        runs.push((start as u32, (end - start) as u32));
+        at = end;
+    }
+    (params.into(), runs.into(), refuse)
+}
+
+/// Copy `len` bytes from `src` to `dst` (not overlapping): the sizes of one argument
+/// (8, 4, 16 bytes) as single moves, anything else with `copy_nonoverlapping`.
+///
+/// # Safety
+/// As `core::ptr::copy_nonoverlapping` (no alignment needed).
+#[inline(always)]
+unsafe fn copy_bytes(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: per the contract; unaligned accesses.
+    unsafe {
+        match len {
+            8 => (dst as *mut u64).write_unaligned((src as *const u64).read_unaligned()),
+            4 => (dst as *mut u32).write_unaligned((src as *const u32).read_unaligned()),
+            16 => (dst as *mut u128).write_unaligned((src as *const u128).read_unaligned()),
+            _ => core::ptr::copy_nonoverlapping(src, dst, len),
+        }
     }
 }
 
@@ -805,7 +942,7 @@ impl KernargRing {
 
     /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until
     /// `timeline` has completed `target` packets.
-    #[inline]
+    #[inline(always)]
     fn commit(&mut self, start: u64, len: u64, timeline: &Arc<Signal>, target: u64) {
         self.head = start + len;
         let tl = match self.timelines.get(self.last_tl) {
@@ -1089,66 +1226,147 @@ impl Stream {
         args: &KernelArgs,
     ) -> Result<()> {
         let (grid, block) = (grid.into().arr(), block.into().arr());
-        let s = &*self.inner;
-        let plan = &*kernel.plan;
-        if !std::sync::Arc::ptr_eq(&kernel.module.dev, &s.dev)
-            || kernel.gpu_index() != s.gpu_index
-            || args.kernel.kernel_object != kernel.kernel_object
-            || args.next < plan.explicit
-            || grid.contains(&0)
-            || block.contains(&0)
-        {
-            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
+        if args.kernel.kernel_object != kernel.kernel_object || args.next < kernel.plan.explicit {
+            return launch_refused(self, kernel, grid, block, dynamic_lds, Some(args));
         }
-        let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
-        let (Some(x), Some(y), Some(z)) = (
-            grid[0].checked_mul(block[0]),
-            grid[1].checked_mul(block[1]),
-            grid[2].checked_mul(block[2]),
-        ) else {
-            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
-        };
-        // `fast_max_threads` is 0 when the plan refuses every launch (threads >= 1 here).
-        if threads > u64::from(plan.fast_max_threads)
-            || dynamic_lds > plan.lds_room
-            || plan.reqd.is_some_and(|r| r != block)
-        {
-            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
-        }
-        let shape = Shape {
-            grid,
-            block,
-            items: [x, y, z],
-            threads,
-            dims: dims(grid, block),
-            dynamic_lds,
-            // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
-            lds: plan.group_fixed + dynamic_lds,
-        };
-        let mut wait_for = None;
-        // Its own closure (not shared with the retry) so that `submit_packet` is inlined
-        // here.
-        if self.submit_packet(|slot, timeline, target| {
-            build_launch(slot, timeline, target, plan, &shape, args, &mut wait_for)
-        })? {
-            return Ok(());
-        }
-        // By value: a reference would keep `shape` in memory on the fast path too.
-        self.launch_after_wait(plan, shape, args, wait_for)
+        let bytes = &args.bytes;
+        self.launch_with(kernel, grid, block, dynamic_lds, Some(args), |seg| {
+            // SAFETY: `seg` holds the kernel's kernarg segment, `bytes.len()` bytes.
+            unsafe { copy_bytes(seg, bytes.as_ptr(), bytes.len()) };
+            Ok(())
+        })
     }
 
-    /// The launch once the kernarg ring had no room: wait for the oldest segment's
-    /// dispatch outside the stream's lock and try again (kept off the launch path).
+    /// [`Stream::launch`] with the explicit arguments given as HIP's `kernelParams` (what
+    /// `hipLaunchKernel` and `hipModuleLaunchKernel` receive): `params[i]` points at the
+    /// value of the i-th explicit argument, as many bytes as the kernel's metadata gives
+    /// it. The bytes go straight into the kernarg segment by a copy plan made when the
+    /// kernel was looked up (the metadata's offsets and sizes; the hidden arguments from
+    /// the kernel's template): no [`KernelArgs`] is built. `params` may be null for a
+    /// kernel without explicit arguments. Errors as [`Stream::launch`], and InvalidValue
+    /// for a null `params` or `params[i]`; an argument kind a byte copy cannot pass (an
+    /// image, a sampler...) is NotSupported, as with [`KernelArgs::arg_bytes`].
+    ///
+    /// # Safety
+    /// `params` is null or points at one readable pointer per explicit argument of
+    /// `kernel`, each null or pointing at the argument's size in readable bytes.
+    #[inline(always)]
+    pub unsafe fn launch_params(
+        &self,
+        kernel: &Kernel,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        dynamic_lds: u32,
+        params: *const *const core::ffi::c_void,
+    ) -> Result<()> {
+        let (grid, block) = (grid.into().arr(), block.into().arr());
+        let plan = &*kernel.plan;
+        if plan.params_refuse.is_some() || (params.is_null() && !plan.params.is_empty()) {
+            return params_refused(self, kernel, grid, block, dynamic_lds, params);
+        }
+        self.launch_with(kernel, grid, block, dynamic_lds, None, |seg| {
+            // SAFETY: `seg` holds the kernel's kernarg segment; the plan's runs and
+            // arguments lie inside it (checked when it was made); `params` as the
+            // caller guarantees, non-null when the kernel has explicit arguments.
+            unsafe {
+                let t = plan.args_template.as_ptr();
+                for &(o, n) in plan.template_runs.iter() {
+                    copy_bytes(seg.add(o as usize), t.add(o as usize), n as usize);
+                }
+                for (i, &(o, n)) in plan.params.iter().enumerate() {
+                    let p = *params.add(i) as *const u8;
+                    if p.is_null() {
+                        return Err(null_param(kernel, i));
+                    }
+                    copy_bytes(seg.add(o as usize), p, n as usize);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// The launch once the arguments are known to be complete: the shape checks, then the
+    /// packet, with `fill` writing the kernarg segment (explicit arguments and the
+    /// launch-independent hidden ones) into the ring. `args` only names the arguments in
+    /// the refusal's message.
+    #[inline(always)]
+    fn launch_with(
+        &self,
+        kernel: &Kernel,
+        grid: [u32; 3],
+        block: [u32; 3],
+        dynamic_lds: u32,
+        args: Option<&KernelArgs>,
+        fill: impl Fn(*mut u8) -> Result<()>,
+    ) -> Result<()> {
+        let s = &*self.inner;
+        let plan = &*kernel.plan;
+        if !Arc::ptr_eq(&kernel.module.dev, &s.dev) || kernel.gpu_index() != s.gpu_index {
+            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
+        }
+        let Some(shape) = Shape::of(plan, grid, block, dynamic_lds) else {
+            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
+        };
+        // The fast path without a closure, so that everything is inlined here.
+        let wait_for = match self.packet_slot_fast()? {
+            Some((mut slot, target)) => {
+                match build_launch(&mut slot, self.timeline(), target, plan, &shape, &fill)? {
+                    Built::Header(header) => {
+                        self.publish_built(slot, header);
+                        return Ok(());
+                    }
+                    Built::Full(p) => Some(p),
+                }
+            }
+            None => None,
+        };
+        self.launch_slow(plan, grid, block, dynamic_lds, &fill, wait_for)
+    }
+
+    /// The launch off its fast path: the stream's slow submission (dependencies to
+    /// publish first, a move under way...) when `wait_for` is None; else, and whenever the
+    /// kernarg ring has no room, wait for the oldest segment's dispatch outside the
+    /// stream's lock and try again.
     #[cold]
     #[inline(never)]
-    fn launch_after_wait(
+    fn launch_slow(
         &self,
         plan: &LaunchPlan,
-        shape: Shape,
-        args: &KernelArgs,
+        grid: [u32; 3],
+        block: [u32; 3],
+        dynamic_lds: u32,
+        fill: &impl Fn(*mut u8) -> Result<()>,
         mut wait_for: Option<Point>,
     ) -> Result<()> {
         let s = &*self.inner;
+        let Some(shape) = Shape::of(plan, grid, block, dynamic_lds) else {
+            return Err(Error::new(
+                ErrorKind::Driver,
+                "hipModuleLaunchKernel",
+                "a checked launch shape no longer checks",
+            ));
+        };
+        let attempt = |wait_for: &mut Option<Point>, slow: bool| {
+            let build = |slot: &mut OneSlot<'_>, timeline: &Arc<Signal>, target: u64| {
+                Ok(
+                    match build_launch(slot, timeline, target, plan, &shape, fill)? {
+                        Built::Header(h) => Some(h),
+                        Built::Full(p) => {
+                            *wait_for = Some(p);
+                            None
+                        }
+                    },
+                )
+            };
+            if slow {
+                self.submit_packet_slow(build)
+            } else {
+                self.submit_packet(build)
+            }
+        };
+        if wait_for.is_none() && attempt(&mut wait_for, true)? {
+            return Ok(());
+        }
         loop {
             match wait_for.take() {
                 Some(p) => s.dev.wait_point(&p, Some(&self.inner), s.dev.wait_spin())?,
@@ -1160,18 +1378,76 @@ impl Stream {
                     ))
                 }
             }
-            if self.submit_packet(|slot, timeline, target| {
-                build_launch(slot, timeline, target, plan, &shape, args, &mut wait_for)
-            })? {
+            if attempt(&mut wait_for, false)? {
                 return Ok(());
             }
         }
     }
 }
 
+/// What [`build_launch`] made: the packet's dword 0 to publish, or the completion point
+/// to wait for when the kernarg ring has no room.
+enum Built {
+    Header(u32),
+    Full(Point),
+}
+
+/// The InvalidValue of a null `params[i]` (kept off the launch path).
+#[cold]
+#[inline(never)]
+fn null_param(kernel: &Kernel, i: usize) -> Error {
+    let a = &kernel.metadata().args[kernel.explicit[i]];
+    Error::new(
+        ErrorKind::InvalidValue,
+        "hipModuleLaunchKernel",
+        format!(
+            "{}: kernelParams[{i}] (argument `{}`) is null",
+            kernel.name(),
+            a.display_name(i)
+        ),
+    )
+}
+
+/// The error of a [`Stream::launch_params`] whose arguments cannot be passed: the shape
+/// checks first (as [`Stream::launch`] orders them), then the copy plan's refusal or the
+/// null `params`.
+#[cold]
+#[inline(never)]
+fn params_refused(
+    s: &Stream,
+    kernel: &Kernel,
+    grid: [u32; 3],
+    block: [u32; 3],
+    dynamic_lds: u32,
+    params: *const *const core::ffi::c_void,
+) -> Result<()> {
+    let call = "hipModuleLaunchKernel";
+    let e = match launch_refused(s, kernel, grid, block, dynamic_lds, None) {
+        // Only a launch the shape checks accept reaches their last resort (Driver).
+        Err(e) if e.kind() != ErrorKind::Driver => return Err(e),
+        r => r.err(),
+    };
+    if let Some((kind, why)) = &kernel.plan.params_refuse {
+        return Err(Error::new(*kind, call, why.clone()));
+    }
+    if params.is_null() {
+        return Err(Error::new(
+            ErrorKind::InvalidValue,
+            call,
+            format!(
+                "{}: kernelParams is null but the kernel takes {} arguments",
+                kernel.name(),
+                kernel.plan.params.len()
+            ),
+        ));
+    }
+    Err(e.unwrap_or_else(|| Error::new(ErrorKind::Driver, call, "launch refused without a reason")))
+}
+
 /// One attempt's packet, built in the slot `submit_packet` reserved: the segment comes from
-/// the kernarg ring of the slot's queue, under that queue's producer lock. `Ok(None)` with
-/// `wait_for` set when the ring is full.
+/// the kernarg ring of the slot's queue, under that queue's producer lock; `fill` writes
+/// the arguments into it and the packet's dwords 1..14 go straight into the slot.
+/// The header dword to publish, or the point to wait for when the ring is full.
 #[inline(always)]
 fn build_launch(
     slot: &mut OneSlot<'_>,
@@ -1179,24 +1455,21 @@ fn build_launch(
     target: u64,
     plan: &LaunchPlan,
     shape: &Shape,
-    args: &KernelArgs,
-    wait_for: &mut Option<Point>,
-) -> Result<Option<[u32; 16]>> {
+    fill: &impl Fn(*mut u8) -> Result<()>,
+) -> Result<Built> {
     let q = slot.queue();
+    let p = slot.packet_ptr();
     // The queue's kernarg ring, under the producer lock the slot holds.
     let ring = match slot.kernargs() {
         Some(r) => r,
-        none => none.insert(KernargRing::new(q)?),
+        none => first_ring(q, none)?,
     };
     if plan.no_kernargs {
         let ka_va = ring.zero.va();
-        return Ok(Some(plan.packet(
-            shape.dims,
-            shape.block,
-            shape.items,
-            shape.lds,
-            ka_va,
-        )));
+        // SAFETY: `p` is the reserved slot (read by no one before its header).
+        return Ok(Built::Header(unsafe {
+            plan.write_packet(p, shape.dims, shape.block, shape.items, shape.lds, ka_va)
+        }));
     }
     // The hint is cleared by the launch that acts on it (under the producer lock).
     let drained = q.kernargs_drained.load(Ordering::Relaxed);
@@ -1205,27 +1478,22 @@ fn build_launch(
     }
     let (start, off) = match ring.try_reserve(plan.ka_len, plan.ka_align, drained) {
         Ok(r) => r,
-        Err(p) => {
-            *wait_for = Some(p);
-            return Ok(None);
-        }
+        Err(p) => return Ok(Built::Full(p)),
     };
     if plan.private > 0 {
-        ensure_scratch(q, plan, shape)?;
+        // By value: a reference would keep `shape` in memory on the fast path.
+        ensure_scratch(q, plan, shape.threads, shape.grid)?;
     }
     let ka_va = ring.va + off;
     // SAFETY: `off + ka_len` lies in the ring (`try_reserve`), CPU-mapped host
     // memory; the segment is this launch's (no dispatch reads it before the
-    // packet is published, no other launch gets it before that completes);
-    // `args.bytes` is the kernel's kernarg segment size, at most `ka_len`.
-    unsafe {
-        let seg = ring.cpu.add(off as usize);
-        // A kernel without arguments (hidden ones included) copies nothing: skip
-        // the call.
-        if !args.bytes.is_empty() {
-            core::ptr::copy_nonoverlapping(args.bytes.as_ptr(), seg, args.bytes.len());
-        }
-        if plan.has_hidden {
+    // packet is published, no other launch gets it before that completes); `fill`
+    // writes at most the kernel's kernarg segment size, at most `ka_len`.
+    let seg = unsafe { ring.cpu.add(off as usize) };
+    fill(seg)?;
+    if plan.has_hidden {
+        // SAFETY: as above.
+        unsafe {
             plan.hidden.write(
                 seg,
                 shape.grid,
@@ -1233,17 +1501,21 @@ fn build_launch(
                 shape.dims,
                 shape.dynamic_lds,
                 q.amd_queue_va(),
-            );
-        }
+            )
+        };
     }
     ring.commit(start, plan.ka_len, timeline, target);
-    Ok(Some(plan.packet(
-        shape.dims,
-        shape.block,
-        shape.items,
-        shape.lds,
-        ka_va,
-    )))
+    // SAFETY: `p` is the reserved slot (read by no one before its header).
+    Ok(Built::Header(unsafe {
+        plan.write_packet(p, shape.dims, shape.block, shape.items, shape.lds, ka_va)
+    }))
+}
+
+/// The queue's kernarg ring at its first launch (kept off the launch path).
+#[cold]
+#[inline(never)]
+fn first_ring<'a>(q: &AqlQueue, none: &'a mut Option<KernargRing>) -> Result<&'a mut KernargRing> {
+    Ok(none.insert(KernargRing::new(q)?))
 }
 
 /// The launch-dependent values of one [`Stream::launch`], checked.
@@ -1258,13 +1530,45 @@ struct Shape {
     lds: u32,
 }
 
+impl Shape {
+    /// The shape of a launch of `plan` over `grid` workgroups of `block`, or None when
+    /// [`launch_refused`] must say why: a zero dimension, more than 2^32 work-items in a
+    /// dimension, a block over the kernel's maximum or not its required size, LDS over the
+    /// limit, or a plan that refuses every launch.
+    #[inline(always)]
+    fn of(plan: &LaunchPlan, grid: [u32; 3], block: [u32; 3], dynamic_lds: u32) -> Option<Shape> {
+        let item = |d: usize| u64::from(grid[d]) * u64::from(block[d]);
+        let (x, y, z) = (item(0), item(1), item(2));
+        let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
+        // A zero dimension makes its product zero; none exceeds 32 bits. Non-short-circuit
+        // `|`: one branch for all of them. `fast_max_threads` is 0 when the plan refuses
+        // every launch (threads >= 1 here).
+        let bad = (x.min(y).min(z) == 0)
+            | ((x | y | z) >> 32 != 0)
+            | (threads > u64::from(plan.fast_max_threads))
+            | (dynamic_lds > plan.lds_room);
+        if bad || plan.reqd.is_some_and(|r| r != block) {
+            return None;
+        }
+        Some(Shape {
+            grid,
+            block,
+            items: [x as u32, y as u32, z as u32],
+            threads,
+            dims: dims(grid, block),
+            dynamic_lds,
+            // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
+            lds: plan.group_fixed + dynamic_lds,
+        })
+    }
+}
+
 /// Grow the queue's scratch for a launch of a kernel with a private segment (off the
 /// empty-kernel path).
 #[inline(never)]
-fn ensure_scratch(q: &AqlQueue, plan: &LaunchPlan, shape: &Shape) -> Result<()> {
+fn ensure_scratch(q: &AqlQueue, plan: &LaunchPlan, threads: u64, grid: [u32; 3]) -> Result<()> {
     let per_wave = u64::from(plan.wavefront_size);
-    let waves = shape.threads.div_ceil(per_wave)
-        * shape.grid.iter().map(|&g| u64::from(g)).product::<u64>();
+    let waves = threads.div_ceil(per_wave) * grid.iter().map(|&g| u64::from(g)).product::<u64>();
     lock(&q.scratch).ensure(q, plan.private, waves)
 }
 
@@ -1278,7 +1582,7 @@ fn launch_refused(
     grid: [u32; 3],
     block: [u32; 3],
     dynamic_lds: u32,
-    args: &KernelArgs,
+    args: Option<&KernelArgs>,
 ) -> Result<()> {
     let call = "hipModuleLaunchKernel";
     let inv = |m: String| Err(Error::new(ErrorKind::InvalidValue, call, m));
@@ -1292,14 +1596,14 @@ fn launch_refused(
             si.gpu_index
         ));
     }
-    if args.kernel.kernel_object != kernel.kernel_object {
+    let meta = kernel.metadata();
+    if let Some(args) = args.filter(|a| a.kernel.kernel_object != kernel.kernel_object) {
         return inv(format!(
             "arguments were built for {}, not {name}",
             args.kernel.name()
         ));
     }
-    let meta = kernel.metadata();
-    if args.next < kernel.explicit.len() {
+    if let Some(args) = args.filter(|a| a.next < kernel.explicit.len()) {
         let a = &meta.args[kernel.explicit[args.next]];
         return inv(format!(
             "{name}: {} of {} arguments given; argument {} `{}` is missing",
@@ -1666,6 +1970,179 @@ mod tests {
     /// The kernarg ring starts again at its beginning at the first launch after a
     /// synchronize when every segment handed out has completed; with a launch still
     /// running it goes on after that launch's segment.
+    /// `cl/mixed_args.cl`'s `mixed` arguments as bytes: (value bytes per explicit
+    /// argument) for `out` at `out_va` and a variant `v` of every value.
+    fn mixed_values(out_va: u64, v: i64) -> Vec<Vec<u8>> {
+        // struct odd { char c; double d; short s; }: 24 bytes, d at 8, s at 16.
+        let mut odd = vec![0u8; 24];
+        odd[0] = (3 + v) as u8;
+        odd[8..16].copy_from_slice(&(2.5 + v as f64).to_le_bytes());
+        odd[16..18].copy_from_slice(&(-7 - v as i16).to_le_bytes());
+        let three: Vec<u8> = [1 + v as i32, 2, 3]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        vec![
+            out_va.to_le_bytes().to_vec(),
+            vec![(-5 - v) as i8 as u8],
+            (-300 - v as i16).to_le_bytes().to_vec(),
+            odd,
+            (123_456 + v as i32).to_le_bytes().to_vec(),
+            (0x1234_5678_9abc_u64 + v as u64).to_le_bytes().to_vec(),
+            (-(1_i64 << 40) - v).to_le_bytes().to_vec(),
+            (1.75f32 + v as f32).to_le_bytes().to_vec(),
+            three,
+            vec![(200 + v) as u8],
+        ]
+    }
+
+    /// What `mixed` writes for [`mixed_values`] with a `bx` x `by` workgroup (64-bit
+    /// values as low, high halves).
+    fn mixed_expected(v: i64, bx: i32, by: i32) -> Vec<i32> {
+        let halves = |x: u64| [x as u32 as i32, (x >> 32) as u32 as i32];
+        let d = halves((2.5 + v as f64).to_bits());
+        let p = halves(0x1234_5678_9abc_u64 + v as u64);
+        let l = halves((-(1_i64 << 40) - v) as u64);
+        let v = v as i32;
+        vec![
+            -5 - v,
+            -300 - v,
+            3 + v,
+            d[0],
+            d[1],
+            -7 - v,
+            123_456 + v,
+            p[0],
+            p[1],
+            l[0],
+            l[1],
+            (1.75 + v as f32).to_bits() as i32,
+            (1 + v) + 10 * 2 + 100 * 3,
+            200 + v,
+            bx * 1000 + by,
+        ]
+    }
+
+    #[test]
+    fn launch_params_writes_the_kernargs_launch_writes() {
+        let dev = open("emu:mi300x");
+        let s = dev.create_stream(0).unwrap();
+        let out = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+        let read_out = || {
+            let mut b = vec![0u8; 15 * 4];
+            out.read(0, &mut b).unwrap();
+            b.chunks(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                .collect::<Vec<_>>()
+        };
+        // Code object v5 (hidden arguments after the explicit ones: block counts, group
+        // sizes, remainders, offsets, grid dims) and v4 (none: the dispatch packet).
+        for (version, flags) in [(5, &[][..]), (4, &["-mcode-object-version=4"][..])] {
+            let elf = test_kernels::build_with("cl/mixed_args.cl", "gfx942", flags).unwrap();
+            let m = dev.load_module(0, &elf).unwrap();
+            let k = m.kernel("mixed").unwrap();
+            assert_eq!(k.attributes().code_object_version, version);
+            for (v, grid, block) in [(0i64, [2, 3, 1], [8, 4, 1]), (9, [1, 1, 1], [64, 1, 1])] {
+                let vals = mixed_values(out.va(), v);
+                let mut args = k.args();
+                args.ptr(out.va()).unwrap();
+                for b in &vals[1..] {
+                    // The pointer `p` (argument 5) is a global_buffer.
+                    if b.len() == 8 && args.count() == 5 {
+                        args.ptr(u64::from_le_bytes(b[..].try_into().unwrap()))
+                            .unwrap();
+                    } else {
+                        args.arg_bytes(b).unwrap();
+                    }
+                }
+                s.launch(&k, grid, block, 0, &args).unwrap();
+                s.synchronize().unwrap();
+                let (_, want) = last_kernargs(&s);
+                out.write(0, &[0u8; 96]).unwrap();
+                let params: Vec<*const core::ffi::c_void> =
+                    vals.iter().map(|b| b.as_ptr().cast()).collect();
+                // Dirty the ring first: launch_params must write every byte of its segment.
+                let junk = vec![0xa5u8; KERNARG_RING_BYTES];
+                s.current_queue()
+                    .with_kernargs(|r| r.as_ref().unwrap().buf.write(0, &junk).unwrap());
+                // SAFETY: one pointer per explicit argument, each to its size in bytes.
+                unsafe { s.launch_params(&k, grid, block, 0, params.as_ptr()) }.unwrap();
+                s.synchronize().unwrap();
+                let (_, got) = last_kernargs(&s);
+                assert_eq!(
+                    got[..k.metadata().kernarg_segment_size as usize],
+                    want[..k.metadata().kernarg_segment_size as usize],
+                    "v{version} kernarg segment of launch_params vs launch"
+                );
+                assert_eq!(
+                    read_out(),
+                    mixed_expected(v, block[0] as i32, block[1] as i32),
+                    "v{version}"
+                );
+            }
+            // A null `params`, a null `params[i]`: InvalidValue, nothing launched.
+            let vals = mixed_values(out.va(), 0);
+            let mut params: Vec<*const core::ffi::c_void> =
+                vals.iter().map(|b| b.as_ptr().cast()).collect();
+            // SAFETY: null (refused before any read).
+            let e = unsafe { s.launch_params(&k, 1, 64, 0, std::ptr::null()) }.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidValue, "{e}");
+            params[3] = std::ptr::null();
+            // SAFETY: one pointer per explicit argument (one null).
+            let e = unsafe { s.launch_params(&k, 1, 64, 0, params.as_ptr()) }.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidValue, "{e}");
+            assert!(e.to_string().contains("kernelParams[3]"), "{e}");
+            // The shape checks come first, as with launch.
+            // SAFETY: as above.
+            let e = unsafe { s.launch_params(&k, 0, 64, 0, params.as_ptr()) }.unwrap_err();
+            assert!(e.to_string().contains("non-zero"), "{e}");
+            // A __local pointer argument cannot be passed as bytes: NotSupported, named.
+            let l = m.kernel("local_arg").unwrap();
+            let p = [out.va().to_le_bytes(), [0; 8]];
+            let lp: Vec<*const core::ffi::c_void> = p.iter().map(|b| b.as_ptr().cast()).collect();
+            // SAFETY: two pointers to 8 bytes each (refused before any read).
+            let e = unsafe { s.launch_params(&l, 1, 64, 0, lp.as_ptr()) }.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::NotSupported, "{e}");
+            assert!(e.to_string().contains("dynamic_shared_pointer"), "{e}");
+            // The stream still runs launches after the refusals.
+            let vals = mixed_values(out.va(), 1);
+            let params: Vec<*const core::ffi::c_void> =
+                vals.iter().map(|b| b.as_ptr().cast()).collect();
+            // SAFETY: one pointer per explicit argument.
+            unsafe { s.launch_params(&k, 1, [4, 2, 1], 0, params.as_ptr()) }.unwrap();
+            s.synchronize().unwrap();
+            assert_eq!(read_out(), mixed_expected(1, 4, 2));
+        }
+    }
+
+    #[test]
+    fn the_params_plan_covers_the_segment_once() {
+        let dev = open("emu:mi300x");
+        let elf = test_kernels::build("cl/mixed_args.cl", "gfx942").unwrap();
+        let m = dev.load_module(0, &elf).unwrap();
+        let k = m.kernel("mixed").unwrap();
+        let plan = &k.plan;
+        let len = k.metadata().kernarg_segment_size as usize;
+        let mut hits = vec![0u8; len];
+        for &(o, n) in plan.params.iter().chain(plan.template_runs.iter()) {
+            for h in &mut hits[o as usize..(o + n) as usize] {
+                *h += 1;
+            }
+        }
+        assert!(hits.iter().all(|&h| h == 1), "{hits:?}");
+        // mixed's explicit arguments: out, c, s, o, i, p, l, f, t, last.
+        let want: Vec<(u32, u32)> = k
+            .metadata()
+            .args
+            .iter()
+            .filter(|a| !a.value_kind.is_hidden())
+            .map(|a| (a.offset, a.size))
+            .collect();
+        assert_eq!(&plan.params[..], &want[..]);
+        assert_eq!(plan.params.len(), 10);
+        assert!(plan.params_refuse.is_none());
+    }
+
     #[test]
     fn kernarg_ring_rewinds_when_drained() {
         let dev = open("emu:mi300x");

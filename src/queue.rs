@@ -431,28 +431,34 @@ impl<'a> OneSlot<'a> {
         unsafe { &mut *self.q.kernargs.0.get() }
     }
 
-    /// Publish the complete packet `w` (its completion signal dwords replaced by
-    /// `completion`) straight into the slot; `accounted` runs under the producer lock
-    /// after the doorbell store.
+    /// The reserved slot's 16 packet dwords (64-byte aligned), for a packet built in
+    /// place: the caller writes dwords 1..14, then [`OneSlot::publish_header`]. Nothing
+    /// reads the slot before its header is published.
     #[inline(always)]
-    pub(crate) fn publish_packet<R>(
+    pub(crate) fn packet_ptr(&self) -> *mut u32 {
+        let q = self.q;
+        let slot = (self.r.wptr() & (u64::from(q.slots) - 1)) as usize;
+        // SAFETY: `slot < slots`: the reserved slot inside the ring.
+        unsafe { q.uq.ring_base().add(slot * PACKET_DWORDS) }
+    }
+
+    /// Publish the packet built in place at [`OneSlot::packet_ptr`] (dwords 1..14
+    /// written): its completion signal `completion`, then dword 0 `header` with a release
+    /// store; `accounted` runs under the producer lock after the doorbell store.
+    #[inline(always)]
+    pub(crate) fn publish_header<R>(
         self,
-        w: &[u32; 16],
+        header: u32,
         completion: u64,
         accounted: impl FnOnce() -> R,
     ) -> R {
-        let q = self.q;
         let idx = self.r.wptr();
         let at = COMPLETION_SIGNAL_OFFSET / 4;
-        let slot = (idx & (u64::from(q.slots) - 1)) as usize;
-        // SAFETY: `slot < slots`: the reserved slot inside the ring; nothing reads dwords
-        // 1..16 before the header's release store (see `write_cmd`).
+        let p = self.packet_ptr();
+        // SAFETY: the reserved slot (see `packet_ptr`); the header is published last.
         unsafe {
-            let p = q.uq.ring_base().add(slot * PACKET_DWORDS);
-            core::ptr::copy_nonoverlapping(w.as_ptr().add(1), p.add(1), at - 1);
-            p.add(at).write(completion as u32);
-            p.add(at + 1).write((completion >> 32) as u32);
-            AtomicU32::from_ptr(p).store(w[0], Ordering::Release);
+            (p.add(at) as *mut u64).write_unaligned(completion);
+            AtomicU32::from_ptr(p).store(header, Ordering::Release);
         }
         self.r.publish_with(idx + 1, accounted)
     }

@@ -46,12 +46,14 @@
 //! a stream that needs one stays on its shared queue (as every CLR stream does), where
 //! its waits may delay the other streams of that queue until they are satisfied.
 
+use std::ptr::NonNull;
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
+use crate::callback::{MARKS_QUERY, MARK_CLOSED, MARK_FAILED, MARK_NULL_WAITS};
 use crate::cmd::{self, WaitCondition};
 use crate::cmdbuf::{Cmd, CmdBuf, MemWait, Target};
 use crate::device::{Device, DeviceInner};
@@ -127,6 +129,9 @@ pub(crate) struct QueuePools {
     /// How many of them are alive (any GPU): while none is, the null stream's idle
     /// synchronize skips the walk of `blocking` and its lock.
     blocking_live: AtomicUsize,
+    /// Serialises the updates of the null streams' [`MARK_NULL_WAITS`]
+    /// (`DeviceInner::sync_null_marks`).
+    null_marks: Mutex<()>,
     /// The null stream of each GPU, once created.
     pub(crate) null: Mutex<Vec<(usize, Weak<StreamInner>)>>,
     /// Set once any null stream exists: until then blocking streams skip the lookup.
@@ -145,6 +150,7 @@ impl QueuePools {
             pools: Mutex::new(Vec::new()),
             blocking: Mutex::new(Vec::new()),
             blocking_live: AtomicUsize::new(0),
+            null_marks: Mutex::new(()),
             null: Mutex::new(Vec::new()),
             null_used: AtomicBool::new(false),
             graveyard: Mutex::new(Vec::new()),
@@ -208,9 +214,15 @@ pub(crate) struct StreamInner {
     timeline_value: usize,
     /// Packets submitted (written under `state`, read lock-free).
     submitted: AtomicU64,
+    /// The address of the device's allocator flag (`mempool::release_pending_flag`: the
+    /// idle synchronize predicate's, one load closer than through `dev`).
+    release_pending: usize,
+    /// `TIMELINE_BASE - submitted`: the timeline value at which every submitted packet is
+    /// complete, stored with `submitted` (the idle predicate compares the value with it,
+    /// no subtraction).
+    complete_at: AtomicI64,
     /// Queue id of the last submitted packet (stored before `submitted`).
     queue_id: AtomicU32,
-    failed: AtomicBool,
     /// The sticky error is not a GPU fault (a callback panicked): the queue still drains.
     soft_failed: AtomicBool,
     /// For each other timeline this stream has ordered itself after (event waits,
@@ -253,19 +265,92 @@ impl StreamInner {
         self.timeline.load() <= TIMELINE_BASE - target as i64 && self.cb.idle()
     }
 
-    /// No sticky error, every submitted packet complete and no callback hold pending: a
-    /// query answers Ok and a synchronize has nothing of this stream's to wait for. Three
-    /// loads and the timeline's value (reached through `timeline_value`, no pointer
-    /// walk), leaf code. Stricter than `idle`: a hold whose callbacks have all returned
+    /// No sticky error, every submitted packet complete, no callback hold pending and the
+    /// idle predicates not closed: a query answers Ok. The timeline's value (reached
+    /// through `timeline_value`, no pointer walk) against `complete_at`, and the marks
+    /// word, leaf code. Stricter than `idle`: a hold whose callbacks have all returned
     /// answers false (the full paths decide; a synchronize retires such a hold).
+    ///
+    /// The value is read before `complete_at`: both only decrease, so a value at or below
+    /// a later `complete_at` still means every packet counted there had completed.
     #[inline(always)]
     fn quiescent(&self) -> bool {
-        let target = self.submitted.load(Ordering::Acquire);
         // SAFETY: the value word of `self.timeline`, which lives as long as `self`.
         let value = unsafe { AtomicI64::from_ptr(self.timeline_value as *mut i64) };
-        value.load(Ordering::Acquire) <= TIMELINE_BASE - target as i64
-            && !self.cb.hold_pending()
-            && !self.failed.load(Ordering::Acquire)
+        let value = value.load(Ordering::Acquire);
+        #[cfg(target_arch = "x86_64")]
+        {
+            // The compares with their memory operands (LLVM does not fold an atomic load
+            // into a compare: a load, and a test for the marks, each).
+            // SAFETY: reads two words of `self` (live); x86 loads are acquire loads (TSO),
+            // as the atomic loads of the portable version below.
+            unsafe {
+                std::arch::asm!(
+                    "cmp {v}, qword ptr [{s} + {complete_at}]",
+                    "jg {busy}",
+                    "test dword ptr [{s} + {marks}], {mask}",
+                    "jne {busy}",
+                    v = in(reg) value,
+                    s = in(reg) self,
+                    complete_at = const std::mem::offset_of!(StreamInner, complete_at),
+                    marks = const std::mem::offset_of!(StreamInner, cb.marks),
+                    mask = const MARKS_QUERY,
+                    busy = label { return false; },
+                    options(readonly, nostack),
+                );
+            }
+            true
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            value <= self.complete_at.load(Ordering::Acquire) && self.cb.marks() & MARKS_QUERY == 0
+        }
+    }
+
+    /// [`Stream::synchronize_is_noop`]: [`StreamInner::quiescent`], no mark at all (on the
+    /// null stream [`MARK_NULL_WAITS`]: no blocking stream alive on the device, whose work
+    /// would count) and no stream-ordered-allocator release pending (read through
+    /// `release_pending`).
+    #[inline(always)]
+    fn synchronize_is_noop(&self) -> bool {
+        // SAFETY: as `quiescent`.
+        let value = unsafe { AtomicI64::from_ptr(self.timeline_value as *mut i64) };
+        let value = value.load(Ordering::Acquire);
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: as `quiescent`; `release_pending` is the address of the device's
+            // flag, which lives as long as `self` (it holds the device).
+            unsafe {
+                std::arch::asm!(
+                    "cmp {v}, qword ptr [{s} + {complete_at}]",
+                    "jg {busy}",
+                    "cmp dword ptr [{s} + {marks}], 0",
+                    "jne {busy}",
+                    "cmp byte ptr [{r}], 0",
+                    "jne {busy}",
+                    v = in(reg) value,
+                    s = in(reg) self,
+                    r = in(reg) self.release_pending,
+                    complete_at = const std::mem::offset_of!(StreamInner, complete_at),
+                    marks = const std::mem::offset_of!(StreamInner, cb.marks),
+                    busy = label { return false; },
+                    options(readonly, nostack),
+                );
+            }
+            true
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            value <= self.complete_at.load(Ordering::Acquire)
+                && self.cb.marks() == 0
+                && !crate::mempool::release_pending_flag(&self.dev).load(Ordering::Relaxed)
+        }
+    }
+
+    /// Whether the stream has a sticky error.
+    #[inline(always)]
+    fn failed(&self) -> bool {
+        self.cb.marks() & MARK_FAILED != 0
     }
 
     /// Whether the stream synchronises with the null stream (a blocking, non-null stream).
@@ -275,7 +360,7 @@ impl StreamInner {
 
     #[inline]
     pub(crate) fn sticky_error(&self) -> Option<Error> {
-        if !self.failed.load(Ordering::Acquire) {
+        if !self.failed() {
             return None;
         }
         self.sticky_error_slow()
@@ -291,7 +376,7 @@ impl StreamInner {
     /// A sticky error that is not a GPU fault: the stream's queue keeps draining its
     /// submitted work (so a destroy while busy still waits for it).
     pub(crate) fn fail_soft(&self, why: String) {
-        if !self.failed.load(Ordering::Acquire) {
+        if !self.failed() {
             self.soft_failed.store(true, Ordering::Release);
         }
         self.fail(why);
@@ -302,7 +387,37 @@ impl StreamInner {
         if e.is_none() {
             *e = Some(why);
         }
-        self.failed.store(true, Ordering::Release);
+        self.cb.set_mark(MARK_FAILED);
+    }
+}
+
+/// [`Stream::query_is_ok`] and [`Stream::synchronize_is_noop`] of a stream, reached
+/// without its handle: one pointer to the stream's state, for a C layer's cache of its
+/// hot stream (the predicates' loads are one load closer than through a `Stream`, whose
+/// state sits behind its reference count). Valid while the stream it was taken from
+/// ([`Stream::idle_probe`]) lives: the caller keeps that `Stream` alive.
+#[derive(Clone, Copy, Debug)]
+pub struct IdleProbe(NonNull<StreamInner>);
+
+impl IdleProbe {
+    /// [`Stream::query_is_ok`] of the stream.
+    ///
+    /// # Safety
+    /// The `Stream` this probe was taken from is still alive.
+    #[inline(always)]
+    pub unsafe fn query_is_ok(self) -> bool {
+        // SAFETY: the caller keeps the stream, which owns this state, alive.
+        unsafe { self.0.as_ref() }.quiescent()
+    }
+
+    /// [`Stream::synchronize_is_noop`] of the stream.
+    ///
+    /// # Safety
+    /// The `Stream` this probe was taken from is still alive.
+    #[inline(always)]
+    pub unsafe fn synchronize_is_noop(self) -> bool {
+        // SAFETY: as `query_is_ok`.
+        unsafe { self.0.as_ref() }.synchronize_is_noop()
     }
 }
 
@@ -444,9 +559,22 @@ impl Device {
         drop(nulls);
         let s = Stream::create(&self.inner, gpu, STREAM_DEFAULT, 0, None, true)?;
         let mut nulls = lock(&self.inner.pools.null);
+        // Another thread's creation won the race: one null stream per GPU (every one in
+        // use is in the list, so `sync_null_marks` reaches it). Ours has no work.
+        if let Some(won) = nulls
+            .iter()
+            .find(|(g, _)| *g == gpu)
+            .and_then(|(_, w)| w.upgrade())
+        {
+            drop(nulls);
+            drop(s);
+            return Ok(Stream { inner: won });
+        }
         nulls.retain(|(g, _)| *g != gpu);
         nulls.push((gpu, Arc::downgrade(&s.inner)));
         self.inner.pools.null_used.store(true, Ordering::Release);
+        drop(nulls);
+        self.inner.sync_null_marks();
         Ok(s)
     }
 }
@@ -494,8 +622,10 @@ impl Stream {
             timeline_value: timeline.value_addr(),
             timeline,
             submitted: AtomicU64::new(0),
+            complete_at: AtomicI64::new(TIMELINE_BASE),
+            release_pending: crate::mempool::release_pending_flag(dev) as *const AtomicBool
+                as usize,
             queue_id: AtomicU32::new(queue.queue_id()),
-            failed: AtomicBool::new(false),
             soft_failed: AtomicBool::new(false),
             waited: Mutex::new(Vec::new()),
             error: Mutex::new(None),
@@ -516,6 +646,8 @@ impl Stream {
             b.retain(|w| w.strong_count() > 0);
             b.push(Arc::downgrade(&inner));
             dev.pools.blocking_live.fetch_add(1, Ordering::AcqRel);
+            drop(b);
+            dev.sync_null_marks();
         }
         dev.pools.reap();
         start_fault_watcher(dev);
@@ -616,12 +748,29 @@ impl Stream {
 
     /// Whether [`Stream::query`] answers Ok now with nothing else to do: no sticky error,
     /// every submitted command complete, no callback hold pending (after callbacks this
-    /// holds again once a synchronize or a later command retired their hold). A few
-    /// atomic loads (no lock, no system call) for a C layer's `hipStreamQuery` fast path;
-    /// false only means "call [`Stream::query`]", which applies every rule.
+    /// holds again once a synchronize or a later command retired their hold), and not
+    /// closed ([`Stream::close_idle_predicates`]). Three atomic loads (no lock, no system
+    /// call) for a C layer's `hipStreamQuery` fast path; false only means "call
+    /// [`Stream::query`]", which applies every rule.
     #[inline]
     pub fn query_is_ok(&self) -> bool {
         self.inner.quiescent()
+    }
+
+    /// The stream's idle predicates without its handle ([`IdleProbe`]).
+    #[inline]
+    pub fn idle_probe(&self) -> IdleProbe {
+        IdleProbe(NonNull::from(&*self.inner))
+    }
+
+    /// Make [`Stream::query_is_ok`] and [`Stream::synchronize_is_noop`] answer false from
+    /// now on, on every thread (one atomic OR, never undone): for a C layer whose cached
+    /// fast path keeps using this stream without checking its handle, when the handle is
+    /// destroyed, so that such a cache falls back to its full path, which rejects the
+    /// handle. Nothing else changes: the stream's commands, [`Stream::query`] and
+    /// [`Stream::synchronize`] work as before.
+    pub fn close_idle_predicates(&self) {
+        self.inner.cb.set_mark(MARK_CLOSED);
     }
 
     /// Whether [`Stream::synchronize`] returns Ok at once with nothing to do:
@@ -631,10 +780,7 @@ impl Stream {
     /// `hipStreamSynchronize` fast path; false only means "call [`Stream::synchronize`]".
     #[inline]
     pub fn synchronize_is_noop(&self) -> bool {
-        let s = &*self.inner;
-        s.quiescent()
-            && (!s.is_null || s.dev.pools.blocking_live.load(Ordering::Acquire) == 0)
-            && !crate::mempool::release_pending(&s.dev)
+        self.inner.synchronize_is_noop()
     }
 
     /// `hipStreamSynchronize`: block until all work has completed (spinning briefly, then
@@ -662,10 +808,7 @@ impl Stream {
         // error, and on the null stream no blocking stream of the GPU with work. The
         // general path would wait for no point either (so hand on no callback role):
         // only the allocator's release check remains (one load when it has nothing).
-        if !s.failed.load(Ordering::Acquire)
-            && s.idle()
-            && (!s.is_null || s.dev.blocking_idle(s.gpu_index))
-        {
+        if !s.failed() && s.idle() && (!s.is_null || s.dev.blocking_idle(s.gpu_index)) {
             // Callbacks that all returned leave their hold pending until the next command:
             // retire it (no packet), so that the idle predicates hold again.
             if s.cb.hold_pending() {
@@ -720,7 +863,7 @@ impl Stream {
     #[inline]
     fn no_implicit_deps(&self) -> bool {
         let s = &*self.inner;
-        !s.failed.load(Ordering::Acquire)
+        !s.failed()
             && !s.is_null
             && (s.flags & STREAM_NON_BLOCKING != 0
                 || !s.dev.pools.null_used.load(Ordering::Acquire))
@@ -804,7 +947,7 @@ impl Stream {
     #[inline]
     pub(crate) fn submit_packet(
         &self,
-        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<u32>>,
     ) -> Result<bool> {
         match self.reserve_fast(Place::Any)? {
             Some(slot) => self.build_and_publish(slot, build),
@@ -818,24 +961,52 @@ impl Stream {
     fn build_and_publish(
         &self,
         mut slot: OneSlot<'_>,
-        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<u32>>,
     ) -> Result<bool> {
         let s = &*self.inner;
         // Counted only under the producer lock, which the slot holds.
         let target = s.submitted.load(Ordering::Relaxed) + 1;
-        let Some(w) = build(&mut slot, &s.timeline, target)? else {
+        let Some(header) = build(&mut slot, &s.timeline, target)? else {
             return Ok(false);
         };
         let qid = slot.queue_id();
-        slot.publish_packet(&w, s.timeline.handle(), || self.advance(qid, 1));
+        slot.publish_header(header, s.timeline.handle(), || self.advance(qid, 1));
         Ok(true)
+    }
+
+    /// The fast path of [`Stream::submit_packet`] for a caller that builds the packet
+    /// itself (no closure, so that everything inlines into the launch): the reserved
+    /// slot and the packet count it completes at, or None for the slow path.
+    #[inline(always)]
+    pub(crate) fn packet_slot_fast(&self) -> Result<Option<(OneSlot<'_>, u64)>> {
+        let s = &*self.inner;
+        Ok(self
+            .reserve_fast(Place::Any)?
+            // Counted only under the producer lock, which the slot holds.
+            .map(|slot| (slot, s.submitted.load(Ordering::Relaxed) + 1)))
+    }
+
+    /// The stream's timeline (the completion signal of its packets).
+    #[inline(always)]
+    pub(crate) fn timeline(&self) -> &Arc<Signal> {
+        &self.inner.timeline
+    }
+
+    /// Publish the packet built in `slot` (from [`Stream::packet_slot_fast`]) with
+    /// dword 0 `header` and count it.
+    #[inline(always)]
+    pub(crate) fn publish_built(&self, slot: OneSlot<'_>, header: u32) {
+        let qid = slot.queue_id();
+        slot.publish_header(header, self.inner.timeline.handle(), || {
+            self.advance(qid, 1)
+        });
     }
 
     #[cold]
     #[inline(never)]
-    fn submit_packet_slow(
+    pub(crate) fn submit_packet_slow(
         &self,
-        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<[u32; 16]>>,
+        build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<u32>>,
     ) -> Result<bool> {
         let s = &*self.inner;
         if let Some(e) = s.sticky_error() {
@@ -1019,6 +1190,8 @@ impl Stream {
         s.queue_id.store(qid, Ordering::Release);
         let new = s.submitted.load(Ordering::Relaxed) + n;
         s.submitted.store(new, Ordering::Release);
+        s.complete_at
+            .store(TIMELINE_BASE - new as i64, Ordering::Release);
         new
     }
 
@@ -1460,8 +1633,7 @@ impl Drop for Stream {
         if s.is_null {
             return;
         }
-        if !s.idle() && (!s.failed.load(Ordering::Acquire) || s.soft_failed.load(Ordering::Acquire))
-        {
+        if !s.idle() && (!s.failed() || s.soft_failed.load(Ordering::Acquire)) {
             // Destroy while busy: return at once; keep the stream (its timeline and
             // dedicated queue) until its work completes.
             lock(&s.dev.pools.graveyard).push(s.clone());
@@ -1475,6 +1647,7 @@ impl Drop for StreamInner {
     fn drop(&mut self) {
         if self.is_blocking() {
             self.dev.pools.blocking_live.fetch_sub(1, Ordering::AcqRel);
+            self.dev.sync_null_marks();
         }
     }
 }
@@ -1541,6 +1714,27 @@ impl DeviceInner {
             .filter_map(|w| w.upgrade())
             .filter(|s| s.gpu_index == gpu)
             .collect()
+    }
+
+    /// Set [`MARK_NULL_WAITS`] on the device's null streams while blocking streams live,
+    /// clear it otherwise: after every change of `blocking_live` and at a null stream's
+    /// creation, under `null_marks` (so the last update sees the last count). Lock order:
+    /// `blocking` (a blocking stream's last reference may go under it), then `null_marks`,
+    /// then `null`; neither of the last two is held where a blocking stream is dropped.
+    pub(crate) fn sync_null_marks(&self) {
+        let _g = lock(&self.pools.null_marks);
+        let waits = self.pools.blocking_live.load(Ordering::Acquire) > 0;
+        // Null streams are not blocking: dropping a reference here never comes back.
+        for n in lock(&self.pools.null)
+            .iter()
+            .filter_map(|(_, w)| w.upgrade())
+        {
+            if waits {
+                n.cb.set_mark(MARK_NULL_WAITS);
+            } else {
+                n.cb.clear_mark(MARK_NULL_WAITS);
+            }
+        }
     }
 
     /// Whether every blocking stream of GPU `gpu` is idle (the null stream's synchronize

@@ -209,4 +209,25 @@ fn kernel_launch_path_makes_no_kfd_call_and_allocates_nothing() {
     assert_eq!(backend.calls() - before, 0, "KFD calls on the launch path");
     assert_eq!(allocs, 0, "allocations on the launch path");
     s.synchronize().unwrap();
+    // The same through HIP's kernelParams (Stream::launch_params: the copy plan).
+    let (va, zero) = (out.va(), 0u32);
+    let params: [*const std::ffi::c_void; 3] = [
+        (&va as *const u64).cast(),
+        (&zero as *const u32).cast(),
+        (&zero as *const u32).cast(),
+    ];
+    let before = backend.calls();
+    let a0 = ALLOCS.with(|c| c.get());
+    for _ in 0..300 {
+        // SAFETY: one pointer per explicit argument of `store`, each to its size in bytes.
+        unsafe { s.launch_params(&k, 1, 64, 0, params.as_ptr()) }.unwrap();
+    }
+    let allocs = ALLOCS.with(|c| c.get()) - a0;
+    assert_eq!(
+        backend.calls() - before,
+        0,
+        "KFD calls on the launch_params path"
+    );
+    assert_eq!(allocs, 0, "allocations on the launch_params path");
+    s.synchronize().unwrap();
 }

@@ -107,3 +107,127 @@ fn idle_predicates_are_false_on_a_drained_stream_with_a_sticky_error() {
         );
     }
 }
+
+/// The marks word: a hold pending, a sticky error and closed predicates each keep the
+/// predicates false, and clearing one (a synchronize retiring the hold) leaves the others.
+/// `Stream::idle_probe` answers as the stream's own predicates throughout.
+#[test]
+fn idle_marks_are_independent_and_the_probe_agrees() {
+    let dev = emu("emu:mi250x");
+    let mem = signal_mem(&dev, 4096);
+    let flag = mem.atomic_u32(0).unwrap();
+    let s = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    let probe = s.idle_probe();
+    // SAFETY (every probe call below): `s` is alive until the end of the test.
+    let agree = |q: bool, y: bool| {
+        assert_eq!(s.query_is_ok(), q);
+        assert_eq!(s.synchronize_is_noop(), y);
+        assert_eq!(unsafe { probe.query_is_ok() }, q);
+        assert_eq!(unsafe { probe.synchronize_is_noop() }, y);
+    };
+    agree(true, true);
+
+    // Several packets in one submission: the completion value moves with the count.
+    s.wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
+        .unwrap();
+    s.memset_d32(mem.va() + 64, 7, 16).unwrap();
+    s.memset_d32(mem.va() + 128, 9, 16).unwrap();
+    agree(false, false);
+    flag.store(1, Ordering::Release);
+    s.synchronize().unwrap();
+    agree(true, true);
+
+    // Closed: false from now on, while the stream works as before.
+    s.close_idle_predicates();
+    agree(false, false);
+    s.query().unwrap();
+    s.synchronize().unwrap();
+    s.memset_d32(mem.va() + 64, 3, 16).unwrap();
+    s.synchronize().unwrap();
+    s.query().unwrap();
+    agree(false, false);
+    // A callback's hold set and retired: the closed mark stays.
+    s.add_callback(|_| {}, 0).unwrap();
+    s.synchronize().unwrap();
+    agree(false, false);
+
+    // A sticky error set while a hold is pending stays after the hold is retired.
+    let t = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    let tp = t.idle_probe();
+    t.add_callback(|_| panic!("sticky while a hold is pending"), 0)
+        .unwrap();
+    assert!(!t.query_is_ok() && !unsafe { tp.query_is_ok() });
+    assert_eq!(
+        t.synchronize().unwrap_err().kind(),
+        ErrorKind::LaunchFailure
+    );
+    assert!(t.synchronize().is_err());
+    assert!(!t.query_is_ok() && !unsafe { tp.query_is_ok() });
+    assert!(!t.synchronize_is_noop() && !unsafe { tp.synchronize_is_noop() });
+    assert_eq!(t.query().unwrap_err().kind(), ErrorKind::LaunchFailure);
+
+    // The null stream's probe sees live blocking streams and a pending pool release.
+    let null = dev.null_stream(0).unwrap();
+    let np = null.idle_probe();
+    null.synchronize().unwrap();
+    assert!(unsafe { np.query_is_ok() && np.synchronize_is_noop() });
+    let b = dev.create_stream(0).unwrap();
+    assert!(unsafe { np.query_is_ok() } && !unsafe { np.synchronize_is_noop() });
+    drop(b);
+    assert!(unsafe { np.synchronize_is_noop() });
+    let u = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    let p = u.malloc_async(1 << 20).unwrap();
+    p.free_async(&u).unwrap();
+    u.synchronize().unwrap();
+    let p = u.malloc_async(1 << 20).unwrap();
+    p.free_async(&u).unwrap();
+    assert!(
+        !unsafe { np.synchronize_is_noop() } && !unsafe { u.idle_probe().synchronize_is_noop() }
+    );
+    u.synchronize().unwrap();
+    assert!(unsafe { np.synchronize_is_noop() });
+}
+
+/// The null stream's synchronize predicate follows the live blocking streams of the
+/// device: created before or after the null stream, dropped one by one; null streams
+/// created by racing threads are one stream, and each handle sees the mark.
+#[test]
+fn null_stream_synchronize_predicate_follows_blocking_streams() {
+    let dev = emu("emu:mi250x*2");
+    let b1 = dev.create_stream(0).unwrap();
+    let null = dev.null_stream(0).unwrap();
+    assert!(null.query_is_ok() && !null.synchronize_is_noop());
+    null.synchronize().unwrap();
+    assert!(!null.synchronize_is_noop(), "b1 still lives");
+    let b2 = dev.create_stream(0).unwrap();
+    drop(b1);
+    assert!(null.query_is_ok() && !null.synchronize_is_noop());
+    drop(b2);
+    assert!(null.query_is_ok() && null.synchronize_is_noop());
+
+    // GPU 1's null stream, asked for by four threads at once.
+    let nulls: Vec<kfdrt::Stream> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| sc.spawn(|| dev.null_stream(1).unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(nulls.iter().all(|n| n.synchronize_is_noop()));
+    let b = dev.create_stream(1).unwrap();
+    assert!(nulls
+        .iter()
+        .all(|n| n.query_is_ok() && !n.synchronize_is_noop()));
+    assert!(
+        !null.synchronize_is_noop(),
+        "blocking streams of any GPU count"
+    );
+    drop(b);
+    assert!(nulls.iter().all(|n| n.synchronize_is_noop()));
+    assert!(null.synchronize_is_noop());
+}

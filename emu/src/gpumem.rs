@@ -288,6 +288,15 @@ impl HeapMemory {
         // accessed through atomics and raw copies.
         unsafe { MemWindow::new(va, ptr, words * 8, true, region) }
     }
+
+    /// Remove the region at `va` (an unmap: windows already handed out keep their
+    /// buffer; new resolves fault). Returns whether there was one.
+    pub fn remove_region(&self, va: u64) -> bool {
+        let mut regions = self.regions.write().unwrap_or_else(|e| e.into_inner());
+        let before = regions.len();
+        regions.retain(|(base, _)| *base != va);
+        regions.len() != before
+    }
 }
 
 impl GpuMemory for HeapMemory {

@@ -3,6 +3,7 @@
 use crate::error::*;
 use crate::handles::{self, Cache, Registry};
 use crate::types::*;
+use kfdrt::stream::IdleProbe;
 use kfdrt::{Buffer, Device, ErrorKind, Event, MemoryKind, Stream};
 use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 use std::cell::{Cell, RefCell};
@@ -71,37 +72,41 @@ pub(crate) struct Fast {
 
 /// The streams of the thread's last idle `hipStreamQuery` / `hipStreamSynchronize`, so
 /// that the next such call on an idle stream is a handle check and kfdrt's idle
-/// predicate ([`hot_created`], [`hot_null`]), with no `RefCell` and no cache walk.
+/// predicate ([`hot_idle_created`], [`hot_idle_null`]), with no `RefCell` and no cache
+/// walk; `hipLaunchKernel` takes the same streams ([`hot_created`], [`hot_null`]).
 ///
-/// A created stream is named by its token, the state word of its registry slot and the
-/// state it had when cached: registry segments are never freed, so the check is one load
-/// and a compare, and a destroyed handle (another thread's `hipStreamDestroy` moved the
-/// state on) fails it. `stream` is a bitwise copy of the `Stream` (an `Arc` pointer) held
+/// A created stream is named by its token and the state word of its registry slot (equal
+/// to the token while it is live): registry segments are never freed, so the check is
+/// one load and a compare with the token, and a destroyed handle (another thread's
+/// `hipStreamDestroy` moved the state on) fails it. The idle query and synchronize skip
+/// even that and use `probe` ([`hot_idle_created`]): every removal of a stream from
+/// [`STREAMS`] closes its idle predicates ([`Stream::close_idle_predicates`]), so a
+/// destroyed stream is never idle to them. `stream` is a bitwise copy of the `Stream` (an `Arc` pointer) held
 /// by the thread's handle cache ([`Tls::streams`]), taking no reference count and never
-/// dropped: the hit reaches the stream's state with one load from this slot. `token` is
-/// cleared ([`drop_hot`]) before anything changes that cache, so the copy is never used
-/// after its owner is gone. All-zero is "nothing cached": a token is never 0.
+/// dropped, and `probe` its [`IdleProbe`] (the stream's state itself, one load closer).
+/// `token` is cleared ([`drop_hot`]) before anything changes that cache, so neither is
+/// used after its owner is gone. All-zero is "nothing cached": a token is never 0.
 #[repr(C)]
 struct Hot {
     token: usize,
     state: *const std::sync::atomic::AtomicU64,
-    want: u64,
+    probe: MaybeUninit<IdleProbe>,
     stream: MaybeUninit<Stream>,
     /// The null stream of the thread's current GPU (null streams live as long as the
-    /// process: [`null_stream`]), a bitwise copy like `stream`, valid while `has_null`;
-    /// cleared by `hipSetDevice`.
+    /// process: [`null_stream`]): its probe, and a bitwise copy like `stream`, valid
+    /// while `null_probe` is set; cleared by `hipSetDevice`.
+    null_probe: Option<IdleProbe>,
     null: MaybeUninit<Stream>,
-    has_null: bool,
 }
 
 impl Hot {
     const EMPTY: Hot = Hot {
         token: 0,
         state: std::ptr::null(),
-        want: 0,
+        probe: MaybeUninit::uninit(),
         stream: MaybeUninit::uninit(),
+        null_probe: None,
         null: MaybeUninit::uninit(),
-        has_null: false,
     };
 }
 
@@ -117,7 +122,8 @@ fn hot_created<'a>(f: *mut Fast, s: *mut c_void) -> Option<&'a Stream> {
     // call that changes the cache.
     unsafe {
         let h = &(*f).hot;
-        if s as usize != h.token || (*h.state).load(std::sync::atomic::Ordering::Acquire) != h.want
+        if s as usize != h.token
+            || (*h.state).load(std::sync::atomic::Ordering::Acquire) != s as u64
         {
             return None;
         }
@@ -125,16 +131,38 @@ fn hot_created<'a>(f: *mut Fast, s: *mut c_void) -> Option<&'a Stream> {
     }
 }
 
+/// The idle probe of the created stream `s` (non-zero) if it is the thread's [`Hot`] one,
+/// for kfdrt's idle predicates only: matched by its token alone (no registry check: a
+/// removed stream's predicates are closed, see [`Hot`]). None sends the caller to the
+/// full path. The probe's stream is alive until the entry point returns (see `Hot`).
+#[inline(always)]
+fn hot_idle_created(f: *mut Fast, s: *mut c_void) -> Option<IdleProbe> {
+    // SAFETY: the calling thread's own slot; `probe` is initialised while `token` is set.
+    unsafe {
+        let h = &(*f).hot;
+        if s as usize != h.token {
+            return None;
+        }
+        Some(h.probe.assume_init())
+    }
+}
+
+/// The idle probe of the null stream of the thread's current GPU if it is [`Hot`] (null
+/// streams live as long as the process).
+#[inline(always)]
+fn hot_idle_null(f: *mut Fast) -> Option<IdleProbe> {
+    // SAFETY: the calling thread's own slot.
+    unsafe { (*f).hot.null_probe }
+}
+
 /// The null stream of the thread's current GPU if it is [`Hot`].
 #[inline(always)]
 fn hot_null<'a>(f: *mut Fast) -> Option<&'a Stream> {
-    // SAFETY: the calling thread's own slot; `null` is initialised while `has_null` and
-    // copies a null stream kept for the process's lifetime.
+    // SAFETY: the calling thread's own slot; `null` is initialised while `null_probe` is
+    // set and copies a null stream kept for the process's lifetime.
     unsafe {
         let h = &(*f).hot;
-        if !h.has_null {
-            return None;
-        }
+        h.null_probe?;
         Some(h.null.assume_init_ref())
     }
 }
@@ -161,20 +189,21 @@ fn promote_hot(s: *mut c_void) {
                         if *g == t.gpu.get() {
                             // SAFETY: a bitwise copy that is never dropped (see `Hot`).
                             h.null = MaybeUninit::new(unsafe { std::ptr::read(Arc::as_ptr(a)) });
-                            h.has_null = true;
+                            h.null_probe = Some(a.idle_probe());
                         }
                     }
                 }
             }
             HIP_STREAM_PER_THREAD => {}
             tok => {
-                if let Some((state, want, p)) = handles::cached(&t.streams, tok) {
+                if let Some((state, p)) = handles::cached(&t.streams, tok) {
                     h.token = tok;
                     h.state = state;
-                    h.want = want;
                     // SAFETY: `p` is alive in the thread's cache; a bitwise copy that is
                     // never dropped (see `Hot`).
                     h.stream = MaybeUninit::new(unsafe { std::ptr::read(p) });
+                    // SAFETY: as above.
+                    h.probe = MaybeUninit::new(unsafe { &*p }.idle_probe());
                 }
             }
         }
@@ -200,20 +229,19 @@ core::arch::global_asm!(
 /// no configuration pushed).
 #[inline(always)]
 pub(crate) fn fast() -> *mut Fast {
-    let off: usize;
-    let tp: usize;
-    // SAFETY: reads the slot's TP offset from the GOT and the thread pointer (`%fs:0`
-    // holds its own address on x86-64); neither touches Rust-visible memory.
+    let p: usize;
+    // SAFETY: reads the thread pointer (`%fs:0` holds its own address on x86-64) and adds
+    // the slot's TP offset from the GOT (the initial-exec `add` form); neither touches
+    // Rust-visible memory.
     unsafe {
         std::arch::asm!(
-            "mov {off}, qword ptr [rip + kfdrt_hip_fast@GOTTPOFF]",
-            "mov {tp}, qword ptr fs:[0]",
-            off = out(reg) off,
-            tp = out(reg) tp,
-            options(pure, readonly, nostack, preserves_flags),
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + kfdrt_hip_fast@GOTTPOFF]",
+            p = out(reg) p,
+            options(pure, readonly, nostack),
         );
     }
-    tp.wrapping_add(off) as *mut Fast
+    p as *mut Fast
 }
 
 impl Drop for Tls {
@@ -227,7 +255,7 @@ impl Drop for Tls {
             (*fast()).hot = Hot::EMPTY;
         }
         for (_, token) in self.per_thread.get_mut().drain(..) {
-            STREAMS.remove(token);
+            remove_stream(token);
         }
     }
 }
@@ -391,6 +419,16 @@ pub(crate) fn out<T>(p: *mut T, v: T) -> Result<(), hipError_t> {
 }
 
 static STREAMS: Registry<Stream> = Registry::new(1);
+
+/// Unregister the stream `token` (every removal from [`STREAMS`] goes through here or
+/// closes the stream's idle predicates itself): its idle predicates are closed, so that
+/// other threads' [`Hot`] copies, which check only the token, take the full path (and
+/// find the handle gone).
+fn remove_stream(token: usize) -> Option<Arc<Stream>> {
+    let st = STREAMS.remove(token)?;
+    st.close_idle_predicates();
+    Some(st)
+}
 static EVENTS: Registry<HipEvent> = Registry::new(2);
 
 /// A `hipEvent_t`: a kfdrt event, or an interprocess one (`hipEventInterprocess`).
@@ -627,7 +665,7 @@ pub extern "C" fn hipSetDevice(id: c_int) -> hipError_t {
         }
         with_tls(|t| t.gpu.set(i));
         // SAFETY: the calling thread's own slot (its hot null stream was the old GPU's).
-        unsafe { (*fast()).hot.has_null = false };
+        unsafe { (*fast()).hot.null_probe = None };
         Ok(())
     })())
 }
@@ -857,7 +895,7 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
         if s.is_null() {
             return Err(hipErrorInvalidHandle);
         }
-        let st = STREAMS.remove(s as usize).ok_or(hipErrorInvalidHandle)?;
+        let st = remove_stream(s as usize).ok_or(hipErrorInvalidHandle)?;
         drop_hot();
         with_tls(|t| t.streams.borrow_mut().forget(s as usize));
         // Drained here, so that another thread's cached reference, dropped later, has
@@ -874,10 +912,11 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
 #[no_mangle]
 pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
     let f = fast();
+    // SAFETY (both predicates): the probes' streams stay alive until this call returns.
     let hit = if s.is_null() {
-        hot_null(f).is_some_and(|st| st.query_is_ok())
+        hot_idle_null(f).is_some_and(|p| unsafe { p.query_is_ok() })
     } else {
-        hot_created(f, s).is_some_and(|st| st.query_is_ok())
+        hot_idle_created(f, s).is_some_and(|p| unsafe { p.query_is_ok() })
     };
     if hit {
         // SAFETY: the calling thread's own slot (HIP_RETURN stores success too).
@@ -903,10 +942,11 @@ extern "system" fn query_full(s: *mut c_void) -> hipError_t {
 #[no_mangle]
 pub extern "C" fn hipStreamSynchronize(s: *mut c_void) -> hipError_t {
     let f = fast();
+    // SAFETY (both predicates): the probes' streams stay alive until this call returns.
     let hit = if s.is_null() {
-        hot_null(f).is_some_and(|st| st.synchronize_is_noop())
+        hot_idle_null(f).is_some_and(|p| unsafe { p.synchronize_is_noop() })
     } else {
-        hot_created(f, s).is_some_and(|st| st.synchronize_is_noop())
+        hot_idle_created(f, s).is_some_and(|p| unsafe { p.synchronize_is_noop() })
     };
     if hit {
         // SAFETY: the calling thread's own slot (HIP_RETURN stores success too).
@@ -1516,7 +1556,8 @@ pub unsafe extern "C" fn hipMallocAsync(
     if p.is_null() {
         return ret(Err(hipErrorInvalidValue));
     }
-    ret_stream(s, move |st| {
+    // The thread's hot stream first (a handle check, no cache walk).
+    ret_stream_hot(s, move |_, st| {
         let va = st.malloc_async_raw(size).hip()?;
         out(p, va as *mut c_void)
     })
@@ -1525,7 +1566,7 @@ pub unsafe extern "C" fn hipMallocAsync(
 /// `hipFreeAsync`.
 #[no_mangle]
 pub extern "C" fn hipFreeAsync(p: *mut c_void, s: *mut c_void) -> hipError_t {
-    ret_stream(s, move |st| st.free_ptr_async(p as u64).hip())
+    ret_stream_hot(s, move |_, st| st.free_ptr_async(p as u64).hip())
 }
 
 // ---- versions ---------------------------------------------------------------------------
@@ -1619,7 +1660,14 @@ pub extern "C" fn hipDeviceReset() -> hipError_t {
         let gpu = current_gpu();
         // A failed stream's error is not the reset's: the reset discards that state.
         let _ = hipDeviceSynchronize();
-        STREAMS.retain(|s| s.gpu_index() != gpu);
+        STREAMS.retain(|s| {
+            let keep = s.gpu_index() != gpu;
+            if !keep {
+                // Before its removal: see `remove_stream`.
+                s.close_idle_predicates();
+            }
+            keep
+        });
         drop_hot();
         with_tls(|t| *t.streams.borrow_mut() = Cache::new());
         let mut m = buffers();

@@ -3,8 +3,10 @@
 //! generation moved on) or a foreign one (another kind, or no slot) is rejected without
 //! touching freed memory.
 //!
-//! Lookups take no lock: a slot's state (`generation << 1 | live`) is one atomic word,
-//! read with a plain load. The object itself is an `Arc` in the slot behind a per-slot
+//! Lookups take no lock: a slot's state is one atomic word, read with a plain load, and
+//! equal to the token while the slot holds it (so a check is one compare with the token):
+//! `generation << 32 | index << 4 | kind`, with kind 0 (no token has it) while the slot
+//! is free, the generation being the one its next token gets. The object itself is an `Arc` in the slot behind a per-slot
 //! mutex, taken only on a thread's first lookup of a handle: [`Cache`] keeps the thread's
 //! recent `(token, Arc)` pairs and a hit only re-reads the slot's state, so repeated calls
 //! on one stream or event do no atomic read-modify-write at all.
@@ -19,7 +21,8 @@ const SEG: usize = 256;
 const NSEG: usize = 4096;
 
 struct Slot<T> {
-    /// `generation << 1 | live`; the generation moves on at every removal.
+    /// The live token, or the next one with kind 0 while free; the generation moves on at
+    /// every removal.
     state: AtomicU64,
     value: Mutex<Option<Arc<T>>>,
 }
@@ -50,6 +53,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// (0, 1, 2) are never tokens.
 const FIRST_GENERATION: u64 = 1;
 
+/// The token's index field (above the kind's 4 bits, below the generation's 32).
+const INDEX_MASK: u64 = 0x0fff_ffff;
+
+/// The free state after `token` is removed: the next generation (wrapping to
+/// [`FIRST_GENERATION`], never 0), kind 0.
+fn next_free(token: u64) -> u64 {
+    let generation = match (token >> 32).wrapping_add(1) & 0xffff_ffff {
+        0 => FIRST_GENERATION,
+        g => g,
+    };
+    generation << 32 | (token & (INDEX_MASK << 4))
+}
+
 impl<T> Registry<T> {
     /// An empty registry of kind `kind` (1..=15, one per handle type; const, for statics).
     pub const fn new(kind: u8) -> Self {
@@ -72,15 +88,15 @@ impl<T> Registry<T> {
         Some(&seg.slots[index % SEG])
     }
 
-    /// The slot and expected state of `token`, if it is of this kind and in range.
+    /// The slot and expected state (the token itself) of `token`, if it is of this kind
+    /// and in range.
     fn decode(&self, token: usize) -> Option<(&Slot<T>, u64)> {
         let t = token as u64;
         if t & 15 != self.kind {
             return None;
         }
-        let index = (t >> 4 & 0x0fff_ffff) as usize;
-        let generation = t >> 32;
-        Some((self.slot(index)?, generation << 1 | 1))
+        let index = (t >> 4 & INDEX_MASK) as usize;
+        Some((self.slot(index)?, t))
     }
 
     /// Whether `token` names a live object of this registry (one atomic load).
@@ -102,8 +118,8 @@ impl<T> Registry<T> {
                 }
                 if i % SEG == 0 {
                     let seg = Box::new(Segment {
-                        slots: std::array::from_fn(|_| Slot {
-                            state: AtomicU64::new(FIRST_GENERATION << 1),
+                        slots: std::array::from_fn(|j| Slot {
+                            state: AtomicU64::new(FIRST_GENERATION << 32 | ((i + j) as u64) << 4),
                             value: Mutex::new(None),
                         }),
                     });
@@ -116,9 +132,9 @@ impl<T> Registry<T> {
         drop(fl);
         let slot = self.slot(index)?;
         *lock(&slot.value) = Some(Arc::new(v));
-        let state = slot.state.load(Ordering::Relaxed) | 1;
-        slot.state.store(state, Ordering::Release);
-        Some(((state >> 1) << 32 | (index as u64) << 4 | self.kind) as usize)
+        let token = slot.state.load(Ordering::Relaxed) | self.kind;
+        slot.state.store(token, Ordering::Release);
+        Some(token as usize)
     }
 
     /// The live object of `token`.
@@ -139,12 +155,7 @@ impl<T> Registry<T> {
             let mut v = lock(&slot.value);
             if slot
                 .state
-                .compare_exchange(
-                    want,
-                    ((want >> 1) + 1) << 1,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
+                .compare_exchange(want, next_free(want), Ordering::AcqRel, Ordering::Acquire)
                 .is_err()
             {
                 return None;
@@ -153,7 +164,7 @@ impl<T> Registry<T> {
         };
         lock(&self.free)
             .free
-            .push((token as u64 >> 4 & 0x0fff_ffff) as u32);
+            .push((token as u64 >> 4 & INDEX_MASK) as u32);
         v
     }
 
@@ -167,9 +178,8 @@ impl<T> Registry<T> {
             };
             let v = lock(&slot.value);
             let state = slot.state.load(Ordering::Acquire);
-            if let (Some(a), true) = (v.as_ref(), state & 1 == 1) {
-                let token = (state >> 1) << 32 | (index as u64) << 4 | self.kind;
-                all.push((token as usize, a.clone()));
+            if let (Some(a), true) = (v.as_ref(), state & 15 != 0) {
+                all.push((state as usize, a.clone()));
             }
         }
         all
@@ -201,8 +211,9 @@ impl<T> Registry<T> {
 /// Entries of a thread's [`Cache`].
 const WAYS: usize = 4;
 
-/// One cached lookup: the token, its slot's state word and the state it had, the object.
-type Way<T> = (usize, &'static AtomicU64, u64, Arc<T>);
+/// One cached lookup: the token, its slot's state word (equal to the token while it is
+/// live), the object.
+type Way<T> = (usize, &'static AtomicU64, Arc<T>);
 
 /// A thread's recent lookups of one registry. A hit costs one load of the slot's state
 /// (kept as a reference: segments are never freed); the `Arc` held here keeps the object
@@ -251,7 +262,7 @@ pub fn with<T, R>(
             .ways
             .iter()
             .flatten()
-            .find(|(t, st, want, _)| *t == token && st.load(Ordering::Acquire) == *want);
+            .find(|(t, st, _)| *t == token && st.load(Ordering::Acquire) == token as u64);
         if let Some((.., a)) = hit {
             // `c` stays borrowed (shared: `f` may look up other handles) while `f` runs.
             return Some(f(a));
@@ -270,25 +281,25 @@ pub fn hit<T>(cache: &RefCell<Cache<T>>, token: usize) -> Option<Ref<'_, Arc<T>>
         c.ways
             .iter()
             .flatten()
-            .find(|(t, st, want, _)| *t == token && st.load(Ordering::Acquire) == *want)
+            .find(|(t, st, _)| *t == token && st.load(Ordering::Acquire) == token as u64)
             .map(|(.., a)| a)
     })
     .ok()
 }
 
 /// The cached entry of `token`, if the thread's `cache` holds it live: its slot's state
-/// word, the state it had and the object (kept alive by the cache until the entry is
-/// replaced, forgotten or the cache dropped).
+/// word (equal to `token` while it is live) and the object (kept alive by the cache until
+/// the entry is replaced, forgotten or the cache dropped).
 pub fn cached<T>(
     cache: &RefCell<Cache<T>>,
     token: usize,
-) -> Option<(&'static AtomicU64, u64, *const T)> {
+) -> Option<(&'static AtomicU64, *const T)> {
     let c = cache.try_borrow().ok()?;
     c.ways
         .iter()
         .flatten()
-        .find(|(t, st, want, _)| *t == token && st.load(Ordering::Acquire) == *want)
-        .map(|(_, st, want, a)| (*st, *want, Arc::as_ptr(a)))
+        .find(|(t, st, _)| *t == token && st.load(Ordering::Acquire) == token as u64)
+        .map(|(_, st, a)| (*st, Arc::as_ptr(a)))
 }
 
 #[cold]
@@ -305,7 +316,7 @@ fn miss<T, R>(
         // Drop what is no longer live (removed by another thread), then take a way.
         for w in &mut c.ways {
             if w.as_ref()
-                .is_some_and(|(_, st, want, _)| st.load(Ordering::Acquire) != *want)
+                .is_some_and(|(t, st, _)| st.load(Ordering::Acquire) != *t as u64)
             {
                 *w = None;
             }
@@ -318,7 +329,8 @@ fn miss<T, R>(
                 i
             }
         };
-        c.ways[i] = Some((token, &slot.state, want, a.clone()));
+        debug_assert_eq!(want, token as u64);
+        c.ways[i] = Some((token, &slot.state, a.clone()));
     }
     Some(f(&a))
 }
@@ -349,6 +361,28 @@ mod tests {
         assert_eq!(B.all().len(), 1);
         B.retain(|v| *v != 2);
         assert!(B.get(tb).is_none() && B.all().is_empty());
+    }
+
+    #[test]
+    fn slot_state_equals_the_live_token_only() {
+        static R: Registry<u8> = Registry::new(5);
+        let t = R.insert(1).unwrap();
+        let (slot, want) = R.decode(t).unwrap();
+        assert_eq!(want, t as u64);
+        assert_eq!(
+            slot.state.load(Ordering::Acquire),
+            t as u64,
+            "live: the token"
+        );
+        R.remove(t).unwrap();
+        let free = slot.state.load(Ordering::Acquire);
+        assert_eq!(free & 15, 0, "free: kind 0, equal to no token");
+        assert_eq!(free >> 32, (t as u64 >> 32) + 1, "the next generation");
+        let t2 = R.insert(2).unwrap();
+        assert_eq!(t2 as u64 & !15, free, "reused under the next generation");
+        // The generation wraps past 0 (0, 1 and 2 are HIP's special streams).
+        let last = 0xffff_ffffu64 << 32 | 7 << 4 | 5;
+        assert_eq!(next_free(last), FIRST_GENERATION << 32 | 7 << 4);
     }
 
     #[test]

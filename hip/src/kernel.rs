@@ -423,12 +423,15 @@ pub unsafe extern "C" fn __hipPopCallConfiguration(
         let d = (*f).call_depth as usize;
         let outs_ok = !grid.is_null() && !block.is_null() && !shared.is_null() && !stream.is_null();
         match (*f).calls.get(d.wrapping_sub(1)) {
-            Some(&(g, b, s, q)) if outs_ok => {
+            Some(c) if outs_ok => {
+                // Field by field straight from the slot (no copy of the whole
+                // configuration first); the depth and last error after.
+                let c = c as *const crate::api::CallConfig;
+                grid.write((*c).0);
+                block.write((*c).1);
+                shared.write((*c).2);
+                stream.write((*c).3);
                 (*f).call_depth = d as u32 - 1;
-                grid.write(g);
-                block.write(b);
-                shared.write(s);
-                stream.write(q);
                 (*f).last_error = hipSuccess;
                 hipSuccess
             }
@@ -598,31 +601,6 @@ fn fill_args(
     Ok(())
 }
 
-/// Arguments from `void *args[]` (one pointer to each argument's value).
-fn args_from_array(k: &Kernel, params: *mut *mut c_void) -> Result<KernelArgs, hipError_t> {
-    let mut args = k.args();
-    fill_from_array(&ArgLayout::of(k), &mut args, params)?;
-    Ok(args)
-}
-
-fn fill_from_array(
-    layout: &ArgLayout,
-    args: &mut KernelArgs,
-    params: *mut *mut c_void,
-) -> Result<(), hipError_t> {
-    fill_args(layout, args, |i, _, _| {
-        if params.is_null() {
-            return Err(hipErrorInvalidValue);
-        }
-        // SAFETY: HIP's contract: `params` holds one pointer per explicit argument.
-        let p = unsafe { *params.add(i) };
-        if p.is_null() {
-            return Err(hipErrorInvalidValue);
-        }
-        Ok(p as *const u8)
-    })
-}
-
 /// Arguments from `extra` (`HIP_LAUNCH_PARAM_BUFFER_POINTER, buf,
 /// HIP_LAUNCH_PARAM_BUFFER_SIZE, &size, HIP_LAUNCH_PARAM_END`): the kernarg bytes laid
 /// out at the metadata's offsets.
@@ -680,100 +658,42 @@ fn launch(
     .hip()
 }
 
+/// [`kfdrt::Stream::launch_params`] of HIP's `void *args[]`.
+///
+/// # Safety
+/// `args` is null or holds one pointer per explicit argument of `k` (HIP's contract).
+#[inline(always)]
+unsafe fn launch_params(
+    k: &Kernel,
+    s: &kfdrt::Stream,
+    grid: dim3,
+    block: dim3,
+    shared: usize,
+    args: *mut *mut c_void,
+) -> Result<(), hipError_t> {
+    let shared = u32::try_from(shared).map_err(|_| hipErrorInvalidValue)?;
+    // SAFETY: per the contract.
+    unsafe {
+        s.launch_params(
+            k,
+            Dim3::new(grid.x, grid.y, grid.z),
+            Dim3::new(block.x, block.y, block.z),
+            shared,
+            args as *const *const c_void,
+        )
+    }
+    .hip()
+}
+
 /// Bumped when registered kernels are forgotten (unregistration, reset), so per-thread
 /// launch caches drop what they hold.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// Complete argument lists a warm launch target keeps (ping-pong loops alternate two).
-const ARG_SETS: usize = 4;
-
-/// A warm launch target: (host stub, GPU), its kernel, argument layout and the complete
-/// argument lists of its recent launches on this thread.
+/// A warm launch target: (host stub, GPU) and its kernel.
 pub(crate) struct Warm {
     stub: usize,
     gpu: usize,
     kernel: Kernel,
-    layout: ArgLayout,
-    /// Argument lists, most recently used first (with whether the fill succeeded: only
-    /// complete ones are reused).
-    sets: Vec<(KernelArgs, bool)>,
-}
-
-impl Warm {
-    /// Makes `sets[0]` the argument list for `void *params[]`: a kept one whose values are
-    /// all the same (a loop launching on the same buffers, or alternating between a few),
-    /// found with one compare per argument at its precomputed offset and no kfdrt call;
-    /// else a new list filled through kfdrt's checked setters. Most recent first.
-    #[inline(always)]
-    fn fill(&mut self, params: *mut *mut c_void) -> Result<(), hipError_t> {
-        match self.sets.first() {
-            // No argument to read: a null `params` is fine (as in the fill).
-            Some((_, true)) if self.layout.0.is_empty() => Ok(()),
-            Some((a, true)) if !params.is_null() && same_values(&self.layout, a, params) => Ok(()),
-            _ => self.fill_other(params),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn fill_other(&mut self, params: *mut *mut c_void) -> Result<(), hipError_t> {
-        let layout = &self.layout;
-        let kept = if params.is_null() {
-            None
-        } else {
-            self.sets
-                .iter()
-                .position(|(a, full)| *full && same_values(layout, a, params))
-        };
-        let i = match kept {
-            Some(i) => i,
-            None => {
-                if self.sets.len() < ARG_SETS {
-                    self.sets.push((self.kernel.args(), false));
-                }
-                // The least recently used list (the last) takes the new values.
-                let i = self.sets.len() - 1;
-                let (a, full) = &mut self.sets[i];
-                *full = false;
-                a.clear();
-                fill_from_array(&self.layout, a, params)?;
-                *full = true;
-                i
-            }
-        };
-        self.sets[..=i].rotate_right(1);
-        Ok(())
-    }
-}
-
-/// Whether each `*params[i]` equals the bytes already at argument i's offset in `args`.
-#[inline]
-fn same_values(layout: &ArgLayout, args: &KernelArgs, params: *mut *mut c_void) -> bool {
-    let bytes = args.bytes();
-    layout.0.iter().enumerate().all(|(i, &(off, size, _))| {
-        // SAFETY: HIP's contract: `params` holds one pointer per explicit argument.
-        let p = unsafe { *params.add(i) } as *const u8;
-        let Some(have) = bytes.get(off as usize..(off + size) as usize) else {
-            return false;
-        };
-        if p.is_null() {
-            return false;
-        }
-        // SAFETY: `p` points at the argument's `size` bytes (HIP's contract).
-        unsafe {
-            match size {
-                8 => {
-                    (p as *const u64).read_unaligned()
-                        == u64::from_ne_bytes(have.try_into().unwrap_or_default())
-                }
-                4 => {
-                    (p as *const u32).read_unaligned()
-                        == u32::from_ne_bytes(have.try_into().unwrap_or_default())
-                }
-                _ => std::slice::from_raw_parts(p, size as usize) == have,
-            }
-        }
-    })
 }
 
 /// A thread's warm launch targets (most recent first) and the registration generation
@@ -811,13 +731,7 @@ impl LaunchCache {
             Some(i) => i,
             None => {
                 let kernel = host_kernel(f, gpu)?;
-                self.warm.push(Warm {
-                    stub,
-                    gpu,
-                    layout: ArgLayout::of(&kernel),
-                    sets: Vec::new(),
-                    kernel,
-                });
+                self.warm.push(Warm { stub, gpu, kernel });
                 self.warm.len() - 1
             }
         };
@@ -839,8 +753,8 @@ fn launch_uncached(
     shared: usize,
 ) -> Result<(), hipError_t> {
     let k = host_kernel(f, st.gpu_index())?;
-    let a = args_from_array(&k, args)?;
-    launch(&k, st, grid, block, shared, &a)
+    // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
+    unsafe { launch_params(&k, st, grid, block, shared, args) }
 }
 
 /// `hipLaunchKernel`: the kernel registered for host stub `f`.
@@ -866,14 +780,11 @@ pub unsafe extern "C" fn hipLaunchKernel(
         if !hit {
             c.promote(f, gpu, generation)?;
         }
-        let Some(w) = c.warm.first_mut() else {
+        let Some(w) = c.warm.first() else {
             return Err(hipErrorInvalidDeviceFunction);
         };
-        w.fill(args)?;
-        let Some((a, _)) = w.sets.first() else {
-            return Err(hipErrorInvalidValue);
-        };
-        launch(&w.kernel, st, grid, block, shared, a)
+        // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
+        unsafe { launch_params(&w.kernel, st, grid, block, shared, args) }
     })
 }
 
@@ -1016,28 +927,27 @@ pub unsafe extern "C" fn hipModuleLaunchKernel(
             .ok_or(hipErrorInvalidResourceHandle)?;
         let st = stream(s)?;
         let k = &func.kernel;
-        let args = match (params.is_null(), extra.is_null()) {
-            (false, true) => args_from_array(k, params)?,
-            (true, false) => args_from_extra(k, extra)?,
-            (true, true) if k.attributes().num_args == 0 => k.args(),
-            _ => return Err(hipErrorInvalidValue),
+        let grid = dim3 {
+            x: gx,
+            y: gy,
+            z: gz,
         };
-        launch(
-            k,
-            &st,
-            dim3 {
-                x: gx,
-                y: gy,
-                z: gz,
-            },
-            dim3 {
-                x: bx,
-                y: by,
-                z: bz,
-            },
-            shared as usize,
-            &args,
-        )
+        let block = dim3 {
+            x: bx,
+            y: by,
+            z: bz,
+        };
+        match (params.is_null(), extra.is_null()) {
+            // Null `kernelParams` and `extra` only for a kernel without arguments (kfdrt
+            // checks).
+            // SAFETY: HIP's contract for `kernelParams`.
+            (_, true) => unsafe { launch_params(k, &st, grid, block, shared as usize, params) },
+            (true, false) => {
+                let args = args_from_extra(k, extra)?;
+                launch(k, &st, grid, block, shared as usize, &args)
+            }
+            (false, false) => Err(hipErrorInvalidValue),
+        }
     })())
 }
 

@@ -102,6 +102,18 @@ fn relaunch_with_same_and_changed_arguments_and_nested_configurations() {
 }
 
 #[test]
+fn arguments_of_mixed_sizes_and_alignments_and_a_null_argument_pointer() {
+    let out = build_and_run("launch_args.hip");
+    assert_eq!(
+        lines(&out),
+        [
+            "mixed bad=0",
+            "null arg hipErrorInvalidValue last hipErrorInvalidValue then bad=0",
+        ]
+    );
+}
+
+#[test]
 fn shared_memory_and_syncthreads() {
     let out = build_and_run("shared.hip");
     assert_eq!(

@@ -777,11 +777,11 @@ impl PoolsState {
     }
 }
 
-/// Whether a synchronize has allocator work to do (frees to observe, pools to trim or
-/// finish): [`on_synchronize`] returns at once otherwise.
-#[inline]
-pub(crate) fn release_pending(dev: &DeviceInner) -> bool {
-    dev.mempools.dirty.load(Ordering::Relaxed)
+/// The flag that says a synchronize has allocator work to do (frees to observe, pools to
+/// trim or finish; [`on_synchronize`] returns at once while it is clear): its address is
+/// kept by each stream for the idle synchronize predicate.
+pub(crate) fn release_pending_flag(dev: &DeviceInner) -> &AtomicBool {
+    &dev.mempools.dirty
 }
 
 /// Synchronize hook (stream and event synchronize): observe completed frees, trim pools

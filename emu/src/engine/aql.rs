@@ -221,11 +221,12 @@ fn dispatch(
         let (kk, id) = (*k, q.rptr);
         let fl = inner
             .dispatches
-            .start(mem.inner_arc(), q.shared().id, move |inner| {
-                crate::shader::dispatch(inner, &kk, slot_va, queue_va, id)
+            .start(mem.inner_arc(), q.shared().id, move |inner, on_cp| {
+                crate::shader::prepare(inner, &kk, slot_va, queue_va, id, on_cp)
             });
         q.dispatch = Some(fl);
-        return Ok(false);
+        // A dispatch the CP ran itself has finished already.
+        return dispatch(q, mem, inner, k, slot_va);
     };
     let Some(r) = fl.take() else {
         return Ok(false);

@@ -8,19 +8,20 @@
 //! DISPATCH_DIRECT, a barrier), so completion stays in packet order on the queue.
 //!
 //! Dispatches run on a small pool of threads (each dispatch then spreads its work-groups
-//! over the shader core's worker threads). A pool thread that finishes a dispatch kicks
+//! over the shader core's worker threads), except small loop-free ones, which the CP runs
+//! on its own thread ([`Pool::start`]). A pool thread that finishes a dispatch kicks
 //! the CP, which re-polls its blocked queues at once. Idle pool threads exit after
 //! [`POOL_IDLE_EXIT`].
 //! `remove_queue` and `pause` wait for the queue's (every queue's) dispatch to finish,
 //! as they waited for the CP to leave the packet before.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::Inner;
-use crate::shader::{DispatchStats, ShaderError};
+use crate::shader::{DispatchStats, Prepared, ShaderError};
 
 /// An idle pool thread exits after this long without work.
 const POOL_IDLE_EXIT: Duration = Duration::from_secs(2);
@@ -44,7 +45,23 @@ impl std::fmt::Debug for Inflight {
     }
 }
 
+/// `f`'s result; a panic in the shader core (an emulator bug) becomes a fault of the
+/// dispatch instead of a queue blocked forever or a dead CP thread.
+fn guarded<T>(f: impl FnOnce() -> Result<T, ShaderError>) -> Result<T, ShaderError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(ShaderError::new(
+            "internal error in the emulated shader core".into(),
+        ))
+    })
+}
+
 impl Inflight {
+    /// Publishes the dispatch's result.
+    fn finish(&self, r: Result<DispatchStats, ShaderError>) {
+        *self.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        self.done.store(true, Ordering::Release);
+    }
+
     /// The result, once the dispatch finished (taken: a second call returns `None`).
     pub(crate) fn take(&self) -> Option<Result<DispatchStats, ShaderError>> {
         if !self.done.load(Ordering::Acquire) {
@@ -67,18 +84,37 @@ struct PoolState {
 }
 
 /// The dispatch threads of one GPU.
-#[derive(Default)]
 pub(crate) struct Pool {
     shared: Arc<(Mutex<PoolState>, Condvar)>,
+    /// Small loop-free dispatches run on the CP thread ([`Pool::set_inline`]).
+    inline: AtomicBool,
+    /// Dispatches run on the CP thread.
+    inlined: AtomicU64,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool {
+            shared: Default::default(),
+            inline: AtomicBool::new(true),
+            inlined: AtomicU64::new(0),
+        }
+    }
 }
 
 impl Pool {
-    /// Runs `f` (the dispatch) on a pool thread; the CP polls the returned [`Inflight`].
+    /// Starts a dispatch; the CP polls the returned [`Inflight`]. `prepare` sets it up
+    /// (`prepare(inner, true)` first, on the calling CP thread: without decoding a kernel
+    /// not yet decoded, which then happens off the CP, `prepare(inner, false)`). A small
+    /// loop-free dispatch (`Prepared::inline`, see `shader::INLINE_MAX_COST`) runs here at
+    /// once, the [`Inflight`] returned finished: no hand-off to a pool thread (a futex wake
+    /// and a context switch each way on a loaded host) for a launch loop's tiny kernels.
+    /// Any other runs on a pool thread.
     pub(crate) fn start(
         &self,
         inner: &Arc<Inner>,
         queue_id: u32,
-        f: impl FnOnce(&Inner) -> Result<DispatchStats, ShaderError> + Send + 'static,
+        prepare: impl Fn(&Inner, bool) -> Result<Option<Prepared>, ShaderError> + Send + 'static,
     ) -> Arc<Inflight> {
         let fl = Arc::new(Inflight {
             queue_id,
@@ -86,18 +122,46 @@ impl Pool {
             done: AtomicBool::new(false),
             result: Mutex::new(None),
         });
+        let prepared = guarded(|| prepare(inner, true));
+        match prepared {
+            Ok(Some(p)) if p.inline && self.inline.load(Ordering::Relaxed) => {
+                self.inlined.fetch_add(1, Ordering::Relaxed);
+                fl.finish(guarded(|| p.run_on_cp()));
+            }
+            Ok(Some(p)) => self.submit(inner, &fl, move |_| p.run()),
+            Ok(None) => self.submit(inner, &fl, move |inner| match prepare(inner, false)? {
+                Some(p) => p.run(),
+                None => Err(ShaderError::new(
+                    "internal error: the kernel's code was not decoded".into(),
+                )),
+            }),
+            Err(e) => fl.finish(Err(e)),
+        }
+        fl
+    }
+
+    /// Whether small loop-free dispatches run on the CP thread (the default). A test hook:
+    /// with `false` every dispatch runs on a pool thread, for comparing both paths.
+    pub(crate) fn set_inline(&self, on: bool) {
+        self.inline.store(on, Ordering::Relaxed);
+    }
+
+    /// Dispatches run on the CP thread so far.
+    pub(crate) fn inlined(&self) -> u64 {
+        self.inlined.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` (the dispatch) on a pool thread; it completes `fl` and kicks the CP.
+    fn submit(
+        &self,
+        inner: &Arc<Inner>,
+        fl: &Arc<Inflight>,
+        f: impl FnOnce(&Inner) -> Result<DispatchStats, ShaderError> + Send + 'static,
+    ) {
+        let queue_id = fl.queue_id;
         let (fl2, inner2, shared2) = (fl.clone(), inner.clone(), self.shared.clone());
         let job: Job = Box::new(move || {
-            // A panic in the shader core is an emulator bug: report it as a fault of the
-            // dispatch instead of leaving the queue blocked forever.
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&inner2)))
-                .unwrap_or_else(|_| {
-                    Err(ShaderError::new(
-                        "internal error in the emulated shader core".into(),
-                    ))
-                });
-            *fl2.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            fl2.done.store(true, Ordering::Release);
+            fl2.finish(guarded(|| f(&inner2)));
             {
                 let (m, cv) = &*shared2;
                 let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
@@ -126,13 +190,11 @@ impl Pool {
                 if let Some(job) = st.jobs.pop_back() {
                     drop(st);
                     job();
-                    return fl;
                 }
             }
         } else {
             cv.notify_all();
         }
-        fl
     }
 
     /// Returns when no dispatch of `queue_id` (of any queue when `None`) is running.

@@ -76,7 +76,7 @@ use std::sync::{Arc, RwLock};
 pub use fuzz::{fuzz_ring, fuzz_ring_report, CountingInterrupts, FuzzReport, FUZZ_DATA_VA};
 
 use crate::gpumem::{Fault, GpuMemory, MemWindow};
-use clock::GpuClock;
+pub(crate) use clock::GpuClock;
 use memio::MemCache;
 use sched::{EngineShared, QueueShared};
 
@@ -582,6 +582,18 @@ impl GpuEngines {
         for e in &self.inner.engines {
             e.kick();
         }
+    }
+
+    /// Whether a small loop-free kernel dispatch runs on the CP's own thread (the
+    /// default; `engine::dispatch::Pool::start`). A test hook: with `false` every dispatch
+    /// runs on a dispatch thread, so a test can compare both paths.
+    pub fn set_inline_dispatch(&self, on: bool) {
+        self.inner.dispatches.set_inline(on);
+    }
+
+    /// Kernel dispatches the CP ran on its own thread so far.
+    pub fn inline_dispatches(&self) -> u64 {
+        self.inner.dispatches.inlined()
     }
 
     /// Undo [`GpuEngines::pause`].

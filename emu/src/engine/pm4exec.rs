@@ -931,9 +931,10 @@ fn dispatch_direct(
     };
     let fl = inner
         .dispatches
-        .start(mem.inner_arc(), st.queue_id, move |inner| {
-            crate::shader::dispatch_launch(inner, &launch, &k, 0, 0, 0)
+        .start(mem.inner_arc(), st.queue_id, move |inner, on_cp| {
+            crate::shader::prepare_launch(inner, &launch, &k, 0, 0, 0, on_cp)
         });
     st.inflight = Some(fl);
-    Step::Blocked
+    // A dispatch the CP ran itself has finished already.
+    dispatch_direct(mem, inner, st, d)
 }

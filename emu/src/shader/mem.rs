@@ -32,6 +32,12 @@ impl MemPort {
         }
     }
 
+    /// Whether this port translates for GPU `gpu_id` in `mem` (a kept port is reused
+    /// only for its own GPU's memory).
+    pub(crate) fn serves(&self, gpu_id: u32, mem: &Arc<dyn GpuMemory>) -> bool {
+        self.gpu_id == gpu_id && Arc::ptr_eq(&self.mem, mem)
+    }
+
     fn fault(&self, va: u64, len: u64, write: bool, kind: FaultKind) -> Fault {
         Fault {
             gpu_id: self.gpu_id,

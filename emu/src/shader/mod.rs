@@ -118,6 +118,9 @@ pub(crate) struct Program {
     addrs: Vec<u64>,
     /// Dword index (from `base`) → op index (`u32::MAX` inside an instruction).
     index: Vec<u32>,
+    /// What a wave can execute at most from `entry` when its reachable code is loop-free
+    /// (see [`Program::straight_line_cost`]); `None` when it may loop.
+    pub(crate) straight_cost: Option<u64>,
 }
 
 impl Program {
@@ -145,7 +148,7 @@ impl Program {
             ops.push(op);
             i += op.len.max(1) as usize;
         }
-        Program {
+        let mut p = Program {
             name: format!("kernel@{entry:#x}"),
             entry,
             base,
@@ -153,7 +156,49 @@ impl Program {
             insts,
             addrs,
             index,
+            straight_cost: None,
+        };
+        p.straight_cost = p.straight_line_cost();
+        p
+    }
+
+    /// The most a wave can execute from `entry` (each op once, an MFMA weighing
+    /// [`MFMA_COST`]) when the code it can reach has no backward branch and no computed
+    /// jump (`s_setpc_b64`, `s_swappc_b64`, `s_rfe_b64`): the only ways the program counter
+    /// moves other than to the next op are the SOPP branches (`Wave::sopp`) and those
+    /// (`Wave::sop1`). The reachable code ends at the first `s_endpgm` no forward branch
+    /// jumps past. `None` when a wave may loop (or the scan leaves the decoded code).
+    fn straight_line_cost(&self) -> Option<u64> {
+        let start = self.index_of(self.entry)?;
+        // The furthest op a forward branch seen so far can reach.
+        let mut reach = start;
+        let mut cost = 0u64;
+        for (i, op) in self.ops.iter().enumerate().skip(start) {
+            cost += if op.enc == lower::Enc::Mai {
+                MFMA_COST
+            } else {
+                1
+            };
+            match (op.enc, op.op) {
+                // s_branch, s_cbranch_{scc0,scc1,vccz,vccnz,execz,execnz}.
+                (lower::Enc::Sopp, 0x02 | 0x04..=0x09) => {
+                    if op.imm < 0 {
+                        return None;
+                    }
+                    let t = self
+                        .addr_of(i + 1)
+                        .wrapping_add((op.imm as u64).wrapping_mul(4));
+                    // A target that is not an instruction faults when taken.
+                    if let Some(t) = self.index_of(t) {
+                        reach = reach.max(t);
+                    }
+                }
+                (lower::Enc::Sopp, 0x01) if i >= reach => return Some(cost),
+                (lower::Enc::Sop1, 0x1d..=0x1f) => return None,
+                _ => {}
+            }
         }
+        None
     }
 
     /// Absolute targets of `s_getpc_b64 s[n:n+1]; s_add_u32 sn, sn, lo; s_addc_u32 sn+1,
@@ -208,24 +253,48 @@ impl Program {
 /// Decoded programs by entry address, dropped when the GPU's mappings change.
 #[derive(Default)]
 pub(crate) struct ProgramCache {
-    map: Mutex<(u64, HashMap<u64, Arc<Program>>)>,
+    /// The memory-map generation, the programs, and the last one looked up (a launch
+    /// loop's kernel: no hashing).
+    map: Mutex<ProgramMap>,
+}
+
+#[derive(Default)]
+struct ProgramMap {
+    gen: u64,
+    by_entry: HashMap<u64, Arc<Program>>,
+    last: Option<Arc<Program>>,
 }
 
 /// Most code decoded from one entry (the rest of the code object's segment).
 const MAX_CODE_BYTES: u64 = 512 * 1024;
 
 impl ProgramCache {
-    fn get(&self, inner: &Inner, entry: u64, target: Target) -> Result<Arc<Program>, ShaderError> {
+    /// The program at `entry`, decoded when not cached if `decode` (else `None`).
+    fn get(
+        &self,
+        inner: &Inner,
+        entry: u64,
+        target: Target,
+        decode: bool,
+    ) -> Result<Option<Arc<Program>>, ShaderError> {
         let gen = inner.tlb_gen.load(Ordering::Acquire);
         {
             let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
-            if g.0 != gen {
-                g.1.clear();
-                g.0 = gen;
+            if g.gen != gen {
+                g.by_entry.clear();
+                g.last = None;
+                g.gen = gen;
             }
-            if let Some(p) = g.1.get(&entry) {
-                return Ok(p.clone());
+            if let Some(p) = g.last.as_ref().filter(|p| p.entry == entry) {
+                return Ok(Some(p.clone()));
             }
+            if let Some(p) = g.by_entry.get(&entry).cloned() {
+                g.last = Some(p.clone());
+                return Ok(Some(p));
+            }
+        }
+        if !decode {
+            return Ok(None);
         }
         let w = inner
             .mem
@@ -263,8 +332,11 @@ impl ProgramCache {
         }
         let prog = Arc::new(prog);
         let mut g = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        g.1.insert(entry, prog.clone());
-        Ok(prog)
+        // Not cached when the mappings changed while it was decoded.
+        if g.gen == gen {
+            g.by_entry.insert(entry, prog.clone());
+        }
+        Ok(Some(prog))
     }
 }
 
@@ -310,24 +382,101 @@ pub(crate) struct Setup {
     slots_per_worker: u32,
 }
 
-/// Runs kernel dispatch `k` (the AQL packet at `packet_va` of the queue whose
-/// `amd_queue_t` is at `queue_va`) to completion.
-pub(crate) fn dispatch(
+/// A dispatch set up to run: its work-groups' job, the dispatching thread's memory port,
+/// and whether the CP may run it on its own thread.
+pub(crate) struct Prepared {
+    job: Arc<workers::Job>,
+    port: MemPort,
+    /// The memory-map generation `port` was checked against, when it is the CP thread's
+    /// kept port ([`cp_port`]).
+    port_gen: Option<u64>,
+    workers: usize,
+    /// Bounded and unable to wait: see [`INLINE_MAX_COST`].
+    pub(crate) inline: bool,
+}
+
+impl Prepared {
+    /// Runs the dispatch to completion on the calling thread and its helpers.
+    pub(crate) fn run(mut self) -> Result<DispatchStats, ShaderError> {
+        workers::run(self.job.clone(), &mut self.port, self.workers - 1);
+        self.job.result()
+    }
+
+    /// [`Prepared::run`] on the CP thread that set it up, which keeps its memory port
+    /// (and the translations in it) for its next dispatch.
+    pub(crate) fn run_on_cp(mut self) -> Result<DispatchStats, ShaderError> {
+        workers::run(self.job.clone(), &mut self.port, self.workers - 1);
+        if let Some(gen) = self.port_gen {
+            CP_PORT.with(|c| *c.borrow_mut() = Some((gen, self.port)));
+        }
+        self.job.result()
+    }
+}
+
+thread_local! {
+    /// The CP thread's memory port between the dispatches it sets up, with the
+    /// memory-map generation its translations belong to: a launch loop's kernel
+    /// descriptor, kernel arguments and buffers are resolved once, not per dispatch
+    /// (~750 instructions: the memory map's lookup and the port's allocation and drop).
+    static CP_PORT: std::cell::RefCell<Option<(u64, MemPort)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The memory port for a dispatch set up on the calling thread: on the CP thread
+/// (`on_cp`) the one it kept, when the GPU's mappings did not change since
+/// ([`crate::engine::GpuEngines::flush_tlb`]: accesses that start after it resolve
+/// addresses again), with the generation to keep it under.
+fn dispatch_port(inner: &Inner, on_cp: bool) -> (MemPort, Option<u64>) {
+    if !on_cp {
+        return (MemPort::new(inner.cfg.gpu_id, inner.mem.clone()), None);
+    }
+    let gen = inner.tlb_gen.load(Ordering::Acquire);
+    let kept = CP_PORT
+        .with(|c| c.borrow_mut().take())
+        .filter(|(g, p)| *g == gen && p.serves(inner.cfg.gpu_id, &inner.mem));
+    let port = match kept {
+        Some((_, p)) => p,
+        None => MemPort::new(inner.cfg.gpu_id, inner.mem.clone()),
+    };
+    (port, Some(gen))
+}
+
+/// A dispatch may run on the CP's own thread (no hand-off to a dispatch thread and back)
+/// when every wave's reachable code is loop-free ([`Program::straight_cost`]) and the
+/// grid's waves together execute at most this many instructions (an MFMA counting as
+/// [`MFMA_COST`]): at most ~0.1-0.3 ms, and, having no loop, it cannot wait for another
+/// queue, the host or another work-group, so running it before the CP looks at its other
+/// queues is one of the interleavings the hardware allows.
+pub(crate) const INLINE_MAX_COST: u64 = 2048;
+/// An MFMA's weight in [`INLINE_MAX_COST`] (a 32x32 one is ~64 VALU ops' work).
+const MFMA_COST: u64 = 64;
+
+/// Sets up kernel dispatch `k` (the AQL packet at `packet_va` of the queue whose
+/// `amd_queue_t` is at `queue_va`). `on_cp`: called on the CP thread, which does not
+/// decode a kernel's code (such a dispatch returns `Ok(None)`, and the caller sets it up
+/// again off the CP) and keeps its memory port between dispatches.
+pub(crate) fn prepare(
     inner: &Inner,
     k: &KernelDispatch,
     packet_va: u64,
     queue_va: u64,
     dispatch_id: u64,
-) -> Result<DispatchStats, ShaderError> {
-    let mut port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
+    on_cp: bool,
+) -> Result<Option<Prepared>, ShaderError> {
+    let (mut port, port_gen) = dispatch_port(inner, on_cp);
+    // One translation and eight 64-bit loads (the CP checked the descriptor is 64-byte
+    // aligned; `load_raw` reads an unaligned one bytewise), not 64 byte loads.
+    let p = port
+        .ptr(k.kernel_object, 64, false)
+        .map_err(|f| ShaderError {
+            reason: format!("kernel descriptor not mapped: {f}"),
+            fault: Some(f),
+        })?;
     let mut kdb = [0u8; 64];
-    for (i, b) in kdb.iter_mut().enumerate() {
-        *b = port
-            .load(k.kernel_object + i as u64, 1)
-            .map_err(|f| ShaderError {
-                reason: format!("kernel descriptor not mapped: {f}"),
-                fault: Some(f),
-            })? as u8;
+    for (i, b) in kdb.chunks_exact_mut(8).enumerate() {
+        // SAFETY: `ptr` proved [kernel_object, +64) lies in a live mapping.
+        let v = unsafe { mem::load_raw(p.add(8 * i), 8) };
+        b.copy_from_slice(&v.to_le_bytes());
     }
     let kd = KernelDescriptor::from_bytes(&kdb);
     let entry = k
@@ -340,7 +489,16 @@ pub(crate) fn dispatch(
         tmpring: 0,
         scratch_base: 0,
     };
-    dispatch_launch(inner, &regs, k, packet_va, queue_va, dispatch_id)
+    prepare_on(
+        inner,
+        (port, port_gen),
+        &regs,
+        k,
+        packet_va,
+        queue_va,
+        dispatch_id,
+        on_cp,
+    )
 }
 
 /// What starts a dispatch's waves besides the packet: the kernel's resource registers
@@ -360,15 +518,43 @@ pub(crate) struct Launch {
     pub(crate) scratch_base: u64,
 }
 
-/// Runs a dispatch whose kernel descriptor and entry are already known (see [`Launch`]).
-pub(crate) fn dispatch_launch(
+/// Sets up a dispatch whose kernel descriptor and entry are already known (see
+/// [`Launch`]); `on_cp` as in [`prepare`].
+pub(crate) fn prepare_launch(
     inner: &Inner,
     launch: &Launch,
     k: &KernelDispatch,
     packet_va: u64,
     queue_va: u64,
     dispatch_id: u64,
-) -> Result<DispatchStats, ShaderError> {
+    on_cp: bool,
+) -> Result<Option<Prepared>, ShaderError> {
+    let port = dispatch_port(inner, on_cp);
+    prepare_on(
+        inner,
+        port,
+        launch,
+        k,
+        packet_va,
+        queue_va,
+        dispatch_id,
+        on_cp,
+    )
+}
+
+/// [`prepare_launch`] with `port` (the dispatching thread's translations, from
+/// [`dispatch_port`]).
+#[allow(clippy::too_many_arguments)]
+fn prepare_on(
+    inner: &Inner,
+    (mut port, port_gen): (MemPort, Option<u64>),
+    launch: &Launch,
+    k: &KernelDispatch,
+    packet_va: u64,
+    queue_va: u64,
+    dispatch_id: u64,
+    on_cp: bool,
+) -> Result<Option<Prepared>, ShaderError> {
     let Some(target) = Target::from_gfx_target_version(inner.cfg.gfx_target_version) else {
         return Err(ShaderError::new(format!(
             "{} (no shader model for gfx_target_version {})",
@@ -376,7 +562,6 @@ pub(crate) fn dispatch_launch(
             inner.cfg.gfx_target_version
         )));
     };
-    let mut port = MemPort::new(inner.cfg.gpu_id, inner.mem.clone());
     let kd = launch.kd;
     let entry = launch.entry;
     if kd.has(code_props::ENABLE_WAVEFRONT_SIZE32) {
@@ -384,7 +569,9 @@ pub(crate) fn dispatch_launch(
             "kernel descriptor asks for wave32, which gfx9 does not have".into(),
         ));
     }
-    let prog = inner.programs.get(inner, entry, target)?;
+    let Some(prog) = inner.programs.get(inner, entry, target, !on_cp)? else {
+        return Ok(None);
+    };
     let mut wg = [1u32; 3];
     let mut groups = [1u32; 3];
     for d in 0..3 {
@@ -471,17 +658,26 @@ pub(crate) fn dispatch_launch(
     .min(total as usize)
     .min(slot_workers)
     .max(1);
-    let clock = inner.clock;
+    let inline = prog.straight_cost.is_some_and(|c| {
+        c.saturating_mul(u64::from(slots_per_worker))
+            .saturating_mul(total)
+            <= INLINE_MAX_COST
+    });
     let job = Arc::new(workers::Job::new(
         setup,
         prog,
         inner.mem.clone(),
         inner.cfg.gpu_id,
-        Box::new(move || clock.now()),
+        inner.clock,
         total,
     ));
-    workers::run(job.clone(), &mut port, workers - 1);
-    job.result()
+    Ok(Some(Prepared {
+        job,
+        port,
+        port_gen,
+        workers,
+        inline,
+    }))
 }
 
 /// `amd_queue_t.scratch_backing_memory_byte_size` (ROCr `amd_hsa_queue.h`): bytes of each

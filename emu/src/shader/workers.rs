@@ -15,12 +15,14 @@
 //! `x[gid]`, `y[gid]`) were split between the cores' caches line by line, which cost a
 //! streaming kernel 10-20% more CPU on two workers than on one.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
 use super::mem::MemPort;
 use super::{run_workgroup, DispatchStats, Program, Setup, ShaderError, WorkerState};
+use crate::engine::GpuClock;
 use crate::gpumem::GpuMemory;
 
 /// Work (lane-instructions) a claim of consecutive work-groups aims at: about 0.1-0.3 ms
@@ -32,13 +34,16 @@ pub(crate) const MAX_CHUNK: u64 = 64;
 
 /// The claim counter and the fault flag, written while the job runs, on a cache line of
 /// their own: the read-mostly dispatch constants next to them are read by every
-/// work-group on every thread.
-#[repr(align(128))]
+/// work-group on every thread. Padded by 128 bytes on either side rather than aligned to
+/// 128: an over-aligned [`Job`] made every dispatch's `Arc` allocation a
+/// `posix_memalign` (~900 instructions, most of a small dispatch's set-up).
 struct Claims {
+    _before: [u8; 128],
     next: AtomicU64,
     abort: AtomicBool,
     /// Threads the dispatch runs on (the tail of the grid is split between them).
     threads: AtomicUsize,
+    _after: [u8; 128],
 }
 
 /// One dispatch's work-groups, shared by the threads that run them.
@@ -47,7 +52,8 @@ pub(crate) struct Job {
     pub(crate) prog: Arc<Program>,
     pub(crate) mem: Arc<dyn GpuMemory>,
     pub(crate) gpu_id: u32,
-    pub(crate) clock: Box<dyn Fn() -> u64 + Send + Sync>,
+    /// The emulator's GPU clock (`s_memtime`/`s_memrealtime`).
+    pub(crate) clock: GpuClock,
     pub(crate) total: u64,
     claims: Claims,
     /// Threads that joined so far: each one's index picks its scratch slots.
@@ -134,7 +140,7 @@ impl Job {
         prog: Arc<Program>,
         mem: Arc<dyn GpuMemory>,
         gpu_id: u32,
-        clock: Box<dyn Fn() -> u64 + Send + Sync>,
+        clock: GpuClock,
         total: u64,
     ) -> Job {
         Job {
@@ -145,6 +151,8 @@ impl Job {
             clock,
             total,
             claims: Claims {
+                _before: [0; 128],
+                _after: [0; 128],
                 next: AtomicU64::new(0),
                 abort: AtomicBool::new(false),
                 threads: AtomicUsize::new(1),
@@ -168,12 +176,7 @@ impl Job {
             .as_ref()
             .map(|(t0, _)| (t0.elapsed().as_nanos() as u64, thread_cpu_ns()));
         let mut local = DispatchStats::default();
-        let mut ws = WorkerState {
-            lds: vec![0u8; self.setup.lds_bytes],
-            pool: Vec::new(),
-            done: Vec::new(),
-            at_barrier: Vec::new(),
-        };
+        let mut ws = take_state(&self.setup);
         let (claims, last_claim) = claim_loop(&self.claims, self.total, |g| {
             let lanes_before = local.lane_instructions;
             let r = run_workgroup(
@@ -181,7 +184,7 @@ impl Job {
                 &self.prog,
                 port,
                 &mut ws,
-                &*self.clock,
+                &|| self.clock.now(),
                 g,
                 worker,
                 &mut local,
@@ -205,6 +208,7 @@ impl Job {
             };
             list.lock().unwrap_or_else(|e| e.into_inner()).push(p);
         }
+        keep_state(&self.setup, ws);
         let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         s.workgroups += local.workgroups;
         s.waves += local.waves;
@@ -271,6 +275,43 @@ fn claim_loop(claims: &Claims, total: u64, mut run: impl FnMut(u64) -> Option<u6
         chunk = claim_size(per_group, left, threads);
     }
     (made, last)
+}
+
+thread_local! {
+    /// The thread's work-group state from its last dispatch, with the register counts
+    /// (`nregs`, `acc_base`) its waves were made for: a dispatch of small grids (one
+    /// work-group: a launch loop) reuses it instead of allocating (and zeroing) each
+    /// wave's register file again (~6000 instructions per wave).
+    static SPARE: RefCell<Option<((usize, usize), WorkerState)>> = const { RefCell::new(None) };
+}
+
+/// This thread's reusable [`WorkerState`] for a dispatch of `setup`: its waves when they
+/// have the dispatch's register counts (their VGPRs keep whatever the last wave left, as
+/// on hardware, where VGPRs start undefined), LDS of the dispatch's size.
+fn take_state(setup: &Setup) -> WorkerState {
+    let key = (setup.nregs, setup.acc_base);
+    let mut ws = match SPARE.with(|s| s.borrow_mut().take()) {
+        Some((k, ws)) if k == key => ws,
+        Some((_, mut ws)) => {
+            ws.pool.clear();
+            ws
+        }
+        None => WorkerState {
+            lds: Vec::new(),
+            pool: Vec::new(),
+            done: Vec::new(),
+            at_barrier: Vec::new(),
+        },
+    };
+    // Zeroed per work-group by `run_workgroup`.
+    ws.lds.resize(setup.lds_bytes, 0);
+    ws.lds.truncate(setup.lds_bytes);
+    ws
+}
+
+/// Keeps `ws` for this thread's next dispatch.
+fn keep_state(setup: &Setup, ws: WorkerState) {
+    SPARE.with(|s| *s.borrow_mut() = Some(((setup.nregs, setup.acc_base), ws)));
 }
 
 /// Work-groups a thread's next claim takes, after work-groups of `per_group`
@@ -397,6 +438,8 @@ mod tests {
 
     fn claims(threads: usize) -> Claims {
         Claims {
+            _before: [0; 128],
+            _after: [0; 128],
             next: AtomicU64::new(0),
             abort: AtomicBool::new(false),
             threads: AtomicUsize::new(threads),

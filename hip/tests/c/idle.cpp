@@ -1,7 +1,8 @@
 // The idle hipStreamQuery / hipStreamSynchronize fast path (a per-thread hot stream answered
 // from kfdrt's idle predicates) keeps every rule of the full path: handle validation after
 // the stream was cached, HIP 5.2's last error, callbacks, the null stream's wait for busy
-// blocking streams, the null stream of the current device, sticky errors. Compiled by g++
+// blocking streams, the null stream of the current device, pool releases, device reset,
+// sticky errors. Compiled by g++
 // against Debian's HIP 5.2 headers, run on kfdrt's library (2 emulated GPUs).
 #include <hip/hip_runtime_api.h>
 #include <stdio.h>
@@ -209,12 +210,57 @@ static void sticky_error() {
     CHECK(hipGetLastError() == hipSuccess);
 }
 
+// hipDeviceReset on another thread destroys the device's streams: a stream this thread
+// had cached idle is an invalid handle afterwards (its idle predicates were closed), and a
+// stream created after the reset is cached and answered as usual.
+static void device_reset_on_another_thread() {
+    hipStream_t s;
+    OK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+    idle_twice(s);
+    std::thread([] { CHECK(hipDeviceReset() == hipSuccess); }).join();
+    CHECK(hipStreamQuery(s) == hipErrorInvalidHandle);
+    CHECK(hipStreamSynchronize(s) == hipErrorInvalidHandle);
+    CHECK(hipGetLastError() == hipErrorInvalidHandle);
+    hipStream_t t;
+    OK(hipStreamCreateWithFlags(&t, hipStreamNonBlocking));
+    idle_twice(t);
+    CHECK(hipStreamQuery(s) == hipErrorInvalidHandle);
+    OK(hipStreamDestroy(t));
+}
+
+// A stream-ordered free on a stream cached idle leaves it idle but gives the pool a
+// release to do: the next synchronize (on that stream, and on the null stream) still
+// returns the memory to the device (the default release threshold, 0).
+static void pool_release_on_an_idle_stream() {
+    hipMemPool_t pool;
+    OK(hipDeviceGetDefaultMemPool(&pool, 0));
+    hipStream_t s;
+    OK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+    for (int round = 0; round < 2; round++) {
+        idle_twice(s);
+        idle_twice(nullptr);
+        void* p = nullptr;
+        OK(hipMallocAsync(&p, 1 << 20, s));
+        OK(hipFreeAsync(p, s));
+        OK(hipStreamQuery(s));  // nothing on the GPU: idle
+        uint64_t reserved = 0;
+        OK(hipMemPoolGetAttribute(pool, hipMemPoolAttrReservedMemCurrent, &reserved));
+        CHECK(reserved >= (1 << 20));
+        OK(hipStreamSynchronize(round == 0 ? s : nullptr));
+        OK(hipMemPoolGetAttribute(pool, hipMemPoolAttrReservedMemCurrent, &reserved));
+        CHECK(reserved == 0);
+    }
+    OK(hipStreamDestroy(s));
+}
+
 int main() {
     destroyed_and_foreign_handles();
     destroy_while_another_thread_queries();
     pending_callback();
     null_stream_and_blocking_streams();
     null_stream_follows_the_current_device();
+    pool_release_on_an_idle_stream();
+    device_reset_on_another_thread();
     sticky_error();
     printf("idle checks passed: %d\n", checks.load());
     return 0;
