@@ -37,4 +37,8 @@ pub use crate::kfd::svm::{
 };
 pub use backend::{EmuBackend, EmuError};
 pub use presets::{cwsr_sizes, CwsrSizes, Preset};
+/// Per-thread profiles of shader dispatches (`kfdrt bench`'s scaling figures).
+pub mod shader_profile {
+    pub use crate::shader::{set_profiling, take_profiles, DispatchProfile, ThreadProfile};
+}
 pub use spec::{GpuSpec, SpecError};

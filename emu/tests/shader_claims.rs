@@ -50,3 +50,46 @@ fn every_workgroup_of_a_large_grid_runs_once_on_any_number_of_threads() {
     }
     dev.eng.set_shader_threads(0);
 }
+
+/// While a long dispatch runs on the shader core, the CP does not poll its queue (the
+/// dispatch's end kicks it): polling at the blocked-queue backoff (1 ms) woke the CP
+/// ~1000 times a second, each wake-up taking a core from the shader's workers.
+#[test]
+fn the_cp_sleeps_while_a_long_dispatch_runs() {
+    let dev = Dev::new("gfx942", 90402);
+    let m = dev.load("cl/spin.cl");
+    let flag = dev.upload(&[0u32]);
+    let out = dev.upload(&[0u32; 4]);
+    let mut q = dev.queue();
+    dev.eng.trace().set_enabled(true);
+    // Bounded (~2^24 polls), so a failing test cannot leave a kernel spinning.
+    let args = Args::default().ptr(&flag).ptr(&out).u32(1 << 24);
+    std::thread::scope(|s| {
+        let run = s.spawn(|| dev.run(&mut q, &m, "spin_until", [64, 1, 1], [64, 1, 1], 0, &args.0));
+        // The kernel spins until the flag is set: hold it 300 ms (the CP's spin window
+        // is 50 us, its backoff polls every 1 ms after that).
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        flag.store_u32(flag.va(), 1).unwrap();
+        run.join().unwrap().unwrap();
+    });
+    assert_eq!(
+        dev.download::<u32>(&out, 1),
+        vec![1],
+        "the kernel saw the flag"
+    );
+    let parks = dev
+        .eng
+        .take_trace()
+        .iter()
+        .filter(|e| {
+            e.engine == kfd_emu::trace::EngineId::Cp
+                && matches!(e.kind, kfd_emu::trace::TraceKind::Park { timed: true })
+        })
+        .count();
+    // One timed park per 100 ms re-poll at most (plus the spin window's): never one
+    // per millisecond.
+    assert!(
+        parks <= 12,
+        "{parks} timed CP parks during a 300 ms dispatch"
+    );
+}

@@ -143,32 +143,38 @@ pub fn vadd_args(k: &kfdrt::Kernel, va: u64) -> Result<kfdrt::KernelArgs, Error>
 }
 
 /// The shader-core figures: for each kernel, the time with one worker thread, the
-/// lane-instructions per second per core (one worker), the speed-up on all host cores,
-/// the emulator's time (one worker) over the same computation in plain Rust on one
-/// host core, and the process CPU time of a run on all cores over a one-worker run (1.0
-/// when the workers add no work of their own, as contention would: unlike the speed-up,
-/// it does not depend on how much CPU other processes leave).
+/// lane-instructions per second per core (one worker), the speed-up on all host cores
+/// (median time with one worker over median time on all cores, from interleaved pairs of
+/// runs), the emulator's time (one worker) over the same computation in plain Rust on one
+/// host core, the process CPU time of a run on all cores over a one-worker run (medians;
+/// 1.0 when the workers add no work of their own, as contention would: unlike the
+/// speed-up, it does not depend on how much CPU other processes leave), and the time on
+/// all cores.
 pub const SHADER_NAMES: &[&str] = &[
     "shader saxpy 16M: 1 worker",
     "shader saxpy 16M: lane-instructions/s per core",
     "shader saxpy 16M: speed-up on all cores",
     "shader saxpy 16M: emulator/host Rust time",
     "shader saxpy 16M: CPU time on all cores / 1 worker",
+    "shader saxpy 16M: all cores",
     "shader sgemm 512^3 tiled: 1 worker",
     "shader sgemm 512^3 tiled: lane-instructions/s per core",
     "shader sgemm 512^3 tiled: speed-up on all cores",
     "shader sgemm 512^3 tiled: emulator/host Rust time",
     "shader sgemm 512^3 tiled: CPU time on all cores / 1 worker",
+    "shader sgemm 512^3 tiled: all cores",
     "shader LDS reduction 16M: 1 worker",
     "shader LDS reduction 16M: lane-instructions/s per core",
     "shader LDS reduction 16M: speed-up on all cores",
     "shader LDS reduction 16M: emulator/host Rust time",
     "shader LDS reduction 16M: CPU time on all cores / 1 worker",
+    "shader LDS reduction 16M: all cores",
     "shader FMA chain 1M x 1024 (ALU-bound): 1 worker",
     "shader FMA chain 1M x 1024 (ALU-bound): lane-instructions/s per core",
     "shader FMA chain 1M x 1024 (ALU-bound): speed-up on all cores",
     "shader FMA chain 1M x 1024 (ALU-bound): emulator/host Rust time",
     "shader FMA chain 1M x 1024 (ALU-bound): CPU time on all cores / 1 worker",
+    "shader FMA chain 1M x 1024 (ALU-bound): all cores",
 ];
 
 /// One shader workload: launches on `s` and waits (returns after completion).
@@ -212,7 +218,8 @@ pub fn shader(
     let quick = scale.n < Scale::FULL.n;
     let div = if quick { 16 } else { 1 };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let reps = if quick { 1 } else { 5 };
+    // Pairs of runs (1 worker, all cores), interleaved.
+    let reps = if quick { 2 } else { 5 };
     let buf = |bytes: &[u8]| -> Result<kfdrt::Buffer, Error> {
         let b = d.alloc(kfdrt::MemoryKind::HostPinned, 0, bytes.len())?;
         b.write(0, bytes)?;
@@ -240,7 +247,7 @@ pub fn shader(
         }
         std::hint::black_box(&hy);
     };
-    let names = &SHADER_NAMES[0..5];
+    let names = &SHADER_NAMES[0..6];
     measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
 
     // sgemm, 16x16 LDS tiles
@@ -269,7 +276,7 @@ pub fn shader(
         }
         std::hint::black_box(&hc);
     };
-    let names = &SHADER_NAMES[5..10];
+    let names = &SHADER_NAMES[6..12];
     measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
 
     // LDS reduction in groups of 256
@@ -292,7 +299,7 @@ pub fn shader(
         }
         std::hint::black_box(&ho);
     };
-    let names = &SHADER_NAMES[10..15];
+    let names = &SHADER_NAMES[12..18];
     measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
 
     // ALU-bound: each work-item a chain of 64 x `iters` dependent FMAs, one store
@@ -315,7 +322,7 @@ pub fn shader(
         }
         std::hint::black_box(&ho);
     };
-    let names = &SHADER_NAMES[15..20];
+    let names = &SHADER_NAMES[18..24];
     measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
     if names.iter().any(|n| want(n)) {
         // The figures count only if the interpreter computed the host's result.
@@ -381,8 +388,145 @@ fn lane_instructions(eb: &kfd_emu::EmuBackend) -> u64 {
         .sum()
 }
 
-/// Times `run` with one worker and with `cores` workers (`reps` alternating pairs:
-/// the one-worker median, the median of the pairs' ratios), and `host`.
+/// One thread's scheduler figures (`/proc/self/task/TID/schedstat` and `status`).
+#[derive(Debug, Clone, Default)]
+struct TaskStat {
+    comm: String,
+    /// Time on a CPU and time runnable but waiting for one (ns).
+    run_ns: u64,
+    wait_ns: u64,
+    voluntary: u64,
+    involuntary: u64,
+}
+
+/// Every thread of this process by id (empty where /proc is not readable).
+fn task_stats() -> std::collections::HashMap<u32, TaskStat> {
+    let mut out = std::collections::HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
+            continue;
+        };
+        let path = e.path();
+        let read = |f: &str| std::fs::read_to_string(path.join(f)).unwrap_or_default();
+        let sched: Vec<u64> = read("schedstat")
+            .split_whitespace()
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let status = read("status");
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        out.insert(
+            tid,
+            TaskStat {
+                comm: read("comm").trim().to_string(),
+                run_ns: sched.first().copied().unwrap_or(0),
+                wait_ns: sched.get(1).copied().unwrap_or(0),
+                voluntary: field("voluntary_ctxt_switches:"),
+                involuntary: field("nonvoluntary_ctxt_switches:"),
+            },
+        );
+    }
+    out
+}
+
+/// What each thread of the process did between two [`task_stats`] snapshots (threads
+/// that did not run are left out).
+fn task_delta(
+    before: &std::collections::HashMap<u32, TaskStat>,
+    after: &std::collections::HashMap<u32, TaskStat>,
+) -> Vec<TaskStat> {
+    let mut v: Vec<TaskStat> = after
+        .iter()
+        .map(|(tid, a)| {
+            let b = before.get(tid).cloned().unwrap_or_default();
+            TaskStat {
+                comm: a.comm.clone(),
+                run_ns: a.run_ns.saturating_sub(b.run_ns),
+                wait_ns: a.wait_ns.saturating_sub(b.wait_ns),
+                voluntary: a.voluntary.saturating_sub(b.voluntary),
+                involuntary: a.involuntary.saturating_sub(b.involuntary),
+            }
+        })
+        .filter(|t| t.run_ns > 0 || t.wait_ns > 0)
+        .collect();
+    v.sort_by_key(|t| std::cmp::Reverse(t.run_ns));
+    v
+}
+
+/// One timed run of a shader workload.
+struct Run {
+    wall: f64,
+    cpu: f64,
+    lanes: u64,
+}
+
+/// Describes a run on stderr: the dispatch's threads (when each joined and left, its CPU
+/// time, work-groups, claims and the last claim's size; the time the last one ran alone)
+/// and every thread of the process that ran meanwhile (CPU time, time it waited for a
+/// CPU, voluntary/involuntary context switches).
+fn describe(
+    label: &str,
+    r: &Run,
+    prof: &[kfd_emu::shader_profile::DispatchProfile],
+    tasks: &[TaskStat],
+) {
+    let ms = |ns: u64| ns as f64 * 1e-6;
+    let mut line = format!(
+        "bench:   {label}: {:.1} ms, process CPU {:.1} ms",
+        r.wall * 1e3,
+        r.cpu * 1e3
+    );
+    for p in prof {
+        let first = p.threads.iter().map(|t| t.left_ns).min().unwrap_or(0);
+        let last = p.threads.iter().map(|t| t.left_ns).max().unwrap_or(0);
+        line += &format!(
+            "; dispatch {} groups on {}/{} threads, {:.1} ms, last thread alone {:.2} ms:",
+            p.workgroups,
+            p.threads.len(),
+            p.threads_wanted,
+            ms(p.wall_ns),
+            ms(last - first)
+        );
+        for t in &p.threads {
+            line += &format!(
+                " [{:.2}-{:.1} ms cpu {:.1} {} wg/{} claims, last {}]",
+                ms(t.joined_ns),
+                ms(t.left_ns),
+                ms(t.cpu_ns),
+                t.workgroups,
+                t.claims,
+                t.last_claim
+            );
+        }
+    }
+    line += "; threads (cpu/wait ms, vol/invol cs):";
+    for t in tasks {
+        line += &format!(
+            " {} {:.1}/{:.1} {}/{}",
+            t.comm,
+            ms(t.run_ns),
+            ms(t.wait_ns),
+            t.voluntary,
+            t.involuntary
+        );
+    }
+    eprintln!("{line}");
+}
+
+/// Times `run` with one worker and with `cores` workers: `reps` pairs, interleaved (1, N,
+/// N, 1, 1, N, ...: both see the same drift in other processes' load), each run
+/// described on stderr. The figures are the median of each and the ratio of the medians
+/// (the speed-up), and the median process CPU time with N workers over the one with one
+/// worker (the work the extra workers add; unlike the speed-up, it does not depend on how
+/// much CPU other processes leave); and `host`, the same computation in plain Rust.
 #[allow(clippy::too_many_arguments)]
 fn measure(
     d: &Device,
@@ -400,34 +544,63 @@ fn measure(
         return Ok(());
     }
     progress(names[0]);
+    eprintln!(
+        "bench:   {reps} interleaved pairs of runs on 1 and {cores} worker threads; \
+         figures: medians, speed-up = median(1) / median({cores})"
+    );
     let s = d.create_stream_with_flags(0, kfdrt::StreamFlags::NON_BLOCKING)?;
     eb.enable_trace();
-    let mut once = |threads: usize| -> Result<(f64, u64, f64), Error> {
+    kfd_emu::shader_profile::set_profiling(true);
+    kfd_emu::shader_profile::take_profiles();
+    let mut once = |threads: usize| -> Result<Run, Error> {
         eb.set_shader_threads(threads);
         lane_instructions(eb);
+        let tasks0 = task_stats();
         let c0 = process_cpu_seconds();
         let t0 = Instant::now();
         run(&s)?;
-        let t = t0.elapsed().as_secs_f64();
+        let wall = t0.elapsed().as_secs_f64();
         let cpu = process_cpu_seconds() - c0;
-        Ok((t, lane_instructions(eb), cpu))
+        let tasks = task_delta(&tasks0, &task_stats());
+        let r = Run {
+            wall,
+            cpu,
+            lanes: lane_instructions(eb),
+        };
+        let label = if threads == 1 {
+            "1 worker".to_string()
+        } else {
+            format!("{threads} workers")
+        };
+        describe(
+            &label,
+            &r,
+            &kfd_emu::shader_profile::take_profiles(),
+            &tasks,
+        );
+        Ok(r)
     };
-    // One worker and all cores alternate, and the speed-up is the median of each pair's
-    // ratio: a pair runs back to back, under about the same load from other processes
-    // (a block of one-worker runs, then a block of all-core runs, measures load changes).
-    let (mut v1, mut ratios, mut lanes) = (Vec::new(), Vec::new(), 0);
-    let (mut cpu1, mut cpun) = (0.0, 0.0);
-    for _ in 0..reps {
-        let (a, l, c1) = once(1)?;
-        let (b, _, cn) = once(cores)?;
-        v1.push(a);
-        ratios.push(a / b);
-        lanes = l;
-        cpu1 += c1;
-        cpun += cn;
+    let (mut t1, mut tn, mut c1, mut cn, mut lanes) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), 0);
+    for i in 0..reps {
+        let (a, b) = if i % 2 == 0 {
+            let a = once(1)?;
+            (a, once(cores)?)
+        } else {
+            let b = once(cores)?;
+            (once(1)?, b)
+        };
+        lanes = a.lanes;
+        t1.push(a.wall);
+        c1.push(a.cpu);
+        tn.push(b.wall);
+        cn.push(b.cpu);
     }
-    let t1 = median(v1);
-    let speedup = median(ratios);
+    kfd_emu::shader_profile::set_profiling(false);
+    let t1 = median(t1);
+    let tn = median(tn);
+    let speedup = t1 / tn;
+    let cpu_ratio = median(cn) / median(c1);
     eb.set_shader_threads(0);
     eb.disable_trace();
     let mut h = Vec::new();
@@ -443,8 +616,9 @@ fn measure(
         (speedup, "x"),
         // One core each: the interpreter with one worker, the host loop on one thread.
         (t1 / th, "x"),
-        // Summed over the runs (the figure is left out if the clock was unreadable).
-        (cpun / cpu1, "x"),
+        // Left out if the clock was unreadable.
+        (cpu_ratio, "x"),
+        (tn * 1e3, "ms"),
     ];
     for (name, (value, unit)) in names.iter().zip(figs) {
         if want(name) && value.is_finite() {

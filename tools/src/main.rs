@@ -201,11 +201,20 @@ OPTIONS:
                       (FILE in the anchor format: `NAME VALUE UNIT` lines)
 
 SHADER FIGURES (emulated device only; a private emulated MI300X, gfx942):
-    `shader KERNEL: 1 worker` (ms), `...: lane-instructions/s per core` (with one worker
-    thread), `...: speed-up on all cores` (1-worker time / all-cores time) and
-    `...: emulator/host Rust time` (one worker against the same computation in plain
-    Rust on one host core),
-    for saxpy over 16M floats, a 16x16-tiled SGEMM 512^3 and an LDS reduction of 16M uints.
+    for saxpy over 16M floats, a 16x16-tiled SGEMM 512^3, an LDS reduction of 16M uints
+    and an ALU-bound FMA chain. Each kernel runs 5 pairs of runs (2 with --quick) on one
+    worker thread and on all cores, interleaved (1, N, N, 1, 1, N, ...: both see the same
+    drift in the machine's load); every figure is a median over its runs:
+    `shader KERNEL: 1 worker` and `...: all cores` (ms), `...: lane-instructions/s per
+    core` (one worker), `...: speed-up on all cores` (median 1-worker time / median
+    all-cores time), `...: emulator/host Rust time` (one worker against the same
+    computation in plain Rust on one host core) and `...: CPU time on all cores / 1
+    worker` (process CPU time: 1.0 when more workers add no work; unlike the speed-up,
+    it does not depend on how much CPU other processes leave).
+    Each run is described on stderr: the dispatch's threads (when each joined and left,
+    CPU time, work-groups, claims, the time the last one ran alone) and every thread of
+    the process that ran meanwhile (CPU and run-queue wait ms, voluntary/involuntary
+    context switches, from /proc/self/task).
 
 EXAMPLES:
     kfdrt bench

@@ -26,6 +26,8 @@ fn shader_figures_are_reported_for_each_kernel() {
         };
         let (t, u) = get("1 worker");
         assert!(t > 0.0 && u == "ms", "{k}: {t} {u}");
+        let (tn, u) = get("all cores");
+        assert!(tn > 0.0 && u == "ms", "{k}: {tn} {u}");
         let (r, u) = get("lane-instructions/s per core");
         assert!(r > 0.0 && u == "M lane-instr/s", "{k}: {r} {u}");
         let (s, u) = get("speed-up on all cores");

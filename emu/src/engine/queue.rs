@@ -149,6 +149,12 @@ impl QueueExec {
         &self.shared
     }
 
+    /// Whether the queue waits for a dispatch running on the shader core (AQL
+    /// KERNEL_DISPATCH or PM4 DISPATCH_DIRECT): its end kicks the CP.
+    pub(crate) fn dispatching(&self) -> bool {
+        self.dispatch.is_some() || self.pm4.inflight.is_some()
+    }
+
     /// The doorbell's 64-bit value, once a doorbell was rung.
     pub(crate) fn doorbell_value(&self, mem: &MemCache) -> Option<u64> {
         let rung = match mem.inner().doorbells.get(self.shared.id as usize) {

@@ -48,6 +48,12 @@ const SPIN: Duration = Duration::from_micros(50);
 const BACKOFF_MIN: Duration = Duration::from_micros(20);
 /// ...doubling up to this.
 const BACKOFF_MAX: Duration = Duration::from_millis(1);
+/// After [`SPIN`], a queue waiting for its dispatch on the shader core is re-polled when
+/// the dispatch ends (the dispatch pool kicks the CP), else only this often: polling it at
+/// the backoff
+/// woke the CP ~1000 times a second during every long dispatch, each wake-up taking a core
+/// from the shader's worker threads (bench-results/2026-11-24-s7-shader-scaling.txt).
+const DISPATCH_POLL: Duration = Duration::from_millis(100);
 
 /// A queue as both sides see it.
 pub(crate) struct QueueShared {
@@ -542,6 +548,10 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                         // Within SPIN of blocking (an Instant compare, not a subtraction).
                         if s.spin_until.is_some_and(|t| now < t) {
                             s.next_poll = now;
+                        } else if s.exec.dispatching() {
+                            // A short dispatch ended within the spin; a long one kicks the
+                            // CP when it ends: no backoff polling meanwhile.
+                            s.next_poll = now + DISPATCH_POLL;
                         } else {
                             s.delay = if s.delay.is_zero() {
                                 BACKOFF_MIN

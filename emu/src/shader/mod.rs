@@ -18,6 +18,8 @@ mod mem;
 mod wave;
 mod workers;
 
+pub use workers::{set_profiling, take_profiles, DispatchProfile, ThreadProfile};
+
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};

@@ -18,6 +18,7 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Instant;
 
 use super::mem::MemPort;
 use super::{run_workgroup, DispatchStats, Program, Setup, ShaderError, WorkerState};
@@ -62,6 +63,75 @@ pub(crate) struct Job {
     /// Helpers inside the job, and the dispatching thread's wait for them to leave.
     active: Mutex<usize>,
     left: Condvar,
+    /// When profiling is on ([`set_profiling`]): when the job was published, and each
+    /// thread's part.
+    profile: Option<(Instant, Mutex<Vec<ThreadProfile>>)>,
+}
+
+/// One thread's part in a dispatch, recorded while [`set_profiling`] is on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadProfile {
+    /// The thread joined the dispatch this long after it started (ns).
+    pub joined_ns: u64,
+    /// The thread left it (found no work-group left) this long after it started (ns).
+    pub left_ns: u64,
+    /// CPU time the thread used in between (CLOCK_THREAD_CPUTIME_ID, ns).
+    pub cpu_ns: u64,
+    /// Work-groups it ran.
+    pub workgroups: u64,
+    /// Claims it made (runs of consecutive work-groups).
+    pub claims: u64,
+    /// Work-groups in its last claim.
+    pub last_claim: u64,
+}
+
+/// A profiled dispatch: its grid and every thread that ran work-groups of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DispatchProfile {
+    /// Work-groups in the grid.
+    pub workgroups: u64,
+    /// Threads the dispatch asked for (the dispatching thread and its helpers).
+    pub threads_wanted: usize,
+    /// From the dispatch's start until its last thread left (ns).
+    pub wall_ns: u64,
+    /// The threads in the order they left.
+    pub threads: Vec<ThreadProfile>,
+}
+
+static PROFILING: AtomicBool = AtomicBool::new(false);
+
+fn profiles() -> &'static Mutex<Vec<DispatchProfile>> {
+    static P: OnceLock<Mutex<Vec<DispatchProfile>>> = OnceLock::new();
+    P.get_or_init(Default::default)
+}
+
+/// Turns per-thread profiling of shader dispatches on or off (process-wide, as the worker
+/// pool is): while on, every dispatch records a [`DispatchProfile`] (two clock reads per
+/// thread per dispatch), which [`take_profiles`] returns. For `kfdrt bench`'s scaling
+/// figures.
+pub fn set_profiling(on: bool) {
+    PROFILING.store(on, Ordering::Relaxed);
+}
+
+/// The profiles recorded since the last call, oldest first.
+pub fn take_profiles() -> Vec<DispatchProfile> {
+    std::mem::take(&mut *profiles().lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// This thread's CPU time (ns), through glibc's clock_gettime: rustix's raw vDSO call
+/// crashes under valgrind, which measures the bench's instruction counts.
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return 0;
+    }
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
 }
 
 impl Job {
@@ -92,48 +162,51 @@ impl Job {
             stats: Mutex::new(DispatchStats::default()),
             active: Mutex::new(0),
             left: Condvar::new(),
+            profile: PROFILING
+                .load(Ordering::Relaxed)
+                .then(|| (Instant::now(), Mutex::new(Vec::new()))),
         }
     }
 
     /// Claims and runs work-groups until none is left or one faulted.
     pub(crate) fn work(&self, port: &mut MemPort) {
         let worker = self.joined.fetch_add(1, Ordering::Relaxed);
+        let prof_start = self
+            .profile
+            .as_ref()
+            .map(|(t0, _)| (t0.elapsed().as_nanos() as u64, thread_cpu_ns()));
         let mut local = DispatchStats::default();
         let mut ws = take_state(&self.setup);
-        let mut chunk = 1;
-        'claims: loop {
-            if self.claims.abort.load(Ordering::Relaxed) {
-                break;
-            }
-            let first = self.claims.next.fetch_add(chunk, Ordering::Relaxed);
-            if first >= self.total {
-                break;
-            }
-            let end = first.saturating_add(chunk).min(self.total);
+        let (claims, last_claim) = claim_loop(&self.claims, self.total, |g| {
             let lanes_before = local.lane_instructions;
-            for g in first..end {
-                let r = run_workgroup(
-                    &self.setup,
-                    &self.prog,
-                    port,
-                    &mut ws,
-                    &|| self.clock.now(),
-                    g,
-                    worker,
-                    &mut local,
-                );
-                if let Err(e) = r {
+            let r = run_workgroup(
+                &self.setup,
+                &self.prog,
+                port,
+                &mut ws,
+                &|| self.clock.now(),
+                g,
+                worker,
+                &mut local,
+            );
+            match r {
+                Ok(()) => Some(local.lane_instructions - lanes_before),
+                Err(e) => {
                     self.fail(e);
-                    break 'claims;
-                }
-                // Another thread's fault stops this one within its claim too.
-                if self.claims.abort.load(Ordering::Relaxed) {
-                    break 'claims;
+                    None
                 }
             }
-            let per_group = (local.lane_instructions - lanes_before) / (end - first);
-            let threads = self.claims.threads.load(Ordering::Relaxed) as u64;
-            chunk = claim_size(per_group, self.total.saturating_sub(end), threads);
+        });
+        if let (Some((t0, list)), Some((joined_ns, cpu0))) = (&self.profile, prof_start) {
+            let p = ThreadProfile {
+                joined_ns,
+                left_ns: t0.elapsed().as_nanos() as u64,
+                cpu_ns: thread_cpu_ns().saturating_sub(cpu0),
+                workgroups: local.workgroups,
+                claims,
+                last_claim,
+            };
+            list.lock().unwrap_or_else(|e| e.into_inner()).push(p);
         }
         keep_state(&self.setup, ws);
         let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,6 +236,45 @@ impl Job {
         }
         Ok(*self.stats.lock().unwrap_or_else(|e| e.into_inner()))
     }
+}
+
+/// One thread's part in a grid of `total` work-groups: claims runs of consecutive
+/// work-groups from `claims` and runs each (`run(g)`: its lane-instructions, or `None` to
+/// stop: it faulted) until none is left or a thread set `claims.abort`. Returns the
+/// claims made and the size of the last one.
+fn claim_loop(claims: &Claims, total: u64, mut run: impl FnMut(u64) -> Option<u64>) -> (u64, u64) {
+    let (mut made, mut last) = (0u64, 0u64);
+    let mut chunk = 1;
+    loop {
+        if claims.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        let first = claims.next.fetch_add(chunk, Ordering::Relaxed);
+        if first >= total {
+            break;
+        }
+        let end = first.saturating_add(chunk).min(total);
+        made += 1;
+        last = end - first;
+        let mut lanes = 0u64;
+        for g in first..end {
+            match run(g) {
+                Some(l) => lanes = lanes.saturating_add(l),
+                None => return (made, last),
+            }
+            // Another thread's fault stops this one within its claim too.
+            if claims.abort.load(Ordering::Relaxed) {
+                return (made, last);
+            }
+        }
+        let per_group = lanes / (end - first);
+        let threads = claims.threads.load(Ordering::Relaxed) as u64;
+        // What no thread claimed yet: the other threads' claims since this one's count
+        // too, or the tail's claims come out too large.
+        let left = total.saturating_sub(claims.next.load(Ordering::Relaxed));
+        chunk = claim_size(per_group, left, threads);
+    }
+    (made, last)
 }
 
 thread_local! {
@@ -245,11 +357,21 @@ pub(crate) fn run(job: Arc<Job>, port: &mut MemPort, helpers: usize) {
         cv.notify_all();
     }
     // Withdrawn however `work` ends (a panic included: the dispatch thread reports it).
-    let _withdraw = Withdraw {
+    let withdraw = Withdraw {
         job: &job,
         published: helpers > 0,
     };
     job.work(port);
+    drop(withdraw);
+    if let Some((t0, list)) = &job.profile {
+        let p = DispatchProfile {
+            workgroups: job.total,
+            threads_wanted: helpers + 1,
+            wall_ns: t0.elapsed().as_nanos() as u64,
+            threads: std::mem::take(&mut *list.lock().unwrap_or_else(|e| e.into_inner())),
+        };
+        profiles().lock().unwrap_or_else(|e| e.into_inner()).push(p);
+    }
 }
 
 /// Withdraws a published job (no new helper joins) and waits for the helpers inside it.
@@ -313,6 +435,119 @@ fn pool_main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn claims(threads: usize) -> Claims {
+        Claims {
+            _before: [0; 128],
+            _after: [0; 128],
+            next: AtomicU64::new(0),
+            abort: AtomicBool::new(false),
+            threads: AtomicUsize::new(threads),
+        }
+    }
+
+    /// Runs a grid of `total` work-groups of `lanes(g)` lane-instructions on `threads`
+    /// threads; returns how often each work-group ran and each thread's claims.
+    fn run_grid(total: u64, threads: usize, lanes: fn(u64) -> u64) -> (Vec<u32>, Vec<u64>) {
+        let c = claims(threads);
+        let runs: Vec<AtomicU32> = (0..total).map(|_| AtomicU32::new(0)).collect();
+        let made: Vec<u64> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        claim_loop(&c, total, |g| {
+                            runs[g as usize].fetch_add(1, Ordering::Relaxed);
+                            Some(lanes(g))
+                        })
+                        .0
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        (
+            runs.iter().map(|r| r.load(Ordering::Relaxed)).collect(),
+            made,
+        )
+    }
+
+    #[test]
+    fn every_work_group_runs_exactly_once_on_any_number_of_threads() {
+        let sizes: [fn(u64) -> u64; 4] = [
+            // saxpy-like (many per claim), SGEMM-like (one per claim), none (an empty
+            // kernel) and uneven (long and short work-groups mixed).
+            |_| 3_000,
+            |_| 10 * CHUNK_LANE_INSTRUCTIONS,
+            |_| 0,
+            |g| {
+                if g % 7 == 0 {
+                    4 * CHUNK_LANE_INSTRUCTIONS
+                } else {
+                    64
+                }
+            },
+        ];
+        for total in [1u64, 2, 7, 64, 65, 1024, 3001, 65_536] {
+            for threads in [1, 2, 3] {
+                for (k, lanes) in sizes.iter().enumerate() {
+                    let (runs, made) = run_grid(total, threads, *lanes);
+                    if let Some(g) = runs.iter().position(|&r| r != 1) {
+                        panic!(
+                            "grid {total}, {threads} threads, sizes {k}: work-group {g} ran {} times",
+                            runs[g]
+                        );
+                    }
+                    // Never more claims than work-groups.
+                    assert!(made.iter().sum::<u64>() <= total, "{total} {threads} {k}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_fault_stops_every_thread_within_its_claim() {
+        let c = claims(2);
+        let ran = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    claim_loop(&c, 100_000, |g| {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                        if g == 500 {
+                            c.abort.store(true, Ordering::Relaxed);
+                            return None;
+                        }
+                        Some(3_000)
+                    })
+                });
+            }
+        });
+        // Work-group 500 is in the first 4000 claimed (claims of at most 64 from the
+        // start); after the abort each thread finishes at most the group it runs.
+        let n = ran.load(Ordering::Relaxed);
+        assert!((501..100_000).contains(&n), "{n} work-groups ran");
+        assert!(c.abort.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn the_tail_is_claimed_in_single_work_groups() {
+        // One thread, small work-groups: claims shrink to one work-group before the end
+        // (an eighth of what is left), so another thread could split the tail finely.
+        let c = claims(1);
+        let mut sizes = Vec::new();
+        let mut last_first = 0;
+        claim_loop(&c, 10_000, |g| {
+            if g == 0 || c.next.load(Ordering::Relaxed) != last_first {
+                last_first = c.next.load(Ordering::Relaxed);
+                sizes.push(g);
+            }
+            Some(3_000)
+        });
+        let gaps: Vec<u64> = sizes.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(gaps.iter().max(), Some(&MAX_CHUNK), "{gaps:?}");
+        assert_eq!(gaps.last(), Some(&1), "{gaps:?}");
+        assert!(c.next.load(Ordering::Relaxed) >= 10_000);
+    }
 
     #[test]
     fn claims_follow_the_work_per_group_and_shrink_at_the_tail() {
