@@ -217,10 +217,11 @@ pub(crate) struct StreamInner {
     /// The address of the device's allocator flag (`mempool::release_pending_flag`: the
     /// idle synchronize predicate's, one load closer than through `dev`).
     release_pending: usize,
-    /// `TIMELINE_BASE - submitted`: the timeline value at which every submitted packet is
-    /// complete, stored with `submitted` (the idle predicate compares the value with it,
-    /// no subtraction).
-    complete_at: AtomicI64,
+    /// `TIMELINE_BASE - submitted + 1`: every submitted packet is complete once the
+    /// timeline's value is below it, stored with `submitted` (the idle predicate compares
+    /// the value with it, no subtraction). Strictly below, so that an all-zero
+    /// [`IdleSlot`], whose value and bound are one word, is never idle.
+    complete_below: AtomicI64,
     /// Queue id of the last submitted packet (stored before `submitted`).
     queue_id: AtomicU32,
     /// The sticky error is not a GPU fault (a callback panicked): the queue still drains.
@@ -267,12 +268,12 @@ impl StreamInner {
 
     /// No sticky error, every submitted packet complete, no callback hold pending and the
     /// idle predicates not closed: a query answers Ok. The timeline's value (reached
-    /// through `timeline_value`, no pointer walk) against `complete_at`, and the marks
+    /// through `timeline_value`, no pointer walk) against `complete_below`, and the marks
     /// word, leaf code. Stricter than `idle`: a hold whose callbacks have all returned
     /// answers false (the full paths decide; a synchronize retires such a hold).
     ///
-    /// The value is read before `complete_at`: both only decrease, so a value at or below
-    /// a later `complete_at` still means every packet counted there had completed.
+    /// The value is read before `complete_below`: both only decrease, so a value below a
+    /// later `complete_below` still means every packet counted there had completed.
     #[inline(always)]
     fn quiescent(&self) -> bool {
         // SAFETY: the value word of `self.timeline`, which lives as long as `self`.
@@ -286,13 +287,13 @@ impl StreamInner {
             // as the atomic loads of the portable version below.
             unsafe {
                 std::arch::asm!(
-                    "cmp {v}, qword ptr [{s} + {complete_at}]",
-                    "jg {busy}",
+                    "cmp {v}, qword ptr [{s} + {complete_below}]",
+                    "jge {busy}",
                     "test dword ptr [{s} + {marks}], {mask}",
                     "jne {busy}",
                     v = in(reg) value,
                     s = in(reg) self,
-                    complete_at = const std::mem::offset_of!(StreamInner, complete_at),
+                    complete_below = const std::mem::offset_of!(StreamInner, complete_below),
                     marks = const std::mem::offset_of!(StreamInner, cb.marks),
                     mask = const MARKS_QUERY,
                     busy = label { return false; },
@@ -303,7 +304,8 @@ impl StreamInner {
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            value <= self.complete_at.load(Ordering::Acquire) && self.cb.marks() & MARKS_QUERY == 0
+            value < self.complete_below.load(Ordering::Acquire)
+                && self.cb.marks() & MARKS_QUERY == 0
         }
     }
 
@@ -322,8 +324,8 @@ impl StreamInner {
             // flag, which lives as long as `self` (it holds the device).
             unsafe {
                 std::arch::asm!(
-                    "cmp {v}, qword ptr [{s} + {complete_at}]",
-                    "jg {busy}",
+                    "cmp {v}, qword ptr [{s} + {complete_below}]",
+                    "jge {busy}",
                     "cmp dword ptr [{s} + {marks}], 0",
                     "jne {busy}",
                     "cmp byte ptr [{r}], 0",
@@ -331,7 +333,7 @@ impl StreamInner {
                     v = in(reg) value,
                     s = in(reg) self,
                     r = in(reg) self.release_pending,
-                    complete_at = const std::mem::offset_of!(StreamInner, complete_at),
+                    complete_below = const std::mem::offset_of!(StreamInner, complete_below),
                     marks = const std::mem::offset_of!(StreamInner, cb.marks),
                     busy = label { return false; },
                     options(readonly, nostack),
@@ -341,7 +343,7 @@ impl StreamInner {
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            value <= self.complete_at.load(Ordering::Acquire)
+            value < self.complete_below.load(Ordering::Acquire)
                 && self.cb.marks() == 0
                 && !crate::mempool::release_pending_flag(&self.dev).load(Ordering::Relaxed)
         }
@@ -420,6 +422,182 @@ impl IdleProbe {
         unsafe { self.0.as_ref() }.synchronize_is_noop()
     }
 }
+
+/// [`Stream::query_is_ok`] and [`Stream::synchronize_is_noop`] of one stream, cached
+/// self-relatively for a C layer's per-thread slot: the addresses of the stream's timeline
+/// value and of its completion bound, each as an offset from the slot's own address. The
+/// predicates are then three loads from the slot's base (no pointer to the stream's state
+/// in between), and the all-zero slot ([`IdleSlot::EMPTY`], a thread-local slot at thread
+/// start) is a valid one that is never idle: both offsets name the slot's first word,
+/// and a value is never below itself.
+///
+/// The offsets hold only at the address [`IdleSlot::set`] / [`IdleSlot::set_from`] wrote
+/// them at: a moved slot must be set again before its predicates are asked.
+#[repr(C)]
+#[derive(Debug)]
+pub struct IdleSlot {
+    /// Timeline value word's address minus the slot's.
+    value: isize,
+    /// `StreamInner::complete_below`'s address minus the slot's (the marks word and the
+    /// pool release flag's address at fixed distances from it).
+    complete: isize,
+}
+
+impl IdleSlot {
+    /// No stream: never idle.
+    pub const EMPTY: IdleSlot = IdleSlot {
+        value: 0,
+        complete: 0,
+    };
+
+    /// Cache `stream`'s predicates here (at this address).
+    pub fn set(&mut self, stream: &Stream) {
+        let base = self as *mut IdleSlot as isize;
+        let s = &*stream.inner;
+        self.value = (s.timeline_value as isize).wrapping_sub(base);
+        self.complete = (&s.complete_below as *const AtomicI64 as isize).wrapping_sub(base);
+    }
+
+    /// Take `other`'s stream (or emptiness), rebased to this slot's address.
+    pub fn set_from(&mut self, other: &IdleSlot) {
+        if other.value == 0 && other.complete == 0 {
+            *self = IdleSlot::EMPTY;
+            return;
+        }
+        let shift =
+            (other as *const IdleSlot as isize).wrapping_sub(self as *mut IdleSlot as isize);
+        self.value = other.value.wrapping_add(shift);
+        self.complete = other.complete.wrapping_add(shift);
+    }
+
+    /// Forget the stream.
+    pub fn clear(&mut self) {
+        *self = IdleSlot::EMPTY;
+    }
+
+    /// [`Stream::query_is_ok`] of the cached stream; false when empty.
+    ///
+    /// # Safety
+    /// The slot is empty, or was set at this address and the `Stream` it was set from is
+    /// still alive.
+    #[inline(always)]
+    pub unsafe fn query_is_ok(&self) -> bool {
+        let base = self as *const IdleSlot as *const u8;
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: the caller's contract: `base + value` is the live stream's timeline
+            // value word and `base + complete` its `complete_below` (or both the slot's
+            // first word); x86 loads are acquire loads (TSO). The value is read first
+            // (see `StreamInner::quiescent`).
+            unsafe {
+                std::arch::asm!(
+                    "mov {v}, qword ptr [{b}]",
+                    "mov {c}, qword ptr [{b} + 8]",
+                    "mov {v}, qword ptr [{b} + {v}]",
+                    "cmp {v}, qword ptr [{b} + {c}]",
+                    "jge {busy}",
+                    "test dword ptr [{b} + {c} + {marks}], {mask}",
+                    "jne {busy}",
+                    b = in(reg) base,
+                    v = out(reg) _,
+                    c = out(reg) _,
+                    marks = const MARKS_FROM_COMPLETE,
+                    mask = const MARKS_QUERY,
+                    busy = label { return false; },
+                    options(readonly, nostack),
+                );
+            }
+            true
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            // SAFETY: as above.
+            unsafe {
+                let (value, complete) = self.words(base);
+                value < complete.load(Ordering::Acquire)
+                    && Self::marks(complete).load(Ordering::Acquire) & MARKS_QUERY == 0
+            }
+        }
+    }
+
+    /// [`Stream::synchronize_is_noop`] of the cached stream; false when empty.
+    ///
+    /// # Safety
+    /// As [`IdleSlot::query_is_ok`].
+    #[inline(always)]
+    pub unsafe fn synchronize_is_noop(&self) -> bool {
+        let base = self as *const IdleSlot as *const u8;
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: as `query_is_ok`; the release flag's address is read only once the
+            // slot is known to name a stream, whose device holds the flag.
+            unsafe {
+                std::arch::asm!(
+                    "mov {v}, qword ptr [{b}]",
+                    "mov {c}, qword ptr [{b} + 8]",
+                    "mov {v}, qword ptr [{b} + {v}]",
+                    "cmp {v}, qword ptr [{b} + {c}]",
+                    "jge {busy}",
+                    "cmp dword ptr [{b} + {c} + {marks}], 0",
+                    "jne {busy}",
+                    "mov {v}, qword ptr [{b} + {c} + {release}]",
+                    "cmp byte ptr [{v}], 0",
+                    "jne {busy}",
+                    b = in(reg) base,
+                    v = out(reg) _,
+                    c = out(reg) _,
+                    marks = const MARKS_FROM_COMPLETE,
+                    release = const RELEASE_FROM_COMPLETE,
+                    busy = label { return false; },
+                    options(readonly, nostack),
+                );
+            }
+            true
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            // SAFETY: as above.
+            unsafe {
+                let (value, complete) = self.words(base);
+                if value >= complete.load(Ordering::Acquire)
+                    || Self::marks(complete).load(Ordering::Acquire) != 0
+                {
+                    return false;
+                }
+                let r = *((complete as *const AtomicI64 as *const u8).offset(RELEASE_FROM_COMPLETE)
+                    as *const usize);
+                !(*(r as *const AtomicBool)).load(Ordering::Relaxed)
+            }
+        }
+    }
+
+    /// The timeline's value (read first) and the bound word.
+    #[cfg(not(target_arch = "x86_64"))]
+    unsafe fn words<'a>(&self, base: *const u8) -> (i64, &'a AtomicI64) {
+        // SAFETY: the caller's contract (see `query_is_ok`).
+        unsafe {
+            let v = (*(base.offset(self.value) as *const AtomicI64)).load(Ordering::Acquire);
+            (v, &*(base.offset(self.complete) as *const AtomicI64))
+        }
+    }
+
+    /// The marks word of the stream whose `complete_below` is `complete`.
+    #[cfg(not(target_arch = "x86_64"))]
+    unsafe fn marks<'a>(complete: &AtomicI64) -> &'a AtomicU32 {
+        // SAFETY: the caller's contract (a live `StreamInner`).
+        unsafe {
+            &*((complete as *const AtomicI64 as *const u8).offset(MARKS_FROM_COMPLETE)
+                as *const AtomicU32)
+        }
+    }
+}
+
+/// The marks word's distance from `complete_below` in `StreamInner`.
+const MARKS_FROM_COMPLETE: isize = std::mem::offset_of!(StreamInner, cb.marks) as isize
+    - std::mem::offset_of!(StreamInner, complete_below) as isize;
+/// The pool release flag address's distance from `complete_below` in `StreamInner`.
+const RELEASE_FROM_COMPLETE: isize = std::mem::offset_of!(StreamInner, release_pending) as isize
+    - std::mem::offset_of!(StreamInner, complete_below) as isize;
 
 /// A HIP stream. Dropping it is `hipStreamDestroy`: it returns at once, and the stream's
 /// resources go when its outstanding work has completed.
@@ -622,7 +800,7 @@ impl Stream {
             timeline_value: timeline.value_addr(),
             timeline,
             submitted: AtomicU64::new(0),
-            complete_at: AtomicI64::new(TIMELINE_BASE),
+            complete_below: AtomicI64::new(TIMELINE_BASE + 1),
             release_pending: crate::mempool::release_pending_flag(dev) as *const AtomicBool
                 as usize,
             queue_id: AtomicU32::new(queue.queue_id()),
@@ -1190,8 +1368,8 @@ impl Stream {
         s.queue_id.store(qid, Ordering::Release);
         let new = s.submitted.load(Ordering::Relaxed) + n;
         s.submitted.store(new, Ordering::Release);
-        s.complete_at
-            .store(TIMELINE_BASE - new as i64, Ordering::Release);
+        s.complete_below
+            .store(TIMELINE_BASE - new as i64 + 1, Ordering::Release);
         new
     }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::{emu, signal_mem};
+use kfdrt::stream::IdleSlot;
 use kfdrt::{ErrorKind, StreamFlags, WaitCompare};
 
 #[test]
@@ -120,12 +121,22 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
         .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
     let probe = s.idle_probe();
-    // SAFETY (every probe call below): `s` is alive until the end of the test.
+    // The self-relative slot, set in one place and rebased into another.
+    let mut slot = IdleSlot::EMPTY;
+    slot.set(&s);
+    let mut moved = Box::new(IdleSlot::EMPTY);
+    moved.set_from(&slot);
+    // SAFETY (every probe and slot call below): `s` is alive until the end of the test,
+    // and neither slot moves after it was set.
     let agree = |q: bool, y: bool| {
         assert_eq!(s.query_is_ok(), q);
         assert_eq!(s.synchronize_is_noop(), y);
         assert_eq!(unsafe { probe.query_is_ok() }, q);
         assert_eq!(unsafe { probe.synchronize_is_noop() }, y);
+        for sl in [&slot, &*moved] {
+            assert_eq!(unsafe { sl.query_is_ok() }, q);
+            assert_eq!(unsafe { sl.synchronize_is_noop() }, y);
+        }
     };
     agree(true, true);
 
@@ -173,12 +184,16 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
     // The null stream's probe sees live blocking streams and a pending pool release.
     let null = dev.null_stream(0).unwrap();
     let np = null.idle_probe();
+    let mut ns = IdleSlot::EMPTY;
+    ns.set(&null);
     null.synchronize().unwrap();
     assert!(unsafe { np.query_is_ok() && np.synchronize_is_noop() });
+    assert!(unsafe { ns.query_is_ok() && ns.synchronize_is_noop() });
     let b = dev.create_stream(0).unwrap();
     assert!(unsafe { np.query_is_ok() } && !unsafe { np.synchronize_is_noop() });
+    assert!(unsafe { ns.query_is_ok() } && !unsafe { ns.synchronize_is_noop() });
     drop(b);
-    assert!(unsafe { np.synchronize_is_noop() });
+    assert!(unsafe { np.synchronize_is_noop() && ns.synchronize_is_noop() });
     let u = dev
         .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
@@ -190,8 +205,42 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
     assert!(
         !unsafe { np.synchronize_is_noop() } && !unsafe { u.idle_probe().synchronize_is_noop() }
     );
+    assert!(!unsafe { ns.synchronize_is_noop() });
     u.synchronize().unwrap();
-    assert!(unsafe { np.synchronize_is_noop() });
+    assert!(unsafe { np.synchronize_is_noop() && ns.synchronize_is_noop() });
+    // Cleared, or rebased from an empty slot: never idle, on an idle stream.
+    ns.clear();
+    slot.set_from(&ns);
+    assert!(unsafe { !ns.query_is_ok() && !ns.synchronize_is_noop() });
+    assert!(unsafe { !slot.query_is_ok() && !slot.synchronize_is_noop() });
+}
+
+/// An all-zero `IdleSlot` (a thread-local slot at thread start) is a valid slot that
+/// is never idle, and a slot set from a stream follows its completion bound one packet
+/// at a time (the bound is strict: the value at `TIMELINE_BASE - submitted` is idle).
+#[test]
+fn idle_slot_all_zero_is_never_idle_and_set_follows_the_stream() {
+    // SAFETY: an all-zero IdleSlot is its EMPTY value (two integers).
+    let zero: IdleSlot = unsafe { std::mem::zeroed() };
+    assert!(unsafe { !zero.query_is_ok() && !zero.synchronize_is_noop() });
+    let dev = emu("emu:mi250x");
+    let mem = signal_mem(&dev, 4096);
+    let flag = mem.atomic_u32(0).unwrap();
+    let s = dev
+        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+        .unwrap();
+    let mut slot = IdleSlot::EMPTY;
+    slot.set(&s);
+    // SAFETY (below): `s` outlives the slot, which does not move.
+    assert!(unsafe { slot.query_is_ok() && slot.synchronize_is_noop() });
+    for round in 1..=3u32 {
+        s.wait_value32(mem.va(), round, WaitCompare::Eq, u32::MAX)
+            .unwrap();
+        assert!(unsafe { !slot.query_is_ok() && !slot.synchronize_is_noop() });
+        flag.store(round, Ordering::Release);
+        s.synchronize().unwrap();
+        assert!(unsafe { slot.query_is_ok() && slot.synchronize_is_noop() });
+    }
 }
 
 /// The null stream's synchronize predicate follows the live blocking streams of the

@@ -3,7 +3,7 @@
 use crate::error::*;
 use crate::handles::{self, Cache, Registry};
 use crate::types::*;
-use kfdrt::stream::IdleProbe;
+use kfdrt::stream::{IdleProbe, IdleSlot};
 use kfdrt::{Buffer, Device, ErrorKind, Event, MemoryKind, Stream};
 use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 use std::cell::{Cell, RefCell};
@@ -58,10 +58,12 @@ pub(crate) const CALL_SLOTS: usize = 4;
 /// A thread's fixed-offset slot (initial-exec TLS, `%fs`-relative: no call): HIP's last
 /// error, the address of the thread's [`Tls`] (null until its first use and again once
 /// it is destroyed), the `<<<>>>` configurations pushed and not yet popped and the
-/// [`Hot`] streams (plain data: fixed arrays and raw pointers, no allocation, no
-/// destructor; all zero at thread start).
+/// [`Hot`] streams, and the [`Idle`] ones (plain data: fixed arrays, offsets and raw
+/// pointers, no allocation, no destructor; all zero at thread start).
 #[repr(C)]
 pub(crate) struct Fast {
+    /// First, so that the slot's base is the `Fast` address itself (no `lea`).
+    idle: Idle,
     tls: *const Tls,
     pub(crate) last_error: hipError_t,
     /// Configurations pushed and not popped; the first [`CALL_SLOTS`] are in `calls`.
@@ -70,27 +72,21 @@ pub(crate) struct Fast {
     hot: Hot,
 }
 
-/// The streams of the thread's last idle `hipStreamQuery` / `hipStreamSynchronize`, so
-/// that the next such call on an idle stream is a handle check and kfdrt's idle
-/// predicate ([`hot_idle_created`], [`hot_idle_null`]), with no `RefCell` and no cache
-/// walk; `hipLaunchKernel` takes the same streams ([`hot_created`], [`hot_null`]).
+/// The streams of the thread's last `hipStreamQuery` / `hipStreamSynchronize` for
+/// `hipLaunchKernel` ([`hot_created`], [`hot_null`]), with no `RefCell` and no cache walk.
 ///
 /// A created stream is named by its token and the state word of its registry slot (equal
 /// to the token while it is live): registry segments are never freed, so the check is
 /// one load and a compare with the token, and a destroyed handle (another thread's
-/// `hipStreamDestroy` moved the state on) fails it. The idle query and synchronize skip
-/// even that and use `probe` ([`hot_idle_created`]): every removal of a stream from
-/// [`STREAMS`] closes its idle predicates ([`Stream::close_idle_predicates`]), so a
-/// destroyed stream is never idle to them. `stream` is a bitwise copy of the `Stream` (an `Arc` pointer) held
-/// by the thread's handle cache ([`Tls::streams`]), taking no reference count and never
-/// dropped, and `probe` its [`IdleProbe`] (the stream's state itself, one load closer).
-/// `token` is cleared ([`drop_hot`]) before anything changes that cache, so neither is
-/// used after its owner is gone. All-zero is "nothing cached": a token is never 0.
+/// `hipStreamDestroy` moved the state on) fails it. `stream` is a bitwise copy of the
+/// `Stream` (an `Arc` pointer) held by the thread's handle cache ([`Tls::streams`]),
+/// taking no reference count and never dropped. `token` is cleared ([`drop_hot`]) before
+/// anything changes that cache, so it is not used after its owner is gone. All-zero is
+/// "nothing cached": a token is never 0.
 #[repr(C)]
 struct Hot {
     token: usize,
     state: *const std::sync::atomic::AtomicU64,
-    probe: MaybeUninit<IdleProbe>,
     stream: MaybeUninit<Stream>,
     /// The null stream of the thread's current GPU (null streams live as long as the
     /// process: [`null_stream`]): its probe, and a bitwise copy like `stream`, valid
@@ -103,7 +99,6 @@ impl Hot {
     const EMPTY: Hot = Hot {
         token: 0,
         state: std::ptr::null(),
-        probe: MaybeUninit::uninit(),
         stream: MaybeUninit::uninit(),
         null_probe: None,
         null: MaybeUninit::uninit(),
@@ -131,28 +126,58 @@ fn hot_created<'a>(f: *mut Fast, s: *mut c_void) -> Option<&'a Stream> {
     }
 }
 
-/// The idle probe of the created stream `s` (non-zero) if it is the thread's [`Hot`] one,
-/// for kfdrt's idle predicates only: matched by its token alone (no registry check: a
-/// removed stream's predicates are closed, see [`Hot`]). None sends the caller to the
-/// full path. The probe's stream is alive until the entry point returns (see `Hot`).
-#[inline(always)]
-fn hot_idle_created(f: *mut Fast, s: *mut c_void) -> Option<IdleProbe> {
-    // SAFETY: the calling thread's own slot; `probe` is initialised while `token` is set.
-    unsafe {
-        let h = &(*f).hot;
-        if s as usize != h.token {
-            return None;
-        }
-        Some(h.probe.assume_init())
-    }
+/// The streams of the thread's last two idle `hipStreamQuery` / `hipStreamSynchronize`
+/// calls, so that the next such call on an idle stream is a compare of the handle with
+/// `key` and kfdrt's idle predicates from `slot` ([`IdleSlot`]: three loads from the
+/// `Fast` base), with no `RefCell`, no cache walk and no null/created dispatch: the key is
+/// the handle itself, 0 for the null stream of the thread's current GPU. The all-zero
+/// entry (thread start) has key 0 and an empty slot, which is never idle, so the null
+/// stream's first call takes the full path like any other miss.
+///
+/// A created stream is matched by its token alone (no registry check): every removal of
+/// a stream from [`STREAMS`] closes its idle predicates
+/// ([`Stream::close_idle_predicates`]), so a destroyed stream is never idle to them, and
+/// the full path rejects its handle. A slot names a stream held by the thread's handle
+/// cache (or a null stream, kept for the process's lifetime): both entries are cleared
+/// ([`drop_hot`]) before anything changes that cache, and by `hipSetDevice`.
+///
+/// The entry points read only `slot`/`key`; `prev` (the entry the last promotion
+/// replaced) is tried by the full paths before their lookup and swapped in on a hit, so
+/// that a program alternating two streams stays off the lookup.
+#[repr(C)]
+struct Idle {
+    slot: IdleSlot,
+    key: usize,
+    prev: IdleSlot,
+    prev_key: usize,
 }
 
-/// The idle probe of the null stream of the thread's current GPU if it is [`Hot`] (null
-/// streams live as long as the process).
-#[inline(always)]
-fn hot_idle_null(f: *mut Fast) -> Option<IdleProbe> {
-    // SAFETY: the calling thread's own slot.
-    unsafe { (*f).hot.null_probe }
+impl Idle {
+    const EMPTY: Idle = Idle {
+        slot: IdleSlot::EMPTY,
+        key: 0,
+        prev: IdleSlot::EMPTY,
+        prev_key: 0,
+    };
+
+    /// Make `prev` the current entry (and the current one `prev`), rebasing the slots.
+    fn swap(&mut self) {
+        let mut t = IdleSlot::EMPTY;
+        t.set_from(&self.slot);
+        self.slot.set_from(&self.prev);
+        self.prev.set_from(&t);
+        std::mem::swap(&mut self.key, &mut self.prev_key);
+    }
+
+    /// Make `st`, named by `key`, the current entry; the current one becomes `prev`.
+    fn promote(&mut self, key: usize, st: &Stream) {
+        if self.key != key {
+            self.prev.set_from(&self.slot);
+            self.prev_key = self.key;
+        }
+        self.slot.set(st);
+        self.key = key;
+    }
 }
 
 /// The null stream of the thread's current GPU if it is [`Hot`].
@@ -167,11 +192,15 @@ fn hot_null<'a>(f: *mut Fast) -> Option<&'a Stream> {
     }
 }
 
-/// Forget the thread's hot created stream (before its handle cache changes).
+/// Forget the thread's hot created stream and its idle streams (before its handle cache
+/// changes).
 #[inline(always)]
 fn drop_hot() {
     // SAFETY: the calling thread's own slot.
-    unsafe { (*fast()).hot.token = 0 };
+    unsafe {
+        (*fast()).hot.token = 0;
+        (*fast()).idle = Idle::EMPTY;
+    }
 }
 
 /// Make `s` the thread's [`Hot`] stream when the thread's caches hold it (after a full
@@ -182,6 +211,8 @@ fn promote_hot(s: *mut c_void) {
     with_tls(|t| {
         // SAFETY: the calling thread's own slot.
         let h = unsafe { &mut (*fast()).hot };
+        // SAFETY: as above.
+        let idle = unsafe { &mut (*fast()).idle };
         match s as usize {
             0 => {
                 if let Ok(n) = t.null.try_borrow() {
@@ -190,6 +221,7 @@ fn promote_hot(s: *mut c_void) {
                             // SAFETY: a bitwise copy that is never dropped (see `Hot`).
                             h.null = MaybeUninit::new(unsafe { std::ptr::read(Arc::as_ptr(a)) });
                             h.null_probe = Some(a.idle_probe());
+                            idle.promote(0, a);
                         }
                     }
                 }
@@ -203,7 +235,7 @@ fn promote_hot(s: *mut c_void) {
                     // never dropped (see `Hot`).
                     h.stream = MaybeUninit::new(unsafe { std::ptr::read(p) });
                     // SAFETY: as above.
-                    h.probe = MaybeUninit::new(unsafe { &*p }.idle_probe());
+                    idle.promote(tok, unsafe { &*p });
                 }
             }
         }
@@ -253,6 +285,7 @@ impl Drop for Tls {
         unsafe {
             (*fast()).tls = std::ptr::null();
             (*fast()).hot = Hot::EMPTY;
+            (*fast()).idle = Idle::EMPTY;
         }
         for (_, token) in self.per_thread.get_mut().drain(..) {
             remove_stream(token);
@@ -665,7 +698,10 @@ pub extern "C" fn hipSetDevice(id: c_int) -> hipError_t {
         }
         with_tls(|t| t.gpu.set(i));
         // SAFETY: the calling thread's own slot (its hot null stream was the old GPU's).
-        unsafe { (*fast()).hot.null_probe = None };
+        unsafe {
+            (*fast()).hot.null_probe = None;
+            (*fast()).idle = Idle::EMPTY;
+        }
         Ok(())
     })())
 }
@@ -907,21 +943,18 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
     })())
 }
 
-/// `hipStreamQuery`. An idle hot (`Hot`) stream is answered from kfdrt's
+/// `hipStreamQuery`. The thread's [`Idle`] stream, when idle, is answered from kfdrt's
 /// [`Stream::query_is_ok`]; everything else goes through [`Stream::query`].
 #[no_mangle]
 pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
     let f = fast();
-    // SAFETY (both predicates): the probes' streams stay alive until this call returns.
-    let hit = if s.is_null() {
-        hot_idle_null(f).is_some_and(|p| unsafe { p.query_is_ok() })
-    } else {
-        hot_idle_created(f, s).is_some_and(|p| unsafe { p.query_is_ok() })
-    };
-    if hit {
-        // SAFETY: the calling thread's own slot (HIP_RETURN stores success too).
-        unsafe { (*f).last_error = hipSuccess };
-        return hipSuccess;
+    // SAFETY: the calling thread's own slot; its stream stays alive until this call
+    // returns (see `Idle`). HIP_RETURN stores success too.
+    unsafe {
+        if s as usize == (*f).idle.key && (*f).idle.slot.query_is_ok() {
+            (*f).last_error = hipSuccess;
+            return hipSuccess;
+        }
     }
     query_full(s)
 }
@@ -931,27 +964,34 @@ pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
 /// `"C"` here, because build.rs exports every `extern "C"` function).
 #[inline(never)]
 extern "system" fn query_full(s: *mut c_void) -> hipError_t {
+    let f = fast();
+    // SAFETY: as in the entry point, for the previous idle entry.
+    unsafe {
+        let i = &mut (*f).idle;
+        if s as usize == i.prev_key && i.prev.query_is_ok() {
+            i.swap();
+            (*f).last_error = hipSuccess;
+            return hipSuccess;
+        }
+    }
     let e = ret_stream(s, |st| st.query().hip());
     promote_hot(s);
     e
 }
 
-/// `hipStreamSynchronize`. An idle hot (`Hot`) stream with nothing to do is answered from
+/// `hipStreamSynchronize`. The thread's [`Idle`] stream, with nothing to do, is answered from
 /// kfdrt's [`Stream::synchronize_is_noop`]; everything else goes through
 /// [`Stream::synchronize`].
 #[no_mangle]
 pub extern "C" fn hipStreamSynchronize(s: *mut c_void) -> hipError_t {
     let f = fast();
-    // SAFETY (both predicates): the probes' streams stay alive until this call returns.
-    let hit = if s.is_null() {
-        hot_idle_null(f).is_some_and(|p| unsafe { p.synchronize_is_noop() })
-    } else {
-        hot_idle_created(f, s).is_some_and(|p| unsafe { p.synchronize_is_noop() })
-    };
-    if hit {
-        // SAFETY: the calling thread's own slot (HIP_RETURN stores success too).
-        unsafe { (*f).last_error = hipSuccess };
-        return hipSuccess;
+    // SAFETY: the calling thread's own slot; its stream stays alive until this call
+    // returns (see `Idle`). HIP_RETURN stores success too.
+    unsafe {
+        if s as usize == (*f).idle.key && (*f).idle.slot.synchronize_is_noop() {
+            (*f).last_error = hipSuccess;
+            return hipSuccess;
+        }
     }
     synchronize_full(s)
 }
@@ -961,6 +1001,16 @@ pub extern "C" fn hipStreamSynchronize(s: *mut c_void) -> hipError_t {
 /// `"C"` here, because build.rs exports every `extern "C"` function).
 #[inline(never)]
 extern "system" fn synchronize_full(s: *mut c_void) -> hipError_t {
+    let f = fast();
+    // SAFETY: as in the entry point, for the previous idle entry.
+    unsafe {
+        let i = &mut (*f).idle;
+        if s as usize == i.prev_key && i.prev.synchronize_is_noop() {
+            i.swap();
+            (*f).last_error = hipSuccess;
+            return hipSuccess;
+        }
+    }
     let e = ret_stream(s, |st| st.synchronize().hip());
     promote_hot(s);
     e

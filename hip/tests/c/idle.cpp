@@ -124,6 +124,44 @@ static void pending_callback() {
     OK(hipStreamDestroy(s));
 }
 
+// Two streams and the null stream in turn (the fast path keeps the last two idle ones:
+// the previous one is tried before the full lookup): a pending callback on the previous
+// stream is seen, and a destroy on another thread leaves it an invalid handle.
+static void alternating_streams() {
+    hipStream_t a, b;
+    OK(hipStreamCreateWithFlags(&a, hipStreamNonBlocking));
+    OK(hipStreamCreateWithFlags(&b, hipStreamNonBlocking));
+    for (int i = 0; i < 3; i++) {
+        OK(hipStreamQuery(a));
+        OK(hipStreamSynchronize(b));
+        OK(hipStreamQuery(nullptr));
+        OK(hipStreamSynchronize(a));
+    }
+    OK(hipStreamQuery(a));
+    OK(hipStreamQuery(b));  // `a` is the previous entry now
+    gate = 0;
+    ran = 0;
+    OK(hipStreamAddCallback(a, held_callback, nullptr, 0));
+    for (int i = 0; i < 3; i++) {
+        CHECK(hipStreamQuery(a) == hipErrorNotReady);
+        OK(hipStreamQuery(b));
+    }
+    CHECK(hipGetLastError() == hipSuccess);
+    gate = 1;
+    OK(hipStreamSynchronize(a));
+    CHECK(ran.load() == 1);
+    OK(hipStreamQuery(a));
+    OK(hipStreamQuery(b));
+    OK(hipStreamQuery(b));
+    std::thread([a] { CHECK(hipStreamDestroy(a) == hipSuccess); }).join();
+    CHECK(hipStreamQuery(a) == hipErrorInvalidHandle);
+    CHECK(hipStreamSynchronize(a) == hipErrorInvalidHandle);
+    OK(hipStreamQuery(b));
+    CHECK(hipPeekAtLastError() == hipSuccess);
+    OK(hipStreamDestroy(b));
+    CHECK(hipStreamQuery(b) == hipErrorInvalidHandle);
+}
+
 // The null stream, cached idle, waits in synchronize for a busy blocking stream of its
 // GPU although it has no work of its own. A non-blocking stream does not hold it.
 static void null_stream_and_blocking_streams() {
@@ -257,6 +295,7 @@ int main() {
     destroyed_and_foreign_handles();
     destroy_while_another_thread_queries();
     pending_callback();
+    alternating_streams();
     null_stream_and_blocking_streams();
     null_stream_follows_the_current_device();
     pool_release_on_an_idle_stream();
