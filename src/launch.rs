@@ -1320,32 +1320,23 @@ impl Stream {
             }
             None => None,
         };
-        self.launch_slow(plan, grid, block, dynamic_lds, &fill, wait_for)
+        self.launch_slow(plan, shape, &fill, wait_for)
     }
 
     /// The launch off its fast path: the stream's slow submission (dependencies to
     /// publish first, a move under way...) when `wait_for` is None; else, and whenever the
     /// kernarg ring has no room, wait for the oldest segment's dispatch outside the
-    /// stream's lock and try again.
+    /// stream's lock and try again. `shape`: the launch's, checked by the caller.
     #[cold]
     #[inline(never)]
     fn launch_slow(
         &self,
         plan: &LaunchPlan,
-        grid: [u32; 3],
-        block: [u32; 3],
-        dynamic_lds: u32,
+        shape: Shape,
         fill: &impl Fn(*mut u8) -> Result<()>,
         mut wait_for: Option<Point>,
     ) -> Result<()> {
         let s = &*self.inner;
-        let Some(shape) = Shape::of(plan, grid, block, dynamic_lds) else {
-            return Err(Error::new(
-                ErrorKind::Driver,
-                "hipModuleLaunchKernel",
-                "a checked launch shape no longer checks",
-            ));
-        };
         let attempt = |wait_for: &mut Option<Point>, slow: bool| {
             let build = |slot: &mut OneSlot<'_>, timeline: &Arc<Signal>, target: u64| {
                 Ok(
