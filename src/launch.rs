@@ -1958,9 +1958,6 @@ mod tests {
         assert_eq!(written(&w), vec![0xAAu8; 128]);
     }
 
-    /// The kernarg ring starts again at its beginning at the first launch after a
-    /// synchronize when every segment handed out has completed; with a launch still
-    /// running it goes on after that launch's segment.
     /// `cl/mixed_args.cl`'s `mixed` arguments as bytes: (value bytes per explicit
     /// argument) for `out` at `out_va` and a variant `v` of every value.
     fn mixed_values(out_va: u64, v: i64) -> Vec<Vec<u8>> {
@@ -2134,6 +2131,9 @@ mod tests {
         assert!(plan.params_refuse.is_none());
     }
 
+    /// The kernarg ring starts again at its beginning at the first launch after a
+    /// synchronize when every segment handed out has completed; with a launch still
+    /// running it goes on after that launch's segment.
     #[test]
     fn kernarg_ring_rewinds_when_drained() {
         let dev = open("emu:mi300x");
