@@ -1387,14 +1387,17 @@ enum Built {
 #[cold]
 #[inline(never)]
 fn null_param(kernel: &Kernel, i: usize) -> Error {
-    let a = &kernel.metadata().args[kernel.explicit[i]];
+    let name = kernel
+        .explicit
+        .get(i)
+        .and_then(|&a| kernel.metadata().args.get(a))
+        .map_or_else(|| format!("explicit argument {i}"), |a| a.display_name(i));
     Error::new(
         ErrorKind::InvalidValue,
         "hipModuleLaunchKernel",
         format!(
-            "{}: kernelParams[{i}] (argument `{}`) is null",
+            "{}: kernelParams[{i}] (argument `{name}`) is null",
             kernel.name(),
-            a.display_name(i)
         ),
     )
 }
