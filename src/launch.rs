@@ -1250,6 +1250,32 @@ impl Stream {
     /// # Safety
     /// `params` is null or points at one readable pointer per explicit argument of
     /// `kernel`, each null or pointing at the argument's size in readable bytes.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use std::ffi::c_void;
+    ///
+    /// use kfdrt::MemoryKind;
+    ///
+    /// # fn main() -> kfdrt::Result<()> {
+    /// let dev = kfdrt::Device::open()?;
+    /// let elf = std::fs::read("vadd.co").unwrap(); // vadd(float *a, float *b, float *c, uint n)
+    /// let vadd = dev.load_module(0, &elf)?.kernel("vadd")?;
+    /// let [a, b, c] = [0; 3].map(|_| dev.alloc(MemoryKind::Device, 0, 4096));
+    /// let (a, b, c, n) = (a?.va(), b?.va(), c?.va(), 1024u32);
+    /// let params: [*const c_void; 4] = [
+    ///     (&a as *const u64).cast(),
+    ///     (&b as *const u64).cast(),
+    ///     (&c as *const u64).cast(),
+    ///     (&n as *const u32).cast(),
+    /// ];
+    /// let stream = dev.create_stream(0)?;
+    /// // SAFETY: one pointer per explicit argument of `vadd`, each at its value's bytes.
+    /// unsafe { stream.launch_params(&vadd, 4, 256, 0, params.as_ptr())? };
+    /// stream.synchronize()?;
+    /// # Ok(()) }
+    /// ```
     #[inline(always)]
     pub unsafe fn launch_params(
         &self,

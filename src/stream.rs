@@ -398,6 +398,21 @@ impl StreamInner {
 /// hot stream (the predicates' loads are one load closer than through a `Stream`, whose
 /// state sits behind its reference count). Valid while the stream it was taken from
 /// ([`Stream::idle_probe`]) lives: the caller keeps that `Stream` alive.
+///
+/// # Example
+///
+/// ```
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = kfdrt::Device::open()?;
+/// let s = dev.create_stream(0)?;
+/// let probe = s.idle_probe();
+/// let mem = dev.alloc(kfdrt::MemoryKind::Device, 0, 4096)?;
+/// s.memset_d32(mem.va(), 7, 1024)?;
+/// s.synchronize()?;
+/// // SAFETY: `s`, the stream the probe was taken from, is alive.
+/// assert!(unsafe { probe.query_is_ok() && probe.synchronize_is_noop() });
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct IdleProbe(NonNull<StreamInner>);
 
@@ -433,6 +448,32 @@ impl IdleProbe {
 ///
 /// The offsets hold only at the address [`IdleSlot::set`] / [`IdleSlot::set_from`] wrote
 /// them at: a moved slot must be set again before its predicates are asked.
+///
+/// # Example
+///
+/// ```
+/// use kfdrt::stream::IdleSlot;
+///
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = kfdrt::Device::open()?;
+/// let s = dev.create_stream(0)?;
+/// let mut slot = IdleSlot::EMPTY;
+/// // SAFETY: an empty slot names no stream.
+/// assert!(!unsafe { slot.query_is_ok() });
+/// slot.set(&s);
+/// s.synchronize()?;
+/// // SAFETY: set at this address from `s`, which is alive.
+/// assert!(unsafe { slot.query_is_ok() && slot.synchronize_is_noop() });
+/// // Another slot takes the stream, rebased to its own address.
+/// let mut other = IdleSlot::EMPTY;
+/// other.set_from(&slot);
+/// // SAFETY: as above, for `other`'s address.
+/// assert!(unsafe { other.query_is_ok() });
+/// other.clear();
+/// // SAFETY: empty again.
+/// assert!(!unsafe { other.synchronize_is_noop() });
+/// # Ok(()) }
+/// ```
 #[repr(C)]
 #[derive(Debug)]
 pub struct IdleSlot {
@@ -936,6 +977,17 @@ impl Stream {
     }
 
     /// The stream's idle predicates without its handle ([`IdleProbe`]).
+    ///
+    /// ```
+    /// # fn main() -> kfdrt::Result<()> {
+    /// let dev = kfdrt::Device::open()?;
+    /// let s = dev.create_stream(0)?;
+    /// s.synchronize()?;
+    /// let probe = s.idle_probe();
+    /// // SAFETY: `s` is alive.
+    /// assert_eq!(unsafe { probe.query_is_ok() }, s.query_is_ok());
+    /// # Ok(()) }
+    /// ```
     #[inline]
     pub fn idle_probe(&self) -> IdleProbe {
         IdleProbe(NonNull::from(&*self.inner))
@@ -947,6 +999,20 @@ impl Stream {
     /// destroyed, so that such a cache falls back to its full path, which rejects the
     /// handle. Nothing else changes: the stream's commands, [`Stream::query`] and
     /// [`Stream::synchronize`] work as before.
+    ///
+    /// ```
+    /// # fn main() -> kfdrt::Result<()> {
+    /// let dev = kfdrt::Device::open()?;
+    /// let s = dev.create_stream(0)?;
+    /// s.synchronize()?;
+    /// assert!(s.query_is_ok());
+    /// s.close_idle_predicates();
+    /// assert!(!s.query_is_ok() && !s.synchronize_is_noop());
+    /// // The full paths answer as before.
+    /// assert!(s.query().is_ok());
+    /// s.synchronize()?;
+    /// # Ok(()) }
+    /// ```
     pub fn close_idle_predicates(&self) {
         self.inner.cb.set_mark(MARK_CLOSED);
     }
