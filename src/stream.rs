@@ -249,6 +249,51 @@ pub(crate) struct StreamInner {
     pub(crate) wait_kernel: crate::waitkernel::StreamSlot,
 }
 
+/// The x86 compares of the idle predicates ([`StreamInner::quiescent`],
+/// [`StreamInner::synchronize_is_noop`], [`IdleSlot`]'s), one `asm!` that returns false
+/// from the enclosing function when the stream is busy: the timeline's value in `{v}` is
+/// below the `complete_below` word at `[at]`, the marks word at its distance from it has
+/// none of `mask` set, and with `release` the pool release flag (its address at its
+/// distance from `complete_below`) is clear. The compares take their memory operands
+/// directly (LLVM does not fold an atomic load into a compare: a load, and a test, each);
+/// x86 loads are acquire loads (TSO), as the atomic loads of the portable versions.
+/// `[SLOT_LOADS]`: first load `{v}` and `{c}` through an [`IdleSlot`] at `{b}`. The
+/// caller's `unsafe` block says why the words read are live.
+#[cfg(target_arch = "x86_64")]
+macro_rules! idle_compares {
+    ([$($loads:ident)?], at = $at:literal, mask = $mask:expr $(, $release:ident)?;
+     $($operands:tt)*) => {
+        std::arch::asm!(
+            $(idle_compares!(@$loads),)?
+            concat!("cmp {v}, qword ptr [", $at, "]"),
+            "jge {busy}",
+            concat!("test dword ptr [", $at, " + {marks}], {mask}"),
+            "jne {busy}",
+            $(idle_compares!(@$release $at),)?
+            $($operands)*
+            marks = const MARKS_FROM_COMPLETE,
+            mask = const $mask,
+            $(release = const idle_compares!(@@$release),)?
+            busy = label { return false; },
+            options(readonly, nostack),
+        )
+    };
+    // The slot's two offsets, then the value through the first (read before the bound).
+    (@SLOT_LOADS) => {
+        "mov {v}, qword ptr [{b}]\nmov {c}, qword ptr [{b} + 8]\nmov {v}, qword ptr [{b} + {v}]"
+    };
+    (@release $at:literal) => {
+        concat!("mov {v}, qword ptr [", $at, " + {release}]\ncmp byte ptr [{v}], 0\njne {busy}")
+    };
+    (@@release) => {
+        RELEASE_FROM_COMPLETE
+    };
+}
+
+/// Every mark ([`Stream::synchronize_is_noop`]: none may be set).
+#[cfg(target_arch = "x86_64")]
+const MARKS_ANY: u32 = u32::MAX;
+
 impl StreamInner {
     pub(crate) fn point(&self) -> Point {
         let target = self.submitted.load(Ordering::Acquire);
@@ -281,23 +326,13 @@ impl StreamInner {
         let value = value.load(Ordering::Acquire);
         #[cfg(target_arch = "x86_64")]
         {
-            // The compares with their memory operands (LLVM does not fold an atomic load
-            // into a compare: a load, and a test for the marks, each).
-            // SAFETY: reads two words of `self` (live); x86 loads are acquire loads (TSO),
-            // as the atomic loads of the portable version below.
+            // SAFETY: reads two words of `self` (live).
             unsafe {
-                std::arch::asm!(
-                    "cmp {v}, qword ptr [{s} + {complete_below}]",
-                    "jge {busy}",
-                    "test dword ptr [{s} + {marks}], {mask}",
-                    "jne {busy}",
+                idle_compares!(
+                    [], at = "{s} + {complete}", mask = MARKS_QUERY;
                     v = in(reg) value,
                     s = in(reg) self,
-                    complete_below = const std::mem::offset_of!(StreamInner, complete_below),
-                    marks = const std::mem::offset_of!(StreamInner, cb.marks),
-                    mask = const MARKS_QUERY,
-                    busy = label { return false; },
-                    options(readonly, nostack),
+                    complete = const std::mem::offset_of!(StreamInner, complete_below),
                 );
             }
             true
@@ -320,23 +355,15 @@ impl StreamInner {
         let value = value.load(Ordering::Acquire);
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: as `quiescent`; `release_pending` is the address of the device's
-            // flag, which lives as long as `self` (it holds the device).
+            // SAFETY: as `quiescent`, and reads `self.release_pending`, the address of the
+            // device's flag, and the flag, which lives as long as `self` (it holds the
+            // device).
             unsafe {
-                std::arch::asm!(
-                    "cmp {v}, qword ptr [{s} + {complete_below}]",
-                    "jge {busy}",
-                    "cmp dword ptr [{s} + {marks}], 0",
-                    "jne {busy}",
-                    "cmp byte ptr [{r}], 0",
-                    "jne {busy}",
-                    v = in(reg) value,
+                idle_compares!(
+                    [], at = "{s} + {complete}", mask = MARKS_ANY, release;
+                    v = inout(reg) value => _,
                     s = in(reg) self,
-                    r = in(reg) self.release_pending,
-                    complete_below = const std::mem::offset_of!(StreamInner, complete_below),
-                    marks = const std::mem::offset_of!(StreamInner, cb.marks),
-                    busy = label { return false; },
-                    options(readonly, nostack),
+                    complete = const std::mem::offset_of!(StreamInner, complete_below),
                 );
             }
             true
@@ -531,21 +558,11 @@ impl IdleSlot {
             // first word); x86 loads are acquire loads (TSO). The value is read first
             // (see `StreamInner::quiescent`).
             unsafe {
-                std::arch::asm!(
-                    "mov {v}, qword ptr [{b}]",
-                    "mov {c}, qword ptr [{b} + 8]",
-                    "mov {v}, qword ptr [{b} + {v}]",
-                    "cmp {v}, qword ptr [{b} + {c}]",
-                    "jge {busy}",
-                    "test dword ptr [{b} + {c} + {marks}], {mask}",
-                    "jne {busy}",
+                idle_compares!(
+                    [SLOT_LOADS], at = "{b} + {c}", mask = MARKS_QUERY;
                     b = in(reg) base,
                     v = out(reg) _,
                     c = out(reg) _,
-                    marks = const MARKS_FROM_COMPLETE,
-                    mask = const MARKS_QUERY,
-                    busy = label { return false; },
-                    options(readonly, nostack),
                 );
             }
             true
@@ -573,24 +590,11 @@ impl IdleSlot {
             // SAFETY: as `query_is_ok`; the release flag's address is read only once the
             // slot is known to name a stream, whose device holds the flag.
             unsafe {
-                std::arch::asm!(
-                    "mov {v}, qword ptr [{b}]",
-                    "mov {c}, qword ptr [{b} + 8]",
-                    "mov {v}, qword ptr [{b} + {v}]",
-                    "cmp {v}, qword ptr [{b} + {c}]",
-                    "jge {busy}",
-                    "cmp dword ptr [{b} + {c} + {marks}], 0",
-                    "jne {busy}",
-                    "mov {v}, qword ptr [{b} + {c} + {release}]",
-                    "cmp byte ptr [{v}], 0",
-                    "jne {busy}",
+                idle_compares!(
+                    [SLOT_LOADS], at = "{b} + {c}", mask = MARKS_ANY, release;
                     b = in(reg) base,
                     v = out(reg) _,
                     c = out(reg) _,
-                    marks = const MARKS_FROM_COMPLETE,
-                    release = const RELEASE_FROM_COMPLETE,
-                    busy = label { return false; },
-                    options(readonly, nostack),
                 );
             }
             true
