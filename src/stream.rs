@@ -257,10 +257,19 @@ pub(crate) struct StreamInner {
 /// distance from `complete_below`) is clear. The compares take their memory operands
 /// directly (LLVM does not fold an atomic load into a compare: a load, and a test, each);
 /// x86 loads are acquire loads (TSO), as the atomic loads of the portable versions.
-/// `[SLOT_LOADS]`: first load `{v}` and `{c}` through an [`IdleSlot`] at `{b}`. The
+/// `[SLOT_LOADS]`: first load `{v}` and `{c}` through an [`IdleSlot`] at `{b}`; `inner
+/// s, value`: the words of `StreamInner` `s`, with the timeline's value `value`. The
 /// caller's `unsafe` block says why the words read are live.
 #[cfg(target_arch = "x86_64")]
 macro_rules! idle_compares {
+    (inner $s:expr, $value:expr, mask = $mask:expr $(, $release:ident)?) => {
+        idle_compares!(
+            [], at = "{s} + {complete}", mask = $mask $(, $release)?;
+            v = inout(reg) $value => _,
+            s = in(reg) $s,
+            complete = const std::mem::offset_of!(StreamInner, complete_below),
+        )
+    };
     ([$($loads:ident)?], at = $at:literal, mask = $mask:expr $(, $release:ident)?;
      $($operands:tt)*) => {
         std::arch::asm!(
@@ -321,20 +330,11 @@ impl StreamInner {
     /// later `complete_below` still means every packet counted there had completed.
     #[inline(always)]
     fn quiescent(&self) -> bool {
-        // SAFETY: the value word of `self.timeline`, which lives as long as `self`.
-        let value = unsafe { AtomicI64::from_ptr(self.timeline_value as *mut i64) };
-        let value = value.load(Ordering::Acquire);
+        let value = self.timeline_now();
         #[cfg(target_arch = "x86_64")]
         {
             // SAFETY: reads two words of `self` (live).
-            unsafe {
-                idle_compares!(
-                    [], at = "{s} + {complete}", mask = MARKS_QUERY;
-                    v = in(reg) value,
-                    s = in(reg) self,
-                    complete = const std::mem::offset_of!(StreamInner, complete_below),
-                );
-            }
+            unsafe { idle_compares!(inner self, value, mask = MARKS_QUERY) };
             true
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -344,28 +344,26 @@ impl StreamInner {
         }
     }
 
+    /// The timeline's value (the word `timeline_value` points at: no pointer walk).
+    #[inline(always)]
+    fn timeline_now(&self) -> i64 {
+        // SAFETY: the value word of `self.timeline`, which lives as long as `self`.
+        unsafe { AtomicI64::from_ptr(self.timeline_value as *mut i64) }.load(Ordering::Acquire)
+    }
+
     /// [`Stream::synchronize_is_noop`]: [`StreamInner::quiescent`], no mark at all (on the
     /// null stream [`MARK_NULL_WAITS`]: no blocking stream alive on the device, whose work
     /// would count) and no stream-ordered-allocator release pending (read through
     /// `release_pending`).
     #[inline(always)]
     fn synchronize_is_noop(&self) -> bool {
-        // SAFETY: as `quiescent`.
-        let value = unsafe { AtomicI64::from_ptr(self.timeline_value as *mut i64) };
-        let value = value.load(Ordering::Acquire);
+        let value = self.timeline_now();
         #[cfg(target_arch = "x86_64")]
         {
             // SAFETY: as `quiescent`, and reads `self.release_pending`, the address of the
             // device's flag, and the flag, which lives as long as `self` (it holds the
             // device).
-            unsafe {
-                idle_compares!(
-                    [], at = "{s} + {complete}", mask = MARKS_ANY, release;
-                    v = inout(reg) value => _,
-                    s = in(reg) self,
-                    complete = const std::mem::offset_of!(StreamInner, complete_below),
-                );
-            }
+            unsafe { idle_compares!(inner self, value, mask = MARKS_ANY, release) };
             true
         }
         #[cfg(not(target_arch = "x86_64"))]
