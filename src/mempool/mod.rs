@@ -22,8 +22,16 @@
 //!    CP wait for its mark into *T* ([`Stream`]`::wait_for_point`), as CUDA does.
 //!
 //! All pools of a device share one lock, so `malloc_async` / `free_async` take exactly
-//! one uncontended mutex, do a hash-map insert/remove and a free-list push/pop: no
-//! syscall and no heap allocation once the pool holds enough memory.
+//! one uncontended mutex, set/clear one bit of the chunk's live bitmap and do a free-list
+//! push/pop: no syscall and no heap allocation once the pool holds enough memory.
+//!
+//! # Finding a live allocation
+//! A chunk serves one class, its blocks at `chunk.va + i × class size`, so a block is
+//! named by its chunk and index `i`, and each chunk keeps one live bit per block. A free
+//! finds the chunk by address in its pool's sorted chunk directory (the pool of the last
+//! allocation or free first), then accepts the pointer only when it is a block start whose
+//! live bit is set: a double free, an interior pointer or an address outside every chunk
+//! is InvalidValue. Imported pointers (not in any chunk) are kept in a map by address.
 //!
 //! # Release to the OS
 //! `ReservedMemCurrent` counts backing chunks. A chunk can go back to the OS when none of
@@ -275,17 +283,36 @@ struct Chunk {
     live: u32,
     bump: u64,
     mem: ChunkMem,
+    /// The class the chunk serves.
+    class: u16,
+    /// Its block size (`class_size(class)`).
+    block: u64,
+    /// One bit per block (`va + i × block`): set while the block is allocated.
+    live_bits: Vec<u64>,
 }
 
-const NO_SLOT: u32 = u32::MAX;
+impl Chunk {
+    /// The block index of `ptr` when it is the start of a block of this chunk.
+    fn index_of(&self, ptr: u64) -> Option<usize> {
+        let off = ptr.checked_sub(self.va)?;
+        if off >= self.size || off % self.block != 0 {
+            return None;
+        }
+        Some((off / self.block) as usize)
+    }
+    fn is_live(&self, i: usize) -> bool {
+        self.live_bits
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+}
 
+/// A live block: the pool slot, chunk index and block index in the chunk.
 #[derive(Clone, Copy)]
-struct Live {
+struct BlockRef {
     pool: u32,
     chunk: u32,
-    class: u16,
-    ipc_slot: u32,
-    imported: bool,
+    index: usize,
 }
 
 struct PoolState {
@@ -298,6 +325,10 @@ struct PoolState {
     internal: bool,
     destroyed: bool,
     chunks: Vec<Option<Chunk>>,
+    /// `(va, end, chunk index)` of every chunk, sorted by address.
+    dir: Vec<(u64, u64, u32)>,
+    /// IPC ledger slots of exported live allocations, by address.
+    exported: PtrMap<u32>,
     holes: Vec<u32>,
     classes: Vec<ClassState>,
     reserved: u64,
@@ -323,7 +354,10 @@ struct PoolsState {
     pools: Vec<Option<PoolState>>,
     current: Vec<Option<u32>>,
     defaults: Vec<Option<u32>>,
-    live: PtrMap<Live>,
+    /// Live imported pointers (outside every chunk) and their pool's slot.
+    imported: PtrMap<u32>,
+    /// The pool of the last allocation or free: searched first by a free.
+    last: u32,
 }
 
 impl DevicePools {
@@ -333,7 +367,8 @@ impl DevicePools {
                 pools: Vec::new(),
                 current: Vec::new(),
                 defaults: Vec::new(),
-                live: PtrMap::default(),
+                imported: PtrMap::default(),
+                last: 0,
             }),
             dirty: AtomicBool::new(false),
         }
@@ -363,6 +398,8 @@ impl PoolState {
             internal: true,
             destroyed: false,
             chunks: Vec::new(),
+            dir: Vec::new(),
+            exported: PtrMap::default(),
             holes: Vec::new(),
             classes: (0..NUM_CLASSES).map(|_| ClassState::default()).collect(),
             reserved: 0,
@@ -460,6 +497,9 @@ impl PoolState {
             live: 0,
             bump: cs,
             mem,
+            class: class as u16,
+            block: cs,
+            live_bits: vec![0; (bytes / cs).div_ceil(64) as usize],
         };
         let ci = match self.holes.pop() {
             Some(i) => {
@@ -471,6 +511,8 @@ impl PoolState {
                 (self.chunks.len() - 1) as u32
             }
         };
+        let at = self.dir.partition_point(|e| e.0 < va);
+        self.dir.insert(at, (va, va + bytes, ci));
         if is_slab_class(class) && 2 * cs <= bytes {
             self.classes[class].bump.push(ci);
         }
@@ -559,6 +601,7 @@ impl PoolState {
             cl.free.retain(|b| !rel[b.chunk as usize]);
             cl.bump.retain(|&c| !rel[c as usize]);
         }
+        self.dir.retain(|e| !rel[e.2 as usize]);
         for (i, r) in rel.iter().enumerate() {
             if !*r {
                 continue;
@@ -581,6 +624,18 @@ impl PoolState {
             }
         }
         any
+    }
+
+    /// The chunk holding `ptr` and its block index, when `ptr` is a live block's start.
+    fn find_block(&self, ptr: u64) -> Option<(u32, usize)> {
+        let at = self.dir.partition_point(|e| e.0 <= ptr);
+        let &(_, end, ci) = self.dir.get(at.checked_sub(1)?)?;
+        if ptr >= end {
+            return None;
+        }
+        let c = self.chunks.get(ci as usize)?.as_ref()?;
+        let i = c.index_of(ptr)?;
+        c.is_live(i).then_some((ci, i))
     }
 
     fn empty(&self) -> bool {
@@ -644,6 +699,27 @@ impl PoolsState {
         }
     }
 
+    /// The live block at `ptr`, in any pool (the last one used first).
+    fn find_block(&self, ptr: u64) -> Option<BlockRef> {
+        let hit = |slot: u32, p: &PoolState| {
+            p.find_block(ptr).map(|(chunk, index)| BlockRef {
+                pool: slot,
+                chunk,
+                index,
+            })
+        };
+        if let Some(Some(p)) = self.pools.get(self.last as usize) {
+            if let Some(b) = hit(self.last, p) {
+                return Some(b);
+            }
+        }
+        self.pools
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != self.last as usize)
+            .find_map(|(i, p)| hit(i as u32, p.as_ref()?))
+    }
+
     fn alloc(
         &mut self,
         dev: &DeviceInner,
@@ -705,59 +781,71 @@ impl PoolsState {
                 }
             },
         };
-        if let Some(c) = p.chunks[chunk as usize].as_mut() {
-            c.live += 1;
-        }
+        let Some(c) = p.chunks[chunk as usize].as_mut() else {
+            return Err(err(ErrorKind::Driver, call, "pool block without chunk"));
+        };
+        let Some(i) = c.index_of(va).filter(|&i| !c.is_live(i)) else {
+            return Err(err(
+                ErrorKind::Driver,
+                call,
+                format!("pool handed out {va:#x}, which is not a free block"),
+            ));
+        };
+        c.live_bits[i / 64] |= 1 << (i % 64);
+        c.live += 1;
         p.used += cs;
         p.used_high = p.used_high.max(p.used);
         p.live += 1;
-        self.live.insert(
-            va,
-            Live {
-                pool: slot,
-                chunk,
-                class: class as u16,
-                ipc_slot: NO_SLOT,
-                imported: false,
-            },
-        );
+        self.last = slot;
         Ok(va)
     }
 
     fn free(&mut self, s: Option<&Stream>, ptr: u64, dirty: &AtomicBool) -> Result<()> {
         let call = "hipFreeAsync";
-        let Some(l) = self.live.remove(&ptr) else {
-            return Err(err(
-                ErrorKind::InvalidValue,
-                call,
-                format!("{ptr:#x} is not a live allocation of a memory pool of this device"),
-            ));
+        let Some(b) = self.find_block(ptr) else {
+            let Some(slot) = self.imported.remove(&ptr) else {
+                return Err(err(
+                    ErrorKind::InvalidValue,
+                    call,
+                    format!("{ptr:#x} is not a live allocation of a memory pool of this device"),
+                ));
+            };
+            let Some(p) = self.pools[slot as usize].as_mut() else {
+                return Ok(());
+            };
+            p.live -= 1;
+            if p.destroyed {
+                self.finish(slot);
+            }
+            return Ok(());
         };
-        let Some(p) = self.pools[l.pool as usize].as_mut() else {
+        self.last = b.pool;
+        let Some(p) = self.pools[b.pool as usize].as_mut() else {
             return Ok(());
         };
         p.live -= 1;
-        if !l.imported {
-            if l.ipc_slot != NO_SLOT {
-                if let Some(ipc) = &mut p.ipc {
-                    ipc.clear(l.ipc_slot);
-                }
+        if !p.exported.is_empty() {
+            if let (Some(is), Some(ipc)) = (p.exported.remove(&ptr), &mut p.ipc) {
+                ipc.clear(is);
             }
-            // No stream: the allocating stream is gone with its work finished.
-            let mark = s.map(|s| p.timelines.mark(s));
-            p.classes[l.class as usize].free.push(FreeBlock {
-                va: ptr,
-                chunk: l.chunk,
-                mark,
-            });
-            if let Some(c) = p.chunks[l.chunk as usize].as_mut() {
-                c.live -= 1;
-            }
-            p.used -= class_size(l.class as usize) as u64;
-            dirty.store(true, Ordering::Relaxed);
         }
+        let Some(c) = p.chunks[b.chunk as usize].as_mut() else {
+            return Ok(());
+        };
+        c.live_bits[b.index / 64] &= !(1 << (b.index % 64));
+        c.live -= 1;
+        let (class, block) = (c.class as usize, c.block);
+        // No stream: the allocating stream is gone with its work finished.
+        let mark = s.map(|s| p.timelines.mark(s));
+        p.classes[class].free.push(FreeBlock {
+            va: ptr,
+            chunk: b.chunk,
+            mark,
+        });
+        p.used -= block;
+        dirty.store(true, Ordering::Relaxed);
         if p.destroyed {
-            self.finish(l.pool);
+            self.finish(b.pool);
         }
         Ok(())
     }
@@ -1073,30 +1161,34 @@ impl Device {
     /// `hipMemPoolExportPointer`: export data for a live allocation of an IPC pool.
     pub fn mem_pool_export_pointer(&self, ptr: u64) -> Result<PtrExportData> {
         let call = "hipMemPoolExportPointer";
-        let mut guard = self.inner.mempools.lock();
-        let st = &mut *guard;
-        let Some(l) = st.live.get_mut(&ptr) else {
-            return Err(err(
-                ErrorKind::InvalidValue,
-                call,
-                "not a live pool allocation",
-            ));
-        };
-        let p = st.pools[l.pool as usize]
-            .as_mut()
-            .ok_or_else(|| err(ErrorKind::InvalidValue, call, "pool gone"))?;
-        let Some(ipc) = p.ipc.as_mut().filter(|_| !l.imported) else {
-            return Err(err(
+        let no_ipc = || {
+            err(
                 ErrorKind::InvalidValue,
                 call,
                 "the allocation's pool was not created with an IPC handle type",
-            ));
+            )
         };
-        if l.ipc_slot != NO_SLOT {
-            return ipc.data_of(l.ipc_slot);
+        let mut guard = self.inner.mempools.lock();
+        let st = &mut *guard;
+        let Some(b) = st.find_block(ptr) else {
+            return Err(if st.imported.contains_key(&ptr) {
+                no_ipc()
+            } else {
+                err(ErrorKind::InvalidValue, call, "not a live pool allocation")
+            });
+        };
+        let p = st.pools[b.pool as usize]
+            .as_mut()
+            .ok_or_else(|| err(ErrorKind::InvalidValue, call, "pool gone"))?;
+        let block = p.chunks[b.chunk as usize].as_ref().map_or(0, |c| c.block);
+        let Some(ipc) = p.ipc.as_mut() else {
+            return Err(no_ipc());
+        };
+        if let Some(&slot) = p.exported.get(&ptr) {
+            return ipc.data_of(slot);
         }
-        let (slot, data) = ipc.export(ptr, class_size(l.class as usize) as u64)?;
-        l.ipc_slot = slot;
+        let (slot, data) = ipc.export(ptr, block)?;
+        p.exported.insert(ptr, slot);
         Ok(data)
     }
 
@@ -1374,20 +1466,11 @@ impl MemPool {
             len,
             stream: Weak::new(),
         };
-        if st.live.contains_key(&va) {
+        if st.imported.contains_key(&va) || st.find_block(va).is_some() {
             return Ok(alloc);
         }
         st.pool(self.slot, call)?.live += 1;
-        st.live.insert(
-            va,
-            Live {
-                pool: self.slot,
-                chunk: 0,
-                class: 0,
-                ipc_slot: NO_SLOT,
-                imported: true,
-            },
-        );
+        st.imported.insert(va, self.slot);
         Ok(alloc)
     }
 }
