@@ -260,6 +260,8 @@ impl Timelines {
 struct FreeBlock {
     va: u64,
     chunk: u32,
+    /// The block's index in its chunk.
+    index: u32,
     /// None once the free is known complete to the host.
     mark: Option<FreeMark>,
 }
@@ -315,6 +317,14 @@ struct BlockRef {
     index: usize,
 }
 
+/// A block being handed out: its address, chunk and index in the chunk.
+#[derive(Clone, Copy)]
+struct Block {
+    va: u64,
+    chunk: u32,
+    index: u32,
+}
+
 struct PoolState {
     gpu: usize,
     max_size: u64,
@@ -356,8 +366,9 @@ struct PoolsState {
     defaults: Vec<Option<u32>>,
     /// Live imported pointers (outside every chunk) and their pool's slot.
     imported: PtrMap<u32>,
-    /// The pool of the last allocation or free: searched first by a free.
-    last: u32,
+    /// The pool and chunk of the last allocation or free: looked at first by a free
+    /// (checked against the chunk's range, so it needs no invalidation).
+    hint: (u32, u32),
 }
 
 impl DevicePools {
@@ -368,7 +379,7 @@ impl DevicePools {
                 current: Vec::new(),
                 defaults: Vec::new(),
                 imported: PtrMap::default(),
-                last: 0,
+                hint: (0, 0),
             }),
             dirty: AtomicBool::new(false),
         }
@@ -427,7 +438,7 @@ impl PoolState {
     }
 
     /// A free block of `class` that `s` may reuse without a new dependency.
-    fn take_free(&mut self, class: usize, s: &Stream) -> Option<(u64, u32)> {
+    fn take_free(&mut self, class: usize, s: &Stream) -> Option<Block> {
         let tls = &self.timelines;
         let list = &mut self.classes[class].free;
         if let Some(i) = list
@@ -435,7 +446,11 @@ impl PoolState {
             .rposition(|b| b.mark.as_ref().is_none_or(|m| tls.on(m, s)))
         {
             let b = list.swap_remove(i);
-            return Some((b.va, b.chunk));
+            return Some(Block {
+                va: b.va,
+                chunk: b.chunk,
+                index: b.index,
+            });
         }
         let (follow, opp) = (self.follow, self.opportunistic);
         let i = list.iter().rposition(|b| {
@@ -446,21 +461,29 @@ impl PoolState {
             }
         })?;
         let b = list.swap_remove(i);
-        Some((b.va, b.chunk))
+        Some(Block {
+            va: b.va,
+            chunk: b.chunk,
+            index: b.index,
+        })
     }
 
     /// Never-used space in a slab of `class`.
-    fn carve(&mut self, class: usize) -> Option<(u64, u32)> {
+    fn carve(&mut self, class: usize) -> Option<Block> {
         let cs = class_size(class) as u64;
         while let Some(&ci) = self.classes[class].bump.last() {
             let c = self.chunks[ci as usize].as_mut()?;
             if c.bump + cs <= c.size {
-                let va = c.va + c.bump;
+                let b = Block {
+                    va: c.va + c.bump,
+                    chunk: ci,
+                    index: (c.bump / cs) as u32,
+                };
                 c.bump += cs;
                 if c.bump + cs > c.size {
                     self.classes[class].bump.pop();
                 }
-                return Some((va, ci));
+                return Some(b);
             }
             self.classes[class].bump.pop();
         }
@@ -468,7 +491,7 @@ impl PoolState {
     }
 
     /// A new chunk for `class`; None when the pool may not or cannot grow.
-    fn grow(&mut self, dev: &Arc<DeviceCore>, class: usize) -> Result<Option<(u64, u32)>> {
+    fn grow(&mut self, dev: &Arc<DeviceCore>, class: usize) -> Result<Option<Block>> {
         let bytes = chunk_bytes(class) as u64;
         let (va, mem) = if let Some(ipc) = &mut self.ipc {
             match ipc.ranges.alloc(bytes, 64 << 10) {
@@ -516,11 +539,15 @@ impl PoolState {
         if is_slab_class(class) && 2 * cs <= bytes {
             self.classes[class].bump.push(ci);
         }
-        Ok(Some((va, ci)))
+        Ok(Some(Block {
+            va,
+            chunk: ci,
+            index: 0,
+        }))
     }
 
     /// A block freed on another stream, after making `s` wait for the free.
-    fn take_dependent(&mut self, class: usize, s: &Stream) -> Result<Option<(u64, u32)>> {
+    fn take_dependent(&mut self, class: usize, s: &Stream) -> Result<Option<Block>> {
         if !self.internal {
             return Ok(None);
         }
@@ -532,7 +559,11 @@ impl PoolState {
             s.wait_for_point(p)?;
         }
         let b = list.pop().expect("checked non-empty");
-        Ok(Some((b.va, b.chunk)))
+        Ok(Some(Block {
+            va: b.va,
+            chunk: b.chunk,
+            index: b.index,
+        }))
     }
 
     /// Mark completed frees as observed; per chunk, whether a free in it is pending.
@@ -699,25 +730,37 @@ impl PoolsState {
         }
     }
 
-    /// The live block at `ptr`, in any pool (the last one used first).
+    /// The live block at `ptr`, in any pool (the chunk of the last allocation or free
+    /// first).
+    #[inline]
     fn find_block(&self, ptr: u64) -> Option<BlockRef> {
-        let hit = |slot: u32, p: &PoolState| {
-            p.find_block(ptr).map(|(chunk, index)| BlockRef {
-                pool: slot,
+        let (pool, chunk) = self.hint;
+        if let Some(Some(p)) = self.pools.get(pool as usize) {
+            if let Some(Some(c)) = p.chunks.get(chunk as usize) {
+                if ptr.wrapping_sub(c.va) < c.size {
+                    // Chunks never overlap: `ptr` is this chunk's block or nothing.
+                    let i = c.index_of(ptr).filter(|&i| c.is_live(i))?;
+                    return Some(BlockRef {
+                        pool,
+                        chunk,
+                        index: i,
+                    });
+                }
+            }
+        }
+        self.find_block_slow(ptr)
+    }
+
+    /// [`PoolsState::find_block`] through every pool's chunk directory.
+    #[cold]
+    fn find_block_slow(&self, ptr: u64) -> Option<BlockRef> {
+        self.pools.iter().enumerate().find_map(|(slot, p)| {
+            p.as_ref()?.find_block(ptr).map(|(chunk, index)| BlockRef {
+                pool: slot as u32,
                 chunk,
                 index,
             })
-        };
-        if let Some(Some(p)) = self.pools.get(self.last as usize) {
-            if let Some(b) = hit(self.last, p) {
-                return Some(b);
-            }
-        }
-        self.pools
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != self.last as usize)
-            .find_map(|(i, p)| hit(i as u32, p.as_ref()?))
+        })
     }
 
     fn alloc(
@@ -752,7 +795,7 @@ impl PoolsState {
             Some(b) => Some(b),
             None => p.carve(class),
         };
-        let (va, chunk) = match got {
+        let Block { va, chunk, index } = match got {
             Some(b) => b,
             None => match p.grow(&dev.core, class)? {
                 Some(b) => b,
@@ -784,19 +827,23 @@ impl PoolsState {
         let Some(c) = p.chunks[chunk as usize].as_mut() else {
             return Err(err(ErrorKind::Driver, call, "pool block without chunk"));
         };
-        let Some(i) = c.index_of(va).filter(|&i| !c.is_live(i)) else {
-            return Err(err(
-                ErrorKind::Driver,
-                call,
-                format!("pool handed out {va:#x}, which is not a free block"),
-            ));
-        };
-        c.live_bits[i / 64] |= 1 << (i % 64);
+        // A block handed out twice would corrupt data: check the allocator's own state.
+        let bit = 1u64 << (index % 64);
+        match c.live_bits.get_mut(index as usize / 64) {
+            Some(w) if *w & bit == 0 && c.va + u64::from(index) * c.block == va => *w |= bit,
+            _ => {
+                return Err(err(
+                    ErrorKind::Driver,
+                    call,
+                    format!("pool handed out {va:#x}, which is not a free block"),
+                ))
+            }
+        }
         c.live += 1;
         p.used += cs;
         p.used_high = p.used_high.max(p.used);
         p.live += 1;
-        self.last = slot;
+        self.hint = (slot, chunk);
         Ok(va)
     }
 
@@ -819,7 +866,7 @@ impl PoolsState {
             }
             return Ok(());
         };
-        self.last = b.pool;
+        self.hint = (b.pool, b.chunk);
         let Some(p) = self.pools[b.pool as usize].as_mut() else {
             return Ok(());
         };
@@ -840,6 +887,7 @@ impl PoolsState {
         p.classes[class].free.push(FreeBlock {
             va: ptr,
             chunk: b.chunk,
+            index: b.index as u32,
             mark,
         });
         p.used -= block;
