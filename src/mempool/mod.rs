@@ -848,14 +848,47 @@ impl PoolsState {
     }
 
     fn free(&mut self, s: Option<&Stream>, ptr: u64, dirty: &AtomicBool) -> Result<()> {
-        let call = "hipFreeAsync";
+        // The common case in one pass: a block of the chunk of the last allocation or
+        // free, in a live pool without exported pointers.
+        let (pool, chunk) = self.hint;
+        if let Some(Some(p)) = self.pools.get_mut(pool as usize) {
+            if let Some(Some(c)) = p.chunks.get_mut(chunk as usize) {
+                let off = ptr.wrapping_sub(c.va);
+                if off < c.size && !p.destroyed && p.exported.is_empty() {
+                    // Chunks never overlap: `ptr` is this chunk's block or nothing.
+                    let i = off / c.block;
+                    let bit = 1u64 << (i % 64);
+                    match c.live_bits.get_mut((i / 64) as usize) {
+                        Some(w) if *w & bit != 0 && i * c.block == off => *w &= !bit,
+                        _ => return Err(not_live(ptr)),
+                    }
+                    c.live -= 1;
+                    p.live -= 1;
+                    p.used -= c.block;
+                    let class = c.class as usize;
+                    // No stream: the allocating stream is gone with its work finished.
+                    let mark = s.map(|s| p.timelines.mark(s));
+                    p.classes[class].free.push(FreeBlock {
+                        va: ptr,
+                        chunk,
+                        index: i as u32,
+                        mark,
+                    });
+                    dirty.store(true, Ordering::Relaxed);
+                    return Ok(());
+                }
+            }
+        }
+        self.free_slow(s, ptr, dirty)
+    }
+
+    /// [`PoolsState::free`] of a block in another chunk, of a destroyed pool, of a pool
+    /// with exported pointers, or of an imported pointer.
+    #[inline(never)]
+    fn free_slow(&mut self, s: Option<&Stream>, ptr: u64, dirty: &AtomicBool) -> Result<()> {
         let Some(b) = self.find_block(ptr) else {
             let Some(slot) = self.imported.remove(&ptr) else {
-                return Err(err(
-                    ErrorKind::InvalidValue,
-                    call,
-                    format!("{ptr:#x} is not a live allocation of a memory pool of this device"),
-                ));
+                return Err(not_live(ptr));
             };
             let Some(p) = self.pools[slot as usize].as_mut() else {
                 return Ok(());
@@ -911,6 +944,16 @@ impl PoolsState {
             self.pools[slot as usize] = None;
         }
     }
+}
+
+/// The error of a free of an address that is not a live block's start.
+#[cold]
+fn not_live(ptr: u64) -> Error {
+    err(
+        ErrorKind::InvalidValue,
+        "hipFreeAsync",
+        format!("{ptr:#x} is not a live allocation of a memory pool of this device"),
+    )
 }
 
 /// The flag that says a synchronize has allocator work to do (frees to observe, pools to
