@@ -205,11 +205,27 @@ struct Timelines {
 }
 
 impl Timelines {
+    #[inline]
     fn mark(&mut self, s: &Stream) -> FreeMark {
         let ptr = Arc::as_ptr(&s.inner.timeline) as usize;
         let tl = if self.v.get(self.last).is_some_and(|e| e.0 == ptr) {
             self.last
-        } else if let Some(i) = self.v.iter().position(|e| e.0 == ptr) {
+        } else {
+            self.slot_of(s, ptr)
+        };
+        self.last = tl;
+        let (target, queue_id) = s.point_parts();
+        FreeMark {
+            tl: tl as u32,
+            target,
+            queue_id,
+            gpu_index: s.inner.gpu_index as u32,
+        }
+    }
+    /// The entry of timeline `ptr` (of `s`), added when new.
+    #[cold]
+    fn slot_of(&mut self, s: &Stream, ptr: usize) -> usize {
+        if let Some(i) = self.v.iter().position(|e| e.0 == ptr) {
             i
         } else {
             let e = (ptr, Arc::downgrade(&s.inner.timeline));
@@ -223,14 +239,6 @@ impl Timelines {
                     self.v.len() - 1
                 }
             }
-        };
-        self.last = tl;
-        let (target, queue_id) = s.point_parts();
-        FreeMark {
-            tl: tl as u32,
-            target,
-            queue_id,
-            gpu_index: s.inner.gpu_index as u32,
         }
     }
     fn point(&self, m: &FreeMark) -> Option<Point> {
