@@ -790,7 +790,6 @@ impl PoolsState {
             ));
         }
         let class = class_index(size);
-        let cs = class_size(class) as u64;
         let p = self.pool(slot, call)?;
         if p.import.is_some() {
             return Err(err(
@@ -848,7 +847,7 @@ impl PoolsState {
             }
         }
         c.live += 1;
-        p.used += cs;
+        p.used += c.block;
         p.used_high = p.used_high.max(p.used);
         p.live += 1;
         self.hint = (slot, chunk);
