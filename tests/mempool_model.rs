@@ -141,3 +141,106 @@ proptest! {
         for s in &streams { s.synchronize().unwrap(); }
     }
 }
+
+#[derive(Debug, Clone)]
+enum LiveOp {
+    /// Allocate (pool, size).
+    Alloc(usize, usize),
+    /// Free the i-th live allocation (any order).
+    Free(usize),
+    /// Free an address that is not a live allocation's start: the i-th freed one
+    /// (double free), or an interior / past-the-end address of the i-th live one.
+    Bad(usize, u8),
+    /// Give unused memory back (chunks go, their addresses become foreign).
+    Trim(usize),
+}
+
+fn live_op() -> impl Strategy<Value = LiveOp> {
+    let sizes = prop::sample::select(vec![
+        1usize,
+        256,
+        300,
+        1024,
+        5000,
+        200_000,
+        1 << 20,
+        1_500_000,
+    ]);
+    prop_oneof![
+        6 => (0..2usize, sizes).prop_map(|(p, z)| LiveOp::Alloc(p, z)),
+        4 => any::<usize>().prop_map(LiveOp::Free),
+        2 => (any::<usize>(), 0..3u8).prop_map(|(i, k)| LiveOp::Bad(i, k)),
+        1 => (0..2usize).prop_map(LiveOp::Trim),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(0x6b66_6472_7400_0002), ..ProptestConfig::default() })]
+    /// The live-allocation lookup (chunk directory + per-chunk live bits, two pools):
+    /// many live blocks freed in random order; every free of an address that is not a live
+    /// block start (double free, interior pointer, end of a block, memory trimmed away) is
+    /// InvalidValue and changes nothing; blocks never overlap; each pool's UsedMemCurrent
+    /// matches.
+    #[test]
+    fn live_lookup_rejects_what_is_not_live(ops in prop::collection::vec(live_op(), 1..120)) {
+        let dev = common::emu("emu:mi210");
+        let s = dev.create_stream(0).unwrap();
+        let pools = [
+            dev.create_mem_pool(&PoolProps::device(0)).unwrap(),
+            dev.create_mem_pool(&PoolProps::device(0)).unwrap(),
+        ];
+        let mut live: Vec<(u64, u64, usize)> = Vec::new();
+        let mut freed: Vec<u64> = Vec::new();
+        let is_live = |live: &[(u64, u64, usize)], a: u64| live.iter().any(|l| l.0 == a);
+        for o in ops {
+            match o {
+                LiveOp::Alloc(p, size) => {
+                    let va = s.malloc_from_pool_async(size, &pools[p]).unwrap().into_raw();
+                    let end = va + rounded_size(size) as u64;
+                    for &(ls, le, _) in &live {
+                        prop_assert!(end <= ls || va >= le, "overlaps a live allocation");
+                    }
+                    freed.retain(|&f| f != va);
+                    live.push((va, end, p));
+                }
+                LiveOp::Free(i) => {
+                    if live.is_empty() { continue; }
+                    let (va, _, _) = live.swap_remove(i % live.len());
+                    s.free_ptr_async(va).unwrap();
+                    freed.push(va);
+                }
+                LiveOp::Bad(i, k) => {
+                    let a = match k {
+                        0 if !freed.is_empty() => freed[i % freed.len()],
+                        1 if !live.is_empty() => { let l = live[i % live.len()]; l.0 + 1 + (i as u64 % (l.1 - l.0 - 1).max(1)) }
+                        2 if !live.is_empty() => live[i % live.len()].1,
+                        _ => continue,
+                    };
+                    if is_live(&live, a) { continue; }
+                    let e = s.free_ptr_async(a).unwrap_err();
+                    prop_assert_eq!(e.kind(), kfdrt::ErrorKind::InvalidValue);
+                }
+                LiveOp::Trim(p) => {
+                    s.synchronize().unwrap();
+                    pools[p].trim_to(0).unwrap();
+                }
+            }
+            for (p, pool) in pools.iter().enumerate() {
+                let used: u64 = live.iter().filter(|l| l.2 == p).map(|l| l.1 - l.0).sum();
+                prop_assert_eq!(pool.attribute(PoolAttr::UsedMemCurrent).unwrap(), used);
+            }
+        }
+        // Everything still live frees exactly once.
+        for &(va, _, _) in &live {
+            s.free_ptr_async(va).unwrap();
+            prop_assert_eq!(s.free_ptr_async(va).unwrap_err().kind(), kfdrt::ErrorKind::InvalidValue);
+        }
+        s.synchronize().unwrap();
+        for pool in &pools {
+            prop_assert_eq!(pool.attribute(PoolAttr::UsedMemCurrent).unwrap(), 0);
+            pool.trim_to(0).unwrap();
+            prop_assert_eq!(pool.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 0);
+            pool.destroy().unwrap();
+        }
+    }
+}

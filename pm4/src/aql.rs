@@ -661,7 +661,7 @@ impl AqlPacket {
                                 value: w[5] as u64,
                             });
                         }
-                        check_zero(w, 6..14)?;
+                        check_zero::<6, 14>(w)?;
                         Ok(AqlPacket::VendorPm4Ib(VendorPm4Ib {
                             control,
                             ib,
@@ -677,7 +677,7 @@ impl AqlPacket {
                                 value: w[8] as u64,
                             });
                         };
-                        check_zero(w, 9..14)?;
+                        check_zero::<9, 14>(w)?;
                         Ok(AqlPacket::BarrierValue(BarrierValue {
                             control,
                             signal: sig(2),
@@ -694,19 +694,28 @@ impl AqlPacket {
     }
 }
 
-/// Reserved dwords `r` must be zero: the first nonzero one is the error (as a
-/// `check_reserved(w[i], 0, i)` per dword in order reports it).
-#[inline]
-fn check_zero(w: &[u32; 16], r: core::ops::Range<usize>) -> Result<(), DecodeError> {
+/// Reserved dwords `A..B` must be zero: the first nonzero one is the error (as a
+/// `check_reserved(w[i], 0, i)` per dword in order reports it). Constant bounds: the
+/// common all-zero test is one unrolled OR.
+#[inline(always)]
+fn check_zero<const A: usize, const B: usize>(w: &[u32; 16]) -> Result<(), DecodeError> {
     let mut any = 0;
-    for i in r.clone() {
+    let mut i = A;
+    while i < B && i < 16 {
         any |= w[i];
+        i += 1;
     }
     if any == 0 {
         return Ok(());
     }
-    for i in r {
-        check_reserved(w[i], 0, i)?;
+    check_zero_slow(w, A..B)
+}
+
+/// [`check_zero`]'s error: the first nonzero dword of `r`.
+#[cold]
+fn check_zero_slow(w: &[u32; 16], r: core::ops::Range<usize>) -> Result<(), DecodeError> {
+    for (i, &x) in w.iter().enumerate().take(r.end).skip(r.start) {
+        check_reserved(x, 0, i)?;
     }
     Ok(())
 }
@@ -868,6 +877,19 @@ mod dispatch_tests {
                 bits: 1 << 7
             }
         );
+        // The range's ends: dword 6 is checked, dword 14 (the signal) is not reserved.
+        let mut w = ib;
+        w[6] = 1;
+        assert_eq!(err(w), DecodeError::ReservedBits { dword: 6, bits: 1 });
+        let mut w = ib;
+        w[13] = 1 << 31;
+        assert_eq!(
+            err(w),
+            DecodeError::ReservedBits {
+                dword: 13,
+                bits: 1 << 31
+            }
+        );
         // IB address bits 1:0 (dword 1 of the INDIRECT_BUFFER).
         let mut w = ib;
         w[2] |= 2;
@@ -893,6 +915,9 @@ mod dispatch_tests {
         let mut w = AqlPacket::barrier_value(0x40, SignalCondition::Lt, 5, -1, 0).encode();
         w[13] = 9;
         assert_eq!(err(w), DecodeError::ReservedBits { dword: 13, bits: 9 });
+        w[9] = 3;
+        assert_eq!(err(w), DecodeError::ReservedBits { dword: 9, bits: 3 });
+        w[9] = 0;
         w[13] = 0;
         assert!(matches!(
             AqlPacket::decode(&w),

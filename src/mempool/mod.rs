@@ -22,8 +22,16 @@
 //!    CP wait for its mark into *T* ([`Stream`]`::wait_for_point`), as CUDA does.
 //!
 //! All pools of a device share one lock, so `malloc_async` / `free_async` take exactly
-//! one uncontended mutex, do a hash-map insert/remove and a free-list push/pop: no
-//! syscall and no heap allocation once the pool holds enough memory.
+//! one uncontended mutex, set/clear one bit of the chunk's live bitmap and do a free-list
+//! push/pop: no syscall and no heap allocation once the pool holds enough memory.
+//!
+//! # Finding a live allocation
+//! A chunk serves one class, its blocks at `chunk.va + i × class size`, so a block is
+//! named by its chunk and index `i`, and each chunk keeps one live bit per block. A free
+//! finds the chunk by address in its pool's sorted chunk directory (the pool of the last
+//! allocation or free first), then accepts the pointer only when it is a block start whose
+//! live bit is set: a double free, an interior pointer or an address outside every chunk
+//! is InvalidValue. Imported pointers (not in any chunk) are kept in a map by address.
 //!
 //! # Release to the OS
 //! `ReservedMemCurrent` counts backing chunks. A chunk can go back to the OS when none of
@@ -197,11 +205,27 @@ struct Timelines {
 }
 
 impl Timelines {
+    #[inline]
     fn mark(&mut self, s: &Stream) -> FreeMark {
         let ptr = Arc::as_ptr(&s.inner.timeline) as usize;
         let tl = if self.v.get(self.last).is_some_and(|e| e.0 == ptr) {
             self.last
-        } else if let Some(i) = self.v.iter().position(|e| e.0 == ptr) {
+        } else {
+            self.slot_of(s, ptr)
+        };
+        self.last = tl;
+        let (target, queue_id) = s.point_parts();
+        FreeMark {
+            tl: tl as u32,
+            target,
+            queue_id,
+            gpu_index: s.inner.gpu_index as u32,
+        }
+    }
+    /// The entry of timeline `ptr` (of `s`), added when new.
+    #[cold]
+    fn slot_of(&mut self, s: &Stream, ptr: usize) -> usize {
+        if let Some(i) = self.v.iter().position(|e| e.0 == ptr) {
             i
         } else {
             let e = (ptr, Arc::downgrade(&s.inner.timeline));
@@ -215,14 +239,6 @@ impl Timelines {
                     self.v.len() - 1
                 }
             }
-        };
-        self.last = tl;
-        let (target, queue_id) = s.point_parts();
-        FreeMark {
-            tl: tl as u32,
-            target,
-            queue_id,
-            gpu_index: s.inner.gpu_index as u32,
         }
     }
     fn point(&self, m: &FreeMark) -> Option<Point> {
@@ -252,6 +268,8 @@ impl Timelines {
 struct FreeBlock {
     va: u64,
     chunk: u32,
+    /// The block's index in its chunk.
+    index: u32,
     /// None once the free is known complete to the host.
     mark: Option<FreeMark>,
 }
@@ -275,17 +293,44 @@ struct Chunk {
     live: u32,
     bump: u64,
     mem: ChunkMem,
+    /// The class the chunk serves.
+    class: u16,
+    /// Its block size (`class_size(class)`).
+    block: u64,
+    /// One bit per block (`va + i × block`): set while the block is allocated.
+    live_bits: Vec<u64>,
 }
 
-const NO_SLOT: u32 = u32::MAX;
+impl Chunk {
+    /// The block index of `ptr` when it is the start of a block of this chunk.
+    fn index_of(&self, ptr: u64) -> Option<usize> {
+        let off = ptr.checked_sub(self.va)?;
+        if off >= self.size || off % self.block != 0 {
+            return None;
+        }
+        Some((off / self.block) as usize)
+    }
+    fn is_live(&self, i: usize) -> bool {
+        self.live_bits
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+}
 
+/// A live block: the pool slot, chunk index and block index in the chunk.
 #[derive(Clone, Copy)]
-struct Live {
+struct BlockRef {
     pool: u32,
     chunk: u32,
-    class: u16,
-    ipc_slot: u32,
-    imported: bool,
+    index: usize,
+}
+
+/// A block being handed out: its address, chunk and index in the chunk.
+#[derive(Clone, Copy)]
+struct Block {
+    va: u64,
+    chunk: u32,
+    index: u32,
 }
 
 struct PoolState {
@@ -298,6 +343,10 @@ struct PoolState {
     internal: bool,
     destroyed: bool,
     chunks: Vec<Option<Chunk>>,
+    /// `(va, end, chunk index)` of every chunk, sorted by address.
+    dir: Vec<(u64, u64, u32)>,
+    /// IPC ledger slots of exported live allocations, by address.
+    exported: PtrMap<u32>,
     holes: Vec<u32>,
     classes: Vec<ClassState>,
     reserved: u64,
@@ -323,7 +372,11 @@ struct PoolsState {
     pools: Vec<Option<PoolState>>,
     current: Vec<Option<u32>>,
     defaults: Vec<Option<u32>>,
-    live: PtrMap<Live>,
+    /// Live imported pointers (outside every chunk) and their pool's slot.
+    imported: PtrMap<u32>,
+    /// The pool and chunk of the last allocation or free: looked at first by a free
+    /// (checked against the chunk's range, so it needs no invalidation).
+    hint: (u32, u32),
 }
 
 impl DevicePools {
@@ -333,7 +386,8 @@ impl DevicePools {
                 pools: Vec::new(),
                 current: Vec::new(),
                 defaults: Vec::new(),
-                live: PtrMap::default(),
+                imported: PtrMap::default(),
+                hint: (0, 0),
             }),
             dirty: AtomicBool::new(false),
         }
@@ -363,6 +417,8 @@ impl PoolState {
             internal: true,
             destroyed: false,
             chunks: Vec::new(),
+            dir: Vec::new(),
+            exported: PtrMap::default(),
             holes: Vec::new(),
             classes: (0..NUM_CLASSES).map(|_| ClassState::default()).collect(),
             reserved: 0,
@@ -390,7 +446,7 @@ impl PoolState {
     }
 
     /// A free block of `class` that `s` may reuse without a new dependency.
-    fn take_free(&mut self, class: usize, s: &Stream) -> Option<(u64, u32)> {
+    fn take_free(&mut self, class: usize, s: &Stream) -> Option<Block> {
         let tls = &self.timelines;
         let list = &mut self.classes[class].free;
         if let Some(i) = list
@@ -398,7 +454,11 @@ impl PoolState {
             .rposition(|b| b.mark.as_ref().is_none_or(|m| tls.on(m, s)))
         {
             let b = list.swap_remove(i);
-            return Some((b.va, b.chunk));
+            return Some(Block {
+                va: b.va,
+                chunk: b.chunk,
+                index: b.index,
+            });
         }
         let (follow, opp) = (self.follow, self.opportunistic);
         let i = list.iter().rposition(|b| {
@@ -409,21 +469,29 @@ impl PoolState {
             }
         })?;
         let b = list.swap_remove(i);
-        Some((b.va, b.chunk))
+        Some(Block {
+            va: b.va,
+            chunk: b.chunk,
+            index: b.index,
+        })
     }
 
     /// Never-used space in a slab of `class`.
-    fn carve(&mut self, class: usize) -> Option<(u64, u32)> {
+    fn carve(&mut self, class: usize) -> Option<Block> {
         let cs = class_size(class) as u64;
         while let Some(&ci) = self.classes[class].bump.last() {
             let c = self.chunks[ci as usize].as_mut()?;
             if c.bump + cs <= c.size {
-                let va = c.va + c.bump;
+                let b = Block {
+                    va: c.va + c.bump,
+                    chunk: ci,
+                    index: (c.bump / cs) as u32,
+                };
                 c.bump += cs;
                 if c.bump + cs > c.size {
                     self.classes[class].bump.pop();
                 }
-                return Some((va, ci));
+                return Some(b);
             }
             self.classes[class].bump.pop();
         }
@@ -431,7 +499,7 @@ impl PoolState {
     }
 
     /// A new chunk for `class`; None when the pool may not or cannot grow.
-    fn grow(&mut self, dev: &Arc<DeviceCore>, class: usize) -> Result<Option<(u64, u32)>> {
+    fn grow(&mut self, dev: &Arc<DeviceCore>, class: usize) -> Result<Option<Block>> {
         let bytes = chunk_bytes(class) as u64;
         let (va, mem) = if let Some(ipc) = &mut self.ipc {
             match ipc.ranges.alloc(bytes, 64 << 10) {
@@ -460,6 +528,9 @@ impl PoolState {
             live: 0,
             bump: cs,
             mem,
+            class: class as u16,
+            block: cs,
+            live_bits: vec![0; (bytes / cs).div_ceil(64) as usize],
         };
         let ci = match self.holes.pop() {
             Some(i) => {
@@ -471,14 +542,20 @@ impl PoolState {
                 (self.chunks.len() - 1) as u32
             }
         };
+        let at = self.dir.partition_point(|e| e.0 < va);
+        self.dir.insert(at, (va, va + bytes, ci));
         if is_slab_class(class) && 2 * cs <= bytes {
             self.classes[class].bump.push(ci);
         }
-        Ok(Some((va, ci)))
+        Ok(Some(Block {
+            va,
+            chunk: ci,
+            index: 0,
+        }))
     }
 
     /// A block freed on another stream, after making `s` wait for the free.
-    fn take_dependent(&mut self, class: usize, s: &Stream) -> Result<Option<(u64, u32)>> {
+    fn take_dependent(&mut self, class: usize, s: &Stream) -> Result<Option<Block>> {
         if !self.internal {
             return Ok(None);
         }
@@ -490,7 +567,11 @@ impl PoolState {
             s.wait_for_point(p)?;
         }
         let b = list.pop().expect("checked non-empty");
-        Ok(Some((b.va, b.chunk)))
+        Ok(Some(Block {
+            va: b.va,
+            chunk: b.chunk,
+            index: b.index,
+        }))
     }
 
     /// Mark completed frees as observed; per chunk, whether a free in it is pending.
@@ -559,6 +640,7 @@ impl PoolState {
             cl.free.retain(|b| !rel[b.chunk as usize]);
             cl.bump.retain(|&c| !rel[c as usize]);
         }
+        self.dir.retain(|e| !rel[e.2 as usize]);
         for (i, r) in rel.iter().enumerate() {
             if !*r {
                 continue;
@@ -581,6 +663,18 @@ impl PoolState {
             }
         }
         any
+    }
+
+    /// The chunk holding `ptr` and its block index, when `ptr` is a live block's start.
+    fn find_block(&self, ptr: u64) -> Option<(u32, usize)> {
+        let at = self.dir.partition_point(|e| e.0 <= ptr);
+        let &(_, end, ci) = self.dir.get(at.checked_sub(1)?)?;
+        if ptr >= end {
+            return None;
+        }
+        let c = self.chunks.get(ci as usize)?.as_ref()?;
+        let i = c.index_of(ptr)?;
+        c.is_live(i).then_some((ci, i))
     }
 
     fn empty(&self) -> bool {
@@ -644,6 +738,39 @@ impl PoolsState {
         }
     }
 
+    /// The live block at `ptr`, in any pool (the chunk of the last allocation or free
+    /// first).
+    #[inline]
+    fn find_block(&self, ptr: u64) -> Option<BlockRef> {
+        let (pool, chunk) = self.hint;
+        if let Some(Some(p)) = self.pools.get(pool as usize) {
+            if let Some(Some(c)) = p.chunks.get(chunk as usize) {
+                if ptr.wrapping_sub(c.va) < c.size {
+                    // Chunks never overlap: `ptr` is this chunk's block or nothing.
+                    let i = c.index_of(ptr).filter(|&i| c.is_live(i))?;
+                    return Some(BlockRef {
+                        pool,
+                        chunk,
+                        index: i,
+                    });
+                }
+            }
+        }
+        self.find_block_slow(ptr)
+    }
+
+    /// [`PoolsState::find_block`] through every pool's chunk directory.
+    #[cold]
+    fn find_block_slow(&self, ptr: u64) -> Option<BlockRef> {
+        self.pools.iter().enumerate().find_map(|(slot, p)| {
+            p.as_ref()?.find_block(ptr).map(|(chunk, index)| BlockRef {
+                pool: slot as u32,
+                chunk,
+                index,
+            })
+        })
+    }
+
     fn alloc(
         &mut self,
         dev: &DeviceInner,
@@ -663,7 +790,6 @@ impl PoolsState {
             ));
         }
         let class = class_index(size);
-        let cs = class_size(class) as u64;
         let p = self.pool(slot, call)?;
         if p.import.is_some() {
             return Err(err(
@@ -676,7 +802,7 @@ impl PoolsState {
             Some(b) => Some(b),
             None => p.carve(class),
         };
-        let (va, chunk) = match got {
+        let Block { va, chunk, index } = match got {
             Some(b) => b,
             None => match p.grow(&dev.core, class)? {
                 Some(b) => b,
@@ -705,59 +831,109 @@ impl PoolsState {
                 }
             },
         };
-        if let Some(c) = p.chunks[chunk as usize].as_mut() {
-            c.live += 1;
+        let Some(c) = p.chunks[chunk as usize].as_mut() else {
+            return Err(err(ErrorKind::Driver, call, "pool block without chunk"));
+        };
+        // A block handed out twice would corrupt data: check the allocator's own state.
+        let bit = 1u64 << (index % 64);
+        match c.live_bits.get_mut(index as usize / 64) {
+            Some(w) if *w & bit == 0 && c.va + u64::from(index) * c.block == va => *w |= bit,
+            _ => {
+                return Err(err(
+                    ErrorKind::Driver,
+                    call,
+                    format!("pool handed out {va:#x}, which is not a free block"),
+                ))
+            }
         }
-        p.used += cs;
+        c.live += 1;
+        p.used += c.block;
         p.used_high = p.used_high.max(p.used);
         p.live += 1;
-        self.live.insert(
-            va,
-            Live {
-                pool: slot,
-                chunk,
-                class: class as u16,
-                ipc_slot: NO_SLOT,
-                imported: false,
-            },
-        );
+        self.hint = (slot, chunk);
         Ok(va)
     }
 
     fn free(&mut self, s: Option<&Stream>, ptr: u64, dirty: &AtomicBool) -> Result<()> {
-        let call = "hipFreeAsync";
-        let Some(l) = self.live.remove(&ptr) else {
-            return Err(err(
-                ErrorKind::InvalidValue,
-                call,
-                format!("{ptr:#x} is not a live allocation of a memory pool of this device"),
-            ));
+        // The common case in one pass: a block of the chunk of the last allocation or
+        // free, in a live pool without exported pointers.
+        let (pool, chunk) = self.hint;
+        if let Some(Some(p)) = self.pools.get_mut(pool as usize) {
+            if let Some(Some(c)) = p.chunks.get_mut(chunk as usize) {
+                let off = ptr.wrapping_sub(c.va);
+                if off < c.size && !p.destroyed && p.exported.is_empty() {
+                    // Chunks never overlap: `ptr` is this chunk's block or nothing.
+                    let i = off / c.block;
+                    let bit = 1u64 << (i % 64);
+                    match c.live_bits.get_mut((i / 64) as usize) {
+                        Some(w) if *w & bit != 0 && i * c.block == off => *w &= !bit,
+                        _ => return Err(not_live(ptr)),
+                    }
+                    c.live -= 1;
+                    p.live -= 1;
+                    p.used -= c.block;
+                    let class = c.class as usize;
+                    // No stream: the allocating stream is gone with its work finished.
+                    let mark = s.map(|s| p.timelines.mark(s));
+                    p.classes[class].free.push(FreeBlock {
+                        va: ptr,
+                        chunk,
+                        index: i as u32,
+                        mark,
+                    });
+                    dirty.store(true, Ordering::Relaxed);
+                    return Ok(());
+                }
+            }
+        }
+        self.free_slow(s, ptr, dirty)
+    }
+
+    /// [`PoolsState::free`] of a block in another chunk, of a destroyed pool, of a pool
+    /// with exported pointers, or of an imported pointer.
+    #[inline(never)]
+    fn free_slow(&mut self, s: Option<&Stream>, ptr: u64, dirty: &AtomicBool) -> Result<()> {
+        let Some(b) = self.find_block(ptr) else {
+            let Some(slot) = self.imported.remove(&ptr) else {
+                return Err(not_live(ptr));
+            };
+            let Some(p) = self.pools[slot as usize].as_mut() else {
+                return Ok(());
+            };
+            p.live -= 1;
+            if p.destroyed {
+                self.finish(slot);
+            }
+            return Ok(());
         };
-        let Some(p) = self.pools[l.pool as usize].as_mut() else {
+        self.hint = (b.pool, b.chunk);
+        let Some(p) = self.pools[b.pool as usize].as_mut() else {
             return Ok(());
         };
         p.live -= 1;
-        if !l.imported {
-            if l.ipc_slot != NO_SLOT {
-                if let Some(ipc) = &mut p.ipc {
-                    ipc.clear(l.ipc_slot);
-                }
+        if !p.exported.is_empty() {
+            if let (Some(is), Some(ipc)) = (p.exported.remove(&ptr), &mut p.ipc) {
+                ipc.clear(is);
             }
-            // No stream: the allocating stream is gone with its work finished.
-            let mark = s.map(|s| p.timelines.mark(s));
-            p.classes[l.class as usize].free.push(FreeBlock {
-                va: ptr,
-                chunk: l.chunk,
-                mark,
-            });
-            if let Some(c) = p.chunks[l.chunk as usize].as_mut() {
-                c.live -= 1;
-            }
-            p.used -= class_size(l.class as usize) as u64;
-            dirty.store(true, Ordering::Relaxed);
         }
+        let Some(c) = p.chunks[b.chunk as usize].as_mut() else {
+            return Ok(());
+        };
+        c.live_bits[b.index / 64] &= !(1 << (b.index % 64));
+        c.live -= 1;
+        let (class, block) = (c.class as usize, c.block);
+        // No stream: the allocating stream is gone with its work finished.
+        let mark = s.map(|s| p.timelines.mark(s));
+        p.classes[class].free.push(FreeBlock {
+            va: ptr,
+            chunk: b.chunk,
+            index: b.index as u32,
+            mark,
+        });
+        p.used -= block;
+        dirty.store(true, Ordering::Relaxed);
         if p.destroyed {
-            self.finish(l.pool);
+            self.finish(b.pool);
         }
         Ok(())
     }
@@ -775,6 +951,16 @@ impl PoolsState {
             self.pools[slot as usize] = None;
         }
     }
+}
+
+/// The error of a free of an address that is not a live block's start.
+#[cold]
+fn not_live(ptr: u64) -> Error {
+    err(
+        ErrorKind::InvalidValue,
+        "hipFreeAsync",
+        format!("{ptr:#x} is not a live allocation of a memory pool of this device"),
+    )
 }
 
 /// The flag that says a synchronize has allocator work to do (frees to observe, pools to
@@ -1073,30 +1259,34 @@ impl Device {
     /// `hipMemPoolExportPointer`: export data for a live allocation of an IPC pool.
     pub fn mem_pool_export_pointer(&self, ptr: u64) -> Result<PtrExportData> {
         let call = "hipMemPoolExportPointer";
-        let mut guard = self.inner.mempools.lock();
-        let st = &mut *guard;
-        let Some(l) = st.live.get_mut(&ptr) else {
-            return Err(err(
-                ErrorKind::InvalidValue,
-                call,
-                "not a live pool allocation",
-            ));
-        };
-        let p = st.pools[l.pool as usize]
-            .as_mut()
-            .ok_or_else(|| err(ErrorKind::InvalidValue, call, "pool gone"))?;
-        let Some(ipc) = p.ipc.as_mut().filter(|_| !l.imported) else {
-            return Err(err(
+        let no_ipc = || {
+            err(
                 ErrorKind::InvalidValue,
                 call,
                 "the allocation's pool was not created with an IPC handle type",
-            ));
+            )
         };
-        if l.ipc_slot != NO_SLOT {
-            return ipc.data_of(l.ipc_slot);
+        let mut guard = self.inner.mempools.lock();
+        let st = &mut *guard;
+        let Some(b) = st.find_block(ptr) else {
+            return Err(if st.imported.contains_key(&ptr) {
+                no_ipc()
+            } else {
+                err(ErrorKind::InvalidValue, call, "not a live pool allocation")
+            });
+        };
+        let p = st.pools[b.pool as usize]
+            .as_mut()
+            .ok_or_else(|| err(ErrorKind::InvalidValue, call, "pool gone"))?;
+        let block = p.chunks[b.chunk as usize].as_ref().map_or(0, |c| c.block);
+        let Some(ipc) = p.ipc.as_mut() else {
+            return Err(no_ipc());
+        };
+        if let Some(&slot) = p.exported.get(&ptr) {
+            return ipc.data_of(slot);
         }
-        let (slot, data) = ipc.export(ptr, class_size(l.class as usize) as u64)?;
-        l.ipc_slot = slot;
+        let (slot, data) = ipc.export(ptr, block)?;
+        p.exported.insert(ptr, slot);
         Ok(data)
     }
 
@@ -1374,20 +1564,11 @@ impl MemPool {
             len,
             stream: Weak::new(),
         };
-        if st.live.contains_key(&va) {
+        if st.imported.contains_key(&va) || st.find_block(va).is_some() {
             return Ok(alloc);
         }
         st.pool(self.slot, call)?.live += 1;
-        st.live.insert(
-            va,
-            Live {
-                pool: self.slot,
-                chunk: 0,
-                class: 0,
-                ipc_slot: NO_SLOT,
-                imported: true,
-            },
-        );
+        st.imported.insert(va, self.slot);
         Ok(alloc)
     }
 }

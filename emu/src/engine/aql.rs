@@ -324,6 +324,8 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
     // Read once per call, at the first packet fetched (a call that finds nothing to fetch
     // does not need it).
     let mut profiling: Option<bool> = None;
+    // The first step of an indirect buffer, taken by the push (`push_ib_and_step`).
+    let mut first_ib: Option<IbStep> = None;
     macro_rules! stop {
         ($off:expr, $s:expr) => {
             return RunOut {
@@ -346,8 +348,12 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         if let Some(sig) = q.aql_inflight {
             // The indirect buffer's packets, each followed by the budget check the loop's
             // top would make (without recomputing the slot between them).
-            while q.pm4.depth > 0 {
-                match pm4exec::step_ib(mem, inner, &mut q.pm4, &mut q.scratch) {
+            while first_ib.is_some() || q.pm4.depth > 0 {
+                let r = match first_ib.take() {
+                    Some(r) => r,
+                    None => pm4exec::step_ib(mem, inner, &mut q.pm4, &mut q.scratch),
+                };
+                match r {
                     IbStep::Empty | IbStep::Popped => {}
                     IbStep::Packet(Step::Done) => executed += 1,
                     IbStep::Packet(Step::Blocked) => {
@@ -537,7 +543,12 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 Err(e) => stop!(off, e.into()),
             },
             AqlPacket::VendorPm4Ib(p) => {
-                match q.pm4.push_ib(mem, &p.ib) {
+                // The push and the buffer's first step in one read of it; the budget
+                // check between them (the loop's top) passes: nothing ran since.
+                let (push, first) =
+                    pm4exec::push_ib_and_step(mem, inner, &mut q.pm4, &p.ib, &mut q.scratch);
+                first_ib = first;
+                match push {
                     Step::Done => {}
                     Step::Blocked => {
                         return RunOut {

@@ -154,6 +154,11 @@ impl Pm4State {
             return Step::Done;
         }
         tri!(mem.probe(ib.addr, ib.size_dw as u64 * 4, false));
+        self.push_probed(ib)
+    }
+
+    /// [`Pm4State::push_ib`] once the buffer is known to be readable whole.
+    fn push_probed(&mut self, ib: &pkt3::IndirectBuffer) -> Step {
         let frame = IbFrame {
             va: ib.addr,
             size_dw: ib.size_dw,
@@ -181,6 +186,43 @@ impl Pm4State {
             ))),
         }
     }
+}
+
+/// [`Pm4State::push_ib`] and, when it pushed, the first [`step_ib`] (`None`: not taken,
+/// the caller steps as after `push_ib`). A buffer the fast path takes (tracing off, no
+/// buffer active, 4-aligned, at most [`FAST_IB_MAX_DW`] dwords) is read whole once: a read
+/// that succeeds is the probe's check (one object holds the whole buffer) and the first
+/// step's read, which follows with nothing in between; a read that fails leaves the push
+/// to `push_ib`, whose probe reports the fault (the whole buffer's length) as always.
+pub(crate) fn push_ib_and_step(
+    mem: &mut MemCache,
+    inner: &Inner,
+    st: &mut Pm4State,
+    ib: &pkt3::IndirectBuffer,
+    scratch: &mut Vec<u32>,
+) -> (Step, Option<IbStep>) {
+    let size = ib.size_dw as usize;
+    #[cfg(test)]
+    let general_only = st.general_only;
+    #[cfg(not(test))]
+    let general_only = false;
+    let mut buf = [0u32; FAST_IB_MAX_DW];
+    if !general_only && !mem.tr.on && st.depth == 0 && size != 0 && ib.addr % 4 == 0 {
+        if let Some(words) = buf.get_mut(..size) {
+            if mem.read_dwords(ib.addr, words).is_ok() {
+                let push = st.push_probed(ib);
+                if !matches!(push, Step::Done) {
+                    return (push, None);
+                }
+                let first = match walk_ib_fast(mem, inner, st, words) {
+                    Some(r) => r,
+                    None => step_ib_general(mem, inner, st, scratch),
+                };
+                return (Step::Done, Some(first));
+            }
+        }
+    }
+    (st.push_ib(mem, ib), None)
 }
 
 /// What one call of [`step_ib`] did.
@@ -392,7 +434,20 @@ fn step_ib_fast(mem: &mut MemCache, inner: &Inner, st: &mut Pm4State) -> Option<
     let mut buf = [0u32; FAST_IB_MAX_DW];
     let words = buf.get_mut(..size)?;
     mem.read_dwords(b.va, words).ok()?;
-    let words: &[u32] = words;
+    walk_ib_fast(mem, inner, st, words)
+}
+
+/// [`step_ib_fast`]'s walk over `words`, the bottom buffer (the only one active,
+/// unchained, 4-aligned, at most [`FAST_IB_MAX_DW`] dwords, tracing off) just read whole.
+fn walk_ib_fast(
+    mem: &mut MemCache,
+    inner: &Inner,
+    st: &mut Pm4State,
+    words: &[u32],
+) -> Option<IbStep> {
+    let b = st.bottom;
+    let top = st.frames.first().copied()?;
+    let size = words.len();
     let ib_end = b.va.saturating_add(size as u64 * 4);
     let mut off = top.off_dw as usize;
     let mut xcc = st.xcc;
@@ -1245,14 +1300,20 @@ mod tests {
         st.general_only = general;
         let mut scratch = Vec::new();
         let (mut executed, mut calls) = (0, 0);
-        let push = st.push_ib(&mut mc, &pkt3::IndirectBuffer::new(IB_VA, ib.len() as u32));
+        // The AQL queue's push: the fast path's first step comes with it.
+        let ib_pkt = pkt3::IndirectBuffer::new(IB_VA, ib.len() as u32);
+        let (push, mut first) = push_ib_and_step(&mut mc, &inner, &mut st, &ib_pkt, &mut scratch);
         let end = match push {
             Step::Done => loop {
                 if calls > 10_000 {
                     break "never ends".to_string();
                 }
                 calls += 1;
-                match step_ib(&mut mc, &inner, &mut st, &mut scratch) {
+                let r = match first.take() {
+                    Some(r) => r,
+                    None => step_ib(&mut mc, &inner, &mut st, &mut scratch),
+                };
+                match r {
                     IbStep::Empty => break "ran out".to_string(),
                     IbStep::Popped => {}
                     IbStep::Packet(Step::Done) => executed += 1,
@@ -1754,6 +1815,80 @@ mod tests {
                 "{gpu}"
             );
         }
+    }
+
+    /// `push_ib_and_step` on an IB that one read does not hold: one that runs off its
+    /// memory faults at the push with the whole IB's length, as `push_ib`'s probe
+    /// reports it, nothing stepped; one that spans two objects is pushed (the probe
+    /// passes) and left to `step_ib`, which runs it.
+    #[test]
+    fn fused_push_faults_as_push_ib() {
+        let mem = Arc::new(HeapMemory::new());
+        let ib_mem = mem.add_region(IB_VA, 4096);
+        let ib_next = mem.add_region(IB_VA + 4096, 4096);
+        let data = mem.add_region(DATA_VA, 4096);
+        let wv = enc(GfxFamily::Gfx9, &[&pred(1, 0), &wd(DATA_VA, &[5])]);
+        // Straddles the two regions: the PRED_EXEC in the first, WRITE_DATA in the second.
+        let split_va = IB_VA + 4096 - 8;
+        ib_mem
+            .write(split_va, bytemuck::cast_slice(&wv[..2]))
+            .unwrap();
+        ib_next
+            .write(IB_VA + 4096, bytemuck::cast_slice(&wv[2..]))
+            .unwrap();
+        let cfg = EngineConfig {
+            gpu_id: 7,
+            family: GfxFamily::Gfx9,
+            sdma_version: pm4::SdmaVersion::ALL[0],
+            num_sdma_engines: 1,
+            clock_hz: 0,
+            num_xcc: 1,
+            gfx_target_version: 0,
+            sramecc: false,
+        };
+        let irq = Arc::new(CountingInterrupts::default());
+        let engines = GpuEngines::new(cfg, mem.clone(), irq);
+        let inner = engines.inner.clone();
+        let mut mc = MemCache::new(inner.clone());
+        let mut scratch = Vec::new();
+        // Not mapped at all: the fault names the whole IB; runs off the end of the second
+        // region: the fault is where the probe finds the first unmapped byte.
+        let unmapped = UNMAPPED;
+        for (ib, fault) in [
+            ((unmapped, 16), (unmapped, 64)),
+            ((IB_VA + 8192 - 8, 16), (IB_VA + 8192, 56)),
+        ] {
+            let ib = pkt3::IndirectBuffer::new(ib.0, ib.1);
+            let mut st = Pm4State::for_queue(&inner, EOP_VA, 1);
+            let (push, first) = push_ib_and_step(&mut mc, &inner, &mut st, &ib, &mut scratch);
+            let Step::Stop(s) = push else {
+                panic!("push of an IB off its memory: {push:?}")
+            };
+            let f = s.fault.expect("a VM fault");
+            assert_eq!((f.va, f.len, f.write), (fault.0, fault.1, false));
+            assert!(first.is_none());
+            assert_eq!(st.depth, 0);
+            let mut st2 = Pm4State::for_queue(&inner, EOP_VA, 1);
+            let Step::Stop(s2) = st2.push_ib(&mut mc, &ib) else {
+                panic!("push_ib of an IB off its memory")
+            };
+            assert_eq!(format!("{:?}", s2.fault), format!("{:?}", Some(f)));
+            assert_eq!(s2.reason, s.reason);
+        }
+        // Spans two objects: pushed, then run by step_ib.
+        let split = pkt3::IndirectBuffer::new(split_va, wv.len() as u32);
+        let mut st = Pm4State::for_queue(&inner, EOP_VA, 1);
+        let (push, first) = push_ib_and_step(&mut mc, &inner, &mut st, &split, &mut scratch);
+        assert!(matches!(push, Step::Done), "{push:?}");
+        assert!(first.is_none());
+        assert_eq!(st.depth, 1);
+        assert!(matches!(
+            step_ib(&mut mc, &inner, &mut st, &mut scratch),
+            IbStep::Packet(Step::Done)
+        ));
+        drop(mc);
+        assert_eq!(data.load_u32(DATA_VA).unwrap(), 5);
+        drop(engines);
     }
 
     /// The runtime's writeValue32 IB runs in one `step_ib` call on the fast path (every
