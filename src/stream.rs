@@ -258,10 +258,19 @@ pub(crate) struct StreamInner {
 /// directly (LLVM does not fold an atomic load into a compare: a load, and a test, each);
 /// x86 loads are acquire loads (TSO), as the atomic loads of the portable versions.
 /// `[SLOT_LOADS]`: first load `{v}` and `{c}` through an [`IdleSlot`] at `{b}`; `inner
-/// s, value`: the words of `StreamInner` `s`, with the timeline's value `value`. The
-/// caller's `unsafe` block says why the words read are live.
+/// s, value`: the words of `StreamInner` `s`, with the timeline's value `value`; `slot
+/// b`: through the [`IdleSlot`] at `b`. The caller's `unsafe` block says why the words
+/// read are live.
 #[cfg(target_arch = "x86_64")]
 macro_rules! idle_compares {
+    (slot $b:expr, mask = $mask:expr $(, $release:ident)?) => {
+        idle_compares!(
+            [SLOT_LOADS], at = "{b} + {c}", mask = $mask $(, $release)?;
+            b = in(reg) $b,
+            v = out(reg) _,
+            c = out(reg) _,
+        )
+    };
     (inner $s:expr, $value:expr, mask = $mask:expr $(, $release:ident)?) => {
         idle_compares!(
             [], at = "{s} + {complete}", mask = $mask $(, $release)?;
@@ -300,7 +309,6 @@ macro_rules! idle_compares {
 }
 
 /// Every mark ([`Stream::synchronize_is_noop`]: none may be set).
-#[cfg(target_arch = "x86_64")]
 const MARKS_ANY: u32 = u32::MAX;
 
 impl StreamInner {
@@ -548,32 +556,8 @@ impl IdleSlot {
     /// still alive.
     #[inline(always)]
     pub unsafe fn query_is_ok(&self) -> bool {
-        let base = self as *const IdleSlot as *const u8;
-        #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: the caller's contract: `base + value` is the live stream's timeline
-            // value word and `base + complete` its `complete_below` (or both the slot's
-            // first word); x86 loads are acquire loads (TSO). The value is read first
-            // (see `StreamInner::quiescent`).
-            unsafe {
-                idle_compares!(
-                    [SLOT_LOADS], at = "{b} + {c}", mask = MARKS_QUERY;
-                    b = in(reg) base,
-                    v = out(reg) _,
-                    c = out(reg) _,
-                );
-            }
-            true
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            // SAFETY: as above.
-            unsafe {
-                let (value, complete) = self.words(base);
-                value < complete.load(Ordering::Acquire)
-                    && Self::marks(complete).load(Ordering::Acquire) & MARKS_QUERY == 0
-            }
-        }
+        // SAFETY: the caller's contract.
+        unsafe { self.idle::<false>() }
     }
 
     /// [`Stream::synchronize_is_noop`] of the cached stream; false when empty.
@@ -582,18 +566,31 @@ impl IdleSlot {
     /// As [`IdleSlot::query_is_ok`].
     #[inline(always)]
     pub unsafe fn synchronize_is_noop(&self) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.idle::<true>() }
+    }
+
+    /// [`IdleSlot::query_is_ok`], or with `FULL` [`IdleSlot::synchronize_is_noop`] (no
+    /// mark at all and the pool release flag clear too).
+    ///
+    /// # Safety
+    /// As [`IdleSlot::query_is_ok`].
+    #[inline(always)]
+    unsafe fn idle<const FULL: bool>(&self) -> bool {
         let base = self as *const IdleSlot as *const u8;
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: as `query_is_ok`; the release flag's address is read only once the
-            // slot is known to name a stream, whose device holds the flag.
+            // SAFETY: the caller's contract: `base + value` is the live stream's timeline
+            // value word and `base + complete` its `complete_below` (or both the slot's
+            // first word). The value is read first (see `StreamInner::quiescent`); the
+            // release flag's address is read only once the slot is known to name a
+            // stream, whose device holds the flag.
             unsafe {
-                idle_compares!(
-                    [SLOT_LOADS], at = "{b} + {c}", mask = MARKS_ANY, release;
-                    b = in(reg) base,
-                    v = out(reg) _,
-                    c = out(reg) _,
-                );
+                if FULL {
+                    idle_compares!(slot base, mask = MARKS_ANY, release);
+                } else {
+                    idle_compares!(slot base, mask = MARKS_QUERY);
+                }
             }
             true
         }
@@ -602,10 +599,14 @@ impl IdleSlot {
             // SAFETY: as above.
             unsafe {
                 let (value, complete) = self.words(base);
+                let mask = if FULL { MARKS_ANY } else { MARKS_QUERY };
                 if value >= complete.load(Ordering::Acquire)
-                    || Self::marks(complete).load(Ordering::Acquire) != 0
+                    || Self::marks(complete).load(Ordering::Acquire) & mask != 0
                 {
                     return false;
+                }
+                if !FULL {
+                    return true;
                 }
                 let r = *((complete as *const AtomicI64 as *const u8).offset(RELEASE_FROM_COMPLETE)
                     as *const usize);
