@@ -46,6 +46,8 @@
 //! a stream that needs one stays on its shared queue (as every CLR stream does), where
 //! its waits may delay the other streams of that queue until they are satisfied.
 
+use std::marker::PhantomPinned;
+use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
@@ -480,29 +482,32 @@ impl IdleProbe {
 /// and a value is never below itself.
 ///
 /// The offsets hold only at the address [`IdleSlot::set`] / [`IdleSlot::set_from`] wrote
-/// them at: a moved slot must be set again before its predicates are asked.
+/// them at: those take a pinned slot (`IdleSlot` is `!Unpin`), so a set slot does not
+/// move (an `IdleSlot::EMPTY` written over one is still a valid, empty slot).
 ///
 /// # Example
 ///
 /// ```
+/// use std::pin::pin;
+///
 /// use kfdrt::stream::IdleSlot;
 ///
 /// # fn main() -> kfdrt::Result<()> {
 /// let dev = kfdrt::Device::open()?;
 /// let s = dev.create_stream(0)?;
-/// let mut slot = IdleSlot::EMPTY;
+/// let mut slot = pin!(IdleSlot::EMPTY);
 /// // SAFETY: an empty slot names no stream.
 /// assert!(!unsafe { slot.query_is_ok() });
-/// slot.set(&s);
+/// slot.as_mut().set(&s);
 /// s.synchronize()?;
 /// // SAFETY: set at this address from `s`, which is alive.
 /// assert!(unsafe { slot.query_is_ok() && slot.synchronize_is_noop() });
 /// // Another slot takes the stream, rebased to its own address.
-/// let mut other = IdleSlot::EMPTY;
-/// other.set_from(&slot);
+/// let mut other = pin!(IdleSlot::EMPTY);
+/// other.as_mut().set_from(&slot);
 /// // SAFETY: as above, for `other`'s address.
 /// assert!(unsafe { other.query_is_ok() });
-/// other.clear();
+/// other.as_mut().clear();
 /// // SAFETY: empty again.
 /// assert!(!unsafe { other.synchronize_is_noop() });
 /// # Ok(()) }
@@ -515,6 +520,9 @@ pub struct IdleSlot {
     /// `StreamInner::complete_below`'s address minus the slot's (the marks word and the
     /// pool release flag's address at fixed distances from it).
     complete: isize,
+    /// The offsets hold only where they were written: [`IdleSlot::set`] and
+    /// [`IdleSlot::set_from`] take a pinned slot.
+    _pinned: PhantomPinned,
 }
 
 impl IdleSlot {
@@ -522,31 +530,36 @@ impl IdleSlot {
     pub const EMPTY: IdleSlot = IdleSlot {
         value: 0,
         complete: 0,
+        _pinned: PhantomPinned,
     };
 
-    /// Cache `stream`'s predicates here (at this address).
-    pub fn set(&mut self, stream: &Stream) {
-        let base = self as *mut IdleSlot as isize;
+    /// Cache `stream`'s predicates here (at this address, which the pin keeps).
+    pub fn set(self: Pin<&mut Self>, stream: &Stream) {
+        // SAFETY: only the offsets are written, in place; the slot is not moved.
+        let this = unsafe { self.get_unchecked_mut() };
+        let base = this as *mut IdleSlot as isize;
         let s = &*stream.inner;
-        self.value = (s.timeline_value as isize).wrapping_sub(base);
-        self.complete = (&s.complete_below as *const AtomicI64 as isize).wrapping_sub(base);
+        this.value = (s.timeline_value as isize).wrapping_sub(base);
+        this.complete = (&s.complete_below as *const AtomicI64 as isize).wrapping_sub(base);
     }
 
     /// Take `other`'s stream (or emptiness), rebased to this slot's address.
-    pub fn set_from(&mut self, other: &IdleSlot) {
+    pub fn set_from(self: Pin<&mut Self>, other: &IdleSlot) {
+        // SAFETY: as in `set`.
+        let this = unsafe { self.get_unchecked_mut() };
         if other.value == 0 && other.complete == 0 {
-            *self = IdleSlot::EMPTY;
+            *this = IdleSlot::EMPTY;
             return;
         }
         let shift =
-            (other as *const IdleSlot as isize).wrapping_sub(self as *mut IdleSlot as isize);
-        self.value = other.value.wrapping_add(shift);
-        self.complete = other.complete.wrapping_add(shift);
+            (other as *const IdleSlot as isize).wrapping_sub(this as *mut IdleSlot as isize);
+        this.value = other.value.wrapping_add(shift);
+        this.complete = other.complete.wrapping_add(shift);
     }
 
     /// Forget the stream.
-    pub fn clear(&mut self) {
-        *self = IdleSlot::EMPTY;
+    pub fn clear(mut self: Pin<&mut Self>) {
+        Pin::set(&mut self, IdleSlot::EMPTY);
     }
 
     /// [`Stream::query_is_ok`] of the cached stream; false when empty.

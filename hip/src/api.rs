@@ -10,6 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::mem::MaybeUninit;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
@@ -160,22 +161,30 @@ impl Idle {
         prev_key: 0,
     };
 
+    /// The slots, pinned where they are.
+    fn pinned(slot: &mut IdleSlot) -> Pin<&mut IdleSlot> {
+        // SAFETY: an `Idle` lives only in the thread's `Fast` slot (static TLS), which
+        // never moves; it is only ever overwritten whole by `Idle::EMPTY` (empty slots,
+        // valid anywhere).
+        unsafe { Pin::new_unchecked(slot) }
+    }
+
     /// Make `prev` the current entry (and the current one `prev`), rebasing the slots.
     fn swap(&mut self) {
-        let mut t = IdleSlot::EMPTY;
-        t.set_from(&self.slot);
-        self.slot.set_from(&self.prev);
-        self.prev.set_from(&t);
+        let mut t = std::pin::pin!(IdleSlot::EMPTY);
+        t.as_mut().set_from(&self.slot);
+        Self::pinned(&mut self.slot).set_from(&self.prev);
+        Self::pinned(&mut self.prev).set_from(&t);
         std::mem::swap(&mut self.key, &mut self.prev_key);
     }
 
     /// Make `st`, named by `key`, the current entry; the current one becomes `prev`.
     fn promote(&mut self, key: usize, st: &Stream) {
         if self.key != key {
-            self.prev.set_from(&self.slot);
+            Self::pinned(&mut self.prev).set_from(&self.slot);
             self.prev_key = self.key;
         }
-        self.slot.set(st);
+        Self::pinned(&mut self.slot).set(st);
         self.key = key;
     }
 }
