@@ -1250,6 +1250,32 @@ impl Stream {
     /// # Safety
     /// `params` is null or points at one readable pointer per explicit argument of
     /// `kernel`, each null or pointing at the argument's size in readable bytes.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use std::ffi::c_void;
+    ///
+    /// use kfdrt::MemoryKind;
+    ///
+    /// # fn main() -> kfdrt::Result<()> {
+    /// let dev = kfdrt::Device::open()?;
+    /// let elf = std::fs::read("vadd.co").unwrap(); // vadd(float *a, float *b, float *c, uint n)
+    /// let vadd = dev.load_module(0, &elf)?.kernel("vadd")?;
+    /// let [a, b, c] = [0; 3].map(|_| dev.alloc(MemoryKind::Device, 0, 4096));
+    /// let (a, b, c, n) = (a?.va(), b?.va(), c?.va(), 1024u32);
+    /// let params: [*const c_void; 4] = [
+    ///     (&a as *const u64).cast(),
+    ///     (&b as *const u64).cast(),
+    ///     (&c as *const u64).cast(),
+    ///     (&n as *const u32).cast(),
+    /// ];
+    /// let stream = dev.create_stream(0)?;
+    /// // SAFETY: one pointer per explicit argument of `vadd`, each at its value's bytes.
+    /// unsafe { stream.launch_params(&vadd, 4, 256, 0, params.as_ptr())? };
+    /// stream.synchronize()?;
+    /// # Ok(()) }
+    /// ```
     #[inline(always)]
     pub unsafe fn launch_params(
         &self,
@@ -1320,32 +1346,23 @@ impl Stream {
             }
             None => None,
         };
-        self.launch_slow(plan, grid, block, dynamic_lds, &fill, wait_for)
+        self.launch_slow(plan, shape, &fill, wait_for)
     }
 
     /// The launch off its fast path: the stream's slow submission (dependencies to
     /// publish first, a move under way...) when `wait_for` is None; else, and whenever the
     /// kernarg ring has no room, wait for the oldest segment's dispatch outside the
-    /// stream's lock and try again.
+    /// stream's lock and try again. `shape`: the launch's, checked by the caller.
     #[cold]
     #[inline(never)]
     fn launch_slow(
         &self,
         plan: &LaunchPlan,
-        grid: [u32; 3],
-        block: [u32; 3],
-        dynamic_lds: u32,
+        shape: Shape,
         fill: &impl Fn(*mut u8) -> Result<()>,
         mut wait_for: Option<Point>,
     ) -> Result<()> {
         let s = &*self.inner;
-        let Some(shape) = Shape::of(plan, grid, block, dynamic_lds) else {
-            return Err(Error::new(
-                ErrorKind::Driver,
-                "hipModuleLaunchKernel",
-                "a checked launch shape no longer checks",
-            ));
-        };
         let attempt = |wait_for: &mut Option<Point>, slow: bool| {
             let build = |slot: &mut OneSlot<'_>, timeline: &Arc<Signal>, target: u64| {
                 Ok(
@@ -1396,14 +1413,17 @@ enum Built {
 #[cold]
 #[inline(never)]
 fn null_param(kernel: &Kernel, i: usize) -> Error {
-    let a = &kernel.metadata().args[kernel.explicit[i]];
+    let name = kernel
+        .explicit
+        .get(i)
+        .and_then(|&a| kernel.metadata().args.get(a))
+        .map_or_else(|| format!("explicit argument {i}"), |a| a.display_name(i));
     Error::new(
         ErrorKind::InvalidValue,
         "hipModuleLaunchKernel",
         format!(
-            "{}: kernelParams[{i}] (argument `{}`) is null",
+            "{}: kernelParams[{i}] (argument `{name}`) is null",
             kernel.name(),
-            a.display_name(i)
         ),
     )
 }
@@ -1967,9 +1987,6 @@ mod tests {
         assert_eq!(written(&w), vec![0xAAu8; 128]);
     }
 
-    /// The kernarg ring starts again at its beginning at the first launch after a
-    /// synchronize when every segment handed out has completed; with a launch still
-    /// running it goes on after that launch's segment.
     /// `cl/mixed_args.cl`'s `mixed` arguments as bytes: (value bytes per explicit
     /// argument) for `out` at `out_va` and a variant `v` of every value.
     fn mixed_values(out_va: u64, v: i64) -> Vec<Vec<u8>> {
@@ -2143,6 +2160,9 @@ mod tests {
         assert!(plan.params_refuse.is_none());
     }
 
+    /// The kernarg ring starts again at its beginning at the first launch after a
+    /// synchronize when every segment handed out has completed; with a launch still
+    /// running it goes on after that launch's segment.
     #[test]
     fn kernarg_ring_rewinds_when_drained() {
         let dev = open("emu:mi300x");

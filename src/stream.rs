@@ -46,6 +46,8 @@
 //! a stream that needs one stays on its shared queue (as every CLR stream does), where
 //! its waits may delay the other streams of that queue until they are satisfied.
 
+use std::marker::PhantomPinned;
+use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
@@ -249,6 +251,68 @@ pub(crate) struct StreamInner {
     pub(crate) wait_kernel: crate::waitkernel::StreamSlot,
 }
 
+/// The x86 compares of the idle predicates ([`StreamInner::quiescent`],
+/// [`StreamInner::synchronize_is_noop`], [`IdleSlot`]'s), one `asm!` that returns false
+/// from the enclosing function when the stream is busy: the timeline's value in `{v}` is
+/// below the `complete_below` word at `[at]`, the marks word at its distance from it has
+/// none of `mask` set, and with `release` the pool release flag (its address at its
+/// distance from `complete_below`) is clear. The compares take their memory operands
+/// directly (LLVM does not fold an atomic load into a compare: a load, and a test, each);
+/// x86 loads are acquire loads (TSO), as the atomic loads of the portable versions.
+/// `[SLOT_LOADS]`: first load `{v}` and `{c}` through an [`IdleSlot`] at `{b}`; `inner
+/// s, value`: the words of `StreamInner` `s`, with the timeline's value `value`; `slot
+/// b`: through the [`IdleSlot`] at `b`. The caller's `unsafe` block says why the words
+/// read are live.
+#[cfg(target_arch = "x86_64")]
+macro_rules! idle_compares {
+    (slot $b:expr, mask = $mask:expr $(, $release:ident)?) => {
+        idle_compares!(
+            [SLOT_LOADS], at = "{b} + {c}", mask = $mask $(, $release)?;
+            b = in(reg) $b,
+            v = out(reg) _,
+            c = out(reg) _,
+        )
+    };
+    (inner $s:expr, $value:expr, mask = $mask:expr $(, $release:ident)?) => {
+        idle_compares!(
+            [], at = "{s} + {complete}", mask = $mask $(, $release)?;
+            v = inout(reg) $value => _,
+            s = in(reg) $s,
+            complete = const std::mem::offset_of!(StreamInner, complete_below),
+        )
+    };
+    ([$($loads:ident)?], at = $at:literal, mask = $mask:expr $(, $release:ident)?;
+     $($operands:tt)*) => {
+        std::arch::asm!(
+            $(idle_compares!(@$loads),)?
+            concat!("cmp {v}, qword ptr [", $at, "]"),
+            "jge {busy}",
+            concat!("test dword ptr [", $at, " + {marks}], {mask}"),
+            "jne {busy}",
+            $(idle_compares!(@$release $at),)?
+            $($operands)*
+            marks = const MARKS_FROM_COMPLETE,
+            mask = const $mask,
+            $(release = const idle_compares!(@@$release),)?
+            busy = label { return false; },
+            options(readonly, nostack),
+        )
+    };
+    // The slot's two offsets, then the value through the first (read before the bound).
+    (@SLOT_LOADS) => {
+        "mov {v}, qword ptr [{b}]\nmov {c}, qword ptr [{b} + 8]\nmov {v}, qword ptr [{b} + {v}]"
+    };
+    (@release $at:literal) => {
+        concat!("mov {v}, qword ptr [", $at, " + {release}]\ncmp byte ptr [{v}], 0\njne {busy}")
+    };
+    (@@release) => {
+        RELEASE_FROM_COMPLETE
+    };
+}
+
+/// Every mark ([`Stream::synchronize_is_noop`]: none may be set).
+const MARKS_ANY: u32 = u32::MAX;
+
 impl StreamInner {
     pub(crate) fn point(&self) -> Point {
         let target = self.submitted.load(Ordering::Acquire);
@@ -276,30 +340,11 @@ impl StreamInner {
     /// later `complete_below` still means every packet counted there had completed.
     #[inline(always)]
     fn quiescent(&self) -> bool {
-        // SAFETY: the value word of `self.timeline`, which lives as long as `self`.
-        let value = unsafe { AtomicI64::from_ptr(self.timeline_value as *mut i64) };
-        let value = value.load(Ordering::Acquire);
+        let value = self.timeline_now();
         #[cfg(target_arch = "x86_64")]
         {
-            // The compares with their memory operands (LLVM does not fold an atomic load
-            // into a compare: a load, and a test for the marks, each).
-            // SAFETY: reads two words of `self` (live); x86 loads are acquire loads (TSO),
-            // as the atomic loads of the portable version below.
-            unsafe {
-                std::arch::asm!(
-                    "cmp {v}, qword ptr [{s} + {complete_below}]",
-                    "jge {busy}",
-                    "test dword ptr [{s} + {marks}], {mask}",
-                    "jne {busy}",
-                    v = in(reg) value,
-                    s = in(reg) self,
-                    complete_below = const std::mem::offset_of!(StreamInner, complete_below),
-                    marks = const std::mem::offset_of!(StreamInner, cb.marks),
-                    mask = const MARKS_QUERY,
-                    busy = label { return false; },
-                    options(readonly, nostack),
-                );
-            }
+            // SAFETY: reads two words of `self` (live).
+            unsafe { idle_compares!(inner self, value, mask = MARKS_QUERY) };
             true
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -309,36 +354,26 @@ impl StreamInner {
         }
     }
 
+    /// The timeline's value (the word `timeline_value` points at: no pointer walk).
+    #[inline(always)]
+    fn timeline_now(&self) -> i64 {
+        // SAFETY: the value word of `self.timeline`, which lives as long as `self`.
+        unsafe { AtomicI64::from_ptr(self.timeline_value as *mut i64) }.load(Ordering::Acquire)
+    }
+
     /// [`Stream::synchronize_is_noop`]: [`StreamInner::quiescent`], no mark at all (on the
     /// null stream [`MARK_NULL_WAITS`]: no blocking stream alive on the device, whose work
     /// would count) and no stream-ordered-allocator release pending (read through
     /// `release_pending`).
     #[inline(always)]
     fn synchronize_is_noop(&self) -> bool {
-        // SAFETY: as `quiescent`.
-        let value = unsafe { AtomicI64::from_ptr(self.timeline_value as *mut i64) };
-        let value = value.load(Ordering::Acquire);
+        let value = self.timeline_now();
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: as `quiescent`; `release_pending` is the address of the device's
-            // flag, which lives as long as `self` (it holds the device).
-            unsafe {
-                std::arch::asm!(
-                    "cmp {v}, qword ptr [{s} + {complete_below}]",
-                    "jge {busy}",
-                    "cmp dword ptr [{s} + {marks}], 0",
-                    "jne {busy}",
-                    "cmp byte ptr [{r}], 0",
-                    "jne {busy}",
-                    v = in(reg) value,
-                    s = in(reg) self,
-                    r = in(reg) self.release_pending,
-                    complete_below = const std::mem::offset_of!(StreamInner, complete_below),
-                    marks = const std::mem::offset_of!(StreamInner, cb.marks),
-                    busy = label { return false; },
-                    options(readonly, nostack),
-                );
-            }
+            // SAFETY: as `quiescent`, and reads `self.release_pending`, the address of the
+            // device's flag, and the flag, which lives as long as `self` (it holds the
+            // device).
+            unsafe { idle_compares!(inner self, value, mask = MARKS_ANY, release) };
             true
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -398,6 +433,21 @@ impl StreamInner {
 /// hot stream (the predicates' loads are one load closer than through a `Stream`, whose
 /// state sits behind its reference count). Valid while the stream it was taken from
 /// ([`Stream::idle_probe`]) lives: the caller keeps that `Stream` alive.
+///
+/// # Example
+///
+/// ```
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = kfdrt::Device::open()?;
+/// let s = dev.create_stream(0)?;
+/// let probe = s.idle_probe();
+/// let mem = dev.alloc(kfdrt::MemoryKind::Device, 0, 4096)?;
+/// s.memset_d32(mem.va(), 7, 1024)?;
+/// s.synchronize()?;
+/// // SAFETY: `s`, the stream the probe was taken from, is alive.
+/// assert!(unsafe { probe.query_is_ok() && probe.synchronize_is_noop() });
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct IdleProbe(NonNull<StreamInner>);
 
@@ -432,7 +482,36 @@ impl IdleProbe {
 /// and a value is never below itself.
 ///
 /// The offsets hold only at the address [`IdleSlot::set`] / [`IdleSlot::set_from`] wrote
-/// them at: a moved slot must be set again before its predicates are asked.
+/// them at: those take a pinned slot (`IdleSlot` is `!Unpin`), so a set slot does not
+/// move (an `IdleSlot::EMPTY` written over one is still a valid, empty slot).
+///
+/// # Example
+///
+/// ```
+/// use std::pin::pin;
+///
+/// use kfdrt::stream::IdleSlot;
+///
+/// # fn main() -> kfdrt::Result<()> {
+/// let dev = kfdrt::Device::open()?;
+/// let s = dev.create_stream(0)?;
+/// let mut slot = pin!(IdleSlot::EMPTY);
+/// // SAFETY: an empty slot names no stream.
+/// assert!(!unsafe { slot.query_is_ok() });
+/// slot.as_mut().set(&s);
+/// s.synchronize()?;
+/// // SAFETY: set at this address from `s`, which is alive.
+/// assert!(unsafe { slot.query_is_ok() && slot.synchronize_is_noop() });
+/// // Another slot takes the stream, rebased to its own address.
+/// let mut other = pin!(IdleSlot::EMPTY);
+/// other.as_mut().set_from(&slot);
+/// // SAFETY: as above, for `other`'s address.
+/// assert!(unsafe { other.query_is_ok() });
+/// other.as_mut().clear();
+/// // SAFETY: empty again.
+/// assert!(!unsafe { other.synchronize_is_noop() });
+/// # Ok(()) }
+/// ```
 #[repr(C)]
 #[derive(Debug)]
 pub struct IdleSlot {
@@ -441,6 +520,9 @@ pub struct IdleSlot {
     /// `StreamInner::complete_below`'s address minus the slot's (the marks word and the
     /// pool release flag's address at fixed distances from it).
     complete: isize,
+    /// The offsets hold only where they were written: [`IdleSlot::set`] and
+    /// [`IdleSlot::set_from`] take a pinned slot.
+    _pinned: PhantomPinned,
 }
 
 impl IdleSlot {
@@ -448,31 +530,36 @@ impl IdleSlot {
     pub const EMPTY: IdleSlot = IdleSlot {
         value: 0,
         complete: 0,
+        _pinned: PhantomPinned,
     };
 
-    /// Cache `stream`'s predicates here (at this address).
-    pub fn set(&mut self, stream: &Stream) {
-        let base = self as *mut IdleSlot as isize;
+    /// Cache `stream`'s predicates here (at this address, which the pin keeps).
+    pub fn set(self: Pin<&mut Self>, stream: &Stream) {
+        // SAFETY: only the offsets are written, in place; the slot is not moved.
+        let this = unsafe { self.get_unchecked_mut() };
+        let base = this as *mut IdleSlot as isize;
         let s = &*stream.inner;
-        self.value = (s.timeline_value as isize).wrapping_sub(base);
-        self.complete = (&s.complete_below as *const AtomicI64 as isize).wrapping_sub(base);
+        this.value = (s.timeline_value as isize).wrapping_sub(base);
+        this.complete = (&s.complete_below as *const AtomicI64 as isize).wrapping_sub(base);
     }
 
     /// Take `other`'s stream (or emptiness), rebased to this slot's address.
-    pub fn set_from(&mut self, other: &IdleSlot) {
+    pub fn set_from(self: Pin<&mut Self>, other: &IdleSlot) {
+        // SAFETY: as in `set`.
+        let this = unsafe { self.get_unchecked_mut() };
         if other.value == 0 && other.complete == 0 {
-            *self = IdleSlot::EMPTY;
+            *this = IdleSlot::EMPTY;
             return;
         }
         let shift =
-            (other as *const IdleSlot as isize).wrapping_sub(self as *mut IdleSlot as isize);
-        self.value = other.value.wrapping_add(shift);
-        self.complete = other.complete.wrapping_add(shift);
+            (other as *const IdleSlot as isize).wrapping_sub(this as *mut IdleSlot as isize);
+        this.value = other.value.wrapping_add(shift);
+        this.complete = other.complete.wrapping_add(shift);
     }
 
     /// Forget the stream.
-    pub fn clear(&mut self) {
-        *self = IdleSlot::EMPTY;
+    pub fn clear(mut self: Pin<&mut Self>) {
+        Pin::set(&mut self, IdleSlot::EMPTY);
     }
 
     /// [`Stream::query_is_ok`] of the cached stream; false when empty.
@@ -482,42 +569,8 @@ impl IdleSlot {
     /// still alive.
     #[inline(always)]
     pub unsafe fn query_is_ok(&self) -> bool {
-        let base = self as *const IdleSlot as *const u8;
-        #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: the caller's contract: `base + value` is the live stream's timeline
-            // value word and `base + complete` its `complete_below` (or both the slot's
-            // first word); x86 loads are acquire loads (TSO). The value is read first
-            // (see `StreamInner::quiescent`).
-            unsafe {
-                std::arch::asm!(
-                    "mov {v}, qword ptr [{b}]",
-                    "mov {c}, qword ptr [{b} + 8]",
-                    "mov {v}, qword ptr [{b} + {v}]",
-                    "cmp {v}, qword ptr [{b} + {c}]",
-                    "jge {busy}",
-                    "test dword ptr [{b} + {c} + {marks}], {mask}",
-                    "jne {busy}",
-                    b = in(reg) base,
-                    v = out(reg) _,
-                    c = out(reg) _,
-                    marks = const MARKS_FROM_COMPLETE,
-                    mask = const MARKS_QUERY,
-                    busy = label { return false; },
-                    options(readonly, nostack),
-                );
-            }
-            true
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            // SAFETY: as above.
-            unsafe {
-                let (value, complete) = self.words(base);
-                value < complete.load(Ordering::Acquire)
-                    && Self::marks(complete).load(Ordering::Acquire) & MARKS_QUERY == 0
-            }
-        }
+        // SAFETY: the caller's contract.
+        unsafe { self.idle::<false>() }
     }
 
     /// [`Stream::synchronize_is_noop`] of the cached stream; false when empty.
@@ -526,31 +579,31 @@ impl IdleSlot {
     /// As [`IdleSlot::query_is_ok`].
     #[inline(always)]
     pub unsafe fn synchronize_is_noop(&self) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.idle::<true>() }
+    }
+
+    /// [`IdleSlot::query_is_ok`], or with `FULL` [`IdleSlot::synchronize_is_noop`] (no
+    /// mark at all and the pool release flag clear too).
+    ///
+    /// # Safety
+    /// As [`IdleSlot::query_is_ok`].
+    #[inline(always)]
+    unsafe fn idle<const FULL: bool>(&self) -> bool {
         let base = self as *const IdleSlot as *const u8;
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: as `query_is_ok`; the release flag's address is read only once the
-            // slot is known to name a stream, whose device holds the flag.
+            // SAFETY: the caller's contract: `base + value` is the live stream's timeline
+            // value word and `base + complete` its `complete_below` (or both the slot's
+            // first word). The value is read first (see `StreamInner::quiescent`); the
+            // release flag's address is read only once the slot is known to name a
+            // stream, whose device holds the flag.
             unsafe {
-                std::arch::asm!(
-                    "mov {v}, qword ptr [{b}]",
-                    "mov {c}, qword ptr [{b} + 8]",
-                    "mov {v}, qword ptr [{b} + {v}]",
-                    "cmp {v}, qword ptr [{b} + {c}]",
-                    "jge {busy}",
-                    "cmp dword ptr [{b} + {c} + {marks}], 0",
-                    "jne {busy}",
-                    "mov {v}, qword ptr [{b} + {c} + {release}]",
-                    "cmp byte ptr [{v}], 0",
-                    "jne {busy}",
-                    b = in(reg) base,
-                    v = out(reg) _,
-                    c = out(reg) _,
-                    marks = const MARKS_FROM_COMPLETE,
-                    release = const RELEASE_FROM_COMPLETE,
-                    busy = label { return false; },
-                    options(readonly, nostack),
-                );
+                if FULL {
+                    idle_compares!(slot base, mask = MARKS_ANY, release);
+                } else {
+                    idle_compares!(slot base, mask = MARKS_QUERY);
+                }
             }
             true
         }
@@ -559,10 +612,14 @@ impl IdleSlot {
             // SAFETY: as above.
             unsafe {
                 let (value, complete) = self.words(base);
+                let mask = if FULL { MARKS_ANY } else { MARKS_QUERY };
                 if value >= complete.load(Ordering::Acquire)
-                    || Self::marks(complete).load(Ordering::Acquire) != 0
+                    || Self::marks(complete).load(Ordering::Acquire) & mask != 0
                 {
                     return false;
+                }
+                if !FULL {
+                    return true;
                 }
                 let r = *((complete as *const AtomicI64 as *const u8).offset(RELEASE_FROM_COMPLETE)
                     as *const usize);
@@ -936,6 +993,17 @@ impl Stream {
     }
 
     /// The stream's idle predicates without its handle ([`IdleProbe`]).
+    ///
+    /// ```
+    /// # fn main() -> kfdrt::Result<()> {
+    /// let dev = kfdrt::Device::open()?;
+    /// let s = dev.create_stream(0)?;
+    /// s.synchronize()?;
+    /// let probe = s.idle_probe();
+    /// // SAFETY: `s` is alive.
+    /// assert_eq!(unsafe { probe.query_is_ok() }, s.query_is_ok());
+    /// # Ok(()) }
+    /// ```
     #[inline]
     pub fn idle_probe(&self) -> IdleProbe {
         IdleProbe(NonNull::from(&*self.inner))
@@ -947,6 +1015,20 @@ impl Stream {
     /// destroyed, so that such a cache falls back to its full path, which rejects the
     /// handle. Nothing else changes: the stream's commands, [`Stream::query`] and
     /// [`Stream::synchronize`] work as before.
+    ///
+    /// ```
+    /// # fn main() -> kfdrt::Result<()> {
+    /// let dev = kfdrt::Device::open()?;
+    /// let s = dev.create_stream(0)?;
+    /// s.synchronize()?;
+    /// assert!(s.query_is_ok());
+    /// s.close_idle_predicates();
+    /// assert!(!s.query_is_ok() && !s.synchronize_is_noop());
+    /// // The full paths answer as before.
+    /// assert!(s.query().is_ok());
+    /// s.synchronize()?;
+    /// # Ok(()) }
+    /// ```
     pub fn close_idle_predicates(&self) {
         self.inner.cb.set_mark(MARK_CLOSED);
     }

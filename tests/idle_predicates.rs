@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -122,10 +123,10 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
         .unwrap();
     let probe = s.idle_probe();
     // The self-relative slot, set in one place and rebased into another.
-    let mut slot = IdleSlot::EMPTY;
-    slot.set(&s);
-    let mut moved = Box::new(IdleSlot::EMPTY);
-    moved.set_from(&slot);
+    let mut slot = pin!(IdleSlot::EMPTY);
+    slot.as_mut().set(&s);
+    let mut moved = Box::pin(IdleSlot::EMPTY);
+    moved.as_mut().set_from(&slot);
     // SAFETY (every probe and slot call below): `s` is alive until the end of the test,
     // and neither slot moves after it was set.
     let agree = |q: bool, y: bool| {
@@ -133,7 +134,7 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
         assert_eq!(s.synchronize_is_noop(), y);
         assert_eq!(unsafe { probe.query_is_ok() }, q);
         assert_eq!(unsafe { probe.synchronize_is_noop() }, y);
-        for sl in [&slot, &*moved] {
+        for sl in [&*slot, &*moved] {
             assert_eq!(unsafe { sl.query_is_ok() }, q);
             assert_eq!(unsafe { sl.synchronize_is_noop() }, y);
         }
@@ -184,8 +185,8 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
     // The null stream's probe sees live blocking streams and a pending pool release.
     let null = dev.null_stream(0).unwrap();
     let np = null.idle_probe();
-    let mut ns = IdleSlot::EMPTY;
-    ns.set(&null);
+    let mut ns = pin!(IdleSlot::EMPTY);
+    ns.as_mut().set(&null);
     null.synchronize().unwrap();
     assert!(unsafe { np.query_is_ok() && np.synchronize_is_noop() });
     assert!(unsafe { ns.query_is_ok() && ns.synchronize_is_noop() });
@@ -209,8 +210,8 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
     u.synchronize().unwrap();
     assert!(unsafe { np.synchronize_is_noop() && ns.synchronize_is_noop() });
     // Cleared, or rebased from an empty slot: never idle, on an idle stream.
-    ns.clear();
-    slot.set_from(&ns);
+    ns.as_mut().clear();
+    slot.as_mut().set_from(&ns);
     assert!(unsafe { !ns.query_is_ok() && !ns.synchronize_is_noop() });
     assert!(unsafe { !slot.query_is_ok() && !slot.synchronize_is_noop() });
 }
@@ -229,8 +230,8 @@ fn idle_slot_all_zero_is_never_idle_and_set_follows_the_stream() {
     let s = dev
         .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
-    let mut slot = IdleSlot::EMPTY;
-    slot.set(&s);
+    let mut slot = pin!(IdleSlot::EMPTY);
+    slot.as_mut().set(&s);
     // SAFETY (below): `s` outlives the slot, which does not move.
     assert!(unsafe { slot.query_is_ok() && slot.synchronize_is_noop() });
     for round in 1..=3u32 {

@@ -291,6 +291,18 @@ impl HeapMemory {
 
     /// Remove the region at `va` (an unmap: windows already handed out keep their
     /// buffer; new resolves fault). Returns whether there was one.
+    ///
+    /// ```
+    /// use kfd_emu::gpumem::{GpuMemory, HeapMemory};
+    ///
+    /// let mem = HeapMemory::new();
+    /// let w = mem.add_region(0x10_0000, 4096);
+    /// assert!(mem.resolve(1, 0x10_0000, 4).is_ok());
+    /// assert!(mem.remove_region(0x10_0000));
+    /// assert!(mem.resolve(1, 0x10_0000, 4).is_err()); // unmapped
+    /// assert!(w.store_u32(0x10_0000, 7).is_ok()); // the old window keeps its buffer
+    /// assert!(!mem.remove_region(0x10_0000));
+    /// ```
     pub fn remove_region(&self, va: u64) -> bool {
         let mut regions = self.regions.write().unwrap_or_else(|e| e.into_inner());
         let before = regions.len();

@@ -10,6 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::mem::MaybeUninit;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
@@ -160,22 +161,30 @@ impl Idle {
         prev_key: 0,
     };
 
+    /// The slots, pinned where they are.
+    fn pinned(slot: &mut IdleSlot) -> Pin<&mut IdleSlot> {
+        // SAFETY: an `Idle` lives only in the thread's `Fast` slot (static TLS), which
+        // never moves; it is only ever overwritten whole by `Idle::EMPTY` (empty slots,
+        // valid anywhere).
+        unsafe { Pin::new_unchecked(slot) }
+    }
+
     /// Make `prev` the current entry (and the current one `prev`), rebasing the slots.
     fn swap(&mut self) {
-        let mut t = IdleSlot::EMPTY;
-        t.set_from(&self.slot);
-        self.slot.set_from(&self.prev);
-        self.prev.set_from(&t);
+        let mut t = std::pin::pin!(IdleSlot::EMPTY);
+        t.as_mut().set_from(&self.slot);
+        Self::pinned(&mut self.slot).set_from(&self.prev);
+        Self::pinned(&mut self.prev).set_from(&t);
         std::mem::swap(&mut self.key, &mut self.prev_key);
     }
 
     /// Make `st`, named by `key`, the current entry; the current one becomes `prev`.
     fn promote(&mut self, key: usize, st: &Stream) {
         if self.key != key {
-            self.prev.set_from(&self.slot);
+            Self::pinned(&mut self.prev).set_from(&self.slot);
             self.prev_key = self.key;
         }
-        self.slot.set(st);
+        Self::pinned(&mut self.slot).set(st);
         self.key = key;
     }
 }
@@ -959,20 +968,32 @@ pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
     query_full(s)
 }
 
+/// Whether `s` is the calling thread's previous idle entry and `idle` (one of
+/// [`IdleSlot`]'s predicates) holds for it: then that entry becomes the hot one again and
+/// the last error success (what the full paths of query and synchronize try first).
+#[inline(always)]
+fn prev_idle(s: *mut c_void, idle: unsafe fn(&IdleSlot) -> bool) -> bool {
+    let f = fast();
+    // SAFETY: the calling thread's own slot; the previous entry's stream stays alive until
+    // this call returns (see `Idle`), and its slot was set where it is.
+    unsafe {
+        let i = &mut (*f).idle;
+        if s as usize == i.prev_key && idle(&i.prev) {
+            i.swap();
+            (*f).last_error = hipSuccess;
+            return true;
+        }
+    }
+    false
+}
+
 /// The full path of `hipStreamQuery` (a non-unwinding ABI, so the entry point's
 /// call to it is a tail jump and its hot path needs no stack frame; `"system"`, which is
 /// `"C"` here, because build.rs exports every `extern "C"` function).
 #[inline(never)]
 extern "system" fn query_full(s: *mut c_void) -> hipError_t {
-    let f = fast();
-    // SAFETY: as in the entry point, for the previous idle entry.
-    unsafe {
-        let i = &mut (*f).idle;
-        if s as usize == i.prev_key && i.prev.query_is_ok() {
-            i.swap();
-            (*f).last_error = hipSuccess;
-            return hipSuccess;
-        }
+    if prev_idle(s, IdleSlot::query_is_ok) {
+        return hipSuccess;
     }
     let e = ret_stream(s, |st| st.query().hip());
     promote_hot(s);
@@ -1001,15 +1022,8 @@ pub extern "C" fn hipStreamSynchronize(s: *mut c_void) -> hipError_t {
 /// `"C"` here, because build.rs exports every `extern "C"` function).
 #[inline(never)]
 extern "system" fn synchronize_full(s: *mut c_void) -> hipError_t {
-    let f = fast();
-    // SAFETY: as in the entry point, for the previous idle entry.
-    unsafe {
-        let i = &mut (*f).idle;
-        if s as usize == i.prev_key && i.prev.synchronize_is_noop() {
-            i.swap();
-            (*f).last_error = hipSuccess;
-            return hipSuccess;
-        }
+    if prev_idle(s, IdleSlot::synchronize_is_noop) {
+        return hipSuccess;
     }
     let e = ret_stream(s, |st| st.synchronize().hip());
     promote_hot(s);

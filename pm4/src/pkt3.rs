@@ -367,6 +367,13 @@ impl WriteDataDst {
         })
     }
     /// Whether the destination is memory (not a register or GDS).
+    ///
+    /// ```
+    /// use pm4::pkt3::WriteDataDst;
+    ///
+    /// assert!(WriteDataDst::Memory.is_memory());
+    /// assert!(!WriteDataDst::Gds.is_memory());
+    /// ```
     pub const fn is_memory(self) -> bool {
         matches!(
             self,
@@ -1890,6 +1897,17 @@ impl<'a> WriteData<'a> {
     /// packet (header included, exactly the dwords the header counts). What
     /// [`decode_pm4`] does for this opcode, callable alone by an executor that reads
     /// headers itself (the emulator's indirect-buffer fast path).
+    ///
+    /// ```
+    /// use pm4::pkt3::WriteData;
+    /// use pm4::GfxFamily;
+    ///
+    /// let data = [7u32, 8];
+    /// let mut w = [0u32; 8];
+    /// let n = WriteData::memory(0x1000, &data).encode(GfxFamily::Gfx9, &mut w).unwrap();
+    /// let back = WriteData::decode_body(&w[..n]).unwrap();
+    /// assert_eq!(back, WriteData::memory(0x1000, &data));
+    /// ```
     #[inline]
     pub fn decode_body(w: &'a [u32]) -> Result<WriteData<'a>, DecodeError> {
         let n = w.len();
@@ -1937,6 +1955,16 @@ impl<'a> WriteData<'a> {
 impl WaitRegMem {
     /// Decodes a WAIT_REG_MEM whose header [`decode_header`] already read: `w` is the
     /// whole packet, as for [`WriteData::decode_body`].
+    ///
+    /// ```
+    /// use pm4::pkt3::{CompareFn, WaitRegMem};
+    /// use pm4::GfxFamily;
+    ///
+    /// let wait = WaitRegMem::memory(CompareFn::Equal, 0x2000, 1, u32::MAX, 4);
+    /// let mut w = [0u32; WaitRegMem::DWORDS];
+    /// wait.encode(GfxFamily::Gfx9, &mut w).unwrap();
+    /// assert_eq!(WaitRegMem::decode_body(&w).unwrap(), wait);
+    /// ```
     #[inline]
     pub fn decode_body(w: &[u32]) -> Result<WaitRegMem, DecodeError> {
         let &[_, w1, w2, w3, w4, w5, w6] = w else {
@@ -1966,6 +1994,27 @@ impl WaitRegMem {
 impl WaitRegMem64 {
     /// Decodes a WAIT_REG_MEM64 whose header [`decode_header`] already read: `w` is the
     /// whole packet, as for [`WriteData::decode_body`].
+    ///
+    /// ```
+    /// use pm4::pkt3::{CompareFn, WaitRegMem, WaitRegMem64};
+    /// use pm4::GfxFamily;
+    ///
+    /// let w32 = WaitRegMem::memory(CompareFn::GreaterEqual, 0x2000, 0, 0, 4);
+    /// let wait = WaitRegMem64 {
+    ///     function: w32.function,
+    ///     mem_space: w32.mem_space,
+    ///     operation: w32.operation,
+    ///     engine: 0,
+    ///     cache_policy: w32.cache_policy,
+    ///     addr: 0x2000,
+    ///     reference: 1 << 40,
+    ///     mask: u64::MAX,
+    ///     poll_interval: 4,
+    /// };
+    /// let mut w = [0u32; WaitRegMem64::DWORDS];
+    /// wait.encode(GfxFamily::Gfx9, &mut w).unwrap();
+    /// assert_eq!(WaitRegMem64::decode_body(&w).unwrap(), wait);
+    /// ```
     #[inline]
     pub fn decode_body(w: &[u32]) -> Result<WaitRegMem64, DecodeError> {
         let &[_, w1, w2, w3, w4, w5, w6, w7, w8] = w else {

@@ -590,11 +590,39 @@ impl GpuEngines {
     /// Whether a small loop-free kernel dispatch runs on the CP's own thread (the
     /// default; `engine::dispatch::Pool::start`). A test hook: with `false` every dispatch
     /// runs on a dispatch thread, so a test can compare both paths.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use kfd_emu::engine::{EngineConfig, GpuEngines, Interrupts, QueueFault};
+    /// use kfd_emu::gpumem::HeapMemory;
+    /// use pm4::{GfxFamily, SdmaVersion};
+    ///
+    /// struct NoIrq;
+    /// impl Interrupts for NoIrq {
+    ///     fn event_interrupt(&self, _: u32, _: Option<u32>) {}
+    ///     fn queue_fault(&self, _: u32, _: &QueueFault) {}
+    /// }
+    /// let cfg = EngineConfig {
+    ///     gpu_id: 1,
+    ///     family: GfxFamily::Gfx9,
+    ///     sdma_version: SdmaVersion::V4,
+    ///     num_sdma_engines: 1,
+    ///     clock_hz: 0,
+    ///     gfx_target_version: 90010,
+    ///     num_xcc: 1,
+    ///     sramecc: true,
+    /// };
+    /// let eng = GpuEngines::new(cfg, Arc::new(HeapMemory::new()), Arc::new(NoIrq));
+    /// eng.set_inline_dispatch(false); // every dispatch on a dispatch thread
+    /// assert_eq!(eng.inline_dispatches(), 0);
+    /// ```
     pub fn set_inline_dispatch(&self, on: bool) {
         self.inner.dispatches.set_inline(on);
     }
 
-    /// Kernel dispatches the CP ran on its own thread so far.
+    /// Kernel dispatches the CP ran on its own thread so far (see the example of
+    /// [`GpuEngines::set_inline_dispatch`]; emu/tests/shader_inline.rs counts them per run).
     pub fn inline_dispatches(&self) -> u64 {
         self.inner.dispatches.inlined()
     }

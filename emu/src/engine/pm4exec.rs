@@ -507,7 +507,11 @@ fn walk_ib_fast(
         let Some(pw) = words.get(off..off + n) else {
             break None;
         };
-        let fw = firmware::firmware(inner.cfg.family);
+        // A packet the firmware refuses (NOP: every one takes it) goes to the general
+        // path, which reports it.
+        if opcode != pkt3::op::NOP && !firmware::firmware(inner.cfg.family).accepts(opcode) {
+            break None;
+        }
         // (step, whether the buffer read above still holds after it)
         let (step, fresh) = match opcode {
             pkt3::op::NOP => (Step::Done, true),
@@ -515,9 +519,6 @@ fn walk_ib_fast(
                 let Ok(w) = pkt3::WriteData::decode_body(pw) else {
                     break None;
                 };
-                if !fw.accepts(opcode) {
-                    break None;
-                }
                 let len = if w.addr_incr {
                     w.data.len() as u64 * 4
                 } else {
@@ -532,18 +533,12 @@ fn walk_ib_fast(
                 let Ok(w) = pkt3::WaitRegMem::decode_body(pw) else {
                     break None;
                 };
-                if !fw.accepts(opcode) {
-                    break None;
-                }
                 (wait_reg_mem(mem, &w), true)
             }
             pkt3::op::WAIT_REG_MEM64 => {
                 let Ok(w) = pkt3::WaitRegMem64::decode_body(pw) else {
                     break None;
                 };
-                if !fw.accepts(opcode) {
-                    break None;
-                }
                 (wait_reg_mem64(mem, &w), true)
             }
             pkt3::op::INDIRECT_BUFFER => break None,
@@ -551,7 +546,6 @@ fn walk_ib_fast(
                 let Ok((p, _)) = pkt3::decode_pm4(pw, inner.cfg.family) else {
                     break None;
                 };
-                // `exec` applies the firmware's rules itself.
                 st.chained = false;
                 (exec(mem, inner, st, &p), false)
             }

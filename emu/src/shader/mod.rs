@@ -463,7 +463,12 @@ pub(crate) fn prepare(
     dispatch_id: u64,
     on_cp: bool,
 ) -> Result<Option<Prepared>, ShaderError> {
-    let (mut port, port_gen) = dispatch_port(inner, on_cp);
+    prepare_on(inner, None, k, packet_va, queue_va, dispatch_id, on_cp)
+}
+
+/// The AQL dispatch `k`'s [`Launch`]: its kernel descriptor, read through `port` as the CP
+/// reads it, and the code entry it gives.
+fn aql_launch(port: &mut MemPort, k: &KernelDispatch) -> Result<Launch, ShaderError> {
     // One translation and eight 64-bit loads (the CP checked the descriptor is 64-byte
     // aligned; `load_raw` reads an unaligned one bytewise), not 64 byte loads.
     let p = port
@@ -482,23 +487,13 @@ pub(crate) fn prepare(
     let entry = k
         .kernel_object
         .wrapping_add(kd.kernel_code_entry_byte_offset as u64);
-    let regs = Launch {
+    Ok(Launch {
         kd,
         entry,
         user_data: None,
         tmpring: 0,
         scratch_base: 0,
-    };
-    prepare_on(
-        inner,
-        (port, port_gen),
-        &regs,
-        k,
-        packet_va,
-        queue_va,
-        dispatch_id,
-        on_cp,
-    )
+    })
 }
 
 /// What starts a dispatch's waves besides the packet: the kernel's resource registers
@@ -529,11 +524,9 @@ pub(crate) fn prepare_launch(
     dispatch_id: u64,
     on_cp: bool,
 ) -> Result<Option<Prepared>, ShaderError> {
-    let port = dispatch_port(inner, on_cp);
     prepare_on(
         inner,
-        port,
-        launch,
+        Some(launch),
         k,
         packet_va,
         queue_va,
@@ -542,19 +535,26 @@ pub(crate) fn prepare_launch(
     )
 }
 
-/// [`prepare_launch`] with `port` (the dispatching thread's translations, from
-/// [`dispatch_port`]).
-#[allow(clippy::too_many_arguments)]
+/// [`prepare`] (`launch` None: read from the AQL packet's kernel descriptor) and
+/// [`prepare_launch`], with the dispatching thread's memory port ([`dispatch_port`]).
 fn prepare_on(
     inner: &Inner,
-    (mut port, port_gen): (MemPort, Option<u64>),
-    launch: &Launch,
+    launch: Option<&Launch>,
     k: &KernelDispatch,
     packet_va: u64,
     queue_va: u64,
     dispatch_id: u64,
     on_cp: bool,
 ) -> Result<Option<Prepared>, ShaderError> {
+    let (mut port, port_gen) = dispatch_port(inner, on_cp);
+    let read;
+    let launch = match launch {
+        Some(l) => l,
+        None => {
+            read = aql_launch(&mut port, k)?;
+            &read
+        }
+    };
     let Some(target) = Target::from_gfx_target_version(inner.cfg.gfx_target_version) else {
         return Err(ShaderError::new(format!(
             "{} (no shader model for gfx_target_version {})",

@@ -227,7 +227,8 @@ impl Wave {
     /// allocations (no allocation per wave).
     pub(crate) fn reset(&mut self) {
         // VGPRs and scratch start undefined on hardware (only the dispatch-initialised
-        // registers are set); they are not cleared between the waves a worker runs.
+        // registers are set); they are not cleared between the waves a worker runs for
+        // one GPU and memory (`workers::take_state` drops waves another one used).
         self.s = [0; 128];
         self.pc = 0;
         self.scc = false;

@@ -17,7 +17,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 use super::mem::MemPort;
@@ -176,7 +176,7 @@ impl Job {
             .as_ref()
             .map(|(t0, _)| (t0.elapsed().as_nanos() as u64, thread_cpu_ns()));
         let mut local = DispatchStats::default();
-        let mut ws = take_state(&self.setup);
+        let (owner, mut ws) = take_state(self);
         let (claims, last_claim) = claim_loop(&self.claims, self.total, |g| {
             let lanes_before = local.lane_instructions;
             let r = run_workgroup(
@@ -208,7 +208,7 @@ impl Job {
             };
             list.lock().unwrap_or_else(|e| e.into_inner()).push(p);
         }
-        keep_state(&self.setup, ws);
+        keep_state(&self.setup, owner, ws);
         let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         s.workgroups += local.workgroups;
         s.waves += local.waves;
@@ -277,41 +277,81 @@ fn claim_loop(claims: &Claims, total: u64, mut run: impl FnMut(u64) -> Option<u6
     (made, last)
 }
 
-thread_local! {
-    /// The thread's work-group state from its last dispatch, with the register counts
-    /// (`nregs`, `acc_base`) its waves were made for: a dispatch of small grids (one
-    /// work-group: a launch loop) reuses it instead of allocating (and zeroing) each
-    /// wave's register file again (~6000 instructions per wave).
-    static SPARE: RefCell<Option<((usize, usize), WorkerState)>> = const { RefCell::new(None) };
+/// Whose registers a kept [`WorkerState`] holds: GPU `gpu_id` in memory `mem` (one
+/// emulated process's). `mem` is held weakly: the memory is not kept alive, but its
+/// allocation's address cannot go to another memory while the state is kept.
+struct Owner {
+    mem: Weak<dyn GpuMemory>,
+    gpu_id: u32,
 }
 
-/// This thread's reusable [`WorkerState`] for a dispatch of `setup`: its waves when they
-/// have the dispatch's register counts (their VGPRs keep whatever the last wave left, as
-/// on hardware, where VGPRs start undefined), LDS of the dispatch's size.
-fn take_state(setup: &Setup) -> WorkerState {
-    let key = (setup.nregs, setup.acc_base);
-    let mut ws = match SPARE.with(|s| s.borrow_mut().take()) {
-        Some((k, ws)) if k == key => ws,
-        Some((_, mut ws)) => {
-            ws.pool.clear();
-            ws
+impl Owner {
+    fn is(&self, job: &Job) -> bool {
+        self.gpu_id == job.gpu_id && std::ptr::addr_eq(self.mem.as_ptr(), Arc::as_ptr(&job.mem))
+    }
+}
+
+/// A thread's work-group state kept between dispatches, with its owner and the register
+/// counts (`nregs`, `acc_base`) its waves were made for.
+struct Spare {
+    owner: Owner,
+    regs: (usize, usize),
+    ws: WorkerState,
+}
+
+thread_local! {
+    /// The thread's work-group state from its last dispatch: a dispatch of small grids
+    /// (one work-group: a launch loop) reuses it instead of allocating (and zeroing) each
+    /// wave's register file again (~6000 instructions per wave).
+    static SPARE: RefCell<Option<Spare>> = const { RefCell::new(None) };
+}
+
+/// This thread's reusable [`WorkerState`] for `job`, with its owner: its waves when they
+/// have the dispatch's register counts and were last used by the same GPU and memory
+/// (their VGPRs keep whatever that GPU's last wave left, as on hardware, where VGPRs
+/// start undefined), LDS of the dispatch's size. The pool threads run the dispatches of
+/// every emulated process: waves another GPU's dispatch used are dropped (new ones start
+/// zeroed), so no process reads registers another left (firmware-notes/isa-gfx9.md
+/// "VGPRs at wave launch").
+fn take_state(job: &Job) -> (Owner, WorkerState) {
+    let setup = &job.setup;
+    let regs = (setup.nregs, setup.acc_base);
+    let (owner, mut ws) = match SPARE.with(|s| s.borrow_mut().take()) {
+        Some(sp) if sp.owner.is(job) => {
+            let mut ws = sp.ws;
+            if sp.regs != regs {
+                ws.pool.clear();
+            }
+            (sp.owner, ws)
         }
-        None => WorkerState {
-            lds: Vec::new(),
-            pool: Vec::new(),
-            done: Vec::new(),
-            at_barrier: Vec::new(),
-        },
+        kept => {
+            let mut ws = kept.map_or_else(
+                || WorkerState {
+                    lds: Vec::new(),
+                    pool: Vec::new(),
+                    done: Vec::new(),
+                    at_barrier: Vec::new(),
+                },
+                |sp| sp.ws,
+            );
+            ws.pool.clear();
+            let owner = Owner {
+                mem: Arc::downgrade(&job.mem),
+                gpu_id: job.gpu_id,
+            };
+            (owner, ws)
+        }
     };
     // Zeroed per work-group by `run_workgroup`.
     ws.lds.resize(setup.lds_bytes, 0);
     ws.lds.truncate(setup.lds_bytes);
-    ws
+    (owner, ws)
 }
 
-/// Keeps `ws` for this thread's next dispatch.
-fn keep_state(setup: &Setup, ws: WorkerState) {
-    SPARE.with(|s| *s.borrow_mut() = Some(((setup.nregs, setup.acc_base), ws)));
+/// Keeps `ws` (of `owner`, last used for `setup`) for this thread's next dispatch.
+fn keep_state(setup: &Setup, owner: Owner, ws: WorkerState) {
+    let regs = (setup.nregs, setup.acc_base);
+    SPARE.with(|s| *s.borrow_mut() = Some(Spare { owner, regs, ws }));
 }
 
 /// Work-groups a thread's next claim takes, after work-groups of `per_group`
