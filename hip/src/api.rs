@@ -59,7 +59,7 @@ pub(crate) const CALL_SLOTS: usize = 4;
 /// A thread's fixed-offset slot (initial-exec TLS, `%fs`-relative: no call): HIP's last
 /// error, the address of the thread's [`Tls`] (null until its first use and again once
 /// it is destroyed), the `<<<>>>` configurations pushed and not yet popped and the
-/// [`Hot`] streams, and the [`Idle`] ones (plain data: fixed arrays, offsets and raw
+/// [`Hot`] streams, and the `Idle` ones (plain data: fixed arrays, offsets and raw
 /// pointers, no allocation, no destructor; all zero at thread start).
 #[repr(C)]
 pub(crate) struct Fast {
@@ -952,7 +952,7 @@ pub extern "C" fn hipStreamDestroy(s: *mut c_void) -> hipError_t {
     })())
 }
 
-/// `hipStreamQuery`. The thread's [`Idle`] stream, when idle, is answered from kfdrt's
+/// `hipStreamQuery`. The thread's `Idle` stream, when idle, is answered from kfdrt's
 /// [`Stream::query_is_ok`]; everything else goes through [`Stream::query`].
 #[no_mangle]
 pub extern "C" fn hipStreamQuery(s: *mut c_void) -> hipError_t {
@@ -1000,7 +1000,7 @@ extern "system" fn query_full(s: *mut c_void) -> hipError_t {
     e
 }
 
-/// `hipStreamSynchronize`. The thread's [`Idle`] stream, with nothing to do, is answered from
+/// `hipStreamSynchronize`. The thread's `Idle` stream, with nothing to do, is answered from
 /// kfdrt's [`Stream::synchronize_is_noop`]; everything else goes through
 /// [`Stream::synchronize`].
 #[no_mangle]
