@@ -561,10 +561,6 @@ pub(crate) struct Pinned {
     win: Option<MemWindow>,
 }
 
-// SAFETY: `host` points into the memory `win` owns (a `MemWindow`, which is Send + Sync);
-// it is only dereferenced by the thread that owns this `Pinned`.
-unsafe impl Send for Pinned {}
-
 impl Default for Pinned {
     fn default() -> Self {
         Pinned {
