@@ -97,6 +97,23 @@ fn demo(dev: &Device) -> Result<Result<Summary, String>, kfdrt::Error> {
         0,
     )?;
     c.write_value32(done, 1, WriteValueFlags::DEFAULT)?;
+    // A host thread asleep on a completion: a hipEventBlockingSync event sleeps at once
+    // (no spin), and a's work behind a host gate cannot complete before the gate opens,
+    // 50 ms later, so the CP finds the signal's event mailbox armed and raises an
+    // interrupt (without a sleeper, completions raise none).
+    let gate = flags.va() + 192;
+    let blocking = dev.create_event(EventFlags::BLOCKING_SYNC | EventFlags::DISABLE_TIMING)?;
+    a.wait_value32(gate, 1, WaitCompare::Gte, u32::MAX)?;
+    blocking.record(&a)?;
+    std::thread::scope(|s| {
+        let opener = s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            flags.write(192, &1u32.to_le_bytes())
+        });
+        let waited = blocking.synchronize();
+        let opened = opener.join().expect("the gate thread does not panic");
+        opened.and(waited)
+    })?;
     for s in [&a, &b, &c] {
         s.synchronize()?;
     }
