@@ -519,16 +519,7 @@ fn aql_queue_end_to_end_signal_wakes_wait_events() {
     let dev = open("emu:mi300x");
     let d = dev.b();
     let b = bufs(&dev, 0);
-    // Ring slots start INVALID (header type 1).
-    for slot in 0..(RING / 64) {
-        // SAFETY: within the ring BO.
-        unsafe {
-            b.ring_ptr
-                .add((slot * 64) as usize)
-                .cast::<u16>()
-                .write_volatile(1)
-        };
-    }
+    invalidate_ring(&b);
     let sig_va = b.next;
     let (_, sig) = gtt(&dev, 0, sig_va, 4096);
     let page_va = sig_va + 2 * MIB;
@@ -676,6 +667,14 @@ fn submit_aql(
 /// An AQL queue on GPU 0 with every ring slot INVALID: (buffers, arguments, doorbell).
 fn aql_queue(dev: &Dev) -> (Bufs, CreateQueueArgs, *mut u64) {
     let b = bufs(dev, 0);
+    invalidate_ring(&b);
+    let mut q = aql_args(dev, 0, &b);
+    let db = create_with_doorbell(dev, &mut q);
+    (b, q, db)
+}
+
+/// Marks every ring slot INVALID (header type 1), as AQL slots start.
+fn invalidate_ring(b: &Bufs) {
     for slot in 0..(RING / 64) {
         // SAFETY: within the ring BO.
         unsafe {
@@ -685,9 +684,6 @@ fn aql_queue(dev: &Dev) -> (Bufs, CreateQueueArgs, *mut u64) {
                 .write_volatile(1)
         };
     }
-    let mut q = aql_args(dev, 0, &b);
-    let db = create_with_doorbell(dev, &mut q);
-    (b, q, db)
 }
 
 /// An `amd_signal_t` value at `sig` (CPU address of the signal).
