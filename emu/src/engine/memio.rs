@@ -315,42 +315,33 @@ impl MemCache {
 
     #[inline]
     pub(crate) fn store_u32(&mut self, va: u64, v: u32) -> Access<()> {
-        match self.fast_ptr(va, 4, true, 4) {
-            Some(p) => {
-                // SAFETY: as in `load_u32` (the window is writable).
-                unsafe { AtomicU32::from_ptr(p.cast()) }.store(v, Ordering::Release);
-                Ok(())
-            }
-            None => self.store_u32_slow(va, v),
-        }
-    }
-
-    #[inline(never)]
-    fn store_u32_slow(&mut self, va: u64, v: u32) -> Access<()> {
-        self.aligned(va, 4)?;
-        let w = self.window(va, 4, true)?;
-        let r = w.store_u32(va, v);
-        self.retag(r, va, 4, true)
+        self.store(va, v)
     }
 
     #[inline]
     pub(crate) fn store_u64(&mut self, va: u64, v: u64) -> Access<()> {
-        match self.fast_ptr(va, 8, true, 8) {
+        self.store(va, v)
+    }
+
+    /// An aligned atomic store of a dword or qword.
+    #[inline(always)]
+    fn store<T: Word>(&mut self, va: u64, v: T) -> Access<()> {
+        match self.fast_ptr(va, T::SIZE, true, T::SIZE) {
             Some(p) => {
-                // SAFETY: as in `load_u32` (the window is writable).
-                unsafe { AtomicU64::from_ptr(p.cast()) }.store(v, Ordering::Release);
+                // SAFETY: `p` is a `T::SIZE`-aligned cell inside a live writable window.
+                unsafe { T::store_at(p, v) };
                 Ok(())
             }
-            None => self.store_u64_slow(va, v),
+            None => self.store_slow(va, v),
         }
     }
 
     #[inline(never)]
-    fn store_u64_slow(&mut self, va: u64, v: u64) -> Access<()> {
-        self.aligned(va, 8)?;
-        let w = self.window(va, 8, true)?;
-        let r = w.store_u64(va, v);
-        self.retag(r, va, 8, true)
+    fn store_slow<T: Word>(&mut self, va: u64, v: T) -> Access<()> {
+        self.aligned(va, T::SIZE)?;
+        let w = self.window(va, T::SIZE, true)?;
+        let r = T::store_in(w, va, v);
+        self.retag(r, va, T::SIZE, true)
     }
 
     /// A 64-bit value at a 4-byte aligned address: one atomic store when 8-aligned, else
@@ -657,27 +648,62 @@ impl Pinned {
     /// [`MemCache::store_u32`] through the pinned window.
     #[inline(always)]
     pub(crate) fn store_u32(&mut self, mem: &mut MemCache, va: u64, v: u32) -> Access<()> {
-        match self.ptr(mem, va, 4, true, 4) {
-            Some(p) => {
-                // SAFETY: as in `load_u32` (the window is writable).
-                unsafe { AtomicU32::from_ptr(p.cast()) }.store(v, Ordering::Release);
-                Ok(())
-            }
-            None => mem.store_u32(va, v),
-        }
+        self.store(mem, va, v)
     }
 
     /// [`MemCache::store_u64`] through the pinned window.
     #[inline(always)]
     pub(crate) fn store_u64(&mut self, mem: &mut MemCache, va: u64, v: u64) -> Access<()> {
-        match self.ptr(mem, va, 8, true, 8) {
+        self.store(mem, va, v)
+    }
+
+    #[inline(always)]
+    fn store<T: Word>(&mut self, mem: &mut MemCache, va: u64, v: T) -> Access<()> {
+        match self.ptr(mem, va, T::SIZE, true, T::SIZE) {
             Some(p) => {
-                // SAFETY: as in `load_u32` (the window is writable).
-                unsafe { AtomicU64::from_ptr(p.cast()) }.store(v, Ordering::Release);
+                // SAFETY: `p` is a `T::SIZE`-aligned cell inside a live writable window.
+                unsafe { T::store_at(p, v) };
                 Ok(())
             }
-            None => mem.store_u64(va, v),
+            None => mem.store(va, v),
         }
+    }
+}
+
+/// The dword and qword the engines store atomically (release): one store path for both.
+trait Word: Copy {
+    /// Size and alignment in bytes.
+    const SIZE: u64;
+    /// Stores `v` at `p`.
+    ///
+    /// # Safety
+    /// `p` is a `SIZE`-aligned cell of shared memory that stays mapped for the call.
+    unsafe fn store_at(p: *mut u8, v: Self);
+    /// Stores `v` at `va` through `w` (which checks the window).
+    fn store_in(w: &MemWindow, va: u64, v: Self) -> Result<(), Fault>;
+}
+
+impl Word for u32 {
+    const SIZE: u64 = 4;
+    #[inline(always)]
+    unsafe fn store_at(p: *mut u8, v: u32) {
+        // SAFETY: the caller's contract; shared memory is accessed atomically.
+        unsafe { AtomicU32::from_ptr(p.cast()) }.store(v, Ordering::Release);
+    }
+    fn store_in(w: &MemWindow, va: u64, v: u32) -> Result<(), Fault> {
+        w.store_u32(va, v)
+    }
+}
+
+impl Word for u64 {
+    const SIZE: u64 = 8;
+    #[inline(always)]
+    unsafe fn store_at(p: *mut u8, v: u64) {
+        // SAFETY: the caller's contract; shared memory is accessed atomically.
+        unsafe { AtomicU64::from_ptr(p.cast()) }.store(v, Ordering::Release);
+    }
+    fn store_in(w: &MemWindow, va: u64, v: u64) -> Result<(), Fault> {
+        w.store_u64(va, v)
     }
 }
 
