@@ -533,6 +533,42 @@ fn aql_barriers_and_completion_signals() {
     assert_eq!(gpu.status(&q), QueueStatus::Active);
 }
 
+/// Unmapping memory a queue's packets used releases it when `flush_tlb` returns: the
+/// engine's translation cache and the queue's pinned windows (completion signal, barrier
+/// dependency, event mailbox) let go of it then, not at the queue's next access.
+#[test]
+fn flush_tlb_releases_the_windows_of_unmapped_memory() {
+    let gpu = Gpu::new();
+    let bo = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let dep = signal(&bo, 0, 0, None);
+    let done = signal(&bo, 1, 1, Some((bo.va() + 512, 7)));
+    q.submit_aql(&gpu, &barrier_and(&[dep], done));
+    q.wait_idle();
+    assert_eq!(sig_value(&bo, done), 0);
+    assert_eq!(bo.load_u64(bo.va() + 512).unwrap(), 7);
+    // This window, the memory map's and the engine's.
+    let held = bo.holders();
+    assert!(
+        held > 2,
+        "the engine holds no window of the BO ({held} holders)"
+    );
+    assert!(gpu.mem.remove_region(bo.va()));
+    gpu.eng.flush_tlb();
+    assert_eq!(
+        bo.holders(),
+        1,
+        "the engine still holds the unmapped BO after flush_tlb"
+    );
+    // The queue runs on, translating afresh.
+    let sigs = gpu.alloc(4096);
+    let done2 = signal(&sigs, 0, 1, None);
+    q.submit_aql(&gpu, &barrier_and(&[], done2));
+    q.wait_idle();
+    assert_eq!(sig_value(&sigs, done2), 0);
+    assert_eq!(gpu.status(&q), QueueStatus::Active);
+}
+
 /// Two AQL queues whose barrier-value packets each wait for the other queue's last
 /// completion (a record/waitEvent ping-pong): all rounds enqueued up front, they must
 /// complete strictly alternating (the completion interrupts say in which order), with

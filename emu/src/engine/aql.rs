@@ -109,6 +109,23 @@ pub(crate) struct AqlPins {
     mbox: Pinned,
 }
 
+impl AqlPins {
+    /// Lets go of every pinned window (the memory map changed: `sched::engine_main`).
+    pub(crate) fn clear(&mut self) {
+        for p in [
+            &mut self.ring,
+            &mut self.wptr,
+            &mut self.rptr,
+            &mut self.props,
+            &mut self.sig,
+            &mut self.dep,
+            &mut self.mbox,
+        ] {
+            p.clear();
+        }
+    }
+}
+
 /// Decrements a completion signal and raises its event, as the CP does at end of pipe.
 fn complete_signal(pins: &mut AqlPins, mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()> {
     // `value`, `event_mailbox_ptr` and `event_id` through one translation when one

@@ -138,14 +138,7 @@ impl MemCache {
     /// generation (an unmap), then the page tags, a scan, the memory map.
     #[inline(never)]
     fn window_slow(&mut self, va: u64, len: u64, write: bool) -> Access<usize> {
-        let g = self.tlb.tlb_gen.load(Ordering::Acquire);
-        if g != self.gen {
-            self.entries.clear();
-            self.next = 0;
-            self.last = 0;
-            self.tags = [(NO_PAGE, 0); TAGS];
-            self.gen = g;
-        }
+        self.drop_stale();
         let idx = match self.lookup(va, len) {
             Some(i) => i,
             None => self.resolve_fill(va, len, write)?,
@@ -161,6 +154,20 @@ impl MemCache {
             }));
         }
         Ok(idx)
+    }
+
+    /// Drops every entry when the memory map changed since they were translated (an
+    /// unmap): on the miss path here, and from the engine loop when a flush asks
+    /// (`GpuEngines::flush_tlb`), so no entry keeps freed memory alive.
+    pub(crate) fn drop_stale(&mut self) {
+        let g = self.tlb.tlb_gen.load(Ordering::Acquire);
+        if g != self.gen {
+            self.entries.clear();
+            self.next = 0;
+            self.last = 0;
+            self.tags = [(NO_PAGE, 0); TAGS];
+            self.gen = g;
+        }
     }
 
     /// The cached entry holding `[va, va+len)`: the last one used, then the page's tag,
@@ -538,7 +545,9 @@ impl MemCache {
 /// it was translated in. An unmap (`GpuEngines::flush_tlb`) bumps the generation, so the
 /// next access translates afresh through [`MemCache`] (and faults there exactly as an
 /// uncached access would); a miss of any kind returns `None` and the caller takes its
-/// [`MemCache`] path, which does and reports everything as before.
+/// [`MemCache`] path, which does and reports everything as before. The flush also has
+/// the engine thread [`Pinned::clear`] every pin between packets, so the window's hold on
+/// freed memory ends with the unmap, not at the queue's next access.
 pub(crate) struct Pinned {
     /// The memory-map generation the window was translated in.
     gen: u64,

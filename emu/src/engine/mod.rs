@@ -539,9 +539,21 @@ impl GpuEngines {
     }
 
     /// Invalidate the engines' cached translations (call after unmapping GPU memory).
-    /// Accesses that start after this returns resolve addresses again.
+    /// Accesses that start after this returns resolve addresses again, and the engine
+    /// threads have let go of every window of the old map (acknowledged between packets,
+    /// as for [`GpuEngines::remove_queue`]), so unmapped memory no longer lives on in an
+    /// engine's cache. Called on an engine thread (an interrupt callback) it does not
+    /// wait: the engines let go before their next packet.
     pub fn flush_tlb(&self) {
         self.inner.tlb_gen.fetch_add(1, Ordering::AcqRel);
+        let engines = &self.inner.engines;
+        let gens: Vec<u64> = engines.iter().map(|e| e.request_ack()).collect();
+        if engines.iter().any(|e| e.is_current()) {
+            return;
+        }
+        for (e, gen) in engines.iter().zip(gens) {
+            e.wait_ack(gen);
+        }
     }
 
     /// Stop executing packets on every engine of the GPU (queue eviction). Returns when no
