@@ -533,11 +533,11 @@ fn aql_barriers_and_completion_signals() {
     assert_eq!(gpu.status(&q), QueueStatus::Active);
 }
 
-/// Unmapping memory a queue's packets used releases it when `flush_tlb` returns: the
-/// engine's translation cache and the queue's pinned windows (completion signal, barrier
-/// dependency, event mailbox) let go of it then, not at the queue's next access.
+/// Memory a queue's packets used, unmapped, is released when `release_windows` returns:
+/// the engine's translation cache and the queue's pinned windows (completion signal,
+/// barrier dependency, event mailbox) let go of it then, not at the queue's next access.
 #[test]
-fn flush_tlb_releases_the_windows_of_unmapped_memory() {
+fn release_windows_lets_go_of_unmapped_memory() {
     let gpu = Gpu::new();
     let bo = gpu.alloc(4096);
     let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
@@ -555,10 +555,11 @@ fn flush_tlb_releases_the_windows_of_unmapped_memory() {
     );
     assert!(gpu.mem.remove_region(bo.va()));
     gpu.eng.flush_tlb();
+    gpu.eng.release_windows();
     assert_eq!(
         bo.holders(),
         1,
-        "the engine still holds the unmapped BO after flush_tlb"
+        "the engine still holds the unmapped BO after release_windows"
     );
     // The queue runs on, translating afresh.
     let sigs = gpu.alloc(4096);

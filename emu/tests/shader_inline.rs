@@ -239,7 +239,8 @@ fn the_cp_drops_its_kept_translations_when_the_mappings_change() {
         // a first dispatch to another output decodes vadd again, off the CP.)
         assert!(dev.mem.remove_region(wc.va()));
         dev.eng.flush_tlb();
-        // The flush itself let go of the kept port: nothing but `wc` holds the memory.
+        // Released without a dispatch: the CP let go of the port it kept.
+        dev.eng.release_windows();
         assert_eq!(wc.holders(), 1, "{}", dev.target);
         let wd = dev.alloc(n * 4);
         dev.run_vadd(&mut q, &m, [&wa, &wa, &wd], n, 64);

@@ -157,8 +157,8 @@ impl MemCache {
     }
 
     /// Drops every entry when the memory map changed since they were translated (an
-    /// unmap): on the miss path here, and from the engine loop when a flush asks
-    /// (`GpuEngines::flush_tlb`), so no entry keeps freed memory alive.
+    /// unmap): on the miss path here, and from the engine loop when asked
+    /// (`GpuEngines::release_windows`), so no entry keeps freed memory alive.
     pub(crate) fn drop_stale(&mut self) {
         let g = self.tlb.tlb_gen.load(Ordering::Acquire);
         if g != self.gen {
@@ -545,9 +545,9 @@ impl MemCache {
 /// it was translated in. An unmap (`GpuEngines::flush_tlb`) bumps the generation, so the
 /// next access translates afresh through [`MemCache`] (and faults there exactly as an
 /// uncached access would); a miss of any kind returns `None` and the caller takes its
-/// [`MemCache`] path, which does and reports everything as before. The flush also has
-/// the engine thread [`Pinned::clear`] every pin between packets, so the window's hold on
-/// freed memory ends with the unmap, not at the queue's next access.
+/// [`MemCache`] path, which does and reports everything as before. The window's hold on
+/// unmapped memory ends at that access, or earlier when `GpuEngines::release_windows`
+/// has the engine thread [`Pinned::clear`] every pin between packets (a free does).
 pub(crate) struct Pinned {
     /// The memory-map generation the window was translated in.
     gen: u64,

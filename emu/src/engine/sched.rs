@@ -446,10 +446,11 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         }
         let gen = me.list_gen.load(Ordering::Acquire);
         if gen != seen_gen {
-            // `flush_tlb` bumps the memory-map generation, then the list generation, and
-            // waits for the acknowledgement below: every window of the old map is let go
-            // first, so freed memory is released when the unmap returns, not at a queue's
-            // next access (a check here, between packets, not on the access path).
+            // `release_windows` bumps the list generation after a `flush_tlb` bumped the
+            // memory-map generation, and waits for the acknowledgement below: every window
+            // of the old map is let go first, so unmapped memory is released then, not at
+            // a queue's next access (a check here, between packets, not on the access
+            // path).
             let tlb = inner.tlb_gen.load(Ordering::Acquire);
             if tlb != seen_tlb {
                 seen_tlb = tlb;
