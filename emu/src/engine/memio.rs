@@ -692,29 +692,24 @@ trait Word: Copy {
     fn store_in(w: &MemWindow, va: u64, v: Self) -> Result<(), Fault>;
 }
 
-impl Word for u32 {
-    const SIZE: u64 = 4;
-    #[inline(always)]
-    unsafe fn store_at(p: *mut u8, v: u32) {
-        // SAFETY: the caller's contract; shared memory is accessed atomically.
-        unsafe { AtomicU32::from_ptr(p.cast()) }.store(v, Ordering::Release);
-    }
-    fn store_in(w: &MemWindow, va: u64, v: u32) -> Result<(), Fault> {
-        w.store_u32(va, v)
-    }
+/// [`Word`] for the dword and the qword: the same code over their atomics.
+macro_rules! impl_word {
+    ($t:ty, $atomic:ty, $store:ident) => {
+        impl Word for $t {
+            const SIZE: u64 = core::mem::size_of::<$t>() as u64;
+            #[inline(always)]
+            unsafe fn store_at(p: *mut u8, v: $t) {
+                // SAFETY: the caller's contract; shared memory is accessed atomically.
+                unsafe { <$atomic>::from_ptr(p.cast()) }.store(v, Ordering::Release);
+            }
+            fn store_in(w: &MemWindow, va: u64, v: $t) -> Result<(), Fault> {
+                w.$store(va, v)
+            }
+        }
+    };
 }
-
-impl Word for u64 {
-    const SIZE: u64 = 8;
-    #[inline(always)]
-    unsafe fn store_at(p: *mut u8, v: u64) {
-        // SAFETY: the caller's contract; shared memory is accessed atomically.
-        unsafe { AtomicU64::from_ptr(p.cast()) }.store(v, Ordering::Release);
-    }
-    fn store_in(w: &MemWindow, va: u64, v: u64) -> Result<(), Fault> {
-        w.store_u64(va, v)
-    }
-}
+impl_word!(u32, AtomicU32, store_u32);
+impl_word!(u64, AtomicU64, store_u64);
 
 /// A window's fault as the engine reports it: on its GPU, a read or a write.
 fn tag(gpu_id: u32, write: bool) -> impl Fn(Fault) -> AccessError {
