@@ -992,7 +992,7 @@ mod tests {
     /// counted twice or lost would show in the age and in a signal left over.
     #[test]
     fn interrupts_racing_registrations_lose_no_wakeup() {
-        const ROUNDS: u64 = 2000;
+        const ROUNDS: u64 = 10_000;
         let ev = Arc::new(Events::new(vec![1]));
         let (id, _, _) = ev.create(abi::KFD_IOC_EVENT_SIGNAL, true).unwrap();
         let ready = Arc::new(AtomicU64::new(0));
@@ -1017,7 +1017,7 @@ mod tests {
                 ready.load(Ordering::SeqCst) == round
             });
             // Vary where in the registration the interrupt lands.
-            for _ in 0..(round % 7) * 20 {
+            for _ in 0..(round % 61) * 8 {
                 std::hint::spin_loop();
             }
             cp_interrupt(&ev, id);
