@@ -7,56 +7,59 @@
 //!
 //! # State and locking
 //!
-//! Each event's `signaled` flag, event age, auto-reset flag, liveness and whether it has
-//! registered waiters live in one atomic state word. The words of signal (and debug)
-//! events, whose ids are their event page slots, are a fixed table of
-//! `KFD_SIGNAL_EVENT_LIMIT` words indexed by id; other events (ids from
-//! `KFD_FIRST_NONSIGNAL_EVENT_ID`) keep theirs in their [`Event`]. The events mutex
-//! guards the rest: the id map, each event's list of waiters, the waiters' flags, the
-//! exception data, the page bookkeeping. The `WAITERS` bit of a word is changed only
-//! under the mutex and is set exactly while the event's waiter list is non-empty.
+//! Each event's `signaled` flag, event age, auto-reset flag, liveness and two waiter bits
+//! live in one atomic state word. The words of signal (and debug) events, whose ids are
+//! their event page slots, are a fixed table of `KFD_SIGNAL_EVENT_LIMIT` words indexed
+//! by id; other events (ids from `KFD_FIRST_NONSIGNAL_EVENT_ID`) keep theirs in their
+//! [`Event`]. The events mutex guards the rest: the id map, each event's list of
+//! waiters, the waiters' flags, the exception data, the page bookkeeping. The waiter bits
+//! change only under the mutex: `WAITERS` is set while the event's waiter list is
+//! non-empty (KFD's `waitqueue_active(&ev->wq)`), `PENDING` whenever a waiter on that
+//! list has not yet been activated for this event.
 //!
 //! A set (an interrupt, SET_EVENT, a queue error) is `set_event` of kfd_events.c applied
-//! to the word by compare-and-swap: age + 1, `signaled = !auto_reset || no waiter`. When
-//! the word it read has no `WAITERS` bit, that CAS is the whole set, and no lock is
-//! taken: a completion interrupt nobody sleeps on costs a slot acknowledgment and one
-//! CAS. When it has the bit, the setter takes the mutex and does the set there (the same
-//! CAS, re-read under the lock), then activates the event's waiters and notifies each
-//! whose flag it flipped after unlocking. Each WAIT_EVENTS call sleeps on its own
-//! condition variable (KFD's per-event wait queues: `wake_up_all(&ev->wq)` wakes only
-//! the waiters of the event set, not every sleeper of the process).
+//! to the word by compare-and-swap: age + 1, `signaled = !auto_reset || !WAITERS`. When
+//! the word it read has no `PENDING` bit, that CAS is the whole set and no lock is
+//! taken: there is no waiter to activate (none registered, or all already activated and
+//! woken by an earlier set, as while a host sleeps in a synchronize that many
+//! completions end). When it has the bit, the setter takes the mutex and does the set
+//! there (the same CAS, re-read under the lock, clearing `PENDING`), activates every
+//! waiter of the event and notifies each whose flag it flipped after unlocking. Each
+//! WAIT_EVENTS call sleeps on its own condition variable (KFD's per-event wait queues:
+//! `wake_up_all(&ev->wq)` wakes only the waiters of the event set, not every sleeper of
+//! the process).
 //!
 //! # Why no wake-up is lost
 //!
 //! A waiter registers on an event under the mutex with one atomic read-modify-write of
 //! the word: it reads `signaled` and the age (consuming an auto-reset signal) and, unless
-//! that activated it, sets `WAITERS` in the same RMW; it then pushes itself onto the
-//! waiter list and keeps the mutex until it sleeps on its condition variable (which
-//! releases the mutex atomically). A set is also one RMW of the same word. RMWs of one
-//! atomic location are totally ordered (its modification order; every RMW reads the value
-//! written by the one just before it), so for a registration R and a set S:
+//! that activated it, sets `WAITERS | PENDING` in the same RMW; it then pushes itself
+//! onto the waiter list and keeps the mutex until it sleeps on its condition variable
+//! (which releases the mutex atomically). A set is also one RMW of the same word. RMWs of
+//! one atomic location are totally ordered (its modification order; every RMW reads the
+//! value written by the one just before it), so for a registration R and a set S:
 //!
-//! - S before R: R reads S's new age and `signaled` (or, when another waiter consumed the
-//!   auto-reset signal in between, that waiter was the one woken, as in KFD), so R is
-//!   activated at once (age differing from `last_event_age`, or signaled) and does not
-//!   sleep; a waiter without an age check that finds the signal consumed is legitimately
-//!   not activated, exactly as in kfd_events.c.
-//! - R before S: S reads `WAITERS`, so it does not finish lock-free; it takes the mutex,
-//!   which it can only get once the waiter is asleep on its condition variable (or gone),
-//!   sets the waiter's flag under the mutex and notifies it after unlocking; the waiter
+//! - S before R: R reads S's new age and `signaled`, so R is activated at once (its age
+//!   differs from `last_event_age`, or the event is signaled) and does not sleep. (When
+//!   another waiter consumed an auto-reset signal in between and R checks no age, R is
+//!   not activated, exactly as in kfd_events.c: that other waiter took the signal.)
+//! - R before S: S reads `PENDING` (set by R, cleared only by a set under the mutex that
+//!   activated R, or when R left), so S does not finish lock-free; it takes the mutex,
+//!   which it gets only once the waiter sleeps on its condition variable (or left), sets
+//!   the waiter's flag under the mutex and notifies it after unlocking; the waiter
 //!   re-tests its flags under the mutex whenever it wakes, so the set is seen.
 //!
-//! The lock-free CAS is refused (the setter falls back to the mutex) whenever the word it
-//! would replace has `WAITERS`, and `WAITERS` is only cleared under the mutex once the
-//! last waiter left, so a lock-free set can never skip a registered waiter. Destroying an
+//! Hence a lock-free set never passes a waiter whose flag for the event is unset. Plain
+//! loads or stores of the bits in place of the RMWs (check, then register) would open
+//! the window in which a set lands between the check and the registration. Destroying an
 //! event zeroes its word under the mutex (a racing lock-free set then finds it not live
 //! and does nothing, as a KFD interrupt that finds no event in the IDR) and fails its
-//! waiters. `emu/src/kfd/events.rs` tests `interrupts_racing_registrations_lose_no_wakeup`
-//! and `tests/kfd_events.rs` `many_waiters_many_setters_no_lost_wakeup` race sets against
-//! registrations.
+//! waiters. Tests: `interrupts_racing_registrations_lose_no_wakeup`,
+//! `concurrent_sets_count_exactly_and_only_their_event` here, and
+//! `tests/kfd_events.rs` `many_waiters_many_setters_no_lost_wakeup`.
 //!
-//! The age is kept in the word's upper 59 bits (KFD: a `u64`), so it wraps back to 2
-//! after 2^59 - 1 sets instead of 2^64 - 1 (18 years at one set per nanosecond); user
+//! The age is kept in the word's upper 58 bits (KFD: a `u64`), so it wraps back to 2
+//! after 2^58 - 1 sets instead of 2^64 - 1 (9 years at one set per nanosecond); user
 //! space only compares ages for equality.
 
 use std::collections::BTreeMap;
@@ -90,8 +93,11 @@ const W_LIVE: u64 = 1 << 2;
 const W_CPU: u64 = 1 << 3;
 /// State word: `ev->auto_reset`.
 const W_AUTO_RESET: u64 = 1 << 4;
+/// State word: a registered waiter's flag for this event is not yet set (changed only
+/// under the mutex): a set must activate and wake it.
+const W_PENDING: u64 = 1 << 5;
 /// State word: the event age is the bits from here up.
-const AGE_SHIFT: u32 = 5;
+const AGE_SHIFT: u32 = 6;
 /// The largest age a state word holds; the next one is 2.
 const AGE_MAX: u64 = u64::MAX >> AGE_SHIFT;
 
@@ -120,7 +126,7 @@ fn set_word(w: u64) -> u64 {
         a => a + 1,
     };
     let signaled = w & W_AUTO_RESET == 0 || w & W_WAITERS == 0;
-    (w & (W_WAITERS | W_LIVE | W_CPU | W_AUTO_RESET))
+    (w & (W_WAITERS | W_PENDING | W_LIVE | W_CPU | W_AUTO_RESET))
         | (age << AGE_SHIFT)
         | if signaled { W_SIGNALED } else { 0 }
 }
@@ -130,14 +136,14 @@ fn set_word(w: u64) -> u64 {
 enum TrySet {
     /// Set: the event has no waiter to activate.
     Done,
-    /// Not set: the event has waiters; set it under the mutex.
+    /// Not set: the event has a waiter to activate; set it under the mutex.
     Waiters,
     /// No live event with the `need` bits.
     Absent,
 }
 
 /// A set of the event whose state word is `word` without the mutex (see the module docs):
-/// done only when the word has no `WAITERS` bit and has every bit of `need`.
+/// done only when the word has no `PENDING` bit and has every bit of `need`.
 #[inline]
 fn try_set(word: &AtomicU64, need: u64) -> TrySet {
     let need = need | W_LIVE;
@@ -146,7 +152,7 @@ fn try_set(word: &AtomicU64, need: u64) -> TrySet {
         if w & need != need {
             return TrySet::Absent;
         }
-        if w & W_WAITERS != 0 {
+        if w & W_PENDING != 0 {
             return TrySet::Waiters;
         }
         match word.compare_exchange_weak(w, set_word(w), Ordering::AcqRel, Ordering::Acquire) {
@@ -278,9 +284,10 @@ impl EvState {
             return;
         };
         let word = word_of(words, id, ev);
+        // Every waiter on the list is activated below: none is pending any more.
         if word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                (w & W_LIVE != 0).then(|| set_word(w))
+                (w & W_LIVE != 0).then(|| set_word(w) & !W_PENDING)
             })
             .is_err()
         {
@@ -549,7 +556,7 @@ impl Events {
                         n &= !W_SIGNALED;
                     }
                     if !is_activated(w) {
-                        n |= W_WAITERS;
+                        n |= W_WAITERS | W_PENDING;
                     }
                     Some(n)
                 })
@@ -594,8 +601,9 @@ impl Events {
             if let Some(ev) = st.events.get_mut(&id) {
                 ev.waiters.retain(|(w, _)| *w != wid);
                 if ev.waiters.is_empty() {
-                    // The last waiter left: sets go lock-free again.
-                    word_of(&self.words, id, ev).fetch_and(!W_WAITERS, Ordering::AcqRel);
+                    // The last waiter left.
+                    word_of(&self.words, id, ev)
+                        .fetch_and(!(W_WAITERS | W_PENDING), Ordering::AcqRel);
                 }
             }
         }
@@ -1047,8 +1055,10 @@ mod tests {
             .map(|_| ev.create(abi::KFD_IOC_EVENT_SIGNAL, false).unwrap().0)
             .collect();
         let stop = Arc::new(AtomicU64::new(0));
+        let started = Arc::new(AtomicU64::new(0));
         let watcher = {
             let (ev, stop, ids) = (ev.clone(), stop.clone(), ids.clone());
+            let started = started.clone();
             std::thread::spawn(move || {
                 let mut waits = 0u64;
                 while stop.load(Ordering::SeqCst) == 0 {
@@ -1068,10 +1078,14 @@ mod tests {
                     };
                     ev.wait(&mut args, &mut data).unwrap();
                     waits += 1;
+                    started.store(waits, Ordering::SeqCst);
                 }
-                waits
             })
         };
+        // The watcher is in its loop before the first set.
+        until("the watcher's first wait", || {
+            started.load(Ordering::SeqCst) > 0
+        });
         let interrupter = |id: u32| {
             let ev = ev.clone();
             std::thread::spawn(move || {
@@ -1087,7 +1101,7 @@ mod tests {
         a.join().unwrap();
         b.join().unwrap();
         stop.store(1, Ordering::SeqCst);
-        assert!(watcher.join().unwrap() > 0);
+        watcher.join().expect("the watcher failed");
         for &id in &ids[..3] {
             assert_eq!(
                 wait_one(&ev, id, 1, 0),
@@ -1139,6 +1153,46 @@ mod tests {
         assert_eq!(
             ev.slot(dbg).unwrap().load(Ordering::Acquire),
             UNSIGNALED_EVENT_SLOT
+        );
+    }
+
+    /// A sleeper whose flag a set already flipped (its wake-up still in the engine's
+    /// batch, as while a host sleeps in a synchronize that many completions end) is not
+    /// pending any more: later sets of its event are lock-free and batch no second
+    /// wake-up; every set still counts in the age.
+    #[test]
+    fn sets_after_the_waiter_was_activated_are_lock_free() {
+        let ev = Arc::new(Events::new(vec![1]));
+        let (id, _, _) = ev.create(abi::KFD_IOC_EVENT_SIGNAL, true).unwrap();
+        let word = &ev.words[id as usize];
+        let rx = sleeper(&ev, id);
+        until_waiting(&ev, id);
+        assert_ne!(word.load(Ordering::Acquire) & W_PENDING, 0);
+        assert_eq!(
+            try_set(word, 0),
+            TrySet::Waiters,
+            "a pending waiter needs the lock"
+        );
+        let mut first = PendingWakes::default();
+        let mut later = PendingWakes::default();
+        for i in 0..3 {
+            ev.slot(id).unwrap().store(u64::from(id), Ordering::Release);
+            let wakes = if i == 0 { &mut first } else { &mut later };
+            ev.event_interrupt_batched(1, Some(id), wakes);
+            assert_eq!(word.load(Ordering::Acquire) & W_PENDING, 0);
+        }
+        assert_eq!(try_set(word, 0), TrySet::Done);
+        assert!(!first.is_empty(), "the first set wakes the sleeper");
+        assert!(later.is_empty(), "no second wake-up for the same sleeper");
+        first.flush();
+        let r = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the sleeper was never woken");
+        assert_eq!(r, abi::KFD_IOC_WAIT_RESULT_COMPLETE);
+        assert_eq!(
+            wait_one(&ev, id, 1, 0),
+            (abi::KFD_IOC_WAIT_RESULT_COMPLETE, 5),
+            "age 1 + 4 sets"
         );
     }
 }
