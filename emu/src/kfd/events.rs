@@ -456,18 +456,26 @@ impl Events {
     /// Sets event `id` if its word has the `need` bits: lock-free when it has no waiter,
     /// else under the mutex, with the activated waiters put into `wake`. False when
     /// there is no such event.
+    #[inline]
     fn set_by_id(&self, id: u32, need: u64, wake: &mut impl WakeSink) -> bool {
         match self.signal_word(id).map(|w| try_set(w, need)) {
             Some(TrySet::Done) => true,
             Some(TrySet::Absent) => false,
             Some(TrySet::Waiters) => {
-                let mut st = self.lock();
-                st.set_locked(&self.words, id, wake);
+                self.set_with_waiters(id, wake);
                 true
             }
             // Not a signal-page id: no signal (or debug) event has it.
             None => false,
         }
+    }
+
+    /// The set of an event with a waiter to activate, under the mutex (kept out of line:
+    /// the lock-free path stays small).
+    #[cold]
+    #[inline(never)]
+    fn set_with_waiters(&self, id: u32, wake: &mut impl WakeSink) {
+        self.lock().set_locked(&self.words, id, wake);
     }
 
     /// SET_EVENT (`kfd_set_event`: no process-wide lock there either).
@@ -718,9 +726,9 @@ impl Events {
     fn set_from_interrupt(&self, id: u32, wake: &mut impl WakeSink) -> bool {
         // Every live event with a signal-page id is a signal or debug event, both
         // GPU-signalable.
-        if !self
+        if self
             .signal_word(id)
-            .is_some_and(|w| w.load(Ordering::Acquire) & W_LIVE != 0)
+            .is_none_or(|w| w.load(Ordering::Acquire) & W_LIVE == 0)
         {
             return false;
         }
@@ -740,20 +748,40 @@ impl Events {
     /// waiters to wake into `wake`. Without the mutex unless an event set has waiters
     /// (or the interrupt names no event whose slot is signaled: then the ids to scan
     /// are read under it).
+    #[inline]
     fn signal_interrupt(&self, context_id: Option<u32>, wake: &mut impl WakeSink) {
-        if self.page.get().is_none() {
+        let Some(page) = self.page.get() else {
             return;
-        }
+        };
         // kfd_signal_event_interrupt: a full-width id is looked up directly when its
         // slot is signaled; otherwise every signaled slot is scanned.
         if let Some(id) = context_id {
-            if id < abi::KFD_SIGNAL_EVENT_LIMIT
-                && self.slot_signaled(id)
-                && self.set_from_interrupt(id, wake)
-            {
-                return;
+            // (`words` covers the page's ids: the check keeps ids past it out.)
+            if let (Some(slot), Some(word)) = (page_slot(page, id), self.signal_word(id)) {
+                // Every live event with a signal-page id is a signal or debug event,
+                // both GPU-signalable (`set_event_from_interrupt`).
+                if slot.load(Ordering::Acquire) != UNSIGNALED_EVENT_SLOT
+                    && word.load(Ordering::Acquire) & W_LIVE != 0
+                {
+                    // acknowledge_signal, then set_event.
+                    slot.store(UNSIGNALED_EVENT_SLOT, Ordering::Release);
+                    match try_set(word, 0) {
+                        TrySet::Done => return,
+                        TrySet::Waiters => return self.set_with_waiters(id, wake),
+                        // Destroyed meanwhile: scan, as for an id naming no event.
+                        TrySet::Absent => {}
+                    }
+                }
             }
         }
+        self.scan_interrupt(wake);
+    }
+
+    /// The slow half of `kfd_signal_event_interrupt`: every event whose slot is
+    /// signaled is set.
+    #[cold]
+    #[inline(never)]
+    fn scan_interrupt(&self, wake: &mut impl WakeSink) {
         let ids: Vec<u32> = self
             .lock()
             .events
