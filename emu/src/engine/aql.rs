@@ -169,6 +169,7 @@ fn signal_value(pins: &mut AqlPins, mem: &mut MemCache, sig: u64) -> Access<i64>
 
 /// Consumes the packet in `slot_va` (whose first dword, as fetched, is `hdr`) and
 /// completes its signal.
+#[inline(always)]
 fn finish(
     q: &mut QueueExec,
     mem: &mut MemCache,
