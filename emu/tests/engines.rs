@@ -1622,3 +1622,42 @@ fn sdma_rocr_hdp_flush_and_atomic_decrement() {
     assert!(f.reason.contains("ATOMIC operation 40"), "{}", f.reason);
     assert_eq!(data.load_u64(d).unwrap(), 4);
 }
+
+#[test]
+fn aql_pm4_ib_slot_is_released_from_its_fetched_header() {
+    // The packet processor owns a published slot until the read index passes it: the
+    // header it releases (INVALID, upper 16 bits kept) comes from the packet as
+    // fetched, even when the packet's own indirect buffer wrote over the slot meanwhile.
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let ib = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let slot_va = q.ring.va();
+    let done = signal(&sigs, 0, 1, None);
+    let pkt = AqlPacket::VendorPm4Ib(VendorPm4Ib {
+        control: PacketControl::SYSTEM_BARRIER,
+        ib: IndirectBuffer::new(ib.va(), 0),
+        completion_signal: done,
+    });
+    let fetched = pkt.encode()[0];
+    let scribble = 0x5a5a_0000 | (fetched & 0xffff);
+    assert_ne!(scribble, fetched);
+    let words = write_data(slot_va, &[scribble]);
+    for (i, w) in words.iter().enumerate() {
+        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
+    }
+    let pkt = AqlPacket::VendorPm4Ib(VendorPm4Ib {
+        control: PacketControl::SYSTEM_BARRIER,
+        ib: IndirectBuffer::new(ib.va(), words.len() as u32),
+        completion_signal: done,
+    });
+    assert_eq!(pkt.encode()[0], fetched, "the IB size is not in the header");
+    q.submit_aql(&gpu, &pkt);
+    q.wait_idle();
+    assert_eq!(sig_value(&sigs, done), 0);
+    assert_eq!(
+        q.ring.load_u32(slot_va).unwrap(),
+        (fetched & 0xffff_0000) | u32::from(pm4::aql::packet_type::INVALID),
+        "released from the fetched header, not the IB's write"
+    );
+}
