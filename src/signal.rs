@@ -34,7 +34,7 @@ const ARMING_SLEEP: Duration = Duration::from_millis(10);
 /// only a safety net for a lost interrupt: as long as the CP's own fallback poll of a
 /// blocked queue (100 ms). ROCr's interrupt signals (always armed) sleep for the whole
 /// remaining timeout.
-const SAFETY_SLEEP_MS: u32 = 100;
+const SAFETY_SLEEP: Duration = Duration::from_millis(100);
 
 /// The process's event page: a GTT buffer of `KFD_SIGNAL_EVENT_LIMIT` 8-byte slots,
 /// handed to KFD with the first CREATE_EVENT (libhsakmt's dGPU path), GPU-mapped so the
@@ -336,7 +336,7 @@ impl Signal {
             let mut timeout_ms = if armed.elapsed() < ARMING_SLEEP {
                 ARMING_SLEEP.as_millis() as u32
             } else {
-                SAFETY_SLEEP_MS
+                SAFETY_SLEEP.as_millis() as u32
             };
             if let Some(d) = deadline {
                 let now = Instant::now();

@@ -52,9 +52,11 @@
 //! Hence a lock-free set never passes a waiter whose flag for the event is unset. Plain
 //! loads or stores of the bits in place of the RMWs (check, then register) would open
 //! the window in which a set lands between the check and the registration. Destroying an
-//! event zeroes its word under the mutex (a racing lock-free set then finds it not live
+//! event zeroes its word under the mutex (a set that reads it afterwards finds it not live
 //! and does nothing, as a KFD interrupt that finds no event in the IDR) and fails its
-//! waiters. Tests: `interrupts_racing_registrations_lose_no_wakeup`,
+//! waiters. A set that read the word before a destroy and a create of the same id can still
+//! land on the new event (an unset event's word equals a fresh one's): the same race as an
+//! interrupt against KFD's IDR reuse of a freed id, so it is left as the kernel leaves it. Tests: `interrupts_racing_registrations_lose_no_wakeup`,
 //! `concurrent_sets_count_exactly_and_only_their_event` here, and
 //! `tests/kfd_events.rs` `many_waiters_many_setters_no_lost_wakeup`.
 //!
