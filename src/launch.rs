@@ -988,7 +988,10 @@ impl KernargRing {
 }
 
 /// The in-flight record of a [`KernargRing`]: a fixed ring of (start, end, timeline
-/// index, packet count), oldest first (no allocation after creation).
+/// index, packet count), oldest first (no allocation after creation). Once empty it starts
+/// again at its first entry: its 512 KiB are zero pages the allocator never touched, and
+/// walking them took a minor page fault (~3-7 us in a VM) every 128 launches of a launch
+/// loop that synchronizes (bench-results/2026-11-24-s8-launch-row.txt).
 struct Inflight {
     buf: Box<[(u64, u64, u32, u64)]>,
     /// Entries pushed / popped so far (`buf.len()` is a power of two).
@@ -1019,12 +1022,16 @@ impl Inflight {
     }
     /// Forget every entry.
     fn clear(&mut self) {
-        self.tail = self.head;
+        self.head = 0;
+        self.tail = 0;
     }
 
     fn pop_front(&mut self) {
         if self.head != self.tail {
             self.tail += 1;
+            if self.tail == self.head {
+                self.clear();
+            }
         }
     }
     /// Appends `e`; the caller checked there is room (`len() < capacity()`).
@@ -1680,6 +1687,41 @@ mod tests {
     use super::*;
     use crate::{Device, DeviceSpec};
     use pm4::aql::AqlPacket;
+
+    /// A record that drained (by pops or `clear`) writes its next entry at its first slot
+    /// again, and keeps order and length across the wrap of a partly drained ring.
+    #[test]
+    fn inflight_restarts_at_its_first_entry_once_empty() {
+        let mut r = Inflight::new(4);
+        let at = |r: &Inflight, e: u64| r.buf.iter().position(|x| x.0 == e);
+        for e in 1..=3 {
+            r.push_back((e, 0, 0, 0));
+        }
+        r.pop_front();
+        r.pop_front();
+        assert_eq!((r.len(), r.front().map(|x| x.0)), (1, Some(3)));
+        r.push_back((4, 0, 0, 0));
+        r.push_back((5, 0, 0, 0)); // wraps to slot 0
+        assert_eq!(at(&r, 5), Some(0));
+        assert_eq!(
+            (r.len(), r.front().map(|x| x.0), r.back().map(|x| x.0)),
+            (3, Some(3), Some(5))
+        );
+        r.pop_front();
+        r.pop_front();
+        r.pop_front();
+        assert_eq!((r.len(), r.front()), (0, None));
+        r.push_back((6, 0, 0, 0));
+        assert_eq!(at(&r, 6), Some(0), "drained by pops: first slot again");
+        r.push_back((7, 0, 0, 0));
+        r.clear();
+        r.push_back((8, 0, 0, 0));
+        assert_eq!(
+            (at(&r, 8), r.len()),
+            (Some(0), 1),
+            "cleared: first slot again"
+        );
+    }
 
     fn open(spec: &str) -> Device {
         Device::open_spec(&DeviceSpec::parse(spec).unwrap()).unwrap()

@@ -3,7 +3,12 @@
 // operation: `op <name> <median ns> <iterations>`. Build with
 // `hipcc --offload-arch=gfx90a`; run.sh runs both and prints the ratios.
 #include <hip/hip_runtime.h>
+#include <dirent.h>
 #include <dlfcn.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <cstring>
+#include <string>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -35,6 +40,51 @@ static void report(const char* name, std::vector<double> v) {
   std::sort(v.begin(), v.end());
   std::printf("op %s %.1f %zu\n", name, v[v.size() / 2], v.size());
   std::fflush(stdout);
+}
+
+// HIPBENCH_DETAIL=1: for the plain launch row, every batch's figure and each thread's
+// scheduler figures (/proc/self/task: run and run-queue wait ns, voluntary / involuntary
+// context switches, last CPU) before and after the row, on stderr. For diagnosing how
+// the enqueuing thread shares the cores with the emulator's threads.
+static bool detail = std::getenv("HIPBENCH_DETAIL") != nullptr;
+
+static std::string slurp(const std::string& path) {
+  std::string out;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    std::fclose(f);
+  }
+  return out;
+}
+
+static long status_field(const std::string& status, const char* key) {
+  size_t at = status.find(key);
+  return at == std::string::npos ? -1 : std::atol(status.c_str() + at + std::strlen(key));
+}
+
+static void dump_threads(const char* when) {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string base = std::string("/proc/self/task/") + e->d_name;
+    std::string stat = slurp(base + "/stat"), st = slurp(base + "/status");
+    std::string comm = slurp(base + "/comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    // Field 39 (processor) counts from after the ")" closing comm.
+    size_t close = stat.rfind(')');
+    int field = 2, cpu = -1;
+    for (size_t i = close + 1; i < stat.size(); i++)
+      if (stat[i] == ' ' && ++field == 39) cpu = std::atoi(stat.c_str() + i + 1);
+    unsigned long long run = 0, wait = 0, slices = 0;
+    std::sscanf(slurp(base + "/schedstat").c_str(), "%llu %llu %llu", &run, &wait, &slices);
+    std::fprintf(stderr, "thread %s %s %s run_ns %llu wait_ns %llu vol %ld invol %ld cpu %d\n", when,
+                 e->d_name, comm.c_str(), run, wait, status_field(st, "voluntary_ctxt_switches:"),
+                 status_field(st, "nonvoluntary_ctxt_switches:"), cpu);
+  }
+  closedir(d);
 }
 
 static std::atomic<int> cb_runs{0};
@@ -182,12 +232,32 @@ int main(int argc, char** argv) {
   }
 
   v.clear();
+  if (detail) dump_threads("before");
   for (int r = 0; r < rounds; r++) {
+    int cpu0 = sched_getcpu();
+    rusage ru0, ru1;
+    if (detail) getrusage(RUSAGE_THREAD, &ru0);
     double t = now_ns();
-    for (int i = 0; i < batch; i++) empty_kernel<<<1, 64, 0, s>>>(counter);
+    double at[64];
+    for (int i = 0; i < batch; i++) {
+      empty_kernel<<<1, 64, 0, s>>>(counter);
+      if (detail) at[i] = now_ns();
+    }
     v.push_back((now_ns() - t) / batch);
+    if (detail) {
+      // The launches that took > 1 us (index:ns), where a batch's time went.
+      std::string gaps;
+      for (int i = 0; i < batch; i++) {
+        double d = at[i] - (i ? at[i - 1] : t);
+        if (d > 1000) gaps += " " + std::to_string(i) + ":" + std::to_string((int)d);
+      }
+      getrusage(RUSAGE_THREAD, &ru1);
+      std::fprintf(stderr, "batch %d %.1f cpu %d %d t %.0f%s flt %ld invol %ld vol %ld\n", r, v.back(), cpu0, sched_getcpu(), t, gaps.c_str(),
+                   ru1.ru_minflt - ru0.ru_minflt, ru1.ru_nivcsw - ru0.ru_nivcsw, ru1.ru_nvcsw - ru0.ru_nvcsw);
+    }
     OK(hipStreamSynchronize(s));
   }
+  if (detail) dump_threads("after");
   OK(hipGetLastError());
   report("kernelLaunch_enqueue", v);
 
