@@ -492,24 +492,13 @@ fn walk_ib_fast(
     let mut xcc = st.xcc;
     // A packet ran in this call: the next one waits for the next call.
     let mut ran = false;
-    // Multi-XCC, a pass walked from dword 0 in this call: the buffer's PRED_EXEC chain as
-    // the walk meets it (the next chain position, the XCCs its PRED_EXECs select), `None`
-    // once a chain position holds anything else or is stepped over. A chain that reaches
-    // the end gives the next busy XCC without walking the buffer again (what
-    // `first_busy_xcc` finds: `words` is the same read, nothing in this call wrote it).
-    let mut chain = (off == 0 && st.xcc_count > 1).then_some((0usize, 0u32));
     let out = loop {
         if off >= size {
             if xcc + 1 < st.xcc_count {
                 // Multi-XCC: the next XCC runs the buffer from its start; the idle passes
                 // (nothing runs in them: the buffer is one PRED_EXEC chain selecting
                 // none of them) taken at once, as the general path takes them.
-                xcc = match chain {
-                    Some((next, selected)) if next == size => {
-                        next_selected_xcc(selected, xcc + 1, st.xcc_count)
-                    }
-                    _ => first_busy_xcc(words, xcc + 1, st.xcc_count),
-                };
+                xcc = first_busy_xcc(words, xcc + 1, st.xcc_count);
                 if xcc < st.xcc_count {
                     off = 0;
                     continue;
@@ -535,20 +524,6 @@ fn walk_ib_fast(
         };
         if n > remaining {
             break None;
-        }
-        if let Some((next, selected)) = chain {
-            chain = match words.get(off + 1) {
-                _ if off < next => chain,
-                Some(&ctl)
-                    if off == next
-                        && opcode == firmware::PRED_EXEC
-                        && n == 2
-                        && n + (ctl & 0x3FFF) as usize <= remaining =>
-                {
-                    Some((off + n + (ctl & 0x3FFF) as usize, selected | ctl >> 24))
-                }
-                _ => None,
-            };
         }
         if opcode == firmware::PRED_EXEC && n == 2 {
             let Some(&ctl) = words.get(off + 1) else {
