@@ -643,6 +643,19 @@ fn skip_idle_xcc_passes(mem: &mut MemCache, st: &Pm4State) -> u32 {
 #[inline]
 fn first_busy_xcc(words: &[u32], xcc: u32, xcc_count: u32) -> u32 {
     let size = words.len();
+    // The common chain, one PRED_EXEC guarding the rest of the buffer (kfdrt's multi-XCC
+    // commands), tested without the walk: a header `decode_header` reads as PRED_EXEC of
+    // 2 dwords (type 3, count 0, opcode; the low byte is not decoded) whose EXEC_COUNT
+    // reaches the end exactly.
+    if let [h, ctl, ..] = *words {
+        const PRED_EXEC_2: u32 = pkt3::packet3(firmware::PRED_EXEC, 0);
+        if h & 0xFFFF_FF00 == PRED_EXEC_2 && (ctl & 0x3FFF) as usize + 2 == size {
+            if xcc >= xcc_count {
+                return xcc;
+            }
+            return next_selected_xcc(ctl >> 24, xcc, xcc_count);
+        }
+    }
     // The XCCs some PRED_EXEC of the skip chain selects (VIRTUAL_XCC_ID_SELECT is 8
     // bits: XCC 8 and up are never selected).
     let mut selected = 0u32;
