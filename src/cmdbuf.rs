@@ -23,8 +23,8 @@
 
 use pm4::aql::{AqlPacket, SignalCondition};
 use pm4::pkt3::{
-    copy_sel, CachePolicy, CompareFn, CopyData, DmaData, MemSpace, PredExec, WaitOperation,
-    WaitRegMem, WaitRegMem64, WriteData,
+    CachePolicy, CompareFn, CopyData, DmaData, MemSpace, PredExec, WaitOperation, WaitRegMem,
+    WaitRegMem64, WriteData,
 };
 use pm4::GfxFamily;
 
@@ -313,7 +313,7 @@ impl CmdBuf {
                     .encode(fam, out)
                     .map_err(enc_err)
             } else {
-                copy_data_64(copy_sel::IMMEDIATE_OR_DST_MEMORY, value, addr)
+                CopyData::imm64_to_mem(value, addr)
                     .encode(fam, out)
                     .map_err(enc_err)
             }
@@ -327,7 +327,7 @@ impl CmdBuf {
     pub(crate) fn timestamp(&mut self, addr: u64) -> Result<()> {
         let fam = self.t.family;
         self.push_ib(true, |out| {
-            copy_data_64(copy_sel::GPU_CLOCK_COUNT, 0, addr)
+            CopyData::gpu_clock_to_mem(addr)
                 .encode(fam, out)
                 .map_err(enc_err)
         })
@@ -535,23 +535,6 @@ fn on_one_xcc(
     .encode(t.family, out)
     .map_err(enc_err)?;
     Ok((PredExec::DWORDS + n, PredExec::DWORDS))
-}
-
-/// A 64-bit COPY_DATA from `src_sel` (`src`: immediate value or unused) to memory at
-/// `dst`, with write confirm.
-const fn copy_data_64(src_sel: u8, src: u64, dst: u64) -> CopyData {
-    CopyData {
-        src_sel,
-        dst_sel: copy_sel::IMMEDIATE_OR_DST_MEMORY,
-        src_cache_policy: CachePolicy::Lru,
-        count_sel_64: true,
-        wr_confirm: true,
-        dst_cache_policy: CachePolicy::Lru,
-        pq_exe_status: false,
-        engine_sel: 0,
-        src,
-        dst,
-    }
 }
 
 fn dma_body(t: Target, out: &mut [u32], cmds: &[DmaData]) -> Result<usize> {

@@ -18,6 +18,24 @@ use crate::sync::lock;
 /// Default time a host waiter spins before sleeping in WAIT_EVENTS.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
 
+/// WAIT_EVENTS sleeps are this short until the waiter's mailbox has been armed this long,
+/// because of a real race: the mailbox is armed lazily (only while a host thread sleeps,
+/// so the CP does not interrupt on every decrement), and arming is a store of the mailbox
+/// then a load of the value on the host against a decrement of the value then a load of
+/// the mailbox on the CP. Nothing orders the CP's pair (no documented ordering on hardware;
+/// the emulator's is acquire/release, not sequentially consistent), so both sides may read
+/// the old word: the CP raises no event and the re-check missed the decrement. The short
+/// sleep bounds that lost wake-up.
+const ARMING_SLEEP: Duration = Duration::from_millis(10);
+/// Later sleeps: by then the armed mailbox is visible to the CP, so every decrement raises
+/// the event, and the event age covers a decrement between the check and the sleep. No CPU
+/// store to a waited-on signal skips SET_EVENT (`Signal::store` sets it; the callback lines
+/// written with `store_relaxed` are polled by the CP, never slept on). So this timeout is
+/// only a safety net for a lost interrupt: as long as the CP's own fallback poll of a
+/// blocked queue (100 ms). ROCr's interrupt signals (always armed) sleep for the whole
+/// remaining timeout.
+const SAFETY_SLEEP_MS: u32 = 100;
+
 /// The process's event page: a GTT buffer of `KFD_SIGNAL_EVENT_LIMIT` 8-byte slots,
 /// handed to KFD with the first CREATE_EVENT (libhsakmt's dGPU path), GPU-mapped so the
 /// CP can write mailboxes.
@@ -307,6 +325,7 @@ impl Signal {
 
     fn sleep_until(&self, cond: &impl Fn(i64) -> bool, deadline: Option<Instant>) -> Result<i64> {
         let mut age = 0u64;
+        let armed = Instant::now();
         loop {
             // Re-checked after arming: a decrement before the mailbox was armed is seen
             // here; one after it raises the event.
@@ -314,10 +333,11 @@ impl Signal {
             if cond(v) {
                 return Ok(v);
             }
-            // Bounded sleeps: an event age mismatch or a signal wakes us at once; the
-            // timeout only bounds the cost of a wake-up the event did not carry (a value
-            // changed by a CPU store without SET_EVENT).
-            let mut timeout_ms = 10u32;
+            let mut timeout_ms = if armed.elapsed() < ARMING_SLEEP {
+                ARMING_SLEEP.as_millis() as u32
+            } else {
+                SAFETY_SLEEP_MS
+            };
             if let Some(d) = deadline {
                 let now = Instant::now();
                 if now >= d {
@@ -341,5 +361,32 @@ impl Drop for Signal {
     fn drop(&mut self) {
         let mut free = lock(&self.pool.free);
         free.push(self.slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A waiter asleep in WAIT_EVENTS wakes for a store with SET_EVENT, and still sees a
+    /// store without one (the safety-net timeout), also past the arming window's short
+    /// sleeps. (The sleeps before the stores only make the waiter likely to be asleep;
+    /// either way it must return the stored value.)
+    #[test]
+    fn a_sleeping_waiter_sees_stores_with_and_without_an_event() {
+        let dev =
+            crate::Device::open_spec(&crate::DeviceSpec::parse("emu:mi250x").unwrap()).unwrap();
+        let sig = Signal::new(&dev.inner.signals, 1).unwrap();
+        let deadline = Some(Instant::now() + Duration::from_secs(20));
+        std::thread::scope(|s| {
+            let w = s.spawn(|| sig.wait(|v| v == 0, Duration::ZERO, deadline));
+            std::thread::sleep(ARMING_SLEEP * 3);
+            sig.store(0);
+            assert_eq!(w.join().unwrap().unwrap(), 0);
+            let w = s.spawn(|| sig.wait(|v| v == 5, Duration::ZERO, deadline));
+            std::thread::sleep(ARMING_SLEEP * 3);
+            sig.store_relaxed(5);
+            assert_eq!(w.join().unwrap().unwrap(), 5);
+        });
     }
 }

@@ -8,18 +8,23 @@ use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::{emu, signal_mem};
+use common::{emu, non_blocking, signal_mem};
 use kfdrt::stream::IdleSlot;
-use kfdrt::{ErrorKind, StreamFlags, WaitCompare};
+use kfdrt::{ErrorKind, Stream, WaitCompare};
+
+/// A 1 MiB stream-ordered allocation freed at once on `s`: the pool's release of its
+/// slab is left for `s`'s next synchronize (release threshold 0).
+fn malloc_free_1mib(s: &Stream) {
+    let p = s.malloc_async(1 << 20).unwrap();
+    p.free_async(s).unwrap();
+}
 
 #[test]
 fn idle_predicates_hold_only_where_query_and_synchronize_have_nothing_to_do() {
     let dev = emu("emu:mi250x");
     let mem = signal_mem(&dev, 4096);
     let flag = mem.atomic_u32(0).unwrap();
-    let s = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let s = non_blocking(&dev, 0);
     let null = dev.null_stream(0).unwrap();
     assert!(s.query_is_ok() && s.synchronize_is_noop());
     assert!(null.query_is_ok() && null.synchronize_is_noop());
@@ -75,12 +80,10 @@ fn idle_predicates_hold_only_where_query_and_synchronize_have_nothing_to_do() {
     assert!(null.synchronize_is_noop());
 
     // A stream-ordered free leaves a release for the next synchronize to do.
-    let p = s.malloc_async(1 << 20).unwrap();
-    p.free_async(&s).unwrap();
+    malloc_free_1mib(&s);
     s.synchronize().unwrap();
     assert!(s.synchronize_is_noop() && s.query_is_ok());
-    let p = s.malloc_async(1 << 20).unwrap();
-    p.free_async(&s).unwrap();
+    malloc_free_1mib(&s);
     assert!(!s.synchronize_is_noop());
     s.synchronize().unwrap();
     assert!(s.synchronize_is_noop());
@@ -91,9 +94,7 @@ fn idle_predicates_hold_only_where_query_and_synchronize_have_nothing_to_do() {
 #[test]
 fn idle_predicates_are_false_on_a_drained_stream_with_a_sticky_error() {
     let dev = emu("emu:mi250x");
-    let s = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let s = non_blocking(&dev, 0);
     s.add_callback(|_| panic!("sticky for the idle predicates"), 0)
         .unwrap();
     assert_eq!(
@@ -118,9 +119,7 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
     let dev = emu("emu:mi250x");
     let mem = signal_mem(&dev, 4096);
     let flag = mem.atomic_u32(0).unwrap();
-    let s = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let s = non_blocking(&dev, 0);
     let probe = s.idle_probe();
     // The self-relative slot, set in one place and rebased into another.
     let mut slot = pin!(IdleSlot::EMPTY);
@@ -166,9 +165,7 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
     agree(false, false);
 
     // A sticky error set while a hold is pending stays after the hold is retired.
-    let t = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let t = non_blocking(&dev, 0);
     let tp = t.idle_probe();
     t.add_callback(|_| panic!("sticky while a hold is pending"), 0)
         .unwrap();
@@ -195,14 +192,10 @@ fn idle_marks_are_independent_and_the_probe_agrees() {
     assert!(unsafe { ns.query_is_ok() } && !unsafe { ns.synchronize_is_noop() });
     drop(b);
     assert!(unsafe { np.synchronize_is_noop() && ns.synchronize_is_noop() });
-    let u = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
-    let p = u.malloc_async(1 << 20).unwrap();
-    p.free_async(&u).unwrap();
+    let u = non_blocking(&dev, 0);
+    malloc_free_1mib(&u);
     u.synchronize().unwrap();
-    let p = u.malloc_async(1 << 20).unwrap();
-    p.free_async(&u).unwrap();
+    malloc_free_1mib(&u);
     assert!(
         !unsafe { np.synchronize_is_noop() } && !unsafe { u.idle_probe().synchronize_is_noop() }
     );
@@ -227,9 +220,7 @@ fn idle_slot_all_zero_is_never_idle_and_set_follows_the_stream() {
     let dev = emu("emu:mi250x");
     let mem = signal_mem(&dev, 4096);
     let flag = mem.atomic_u32(0).unwrap();
-    let s = dev
-        .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
-        .unwrap();
+    let s = non_blocking(&dev, 0);
     let mut slot = pin!(IdleSlot::EMPTY);
     slot.as_mut().set(&s);
     // SAFETY (below): `s` outlives the slot, which does not move.

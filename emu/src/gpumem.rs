@@ -112,6 +112,12 @@ impl MemWindow {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// How many holders keep the window's memory alive, this window included (the
+    /// memory map, engine caches, other windows): tests use it to see that the engines
+    /// let go of unmapped memory.
+    pub fn holders(&self) -> usize {
+        Arc::strong_count(&self._owner)
+    }
     /// Whether the GPU may write.
     pub fn writable(&self) -> bool {
         self.writable

@@ -15,9 +15,9 @@ use pm4::aql::{
     VendorPm4Ib,
 };
 use pm4::pkt3::{
-    self, AtomicMem, CachePolicy, CompareFn, CopyData, DataSel, DmaData, IndirectBuffer, IntSel,
-    MemSpace, Nop, Pm4Packet, ReleaseMem, WaitOperation, WaitRegMem, WaitRegMem64, WriteData,
-    WriteDataDst,
+    self, tc_op, AtomicMem, CachePolicy, CompareFn, CopyData, DataSel, DmaData, IndirectBuffer,
+    IntSel, MemSpace, Nop, Pm4Packet, ReleaseMem, WaitOperation, WaitRegMem, WaitRegMem64,
+    WriteData,
 };
 use pm4::sdma::{self, SdmaPacket};
 use pm4::{GfxFamily, SdmaVersion};
@@ -267,31 +267,13 @@ fn sdma_words(p: &SdmaPacket<'_>) -> Vec<u32> {
 }
 
 fn write_data(addr: u64, data: &[u32]) -> Vec<u32> {
-    enc(Pm4Packet::WriteData(WriteData {
-        dst_sel: WriteDataDst::Memory,
-        addr_incr: true,
-        wr_confirm: true,
-        cache_policy: CachePolicy::Lru,
-        engine_sel: 0,
-        addr,
-        data,
-    }))
+    enc(Pm4Packet::WriteData(WriteData::memory(addr, data)))
 }
 
 fn release_mem(data_sel: DataSel, int_sel: IntSel, addr: u64, data: u64, ctx: u32) -> Vec<u32> {
-    enc(Pm4Packet::ReleaseMem(ReleaseMem {
-        event_type: pkt3::event::CACHE_FLUSH_AND_INV_TS_EVENT,
-        event_index: pkt3::event::INDEX_END_OF_PIPE,
-        cache_actions: 0,
-        cache_policy: CachePolicy::Lru,
-        execute: false,
-        dst_sel: 0,
-        int_sel,
-        data_sel,
-        addr,
-        data,
-        int_ctxid: ctx,
-    }))
+    enc(Pm4Packet::ReleaseMem(
+        ReleaseMem::end_of_pipe(data_sel, addr, data).with_interrupt(int_sel, ctx),
+    ))
 }
 
 fn wait_mem(addr: u64, func: CompareFn, reference: u32) -> Vec<u32> {
@@ -305,31 +287,15 @@ fn wait_mem(addr: u64, func: CompareFn, reference: u32) -> Vec<u32> {
 }
 
 fn copy_data(src_sel: u8, src: u64, dst: u64, wide: bool) -> Vec<u32> {
-    enc(Pm4Packet::CopyData(CopyData {
-        src_sel,
-        dst_sel: pkt3::copy_sel::IMMEDIATE_OR_DST_MEMORY,
-        src_cache_policy: CachePolicy::Lru,
-        count_sel_64: wide,
-        wr_confirm: true,
-        dst_cache_policy: CachePolicy::Lru,
-        pq_exe_status: false,
-        engine_sel: 0,
-        src,
-        dst,
-    }))
+    enc(Pm4Packet::CopyData(CopyData::to_memory(
+        src_sel, src, dst, wide,
+    )))
 }
 
 fn atomic(op: u8, addr: u64, src: u64, cmp: u64) -> Vec<u32> {
-    enc(Pm4Packet::AtomicMem(AtomicMem {
-        atomic: op,
-        command: 0,
-        cache_policy: CachePolicy::Lru,
-        engine_sel: 0,
-        addr,
-        src_data: src,
-        cmp_data: cmp,
-        loop_interval: 0,
-    }))
+    enc(Pm4Packet::AtomicMem(AtomicMem::single_pass(
+        op, addr, src, cmp,
+    )))
 }
 
 /// A 64-byte amd_signal_t with `value`, optionally with an event mailbox.
@@ -373,16 +339,16 @@ fn pm4_packets_execute_in_order() {
     words.extend(enc(Pm4Packet::Nop(Nop { dwords: 1 })));
     words.extend(enc(Pm4Packet::Nop(Nop { dwords: 7 })));
     words.extend(write_data(d + 16, &[10, 11, 12, 13]));
-    words.extend(atomic(47, d + 32, 5, 0)); // ADD_RTN_64
-    words.extend(atomic(47, d + 32, 7, 0));
+    words.extend(atomic(tc_op::ADD_RTN_64, d + 32, 5, 0));
+    words.extend(atomic(tc_op::ADD_RTN_64, d + 32, 7, 0));
     words.extend(copy_data(
         pkt3::copy_sel::ATOMIC_RETURN_DATA,
         0,
         d + 40,
         true,
     )); // = 5
-    words.extend(atomic(72, d + 48, 9, 0)); // CMPSWAP_32: 0 == 0 -> 9
-    words.extend(atomic(72, d + 48, 3, 1)); // 9 != 1 -> unchanged
+    words.extend(atomic(tc_op::CMPSWAP_32, d + 48, 9, 0)); // 0 == 0 -> 9
+    words.extend(atomic(tc_op::CMPSWAP_32, d + 48, 3, 1)); // 9 != 1 -> unchanged
     words.extend(copy_data(
         pkt3::copy_sel::IMMEDIATE_OR_DST_MEMORY,
         0xABCD,
@@ -564,6 +530,43 @@ fn aql_barriers_and_completion_signals() {
     sigs.store_u64(dep_b + 8, 0x105).unwrap();
     q.wait_idle();
     assert_eq!(sig_value(&sigs, done3), 0);
+    assert_eq!(gpu.status(&q), QueueStatus::Active);
+}
+
+/// Memory a queue's packets used, unmapped, is released when `release_windows` returns:
+/// the engine's translation cache and the queue's pinned windows (completion signal,
+/// barrier dependency, event mailbox) let go of it then, not at the queue's next access.
+#[test]
+fn release_windows_lets_go_of_unmapped_memory() {
+    let gpu = Gpu::new();
+    let bo = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let dep = signal(&bo, 0, 0, None);
+    let done = signal(&bo, 1, 1, Some((bo.va() + 512, 7)));
+    q.submit_aql(&gpu, &barrier_and(&[dep], done));
+    q.wait_idle();
+    assert_eq!(sig_value(&bo, done), 0);
+    assert_eq!(bo.load_u64(bo.va() + 512).unwrap(), 7);
+    // This window, the memory map's and the engine's.
+    let held = bo.holders();
+    assert!(
+        held > 2,
+        "the engine holds no window of the BO ({held} holders)"
+    );
+    assert!(gpu.mem.remove_region(bo.va()));
+    gpu.eng.flush_tlb();
+    gpu.eng.release_windows();
+    assert_eq!(
+        bo.holders(),
+        1,
+        "the engine still holds the unmapped BO after release_windows"
+    );
+    // The queue runs on, translating afresh.
+    let sigs = gpu.alloc(4096);
+    let done2 = signal(&sigs, 0, 1, None);
+    q.submit_aql(&gpu, &barrier_and(&[], done2));
+    q.wait_idle();
+    assert_eq!(sig_value(&sigs, done2), 0);
     assert_eq!(gpu.status(&q), QueueStatus::Active);
 }
 
@@ -1016,7 +1019,7 @@ fn higher_priority_queue_runs_first() {
                 slot + 4 * i,
                 false,
             ));
-            w.extend(atomic(15, counter, 1, 0)); // ADD_RTN_32
+            w.extend(atomic(tc_op::ADD_RTN_32, counter, 1, 0));
         }
         w
     };
@@ -1469,8 +1472,8 @@ fn multi_xcc_runs_the_ib_per_xcc_and_honours_pred_exec() {
     let gpu = Gpu::with(GfxFamily::Gfx9, 8);
     let data = gpu.alloc(4096);
     let (a, b) = (data.va(), data.va() + 8);
-    let mut words = atomic(47, a, 1, 0); // ADD_RTN_64, every XCC
-    let pred = atomic(47, b, 1, 0);
+    let mut words = atomic(tc_op::ADD_RTN_64, a, 1, 0); // every XCC
+    let pred = atomic(tc_op::ADD_RTN_64, b, 1, 0);
     words.extend(enc(Pm4Packet::PredExec(pkt3::PredExec {
         exec_count: pred.len() as u16,
         xcc_mask: 1,
@@ -1493,7 +1496,7 @@ fn multi_xcc_pred_exec_only_ib_runs_the_selected_xccs() {
     let (a, b, c) = (data.va(), data.va() + 8, data.va() + 16);
     let mut words = Vec::new();
     for (addr, xcc_mask) in [(a, 1u8 << 5), (b, 1), (c, 0b1000_0100), (c, 0)] {
-        let pred = atomic(47, addr, 1, 0);
+        let pred = atomic(tc_op::ADD_RTN_64, addr, 1, 0);
         words.extend(enc(Pm4Packet::PredExec(pkt3::PredExec {
             exec_count: pred.len() as u16,
             xcc_mask,
@@ -1523,7 +1526,7 @@ fn multi_xcc_pred_exec_fault_on_a_later_xcc() {
     }));
     // Type-3 header of 3 dwords with an opcode no firmware knows.
     words.extend([0xC001_9900, 0, 0]);
-    let pred = atomic(47, data.va(), 1, 0);
+    let pred = atomic(tc_op::ADD_RTN_64, data.va(), 1, 0);
     words.extend(enc(Pm4Packet::PredExec(pkt3::PredExec {
         exec_count: pred.len() as u16,
         xcc_mask: 1,
@@ -1817,4 +1820,43 @@ fn aql_pm4_ib_windows_follow_unmap() {
     let mf = f.fault.expect("a memory fault");
     assert_eq!((mf.va, mf.write), (ib_va, false));
     assert_eq!(data3.load_u32(d + 4).unwrap(), 0);
+}
+
+#[test]
+fn aql_pm4_ib_slot_is_released_from_its_fetched_header() {
+    // The packet processor owns a published slot until the read index passes it: the
+    // header it releases (INVALID, upper 16 bits kept) comes from the packet as
+    // fetched, even when the packet's own indirect buffer wrote over the slot meanwhile.
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let ib = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let slot_va = q.ring.va();
+    let done = signal(&sigs, 0, 1, None);
+    let pkt = AqlPacket::VendorPm4Ib(VendorPm4Ib {
+        control: PacketControl::SYSTEM_BARRIER,
+        ib: IndirectBuffer::new(ib.va(), 0),
+        completion_signal: done,
+    });
+    let fetched = pkt.encode()[0];
+    let scribble = 0x5a5a_0000 | (fetched & 0xffff);
+    assert_ne!(scribble, fetched);
+    let words = write_data(slot_va, &[scribble]);
+    for (i, w) in words.iter().enumerate() {
+        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
+    }
+    let pkt = AqlPacket::VendorPm4Ib(VendorPm4Ib {
+        control: PacketControl::SYSTEM_BARRIER,
+        ib: IndirectBuffer::new(ib.va(), words.len() as u32),
+        completion_signal: done,
+    });
+    assert_eq!(pkt.encode()[0], fetched, "the IB size is not in the header");
+    q.submit_aql(&gpu, &pkt);
+    q.wait_idle();
+    assert_eq!(sig_value(&sigs, done), 0);
+    assert_eq!(
+        q.ring.load_u32(slot_va).unwrap(),
+        (fetched & 0xffff_0000) | u32::from(pm4::aql::packet_type::INVALID),
+        "released from the fetched header, not the IB's write"
+    );
 }

@@ -785,3 +785,62 @@ fn aql_blocked_barrier_faults_when_its_signal_is_unmapped() {
     let m = expect_fault(&dev, mem_ev, q.queue_id, "the poll of an unmapped signal");
     assert_eq!(m.va, dep_va, "the faulting page");
 }
+
+/// The device and inode of the file mapped at `addr` (from /proc/self/maps).
+fn file_at(addr: u64) -> (String, String) {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        let (lo, hi) = f[0].split_once('-').unwrap();
+        let (lo, hi) = (
+            u64::from_str_radix(lo, 16).unwrap(),
+            u64::from_str_radix(hi, 16).unwrap(),
+        );
+        if (lo..hi).contains(&addr) {
+            return (f[3].to_owned(), f[4].to_owned());
+        }
+    }
+    panic!("{addr:#x} is not mapped");
+}
+
+/// A BO an engine wrote is recycled when it is freed after its unmap: the engine's cached
+/// translation of it does not keep its memfd alive, so the next BO with its GPU, VA, size
+/// and flags gets the same memfd (the same file behind the CPU mapping at the VA).
+#[test]
+fn a_bo_an_engine_used_is_recycled_at_free() {
+    let dev = open("emu:mi210");
+    let d = dev.b();
+    let b = bufs(&dev, 0);
+    let va = b.next;
+    let (h, p) = gtt(&dev, 0, va, 2 * MIB);
+    let mut q = sdma_args(&dev, 0, &b);
+    let db = create_with_doorbell(&dev, &mut q);
+    let pkts = [SdmaPacket::Fence(sdma::Fence::new(va, 7))];
+    let wptr = submit_sdma(&dev, &b, db, &q, 0, &pkts);
+    assert!(sdma_caught_up(&b, wptr), "rptr caught up");
+    // SAFETY: the BO is mapped.
+    assert_eq!(unsafe { p.cast::<u32>().read_volatile() }, 7);
+    let file = file_at(va);
+    let mut n = 0;
+    ioctl::unmap_memory_from_gpu(d, h, &[dev.gpus[0]], &mut n).unwrap();
+    // SAFETY: the range is the test's own reservation, mapped by the BO until now.
+    unsafe {
+        rustix::mm::mmap_anonymous(
+            va as *mut core::ffi::c_void,
+            (2 * MIB) as usize,
+            rustix::mm::ProtFlags::empty(),
+            rustix::mm::MapFlags::PRIVATE
+                | rustix::mm::MapFlags::NORESERVE
+                | rustix::mm::MapFlags::FIXED,
+        )
+        .unwrap();
+    }
+    // No packet runs on the queue in between: only the free can make the engine let go.
+    ioctl::free_memory_of_gpu(d, h).unwrap();
+    let (h2, p2) = gtt(&dev, 0, va, 2 * MIB);
+    assert_eq!(file_at(va), file, "the freed BO's memfd was not recycled");
+    // SAFETY: mapped; recycled pages read as zeros.
+    assert_eq!(unsafe { p2.cast::<u32>().read_volatile() }, 0);
+    ioctl::destroy_queue(d, q.queue_id).unwrap();
+    let _ = h2;
+}

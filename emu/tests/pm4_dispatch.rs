@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use kfd_emu::engine::{QueueDesc, QueueFault, QueueKind, QueueStatus};
 use kfd_emu::gpumem::{GpuMemory, MemWindow};
 use pm4::kd::{code_props, KernelDescriptor};
-use pm4::pkt3::{self, CachePolicy, Pm4Packet, WriteDataDst};
+use pm4::pkt3::{self, CachePolicy, Pm4Packet};
 use pm4::GfxFamily;
 use shader_common::{rand_u32, Dev, TARGETS};
 
@@ -107,15 +107,7 @@ fn set(reg: u16, values: &[u32]) -> Pm4Packet<'_> {
 }
 
 fn write(addr: u64, data: &[u32]) -> Pm4Packet<'_> {
-    Pm4Packet::WriteData(pkt3::WriteData {
-        dst_sel: WriteDataDst::Memory,
-        addr_incr: true,
-        wr_confirm: true,
-        cache_policy: CachePolicy::Lru,
-        engine_sel: 0,
-        addr,
-        data,
-    })
+    Pm4Packet::WriteData(pkt3::WriteData::memory(addr, data))
 }
 
 fn kernel_descriptor(dev: &Dev, kd_va: u64) -> KernelDescriptor {

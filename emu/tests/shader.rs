@@ -23,16 +23,7 @@ fn vadd_and_saxpy_match_the_cpu() {
             .collect();
         let (wa, wb, wc) = (dev.upload(&a), dev.upload(&b), dev.alloc(n * 4));
         let m = dev.load("cl/vadd.cl");
-        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run_ok(
-            &mut q,
-            &m,
-            "vadd",
-            [n as u32, 1, 1],
-            [256, 1, 1],
-            0,
-            &args.0,
-        );
+        dev.run_vadd(&mut q, &m, [&wa, &wb, &wc], n, 256);
         let c: Vec<f32> = dev.download(&wc, n);
         for i in 0..n {
             assert_eq!(
@@ -273,16 +264,7 @@ fn unimplemented_instruction_and_bad_store_fault_and_the_device_stays_usable() {
 
         // The device still runs kernels on a new queue.
         let mut q3 = dev.queue();
-        let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-        dev.run_ok(
-            &mut q3,
-            &m,
-            "vadd",
-            [n as u32, 1, 1],
-            [64, 1, 1],
-            0,
-            &args.0,
-        );
+        dev.run_vadd(&mut q3, &m, [&wa, &wb, &wc], n, 64);
         let c: Vec<f32> = dev.download(&wc, n);
         assert!((0..n).all(|i| c[i] == 2.0 * i as f32), "{}", dev.target);
     }
@@ -555,17 +537,7 @@ fn dispatch_is_traced_with_workgroups_waves_and_instructions() {
     let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let (wa, wb, wc) = (dev.upload(&a), dev.upload(&a), dev.alloc(n * 4));
     let m = dev.load("cl/vadd.cl");
-    let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
-    dev.run(
-        &mut q,
-        &m,
-        "vadd",
-        [n as u32, 1, 1],
-        [256, 1, 1],
-        0,
-        &args.0,
-    )
-    .unwrap_or_else(|f| panic!("{}", f.reason));
+    dev.run_vadd(&mut q, &m, [&wa, &wb, &wc], n, 256);
     let line = dev.take_dispatch_line();
     // 1000 work-items in groups of 256: 4 groups, 4 + 4 + 4 + 4 waves (the last group
     // has 232 work-items, still 4 waves).

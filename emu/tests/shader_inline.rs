@@ -37,10 +37,9 @@ fn inline_and_dispatch_thread_runs_give_the_same_results_and_faults() {
         for inline in [false, true] {
             let wc = dev.alloc(n * 4);
             let mut q = dev.queue();
-            let args = Args::default().ptr(&wa).ptr(&wb).ptr(&wc).u32(n as u32);
             // 4 work-groups of one wave: a few dozen instructions in all.
             let ((), ran) = counted(&dev, inline, || {
-                dev.run_ok(&mut q, &m, "vadd", [n as u32, 1, 1], [64, 1, 1], 0, &args.0)
+                dev.run_vadd(&mut q, &m, [&wa, &wb, &wc], n, 64)
             });
             assert_eq!(ran, u64::from(inline), "{} inline={inline}", dev.target);
             let c: Vec<f32> = dev.download(&wc, n);
@@ -122,17 +121,8 @@ fn loops_and_large_grids_run_on_dispatch_threads() {
         let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
         let (wa, wc) = (dev.upload(&a), dev.alloc(n * 4));
         let m = dev.load("cl/vadd.cl");
-        let args = Args::default().ptr(&wa).ptr(&wa).ptr(&wc).u32(n as u32);
         let ((), ran) = counted(&dev, true, || {
-            dev.run_ok(
-                &mut q,
-                &m,
-                "vadd",
-                [n as u32, 1, 1],
-                [256, 1, 1],
-                0,
-                &args.0,
-            )
+            dev.run_vadd(&mut q, &m, [&wa, &wa, &wc], n, 256)
         });
         assert_eq!(ran, 0, "{}: a large grid ran on the CP thread", dev.target);
         let c: Vec<f32> = dev.download(&wc, n);
@@ -240,7 +230,7 @@ fn the_cp_drops_its_kept_translations_when_the_mappings_change() {
         // The first dispatch decodes (off the CP); the second runs on the CP thread and
         // leaves `wc`'s translation in the port it keeps.
         for _ in 0..2 {
-            dev.run_ok(&mut q, &m, "vadd", [64, 1, 1], [64, 1, 1], 0, &args.0);
+            dev.run_vadd(&mut q, &m, [&wa, &wa, &wc], n, 64);
         }
         let c: Vec<f32> = dev.download(&wc, n);
         assert!((0..n).all(|i| c[i] == 2.0 * i as f32), "{}", dev.target);
@@ -249,9 +239,11 @@ fn the_cp_drops_its_kept_translations_when_the_mappings_change() {
         // a first dispatch to another output decodes vadd again, off the CP.)
         assert!(dev.mem.remove_region(wc.va()));
         dev.eng.flush_tlb();
+        // Released without a dispatch: the CP let go of the port it kept.
+        dev.eng.release_windows();
+        assert_eq!(wc.holders(), 1, "{}", dev.target);
         let wd = dev.alloc(n * 4);
-        let other = Args::default().ptr(&wa).ptr(&wa).ptr(&wd).u32(n as u32);
-        dev.run_ok(&mut q, &m, "vadd", [64, 1, 1], [64, 1, 1], 0, &other.0);
+        dev.run_vadd(&mut q, &m, [&wa, &wa, &wd], n, 64);
         let (r, ran) = counted(&dev, true, || {
             dev.run(&mut q, &m, "vadd", [64, 1, 1], [64, 1, 1], 0, &args.0)
         });

@@ -884,6 +884,69 @@ pub struct ReleaseMem {
 impl ReleaseMem {
     /// Dwords of a RELEASE_MEM.
     pub const DWORDS: usize = 8;
+
+    /// The end-of-pipe release: at `CACHE_FLUSH_AND_INV_TS_EVENT` (event index 5,
+    /// end of pipe), write what `data_sel` selects to `addr` through the memory
+    /// controller (DST_SEL 0), with no cache actions and no interrupt (add one with
+    /// [`ReleaseMem::with_interrupt`]).
+    ///
+    /// ```
+    /// use pm4::pkt3::{DataSel, ReleaseMem};
+    /// use pm4::GfxFamily;
+    /// // The 64-bit GPU clock at end of pipe, e.g. a timestamp.
+    /// let p = ReleaseMem::end_of_pipe(DataSel::GpuClock, 0x1000, 0);
+    /// let mut w = [0u32; ReleaseMem::DWORDS];
+    /// p.encode(GfxFamily::Gfx9, &mut w).unwrap();
+    /// assert_eq!(w[2] >> 29, DataSel::GpuClock as u32);
+    /// ```
+    pub const fn end_of_pipe(data_sel: DataSel, addr: u64, data: u64) -> Self {
+        ReleaseMem {
+            event_type: event::CACHE_FLUSH_AND_INV_TS_EVENT,
+            event_index: event::INDEX_END_OF_PIPE,
+            cache_actions: 0,
+            cache_policy: CachePolicy::Lru,
+            execute: false,
+            dst_sel: 0,
+            int_sel: IntSel::None,
+            data_sel,
+            addr,
+            data,
+            int_ctxid: 0,
+        }
+    }
+
+    /// [`ReleaseMem::end_of_pipe`] writing the 32-bit `value` (DATA_SEL 1), the
+    /// fence write of a PM4 queue.
+    ///
+    /// ```
+    /// use pm4::pkt3::{IntSel, ReleaseMem};
+    /// use pm4::GfxFamily;
+    /// // Write 7 to 0x1000 at end of pipe, then interrupt with context id 3.
+    /// let p = ReleaseMem::end_of_pipe_write32(0x1000, 7)
+    ///     .with_interrupt(IntSel::SendInterruptAfterWriteConfirm, 3);
+    /// let mut w = [0u32; ReleaseMem::DWORDS];
+    /// p.encode(GfxFamily::Gfx9, &mut w).unwrap();
+    /// assert_eq!((w[3], w[5], w[7]), (0x1000, 7, 3));
+    /// ```
+    pub const fn end_of_pipe_write32(addr: u64, value: u32) -> Self {
+        Self::end_of_pipe(DataSel::Value32, addr, value as u64)
+    }
+
+    /// This release with INT_SEL `int_sel` and interrupt context id `int_ctxid`
+    /// (the id the CP puts in the interrupt it raises).
+    ///
+    /// ```
+    /// use pm4::pkt3::{DataSel, IntSel, ReleaseMem};
+    /// // An interrupt and no data write.
+    /// let p = ReleaseMem::end_of_pipe(DataSel::None, 0, 0)
+    ///     .with_interrupt(IntSel::SendInterruptOnly, 9);
+    /// assert_eq!((p.int_sel, p.int_ctxid), (IntSel::SendInterruptOnly, 9));
+    /// ```
+    pub const fn with_interrupt(mut self, int_sel: IntSel, int_ctxid: u32) -> Self {
+        self.int_sel = int_sel;
+        self.int_ctxid = int_ctxid;
+        self
+    }
 }
 
 impl Encodable for ReleaseMem {
@@ -1310,6 +1373,72 @@ pub struct CopyData {
 impl CopyData {
     /// Dwords of a COPY_DATA.
     pub const DWORDS: usize = 6;
+
+    /// A COPY_DATA to memory at `dst` (DST_SEL 5) with write confirm, from what
+    /// `src_sel` selects ([`copy_sel`]; `src` is its address or immediate value),
+    /// 64 bits when `count_sel_64`, else 32; LRU cache policies, ME engine.
+    ///
+    /// ```
+    /// use pm4::pkt3::{copy_sel, CopyData};
+    /// use pm4::GfxFamily;
+    /// // The 64-bit atomic return data to 0x2000.
+    /// let p = CopyData::to_memory(copy_sel::ATOMIC_RETURN_DATA, 0, 0x2000, true);
+    /// let mut w = [0u32; CopyData::DWORDS];
+    /// p.encode(GfxFamily::Gfx9, &mut w).unwrap();
+    /// assert_eq!(w[1], 0x0011_0506);
+    /// ```
+    pub const fn to_memory(src_sel: u8, src: u64, dst: u64, count_sel_64: bool) -> Self {
+        CopyData {
+            src_sel,
+            dst_sel: copy_sel::IMMEDIATE_OR_DST_MEMORY,
+            src_cache_policy: CachePolicy::Lru,
+            count_sel_64,
+            wr_confirm: true,
+            dst_cache_policy: CachePolicy::Lru,
+            pq_exe_status: false,
+            engine_sel: 0,
+            src,
+            dst,
+        }
+    }
+
+    /// [`CopyData::to_memory`] of the 32-bit dword at memory address `src`.
+    ///
+    /// ```
+    /// use pm4::pkt3::{copy_sel, CopyData};
+    /// let p = CopyData::mem_to_mem32(0x1000, 0x1008);
+    /// assert_eq!((p.src_sel, p.count_sel_64), (copy_sel::MEMORY, false));
+    /// ```
+    pub const fn mem_to_mem32(src: u64, dst: u64) -> Self {
+        Self::to_memory(copy_sel::MEMORY, src, dst, false)
+    }
+
+    /// [`CopyData::to_memory`] of the 64-bit immediate `value`: a 64-bit memory
+    /// write in one packet.
+    ///
+    /// ```
+    /// use pm4::pkt3::CopyData;
+    /// use pm4::GfxFamily;
+    /// let p = CopyData::imm64_to_mem(0x1_0000_0002, 0x2000);
+    /// let mut w = [0u32; CopyData::DWORDS];
+    /// p.encode(GfxFamily::Gfx9, &mut w).unwrap();
+    /// assert_eq!(&w[2..], &[2, 1, 0x2000, 0]);
+    /// ```
+    pub const fn imm64_to_mem(value: u64, dst: u64) -> Self {
+        Self::to_memory(copy_sel::IMMEDIATE_OR_DST_MEMORY, value, dst, true)
+    }
+
+    /// [`CopyData::to_memory`] of the 64-bit GPU clock count (SRC_SEL 9): a
+    /// timestamp taken when the CP reaches the packet.
+    ///
+    /// ```
+    /// use pm4::pkt3::{copy_sel, CopyData};
+    /// let p = CopyData::gpu_clock_to_mem(0x2000);
+    /// assert_eq!((p.src_sel, p.count_sel_64), (copy_sel::GPU_CLOCK_COUNT, true));
+    /// ```
+    pub const fn gpu_clock_to_mem(dst: u64) -> Self {
+        Self::to_memory(copy_sel::GPU_CLOCK_COUNT, 0, dst, true)
+    }
 }
 
 const COPY_CTL_KNOWN: u32 =
@@ -1554,9 +1683,73 @@ pub struct AtomicMem {
     pub loop_interval: u16,
 }
 
+/// TC_OP codes for [`AtomicMem::atomic`] (`enum TC_OP` in the Linux kernel's
+/// `drivers/gpu/drm/amd/include/asic_reg/*/*_enum.h`, e.g. `soc21_enum.h`): bits 4:0
+/// the operation, bit 5 the 64-bit form, bit 6 the form that returns nothing.
+pub mod tc_op {
+    /// `TC_OP_ATOMIC_ADD_RTN_32` (15): 32-bit add, old value returned.
+    pub const ADD_RTN_32: u8 = 15;
+    /// `TC_OP_ATOMIC_ADD_RTN_64` (47): 64-bit add, old value returned (ROCr's
+    /// signal increment).
+    pub const ADD_RTN_64: u8 = 47;
+    /// `TC_OP_ATOMIC_CMPSWAP_32` (72): 32-bit compare-and-swap, no return.
+    pub const CMPSWAP_32: u8 = 72;
+    /// `TC_OP_ATOMIC_ADD_32` (79): 32-bit add, no return.
+    pub const ADD_32: u8 = 79;
+}
+
 impl AtomicMem {
     /// Dwords of an ATOMIC_MEM.
     pub const DWORDS: usize = 9;
+
+    /// A single-pass (COMMAND 0) ATOMIC_MEM of TC_OP `atomic` ([`tc_op`]) at `addr`
+    /// with source `src_data` and compare `cmp_data`; LRU, ME engine.
+    ///
+    /// ```
+    /// use pm4::pkt3::{tc_op, AtomicMem};
+    /// use pm4::GfxFamily;
+    /// // *0x1000 = 9 if it is 0.
+    /// let p = AtomicMem::single_pass(tc_op::CMPSWAP_32, 0x1000, 9, 0);
+    /// let mut w = [0u32; AtomicMem::DWORDS];
+    /// p.encode(GfxFamily::Gfx9, &mut w).unwrap();
+    /// assert_eq!(&w[1..], &[72, 0x1000, 0, 9, 0, 0, 0, 0]);
+    /// ```
+    pub const fn single_pass(atomic: u8, addr: u64, src_data: u64, cmp_data: u64) -> Self {
+        AtomicMem {
+            atomic,
+            command: 0,
+            cache_policy: CachePolicy::Lru,
+            engine_sel: 0,
+            addr,
+            src_data,
+            cmp_data,
+            loop_interval: 0,
+        }
+    }
+
+    /// `*addr += value` on the 64-bit cell at `addr` (`TC_OP_ATOMIC_ADD_RTN_64`; the
+    /// old value becomes the atomic return data).
+    ///
+    /// ```
+    /// use pm4::pkt3::{tc_op, AtomicMem};
+    /// let p = AtomicMem::add_rtn_64(0x1000, 1);
+    /// assert_eq!((p.atomic, p.src_data), (tc_op::ADD_RTN_64, 1));
+    /// ```
+    pub const fn add_rtn_64(addr: u64, value: u64) -> Self {
+        Self::single_pass(tc_op::ADD_RTN_64, addr, value, 0)
+    }
+
+    /// `*addr += value` on the 32-bit cell at `addr`, returning nothing
+    /// (`TC_OP_ATOMIC_ADD_32`).
+    ///
+    /// ```
+    /// use pm4::pkt3::{tc_op, AtomicMem};
+    /// let p = AtomicMem::add_32(0x1000, 1);
+    /// assert_eq!((p.atomic, p.src_data), (tc_op::ADD_32, 1));
+    /// ```
+    pub const fn add_32(addr: u64, value: u32) -> Self {
+        Self::single_pass(tc_op::ADD_32, addr, value as u64, 0)
+    }
 }
 
 const ATOMIC_CTL_KNOWN: u32 = 0x7F | (0xF << 8) | (3 << 25) | (3 << 30);

@@ -109,7 +109,25 @@ pub(crate) struct AqlPins {
     mbox: Pinned,
 }
 
+impl AqlPins {
+    /// Lets go of every pinned window (the memory map changed: `sched::engine_main`).
+    pub(crate) fn clear(&mut self) {
+        for p in [
+            &mut self.ring,
+            &mut self.wptr,
+            &mut self.rptr,
+            &mut self.props,
+            &mut self.sig,
+            &mut self.dep,
+            &mut self.mbox,
+        ] {
+            p.clear();
+        }
+    }
+}
+
 /// Decrements a completion signal and raises its event, as the CP does at end of pipe.
+#[inline(always)]
 fn complete_signal(pins: &mut AqlPins, mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()> {
     // `value`, `event_mailbox_ptr` and `event_id` through one translation when one
     // window holds all three (else field by field below, faulting exactly as always).
@@ -138,9 +156,26 @@ fn complete_signal(pins: &mut AqlPins, mem: &mut MemCache, inner: &Inner, sig: u
         }
         return Ok(());
     }
+    complete_signal_unpinned(mem, inner, sig)
+}
+
+/// [`complete_signal`] field by field, when no window holds the signal's fields (kept
+/// out of line: the pinned path is the common one).
+#[cold]
+#[inline(never)]
+fn complete_signal_unpinned(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()> {
     mem.atomic_u64(sig.wrapping_add(signal::VALUE))?
         .fetch_sub(1, Ordering::AcqRel);
     raise_signal_event(mem, inner, sig)
+}
+
+/// Profiling: the CP stamps the packet's start and end into its signal before the
+/// decrement.
+#[cold]
+#[inline(never)]
+fn stamp_signal(mem: &mut MemCache, inner: &Inner, sig: u64, start: u64) -> Access<()> {
+    mem.store_u64(sig.wrapping_add(signal::START_TS), start)?;
+    mem.store_u64(sig.wrapping_add(signal::END_TS), inner.clock.now())
 }
 
 /// The value of a signal a barrier waits on.
@@ -149,29 +184,24 @@ fn signal_value(pins: &mut AqlPins, mem: &mut MemCache, sig: u64) -> Access<i64>
     Ok(pins.dep.load_u64(mem, sig.wrapping_add(signal::VALUE))? as i64)
 }
 
-/// Consumes the packet in `slot_va` (whose first dword is `hdr`, when known) and
+/// Consumes the packet in `slot_va` (whose first dword, as fetched, is `hdr`) and
 /// completes its signal.
+#[inline(always)]
 fn finish(
     q: &mut QueueExec,
     mem: &mut MemCache,
     inner: &Inner,
     slot_va: u64,
-    hdr: Option<u32>,
+    hdr: u32,
     sig: u64,
 ) -> Access<()> {
-    let hdr = match hdr {
-        Some(h) => h,
-        None => q.pins.ring.load_u32(mem, slot_va)?,
-    };
     // The packet retires fully before the read index moves: its completion signal (and
     // mailbox/interrupt) first, so anyone who sees `read_dispatch_id` past a packet also
     // sees it complete; then the slot goes back to INVALID and the read index advances.
     let start = q.aql_start_ts.take();
     if sig != 0 {
         if let Some(start) = start {
-            // Profiling: the CP stamps the packet's start and end before the signal.
-            mem.store_u64(sig.wrapping_add(signal::START_TS), start)?;
-            mem.store_u64(sig.wrapping_add(signal::END_TS), inner.clock.now())?;
+            stamp_signal(mem, inner, sig, start)?;
         }
         complete_signal(&mut q.pins, mem, inner, sig)?;
     }
@@ -352,7 +382,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         let slot = q.rptr & (slots - 1);
         let off = slot * 64;
         let slot_va = q.ring_va.wrapping_add(off);
-        if let Some(sig) = q.aql_inflight {
+        if let Some((sig, hdr)) = q.aql_inflight {
             // The indirect buffer's packets, each followed by the budget check the loop's
             // top would make (without recomputing the slot between them).
             while first_ib.is_some() || q.pm4.depth > 0 {
@@ -379,7 +409,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 }
             }
             q.aql_inflight = None;
-            if let Err(e) = finish(q, mem, inner, slot_va, None, sig) {
+            if let Err(e) = finish(q, mem, inner, slot_va, hdr, sig) {
                 stop!(off, e.into());
             }
             if let Some((start, name, disasm, words)) = q.tr_ib.take() {
@@ -565,7 +595,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                     Step::Stop(s) => stop!(off, s),
                 }
-                q.aql_inflight = Some(p.completion_signal);
+                q.aql_inflight = Some((p.completion_signal, hdr));
                 if mem.tr.on {
                     let line = pm4::disasm::aql_line(slot as usize, pkt);
                     let start = q.tr_start.take().unwrap_or_else(|| inner.stamp());
@@ -607,7 +637,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 stop!(off, Stop::new(reason))
             }
         };
-        if let Err(e) = finish(q, mem, inner, slot_va, Some(hdr), sig) {
+        if let Err(e) = finish(q, mem, inner, slot_va, hdr, sig) {
             stop!(off, e.into());
         }
         if mem.tr.on {

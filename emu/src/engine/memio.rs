@@ -138,14 +138,7 @@ impl MemCache {
     /// generation (an unmap), then the page tags, a scan, the memory map.
     #[inline(never)]
     fn window_slow(&mut self, va: u64, len: u64, write: bool) -> Access<usize> {
-        let g = self.tlb.tlb_gen.load(Ordering::Acquire);
-        if g != self.gen {
-            self.entries.clear();
-            self.next = 0;
-            self.last = 0;
-            self.tags = [(NO_PAGE, 0); TAGS];
-            self.gen = g;
-        }
+        self.drop_stale();
         let idx = match self.lookup(va, len) {
             Some(i) => i,
             None => self.resolve_fill(va, len, write)?,
@@ -161,6 +154,20 @@ impl MemCache {
             }));
         }
         Ok(idx)
+    }
+
+    /// Drops every entry when the memory map changed since they were translated (an
+    /// unmap): on the miss path here, and from the engine loop when asked
+    /// (`GpuEngines::release_windows`), so no entry keeps freed memory alive.
+    pub(crate) fn drop_stale(&mut self) {
+        let g = self.tlb.tlb_gen.load(Ordering::Acquire);
+        if g != self.gen {
+            self.entries.clear();
+            self.next = 0;
+            self.last = 0;
+            self.tags = [(NO_PAGE, 0); TAGS];
+            self.gen = g;
+        }
     }
 
     /// The cached entry holding `[va, va+len)`: the last one used, then the page's tag,
@@ -315,42 +322,33 @@ impl MemCache {
 
     #[inline]
     pub(crate) fn store_u32(&mut self, va: u64, v: u32) -> Access<()> {
-        match self.fast_ptr(va, 4, true, 4) {
-            Some(p) => {
-                // SAFETY: as in `load_u32` (the window is writable).
-                unsafe { AtomicU32::from_ptr(p.cast()) }.store(v, Ordering::Release);
-                Ok(())
-            }
-            None => self.store_u32_slow(va, v),
-        }
-    }
-
-    #[inline(never)]
-    fn store_u32_slow(&mut self, va: u64, v: u32) -> Access<()> {
-        self.aligned(va, 4)?;
-        let w = self.window(va, 4, true)?;
-        let r = w.store_u32(va, v);
-        self.retag(r, va, 4, true)
+        self.store(va, v)
     }
 
     #[inline]
     pub(crate) fn store_u64(&mut self, va: u64, v: u64) -> Access<()> {
-        match self.fast_ptr(va, 8, true, 8) {
+        self.store(va, v)
+    }
+
+    /// An aligned atomic store of a dword or qword.
+    #[inline(always)]
+    fn store<T: Word>(&mut self, va: u64, v: T) -> Access<()> {
+        match self.fast_ptr(va, T::SIZE, true, T::SIZE) {
             Some(p) => {
-                // SAFETY: as in `load_u32` (the window is writable).
-                unsafe { AtomicU64::from_ptr(p.cast()) }.store(v, Ordering::Release);
+                // SAFETY: `p` is a `T::SIZE`-aligned cell inside a live writable window.
+                unsafe { T::store_at(p, v) };
                 Ok(())
             }
-            None => self.store_u64_slow(va, v),
+            None => self.store_slow(va, v),
         }
     }
 
     #[inline(never)]
-    fn store_u64_slow(&mut self, va: u64, v: u64) -> Access<()> {
-        self.aligned(va, 8)?;
-        let w = self.window(va, 8, true)?;
-        let r = w.store_u64(va, v);
-        self.retag(r, va, 8, true)
+    fn store_slow<T: Word>(&mut self, va: u64, v: T) -> Access<()> {
+        self.aligned(va, T::SIZE)?;
+        let w = self.window(va, T::SIZE, true)?;
+        let r = T::store_in(w, va, v);
+        self.retag(r, va, T::SIZE, true)
     }
 
     /// A 64-bit value at a 4-byte aligned address: one atomic store when 8-aligned, else
@@ -427,8 +425,8 @@ impl MemCache {
     pub(crate) fn write_dword(&mut self, va: u64, v: u32) -> Access<()> {
         match self.fast_ptr(va, 4, true, 4) {
             Some(p) => {
-                // SAFETY: as in `load_u32` (the window is writable).
-                unsafe { AtomicU32::from_ptr(p.cast()) }.store(v, Ordering::Release);
+                // SAFETY: `p` is a 4-aligned cell inside a live writable window.
+                unsafe { u32::store_at(p, v) };
                 Ok(())
             }
             None => self.write(va, &v.to_ne_bytes()),
@@ -563,7 +561,9 @@ impl MemCache {
 /// it was translated in. An unmap (`GpuEngines::flush_tlb`) bumps the generation, so the
 /// next access translates afresh through [`MemCache`] (and faults there exactly as an
 /// uncached access would); a miss of any kind returns `None` and the caller takes its
-/// [`MemCache`] path, which does and reports everything as before.
+/// [`MemCache`] path, which does and reports everything as before. The window's hold on
+/// unmapped memory ends at that access, or earlier when `GpuEngines::release_windows`
+/// has the engine thread [`Pinned::clear`] every pin between packets (a free does).
 pub(crate) struct Pinned {
     /// The memory-map generation the window was translated in.
     gen: u64,
@@ -666,8 +666,8 @@ impl Pinned {
     pub(crate) fn write_dword(&mut self, mem: &mut MemCache, va: u64, v: u32) -> Access<()> {
         match self.ptr(mem, va, 4, true, 4) {
             Some(p) => {
-                // SAFETY: as in `load_u32` (the window is writable).
-                unsafe { AtomicU32::from_ptr(p.cast()) }.store(v, Ordering::Release);
+                // SAFETY: `p` is a 4-aligned cell inside a live writable window.
+                unsafe { u32::store_at(p, v) };
                 Ok(())
             }
             None => mem.write_dword(va, v),
@@ -705,29 +705,59 @@ impl Pinned {
     /// [`MemCache::store_u32`] through the pinned window.
     #[inline(always)]
     pub(crate) fn store_u32(&mut self, mem: &mut MemCache, va: u64, v: u32) -> Access<()> {
-        match self.ptr(mem, va, 4, true, 4) {
-            Some(p) => {
-                // SAFETY: as in `load_u32` (the window is writable).
-                unsafe { AtomicU32::from_ptr(p.cast()) }.store(v, Ordering::Release);
-                Ok(())
-            }
-            None => mem.store_u32(va, v),
-        }
+        self.store(mem, va, v)
     }
 
     /// [`MemCache::store_u64`] through the pinned window.
     #[inline(always)]
     pub(crate) fn store_u64(&mut self, mem: &mut MemCache, va: u64, v: u64) -> Access<()> {
-        match self.ptr(mem, va, 8, true, 8) {
+        self.store(mem, va, v)
+    }
+
+    #[inline(always)]
+    fn store<T: Word>(&mut self, mem: &mut MemCache, va: u64, v: T) -> Access<()> {
+        match self.ptr(mem, va, T::SIZE, true, T::SIZE) {
             Some(p) => {
-                // SAFETY: as in `load_u32` (the window is writable).
-                unsafe { AtomicU64::from_ptr(p.cast()) }.store(v, Ordering::Release);
+                // SAFETY: `p` is a `T::SIZE`-aligned cell inside a live writable window.
+                unsafe { T::store_at(p, v) };
                 Ok(())
             }
-            None => mem.store_u64(va, v),
+            None => mem.store(va, v),
         }
     }
 }
+
+/// The dword and qword the engines store atomically (release): one store path for both.
+trait Word: Copy {
+    /// Size and alignment in bytes.
+    const SIZE: u64;
+    /// Stores `v` at `p`.
+    ///
+    /// # Safety
+    /// `p` is a `SIZE`-aligned cell of shared memory that stays mapped for the call.
+    unsafe fn store_at(p: *mut u8, v: Self);
+    /// Stores `v` at `va` through `w` (which checks the window).
+    fn store_in(w: &MemWindow, va: u64, v: Self) -> Result<(), Fault>;
+}
+
+/// [`Word`] for the dword and the qword: the same code over their atomics.
+macro_rules! impl_word {
+    ($t:ty, $atomic:ty, $store:ident) => {
+        impl Word for $t {
+            const SIZE: u64 = core::mem::size_of::<$t>() as u64;
+            #[inline(always)]
+            unsafe fn store_at(p: *mut u8, v: $t) {
+                // SAFETY: the caller's contract; shared memory is accessed atomically.
+                unsafe { <$atomic>::from_ptr(p.cast()) }.store(v, Ordering::Release);
+            }
+            fn store_in(w: &MemWindow, va: u64, v: $t) -> Result<(), Fault> {
+                w.$store(va, v)
+            }
+        }
+    };
+}
+impl_word!(u32, AtomicU32, store_u32);
+impl_word!(u64, AtomicU64, store_u64);
 
 /// A window's fault as the engine reports it: on its GPU, a read or a write.
 fn tag(gpu_id: u32, write: bool) -> impl Fn(Fault) -> AccessError {

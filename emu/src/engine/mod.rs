@@ -539,9 +539,28 @@ impl GpuEngines {
     }
 
     /// Invalidate the engines' cached translations (call after unmapping GPU memory).
-    /// Accesses that start after this returns resolve addresses again.
+    /// Accesses that start after this returns resolve addresses again. The engines let
+    /// go of the old windows lazily (at their next access, or [`Self::release_windows`]).
     pub fn flush_tlb(&self) {
         self.inner.tlb_gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Returns when no engine thread holds a window translated before the last
+    /// [`Self::flush_tlb`] (each lets go between packets and acknowledges, as for
+    /// [`Self::remove_queue`]), so memory unmapped before it is no longer kept alive by an
+    /// engine's cache or a queue's pinned windows. A round trip to every running engine:
+    /// for a free that wants the memory back, not for every unmap. On an engine thread
+    /// (an interrupt callback) it does not wait: the engines let go before their next
+    /// packet.
+    pub fn release_windows(&self) {
+        let engines = &self.inner.engines;
+        let gens: Vec<u64> = engines.iter().map(|e| e.request_ack()).collect();
+        if engines.iter().any(|e| e.is_current()) {
+            return;
+        }
+        for (e, gen) in engines.iter().zip(gens) {
+            e.wait_ack(gen);
+        }
     }
 
     /// Stop executing packets on every engine of the GPU (queue eviction). Returns when no

@@ -1270,7 +1270,7 @@ mod tests {
     use crate::engine::{CountingInterrupts, EngineConfig, GpuEngines};
     use crate::gpumem::HeapMemory;
     use pm4::pkt3::{
-        op, packet3, AtomicMem, CachePolicy, CompareFn, CopyData, DataSel, IntSel, Nop, PredExec,
+        op, packet3, AtomicMem, CachePolicy, CompareFn, CopyData, IntSel, Nop, PredExec,
         ReleaseMem, WaitRegMem, WaitRegMem64, WriteData,
     };
     use pm4::GfxFamily;
@@ -1454,20 +1454,7 @@ mod tests {
     }
 
     fn atomic_add(addr: u64) -> impl Fn(GfxFamily, &mut [u32]) -> usize {
-        move |f, o| {
-            AtomicMem {
-                atomic: 15 | 0x40,
-                command: 0,
-                cache_policy: CachePolicy::Lru,
-                engine_sel: 0,
-                addr,
-                src_data: 1,
-                cmp_data: 0,
-                loop_interval: 0,
-            }
-            .encode(f, o)
-            .unwrap()
-        }
+        move |f, o| AtomicMem::add_32(addr, 1).encode(f, o).unwrap()
     }
 
     /// A named IB and what to store (data dword, value) when it first blocks.
@@ -1478,31 +1465,13 @@ mod tests {
         let d = DATA_VA;
         let e = |p: &[Enc<'_>]| enc(family, p);
         let wdh = WriteData::memory(d, &[5]).head();
+        // DST_SEL 1 (memory sync) rather than the constructor's 5: both write memory.
         let copy = CopyData {
-            src_sel: pkt3::copy_sel::IMMEDIATE_OR_DST_MEMORY,
             dst_sel: pkt3::copy_sel::MEMORY,
-            src_cache_policy: CachePolicy::Lru,
-            count_sel_64: true,
-            wr_confirm: true,
-            dst_cache_policy: CachePolicy::Lru,
-            pq_exe_status: false,
-            engine_sel: 0,
-            src: 0x1234_5678_9abc_def0,
-            dst: d + 0x100,
+            ..CopyData::imm64_to_mem(0x1234_5678_9abc_def0, d + 0x100)
         };
-        let release = ReleaseMem {
-            event_type: pkt3::event::CACHE_FLUSH_AND_INV_TS_EVENT,
-            event_index: pkt3::event::INDEX_END_OF_PIPE,
-            cache_actions: 0,
-            cache_policy: CachePolicy::Lru,
-            execute: false,
-            dst_sel: 0,
-            int_sel: IntSel::SendInterruptAfterWriteConfirm,
-            data_sel: DataSel::Value32,
-            addr: d + 0x200,
-            data: 77,
-            int_ctxid: 3,
-        };
+        let release = ReleaseMem::end_of_pipe_write32(d + 0x200, 77)
+            .with_interrupt(IntSel::SendInterruptAfterWriteConfirm, 3);
         let w64 = WaitRegMem64 {
             function: CompareFn::Equal,
             mem_space: pkt3::MemSpace::Memory,

@@ -52,8 +52,9 @@ pub(crate) struct QueueExec {
     pub(crate) rptr: u64,
     pub(crate) pm4: Pm4State,
     pub(crate) scratch: Vec<u32>,
-    /// AQL: the completion signal of the PM4-IB vendor packet whose buffer is running.
-    pub(crate) aql_inflight: Option<u64>,
+    /// AQL: the completion signal and the header (as fetched) of the PM4-IB vendor
+    /// packet whose buffer is running.
+    pub(crate) aql_inflight: Option<(u64, u32)>,
     /// AQL: the kernel dispatch of the current packet, while it runs on the shader core.
     pub(crate) dispatch: Option<Arc<super::dispatch::Inflight>>,
     /// AQL: GPU clock when the current packet was first fetched (for `start_ts`).

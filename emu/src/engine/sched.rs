@@ -307,7 +307,27 @@ impl EngineShared {
         }
     }
 
-    fn wait_ack(&self, gen: u64) {
+    /// Asks the thread to acknowledge a new list generation (as [`Self::sync`] does)
+    /// without waiting: returns the generation to pass to [`Self::wait_ack`].
+    pub(crate) fn request_ack(&self) -> u64 {
+        let gen = {
+            let _l = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+            self.list_gen.fetch_add(1, Ordering::AcqRel) + 1
+        };
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+        gen
+    }
+
+    /// Whether the calling thread is this engine's thread.
+    pub(crate) fn is_current(&self) -> bool {
+        self.thread
+            .get()
+            .is_some_and(|t| t.id() == std::thread::current().id())
+    }
+
+    pub(crate) fn wait_ack(&self, gen: u64) {
         let Some(t) = self.thread.get() else { return };
         if std::thread::current().id() == t.id() {
             // Called from an interrupt callback on this engine: it will see the new list
@@ -403,6 +423,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
     let mut slots: Vec<Slot> = Vec::new();
     let mut order: Vec<usize> = Vec::new();
     let mut seen_gen = u64::MAX;
+    let mut seen_tlb = inner.tlb_gen.load(Ordering::Acquire);
     let mut seen_db = me.doorbells.load(Ordering::Acquire);
     let mut rr: usize = 0;
     // The idle spin window, adapted between IDLE_SPIN_MIN and IDLE_SPIN.
@@ -425,6 +446,20 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         }
         let gen = me.list_gen.load(Ordering::Acquire);
         if gen != seen_gen {
+            // `release_windows` bumps the list generation after a `flush_tlb` bumped the
+            // memory-map generation, and waits for the acknowledgement below: every window
+            // of the old map is let go first, so unmapped memory is released then, not at
+            // a queue's next access (a check here, between packets, not on the access
+            // path).
+            let tlb = inner.tlb_gen.load(Ordering::Acquire);
+            if tlb != seen_tlb {
+                seen_tlb = tlb;
+                mem.drop_stale();
+                for s in &mut slots {
+                    s.exec.pins.clear();
+                }
+                crate::shader::drop_kept_port();
+            }
             let list = me.queues.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let mut old = std::mem::take(&mut slots);
             for q in list {

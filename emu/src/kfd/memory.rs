@@ -389,6 +389,16 @@ impl Emu {
         pdd.vram_used_aligned = pdd.vram_used_aligned.saturating_sub(bo.vram_charge.1);
         st.system_used = st.system_used.saturating_sub(bo.system_charge);
         st.drm_offsets.remove(&bo.drm_offset);
+        // An engine that used the BO may still hold a window of it (translations are let
+        // go lazily after the unmap): have the engines let go first, so the memfd can be
+        // recycled now. Only then: the wait is a round trip to every running engine.
+        if let BoMem::Pages(b) = &bo.mem {
+            if bo.private_pages && Arc::strong_count(b) > 1 {
+                for g in &self.gpus {
+                    g.engines.release_windows();
+                }
+            }
+        }
         Self::recycle(&mut st, bo);
         Ok(())
     }

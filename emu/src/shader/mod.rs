@@ -422,6 +422,16 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+/// Drops the CP thread's kept memory port (called on the CP thread when the memory map
+/// changed: its windows would keep freed memory alive until the next dispatch).
+pub(crate) fn drop_kept_port() {
+    CP_PORT.with(|c| {
+        if let Ok(mut p) = c.try_borrow_mut() {
+            *p = None;
+        }
+    });
+}
+
 /// The memory port for a dispatch set up on the calling thread: on the CP thread
 /// (`on_cp`) the one it kept, when the GPU's mappings did not change since
 /// ([`crate::engine::GpuEngines::flush_tlb`]: accesses that start after it resolve

@@ -390,6 +390,20 @@ impl Dev {
         }
     }
 
+    /// cl/vadd.cl's `vadd` (`m`): `c[i] = a[i] + b[i]` over a 1-D grid of `n` work-items
+    /// in work-groups of `wg`, which must succeed (the dispatch many tests start from).
+    pub fn run_vadd(
+        &self,
+        q: &mut Queue,
+        m: &Module,
+        [a, b, c]: [&MemWindow; 3],
+        n: usize,
+        wg: u16,
+    ) {
+        let args = Args::default().ptr(a).ptr(b).ptr(c).u32(n as u32);
+        self.run_ok(q, m, "vadd", [n as u32, 1, 1], [wg, 1, 1], 0, &args.0);
+    }
+
     /// Drains the trace and returns the first DISPATCH line of the CP track.
     pub fn take_dispatch_line(&self) -> String {
         self.eng

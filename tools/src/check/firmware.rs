@@ -9,7 +9,7 @@ use kfd::abi::{self, CreateEventArgs, EventData};
 use kfdrt::raw::Target;
 use kfdrt::{EventFlags, MemoryKind, WaitCompare, WriteValueFlags};
 use pm4::aql::AqlPacket;
-use pm4::pkt3::{AtomicMem, CachePolicy, PredExec};
+use pm4::pkt3::{AtomicMem, PredExec};
 
 use super::pm4::Ib;
 use super::raw::{RawAql, RawSignals, Scratch};
@@ -152,17 +152,7 @@ fn xcc_predication(ctx: &Ctx) -> CheckResult {
     let mut ib = Ib::new(dev, 0)?;
     // Declared after the memory its packets name: destroyed first (see Drain).
     let mut q = RawAql::new(dev, 0, 64)?;
-    // ADD_RTN_64 (TC_OP 47) of 1.
-    let add = |addr: u64| AtomicMem {
-        atomic: 47,
-        command: 0,
-        cache_policy: CachePolicy::Lru,
-        engine_sel: 0,
-        addr,
-        src_data: 1,
-        cmp_data: 0,
-        loop_interval: 0,
-    };
+    let add = |addr: u64| AtomicMem::add_rtn_64(addr, 1);
     let (va, n) = ib.put(|f, w| {
         let mut k = add(mem.va(0)).encode(f, w)?;
         k += PredExec {

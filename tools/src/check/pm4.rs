@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use kfdrt::{Device, MemoryKind};
-use pm4::pkt3::{CachePolicy, CompareFn, DataSel, IntSel, ReleaseMem, WaitRegMem, WriteData};
+use pm4::pkt3::{CompareFn, DataSel, ReleaseMem, WaitRegMem, WriteData};
 use pm4::GfxFamily;
 
 use pm4::aql::AqlPacket;
@@ -75,19 +75,7 @@ pub(crate) fn write_data_pkt(addr: u64, data: &[u32]) -> WriteData<'_> {
 }
 
 fn clock_pkt(addr: u64) -> ReleaseMem {
-    ReleaseMem {
-        event_type: pm4::pkt3::event::CACHE_FLUSH_AND_INV_TS_EVENT,
-        event_index: pm4::pkt3::event::INDEX_END_OF_PIPE,
-        cache_actions: 0,
-        cache_policy: CachePolicy::Lru,
-        execute: false,
-        dst_sel: 0,
-        int_sel: IntSel::None,
-        data_sel: DataSel::GpuClock,
-        addr,
-        data: 0,
-        int_ctxid: 0,
-    }
+    ReleaseMem::end_of_pipe(DataSel::GpuClock, addr, 0)
 }
 
 fn write_data(ctx: &Ctx) -> CheckResult {
