@@ -1623,6 +1623,205 @@ fn sdma_rocr_hdp_flush_and_atomic_decrement() {
     assert_eq!(data.load_u64(d).unwrap(), 4);
 }
 
+/// Two busy AQL queues of one priority at percentage 2 (a quantum of 5 packets) take
+/// turns, 5 packets each, the first-added queue first: every PM4 packet of a PM4-IB's
+/// buffer counts (once per XCC pass that runs it), the AQL packet itself counts when it
+/// completes, and a quantum may end inside a buffer (the next turn goes on from there).
+/// Each buffer logs the order of its ATOMIC_MEM among all queues (COPY_DATA of the
+/// atomic's return value); the log must equal the turn-taking model's, on one XCC and on
+/// eight.
+#[test]
+fn aql_busy_queues_take_turns_by_quantum() {
+    for num_xcc in [1, 8] {
+        let gpu = Gpu::with(GfxFamily::Gfx9, num_xcc);
+        let data = gpu.alloc(4096);
+        let ibs = gpu.alloc(64 * 1024);
+        let counter = data.va();
+        gpu.eng.pause();
+        let mut qs = [
+            Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 2),
+            Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 2),
+        ];
+        // Per queue, in order: PM4-IB (atomic + copy) or a barrier without dependencies.
+        let shapes: [&[bool]; 2] = [
+            &[true, false, true, true, false, true, true, true],
+            &[false, true, true, false, false, true, true, false],
+        ];
+        // The model: each queue's packet units in execution order, `Some(log index)` for
+        // an ATOMIC_MEM whose return value lands at that log index.
+        let mut units: [Vec<Option<usize>>; 2] = [Vec::new(), Vec::new()];
+        let mut next_ib = ibs.va();
+        let mut logs = 0usize;
+        for (qi, shape) in shapes.iter().enumerate() {
+            for &is_ib in shape.iter() {
+                if is_ib {
+                    let log = data.va() + 64 + 4 * logs as u64;
+                    let mut w = atomic(15, counter, 1, 0); // ADD_RTN_32
+                    w.extend(copy_data(pkt3::copy_sel::ATOMIC_RETURN_DATA, 0, log, false));
+                    assert!(w.len() <= 16, "the buffer stays on the one-read path");
+                    for (i, d) in w.iter().enumerate() {
+                        ibs.store_u32(next_ib + 4 * i as u64, *d).unwrap();
+                    }
+                    qs[qi].submit_aql(
+                        &gpu,
+                        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
+                            control: PacketControl::SYSTEM_BARRIER,
+                            ib: IndirectBuffer::new(next_ib, w.len() as u32),
+                            completion_signal: 0,
+                        }),
+                    );
+                    next_ib += 256;
+                    for _ in 0..num_xcc {
+                        units[qi].push(Some(logs));
+                        units[qi].push(None);
+                    }
+                    logs += 1;
+                } else {
+                    qs[qi].submit_aql(&gpu, &barrier_and(&[], 0));
+                }
+                units[qi].push(None);
+            }
+        }
+        // Turns of 5 units, queue 0 first, until both ran out.
+        let mut expect = vec![0u32; logs];
+        let (mut pos, mut turn, mut count) = ([0usize; 2], 0usize, 0u32);
+        while pos[0] < units[0].len() || pos[1] < units[1].len() {
+            for _ in 0..5 {
+                let Some(u) = units[turn].get(pos[turn]) else {
+                    break;
+                };
+                if let Some(log) = u {
+                    expect[*log] = count;
+                    count += 1;
+                }
+                pos[turn] += 1;
+            }
+            turn ^= 1;
+        }
+        gpu.eng.resume();
+        for q in &qs {
+            q.wait_idle();
+        }
+        let seen: Vec<u32> = (0..logs as u64)
+            .map(|i| data.load_u32(data.va() + 64 + 4 * i).unwrap())
+            .collect();
+        assert_eq!(seen, expect, "{num_xcc} XCC(s)");
+        assert_eq!(data.load_u32(counter).unwrap(), count);
+    }
+}
+
+/// A PM4-IB packet whose buffer faults reports the AQL slot's ring offset, whether the
+/// bad packet is the buffer's first (run with the push) or a later one, and the packets
+/// before it ran.
+#[test]
+fn aql_pm4_ib_fault_reports_the_slot_offset() {
+    for bad_first in [true, false] {
+        let gpu = Gpu::new();
+        let data = gpu.alloc(4096);
+        let ib = gpu.alloc(4096);
+        let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+        q.submit_aql(&gpu, &barrier_and(&[], 0));
+        q.submit_aql(&gpu, &barrier_and(&[], 0));
+        q.wait_idle();
+        let mut words = if bad_first {
+            Vec::new()
+        } else {
+            write_data(data.va(), &[5])
+        };
+        words.extend([pkt3::packet3(0x99, 1), 0, 0]);
+        for (i, w) in words.iter().enumerate() {
+            ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
+        }
+        q.submit_aql(
+            &gpu,
+            &AqlPacket::VendorPm4Ib(VendorPm4Ib {
+                control: PacketControl::SYSTEM_BARRIER,
+                ib: IndirectBuffer::new(ib.va(), words.len() as u32),
+                completion_signal: 0,
+            }),
+        );
+        let f = gpu.faulted(&q);
+        assert_eq!(f.packet_offset, 2 * 64, "{f:?}");
+        assert!(f.reason.contains("0x99"), "{}", f.reason);
+        assert_eq!(q.rptr(), 2);
+        let expect = if bad_first { 0 } else { 5 };
+        assert_eq!(data.load_u32(data.va()).unwrap(), expect);
+    }
+}
+
+/// The indirect buffer and the one-dword WRITE_DATA destination of PM4-IB packets are
+/// reached through windows the queue keeps: after an unmap (`flush_tlb`) the next packet
+/// translates afresh. A buffer remapped at the same address runs its new contents into
+/// the new destination object; an unmapped destination or buffer faults the queue at the
+/// packet's slot with the memory fault, and nothing is written through a stale window.
+#[test]
+fn aql_pm4_ib_windows_follow_unmap() {
+    let gpu = Gpu::new();
+    let ib = gpu.alloc(4096);
+    let data = gpu.alloc(4096);
+    let (ib_va, d) = (ib.va(), data.va());
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let pm4_ib = |len: usize| {
+        AqlPacket::VendorPm4Ib(VendorPm4Ib {
+            control: PacketControl::SYSTEM_BARRIER,
+            ib: IndirectBuffer::new(ib_va, len as u32),
+            completion_signal: 0,
+        })
+    };
+    let put = |win: &MemWindow, words: &[u32]| {
+        for (i, w) in words.iter().enumerate() {
+            win.store_u32(win.va() + 4 * i as u64, *w).unwrap();
+        }
+    };
+    let w1 = write_data(d + 4, &[11]);
+    put(&ib, &w1);
+    q.submit_aql(&gpu, &pm4_ib(w1.len()));
+    q.wait_idle();
+    assert_eq!(data.load_u32(d + 4).unwrap(), 11);
+
+    // Both objects replaced at the same addresses: the new buffer, the new destination.
+    assert!(gpu.mem.remove_region(ib_va) && gpu.mem.remove_region(d));
+    gpu.eng.flush_tlb();
+    let (ib2, data2) = (gpu.mem.add_region(ib_va, 4096), gpu.mem.add_region(d, 4096));
+    let w2 = write_data(d + 4, &[22]);
+    put(&ib2, &w2);
+    q.submit_aql(&gpu, &pm4_ib(w2.len()));
+    q.wait_idle();
+    assert_eq!(data2.load_u32(d + 4).unwrap(), 22);
+    assert_eq!(
+        data.load_u32(d + 4).unwrap(),
+        11,
+        "written through a stale window"
+    );
+
+    // The destination unmapped: a write fault at the packet's slot (3rd packet).
+    assert!(gpu.mem.remove_region(d));
+    gpu.eng.flush_tlb();
+    q.submit_aql(&gpu, &pm4_ib(w2.len()));
+    let f = gpu.faulted(&q);
+    assert_eq!(f.packet_offset, 2 * 64);
+    let mf = f.fault.expect("a memory fault");
+    assert_eq!((mf.va, mf.len, mf.write), (d + 4, 4, true));
+    assert_eq!(mf.kind, FaultKind::NotMapped);
+    assert_eq!(data2.load_u32(d + 4).unwrap(), 22);
+
+    // The buffer unmapped: a read fault on a fresh queue.
+    let data3 = gpu.mem.add_region(d, 4096);
+    let mut q2 = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    q2.submit_aql(&gpu, &pm4_ib(w2.len()));
+    q2.wait_idle();
+    assert_eq!(data3.load_u32(d + 4).unwrap(), 22);
+    assert!(gpu.mem.remove_region(ib_va));
+    gpu.eng.flush_tlb();
+    data3.store_u32(d + 4, 0).unwrap();
+    q2.submit_aql(&gpu, &pm4_ib(w2.len()));
+    let f = gpu.faulted(&q2);
+    assert_eq!(f.packet_offset, 64);
+    let mf = f.fault.expect("a memory fault");
+    assert_eq!((mf.va, mf.write), (ib_va, false));
+    assert_eq!(data3.load_u32(d + 4).unwrap(), 0);
+}
+
 #[test]
 fn aql_pm4_ib_slot_is_released_from_its_fetched_header() {
     // The packet processor owns a published slot until the read index passes it: the

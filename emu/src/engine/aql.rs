@@ -328,6 +328,13 @@ fn dispatch(
     }
 }
 
+/// Whether two slot copies hold the same dwords (one OR over the differences, inlined:
+/// `==` on the arrays calls `memcmp`).
+#[inline(always)]
+fn same_slot(a: &[u32; 16], b: &[u32; 16]) -> bool {
+    a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// Whether `amd_queue_t.queue_properties` asks for profiling (timestamps in completion
 /// signals); an unreadable field reads as off.
 fn profiling_on(q: &mut QueueExec, mem: &mut MemCache) -> bool {
@@ -441,8 +448,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         // The header (acquire), then the body once the slot is published: through one
         // check of the ring's window when it holds the whole slot, else access by access
         // (faulting exactly as always).
-        let mut w = [0u32; 16];
-        let hdr = match q.pins.ring.ptr(mem, slot_va, 64, false, 4) {
+        let (hdr, mut w) = match q.pins.ring.ptr(mem, slot_va, 64, false, 4) {
             Some(p) => {
                 // SAFETY: `[slot_va, slot_va + 64)` lies in the pinned window and
                 // `slot_va` is 4-aligned; shared memory is read atomically or copied.
@@ -454,11 +460,12 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                         state: RunState::Blocked,
                     };
                 }
-                // SAFETY: as above; `w` is a distinct Rust buffer of 64 bytes.
-                unsafe { core::ptr::copy_nonoverlapping(p, w.as_mut_ptr().cast(), 64) };
-                hdr
+                // SAFETY: as above (`[u32; 16]` is 4-aligned, 64 bytes): copied out by
+                // value, without zeroing a buffer first.
+                (hdr, unsafe { p.cast::<[u32; 16]>().read() })
             }
             None => {
+                let mut w = [0u32; 16];
                 let hdr = match mem.load_u32(slot_va) {
                     Ok(h) => h,
                     Err(e) => stop!(off, e.into()),
@@ -473,7 +480,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 if let Err(e) = mem.read_dwords(slot_va, &mut w) {
                     stop!(off, e.into());
                 }
-                hdr
+                (hdr, w)
             }
         };
         w[0] = hdr;
@@ -490,7 +497,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         // The result is decoded in place and matched by reference (moving the ~70-byte
         // packet out of the Result cost ~55 host instructions per packet).
         let cached = match &q.aql_blocked {
-            Some((at, words, p)) if *at == q.rptr && *words == w => Some(*p),
+            Some((at, words, p)) if *at == q.rptr && same_slot(words, &w) => Some(*p),
             _ => None,
         };
         let hit = cached.is_some();

@@ -417,6 +417,22 @@ impl MemCache {
         self.read(va, bytemuck::cast_slice_mut(out))
     }
 
+    /// [`Self::write`] of one dword: an atomic store when the inlined fast path of
+    /// [`Self::window`] holds the 4-aligned dword (the same bytes land as the copy would
+    /// put there, without a `memcpy` call), else exactly [`Self::write`] (which may write
+    /// a dword straddling two objects, or fault, as it always did).
+    #[inline]
+    pub(crate) fn write_dword(&mut self, va: u64, v: u32) -> Access<()> {
+        match self.fast_ptr(va, 4, true, 4) {
+            Some(p) => {
+                // SAFETY: `p` is a 4-aligned cell inside a live writable window.
+                unsafe { u32::store_at(p, v) };
+                Ok(())
+            }
+            None => self.write(va, &v.to_ne_bytes()),
+        }
+    }
+
     /// Writes `data` at `va`, possibly across several objects.
     #[inline]
     pub(crate) fn write(&mut self, va: u64, data: &[u8]) -> Access<()> {
@@ -561,6 +577,17 @@ pub(crate) struct Pinned {
     win: Option<MemWindow>,
 }
 
+impl std::fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pinned")
+            .field("gen", &self.gen)
+            .field("base", &self.base)
+            .field("span", &self.span)
+            .field("writable", &self.writable)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Default for Pinned {
     fn default() -> Self {
         Pinned {
@@ -624,6 +651,27 @@ impl Pinned {
         self.gen = gen;
         self.win = Some(w);
         Some(p)
+    }
+
+    /// Whether the pinned window (as last checked by [`Self::ptr`], same generation)
+    /// holds `[va, va+len)`.
+    #[inline(always)]
+    pub(crate) fn holds(&self, va: u64, len: u64) -> bool {
+        let off = va.wrapping_sub(self.base);
+        off < self.span && len <= self.span - off
+    }
+
+    /// [`MemCache::write_dword`] through the pinned window.
+    #[inline(always)]
+    pub(crate) fn write_dword(&mut self, mem: &mut MemCache, va: u64, v: u32) -> Access<()> {
+        match self.ptr(mem, va, 4, true, 4) {
+            Some(p) => {
+                // SAFETY: `p` is a 4-aligned cell inside a live writable window.
+                unsafe { u32::store_at(p, v) };
+                Ok(())
+            }
+            None => mem.write_dword(va, v),
+        }
     }
 
     /// Drops the window (the object moved, e.g. the ring was reconfigured).

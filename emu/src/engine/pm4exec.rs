@@ -13,7 +13,7 @@ use pm4::pkt3::{
 
 use super::dispatch::Inflight;
 use super::firmware::{self, Firmware};
-use super::memio::{AccessError, MemCache};
+use super::memio::{AccessError, MemCache, Pinned};
 use super::{Inner, ISA_NOT_SUPPORTED};
 use crate::gpumem::Fault;
 use crate::shader::{DispatchStats, ShaderError};
@@ -125,6 +125,12 @@ pub(crate) struct Pm4State {
     pub(crate) queue_id: u32,
     /// The DISPATCH_DIRECT running on the shader core.
     pub(crate) inflight: Option<Arc<Inflight>>,
+    /// The window the bottom indirect buffer was last read through (kfdrt's command
+    /// buffers sit in one object per queue): one bounds check per read instead of a
+    /// translation-cache look-up (see [`Pinned`]).
+    ib_pin: Pinned,
+    /// The window of the last one-dword WRITE_DATA destination (as `ib_pin`).
+    dst_pin: Pinned,
     /// Tests: every packet through the general path (the fast path's reference).
     #[cfg(test)]
     general_only: bool,
@@ -208,8 +214,8 @@ pub(crate) fn push_ib_and_step(
     let general_only = false;
     let mut buf = [0u32; FAST_IB_MAX_DW];
     if !general_only && !mem.tr.on && st.depth == 0 && size != 0 && ib.addr % 4 == 0 {
-        if let Some(words) = buf.get_mut(..size) {
-            if mem.read_dwords(ib.addr, words).is_ok() {
+        if let Some(words) = read_ib(mem, &mut st.ib_pin, ib.addr, &mut buf, size) {
+            {
                 let push = st.push_probed(ib);
                 if !matches!(push, Step::Done) {
                     return (push, None);
@@ -432,9 +438,42 @@ fn step_ib_fast(mem: &mut MemCache, inner: &Inner, st: &mut Pm4State) -> Option<
     }
     let size = b.size_dw as usize;
     let mut buf = [0u32; FAST_IB_MAX_DW];
-    let words = buf.get_mut(..size)?;
-    mem.read_dwords(b.va, words).ok()?;
+    let words = read_ib(mem, &mut st.ib_pin, b.va, &mut buf, size)?;
     walk_ib_fast(mem, inner, st, words)
+}
+
+/// The `size` dwords (at most [`FAST_IB_MAX_DW`]) of the indirect buffer at 4-aligned
+/// `va`, read whole into `buf`: through `pin` when its window holds them (all 16 dwords of
+/// `buf` are copied when the window holds them too: a fixed-size copy, and reading memory
+/// has no effect), else through `mem` exactly as before; `None` when the read fails.
+#[inline(always)]
+fn read_ib<'a>(
+    mem: &mut MemCache,
+    pin: &mut Pinned,
+    va: u64,
+    buf: &'a mut [u32; FAST_IB_MAX_DW],
+    size: usize,
+) -> Option<&'a [u32]> {
+    const FULL: u64 = FAST_IB_MAX_DW as u64 * 4;
+    let len = size as u64 * 4;
+    if size > FAST_IB_MAX_DW {
+        return None;
+    }
+    if let Some(p) = pin.ptr(mem, va, len, false, 4) {
+        if pin.holds(va, FULL) {
+            // SAFETY: `[va, va + 64)` lies in the pinned window, `va` is 4-aligned;
+            // shared memory is copied out.
+            *buf = unsafe { p.cast::<[u32; FAST_IB_MAX_DW]>().read() };
+        } else {
+            // SAFETY: `[va, va + len)` lies in the pinned window; `buf` is a distinct
+            // Rust buffer of at least `len` bytes.
+            unsafe { core::ptr::copy_nonoverlapping(p, buf.as_mut_ptr().cast(), len as usize) };
+        }
+        return buf.get(..size);
+    }
+    let words = buf.get_mut(..size)?;
+    mem.read_dwords(va, words).ok()?;
+    Some(words)
 }
 
 /// [`step_ib_fast`]'s walk over `words`, the bottom buffer (the only one active,
@@ -527,7 +566,7 @@ fn walk_ib_fast(
                 let outside = !w.dst_sel.is_memory()
                     || w.addr >= ib_end
                     || w.addr.saturating_add(len) <= b.va;
-                (write_data(mem, &w), outside)
+                (write_data(mem, &mut st.dst_pin, &w), outside)
             }
             pkt3::op::WAIT_REG_MEM => {
                 let Ok(w) = pkt3::WaitRegMem::decode_body(pw) else {
@@ -604,6 +643,19 @@ fn skip_idle_xcc_passes(mem: &mut MemCache, st: &Pm4State) -> u32 {
 #[inline]
 fn first_busy_xcc(words: &[u32], xcc: u32, xcc_count: u32) -> u32 {
     let size = words.len();
+    // The common chain, one PRED_EXEC guarding the rest of the buffer (kfdrt's multi-XCC
+    // commands), tested without the walk: a header `decode_header` reads as PRED_EXEC of
+    // 2 dwords (type 3, count 0, opcode; the low byte is not decoded) whose EXEC_COUNT
+    // reaches the end exactly.
+    if let [h, ctl, ..] = *words {
+        const PRED_EXEC_2: u32 = pkt3::packet3(firmware::PRED_EXEC, 0);
+        if h & 0xFFFF_FF00 == PRED_EXEC_2 && (ctl & 0x3FFF) as usize + 2 == size {
+            if xcc >= xcc_count {
+                return xcc;
+            }
+            return next_selected_xcc(ctl >> 24, xcc, xcc_count);
+        }
+    }
     // The XCCs some PRED_EXEC of the skip chain selects (VIRTUAL_XCC_ID_SELECT is 8
     // bits: XCC 8 and up are never selected).
     let mut selected = 0u32;
@@ -625,7 +677,13 @@ fn first_busy_xcc(words: &[u32], xcc: u32, xcc_count: u32) -> u32 {
     if xcc >= xcc_count {
         return xcc;
     }
-    // The lowest selected XCC from `xcc` on.
+    next_selected_xcc(selected, xcc, xcc_count)
+}
+
+/// The lowest XCC from `xcc` (below `xcc_count`) on that `selected` (the masks of a
+/// buffer's PRED_EXEC chain) selects; `xcc_count` when none.
+#[inline]
+fn next_selected_xcc(selected: u32, xcc: u32, xcc_count: u32) -> u32 {
     let ahead = selected
         .checked_shl(xcc)
         .map_or(0, |_| selected >> xcc << xcc);
@@ -677,7 +735,7 @@ pub(crate) fn exec(
     }
     match pkt {
         Pm4Packet::Nop(_) => Step::Done,
-        Pm4Packet::WriteData(w) => write_data(mem, w),
+        Pm4Packet::WriteData(w) => write_data(mem, &mut st.dst_pin, w),
         Pm4Packet::WaitRegMem(w) => wait_reg_mem(mem, w),
         Pm4Packet::WaitRegMem64(w) => wait_reg_mem64(mem, w),
         Pm4Packet::ReleaseMem(r) => {
@@ -741,14 +799,15 @@ pub(crate) fn exec(
 
 /// WRITE_DATA (the firmware accepted it).
 #[inline(always)]
-fn write_data(mem: &mut MemCache, w: &pkt3::WriteData<'_>) -> Step {
+fn write_data(mem: &mut MemCache, dst: &mut Pinned, w: &pkt3::WriteData<'_>) -> Step {
     match w.dst_sel {
         WriteDataDst::Register => Step::Done,
         WriteDataDst::Gds => Step::Stop(Stop::new("WRITE_DATA to GDS: GDS is not modelled")),
         WriteDataDst::MemorySync | WriteDataDst::TcL2 | WriteDataDst::Memory => {
             if let ([v], true) = (w.data, w.addr_incr) {
-                // The common one-dword write, with a constant length (no memcpy call).
-                tri!(mem.write(w.addr, &v.to_ne_bytes()));
+                // The common one-dword write: one store through the destination's pinned
+                // window (else exactly `MemCache::write`'s bytes and faults).
+                tri!(dst.write_dword(mem, w.addr, *v));
             } else if w.addr_incr {
                 tri!(mem.write(w.addr, bytemuck::cast_slice(w.data)));
             } else if let Some(&last) = w.data.last() {
@@ -1519,6 +1578,24 @@ mod tests {
                 None,
             ),
             ("pred none", e(&[&pred(0, 5), &wd(d, &[5])]), None),
+            // The selected XCC's packet runs past the PRED_EXEC's region: the chain's
+            // next position falls inside it (the idle-pass walk must not take the chain).
+            (
+                "pred region inside its packet",
+                e(&[&pred(1, 3), &wd(d, &[5]), &pred(4, 0)]),
+                None,
+            ),
+            (
+                "pred chain of three",
+                e(&[
+                    &pred(0, 5),
+                    &wd(d, &[5]),
+                    &pred(0x40, 5),
+                    &wd(d + 4, &[6]),
+                    &pred(0, 0),
+                ]),
+                None,
+            ),
             (
                 "pred two",
                 e(&[&pred(1, 5), &wd(d, &[5]), &pred(2, 5), &wd(d + 4, &[6])]),

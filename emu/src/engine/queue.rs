@@ -195,6 +195,11 @@ impl QueueExec {
         }
     }
 
+    /// Stops the queue on `stop` at ring byte `offset`. Out of line and cold: the packet
+    /// loops call it from a dozen fault sites, and inlined copies only crowd their hot
+    /// paths.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn fault(&self, inner: &Inner, offset: u64, stop: Stop) -> RunOut {
         self.shared
             .set_fault(inner, offset, stop.fault, stop.reason);
