@@ -570,6 +570,47 @@ fn release_windows_lets_go_of_unmapped_memory() {
     assert_eq!(gpu.status(&q), QueueStatus::Active);
 }
 
+/// The PM4-IB path keeps a window on the buffer it reads and on the last one-dword
+/// WRITE_DATA destination: `release_windows` must let go of those too, so an unmapped
+/// buffer and destination are released then (their memfds recycled at the free), not at
+/// the queue's next indirect buffer.
+#[test]
+fn release_windows_lets_go_of_pm4_ib_windows() {
+    let gpu = Gpu::new();
+    let ib = gpu.alloc(4096);
+    let data = gpu.alloc(4096);
+    let (ib_va, d) = (ib.va(), data.va());
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let words = write_data(d + 4, &[11]);
+    for (i, w) in words.iter().enumerate() {
+        ib.store_u32(ib_va + 4 * i as u64, *w).unwrap();
+    }
+    q.submit_aql(
+        &gpu,
+        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
+            control: PacketControl::SYSTEM_BARRIER,
+            ib: IndirectBuffer::new(ib_va, words.len() as u32),
+            completion_signal: 0,
+        }),
+    );
+    q.wait_idle();
+    assert_eq!(data.load_u32(d + 4).unwrap(), 11);
+    assert!(gpu.mem.remove_region(ib_va) && gpu.mem.remove_region(d));
+    gpu.eng.flush_tlb();
+    gpu.eng.release_windows();
+    assert_eq!(
+        ib.holders(),
+        1,
+        "the engine still holds the unmapped IB buffer"
+    );
+    assert_eq!(
+        data.holders(),
+        1,
+        "the engine still holds the unmapped WRITE_DATA target"
+    );
+    assert_eq!(gpu.status(&q), QueueStatus::Active);
+}
+
 /// Two AQL queues whose barrier-value packets each wait for the other queue's last
 /// completion (a record/waitEvent ping-pong): all rounds enqueued up front, they must
 /// complete strictly alternating (the completion interrupts say in which order), with

@@ -653,8 +653,8 @@ impl Pinned {
         Some(p)
     }
 
-    /// Whether the pinned window (as last checked by [`Self::ptr`], same generation)
-    /// holds `[va, va+len)`.
+    /// Whether the pinned window holds `[va, va+len)`. It does not check the memory-map
+    /// generation: only meaningful right after [`Self::ptr`] returned `Some` (which did).
     #[inline(always)]
     pub(crate) fn holds(&self, va: u64, len: u64) -> bool {
         let off = va.wrapping_sub(self.base);

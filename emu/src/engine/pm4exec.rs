@@ -137,6 +137,13 @@ pub(crate) struct Pm4State {
 }
 
 impl Pm4State {
+    /// Lets go of the kept IB-buffer and WRITE_DATA-destination windows (see
+    /// `QueueExec::release_windows`).
+    pub(crate) fn release_windows(&mut self) {
+        self.ib_pin.clear();
+        self.dst_pin.clear();
+    }
+
     /// The state of a new compute queue with EOP buffer `eop_va` on a GPU of `inner`.
     pub(crate) fn for_queue(inner: &Inner, eop_va: u64, queue_id: u32) -> Self {
         let fw = firmware::firmware(inner.cfg.family);

@@ -107,6 +107,14 @@ pub(crate) fn trace_packet(
 }
 
 impl QueueExec {
+    /// Lets go of every window this queue keeps (the AQL pins, the PM4-IB buffer and
+    /// WRITE_DATA destination windows): the memory map changed (`sched::engine_main`), so
+    /// unmapped memory is released now, not at the queue's next access of that kind.
+    pub(crate) fn release_windows(&mut self) {
+        self.pins.clear();
+        self.pm4.release_windows();
+    }
+
     pub(crate) fn new(
         shared: Arc<QueueShared>,
         mem: &mut MemCache,

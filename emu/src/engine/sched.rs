@@ -456,7 +456,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 seen_tlb = tlb;
                 mem.drop_stale();
                 for s in &mut slots {
-                    s.exec.pins.clear();
+                    s.exec.release_windows();
                 }
                 crate::shader::drop_kept_port();
             }
