@@ -526,7 +526,12 @@ impl PoolState {
                 Some(i) => self.spare_va.remove(i),
                 None => {
                     let align = if bytes as usize >= HUGE { HUGE } else { PAGE };
-                    VaReservation::isolated(bytes as usize, align)?
+                    match VaReservation::isolated(bytes as usize, align) {
+                        Ok(r) => r,
+                        // No address space: like a failed ALLOC, the pool cannot grow.
+                        Err(e) if e.kind() == ErrorKind::OutOfMemory => return Ok(None),
+                        Err(e) => return Err(e),
+                    }
                 }
             };
             match Buffer::alloc_on(
