@@ -96,6 +96,8 @@ pub struct Buffer {
     peer_managed: bool,
     cpu_mapped: bool,
     reservation: Option<VaReservation>,
+    /// Unmapped and freed already ([`Buffer::into_reservation`]); the drop does nothing more.
+    retired: bool,
 }
 
 impl std::fmt::Debug for Buffer {
@@ -121,7 +123,7 @@ impl Buffer {
         gpu_index: usize,
         size: usize,
     ) -> Result<Buffer> {
-        Self::alloc_inner(dev, kind, gpu_index, size, true)
+        Self::alloc_inner(dev, kind, gpu_index, size, true, None)
     }
 
     fn alloc_inner(
@@ -130,6 +132,7 @@ impl Buffer {
         gpu_index: usize,
         size: usize,
         map_all: bool,
+        spare: Option<VaReservation>,
     ) -> Result<Buffer> {
         let call = "Device::alloc";
         if kind == MemoryKind::Userptr {
@@ -151,7 +154,11 @@ impl Buffer {
             )
         })?;
         let align = if size >= HUGE { HUGE } else { PAGE };
-        let reservation = VaReservation::new(size, align)?;
+        // A spare reservation of exactly this size (and alignment) is placed as is.
+        let reservation = match spare {
+            Some(r) if r.len() == size && r.addr() % align as u64 == 0 => r,
+            _ => VaReservation::new(size, align)?,
+        };
         let host_visible_vram = gpu
             .node
             .mem_banks
@@ -180,6 +187,7 @@ impl Buffer {
             peer_managed: false,
             cpu_mapped: false,
             reservation: Some(reservation),
+            retired: false,
         };
         if !cpu_visible {
             if map_all {
@@ -255,15 +263,17 @@ impl Buffer {
 
     /// Like [`Buffer::alloc`], but GPU-mapped only on the GPUs in `map_gpus` (indices);
     /// the stream-ordered allocator maps pool memory on peers only after
-    /// `hipMemPoolSetAccess`.
+    /// `hipMemPoolSetAccess`. The BO is placed in `spare` when that is a reservation of
+    /// exactly its size ([`Buffer::into_reservation`]), else at a new one.
     pub(crate) fn alloc_on(
         dev: &Arc<DeviceCore>,
         kind: MemoryKind,
         gpu_index: usize,
         size: usize,
         map_gpus: &[usize],
+        spare: Option<VaReservation>,
     ) -> Result<Buffer> {
-        let mut buf = Self::alloc_inner(dev, kind, gpu_index, size, false)?;
+        let mut buf = Self::alloc_inner(dev, kind, gpu_index, size, false, spare)?;
         for &g in map_gpus {
             buf.map_on(g)?;
         }
@@ -329,6 +339,7 @@ impl Buffer {
             peer_managed: false,
             cpu_mapped: false,
             reservation: None,
+            retired: false,
         };
         buf.map_all()?;
         Ok(buf)
@@ -463,8 +474,21 @@ impl Buffer {
     }
 }
 
-impl Drop for Buffer {
-    fn drop(&mut self) {
+impl Buffer {
+    /// Unmap and free the buffer like its drop, but keep its address range reserved
+    /// (`PROT_NONE`, no memory behind it) and hand it back, for a later buffer of the same
+    /// size ([`Buffer::alloc_on`]): libhsakmt likewise keeps a freed BO's range reserved in
+    /// its aperture (`fmm.c` `__fmm_release`: `mmap(PROT_NONE, MAP_FIXED)` over it, then
+    /// `aperture_release_area`) instead of unmapping it.
+    pub(crate) fn into_reservation(mut self) -> Option<VaReservation> {
+        self.retire();
+        self.reservation.take()
+    }
+
+    fn retire(&mut self) {
+        if std::mem::replace(&mut self.retired, true) {
+            return;
+        }
         let b = self.dev.backend.as_ref();
         // Leave the peer registry first, so peer-access changes no longer touch the BO.
         let _peers = self.peer_managed.then(|| {
@@ -494,5 +518,11 @@ impl Drop for Buffer {
         }
         let _ = kfd::ioctl::free_memory_of_gpu(b, self.handle);
         self.dev.extents.remove(self.va, self.handle);
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        self.retire();
     }
 }

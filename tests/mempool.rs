@@ -604,6 +604,82 @@ fn no_peer_access_faults_the_peer() {
     s0.free_ptr_async(a).unwrap();
 }
 
+/// The `/proc/self/maps` line holding `va`: (start, end, permissions, path).
+fn maps_at(va: u64) -> Option<(u64, u64, String, String)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+    maps.lines().find_map(|l| {
+        let mut f = l.split_ascii_whitespace();
+        let (range, perms) = (f.next()?, f.next()?);
+        let path = f.nth(3).unwrap_or("").to_string();
+        let (lo, hi) = range.split_once('-')?;
+        let (lo, hi) = (
+            u64::from_str_radix(lo, 16).ok()?,
+            u64::from_str_radix(hi, 16).ok()?,
+        );
+        (lo <= va && va < hi).then(|| (lo, hi, perms.to_string(), path))
+    })
+}
+
+/// A pool that gave its slab back at a synchronize keeps only the slab's address range,
+/// reserved PROT_NONE with nothing behind it (not the freed BO's pages), and grows again in
+/// that range; the new BO's memory reads zeros from the CPU and the GPU although the
+/// released one was written (KFD VRAM BOs are created with VRAM_WIPE_ON_RELEASE: the
+/// kernel wipes a freed one with zeros; firmware-notes/kfd-memory.md).
+#[test]
+fn regrowth_reuses_the_released_range_with_wiped_memory() {
+    let dev = emu("emu:mi210");
+    let s = non_blocking(&dev, 0);
+    let p = dev.default_mem_pool(0).unwrap();
+    let host = dev.alloc(kfdrt::MemoryKind::HostPinned, 0, 4096).unwrap();
+    let a = s.malloc_async(MIB as usize).unwrap();
+    let va = a.va();
+    let slab = p.attribute(PoolAttr::ReservedMemCurrent).unwrap();
+    assert_eq!(slab, 4 * MIB, "a 1 MiB block grows a 4 MiB slab");
+    s.memset(va, 0xa5, MIB).unwrap();
+    s.synchronize().unwrap();
+    cell(va + 8).store(0x1234_5678, Ordering::Release);
+    let (lo, hi, perms, path) = maps_at(va).expect("the slab is mapped");
+    assert_eq!(
+        (lo, hi),
+        (va, va + slab),
+        "the BO's mapping covers the slab exactly"
+    );
+    assert!(
+        perms.starts_with("rw") && path.contains("memfd"),
+        "{perms} {path}"
+    );
+    a.free_async(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), 0);
+    for off in [0, MIB, slab - 4096] {
+        let (lo, hi, perms, path) = maps_at(va + off).expect("the range stays reserved");
+        assert_eq!(
+            (lo, hi),
+            (va, va + slab),
+            "a mapping of its own, never merged with a neighbour (VaReservation::isolated)"
+        );
+        assert_eq!(
+            (perms.as_str(), path.as_str()),
+            ("---p", ""),
+            "released: PROT_NONE anonymous, no pages of the freed BO"
+        );
+    }
+    let b = s.malloc_async(MIB as usize).unwrap();
+    assert_eq!(b.va(), va, "regrown in the kept range");
+    assert_eq!(p.attribute(PoolAttr::ReservedMemCurrent).unwrap(), slab);
+    assert_eq!(cell(va).load(Ordering::Acquire), 0, "CPU reads the wipe");
+    assert_eq!(cell(va + 8).load(Ordering::Acquire), 0);
+    assert_eq!(cell(va + MIB - 4).load(Ordering::Acquire), 0);
+    host.write(0, &[0xff; 64]).unwrap();
+    s.memcpy(host.va(), va, 64).unwrap();
+    s.synchronize().unwrap();
+    let mut out = [0xffu8; 64];
+    host.read(0, &mut out).unwrap();
+    assert_eq!(out, [0u8; 64], "the GPU reads the wipe too");
+    b.free_async(&s).unwrap();
+    s.synchronize().unwrap();
+}
+
 /// Threshold 0 (the default pool's): every synchronize gives the freed slab back to the
 /// device — KFD's available memory rises by the slab again and the pool reserves nothing —
 /// and the next allocation regrows the pool with memory the CPU and the GPU both read and

@@ -77,7 +77,7 @@ impl IpcBacking {
         map_gpus: &[usize],
     ) -> Result<Self> {
         let size = size.next_multiple_of(HUGE).max(HUGE);
-        let buf = Buffer::alloc_on(core, MemoryKind::Device, gpu, size, map_gpus)?;
+        let buf = Buffer::alloc_on(core, MemoryKind::Device, gpu, size, map_gpus, None)?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)

@@ -73,6 +73,7 @@ use crate::memory::{Buffer, MemoryKind};
 use crate::signal::Signal;
 use crate::stream::{Point, Stream, StreamInner};
 use crate::types::{AccessDesc, AccessFlags, HandleType, Location};
+use crate::va::{VaReservation, HUGE, PAGE};
 use suballoc::{chunk_bytes, class_index, class_size, is_slab_class, MAX_REQUEST, NUM_CLASSES};
 
 /// `hipMemPoolProps`.
@@ -359,7 +360,14 @@ struct PoolState {
     ipc: Option<ipc::IpcBacking>,
     import: Option<ipc::ImportedBacking>,
     timelines: Timelines,
+    /// Address ranges of released chunks, still reserved (`PROT_NONE`, no memory behind
+    /// them), most recent last: a later chunk of the same size is placed in one, so a pool
+    /// that releases at every synchronize grows again without address-space system calls.
+    spare_va: Vec<VaReservation>,
 }
+
+/// How many released chunks' address ranges a pool keeps reserved for regrowth.
+const SPARE_VA_SLOTS: usize = 8;
 
 /// Per-device allocator state (a field of the device).
 pub(crate) struct DevicePools {
@@ -430,6 +438,7 @@ impl PoolState {
             ipc: None,
             import: None,
             timelines: Timelines::default(),
+            spare_va: Vec::new(),
         }
     }
 
@@ -511,7 +520,28 @@ impl PoolState {
                 return Ok(None);
             }
             let gpus = self.mapped_gpus();
-            match Buffer::alloc_on(dev, MemoryKind::Device, self.gpu, bytes as usize, &gpus) {
+            // A kept range of this size, else a new one of its own (see
+            // `VaReservation::isolated`), with Buffer's alignment rule.
+            let spare = match self.spare_va.iter().rposition(|r| r.len() as u64 == bytes) {
+                Some(i) => self.spare_va.remove(i),
+                None => {
+                    let align = if bytes as usize >= HUGE { HUGE } else { PAGE };
+                    match VaReservation::isolated(bytes as usize, align) {
+                        Ok(r) => r,
+                        // No address space: like a failed ALLOC, the pool cannot grow.
+                        Err(e) if e.kind() == ErrorKind::OutOfMemory => return Ok(None),
+                        Err(e) => return Err(e),
+                    }
+                }
+            };
+            match Buffer::alloc_on(
+                dev,
+                MemoryKind::Device,
+                self.gpu,
+                bytes as usize,
+                &gpus,
+                Some(spare),
+            ) {
                 Ok(b) => (b.va(), ChunkMem::Bo(b)),
                 Err(e) if e.kind() == ErrorKind::OutOfMemory => return Ok(None),
                 Err(e) => return Err(e),
@@ -650,8 +680,14 @@ impl PoolState {
                     ChunkMem::Bo(buf) => {
                         if keep.is_none() {
                             self.reserved -= c.size;
+                            drop(buf);
+                        } else if let Some(r) = buf.into_reservation() {
+                            // The memory goes back now; only its address range is kept.
+                            if self.spare_va.len() == SPARE_VA_SLOTS {
+                                self.spare_va.remove(0);
+                            }
+                            self.spare_va.push(r);
                         }
-                        drop(buf);
                     }
                     ChunkMem::Carved => {
                         if let Some(ipc) = &mut self.ipc {

@@ -153,11 +153,13 @@ impl GpuVm {
         Ok(())
     }
 
-    /// Remove the mapping of BO `handle` on GPU `idx`.
-    pub(crate) fn remove_bo(&self, idx: usize, handle: u64) {
+    /// Remove the mapping of BO `handle`, which starts at `va`, on GPU `idx`.
+    pub(crate) fn remove_bo(&self, idx: usize, handle: u64, va: u64) {
         if let Some(map) = self.map(idx) {
             let mut m = map.write().unwrap_or_else(|e| e.into_inner());
-            m.retain(|_, e| e.owner != VmOwner::Bo(handle));
+            if m.get(&va).is_some_and(|e| e.owner == VmOwner::Bo(handle)) {
+                m.remove(&va);
+            }
         }
     }
 
@@ -239,7 +241,15 @@ impl Emu {
     /// with a fresh render-node mmap offset; returns the handle and that offset.
     fn insert_bo(st: &mut Proc, gpu_id: u32, mut bo: Bo) -> (u64, u64) {
         let ids = &mut st.pdds[bo.gpu_idx].bo_ids;
-        let id = (0u32..).find(|i| !ids.contains(i)).unwrap_or(u32::MAX);
+        // The lowest free id: the first position of the sorted ids that holds another
+        // number (one pass, no lookup per candidate).
+        let id = ids
+            .iter()
+            .zip(0u32..)
+            .find(|&(&have, want)| have != want)
+            .map_or(u32::try_from(ids.len()).unwrap_or(u32::MAX), |(_, want)| {
+                want
+            });
         ids.insert(id);
         let handle = (u64::from(gpu_id) << 32) | u64::from(id);
         if st.next_drm_pgoff < DRM_FILE_PAGE_OFFSET_START {
@@ -541,7 +551,7 @@ impl Emu {
         if Self::queue_uses(st, peer, bo.va, bo.size) {
             return Err(Errno::BUSY);
         }
-        self.vm.remove_bo(peer, handle);
+        self.vm.remove_bo(peer, handle, bo.va);
         self.gpus[peer].engines.flush_tlb();
         if let Some(bo) = st.bos.get_mut(&handle) {
             bo.mapped.remove(&peer);
