@@ -401,12 +401,16 @@ impl Emu {
         st.drm_offsets.remove(&bo.drm_offset);
         // An engine that used the BO may still hold a window of it (translations are let
         // go lazily after the unmap): have the engines let go first, so the memfd can be
-        // recycled now. Only then: the wait is a round trip to every running engine.
+        // recycled now. Only then: the wait is a round trip to every running engine, made
+        // without the process lock (the BO is already out of the process's tables), so
+        // the process's other ioctls do not stall behind it.
         if let BoMem::Pages(b) = &bo.mem {
             if bo.private_pages && Arc::strong_count(b) > 1 {
+                drop(st);
                 for g in &self.gpus {
                     g.engines.release_windows();
                 }
+                st = self.lock();
             }
         }
         Self::recycle(&mut st, bo);
