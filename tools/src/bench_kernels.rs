@@ -1,6 +1,7 @@
 //! `kfdrt bench` kernel figures: the host cost of enqueueing an empty kernel and the
 //! launch-to-completion latency, with the empty kernel embedded at build time.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 use kfdrt::{Device, Error, ErrorKind, StreamFlags};
@@ -148,8 +149,9 @@ pub fn vadd_args(k: &kfdrt::Kernel, va: u64) -> Result<kfdrt::KernelArgs, Error>
 /// runs), the emulator's time (one worker) over the same computation in plain Rust on one
 /// host core, the process CPU time of a run on all cores over a one-worker run (medians;
 /// 1.0 when the workers add no work of their own, as contention would: unlike the
-/// speed-up, it does not depend on how much CPU other processes leave), and the time on
-/// all cores.
+/// speed-up, it does not depend on how much CPU other processes leave), the time on
+/// all cores, the machine's own ceiling (the same kind of work in plain Rust split over
+/// 1 and all host threads: its speed-up) and the emulator's speed-up over that ceiling.
 pub const SHADER_NAMES: &[&str] = &[
     "shader saxpy 16M: 1 worker",
     "shader saxpy 16M: lane-instructions/s per core",
@@ -157,24 +159,40 @@ pub const SHADER_NAMES: &[&str] = &[
     "shader saxpy 16M: emulator/host Rust time",
     "shader saxpy 16M: CPU time on all cores / 1 worker",
     "shader saxpy 16M: all cores",
+    "shader saxpy 16M: native speed-up on all cores (machine ceiling)",
+    "shader saxpy 16M: speed-up / native speed-up",
+    "shader saxpy 16M: parallel efficiency (work / workers' capacity)",
+    "shader saxpy 16M: per-CPU rate, all cores / 1 worker",
     "shader sgemm 512^3 tiled: 1 worker",
     "shader sgemm 512^3 tiled: lane-instructions/s per core",
     "shader sgemm 512^3 tiled: speed-up on all cores",
     "shader sgemm 512^3 tiled: emulator/host Rust time",
     "shader sgemm 512^3 tiled: CPU time on all cores / 1 worker",
     "shader sgemm 512^3 tiled: all cores",
+    "shader sgemm 512^3 tiled: native speed-up on all cores (machine ceiling)",
+    "shader sgemm 512^3 tiled: speed-up / native speed-up",
+    "shader sgemm 512^3 tiled: parallel efficiency (work / workers' capacity)",
+    "shader sgemm 512^3 tiled: per-CPU rate, all cores / 1 worker",
     "shader LDS reduction 16M: 1 worker",
     "shader LDS reduction 16M: lane-instructions/s per core",
     "shader LDS reduction 16M: speed-up on all cores",
     "shader LDS reduction 16M: emulator/host Rust time",
     "shader LDS reduction 16M: CPU time on all cores / 1 worker",
     "shader LDS reduction 16M: all cores",
+    "shader LDS reduction 16M: native speed-up on all cores (machine ceiling)",
+    "shader LDS reduction 16M: speed-up / native speed-up",
+    "shader LDS reduction 16M: parallel efficiency (work / workers' capacity)",
+    "shader LDS reduction 16M: per-CPU rate, all cores / 1 worker",
     "shader FMA chain 1M x 1024 (ALU-bound): 1 worker",
     "shader FMA chain 1M x 1024 (ALU-bound): lane-instructions/s per core",
     "shader FMA chain 1M x 1024 (ALU-bound): speed-up on all cores",
     "shader FMA chain 1M x 1024 (ALU-bound): emulator/host Rust time",
     "shader FMA chain 1M x 1024 (ALU-bound): CPU time on all cores / 1 worker",
     "shader FMA chain 1M x 1024 (ALU-bound): all cores",
+    "shader FMA chain 1M x 1024 (ALU-bound): native speed-up on all cores (machine ceiling)",
+    "shader FMA chain 1M x 1024 (ALU-bound): speed-up / native speed-up",
+    "shader FMA chain 1M x 1024 (ALU-bound): parallel efficiency (work / workers' capacity)",
+    "shader FMA chain 1M x 1024 (ALU-bound): per-CPU rate, all cores / 1 worker",
 ];
 
 /// One shader workload: launches on `s` and waits (returns after completion).
@@ -247,8 +265,21 @@ pub fn shader(
         }
         std::hint::black_box(&hy);
     };
-    let names = &SHADER_NAMES[0..6];
-    measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
+    // The ceiling: the same streaming work on 1 and all threads (each a contiguous part,
+    // stored lane by lane through relaxed atomics as the interpreter's memory port does),
+    // 8 times over for a run of ~50 ms.
+    let ny = atomic_f32s(n);
+    let native = |t: usize, parts: usize| {
+        for _ in 0..8 {
+            for i in part(n, t, parts) {
+                ny[i].store((2.0f32 * x[i] + y[i]).to_bits(), Ordering::Relaxed);
+            }
+        }
+    };
+    let names = &SHADER_NAMES[0..10];
+    measure(
+        &d, &eb, names, run, host, &native, cores, reps, want, progress, out,
+    )?;
 
     // sgemm, 16x16 LDS tiles
     let n = 512usize / if quick { 4 } else { 1 };
@@ -276,8 +307,24 @@ pub fn shader(
         }
         std::hint::black_box(&hc);
     };
-    let names = &SHADER_NAMES[6..12];
-    measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
+    // The ceiling: the host's loop over a part of the rows on each thread (every thread
+    // reads all of `b`: the working set is the SGEMM's).
+    let nc = atomic_f32s(n * n);
+    let native = |t: usize, parts: usize| {
+        for r in part(n, t, parts) {
+            for c in 0..n {
+                let mut acc = 0f32;
+                for i in 0..n {
+                    acc += a[r * n + i] * b[i * n + c];
+                }
+                nc[r * n + c].store(acc.to_bits(), Ordering::Relaxed);
+            }
+        }
+    };
+    let names = &SHADER_NAMES[10..20];
+    measure(
+        &d, &eb, names, run, host, &native, cores, reps, want, progress, out,
+    )?;
 
     // LDS reduction in groups of 256
     let n = (16usize << 20) / div;
@@ -299,8 +346,30 @@ pub fn shader(
         }
         std::hint::black_box(&ho);
     };
-    let names = &SHADER_NAMES[12..18];
-    measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
+    // The ceiling: the kernel's algorithm for a part of the groups on each thread (each
+    // group copied to a 256-word local array, the LDS, and summed pairwise in halving
+    // strides), 4 times over for ~50 ms.
+    let no = atomic_f32s(n / 256);
+    let native = |t: usize, parts: usize| {
+        let mut lds = [0u32; 256];
+        for _ in 0..4 {
+            for g in part(n / 256, t, parts) {
+                lds.copy_from_slice(&input[g * 256..(g + 1) * 256]);
+                let mut w = 128;
+                while w > 0 {
+                    for l in 0..w {
+                        lds[l] = lds[l].wrapping_add(lds[l + w]);
+                    }
+                    w >>= 1;
+                }
+                no[g].store(std::hint::black_box(lds[0]), Ordering::Relaxed);
+            }
+        }
+    };
+    let names = &SHADER_NAMES[20..30];
+    measure(
+        &d, &eb, names, run, host, &native, cores, reps, want, progress, out,
+    )?;
 
     // ALU-bound: each work-item a chain of 64 x `iters` dependent FMAs, one store
     let n = (1usize << 20) / div;
@@ -322,8 +391,21 @@ pub fn shader(
         }
         std::hint::black_box(&ho);
     };
-    let names = &SHADER_NAMES[18..24];
-    measure(&d, &eb, names, run, host, cores, reps, want, progress, out)?;
+    // The ceiling: the host's chain for a sixteenth of the work-items (~250 ms on one
+    // thread: `f32::mul_add` is a libm call on an x86-64 baseline build, still ALU-bound).
+    let nf = atomic_f32s(n / 16);
+    let native = |t: usize, parts: usize| {
+        for i in part(n / 16, t, parts) {
+            nf[i].store(
+                fma_chain(i as u32, fa, fb, iters).to_bits(),
+                Ordering::Relaxed,
+            );
+        }
+    };
+    let names = &SHADER_NAMES[30..40];
+    measure(
+        &d, &eb, names, run, host, &native, cores, reps, want, progress, out,
+    )?;
     if names.iter().any(|n| want(n)) {
         // The figures count only if the interpreter computed the host's result.
         let mut got = vec![0u8; n * 4];
@@ -345,6 +427,30 @@ pub fn shader(
         }
     }
     Ok(())
+}
+
+/// Part `t` of `parts` of `0..n` (contiguous, the parts together cover it once).
+fn part(n: usize, t: usize, parts: usize) -> std::ops::Range<usize> {
+    let parts = parts.max(1);
+    n * t / parts..n * (t + 1) / parts
+}
+
+/// `n` words the native ceiling's threads store their results to.
+fn atomic_f32s(n: usize) -> Vec<AtomicU32> {
+    (0..n).map(|_| AtomicU32::new(0)).collect()
+}
+
+/// Runs `work(t, threads)` for every part `t` on a thread of its own (part 0 on the
+/// calling thread); returns the wall-clock seconds until every part finished.
+fn on_threads(threads: usize, work: &(dyn Fn(usize, usize) + Sync)) -> f64 {
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for t in 1..threads {
+            s.spawn(move || work(t, threads));
+        }
+        work(0, threads);
+    });
+    t0.elapsed().as_secs_f64()
 }
 
 /// `test-kernels/cl/isa/fma_chain.cl` for work-item `i` on the host.
@@ -397,6 +503,8 @@ struct TaskStat {
     wait_ns: u64,
     voluntary: u64,
     involuntary: u64,
+    /// Page faults that needed no I/O (`stat` field 10): first touches of a mapping.
+    minflt: u64,
 }
 
 /// Every thread of this process by id (empty where /proc is not readable).
@@ -431,10 +539,20 @@ fn task_stats() -> std::collections::HashMap<u32, TaskStat> {
                 wait_ns: sched.get(1).copied().unwrap_or(0),
                 voluntary: field("voluntary_ctxt_switches:"),
                 involuntary: field("nonvoluntary_ctxt_switches:"),
+                minflt: minflt(&read("stat")),
             },
         );
     }
     out
+}
+
+/// `minflt` (field 10) of a `/proc/.../stat` line; the command name (field 2) may hold
+/// spaces, so the fields are counted after its closing parenthesis.
+fn minflt(stat: &str) -> u64 {
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(7))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// What each thread of the process did between two [`task_stats`] snapshots (threads
@@ -453,6 +571,7 @@ fn task_delta(
                 wait_ns: a.wait_ns.saturating_sub(b.wait_ns),
                 voluntary: a.voluntary.saturating_sub(b.voluntary),
                 involuntary: a.involuntary.saturating_sub(b.involuntary),
+                minflt: a.minflt.saturating_sub(b.minflt),
             }
         })
         .filter(|t| t.run_ns > 0 || t.wait_ns > 0)
@@ -466,12 +585,95 @@ struct Run {
     wall: f64,
     cpu: f64,
     lanes: u64,
+    /// The run's dispatch profiles.
+    prof: Vec<kfd_emu::shader_profile::DispatchProfile>,
+}
+
+/// A dispatch's parallel efficiency: the work-groups it ran per ms of its wall time over
+/// the sum of its threads' own rates (work-groups per ms of each thread's CPU time): 1.0
+/// when every thread worked for the whole dispatch; less for the time threads spent
+/// joining late, idle at the tail, or preempted. Unlike the speed-up, it does not depend on
+/// how fast each host CPU runs (the rates are each thread's own). `None` for an empty
+/// dispatch.
+fn efficiency(p: &kfd_emu::shader_profile::DispatchProfile) -> Option<f64> {
+    let capacity: f64 = p
+        .threads
+        .iter()
+        .filter(|t| t.cpu_ns > 0)
+        .map(|t| t.workgroups as f64 / t.cpu_ns as f64)
+        .sum();
+    (capacity > 0.0 && p.wall_ns > 0).then(|| p.workgroups as f64 / p.wall_ns as f64 / capacity)
+}
+
+/// Work-groups per CPU ms of each host CPU, in one-worker and all-core runs (threads that
+/// moved between CPUs under -1): the host CPUs of a VM need not run equally fast, and a
+/// slowdown that only running together causes (shared cache lines, memory bandwidth) shows
+/// as a lower rate with all cores on the same CPU.
+#[derive(Default)]
+struct Rates {
+    /// (host CPU, all cores?) -> rates.
+    by_cpu: std::collections::BTreeMap<(i32, bool), Vec<f64>>,
+}
+
+impl Rates {
+    fn add(&mut self, prof: &[kfd_emu::shader_profile::DispatchProfile], all: bool) {
+        for t in prof.iter().flat_map(|p| &p.threads) {
+            if t.cpu_ns > 0 {
+                // -1: the thread moved between CPUs (or the CPU is unknown).
+                let cpu = if t.cpus.0 == t.cpus.1 {
+                    t.cpus.0.max(-1)
+                } else {
+                    -1
+                };
+                let rate = t.workgroups as f64 / (t.cpu_ns as f64 * 1e-6);
+                self.by_cpu.entry((cpu, all)).or_default().push(rate);
+            }
+        }
+    }
+
+    fn med(&self, cpu: i32, all: bool) -> Option<f64> {
+        self.by_cpu.get(&(cpu, all)).map(|v| median(v.clone()))
+    }
+
+    /// The median over host CPUs of (median all-core rate / median one-worker rate) on it;
+    /// over all CPUs together when no CPU ran both (every one-worker run migrated).
+    fn ratio(&self) -> f64 {
+        let r: Vec<f64> = self
+            .by_cpu
+            .keys()
+            .filter(|&&(cpu, all)| !all && cpu >= 0)
+            .filter_map(|&(cpu, _)| Some(self.med(cpu, true)? / self.med(cpu, false)?))
+            .collect();
+        if !r.is_empty() {
+            return median(r);
+        }
+        let all = |a: bool| {
+            median(
+                self.by_cpu
+                    .iter()
+                    .filter(|((_, x), _)| *x == a)
+                    .flat_map(|(_, v)| v.iter().copied())
+                    .collect(),
+            )
+        };
+        all(true) / all(false)
+    }
+
+    fn describe(&self) -> String {
+        let mut s = String::from("work-groups per CPU ms (median; 1 worker / all cores):");
+        let cpus: std::collections::BTreeSet<i32> = self.by_cpu.keys().map(|k| k.0).collect();
+        for cpu in cpus {
+            let f = |all| self.med(cpu, all).map_or("-".into(), |v| format!("{v:.1}"));
+            s += &format!(" CPU {cpu} {} / {}", f(false), f(true));
+        }
+        s
+    }
 }
 
 /// Describes a run on stderr: the dispatch's threads (when each joined and left, its CPU
 /// time, work-groups, claims and the last claim's size; the time the last one ran alone)
 /// and every thread of the process that ran meanwhile (CPU time, time it waited for a
-/// CPU, voluntary/involuntary context switches).
+/// CPU, voluntary/involuntary context switches, minor page faults).
 fn describe(
     label: &str,
     r: &Run,
@@ -497,25 +699,29 @@ fn describe(
         );
         for t in &p.threads {
             line += &format!(
-                " [{:.2}-{:.1} ms cpu {:.1} {} wg/{} claims, last {}]",
+                " [{:.2}-{:.1} ms cpu {:.1} {} wg/{} claims, last {}, on CPU {}->{}, {:.1} wg/cpu-ms]",
                 ms(t.joined_ns),
                 ms(t.left_ns),
                 ms(t.cpu_ns),
                 t.workgroups,
                 t.claims,
-                t.last_claim
+                t.last_claim,
+                t.cpus.0,
+                t.cpus.1,
+                t.workgroups as f64 / ms(t.cpu_ns).max(1e-3)
             );
         }
     }
-    line += "; threads (cpu/wait ms, vol/invol cs):";
+    line += "; threads (cpu/wait ms, vol/invol cs, minor faults):";
     for t in tasks {
         line += &format!(
-            " {} {:.1}/{:.1} {}/{}",
+            " {} {:.1}/{:.1} {}/{} {}",
             t.comm,
             ms(t.run_ns),
             ms(t.wait_ns),
             t.voluntary,
-            t.involuntary
+            t.involuntary,
+            t.minflt
         );
     }
     eprintln!("{line}");
@@ -526,7 +732,10 @@ fn describe(
 /// described on stderr. The figures are the median of each and the ratio of the medians
 /// (the speed-up), and the median process CPU time with N workers over the one with one
 /// worker (the work the extra workers add; unlike the speed-up, it does not depend on how
-/// much CPU other processes leave); and `host`, the same computation in plain Rust.
+/// much CPU other processes leave); `host`, the same computation in plain Rust; and
+/// `native(t, threads)` (part `t` of the same kind of work in plain Rust) on 1 and `cores`
+/// threads, `reps` interleaved pairs: the speed-up the machine itself gives that work,
+/// the ceiling the emulator's speed-up is compared with.
 #[allow(clippy::too_many_arguments)]
 fn measure(
     d: &Device,
@@ -534,6 +743,7 @@ fn measure(
     names: &[&'static str],
     mut run: Launch<'_>,
     mut host: impl FnMut(),
+    native: &(dyn Fn(usize, usize) + Sync),
     cores: usize,
     reps: usize,
     want: &dyn Fn(&str) -> bool,
@@ -566,35 +776,52 @@ fn measure(
             wall,
             cpu,
             lanes: lane_instructions(eb),
+            prof: kfd_emu::shader_profile::take_profiles(),
         };
         let label = if threads == 1 {
             "1 worker".to_string()
         } else {
             format!("{threads} workers")
         };
-        describe(
-            &label,
-            &r,
-            &kfd_emu::shader_profile::take_profiles(),
-            &tasks,
-        );
+        describe(&label, &r, &r.prof, &tasks);
         Ok(r)
+    };
+    // The machine's ceiling: the same kind of work in plain Rust on 1 and `cores` threads,
+    // in the same interleaved pairs as the emulator's runs (both see the same drift in the
+    // machine: its load and how fast each host CPU runs at the time).
+    let native_once = |threads: usize| {
+        let c0 = process_cpu_seconds();
+        let t = on_threads(threads, native);
+        (t, process_cpu_seconds() - c0)
     };
     let (mut t1, mut tn, mut c1, mut cn, mut lanes) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), 0);
+    let (mut n1, mut nn, mut nc1, mut ncn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut eff, mut rates) = (Vec::new(), Rates::default());
     for i in 0..reps {
-        let (a, b) = if i % 2 == 0 {
+        let (a, b, na, nb) = if i % 2 == 0 {
             let a = once(1)?;
-            (a, once(cores)?)
+            let b = once(cores)?;
+            let na = native_once(1);
+            (a, b, na, native_once(cores))
         } else {
             let b = once(cores)?;
-            (once(1)?, b)
+            let a = once(1)?;
+            let nb = native_once(cores);
+            (a, b, native_once(1), nb)
         };
         lanes = a.lanes;
         t1.push(a.wall);
         c1.push(a.cpu);
         tn.push(b.wall);
         cn.push(b.cpu);
+        n1.push(na.0);
+        nc1.push(na.1);
+        nn.push(nb.0);
+        ncn.push(nb.1);
+        rates.add(&a.prof, false);
+        rates.add(&b.prof, true);
+        eff.extend(b.prof.iter().filter_map(efficiency));
     }
     kfd_emu::shader_profile::set_profiling(false);
     let t1 = median(t1);
@@ -610,6 +837,21 @@ fn measure(
         h.push(t0.elapsed().as_secs_f64());
     }
     let th = median(h);
+    let (n1, nn) = (median(n1), median(nn));
+    let native_speedup = n1 / nn;
+    let efficiency = median(eff);
+    let rate_ratio = rates.ratio();
+    eprintln!(
+        "bench:   native ceiling (plain Rust, the same kind of work): 1 thread {:.1} ms, \
+         {cores} threads {:.1} ms: speed-up {native_speedup:.2}x, CPU time {cores} threads / 1 \
+         thread {:.2}x; emulator speed-up {speedup:.2}x = {:.2} of the ceiling; parallel \
+         efficiency {efficiency:.3}; {}",
+        n1 * 1e3,
+        nn * 1e3,
+        median(ncn) / median(nc1),
+        speedup / native_speedup,
+        rates.describe()
+    );
     let figs = [
         (t1 * 1e3, "ms"),
         (lanes as f64 / t1 / 1e6, "M lane-instr/s"),
@@ -619,6 +861,10 @@ fn measure(
         // Left out if the clock was unreadable.
         (cpu_ratio, "x"),
         (tn * 1e3, "ms"),
+        (native_speedup, "x"),
+        (speedup / native_speedup, "x"),
+        (efficiency, "x"),
+        (rate_ratio, "x"),
     ];
     for (name, (value, unit)) in names.iter().zip(figs) {
         if want(name) && value.is_finite() {
