@@ -151,7 +151,10 @@ pub fn vadd_args(k: &kfdrt::Kernel, va: u64) -> Result<kfdrt::KernelArgs, Error>
 /// 1.0 when the workers add no work of their own, as contention would: unlike the
 /// speed-up, it does not depend on how much CPU other processes leave), the time on
 /// all cores, the machine's own ceiling (the same kind of work in plain Rust split over
-/// 1 and all host threads: its speed-up) and the emulator's speed-up over that ceiling.
+/// 1 and all host threads: its speed-up), the emulator's speed-up over that ceiling, the
+/// parallel efficiency (see [`efficiency`]), the per-CPU rate ratio (see [`Rates`]) and
+/// the speed-up at equal CPU speeds (cores x efficiency x rate ratio: the speed-up without
+/// the part that depends on which host CPU the one-worker runs landed on).
 pub const SHADER_NAMES: &[&str] = &[
     "shader saxpy 16M: 1 worker",
     "shader saxpy 16M: lane-instructions/s per core",
@@ -163,6 +166,7 @@ pub const SHADER_NAMES: &[&str] = &[
     "shader saxpy 16M: speed-up / native speed-up",
     "shader saxpy 16M: parallel efficiency (work / workers' capacity)",
     "shader saxpy 16M: per-CPU rate, all cores / 1 worker",
+    "shader saxpy 16M: speed-up at equal CPU speeds",
     "shader sgemm 512^3 tiled: 1 worker",
     "shader sgemm 512^3 tiled: lane-instructions/s per core",
     "shader sgemm 512^3 tiled: speed-up on all cores",
@@ -173,6 +177,7 @@ pub const SHADER_NAMES: &[&str] = &[
     "shader sgemm 512^3 tiled: speed-up / native speed-up",
     "shader sgemm 512^3 tiled: parallel efficiency (work / workers' capacity)",
     "shader sgemm 512^3 tiled: per-CPU rate, all cores / 1 worker",
+    "shader sgemm 512^3 tiled: speed-up at equal CPU speeds",
     "shader LDS reduction 16M: 1 worker",
     "shader LDS reduction 16M: lane-instructions/s per core",
     "shader LDS reduction 16M: speed-up on all cores",
@@ -183,6 +188,7 @@ pub const SHADER_NAMES: &[&str] = &[
     "shader LDS reduction 16M: speed-up / native speed-up",
     "shader LDS reduction 16M: parallel efficiency (work / workers' capacity)",
     "shader LDS reduction 16M: per-CPU rate, all cores / 1 worker",
+    "shader LDS reduction 16M: speed-up at equal CPU speeds",
     "shader FMA chain 1M x 1024 (ALU-bound): 1 worker",
     "shader FMA chain 1M x 1024 (ALU-bound): lane-instructions/s per core",
     "shader FMA chain 1M x 1024 (ALU-bound): speed-up on all cores",
@@ -193,6 +199,7 @@ pub const SHADER_NAMES: &[&str] = &[
     "shader FMA chain 1M x 1024 (ALU-bound): speed-up / native speed-up",
     "shader FMA chain 1M x 1024 (ALU-bound): parallel efficiency (work / workers' capacity)",
     "shader FMA chain 1M x 1024 (ALU-bound): per-CPU rate, all cores / 1 worker",
+    "shader FMA chain 1M x 1024 (ALU-bound): speed-up at equal CPU speeds",
 ];
 
 /// One shader workload: launches on `s` and waits (returns after completion).
@@ -276,7 +283,7 @@ pub fn shader(
             }
         }
     };
-    let names = &SHADER_NAMES[0..10];
+    let names = &SHADER_NAMES[0..11];
     measure(
         &d, &eb, names, run, host, &native, cores, reps, want, progress, out,
     )?;
@@ -321,7 +328,7 @@ pub fn shader(
             }
         }
     };
-    let names = &SHADER_NAMES[10..20];
+    let names = &SHADER_NAMES[11..22];
     measure(
         &d, &eb, names, run, host, &native, cores, reps, want, progress, out,
     )?;
@@ -348,11 +355,11 @@ pub fn shader(
     };
     // The ceiling: the kernel's algorithm for a part of the groups on each thread (each
     // group copied to a 256-word local array, the LDS, and summed pairwise in halving
-    // strides), 4 times over for ~50 ms.
+    // strides), 16 times over for ~100 ms.
     let no = atomic_f32s(n / 256);
     let native = |t: usize, parts: usize| {
         let mut lds = [0u32; 256];
-        for _ in 0..4 {
+        for _ in 0..16 {
             for g in part(n / 256, t, parts) {
                 lds.copy_from_slice(&input[g * 256..(g + 1) * 256]);
                 let mut w = 128;
@@ -366,7 +373,7 @@ pub fn shader(
             }
         }
     };
-    let names = &SHADER_NAMES[20..30];
+    let names = &SHADER_NAMES[22..33];
     measure(
         &d, &eb, names, run, host, &native, cores, reps, want, progress, out,
     )?;
@@ -402,7 +409,7 @@ pub fn shader(
             );
         }
     };
-    let names = &SHADER_NAMES[30..40];
+    let names = &SHADER_NAMES[33..44];
     measure(
         &d, &eb, names, run, host, &native, cores, reps, want, progress, out,
     )?;
@@ -845,11 +852,13 @@ fn measure(
         "bench:   native ceiling (plain Rust, the same kind of work): 1 thread {:.1} ms, \
          {cores} threads {:.1} ms: speed-up {native_speedup:.2}x, CPU time {cores} threads / 1 \
          thread {:.2}x; emulator speed-up {speedup:.2}x = {:.2} of the ceiling; parallel \
-         efficiency {efficiency:.3}; {}",
+         efficiency {efficiency:.3}; per-CPU rate all cores / 1 worker {rate_ratio:.3}; \
+         speed-up at equal CPU speeds {:.2}x; {}",
         n1 * 1e3,
         nn * 1e3,
         median(ncn) / median(nc1),
         speedup / native_speedup,
+        cores as f64 * efficiency * rate_ratio,
         rates.describe()
     );
     let figs = [
@@ -865,6 +874,10 @@ fn measure(
         (speedup / native_speedup, "x"),
         (efficiency, "x"),
         (rate_ratio, "x"),
+        // What the speed-up would be if every host CPU ran as fast as the one the
+        // one-worker runs had: what the emulator loses (idle, late joins, the tail,
+        // slowing each other down), without which CPU a one-worker run landed on.
+        (cores as f64 * efficiency * rate_ratio, "x"),
     ];
     for (name, (value, unit)) in names.iter().zip(figs) {
         if want(name) && value.is_finite() {

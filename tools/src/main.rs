@@ -217,7 +217,9 @@ SHADER FIGURES (emulated device only; a private emulated MI300X, gfx942):
     capacity)` (work-groups per wall ms over the sum of the workers' own work-groups per
     CPU ms: 1.0 when every worker worked the whole dispatch, whatever each host CPU's
     speed) and `...: per-CPU rate, all cores / 1 worker` (work-groups per CPU ms on the
-    same host CPU: below 1.0 when running together slows each worker down).
+    same host CPU: below 1.0 when running together slows each worker down) and
+    `...: speed-up at equal CPU speeds` (cores x efficiency x that rate ratio: the
+    speed-up without the share that depends on which host CPU the one-worker runs got).
     Each run is described on stderr: the dispatch's threads (when each joined and left,
     CPU time, work-groups, claims, the time the last one ran alone) and every thread of
     the process that ran meanwhile (CPU and run-queue wait ms, voluntary/involuntary

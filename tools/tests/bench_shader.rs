@@ -52,5 +52,12 @@ fn shader_figures_are_reported_for_each_kernel() {
         assert!(e > 0.0 && e <= 1.01 && u == "x", "{k}: {e} {u}");
         let (pr, u) = get("per-CPU rate, all cores / 1 worker");
         assert!(pr > 0.0 && pr.is_finite() && u == "x", "{k}: {pr} {u}");
+        // Cores x efficiency x rate ratio.
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as f64;
+        let (eq, u) = get("speed-up at equal CPU speeds");
+        assert!(
+            u == "x" && (eq - cores * e * pr).abs() <= 0.05 * eq.max(cores * e * pr),
+            "{k}: {eq} {u}, efficiency {e}, rate ratio {pr}"
+        );
     }
 }
