@@ -164,7 +164,7 @@ pub const SHADER_NAMES: &[&str] = &[
     "shader saxpy 16M: all cores",
     "shader saxpy 16M: native speed-up on all cores (machine ceiling)",
     "shader saxpy 16M: speed-up / native speed-up",
-    "shader saxpy 16M: parallel efficiency (work / workers' capacity)",
+    "shader saxpy 16M: parallel efficiency (all cores / 1 worker)",
     "shader saxpy 16M: per-CPU rate, all cores / 1 worker",
     "shader saxpy 16M: speed-up at equal CPU speeds",
     "shader sgemm 512^3 tiled: 1 worker",
@@ -175,7 +175,7 @@ pub const SHADER_NAMES: &[&str] = &[
     "shader sgemm 512^3 tiled: all cores",
     "shader sgemm 512^3 tiled: native speed-up on all cores (machine ceiling)",
     "shader sgemm 512^3 tiled: speed-up / native speed-up",
-    "shader sgemm 512^3 tiled: parallel efficiency (work / workers' capacity)",
+    "shader sgemm 512^3 tiled: parallel efficiency (all cores / 1 worker)",
     "shader sgemm 512^3 tiled: per-CPU rate, all cores / 1 worker",
     "shader sgemm 512^3 tiled: speed-up at equal CPU speeds",
     "shader LDS reduction 16M: 1 worker",
@@ -186,7 +186,7 @@ pub const SHADER_NAMES: &[&str] = &[
     "shader LDS reduction 16M: all cores",
     "shader LDS reduction 16M: native speed-up on all cores (machine ceiling)",
     "shader LDS reduction 16M: speed-up / native speed-up",
-    "shader LDS reduction 16M: parallel efficiency (work / workers' capacity)",
+    "shader LDS reduction 16M: parallel efficiency (all cores / 1 worker)",
     "shader LDS reduction 16M: per-CPU rate, all cores / 1 worker",
     "shader LDS reduction 16M: speed-up at equal CPU speeds",
     "shader FMA chain 1M x 1024 (ALU-bound): 1 worker",
@@ -197,7 +197,7 @@ pub const SHADER_NAMES: &[&str] = &[
     "shader FMA chain 1M x 1024 (ALU-bound): all cores",
     "shader FMA chain 1M x 1024 (ALU-bound): native speed-up on all cores (machine ceiling)",
     "shader FMA chain 1M x 1024 (ALU-bound): speed-up / native speed-up",
-    "shader FMA chain 1M x 1024 (ALU-bound): parallel efficiency (work / workers' capacity)",
+    "shader FMA chain 1M x 1024 (ALU-bound): parallel efficiency (all cores / 1 worker)",
     "shader FMA chain 1M x 1024 (ALU-bound): per-CPU rate, all cores / 1 worker",
     "shader FMA chain 1M x 1024 (ALU-bound): speed-up at equal CPU speeds",
 ];
@@ -599,7 +599,8 @@ struct Run {
 /// A dispatch's parallel efficiency: the work-groups it ran per ms of its wall time over
 /// the sum of its threads' own rates (work-groups per ms of each thread's CPU time): 1.0
 /// when every thread worked for the whole dispatch; less for the time threads spent
-/// joining late, idle at the tail, or preempted. Unlike the speed-up, it does not depend on
+/// joining late, idle at the tail, or preempted (on a loaded machine: the share of a CPU
+/// each got). Unlike the speed-up, it does not depend on
 /// how fast each host CPU runs (the rates are each thread's own). `None` for an empty
 /// dispatch.
 fn efficiency(p: &kfd_emu::shader_profile::DispatchProfile) -> Option<f64> {
@@ -804,7 +805,7 @@ fn measure(
     let (mut t1, mut tn, mut c1, mut cn, mut lanes) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), 0);
     let (mut n1, mut nn, mut nc1, mut ncn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut eff, mut rates) = (Vec::new(), Rates::default());
+    let (mut eff1, mut effn, mut rates) = (Vec::new(), Vec::new(), Rates::default());
     for i in 0..reps {
         let (a, b, na, nb) = if i % 2 == 0 {
             let a = once(1)?;
@@ -828,7 +829,8 @@ fn measure(
         ncn.push(nb.1);
         rates.add(&a.prof, false);
         rates.add(&b.prof, true);
-        eff.extend(b.prof.iter().filter_map(efficiency));
+        eff1.extend(a.prof.iter().filter_map(efficiency));
+        effn.extend(b.prof.iter().filter_map(efficiency));
     }
     kfd_emu::shader_profile::set_profiling(false);
     let t1 = median(t1);
@@ -846,13 +848,17 @@ fn measure(
     let th = median(h);
     let (n1, nn) = (median(n1), median(nn));
     let native_speedup = n1 / nn;
-    let efficiency = median(eff);
+    // Relative to the one-worker runs': on an idle machine those are ~1.0; on a loaded
+    // one both are the share of a CPU the workers got (with sched_autogroup a process gets
+    // one share however many threads it runs, so all cores get no more CPU than one).
+    let (e1, en) = (median(eff1), median(effn));
+    let efficiency = en / e1;
     let rate_ratio = rates.ratio();
     eprintln!(
         "bench:   native ceiling (plain Rust, the same kind of work): 1 thread {:.1} ms, \
          {cores} threads {:.1} ms: speed-up {native_speedup:.2}x, CPU time {cores} threads / 1 \
          thread {:.2}x; emulator speed-up {speedup:.2}x = {:.2} of the ceiling; parallel \
-         efficiency {efficiency:.3}; per-CPU rate all cores / 1 worker {rate_ratio:.3}; \
+         efficiency {en:.3} (1 worker {e1:.3}); per-CPU rate all cores / 1 worker {rate_ratio:.3}; \
          speed-up at equal CPU speeds {:.2}x; {}",
         n1 * 1e3,
         nn * 1e3,

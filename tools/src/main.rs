@@ -213,10 +213,10 @@ SHADER FIGURES (emulated device only; a private emulated MI300X, gfx942):
     it does not depend on how much CPU other processes leave). The machine's ceiling
     is measured in the same interleaved pairs: `...: native speed-up on all cores
     (machine ceiling)` (the same kind of work in plain Rust on 1 and all threads) and
-    `...: speed-up / native speed-up`; `...: parallel efficiency (work / workers'
-    capacity)` (work-groups per wall ms over the sum of the workers' own work-groups per
-    CPU ms: 1.0 when every worker worked the whole dispatch, whatever each host CPU's
-    speed) and `...: per-CPU rate, all cores / 1 worker` (work-groups per CPU ms on the
+    `...: speed-up / native speed-up`; `...: parallel efficiency (all cores / 1
+    worker)` (work-groups per wall ms over the sum of the workers' own work-groups per
+    CPU ms, 1.0 when every worker worked the whole dispatch whatever each host CPU's
+    speed; all-core runs over one-worker runs, as a loaded machine lowers both) and `...: per-CPU rate, all cores / 1 worker` (work-groups per CPU ms on the
     same host CPU: below 1.0 when running together slows each worker down) and
     `...: speed-up at equal CPU speeds` (cores x efficiency x that rate ratio: the
     speed-up without the share that depends on which host CPU the one-worker runs got).

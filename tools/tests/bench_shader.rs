@@ -46,10 +46,10 @@ fn shader_figures_are_reported_for_each_kernel() {
             u == "x" && (rel - s / ns).abs() <= 0.05 * rel.max(s / ns),
             "{k}: {rel} {u}, speed-up {s} / native {ns}"
         );
-        // Work-groups per wall ms over the workers' summed rates: never above 1 (beyond
-        // the clocks' rounding), and a --quick run's workers work most of the dispatch.
-        let (e, u) = get("parallel efficiency (work / workers' capacity)");
-        assert!(e > 0.0 && e <= 1.01 && u == "x", "{k}: {e} {u}");
+        // Work-groups per wall ms over the workers' summed rates, all cores over one
+        // worker (either may have been preempted more: no bound but a ratio).
+        let (e, u) = get("parallel efficiency (all cores / 1 worker)");
+        assert!(e > 0.0 && e.is_finite() && u == "x", "{k}: {e} {u}");
         let (pr, u) = get("per-CPU rate, all cores / 1 worker");
         assert!(pr > 0.0 && pr.is_finite() && u == "x", "{k}: {pr} {u}");
         // Cores x efficiency x rate ratio.
