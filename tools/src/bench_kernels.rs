@@ -152,7 +152,8 @@ pub fn vadd_args(k: &kfdrt::Kernel, va: u64) -> Result<kfdrt::KernelArgs, Error>
 /// speed-up, it does not depend on how much CPU other processes leave), the time on
 /// all cores, the machine's own ceiling (the same kind of work in plain Rust split over
 /// 1 and all host threads: its speed-up), the emulator's speed-up over that ceiling, the
-/// parallel efficiency (see [`efficiency`]), the per-CPU rate ratio (see [`Rates`]) and
+/// parallel efficiency (all-core runs over one-worker runs, see `efficiency`), the per-CPU
+/// rate ratio (see `Rates`) and
 /// the speed-up at equal CPU speeds (cores x efficiency x rate ratio: the speed-up without
 /// the part that depends on which host CPU the one-worker runs landed on).
 pub const SHADER_NAMES: &[&str] = &[
