@@ -653,6 +653,24 @@ fn efficiency(p: &kfd_emu::shader_profile::DispatchProfile) -> Option<f64> {
     (capacity > 0.0 && p.wall_ns > 0).then(|| p.workgroups as f64 / p.wall_ns as f64 / capacity)
 }
 
+/// Work-groups per CPU ms of the all-core run's thread on the CPU the one-worker run
+/// (`one`) stayed on, over the one-worker run's: `None` when the one-worker thread moved or
+/// no all-core thread stayed on its CPU.
+fn pair_rate_ratio(
+    one: &[kfd_emu::shader_profile::DispatchProfile],
+    all: &[kfd_emu::shader_profile::DispatchProfile],
+) -> Option<f64> {
+    let rate = |t: &kfd_emu::shader_profile::ThreadProfile| {
+        (t.cpu_ns > 0).then(|| t.workgroups as f64 / t.cpu_ns as f64)
+    };
+    let t1 = one.first()?.threads.first()?;
+    if t1.cpus.0 != t1.cpus.1 || t1.cpus.0 < 0 {
+        return None;
+    }
+    let tn = all.first()?.threads.iter().find(|t| t.cpus == t1.cpus)?;
+    Some(rate(tn)? / rate(t1)?)
+}
+
 /// Work-groups per CPU ms of each host CPU, in one-worker and all-core runs (threads that
 /// moved between CPUs under -1): the host CPUs of a VM need not run equally fast, and a
 /// slowdown that only running together causes (shared cache lines, memory bandwidth) shows
@@ -847,6 +865,7 @@ fn measure(
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), 0);
     let (mut n1, mut nn, mut nc1, mut ncn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut eff1, mut effn, mut rates) = (Vec::new(), Vec::new(), Rates::default());
+    let mut pair_ratios = Vec::new();
     for i in 0..reps {
         let (a, b, na, nb) = if i % 2 == 0 {
             let a = once(1)?;
@@ -870,6 +889,7 @@ fn measure(
         ncn.push(nb.1);
         rates.add(&a.prof, false);
         rates.add(&b.prof, true);
+        pair_ratios.extend(pair_rate_ratio(&a.prof, &b.prof));
         eff1.extend(a.prof.iter().filter_map(efficiency));
         effn.extend(b.prof.iter().filter_map(efficiency));
     }
@@ -894,7 +914,13 @@ fn measure(
     // one share however many threads it runs, so all cores get no more CPU than one).
     let (e1, en) = (median(eff1), median(effn));
     let efficiency = en / e1;
-    let rate_ratio = rates.ratio();
+    // From the pairs (runs next to each other in time: the host CPUs' speeds drift), else
+    // from the per-CPU medians of all runs.
+    let rate_ratio = if pair_ratios.is_empty() {
+        rates.ratio()
+    } else {
+        median(pair_ratios)
+    };
     eprintln!(
         "bench:   native ceiling (plain Rust, the same kind of work): 1 thread {:.1} ms, \
          {cores} threads {:.1} ms: speed-up {native_speedup:.2}x, CPU time {cores} threads / 1 \
@@ -932,4 +958,77 @@ fn measure(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kfd_emu::shader_profile::{DispatchProfile, ThreadProfile};
+
+    fn thread(workgroups: u64, cpu_ns: u64, cpus: (i32, i32)) -> ThreadProfile {
+        ThreadProfile {
+            workgroups,
+            cpu_ns,
+            cpus,
+            left_ns: cpu_ns,
+            ..Default::default()
+        }
+    }
+
+    fn dispatch(wall_ns: u64, threads: Vec<ThreadProfile>) -> DispatchProfile {
+        DispatchProfile {
+            workgroups: threads.iter().map(|t| t.workgroups).sum(),
+            threads_wanted: threads.len(),
+            wall_ns,
+            threads,
+        }
+    }
+
+    #[test]
+    fn efficiency_is_work_per_wall_time_over_the_workers_own_rates() {
+        // Two workers busy the whole 100 ms, one twice as fast: nothing lost.
+        let p = dispatch(
+            100,
+            vec![thread(200, 100, (0, 0)), thread(100, 100, (1, 1))],
+        );
+        assert!((efficiency(&p).unwrap() - 1.0).abs() < 1e-9);
+        // One worker ran only half the dispatch: a quarter of the capacity unused.
+        let p = dispatch(100, vec![thread(100, 100, (0, 0)), thread(50, 50, (1, 1))]);
+        assert!((efficiency(&p).unwrap() - 0.75).abs() < 1e-9);
+        // An empty dispatch has none.
+        assert_eq!(efficiency(&dispatch(0, vec![])), None);
+    }
+
+    #[test]
+    fn the_pair_rate_ratio_compares_the_same_cpu_only() {
+        let one = [dispatch(100, vec![thread(100, 100, (1, 1))])];
+        // The all-core thread on CPU 1 ran at 0.8 of the one-worker rate; CPU 0's does
+        // not count.
+        let all = [dispatch(
+            100,
+            vec![thread(300, 100, (0, 0)), thread(80, 100, (1, 1))],
+        )];
+        assert!((pair_rate_ratio(&one, &all).unwrap() - 0.8).abs() < 1e-9);
+        // A one-worker thread that moved between CPUs, or no all-core thread on its
+        // CPU: no ratio.
+        let moved = [dispatch(100, vec![thread(100, 100, (0, 1))])];
+        assert_eq!(pair_rate_ratio(&moved, &all), None);
+        let elsewhere = [dispatch(100, vec![thread(100, 100, (2, 2))])];
+        assert_eq!(pair_rate_ratio(&elsewhere, &all), None);
+    }
+
+    #[test]
+    fn native_parts_cover_the_range_once() {
+        for n in [0usize, 1, 7, 1000] {
+            for parts in 1..4 {
+                let mut covered = vec![0u32; n];
+                for t in 0..parts {
+                    for i in part(n, t, parts) {
+                        covered[i] += 1;
+                    }
+                }
+                assert!(covered.iter().all(|&c| c == 1), "{n} {parts}");
+            }
+        }
+    }
 }
