@@ -51,6 +51,70 @@ fn every_workgroup_of_a_large_grid_runs_once_on_any_number_of_threads() {
     dev.eng.set_shader_threads(0);
 }
 
+/// The per-thread profile `kfdrt bench` reads: for 1, 2 and 3 workers, one profile per
+/// dispatch whose threads together ran every work-group once, each on a host CPU that
+/// exists, within the dispatch's time.
+#[test]
+fn the_dispatch_profile_accounts_for_every_work_group_and_names_real_cpus() {
+    let dev = Dev::new("gfx942", 90402);
+    let mut q = dev.queue();
+    let m = dev.load("cl/isa/saxpy.cl");
+    let n = 2999 * 64;
+    let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    let wx = dev.upload(&x);
+    let wy = dev.upload(&vec![0f32; n]);
+    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get()) as i32;
+    kfd_emu::shader_profile::set_profiling(true);
+    for threads in [1, 2, 3] {
+        dev.eng.set_shader_threads(threads);
+        kfd_emu::shader_profile::take_profiles();
+        let args = Args::default().f32(1.0).ptr(&wx).ptr(&wy).u32(n as u32);
+        dev.run_ok(
+            &mut q,
+            &m,
+            "saxpy",
+            [n as u32, 1, 1],
+            [64, 1, 1],
+            0,
+            &args.0,
+        );
+        // Only this test dispatches 2999 work-groups (the other tests of this binary may
+        // run meanwhile).
+        let profs: Vec<_> = kfd_emu::shader_profile::take_profiles()
+            .into_iter()
+            .filter(|p| p.workgroups == 2999)
+            .collect();
+        assert_eq!(profs.len(), 1, "{threads} threads: {profs:?}");
+        let p = &profs[0];
+        assert_eq!(p.threads_wanted, threads, "{p:?}");
+        assert!(
+            (1..=threads).contains(&p.threads.len()),
+            "{threads} threads: {p:?}"
+        );
+        let ran: u64 = p.threads.iter().map(|t| t.workgroups).sum();
+        assert_eq!(ran, 2999, "{threads} threads: {p:?}");
+        for t in &p.threads {
+            for cpu in [t.cpus.0, t.cpus.1] {
+                assert!(
+                    (-1..cpus).contains(&cpu),
+                    "{threads} threads: CPU {cpu}: {p:?}"
+                );
+            }
+            assert!(
+                t.joined_ns <= t.left_ns && t.left_ns <= p.wall_ns,
+                "{threads} threads: {p:?}"
+            );
+            // A thread that joined after the last claim ran none.
+            assert!(
+                t.claims <= t.workgroups && (t.claims == 0) == (t.workgroups == 0),
+                "{p:?}"
+            );
+        }
+    }
+    kfd_emu::shader_profile::set_profiling(false);
+    dev.eng.set_shader_threads(0);
+}
+
 /// While a long dispatch runs on the shader core, the CP does not poll its queue (the
 /// dispatch's end kicks it): polling at the blocked-queue backoff (1 ms) woke the CP
 /// ~1000 times a second, each wake-up taking a core from the shader's workers.

@@ -210,7 +210,18 @@ SHADER FIGURES (emulated device only; a private emulated MI300X, gfx942):
     all-cores time), `...: emulator/host Rust time` (one worker against the same
     computation in plain Rust on one host core) and `...: CPU time on all cores / 1
     worker` (process CPU time: 1.0 when more workers add no work; unlike the speed-up,
-    it does not depend on how much CPU other processes leave).
+    it does not depend on how much CPU other processes leave). The machine's ceiling
+    is measured in the same interleaved pairs: `...: native speed-up on all cores
+    (machine ceiling)` (the same kind of work in plain Rust on 1 and all threads, each
+    bound to a CPU) and `...: speed-up / native speed-up`. `...: parallel efficiency
+    (all cores / 1 worker)`: work-groups per wall ms over the sum of the workers' own
+    work-groups per CPU ms (1.0 when every worker worked the whole dispatch, whatever
+    each host CPU's speed), all-core runs over one-worker runs (a loaded machine lowers
+    both). `...: per-CPU rate, all cores / 1 worker`: work-groups per CPU ms on the same
+    host CPU in the two runs of a pair (below 1.0 when running together slows each
+    worker down). `...: speed-up at equal CPU speeds`: cores x efficiency x that rate
+    ratio, the speed-up without the share that depends on which host CPU the one-worker
+    runs got (a VM's CPUs need not run equally fast).
     Each run is described on stderr: the dispatch's threads (when each joined and left,
     CPU time, work-groups, claims, the time the last one ran alone) and every thread of
     the process that ran meanwhile (CPU and run-queue wait ms, voluntary/involuntary

@@ -1,5 +1,6 @@
 //! `kfdrt bench` shader figures: lane-instructions per second per core, the speed-up on all cores,
-//! the emulator/host time ratio and the CPU time on all cores over one worker, for saxpy, a tiled
+//! the emulator/host time ratio, the CPU time on all cores over one worker, the machine's own
+//! (native) speed-up, the parallel efficiency and the per-CPU rate ratio, for saxpy, a tiled
 //! SGEMM and an LDS reduction (values depend on the machine: checked for presence, units and sanity
 //! only).
 
@@ -37,5 +38,26 @@ fn shader_figures_are_reported_for_each_kernel() {
         // The process CPU clock counts nanoseconds: even a --quick run has the ratio.
         let (c, u) = get("CPU time on all cores / 1 worker");
         assert!(c > 0.0 && c.is_finite() && u == "x", "{k}: {c} {u}");
+        // The machine's ceiling and what the emulator makes of it.
+        let (ns, u) = get("native speed-up on all cores (machine ceiling)");
+        assert!(ns > 0.0 && ns.is_finite() && u == "x", "{k}: {ns} {u}");
+        let (rel, u) = get("speed-up / native speed-up");
+        assert!(
+            u == "x" && (rel - s / ns).abs() <= 0.05 * rel.max(s / ns),
+            "{k}: {rel} {u}, speed-up {s} / native {ns}"
+        );
+        // Work-groups per wall ms over the workers' summed rates, all cores over one
+        // worker (either may have been preempted more: no bound but a ratio).
+        let (e, u) = get("parallel efficiency (all cores / 1 worker)");
+        assert!(e > 0.0 && e.is_finite() && u == "x", "{k}: {e} {u}");
+        let (pr, u) = get("per-CPU rate, all cores / 1 worker");
+        assert!(pr > 0.0 && pr.is_finite() && u == "x", "{k}: {pr} {u}");
+        // Cores x efficiency x rate ratio.
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as f64;
+        let (eq, u) = get("speed-up at equal CPU speeds");
+        assert!(
+            u == "x" && (eq - cores * e * pr).abs() <= 0.05 * eq.max(cores * e * pr),
+            "{k}: {eq} {u}, efficiency {e}, rate ratio {pr}"
+        );
     }
 }

@@ -83,6 +83,9 @@ pub struct ThreadProfile {
     pub claims: u64,
     /// Work-groups in its last claim.
     pub last_claim: u64,
+    /// The host CPU it ran on when it joined and when it left (`sched_getcpu`; -1 where
+    /// unknown): with the work-groups per CPU millisecond, whether one host CPU ran slower.
+    pub cpus: (i32, i32),
 }
 
 /// A profiled dispatch: its grid and every thread that ran work-groups of it.
@@ -134,6 +137,12 @@ fn thread_cpu_ns() -> u64 {
         .saturating_add(t.tv_nsec as u64)
 }
 
+/// The host CPU this thread runs on (-1 where unknown).
+fn current_cpu() -> i32 {
+    // SAFETY: sched_getcpu takes no arguments and only reads the calling thread's state.
+    unsafe { libc::sched_getcpu() }
+}
+
 impl Job {
     pub(crate) fn new(
         setup: Setup,
@@ -171,10 +180,13 @@ impl Job {
     /// Claims and runs work-groups until none is left or one faulted.
     pub(crate) fn work(&self, port: &mut MemPort) {
         let worker = self.joined.fetch_add(1, Ordering::Relaxed);
-        let prof_start = self
-            .profile
-            .as_ref()
-            .map(|(t0, _)| (t0.elapsed().as_nanos() as u64, thread_cpu_ns()));
+        let prof_start = self.profile.as_ref().map(|(t0, _)| {
+            (
+                t0.elapsed().as_nanos() as u64,
+                thread_cpu_ns(),
+                current_cpu(),
+            )
+        });
         let mut local = DispatchStats::default();
         let (owner, mut ws) = take_state(self);
         let (claims, last_claim) = claim_loop(&self.claims, self.total, |g| {
@@ -197,7 +209,7 @@ impl Job {
                 }
             }
         });
-        if let (Some((t0, list)), Some((joined_ns, cpu0))) = (&self.profile, prof_start) {
+        if let (Some((t0, list)), Some((joined_ns, cpu0, on0))) = (&self.profile, prof_start) {
             let p = ThreadProfile {
                 joined_ns,
                 left_ns: t0.elapsed().as_nanos() as u64,
@@ -205,6 +217,7 @@ impl Job {
                 workgroups: local.workgroups,
                 claims,
                 last_claim,
+                cpus: (on0, current_cpu()),
             };
             list.lock().unwrap_or_else(|e| e.into_inner()).push(p);
         }
