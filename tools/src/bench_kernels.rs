@@ -637,19 +637,24 @@ struct Run {
 }
 
 /// A dispatch's parallel efficiency: the work-groups it ran per ms of its wall time over
-/// the sum of its threads' own rates (work-groups per ms of each thread's CPU time): 1.0
-/// when every thread worked for the whole dispatch; less for the time threads spent
-/// joining late, idle at the tail, or preempted (on a loaded machine: the share of a CPU
+/// the capacity of its wanted workers, each counted at the mean of the working threads'
+/// own rates (work-groups per ms of each thread's CPU time): 1.0 when every wanted worker
+/// worked for the whole dispatch; less for a worker that never joined or claimed nothing,
+/// and for the time threads spent joining late, idle at the tail, or preempted (on a loaded machine: the share of a CPU
 /// each got). Unlike the speed-up, it does not depend on
 /// how fast each host CPU runs (the rates are each thread's own). `None` for an empty
 /// dispatch.
 fn efficiency(p: &kfd_emu::shader_profile::DispatchProfile) -> Option<f64> {
-    let capacity: f64 = p
+    // Every wanted worker counts at the mean rate of those that worked: one that claimed
+    // nothing or never joined is capacity the dispatch did not use, not capacity it lacked.
+    let rates: Vec<f64> = p
         .threads
         .iter()
         .filter(|t| t.cpu_ns > 0)
         .map(|t| t.workgroups as f64 / t.cpu_ns as f64)
-        .sum();
+        .collect();
+    let wanted = p.threads_wanted.max(rates.len());
+    let capacity = rates.iter().sum::<f64>() / rates.len().max(1) as f64 * wanted as f64;
     (capacity > 0.0 && p.wall_ns > 0).then(|| p.workgroups as f64 / p.wall_ns as f64 / capacity)
 }
 
@@ -995,6 +1000,13 @@ mod tests {
         // One worker ran only half the dispatch: a quarter of the capacity unused.
         let p = dispatch(100, vec![thread(100, 100, (0, 0)), thread(50, 50, (1, 1))]);
         assert!((efficiency(&p).unwrap() - 0.75).abs() < 1e-9);
+        // The second of two wanted workers never joined (or joined and claimed nothing):
+        // half the capacity unused, not an efficiency of 1.
+        let mut p = dispatch(100, vec![thread(100, 100, (0, 0))]);
+        p.threads_wanted = 2;
+        assert!((efficiency(&p).unwrap() - 0.5).abs() < 1e-9);
+        let p = dispatch(100, vec![thread(100, 100, (0, 0)), thread(0, 0, (1, 1))]);
+        assert!((efficiency(&p).unwrap() - 0.5).abs() < 1e-9);
         // An empty dispatch has none.
         assert_eq!(efficiency(&dispatch(0, vec![])), None);
     }
