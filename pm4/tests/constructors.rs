@@ -1,6 +1,7 @@
 //! The common-form constructors of RELEASE_MEM, COPY_DATA and ATOMIC_MEM: each one
 //! encodes, on every family, exactly the words of the field-by-field literal it
-//! stands for (the literal its call sites wrote before it existed).
+//! stands for (the literal its call sites wrote before it existed). The literals list
+//! their fields in name order, written apart from the constructors they check.
 
 use pm4::pkt3::*;
 use pm4::GfxFamily;
@@ -21,17 +22,17 @@ fn same_words(built: Pm4Packet<'_>, literal: Pm4Packet<'_>) {
 /// The end-of-pipe RELEASE_MEM as written out field by field.
 fn eop_literal(data_sel: DataSel, addr: u64, data: u64) -> ReleaseMem {
     ReleaseMem {
-        event_type: event::CACHE_FLUSH_AND_INV_TS_EVENT,
-        event_index: event::INDEX_END_OF_PIPE,
+        addr,
         cache_actions: 0,
         cache_policy: CachePolicy::Lru,
-        execute: false,
-        dst_sel: 0,
-        int_sel: IntSel::None,
-        data_sel,
-        addr,
         data,
+        data_sel,
+        dst_sel: 0,
+        event_index: event::INDEX_END_OF_PIPE,
+        event_type: event::CACHE_FLUSH_AND_INV_TS_EVENT,
+        execute: false,
         int_ctxid: 0,
+        int_sel: IntSel::None,
     }
 }
 
@@ -81,16 +82,16 @@ fn release_mem_with_interrupt() {
 /// The 64-bit write-confirmed COPY_DATA to memory as written out field by field.
 fn to_memory_literal(src_sel: u8, src: u64, dst: u64, count_sel_64: bool) -> CopyData {
     CopyData {
-        src_sel,
-        dst_sel: copy_sel::IMMEDIATE_OR_DST_MEMORY,
-        src_cache_policy: CachePolicy::Lru,
         count_sel_64,
-        wr_confirm: true,
-        dst_cache_policy: CachePolicy::Lru,
-        pq_exe_status: false,
-        engine_sel: 0,
-        src,
         dst,
+        dst_cache_policy: CachePolicy::Lru,
+        dst_sel: copy_sel::IMMEDIATE_OR_DST_MEMORY,
+        engine_sel: 0,
+        pq_exe_status: false,
+        src,
+        src_cache_policy: CachePolicy::Lru,
+        src_sel,
+        wr_confirm: true,
     }
 }
 
@@ -158,14 +159,14 @@ fn copy_data_gpu_clock_to_mem() {
 /// The single-pass ATOMIC_MEM as written out field by field.
 fn single_pass_literal(atomic: u8, addr: u64, src_data: u64, cmp_data: u64) -> AtomicMem {
     AtomicMem {
-        atomic,
-        command: 0,
-        cache_policy: CachePolicy::Lru,
-        engine_sel: 0,
         addr,
-        src_data,
+        atomic,
+        cache_policy: CachePolicy::Lru,
         cmp_data,
+        command: 0,
+        engine_sel: 0,
         loop_interval: 0,
+        src_data,
     }
 }
 
