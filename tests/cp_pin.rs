@@ -56,9 +56,17 @@ fn allowed_now() -> Vec<usize> {
     (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect()
 }
 
-/// Opens a device, runs a write + synchronize round trip on a stream, and returns the
-/// allowed CPUs of every engine thread (CP, SDMA) that appeared meanwhile.
-fn round_trip_engine_cpus() -> Vec<(String, Vec<usize>)> {
+fn is_engine(name: &str) -> bool {
+    name.starts_with("kfd-emu-cp") || name.starts_with("kfd-emu-sdma")
+}
+
+fn is_worker(name: &str) -> bool {
+    name.starts_with("kfd-emu-dispatc") || name.starts_with("kfd-emu-shader")
+}
+
+/// Opens a device, runs a write + synchronize round trip and a kernel on a stream, and
+/// returns the name and allowed CPUs of every emulator thread that appeared meanwhile.
+fn round_trip_thread_cpus() -> Vec<(String, Vec<usize>)> {
     let before: HashSet<u32> = tasks().into_iter().map(|t| t.0).collect();
     let dev = emu("emu:mi300x");
     let mem = signal_mem(&dev, 4096);
@@ -67,17 +75,20 @@ fn round_trip_engine_cpus() -> Vec<(String, Vec<usize>)> {
         .unwrap();
     s.synchronize().unwrap();
     assert_eq!(mem.atomic_u32(0).unwrap().load(Ordering::Acquire), 0x5eed);
-    let engines: Vec<(String, Vec<usize>)> = tasks()
+    // A kernel: the CP hands it to the dispatch pool, whose threads it starts.
+    let elf = test_kernels::build("cl/empty.cl", "gfx942").unwrap();
+    let module = dev.load_module(0, &elf).unwrap();
+    let k = module.kernel("empty").unwrap();
+    s.launch(&k, 256, 64, 0, &k.args()).unwrap();
+    s.synchronize().unwrap();
+    let threads: Vec<(String, Vec<usize>)> = tasks()
         .into_iter()
-        .filter(|(tid, name, _)| {
-            !before.contains(tid)
-                && (name.starts_with("kfd-emu-cp") || name.starts_with("kfd-emu-sdma"))
-        })
+        .filter(|(tid, name, _)| !before.contains(tid) && name.starts_with("kfd-emu-"))
         .map(|(_, n, c)| (n, c))
         .collect();
     drop(s);
     drop(dev);
-    engines
+    threads
 }
 
 #[test]
@@ -85,19 +96,22 @@ fn auto_pins_engine_threads_to_the_last_allowed_cpu_and_not_with_one_cpu() {
     // Set before any device opens in this binary (its only test).
     std::env::set_var("KFDRT_EMU_CP_CPU", "auto");
 
-    // One allowed CPU (inherited by the engine threads this thread starts): no pin.
+    // One allowed CPU (inherited by the threads this thread starts): no pin.
     let one = std::thread::spawn(|| {
         let first = allowed_now()[0];
         let mut set = CpuSet::new();
         set.set(first);
         sched_setaffinity(None, &set).unwrap();
-        (first, round_trip_engine_cpus())
+        (first, round_trip_thread_cpus())
     })
     .join()
     .unwrap();
-    let (first, engines) = one;
-    assert!(!engines.is_empty(), "no engine thread found");
-    for (name, cpus) in &engines {
+    let (first, threads) = one;
+    assert!(
+        threads.iter().any(|t| is_engine(&t.0)),
+        "no engine thread: {threads:?}"
+    );
+    for (name, cpus) in &threads {
         assert_eq!(
             cpus,
             &vec![first],
@@ -106,10 +120,19 @@ fn auto_pins_engine_threads_to_the_last_allowed_cpu_and_not_with_one_cpu() {
     }
 
     let allowed = allowed_now();
-    let engines = round_trip_engine_cpus();
-    assert!(!engines.is_empty(), "no engine thread found");
-    for (name, cpus) in &engines {
-        if allowed.len() >= 2 {
+    let threads = round_trip_thread_cpus();
+    assert!(
+        threads.iter().any(|t| is_engine(&t.0)),
+        "no engine thread: {threads:?}"
+    );
+    assert!(
+        threads.iter().any(|t| is_worker(&t.0)),
+        "no dispatch thread: {threads:?}"
+    );
+    for (name, cpus) in &threads {
+        if is_worker(name) {
+            assert_eq!(cpus, &allowed, "{name}: only the engine threads are pinned");
+        } else if allowed.len() >= 2 {
             assert_eq!(
                 cpus,
                 &vec![*allowed.last().unwrap()],

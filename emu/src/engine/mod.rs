@@ -66,7 +66,7 @@ mod dispatch;
 mod firmware;
 mod fuzz;
 mod memio;
-mod pin;
+pub(crate) mod pin;
 mod pm4exec;
 mod queue;
 mod sched;

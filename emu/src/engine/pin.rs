@@ -8,6 +8,7 @@
 //! changes. Only the engine threads (CP, SDMA) are pinned, never the shader workers.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 /// The environment variable: `auto` pins to the last CPU the thread may run on (when it
 /// may run on at least two), a number pins to that CPU, unset or empty pins nothing.
@@ -49,12 +50,16 @@ impl PinSetting {
     }
 }
 
+/// The CPUs an engine thread could use before it pinned itself: threads it starts (the
+/// dispatch pool, shader workers) would inherit its pin and go back to these.
+static UNPINNED: OnceLock<Vec<usize>> = OnceLock::new();
+
 /// One message per process for a failed pin: every engine thread would print the same.
 static WARNED: AtomicBool = AtomicBool::new(false);
 
 fn warn_once(msg: &str) {
     if !WARNED.swap(true, Ordering::Relaxed) {
-        eprintln!("kfd-emu: {msg}; engine threads stay unpinned");
+        eprintln!("kfd-emu: {msg}");
     }
 }
 
@@ -73,15 +78,17 @@ fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     }
 }
 
-fn pin_to(cpu: usize) -> std::io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
+fn set_allowed(cpus: &[usize]) -> std::io::Result<()> {
+    if cpus.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }
-    // SAFETY: as in `allowed_cpus`; `cpu` is below CPU_SETSIZE (checked above), so
+    // SAFETY: as in `allowed_cpus`; every CPU is below CPU_SETSIZE (checked above), so
     // CPU_SET stays inside the set.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -97,7 +104,7 @@ pub(crate) fn pin_engine_thread() -> Option<usize> {
     let setting = match PinSetting::parse(v.as_deref()) {
         Ok(s) => s,
         Err(e) => {
-            warn_once(&e);
+            warn_once(&format!("{e}; engine threads stay unpinned"));
             return None;
         }
     };
@@ -107,18 +114,34 @@ pub(crate) fn pin_engine_thread() -> Option<usize> {
     let allowed = match allowed_cpus() {
         Ok(a) => a,
         Err(e) => {
-            warn_once(&format!("{CP_CPU_ENV}: sched_getaffinity failed: {e}"));
+            warn_once(&format!(
+                "{CP_CPU_ENV}: sched_getaffinity failed: {e}; engine threads stay unpinned"
+            ));
             return None;
         }
     };
     let cpu = setting.choose(&allowed)?;
-    match pin_to(cpu) {
-        Ok(()) => Some(cpu),
+    match set_allowed(&[cpu]) {
+        Ok(()) => {
+            let _ = UNPINNED.set(allowed);
+            Some(cpu)
+        }
         Err(e) => {
             warn_once(&format!(
                 "{CP_CPU_ENV}: sched_setaffinity to CPU {cpu} failed: {e}"
             ));
             None
+        }
+    }
+}
+
+/// Called first by the threads an engine thread may start (dispatch pool, shader
+/// workers): undoes the engine's pin they inherited, so only the engines are pinned. No-op
+/// when no engine pinned itself.
+pub(crate) fn unpin_worker_thread() {
+    if let Some(cpus) = UNPINNED.get() {
+        if let Err(e) = set_allowed(cpus) {
+            warn_once(&format!("{CP_CPU_ENV}: restoring a worker thread's CPUs failed: {e}; it stays on the engine's CPU"));
         }
     }
 }
