@@ -222,6 +222,7 @@ impl Pool {
 }
 
 fn pool_main(shared: Arc<(Mutex<PoolState>, Condvar)>) {
+    super::pin::unpin_worker_thread();
     let (m, cv) = &*shared;
     let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
     loop {

@@ -66,6 +66,7 @@ mod dispatch;
 mod firmware;
 mod fuzz;
 mod memio;
+pub(crate) mod pin;
 mod pm4exec;
 mod queue;
 mod sched;
@@ -82,6 +83,7 @@ pub(crate) use clock::GpuClock;
 use memio::MemCache;
 use sched::{EngineShared, QueueShared};
 
+pub use pin::CP_CPU_ENV;
 pub use sched::IDLE_SPIN;
 
 /// Queue ids below this have a slot in the lock-free doorbell table (KFD's queue ids are

@@ -426,7 +426,10 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
     let mut seen_tlb = inner.tlb_gen.load(Ordering::Acquire);
     let mut seen_db = me.doorbells.load(Ordering::Acquire);
     let mut rr: usize = 0;
-    // The idle spin window, adapted between IDLE_SPIN_MIN and IDLE_SPIN.
+    // KFDRT_EMU_CP_CPU: pinned, this engine has its CPU to itself, as a GPU's CP does.
+    let pinned = super::pin::pin_engine_thread().is_some();
+    // The idle spin window, adapted between IDLE_SPIN_MIN and IDLE_SPIN (fixed at
+    // IDLE_SPIN when pinned: shrinking only helps a submitter sharing this core).
     let mut idle_spin = IDLE_SPIN;
     let is_sdma = index > 0;
     // Interrupts raised by this thread hold back their sleeper wake-ups while it stays
@@ -657,7 +660,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 } else {
                     let parked = Instant::now();
                     park(&me, &mut mem, &inner, index, seen_db, None);
-                    if parked.elapsed() < IDLE_SPIN {
+                    if !pinned && parked.elapsed() < IDLE_SPIN {
                         // Woken right after parking: the spin ran out just before the
                         // doorbell, typically because the submitting thread shares this
                         // core and could not run while we spun. Spin less next time (a

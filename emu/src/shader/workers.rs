@@ -454,6 +454,7 @@ impl Drop for Withdraw<'_> {
 }
 
 fn pool_main() {
+    crate::engine::pin::unpin_worker_thread();
     let (m, cv) = pool();
     let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
     loop {
