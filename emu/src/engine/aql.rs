@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use pm4::aql::{packet_type, AqlPacket, KernelDispatch};
 
-use super::memio::{Access, MemCache, Pinned};
+use super::memio::{Access, AccessError, MemCache, Pinned};
 use super::pm4exec::{self, IbStep, Step, Stop};
 use super::queue::{QueueExec, RunOut, RunState};
 use super::{Inner, ISA_NOT_SUPPORTED};
@@ -259,9 +259,12 @@ fn dispatch_check(mem: &mut MemCache, k: &KernelDispatch) -> Option<Stop> {
     None
 }
 
-/// The dispatch hook: hands the kernel to the shader core (`crate::shader`) on a
+/// The dispatch hook (out of line and cold: its registers and string formatting stay out of
+/// [`run`]'s loop, which the barrier and PM4-IB packets share): hands the kernel to the shader core (`crate::shader`) on a
 /// dispatch thread and reports `Ok(false)` while it runs (the queue stays on the packet),
 /// `Ok(true)` once it finished (traced), or the fault that stopped it.
+#[cold]
+#[inline(never)]
 fn dispatch(
     q: &mut QueueExec,
     mem: &mut MemCache,
@@ -336,7 +339,8 @@ fn same_slot(a: &[u32; 16], b: &[u32; 16]) -> bool {
 }
 
 /// Whether `amd_queue_t.queue_properties` asks for profiling (timestamps in completion
-/// signals); an unreadable field reads as off.
+/// signals); an unreadable field reads as off. (Inlined: out of line it costs ~30 host
+/// instructions more per call, measured.)
 fn profiling_on(q: &mut QueueExec, mem: &mut MemCache) -> bool {
     let props_va = q
         .wptr_va
@@ -346,6 +350,104 @@ fn profiling_on(q: &mut QueueExec, mem: &mut MemCache) -> bool {
         .props
         .load_u32(mem, props_va)
         .is_ok_and(|p| p & amd_queue::ENABLE_PROFILING != 0)
+}
+
+// The cold parts of [`run`], kept out of line so that the hot packets (barriers, PM4-IB,
+// completion) do not pay for their registers and spills in the loop.
+
+/// Stops the queue on a memory access error at the slot at `off`.
+#[cold]
+#[inline(never)]
+fn access_stop(q: &QueueExec, inner: &Inner, off: u64, executed: u32, e: AccessError) -> RunOut {
+    RunOut {
+        executed,
+        ..q.fault(inner, off, e.into())
+    }
+}
+
+/// Reads the slot at `slot_va` access by access, when no pinned window holds it: its
+/// header and dwords, or `None` while it is INVALID (reserved but not yet published).
+#[cold]
+#[inline(never)]
+fn read_slot_unpinned(mem: &mut MemCache, slot_va: u64) -> Access<Option<(u32, [u32; 16])>> {
+    let hdr = mem.load_u32(slot_va)?;
+    if hdr as u8 == packet_type::INVALID {
+        return Ok(None);
+    }
+    let mut w = [0u32; 16];
+    mem.read_dwords(slot_va, &mut w)?;
+    Ok(Some((hdr, w)))
+}
+
+/// The stop for a slot [`AqlPacket::decode`] rejects.
+#[cold]
+#[inline(never)]
+fn malformed(hdr: u32, e: pm4::DecodeError) -> Stop {
+    Stop::new(format!(
+        "malformed AQL packet (header {:#06x}): {e}",
+        hdr & 0xFFFF
+    ))
+}
+
+/// The stop for a packet type the CP does not process.
+#[cold]
+#[inline(never)]
+fn unsupported(words: &[u32; 16]) -> Stop {
+    let ty = words[0] as u8;
+    let reason = if ty == packet_type::VENDOR_SPECIFIC {
+        format!(
+            "unsupported AMD vendor AQL packet format {}",
+            (words[0] >> 16) as u8
+        )
+    } else {
+        format!(
+            "unsupported AQL packet type {ty} ({})",
+            packet_type::name(ty)
+        )
+    };
+    Stop::new(reason)
+}
+
+/// Tracing: a PM4-IB packet started; keeps its line until it completes.
+#[cold]
+#[inline(never)]
+fn trace_ib_start(q: &mut QueueExec, inner: &Inner, slot: u64, pkt: &AqlPacket, w: &[u32; 16]) {
+    let line = pm4::disasm::aql_line(slot as usize, pkt);
+    let start = q.tr_start.take().unwrap_or_else(|| inner.stamp());
+    q.tr_ib = Some((start, line.name, line.to_string(), Box::new(*w)));
+}
+
+/// Tracing: the PM4-IB packet at `off` completed.
+#[cold]
+#[inline(never)]
+fn trace_ib_done(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, off: u64) {
+    if let Some((start, name, disasm, words)) = q.tr_ib.take() {
+        let end = inner.stamp();
+        let kind = crate::trace::TraceKind::Packet {
+            offset: off,
+            ib_depth: 0,
+            ib_va: 0,
+            name,
+            disasm,
+            words,
+        };
+        mem.tr.push(start, end, kind);
+    }
+}
+
+/// Tracing: the AQL packet at `off` (slot `slot`) completed.
+#[cold]
+#[inline(never)]
+fn trace_aql(
+    q: &mut QueueExec,
+    mem: &mut MemCache,
+    inner: &Inner,
+    (slot, off): (u64, u64),
+    pkt: &AqlPacket,
+    w: &[u32; 16],
+) {
+    let line = pm4::disasm::aql_line(slot as usize, pkt);
+    super::queue::trace_packet(mem, inner, q.tr_start.take(), off, (0, 0), line, w);
 }
 
 /// Executes up to `budget` AQL packets (and the PM4 of PM4-IB packets).
@@ -369,6 +471,12 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 executed,
                 ..q.fault(inner, $off, $s)
             }
+        };
+    }
+    // A memory access error: converted to its stop out of line.
+    macro_rules! fault {
+        ($off:expr, $e:expr) => {
+            return access_stop(q, inner, $off, executed, $e)
         };
     }
     loop {
@@ -399,7 +507,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                             state: RunState::Blocked,
                         }
                     }
-                    IbStep::Packet(Step::Stop(s)) => stop!(off, s),
+                    IbStep::Packet(Step::Stop(s)) => stop!(off, *s),
                 }
                 if executed >= budget {
                     return RunOut {
@@ -410,20 +518,13 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
             }
             q.aql_inflight = None;
             if let Err(e) = finish(q, mem, inner, slot_va, hdr, sig) {
-                stop!(off, e.into());
+                fault!(off, e);
             }
-            if let Some((start, name, disasm, words)) = q.tr_ib.take() {
+            if q.tr_ib.is_some() {
                 if mem.tr.on {
-                    let end = inner.stamp();
-                    let kind = crate::trace::TraceKind::Packet {
-                        offset: off,
-                        ib_depth: 0,
-                        ib_va: 0,
-                        name,
-                        disasm,
-                        words,
-                    };
-                    mem.tr.push(start, end, kind);
+                    trace_ib_done(q, mem, inner, off);
+                } else {
+                    q.tr_ib = None;
                 }
             }
             executed += 1;
@@ -432,7 +533,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         if q.rptr >= limit {
             let wmem = match q.pins.wptr.load_u64(mem, q.wptr_va) {
                 Ok(v) => v,
-                Err(e) => stop!(off, e.into()),
+                Err(e) => fault!(off, e),
             };
             limit = match q.doorbell_value(mem) {
                 Some(d) => wmem.max(d.saturating_add(1)),
@@ -464,24 +565,16 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 // value, without zeroing a buffer first.
                 (hdr, unsafe { p.cast::<[u32; 16]>().read() })
             }
-            None => {
-                let mut w = [0u32; 16];
-                let hdr = match mem.load_u32(slot_va) {
-                    Ok(h) => h,
-                    Err(e) => stop!(off, e.into()),
-                };
-                if hdr as u8 == packet_type::INVALID {
-                    // Reserved but not yet published.
+            None => match read_slot_unpinned(mem, slot_va) {
+                Ok(Some(s)) => s,
+                Ok(None) => {
                     return RunOut {
                         executed,
                         state: RunState::Blocked,
-                    };
+                    }
                 }
-                if let Err(e) = mem.read_dwords(slot_va, &mut w) {
-                    stop!(off, e.into());
-                }
-                (hdr, w)
-            }
+                Err(e) => fault!(off, e),
+            },
         };
         w[0] = hdr;
         if q.aql_start_ts.is_none() && *profiling.get_or_insert_with(|| profiling_on(q, mem)) {
@@ -505,13 +598,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
             Some(p) => p,
             None => match AqlPacket::decode(&w) {
                 Ok(p) => p,
-                Err(e) => stop!(
-                    off,
-                    Stop::new(format!(
-                        "malformed AQL packet (header {:#06x}): {e}",
-                        hdr & 0xFFFF
-                    ))
-                ),
+                Err(e) => stop!(off, malformed(hdr, e)),
             },
         };
         let pkt = &decoded;
@@ -525,7 +612,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                             ready = false;
                             break;
                         }
-                        Err(e) => stop!(off, e.into()),
+                        Err(e) => fault!(off, e),
                     }
                 }
                 if !ready {
@@ -550,7 +637,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                             break;
                         }
                         Ok(_) => {}
-                        Err(e) => stop!(off, e.into()),
+                        Err(e) => fault!(off, e),
                     }
                 }
                 if any && !ready {
@@ -577,7 +664,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                     b.completion_signal
                 }
-                Err(e) => stop!(off, e.into()),
+                Err(e) => fault!(off, e),
             },
             AqlPacket::VendorPm4Ib(p) => {
                 // The push and the buffer's first step in one read of it; the budget
@@ -593,13 +680,11 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                             state: RunState::Blocked,
                         }
                     }
-                    Step::Stop(s) => stop!(off, s),
+                    Step::Stop(s) => stop!(off, *s),
                 }
                 q.aql_inflight = Some((p.completion_signal, hdr));
                 if mem.tr.on {
-                    let line = pm4::disasm::aql_line(slot as usize, pkt);
-                    let start = q.tr_start.take().unwrap_or_else(|| inner.stamp());
-                    q.tr_ib = Some((start, line.name, line.to_string(), Box::new(w)));
+                    trace_ib_start(q, inner, slot, pkt, &w);
                 }
                 continue;
             }
@@ -621,28 +706,13 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     state: RunState::Blocked,
                 }
             }
-            AqlPacket::Unknown { words } => {
-                let ty = words[0] as u8;
-                let reason = if ty == packet_type::VENDOR_SPECIFIC {
-                    format!(
-                        "unsupported AMD vendor AQL packet format {}",
-                        (words[0] >> 16) as u8
-                    )
-                } else {
-                    format!(
-                        "unsupported AQL packet type {ty} ({})",
-                        packet_type::name(ty)
-                    )
-                };
-                stop!(off, Stop::new(reason))
-            }
+            AqlPacket::Unknown { words } => stop!(off, unsupported(words)),
         };
         if let Err(e) = finish(q, mem, inner, slot_va, hdr, sig) {
-            stop!(off, e.into());
+            fault!(off, e);
         }
         if mem.tr.on {
-            let line = pm4::disasm::aql_line(slot as usize, pkt);
-            super::queue::trace_packet(mem, inner, q.tr_start.take(), off, (0, 0), line, &w);
+            trace_aql(q, mem, inner, (slot, off), pkt, &w);
         }
         executed += 1;
     }

@@ -60,11 +60,19 @@ pub(crate) enum Step {
     Done,
     /// Its condition does not hold yet; execute it again later.
     Blocked,
-    /// Stop the queue.
-    Stop(Stop),
+    /// Stop the queue (boxed: keeps `Step` and [`IbStep`] two words wide; they are moved
+    /// out of every IB step and returned through the AQL loop, and a stop is rare).
+    Stop(Box<Stop>),
 }
 
 impl Step {
+    /// Stops the queue with `s` (out of line: every caller is a cold path).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn stop(s: Stop) -> Step {
+        Step::Stop(Box::new(s))
+    }
+
     /// Done when `cond` holds (a wait whose condition is met), else Blocked.
     pub(crate) fn done_if(cond: bool) -> Step {
         if cond {
@@ -77,7 +85,7 @@ impl Step {
 
 impl From<AccessError> for Step {
     fn from(e: AccessError) -> Self {
-        Step::Stop(e.into())
+        Step::stop(e.into())
     }
 }
 
@@ -194,7 +202,7 @@ impl Pm4State {
                 self.depth += 1;
                 Step::Done
             }
-            None => Step::Stop(Stop::new(format!(
+            None => Step::stop(Stop::new(format!(
                 "INDIRECT_BUFFER nested deeper than {MAX_IB_DEPTH} levels"
             ))),
         }
@@ -315,20 +323,20 @@ fn step_ib_general(
         } else {
             match mem.load_u32(va) {
                 Ok(h) => h,
-                Err(e) => return IbStep::Packet(Step::Stop(e.into())),
+                Err(e) => return IbStep::Packet(Step::stop(e.into())),
             }
         };
         let (opcode, n) = match pkt3::decode_header(h) {
             Ok(x) => x,
             Err(e) => {
-                return IbStep::Packet(Step::Stop(ib_stop(
+                return IbStep::Packet(Step::stop(ib_stop(
                     frame,
                     format!("malformed PM4 packet: {e}"),
                 )))
             }
         };
         if n > remaining {
-            return IbStep::Packet(Step::Stop(ib_stop(
+            return IbStep::Packet(Step::stop(ib_stop(
             frame,
             format!("PM4 packet (opcode {opcode:#04x}, {n} dwords) crosses the end of the indirect buffer"),
         )));
@@ -339,13 +347,13 @@ fn step_ib_general(
                 Some(v) => v,
                 None => match mem.load_u32(va + 4) {
                     Ok(v) => v,
-                    Err(e) => return IbStep::Packet(Step::Stop(e.into())),
+                    Err(e) => return IbStep::Packet(Step::stop(e.into())),
                 },
             };
             let count = ctl & 0x3FFF;
             let mask = ctl >> 24;
             if n + count as usize > remaining {
-                return IbStep::Packet(Step::Stop(ib_stop(
+                return IbStep::Packet(Step::stop(ib_stop(
                     frame,
                     format!("PRED_EXEC over {count} dwords crosses the end of the indirect buffer"),
                 )));
@@ -376,10 +384,10 @@ fn step_ib_general(
             scratch.resize(n, 0);
         }
         let Some(buf) = scratch.get_mut(..n) else {
-            return IbStep::Packet(Step::Stop(Stop::new("internal: scratch")));
+            return IbStep::Packet(Step::stop(Stop::new("internal: scratch")));
         };
         if let Err(e) = mem.read_dwords(va, buf) {
-            return IbStep::Packet(Step::Stop(e.into()));
+            return IbStep::Packet(Step::stop(e.into()));
         }
         st.chained = false;
         match pkt3::decode_pm4(buf, inner.cfg.family) {
@@ -394,7 +402,7 @@ fn step_ib_general(
                 r
             }
             Ok((pkt, _)) => exec(mem, inner, st, &pkt),
-            Err(e) => Step::Stop(ib_stop(
+            Err(e) => Step::stop(ib_stop(
                 frame,
                 format!("malformed PM4 packet (opcode {opcode:#04x}): {e}"),
             )),
@@ -733,7 +741,7 @@ pub(crate) fn exec(
 ) -> Step {
     let fw = firmware::firmware(inner.cfg.family);
     if !matches!(pkt, Pm4Packet::Unknown { .. }) && !fw.accepts(pkt.opcode()) {
-        return Step::Stop(Stop::new(format!(
+        return Step::stop(Stop::new(format!(
             "unknown PM4 opcode {:#04x} ({}): the {:?} MEC firmware does not implement it",
             pkt.opcode(),
             pkt.name(),
@@ -759,7 +767,7 @@ pub(crate) fn exec(
                     write: true,
                     kind: crate::gpumem::FaultKind::NotMapped,
                 };
-                return Step::Stop(Stop {
+                return Step::stop(Stop {
                     reason: format!(
                         "end-of-pipe RELEASE_MEM on a queue without an EOP buffer: memory fault: {f}"
                     ),
@@ -776,7 +784,7 @@ pub(crate) fn exec(
                     tri!(mem.store_u64_dw(r.addr, inner.clock.now()))
                 }
                 DataSel::Gds => {
-                    return Step::Stop(Stop::new("RELEASE_MEM from GDS: GDS is not modelled"))
+                    return Step::stop(Stop::new("RELEASE_MEM from GDS: GDS is not modelled"))
                 }
             }
             if r.int_sel.interrupts() {
@@ -791,11 +799,11 @@ pub(crate) fn exec(
         Pm4Packet::DmaData(d) => dma_data(mem, fw, d),
         Pm4Packet::AtomicMem(a) => atomic_mem(mem, st, a),
         Pm4Packet::SetShReg(r) => set_sh_reg(st, r),
-        Pm4Packet::PredExec(_) => Step::Stop(Stop::new(
+        Pm4Packet::PredExec(_) => Step::stop(Stop::new(
             "PRED_EXEC outside an indirect buffer is not modelled by the emulator",
         )),
         Pm4Packet::DispatchDirect(d) => dispatch_direct(mem, inner, st, d),
-        Pm4Packet::Unknown { opcode, .. } => Step::Stop(Stop::new(format!(
+        Pm4Packet::Unknown { opcode, .. } => Step::stop(Stop::new(format!(
             "unknown PM4 opcode {opcode:#04x}{}",
             pkt3::opcode_name(*opcode)
                 .map(|n| format!(" ({n}, not supported on a compute queue)"))
@@ -809,7 +817,7 @@ pub(crate) fn exec(
 fn write_data(mem: &mut MemCache, dst: &mut Pinned, w: &pkt3::WriteData<'_>) -> Step {
     match w.dst_sel {
         WriteDataDst::Register => Step::Done,
-        WriteDataDst::Gds => Step::Stop(Stop::new("WRITE_DATA to GDS: GDS is not modelled")),
+        WriteDataDst::Gds => Step::stop(Stop::new("WRITE_DATA to GDS: GDS is not modelled")),
         WriteDataDst::MemorySync | WriteDataDst::TcL2 | WriteDataDst::Memory => {
             if let ([v], true) = (w.data, w.addr_incr) {
                 // The common one-dword write: one store through the destination's pinned
@@ -830,7 +838,7 @@ fn write_data(mem: &mut MemCache, dst: &mut Pinned, w: &pkt3::WriteData<'_>) -> 
 #[inline]
 fn wait_reg_mem(mem: &mut MemCache, w: &pkt3::WaitRegMem) -> Step {
     if w.mem_space == MemSpace::Register || w.operation == WaitOperation::WrWaitWrReg {
-        return Step::Stop(Stop::new(
+        return Step::stop(Stop::new(
             "WAIT_REG_MEM on a register: registers are not modelled",
         ));
     }
@@ -842,7 +850,7 @@ fn wait_reg_mem(mem: &mut MemCache, w: &pkt3::WaitRegMem) -> Step {
 #[inline]
 fn wait_reg_mem64(mem: &mut MemCache, w: &pkt3::WaitRegMem64) -> Step {
     if w.mem_space == MemSpace::Register || w.operation == WaitOperation::WrWaitWrReg {
-        return Step::Stop(Stop::new(
+        return Step::stop(Stop::new(
             "WAIT_REG_MEM64 on a register: registers are not modelled",
         ));
     }
@@ -876,9 +884,9 @@ fn copy_data(mem: &mut MemCache, inner: &Inner, st: &mut Pm4State, c: &pkt3::Cop
         copy_sel::ATOMIC_RETURN_DATA => st.atomic_ret,
         // 9 = GPU clock count, 10 = system clock count: both the emulator's clock.
         copy_sel::GPU_CLOCK_COUNT | 10 => inner.clock.now(),
-        copy_sel::GDS => return Step::Stop(Stop::new("COPY_DATA from GDS: GDS is not modelled")),
+        copy_sel::GDS => return Step::stop(Stop::new("COPY_DATA from GDS: GDS is not modelled")),
         other => {
-            return Step::Stop(Stop::new(format!(
+            return Step::stop(Stop::new(format!(
                 "COPY_DATA: unsupported source select {other}"
             )))
         }
@@ -893,8 +901,8 @@ fn copy_data(mem: &mut MemCache, inner: &Inner, st: &mut Pm4State, c: &pkt3::Cop
             }
             Step::Done
         }
-        copy_sel::GDS => Step::Stop(Stop::new("COPY_DATA to GDS: GDS is not modelled")),
-        other => Step::Stop(Stop::new(format!(
+        copy_sel::GDS => Step::stop(Stop::new("COPY_DATA to GDS: GDS is not modelled")),
+        other => Step::stop(Stop::new(format!(
             "COPY_DATA: unsupported destination select {other}"
         ))),
     }
@@ -902,13 +910,13 @@ fn copy_data(mem: &mut MemCache, inner: &Inner, st: &mut Pm4State, c: &pkt3::Cop
 
 fn dma_data(mem: &mut MemCache, fw: &Firmware, d: &pkt3::DmaData) -> Step {
     if d.byte_count > fw.dma_data_max_bytes {
-        return Step::Stop(Stop::new(format!(
+        return Step::stop(Stop::new(format!(
             "DMA_DATA of {} bytes: the {:?} CP DMA moves at most {} bytes per packet",
             d.byte_count, fw.family, fw.dma_data_max_bytes
         )));
     }
     if matches!(d.src_sel, DmaSrcSel::Gds) || matches!(d.dst_sel, DmaDstSel::Gds) {
-        return Step::Stop(Stop::new("DMA_DATA with GDS: GDS is not modelled"));
+        return Step::stop(Stop::new("DMA_DATA with GDS: GDS is not modelled"));
     }
     let len = d.byte_count as u64;
     if len == 0 {
@@ -958,7 +966,7 @@ fn atomic_mem(mem: &mut MemCache, st: &mut Pm4State, a: &pkt3::AtomicMem) -> Ste
     let op = a.atomic & 0x1F;
     let wide = a.atomic & 0x20 != 0;
     if !is_known_atomic(op) {
-        return Step::Stop(Stop::new(format!(
+        return Step::stop(Stop::new(format!(
             "ATOMIC_MEM: unsupported atomic op {:#x}",
             a.atomic
         )));
@@ -1046,7 +1054,7 @@ fn set_sh_reg(st: &mut Pm4State, r: &pkt3::SetShReg) -> Step {
     let start = r.reg_offset as usize;
     let end = start + r.values.len();
     if end > firmware::sh::SPACE as usize {
-        return Step::Stop(Stop::new(format!(
+        return Step::stop(Stop::new(format!(
             "SET_SH_REG of {} registers at {:#x}: outside the SH register space {:#x}..{:#x}",
             r.values.len(),
             pkt3::SH_REG_START + start as u32,
@@ -1232,9 +1240,9 @@ fn dispatch_direct(
         return match r {
             Ok(_) => Step::Done,
             Err(e) if e.reason.starts_with(ISA_NOT_SUPPORTED) => {
-                Step::Stop(Stop::new(format!("DISPATCH_DIRECT: {}", e.reason)))
+                Step::stop(Stop::new(format!("DISPATCH_DIRECT: {}", e.reason)))
             }
-            Err(e) => Step::Stop(Stop {
+            Err(e) => Step::stop(Stop {
                 fault: e.fault,
                 reason: format!("shader fault: {}", e.reason),
             }),
@@ -1244,7 +1252,7 @@ fn dispatch_direct(
         return Step::Done;
     }
     if crate::shader::Target::from_gfx_target_version(inner.cfg.gfx_target_version).is_none() {
-        return Step::Stop(Stop::new(format!(
+        return Step::stop(Stop::new(format!(
             "DISPATCH_DIRECT: {ISA_NOT_SUPPORTED} (no shader model for gfx_target_version {})",
             inner.cfg.gfx_target_version
         )));
@@ -1255,7 +1263,7 @@ fn dispatch_direct(
     }
     let (launch, k) = match compute_launch(inner, st, d) {
         Ok(x) => x,
-        Err(s) => return Step::Stop(s),
+        Err(s) => return Step::stop(s),
     };
     let fl = inner
         .dispatches

@@ -299,7 +299,7 @@ impl QueueExec {
                         let off = (self.ib_origin() % ring_dw) * 4;
                         return RunOut {
                             executed,
-                            ..self.fault(inner, off, s)
+                            ..self.fault(inner, off, *s)
                         };
                     }
                 }
@@ -416,7 +416,7 @@ impl QueueExec {
                         }
                         r
                     }
-                    Err(e) => Step::Stop(Stop::new(format!(
+                    Err(e) => Step::stop(Stop::new(format!(
                         "malformed PM4 packet (opcode {opcode:#04x}): {e}"
                     ))),
                 }
@@ -441,7 +441,7 @@ impl QueueExec {
                 Step::Stop(s) => {
                     return RunOut {
                         executed,
-                        ..self.fault(inner, off, s)
+                        ..self.fault(inner, off, *s)
                     }
                 }
             }

@@ -51,7 +51,7 @@ fn exec(
                     // the emulator (no HDP cache) completes at once.
                     return Step::Done;
                 }
-                return Step::Stop(Stop::new(
+                return Step::stop(Stop::new(
                     "POLL_REGMEM on a register: registers are not modelled",
                 ));
             }
@@ -64,7 +64,7 @@ fn exec(
         }
         SdmaPacket::Atomic(a) => {
             if a.atomic_op != pm4::sdma::ATOMIC_ADD64 {
-                return Step::Stop(Stop::new(format!(
+                return Step::stop(Stop::new(format!(
                     "SDMA ATOMIC operation {} is not modelled (only ADD64 = {})",
                     a.atomic_op,
                     pm4::sdma::ATOMIC_ADD64
@@ -91,7 +91,7 @@ fn exec(
         }
         SdmaPacket::Indirect(i) => {
             if in_ib {
-                return Step::Stop(Stop::new("SDMA INDIRECT inside an indirect buffer"));
+                return Step::stop(Stop::new("SDMA INDIRECT inside an indirect buffer"));
             }
             if i.ib_dwords > 0 {
                 tri!(mem.probe(i.ib_addr, i.ib_dwords as u64 * 4, false));
@@ -125,7 +125,7 @@ fn decode_exec(
     let in_ib = ib.0 != 0;
     let pkt = match sdma::decode_sdma(words, inner.cfg.sdma_version) {
         Ok((pkt, _)) => pkt,
-        Err(e) => return Step::Stop(decode_stop(e)),
+        Err(e) => return Step::stop(decode_stop(e)),
     };
     if !mem.tr.on {
         return exec(q, mem, inner, &pkt, in_ib);
@@ -156,15 +156,15 @@ fn step_ib(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, ib: (u64, u32, 
         q.scratch.resize(head, 0);
     }
     let Some(buf) = q.scratch.get_mut(..head) else {
-        return Step::Stop(Stop::new("internal: scratch"));
+        return Step::stop(Stop::new("internal: scratch"));
     };
     tri!(mem.read_dwords(pva, buf));
     let n = match sdma::packet_dwords(buf) {
         Ok(n) => n,
-        Err(e) => return Step::Stop(decode_stop(e)),
+        Err(e) => return Step::stop(decode_stop(e)),
     };
     if n > remaining {
-        return Step::Stop(Stop::new(format!(
+        return Step::stop(Stop::new(format!(
             "SDMA packet of {n} dwords crosses the end of the indirect buffer {va:#x}"
         )));
     }
@@ -177,7 +177,7 @@ fn step_ib(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, ib: (u64, u32, 
             Ok(()) => decode_exec(q, mem, inner, buf, (off as usize, off as u64 * 4, (1, va))),
             Err(e) => Step::from(e),
         },
-        None => Step::Stop(Stop::new("internal: scratch")),
+        None => Step::stop(Stop::new("internal: scratch")),
     };
     q.scratch = scratch;
     if let Step::Done = step {
@@ -217,7 +217,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     let at = q.rptr.wrapping_sub(24) % ring_bytes;
                     return RunOut {
                         executed,
-                        ..q.fault(inner, at, s)
+                        ..q.fault(inner, at, *s)
                     };
                 }
             }
@@ -303,7 +303,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         let scratch = std::mem::take(&mut q.scratch);
         let step = match scratch.get(..n) {
             Some(words) => decode_exec(q, mem, inner, words, (pos as usize, off, (0, 0))),
-            None => Step::Stop(Stop::new("internal: scratch")),
+            None => Step::stop(Stop::new("internal: scratch")),
         };
         q.scratch = scratch;
         match step {
@@ -326,7 +326,7 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
             Step::Stop(s) => {
                 return RunOut {
                     executed,
-                    ..q.fault(inner, off, s)
+                    ..q.fault(inner, off, *s)
                 }
             }
         }
