@@ -5,6 +5,7 @@
 //! every work-group and wave once.
 
 mod shader_common;
+use kfd_emu::gpumem::MemWindow;
 use shader_common::*;
 
 /// The DISPATCH trace line's work-group and wave counts.
@@ -14,6 +15,20 @@ fn traced(dev: &Dev) -> (u64, u64) {
         trace_field(&line, "workgroups="),
         trace_field(&line, "waves="),
     )
+}
+
+/// saxpy (`y = alpha * x + y`) over `n` elements, 64 lanes a work-group.
+fn run_saxpy(
+    dev: &Dev,
+    q: &mut Queue,
+    m: &Module,
+    n: usize,
+    alpha: f32,
+    wx: &MemWindow,
+    wy: &MemWindow,
+) {
+    let args = Args::default().f32(alpha).ptr(wx).ptr(wy).u32(n as u32);
+    dev.run_ok(q, m, "saxpy", [n as u32, 1, 1], [64, 1, 1], 0, &args.0);
 }
 
 #[test]
@@ -31,16 +46,7 @@ fn every_workgroup_of_a_large_grid_runs_once_on_any_number_of_threads() {
         dev.eng.set_shader_threads(threads);
         let wy = dev.upload(&y0);
         let alpha = 2.0f32;
-        let args = Args::default().f32(alpha).ptr(&wx).ptr(&wy).u32(n as u32);
-        dev.run_ok(
-            &mut q,
-            &m,
-            "saxpy",
-            [n as u32, 1, 1],
-            [64, 1, 1],
-            0,
-            &args.0,
-        );
+        run_saxpy(&dev, &mut q, &m, n, alpha, &wx, &wy);
         assert_eq!(traced(&dev), (3001, 3001), "{threads} threads");
         let y: Vec<f32> = dev.download(&wy, n);
         for i in 0..n {
@@ -67,16 +73,7 @@ fn the_dispatch_profile_accounts_for_every_work_group_and_names_real_cpus() {
     for threads in [1, 2, 3] {
         dev.eng.set_shader_threads(threads);
         kfd_emu::shader_profile::take_profiles();
-        let args = Args::default().f32(1.0).ptr(&wx).ptr(&wy).u32(n as u32);
-        dev.run_ok(
-            &mut q,
-            &m,
-            "saxpy",
-            [n as u32, 1, 1],
-            [64, 1, 1],
-            0,
-            &args.0,
-        );
+        run_saxpy(&dev, &mut q, &m, n, 1.0, &wx, &wy);
         // Only this test dispatches 2999 work-groups (the other tests of this binary may
         // run meanwhile).
         let profs: Vec<_> = kfd_emu::shader_profile::take_profiles()
