@@ -497,3 +497,12 @@ impl Device {
         first_err.map_or(Ok(()), Err)
     }
 }
+
+#[cfg(test)]
+impl Device {
+    /// Opens the device `spec` names (e.g. `"emu:mi300x"`) for a unit test; panics when it
+    /// cannot.
+    pub(crate) fn open_for_test(spec: &str) -> Device {
+        Device::open_spec(&DeviceSpec::parse(spec).expect("device spec")).expect("open the device")
+    }
+}

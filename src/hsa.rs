@@ -29,8 +29,7 @@ mod tests {
     /// max_waves_per_simd * simd_per_cu - 1 (MI300X: 304 CUs, 8 waves x 4 SIMDs).
     #[test]
     fn amd_queue_max_ids_as_rocr_computes_them() {
-        let dev =
-            crate::Device::open_spec(&crate::DeviceSpec::parse("emu:mi300x").unwrap()).unwrap();
+        let dev = crate::Device::open_for_test("emu:mi300x");
         let g = &dev.gpus()[0];
         let q = amd_queue(0x1000, 64, g);
         let p = &g.node.properties;

@@ -667,8 +667,7 @@ mod tests {
     /// command's words.
     #[test]
     fn ib_packet_written_in_place_matches_the_encoder() {
-        let dev =
-            crate::Device::open_spec(&crate::DeviceSpec::parse("emu:mi300x").unwrap()).unwrap();
+        let dev = crate::Device::open_for_test("emu:mi300x");
         let q = AqlQueue::new(&dev.inner, 0, 7, 64).unwrap();
         let mem = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
         let t = crate::cmdbuf::Target::of(dev.inner.gpu(0).unwrap());

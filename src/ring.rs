@@ -507,8 +507,7 @@ mod tests {
     /// packet is published exactly once, in a gap-free order the CP consumes to the end.
     #[test]
     fn concurrent_producers_publish_every_packet_once() {
-        let dev =
-            crate::Device::open_spec(&crate::DeviceSpec::parse("emu:mi300x").unwrap()).unwrap();
+        let dev = crate::Device::open_for_test("emu:mi300x");
         let q = AqlQueue::new(&dev.inner, 0, 7, 64).unwrap();
         // A barrier-AND with no dependency and no completion signal: the CP just retires it.
         let pkt = Cmd::Packet(pm4::aql::AqlPacket::barrier_and([0; 5], 0).encode());

@@ -374,8 +374,7 @@ mod tests {
     /// either way it must return the stored value.)
     #[test]
     fn a_sleeping_waiter_sees_stores_with_and_without_an_event() {
-        let dev =
-            crate::Device::open_spec(&crate::DeviceSpec::parse("emu:mi250x").unwrap()).unwrap();
+        let dev = crate::Device::open_for_test("emu:mi250x");
         let sig = Signal::new(&dev.inner.signals, 1).unwrap();
         let deadline = Some(Instant::now() + Duration::from_secs(20));
         std::thread::scope(|s| {
