@@ -63,6 +63,12 @@ fn warn_once(msg: &str) {
     }
 }
 
+/// The host CPU the calling thread runs on now (-1 where unknown).
+pub(crate) fn current_cpu() -> i32 {
+    // SAFETY: sched_getcpu takes no arguments and only reads the calling thread's state.
+    unsafe { libc::sched_getcpu() }
+}
+
 /// The CPUs the calling thread may run on, ascending.
 fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     // SAFETY: `set` is a plain bit array owned by this frame; sched_getaffinity writes at

@@ -14,7 +14,7 @@
 //! and does not park, or the doorbell sees `parked` and unparks (`Thread::unpark` keeps a
 //! token, so an unpark that lands before `park()` is not lost either).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -36,9 +36,16 @@ pub(crate) const BASE_QUANTUM: u32 = 256;
 /// core per second of idleness after a burst.
 pub const IDLE_SPIN: Duration = Duration::from_micros(20);
 /// The shortest idle spin: the window halves down to this while every park is followed
-/// at once by a doorbell (the spin only delayed the submitter), and doubles back to
-/// [`IDLE_SPIN`] when a spin catches a doorbell.
+/// at once by a doorbell rung from the engine's own CPU (the spin only delayed a submitter
+/// sharing that CPU), and doubles back to [`IDLE_SPIN`] when a spin catches a doorbell.
 const IDLE_SPIN_MIN: Duration = Duration::from_micros(1);
+/// The idle spin after a park that a doorbell rung from another CPU ended within this
+/// long: the engine then has a CPU of its own (as a GPU's CP has its silicon), so spinning
+/// costs the submitter nothing, while each park costs it a cross-CPU wake-up. Long enough
+/// to cover a host thread that slept in a synchronize and was woken by the completion
+/// interrupt (a sleeping vCPU of a 2-vCPU KVM guest takes tens of us to run it again);
+/// an engine left idle after a burst still spins only 0.1 ms.
+const IDLE_SPIN_APART: Duration = Duration::from_micros(100);
 /// Sweeps over the queues one scheduler pass makes while they progress (see
 /// `engine_main`): bounds the time between two looks at the queue list and doorbells.
 const MAX_SWEEPS: u32 = 64;
@@ -181,6 +188,10 @@ pub(crate) struct EngineShared {
     doorbells: AtomicU64,
     /// True while the thread is parked or about to park (see the module docs).
     parked: AtomicBool,
+    /// The host CPU of the last thread that unparked this one (-1: none or unknown),
+    /// written only on that rare path: the idle window rule compares it with the CPU
+    /// the engine wakes on.
+    kicker_cpu: AtomicI32,
     paused: AtomicBool,
     shutdown: AtomicBool,
     /// Set when the engine thread panicked (an emulator bug).
@@ -199,6 +210,7 @@ impl EngineShared {
             ack_cv: Condvar::new(),
             doorbells: AtomicU64::new(0),
             parked: AtomicBool::new(false),
+            kicker_cpu: AtomicI32::new(-1),
             paused: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             crashed: AtomicBool::new(false),
@@ -263,6 +275,9 @@ impl EngineShared {
         self.doorbells.fetch_add(1, Ordering::SeqCst);
         if self.parked.load(Ordering::SeqCst) {
             if let Some(t) = self.thread.get() {
+                // Read by the engine after `park` returns (unpark orders the store).
+                self.kicker_cpu
+                    .store(super::pin::current_cpu(), Ordering::Relaxed);
                 t.unpark();
             }
         }
@@ -656,21 +671,50 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 }
                 if woke {
                     // The spin caught the doorbell: spin the full window again.
-                    idle_spin = (idle_spin * 2).min(IDLE_SPIN);
+                    idle_spin = idle_spin.max((idle_spin * 2).min(IDLE_SPIN));
                 } else {
                     let parked = Instant::now();
+                    me.kicker_cpu.store(-1, Ordering::Relaxed);
                     park(&me, &mut mem, &inner, index, seen_db, None);
-                    if !pinned && parked.elapsed() < IDLE_SPIN {
-                        // Woken right after parking: the spin ran out just before the
-                        // doorbell, typically because the submitting thread shares this
-                        // core and could not run while we spun. Spin less next time (a
-                        // sleeping engine is woken with priority; a spinning one holds
-                        // the core the submitter needs).
-                        idle_spin = (idle_spin / 2).max(IDLE_SPIN_MIN);
+                    let slept = parked.elapsed();
+                    if !pinned && slept < IDLE_SPIN_APART {
+                        idle_spin = idle_spin_after_wake(
+                            idle_spin,
+                            slept,
+                            me.kicker_cpu.load(Ordering::Relaxed),
+                            super::pin::current_cpu(),
+                        );
                     }
                 }
             }
         }
+    }
+}
+
+/// The idle spin window after an untimed park that a doorbell ended `slept` later, given
+/// the CPU the doorbell was rung from and the CPU the engine woke on (-1: unknown).
+///
+/// Different CPUs, within [`IDLE_SPIN_APART`]: the spin cost the submitter nothing and
+/// the park cost it a cross-CPU wake-up (5-15 us on a 2-vCPU guest, against ~60 ns for a
+/// launch the spin catches), so spin [`IDLE_SPIN_APART`]. Same CPU (or unknown), within
+/// [`IDLE_SPIN`]: the spin ran out just before the doorbell, typically because the
+/// submitter shares this core and could not run while the engine spun, so spin less (a
+/// sleeping engine is woken with priority; a spinning one holds the core the submitter
+/// needs). Halving on separate CPUs too kept the window at its minimum on an idle
+/// two-CPU machine and made every batch of launches pay that wake-up
+/// (bench-results/2026-11-24-s9-launch-row.txt).
+fn idle_spin_after_wake(
+    idle_spin: Duration,
+    slept: Duration,
+    kicker_cpu: i32,
+    woke_on: i32,
+) -> Duration {
+    if kicker_cpu >= 0 && woke_on >= 0 && kicker_cpu != woke_on {
+        IDLE_SPIN_APART
+    } else if slept < IDLE_SPIN {
+        (idle_spin / 2).max(IDLE_SPIN_MIN)
+    } else {
+        idle_spin
     }
 }
 
@@ -693,5 +737,43 @@ fn trace_run(mem: &mut MemCache, inner: &Inner, s: &mut Slot, executed: u32, sta
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_window_shrinks_only_when_the_doorbell_came_from_the_engines_cpu() {
+        let w = Duration::from_micros(8);
+        let soon = Duration::from_micros(3);
+        let later = Duration::from_micros(50);
+        // Shared CPU, woken soon: halve, down to the minimum.
+        assert_eq!(
+            idle_spin_after_wake(w, soon, 1, 1),
+            Duration::from_micros(4)
+        );
+        assert_eq!(
+            idle_spin_after_wake(IDLE_SPIN_MIN, soon, 0, 0),
+            IDLE_SPIN_MIN
+        );
+        // Shared CPU, woken after IDLE_SPIN: unchanged.
+        assert_eq!(idle_spin_after_wake(w, later, 1, 1), w);
+        // Unknown on either side: the shared rule.
+        assert_eq!(
+            idle_spin_after_wake(w, soon, -1, 1),
+            Duration::from_micros(4)
+        );
+        assert_eq!(
+            idle_spin_after_wake(w, soon, 1, -1),
+            Duration::from_micros(4)
+        );
+        // Separate CPUs: the long window, from any width, soon or later.
+        assert_eq!(
+            idle_spin_after_wake(IDLE_SPIN_MIN, soon, 0, 1),
+            IDLE_SPIN_APART
+        );
+        assert_eq!(idle_spin_after_wake(w, later, 1, 0), IDLE_SPIN_APART);
     }
 }

@@ -137,12 +137,6 @@ fn thread_cpu_ns() -> u64 {
         .saturating_add(t.tv_nsec as u64)
 }
 
-/// The host CPU this thread runs on (-1 where unknown).
-fn current_cpu() -> i32 {
-    // SAFETY: sched_getcpu takes no arguments and only reads the calling thread's state.
-    unsafe { libc::sched_getcpu() }
-}
-
 impl Job {
     pub(crate) fn new(
         setup: Setup,
@@ -184,7 +178,7 @@ impl Job {
             (
                 t0.elapsed().as_nanos() as u64,
                 thread_cpu_ns(),
-                current_cpu(),
+                crate::engine::pin::current_cpu(),
             )
         });
         let mut local = DispatchStats::default();
@@ -217,7 +211,7 @@ impl Job {
                 workgroups: local.workgroups,
                 claims,
                 last_claim,
-                cpus: (on0, current_cpu()),
+                cpus: (on0, crate::engine::pin::current_cpu()),
             };
             list.lock().unwrap_or_else(|e| e.into_inner()).push(p);
         }
