@@ -8,13 +8,13 @@
 //! go of a queue without ever waiting for a blocked packet to finish.
 //!
 //! Doorbells bump a counter and unpark the thread only when it is parked. Lost wake-ups:
-//! the engine stores `parked = true`, then re-reads the doorbell counter before
+//! the engine stores `parked` (non-zero), then re-reads the doorbell counter before
 //! `park()`; a doorbell increments the counter, then reads `parked`. All four operations
 //! are `SeqCst`, so at least one side sees the other: either the engine sees the new count
 //! and does not park, or the doorbell sees `parked` and unparks (`Thread::unpark` keeps a
 //! token, so an unpark that lands before `park()` is not lost either).
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -61,6 +61,11 @@ const BACKOFF_MAX: Duration = Duration::from_millis(1);
 /// woke the CP ~1000 times a second during every long dispatch, each wake-up taking a core
 /// from the shader's worker threads (bench-results/2026-11-24-s7-shader-scaling.txt).
 const DISPATCH_POLL: Duration = Duration::from_millis(100);
+
+/// `EngineShared::parked` while the thread waits for a blocked queue's next poll.
+const PARKED_TIMED: u8 = 1;
+/// `EngineShared::parked` while the thread is idle (no deadline).
+const PARKED_IDLE: u8 = 2;
 
 /// A queue as both sides see it.
 pub(crate) struct QueueShared {
@@ -186,8 +191,9 @@ pub(crate) struct EngineShared {
     ack: Mutex<u64>,
     ack_cv: Condvar,
     doorbells: AtomicU64,
-    /// True while the thread is parked or about to park (see the module docs).
-    parked: AtomicBool,
+    /// Non-zero while the thread is parked or about to park (see the module docs):
+    /// [`PARKED_TIMED`] waiting for a blocked queue's next poll, [`PARKED_IDLE`] idle.
+    parked: AtomicU8,
     /// The host CPU of the last thread that unparked this one (-1: none or unknown),
     /// written only on that rare path: the idle window rule compares it with the CPU
     /// the engine wakes on.
@@ -209,7 +215,7 @@ impl EngineShared {
             ack: Mutex::new(0),
             ack_cv: Condvar::new(),
             doorbells: AtomicU64::new(0),
-            parked: AtomicBool::new(false),
+            parked: AtomicU8::new(0),
             kicker_cpu: AtomicI32::new(-1),
             paused: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
@@ -273,11 +279,15 @@ impl EngineShared {
     #[inline]
     pub(crate) fn kick(&self) {
         self.doorbells.fetch_add(1, Ordering::SeqCst);
-        if self.parked.load(Ordering::SeqCst) {
+        let parked = self.parked.load(Ordering::SeqCst);
+        if parked != 0 {
             if let Some(t) = self.thread.get() {
-                // Read by the engine after `park` returns (unpark orders the store).
-                self.kicker_cpu
-                    .store(super::pin::current_cpu(), Ordering::Relaxed);
+                if parked == PARKED_IDLE {
+                    // Read by the engine's idle window rule after `park` returns (unpark
+                    // orders the store); a timed park has no window to adapt.
+                    self.kicker_cpu
+                        .store(super::pin::current_cpu(), Ordering::Relaxed);
+                }
                 t.unpark();
             }
         }
@@ -418,14 +428,19 @@ fn park(
         );
         inner.trace.append(index, &mut mem.tr.buf);
     }
-    me.parked.store(true, Ordering::SeqCst);
+    let how = if deadline.is_some() {
+        PARKED_TIMED
+    } else {
+        PARKED_IDLE
+    };
+    me.parked.store(how, Ordering::SeqCst);
     if me.doorbells.load(Ordering::SeqCst) == seen_db && !me.shutdown.load(Ordering::Acquire) {
         match deadline {
             Some(t) => std::thread::park_timeout(t.saturating_duration_since(Instant::now())),
             None => std::thread::park(),
         }
     }
-    me.parked.store(false, Ordering::Relaxed);
+    me.parked.store(0, Ordering::Relaxed);
     if mem.tr.on {
         let t = inner.stamp();
         mem.tr.push(t, t, TraceKind::Wake);
