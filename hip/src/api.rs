@@ -640,11 +640,35 @@ fn local_event(e: *mut c_void) -> Result<Arc<HipEvent>, hipError_t> {
     })
 }
 
+/// The GPUs' null streams created so far (see [`null_stream`]).
+static NULLS: Mutex<Vec<(usize, Arc<Stream>)>> = Mutex::new(Vec::new());
+
+/// Waits for every stream of every GPU: created, per-thread and null streams.
+/// `hipFree`, `hipHostFree` and `hipModuleUnload` call it before they release anything,
+/// as CLR 5.2's `ihipFree` synchronizes the device's streams first and `cudaFree` is
+/// documented to synchronize implicitly: `k<<<..>>>(p); hipFree(p);` is a valid program,
+/// and unmapping `p` under the queued kernel would fault it. A stream's fault is not
+/// reported here (CLR's free returns success after a faulted stream too): it stays
+/// reported by that stream's own synchronize and by `hipDeviceSynchronize`.
+pub(crate) fn synchronize_all_streams() {
+    for s in STREAMS.all() {
+        let _ = s.synchronize();
+    }
+    let nulls: Vec<Arc<Stream>> = NULLS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(_, s)| s.clone())
+        .collect();
+    for s in nulls {
+        let _ = s.synchronize();
+    }
+}
+
 /// The null stream of GPU `gpu`, held for the life of the process: kfdrt keeps a GPU's
 /// null stream only while someone holds it, and work enqueued on a dropped one would be
 /// invisible to the next `hipDeviceSynchronize`.
 pub(crate) fn null_stream(gpu: usize) -> Result<Arc<Stream>, hipError_t> {
-    static NULLS: Mutex<Vec<(usize, Arc<Stream>)>> = Mutex::new(Vec::new());
     let mut n = NULLS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, s)) = n.iter().find(|(g, _)| *g == gpu) {
         return Ok(s.clone());
@@ -1338,6 +1362,12 @@ fn free(p: *mut c_void, want: &[MemoryKind]) -> Result<(), hipError_t> {
     if p.is_null() {
         return Ok(());
     }
+    let known = matches!(buffers().get(&(p as u64)), Some(b) if want.contains(&b.kind()));
+    if !known {
+        return Err(hipErrorInvalidValue);
+    }
+    // Outside the buffers' lock: other threads keep allocating while the device drains.
+    synchronize_all_streams();
     let mut m = buffers();
     match m.get(&(p as u64)) {
         Some(b) if want.contains(&b.kind()) => {
@@ -1374,7 +1404,8 @@ pub unsafe extern "C" fn hipExtMallocWithFlags(
     })
 }
 
-/// `hipFree`.
+/// `hipFree`: synchronizes first (see [`synchronize_all_streams`]), then releases device,
+/// signal or managed memory; stream-ordered memory is freed on the null stream and waited for.
 #[no_mangle]
 pub extern "C" fn hipFree(p: *mut c_void) -> hipError_t {
     if let Some(r) = crate::managed::free(p as u64) {
@@ -1470,7 +1501,8 @@ pub unsafe extern "C" fn hipHostGetFlags(f: *mut c_uint, host: *mut c_void) -> h
     })())
 }
 
-/// `hipHostFree`.
+/// `hipHostFree`: synchronizes first (see [`synchronize_all_streams`]), then releases the
+/// pinned host memory.
 #[no_mangle]
 pub extern "C" fn hipHostFree(p: *mut c_void) -> hipError_t {
     ret(free(p, &[MemoryKind::HostPinned]))

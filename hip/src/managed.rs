@@ -14,8 +14,14 @@ fn managed() -> MutexGuard<'static, BTreeMap<u64, ManagedMemory>> {
     MANAGED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `hipFree` of a managed allocation: `Some(result)` when `p` is one.
+/// `hipFree` of a managed allocation: `Some(result)` when `p` is one. The device's
+/// streams are waited for first, as every `hipFree` (see
+/// [`crate::api::synchronize_all_streams`]).
 pub(crate) fn free(p: u64) -> Option<Result<(), hipError_t>> {
+    if !managed().contains_key(&p) {
+        return None;
+    }
+    crate::api::synchronize_all_streams();
     managed().remove(&p).map(|_| Ok(()))
 }
 
