@@ -780,8 +780,9 @@ pub unsafe extern "C" fn hipDeviceGetStreamPriorityRange(
     })())
 }
 
-/// `hipDeviceProp_t` of GPU `gpu` from its KFD topology node. Fields the topology does
-/// not give (dispatch limits, textures, memory clock...) stay 0.
+/// `hipDeviceProp_t` of GPU `gpu` from its KFD topology node, plus the dispatch limits
+/// every AMD GPU has (as CLR fills them). Fields neither gives (textures, memory clock
+/// and bus width...) stay 0.
 fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
     let g = device()?.gpu(gpu).map_err(|_| hipErrorInvalidDevice)?;
     let n = &g.node;
@@ -824,6 +825,24 @@ fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
     d.managedMemory = 1;
     d.canMapHostMemory = 1;
     d.concurrentKernels = 1;
+    // Dispatch limits, as CLR (hip_device.cpp): a work-group of at most 1024 work-items in
+    // any shape (ROCr's HSA_AGENT_INFO_WORKGROUP_MAX_SIZE/_DIM; the CP's
+    // COMPUTE_NUM_THREAD_* fields, firmware-notes/cp-engine.md), a grid of INT32_MAX x
+    // 65535 x 65535 work-groups; constant memory and pitch capped at INT32_MAX.
+    d.maxThreadsPerBlock = 1024;
+    d.maxThreadsDim = [1024; 3];
+    d.maxGridSize = [c_int::MAX, 65535, 65535];
+    d.totalConstMem = d.totalGlobalMem.min(c_int::MAX as usize);
+    d.memPitch = d.totalConstMem;
+    // CLR: addressable VGPRs per wave x SIMDs per CU x 64 lanes; gfx90a and gfx94x
+    // address 512 (VGPRs and AGPRs), other wave64 targets 256 (LLVM AMDGPUBaseInfo
+    // getAddressableNumVGPRs).
+    let vgprs = if v == 90010 || (90400..90500).contains(&v) {
+        512
+    } else {
+        256
+    };
+    d.regsPerBlock = (vgprs * p.simd_per_cu * 64) as c_int;
     Ok(d)
 }
 
@@ -867,6 +886,16 @@ pub unsafe extern "C" fn hipDeviceGetAttribute(
             hipDeviceAttributeTotalGlobalMem => d.totalGlobalMem.min(c_int::MAX as usize) as c_int,
             hipDeviceAttributeWarpSize => d.warpSize,
             hipDeviceAttributeIsLargeBar => d.isLargeBar,
+            hipDeviceAttributeMaxThreadsPerBlock => d.maxThreadsPerBlock,
+            hipDeviceAttributeMaxBlockDimX => d.maxThreadsDim[0],
+            hipDeviceAttributeMaxBlockDimY => d.maxThreadsDim[1],
+            hipDeviceAttributeMaxBlockDimZ => d.maxThreadsDim[2],
+            hipDeviceAttributeMaxGridDimX => d.maxGridSize[0],
+            hipDeviceAttributeMaxGridDimY => d.maxGridSize[1],
+            hipDeviceAttributeMaxGridDimZ => d.maxGridSize[2],
+            hipDeviceAttributeMaxRegistersPerBlock => d.regsPerBlock,
+            hipDeviceAttributeTotalConstantMemory => d.totalConstMem as c_int,
+            hipDeviceAttributeMaxPitch => d.memPitch as c_int,
             _ => return Err(hipErrorNotSupported),
         };
         out(v, x)

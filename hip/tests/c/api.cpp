@@ -134,7 +134,25 @@ static void devices() {
     CHECK(prop.totalGlobalMem > (1ull << 30));
     CHECK(prop.sharedMemPerBlock == 64 * 1024);
     CHECK(prop.isLargeBar == 1 && prop.managedMemory == 1);
-    CHECK(prop.maxThreadsPerBlock == 0);  // not modelled: 0, documented
+    int lim = -1;
+    CHECK(prop.maxThreadsPerBlock == 1024);
+    CHECK(prop.maxThreadsDim[0] == 1024 && prop.maxThreadsDim[1] == 1024 && prop.maxThreadsDim[2] == 1024);
+    CHECK(prop.maxGridSize[0] == 2147483647 && prop.maxGridSize[1] == 65535 && prop.maxGridSize[2] == 65535);
+    CHECK(prop.totalConstMem == 2147483647 && prop.memPitch == 2147483647);
+    // gfx90a / gfx942: 512 addressable VGPRs x 4 SIMDs x 64 lanes.
+    CHECK(prop.regsPerBlock == 512 * 4 * 64);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxThreadsPerBlock, 0));
+    CHECK(lim == 1024);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxBlockDimZ, 0));
+    CHECK(lim == 1024);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxGridDimX, 0));
+    CHECK(lim == 2147483647);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxGridDimY, 0));
+    CHECK(lim == 65535);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxRegistersPerBlock, 0));
+    CHECK(lim == prop.regsPerBlock);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeTotalConstantMemory, 0));
+    CHECK(lim == 2147483647);
     int v = -1;
     OK(hipDeviceGetAttribute(&v, hipDeviceAttributeMultiprocessorCount, 0));
     CHECK(v == prop.multiProcessorCount);
