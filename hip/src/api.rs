@@ -1567,7 +1567,12 @@ pub extern "C" fn hipHostUnregister(p: *mut c_void) -> hipError_t {
     ret(free(p, &[MemoryKind::Userptr]).map_err(|_| hipErrorHostMemoryNotRegistered))
 }
 
-/// `hipPointerGetAttributes` for memory from this library's allocators.
+/// `hipPointerGetAttributes` for memory from this library's allocators, as CLR 5.2 fills
+/// it: device memory (`hipMalloc`, signal memory, `hipMallocAsync` pools) is
+/// `hipMemoryTypeDevice` with no host pointer; pinned, registered and managed memory are
+/// `hipMemoryTypeHost` with both pointers; managed memory sets `isManaged`; pinned memory
+/// gives its `hipHostMalloc` / `hipHostRegister` flags in `allocationFlags`. Any other
+/// address is InvalidValue.
 #[no_mangle]
 pub unsafe extern "C" fn hipPointerGetAttributes(
     attr: *mut hipPointerAttribute_t,
@@ -1575,27 +1580,49 @@ pub unsafe extern "C" fn hipPointerGetAttributes(
 ) -> hipError_t {
     ret((|| {
         let a = ptr as u64;
-        let m = buffers();
-        let (_, b) = m
-            .range(..=a)
-            .next_back()
-            .filter(|(va, b)| a < *va + b.len() as u64)
-            .ok_or(hipErrorInvalidValue)?;
-        let memoryType = match b.kind() {
-            MemoryKind::Device => hipMemoryTypeDevice,
-            _ => hipMemoryTypeHost,
+        let p = ptr as *mut c_void;
+        let device_memory = |gpu: usize| hipPointerAttribute_t {
+            memoryType: hipMemoryTypeDevice,
+            device: gpu as c_int,
+            devicePointer: p,
+            hostPointer: std::ptr::null_mut(),
+            isManaged: 0,
+            allocationFlags: 0,
         };
-        out(
-            attr,
+        let found = {
+            let m = buffers();
+            m.range(..=a)
+                .next_back()
+                .filter(|(va, b)| a < *va + b.len() as u64)
+                .map(|(va, b)| (*va, b.kind(), b.gpu_index()))
+        };
+        let r = if let Some((base, kind, gpu)) = found {
+            match kind {
+                MemoryKind::Device | MemoryKind::Signal => device_memory(gpu),
+                _ => hipPointerAttribute_t {
+                    memoryType: hipMemoryTypeHost,
+                    device: gpu as c_int,
+                    devicePointer: p,
+                    hostPointer: p,
+                    isManaged: 0,
+                    allocationFlags: lock(&HOST_FLAGS).get(&base).copied().unwrap_or(0),
+                },
+            }
+        } else if let Some(dev) = crate::managed::device_of(a) {
             hipPointerAttribute_t {
-                memoryType,
-                device: b.gpu_index() as c_int,
-                devicePointer: ptr as *mut c_void,
-                hostPointer: ptr as *mut c_void,
-                isManaged: 0,
+                memoryType: hipMemoryTypeHost,
+                device: dev,
+                devicePointer: p,
+                hostPointer: p,
+                isManaged: 1,
                 allocationFlags: 0,
-            },
-        )
+            }
+        } else if let Some(gpu) = device()?.pool_memory_gpu(a) {
+            device_memory(gpu)
+        } else {
+            return Err(hipErrorInvalidValue);
+        };
+        out(attr, r)
     })())
 }
 
