@@ -762,17 +762,18 @@ impl AqlPacket {
 /// (neither is 3).
 #[inline(always)]
 const fn fast_control(h: u32) -> PacketControl {
-    const fn scope(v: u32) -> FenceScope {
-        match v & 3 {
-            0 => FenceScope::None,
-            1 => FenceScope::Agent,
-            _ => FenceScope::System,
-        }
-    }
+    // A table (one load) rather than a match (a compare chain per scope); entry 3 is
+    // never read.
+    const SCOPE: [FenceScope; 4] = [
+        FenceScope::None,
+        FenceScope::Agent,
+        FenceScope::System,
+        FenceScope::System,
+    ];
     PacketControl {
         barrier: h & (1 << 8) != 0,
-        acquire: scope(h >> 9),
-        release: scope(h >> 11),
+        acquire: SCOPE[(h >> 9) as usize & 3],
+        release: SCOPE[(h >> 11) as usize & 3],
     }
 }
 
