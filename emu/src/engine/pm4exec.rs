@@ -231,16 +231,17 @@ pub(crate) fn push_ib_and_step(
     if !general_only && !mem.tr.on && st.depth == 0 && size != 0 && ib.addr % 4 == 0 {
         if let Some(words) = read_ib(mem, &mut st.ib_pin, ib.addr, &mut buf, size) {
             {
+                // The writeValue32 command: pushed and stepped in one (no buffer is active).
+                if let Some(r) = one_write(mem, inner, st, ib.addr, words) {
+                    return (Step::Done, Some(r));
+                }
                 let push = st.push_probed(ib);
                 if !matches!(push, Step::Done) {
                     return (push, None);
                 }
-                let first = match one_write(mem, inner, st, words) {
+                let first = match walk_ib_fast(mem, inner, st, words) {
                     Some(r) => r,
-                    None => match walk_ib_fast(mem, inner, st, words) {
-                        Some(r) => r,
-                        None => step_ib_general(mem, inner, st, scratch),
-                    },
+                    None => step_ib_general(mem, inner, st, scratch),
                 };
                 return (Step::Done, Some(first));
             }
@@ -630,19 +631,22 @@ fn walk_ib_fast(
     }
 }
 
-/// [`walk_ib_fast`]'s first step over the command kfdrt's writeValue32 puts in a ring
-/// slot's IB area (`CmdBuf::write_mem`'s hot path): one WRITE_DATA of one dword with the
-/// [`pkt3::WriteData::memory`] control word, behind a PRED_EXEC over it on a multi-XCC
-/// GPU, just pushed (`words` is the whole bottom buffer, offset 0, XCC 0). The walk runs
-/// the write on XCC 0, finds the other XCCs' passes idle and pops; here the same from
-/// fixed offsets, without the walk's header loop. Anything else (another XCC selected or
-/// none, no PRED_EXEC on several XCCs, another count or control word, a misaligned or
-/// in-buffer destination) returns `None` before anything ran, and the walk takes it.
+/// The push of the indirect buffer at `va` (no buffer active: it becomes the bottom one,
+/// offset 0, XCC 0) and [`walk_ib_fast`]'s first step over it, for the command kfdrt's
+/// writeValue32 puts in a ring slot's IB area (`CmdBuf::write_mem`'s hot path): one
+/// WRITE_DATA of one dword with the [`pkt3::WriteData::memory`] control word, behind a
+/// PRED_EXEC over it on a multi-XCC GPU (`words`, the whole buffer). The walk runs the
+/// write on XCC 0, finds the other XCCs' passes idle and pops; here the same from fixed
+/// offsets, without the walk's header loop, and the state the push and the walk leave.
+/// Anything else (another XCC selected or none, no PRED_EXEC on several XCCs, another
+/// count or control word, a misaligned or in-buffer destination) returns `None` before
+/// anything ran or changed, and the push and the walk take it.
 #[inline(always)]
 fn one_write(
     mem: &mut MemCache,
     inner: &Inner,
     st: &mut Pm4State,
+    va: u64,
     words: &[u32],
 ) -> Option<IbStep> {
     const PRED_EXEC_2: u32 = pkt3::packet3(firmware::PRED_EXEC, 0);
@@ -669,32 +673,37 @@ fn one_write(
         return None;
     };
     let addr = u64::from(lo) | u64::from(hi) << 32;
-    let ib = st.bottom;
-    let ib_end = ib.va.saturating_add(words.len() as u64 * 4);
+    let size_dw = words.len() as u32;
+    let ib_end = va.saturating_add(u64::from(size_dw) * 4);
     // The header (bits 7:0 not decoded), the control word, the destination's bits 1:0
     // (reserved), a destination outside the buffer (the walk re-reads after a write into
     // it), the firmware's opcode check.
     if h & 0xFFFF_FF00 != WD[0] & 0xFFFF_FF00
         || control != WD[1]
         || lo & 3 != 0
-        || !(addr >= ib_end || addr.saturating_add(4) <= ib.va)
+        || !(addr >= ib_end || addr.saturating_add(4) <= va)
         || !firmware::firmware(inner.cfg.family).accepts(pkt3::op::WRITE_DATA)
     {
         return None;
     }
-    if let Err(e) = st.dst_pin.write_dword(mem, addr, value) {
-        // Stopped on the WRITE_DATA, on XCC 0.
-        if let Some(f) = st.frames.first_mut() {
-            f.off_dw = wd_off;
-        }
-        return Some(IbStep::Packet(Step::from(e)));
-    }
-    if let Some(f) = st.frames.first_mut() {
-        f.off_dw = words.len() as u32;
-    }
-    st.depth = 0;
+    // What `push_probed` leaves (the bottom frame, XCC 0), then the walk's end: popped
+    // past the buffer's end, or stopped on the WRITE_DATA (still pushed).
+    let frame = IbFrame {
+        va,
+        size_dw,
+        off_dw: 0,
+    };
+    st.bottom = frame;
     st.xcc = 0;
-    Some(IbStep::Packet(Step::Done))
+    let (off_dw, depth, step) = match st.dst_pin.write_dword(mem, addr, value) {
+        Ok(()) => (size_dw, 0, Step::Done),
+        Err(e) => (wd_off, 1, Step::from(e)),
+    };
+    if let Some(f) = st.frames.first_mut() {
+        *f = IbFrame { off_dw, ..frame };
+    }
+    st.depth = depth;
+    Some(IbStep::Packet(step))
 }
 
 /// Largest bottom indirect buffer (dwords) whose idle XCC passes [`skip_idle_xcc_passes`]
@@ -1465,10 +1474,17 @@ mod tests {
                         }
                     },
                     IbStep::Packet(Step::Stop(s)) => {
+                        // With the state the stop leaves (the queue's next look at it).
                         break format!(
-                            "stopped on XCC {} at dword {}: {} ({:?})",
-                            st.xcc, st.frames[0].off_dw, s.reason, s.fault
-                        )
+                            "stopped on XCC {} at dword {} (depth {}, bottom {:#x}+{}): {} ({:?})",
+                            st.xcc,
+                            st.frames[0].off_dw,
+                            st.depth,
+                            st.bottom.va,
+                            st.bottom.size_dw,
+                            s.reason,
+                            s.fault
+                        );
                     }
                 }
             },
