@@ -314,12 +314,30 @@ impl Inner {
 
     /// Raises an event interrupt from the engine thread that owns `mem` (recorded in the
     /// trace when tracing).
+    ///
+    /// Without tracing it only picks the delivery, each a tail call: no frame, no saved
+    /// registers (the trace record, with its clock reads, is out of line).
     pub(crate) fn interrupt(&self, mem: &mut MemCache, context_id: Option<u32>) {
         if mem.tr.on {
-            let t = self.stamp();
-            mem.tr
-                .push(t, t, crate::trace::TraceKind::Interrupt { context_id });
+            return self.interrupt_traced(mem, context_id);
         }
+        self.deliver_interrupt(mem, context_id)
+    }
+
+    /// [`Inner::interrupt`] when tracing: recorded, then delivered.
+    #[cold]
+    #[inline(never)]
+    fn interrupt_traced(&self, mem: &mut MemCache, context_id: Option<u32>) {
+        let t = self.stamp();
+        mem.tr
+            .push(t, t, crate::trace::TraceKind::Interrupt { context_id });
+        self.deliver_interrupt(mem, context_id)
+    }
+
+    /// Delivers an event interrupt to the emulated KFD: its wake-ups batched in `mem`
+    /// when the engine batches them.
+    #[inline(always)]
+    fn deliver_interrupt(&self, mem: &mut MemCache, context_id: Option<u32>) {
         if mem.batch_wakes {
             self.irq
                 .event_interrupt_batched(self.cfg.gpu_id, context_id, &mut mem.wakes);
