@@ -533,6 +533,76 @@ fn aql_barriers_and_completion_signals() {
     assert_eq!(gpu.status(&q), QueueStatus::Active);
 }
 
+/// A blocked barrier is re-polled from the decoding made when it was fetched: the slot
+/// is the packet processor's until the read index passes it, so a body rewritten under
+/// an unchanged header is not seen; a changed header is fetched and decoded afresh.
+#[test]
+fn aql_blocked_barrier_polls_its_fetched_decoding() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let s1 = signal(&sigs, 0, 1, None);
+    let s2 = signal(&sigs, 1, 0, None);
+    let done = signal(&sigs, 2, 1, None);
+    let wait_on = |sig: u64, control: PacketControl| {
+        AqlPacket::BarrierValue(BarrierValue {
+            control,
+            signal: sig,
+            value: 0,
+            mask: -1,
+            cond: SignalCondition::Eq,
+            completion_signal: done,
+        })
+    };
+    q.submit_aql(&gpu, &wait_on(s1, PacketControl::SYSTEM_BARRIER));
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(q.rptr(), 0, "blocked on s1");
+    // The body now names s2 (satisfied), the header is unchanged: still waits for s1.
+    let slot = q.ring.va();
+    let on_s2 = wait_on(s2, PacketControl::SYSTEM_BARRIER).encode();
+    for (i, d) in on_s2.iter().enumerate().skip(1) {
+        q.ring.store_u32(slot + 4 * i as u64, *d).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(q.rptr(), 0, "re-polled from the fetched decoding (s1)");
+    assert_eq!(sig_value(&sigs, done), 1);
+    // A different header (agent-scope acquire): fetched afresh, it waits for s2.
+    let control = PacketControl {
+        acquire: aql::FenceScope::Agent,
+        ..PacketControl::SYSTEM_BARRIER
+    };
+    let hdr = wait_on(s2, control).encode()[0];
+    assert_ne!(hdr, on_s2[0]);
+    q.ring.store_u32(slot, hdr).unwrap();
+    q.wait_idle();
+    assert_eq!(sig_value(&sigs, done), 0);
+    assert_eq!(sig_value(&sigs, s1), 1, "s1 never changed");
+    assert_eq!(gpu.status(&q), QueueStatus::Active);
+}
+
+/// The ring unmapped while a barrier blocks: the next poll re-reads the slot's header
+/// and faults there (a read at the slot), as a fresh fetch would.
+#[test]
+fn aql_blocked_barrier_faults_when_its_ring_is_unmapped() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let dep = signal(&sigs, 0, 1, None);
+    let done = signal(&sigs, 1, 1, None);
+    q.submit_aql(&gpu, &barrier_and(&[dep], done));
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(q.rptr(), 0, "blocked");
+    let ring_va = q.ring.va();
+    assert!(gpu.mem.remove_region(ring_va));
+    gpu.eng.flush_tlb();
+    let f = gpu.faulted(&q);
+    assert_eq!(f.packet_offset, 0);
+    let mf = f.fault.expect("a memory fault");
+    assert_eq!((mf.va, mf.write), (ring_va, false));
+    assert_eq!(mf.kind, FaultKind::NotMapped);
+    assert_eq!(sig_value(&sigs, done), 1, "the barrier did not complete");
+}
+
 /// Memory a queue's packets used, unmapped, is released when `release_windows` returns:
 /// the engine's translation cache and the queue's pinned windows (completion signal,
 /// barrier dependency, event mailbox) let go of it then, not at the queue's next access.

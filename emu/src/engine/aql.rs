@@ -331,11 +331,46 @@ fn dispatch(
     }
 }
 
-/// Whether two slot copies hold the same dwords (one OR over the differences, inlined:
-/// `==` on the arrays calls `memcmp`).
+/// A barrier packet that blocked: its read index, its slot's dwords as fetched (the
+/// header first) and its decoding, which its re-polls use (see [`run`]).
+#[derive(Clone, Copy)]
+pub(crate) struct BlockedBarrier {
+    at: u64,
+    words: [u32; 16],
+    pkt: AqlPacket,
+}
+
+/// Polls a barrier packet's condition: `Some(completion signal)` once it holds, `None`
+/// while it does not (or for a packet that is not a barrier).
 #[inline(always)]
-fn same_slot(a: &[u32; 16], b: &[u32; 16]) -> bool {
-    a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
+fn poll_barrier(pins: &mut AqlPins, mem: &mut MemCache, pkt: &AqlPacket) -> Access<Option<u64>> {
+    match pkt {
+        AqlPacket::BarrierAnd(b) => {
+            for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
+                if signal_value(pins, mem, dep)? != 0 {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(b.completion_signal))
+        }
+        AqlPacket::BarrierOr(b) => {
+            let mut any = false;
+            for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
+                any = true;
+                if signal_value(pins, mem, dep)? == 0 {
+                    return Ok(Some(b.completion_signal));
+                }
+            }
+            Ok((!any).then_some(b.completion_signal))
+        }
+        AqlPacket::BarrierValue(b) => {
+            let v = signal_value(pins, mem, b.signal)?;
+            Ok(b.cond
+                .test(v, b.mask, b.value)
+                .then_some(b.completion_signal))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Whether `amd_queue_t.queue_properties` asks for profiling (timestamps in completion
@@ -450,6 +485,15 @@ fn trace_aql(
     super::queue::trace_packet(mem, inner, q.tr_start.take(), off, (0, 0), line, w);
 }
 
+/// Tracing: the blocked barrier at `off` (slot `slot`) completed from its decoding.
+#[cold]
+#[inline(never)]
+fn trace_blocked(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, at: (u64, u64)) {
+    if let Some(b) = q.aql_blocked {
+        trace_aql(q, mem, inner, at, &b.pkt, &b.words);
+    }
+}
+
 /// Executes up to `budget` AQL packets (and the PM4 of PM4-IB packets).
 pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: u32) -> RunOut {
     let slots = q.ring_size / 64;
@@ -549,10 +593,11 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         // The header (acquire), then the body once the slot is published: through one
         // check of the ring's window when it holds the whole slot, else access by access
         // (faulting exactly as always).
-        let (hdr, mut w) = match q.pins.ring.ptr(mem, slot_va, 64, false, 4) {
+        let mut w = [0u32; 16];
+        let (hdr, slot_ptr) = match q.pins.ring.ptr(mem, slot_va, 64, false, 4) {
             Some(p) => {
                 // SAFETY: `[slot_va, slot_va + 64)` lies in the pinned window and
-                // `slot_va` is 4-aligned; shared memory is read atomically or copied.
+                // `slot_va` is 4-aligned; shared memory is read atomically.
                 let hdr = unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire);
                 if hdr as u8 == packet_type::INVALID {
                     // Reserved but not yet published.
@@ -561,12 +606,13 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                         state: RunState::Blocked,
                     };
                 }
-                // SAFETY: as above (`[u32; 16]` is 4-aligned, 64 bytes): copied out by
-                // value, without zeroing a buffer first.
-                (hdr, unsafe { p.cast::<[u32; 16]>().read() })
+                (hdr, Some(p))
             }
             None => match read_slot_unpinned(mem, slot_va) {
-                Ok(Some(s)) => s,
+                Ok(Some((hdr, s))) => {
+                    w = s;
+                    (hdr, None)
+                }
                 Ok(None) => {
                     return RunOut {
                         executed,
@@ -576,96 +622,69 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 Err(e) => fault!(off, e),
             },
         };
-        w[0] = hdr;
         if q.aql_start_ts.is_none() && *profiling.get_or_insert_with(|| profiling_on(q, mem)) {
             q.aql_start_ts = Some(inner.clock.now());
         }
         if mem.tr.on && q.tr_start.is_none() {
             q.tr_start = Some(inner.stamp());
         }
-        // A packet polled again while it blocks is decoded once: the slot is re-read and
-        // compared, so a changed slot is decoded (and checked) afresh.
-        // (Borrowed, not taken: moving the ~150-byte entry out costs a memcpy per packet.
-        // A stale entry is harmless: it matches only the same read index and dwords.)
-        // The result is decoded in place and matched by reference (moving the ~70-byte
-        // packet out of the Result cost ~55 host instructions per packet).
-        let cached = match &q.aql_blocked {
-            Some((at, words, p)) if *at == q.rptr && same_slot(words, &w) => Some(*p),
-            _ => None,
+        // A barrier polled again while it blocks is polled from its decoding at its first
+        // fetch (as a packet processor works from the packet it fetched): the slot is the
+        // packet processor's until the read index passes it, so only its header is
+        // re-read (through the same window check, faulting as a fetch would), and a
+        // changed header is fetched and decoded afresh.
+        if let Some(b) = &q.aql_blocked {
+            if b.at == q.rptr && b.words[0] == hdr {
+                let sig = match poll_barrier(&mut q.pins, mem, &b.pkt) {
+                    Ok(Some(sig)) => sig,
+                    Ok(None) => {
+                        return RunOut {
+                            executed,
+                            state: RunState::Blocked,
+                        }
+                    }
+                    Err(e) => fault!(off, e),
+                };
+                if let Err(e) = finish(q, mem, inner, slot_va, hdr, sig) {
+                    fault!(off, e);
+                }
+                if mem.tr.on {
+                    trace_blocked(q, mem, inner, (slot, off));
+                }
+                executed += 1;
+                continue;
+            }
+        }
+        if let Some(p) = slot_ptr {
+            // SAFETY: as above (`[u32; 16]` is 4-aligned, 64 bytes): copied out by value.
+            w = unsafe { p.cast::<[u32; 16]>().read() };
+        }
+        w[0] = hdr;
+        // Decoded in place and matched by reference (moving the ~70-byte packet out of
+        // the Result costs a copy per packet).
+        let decoded = AqlPacket::decode(&w);
+        let pkt = match &decoded {
+            Ok(p) => p,
+            Err(e) => stop!(off, malformed(hdr, *e)),
         };
-        let hit = cached.is_some();
-        let decoded = match cached {
-            Some(p) => p,
-            None => match AqlPacket::decode(&w) {
-                Ok(p) => p,
-                Err(e) => stop!(off, malformed(hdr, e)),
-            },
-        };
-        let pkt = &decoded;
         let sig = match pkt {
-            AqlPacket::BarrierAnd(b) => {
-                let mut ready = true;
-                for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
-                    match signal_value(&mut q.pins, mem, dep) {
-                        Ok(0) => {}
-                        Ok(_) => {
-                            ready = false;
-                            break;
-                        }
-                        Err(e) => fault!(off, e),
-                    }
-                }
-                if !ready {
-                    if !hit {
-                        q.aql_blocked = Some((q.rptr, w, *pkt));
-                    }
-                    return RunOut {
-                        executed,
-                        state: RunState::Blocked,
-                    };
-                }
-                b.completion_signal
-            }
-            AqlPacket::BarrierOr(b) => {
-                let mut any = false;
-                let mut ready = false;
-                for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
-                    any = true;
-                    match signal_value(&mut q.pins, mem, dep) {
-                        Ok(0) => {
-                            ready = true;
-                            break;
-                        }
-                        Ok(_) => {}
-                        Err(e) => fault!(off, e),
-                    }
-                }
-                if any && !ready {
-                    if !hit {
-                        q.aql_blocked = Some((q.rptr, w, *pkt));
-                    }
-                    return RunOut {
-                        executed,
-                        state: RunState::Blocked,
-                    };
-                }
-                b.completion_signal
-            }
-            AqlPacket::BarrierValue(b) => match signal_value(&mut q.pins, mem, b.signal) {
-                Ok(v) => {
-                    if !b.cond.test(v, b.mask, b.value) {
-                        if !hit {
-                            q.aql_blocked = Some((q.rptr, w, *pkt));
-                        }
+            AqlPacket::BarrierAnd(_) | AqlPacket::BarrierOr(_) | AqlPacket::BarrierValue(_) => {
+                match poll_barrier(&mut q.pins, mem, pkt) {
+                    Ok(Some(sig)) => sig,
+                    Ok(None) => {
+                        q.aql_blocked = Some(BlockedBarrier {
+                            at: q.rptr,
+                            words: w,
+                            pkt: *pkt,
+                        });
                         return RunOut {
                             executed,
                             state: RunState::Blocked,
                         };
                     }
-                    b.completion_signal
+                    Err(e) => fault!(off, e),
                 }
-                Err(e) => fault!(off, e),
-            },
+            }
             AqlPacket::VendorPm4Ib(p) => {
                 // The push and the buffer's first step in one read of it; the budget
                 // check between them (the loop's top) passes: nothing ran since.
