@@ -580,6 +580,38 @@ fn aql_blocked_barrier_polls_its_fetched_decoding() {
     assert_eq!(gpu.status(&q), QueueStatus::Active);
 }
 
+/// `amd_queue_t` replaced at the same address (unmapped, mapped anew): the CP reads
+/// `write_dispatch_id` and writes `read_dispatch_id` in the new memory, never through
+/// the cells it pinned in the old.
+#[test]
+fn aql_queue_indexes_follow_unmap() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let done = signal(&sigs, 0, 2, None);
+    q.submit_aql(&gpu, &barrier_and(&[], done));
+    q.wait_idle();
+    let old = q.ptrs.clone();
+    assert_eq!(old.load_u64(q.rptr_va).unwrap(), 1);
+    assert!(gpu.mem.remove_region(old.va()));
+    gpu.eng.flush_tlb();
+    q.ptrs = gpu.mem.add_region(old.va(), 256);
+    q.submit_aql(&gpu, &barrier_and(&[], done));
+    q.wait_idle();
+    assert_eq!(
+        q.rptr(),
+        2,
+        "read_dispatch_id written in the new amd_queue_t"
+    );
+    assert_eq!(
+        old.load_u64(q.rptr_va).unwrap(),
+        1,
+        "not through a stale cell"
+    );
+    assert_eq!(sig_value(&sigs, done), 0);
+    assert_eq!(gpu.status(&q), QueueStatus::Active);
+}
+
 /// The ring unmapped while a barrier blocks: the next poll re-reads the slot's header
 /// and faults there (a read at the slot), as a fresh fetch would.
 #[test]

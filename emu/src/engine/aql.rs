@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use pm4::aql::{packet_type, AqlPacket, KernelDispatch};
 
-use super::memio::{Access, AccessError, MemCache, Pinned};
+use super::memio::{Access, AccessError, MemCache, Pinned, PinnedCell};
 use super::pm4exec::{self, IbStep, Step, Stop};
 use super::queue::{QueueExec, RunOut, RunState};
 use super::{Inner, ISA_NOT_SUPPORTED};
@@ -95,12 +95,12 @@ fn raise_signal_event(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()>
 pub(crate) struct AqlPins {
     /// The ring.
     pub(crate) ring: Pinned,
-    /// `write_dispatch_id`.
-    wptr: Pinned,
-    /// `read_dispatch_id`.
-    rptr: Pinned,
-    /// `queue_properties`.
-    props: Pinned,
+    /// `write_dispatch_id` (read).
+    wptr: PinnedCell<8, false>,
+    /// `read_dispatch_id` (written).
+    rptr: PinnedCell<8, true>,
+    /// `queue_properties` (read).
+    props: PinnedCell<4, false>,
     /// Completion signals.
     sig: Pinned,
     /// Signals barriers wait on.
@@ -112,17 +112,12 @@ pub(crate) struct AqlPins {
 impl AqlPins {
     /// Lets go of every pinned window (the memory map changed: `sched::engine_main`).
     pub(crate) fn clear(&mut self) {
-        for p in [
-            &mut self.ring,
-            &mut self.wptr,
-            &mut self.rptr,
-            &mut self.props,
-            &mut self.sig,
-            &mut self.dep,
-            &mut self.mbox,
-        ] {
+        for p in [&mut self.ring, &mut self.sig, &mut self.dep, &mut self.mbox] {
             p.clear();
         }
+        self.wptr.clear();
+        self.rptr.clear();
+        self.props.clear();
     }
 }
 
@@ -494,7 +489,9 @@ fn trace_blocked(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, at: (u64,
     }
 }
 
-/// Executes up to `budget` AQL packets (and the PM4 of PM4-IB packets).
+/// Executes up to `budget` AQL packets (and the PM4 of PM4-IB packets). (Inlined into
+/// its one caller, `QueueExec::run`: a call of its own costs more than it saves.)
+#[inline(always)]
 pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: u32) -> RunOut {
     let slots = q.ring_size / 64;
     if slots == 0 {

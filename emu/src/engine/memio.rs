@@ -681,17 +681,6 @@ impl Pinned {
         self.win = None;
     }
 
-    /// [`MemCache::load_u32`] through the pinned window.
-    #[inline(always)]
-    pub(crate) fn load_u32(&mut self, mem: &mut MemCache, va: u64) -> Access<u32> {
-        match self.ptr(mem, va, 4, false, 4) {
-            // SAFETY: a 4-aligned cell inside a live window; shared memory is accessed
-            // atomically.
-            Some(p) => Ok(unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire)),
-            None => mem.load_u32(va),
-        }
-    }
-
     /// [`MemCache::load_u64`] through the pinned window.
     #[inline(always)]
     pub(crate) fn load_u64(&mut self, mem: &mut MemCache, va: u64) -> Access<u64> {
@@ -720,6 +709,124 @@ impl Pinned {
             Some(p) => {
                 // SAFETY: `p` is a `T::SIZE`-aligned cell inside a live writable window.
                 unsafe { T::store_at(p, v) };
+                Ok(())
+            }
+            None => mem.store(va, v),
+        }
+    }
+}
+
+/// One fixed cell a queue touches on every packet (`write_dispatch_id`,
+/// `read_dispatch_id`, `queue_properties`: the same address each time), `LEN` bytes,
+/// writable when `WRITE`: its host address, found once per memory-map generation. The
+/// check per access is the generation and the address (no bounds or alignment: both
+/// were checked when the cell was pinned, for exactly this address). Like [`Pinned`],
+/// an unmap bumps the generation, so the next access translates afresh through
+/// [`MemCache`] and a miss of any kind takes the caller's [`MemCache`] path, which does
+/// and reports everything as before.
+pub(crate) struct PinnedCell<const LEN: u64, const WRITE: bool> {
+    /// The memory-map generation `host` was translated in (`u64::MAX`: none).
+    gen: u64,
+    /// The cell's GPU address.
+    va: u64,
+    /// The cell's host address.
+    host: *mut u8,
+    /// Keeps the memory behind `host` alive.
+    win: Option<MemWindow>,
+}
+
+impl<const LEN: u64, const WRITE: bool> std::fmt::Debug for PinnedCell<LEN, WRITE> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedCell")
+            .field("gen", &self.gen)
+            .field("va", &self.va)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<const LEN: u64, const WRITE: bool> Default for PinnedCell<LEN, WRITE> {
+    fn default() -> Self {
+        PinnedCell {
+            gen: u64::MAX,
+            va: 0,
+            host: core::ptr::null_mut(),
+            win: None,
+        }
+    }
+}
+
+impl<const LEN: u64, const WRITE: bool> PinnedCell<LEN, WRITE> {
+    /// The host address of the `LEN`-byte cell at `va` (`LEN`-aligned, writable when
+    /// `WRITE`), re-pinned from `mem` when the memory map changed or `va` is not the
+    /// pinned cell; `None` when `mem` does not translate it either.
+    #[inline(always)]
+    fn ptr(&mut self, mem: &mut MemCache, va: u64) -> Option<*mut u8> {
+        let gen = mem.tlb.tlb_gen.load(Ordering::Acquire);
+        if gen == self.gen && va == self.va {
+            return Some(self.host);
+        }
+        self.repin(mem, va, gen)
+    }
+
+    /// [`Self::ptr`] past the pinned cell: the generation is read before the
+    /// translation, so a flush racing with it is seen at the next access.
+    #[inline(never)]
+    fn repin(&mut self, mem: &mut MemCache, va: u64, gen: u64) -> Option<*mut u8> {
+        self.clear();
+        if va % LEN != 0 {
+            return None;
+        }
+        let w = mem.window(va, LEN, WRITE).ok()?.clone();
+        let p = w.host_ptr(va, LEN, WRITE).ok()?;
+        self.va = va;
+        self.host = p;
+        self.gen = gen;
+        self.win = Some(w);
+        Some(p)
+    }
+
+    /// Drops the cell's window.
+    pub(crate) fn clear(&mut self) {
+        self.gen = u64::MAX;
+        self.host = core::ptr::null_mut();
+        self.win = None;
+    }
+}
+
+impl PinnedCell<4, false> {
+    /// [`MemCache::load_u32`] through the pinned cell.
+    #[inline(always)]
+    pub(crate) fn load_u32(&mut self, mem: &mut MemCache, va: u64) -> Access<u32> {
+        match self.ptr(mem, va) {
+            // SAFETY: a 4-aligned cell inside a live window; shared memory is accessed
+            // atomically.
+            Some(p) => Ok(unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire)),
+            None => mem.load_u32(va),
+        }
+    }
+}
+
+impl PinnedCell<8, false> {
+    /// [`MemCache::load_u64`] through the pinned cell.
+    #[inline(always)]
+    pub(crate) fn load_u64(&mut self, mem: &mut MemCache, va: u64) -> Access<u64> {
+        match self.ptr(mem, va) {
+            // SAFETY: an 8-aligned cell inside a live window; shared memory is accessed
+            // atomically.
+            Some(p) => Ok(unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Acquire)),
+            None => mem.load_u64(va),
+        }
+    }
+}
+
+impl PinnedCell<8, true> {
+    /// [`MemCache::store_u64`] through the pinned cell.
+    #[inline(always)]
+    pub(crate) fn store_u64(&mut self, mem: &mut MemCache, va: u64, v: u64) -> Access<()> {
+        match self.ptr(mem, va) {
+            Some(p) => {
+                // SAFETY: `p` is an 8-aligned cell inside a live writable window.
+                unsafe { u64::store_at(p, v) };
                 Ok(())
             }
             None => mem.store(va, v),
