@@ -540,10 +540,12 @@ fn aql_barriers_and_completion_signals() {
 fn aql_blocked_barrier_polls_its_fetched_decoding() {
     let gpu = Gpu::new();
     let sigs = gpu.alloc(4096);
-    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let mut qa = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let mut qb = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
     let s1 = signal(&sigs, 0, 1, None);
     let s2 = signal(&sigs, 1, 0, None);
     let done = signal(&sigs, 2, 1, None);
+    let x = signal(&sigs, 3, 1, None);
     let wait_on = |sig: u64, control: PacketControl| {
         AqlPacket::BarrierValue(BarrierValue {
             control,
@@ -554,17 +556,49 @@ fn aql_blocked_barrier_polls_its_fetched_decoding() {
             completion_signal: done,
         })
     };
-    q.submit_aql(&gpu, &wait_on(s1, PacketControl::SYSTEM_BARRIER));
-    std::thread::sleep(Duration::from_millis(30));
-    assert_eq!(q.rptr(), 0, "blocked on s1");
-    // The body now names s2 (satisfied), the header is unchanged: still waits for s1.
-    let slot = q.ring.va();
+    let slot1 = qa.ring.va() + 64;
     let on_s2 = wait_on(s2, PacketControl::SYSTEM_BARRIER).encode();
-    for (i, d) in on_s2.iter().enumerate().skip(1) {
-        q.ring.store_u32(slot + 4 * i as u64, *d).unwrap();
+    // Queue B, once x is 0, rewrites the body of queue A's slot 1 to wait for s2
+    // (satisfied), leaving its header.
+    let ib = gpu.alloc(4096);
+    let wd = write_data(slot1 + 4, &on_s2[1..]);
+    for (i, w) in wd.iter().enumerate() {
+        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
     }
+    qb.submit_aql(&gpu, &barrier_and(&[x], 0));
+    qb.submit_aql(
+        &gpu,
+        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
+            control: PacketControl::SYSTEM_BARRIER,
+            ib: IndirectBuffer::new(ib.va(), wd.len() as u32),
+            completion_signal: 0,
+        }),
+    );
+    // Queue A: slot 0 completes x, slot 1 waits for s1. Both are published at once (slot
+    // 1 whole, then slot 0's header), so the run that completes slot 0 fetches slot 1
+    // and blocks on it before it returns, and only then can the CP (one thread for both
+    // queues) run queue B.
+    let p1 = wait_on(s1, PacketControl::SYSTEM_BARRIER).encode();
+    for (i, d) in p1.iter().enumerate().rev() {
+        qa.ring.store_u32(slot1 + 4 * i as u64, *d).unwrap();
+    }
+    let p0 = barrier_and(&[], x).encode();
+    for (i, d) in p0.iter().enumerate().skip(1) {
+        qa.ring.store_u32(qa.ring.va() + 4 * i as u64, *d).unwrap();
+    }
+    qa.ptrs.store_u64(qa.wptr_va, 2).unwrap();
+    qa.ring.store_u32(qa.ring.va(), p0[0]).unwrap();
+    qa.ring_doorbell(&gpu, 1);
+    qa.wptr = 2;
+    qb.wait_idle();
+    assert_eq!(
+        qa.ring.load_u32(slot1 + 8).unwrap(),
+        on_s2[2],
+        "body rewritten"
+    );
+    // Re-polls (every ~1 ms while blocked) keep waiting for s1.
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(q.rptr(), 0, "re-polled from the fetched decoding (s1)");
+    assert_eq!(qa.rptr(), 1, "re-polled from the fetched decoding (s1)");
     assert_eq!(sig_value(&sigs, done), 1);
     // A different header (agent-scope acquire): fetched afresh, it waits for s2.
     let control = PacketControl {
@@ -573,11 +607,11 @@ fn aql_blocked_barrier_polls_its_fetched_decoding() {
     };
     let hdr = wait_on(s2, control).encode()[0];
     assert_ne!(hdr, on_s2[0]);
-    q.ring.store_u32(slot, hdr).unwrap();
-    q.wait_idle();
+    qa.ring.store_u32(slot1, hdr).unwrap();
+    qa.wait_idle();
     assert_eq!(sig_value(&sigs, done), 0);
     assert_eq!(sig_value(&sigs, s1), 1, "s1 never changed");
-    assert_eq!(gpu.status(&q), QueueStatus::Active);
+    assert_eq!(gpu.status(&qa), QueueStatus::Active);
 }
 
 /// `amd_queue_t` replaced at the same address (unmapped, mapped anew): the CP reads
