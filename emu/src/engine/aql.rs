@@ -629,7 +629,8 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         // fetch (as a packet processor works from the packet it fetched): the slot is the
         // packet processor's until the read index passes it, so only its header is
         // re-read (through the same window check, faulting as a fetch would), and a
-        // changed header is fetched and decoded afresh.
+        // changed header is fetched and decoded afresh. (An entry left by a barrier that
+        // completed never matches again: the read index only grows.)
         if let Some(b) = &q.aql_blocked {
             if b.at == q.rptr && b.words[0] == hdr {
                 let sig = match poll_barrier(&mut q.pins, mem, &b.pkt) {
