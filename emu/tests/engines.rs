@@ -1819,10 +1819,12 @@ fn aql_busy_queues_take_turns_by_quantum() {
             Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 2),
             Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 2),
         ];
-        // Per queue, in order: PM4-IB (atomic + copy) or a barrier without dependencies.
-        let shapes: [&[bool]; 2] = [
-            &[true, false, true, true, false, true, true, true],
-            &[false, true, true, false, false, true, true, false],
+        // Per queue, in order: 1 = PM4-IB (atomic + copy), 2 = PM4-IB of one WRITE_DATA
+        // (the CP completes it in the pass that ran its buffer when budget is left), 0 = a
+        // barrier without dependencies.
+        let shapes: [&[u8]; 2] = [
+            &[1, 0, 2, 1, 1, 0, 2, 1, 1, 2, 1, 2, 2, 0, 1],
+            &[0, 2, 1, 1, 0, 2, 0, 1, 1, 2, 2, 0, 2, 1, 0],
         ];
         // The model: each queue's packet units in execution order, `Some(log index)` for
         // an ATOMIC_MEM whose return value lands at that log index.
@@ -1830,8 +1832,25 @@ fn aql_busy_queues_take_turns_by_quantum() {
         let mut next_ib = ibs.va();
         let mut logs = 0usize;
         for (qi, shape) in shapes.iter().enumerate() {
-            for &is_ib in shape.iter() {
-                if is_ib {
+            for &kind in shape.iter() {
+                if kind == 2 {
+                    let w = write_data(data.va() + 2048, &[7]);
+                    for (i, d) in w.iter().enumerate() {
+                        ibs.store_u32(next_ib + 4 * i as u64, *d).unwrap();
+                    }
+                    qs[qi].submit_aql(
+                        &gpu,
+                        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
+                            control: PacketControl::SYSTEM_BARRIER,
+                            ib: IndirectBuffer::new(next_ib, w.len() as u32),
+                            completion_signal: 0,
+                        }),
+                    );
+                    next_ib += 256;
+                    for _ in 0..num_xcc {
+                        units[qi].push(None);
+                    }
+                } else if kind == 1 {
                     let log = data.va() + 64 + 4 * logs as u64;
                     let mut w = atomic(15, counter, 1, 0); // ADD_RTN_32
                     w.extend(copy_data(pkt3::copy_sel::ATOMIC_RETURN_DATA, 0, log, false));

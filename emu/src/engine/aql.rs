@@ -688,7 +688,6 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 // check between them (the loop's top) passes: nothing ran since.
                 let (push, first) =
                     pm4exec::push_ib_and_step(mem, inner, &mut q.pm4, &p.ib, &mut q.scratch);
-                first_ib = first;
                 match push {
                     Step::Done => {}
                     Step::Blocked => {
@@ -699,11 +698,25 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                     Step::Stop(s) => stop!(off, *s),
                 }
-                q.aql_inflight = Some((p.completion_signal, hdr));
-                if mem.tr.on {
-                    trace_ib_start(q, inner, slot, pkt, &w);
+                // A buffer whose first step ran it all (its one packet done, nothing left
+                // pushed), untraced, with budget left after that packet: the packet
+                // completes here, as the loop's next pass would complete it (that pass's
+                // budget check passes and its buffer walk has nothing more to run).
+                if q.pm4.depth == 0
+                    && !mem.tr.on
+                    && matches!(first, Some(IbStep::Packet(Step::Done)))
+                    && executed + 1 < budget
+                {
+                    executed += 1;
+                    p.completion_signal
+                } else {
+                    first_ib = first;
+                    q.aql_inflight = Some((p.completion_signal, hdr));
+                    if mem.tr.on {
+                        trace_ib_start(q, inner, slot, pkt, &w);
+                    }
+                    continue;
                 }
-                continue;
             }
             AqlPacket::KernelDispatch(k) => match dispatch(q, mem, inner, k, slot_va) {
                 Ok(true) => k.completion_signal,
