@@ -1833,20 +1833,23 @@ fn aql_busy_queues_take_turns_by_quantum() {
         let mut logs = 0usize;
         for (qi, shape) in shapes.iter().enumerate() {
             for &kind in shape.iter() {
-                if kind == 2 {
-                    let w = write_data(data.va() + 2048, &[7]);
+                // Writes the buffer at `next_ib` and submits it on queue `qi`.
+                let mut submit_ib = |w: &[u32], next_ib: &mut u64| {
                     for (i, d) in w.iter().enumerate() {
-                        ibs.store_u32(next_ib + 4 * i as u64, *d).unwrap();
+                        ibs.store_u32(*next_ib + 4 * i as u64, *d).unwrap();
                     }
                     qs[qi].submit_aql(
                         &gpu,
                         &AqlPacket::VendorPm4Ib(VendorPm4Ib {
                             control: PacketControl::SYSTEM_BARRIER,
-                            ib: IndirectBuffer::new(next_ib, w.len() as u32),
+                            ib: IndirectBuffer::new(*next_ib, w.len() as u32),
                             completion_signal: 0,
                         }),
                     );
-                    next_ib += 256;
+                    *next_ib += 256;
+                };
+                if kind == 2 {
+                    submit_ib(&write_data(data.va() + 2048, &[7]), &mut next_ib);
                     for _ in 0..num_xcc {
                         units[qi].push(None);
                     }
@@ -1855,18 +1858,7 @@ fn aql_busy_queues_take_turns_by_quantum() {
                     let mut w = atomic(15, counter, 1, 0); // ADD_RTN_32
                     w.extend(copy_data(pkt3::copy_sel::ATOMIC_RETURN_DATA, 0, log, false));
                     assert!(w.len() <= 16, "the buffer stays on the one-read path");
-                    for (i, d) in w.iter().enumerate() {
-                        ibs.store_u32(next_ib + 4 * i as u64, *d).unwrap();
-                    }
-                    qs[qi].submit_aql(
-                        &gpu,
-                        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
-                            control: PacketControl::SYSTEM_BARRIER,
-                            ib: IndirectBuffer::new(next_ib, w.len() as u32),
-                            completion_signal: 0,
-                        }),
-                    );
-                    next_ib += 256;
+                    submit_ib(&w, &mut next_ib);
                     for _ in 0..num_xcc {
                         units[qi].push(Some(logs));
                         units[qi].push(None);
