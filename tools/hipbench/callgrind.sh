@@ -32,7 +32,7 @@ entries="hipStreamWriteValue32 hipEventRecord __hipPushCallConfiguration __hipPo
 toggles=()
 for f in $entries; do toggles+=(--toggle-collect="$f"); done
 LD_LIBRARY_PATH="$PWD/$out/lib" KFDRT_DEVICE=emu:mi250x \
-  valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.bench" "${toggles[@]}" \
+  valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$out/callgrind.bench" "${toggles[@]}" \
   "$out/hipbench" "$iters" >/dev/null 2>"$out/callgrind.bench.log"
 callgrind_annotate --inclusive=yes "$out/callgrind.bench" > "$out/callgrind.bench.txt"
 batch=$(( (iters / 32 + 1) * 32 ))
