@@ -686,8 +686,9 @@ unsafe fn launch_params(
 }
 
 /// Bumped when registered kernels are forgotten (unregistration, reset), so per-thread
-/// launch caches drop what they hold.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// launch caches drop what they hold. Starts at 1: a zeroed [`WarmSlot`] (generation 0)
+/// never matches.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// A warm launch target: (host stub, GPU) and its kernel.
 pub(crate) struct Warm {
@@ -698,11 +699,36 @@ pub(crate) struct Warm {
 
 /// A thread's warm launch targets (most recent first) and the registration generation
 /// they belong to: a `<<<>>>` launch takes no lock, hashes nothing and allocates nothing
-/// once warm, and the hit is one compare of the first entry.
+/// once warm. The first entry is mirrored in the thread's [`WarmSlot`], which is what a
+/// launch checks.
 #[derive(Default)]
 pub(crate) struct LaunchCache {
     generation: u64,
     warm: Vec<Warm>,
+}
+
+/// The thread's warm launch target in its fixed-offset slot ([`crate::api::Fast`]): a
+/// hit is three compares with no `RefCell` borrow. `kernel` points at the first entry of
+/// the thread's [`LaunchCache`] (its owner): set by [`LaunchCache::promote`], the only
+/// code that changes that cache (it empties the slot first), and emptied when the cache
+/// is dropped (`Tls::drop`). All-zero (thread start, [`WarmSlot::EMPTY`]) never matches:
+/// [`GENERATION`] is never 0.
+#[repr(C)]
+pub(crate) struct WarmSlot {
+    stub: usize,
+    gpu: usize,
+    generation: u64,
+    kernel: *const Kernel,
+}
+
+impl WarmSlot {
+    /// Nothing warm.
+    pub(crate) const EMPTY: WarmSlot = WarmSlot {
+        stub: 0,
+        gpu: 0,
+        generation: 0,
+        kernel: std::ptr::null(),
+    };
 }
 
 impl LaunchCache {
@@ -714,10 +740,15 @@ impl LaunchCache {
         }
     }
 
-    /// Makes (stub, GPU) the first entry, resolving its kernel at its first use here.
+    /// Makes (stub, GPU) the first entry, resolving its kernel at its first use here, and
+    /// the thread's [`WarmSlot`].
     #[cold]
     #[inline(never)]
     fn promote(&mut self, f: *const c_void, gpu: usize, generation: u64) -> Result<(), hipError_t> {
+        let slot = crate::api::fast();
+        // SAFETY: the calling thread's own slot; emptied before the entries it may point
+        // at move or drop.
+        unsafe { (*slot).warm = WarmSlot::EMPTY };
         if self.generation != generation {
             self.generation = generation;
             self.warm.clear();
@@ -736,15 +767,42 @@ impl LaunchCache {
             }
         };
         self.warm.swap(0, i);
+        let first = &self.warm[0];
+        // SAFETY: as above; `kernel` stays where it is until the next promote (or the
+        // cache's drop), which empties the slot first.
+        unsafe {
+            (*slot).warm = WarmSlot {
+                stub,
+                gpu,
+                generation,
+                kernel: &first.kernel,
+            };
+        }
         Ok(())
     }
 }
 
-/// A launch while the thread's cache is in use (not reached from C: no HIP call runs
-/// inside a launch on the same thread); no caching.
+/// The kernel of host stub `f` on GPU `gpu` when it is the thread's warm launch target
+/// (registrations unchanged since).
+#[inline(always)]
+fn warm_kernel<'a>(f: *const c_void, gpu: usize) -> Option<&'a Kernel> {
+    // SAFETY: the calling thread's own slot; a matching slot's `kernel` is alive (see
+    // `WarmSlot`) and used only before this entry point returns, with no call that
+    // changes the launch cache.
+    unsafe {
+        let w = &(*crate::api::fast()).warm;
+        (w.stub == f as usize && w.gpu == gpu && w.generation == GENERATION.load(Ordering::Acquire))
+            .then(|| &*w.kernel)
+    }
+}
+
+/// A launch whose target is not the thread's warm one: resolve it (once per stub and GPU
+/// on the thread), make it warm and launch. Uncached while the thread's cache is in use
+/// (not reached from C: no HIP call runs inside a launch on the same thread).
 #[cold]
 #[inline(never)]
-fn launch_uncached(
+fn launch_cold(
+    t: &crate::api::Tls,
     f: *const c_void,
     st: &kfdrt::Stream,
     grid: dim3,
@@ -752,12 +810,43 @@ fn launch_uncached(
     args: *mut *mut c_void,
     shared: usize,
 ) -> Result<(), hipError_t> {
-    let k = host_kernel(f, st.gpu_index())?;
+    let gpu = st.gpu_index();
+    let Ok(mut c) = t.launch_cache.try_borrow_mut() else {
+        let k = host_kernel(f, gpu)?;
+        // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
+        return unsafe { launch_params(&k, st, grid, block, shared, args) };
+    };
+    c.promote(f, gpu, GENERATION.load(Ordering::Acquire))?;
+    let Some(w) = c.warm.first() else {
+        return Err(hipErrorInvalidDeviceFunction);
+    };
     // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
-    unsafe { launch_params(&k, st, grid, block, shared, args) }
+    unsafe { launch_params(&w.kernel, st, grid, block, shared, args) }
 }
 
-/// `hipLaunchKernel`: the kernel registered for host stub `f`.
+/// The launch of `hipLaunchKernel` on stream `st`.
+///
+/// # Safety
+/// HIP's contract for `args` (one pointer per explicit argument of the kernel).
+#[inline(always)]
+unsafe fn launch_on(
+    t: &crate::api::Tls,
+    f: *const c_void,
+    st: &kfdrt::Stream,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+) -> Result<(), hipError_t> {
+    match warm_kernel(f, st.gpu_index()) {
+        // SAFETY: per the contract.
+        Some(k) => unsafe { launch_params(k, st, grid, block, shared, args) },
+        None => launch_cold(t, f, st, grid, block, args, shared),
+    }
+}
+
+/// `hipLaunchKernel`: the kernel registered for host stub `f`. The warm path (hot stream,
+/// warm target) is inlined here whole.
 #[no_mangle]
 pub unsafe extern "C" fn hipLaunchKernel(
     f: *const c_void,
@@ -767,24 +856,17 @@ pub unsafe extern "C" fn hipLaunchKernel(
     shared: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    crate::api::ret_stream_hot(s, move |t, st| {
-        let Ok(mut c) = t.launch_cache.try_borrow_mut() else {
-            return launch_uncached(f, st, grid, block, args, shared);
-        };
-        let gpu = st.gpu_index();
-        let generation = GENERATION.load(Ordering::Acquire);
-        let hit = c.generation == generation
-            && c.warm
-                .first()
-                .is_some_and(|w| w.stub == f as usize && w.gpu == gpu);
-        if !hit {
-            c.promote(f, gpu, generation)?;
-        }
-        let Some(w) = c.warm.first() else {
-            return Err(hipErrorInvalidDeviceFunction);
-        };
-        // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
-        unsafe { launch_params(&w.kernel, st, grid, block, shared, args) }
+    if let Some((t, st)) = crate::api::hot_stream(s) {
+        // SAFETY: HIP's contract for `args`.
+        let e = unsafe { launch_on(t, f, st, grid, block, args, shared) }
+            .err()
+            .unwrap_or(hipSuccess);
+        crate::api::set_last_error(e);
+        return e;
+    }
+    crate::api::ret_stream_miss(s, move |t, st| {
+        // SAFETY: HIP's contract for `args`.
+        unsafe { launch_on(t, f, st, grid, block, args, shared) }
     })
 }
 
