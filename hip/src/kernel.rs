@@ -690,11 +690,13 @@ unsafe fn launch_params(
 /// never matches.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
-/// A warm launch target: (host stub, GPU) and its kernel.
+/// A warm launch target: (host stub, GPU), its kernel, and the (grid, block, dynamic
+/// LDS) of its last launch on the thread, checked by kfdrt ([`kfdrt::LaunchShape`]).
 pub(crate) struct Warm {
     stub: usize,
     gpu: usize,
     kernel: Kernel,
+    shape: Option<(dim3, dim3, usize, kfdrt::LaunchShape)>,
 }
 
 /// A thread's warm launch targets (most recent first) and the registration generation
@@ -708,17 +710,22 @@ pub(crate) struct LaunchCache {
 }
 
 /// The thread's warm launch target in its fixed-offset slot ([`crate::api::Fast`]): a
-/// hit is three compares with no `RefCell` borrow. `kernel` points at the first entry of
-/// the thread's [`LaunchCache`] (its owner): set by [`LaunchCache::promote`], the only
-/// code that changes that cache (it empties the slot first), and emptied when the cache
-/// is dropped (`Tls::drop`). All-zero (thread start, [`WarmSlot::EMPTY`]) never matches:
-/// [`GENERATION`] is never 0.
+/// hit is three compares with no `RefCell` borrow, and a launch in the target's last
+/// shape five more. `kernel` and `shape` point into the first entry of the thread's
+/// [`LaunchCache`] (their owner): set by [`LaunchCache::promote`] and [`launch_reshape`],
+/// the only code that changes that cache (they empty the slot first), and emptied when
+/// the cache is dropped (`Tls::drop`). All-zero (thread start, [`WarmSlot::EMPTY`])
+/// never matches: [`GENERATION`] is never 0. A null `shape` never matches either.
 #[repr(C)]
 pub(crate) struct WarmSlot {
     stub: usize,
     gpu: usize,
     generation: u64,
     kernel: *const Kernel,
+    grid: dim3,
+    block: dim3,
+    shared: usize,
+    shape: *const kfdrt::LaunchShape,
 }
 
 impl WarmSlot {
@@ -728,7 +735,34 @@ impl WarmSlot {
         gpu: 0,
         generation: 0,
         kernel: std::ptr::null(),
+        grid: dim3 { x: 0, y: 0, z: 0 },
+        block: dim3 { x: 0, y: 0, z: 0 },
+        shared: 0,
+        shape: std::ptr::null(),
     };
+
+    /// The slot naming `w` (the first entry of its cache) at `generation`.
+    fn of(w: &Warm, generation: u64) -> WarmSlot {
+        let (grid, block, shared, shape) = match &w.shape {
+            Some((g, b, s, shape)) => (*g, *b, *s, shape as *const kfdrt::LaunchShape),
+            None => (
+                WarmSlot::EMPTY.grid,
+                WarmSlot::EMPTY.block,
+                0,
+                std::ptr::null(),
+            ),
+        };
+        WarmSlot {
+            stub: w.stub,
+            gpu: w.gpu,
+            generation,
+            kernel: &w.kernel,
+            grid,
+            block,
+            shared,
+            shape,
+        }
+    }
 }
 
 impl LaunchCache {
@@ -762,37 +796,33 @@ impl LaunchCache {
             Some(i) => i,
             None => {
                 let kernel = host_kernel(f, gpu)?;
-                self.warm.push(Warm { stub, gpu, kernel });
+                self.warm.push(Warm {
+                    stub,
+                    gpu,
+                    kernel,
+                    shape: None,
+                });
                 self.warm.len() - 1
             }
         };
         self.warm.swap(0, i);
-        let first = &self.warm[0];
-        // SAFETY: as above; `kernel` stays where it is until the next promote (or the
-        // cache's drop), which empties the slot first.
-        unsafe {
-            (*slot).warm = WarmSlot {
-                stub,
-                gpu,
-                generation,
-                kernel: &first.kernel,
-            };
-        }
+        // SAFETY: as above; the entry stays where it is until the next change of the
+        // cache (or its drop), which empties the slot first.
+        unsafe { (*slot).warm = WarmSlot::of(&self.warm[0], generation) };
         Ok(())
     }
 }
 
-/// The kernel of host stub `f` on GPU `gpu` when it is the thread's warm launch target
-/// (registrations unchanged since).
+/// The thread's warm launch target when it is host stub `f` on GPU `gpu` (registrations
+/// unchanged since).
 #[inline(always)]
-fn warm_kernel<'a>(f: *const c_void, gpu: usize) -> Option<&'a Kernel> {
-    // SAFETY: the calling thread's own slot; a matching slot's `kernel` is alive (see
-    // `WarmSlot`) and used only before this entry point returns, with no call that
-    // changes the launch cache.
+fn warm_slot<'a>(f: *const c_void, gpu: usize) -> Option<&'a WarmSlot> {
+    // SAFETY: the calling thread's own slot, used only before this entry point returns,
+    // with no call that changes the launch cache.
     unsafe {
         let w = &(*crate::api::fast()).warm;
         (w.stub == f as usize && w.gpu == gpu && w.generation == GENERATION.load(Ordering::Acquire))
-            .then(|| &*w.kernel)
+            .then_some(w)
     }
 }
 
@@ -817,11 +847,56 @@ fn launch_cold(
         return unsafe { launch_params(&k, st, grid, block, shared, args) };
     };
     c.promote(f, gpu, GENERATION.load(Ordering::Acquire))?;
-    let Some(w) = c.warm.first() else {
+    drop(c);
+    launch_reshape(t, f, st, grid, block, args, shared)
+}
+
+/// A launch of the thread's warm target in a shape other than its last: check the shape
+/// (kfdrt), keep it with the target, and launch. A shape kfdrt refuses is launched
+/// unshaped, which reports why.
+#[cold]
+#[inline(never)]
+fn launch_reshape(
+    t: &crate::api::Tls,
+    f: *const c_void,
+    st: &kfdrt::Stream,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+) -> Result<(), hipError_t> {
+    let Ok(mut c) = t.launch_cache.try_borrow_mut() else {
+        let k = host_kernel(f, st.gpu_index())?;
+        // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
+        return unsafe { launch_params(&k, st, grid, block, shared, args) };
+    };
+    let generation = c.generation;
+    // The warm target (the slot matched it, or `promote` just made it the first entry).
+    let Some(w) = c.warm.first_mut() else {
         return Err(hipErrorInvalidDeviceFunction);
     };
-    // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
-    unsafe { launch_params(&w.kernel, st, grid, block, shared, args) }
+    let slot = crate::api::fast();
+    // SAFETY: the calling thread's own slot, emptied before the shape it may point at
+    // changes.
+    unsafe { (*slot).warm = WarmSlot::EMPTY };
+    let shape = u32::try_from(shared).ok().and_then(|lds| {
+        w.kernel.launch_shape(
+            Dim3::new(grid.x, grid.y, grid.z),
+            Dim3::new(block.x, block.y, block.z),
+            lds,
+        )
+    });
+    w.shape = shape.map(|sh| (grid, block, shared, sh));
+    // SAFETY: as above; the entry stays where it is until the next change of the cache.
+    unsafe { (*slot).warm = WarmSlot::of(w, generation) };
+    match &w.shape {
+        // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
+        Some((.., sh)) => {
+            unsafe { st.launch_params_shaped(&w.kernel, sh, args as *const *const c_void) }.hip()
+        }
+        // SAFETY: as above.
+        None => unsafe { launch_params(&w.kernel, st, grid, block, shared, args) },
+    }
 }
 
 /// The launch of `hipLaunchKernel` on stream `st`.
@@ -838,11 +913,15 @@ unsafe fn launch_on(
     args: *mut *mut c_void,
     shared: usize,
 ) -> Result<(), hipError_t> {
-    match warm_kernel(f, st.gpu_index()) {
-        // SAFETY: per the contract.
-        Some(k) => unsafe { launch_params(k, st, grid, block, shared, args) },
-        None => launch_cold(t, f, st, grid, block, args, shared),
+    let Some(w) = warm_slot(f, st.gpu_index()) else {
+        return launch_cold(t, f, st, grid, block, args, shared);
+    };
+    if w.shape.is_null() || w.grid != grid || w.block != block || w.shared != shared {
+        return launch_reshape(t, f, st, grid, block, args, shared);
     }
+    // SAFETY: a matching slot's kernel and shape are alive (see `WarmSlot`); `args` per
+    // the contract.
+    unsafe { st.launch_params_shaped(&*w.kernel, &*w.shape, args as *const *const c_void) }.hip()
 }
 
 /// `hipLaunchKernel`: the kernel registered for host stub `f`. The warm path (hot stream,

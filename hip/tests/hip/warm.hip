@@ -79,6 +79,15 @@ int main(int argc, char** argv) {
   HIP_CHECK(hipGetLastError());
   std::printf("alternating p[0]=%d p[63]=%d\n", p[0], p[63]);
 
+  // The warm kernel in other shapes: one kfdrt refuses (a block over the kernel's
+  // maximum), then a smaller block, then the first shape again.
+  add_one<<<1, 2048, 0, s1>>>(p);
+  hipError_t big = hipGetLastError();
+  add_one<<<1, 32, 0, s1>>>(p);
+  HIP_CHECK(hipStreamSynchronize(s1));
+  std::printf("shapes big %s p[0]=%d p[63]=%d\n", hipGetErrorName(big), p[0], p[63]);
+  add_one<<<1, 64, 0, s1>>>(p);
+
   // The warm stream destroyed: its handle is refused, the last error says so, and the
   // next launch on a live stream runs.
   add_one<<<1, 64, 0, s1>>>(p);
