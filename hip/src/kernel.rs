@@ -38,6 +38,15 @@ pub struct dim3 {
     pub z: u32,
 }
 
+impl dim3 {
+    /// (x | y << 32, z): how the SysV ABI passes a `dim3` by value (two registers), so
+    /// that comparing it is two compares.
+    #[inline(always)]
+    fn packed(self) -> (u64, u32) {
+        (u64::from(self.x) | u64::from(self.y) << 32, self.z)
+    }
+}
+
 /// `hipFuncAttributes` (5.2 header field order).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -722,8 +731,9 @@ pub(crate) struct WarmSlot {
     gpu: usize,
     generation: u64,
     kernel: *const Kernel,
-    grid: dim3,
-    block: dim3,
+    /// The shape's key: grid and block as [`dim3::packed`], dynamic LDS.
+    grid: (u64, u32),
+    block: (u64, u32),
     shared: usize,
     shape: *const kfdrt::LaunchShape,
 }
@@ -735,8 +745,8 @@ impl WarmSlot {
         gpu: 0,
         generation: 0,
         kernel: std::ptr::null(),
-        grid: dim3 { x: 0, y: 0, z: 0 },
-        block: dim3 { x: 0, y: 0, z: 0 },
+        grid: (0, 0),
+        block: (0, 0),
         shared: 0,
         shape: std::ptr::null(),
     };
@@ -744,7 +754,12 @@ impl WarmSlot {
     /// The slot naming `w` (the first entry of its cache) at `generation`.
     fn of(w: &Warm, generation: u64) -> WarmSlot {
         let (grid, block, shared, shape) = match &w.shape {
-            Some((g, b, s, shape)) => (*g, *b, *s, shape as *const kfdrt::LaunchShape),
+            Some((g, b, s, shape)) => (
+                g.packed(),
+                b.packed(),
+                *s,
+                shape as *const kfdrt::LaunchShape,
+            ),
             None => (
                 WarmSlot::EMPTY.grid,
                 WarmSlot::EMPTY.block,
@@ -916,7 +931,11 @@ unsafe fn launch_on(
     let Some(w) = warm_slot(f, st.gpu_index()) else {
         return launch_cold(t, f, st, grid, block, args, shared);
     };
-    if w.shape.is_null() || w.grid != grid || w.block != block || w.shared != shared {
+    if w.shape.is_null()
+        || w.grid != grid.packed()
+        || w.block != block.packed()
+        || w.shared != shared
+    {
         return launch_reshape(t, f, st, grid, block, args, shared);
     }
     // SAFETY: a matching slot's kernel and shape are alive (see `WarmSlot`); `args` per
@@ -943,6 +962,21 @@ pub unsafe extern "C" fn hipLaunchKernel(
         crate::api::set_last_error(e);
         return e;
     }
+    launch_miss(f, grid, block, args, shared, s)
+}
+
+/// [`hipLaunchKernel`] on a stream that is not the thread's hot one (out of line, so
+/// that the warm path keeps its arguments in registers).
+#[cold]
+#[inline(never)]
+fn launch_miss(
+    f: *const c_void,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    s: *mut c_void,
+) -> hipError_t {
     crate::api::ret_stream_miss(s, move |t, st| {
         // SAFETY: HIP's contract for `args`.
         unsafe { launch_on(t, f, st, grid, block, args, shared) }
