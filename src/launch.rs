@@ -801,9 +801,11 @@ pub(crate) struct KernargRing {
     /// their segment: complete when that timeline reaches the count.
     inflight: Inflight,
     /// The timelines of the streams that launched on the queue (deduplicated, so a launch
-    /// clones no `Arc`), and the index of the last one used.
+    /// clones no `Arc`), and the index and address of the last one used (a launch of the
+    /// same stream again compares one address).
     timelines: Vec<Arc<Signal>>,
     last_tl: usize,
+    last_tl_ptr: *const Signal,
     /// The queue's id and GPU (the completion points handed out to wait for).
     queue_id: u32,
     gpu_index: usize,
@@ -843,6 +845,7 @@ impl KernargRing {
             inflight: Inflight::new(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
             timelines: Vec::new(),
             last_tl: 0,
+            last_tl_ptr: std::ptr::null(),
             queue_id: q.queue_id(),
             gpu_index: q.gpu_index(),
         })
@@ -954,9 +957,10 @@ impl KernargRing {
     #[inline(always)]
     fn commit(&mut self, start: u64, len: u64, timeline: &Arc<Signal>, target: u64) {
         self.head = start + len;
-        let tl = match self.timelines.get(self.last_tl) {
-            Some(t) if Arc::ptr_eq(t, timeline) => self.last_tl,
-            _ => self.timeline_index(timeline),
+        let tl = if Arc::as_ptr(timeline) == self.last_tl_ptr {
+            self.last_tl
+        } else {
+            self.timeline_index(timeline)
         };
         self.inflight
             .push_back((start, start + len, tl as u32, target));
@@ -992,6 +996,7 @@ impl KernargRing {
             }
         };
         self.last_tl = i;
+        self.last_tl_ptr = Arc::as_ptr(timeline);
         i
     }
 }

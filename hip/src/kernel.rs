@@ -399,21 +399,33 @@ pub extern "C" fn __hipPushCallConfiguration(
     // SAFETY: the calling thread's own slot; plain data.
     unsafe {
         let d = (*f).call_depth as usize;
-        match (*f).calls.get_mut(d) {
-            Some(slot) => *slot = (grid, block, shared, stream),
-            None => push_deep((grid, block, shared, stream)),
-        }
-        (*f).call_depth = (d as u32).wrapping_add(1);
+        let Some(slot) = (*f).calls.get_mut(d) else {
+            // A tail call (same C signature): the fast path makes no call (no frame).
+            return push_deep(grid, block, shared, stream);
+        };
+        *slot = (grid, block, shared, stream);
+        (*f).call_depth = d as u32 + 1;
         (*f).last_error = hipSuccess;
     }
     hipSuccess
 }
 
-/// A configuration pushed beyond the fixed slots.
+/// [`__hipPushCallConfiguration`] beyond the fixed slots.
 #[cold]
 #[inline(never)]
-fn push_deep(c: crate::api::CallConfig) {
-    crate::api::with_tls(|t| t.call_config.borrow_mut().push(c));
+extern "C" fn push_deep(grid: dim3, block: dim3, shared: usize, stream: *mut c_void) -> hipError_t {
+    crate::api::with_tls(|t| {
+        t.call_config
+            .borrow_mut()
+            .push((grid, block, shared, stream))
+    });
+    let f = crate::api::fast();
+    // SAFETY: the calling thread's own slot; plain data.
+    unsafe {
+        (*f).call_depth = (*f).call_depth.wrapping_add(1);
+        (*f).last_error = hipSuccess;
+    }
+    hipSuccess
 }
 
 /// `__hipPopCallConfiguration`: the configuration pushed last (InvalidConfiguration when
@@ -451,9 +463,11 @@ pub unsafe extern "C" fn __hipPopCallConfiguration(
 
 /// [`__hipPopCallConfiguration`] with nothing pushed, a configuration beyond the fixed
 /// slots or a null out-pointer (written in order up to the first null one).
+///
+/// `extern "C"` as the entry point, so that its call there is a tail call (no frame).
 #[cold]
 #[inline(never)]
-fn pop_slow(
+extern "C" fn pop_slow(
     grid: *mut dim3,
     block: *mut dim3,
     shared: *mut usize,
