@@ -509,6 +509,14 @@ impl GpuEngines {
             }
             return;
         }
+        self.doorbell_untabled(queue_id);
+    }
+
+    /// [`GpuEngines::doorbell`] of a queue id past [`DOORBELL_TABLE`] (out of line: the
+    /// table's path then needs no frame of its own).
+    #[cold]
+    #[inline(never)]
+    fn doorbell_untabled(&self, queue_id: u32) {
         let map = self.queues.read().unwrap_or_else(|e| e.into_inner());
         if let Some((q, ei)) = map.get(&queue_id) {
             q.doorbell_rung.store(true, Ordering::Release);
