@@ -1343,7 +1343,7 @@ impl Stream {
         }
         self.launch_shaped(kernel, sh, None, |seg| {
             // SAFETY: as in `launch_params`.
-            unsafe { fill_params(kernel, plan, seg, params) }
+            unsafe { fill_params(kernel, &kernel.plan, seg, params) }
         })
     }
 

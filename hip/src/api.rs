@@ -395,7 +395,12 @@ pub(crate) fn ret_stream_tls(
 /// its hit path on it inline.
 #[inline(always)]
 pub(crate) fn hot_stream<'a>(s: *mut c_void) -> Option<(&'a Tls, &'a Stream)> {
-    let fp = fast();
+    hot_stream_in(fast(), s)
+}
+
+/// [`hot_stream`] with the thread's [`Fast`] slot `fp` at hand.
+#[inline(always)]
+pub(crate) fn hot_stream_in<'a>(fp: *mut Fast, s: *mut c_void) -> Option<(&'a Tls, &'a Stream)> {
     let hot = if s.is_null() {
         hot_null(fp)
     } else {

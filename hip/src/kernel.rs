@@ -845,11 +845,11 @@ impl LaunchCache {
 /// The thread's warm launch target when it is host stub `f` on GPU `gpu` (registrations
 /// unchanged since).
 #[inline(always)]
-fn warm_slot<'a>(f: *const c_void, gpu: usize) -> Option<&'a WarmSlot> {
-    // SAFETY: the calling thread's own slot, used only before this entry point returns,
-    // with no call that changes the launch cache.
+fn warm_slot<'a>(fp: *mut crate::api::Fast, f: *const c_void, gpu: usize) -> Option<&'a WarmSlot> {
+    // SAFETY: `fp` is the calling thread's own slot, used only before this entry point
+    // returns, with no call that changes the launch cache.
     unsafe {
-        let w = &(*crate::api::fast()).warm;
+        let w = &(*fp).warm;
         (w.stub == f as usize && w.gpu == gpu && w.generation == GENERATION.load(Ordering::Acquire))
             .then_some(w)
     }
@@ -861,7 +861,6 @@ fn warm_slot<'a>(f: *const c_void, gpu: usize) -> Option<&'a WarmSlot> {
 #[cold]
 #[inline(never)]
 fn launch_cold(
-    t: &crate::api::Tls,
     f: *const c_void,
     st: &kfdrt::Stream,
     grid: dim3,
@@ -870,14 +869,19 @@ fn launch_cold(
     shared: usize,
 ) -> Result<(), hipError_t> {
     let gpu = st.gpu_index();
-    let Ok(mut c) = t.launch_cache.try_borrow_mut() else {
+    let promoted = crate::api::with_tls(|t| {
+        let Ok(mut c) = t.launch_cache.try_borrow_mut() else {
+            return Ok(false);
+        };
+        c.promote(f, gpu, GENERATION.load(Ordering::Acquire))
+            .map(|()| true)
+    })?;
+    if !promoted {
         let k = host_kernel(f, gpu)?;
         // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
         return unsafe { launch_params(&k, st, grid, block, shared, args) };
-    };
-    c.promote(f, gpu, GENERATION.load(Ordering::Acquire))?;
-    drop(c);
-    launch_reshape(t, f, st, grid, block, args, shared)
+    }
+    launch_reshape(f, st, grid, block, args, shared)
 }
 
 /// A launch of the thread's warm target in a shape other than its last: check the shape
@@ -886,6 +890,18 @@ fn launch_cold(
 #[cold]
 #[inline(never)]
 fn launch_reshape(
+    f: *const c_void,
+    st: &kfdrt::Stream,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+) -> Result<(), hipError_t> {
+    crate::api::with_tls(|t| launch_reshape_in(t, f, st, grid, block, args, shared))
+}
+
+/// [`launch_reshape`] on the thread's [`crate::api::Tls`].
+fn launch_reshape_in(
     t: &crate::api::Tls,
     f: *const c_void,
     st: &kfdrt::Stream,
@@ -934,7 +950,7 @@ fn launch_reshape(
 /// HIP's contract for `args` (one pointer per explicit argument of the kernel).
 #[inline(always)]
 unsafe fn launch_on(
-    t: &crate::api::Tls,
+    fp: *mut crate::api::Fast,
     f: *const c_void,
     st: &kfdrt::Stream,
     grid: dim3,
@@ -942,15 +958,15 @@ unsafe fn launch_on(
     args: *mut *mut c_void,
     shared: usize,
 ) -> Result<(), hipError_t> {
-    let Some(w) = warm_slot(f, st.gpu_index()) else {
-        return launch_cold(t, f, st, grid, block, args, shared);
+    let Some(w) = warm_slot(fp, f, st.gpu_index()) else {
+        return launch_cold(f, st, grid, block, args, shared);
     };
     if w.shape.is_null()
         || w.grid != grid.packed()
         || w.block != block.packed()
         || w.shared != shared
     {
-        return launch_reshape(t, f, st, grid, block, args, shared);
+        return launch_reshape(f, st, grid, block, args, shared);
     }
     // SAFETY: a matching slot's kernel and shape are alive (see `WarmSlot`); `args` per
     // the contract.
@@ -968,12 +984,14 @@ pub unsafe extern "C" fn hipLaunchKernel(
     shared: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    if let Some((t, st)) = crate::api::hot_stream(s) {
+    let fp = crate::api::fast();
+    if let Some((_, st)) = crate::api::hot_stream_in(fp, s) {
         // SAFETY: HIP's contract for `args`.
-        let e = unsafe { launch_on(t, f, st, grid, block, args, shared) }
+        let e = unsafe { launch_on(fp, f, st, grid, block, args, shared) }
             .err()
             .unwrap_or(hipSuccess);
-        crate::api::set_last_error(e);
+        // SAFETY: the calling thread's own slot.
+        unsafe { (*fp).last_error = e };
         return e;
     }
     launch_miss(f, grid, block, args, shared, s)
@@ -991,9 +1009,9 @@ fn launch_miss(
     shared: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    crate::api::ret_stream_miss(s, move |t, st| {
+    crate::api::ret_stream_miss(s, move |_, st| {
         // SAFETY: HIP's contract for `args`.
-        unsafe { launch_on(t, f, st, grid, block, args, shared) }
+        unsafe { launch_on(crate::api::fast(), f, st, grid, block, args, shared) }
     })
 }
 
