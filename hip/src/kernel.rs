@@ -1097,10 +1097,15 @@ pub unsafe extern "C" fn hipModuleLoadData(
     })())
 }
 
-/// `hipModuleUnload`: the module and the functions taken from it become invalid.
+/// `hipModuleUnload`: waits for every stream (work using the module completes), then the
+/// module and the functions taken from it become invalid.
 #[no_mangle]
 pub extern "C" fn hipModuleUnload(m: *mut c_void) -> hipError_t {
     ret((|| {
+        MODULES.get(m as usize).ok_or(hipErrorInvalidHandle)?;
+        // Launches of its kernels may still be queued: their code and kernel descriptors
+        // live in the module's memory, and unmapping it under them would fault them.
+        crate::api::synchronize_all_streams();
         MODULES.remove(m as usize).ok_or(hipErrorInvalidHandle)?;
         FUNCTIONS.retain(|f| f.module != m as usize);
         Ok(())

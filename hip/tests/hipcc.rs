@@ -164,6 +164,15 @@ fn managed_memory_touched_by_kernels_after_prefetch() {
 }
 
 #[test]
+fn frees_wait_for_the_kernels_still_queued_on_the_memory() {
+    let out = build_and_run("free_sync.hip");
+    assert_eq!(
+        lines(&out),
+        ["device done=8", "host done=12", "managed done=16", "ok"]
+    );
+}
+
+#[test]
 fn module_api_on_a_genco_code_object() {
     let co = tmp().join("hipcc-axpy.co");
     hipcc("axpy_kernel.hip", &["--genco"], &co);

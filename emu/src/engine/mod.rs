@@ -24,8 +24,11 @@
 //!   queues are all idle keeps polling its doorbell counter for up to [`IDLE_SPIN`] (so
 //!   back-to-back submissions never pay a futex wake-up), then parks its thread until a
 //!   doorbell: an idle device uses no CPU after that window. The window halves (to 1 us)
-//!   while each park is followed at once by a doorbell (the submitter shares the engine's
-//!   core and could not run during the spin) and doubles back when a spin catches one.
+//!   while each park is followed at once by a doorbell rung from the engine's own CPU (the
+//!   submitter shares the engine's core and could not run during the spin) and doubles
+//!   back when a spin catches one; on the CP, a park ended within 100 us by a doorbell from
+//!   another CPU sets it to 100 us (the spin costs that submitter nothing, a park costs it
+//!   a cross-CPU wake-up), and a park longer than that brings it back to [`IDLE_SPIN`].
 //! * **Doorbells** ([`GpuEngines::doorbell`]) are lock-free for queue ids below
 //!   [`DOORBELL_TABLE`] (a fixed table indexed by queue id; larger ids take a locked
 //!   lookup): they bump the engine's doorbell counter and unpark the thread only when it is
@@ -313,12 +316,30 @@ impl Inner {
 
     /// Raises an event interrupt from the engine thread that owns `mem` (recorded in the
     /// trace when tracing).
+    ///
+    /// Without tracing it only picks the delivery, each a tail call: no frame, no saved
+    /// registers (the trace record, with its clock reads, is out of line).
     pub(crate) fn interrupt(&self, mem: &mut MemCache, context_id: Option<u32>) {
         if mem.tr.on {
-            let t = self.stamp();
-            mem.tr
-                .push(t, t, crate::trace::TraceKind::Interrupt { context_id });
+            return self.interrupt_traced(mem, context_id);
         }
+        self.deliver_interrupt(mem, context_id)
+    }
+
+    /// [`Inner::interrupt`] when tracing: recorded, then delivered.
+    #[cold]
+    #[inline(never)]
+    fn interrupt_traced(&self, mem: &mut MemCache, context_id: Option<u32>) {
+        let t = self.stamp();
+        mem.tr
+            .push(t, t, crate::trace::TraceKind::Interrupt { context_id });
+        self.deliver_interrupt(mem, context_id)
+    }
+
+    /// Delivers an event interrupt to the emulated KFD: its wake-ups batched in `mem`
+    /// when the engine batches them.
+    #[inline(always)]
+    fn deliver_interrupt(&self, mem: &mut MemCache, context_id: Option<u32>) {
         if mem.batch_wakes {
             self.irq
                 .event_interrupt_batched(self.cfg.gpu_id, context_id, &mut mem.wakes);
