@@ -1453,7 +1453,7 @@ pub unsafe extern "C" fn hipExtMallocWithFlags(
     })
 }
 
-/// `hipFree`: synchronizes first (see [`synchronize_all_streams`]), then releases device,
+/// `hipFree`: synchronizes first (see `synchronize_all_streams`), then releases device,
 /// signal or managed memory; stream-ordered memory is freed on the null stream and waited for.
 #[no_mangle]
 pub extern "C" fn hipFree(p: *mut c_void) -> hipError_t {
@@ -1550,7 +1550,7 @@ pub unsafe extern "C" fn hipHostGetFlags(f: *mut c_uint, host: *mut c_void) -> h
     })())
 }
 
-/// `hipHostFree`: synchronizes first (see [`synchronize_all_streams`]), then releases the
+/// `hipHostFree`: synchronizes first (see `synchronize_all_streams`), then releases the
 /// pinned host memory.
 #[no_mangle]
 pub extern "C" fn hipHostFree(p: *mut c_void) -> hipError_t {
