@@ -71,6 +71,8 @@ pub(crate) struct Fast {
     pub(crate) call_depth: u32,
     pub(crate) calls: [CallConfig; CALL_SLOTS],
     hot: Hot,
+    /// The thread's warm `<<<>>>` launch target ([`crate::kernel::WarmSlot`]).
+    pub(crate) warm: crate::kernel::WarmSlot,
 }
 
 /// The streams of the thread's last `hipStreamQuery` / `hipStreamSynchronize` for
@@ -295,6 +297,8 @@ impl Drop for Tls {
             (*fast()).tls = std::ptr::null();
             (*fast()).hot = Hot::EMPTY;
             (*fast()).idle = Idle::EMPTY;
+            // Names a kernel held by `launch_cache`, dropped with this `Tls`.
+            (*fast()).warm = crate::kernel::WarmSlot::EMPTY;
         }
         for (_, token) in self.per_thread.get_mut().drain(..) {
             remove_stream(token);
@@ -330,7 +334,7 @@ fn link_tls() -> *const Tls {
 
 /// Store HIP's last error of the calling thread.
 #[inline(always)]
-fn set_last_error(e: hipError_t) {
+pub(crate) fn set_last_error(e: hipError_t) {
     // SAFETY: the calling thread's own slot.
     unsafe { (*fast()).last_error = e };
 }
@@ -385,16 +389,18 @@ pub(crate) fn ret_stream_tls(
     e
 }
 
-/// [`ret_stream_tls`] that first tries the thread's [`Hot`] stream (the `<<<>>>`
-/// launch's entry point): a hit is a handle check and no `RefCell`, no cache walk; a miss
-/// takes the cached lookup and makes the stream hot for the next call. `f` runs once,
-/// either way, with every check of its own.
+/// The thread's [`Hot`] stream `s` (null: the null stream of the thread's current GPU)
+/// with its [`Tls`], or None when `s` is not hot (the caller takes [`ret_stream_miss`]):
+/// a handle check, no `RefCell`, no cache walk. The `<<<>>>` launch's entry point runs
+/// its hit path on it inline.
 #[inline(always)]
-pub(crate) fn ret_stream_hot(
-    s: *mut c_void,
-    f: impl Fn(&Tls, &Stream) -> Result<(), hipError_t> + Copy,
-) -> hipError_t {
-    let fp = fast();
+pub(crate) fn hot_stream<'a>(s: *mut c_void) -> Option<(&'a Tls, &'a Stream)> {
+    hot_stream_in(fast(), s)
+}
+
+/// [`hot_stream`] with the thread's [`Fast`] slot `fp` at hand.
+#[inline(always)]
+pub(crate) fn hot_stream_in<'a>(fp: *mut Fast, s: *mut c_void) -> Option<(&'a Tls, &'a Stream)> {
     let hot = if s.is_null() {
         hot_null(fp)
     } else {
@@ -402,7 +408,21 @@ pub(crate) fn ret_stream_hot(
     };
     // SAFETY: the calling thread's own slot; a non-null `tls` is this thread's live
     // `Tls` (cleared by `Tls::drop`, which also empties `hot`).
-    if let (Some(st), Some(t)) = (hot, unsafe { (*fp).tls.as_ref() }) {
+    match (hot, unsafe { (*fp).tls.as_ref() }) {
+        (Some(st), Some(t)) => Some((t, st)),
+        _ => None,
+    }
+}
+
+/// [`ret_stream_tls`] that first tries the thread's [`Hot`] stream ([`hot_stream`]): a
+/// miss takes the cached lookup and makes the stream hot for the next call. `f` runs
+/// once, either way, with every check of its own.
+#[inline(always)]
+pub(crate) fn ret_stream_hot(
+    s: *mut c_void,
+    f: impl Fn(&Tls, &Stream) -> Result<(), hipError_t> + Copy,
+) -> hipError_t {
+    if let Some((t, st)) = hot_stream(s) {
         let e = f(t, st).err().unwrap_or(hipSuccess);
         set_last_error(e);
         return e;
@@ -414,7 +434,7 @@ pub(crate) fn ret_stream_hot(
 /// (its one call site there) is inlined into the hit path.
 #[cold]
 #[inline(never)]
-fn ret_stream_miss(
+pub(crate) fn ret_stream_miss(
     s: *mut c_void,
     f: impl Fn(&Tls, &Stream) -> Result<(), hipError_t>,
 ) -> hipError_t {
@@ -1433,7 +1453,7 @@ pub unsafe extern "C" fn hipExtMallocWithFlags(
     })
 }
 
-/// `hipFree`: synchronizes first (see [`synchronize_all_streams`]), then releases device,
+/// `hipFree`: synchronizes first (see `synchronize_all_streams`), then releases device,
 /// signal or managed memory; stream-ordered memory is freed on the null stream and waited for.
 #[no_mangle]
 pub extern "C" fn hipFree(p: *mut c_void) -> hipError_t {
@@ -1530,7 +1550,7 @@ pub unsafe extern "C" fn hipHostGetFlags(f: *mut c_uint, host: *mut c_void) -> h
     })())
 }
 
-/// `hipHostFree`: synchronizes first (see [`synchronize_all_streams`]), then releases the
+/// `hipHostFree`: synchronizes first (see `synchronize_all_streams`), then releases the
 /// pinned host memory.
 #[no_mangle]
 pub extern "C" fn hipHostFree(p: *mut c_void) -> hipError_t {

@@ -191,6 +191,26 @@ fn module_api_on_a_genco_code_object() {
 }
 
 #[test]
+fn warm_launches_follow_kernels_and_streams_and_see_destroyed_unregistered_and_reset() {
+    let co = tmp().join("hipcc-warm-axpy.co");
+    hipcc("axpy_kernel.hip", &["--genco"], &co);
+    let exe = tmp().join("hipcc-warm");
+    hipcc("warm.hip", &[], &exe);
+    let out = run(&exe, &[&co]);
+    assert_eq!(
+        lines(&out),
+        [
+            "alternating p[0]=410 p[63]=410",
+            "shapes big hipErrorInvalidValue p[0]=411 p[63]=410",
+            "destroyed hipErrorInvalidHandle last hipErrorInvalidHandle then p[0]=414",
+            "registered y[1]=5 y[63]=315",
+            "unregistered hipErrorInvalidDeviceFunction last hipErrorInvalidDeviceFunction y[1]=5 then p[0]=415",
+            "after reset p[0]=106 p[63]=106",
+        ]
+    );
+}
+
+#[test]
 fn symbol_api_and_by_value_arguments_above_512_bytes() {
     let out = build_and_run("symbols.hip");
     assert_eq!(
