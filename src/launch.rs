@@ -1323,6 +1323,29 @@ impl Stream {
     ///
     /// # Safety
     /// As [`Stream::launch_params`].
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use std::ffi::c_void;
+    ///
+    /// # fn main() -> kfdrt::Result<()> {
+    /// let dev = kfdrt::Device::open()?;
+    /// let elf = std::fs::read("scale.co").unwrap(); // scale(float *x, uint n)
+    /// let scale = dev.load_module(0, &elf)?.kernel("scale")?;
+    /// let x = dev.alloc(kfdrt::MemoryKind::Device, 0, 4096)?.va();
+    /// let n = 1024u32;
+    /// let params: [*const c_void; 2] = [(&x as *const u64).cast(), (&n as *const u32).cast()];
+    /// // Checked once: 4 work-groups of 256, no dynamic LDS.
+    /// let shape = scale.launch_shape(4, 256, 0).expect("a shape scale accepts");
+    /// let stream = dev.create_stream(0)?;
+    /// for _ in 0..100 {
+    ///     // SAFETY: one pointer per explicit argument of `scale`, each at its value's bytes.
+    ///     unsafe { stream.launch_params_shaped(&scale, &shape, params.as_ptr())? };
+    /// }
+    /// stream.synchronize()?;
+    /// # Ok(()) }
+    /// ```
     #[inline(always)]
     pub unsafe fn launch_params_shaped(
         &self,
@@ -1671,7 +1694,8 @@ impl Shape {
 /// The grid, block and dynamic LDS of a launch, checked against one kernel's limits once,
 /// with the launch's dispatch packet computed: [`Stream::launch_params_shaped`] repeats
 /// launches of that kernel in that shape without checking and computing them again (a
-/// `<<<>>>` loop). Made by [`crate::Kernel::launch_shape`].
+/// `<<<>>>` loop). Made by [`crate::Kernel::launch_shape`] (example at
+/// [`Stream::launch_params_shaped`]).
 #[derive(Clone)]
 pub struct LaunchShape {
     /// The plan of the kernel the shape was checked for (held: compared by address).
@@ -1695,6 +1719,16 @@ impl crate::Kernel {
     /// None when [`Stream::launch`] would refuse it (a zero dimension, a block over the
     /// kernel's maximum or not its required size, LDS over the limit, more than 2^32
     /// work-items in a dimension, a kernel kfdrt cannot launch): that call says why.
+    ///
+    /// ```no_run
+    /// # fn main() -> kfdrt::Result<()> {
+    /// let dev = kfdrt::Device::open()?;
+    /// let elf = std::fs::read("scale.co").unwrap();
+    /// let scale = dev.load_module(0, &elf)?.kernel("scale")?;
+    /// assert!(scale.launch_shape(4, 256, 0).is_some());
+    /// assert!(scale.launch_shape(4, 4096, 0).is_none()); // more than 1024 work-items
+    /// # Ok(()) }
+    /// ```
     pub fn launch_shape(
         &self,
         grid: impl Into<Dim3>,
