@@ -397,17 +397,7 @@ impl Cmd {
     /// signed, as the CP compares them; timeline values are never negative).
     #[inline]
     fn barrier_value_point(handle: u64, threshold: i64) -> Cmd {
-        Cmd::Packet(
-            pm4::aql::BarrierValue {
-                control: pm4::aql::PacketControl::SYSTEM_BARRIER,
-                signal: handle,
-                value: threshold.saturating_add(1),
-                mask: -1,
-                cond: SignalCondition::Lt,
-                completion_signal: 0,
-            }
-            .encode(),
-        )
+        Cmd::Packet(barrier_value_point_words(handle, threshold))
     }
 
     /// The single command of [`CmdBuf::write_mem`]`(addr, value, 32)` for a 4-byte
@@ -436,6 +426,35 @@ impl Cmd {
             _ => None,
         }
     }
+}
+
+/// The packet of [`Cmd::wait_point`] on gfx9 (no completion signal).
+#[inline(always)]
+fn barrier_value_point_words(handle: u64, threshold: i64) -> [u32; 16] {
+    pm4::aql::BarrierValue {
+        control: pm4::aql::PacketControl::SYSTEM_BARRIER,
+        signal: handle,
+        value: threshold.saturating_add(1),
+        mask: -1,
+        cond: SignalCondition::Lt,
+        completion_signal: 0,
+    }
+    .encode()
+}
+
+/// [`Cmd::wait_point`]'s gfx9 packet built in a reserved ring slot (the
+/// hipStreamWaitEvent hot path): dwords 1..14 stored at `p`; returns dword 0, the header,
+/// for the publication (which also stores the completion signal).
+///
+/// # Safety
+/// `p` is a reserved ring slot's 16 dwords, 64-byte aligned, that nothing reads before
+/// its header is published.
+#[inline(always)]
+pub(crate) unsafe fn barrier_value_point_into(p: *mut u32, handle: u64, threshold: i64) -> u32 {
+    let w = barrier_value_point_words(handle, threshold);
+    // SAFETY: per the contract; dwords 1..14 of the 16.
+    unsafe { core::ptr::copy_nonoverlapping(w.as_ptr().add(1), p.add(1), 13) };
+    w[0]
 }
 
 /// The IB command of a 32-bit [`CmdBuf::wait_mem`] without the encoder's validation (the

@@ -1381,6 +1381,21 @@ impl Stream {
         deps
     }
 
+    /// [`Stream::note_waited`] for the recorded point `w` when the stream's waited list
+    /// has its timeline already: raise the entry's count, true. False (nothing noted):
+    /// a new entry, which needs the timeline's `Arc` for its weak reference.
+    #[inline(always)]
+    fn note_waited_known(&self, w: &crate::event::RecordWords) -> bool {
+        let mut l = lock(&self.inner.waited);
+        match l.iter_mut().find(|(t, _, _)| *t == w.serial) {
+            Some(e) => {
+                e.1 = e.1.max(w.target);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Remember that later work is ordered after `p` (for [`Stream::ordered_after`]).
     fn note_waited(&self, p: &Point) {
         let mut w = lock(&self.inner.waited);
@@ -1673,6 +1688,26 @@ impl Stream {
     /// naming both devices; the dependency is never silently dropped. Wait for it on the
     /// host ([`crate::Event::synchronize`]) instead.
     pub fn wait_event(&self, event: &crate::event::Event, flags: u32) -> Result<()> {
+        if flags != 0 || !event.on_device(&self.inner.dev) {
+            return self.wait_event_refused(event, flags);
+        }
+        // The record's words, read without a lock or a reference count.
+        let Some(w) = event.recorded_words() else {
+            return Ok(());
+        };
+        if w.done {
+            return Ok(());
+        }
+        if let Some(r) = self.wait_words_fast(&w) {
+            return r;
+        }
+        self.wait_event_slow(event)
+    }
+
+    /// [`Stream::wait_event`]'s errors: flags, or an event of another [`Device`].
+    #[cold]
+    #[inline(never)]
+    fn wait_event_refused(&self, event: &crate::event::Event, flags: u32) -> Result<()> {
         if flags != 0 {
             return Err(Error::new(
                 ErrorKind::InvalidValue,
@@ -1680,19 +1715,25 @@ impl Stream {
                 format!("flags {flags:#x} must be 0"),
             ));
         }
-        if !event.on_device(&self.inner.dev) {
-            return Err(Error::new(
-                ErrorKind::InvalidValue,
-                "hipStreamWaitEvent",
-                format!(
-                    "the event belongs to device {}, the stream to device {}: a stream can \
-                     wait only for events of its own Device (synchronize the event on the \
-                     host instead)",
-                    event.device_name(),
-                    crate::event::device_name(&self.inner.dev)
-                ),
-            ));
-        }
+        Err(Error::new(
+            ErrorKind::InvalidValue,
+            "hipStreamWaitEvent",
+            format!(
+                "the event belongs to device {}, the stream to device {}: a stream can \
+                 wait only for events of its own Device (synchronize the event on the \
+                 host instead)",
+                event.device_name(),
+                crate::event::device_name(&self.inner.dev)
+            ),
+        ))
+    }
+
+    /// [`Stream::wait_event`] through the point (its timeline kept alive by a clone): the
+    /// record read again (this is the call's moment of capture when the fast path
+    /// declined, as it published and noted nothing).
+    #[cold]
+    #[inline(never)]
+    fn wait_event_slow(&self, event: &crate::event::Event) -> Result<()> {
         let Some(p) = event.recorded_point() else {
             return Ok(());
         };
@@ -1700,6 +1741,46 @@ impl Stream {
             return Ok(());
         }
         self.submit_wait(p)
+    }
+
+    /// The wait for a recorded point (not complete when read) without the stream's lock
+    /// or the timeline's `Arc`, where it is that simple: the stream on its dedicated queue
+    /// already (nothing to move), no implicit dependency, no callback hold to emit, the
+    /// wait one BARRIER_VALUE packet (gfx9) and the timeline already in the stream's
+    /// waited list (only its count rises; a new entry needs the timeline's `Arc`). The
+    /// packet is built in the reserved slot. None: nothing done, take the general path.
+    #[inline(always)]
+    fn wait_words_fast(&self, w: &crate::event::RecordWords) -> Option<Result<()>> {
+        let s = &*self.inner;
+        if s.family.has_wait_reg_mem64() {
+            return None;
+        }
+        // On its dedicated queue (`on_dedicated` checked by `reserve_fast`), `cur` is final.
+        let qp = s.cur.load(Ordering::Acquire);
+        // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`); a
+        // tagged pointer is only read for its queue id here (the tag is bit 0).
+        let qid = unsafe { &*qp.map_addr(|a| a & !1) }.queue_id();
+        if w.queue_id == qid {
+            // In this queue's order already (as `submit_wait` decides, after noting it).
+            if !(s.on_dedicated.load(Ordering::Acquire) && self.note_waited_known(w)) {
+                return None;
+            }
+            return Some(Ok(()));
+        }
+        let slot = match self.reserve_fast(Place::Dedicated) {
+            Ok(Some(slot)) => slot,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        if slot.queue_id() != qid || !self.note_waited_known(w) {
+            // Dropped: nothing published.
+            return None;
+        }
+        let p = slot.packet_ptr();
+        // SAFETY: `p` is the reserved slot (read by no one before its header is published).
+        let header = unsafe { crate::cmdbuf::barrier_value_point_into(p, w.handle, w.threshold()) };
+        slot.publish_header(header, s.timeline.handle(), || self.advance(qid, 1));
+        Some(Ok(()))
     }
 
     /// The stream's completion point now: all work enqueued so far.
@@ -1740,6 +1821,21 @@ impl Stream {
         let w = lock(&self.inner.waited);
         w.iter()
             .any(|&(t, target, _)| t == id && target >= p.target)
+    }
+
+    /// The point an event record captures when it needs no packet (no timestamp, no
+    /// implicit null-stream wait to place, no callback hold to emit, no sticky error):
+    /// the stream's packet count and last queue, two loads. None: take
+    /// [`Stream::record`].
+    #[inline(always)]
+    pub(crate) fn record_fast(&self) -> Option<(u64, u32)> {
+        let s = &*self.inner;
+        if !self.no_implicit_deps() || s.cb.hold_pending() {
+            return None;
+        }
+        let target = s.submitted.load(Ordering::Acquire);
+        let queue_id = s.queue_id.load(Ordering::Acquire);
+        Some((target, queue_id))
     }
 
     /// Record a completion point (what an event captures), with an optional timestamp
@@ -2052,5 +2148,46 @@ impl DeviceInner {
         let gpu_id = self.gpus.get(gpu_index)?.gpu_id;
         let f = lock(&self.faults);
         f.iter().find(|(g, _)| *g == gpu_id).map(|(_, d)| d.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryKind;
+    use crate::types::EventFlags;
+
+    /// The lock-free event wait keeps the stream's waited list current, as
+    /// `ordered_after` (the stream-ordered allocator's ReuseFollowEventDependencies) needs:
+    /// after each wait for a later record of the same stream, the waiter is ordered after
+    /// that record, and not after the recording stream's work enqueued since.
+    #[test]
+    fn fast_event_waits_are_remembered_for_ordered_after() {
+        let dev = Device::open_for_test("emu:mi300x");
+        let mem = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        let gate = mem.atomic_u32(0).unwrap();
+        let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+        let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
+        let t = std::time::Duration::from_secs(20);
+        for round in 0..4u32 {
+            // Held: the record is pending when b waits (a complete one is no wait).
+            a.wait_value32(mem.va(), round + 1, WaitCompare::Gte, u32::MAX)
+                .unwrap();
+            ev.record(&a).unwrap();
+            let p = a.point_now();
+            assert!(!b.ordered_after(&p), "round {round}: not yet");
+            b.wait_event(&ev, 0).unwrap();
+            assert!(b.ordered_after(&p), "round {round}: after the wait");
+            a.write_value32(mem.va() + 4, round, WriteValueFlags::DEFAULT)
+                .unwrap();
+            assert!(
+                !b.ordered_after(&a.point_now()),
+                "round {round}: a's later work"
+            );
+            gate.store(round + 1, Ordering::Release);
+            a.synchronize_timeout(t).unwrap();
+            b.synchronize_timeout(t).unwrap();
+        }
+        assert!(b.has_dedicated_queue());
     }
 }
