@@ -234,7 +234,7 @@ pub(crate) struct StreamInner {
     /// [`Signal::serial`] (its address is recycled as soon as the timeline is dropped, and
     /// another stream's timeline must never inherit this ordering); the weak reference
     /// lets entries of dropped timelines be pruned (nothing can ask about them then).
-    waited: Mutex<Vec<(u64, u64, Weak<Signal>)>>,
+    waited: WaitedList,
     error: Mutex<Option<String>>,
     pub(crate) state: Mutex<StreamState>,
     /// `state.queue`, readable without the lock (the single-command hot path): stored
@@ -249,6 +249,110 @@ pub(crate) struct StreamInner {
     pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
     /// The gfx9 wait kernel, once a wait needed it (`crate::waitkernel`).
     pub(crate) wait_kernel: crate::waitkernel::StreamSlot,
+}
+
+/// Timelines of a [`WaitedList`] kept in lock-free slots.
+const WAITED_SLOTS: usize = 8;
+
+/// A stream's waited list (`StreamInner::waited`): per other timeline (keyed on its
+/// [`Signal::serial`]), the furthest packet count the stream ordered itself after.
+///
+/// The first [`WAITED_SLOTS`] timelines get a slot each, read and raised without a lock
+/// (the event-wait hot path raises a known timeline's count under its queue's producer
+/// lock, not the stream's state lock); further timelines go to `more`, under its lock,
+/// pruned of dropped timelines as before. A slot is filled once (count, then serial with
+/// a release store) by a writer holding the stream's state lock, and never freed or
+/// reused: a writer that read a serial earlier could otherwise raise another timeline's
+/// count. Slots of dropped timelines only cost their place (nothing asks about them).
+struct WaitedList {
+    /// (serial, count); serial 0: free (filled in order, so the first free slot ends
+    /// the used ones).
+    slots: [(AtomicU64, AtomicU64); WAITED_SLOTS],
+    more: Mutex<Vec<(u64, u64, Weak<Signal>)>>,
+    /// `more` holds entries (readers skip its lock otherwise).
+    has_more: AtomicBool,
+}
+
+impl WaitedList {
+    fn new() -> Self {
+        WaitedList {
+            slots: std::array::from_fn(|_| (AtomicU64::new(0), AtomicU64::new(0))),
+            more: Mutex::new(Vec::new()),
+            has_more: AtomicBool::new(false),
+        }
+    }
+
+    /// The slot of timeline `serial`, if it has one.
+    #[inline(always)]
+    fn slot(&self, serial: u64) -> Option<&AtomicU64> {
+        for (t, target) in &self.slots {
+            let t = t.load(Ordering::Acquire);
+            if t == serial {
+                return Some(target);
+            }
+            if t == 0 {
+                break;
+            }
+        }
+        None
+    }
+
+    /// Raise timeline `serial`'s count to `target` if it has a slot (any thread): false
+    /// when it has none (the caller takes [`WaitedList::note`]).
+    #[inline(always)]
+    fn raise_slot(&self, serial: u64, target: u64) -> bool {
+        match self.slot(serial) {
+            Some(t) => {
+                t.fetch_max(target, Ordering::AcqRel);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Note `target` on `timeline`; the caller holds the stream's state lock (the one
+    /// writer that fills slots or touches `more`).
+    fn note(&self, timeline: &Arc<Signal>, target: u64) {
+        let id = timeline.serial();
+        if self.raise_slot(id, target) {
+            return;
+        }
+        if self.has_more.load(Ordering::Relaxed) {
+            let mut w = lock(&self.more);
+            if let Some(e) = w.iter_mut().find(|(t, _, _)| *t == id) {
+                e.1 = e.1.max(target);
+                return;
+            }
+        }
+        // A free slot (slots fill in order and are never freed: once all are used, new
+        // timelines go to `more` and an entry is only ever in one of the two).
+        if let Some((t, c)) = self
+            .slots
+            .iter()
+            .find(|(t, _)| t.load(Ordering::Relaxed) == 0)
+        {
+            c.store(target, Ordering::Relaxed);
+            t.store(id, Ordering::Release);
+            return;
+        }
+        let mut w = lock(&self.more);
+        if w.len() >= 16 {
+            w.retain(|(_, _, tl)| tl.strong_count() > 0);
+        }
+        w.push((id, target, Arc::downgrade(timeline)));
+        self.has_more.store(true, Ordering::Release);
+    }
+
+    /// Whether the count noted on timeline `serial` is at least `target`.
+    fn covers(&self, serial: u64, target: u64) -> bool {
+        if let Some(t) = self.slot(serial) {
+            return t.load(Ordering::Acquire) >= target;
+        }
+        self.has_more.load(Ordering::Acquire)
+            && lock(&self.more)
+                .iter()
+                .any(|&(t, c, _)| t == serial && c >= target)
+    }
 }
 
 /// The x86 compares of the idle predicates ([`StreamInner::quiescent`],
@@ -862,7 +966,7 @@ impl Stream {
                 as usize,
             queue_id: AtomicU32::new(queue.queue_id()),
             soft_failed: AtomicBool::new(false),
-            waited: Mutex::new(Vec::new()),
+            waited: WaitedList::new(),
             error: Mutex::new(None),
             cur: AtomicPtr::new(Arc::as_ptr(&queue).cast_mut()),
             on_dedicated: AtomicBool::new(dedicated),
@@ -1381,34 +1485,18 @@ impl Stream {
         deps
     }
 
-    /// [`Stream::note_waited`] for the recorded point `w` when the stream's waited list
-    /// has its timeline already: raise the entry's count, true. False (nothing noted):
-    /// a new entry, which needs the timeline's `Arc` for its weak reference.
+    /// [`Stream::note_waited`] for the recorded point `w` when its timeline has a slot in
+    /// the stream's waited list: raise the slot's count, true (no lock). False (nothing
+    /// noted): the note needs the stream's state lock and the timeline's `Arc`.
     #[inline(always)]
     fn note_waited_known(&self, w: &crate::event::RecordWords) -> bool {
-        let mut l = lock(&self.inner.waited);
-        match l.iter_mut().find(|(t, _, _)| *t == w.serial) {
-            Some(e) => {
-                e.1 = e.1.max(w.target);
-                true
-            }
-            None => false,
-        }
+        self.inner.waited.raise_slot(w.serial, w.target)
     }
 
-    /// Remember that later work is ordered after `p` (for [`Stream::ordered_after`]).
+    /// Remember that later work is ordered after `p` (for [`Stream::ordered_after`]);
+    /// the caller holds the stream's state lock.
     fn note_waited(&self, p: &Point) {
-        let mut w = lock(&self.inner.waited);
-        let id = p.timeline.serial();
-        match w.iter_mut().find(|(t, _, _)| *t == id) {
-            Some(e) => e.1 = e.1.max(p.target),
-            None => {
-                if w.len() >= 16 {
-                    w.retain(|(_, _, tl)| tl.strong_count() > 0);
-                }
-                w.push((id, p.target, Arc::downgrade(&p.timeline)))
-            }
-        }
+        self.inner.waited.note(&p.timeline, p.target);
     }
 
     /// Move the stream to a dedicated queue when the commands may wait on something
@@ -1746,9 +1834,10 @@ impl Stream {
     /// The wait for a recorded point (not complete when read) without the stream's lock
     /// or the timeline's `Arc`, where it is that simple: the stream on its dedicated queue
     /// already (nothing to move), no implicit dependency, no callback hold to emit, the
-    /// wait one BARRIER_VALUE packet (gfx9) and the timeline already in the stream's
-    /// waited list (only its count rises; a new entry needs the timeline's `Arc`). The
-    /// packet is built in the reserved slot. None: nothing done, take the general path.
+    /// wait one BARRIER_VALUE packet (gfx9) and the timeline with a slot in the stream's
+    /// waited list (its count raised without a lock; a new entry needs the state lock and
+    /// the timeline's `Arc`). The packet is built in the reserved slot. None: nothing
+    /// done, take the general path.
     #[inline(always)]
     fn wait_words_fast(&self, w: &crate::event::RecordWords) -> Option<Result<()>> {
         let s = &*self.inner;
@@ -1818,9 +1907,7 @@ impl Stream {
         if id == self.inner.timeline.serial() {
             return true;
         }
-        let w = lock(&self.inner.waited);
-        w.iter()
-            .any(|&(t, target, _)| t == id && target >= p.target)
+        self.inner.waited.covers(id, p.target)
     }
 
     /// The point an event record captures when it needs no packet (no timestamp, no
@@ -2156,6 +2243,46 @@ mod tests {
     use super::*;
     use crate::memory::MemoryKind;
     use crate::types::EventFlags;
+
+    /// The waited list: the first timelines in lock-free slots (raised in place, any
+    /// number of times), the rest in the locked overflow, pruned of dropped timelines;
+    /// counts only rise, and no timeline answers for another.
+    #[test]
+    fn waited_list_slots_and_overflow() {
+        let dev = Device::open_for_test("emu:mi300x");
+        let sig = || Arc::new(Signal::new(&dev.inner.signals, 0).unwrap());
+        let w = WaitedList::new();
+        let mut tls: Vec<Arc<Signal>> = (0..WAITED_SLOTS + 12).map(|_| sig()).collect();
+        for (i, t) in tls.iter().enumerate() {
+            w.note(t, 10 + i as u64);
+        }
+        for (i, t) in tls.iter().enumerate() {
+            let id = t.serial();
+            assert!(
+                w.covers(id, 10 + i as u64) && !w.covers(id, 11 + i as u64),
+                "{i}"
+            );
+            // Lock-free raise only for the slotted timelines.
+            assert_eq!(w.raise_slot(id, 5), i < WAITED_SLOTS, "{i}");
+            // Never lowered.
+            assert!(w.covers(id, 10 + i as u64), "{i} after a lower raise");
+            w.note(t, 100 + i as u64);
+            assert!(w.covers(id, 100 + i as u64), "{i} raised");
+        }
+        assert!(!w.covers(sig().serial(), 0), "an unknown timeline");
+        // Drop the overflow's timelines; new ones prune them instead of growing the list.
+        let kept = tls.split_off(WAITED_SLOTS);
+        let dropped: Vec<u64> = kept.iter().map(|t| t.serial()).collect();
+        drop(kept);
+        let fresh: Vec<Arc<Signal>> = (0..20).map(|_| sig()).collect();
+        for t in &fresh {
+            w.note(t, 7);
+        }
+        assert!(lock(&w.more).len() <= 20, "pruned: {}", lock(&w.more).len());
+        assert!(fresh.iter().all(|t| w.covers(t.serial(), 7)));
+        assert!(dropped.iter().all(|&id| !w.covers(id, 0)), "pruned entries");
+        assert!(tls.iter().all(|t| w.covers(t.serial(), 100)));
+    }
 
     /// The lock-free event wait keeps the stream's waited list current, as
     /// `ordered_after` (the stream-ordered allocator's ReuseFollowEventDependencies) needs:
