@@ -83,11 +83,14 @@ pub struct UserQueue {
     /// Subtracted from the write pointer to make the doorbell value (1 for AQL: the
     /// doorbell carries the index of the last packet).
     db_bias: u64,
+    /// `core.backend` as a plain pointer (cached: every publication notifies it, and the
+    /// `Arc<dyn _>` would be found through `core` and its allocation's layout each time).
+    backend: *const dyn kfd::Backend,
 }
 
 // SAFETY: raw pointers refer to mappings owned by the queue (the doorbell page is held by
-// the device core, which the queue keeps alive); shared memory is written with atomics
-// or volatile stores.
+// the device core, which the queue keeps alive) or to the core's backend (`Send + Sync`,
+// kept alive by the core); shared memory is written with atomics or volatile stores.
 unsafe impl Send for UserQueue {}
 // SAFETY: as above; publication is serialised by `producer`.
 unsafe impl Sync for UserQueue {}
@@ -149,6 +152,7 @@ impl UserQueue {
         let cap = ring.len() as u64 / unit.bytes();
         let db_bias = u64::from(unit == WptrUnit::AqlPacket);
         Ok(UserQueue {
+            backend: Arc::as_ptr(&core.backend),
             base,
             wptr_cell,
             cap,
@@ -172,6 +176,14 @@ impl UserQueue {
     /// KFD queue id.
     pub fn queue_id(&self) -> u32 {
         self.queue_id
+    }
+
+    /// The device's backend (`core.backend`).
+    #[inline(always)]
+    fn backend(&self) -> &dyn kfd::Backend {
+        // SAFETY: `backend` points into `core.backend`'s allocation, which `core` (held by
+        // the queue, never replaced) keeps alive as long as the queue.
+        unsafe { &*self.backend }
     }
 
     /// The device core the queue belongs to.
@@ -390,7 +402,7 @@ impl Reservation<'_> {
         let r = accounted();
         // Unlock: the next producer's doorbell value is larger.
         q.producer.word.store(new_wptr & !LOCKED, Ordering::Release);
-        q.core.backend.doorbell_written(q.queue_id);
+        q.backend().doorbell_written(q.queue_id);
         r
     }
 }
@@ -418,7 +430,7 @@ impl UserQueue {
         self.cell(self.wptr_off).store(index + 1, Ordering::Release);
         // SAFETY: the doorbell is this queue's mapped, 8-byte aligned doorbell slot.
         unsafe { core::ptr::write_volatile(self.doorbell, index) };
-        self.core.backend.doorbell_written(self.queue_id);
+        self.backend().doorbell_written(self.queue_id);
     }
 }
 
