@@ -442,19 +442,59 @@ fn barrier_value_point_words(handle: u64, threshold: i64) -> [u32; 16] {
     .encode()
 }
 
-/// [`Cmd::wait_point`]'s gfx9 packet built in a reserved ring slot (the
-/// hipStreamWaitEvent hot path): dwords 1..14 stored at `p`; returns dword 0, the header,
-/// for the publication (which also stores the completion signal).
-///
-/// # Safety
-/// `p` is a reserved ring slot's 16 dwords, 64-byte aligned, that nothing reads before
-/// its header is published.
+/// [`Cmd::wait_point`]'s gfx9 packet with its completion signal (the hipStreamWaitEvent
+/// hot path encodes it whole before reserving a ring slot).
 #[inline(always)]
-pub(crate) unsafe fn barrier_value_point_into(p: *mut u32, handle: u64, threshold: i64) -> u32 {
-    let w = barrier_value_point_words(handle, threshold);
-    // SAFETY: per the contract; dwords 1..14 of the 16.
-    unsafe { core::ptr::copy_nonoverlapping(w.as_ptr().add(1), p.add(1), 13) };
-    w[0]
+pub(crate) fn barrier_value_point_packet(
+    handle: u64,
+    threshold: i64,
+    completion: u64,
+) -> [u32; 16] {
+    let mut w = barrier_value_point_words(handle, threshold);
+    let at = pm4::aql::COMPLETION_SIGNAL_OFFSET / 4;
+    w[at] = completion as u32;
+    w[at + 1] = (completion >> 32) as u32;
+    w
+}
+
+/// Dwords of a [`SmallIb`]: the longest single command of the enqueue hot path (WAIT_REG_MEM,
+/// or PRED_EXEC + a one-value WRITE_DATA: 7).
+pub(crate) const SMALL_IB_DWORDS: usize = 8;
+const _: () = assert!(SMALL_IB_DWORDS <= IB_DWORDS && WaitRegMem::DWORDS <= SMALL_IB_DWORDS);
+
+/// A short PM4 command encoded completely before its ring slot is reserved (the
+/// single-command enqueue hot path; `AqlQueue` copies the words into the slot's IB area):
+/// its words, of which the first `dwords` are the command.
+pub(crate) struct SmallIb {
+    /// The command's words (the rest zero).
+    pub(crate) words: [u32; SMALL_IB_DWORDS],
+    /// Dwords used.
+    pub(crate) dwords: u32,
+}
+
+impl SmallIb {
+    /// [`Cmd::write_mem32`]'s command (hipStreamWriteValue32): WRITE_DATA, under
+    /// PRED_EXEC on a multi-XCC GPU. `addr` is 4-byte aligned.
+    #[inline(always)]
+    pub(crate) fn write_data32(t: Target, addr: u64, value: u32) -> SmallIb {
+        let mut words = [0u32; SMALL_IB_DWORDS];
+        let dwords = write_data32_into(t, addr, value, &mut words);
+        SmallIb { words, dwords }
+    }
+
+    /// [`Cmd::wait_mem32`]'s command (hipStreamWaitValue32): WAIT_REG_MEM on memory.
+    /// `addr` is 4-byte aligned.
+    #[inline(always)]
+    pub(crate) fn wait_reg_mem32(
+        function: CompareFn,
+        addr: u64,
+        reference: u32,
+        mask: u32,
+    ) -> SmallIb {
+        let mut words = [0u32; SMALL_IB_DWORDS];
+        let dwords = wait_reg_mem32_into(function, addr, reference, mask, &mut words);
+        SmallIb { words, dwords }
+    }
 }
 
 /// The IB command of a 32-bit [`CmdBuf::wait_mem`] without the encoder's validation (the
@@ -472,15 +512,15 @@ fn wait_reg_mem32(function: CompareFn, addr: u64, reference: u32, mask: u32) -> 
     }
 }
 
-/// [`wait_reg_mem32`]'s words written into `out` (a ring slot's IB area on the enqueue
-/// hot path); returns the dwords used.
+/// [`wait_reg_mem32`]'s words written into `out` (at least [`WaitRegMem::DWORDS`]);
+/// returns the dwords used.
 #[inline(always)]
-pub(crate) fn wait_reg_mem32_into(
+fn wait_reg_mem32_into(
     function: CompareFn,
     addr: u64,
     reference: u32,
     mask: u32,
-    out: &mut [u32; IB_DWORDS],
+    out: &mut [u32],
 ) -> u32 {
     out[..WaitRegMem::DWORDS].copy_from_slice(
         &WaitRegMem::memory(function, addr, reference, mask, POLL_INTERVAL).words(),
@@ -504,15 +544,10 @@ fn write_data32(t: Target, addr: u64, value: u32) -> Cmd {
     }
 }
 
-/// [`write_data32`]'s words written into `out` (a ring slot's IB area on the enqueue hot
-/// path); returns the dwords used.
+/// [`write_data32`]'s words written into `out` (at least 7 dwords); returns the dwords
+/// used.
 #[inline(always)]
-pub(crate) fn write_data32_into(
-    t: Target,
-    addr: u64,
-    value: u32,
-    out: &mut [u32; IB_DWORDS],
-) -> u32 {
+fn write_data32_into(t: Target, addr: u64, value: u32, out: &mut [u32]) -> u32 {
     const DWORDS: usize = 5;
     const PRED: [u32; PredExec::DWORDS] = PredExec {
         exec_count: DWORDS as u16,

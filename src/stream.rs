@@ -1,23 +1,33 @@
 //! Streams: HIP's in-order work queues on KFD AQL queues.
 //!
 //! # The path of a command
-//! [`Stream::write_value32`] (like every enqueue) goes one way, with no call back from
-//! the queue into the stream: the stream encodes the command (`cmdbuf`: WRITE_DATA from
-//! the pm4 encoders' words, every per-family choice made there), then [`Stream`]'s submit
-//! collects its dependencies, picks the queue (moving to a dedicated one if needed) and
-//! hands the finished command to the AQL queue ([`crate::queue::AqlQueue`]), which copies
-//! it into a ring slot of its user-mode queue (`ring`: reserve, release store of the
-//! header and write pointer, doorbell store, backend notification). Nothing is written to
-//! the ring before every command of the submission is encoded.
+//! [`Stream::write_value32`] (like every enqueue) goes one way, straight line, with no
+//! call back from the queue into the stream:
+//! 1. stream: the command is encoded completely (`cmdbuf`: WRITE_DATA from the pm4
+//!    encoders' words, under PRED_EXEC on a multi-XCC GPU, every per-family choice made
+//!    there) — into a `SmallIb` on the hot path, a `CmdBuf` otherwise;
+//! 2. stream: a ring slot of the stream's queue is reserved (`Stream::reserve_fast`:
+//!    `AqlQueue::reserve_one` -> `ring::UserQueue::reserve_with`, taking the queue's
+//!    producer lock), and the stream checks under the lock that it has not moved;
+//! 3. queue (`AqlQueue`/`OneSlot::publish_ib`): the words are copied into the slot's IB
+//!    area, the PM4-IB packet written into the slot with its header last (release store);
+//! 4. ring (`Reservation::publish_locked`): release store of the write pointer, HDP
+//!    flush if needed, doorbell store; it returns a `ring::Published` that still holds
+//!    the producer lock;
+//! 5. stream: counts the packet (`Stream::account`: the count, the queue id, the idle
+//!    bound), then drops the `Published`, which releases the producer lock and notifies
+//!    the backend (`kfd::Backend::doorbell_written`, a no-op on hardware).
 //!
-//! A single command with no dependency to collect and no queue move to make (the
-//! common write-value / wait-value / gfx9 event-wait case) skips the command buffer and
-//! the stream's lock: `Stream::reserve_fast` reserves a slot of the stream's current queue
-//! (`AqlQueue::reserve_one`, the queue's producer lock), checks under it that the stream
-//! has not moved, and publishes; the stream counts its packets under that lock, so
-//! threads sharing a stream (or a queue) stay in ring order. A kernel launch
-//! (`Stream::submit_packet`) does the same. Everything else goes through
-//! `Stream::submit` with a `CmdBuf`, under the stream's lock.
+//! Counting under the producer lock keeps the counts of threads sharing a stream, and of
+//! streams sharing a queue, in ring order. Nothing is written to the ring before every
+//! command of the submission is encoded (so an encoding error never leaves a half-written
+//! ring). With dependencies to collect or a queue move to make, `Stream::submit` does
+//! the same under the stream's lock with a `CmdBuf` (waits first, in packets of their
+//! own): `AqlQueue::submit` returns the packet count and the `Published`. The gfx9
+//! event wait (`Stream::wait_event`) encodes its whole BARRIER_VALUE packet before
+//! reserving; a kernel launch (`Stream::submit_packet`, `crate::launch`) builds its
+//! dispatch packet in the reserved slot (it needs the queue's kernarg ring, guarded by
+//! that lock) and is counted the same way.
 //!
 //! # Model
 //! Every stream owns a *timeline*: an `amd_signal_t` that starts at [`TIMELINE_BASE`] and
@@ -57,10 +67,11 @@ use std::time::Instant;
 
 use crate::callback::{MARKS_QUERY, MARK_CLOSED, MARK_FAILED, MARK_NULL_WAITS};
 use crate::cmd::{self, WaitCondition};
-use crate::cmdbuf::{Cmd, CmdBuf, MemWait, Target};
+use crate::cmdbuf::{Cmd, CmdBuf, MemWait, SmallIb, Target};
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result, StaticError};
 use crate::queue::{AqlQueue, OneSlot, DEFAULT_RING_PACKETS};
+use crate::ring::Published;
 use crate::signal::Signal;
 use crate::sync::lock;
 use crate::types::{StreamFlags, WaitCompare, WriteValueFlags};
@@ -1252,7 +1263,7 @@ impl Stream {
         }
         // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
         let q = unsafe { &*qp };
-        let slot = match q.reserve_one(&|| s.dev.poll_faults(s.gpu_index)) {
+        let slot = match q.reserve_one(|| s.dev.poll_faults(s.gpu_index)) {
             Ok(r) => r,
             Err(e) => return Err(self.publish_failed(e)),
         };
@@ -1294,10 +1305,14 @@ impl Stream {
             return Ok(());
         }
         let fault = || s.dev.poll_faults(s.gpu_index);
-        match q.submit_one(&cmd, s.timeline.handle(), &fault, || self.advance(qid, 1)) {
-            Ok(_) => Ok(()),
+        let r = match q.submit_one(&cmd, s.timeline.handle(), &fault) {
+            Ok(published) => {
+                self.account(qid, 1, published);
+                Ok(())
+            }
             Err(e) => Err(self.publish_failed(e)),
-        }
+        };
+        r
     }
 
     /// Submit one complete AQL packet that `build` makes once the queue is chosen and its
@@ -1334,7 +1349,8 @@ impl Stream {
             return Ok(false);
         };
         let qid = slot.queue_id();
-        slot.publish_header(header, s.timeline.handle(), || self.advance(qid, 1));
+        let published = slot.publish_header(header, s.timeline.handle());
+        self.account(qid, 1, published);
         Ok(true)
     }
 
@@ -1361,9 +1377,8 @@ impl Stream {
     #[inline(always)]
     pub(crate) fn publish_built(&self, slot: OneSlot<'_>, header: u32) {
         let qid = slot.queue_id();
-        slot.publish_header(header, self.inner.timeline.handle(), || {
-            self.advance(qid, 1)
-        });
+        let published = slot.publish_header(header, self.inner.timeline.handle());
+        self.account(qid, 1, published);
     }
 
     #[cold]
@@ -1407,7 +1422,7 @@ impl Stream {
         if !wbuf.is_empty() {
             self.publish(q, &[&wbuf], &fault)?;
         }
-        let slot = match q.reserve_one(&fault) {
+        let slot = match q.reserve_one(fault) {
             Ok(r) => r,
             Err(e) => return Err(self.publish_failed(e)),
         };
@@ -1528,8 +1543,11 @@ impl Stream {
     ) -> Result<u64> {
         let s = &*self.inner;
         let qid = q.queue_id();
-        q.submit(bufs, s.timeline.handle(), fault, |n| self.advance(qid, n))
-            .map_err(|e| self.publish_failed(e))
+        match q.submit(bufs, s.timeline.handle(), fault) {
+            Ok((n, Some(published))) => Ok(self.account(qid, n, published)),
+            Ok((_, None)) => Ok(s.submitted.load(Ordering::Relaxed)),
+            Err(e) => Err(self.publish_failed(e)),
+        }
     }
 
     /// A publication failed: a fault that keeps the ring full becomes the stream's
@@ -1543,13 +1561,22 @@ impl Stream {
         e
     }
 
-    /// Account `n` published packets on queue `qid`; returns the new packet count.
-    #[inline]
+    /// Count `n` packets just published on queue `qid` while `published` still holds the
+    /// queue's producer lock (so the counts of streams sharing a queue, and of threads
+    /// sharing a stream, follow the ring order), then release it (which notifies the
+    /// backend). Returns the new packet count.
+    #[inline(always)]
+    fn account(&self, qid: u32, n: u64, published: Published<'_>) -> u64 {
+        let new = self.advance(qid, n);
+        drop(published);
+        new
+    }
+
+    /// Account `n` (> 0) published packets on queue `qid` (under the queue's producer
+    /// lock); returns the new packet count.
+    #[inline(always)]
     fn advance(&self, qid: u32, n: u64) -> u64 {
         let s = &*self.inner;
-        if n == 0 {
-            return s.submitted.load(Ordering::Relaxed);
-        }
         s.queue_id.store(qid, Ordering::Release);
         let new = s.submitted.load(Ordering::Relaxed) + n;
         s.submitted.store(new, Ordering::Release);
@@ -1648,15 +1675,13 @@ impl Stream {
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
         if bits == 32 {
-            // The hot path: WRITE_DATA encoded straight into the reserved slot's IB.
+            // The hot path: WRITE_DATA encoded, then a slot reserved and published.
             let t = self.inner.family;
+            let ib = SmallIb::write_data32(t, addr, value as u32);
             if let Some(slot) = self.reserve_fast(Place::Any)? {
                 let qid = slot.queue_id();
-                slot.publish_ib(
-                    self.inner.timeline.handle(),
-                    |ib| crate::cmdbuf::write_data32_into(t, addr, value as u32, ib),
-                    || self.advance(qid, 1),
-                );
+                let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
+                self.account(qid, 1, published);
                 return Ok(());
             }
             if let Some(c) = Cmd::write_mem32(t, addr, value as u32) {
@@ -1685,14 +1710,12 @@ impl Stream {
             WaitCompare::Nor if mask != u32::MAX => return Ok(()),
             WaitCompare::Nor => (CompareFn::NotEqual, !value, !value),
         };
-        // The hot path: WAIT_REG_MEM encoded straight into the reserved slot's IB.
+        // The hot path: WAIT_REG_MEM encoded, then a slot reserved and published.
+        let ib = SmallIb::wait_reg_mem32(function, addr, reference, mask);
         if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
             let qid = slot.queue_id();
-            slot.publish_ib(
-                self.inner.timeline.handle(),
-                |ib| crate::cmdbuf::wait_reg_mem32_into(function, addr, reference, mask, ib),
-                || self.advance(qid, 1),
-            );
+            let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
+            self.account(qid, 1, published);
             return Ok(());
         }
         self.wait_value32_slow(addr, value, cmp, mask)
@@ -1731,22 +1754,12 @@ impl Stream {
                 mask,
             } = c
             {
-                // The hot path: WAIT_REG_MEM encoded straight into the reserved slot's IB.
+                // The hot path: WAIT_REG_MEM encoded, then a slot reserved and published.
+                let ib = SmallIb::wait_reg_mem32(function, addr, reference as u32, mask as u32);
                 if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
                     let qid = slot.queue_id();
-                    slot.publish_ib(
-                        self.inner.timeline.handle(),
-                        |ib| {
-                            crate::cmdbuf::wait_reg_mem32_into(
-                                function,
-                                addr,
-                                reference as u32,
-                                mask as u32,
-                                ib,
-                            )
-                        },
-                        || self.advance(qid, 1),
-                    );
+                    let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
+                    self.account(qid, 1, published);
                     return Ok(());
                 }
             }
@@ -1856,6 +1869,9 @@ impl Stream {
             }
             return Some(Ok(()));
         }
+        // Encoded whole before the slot is reserved.
+        let packet =
+            crate::cmdbuf::barrier_value_point_packet(w.handle, w.threshold(), s.timeline.handle());
         let slot = match self.reserve_fast(Place::Dedicated) {
             Ok(Some(slot)) => slot,
             Ok(None) => return None,
@@ -1865,10 +1881,8 @@ impl Stream {
             // Dropped: nothing published.
             return None;
         }
-        let p = slot.packet_ptr();
-        // SAFETY: `p` is the reserved slot (read by no one before its header is published).
-        let header = unsafe { crate::cmdbuf::barrier_value_point_into(p, w.handle, w.threshold()) };
-        slot.publish_header(header, s.timeline.handle(), || self.advance(qid, 1));
+        let published = slot.publish_packet(&packet);
+        self.account(qid, 1, published);
         Some(Ok(()))
     }
 
