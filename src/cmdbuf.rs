@@ -459,7 +459,7 @@ pub(crate) fn barrier_value_point_packet(
 
 /// Dwords of a [`SmallIb`]: the longest single command of the enqueue hot path (WAIT_REG_MEM,
 /// or PRED_EXEC + a one-value WRITE_DATA: 7).
-pub(crate) const SMALL_IB_DWORDS: usize = 8;
+pub(crate) const SMALL_IB_DWORDS: usize = 7;
 const _: () = assert!(SMALL_IB_DWORDS <= IB_DWORDS && WaitRegMem::DWORDS <= SMALL_IB_DWORDS);
 
 /// A short PM4 command encoded completely before its ring slot is reserved (the

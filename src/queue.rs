@@ -334,14 +334,18 @@ impl AqlQueue {
     unsafe fn store_ib_packet(&self, p: *mut u32, ib_va: u64, dwords: u32, completion: u64) {
         let at = COMPLETION_SIGNAL_OFFSET / 4;
         let t = &self.ib_template;
+        // Each dword stored once: the template's where it is final (1, 5..=13), 64-bit
+        // stores for the IB address (dwords 2..3; 4-aligned as the encoder requires: the
+        // slots' IB areas are IB_BYTES_PER_SLOT apart in a page-aligned buffer) and the
+        // completion signal (14..15).
+        debug_assert_eq!(ib_va % 4, 0);
         // SAFETY: per the contract; the template is 16 dwords, the slot too.
         unsafe {
-            core::ptr::copy_nonoverlapping(t.as_ptr().add(1), p.add(1), 15);
-            p.add(2).write(ib_va as u32 & !3);
-            p.add(3).write((ib_va >> 32) as u32);
+            p.add(1).write(t[1]);
+            (p.add(2) as *mut u64).write_unaligned(ib_va);
             p.add(4).write(t[4] | (dwords & 0xF_FFFF));
-            p.add(at).write(completion as u32);
-            p.add(at + 1).write((completion >> 32) as u32);
+            core::ptr::copy_nonoverlapping(t.as_ptr().add(5), p.add(5), at - 5);
+            (p.add(at) as *mut u64).write_unaligned(completion);
             AtomicU32::from_ptr(p).store(t[0], Ordering::Release);
         }
     }
