@@ -92,10 +92,16 @@ fn scan(dir: &Path, out: &mut Vec<String>) {
             scan(&p, out);
         } else if p.extension().is_some_and(|x| x == "rs") {
             let text = std::fs::read_to_string(&p).expect("read source");
-            let mut rest = text.as_str();
-            while let Some(i) = rest.find("extern \"C\" fn ") {
-                rest = &rest[i + "extern \"C\" fn ".len()..];
-                let name: String = rest
+            // Exported: `pub [unsafe] extern "C" fn` (a private `extern "C" fn` is a
+            // helper with the C calling convention, for tail calls).
+            let mut at = 0;
+            while let Some(i) = text[at..].find("extern \"C\" fn ") {
+                let before = &text[..at + i];
+                at += i + "extern \"C\" fn ".len();
+                if !(before.ends_with("pub ") || before.ends_with("pub unsafe ")) {
+                    continue;
+                }
+                let name: String = text[at..]
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                     .collect();

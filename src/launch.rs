@@ -606,45 +606,36 @@ impl LaunchPlan {
         }
     }
 
-    /// Write the dispatch packet of one launch into the reserved ring slot at `p`: dwords
-    /// 1..14 (the completion signal is the queue's to write), from the template with the
-    /// launch's setup dimensions, workgroup and grid sizes, LDS and kernarg address.
-    /// Returns dword 0 (header and setup), for the caller's release store.
-    ///
-    /// # Safety
-    /// `p` points at 16 writable dwords no one reads until the header is published.
+    /// The dispatch packet of one launch without its kernarg address (dwords 10..11) and
+    /// completion signal (14..15), both left 0: the template with the launch's setup
+    /// dimensions, workgroup and grid sizes and LDS. Dword 0 (header and setup) is for
+    /// the caller's release store; the launch copies dwords 1..13 into its ring slot.
     #[inline(always)]
-    unsafe fn write_packet(
-        &self,
-        p: *mut u32,
-        dims: u16,
-        block: [u32; 3],
-        items: [u32; 3],
-        lds: u32,
-        ka_va: u64,
-    ) -> u32 {
+    fn packet_body(&self, dims: u16, block: [u32; 3], items: [u32; 3], lds: u32) -> [u32; 14] {
         let t = &self.packet;
         // hsa_kernel_dispatch_packet_t: setup (dimensions) in the header dword's high
         // half, workgroup sizes (u16), reserved0, grid sizes, private and group segment
         // sizes, kernel object, kernarg address, reserved2.
-        // SAFETY: per the contract; dwords 1..14 of the slot.
-        unsafe {
-            p.add(1).write((block[0] & 0xffff) | block[1] << 16);
-            p.add(2).write(block[2] & 0xffff);
-            p.add(3).write(items[0]);
-            p.add(4).write(items[1]);
-            p.add(5).write(items[2]);
-            p.add(6).write(t[6]);
-            p.add(7).write(lds);
-            (p.add(8) as *mut u64).write_unaligned(u64::from(t[8]) | u64::from(t[9]) << 32);
-            (p.add(10) as *mut u64).write_unaligned(ka_va);
-            (p.add(12) as *mut u64).write_unaligned(u64::from(t[12]) | u64::from(t[13]) << 32);
-        }
-        (t[0] & 0xffff) | u32::from(dims) << 16
+        [
+            (t[0] & 0xffff) | u32::from(dims) << 16,
+            (block[0] & 0xffff) | block[1] << 16,
+            block[2] & 0xffff,
+            items[0],
+            items[1],
+            items[2],
+            t[6],
+            lds,
+            t[8],
+            t[9],
+            0,
+            0,
+            t[12],
+            t[13],
+        ]
     }
 
-    /// The whole dispatch packet of one launch (completion signal 0), as
-    /// [`LaunchPlan::write_packet`] writes it.
+    /// The whole dispatch packet of one launch (completion signal 0), as a launch writes
+    /// it.
     #[cfg(test)]
     fn packet(
         &self,
@@ -655,10 +646,28 @@ impl LaunchPlan {
         ka_va: u64,
     ) -> [u32; 16] {
         let mut w = [0u32; 16];
-        // SAFETY: a local 16-dword array.
-        w[0] = unsafe { self.write_packet(w.as_mut_ptr(), dims, block, items, lds, ka_va) };
+        w[..14].copy_from_slice(&self.packet_body(dims, block, items, lds));
+        w[10] = ka_va as u32;
+        w[11] = (ka_va >> 32) as u32;
         w
     }
+}
+
+/// Write the dispatch packet `body` (from [`LaunchPlan::packet_body`]) into the reserved
+/// ring slot at `p`: dwords 1..13 with the kernarg address `ka_va` (the completion signal
+/// is the queue's to write). Returns dword 0, for the caller's release store.
+///
+/// # Safety
+/// `p` points at 16 writable dwords no one reads until the header is published.
+#[inline(always)]
+unsafe fn write_packet(p: *mut u32, body: &[u32; 14], ka_va: u64) -> u32 {
+    // SAFETY: per the contract; dwords 1..13 of the slot (a fixed-size copy: a few
+    // vector moves), then the kernarg address over dwords 10..11.
+    unsafe {
+        core::ptr::copy_nonoverlapping(body.as_ptr().add(1), p.add(1), 13);
+        (p.add(10) as *mut u64).write_unaligned(ka_va);
+    }
+    body[0]
 }
 
 /// The copy plan of [`Stream::launch_params`] for kernel `k`: the explicit arguments'
@@ -792,9 +801,11 @@ pub(crate) struct KernargRing {
     /// their segment: complete when that timeline reaches the count.
     inflight: Inflight,
     /// The timelines of the streams that launched on the queue (deduplicated, so a launch
-    /// clones no `Arc`), and the index of the last one used.
+    /// clones no `Arc`), and the index and address of the last one used (a launch of the
+    /// same stream again compares one address).
     timelines: Vec<Arc<Signal>>,
     last_tl: usize,
+    last_tl_ptr: *const Signal,
     /// The queue's id and GPU (the completion points handed out to wait for).
     queue_id: u32,
     gpu_index: usize,
@@ -834,6 +845,7 @@ impl KernargRing {
             inflight: Inflight::new(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
             timelines: Vec::new(),
             last_tl: 0,
+            last_tl_ptr: std::ptr::null(),
             queue_id: q.queue_id(),
             gpu_index: q.gpu_index(),
         })
@@ -945,9 +957,10 @@ impl KernargRing {
     #[inline(always)]
     fn commit(&mut self, start: u64, len: u64, timeline: &Arc<Signal>, target: u64) {
         self.head = start + len;
-        let tl = match self.timelines.get(self.last_tl) {
-            Some(t) if Arc::ptr_eq(t, timeline) => self.last_tl,
-            _ => self.timeline_index(timeline),
+        let tl = if Arc::as_ptr(timeline) == self.last_tl_ptr {
+            self.last_tl
+        } else {
+            self.timeline_index(timeline)
         };
         self.inflight
             .push_back((start, start + len, tl as u32, target));
@@ -983,6 +996,7 @@ impl KernargRing {
             }
         };
         self.last_tl = i;
+        self.last_tl_ptr = Arc::as_ptr(timeline);
         i
     }
 }
@@ -1298,30 +1312,43 @@ impl Stream {
             return params_refused(self, kernel, grid, block, dynamic_lds, params);
         }
         self.launch_with(kernel, grid, block, dynamic_lds, None, |seg| {
-            // SAFETY: `seg` holds the kernel's kernarg segment; the plan's runs and
-            // arguments lie inside it (checked when it was made); `params` as the
-            // caller guarantees, non-null when the kernel has explicit arguments.
-            unsafe {
-                let t = plan.args_template.as_ptr();
-                for &(o, n) in plan.template_runs.iter() {
-                    copy_bytes(seg.add(o as usize), t.add(o as usize), n as usize);
-                }
-                for (i, &(o, n)) in plan.params.iter().enumerate() {
-                    let p = *params.add(i) as *const u8;
-                    if p.is_null() {
-                        return Err(null_param(kernel, i));
-                    }
-                    copy_bytes(seg.add(o as usize), p, n as usize);
-                }
-            }
-            Ok(())
+            // SAFETY: per the contract.
+            unsafe { fill_params(kernel, plan, seg, params) }
         })
     }
 
-    /// The launch once the arguments are known to be complete: the shape checks, then the
-    /// packet, with `fill` writing the kernarg segment (explicit arguments and the
-    /// launch-independent hidden ones) into the ring. `args` only names the arguments in
-    /// the refusal's message.
+    /// [`Stream::launch_params`] in a shape checked before ([`crate::Kernel::launch_shape`]):
+    /// the same launch without the shape's checks and computations. A shape made for
+    /// another kernel is checked again ([`Stream::launch_params`]).
+    ///
+    /// # Safety
+    /// As [`Stream::launch_params`].
+    #[inline(always)]
+    pub unsafe fn launch_params_shaped(
+        &self,
+        kernel: &Kernel,
+        shape: &LaunchShape,
+        params: *const *const core::ffi::c_void,
+    ) -> Result<()> {
+        let sh = &shape.shape;
+        if !Arc::ptr_eq(&shape.plan, &kernel.plan) {
+            // SAFETY: per the contract.
+            return unsafe {
+                self.launch_params(kernel, sh.grid, sh.block, sh.dynamic_lds, params)
+            };
+        }
+        let plan = &*kernel.plan;
+        if plan.params_refuse.is_some() || (params.is_null() && !plan.params.is_empty()) {
+            return params_refused(self, kernel, sh.grid, sh.block, sh.dynamic_lds, params);
+        }
+        self.launch_shaped(kernel, sh, None, |seg| {
+            // SAFETY: as in `launch_params`.
+            unsafe { fill_params(kernel, &kernel.plan, seg, params) }
+        })
+    }
+
+    /// The launch once the arguments are known to be complete: the shape checks, then
+    /// [`Stream::launch_shaped`].
     #[inline(always)]
     fn launch_with(
         &self,
@@ -1332,18 +1359,33 @@ impl Stream {
         args: Option<&KernelArgs>,
         fill: impl Fn(*mut u8) -> Result<()>,
     ) -> Result<()> {
+        let Some(shape) = Shape::of(&kernel.plan, grid, block, dynamic_lds) else {
+            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
+        };
+        self.launch_shaped(kernel, &shape, args, fill)
+    }
+
+    /// The launch in a checked `shape`: the packet, with `fill` writing the kernarg
+    /// segment (explicit arguments and the launch-independent hidden ones) into the ring.
+    /// `args` only names the arguments in the refusal's message.
+    #[inline(always)]
+    fn launch_shaped(
+        &self,
+        kernel: &Kernel,
+        shape: &Shape,
+        args: Option<&KernelArgs>,
+        fill: impl Fn(*mut u8) -> Result<()>,
+    ) -> Result<()> {
         let s = &*self.inner;
         let plan = &*kernel.plan;
         if !Arc::ptr_eq(&kernel.module.dev, &s.dev) || kernel.gpu_index() != s.gpu_index {
-            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
+            let sh = shape;
+            return launch_refused(self, kernel, sh.grid, sh.block, sh.dynamic_lds, args);
         }
-        let Some(shape) = Shape::of(plan, grid, block, dynamic_lds) else {
-            return launch_refused(self, kernel, grid, block, dynamic_lds, args);
-        };
         // The fast path without a closure, so that everything is inlined here.
         let wait_for = match self.packet_slot_fast()? {
             Some((mut slot, target)) => {
-                match build_launch(&mut slot, self.timeline(), target, plan, &shape, &fill)? {
+                match build_launch(&mut slot, self.timeline(), target, plan, shape, &fill)? {
                     Built::Header(header) => {
                         self.publish_built(slot, header);
                         return Ok(());
@@ -1353,7 +1395,7 @@ impl Stream {
             }
             None => None,
         };
-        self.launch_slow(plan, shape, &fill, wait_for)
+        self.launch_slow(plan, *shape, &fill, wait_for)
     }
 
     /// The launch off its fast path: the stream's slow submission (dependencies to
@@ -1407,6 +1449,37 @@ impl Stream {
             }
         }
     }
+}
+
+/// Write the kernarg segment of a [`Stream::launch_params`] launch at `seg`: the
+/// template's runs, then each explicit argument from `params`.
+///
+/// # Safety
+/// `seg` holds the kernel's kernarg segment; `params` as [`Stream::launch_params`]
+/// requires, non-null when the kernel has explicit arguments.
+#[inline(always)]
+unsafe fn fill_params(
+    kernel: &Kernel,
+    plan: &LaunchPlan,
+    seg: *mut u8,
+    params: *const *const core::ffi::c_void,
+) -> Result<()> {
+    // SAFETY: the plan's runs and arguments lie inside the segment (checked when it was
+    // made); `params` per the contract.
+    unsafe {
+        let t = plan.args_template.as_ptr();
+        for &(o, n) in plan.template_runs.iter() {
+            copy_bytes(seg.add(o as usize), t.add(o as usize), n as usize);
+        }
+        for (i, &(o, n)) in plan.params.iter().enumerate() {
+            let p = *params.add(i) as *const u8;
+            if p.is_null() {
+                return Err(null_param(kernel, i));
+            }
+            copy_bytes(seg.add(o as usize), p, n as usize);
+        }
+    }
+    Ok(())
 }
 
 /// What [`build_launch`] made: the packet's dword 0 to publish, or the completion point
@@ -1495,7 +1568,7 @@ fn build_launch(
         let ka_va = ring.zero.va();
         // SAFETY: `p` is the reserved slot (read by no one before its header).
         return Ok(Built::Header(unsafe {
-            plan.write_packet(p, shape.dims, shape.block, shape.items, shape.lds, ka_va)
+            write_packet(p, &shape.body, ka_va)
         }));
     }
     // The hint is cleared by the launch that acts on it (under the producer lock).
@@ -1534,7 +1607,7 @@ fn build_launch(
     ring.commit(start, plan.ka_len, timeline, target);
     // SAFETY: `p` is the reserved slot (read by no one before its header).
     Ok(Built::Header(unsafe {
-        plan.write_packet(p, shape.dims, shape.block, shape.items, shape.lds, ka_va)
+        write_packet(p, &shape.body, ka_va)
     }))
 }
 
@@ -1550,11 +1623,11 @@ fn first_ring<'a>(q: &AqlQueue, none: &'a mut Option<KernargRing>) -> Result<&'a
 struct Shape {
     grid: [u32; 3],
     block: [u32; 3],
-    items: [u32; 3],
     threads: u64,
     dims: u16,
     dynamic_lds: u32,
-    lds: u32,
+    /// The dispatch packet ([`LaunchPlan::packet_body`]).
+    body: [u32; 14],
 }
 
 impl Shape {
@@ -1577,15 +1650,66 @@ impl Shape {
         if bad || plan.reqd.is_some_and(|r| r != block) {
             return None;
         }
+        let dims = dims(grid, block);
         Some(Shape {
             grid,
             block,
-            items: [x as u32, y as u32, z as u32],
             threads,
-            dims: dims(grid, block),
+            dims,
             dynamic_lds,
             // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
-            lds: plan.group_fixed + dynamic_lds,
+            body: plan.packet_body(
+                dims,
+                block,
+                [x as u32, y as u32, z as u32],
+                plan.group_fixed + dynamic_lds,
+            ),
+        })
+    }
+}
+
+/// The grid, block and dynamic LDS of a launch, checked against one kernel's limits once,
+/// with the launch's dispatch packet computed: [`Stream::launch_params_shaped`] repeats
+/// launches of that kernel in that shape without checking and computing them again (a
+/// `<<<>>>` loop). Made by [`crate::Kernel::launch_shape`].
+#[derive(Clone)]
+pub struct LaunchShape {
+    /// The plan of the kernel the shape was checked for (held: compared by address).
+    plan: Arc<LaunchPlan>,
+    shape: Shape,
+}
+
+impl std::fmt::Debug for LaunchShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchShape")
+            .field("grid", &self.shape.grid)
+            .field("block", &self.shape.block)
+            .field("dynamic_lds", &self.shape.dynamic_lds)
+            .finish()
+    }
+}
+
+impl crate::Kernel {
+    /// A launch of this kernel over `grid` workgroups of `block` work-items with
+    /// `dynamic_lds` bytes of dynamic LDS, checked once for [`Stream::launch_params_shaped`];
+    /// None when [`Stream::launch`] would refuse it (a zero dimension, a block over the
+    /// kernel's maximum or not its required size, LDS over the limit, more than 2^32
+    /// work-items in a dimension, a kernel kfdrt cannot launch): that call says why.
+    pub fn launch_shape(
+        &self,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        dynamic_lds: u32,
+    ) -> Option<LaunchShape> {
+        let shape = Shape::of(
+            &self.plan,
+            grid.into().arr(),
+            block.into().arr(),
+            dynamic_lds,
+        )?;
+        Some(LaunchShape {
+            plan: self.plan.clone(),
+            shape,
         })
     }
 }
@@ -2172,6 +2296,92 @@ mod tests {
             s.synchronize().unwrap();
             assert_eq!(read_out(), mixed_expected(1, 4, 2));
         }
+    }
+
+    /// A launch in a shape checked once (`Kernel::launch_shape`) writes the packet and the
+    /// kernarg segment `launch_params` writes; a shape `launch` would refuse is None; a
+    /// shape made for another kernel is checked again for the kernel launched.
+    #[test]
+    fn shaped_launches_write_what_launch_params_writes() {
+        let dev = open("emu:mi300x");
+        let s = dev.create_stream(0).unwrap();
+        let out = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+        let read_out = || {
+            let mut b = vec![0u8; 15 * 4];
+            out.read(0, &mut b).unwrap();
+            b.chunks(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                .collect::<Vec<_>>()
+        };
+        let last_packet = |s: &Stream| {
+            let q = s.current_queue();
+            q.packet_words(q.next_index() - 1)
+        };
+        let elf = test_kernels::build("cl/mixed_args.cl", "gfx942").unwrap();
+        let m = dev.load_module(0, &elf).unwrap();
+        let k = m.kernel("mixed").unwrap();
+        let len = k.metadata().kernarg_segment_size as usize;
+        for (v, grid, block) in [(0i64, [2, 3, 1], [8, 4, 1]), (9, [1, 1, 1], [64, 1, 1])] {
+            let vals = mixed_values(out.va(), v);
+            let params: Vec<*const core::ffi::c_void> =
+                vals.iter().map(|b| b.as_ptr().cast()).collect();
+            // SAFETY: one pointer per explicit argument, each to its size in bytes.
+            unsafe { s.launch_params(&k, grid, block, 0, params.as_ptr()) }.unwrap();
+            s.synchronize().unwrap();
+            let (_, want_args) = last_kernargs(&s);
+            let want = last_packet(&s);
+            out.write(0, &[0u8; 96]).unwrap();
+            let shape = k.launch_shape(grid, block, 0).expect("a valid shape");
+            for _ in 0..2 {
+                // SAFETY: as above.
+                unsafe { s.launch_params_shaped(&k, &shape, params.as_ptr()) }.unwrap();
+            }
+            s.synchronize().unwrap();
+            let (ka, got_args) = last_kernargs(&s);
+            let got = last_packet(&s);
+            assert_eq!(got_args[..len], want_args[..len], "kernarg segment");
+            // Dword 0 was invalidated by the CP after the dispatch; 10..11 are the
+            // kernarg address, different per launch.
+            assert_eq!(got[1..10], want[1..10], "grid {grid:?} block {block:?}");
+            assert_eq!(got[12..], want[12..], "grid {grid:?} block {block:?}");
+            assert_eq!(u64::from(got[10]) | u64::from(got[11]) << 32, ka);
+            assert_eq!(
+                read_out(),
+                mixed_expected(v, block[0] as i32, block[1] as i32)
+            );
+        }
+        // What `launch` refuses has no shape: a zero dimension, a block over the
+        // kernel's maximum, LDS over the limit, more than 2^32 work-items.
+        assert!(k.launch_shape([0, 1, 1], 64, 0).is_none());
+        assert!(k.launch_shape(1, 2048, 0).is_none());
+        assert!(k.launch_shape(1, 64, u32::MAX).is_none());
+        assert!(k.launch_shape(1 << 30, 64, 0).is_none());
+        // A shape of `mixed` given with `reduce` (a required workgroup size): checked
+        // again for `reduce`, refused as `launch` refuses it; the stream runs on.
+        let r = dev
+            .load_module(0, &test_kernels::build("cl/reduce.cl", "gfx942").unwrap())
+            .unwrap()
+            .kernel("reduce")
+            .unwrap();
+        let shape = k.launch_shape(1, 64, 0).unwrap();
+        let (a, b, n) = (out.va(), out.va() + 1024, 0u32);
+        let p: [*const core::ffi::c_void; 3] = [
+            (&a as *const u64).cast(),
+            (&b as *const u64).cast(),
+            (&n as *const u32).cast(),
+        ];
+        // SAFETY: one pointer per explicit argument of `reduce`, each to its size.
+        let e = unsafe { s.launch_params_shaped(&r, &shape, p.as_ptr()) }.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidValue, "{e}");
+        assert!(e.to_string().contains("requires"), "{e}");
+        let vals = mixed_values(out.va(), 1);
+        let params: Vec<*const core::ffi::c_void> =
+            vals.iter().map(|b| b.as_ptr().cast()).collect();
+        out.write(0, &[0u8; 96]).unwrap();
+        // SAFETY: as above.
+        unsafe { s.launch_params_shaped(&k, &shape, params.as_ptr()) }.unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(read_out(), mixed_expected(1, 64, 1));
     }
 
     #[test]

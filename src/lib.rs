@@ -223,7 +223,7 @@ pub use device_select::{open_backend, DeviceSpec, DEVICE_ENV};
 pub use error::{Error, ErrorKind, Result};
 pub use event::{Event, GPU_TIMESTAMP_HZ};
 pub use ipc::{IpcEvent, IpcExport, IpcMapping, IpcMemHandle};
-pub use launch::{Dim3, KernelArgs};
+pub use launch::{Dim3, KernelArgs, LaunchShape};
 pub use managed::{Attachment, CoherencyMode, ManagedMemory, MemRangeAttribute, MemoryAdvise};
 pub use memory::{Buffer, MemoryKind};
 pub use mempool::{MemPool, PoolAlloc, PoolAttr, PoolProps, PtrExportData};

@@ -407,6 +407,23 @@ impl AqlQueue {
         // SAFETY: the producer lock is held until `_held` drops (see `KernargCell`).
         f(unsafe { &mut *self.kernargs.0.get() })
     }
+
+    /// The 16 dwords of ring packet `index` as they are now (inspection).
+    #[cfg(test)]
+    pub(crate) fn packet_words(&self, index: u64) -> [u32; 16] {
+        let slot = (index & (u64::from(self.slots) - 1)) as usize;
+        let mut w = [0u32; 16];
+        // SAFETY: `slot < slots`: a packet inside the ring (CPU-mapped, owned by the
+        // queue); a racing write at most makes the copy stale.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                self.uq.ring_base().add(slot * PACKET_DWORDS),
+                w.as_mut_ptr(),
+                16,
+            )
+        };
+        w
+    }
 }
 
 /// One reserved ring slot of an [`AqlQueue`] (its producer lock held): publish a

@@ -3,7 +3,7 @@
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::topology::Topology;
@@ -46,9 +46,10 @@ pub enum EmuError {
 /// `kfd::topology` like the real one; render nodes are memfds named `renderD<minor>`.
 pub struct EmuBackend {
     emu: Emu,
-    /// Queue id -> GPU index + 1 (0 = no queue), for doorbell notifications without
-    /// taking the process lock.
-    queue_gpu: Box<[AtomicU32]>,
+    /// Queue id -> its GPU in `emu.gpus` (null = no queue), for doorbell notifications
+    /// without taking the process lock, an index or a bounds check: `emu.gpus` is built
+    /// before this table and never changes (its elements stay where they are).
+    queue_gpu: Box<[AtomicPtr<Gpu>]>,
     /// `host_signal_written` notifications received (introspection for tests).
     host_signals: AtomicU64,
 }
@@ -157,7 +158,7 @@ impl EmuBackend {
             system_limit: host / 16 * 15,
         };
         let queue_gpu = (0..MAX_QUEUES_PER_PROCESS)
-            .map(|_| AtomicU32::new(0))
+            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
             .collect();
         Ok(EmuBackend {
             emu,
@@ -275,26 +276,35 @@ impl EmuBackend {
 
     /// The scheduling state of a queue, from its engine (`None` for an unknown queue).
     pub fn queue_status(&self, queue_id: u32) -> Option<QueueStatus> {
-        let idx = self
+        let gpu = self.queue_gpu(queue_id)?;
+        gpu.engines.queue_status(queue_id)
+    }
+
+    /// The GPU of queue `queue_id` (None: no such queue).
+    #[inline(always)]
+    fn queue_gpu(&self, queue_id: u32) -> Option<&Gpu> {
+        let p = self
             .queue_gpu
             .get(queue_id as usize)?
             .load(Ordering::Acquire);
-        let gpu = self.emu.gpus.get(idx.checked_sub(1)? as usize)?;
-        gpu.engines.queue_status(queue_id)
+        // SAFETY: a non-null entry points into `emu.gpus`, which lives as long as `self`
+        // and never changes (see `queue_gpu`).
+        unsafe { p.as_ref() }
     }
 
     fn track_queues(&self, req_kind: QueueTrack) {
         match req_kind {
             QueueTrack::Created(qid, gpu_id) => {
-                if let (Some(slot), Some(idx)) =
-                    (self.queue_gpu.get(qid as usize), self.emu.gpu_idx(gpu_id))
-                {
-                    slot.store(idx as u32 + 1, Ordering::Release);
+                if let (Some(slot), Some(gpu)) = (
+                    self.queue_gpu.get(qid as usize),
+                    self.emu.gpu_idx(gpu_id).and_then(|i| self.emu.gpus.get(i)),
+                ) {
+                    slot.store((gpu as *const Gpu).cast_mut(), Ordering::Release);
                 }
             }
             QueueTrack::Destroyed(qid) => {
                 if let Some(slot) = self.queue_gpu.get(qid as usize) {
-                    slot.store(0, Ordering::Release);
+                    slot.store(std::ptr::null_mut(), Ordering::Release);
                 }
             }
         }
@@ -376,14 +386,7 @@ impl Backend for EmuBackend {
     }
 
     fn doorbell_written(&self, queue_id: u32) {
-        let Some(slot) = self.queue_gpu.get(queue_id as usize) else {
-            return;
-        };
-        let idx = slot.load(Ordering::Acquire);
-        if let Some(gpu) = idx
-            .checked_sub(1)
-            .and_then(|i| self.emu.gpus.get(i as usize))
-        {
+        if let Some(gpu) = self.queue_gpu(queue_id) {
             // A write to HDP_MEM_FLUSH_CNTL since the last doorbell: the flush precedes
             // this doorbell (any value written triggers a flush; the page rests at
             // HDP_IDLE between flushes).

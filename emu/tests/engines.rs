@@ -533,6 +533,142 @@ fn aql_barriers_and_completion_signals() {
     assert_eq!(gpu.status(&q), QueueStatus::Active);
 }
 
+/// A blocked barrier is re-polled from the decoding made when it was fetched: the slot
+/// is the packet processor's until the read index passes it, so a body rewritten under
+/// an unchanged header is not seen; a changed header is fetched and decoded afresh.
+#[test]
+fn aql_blocked_barrier_polls_its_fetched_decoding() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let mut qa = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let mut qb = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let s1 = signal(&sigs, 0, 1, None);
+    let s2 = signal(&sigs, 1, 0, None);
+    let done = signal(&sigs, 2, 1, None);
+    let x = signal(&sigs, 3, 1, None);
+    let wait_on = |sig: u64, control: PacketControl| {
+        AqlPacket::BarrierValue(BarrierValue {
+            control,
+            signal: sig,
+            value: 0,
+            mask: -1,
+            cond: SignalCondition::Eq,
+            completion_signal: done,
+        })
+    };
+    let slot1 = qa.ring.va() + 64;
+    let on_s2 = wait_on(s2, PacketControl::SYSTEM_BARRIER).encode();
+    // Queue B, once x is 0, rewrites the body of queue A's slot 1 to wait for s2
+    // (satisfied), leaving its header.
+    let ib = gpu.alloc(4096);
+    let wd = write_data(slot1 + 4, &on_s2[1..]);
+    for (i, w) in wd.iter().enumerate() {
+        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
+    }
+    qb.submit_aql(&gpu, &barrier_and(&[x], 0));
+    qb.submit_aql(
+        &gpu,
+        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
+            control: PacketControl::SYSTEM_BARRIER,
+            ib: IndirectBuffer::new(ib.va(), wd.len() as u32),
+            completion_signal: 0,
+        }),
+    );
+    // Queue A: slot 0 completes x, slot 1 waits for s1. Both are published at once (slot
+    // 1 whole, then slot 0's header), so the run that completes slot 0 fetches slot 1
+    // and blocks on it before it returns, and only then can the CP (one thread for both
+    // queues) run queue B.
+    let p1 = wait_on(s1, PacketControl::SYSTEM_BARRIER).encode();
+    for (i, d) in p1.iter().enumerate().rev() {
+        qa.ring.store_u32(slot1 + 4 * i as u64, *d).unwrap();
+    }
+    let p0 = barrier_and(&[], x).encode();
+    for (i, d) in p0.iter().enumerate().skip(1) {
+        qa.ring.store_u32(qa.ring.va() + 4 * i as u64, *d).unwrap();
+    }
+    qa.ptrs.store_u64(qa.wptr_va, 2).unwrap();
+    qa.ring.store_u32(qa.ring.va(), p0[0]).unwrap();
+    qa.ring_doorbell(&gpu, 1);
+    qa.wptr = 2;
+    qb.wait_idle();
+    assert_eq!(
+        qa.ring.load_u32(slot1 + 8).unwrap(),
+        on_s2[2],
+        "body rewritten"
+    );
+    // Re-polls (every ~1 ms while blocked) keep waiting for s1.
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(qa.rptr(), 1, "re-polled from the fetched decoding (s1)");
+    assert_eq!(sig_value(&sigs, done), 1);
+    // A different header (agent-scope acquire): fetched afresh, it waits for s2.
+    let control = PacketControl {
+        acquire: aql::FenceScope::Agent,
+        ..PacketControl::SYSTEM_BARRIER
+    };
+    let hdr = wait_on(s2, control).encode()[0];
+    assert_ne!(hdr, on_s2[0]);
+    qa.ring.store_u32(slot1, hdr).unwrap();
+    qa.wait_idle();
+    assert_eq!(sig_value(&sigs, done), 0);
+    assert_eq!(sig_value(&sigs, s1), 1, "s1 never changed");
+    assert_eq!(gpu.status(&qa), QueueStatus::Active);
+}
+
+/// `amd_queue_t` replaced at the same address (unmapped, mapped anew): the CP reads
+/// `write_dispatch_id` and writes `read_dispatch_id` in the new memory, never through
+/// the cells it pinned in the old.
+#[test]
+fn aql_queue_indexes_follow_unmap() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let done = signal(&sigs, 0, 2, None);
+    q.submit_aql(&gpu, &barrier_and(&[], done));
+    q.wait_idle();
+    let old = q.ptrs.clone();
+    assert_eq!(old.load_u64(q.rptr_va).unwrap(), 1);
+    assert!(gpu.mem.remove_region(old.va()));
+    gpu.eng.flush_tlb();
+    q.ptrs = gpu.mem.add_region(old.va(), 256);
+    q.submit_aql(&gpu, &barrier_and(&[], done));
+    q.wait_idle();
+    assert_eq!(
+        q.rptr(),
+        2,
+        "read_dispatch_id written in the new amd_queue_t"
+    );
+    assert_eq!(
+        old.load_u64(q.rptr_va).unwrap(),
+        1,
+        "not through a stale cell"
+    );
+    assert_eq!(sig_value(&sigs, done), 0);
+    assert_eq!(gpu.status(&q), QueueStatus::Active);
+}
+
+/// The ring unmapped while a barrier blocks: the next poll re-reads the slot's header
+/// and faults there (a read at the slot), as a fresh fetch would.
+#[test]
+fn aql_blocked_barrier_faults_when_its_ring_is_unmapped() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 16 * 64, 7, 100);
+    let dep = signal(&sigs, 0, 1, None);
+    let done = signal(&sigs, 1, 1, None);
+    q.submit_aql(&gpu, &barrier_and(&[dep], done));
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(q.rptr(), 0, "blocked");
+    let ring_va = q.ring.va();
+    assert!(gpu.mem.remove_region(ring_va));
+    gpu.eng.flush_tlb();
+    let f = gpu.faulted(&q);
+    assert_eq!(f.packet_offset, 0);
+    let mf = f.fault.expect("a memory fault");
+    assert_eq!((mf.va, mf.write), (ring_va, false));
+    assert_eq!(mf.kind, FaultKind::NotMapped);
+    assert_eq!(sig_value(&sigs, done), 1, "the barrier did not complete");
+}
+
 /// Memory a queue's packets used, unmapped, is released when `release_windows` returns:
 /// the engine's translation cache and the queue's pinned windows (completion signal,
 /// barrier dependency, event mailbox) let go of it then, not at the queue's next access.
@@ -1683,10 +1819,12 @@ fn aql_busy_queues_take_turns_by_quantum() {
             Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 2),
             Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 2),
         ];
-        // Per queue, in order: PM4-IB (atomic + copy) or a barrier without dependencies.
-        let shapes: [&[bool]; 2] = [
-            &[true, false, true, true, false, true, true, true],
-            &[false, true, true, false, false, true, true, false],
+        // Per queue, in order: 1 = PM4-IB (atomic + copy), 2 = PM4-IB of one WRITE_DATA
+        // (the CP completes it in the pass that ran its buffer when budget is left), 0 = a
+        // barrier without dependencies.
+        let shapes: [&[u8]; 2] = [
+            &[1, 0, 2, 1, 1, 0, 2, 1, 1, 2, 1, 2, 2, 0, 1],
+            &[0, 2, 1, 1, 0, 2, 0, 1, 1, 2, 2, 0, 2, 1, 0],
         ];
         // The model: each queue's packet units in execution order, `Some(log index)` for
         // an ATOMIC_MEM whose return value lands at that log index.
@@ -1694,24 +1832,33 @@ fn aql_busy_queues_take_turns_by_quantum() {
         let mut next_ib = ibs.va();
         let mut logs = 0usize;
         for (qi, shape) in shapes.iter().enumerate() {
-            for &is_ib in shape.iter() {
-                if is_ib {
-                    let log = data.va() + 64 + 4 * logs as u64;
-                    let mut w = atomic(15, counter, 1, 0); // ADD_RTN_32
-                    w.extend(copy_data(pkt3::copy_sel::ATOMIC_RETURN_DATA, 0, log, false));
-                    assert!(w.len() <= 16, "the buffer stays on the one-read path");
+            for &kind in shape.iter() {
+                // Writes the buffer at `next_ib` and submits it on queue `qi`.
+                let mut submit_ib = |w: &[u32], next_ib: &mut u64| {
                     for (i, d) in w.iter().enumerate() {
-                        ibs.store_u32(next_ib + 4 * i as u64, *d).unwrap();
+                        ibs.store_u32(*next_ib + 4 * i as u64, *d).unwrap();
                     }
                     qs[qi].submit_aql(
                         &gpu,
                         &AqlPacket::VendorPm4Ib(VendorPm4Ib {
                             control: PacketControl::SYSTEM_BARRIER,
-                            ib: IndirectBuffer::new(next_ib, w.len() as u32),
+                            ib: IndirectBuffer::new(*next_ib, w.len() as u32),
                             completion_signal: 0,
                         }),
                     );
-                    next_ib += 256;
+                    *next_ib += 256;
+                };
+                if kind == 2 {
+                    submit_ib(&write_data(data.va() + 2048, &[7]), &mut next_ib);
+                    for _ in 0..num_xcc {
+                        units[qi].push(None);
+                    }
+                } else if kind == 1 {
+                    let log = data.va() + 64 + 4 * logs as u64;
+                    let mut w = atomic(15, counter, 1, 0); // ADD_RTN_32
+                    w.extend(copy_data(pkt3::copy_sel::ATOMIC_RETURN_DATA, 0, log, false));
+                    assert!(w.len() <= 16, "the buffer stays on the one-read path");
+                    submit_ib(&w, &mut next_ib);
                     for _ in 0..num_xcc {
                         units[qi].push(Some(logs));
                         units[qi].push(None);

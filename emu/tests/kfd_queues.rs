@@ -594,6 +594,10 @@ fn aql_queue_end_to_end_signal_wakes_wait_events() {
     assert_eq!(dev.emu.queue_status(q.queue_id), Some(QueueStatus::Active));
     ioctl::destroy_queue(d, q.queue_id).unwrap();
     assert_eq!(dev.emu.queue_status(q.queue_id), None);
+    // A doorbell of the destroyed queue, or of an id no queue can have: nothing to wake.
+    d.doorbell_written(q.queue_id);
+    d.doorbell_written(u32::MAX);
+    assert_eq!(dev.emu.queue_status(q.queue_id), None);
 }
 
 #[test]

@@ -71,6 +71,8 @@ pub(crate) struct Fast {
     pub(crate) call_depth: u32,
     pub(crate) calls: [CallConfig; CALL_SLOTS],
     hot: Hot,
+    /// The thread's warm `<<<>>>` launch target ([`crate::kernel::WarmSlot`]).
+    pub(crate) warm: crate::kernel::WarmSlot,
 }
 
 /// The streams of the thread's last `hipStreamQuery` / `hipStreamSynchronize` for
@@ -295,6 +297,8 @@ impl Drop for Tls {
             (*fast()).tls = std::ptr::null();
             (*fast()).hot = Hot::EMPTY;
             (*fast()).idle = Idle::EMPTY;
+            // Names a kernel held by `launch_cache`, dropped with this `Tls`.
+            (*fast()).warm = crate::kernel::WarmSlot::EMPTY;
         }
         for (_, token) in self.per_thread.get_mut().drain(..) {
             remove_stream(token);
@@ -330,7 +334,7 @@ fn link_tls() -> *const Tls {
 
 /// Store HIP's last error of the calling thread.
 #[inline(always)]
-fn set_last_error(e: hipError_t) {
+pub(crate) fn set_last_error(e: hipError_t) {
     // SAFETY: the calling thread's own slot.
     unsafe { (*fast()).last_error = e };
 }
@@ -385,16 +389,18 @@ pub(crate) fn ret_stream_tls(
     e
 }
 
-/// [`ret_stream_tls`] that first tries the thread's [`Hot`] stream (the `<<<>>>`
-/// launch's entry point): a hit is a handle check and no `RefCell`, no cache walk; a miss
-/// takes the cached lookup and makes the stream hot for the next call. `f` runs once,
-/// either way, with every check of its own.
+/// The thread's [`Hot`] stream `s` (null: the null stream of the thread's current GPU)
+/// with its [`Tls`], or None when `s` is not hot (the caller takes [`ret_stream_miss`]):
+/// a handle check, no `RefCell`, no cache walk. The `<<<>>>` launch's entry point runs
+/// its hit path on it inline.
 #[inline(always)]
-pub(crate) fn ret_stream_hot(
-    s: *mut c_void,
-    f: impl Fn(&Tls, &Stream) -> Result<(), hipError_t> + Copy,
-) -> hipError_t {
-    let fp = fast();
+pub(crate) fn hot_stream<'a>(s: *mut c_void) -> Option<(&'a Tls, &'a Stream)> {
+    hot_stream_in(fast(), s)
+}
+
+/// [`hot_stream`] with the thread's [`Fast`] slot `fp` at hand.
+#[inline(always)]
+pub(crate) fn hot_stream_in<'a>(fp: *mut Fast, s: *mut c_void) -> Option<(&'a Tls, &'a Stream)> {
     let hot = if s.is_null() {
         hot_null(fp)
     } else {
@@ -402,7 +408,21 @@ pub(crate) fn ret_stream_hot(
     };
     // SAFETY: the calling thread's own slot; a non-null `tls` is this thread's live
     // `Tls` (cleared by `Tls::drop`, which also empties `hot`).
-    if let (Some(st), Some(t)) = (hot, unsafe { (*fp).tls.as_ref() }) {
+    match (hot, unsafe { (*fp).tls.as_ref() }) {
+        (Some(st), Some(t)) => Some((t, st)),
+        _ => None,
+    }
+}
+
+/// [`ret_stream_tls`] that first tries the thread's [`Hot`] stream ([`hot_stream`]): a
+/// miss takes the cached lookup and makes the stream hot for the next call. `f` runs
+/// once, either way, with every check of its own.
+#[inline(always)]
+pub(crate) fn ret_stream_hot(
+    s: *mut c_void,
+    f: impl Fn(&Tls, &Stream) -> Result<(), hipError_t> + Copy,
+) -> hipError_t {
+    if let Some((t, st)) = hot_stream(s) {
         let e = f(t, st).err().unwrap_or(hipSuccess);
         set_last_error(e);
         return e;
@@ -414,7 +434,7 @@ pub(crate) fn ret_stream_hot(
 /// (its one call site there) is inlined into the hit path.
 #[cold]
 #[inline(never)]
-fn ret_stream_miss(
+pub(crate) fn ret_stream_miss(
     s: *mut c_void,
     f: impl Fn(&Tls, &Stream) -> Result<(), hipError_t>,
 ) -> hipError_t {
@@ -640,11 +660,35 @@ fn local_event(e: *mut c_void) -> Result<Arc<HipEvent>, hipError_t> {
     })
 }
 
+/// The GPUs' null streams created so far (see [`null_stream`]).
+static NULLS: Mutex<Vec<(usize, Arc<Stream>)>> = Mutex::new(Vec::new());
+
+/// Waits for every stream of every GPU: created, per-thread and null streams.
+/// `hipFree`, `hipHostFree` and `hipModuleUnload` call it before they release anything,
+/// as CLR 5.2's `ihipFree` synchronizes the device's streams first and `cudaFree` is
+/// documented to synchronize implicitly: `k<<<..>>>(p); hipFree(p);` is a valid program,
+/// and unmapping `p` under the queued kernel would fault it. A stream's fault is not
+/// reported here (CLR's free returns success after a faulted stream too): it stays
+/// reported by that stream's own synchronize and by `hipDeviceSynchronize`.
+pub(crate) fn synchronize_all_streams() {
+    for s in STREAMS.all() {
+        let _ = s.synchronize();
+    }
+    let nulls: Vec<Arc<Stream>> = NULLS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(_, s)| s.clone())
+        .collect();
+    for s in nulls {
+        let _ = s.synchronize();
+    }
+}
+
 /// The null stream of GPU `gpu`, held for the life of the process: kfdrt keeps a GPU's
 /// null stream only while someone holds it, and work enqueued on a dropped one would be
 /// invisible to the next `hipDeviceSynchronize`.
 pub(crate) fn null_stream(gpu: usize) -> Result<Arc<Stream>, hipError_t> {
-    static NULLS: Mutex<Vec<(usize, Arc<Stream>)>> = Mutex::new(Vec::new());
     let mut n = NULLS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, s)) = n.iter().find(|(g, _)| *g == gpu) {
         return Ok(s.clone());
@@ -756,8 +800,9 @@ pub unsafe extern "C" fn hipDeviceGetStreamPriorityRange(
     })())
 }
 
-/// `hipDeviceProp_t` of GPU `gpu` from its KFD topology node. Fields the topology does
-/// not give (dispatch limits, textures, memory clock...) stay 0.
+/// `hipDeviceProp_t` of GPU `gpu` from its KFD topology node, plus the dispatch limits
+/// every AMD GPU has (as CLR fills them). Fields neither gives (textures, memory clock
+/// and bus width...) stay 0.
 fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
     let g = device()?.gpu(gpu).map_err(|_| hipErrorInvalidDevice)?;
     let n = &g.node;
@@ -800,6 +845,24 @@ fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
     d.managedMemory = 1;
     d.canMapHostMemory = 1;
     d.concurrentKernels = 1;
+    // Dispatch limits, as CLR (hip_device.cpp): a work-group of at most 1024 work-items in
+    // any shape (ROCr's HSA_AGENT_INFO_WORKGROUP_MAX_SIZE/_DIM; the CP's
+    // COMPUTE_NUM_THREAD_* fields, firmware-notes/cp-engine.md), a grid of INT32_MAX x
+    // 65535 x 65535 work-groups; constant memory and pitch capped at INT32_MAX.
+    d.maxThreadsPerBlock = 1024;
+    d.maxThreadsDim = [1024; 3];
+    d.maxGridSize = [c_int::MAX, 65535, 65535];
+    d.totalConstMem = d.totalGlobalMem.min(c_int::MAX as usize);
+    d.memPitch = d.totalConstMem;
+    // CLR: addressable VGPRs per wave x SIMDs per CU x 64 lanes; gfx90a and gfx94x
+    // address 512 (VGPRs and AGPRs), other wave64 targets 256 (LLVM AMDGPUBaseInfo
+    // getAddressableNumVGPRs).
+    let vgprs = if v == 90010 || (90400..90500).contains(&v) {
+        512
+    } else {
+        256
+    };
+    d.regsPerBlock = (vgprs * p.simd_per_cu * 64) as c_int;
     Ok(d)
 }
 
@@ -843,6 +906,16 @@ pub unsafe extern "C" fn hipDeviceGetAttribute(
             hipDeviceAttributeTotalGlobalMem => d.totalGlobalMem.min(c_int::MAX as usize) as c_int,
             hipDeviceAttributeWarpSize => d.warpSize,
             hipDeviceAttributeIsLargeBar => d.isLargeBar,
+            hipDeviceAttributeMaxThreadsPerBlock => d.maxThreadsPerBlock,
+            hipDeviceAttributeMaxBlockDimX => d.maxThreadsDim[0],
+            hipDeviceAttributeMaxBlockDimY => d.maxThreadsDim[1],
+            hipDeviceAttributeMaxBlockDimZ => d.maxThreadsDim[2],
+            hipDeviceAttributeMaxGridDimX => d.maxGridSize[0],
+            hipDeviceAttributeMaxGridDimY => d.maxGridSize[1],
+            hipDeviceAttributeMaxGridDimZ => d.maxGridSize[2],
+            hipDeviceAttributeMaxRegistersPerBlock => d.regsPerBlock,
+            hipDeviceAttributeTotalConstantMemory => d.totalConstMem as c_int,
+            hipDeviceAttributeMaxPitch => d.memPitch as c_int,
             _ => return Err(hipErrorNotSupported),
         };
         out(v, x)
@@ -1338,6 +1411,12 @@ fn free(p: *mut c_void, want: &[MemoryKind]) -> Result<(), hipError_t> {
     if p.is_null() {
         return Ok(());
     }
+    let known = matches!(buffers().get(&(p as u64)), Some(b) if want.contains(&b.kind()));
+    if !known {
+        return Err(hipErrorInvalidValue);
+    }
+    // Outside the buffers' lock: other threads keep allocating while the device drains.
+    synchronize_all_streams();
     let mut m = buffers();
     match m.get(&(p as u64)) {
         Some(b) if want.contains(&b.kind()) => {
@@ -1374,7 +1453,8 @@ pub unsafe extern "C" fn hipExtMallocWithFlags(
     })
 }
 
-/// `hipFree`.
+/// `hipFree`: synchronizes first (see `synchronize_all_streams`), then releases device,
+/// signal or managed memory; stream-ordered memory is freed on the null stream and waited for.
 #[no_mangle]
 pub extern "C" fn hipFree(p: *mut c_void) -> hipError_t {
     if let Some(r) = crate::managed::free(p as u64) {
@@ -1470,7 +1550,8 @@ pub unsafe extern "C" fn hipHostGetFlags(f: *mut c_uint, host: *mut c_void) -> h
     })())
 }
 
-/// `hipHostFree`.
+/// `hipHostFree`: synchronizes first (see `synchronize_all_streams`), then releases the
+/// pinned host memory.
 #[no_mangle]
 pub extern "C" fn hipHostFree(p: *mut c_void) -> hipError_t {
     ret(free(p, &[MemoryKind::HostPinned]))
@@ -1506,7 +1587,12 @@ pub extern "C" fn hipHostUnregister(p: *mut c_void) -> hipError_t {
     ret(free(p, &[MemoryKind::Userptr]).map_err(|_| hipErrorHostMemoryNotRegistered))
 }
 
-/// `hipPointerGetAttributes` for memory from this library's allocators.
+/// `hipPointerGetAttributes` for memory from this library's allocators, as CLR 5.2 fills
+/// it: device memory (`hipMalloc`, signal memory, `hipMallocAsync` pools) is
+/// `hipMemoryTypeDevice` with no host pointer; pinned, registered and managed memory are
+/// `hipMemoryTypeHost` with both pointers; managed memory sets `isManaged`; pinned memory
+/// gives its `hipHostMalloc` / `hipHostRegister` flags in `allocationFlags`. Any other
+/// address is InvalidValue.
 #[no_mangle]
 pub unsafe extern "C" fn hipPointerGetAttributes(
     attr: *mut hipPointerAttribute_t,
@@ -1514,27 +1600,49 @@ pub unsafe extern "C" fn hipPointerGetAttributes(
 ) -> hipError_t {
     ret((|| {
         let a = ptr as u64;
-        let m = buffers();
-        let (_, b) = m
-            .range(..=a)
-            .next_back()
-            .filter(|(va, b)| a < *va + b.len() as u64)
-            .ok_or(hipErrorInvalidValue)?;
-        let memoryType = match b.kind() {
-            MemoryKind::Device => hipMemoryTypeDevice,
-            _ => hipMemoryTypeHost,
+        let p = ptr as *mut c_void;
+        let device_memory = |gpu: usize| hipPointerAttribute_t {
+            memoryType: hipMemoryTypeDevice,
+            device: gpu as c_int,
+            devicePointer: p,
+            hostPointer: std::ptr::null_mut(),
+            isManaged: 0,
+            allocationFlags: 0,
         };
-        out(
-            attr,
+        let found = {
+            let m = buffers();
+            m.range(..=a)
+                .next_back()
+                .filter(|(va, b)| a < *va + b.len() as u64)
+                .map(|(va, b)| (*va, b.kind(), b.gpu_index()))
+        };
+        let r = if let Some((base, kind, gpu)) = found {
+            match kind {
+                MemoryKind::Device | MemoryKind::Signal => device_memory(gpu),
+                _ => hipPointerAttribute_t {
+                    memoryType: hipMemoryTypeHost,
+                    device: gpu as c_int,
+                    devicePointer: p,
+                    hostPointer: p,
+                    isManaged: 0,
+                    allocationFlags: lock(&HOST_FLAGS).get(&base).copied().unwrap_or(0),
+                },
+            }
+        } else if let Some(dev) = crate::managed::device_of(a) {
             hipPointerAttribute_t {
-                memoryType,
-                device: b.gpu_index() as c_int,
-                devicePointer: ptr as *mut c_void,
-                hostPointer: ptr as *mut c_void,
-                isManaged: 0,
+                memoryType: hipMemoryTypeHost,
+                device: dev,
+                devicePointer: p,
+                hostPointer: p,
+                isManaged: 1,
                 allocationFlags: 0,
-            },
-        )
+            }
+        } else if let Some(gpu) = device()?.pool_memory_gpu(a) {
+            device_memory(gpu)
+        } else {
+            return Err(hipErrorInvalidValue);
+        };
+        out(attr, r)
     })())
 }
 

@@ -38,6 +38,15 @@ pub struct dim3 {
     pub z: u32,
 }
 
+impl dim3 {
+    /// (x | y << 32, z): how the SysV ABI passes a `dim3` by value (two registers), so
+    /// that comparing it is two compares.
+    #[inline(always)]
+    fn packed(self) -> (u64, u32) {
+        (u64::from(self.x) | u64::from(self.y) << 32, self.z)
+    }
+}
+
 /// `hipFuncAttributes` (5.2 header field order).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -390,21 +399,33 @@ pub extern "C" fn __hipPushCallConfiguration(
     // SAFETY: the calling thread's own slot; plain data.
     unsafe {
         let d = (*f).call_depth as usize;
-        match (*f).calls.get_mut(d) {
-            Some(slot) => *slot = (grid, block, shared, stream),
-            None => push_deep((grid, block, shared, stream)),
-        }
-        (*f).call_depth = (d as u32).wrapping_add(1);
+        let Some(slot) = (*f).calls.get_mut(d) else {
+            // A tail call (same C signature): the fast path makes no call (no frame).
+            return push_deep(grid, block, shared, stream);
+        };
+        *slot = (grid, block, shared, stream);
+        (*f).call_depth = d as u32 + 1;
         (*f).last_error = hipSuccess;
     }
     hipSuccess
 }
 
-/// A configuration pushed beyond the fixed slots.
+/// [`__hipPushCallConfiguration`] beyond the fixed slots.
 #[cold]
 #[inline(never)]
-fn push_deep(c: crate::api::CallConfig) {
-    crate::api::with_tls(|t| t.call_config.borrow_mut().push(c));
+extern "C" fn push_deep(grid: dim3, block: dim3, shared: usize, stream: *mut c_void) -> hipError_t {
+    crate::api::with_tls(|t| {
+        t.call_config
+            .borrow_mut()
+            .push((grid, block, shared, stream))
+    });
+    let f = crate::api::fast();
+    // SAFETY: the calling thread's own slot; plain data.
+    unsafe {
+        (*f).call_depth = (*f).call_depth.wrapping_add(1);
+        (*f).last_error = hipSuccess;
+    }
+    hipSuccess
 }
 
 /// `__hipPopCallConfiguration`: the configuration pushed last (InvalidConfiguration when
@@ -442,9 +463,11 @@ pub unsafe extern "C" fn __hipPopCallConfiguration(
 
 /// [`__hipPopCallConfiguration`] with nothing pushed, a configuration beyond the fixed
 /// slots or a null out-pointer (written in order up to the first null one).
+///
+/// `extern "C"` as the entry point, so that its call there is a tail call (no frame).
 #[cold]
 #[inline(never)]
-fn pop_slow(
+extern "C" fn pop_slow(
     grid: *mut dim3,
     block: *mut dim3,
     shared: *mut usize,
@@ -686,23 +709,89 @@ unsafe fn launch_params(
 }
 
 /// Bumped when registered kernels are forgotten (unregistration, reset), so per-thread
-/// launch caches drop what they hold.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// launch caches drop what they hold. Starts at 1: a zeroed [`WarmSlot`] (generation 0)
+/// never matches.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
 
-/// A warm launch target: (host stub, GPU) and its kernel.
+/// A warm launch target: (host stub, GPU), its kernel, and the (grid, block, dynamic
+/// LDS) of its last launch on the thread, checked by kfdrt ([`kfdrt::LaunchShape`]).
 pub(crate) struct Warm {
     stub: usize,
     gpu: usize,
     kernel: Kernel,
+    shape: Option<(dim3, dim3, usize, kfdrt::LaunchShape)>,
 }
 
 /// A thread's warm launch targets (most recent first) and the registration generation
 /// they belong to: a `<<<>>>` launch takes no lock, hashes nothing and allocates nothing
-/// once warm, and the hit is one compare of the first entry.
+/// once warm. The first entry is mirrored in the thread's [`WarmSlot`], which is what a
+/// launch checks.
 #[derive(Default)]
 pub(crate) struct LaunchCache {
     generation: u64,
     warm: Vec<Warm>,
+}
+
+/// The thread's warm launch target in its fixed-offset slot ([`crate::api::Fast`]): a
+/// hit is three compares with no `RefCell` borrow, and a launch in the target's last
+/// shape five more. `kernel` and `shape` point into the first entry of the thread's
+/// [`LaunchCache`] (their owner): set by [`LaunchCache::promote`] and [`launch_reshape`],
+/// the only code that changes that cache (they empty the slot first), and emptied when
+/// the cache is dropped (`Tls::drop`). All-zero (thread start, [`WarmSlot::EMPTY`])
+/// never matches: [`GENERATION`] is never 0. A null `shape` never matches either.
+#[repr(C)]
+pub(crate) struct WarmSlot {
+    stub: usize,
+    gpu: usize,
+    generation: u64,
+    kernel: *const Kernel,
+    /// The shape's key: grid and block as [`dim3::packed`], dynamic LDS.
+    grid: (u64, u32),
+    block: (u64, u32),
+    shared: usize,
+    shape: *const kfdrt::LaunchShape,
+}
+
+impl WarmSlot {
+    /// Nothing warm.
+    pub(crate) const EMPTY: WarmSlot = WarmSlot {
+        stub: 0,
+        gpu: 0,
+        generation: 0,
+        kernel: std::ptr::null(),
+        grid: (0, 0),
+        block: (0, 0),
+        shared: 0,
+        shape: std::ptr::null(),
+    };
+
+    /// The slot naming `w` (the first entry of its cache) at `generation`.
+    fn of(w: &Warm, generation: u64) -> WarmSlot {
+        let (grid, block, shared, shape) = match &w.shape {
+            Some((g, b, s, shape)) => (
+                g.packed(),
+                b.packed(),
+                *s,
+                shape as *const kfdrt::LaunchShape,
+            ),
+            None => (
+                WarmSlot::EMPTY.grid,
+                WarmSlot::EMPTY.block,
+                0,
+                std::ptr::null(),
+            ),
+        };
+        WarmSlot {
+            stub: w.stub,
+            gpu: w.gpu,
+            generation,
+            kernel: &w.kernel,
+            grid,
+            block,
+            shared,
+            shape,
+        }
+    }
 }
 
 impl LaunchCache {
@@ -714,10 +803,15 @@ impl LaunchCache {
         }
     }
 
-    /// Makes (stub, GPU) the first entry, resolving its kernel at its first use here.
+    /// Makes (stub, GPU) the first entry, resolving its kernel at its first use here, and
+    /// the thread's [`WarmSlot`].
     #[cold]
     #[inline(never)]
     fn promote(&mut self, f: *const c_void, gpu: usize, generation: u64) -> Result<(), hipError_t> {
+        let slot = crate::api::fast();
+        // SAFETY: the calling thread's own slot; emptied before the entries it may point
+        // at move or drop.
+        unsafe { (*slot).warm = WarmSlot::EMPTY };
         if self.generation != generation {
             self.generation = generation;
             self.warm.clear();
@@ -731,20 +825,42 @@ impl LaunchCache {
             Some(i) => i,
             None => {
                 let kernel = host_kernel(f, gpu)?;
-                self.warm.push(Warm { stub, gpu, kernel });
+                self.warm.push(Warm {
+                    stub,
+                    gpu,
+                    kernel,
+                    shape: None,
+                });
                 self.warm.len() - 1
             }
         };
         self.warm.swap(0, i);
+        // SAFETY: as above; the entry stays where it is until the next change of the
+        // cache (or its drop), which empties the slot first.
+        unsafe { (*slot).warm = WarmSlot::of(&self.warm[0], generation) };
         Ok(())
     }
 }
 
-/// A launch while the thread's cache is in use (not reached from C: no HIP call runs
-/// inside a launch on the same thread); no caching.
+/// The thread's warm launch target when it is host stub `f` on GPU `gpu` (registrations
+/// unchanged since).
+#[inline(always)]
+fn warm_slot<'a>(fp: *mut crate::api::Fast, f: *const c_void, gpu: usize) -> Option<&'a WarmSlot> {
+    // SAFETY: `fp` is the calling thread's own slot, used only before this entry point
+    // returns, with no call that changes the launch cache.
+    unsafe {
+        let w = &(*fp).warm;
+        (w.stub == f as usize && w.gpu == gpu && w.generation == GENERATION.load(Ordering::Acquire))
+            .then_some(w)
+    }
+}
+
+/// A launch whose target is not the thread's warm one: resolve it (once per stub and GPU
+/// on the thread), make it warm and launch. Uncached while the thread's cache is in use
+/// (not reached from C: no HIP call runs inside a launch on the same thread).
 #[cold]
 #[inline(never)]
-fn launch_uncached(
+fn launch_cold(
     f: *const c_void,
     st: &kfdrt::Stream,
     grid: dim3,
@@ -752,12 +868,113 @@ fn launch_uncached(
     args: *mut *mut c_void,
     shared: usize,
 ) -> Result<(), hipError_t> {
-    let k = host_kernel(f, st.gpu_index())?;
-    // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
-    unsafe { launch_params(&k, st, grid, block, shared, args) }
+    let gpu = st.gpu_index();
+    let promoted = crate::api::with_tls(|t| {
+        let Ok(mut c) = t.launch_cache.try_borrow_mut() else {
+            return Ok(false);
+        };
+        c.promote(f, gpu, GENERATION.load(Ordering::Acquire))
+            .map(|()| true)
+    })?;
+    if !promoted {
+        let k = host_kernel(f, gpu)?;
+        // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
+        return unsafe { launch_params(&k, st, grid, block, shared, args) };
+    }
+    launch_reshape(f, st, grid, block, args, shared)
 }
 
-/// `hipLaunchKernel`: the kernel registered for host stub `f`.
+/// A launch of the thread's warm target in a shape other than its last: check the shape
+/// (kfdrt), keep it with the target, and launch. A shape kfdrt refuses is launched
+/// unshaped, which reports why.
+#[cold]
+#[inline(never)]
+fn launch_reshape(
+    f: *const c_void,
+    st: &kfdrt::Stream,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+) -> Result<(), hipError_t> {
+    crate::api::with_tls(|t| launch_reshape_in(t, f, st, grid, block, args, shared))
+}
+
+/// [`launch_reshape`] on the thread's [`crate::api::Tls`].
+fn launch_reshape_in(
+    t: &crate::api::Tls,
+    f: *const c_void,
+    st: &kfdrt::Stream,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+) -> Result<(), hipError_t> {
+    let Ok(mut c) = t.launch_cache.try_borrow_mut() else {
+        let k = host_kernel(f, st.gpu_index())?;
+        // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
+        return unsafe { launch_params(&k, st, grid, block, shared, args) };
+    };
+    let generation = c.generation;
+    // The warm target (the slot matched it, or `promote` just made it the first entry).
+    let Some(w) = c.warm.first_mut() else {
+        return Err(hipErrorInvalidDeviceFunction);
+    };
+    let slot = crate::api::fast();
+    // SAFETY: the calling thread's own slot, emptied before the shape it may point at
+    // changes.
+    unsafe { (*slot).warm = WarmSlot::EMPTY };
+    let shape = u32::try_from(shared).ok().and_then(|lds| {
+        w.kernel.launch_shape(
+            Dim3::new(grid.x, grid.y, grid.z),
+            Dim3::new(block.x, block.y, block.z),
+            lds,
+        )
+    });
+    w.shape = shape.map(|sh| (grid, block, shared, sh));
+    // SAFETY: as above; the entry stays where it is until the next change of the cache.
+    unsafe { (*slot).warm = WarmSlot::of(w, generation) };
+    match &w.shape {
+        // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
+        Some((.., sh)) => {
+            unsafe { st.launch_params_shaped(&w.kernel, sh, args as *const *const c_void) }.hip()
+        }
+        // SAFETY: as above.
+        None => unsafe { launch_params(&w.kernel, st, grid, block, shared, args) },
+    }
+}
+
+/// The launch of `hipLaunchKernel` on stream `st`.
+///
+/// # Safety
+/// HIP's contract for `args` (one pointer per explicit argument of the kernel).
+#[inline(always)]
+unsafe fn launch_on(
+    fp: *mut crate::api::Fast,
+    f: *const c_void,
+    st: &kfdrt::Stream,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+) -> Result<(), hipError_t> {
+    let Some(w) = warm_slot(fp, f, st.gpu_index()) else {
+        return launch_cold(f, st, grid, block, args, shared);
+    };
+    if w.shape.is_null()
+        || w.grid != grid.packed()
+        || w.block != block.packed()
+        || w.shared != shared
+    {
+        return launch_reshape(f, st, grid, block, args, shared);
+    }
+    // SAFETY: a matching slot's kernel and shape are alive (see `WarmSlot`); `args` per
+    // the contract.
+    unsafe { st.launch_params_shaped(&*w.kernel, &*w.shape, args as *const *const c_void) }.hip()
+}
+
+/// `hipLaunchKernel`: the kernel registered for host stub `f`. The warm path (hot stream,
+/// warm target) is inlined here whole.
 #[no_mangle]
 pub unsafe extern "C" fn hipLaunchKernel(
     f: *const c_void,
@@ -767,24 +984,34 @@ pub unsafe extern "C" fn hipLaunchKernel(
     shared: usize,
     s: *mut c_void,
 ) -> hipError_t {
-    crate::api::ret_stream_hot(s, move |t, st| {
-        let Ok(mut c) = t.launch_cache.try_borrow_mut() else {
-            return launch_uncached(f, st, grid, block, args, shared);
-        };
-        let gpu = st.gpu_index();
-        let generation = GENERATION.load(Ordering::Acquire);
-        let hit = c.generation == generation
-            && c.warm
-                .first()
-                .is_some_and(|w| w.stub == f as usize && w.gpu == gpu);
-        if !hit {
-            c.promote(f, gpu, generation)?;
-        }
-        let Some(w) = c.warm.first() else {
-            return Err(hipErrorInvalidDeviceFunction);
-        };
-        // SAFETY: HIP's contract for `args` (one pointer per explicit argument).
-        unsafe { launch_params(&w.kernel, st, grid, block, shared, args) }
+    let fp = crate::api::fast();
+    if let Some((_, st)) = crate::api::hot_stream_in(fp, s) {
+        // SAFETY: HIP's contract for `args`.
+        let e = unsafe { launch_on(fp, f, st, grid, block, args, shared) }
+            .err()
+            .unwrap_or(hipSuccess);
+        // SAFETY: the calling thread's own slot.
+        unsafe { (*fp).last_error = e };
+        return e;
+    }
+    launch_miss(f, grid, block, args, shared, s)
+}
+
+/// [`hipLaunchKernel`] on a stream that is not the thread's hot one (out of line, so
+/// that the warm path keeps its arguments in registers).
+#[cold]
+#[inline(never)]
+fn launch_miss(
+    f: *const c_void,
+    grid: dim3,
+    block: dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    crate::api::ret_stream_miss(s, move |_, st| {
+        // SAFETY: HIP's contract for `args`.
+        unsafe { launch_on(crate::api::fast(), f, st, grid, block, args, shared) }
     })
 }
 
@@ -870,10 +1097,15 @@ pub unsafe extern "C" fn hipModuleLoadData(
     })())
 }
 
-/// `hipModuleUnload`: the module and the functions taken from it become invalid.
+/// `hipModuleUnload`: waits for every stream (work using the module completes), then the
+/// module and the functions taken from it become invalid.
 #[no_mangle]
 pub extern "C" fn hipModuleUnload(m: *mut c_void) -> hipError_t {
     ret((|| {
+        MODULES.get(m as usize).ok_or(hipErrorInvalidHandle)?;
+        // Launches of its kernels may still be queued: their code and kernel descriptors
+        // live in the module's memory, and unmapping it under them would fault them.
+        crate::api::synchronize_all_streams();
         MODULES.remove(m as usize).ok_or(hipErrorInvalidHandle)?;
         FUNCTIONS.retain(|f| f.module != m as usize);
         Ok(())

@@ -8,15 +8,32 @@ use std::collections::BTreeMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{Mutex, MutexGuard};
 
-static MANAGED: Mutex<BTreeMap<u64, ManagedMemory>> = Mutex::new(BTreeMap::new());
+/// Managed allocations by address, with the device current when each was made (what
+/// `hipPointerGetAttributes` reports, as CLR).
+static MANAGED: Mutex<BTreeMap<u64, (ManagedMemory, c_int)>> = Mutex::new(BTreeMap::new());
 
-fn managed() -> MutexGuard<'static, BTreeMap<u64, ManagedMemory>> {
+fn managed() -> MutexGuard<'static, BTreeMap<u64, (ManagedMemory, c_int)>> {
     MANAGED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `hipFree` of a managed allocation: `Some(result)` when `p` is one.
+/// `hipFree` of a managed allocation: `Some(result)` when `p` is one. The device's
+/// streams are waited for first, as every `hipFree` (see
+/// [`crate::api::synchronize_all_streams`]).
 pub(crate) fn free(p: u64) -> Option<Result<(), hipError_t>> {
+    if !managed().contains_key(&p) {
+        return None;
+    }
+    crate::api::synchronize_all_streams();
     managed().remove(&p).map(|_| Ok(()))
+}
+
+/// The device a managed allocation holding `p` was made on, or `None`.
+pub(crate) fn device_of(p: u64) -> Option<c_int> {
+    managed()
+        .range(..=p)
+        .next_back()
+        .filter(|(va, (m, _))| p < **va + m.len() as u64)
+        .map(|(_, (_, dev))| *dev)
 }
 
 /// A HIP device number as a location. A number that is neither a device nor
@@ -41,7 +58,7 @@ pub unsafe extern "C" fn hipMallocManaged(
             .malloc_managed(size, arg(AttachFlags::from_bits(flags))?)
             .hip()?;
         let va = m.ptr();
-        managed().insert(va, m);
+        managed().insert(va, (m, crate::api::current_gpu() as c_int));
         out(p, va as *mut c_void)
     })())
 }

@@ -349,5 +349,25 @@ pub const hipDeviceAttributeMaxSharedMemoryPerBlock: hipDeviceAttribute_t = 74;
 pub const hipDeviceAttributeTotalGlobalMem: hipDeviceAttribute_t = 84;
 /// `hipDeviceAttributeWarpSize`.
 pub const hipDeviceAttributeWarpSize: hipDeviceAttribute_t = 87;
+/// `hipDeviceAttributeMaxBlockDimX`.
+pub const hipDeviceAttributeMaxBlockDimX: hipDeviceAttribute_t = 26;
+/// `hipDeviceAttributeMaxBlockDimY`.
+pub const hipDeviceAttributeMaxBlockDimY: hipDeviceAttribute_t = 27;
+/// `hipDeviceAttributeMaxBlockDimZ`.
+pub const hipDeviceAttributeMaxBlockDimZ: hipDeviceAttribute_t = 28;
+/// `hipDeviceAttributeMaxGridDimX`.
+pub const hipDeviceAttributeMaxGridDimX: hipDeviceAttribute_t = 29;
+/// `hipDeviceAttributeMaxGridDimY`.
+pub const hipDeviceAttributeMaxGridDimY: hipDeviceAttribute_t = 30;
+/// `hipDeviceAttributeMaxGridDimZ`.
+pub const hipDeviceAttributeMaxGridDimZ: hipDeviceAttribute_t = 31;
+/// `hipDeviceAttributeMaxThreadsPerBlock`.
+pub const hipDeviceAttributeMaxThreadsPerBlock: hipDeviceAttribute_t = 56;
+/// `hipDeviceAttributeMaxPitch`.
+pub const hipDeviceAttributeMaxPitch: hipDeviceAttribute_t = 58;
+/// `hipDeviceAttributeMaxRegistersPerBlock`.
+pub const hipDeviceAttributeMaxRegistersPerBlock: hipDeviceAttribute_t = 71;
+/// `hipDeviceAttributeTotalConstantMemory`.
+pub const hipDeviceAttributeTotalConstantMemory: hipDeviceAttribute_t = 83;
 /// `hipDeviceAttributeIsLargeBar`.
 pub const hipDeviceAttributeIsLargeBar: hipDeviceAttribute_t = 10011;

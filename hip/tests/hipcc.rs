@@ -164,6 +164,15 @@ fn managed_memory_touched_by_kernels_after_prefetch() {
 }
 
 #[test]
+fn frees_wait_for_the_kernels_still_queued_on_the_memory() {
+    let out = build_and_run("free_sync.hip");
+    assert_eq!(
+        lines(&out),
+        ["device done=8", "host done=12", "managed done=16", "ok"]
+    );
+}
+
+#[test]
 fn module_api_on_a_genco_code_object() {
     let co = tmp().join("hipcc-axpy.co");
     hipcc("axpy_kernel.hip", &["--genco"], &co);
@@ -177,6 +186,26 @@ fn module_api_on_a_genco_code_object() {
             "extra y[0]=1 y[1]=6 y[299]=1496",
             "loaddata y[1]=7",
             "stale hipErrorInvalidHandle then y[1]=8",
+        ]
+    );
+}
+
+#[test]
+fn warm_launches_follow_kernels_and_streams_and_see_destroyed_unregistered_and_reset() {
+    let co = tmp().join("hipcc-warm-axpy.co");
+    hipcc("axpy_kernel.hip", &["--genco"], &co);
+    let exe = tmp().join("hipcc-warm");
+    hipcc("warm.hip", &[], &exe);
+    let out = run(&exe, &[&co]);
+    assert_eq!(
+        lines(&out),
+        [
+            "alternating p[0]=410 p[63]=410",
+            "shapes big hipErrorInvalidValue p[0]=411 p[63]=410",
+            "destroyed hipErrorInvalidHandle last hipErrorInvalidHandle then p[0]=414",
+            "registered y[1]=5 y[63]=315",
+            "unregistered hipErrorInvalidDeviceFunction last hipErrorInvalidDeviceFunction y[1]=5 then p[0]=415",
+            "after reset p[0]=106 p[63]=106",
         ]
     );
 }

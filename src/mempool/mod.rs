@@ -1205,6 +1205,32 @@ impl Stream {
 }
 
 impl Device {
+    /// The GPU whose stream-ordered pool memory holds `va`: an address inside a chunk of
+    /// one of this device's pools (allocated or not: a pool's chunk is device memory of
+    /// its GPU either way), or an imported pool pointer. What `hipPointerGetAttributes`
+    /// reports for `hipMallocAsync` memory.
+    ///
+    /// ```
+    /// let dev = kfdrt::Device::open()?;
+    /// let s = dev.create_stream(0)?;
+    /// let a = s.malloc_async(4096)?;
+    /// assert_eq!(dev.pool_memory_gpu(a.va() + 100), Some(0));
+    /// assert_eq!(dev.pool_memory_gpu(8), None);
+    /// # a.free_async(&s)?;
+    /// # Ok::<(), kfdrt::Error>(())
+    /// ```
+    pub fn pool_memory_gpu(&self, va: u64) -> Option<usize> {
+        let st = self.inner.mempools.lock();
+        for p in st.pools.iter().flatten() {
+            let i = p.dir.partition_point(|&(start, _, _)| start <= va);
+            if i > 0 && va < p.dir[i - 1].1 {
+                return Some(p.gpu);
+            }
+        }
+        let slot = *st.imported.get(&va)?;
+        st.pools.get(slot as usize)?.as_ref().map(|p| p.gpu)
+    }
+
     /// `hipDeviceGetDefaultMemPool`: the default pool of GPU `gpu` (created on first use;
     /// cannot be destroyed).
     pub fn default_mem_pool(&self, gpu: usize) -> Result<MemPool> {

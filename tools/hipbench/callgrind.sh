@@ -16,7 +16,7 @@ for f in $fns; do toggles+=(--toggle-collect="$f*"); done
 LD_LIBRARY_PATH="$PWD/$out/lib" KFDRT_DEVICE=emu:mi250x \
   valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.idle" "${toggles[@]}" \
   "$out/idle" "$n" >/dev/null 2>"$out/callgrind.idle.log"
-callgrind_annotate --inclusive=yes "$out/callgrind.idle" > "$out/callgrind.idle.txt"
+callgrind_annotate --inclusive=yes --threshold=100 "$out/callgrind.idle" > "$out/callgrind.idle.txt"
 for f in $fns; do
   ir=$(awk -v f="$f" 'index($0, ":" f "(") { gsub(",", "", $1); print $1; exit }' "$out/callgrind.idle.txt")
   echo "$f: ${ir:-?} instructions / $n calls = $(( ${ir:-0} / n )) per call"
@@ -32,9 +32,9 @@ entries="hipStreamWriteValue32 hipEventRecord __hipPushCallConfiguration __hipPo
 toggles=()
 for f in $entries; do toggles+=(--toggle-collect="$f"); done
 LD_LIBRARY_PATH="$PWD/$out/lib" KFDRT_DEVICE=emu:mi250x \
-  valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.bench" "${toggles[@]}" \
+  valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$out/callgrind.bench" "${toggles[@]}" \
   "$out/hipbench" "$iters" >/dev/null 2>"$out/callgrind.bench.log"
-callgrind_annotate --inclusive=yes "$out/callgrind.bench" > "$out/callgrind.bench.txt"
+callgrind_annotate --inclusive=yes --threshold=100 "$out/callgrind.bench" > "$out/callgrind.bench.txt"
 batch=$(( (iters / 32 + 1) * 32 ))
 for f in $entries; do
   case $f in

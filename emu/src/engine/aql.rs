@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use pm4::aql::{packet_type, AqlPacket, KernelDispatch};
 
-use super::memio::{Access, AccessError, MemCache, Pinned};
+use super::memio::{Access, AccessError, MemCache, Pinned, PinnedCell};
 use super::pm4exec::{self, IbStep, Step, Stop};
 use super::queue::{QueueExec, RunOut, RunState};
 use super::{Inner, ISA_NOT_SUPPORTED};
@@ -95,12 +95,12 @@ fn raise_signal_event(mem: &mut MemCache, inner: &Inner, sig: u64) -> Access<()>
 pub(crate) struct AqlPins {
     /// The ring.
     pub(crate) ring: Pinned,
-    /// `write_dispatch_id`.
-    wptr: Pinned,
-    /// `read_dispatch_id`.
-    rptr: Pinned,
-    /// `queue_properties`.
-    props: Pinned,
+    /// `write_dispatch_id` (read).
+    wptr: PinnedCell<8, false>,
+    /// `read_dispatch_id` (written).
+    rptr: PinnedCell<8, true>,
+    /// `queue_properties` (read).
+    props: PinnedCell<4, false>,
     /// Completion signals.
     sig: Pinned,
     /// Signals barriers wait on.
@@ -112,17 +112,12 @@ pub(crate) struct AqlPins {
 impl AqlPins {
     /// Lets go of every pinned window (the memory map changed: `sched::engine_main`).
     pub(crate) fn clear(&mut self) {
-        for p in [
-            &mut self.ring,
-            &mut self.wptr,
-            &mut self.rptr,
-            &mut self.props,
-            &mut self.sig,
-            &mut self.dep,
-            &mut self.mbox,
-        ] {
+        for p in [&mut self.ring, &mut self.sig, &mut self.dep, &mut self.mbox] {
             p.clear();
         }
+        self.wptr.clear();
+        self.rptr.clear();
+        self.props.clear();
     }
 }
 
@@ -331,11 +326,46 @@ fn dispatch(
     }
 }
 
-/// Whether two slot copies hold the same dwords (one OR over the differences, inlined:
-/// `==` on the arrays calls `memcmp`).
+/// A barrier packet that blocked: its read index, its slot's dwords as fetched (the
+/// header first) and its decoding, which its re-polls use (see [`run`]).
+#[derive(Clone, Copy)]
+pub(crate) struct BlockedBarrier {
+    at: u64,
+    words: [u32; 16],
+    pkt: AqlPacket,
+}
+
+/// Polls a barrier packet's condition: `Some(completion signal)` once it holds, `None`
+/// while it does not (or for a packet that is not a barrier).
 #[inline(always)]
-fn same_slot(a: &[u32; 16], b: &[u32; 16]) -> bool {
-    a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
+fn poll_barrier(pins: &mut AqlPins, mem: &mut MemCache, pkt: &AqlPacket) -> Access<Option<u64>> {
+    match pkt {
+        AqlPacket::BarrierAnd(b) => {
+            for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
+                if signal_value(pins, mem, dep)? != 0 {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(b.completion_signal))
+        }
+        AqlPacket::BarrierOr(b) => {
+            let mut any = false;
+            for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
+                any = true;
+                if signal_value(pins, mem, dep)? == 0 {
+                    return Ok(Some(b.completion_signal));
+                }
+            }
+            Ok((!any).then_some(b.completion_signal))
+        }
+        AqlPacket::BarrierValue(b) => {
+            let v = signal_value(pins, mem, b.signal)?;
+            Ok(b.cond
+                .test(v, b.mask, b.value)
+                .then_some(b.completion_signal))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Whether `amd_queue_t.queue_properties` asks for profiling (timestamps in completion
@@ -450,7 +480,18 @@ fn trace_aql(
     super::queue::trace_packet(mem, inner, q.tr_start.take(), off, (0, 0), line, w);
 }
 
-/// Executes up to `budget` AQL packets (and the PM4 of PM4-IB packets).
+/// Tracing: the blocked barrier at `off` (slot `slot`) completed from its decoding.
+#[cold]
+#[inline(never)]
+fn trace_blocked(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, at: (u64, u64)) {
+    if let Some(b) = q.aql_blocked {
+        trace_aql(q, mem, inner, at, &b.pkt, &b.words);
+    }
+}
+
+/// Executes up to `budget` AQL packets (and the PM4 of PM4-IB packets). (Inlined into
+/// its one caller, `QueueExec::run`: a call of its own costs more than it saves.)
+#[inline(always)]
 pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: u32) -> RunOut {
     let slots = q.ring_size / 64;
     if slots == 0 {
@@ -549,10 +590,11 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
         // The header (acquire), then the body once the slot is published: through one
         // check of the ring's window when it holds the whole slot, else access by access
         // (faulting exactly as always).
-        let (hdr, mut w) = match q.pins.ring.ptr(mem, slot_va, 64, false, 4) {
+        let mut w = [0u32; 16];
+        let (hdr, slot_ptr) = match q.pins.ring.ptr(mem, slot_va, 64, false, 4) {
             Some(p) => {
                 // SAFETY: `[slot_va, slot_va + 64)` lies in the pinned window and
-                // `slot_va` is 4-aligned; shared memory is read atomically or copied.
+                // `slot_va` is 4-aligned; shared memory is read atomically.
                 let hdr = unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire);
                 if hdr as u8 == packet_type::INVALID {
                     // Reserved but not yet published.
@@ -561,12 +603,13 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                         state: RunState::Blocked,
                     };
                 }
-                // SAFETY: as above (`[u32; 16]` is 4-aligned, 64 bytes): copied out by
-                // value, without zeroing a buffer first.
-                (hdr, unsafe { p.cast::<[u32; 16]>().read() })
+                (hdr, Some(p))
             }
             None => match read_slot_unpinned(mem, slot_va) {
-                Ok(Some(s)) => s,
+                Ok(Some((hdr, s))) => {
+                    w = s;
+                    (hdr, None)
+                }
                 Ok(None) => {
                     return RunOut {
                         executed,
@@ -576,102 +619,75 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                 Err(e) => fault!(off, e),
             },
         };
-        w[0] = hdr;
         if q.aql_start_ts.is_none() && *profiling.get_or_insert_with(|| profiling_on(q, mem)) {
             q.aql_start_ts = Some(inner.clock.now());
         }
         if mem.tr.on && q.tr_start.is_none() {
             q.tr_start = Some(inner.stamp());
         }
-        // A packet polled again while it blocks is decoded once: the slot is re-read and
-        // compared, so a changed slot is decoded (and checked) afresh.
-        // (Borrowed, not taken: moving the ~150-byte entry out costs a memcpy per packet.
-        // A stale entry is harmless: it matches only the same read index and dwords.)
-        // The result is decoded in place and matched by reference (moving the ~70-byte
-        // packet out of the Result cost ~55 host instructions per packet).
-        let cached = match &q.aql_blocked {
-            Some((at, words, p)) if *at == q.rptr && same_slot(words, &w) => Some(*p),
-            _ => None,
+        // A barrier polled again while it blocks is polled from its decoding at its first
+        // fetch (as a packet processor works from the packet it fetched): the slot is the
+        // packet processor's until the read index passes it, so only its header is
+        // re-read (through the same window check, faulting as a fetch would), and a
+        // changed header is fetched and decoded afresh. (An entry left by a barrier that
+        // completed never matches again: the read index only grows.)
+        if let Some(b) = &q.aql_blocked {
+            if b.at == q.rptr && b.words[0] == hdr {
+                let sig = match poll_barrier(&mut q.pins, mem, &b.pkt) {
+                    Ok(Some(sig)) => sig,
+                    Ok(None) => {
+                        return RunOut {
+                            executed,
+                            state: RunState::Blocked,
+                        }
+                    }
+                    Err(e) => fault!(off, e),
+                };
+                if let Err(e) = finish(q, mem, inner, slot_va, hdr, sig) {
+                    fault!(off, e);
+                }
+                if mem.tr.on {
+                    trace_blocked(q, mem, inner, (slot, off));
+                }
+                executed += 1;
+                continue;
+            }
+        }
+        if let Some(p) = slot_ptr {
+            // SAFETY: as above (`[u32; 16]` is 4-aligned, 64 bytes): copied out by value.
+            w = unsafe { p.cast::<[u32; 16]>().read() };
+        }
+        w[0] = hdr;
+        // Decoded in place and matched by reference (moving the ~70-byte packet out of
+        // the Result costs a copy per packet).
+        let decoded = AqlPacket::decode(&w);
+        let pkt = match &decoded {
+            Ok(p) => p,
+            Err(e) => stop!(off, malformed(hdr, *e)),
         };
-        let hit = cached.is_some();
-        let decoded = match cached {
-            Some(p) => p,
-            None => match AqlPacket::decode(&w) {
-                Ok(p) => p,
-                Err(e) => stop!(off, malformed(hdr, e)),
-            },
-        };
-        let pkt = &decoded;
         let sig = match pkt {
-            AqlPacket::BarrierAnd(b) => {
-                let mut ready = true;
-                for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
-                    match signal_value(&mut q.pins, mem, dep) {
-                        Ok(0) => {}
-                        Ok(_) => {
-                            ready = false;
-                            break;
-                        }
-                        Err(e) => fault!(off, e),
-                    }
-                }
-                if !ready {
-                    if !hit {
-                        q.aql_blocked = Some((q.rptr, w, *pkt));
-                    }
-                    return RunOut {
-                        executed,
-                        state: RunState::Blocked,
-                    };
-                }
-                b.completion_signal
-            }
-            AqlPacket::BarrierOr(b) => {
-                let mut any = false;
-                let mut ready = false;
-                for &dep in b.dep_signals.iter().filter(|&&d| d != 0) {
-                    any = true;
-                    match signal_value(&mut q.pins, mem, dep) {
-                        Ok(0) => {
-                            ready = true;
-                            break;
-                        }
-                        Ok(_) => {}
-                        Err(e) => fault!(off, e),
-                    }
-                }
-                if any && !ready {
-                    if !hit {
-                        q.aql_blocked = Some((q.rptr, w, *pkt));
-                    }
-                    return RunOut {
-                        executed,
-                        state: RunState::Blocked,
-                    };
-                }
-                b.completion_signal
-            }
-            AqlPacket::BarrierValue(b) => match signal_value(&mut q.pins, mem, b.signal) {
-                Ok(v) => {
-                    if !b.cond.test(v, b.mask, b.value) {
-                        if !hit {
-                            q.aql_blocked = Some((q.rptr, w, *pkt));
-                        }
+            AqlPacket::BarrierAnd(_) | AqlPacket::BarrierOr(_) | AqlPacket::BarrierValue(_) => {
+                match poll_barrier(&mut q.pins, mem, pkt) {
+                    Ok(Some(sig)) => sig,
+                    Ok(None) => {
+                        q.aql_blocked = Some(BlockedBarrier {
+                            at: q.rptr,
+                            words: w,
+                            pkt: *pkt,
+                        });
                         return RunOut {
                             executed,
                             state: RunState::Blocked,
                         };
                     }
-                    b.completion_signal
+                    Err(e) => fault!(off, e),
                 }
-                Err(e) => fault!(off, e),
-            },
+            }
             AqlPacket::VendorPm4Ib(p) => {
                 // The push and the buffer's first step in one read of it; the budget
                 // check between them (the loop's top) passes: nothing ran since.
                 let (push, first) =
                     pm4exec::push_ib_and_step(mem, inner, &mut q.pm4, &p.ib, &mut q.scratch);
-                first_ib = first;
                 match push {
                     Step::Done => {}
                     Step::Blocked => {
@@ -682,11 +698,25 @@ pub(crate) fn run(q: &mut QueueExec, mem: &mut MemCache, inner: &Inner, budget: 
                     }
                     Step::Stop(s) => stop!(off, *s),
                 }
-                q.aql_inflight = Some((p.completion_signal, hdr));
-                if mem.tr.on {
-                    trace_ib_start(q, inner, slot, pkt, &w);
+                // A buffer whose first step ran it all (its one packet done, nothing left
+                // pushed), untraced, with budget left after that packet: the packet
+                // completes here, as the loop's next pass would complete it (that pass's
+                // budget check passes and its buffer walk has nothing more to run).
+                if q.pm4.depth == 0
+                    && !mem.tr.on
+                    && matches!(first, Some(IbStep::Packet(Step::Done)))
+                    && executed + 1 < budget
+                {
+                    executed += 1;
+                    p.completion_signal
+                } else {
+                    first_ib = first;
+                    q.aql_inflight = Some((p.completion_signal, hdr));
+                    if mem.tr.on {
+                        trace_ib_start(q, inner, slot, pkt, &w);
+                    }
+                    continue;
                 }
-                continue;
             }
             AqlPacket::KernelDispatch(k) => match dispatch(q, mem, inner, k, slot_va) {
                 Ok(true) => k.completion_signal,

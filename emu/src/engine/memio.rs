@@ -555,6 +555,13 @@ impl MemCache {
     }
 }
 
+/// No memory-map generation (generations count up from 0 and never reach it).
+const NO_GEN: u64 = u64::MAX;
+
+/// The smallest window a [`Pinned`] keeps (and the largest access it checks): every
+/// access through it is at most this long, so the bounds check is one compare.
+const MIN_PIN: u64 = 64;
+
 /// One object the engine touches on every packet of a queue (its ring, read and write
 /// index, the signals its packets complete), held outside the shared cache: the window
 /// found for it last, re-checked for every access, tagged with the memory-map generation
@@ -565,10 +572,14 @@ impl MemCache {
 /// unmapped memory ends at that access, or earlier when `GpuEngines::release_windows`
 /// has the engine thread [`Pinned::clear`] every pin between packets (a free does).
 pub(crate) struct Pinned {
-    /// The memory-map generation the window was translated in.
+    /// The memory-map generation the window was translated in (`NO_GEN`: nothing
+    /// pinned), for reads; for writes the same when the window is writable, else
+    /// `NO_GEN` (so that a write's check is the same one compare).
     gen: u64,
-    /// The window's first GPU address, length (0: nothing pinned), host address and
-    /// writability, copied out of `win` so that the check per access is two compares.
+    wgen: u64,
+    /// The window's first GPU address, length (0: nothing pinned; at least
+    /// [`MIN_PIN`] while pinned), host address and writability, copied out of `win` so
+    /// that the check per access is two compares.
     base: u64,
     span: u64,
     host: *mut u8,
@@ -581,6 +592,7 @@ impl std::fmt::Debug for Pinned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pinned")
             .field("gen", &self.gen)
+            .field("wgen", &self.wgen)
             .field("base", &self.base)
             .field("span", &self.span)
             .field("writable", &self.writable)
@@ -591,7 +603,8 @@ impl std::fmt::Debug for Pinned {
 impl Default for Pinned {
     fn default() -> Self {
         Pinned {
-            gen: 0,
+            gen: NO_GEN,
+            wgen: NO_GEN,
             base: 0,
             span: 0,
             host: core::ptr::null_mut(),
@@ -619,10 +632,14 @@ impl Pinned {
             return None;
         }
         let gen = mem.tlb.tlb_gen.load(Ordering::Acquire);
-        // `off < span` also rejects `va` below `base` (the subtraction wraps).
+        // A matching generation means a pinned window (writable for a write), so
+        // `span >= MIN_PIN >= len`: `off <= span - len` is `off + len <= span` without
+        // overflow, and rejects `va` below `base` (the subtraction wraps). A 0-byte
+        // access is checked as a 1-byte one (`off < span`).
+        debug_assert!(len <= MIN_PIN);
         let off = va.wrapping_sub(self.base);
-        if gen == self.gen && off < self.span && len <= self.span - off && (!write || self.writable)
-        {
+        let want = if write { self.wgen } else { self.gen };
+        if gen == want && off <= self.span.wrapping_sub(len.max(1)) {
             // SAFETY: `off + len <= span`: inside the pinned window's memory.
             return Some(unsafe { self.host.add(off as usize) });
         }
@@ -644,11 +661,16 @@ impl Pinned {
         let w = mem.window(va, len, write).ok()?.clone();
         let host = w.host_ptr(w.va(), 0, false).ok()?;
         let p = w.host_ptr(va, len, write).ok()?;
+        if (w.len() as u64) < MIN_PIN {
+            // Too small for the one-compare bounds check: this access only.
+            return Some(p);
+        }
         self.base = w.va();
         self.span = w.len() as u64;
         self.host = host;
         self.writable = w.writable();
         self.gen = gen;
+        self.wgen = if self.writable { gen } else { NO_GEN };
         self.win = Some(w);
         Some(p)
     }
@@ -676,20 +698,11 @@ impl Pinned {
 
     /// Drops the window (the object moved, e.g. the ring was reconfigured).
     pub(crate) fn clear(&mut self) {
+        self.gen = NO_GEN;
+        self.wgen = NO_GEN;
         self.span = 0;
         self.host = core::ptr::null_mut();
         self.win = None;
-    }
-
-    /// [`MemCache::load_u32`] through the pinned window.
-    #[inline(always)]
-    pub(crate) fn load_u32(&mut self, mem: &mut MemCache, va: u64) -> Access<u32> {
-        match self.ptr(mem, va, 4, false, 4) {
-            // SAFETY: a 4-aligned cell inside a live window; shared memory is accessed
-            // atomically.
-            Some(p) => Ok(unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire)),
-            None => mem.load_u32(va),
-        }
     }
 
     /// [`MemCache::load_u64`] through the pinned window.
@@ -720,6 +733,124 @@ impl Pinned {
             Some(p) => {
                 // SAFETY: `p` is a `T::SIZE`-aligned cell inside a live writable window.
                 unsafe { T::store_at(p, v) };
+                Ok(())
+            }
+            None => mem.store(va, v),
+        }
+    }
+}
+
+/// One fixed cell a queue touches on every packet (`write_dispatch_id`,
+/// `read_dispatch_id`, `queue_properties`: the same address each time), `LEN` bytes,
+/// writable when `WRITE`: its host address, found once per memory-map generation. The
+/// check per access is the generation and the address (no bounds or alignment: both
+/// were checked when the cell was pinned, for exactly this address). Like [`Pinned`],
+/// an unmap bumps the generation, so the next access translates afresh through
+/// [`MemCache`] and a miss of any kind takes the caller's [`MemCache`] path, which does
+/// and reports everything as before.
+pub(crate) struct PinnedCell<const LEN: u64, const WRITE: bool> {
+    /// The memory-map generation `host` was translated in (`NO_GEN`: none).
+    gen: u64,
+    /// The cell's GPU address.
+    va: u64,
+    /// The cell's host address.
+    host: *mut u8,
+    /// Keeps the memory behind `host` alive.
+    win: Option<MemWindow>,
+}
+
+impl<const LEN: u64, const WRITE: bool> std::fmt::Debug for PinnedCell<LEN, WRITE> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedCell")
+            .field("gen", &self.gen)
+            .field("va", &self.va)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<const LEN: u64, const WRITE: bool> Default for PinnedCell<LEN, WRITE> {
+    fn default() -> Self {
+        PinnedCell {
+            gen: NO_GEN,
+            va: 0,
+            host: core::ptr::null_mut(),
+            win: None,
+        }
+    }
+}
+
+impl<const LEN: u64, const WRITE: bool> PinnedCell<LEN, WRITE> {
+    /// The host address of the `LEN`-byte cell at `va` (`LEN`-aligned, writable when
+    /// `WRITE`), re-pinned from `mem` when the memory map changed or `va` is not the
+    /// pinned cell; `None` when `mem` does not translate it either.
+    #[inline(always)]
+    fn ptr(&mut self, mem: &mut MemCache, va: u64) -> Option<*mut u8> {
+        let gen = mem.tlb.tlb_gen.load(Ordering::Acquire);
+        if gen == self.gen && va == self.va {
+            return Some(self.host);
+        }
+        self.repin(mem, va, gen)
+    }
+
+    /// [`Self::ptr`] past the pinned cell: the generation is read before the
+    /// translation, so a flush racing with it is seen at the next access.
+    #[inline(never)]
+    fn repin(&mut self, mem: &mut MemCache, va: u64, gen: u64) -> Option<*mut u8> {
+        self.clear();
+        if va % LEN != 0 {
+            return None;
+        }
+        let w = mem.window(va, LEN, WRITE).ok()?.clone();
+        let p = w.host_ptr(va, LEN, WRITE).ok()?;
+        self.va = va;
+        self.host = p;
+        self.gen = gen;
+        self.win = Some(w);
+        Some(p)
+    }
+
+    /// Drops the cell's window.
+    pub(crate) fn clear(&mut self) {
+        self.gen = NO_GEN;
+        self.host = core::ptr::null_mut();
+        self.win = None;
+    }
+}
+
+impl PinnedCell<4, false> {
+    /// [`MemCache::load_u32`] through the pinned cell.
+    #[inline(always)]
+    pub(crate) fn load_u32(&mut self, mem: &mut MemCache, va: u64) -> Access<u32> {
+        match self.ptr(mem, va) {
+            // SAFETY: a 4-aligned cell inside a live window; shared memory is accessed
+            // atomically.
+            Some(p) => Ok(unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire)),
+            None => mem.load_u32(va),
+        }
+    }
+}
+
+impl PinnedCell<8, false> {
+    /// [`MemCache::load_u64`] through the pinned cell.
+    #[inline(always)]
+    pub(crate) fn load_u64(&mut self, mem: &mut MemCache, va: u64) -> Access<u64> {
+        match self.ptr(mem, va) {
+            // SAFETY: an 8-aligned cell inside a live window; shared memory is accessed
+            // atomically.
+            Some(p) => Ok(unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Acquire)),
+            None => mem.load_u64(va),
+        }
+    }
+}
+
+impl PinnedCell<8, true> {
+    /// [`MemCache::store_u64`] through the pinned cell.
+    #[inline(always)]
+    pub(crate) fn store_u64(&mut self, mem: &mut MemCache, va: u64, v: u64) -> Access<()> {
+        match self.ptr(mem, va) {
+            Some(p) => {
+                // SAFETY: `p` is an 8-aligned cell inside a live writable window.
+                unsafe { u64::store_at(p, v) };
                 Ok(())
             }
             None => mem.store(va, v),
@@ -762,4 +893,106 @@ impl_word!(u64, AtomicU64, store_u64);
 /// A window's fault as the engine reports it: on its GPU, a read or a write.
 fn tag(gpu_id: u32, write: bool) -> impl Fn(Fault) -> AccessError {
     move |f| AccessError::Fault(Fault { gpu_id, write, ..f })
+}
+
+#[cfg(test)]
+mod tests {
+    //! [`Pinned`]'s one-compare checks: a read-only window pinned by a read is never
+    //! written through, a window smaller than [`MIN_PIN`] is used for its access but not
+    //! kept, and an unmap (a new generation) is seen at the next access.
+
+    use super::*;
+    use crate::engine::{CountingInterrupts, EngineConfig, GpuEngines};
+    use crate::gpumem::{HeapMemory, MemWindow};
+    use std::ptr::NonNull;
+
+    const RO_VA: u64 = 0x10_0000;
+    const SMALL_VA: u64 = 0x20_0000;
+
+    /// A [`HeapMemory`] plus a read-only page at `RO_VA` and a 16-byte object at
+    /// `SMALL_VA`.
+    struct TestMemory {
+        heap: HeapMemory,
+        ro: Arc<Box<[AtomicU64]>>,
+        small: Arc<Box<[AtomicU64]>>,
+    }
+
+    impl GpuMemory for TestMemory {
+        fn resolve(&self, gpu_id: u32, va: u64, len: u64) -> Result<MemWindow, Fault> {
+            for (base, buf, writable) in [(RO_VA, &self.ro, false), (SMALL_VA, &self.small, true)] {
+                let size = buf.len() as u64 * 8;
+                if va >= base && va.saturating_add(len) <= base + size {
+                    let ptr = NonNull::new(buf.as_ptr() as *mut u8).unwrap_or(NonNull::dangling());
+                    // SAFETY: the buffer lives as long as its Arc, which the window owns;
+                    // it is only accessed through atomics and raw copies.
+                    return Ok(unsafe {
+                        MemWindow::new(base, ptr, size as usize, writable, buf.clone())
+                    });
+                }
+            }
+            self.heap.resolve(gpu_id, va, len)
+        }
+    }
+
+    fn cache(mem: Arc<TestMemory>) -> (GpuEngines, MemCache) {
+        let cfg = EngineConfig {
+            gpu_id: 7,
+            family: pm4::GfxFamily::Gfx9,
+            sdma_version: pm4::SdmaVersion::ALL[0],
+            num_sdma_engines: 1,
+            clock_hz: 0,
+            num_xcc: 1,
+            gfx_target_version: 0,
+            sramecc: false,
+        };
+        let engines = GpuEngines::new(cfg, mem, Arc::new(CountingInterrupts::default()));
+        let mc = MemCache::new(engines.inner.clone());
+        (engines, mc)
+    }
+
+    fn words(n: usize) -> Arc<Box<[AtomicU64]>> {
+        Arc::new((0..n).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    #[test]
+    fn pinned_checks_writability_size_and_generation() {
+        let mem = Arc::new(TestMemory {
+            heap: HeapMemory::new(),
+            ro: words(512),
+            small: words(2),
+        });
+        mem.ro[1].store(5, Ordering::Relaxed);
+        let (engines, mut mc) = cache(mem.clone());
+
+        // A read pins the read-only page; a write through the same pin is refused and
+        // faults (read-only) through the cache, leaving the memory as it was.
+        let mut pin = Pinned::default();
+        assert!(pin.ptr(&mut mc, RO_VA + 8, 8, false, 8).is_some());
+        assert!(pin.holds(RO_VA + 8, 8), "pinned");
+        assert_eq!(pin.load_u64(&mut mc, RO_VA + 8).unwrap(), 5);
+        assert!(pin.ptr(&mut mc, RO_VA + 8, 8, true, 8).is_none());
+        match pin.store_u64(&mut mc, RO_VA + 8, 9) {
+            Err(AccessError::Fault(f)) => assert_eq!(f.kind, FaultKind::ReadOnly),
+            r => panic!("a write to a read-only page: {r:?}"),
+        }
+        assert_eq!(mem.ro[1].load(Ordering::Relaxed), 5);
+
+        // A 16-byte object: used for the access, not kept; beyond it, no window.
+        let mut pin = Pinned::default();
+        pin.store_u64(&mut mc, SMALL_VA + 8, 3).unwrap();
+        assert_eq!(mem.small[1].load(Ordering::Relaxed), 3);
+        assert!(!pin.holds(SMALL_VA + 8, 8), "too small to keep");
+        assert!(pin.ptr(&mut mc, SMALL_VA + 12, 8, false, 4).is_none());
+
+        // A writable heap object, pinned; unmapped (a new generation): the next access
+        // faults instead of using the old window.
+        let heap = mem.heap.add_region(0x40_0000, 4096);
+        let mut pin = Pinned::default();
+        pin.store_u32(&mut mc, 0x40_0010, 7).unwrap();
+        assert_eq!(heap.load_u32(0x40_0010).unwrap(), 7);
+        assert!(mem.heap.remove_region(0x40_0000));
+        engines.flush_tlb();
+        assert!(pin.store_u32(&mut mc, 0x40_0010, 8).is_err());
+        assert_eq!(heap.load_u32(0x40_0010).unwrap(), 7);
+    }
 }

@@ -24,8 +24,11 @@
 //!   queues are all idle keeps polling its doorbell counter for up to [`IDLE_SPIN`] (so
 //!   back-to-back submissions never pay a futex wake-up), then parks its thread until a
 //!   doorbell: an idle device uses no CPU after that window. The window halves (to 1 us)
-//!   while each park is followed at once by a doorbell (the submitter shares the engine's
-//!   core and could not run during the spin) and doubles back when a spin catches one.
+//!   while each park is followed at once by a doorbell rung from the engine's own CPU (the
+//!   submitter shares the engine's core and could not run during the spin) and doubles
+//!   back when a spin catches one; on the CP, a park ended within 100 us by a doorbell from
+//!   another CPU sets it to 100 us (the spin costs that submitter nothing, a park costs it
+//!   a cross-CPU wake-up), and a park longer than that brings it back to [`IDLE_SPIN`].
 //! * **Doorbells** ([`GpuEngines::doorbell`]) are lock-free for queue ids below
 //!   [`DOORBELL_TABLE`] (a fixed table indexed by queue id; larger ids take a locked
 //!   lookup): they bump the engine's doorbell counter and unpark the thread only when it is
@@ -73,7 +76,7 @@ mod sched;
 mod sdma;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Arc, RwLock};
 
 pub use fuzz::{fuzz_ring, fuzz_ring_report, CountingInterrupts, FuzzReport, FUZZ_DATA_VA};
@@ -90,10 +93,12 @@ pub use sched::IDLE_SPIN;
 /// below `MAX_QUEUES_PER_PROCESS` = 1024).
 pub const DOORBELL_TABLE: usize = 1024;
 
-/// One queue id's doorbell route: the engine (index + 1, 0 = no queue) and whether a
-/// doorbell was rung since the queue was added.
+/// One queue id's doorbell route: the engine (null = no queue) and whether a doorbell
+/// was rung since the queue was added. The engine is named by the address of its
+/// [`EngineShared`] in [`Inner::engines`] (a doorbell then needs no index and no bounds
+/// check): those are created with the table and live as long as it (both in [`Inner`]).
 pub(crate) struct DoorbellSlot {
-    engine: AtomicU32,
+    engine: AtomicPtr<EngineShared>,
     pub(crate) rung: AtomicBool,
 }
 
@@ -311,12 +316,30 @@ impl Inner {
 
     /// Raises an event interrupt from the engine thread that owns `mem` (recorded in the
     /// trace when tracing).
+    ///
+    /// Without tracing it only picks the delivery, each a tail call: no frame, no saved
+    /// registers (the trace record, with its clock reads, is out of line).
     pub(crate) fn interrupt(&self, mem: &mut MemCache, context_id: Option<u32>) {
         if mem.tr.on {
-            let t = self.stamp();
-            mem.tr
-                .push(t, t, crate::trace::TraceKind::Interrupt { context_id });
+            return self.interrupt_traced(mem, context_id);
         }
+        self.deliver_interrupt(mem, context_id)
+    }
+
+    /// [`Inner::interrupt`] when tracing: recorded, then delivered.
+    #[cold]
+    #[inline(never)]
+    fn interrupt_traced(&self, mem: &mut MemCache, context_id: Option<u32>) {
+        let t = self.stamp();
+        mem.tr
+            .push(t, t, crate::trace::TraceKind::Interrupt { context_id });
+        self.deliver_interrupt(mem, context_id)
+    }
+
+    /// Delivers an event interrupt to the emulated KFD: its wake-ups batched in `mem`
+    /// when the engine batches them.
+    #[inline(always)]
+    fn deliver_interrupt(&self, mem: &mut MemCache, context_id: Option<u32>) {
         if mem.batch_wakes {
             self.irq
                 .event_interrupt_batched(self.cfg.gpu_id, context_id, &mut mem.wakes);
@@ -357,7 +380,7 @@ impl GpuEngines {
         let clock = GpuClock::new(cfg.clock_hz);
         let doorbells = (0..DOORBELL_TABLE)
             .map(|_| DoorbellSlot {
-                engine: AtomicU32::new(0),
+                engine: AtomicPtr::new(std::ptr::null_mut()),
                 rung: AtomicBool::new(false),
             })
             .collect();
@@ -425,13 +448,14 @@ impl GpuEngines {
             }
             map.insert(id, (q.clone(), ei));
         }
-        if let Some(slot) = self.inner.doorbells.get(id as usize) {
-            slot.rung.store(false, Ordering::SeqCst);
-            slot.engine.store(ei as u32 + 1, Ordering::Release);
-        }
         let Some(eng) = self.inner.engines.get(ei) else {
             return;
         };
+        if let Some(slot) = self.inner.doorbells.get(id as usize) {
+            slot.rung.store(false, Ordering::SeqCst);
+            slot.engine
+                .store(Arc::as_ptr(eng).cast_mut(), Ordering::Release);
+        }
         eng.add(q);
         eng.ensure_started(&self.inner, ei);
         eng.kick();
@@ -446,7 +470,7 @@ impl GpuEngines {
         };
         let Some((_, ei)) = entry else { return };
         if let Some(slot) = self.inner.doorbells.get(queue_id as usize) {
-            slot.engine.store(0, Ordering::Release);
+            slot.engine.store(std::ptr::null_mut(), Ordering::Release);
         }
         if let Some(eng) = self.inner.engines.get(ei) {
             eng.remove(queue_id);
@@ -496,10 +520,9 @@ impl GpuEngines {
     pub fn doorbell(&self, queue_id: u32) {
         if let Some(slot) = self.inner.doorbells.get(queue_id as usize) {
             let e = slot.engine.load(Ordering::Acquire);
-            if let Some(eng) = e
-                .checked_sub(1)
-                .and_then(|i| self.inner.engines.get(i as usize))
-            {
+            // SAFETY: a non-null route points at an engine of `inner.engines`, which lives
+            // as long as the table (see `DoorbellSlot`).
+            if let Some(eng) = unsafe { e.as_ref() } {
                 if !slot.rung.load(Ordering::Relaxed) {
                     slot.rung.store(true, Ordering::Release);
                 }
@@ -507,6 +530,14 @@ impl GpuEngines {
             }
             return;
         }
+        self.doorbell_untabled(queue_id);
+    }
+
+    /// [`GpuEngines::doorbell`] of a queue id past [`DOORBELL_TABLE`] (out of line: the
+    /// table's path then needs no frame of its own).
+    #[cold]
+    #[inline(never)]
+    fn doorbell_untabled(&self, queue_id: u32) {
         let map = self.queues.read().unwrap_or_else(|e| e.into_inner());
         if let Some((q, ei)) = map.get(&queue_id) {
             q.doorbell_rung.store(true, Ordering::Release);

@@ -231,6 +231,10 @@ pub(crate) fn push_ib_and_step(
     if !general_only && !mem.tr.on && st.depth == 0 && size != 0 && ib.addr % 4 == 0 {
         if let Some(words) = read_ib(mem, &mut st.ib_pin, ib.addr, &mut buf, size) {
             {
+                // The writeValue32 command: pushed and stepped in one (no buffer is active).
+                if let Some(r) = one_write(mem, inner, st, ib.addr, words) {
+                    return (Step::Done, Some(r));
+                }
                 let push = st.push_probed(ib);
                 if !matches!(push, Step::Done) {
                     return (push, None);
@@ -625,6 +629,81 @@ fn walk_ib_fast(
         None if ran => Some(IbStep::Packet(Step::Done)),
         out => out,
     }
+}
+
+/// The push of the indirect buffer at `va` (no buffer active: it becomes the bottom one,
+/// offset 0, XCC 0) and [`walk_ib_fast`]'s first step over it, for the command kfdrt's
+/// writeValue32 puts in a ring slot's IB area (`CmdBuf::write_mem`'s hot path): one
+/// WRITE_DATA of one dword with the [`pkt3::WriteData::memory`] control word, behind a
+/// PRED_EXEC over it on a multi-XCC GPU (`words`, the whole buffer). The walk runs the
+/// write on XCC 0, finds the other XCCs' passes idle and pops; here the same from fixed
+/// offsets, without the walk's header loop, and the state the push and the walk leave.
+/// Anything else (another XCC selected or none, no PRED_EXEC on several XCCs, another
+/// count or control word, a misaligned or in-buffer destination) returns `None` before
+/// anything ran or changed, and the push and the walk take it.
+#[inline(always)]
+fn one_write(
+    mem: &mut MemCache,
+    inner: &Inner,
+    st: &mut Pm4State,
+    va: u64,
+    words: &[u32],
+) -> Option<IbStep> {
+    const PRED_EXEC_2: u32 = pkt3::packet3(firmware::PRED_EXEC, 0);
+    const WD: [u32; 4] = pkt3::WriteData::memory(0, &[0]).head();
+    let (wd_off, wd) = match *words {
+        [h, ctl, ref wd @ ..] if wd.len() == 5 => {
+            // PRED_EXEC (bits 7:0 not decoded) over exactly the WRITE_DATA, selecting XCC 0
+            // and no other XCC of this GPU.
+            let mask = ctl >> 24;
+            if h & 0xFFFF_FF00 != PRED_EXEC_2
+                || ctl & 0x3FFF != 5
+                || mask & 1 == 0
+                || (st.xcc_count > 1 && next_selected_xcc(mask, 1, st.xcc_count) < st.xcc_count)
+            {
+                return None;
+            }
+            (2u32, wd)
+        }
+        // Unpredicated: every XCC would run it; one XCC only.
+        [..] if words.len() == 5 && st.xcc_count <= 1 => (0u32, words),
+        _ => return None,
+    };
+    let &[h, control, lo, hi, value] = wd else {
+        return None;
+    };
+    let addr = u64::from(lo) | u64::from(hi) << 32;
+    let size_dw = words.len() as u32;
+    let ib_end = va.saturating_add(u64::from(size_dw) * 4);
+    // The header (bits 7:0 not decoded), the control word, the destination's bits 1:0
+    // (reserved), a destination outside the buffer (the walk re-reads after a write into
+    // it), the firmware's opcode check.
+    if h & 0xFFFF_FF00 != WD[0] & 0xFFFF_FF00
+        || control != WD[1]
+        || lo & 3 != 0
+        || !(addr >= ib_end || addr.saturating_add(4) <= va)
+        || !firmware::firmware(inner.cfg.family).accepts(pkt3::op::WRITE_DATA)
+    {
+        return None;
+    }
+    // What `push_probed` leaves (the bottom frame, XCC 0), then the walk's end: popped
+    // past the buffer's end, or stopped on the WRITE_DATA (still pushed).
+    let frame = IbFrame {
+        va,
+        size_dw,
+        off_dw: 0,
+    };
+    st.bottom = frame;
+    st.xcc = 0;
+    let (off_dw, depth, step) = match st.dst_pin.write_dword(mem, addr, value) {
+        Ok(()) => (size_dw, 0, Step::Done),
+        Err(e) => (wd_off, 1, Step::from(e)),
+    };
+    if let Some(f) = st.frames.first_mut() {
+        *f = IbFrame { off_dw, ..frame };
+    }
+    st.depth = depth;
+    Some(IbStep::Packet(step))
 }
 
 /// Largest bottom indirect buffer (dwords) whose idle XCC passes [`skip_idle_xcc_passes`]
@@ -1395,10 +1474,17 @@ mod tests {
                         }
                     },
                     IbStep::Packet(Step::Stop(s)) => {
+                        // With the state the stop leaves (the queue's next look at it).
                         break format!(
-                            "stopped on XCC {} at dword {}: {} ({:?})",
-                            st.xcc, st.frames[0].off_dw, s.reason, s.fault
-                        )
+                            "stopped on XCC {} at dword {} (depth {}, bottom {:#x}+{}): {} ({:?})",
+                            st.xcc,
+                            st.frames[0].off_dw,
+                            st.depth,
+                            st.bottom.va,
+                            st.bottom.size_dw,
+                            s.reason,
+                            s.fault
+                        );
                     }
                 }
             },
@@ -1593,6 +1679,56 @@ mod tests {
                 None,
             ),
             ("pred none", e(&[&pred(0, 5), &wd(d, &[5])]), None),
+            // The writeValue32 command's neighbours (`one_write` takes the command itself
+            // and must leave each of these to the walk, or do exactly what it does).
+            (
+                "pred write XCC 0 and 1",
+                e(&[&pred(3, 5), &wd(d, &[5])]),
+                None,
+            ),
+            ("pred write XCC 1", e(&[&pred(2, 5), &wd(d, &[5])]), None),
+            (
+                "pred write XCC 0 and 7",
+                e(&[&pred(0x81, 5), &wd(d, &[5])]),
+                None,
+            ),
+            (
+                "pred write over its own data",
+                e(&[&pred(1, 5), &wd(IB_VA + 6 * 4, &[5])]),
+                None,
+            ),
+            (
+                "pred write just past its ib",
+                e(&[&pred(1, 5), &wd(IB_VA + 7 * 4, &[5])]),
+                None,
+            ),
+            (
+                "pred write just below its ib",
+                e(&[&pred(1, 5), &wd(IB_VA - 4, &[5])]),
+                None,
+            ),
+            ("write over its header", e(&[&wd(IB_VA, &[5])]), None),
+            (
+                "pred write without confirm",
+                {
+                    let mut w = e(&[&pred(1, 5), &wd(d, &[5])]);
+                    w[3] &= !(1 << 20);
+                    w
+                },
+                None,
+            ),
+            (
+                "pred write, undecoded bits set",
+                {
+                    // Header bits 7:0 of both packets, PRED_EXEC control bits 23:14.
+                    let mut w = e(&[&pred(1, 5), &wd(d, &[5])]);
+                    w[0] |= 0x5A;
+                    w[1] |= 0xFF_C000;
+                    w[2] |= 0xA5;
+                    w
+                },
+                None,
+            ),
             // The selected XCC's packet runs past the PRED_EXEC's region: the chain's
             // next position falls inside it (the idle-pass walk must not take the chain).
             (
@@ -1769,6 +1905,38 @@ mod tests {
                 let (fast, _) = run(family, xcc, &ib, release, false);
                 let (general, _) = run(family, xcc, &ib, release, true);
                 assert_eq!(fast, general, "{gpu}: {name}: {ib:08x?}");
+            }
+        }
+    }
+
+    /// Every single-bit flip of the writeValue32 command (PRED_EXEC + WRITE_DATA, and the
+    /// bare WRITE_DATA), on every GPU: the fast path (`one_write` or the walk) and the
+    /// general path agree, whether the flipped command still runs, runs elsewhere, runs
+    /// on other XCCs or stops the queue.
+    #[test]
+    fn write_command_bit_flips_match_the_general_path() {
+        for (gpu, family, xcc) in GPUS {
+            for base in [
+                enc(family, &[&pred(1, 5), &wd(DATA_VA + 0x40, &[5])]),
+                enc(family, &[&wd(DATA_VA + 0x40, &[5])]),
+            ] {
+                let (mut ran, mut other) = (0, 0);
+                for d in 0..base.len() {
+                    for bit in 0..32 {
+                        let mut ib = base.clone();
+                        ib[d] ^= 1 << bit;
+                        let (fast, _) = run(family, xcc, &ib, None, false);
+                        let (general, _) = run(family, xcc, &ib, None, true);
+                        if fast.data[0x10] == 5 && fast.end == "ran out" {
+                            ran += 1;
+                        } else {
+                            other += 1;
+                        }
+                        assert_eq!(fast, general, "{gpu}: dword {d} bit {bit}: {ib:08x?}");
+                    }
+                }
+                // Both kinds of flip occur (the value bits still write, the opcode's not).
+                assert!(ran > 10 && other > 10, "{gpu}: {ran} ran, {other} not");
             }
         }
     }

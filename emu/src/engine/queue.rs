@@ -59,9 +59,9 @@ pub(crate) struct QueueExec {
     pub(crate) dispatch: Option<Arc<super::dispatch::Inflight>>,
     /// AQL: GPU clock when the current packet was first fetched (for `start_ts`).
     pub(crate) aql_start_ts: Option<u64>,
-    /// AQL: the packet at read index `.0` that blocked, its slot dwords and its decoding
-    /// (a re-poll whose slot still holds the same dwords skips the decode).
-    pub(crate) aql_blocked: Option<(u64, [u32; 16], pm4::aql::AqlPacket)>,
+    /// AQL: the barrier that blocked (its read index, slot dwords and decoding): its
+    /// re-polls use the decoding while the slot's header is unchanged.
+    pub(crate) aql_blocked: Option<super::aql::BlockedBarrier>,
     /// AQL: the windows of the ring, indexes and signals (re-checked on every access).
     pub(crate) pins: super::aql::AqlPins,
     /// SDMA: the current IB (va, size in dwords, offset in dwords).
@@ -200,6 +200,8 @@ impl QueueExec {
             self.ring_size = d.ring_size as u64;
             self.cfg_gen = g;
             self.pins.ring.clear();
+            // A decoding belongs to its ring.
+            self.aql_blocked = None;
         }
     }
 

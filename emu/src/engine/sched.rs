@@ -32,19 +32,23 @@ pub(crate) const BASE_QUANTUM: u32 = 256;
 /// costs no futex wake-up (a parked thread takes ~5-10 us to wake), which is what
 /// back-to-back submissions and callback round trips hit; after the window an idle
 /// engine uses no CPU. 20 us is a few futex wake-ups' worth: long enough to cover a host
-/// thread's enqueue-to-enqueue gap, short enough that an idle engine spins < 0.003% of a
-/// core per second of idleness after a burst.
+/// thread's enqueue-to-enqueue gap, short enough that an engine spins only 20 us after
+/// each burst. The window adapts (see `idle_spin_after_wake`): shorter while the
+/// submitter shares the engine's CPU, 100 us on the CP while it does not.
 pub const IDLE_SPIN: Duration = Duration::from_micros(20);
 /// The shortest idle spin: the window halves down to this while every park is followed
 /// at once by a doorbell rung from the engine's own CPU (the spin only delayed a submitter
 /// sharing that CPU), and doubles back to [`IDLE_SPIN`] when a spin catches a doorbell.
 const IDLE_SPIN_MIN: Duration = Duration::from_micros(1);
-/// The idle spin after a park that a doorbell rung from another CPU ended within this
-/// long: the engine then has a CPU of its own (as a GPU's CP has its silicon), so spinning
-/// costs the submitter nothing, while each park costs it a cross-CPU wake-up. Long enough
-/// to cover a host thread that slept in a synchronize and was woken by the completion
-/// interrupt (a sleeping vCPU of a 2-vCPU KVM guest takes tens of us to run it again);
-/// an engine left idle after a burst still spins only 0.1 ms.
+/// The CP's idle spin after a park that a doorbell rung from another CPU ended within
+/// this long: the submitter then runs beside the CP rather than on its CPU, so the spin
+/// costs it nothing, while each park costs it a cross-CPU wake-up. Long enough to cover
+/// a host thread that slept in a synchronize and was woken by the completion interrupt (a
+/// sleeping vCPU of a 2-vCPU KVM guest takes tens of us to run it again); a CP left idle
+/// after a burst still spins only 0.1 ms, and a park that lasts longer than this brings
+/// the window back to [`IDLE_SPIN`]. The CP only: SDMA engines keep [`IDLE_SPIN`] at most,
+/// so a CP and an SDMA engine never both spin 0.1 ms on a two-CPU machine while the host
+/// waits for a core.
 const IDLE_SPIN_APART: Duration = Duration::from_micros(100);
 /// Sweeps over the queues one scheduler pass makes while they progress (see
 /// `engine_main`): bounds the time between two looks at the queue list and doorbells.
@@ -458,8 +462,9 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
     let mut rr: usize = 0;
     // KFDRT_EMU_CP_CPU: pinned, this engine has its CPU to itself, as a GPU's CP does.
     let pinned = super::pin::pin_engine_thread().is_some();
-    // The idle spin window, adapted between IDLE_SPIN_MIN and IDLE_SPIN (fixed at
-    // IDLE_SPIN when pinned: shrinking only helps a submitter sharing this core).
+    // The idle spin window, adapted between IDLE_SPIN_MIN and IDLE_SPIN, or
+    // IDLE_SPIN_APART on the CP (fixed at IDLE_SPIN when pinned: shrinking only helps a
+    // submitter sharing this core).
     let mut idle_spin = IDLE_SPIN;
     let is_sdma = index > 0;
     // Interrupts raised by this thread hold back their sleeper wake-ups while it stays
@@ -685,19 +690,21 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                     }
                 }
                 if woke {
-                    // The spin caught the doorbell: spin the full window again.
-                    idle_spin = idle_spin.max((idle_spin * 2).min(IDLE_SPIN));
+                    idle_spin = idle_spin_after_catch(idle_spin);
                 } else {
                     let parked = Instant::now();
                     me.kicker_cpu.store(-1, Ordering::Relaxed);
                     park(&me, &mut mem, &inner, index, seen_db, None);
                     let slept = parked.elapsed();
-                    if !pinned && slept < IDLE_SPIN_APART {
+                    if !pinned {
                         idle_spin = idle_spin_after_wake(
                             idle_spin,
                             slept,
-                            me.kicker_cpu.load(Ordering::Relaxed),
-                            super::pin::current_cpu(),
+                            Waker {
+                                cpu: me.kicker_cpu.load(Ordering::Relaxed),
+                                woke_on: super::pin::current_cpu(),
+                                apart_allowed: !is_sdma,
+                            },
                         );
                     }
                 }
@@ -706,25 +713,40 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
     }
 }
 
-/// The idle spin window after an untimed park that a doorbell ended `slept` later, given
-/// the CPU the doorbell was rung from and the CPU the engine woke on (-1: unknown).
+/// Who ended an idle park, for [`idle_spin_after_wake`].
+#[derive(Clone, Copy)]
+struct Waker {
+    /// The CPU the doorbell was rung from (-1: unknown, or not a doorbell).
+    cpu: i32,
+    /// The CPU the engine woke on (-1: unknown).
+    woke_on: i32,
+    /// Whether this engine may take [`IDLE_SPIN_APART`] (the CP, not an SDMA engine).
+    apart_allowed: bool,
+}
+
+/// The idle spin window after a spin that caught a doorbell: double back towards
+/// [`IDLE_SPIN`]; a longer window ([`IDLE_SPIN_APART`]) is kept, it just did its job.
+fn idle_spin_after_catch(idle_spin: Duration) -> Duration {
+    idle_spin.max((idle_spin * 2).min(IDLE_SPIN))
+}
+
+/// The idle spin window after an untimed park that ended `slept` later.
 ///
-/// Different CPUs, within [`IDLE_SPIN_APART`]: the spin cost the submitter nothing and
-/// the park cost it a cross-CPU wake-up (5-15 us on a 2-vCPU guest, against ~60 ns for a
-/// launch the spin catches), so spin [`IDLE_SPIN_APART`]. Same CPU (or unknown), within
+/// Longer than [`IDLE_SPIN_APART`]: the submitter went quiet; a window above
+/// [`IDLE_SPIN`] goes back to it, a shorter one stays. Else, a doorbell from another CPU
+/// than the one the CP woke on: the spin cost the submitter nothing and the park cost it a
+/// cross-CPU wake-up (5-15 us on a 2-vCPU guest, against ~60 ns for a launch the spin
+/// catches), so spin [`IDLE_SPIN_APART`]. Same CPU (or unknown, or an SDMA engine), within
 /// [`IDLE_SPIN`]: the spin ran out just before the doorbell, typically because the
 /// submitter shares this core and could not run while the engine spun, so spin less (a
 /// sleeping engine is woken with priority; a spinning one holds the core the submitter
 /// needs). Halving on separate CPUs too kept the window at its minimum on an idle
 /// two-CPU machine and made every batch of launches pay that wake-up
 /// (bench-results/2026-11-24-s9-launch-row.txt).
-fn idle_spin_after_wake(
-    idle_spin: Duration,
-    slept: Duration,
-    kicker_cpu: i32,
-    woke_on: i32,
-) -> Duration {
-    if kicker_cpu >= 0 && woke_on >= 0 && kicker_cpu != woke_on {
+fn idle_spin_after_wake(idle_spin: Duration, slept: Duration, w: Waker) -> Duration {
+    if slept >= IDLE_SPIN_APART {
+        idle_spin.min(IDLE_SPIN)
+    } else if w.apart_allowed && w.cpu >= 0 && w.woke_on >= 0 && w.cpu != w.woke_on {
         IDLE_SPIN_APART
     } else if slept < IDLE_SPIN {
         (idle_spin / 2).max(IDLE_SPIN_MIN)
@@ -759,36 +781,50 @@ fn trace_run(mem: &mut MemCache, inner: &Inner, s: &mut Slot, executed: u32, sta
 mod tests {
     use super::*;
 
+    fn cp(cpu: i32, woke_on: i32) -> Waker {
+        Waker {
+            cpu,
+            woke_on,
+            apart_allowed: true,
+        }
+    }
+
     #[test]
     fn idle_window_shrinks_only_when_the_doorbell_came_from_the_engines_cpu() {
         let w = Duration::from_micros(8);
         let soon = Duration::from_micros(3);
         let later = Duration::from_micros(50);
+        let quiet = IDLE_SPIN_APART + Duration::from_micros(1);
+        let after = idle_spin_after_wake;
         // Shared CPU, woken soon: halve, down to the minimum.
-        assert_eq!(
-            idle_spin_after_wake(w, soon, 1, 1),
-            Duration::from_micros(4)
-        );
-        assert_eq!(
-            idle_spin_after_wake(IDLE_SPIN_MIN, soon, 0, 0),
-            IDLE_SPIN_MIN
-        );
+        assert_eq!(after(w, soon, cp(1, 1)), Duration::from_micros(4));
+        assert_eq!(after(IDLE_SPIN_MIN, soon, cp(0, 0)), IDLE_SPIN_MIN);
         // Shared CPU, woken after IDLE_SPIN: unchanged.
-        assert_eq!(idle_spin_after_wake(w, later, 1, 1), w);
+        assert_eq!(after(w, later, cp(1, 1)), w);
         // Unknown on either side: the shared rule.
-        assert_eq!(
-            idle_spin_after_wake(w, soon, -1, 1),
-            Duration::from_micros(4)
-        );
-        assert_eq!(
-            idle_spin_after_wake(w, soon, 1, -1),
-            Duration::from_micros(4)
-        );
+        assert_eq!(after(w, soon, cp(-1, 1)), Duration::from_micros(4));
+        assert_eq!(after(w, soon, cp(1, -1)), Duration::from_micros(4));
         // Separate CPUs: the long window, from any width, soon or later.
-        assert_eq!(
-            idle_spin_after_wake(IDLE_SPIN_MIN, soon, 0, 1),
-            IDLE_SPIN_APART
-        );
-        assert_eq!(idle_spin_after_wake(w, later, 1, 0), IDLE_SPIN_APART);
+        assert_eq!(after(IDLE_SPIN_MIN, soon, cp(0, 1)), IDLE_SPIN_APART);
+        assert_eq!(after(w, later, cp(1, 0)), IDLE_SPIN_APART);
+        // ...but not on an SDMA engine: the shared rule.
+        let sdma = Waker {
+            apart_allowed: false,
+            ..cp(0, 1)
+        };
+        assert_eq!(after(w, soon, sdma), Duration::from_micros(4));
+        // A park longer than IDLE_SPIN_APART: the long window decays to IDLE_SPIN, a
+        // short one stays, whoever rang.
+        assert_eq!(after(IDLE_SPIN_APART, quiet, cp(0, 1)), IDLE_SPIN);
+        assert_eq!(after(w, quiet, cp(0, 1)), w);
+        assert_eq!(after(w, quiet, cp(1, 1)), w);
+    }
+
+    #[test]
+    fn a_caught_doorbell_grows_a_short_window_and_keeps_a_long_one() {
+        assert_eq!(idle_spin_after_catch(IDLE_SPIN_MIN), IDLE_SPIN_MIN * 2);
+        assert_eq!(idle_spin_after_catch(Duration::from_micros(16)), IDLE_SPIN);
+        assert_eq!(idle_spin_after_catch(IDLE_SPIN), IDLE_SPIN);
+        assert_eq!(idle_spin_after_catch(IDLE_SPIN_APART), IDLE_SPIN_APART);
     }
 }

@@ -69,6 +69,8 @@ static void host_malloc_flags() {
         hipPointerAttribute_t at;
         OK(hipPointerGetAttributes(&at, p + 5));
         CHECK(at.memoryType == hipMemoryTypeHost && at.hostPointer == (void *)(p + 5));
+        CHECK(at.devicePointer == (void *)(p + 5) && at.isManaged == 0);
+        CHECK(at.allocationFlags == good[i]);
         // Mapped: the device pointer is the host pointer; the flags come back as given.
         void *dp = NULL;
         OK(hipHostGetDevicePointer(&dp, p + 5, 0));
@@ -134,7 +136,25 @@ static void devices() {
     CHECK(prop.totalGlobalMem > (1ull << 30));
     CHECK(prop.sharedMemPerBlock == 64 * 1024);
     CHECK(prop.isLargeBar == 1 && prop.managedMemory == 1);
-    CHECK(prop.maxThreadsPerBlock == 0);  // not modelled: 0, documented
+    int lim = -1;
+    CHECK(prop.maxThreadsPerBlock == 1024);
+    CHECK(prop.maxThreadsDim[0] == 1024 && prop.maxThreadsDim[1] == 1024 && prop.maxThreadsDim[2] == 1024);
+    CHECK(prop.maxGridSize[0] == 2147483647 && prop.maxGridSize[1] == 65535 && prop.maxGridSize[2] == 65535);
+    CHECK(prop.totalConstMem == 2147483647 && prop.memPitch == 2147483647);
+    // gfx90a / gfx942: 512 addressable VGPRs x 4 SIMDs x 64 lanes.
+    CHECK(prop.regsPerBlock == 512 * 4 * 64);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxThreadsPerBlock, 0));
+    CHECK(lim == 1024);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxBlockDimZ, 0));
+    CHECK(lim == 1024);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxGridDimX, 0));
+    CHECK(lim == 2147483647);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxGridDimY, 0));
+    CHECK(lim == 65535);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxRegistersPerBlock, 0));
+    CHECK(lim == prop.regsPerBlock);
+    OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeTotalConstantMemory, 0));
+    CHECK(lim == 2147483647);
     int v = -1;
     OK(hipDeviceGetAttribute(&v, hipDeviceAttributeMultiprocessorCount, 0));
     CHECK(v == prop.multiProcessorCount);
@@ -349,8 +369,24 @@ static void memory() {
     hipPointerAttribute_t at;
     OK(hipPointerGetAttributes(&at, d + 100));
     CHECK(at.memoryType == hipMemoryTypeDevice && at.device == 0);
+    CHECK(at.devicePointer == (void *)(d + 100) && at.hostPointer == NULL && at.isManaged == 0);
     OK(hipPointerGetAttributes(&at, h));
     CHECK(at.memoryType == hipMemoryTypeHost);
+    // Managed and stream-ordered memory are this library's allocations too.
+    void *mp = NULL;
+    OK(hipMallocManaged(&mp, 4096, hipMemAttachGlobal));
+    OK(hipPointerGetAttributes(&at, (char *)mp + 8));
+    CHECK(at.isManaged == 1 && at.memoryType == hipMemoryTypeHost && at.device == 0);
+    CHECK(at.hostPointer == (char *)mp + 8 && at.devicePointer == (char *)mp + 8);
+    OK(hipFree(mp));
+    CHECK(hipPointerGetAttributes(&at, (char *)mp + 8) == hipErrorInvalidValue);
+    void *ap = NULL;
+    OK(hipMallocAsync(&ap, 4096, s));
+    OK(hipPointerGetAttributes(&at, (char *)ap + 100));
+    CHECK(at.memoryType == hipMemoryTypeDevice && at.device == 0 && at.isManaged == 0);
+    CHECK(at.devicePointer == (char *)ap + 100 && at.hostPointer == NULL);
+    OK(hipFreeAsync(ap, s));
+    OK(hipStreamSynchronize(s));
     int stack;
     CHECK(hipPointerGetAttributes(&at, &stack) == hipErrorInvalidValue);
     // Free: null is fine, foreign or wrong-kind pointers are errors, double free too.

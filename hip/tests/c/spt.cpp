@@ -65,6 +65,10 @@ int main() {
 
     // Another thread has its own per-thread stream: idle, and its synchronous copies and
     // memsets complete while this thread's stream is held.
+    // Its allocations are freed by this thread once the held stream ran: hipFree waits for
+    // every stream, the held one included (CLR's ihipFree: SyncAllStreams).
+    void *other_d = nullptr;
+    unsigned *other_pin = nullptr;
     std::thread other([&] {
         OK(hipStreamQuery(nullptr));
         OK(hipStreamQuery(hipStreamPerThread));
@@ -85,8 +89,8 @@ int main() {
         OK(hipMemcpyAsync(pin, d, 4, hipMemcpyDeviceToHost, nullptr));
         OK(hipStreamSynchronize(hipStreamPerThread));
         CHECK(pin[0] == 0x5a5a5a5a);
-        OK(hipHostFree(pin));
-        OK(hipFree(d));
+        other_pin = pin;
+        other_d = d;
     });
     other.join();
     CHECK(load(&sig[0]) == 0);
@@ -110,6 +114,8 @@ int main() {
     OK(hipStreamSynchronize(nullptr));
     CHECK(load(&sig[2]) == 9);
     OK(hipStreamQuery(nullptr));
+    OK(hipHostFree(other_pin));
+    OK(hipFree(other_d));
 
     // The per-thread stream is blocking: the legacy null stream waits for it.
 #undef hipStreamQuery
