@@ -397,17 +397,7 @@ impl Cmd {
     /// signed, as the CP compares them; timeline values are never negative).
     #[inline]
     fn barrier_value_point(handle: u64, threshold: i64) -> Cmd {
-        Cmd::Packet(
-            pm4::aql::BarrierValue {
-                control: pm4::aql::PacketControl::SYSTEM_BARRIER,
-                signal: handle,
-                value: threshold.saturating_add(1),
-                mask: -1,
-                cond: SignalCondition::Lt,
-                completion_signal: 0,
-            }
-            .encode(),
-        )
+        Cmd::Packet(barrier_value_point_words(handle, threshold))
     }
 
     /// The single command of [`CmdBuf::write_mem`]`(addr, value, 32)` for a 4-byte
@@ -438,6 +428,75 @@ impl Cmd {
     }
 }
 
+/// The packet of [`Cmd::wait_point`] on gfx9 (no completion signal).
+#[inline(always)]
+fn barrier_value_point_words(handle: u64, threshold: i64) -> [u32; 16] {
+    pm4::aql::BarrierValue {
+        control: pm4::aql::PacketControl::SYSTEM_BARRIER,
+        signal: handle,
+        value: threshold.saturating_add(1),
+        mask: -1,
+        cond: SignalCondition::Lt,
+        completion_signal: 0,
+    }
+    .encode()
+}
+
+/// [`Cmd::wait_point`]'s gfx9 packet with its completion signal (the hipStreamWaitEvent
+/// hot path encodes it whole before reserving a ring slot).
+#[inline(always)]
+pub(crate) fn barrier_value_point_packet(
+    handle: u64,
+    threshold: i64,
+    completion: u64,
+) -> [u32; 16] {
+    let mut w = barrier_value_point_words(handle, threshold);
+    let at = pm4::aql::COMPLETION_SIGNAL_OFFSET / 4;
+    w[at] = completion as u32;
+    w[at + 1] = (completion >> 32) as u32;
+    w
+}
+
+/// Dwords of a [`SmallIb`]: the longest single command of the enqueue hot path (WAIT_REG_MEM,
+/// or PRED_EXEC + a one-value WRITE_DATA: 7).
+pub(crate) const SMALL_IB_DWORDS: usize = 7;
+const _: () = assert!(SMALL_IB_DWORDS <= IB_DWORDS && WaitRegMem::DWORDS <= SMALL_IB_DWORDS);
+
+/// A short PM4 command encoded completely before its ring slot is reserved (the
+/// single-command enqueue hot path; `AqlQueue` copies the words into the slot's IB area):
+/// its words, of which the first `dwords` are the command.
+pub(crate) struct SmallIb {
+    /// The command's words (the rest zero).
+    pub(crate) words: [u32; SMALL_IB_DWORDS],
+    /// Dwords used.
+    pub(crate) dwords: u32,
+}
+
+impl SmallIb {
+    /// [`Cmd::write_mem32`]'s command (hipStreamWriteValue32): WRITE_DATA, under
+    /// PRED_EXEC on a multi-XCC GPU. `addr` is 4-byte aligned.
+    #[inline(always)]
+    pub(crate) fn write_data32(t: Target, addr: u64, value: u32) -> SmallIb {
+        let mut words = [0u32; SMALL_IB_DWORDS];
+        let dwords = write_data32_into(t, addr, value, &mut words);
+        SmallIb { words, dwords }
+    }
+
+    /// [`Cmd::wait_mem32`]'s command (hipStreamWaitValue32): WAIT_REG_MEM on memory.
+    /// `addr` is 4-byte aligned.
+    #[inline(always)]
+    pub(crate) fn wait_reg_mem32(
+        function: CompareFn,
+        addr: u64,
+        reference: u32,
+        mask: u32,
+    ) -> SmallIb {
+        let mut words = [0u32; SMALL_IB_DWORDS];
+        let dwords = wait_reg_mem32_into(function, addr, reference, mask, &mut words);
+        SmallIb { words, dwords }
+    }
+}
+
 /// The IB command of a 32-bit [`CmdBuf::wait_mem`] without the encoder's validation (the
 /// enqueue hot path): WAIT_REG_MEM on memory, operation wait, engine ME, LRU, kfdrt's poll
 /// interval, the words of pm4's [`WaitRegMem::words`]. `addr` is 4-byte aligned
@@ -453,15 +512,15 @@ fn wait_reg_mem32(function: CompareFn, addr: u64, reference: u32, mask: u32) -> 
     }
 }
 
-/// [`wait_reg_mem32`]'s words written into `out` (a ring slot's IB area on the enqueue
-/// hot path); returns the dwords used.
+/// [`wait_reg_mem32`]'s words written into `out` (at least [`WaitRegMem::DWORDS`]);
+/// returns the dwords used.
 #[inline(always)]
-pub(crate) fn wait_reg_mem32_into(
+fn wait_reg_mem32_into(
     function: CompareFn,
     addr: u64,
     reference: u32,
     mask: u32,
-    out: &mut [u32; IB_DWORDS],
+    out: &mut [u32],
 ) -> u32 {
     out[..WaitRegMem::DWORDS].copy_from_slice(
         &WaitRegMem::memory(function, addr, reference, mask, POLL_INTERVAL).words(),
@@ -485,15 +544,10 @@ fn write_data32(t: Target, addr: u64, value: u32) -> Cmd {
     }
 }
 
-/// [`write_data32`]'s words written into `out` (a ring slot's IB area on the enqueue hot
-/// path); returns the dwords used.
+/// [`write_data32`]'s words written into `out` (at least 7 dwords); returns the dwords
+/// used.
 #[inline(always)]
-pub(crate) fn write_data32_into(
-    t: Target,
-    addr: u64,
-    value: u32,
-    out: &mut [u32; IB_DWORDS],
-) -> u32 {
+fn write_data32_into(t: Target, addr: u64, value: u32, out: &mut [u32]) -> u32 {
     const DWORDS: usize = 5;
     const PRED: [u32; PredExec::DWORDS] = PredExec {
         exec_count: DWORDS as u16,

@@ -5,9 +5,12 @@
 //!
 //! Publishing a command buffer: reserve its packets in the ring, copy each command's PM4
 //! words into its slot's IB area, write each packet body and release-store its header
-//! (`ring::store_packet`), then the ring's publish (write_dispatch_id, doorbell, backend).
-//! [`AqlQueue::submit_one`] is the same for one command without the buffer (the
-//! single-command enqueue hot path: write-value, wait-value, a timeline wait).
+//! (`ring::store_packet`), then the ring's publish (write_dispatch_id, doorbell), which
+//! returns a `ring::Published` holding the producer lock: the caller counts the packets,
+//! then drops it (unlock, backend notification). [`AqlQueue::submit_one`] is the same
+//! for one command without the buffer, and [`OneSlot`] for one command encoded before
+//! its slot was reserved (the single-command enqueue hot path: write-value, wait-value,
+//! a timeline wait).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,12 +18,12 @@ use std::sync::{Arc, Mutex};
 use kfd::abi;
 use pm4::aql::{AqlPacket, COMPLETION_SIGNAL_OFFSET, PACKET_DWORDS};
 
-use crate::cmdbuf::{Cmd, CmdBuf, IB_DWORDS};
+use crate::cmdbuf::{Cmd, CmdBuf, SmallIb, IB_DWORDS, SMALL_IB_DWORDS};
 use crate::device::{DeviceCore, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::hsa;
 use crate::memory::{Buffer, MemoryKind};
-use crate::ring::{store_packet, UserQueue, WptrUnit};
+use crate::ring::{store_packet, Published, UserQueue, WptrUnit};
 use crate::sync::lock;
 
 /// Default ring size in packets.
@@ -237,19 +240,19 @@ impl AqlQueue {
     }
 
     /// Publish the commands of `bufs` in order, one packet each, every packet completing
-    /// on `completion`; `accounted(count)` runs under the producer lock once they are
-    /// published (see [`crate::ring::Reservation::publish_with`]). Waits for ring space
-    /// watching `fault` (see [`UserQueue::reserve`]).
-    pub(crate) fn submit<R>(
+    /// on `completion`: returns how many, and the publication with the producer lock
+    /// still held (None when there was nothing to publish), for the producer to count
+    /// them in ring order before dropping it (see [`crate::ring::Published`]). Waits for
+    /// ring space watching `fault` (see [`UserQueue::reserve`]).
+    pub(crate) fn submit(
         &self,
         bufs: &[&CmdBuf],
         completion: u64,
         fault: &dyn Fn() -> Option<String>,
-        accounted: impl FnOnce(u64) -> R,
-    ) -> Result<R> {
+    ) -> Result<(u64, Option<Published<'_>>)> {
         let count: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         if count == 0 {
-            return Ok(accounted(0));
+            return Ok((0, None));
         }
         let r = self.uq.reserve(count, fault)?;
         let mut idx = r.wptr();
@@ -259,31 +262,30 @@ impl AqlQueue {
                 idx += 1;
             }
         }
-        Ok(r.publish_with(idx, || accounted(count)))
+        Ok((count, Some(r.publish_locked(idx))))
     }
 
     /// Publish one command (the single-command path: no loop, no count): [`AqlQueue::submit`]
     /// of a buffer holding just `cmd`.
     #[inline(always)]
-    pub(crate) fn submit_one<R>(
+    pub(crate) fn submit_one(
         &self,
         cmd: &Cmd,
         completion: u64,
         fault: &dyn Fn() -> Option<String>,
-        accounted: impl FnOnce() -> R,
-    ) -> Result<R> {
+    ) -> Result<Published<'_>> {
         let slot = self.reserve_one(fault)?;
-        Ok(slot.publish(cmd, completion, accounted))
+        Ok(slot.publish(cmd, completion))
     }
 
     /// Reserve one ring slot (the producer lock held until the [`OneSlot`] is published
     /// or dropped): the enqueue hot path checks its stream's placement and builds its
     /// packet under it.
     #[inline(always)]
-    pub(crate) fn reserve_one(&self, fault: &dyn Fn() -> Option<String>) -> Result<OneSlot<'_>> {
+    pub(crate) fn reserve_one(&self, fault: impl Fn() -> Option<String>) -> Result<OneSlot<'_>> {
         Ok(OneSlot {
             q: self,
-            r: self.uq.reserve(1, fault)?,
+            r: self.uq.reserve_with(1, fault)?,
         })
     }
 
@@ -332,14 +334,18 @@ impl AqlQueue {
     unsafe fn store_ib_packet(&self, p: *mut u32, ib_va: u64, dwords: u32, completion: u64) {
         let at = COMPLETION_SIGNAL_OFFSET / 4;
         let t = &self.ib_template;
+        // Each dword stored once: the template's where it is final (1, 5..=13), 64-bit
+        // stores for the IB address (dwords 2..3; 4-aligned as the encoder requires: the
+        // slots' IB areas are IB_BYTES_PER_SLOT apart in a page-aligned buffer) and the
+        // completion signal (14..15).
+        debug_assert_eq!(ib_va % 4, 0);
         // SAFETY: per the contract; the template is 16 dwords, the slot too.
         unsafe {
-            core::ptr::copy_nonoverlapping(t.as_ptr().add(1), p.add(1), 15);
-            p.add(2).write(ib_va as u32 & !3);
-            p.add(3).write((ib_va >> 32) as u32);
+            p.add(1).write(t[1]);
+            (p.add(2) as *mut u64).write_unaligned(ib_va);
             p.add(4).write(t[4] | (dwords & 0xF_FFFF));
-            p.add(at).write(completion as u32);
-            p.add(at + 1).write((completion >> 32) as u32);
+            core::ptr::copy_nonoverlapping(t.as_ptr().add(5), p.add(5), at - 5);
+            (p.add(at) as *mut u64).write_unaligned(completion);
             AtomicU32::from_ptr(p).store(t[0], Ordering::Release);
         }
     }
@@ -461,14 +467,9 @@ impl<'a> OneSlot<'a> {
 
     /// Publish the packet built in place at [`OneSlot::packet_ptr`] (dwords 1..14
     /// written): its completion signal `completion`, then dword 0 `header` with a release
-    /// store; `accounted` runs under the producer lock after the doorbell store.
+    /// store. The producer lock is held until the returned [`Published`] is dropped.
     #[inline(always)]
-    pub(crate) fn publish_header<R>(
-        self,
-        header: u32,
-        completion: u64,
-        accounted: impl FnOnce() -> R,
-    ) -> R {
+    pub(crate) fn publish_header(self, header: u32, completion: u64) -> Published<'a> {
         let idx = self.r.wptr();
         let at = COMPLETION_SIGNAL_OFFSET / 4;
         let p = self.packet_ptr();
@@ -477,42 +478,53 @@ impl<'a> OneSlot<'a> {
             (p.add(at) as *mut u64).write_unaligned(completion);
             AtomicU32::from_ptr(p).store(header, Ordering::Release);
         }
-        self.r.publish_with(idx + 1, accounted)
+        self.r.publish_locked(idx + 1)
     }
 
-    /// Publish a PM4 command that `fill` writes straight into the slot's IB area
-    /// (returning the dwords it used) in a PM4-IB packet completing on `completion`;
-    /// `accounted` runs under the producer lock after the doorbell store.
+    /// Publish the packet `words` (encoded, completion signal and header included) into
+    /// the slot: dwords 1..16, then the header with a release store. The producer lock is
+    /// held until the returned [`Published`] is dropped.
     #[inline(always)]
-    pub(crate) fn publish_ib<R>(
-        self,
-        completion: u64,
-        fill: impl FnOnce(&mut [u32; IB_DWORDS]) -> u32,
-        accounted: impl FnOnce() -> R,
-    ) -> R {
+    pub(crate) fn publish_packet(self, words: &[u32; PACKET_DWORDS]) -> Published<'a> {
+        let idx = self.r.wptr();
+        // SAFETY: the reserved slot (see `packet_ptr`): nothing reads dwords 1..16 before
+        // the header's release store.
+        unsafe { store_packet(self.packet_ptr(), words) };
+        self.r.publish_locked(idx + 1)
+    }
+
+    /// Publish the PM4 command `ib` (encoded) in a PM4-IB packet completing on
+    /// `completion`: its words copied into the slot's IB area, the queue's PM4-IB
+    /// template patched into the slot, the header last. The producer lock is held until
+    /// the returned [`Published`] is dropped.
+    #[inline(always)]
+    pub(crate) fn publish_ib(self, completion: u64, ib: &SmallIb) -> Published<'a> {
         let q = self.q;
         let idx = self.r.wptr();
         let slot = (idx & (u64::from(q.slots) - 1)) as usize;
         let ib_va = q.ib.va() + (slot * IB_BYTES_PER_SLOT) as u64;
-        // SAFETY: the slot's IB area: IB_DWORDS 4-aligned dwords of CPU-mapped memory the
-        // queue owns; the slot is reserved, and the CP reads its area only after the
-        // packet's header is published below, so nothing else accesses it meanwhile.
-        let dwords = fill(unsafe { &mut *(ib_va as *mut [u32; IB_DWORDS]) });
+        // SAFETY: the slot's IB area: IB_DWORDS >= SMALL_IB_DWORDS 4-aligned dwords of
+        // CPU-mapped memory the queue owns; the slot is reserved, and the CP reads its area
+        // only after the packet's header is published below, so nothing else accesses it
+        // meanwhile. A fixed-size copy (two vector moves).
+        unsafe {
+            core::ptr::copy_nonoverlapping(ib.words.as_ptr(), ib_va as *mut u32, SMALL_IB_DWORDS)
+        };
         // SAFETY: `slot < slots`: a reserved slot inside the ring.
         unsafe {
             let p = q.uq.ring_base().add(slot * PACKET_DWORDS);
-            q.store_ib_packet(p, ib_va, dwords, completion);
+            q.store_ib_packet(p, ib_va, ib.dwords, completion);
         }
-        self.r.publish_with(idx + 1, accounted)
+        self.r.publish_locked(idx + 1)
     }
 
-    /// Write `cmd` completing on `completion` into the slot and publish it; `accounted`
-    /// runs under the producer lock after the doorbell store.
+    /// Write `cmd` completing on `completion` into the slot and publish it. The producer
+    /// lock is held until the returned [`Published`] is dropped.
     #[inline(always)]
-    pub(crate) fn publish<R>(self, cmd: &Cmd, completion: u64, accounted: impl FnOnce() -> R) -> R {
+    pub(crate) fn publish(self, cmd: &Cmd, completion: u64) -> Published<'a> {
         let idx = self.r.wptr();
         self.q.write_cmd(idx, cmd, completion);
-        self.r.publish_with(idx + 1, accounted)
+        self.r.publish_locked(idx + 1)
     }
 }
 
@@ -694,7 +706,7 @@ mod tests {
         };
         let sig = crate::signal::Signal::new(&dev.inner.signals, 1).unwrap();
         let completion = sig.handle();
-        q.submit_one(&cmd, completion, &|| None, || ()).unwrap();
+        drop(q.submit_one(&cmd, completion, &|| None).unwrap());
         let t0 = std::time::Instant::now();
         while q.read_index() < 1 {
             assert!(

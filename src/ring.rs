@@ -6,11 +6,13 @@
 //!
 //! Publishing is always: reserve (lock, wait for space while watching for a fault that
 //! would keep the ring full forever), write the packet bodies, release-store the write
-//! pointer, flush the HDP if the CPU wrote VRAM, 64-bit store to the doorbell, then
-//! [`kfd::Backend::doorbell_written`] (a no-op on hardware). Producers on one queue
+//! pointer, flush the HDP if the CPU wrote VRAM, 64-bit store to the doorbell, release the
+//! lock, then [`kfd::Backend::doorbell_written`] (a no-op on hardware); a producer that
+//! counts its packets does so between the doorbell and the unlock, holding the
+//! `Published` that [`Reservation`]'s `publish_locked` returns. Producers on one queue
 //! serialise on a lock bit folded into the producer's write-pointer word, so doorbell
-//! values only grow: taking it is one atomic bit-test-and-set, and the release store of
-//! the new write pointer at publication drops it (a queue is usually fed by one stream,
+//! values only grow: taking it is one atomic read-modify-write, and the release store of
+//! the new write pointer at unlock drops it (a queue is usually fed by one stream,
 //! so the lock is almost never contended and a holder keeps it for well under a
 //! microsecond, except while the ring is full).
 
@@ -83,11 +85,14 @@ pub struct UserQueue {
     /// Subtracted from the write pointer to make the doorbell value (1 for AQL: the
     /// doorbell carries the index of the last packet).
     db_bias: u64,
+    /// `core.backend` as a plain pointer (cached: every publication notifies it, and the
+    /// `Arc<dyn _>` would be found through `core` and its allocation's layout each time).
+    backend: *const dyn kfd::Backend,
 }
 
 // SAFETY: raw pointers refer to mappings owned by the queue (the doorbell page is held by
-// the device core, which the queue keeps alive); shared memory is written with atomics
-// or volatile stores.
+// the device core, which the queue keeps alive) or to the core's backend (`Send + Sync`,
+// kept alive by the core); shared memory is written with atomics or volatile stores.
 unsafe impl Send for UserQueue {}
 // SAFETY: as above; publication is serialised by `producer`.
 unsafe impl Sync for UserQueue {}
@@ -149,6 +154,7 @@ impl UserQueue {
         let cap = ring.len() as u64 / unit.bytes();
         let db_bias = u64::from(unit == WptrUnit::AqlPacket);
         Ok(UserQueue {
+            backend: Arc::as_ptr(&core.backend),
             base,
             wptr_cell,
             cap,
@@ -172,6 +178,14 @@ impl UserQueue {
     /// KFD queue id.
     pub fn queue_id(&self) -> u32 {
         self.queue_id
+    }
+
+    /// The device's backend (`core.backend`).
+    #[inline(always)]
+    fn backend(&self) -> &dyn kfd::Backend {
+        // SAFETY: `backend` points into `core.backend`'s allocation, which `core` (held by
+        // the queue, never replaced) keeps alive as long as the queue.
+        unsafe { &*self.backend }
     }
 
     /// The device core the queue belongs to.
@@ -240,6 +254,17 @@ impl UserQueue {
         need: u64,
         fault: &dyn Fn() -> Option<String>,
     ) -> Result<Reservation<'_>> {
+        self.reserve_with(need, fault)
+    }
+
+    /// [`UserQueue::reserve`] with the fault check by value: the enqueue hot paths pass a
+    /// closure that is only made into a reference on the slow path.
+    #[inline(always)]
+    pub(crate) fn reserve_with(
+        &self,
+        need: u64,
+        fault: impl Fn() -> Option<String>,
+    ) -> Result<Reservation<'_>> {
         let cap = self.capacity();
         let p = &self.producer;
         // Fast path: the lock is free and the ring has room by the last read pointer seen.
@@ -253,7 +278,7 @@ impl UserQueue {
                 wptr: prev,
             });
         }
-        self.reserve_slow(need, fault, prev)
+        self.reserve_slow(need, &fault, prev)
     }
 
     /// [`UserQueue::reserve`] when the lock is held by another producer (`prev` has
@@ -323,7 +348,7 @@ impl UserQueue {
 impl UserQueue {
     /// Wait until no producer holds the queue (take the producer lock and release it):
     /// every publication that started before returns has finished, including the
-    /// accounting it does under the lock ([`Reservation::publish_with`]).
+    /// accounting it does under the lock (before dropping its [`Published`]).
     pub(crate) fn fence_producers(&self) {
         drop(self.lock_producer());
     }
@@ -360,7 +385,7 @@ pub struct Reservation<'a> {
     wptr: u64,
 }
 
-impl Reservation<'_> {
+impl<'a> Reservation<'a> {
     /// The write pointer the new packets start at.
     #[inline]
     pub fn wptr(&self) -> u64 {
@@ -368,17 +393,19 @@ impl Reservation<'_> {
     }
 
     /// Publish everything up to `new_wptr`: release-store the write pointer, flush the
-    /// HDP, store the doorbell and notify the backend. Returns `new_wptr`.
+    /// HDP, store the doorbell, release the producer lock and notify the backend.
+    /// Returns `new_wptr`.
     #[inline]
     pub fn publish(self, new_wptr: u64) -> u64 {
-        self.publish_with(new_wptr, || new_wptr)
+        self.publish_locked(new_wptr).wptr()
     }
 
-    /// [`Reservation::publish`], running `accounted` after the doorbell store and before
-    /// the producer lock is released: a stream counts its packets there, so counts of
-    /// producers sharing the queue follow the ring order without a lock of their own.
+    /// [`Reservation::publish`] up to the doorbell store, keeping the producer lock: the
+    /// returned [`Published`] releases it (and notifies the backend) when dropped. A
+    /// stream counts its packets before that, so the counts of producers sharing the
+    /// queue follow the ring order without a lock of their own.
     #[inline(always)]
-    pub(crate) fn publish_with<R>(self, new_wptr: u64, accounted: impl FnOnce() -> R) -> R {
+    pub(crate) fn publish_locked(self, new_wptr: u64) -> Published<'a> {
         let q = self.q;
         std::mem::forget(self);
         // SAFETY: an 8-aligned cell inside `ptrs` (checked at creation), CPU-mapped for
@@ -387,11 +414,36 @@ impl Reservation<'_> {
         q.core.hdp_flush_dirty();
         // SAFETY: the doorbell is this queue's mapped, 8-byte aligned doorbell slot.
         unsafe { core::ptr::write_volatile(q.doorbell, new_wptr.wrapping_sub(q.db_bias)) };
-        let r = accounted();
+        Published { q, wptr: new_wptr }
+    }
+}
+
+/// Packets published (write pointer and doorbell stored) with the producer lock still
+/// held (from [`Reservation::publish_locked`]). Dropping it releases the lock and then
+/// notifies the backend ([`kfd::Backend::doorbell_written`]).
+#[must_use = "dropping it at once releases the producer lock: count the packets first"]
+pub(crate) struct Published<'a> {
+    q: &'a UserQueue,
+    wptr: u64,
+}
+
+impl Published<'_> {
+    /// The write pointer after the published packets.
+    #[inline(always)]
+    pub(crate) fn wptr(&self) -> u64 {
+        self.wptr
+    }
+}
+
+impl Drop for Published<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let q = self.q;
         // Unlock: the next producer's doorbell value is larger.
-        q.producer.word.store(new_wptr & !LOCKED, Ordering::Release);
-        q.core.backend.doorbell_written(q.queue_id);
-        r
+        q.producer
+            .word
+            .store(self.wptr & !LOCKED, Ordering::Release);
+        q.backend().doorbell_written(q.queue_id);
     }
 }
 
@@ -418,7 +470,7 @@ impl UserQueue {
         self.cell(self.wptr_off).store(index + 1, Ordering::Release);
         // SAFETY: the doorbell is this queue's mapped, 8-byte aligned doorbell slot.
         unsafe { core::ptr::write_volatile(self.doorbell, index) };
-        self.core.backend.doorbell_written(self.queue_id);
+        self.backend().doorbell_written(self.queue_id);
     }
 }
 
@@ -502,6 +554,47 @@ mod tests {
     use crate::cmdbuf::Cmd;
     use crate::queue::AqlQueue;
 
+    /// A publication keeps the producer lock until its `Published` is dropped (the
+    /// stream counts its packets meanwhile): another producer's reservation waits for the
+    /// drop, and both packets are then consumed, in order.
+    #[test]
+    fn published_holds_the_producer_lock_until_dropped() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dev = crate::Device::open_for_test("emu:mi300x");
+        let q = AqlQueue::new(&dev.inner, 0, 7, 64).unwrap();
+        let pkt = Cmd::Packet(pm4::aql::AqlPacket::barrier_and([0; 5], 0).encode());
+        let published = q.submit_one(&pkt, 0, &|| None).unwrap();
+        assert_eq!(published.wptr(), 1);
+        let second_done = AtomicBool::new(false);
+        std::thread::scope(|t| {
+            let h = t.spawn(|| {
+                let p = q.submit_one(&pkt, 0, &|| None).unwrap();
+                let w = p.wptr();
+                drop(p);
+                second_done.store(true, Ordering::Release);
+                w
+            });
+            // Long enough for the other producer to get through an unheld lock.
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            assert!(
+                !second_done.load(Ordering::Acquire),
+                "a reservation went through while the lock was held"
+            );
+            drop(published);
+            assert_eq!(h.join().unwrap(), 2, "the second packet follows the first");
+        });
+        assert_eq!(q.next_index(), 2);
+        let t0 = std::time::Instant::now();
+        while q.read_index() < 2 {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(20),
+                "the CP consumed {} of 2 packets",
+                q.read_index()
+            );
+            std::thread::yield_now();
+        }
+    }
+
     /// Producers on several threads share one small ring: the lock bit in the write
     /// pointer word serialises them (contended and ring-full paths included), every
     /// packet is published exactly once, in a gap-free order the CP consumes to the end.
@@ -517,7 +610,7 @@ mod tests {
             for _ in 0..THREADS {
                 s.spawn(|| {
                     for _ in 0..EACH {
-                        q.submit_one(&pkt, 0, &|| None, || ()).unwrap();
+                        drop(q.submit_one(&pkt, 0, &|| None).unwrap());
                     }
                 });
             }

@@ -130,6 +130,20 @@ pub(crate) fn create_signal_event(pool: &SignalPool) -> Result<(u32, u32, u64)> 
     ))
 }
 
+/// The value of the signal whose handle is `handle` (an acquire load, as [`Signal::load`]),
+/// for a reader that holds the handle but not the [`Signal`].
+///
+/// # Safety
+/// `handle` is the [`Signal::handle`] of a signal of a pool that is still alive. The
+/// signal itself may have been dropped: its slot stays mapped signal memory until the
+/// pool goes (the value read is then a later owner's, which the caller must detect).
+#[inline(always)]
+pub(crate) unsafe fn load_value_at(handle: u64) -> i64 {
+    // SAFETY: per the contract, an 8-aligned i64 of mapped signal memory (the value word
+    // of a 64-byte `amd_signal_t` slot), shared with the GPU, hence atomic.
+    unsafe { AtomicI64::from_ptr((handle + 8) as *mut i64) }.load(Ordering::Acquire)
+}
+
 /// An `amd_signal_t` with an interrupt-capable KFD event. The handle the CP takes is
 /// [`Signal::handle`]. Returned to the device's pool on drop.
 pub struct Signal {

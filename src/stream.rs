@@ -1,23 +1,33 @@
 //! Streams: HIP's in-order work queues on KFD AQL queues.
 //!
 //! # The path of a command
-//! [`Stream::write_value32`] (like every enqueue) goes one way, with no call back from
-//! the queue into the stream: the stream encodes the command (`cmdbuf`: WRITE_DATA from
-//! the pm4 encoders' words, every per-family choice made there), then [`Stream`]'s submit
-//! collects its dependencies, picks the queue (moving to a dedicated one if needed) and
-//! hands the finished command to the AQL queue ([`crate::queue::AqlQueue`]), which copies
-//! it into a ring slot of its user-mode queue (`ring`: reserve, release store of the
-//! header and write pointer, doorbell store, backend notification). Nothing is written to
-//! the ring before every command of the submission is encoded.
+//! [`Stream::write_value32`] (like every enqueue) goes one way, straight line, with no
+//! call back from the queue into the stream:
+//! 1. stream: the command is encoded completely (`cmdbuf`: WRITE_DATA from the pm4
+//!    encoders' words, under PRED_EXEC on a multi-XCC GPU, every per-family choice made
+//!    there) — into a `SmallIb` on the hot path, a `CmdBuf` otherwise;
+//! 2. stream: a ring slot of the stream's queue is reserved (`Stream::reserve_fast`:
+//!    `AqlQueue::reserve_one` -> `ring::UserQueue::reserve_with`, taking the queue's
+//!    producer lock), and the stream checks under the lock that it has not moved;
+//! 3. queue (`AqlQueue`/`OneSlot::publish_ib`): the words are copied into the slot's IB
+//!    area, the PM4-IB packet written into the slot with its header last (release store);
+//! 4. ring (`Reservation::publish_locked`): release store of the write pointer, HDP
+//!    flush if needed, doorbell store; it returns a `ring::Published` that still holds
+//!    the producer lock;
+//! 5. stream: counts the packet (`Stream::account`: the count, the queue id, the idle
+//!    bound), then drops the `Published`, which releases the producer lock and notifies
+//!    the backend (`kfd::Backend::doorbell_written`, a no-op on hardware).
 //!
-//! A single command with no dependency to collect and no queue move to make (the
-//! common write-value / wait-value / gfx9 event-wait case) skips the command buffer and
-//! the stream's lock: `Stream::reserve_fast` reserves a slot of the stream's current queue
-//! (`AqlQueue::reserve_one`, the queue's producer lock), checks under it that the stream
-//! has not moved, and publishes; the stream counts its packets under that lock, so
-//! threads sharing a stream (or a queue) stay in ring order. A kernel launch
-//! (`Stream::submit_packet`) does the same. Everything else goes through
-//! `Stream::submit` with a `CmdBuf`, under the stream's lock.
+//! Counting under the producer lock keeps the counts of threads sharing a stream, and of
+//! streams sharing a queue, in ring order. Nothing is written to the ring before every
+//! command of the submission is encoded (so an encoding error never leaves a half-written
+//! ring). With dependencies to collect or a queue move to make, `Stream::submit` does
+//! the same under the stream's lock with a `CmdBuf` (waits first, in packets of their
+//! own): `AqlQueue::submit` returns the packet count and the `Published`. The gfx9
+//! event wait (`Stream::wait_event`) encodes its whole BARRIER_VALUE packet before
+//! reserving; a kernel launch (`Stream::submit_packet`, `crate::launch`) builds its
+//! dispatch packet in the reserved slot (it needs the queue's kernarg ring, guarded by
+//! that lock) and is counted the same way.
 //!
 //! # Model
 //! Every stream owns a *timeline*: an `amd_signal_t` that starts at [`TIMELINE_BASE`] and
@@ -57,10 +67,11 @@ use std::time::Instant;
 
 use crate::callback::{MARKS_QUERY, MARK_CLOSED, MARK_FAILED, MARK_NULL_WAITS};
 use crate::cmd::{self, WaitCondition};
-use crate::cmdbuf::{Cmd, CmdBuf, MemWait, Target};
+use crate::cmdbuf::{Cmd, CmdBuf, MemWait, SmallIb, Target};
 use crate::device::{Device, DeviceInner};
 use crate::error::{Error, ErrorKind, Result, StaticError};
 use crate::queue::{AqlQueue, OneSlot, DEFAULT_RING_PACKETS};
+use crate::ring::Published;
 use crate::signal::Signal;
 use crate::sync::lock;
 use crate::types::{StreamFlags, WaitCompare, WriteValueFlags};
@@ -234,7 +245,7 @@ pub(crate) struct StreamInner {
     /// [`Signal::serial`] (its address is recycled as soon as the timeline is dropped, and
     /// another stream's timeline must never inherit this ordering); the weak reference
     /// lets entries of dropped timelines be pruned (nothing can ask about them then).
-    waited: Mutex<Vec<(u64, u64, Weak<Signal>)>>,
+    waited: WaitedList,
     error: Mutex<Option<String>>,
     pub(crate) state: Mutex<StreamState>,
     /// `state.queue`, readable without the lock (the single-command hot path): stored
@@ -249,6 +260,110 @@ pub(crate) struct StreamInner {
     pub(crate) sdma: Mutex<Option<crate::sdma::SdmaLink>>,
     /// The gfx9 wait kernel, once a wait needed it (`crate::waitkernel`).
     pub(crate) wait_kernel: crate::waitkernel::StreamSlot,
+}
+
+/// Timelines of a [`WaitedList`] kept in lock-free slots.
+const WAITED_SLOTS: usize = 8;
+
+/// A stream's waited list (`StreamInner::waited`): per other timeline (keyed on its
+/// [`Signal::serial`]), the furthest packet count the stream ordered itself after.
+///
+/// The first [`WAITED_SLOTS`] timelines get a slot each, read and raised without a lock
+/// (the event-wait hot path raises a known timeline's count under its queue's producer
+/// lock, not the stream's state lock); further timelines go to `more`, under its lock,
+/// pruned of dropped timelines as before. A slot is filled once (count, then serial with
+/// a release store) by a writer holding the stream's state lock, and never freed or
+/// reused: a writer that read a serial earlier could otherwise raise another timeline's
+/// count. Slots of dropped timelines only cost their place (nothing asks about them).
+struct WaitedList {
+    /// (serial, count); serial 0: free (filled in order, so the first free slot ends
+    /// the used ones).
+    slots: [(AtomicU64, AtomicU64); WAITED_SLOTS],
+    more: Mutex<Vec<(u64, u64, Weak<Signal>)>>,
+    /// `more` holds entries (readers skip its lock otherwise).
+    has_more: AtomicBool,
+}
+
+impl WaitedList {
+    fn new() -> Self {
+        WaitedList {
+            slots: std::array::from_fn(|_| (AtomicU64::new(0), AtomicU64::new(0))),
+            more: Mutex::new(Vec::new()),
+            has_more: AtomicBool::new(false),
+        }
+    }
+
+    /// The slot of timeline `serial`, if it has one.
+    #[inline(always)]
+    fn slot(&self, serial: u64) -> Option<&AtomicU64> {
+        for (t, target) in &self.slots {
+            let t = t.load(Ordering::Acquire);
+            if t == serial {
+                return Some(target);
+            }
+            if t == 0 {
+                break;
+            }
+        }
+        None
+    }
+
+    /// Raise timeline `serial`'s count to `target` if it has a slot (any thread): false
+    /// when it has none (the caller takes [`WaitedList::note`]).
+    #[inline(always)]
+    fn raise_slot(&self, serial: u64, target: u64) -> bool {
+        match self.slot(serial) {
+            Some(t) => {
+                t.fetch_max(target, Ordering::AcqRel);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Note `target` on `timeline`; the caller holds the stream's state lock (the one
+    /// writer that fills slots or touches `more`).
+    fn note(&self, timeline: &Arc<Signal>, target: u64) {
+        let id = timeline.serial();
+        if self.raise_slot(id, target) {
+            return;
+        }
+        if self.has_more.load(Ordering::Relaxed) {
+            let mut w = lock(&self.more);
+            if let Some(e) = w.iter_mut().find(|(t, _, _)| *t == id) {
+                e.1 = e.1.max(target);
+                return;
+            }
+        }
+        // A free slot (slots fill in order and are never freed: once all are used, new
+        // timelines go to `more` and an entry is only ever in one of the two).
+        if let Some((t, c)) = self
+            .slots
+            .iter()
+            .find(|(t, _)| t.load(Ordering::Relaxed) == 0)
+        {
+            c.store(target, Ordering::Relaxed);
+            t.store(id, Ordering::Release);
+            return;
+        }
+        let mut w = lock(&self.more);
+        if w.len() >= 16 {
+            w.retain(|(_, _, tl)| tl.strong_count() > 0);
+        }
+        w.push((id, target, Arc::downgrade(timeline)));
+        self.has_more.store(true, Ordering::Release);
+    }
+
+    /// Whether the count noted on timeline `serial` is at least `target`.
+    fn covers(&self, serial: u64, target: u64) -> bool {
+        if let Some(t) = self.slot(serial) {
+            return t.load(Ordering::Acquire) >= target;
+        }
+        self.has_more.load(Ordering::Acquire)
+            && lock(&self.more)
+                .iter()
+                .any(|&(t, c, _)| t == serial && c >= target)
+    }
 }
 
 /// The x86 compares of the idle predicates ([`StreamInner::quiescent`],
@@ -862,7 +977,7 @@ impl Stream {
                 as usize,
             queue_id: AtomicU32::new(queue.queue_id()),
             soft_failed: AtomicBool::new(false),
-            waited: Mutex::new(Vec::new()),
+            waited: WaitedList::new(),
             error: Mutex::new(None),
             cur: AtomicPtr::new(Arc::as_ptr(&queue).cast_mut()),
             on_dedicated: AtomicBool::new(dedicated),
@@ -1148,7 +1263,7 @@ impl Stream {
         }
         // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
         let q = unsafe { &*qp };
-        let slot = match q.reserve_one(&|| s.dev.poll_faults(s.gpu_index)) {
+        let slot = match q.reserve_one(|| s.dev.poll_faults(s.gpu_index)) {
             Ok(r) => r,
             Err(e) => return Err(self.publish_failed(e)),
         };
@@ -1190,10 +1305,14 @@ impl Stream {
             return Ok(());
         }
         let fault = || s.dev.poll_faults(s.gpu_index);
-        match q.submit_one(&cmd, s.timeline.handle(), &fault, || self.advance(qid, 1)) {
-            Ok(_) => Ok(()),
+        let r = match q.submit_one(&cmd, s.timeline.handle(), &fault) {
+            Ok(published) => {
+                self.account(qid, 1, published);
+                Ok(())
+            }
             Err(e) => Err(self.publish_failed(e)),
-        }
+        };
+        r
     }
 
     /// Submit one complete AQL packet that `build` makes once the queue is chosen and its
@@ -1230,7 +1349,8 @@ impl Stream {
             return Ok(false);
         };
         let qid = slot.queue_id();
-        slot.publish_header(header, s.timeline.handle(), || self.advance(qid, 1));
+        let published = slot.publish_header(header, s.timeline.handle());
+        self.account(qid, 1, published);
         Ok(true)
     }
 
@@ -1257,9 +1377,8 @@ impl Stream {
     #[inline(always)]
     pub(crate) fn publish_built(&self, slot: OneSlot<'_>, header: u32) {
         let qid = slot.queue_id();
-        slot.publish_header(header, self.inner.timeline.handle(), || {
-            self.advance(qid, 1)
-        });
+        let published = slot.publish_header(header, self.inner.timeline.handle());
+        self.account(qid, 1, published);
     }
 
     #[cold]
@@ -1303,7 +1422,7 @@ impl Stream {
         if !wbuf.is_empty() {
             self.publish(q, &[&wbuf], &fault)?;
         }
-        let slot = match q.reserve_one(&fault) {
+        let slot = match q.reserve_one(fault) {
             Ok(r) => r,
             Err(e) => return Err(self.publish_failed(e)),
         };
@@ -1381,19 +1500,18 @@ impl Stream {
         deps
     }
 
-    /// Remember that later work is ordered after `p` (for [`Stream::ordered_after`]).
+    /// [`Stream::note_waited`] for the recorded point `w` when its timeline has a slot in
+    /// the stream's waited list: raise the slot's count, true (no lock). False (nothing
+    /// noted): the note needs the stream's state lock and the timeline's `Arc`.
+    #[inline(always)]
+    fn note_waited_known(&self, w: &crate::event::RecordWords) -> bool {
+        self.inner.waited.raise_slot(w.serial, w.target)
+    }
+
+    /// Remember that later work is ordered after `p` (for [`Stream::ordered_after`]);
+    /// the caller holds the stream's state lock.
     fn note_waited(&self, p: &Point) {
-        let mut w = lock(&self.inner.waited);
-        let id = p.timeline.serial();
-        match w.iter_mut().find(|(t, _, _)| *t == id) {
-            Some(e) => e.1 = e.1.max(p.target),
-            None => {
-                if w.len() >= 16 {
-                    w.retain(|(_, _, tl)| tl.strong_count() > 0);
-                }
-                w.push((id, p.target, Arc::downgrade(&p.timeline)))
-            }
-        }
+        self.inner.waited.note(&p.timeline, p.target);
     }
 
     /// Move the stream to a dedicated queue when the commands may wait on something
@@ -1425,8 +1543,11 @@ impl Stream {
     ) -> Result<u64> {
         let s = &*self.inner;
         let qid = q.queue_id();
-        q.submit(bufs, s.timeline.handle(), fault, |n| self.advance(qid, n))
-            .map_err(|e| self.publish_failed(e))
+        match q.submit(bufs, s.timeline.handle(), fault) {
+            Ok((n, Some(published))) => Ok(self.account(qid, n, published)),
+            Ok((_, None)) => Ok(s.submitted.load(Ordering::Relaxed)),
+            Err(e) => Err(self.publish_failed(e)),
+        }
     }
 
     /// A publication failed: a fault that keeps the ring full becomes the stream's
@@ -1440,13 +1561,22 @@ impl Stream {
         e
     }
 
-    /// Account `n` published packets on queue `qid`; returns the new packet count.
-    #[inline]
+    /// Count `n` packets just published on queue `qid` while `published` still holds the
+    /// queue's producer lock (so the counts of streams sharing a queue, and of threads
+    /// sharing a stream, follow the ring order), then release it (which notifies the
+    /// backend). Returns the new packet count.
+    #[inline(always)]
+    fn account(&self, qid: u32, n: u64, published: Published<'_>) -> u64 {
+        let new = self.advance(qid, n);
+        drop(published);
+        new
+    }
+
+    /// Account `n` (> 0) published packets on queue `qid` (under the queue's producer
+    /// lock); returns the new packet count.
+    #[inline(always)]
     fn advance(&self, qid: u32, n: u64) -> u64 {
         let s = &*self.inner;
-        if n == 0 {
-            return s.submitted.load(Ordering::Relaxed);
-        }
         s.queue_id.store(qid, Ordering::Release);
         let new = s.submitted.load(Ordering::Relaxed) + n;
         s.submitted.store(new, Ordering::Release);
@@ -1545,15 +1675,13 @@ impl Stream {
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
         if bits == 32 {
-            // The hot path: WRITE_DATA encoded straight into the reserved slot's IB.
+            // The hot path: WRITE_DATA encoded, then a slot reserved and published.
             let t = self.inner.family;
+            let ib = SmallIb::write_data32(t, addr, value as u32);
             if let Some(slot) = self.reserve_fast(Place::Any)? {
                 let qid = slot.queue_id();
-                slot.publish_ib(
-                    self.inner.timeline.handle(),
-                    |ib| crate::cmdbuf::write_data32_into(t, addr, value as u32, ib),
-                    || self.advance(qid, 1),
-                );
+                let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
+                self.account(qid, 1, published);
                 return Ok(());
             }
             if let Some(c) = Cmd::write_mem32(t, addr, value as u32) {
@@ -1582,14 +1710,12 @@ impl Stream {
             WaitCompare::Nor if mask != u32::MAX => return Ok(()),
             WaitCompare::Nor => (CompareFn::NotEqual, !value, !value),
         };
-        // The hot path: WAIT_REG_MEM encoded straight into the reserved slot's IB.
+        // The hot path: WAIT_REG_MEM encoded, then a slot reserved and published.
+        let ib = SmallIb::wait_reg_mem32(function, addr, reference, mask);
         if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
             let qid = slot.queue_id();
-            slot.publish_ib(
-                self.inner.timeline.handle(),
-                |ib| crate::cmdbuf::wait_reg_mem32_into(function, addr, reference, mask, ib),
-                || self.advance(qid, 1),
-            );
+            let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
+            self.account(qid, 1, published);
             return Ok(());
         }
         self.wait_value32_slow(addr, value, cmp, mask)
@@ -1628,22 +1754,12 @@ impl Stream {
                 mask,
             } = c
             {
-                // The hot path: WAIT_REG_MEM encoded straight into the reserved slot's IB.
+                // The hot path: WAIT_REG_MEM encoded, then a slot reserved and published.
+                let ib = SmallIb::wait_reg_mem32(function, addr, reference as u32, mask as u32);
                 if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
                     let qid = slot.queue_id();
-                    slot.publish_ib(
-                        self.inner.timeline.handle(),
-                        |ib| {
-                            crate::cmdbuf::wait_reg_mem32_into(
-                                function,
-                                addr,
-                                reference as u32,
-                                mask as u32,
-                                ib,
-                            )
-                        },
-                        || self.advance(qid, 1),
-                    );
+                    let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
+                    self.account(qid, 1, published);
                     return Ok(());
                 }
             }
@@ -1673,6 +1789,26 @@ impl Stream {
     /// naming both devices; the dependency is never silently dropped. Wait for it on the
     /// host ([`crate::Event::synchronize`]) instead.
     pub fn wait_event(&self, event: &crate::event::Event, flags: u32) -> Result<()> {
+        if flags != 0 || !event.on_device(&self.inner.dev) {
+            return self.wait_event_refused(event, flags);
+        }
+        // The record's words, read without a lock or a reference count.
+        let Some(w) = event.recorded_words() else {
+            return Ok(());
+        };
+        if w.done {
+            return Ok(());
+        }
+        if let Some(r) = self.wait_words_fast(&w) {
+            return r;
+        }
+        self.wait_event_slow(event)
+    }
+
+    /// [`Stream::wait_event`]'s errors: flags, or an event of another [`Device`].
+    #[cold]
+    #[inline(never)]
+    fn wait_event_refused(&self, event: &crate::event::Event, flags: u32) -> Result<()> {
         if flags != 0 {
             return Err(Error::new(
                 ErrorKind::InvalidValue,
@@ -1680,19 +1816,25 @@ impl Stream {
                 format!("flags {flags:#x} must be 0"),
             ));
         }
-        if !event.on_device(&self.inner.dev) {
-            return Err(Error::new(
-                ErrorKind::InvalidValue,
-                "hipStreamWaitEvent",
-                format!(
-                    "the event belongs to device {}, the stream to device {}: a stream can \
-                     wait only for events of its own Device (synchronize the event on the \
-                     host instead)",
-                    event.device_name(),
-                    crate::event::device_name(&self.inner.dev)
-                ),
-            ));
-        }
+        Err(Error::new(
+            ErrorKind::InvalidValue,
+            "hipStreamWaitEvent",
+            format!(
+                "the event belongs to device {}, the stream to device {}: a stream can \
+                 wait only for events of its own Device (synchronize the event on the \
+                 host instead)",
+                event.device_name(),
+                crate::event::device_name(&self.inner.dev)
+            ),
+        ))
+    }
+
+    /// [`Stream::wait_event`] through the point (its timeline kept alive by a clone): the
+    /// record read again (this is the call's moment of capture when the fast path
+    /// declined, as it published and noted nothing).
+    #[cold]
+    #[inline(never)]
+    fn wait_event_slow(&self, event: &crate::event::Event) -> Result<()> {
         let Some(p) = event.recorded_point() else {
             return Ok(());
         };
@@ -1700,6 +1842,48 @@ impl Stream {
             return Ok(());
         }
         self.submit_wait(p)
+    }
+
+    /// The wait for a recorded point (not complete when read) without the stream's lock
+    /// or the timeline's `Arc`, where it is that simple: the stream on its dedicated queue
+    /// already (nothing to move), no implicit dependency, no callback hold to emit, the
+    /// wait one BARRIER_VALUE packet (gfx9) and the timeline with a slot in the stream's
+    /// waited list (its count raised without a lock; a new entry needs the state lock and
+    /// the timeline's `Arc`). The packet is built in the reserved slot. None: nothing
+    /// done, take the general path.
+    #[inline(always)]
+    fn wait_words_fast(&self, w: &crate::event::RecordWords) -> Option<Result<()>> {
+        let s = &*self.inner;
+        if s.family.has_wait_reg_mem64() {
+            return None;
+        }
+        // On its dedicated queue (`on_dedicated` checked by `reserve_fast`), `cur` is final.
+        let qp = s.cur.load(Ordering::Acquire);
+        // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`); a
+        // tagged pointer is only read for its queue id here (the tag is bit 0).
+        let qid = unsafe { &*qp.map_addr(|a| a & !1) }.queue_id();
+        if w.queue_id == qid {
+            // In this queue's order already (as `submit_wait` decides, after noting it).
+            if !(s.on_dedicated.load(Ordering::Acquire) && self.note_waited_known(w)) {
+                return None;
+            }
+            return Some(Ok(()));
+        }
+        // Encoded whole before the slot is reserved.
+        let packet =
+            crate::cmdbuf::barrier_value_point_packet(w.handle, w.threshold(), s.timeline.handle());
+        let slot = match self.reserve_fast(Place::Dedicated) {
+            Ok(Some(slot)) => slot,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        if slot.queue_id() != qid || !self.note_waited_known(w) {
+            // Dropped: nothing published.
+            return None;
+        }
+        let published = slot.publish_packet(&packet);
+        self.account(qid, 1, published);
+        Some(Ok(()))
     }
 
     /// The stream's completion point now: all work enqueued so far.
@@ -1737,9 +1921,22 @@ impl Stream {
         if id == self.inner.timeline.serial() {
             return true;
         }
-        let w = lock(&self.inner.waited);
-        w.iter()
-            .any(|&(t, target, _)| t == id && target >= p.target)
+        self.inner.waited.covers(id, p.target)
+    }
+
+    /// The point an event record captures when it needs no packet (no timestamp, no
+    /// implicit null-stream wait to place, no callback hold to emit, no sticky error):
+    /// the stream's packet count and last queue, two loads. None: take
+    /// [`Stream::record`].
+    #[inline(always)]
+    pub(crate) fn record_fast(&self) -> Option<(u64, u32)> {
+        let s = &*self.inner;
+        if !self.no_implicit_deps() || s.cb.hold_pending() {
+            return None;
+        }
+        let target = s.submitted.load(Ordering::Acquire);
+        let queue_id = s.queue_id.load(Ordering::Acquire);
+        Some((target, queue_id))
     }
 
     /// Record a completion point (what an event captures), with an optional timestamp
@@ -2052,5 +2249,86 @@ impl DeviceInner {
         let gpu_id = self.gpus.get(gpu_index)?.gpu_id;
         let f = lock(&self.faults);
         f.iter().find(|(g, _)| *g == gpu_id).map(|(_, d)| d.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryKind;
+    use crate::types::EventFlags;
+
+    /// The waited list: the first timelines in lock-free slots (raised in place, any
+    /// number of times), the rest in the locked overflow, pruned of dropped timelines;
+    /// counts only rise, and no timeline answers for another.
+    #[test]
+    fn waited_list_slots_and_overflow() {
+        let dev = Device::open_for_test("emu:mi300x");
+        let sig = || Arc::new(Signal::new(&dev.inner.signals, 0).unwrap());
+        let w = WaitedList::new();
+        let mut tls: Vec<Arc<Signal>> = (0..WAITED_SLOTS + 12).map(|_| sig()).collect();
+        for (i, t) in tls.iter().enumerate() {
+            w.note(t, 10 + i as u64);
+        }
+        for (i, t) in tls.iter().enumerate() {
+            let id = t.serial();
+            assert!(
+                w.covers(id, 10 + i as u64) && !w.covers(id, 11 + i as u64),
+                "{i}"
+            );
+            // Lock-free raise only for the slotted timelines.
+            assert_eq!(w.raise_slot(id, 5), i < WAITED_SLOTS, "{i}");
+            // Never lowered.
+            assert!(w.covers(id, 10 + i as u64), "{i} after a lower raise");
+            w.note(t, 100 + i as u64);
+            assert!(w.covers(id, 100 + i as u64), "{i} raised");
+        }
+        assert!(!w.covers(sig().serial(), 0), "an unknown timeline");
+        // Drop the overflow's timelines; new ones prune them instead of growing the list.
+        let kept = tls.split_off(WAITED_SLOTS);
+        let dropped: Vec<u64> = kept.iter().map(|t| t.serial()).collect();
+        drop(kept);
+        let fresh: Vec<Arc<Signal>> = (0..20).map(|_| sig()).collect();
+        for t in &fresh {
+            w.note(t, 7);
+        }
+        assert!(lock(&w.more).len() <= 20, "pruned: {}", lock(&w.more).len());
+        assert!(fresh.iter().all(|t| w.covers(t.serial(), 7)));
+        assert!(dropped.iter().all(|&id| !w.covers(id, 0)), "pruned entries");
+        assert!(tls.iter().all(|t| w.covers(t.serial(), 100)));
+    }
+
+    /// The lock-free event wait keeps the stream's waited list current, as
+    /// `ordered_after` (the stream-ordered allocator's ReuseFollowEventDependencies) needs:
+    /// after each wait for a later record of the same stream, the waiter is ordered after
+    /// that record, and not after the recording stream's work enqueued since.
+    #[test]
+    fn fast_event_waits_are_remembered_for_ordered_after() {
+        let dev = Device::open_for_test("emu:mi300x");
+        let mem = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        let gate = mem.atomic_u32(0).unwrap();
+        let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+        let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
+        let t = std::time::Duration::from_secs(20);
+        for round in 0..4u32 {
+            // Held: the record is pending when b waits (a complete one is no wait).
+            a.wait_value32(mem.va(), round + 1, WaitCompare::Gte, u32::MAX)
+                .unwrap();
+            ev.record(&a).unwrap();
+            let p = a.point_now();
+            assert!(!b.ordered_after(&p), "round {round}: not yet");
+            b.wait_event(&ev, 0).unwrap();
+            assert!(b.ordered_after(&p), "round {round}: after the wait");
+            a.write_value32(mem.va() + 4, round, WriteValueFlags::DEFAULT)
+                .unwrap();
+            assert!(
+                !b.ordered_after(&a.point_now()),
+                "round {round}: a's later work"
+            );
+            gate.store(round + 1, Ordering::Release);
+            a.synchronize_timeout(t).unwrap();
+            b.synchronize_timeout(t).unwrap();
+        }
+        assert!(b.has_dedicated_queue());
     }
 }
