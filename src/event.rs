@@ -103,6 +103,16 @@ impl RecordCell {
     /// for a few stores, so a busy one is waited for (spinning, then yielding).
     #[inline(always)]
     fn write_lock(&self) -> u64 {
+        match self.try_write_lock() {
+            Some(s) => s,
+            None => self.write_lock_slow(),
+        }
+    }
+
+    /// One attempt at the write side: the even sequence number it held, or None while
+    /// another writer holds it.
+    #[inline(always)]
+    fn try_write_lock(&self) -> Option<u64> {
         let s = self.seq.load(Ordering::Relaxed);
         if s & 1 == 0
             && self
@@ -112,9 +122,9 @@ impl RecordCell {
         {
             // The stores that follow must not become visible before the odd `seq`.
             std::sync::atomic::fence(Ordering::Release);
-            return s;
+            return Some(s);
         }
-        self.write_lock_slow()
+        None
     }
 
     #[cold]
@@ -122,14 +132,7 @@ impl RecordCell {
     fn write_lock_slow(&self) -> u64 {
         let mut spins = 0u32;
         loop {
-            let s = self.seq.load(Ordering::Relaxed);
-            if s & 1 == 0
-                && self
-                    .seq
-                    .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                std::sync::atomic::fence(Ordering::Release);
+            if let Some(s) = self.try_write_lock() {
                 return s;
             }
             spins += 1;

@@ -1881,6 +1881,15 @@ mod tests {
         );
     }
 
+    /// The first 15 i32 of a test kernel's output buffer.
+    fn first_i32s(out: &Buffer) -> Vec<i32> {
+        let mut b = vec![0u8; 15 * 4];
+        out.read(0, &mut b).unwrap();
+        b.chunks(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
     fn open(spec: &str) -> Device {
         Device::open_spec(&DeviceSpec::parse(spec).unwrap()).unwrap()
     }
@@ -2245,13 +2254,7 @@ mod tests {
         let dev = open("emu:mi300x");
         let s = dev.create_stream(0).unwrap();
         let out = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
-        let read_out = || {
-            let mut b = vec![0u8; 15 * 4];
-            out.read(0, &mut b).unwrap();
-            b.chunks(4)
-                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-                .collect::<Vec<_>>()
-        };
+        let read_out = || first_i32s(&out);
         // Code object v5 (hidden arguments after the explicit ones: block counts, group
         // sizes, remainders, offsets, grid dims) and v4 (none: the dispatch packet).
         for (version, flags) in [(5, &[][..]), (4, &["-mcode-object-version=4"][..])] {
@@ -2340,13 +2343,7 @@ mod tests {
         let dev = open("emu:mi300x");
         let s = dev.create_stream(0).unwrap();
         let out = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
-        let read_out = || {
-            let mut b = vec![0u8; 15 * 4];
-            out.read(0, &mut b).unwrap();
-            b.chunks(4)
-                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-                .collect::<Vec<_>>()
-        };
+        let read_out = || first_i32s(&out);
         let last_packet = |s: &Stream| {
             let q = s.current_queue();
             q.packet_words(q.next_index() - 1)

@@ -935,16 +935,7 @@ mod tests {
     }
 
     fn cache(mem: Arc<TestMemory>) -> (GpuEngines, MemCache) {
-        let cfg = EngineConfig {
-            gpu_id: 7,
-            family: pm4::GfxFamily::Gfx9,
-            sdma_version: pm4::SdmaVersion::ALL[0],
-            num_sdma_engines: 1,
-            clock_hz: 0,
-            num_xcc: 1,
-            gfx_target_version: 0,
-            sramecc: false,
-        };
+        let cfg = EngineConfig::for_unit_test(pm4::GfxFamily::Gfx9, 1);
         let engines = GpuEngines::new(cfg, mem, Arc::new(CountingInterrupts::default()));
         let mc = MemCache::new(engines.inner.clone());
         (engines, mc)

@@ -279,6 +279,24 @@ pub struct EngineConfig {
     pub sramecc: bool,
 }
 
+#[cfg(test)]
+impl EngineConfig {
+    /// The configuration the engine's unit tests use: GPU 7, one SDMA engine of the
+    /// first version, the default clock, no shader model.
+    pub(crate) fn for_unit_test(family: pm4::GfxFamily, num_xcc: u32) -> EngineConfig {
+        EngineConfig {
+            gpu_id: 7,
+            family,
+            sdma_version: pm4::SdmaVersion::ALL[0],
+            num_sdma_engines: 1,
+            clock_hz: 0,
+            num_xcc,
+            gfx_target_version: 0,
+            sramecc: false,
+        }
+    }
+}
+
 /// The reason a kernel dispatch faults its queue on a GPU without a shader model (the
 /// shader core, `crate::shader`, runs gfx90a and gfx942; other targets fault with this).
 pub const ISA_NOT_SUPPORTED: &str = "ISA execution not supported by the emulator";

@@ -1430,16 +1430,7 @@ mod tests {
             data.store_u32(DATA_VA + 4 * u64::from(i), i).unwrap();
         }
         let irq = Arc::new(CountingInterrupts::default());
-        let cfg = EngineConfig {
-            gpu_id: 7,
-            family,
-            sdma_version: pm4::SdmaVersion::ALL[0],
-            num_sdma_engines: 1,
-            clock_hz: 0,
-            num_xcc,
-            gfx_target_version: 0,
-            sramecc: false,
-        };
+        let cfg = EngineConfig::for_unit_test(family, num_xcc);
         let engines = GpuEngines::new(cfg, mem.clone(), irq.clone());
         let inner = engines.inner.clone();
         let mut mc = MemCache::new(inner.clone());
@@ -2059,16 +2050,7 @@ mod tests {
         ib_next
             .write(IB_VA + 4096, bytemuck::cast_slice(&wv[2..]))
             .unwrap();
-        let cfg = EngineConfig {
-            gpu_id: 7,
-            family: GfxFamily::Gfx9,
-            sdma_version: pm4::SdmaVersion::ALL[0],
-            num_sdma_engines: 1,
-            clock_hz: 0,
-            num_xcc: 1,
-            gfx_target_version: 0,
-            sramecc: false,
-        };
+        let cfg = EngineConfig::for_unit_test(GfxFamily::Gfx9, 1);
         let irq = Arc::new(CountingInterrupts::default());
         let engines = GpuEngines::new(cfg, mem.clone(), irq);
         let inner = engines.inner.clone();
