@@ -1849,8 +1849,8 @@ impl Stream {
     /// already (nothing to move), no implicit dependency, no callback hold to emit, the
     /// wait one BARRIER_VALUE packet (gfx9) and the timeline with a slot in the stream's
     /// waited list (its count raised without a lock; a new entry needs the state lock and
-    /// the timeline's `Arc`). The packet is built in the reserved slot. None: nothing
-    /// done, take the general path.
+    /// the timeline's `Arc`). The packet is encoded whole (`cmdbuf`) before the slot is
+    /// reserved. None: nothing done, take the general path.
     #[inline(always)]
     fn wait_words_fast(&self, w: &crate::event::RecordWords) -> Option<Result<()>> {
         let s = &*self.inner;
