@@ -151,6 +151,13 @@ pub(crate) struct QueuePools {
     pub(crate) null_used: AtomicBool,
     /// Streams destroyed while busy, kept until their work completes.
     pub(crate) graveyard: Mutex<Vec<Arc<StreamInner>>>,
+    /// Signals a queued packet may still write, released by their owner early (a timing
+    /// event's timestamp cell, re-recorded or destroyed before its record's work ran),
+    /// each with the point after that packet: kept until it is reached
+    /// ([`QueuePools::keep_until`]), so the slot goes to no other signal before.
+    kept: Mutex<Vec<(Point, Arc<Signal>)>>,
+    /// `kept` is not empty (`reap` skips its lock otherwise).
+    has_kept: AtomicBool,
     /// Set by the fault watcher once a fault is recorded (read by `poll_faults`).
     faulted: AtomicBool,
     /// Whether the device's fault watcher thread was started.
@@ -167,6 +174,8 @@ impl QueuePools {
             null: Mutex::new(Vec::new()),
             null_used: AtomicBool::new(false),
             graveyard: Mutex::new(Vec::new()),
+            kept: Mutex::new(Vec::new()),
+            has_kept: AtomicBool::new(false),
             faulted: AtomicBool::new(false),
             watcher: AtomicBool::new(false),
         }
@@ -195,10 +204,29 @@ impl QueuePools {
         Ok(qs[*rr].clone())
     }
 
-    /// Drop destroyed streams whose work has completed.
+    /// Drop destroyed streams whose work has completed, and the signals kept for packets
+    /// that have run.
     pub(crate) fn reap(&self) {
         let mut g = lock(&self.graveyard);
         g.retain(|s| !s.idle());
+        drop(g);
+        if self.has_kept.load(Ordering::Acquire) {
+            let mut k = lock(&self.kept);
+            k.retain(|(p, _)| !p.done());
+            self.has_kept.store(!k.is_empty(), Ordering::Release);
+        }
+    }
+
+    /// Keep `sig` until `p` is reached (a packet before `p` may still write it; see
+    /// `kept`); at once when `p` has been.
+    pub(crate) fn keep_until(&self, p: Point, sig: Arc<Signal>) {
+        if p.done() {
+            return;
+        }
+        let mut k = lock(&self.kept);
+        k.retain(|(p, _)| !p.done());
+        k.push((p, sig));
+        self.has_kept.store(true, Ordering::Release);
     }
 }
 
