@@ -37,6 +37,15 @@
 //! an event record captures `(timeline, k)` and needs no packet unless it takes a
 //! timestamp; a query is two atomic loads.
 //!
+//! A wait on another stream's point is a packet that names that stream's timeline by
+//! address and reads it whenever the CP gets to it. So the waiter keeps the timeline
+//! until its wait has run: a destroyed event and stream (destroyed while busy, a stream
+//! lives until its work completes, then its timeline's slot goes back to the signal pool,
+//! to be reset to TIMELINE_BASE by the next `Signal::new`) must not leave a queued wait
+//! watching a new stream's counter. The timelines in the waiter's waited-list slots are
+//! kept for the waiter's life (the lock-free event wait takes no reference), the others
+//! until the waiter's timeline passes its waits (`StreamState::holds`).
+//!
 //! # Hardware queues and blocking commands
 //! Streams share a pool of at most `KFDRT_MAX_HW_QUEUES` (default 4) AQL queues per GPU
 //! and priority, assigned round robin, as CLR multiplexes streams. A hardware queue runs
