@@ -2199,10 +2199,19 @@ impl Drop for Stream {
         if s.is_null {
             return;
         }
-        if !s.idle() && (!s.failed() || s.soft_failed.load(Ordering::Acquire)) {
-            // Destroy while busy: return at once; keep the stream (its timeline and
-            // dedicated queue) until its work completes.
-            lock(&s.dev.pools.graveyard).push(s.clone());
+        if !s.idle() {
+            if !s.failed() || s.soft_failed.load(Ordering::Acquire) {
+                // Destroy while busy: return at once; keep the stream (its timeline and
+                // dedicated queue) until its work completes.
+                lock(&s.dev.pools.graveyard).push(s.clone());
+            } else {
+                // Failed by a GPU fault: its work may never complete, so the stream is not
+                // kept. But the fault may have been another queue's: a shared queue that
+                // did not fault still runs the stream's packets, each decrementing the
+                // timeline as it completes, so the timeline (not its slot's next owner)
+                // is kept until they have (for the device's life if they never do).
+                s.dev.pools.keep_until(s.point(), s.timeline.clone());
+            }
         }
         s.dev.pools.reap();
     }
@@ -2588,6 +2597,62 @@ mod tests {
             !reused,
             "x's timeline slot was reused while a wait on it was queued"
         );
+    }
+
+    /// A stream failed by a GPU fault elsewhere on its GPU and destroyed while busy is not
+    /// kept (its work may never complete), but its shared queue did not fault and still
+    /// runs its packets, each decrementing the stream's timeline as it completes: the
+    /// timeline's slot must not go to a new stream before they have (the new stream's
+    /// counter would start below TIMELINE_BASE: its points complete early).
+    #[test]
+    #[cfg(feature = "emulator")]
+    fn a_failed_streams_timeline_outlives_its_queued_packets() {
+        let b = Arc::new(kfd_emu::EmuBackend::from_spec("emu:mi300x").unwrap());
+        let dev = Device::with_backend(b.clone()).unwrap();
+        let mem = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        let t = std::time::Duration::from_secs(10);
+        let x = dev.create_stream(0).unwrap();
+        let f = dev.create_stream(0).unwrap();
+        assert_ne!(x.hw_queue_id(), f.hw_queue_id());
+        // 0x1000 is unmapped: f's queue faults (x's does not).
+        f.write_value32(0x1000, 1, WriteValueFlags::DEFAULT)
+            .unwrap();
+        let t0 = Instant::now();
+        while !matches!(f.query(), Err(e) if e.kind() == ErrorKind::LaunchFailure) {
+            assert!(t0.elapsed() < t, "the fault was never seen");
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        // x's work stays queued on its shared queue while the engines are paused.
+        b.pause_engines();
+        x.write_value32(mem.va(), 1, WriteValueFlags::DEFAULT)
+            .unwrap();
+        x.write_value32(mem.va() + 4, 2, WriteValueFlags::DEFAULT)
+            .unwrap();
+        assert!(!x.has_dedicated_queue());
+        let e = x.query().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LaunchFailure, "{e}");
+        let (x_slot, x_queue) = (x.timeline().handle(), x.hw_queue_id());
+        drop(x);
+        let c = dev
+            .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+            .unwrap();
+        let reused = c.timeline().handle() == x_slot;
+        // A stream behind x's packets on x's queue: once it is done, so are they.
+        let y = (0..8)
+            .map(|_| dev.create_stream(0).unwrap())
+            .find(|y| y.hw_queue_id() == x_queue)
+            .expect("a stream on x's shared queue");
+        y.write_value32(mem.va() + 8, 3, WriteValueFlags::DEFAULT)
+            .unwrap();
+        b.resume_engines();
+        y.synchronize_timeout(t).unwrap();
+        assert_eq!(word(&mem, 1).load(Ordering::Acquire), 2, "x's work ran");
+        assert_eq!(
+            c.timeline().load(),
+            TIMELINE_BASE,
+            "the new stream's timeline is its own (x's slot reused: {reused})"
+        );
+        assert!(!reused);
     }
 
     /// The lock-free event wait keeps the stream's waited list current, as
