@@ -66,7 +66,7 @@ impl Recorded {
 
 impl Drop for Event {
     /// `hipEventDestroy`: the record's timestamp cell outlives a pending timestamp packet
-    /// ([`Recorded::release`]).
+    /// (`Recorded::release`).
     fn drop(&mut self) {
         let rec = self.rec.get_mut().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(r) = rec {
