@@ -46,6 +46,35 @@ struct Recorded {
     ts: Option<Arc<Signal>>,
 }
 
+impl Recorded {
+    /// Let the record's signals go, `target` being its point's count. The timestamp cell
+    /// is written by a packet of the recording stream (before the point), by address: if
+    /// the point is not reached, the device keeps the cell until it is, or its slot could
+    /// go to another event's cell first and that packet overwrite its timestamp.
+    fn release(self, dev: &DeviceInner, target: u64) {
+        if let Some(ts) = self.ts {
+            let p = Point {
+                timeline: self.timeline,
+                target,
+                queue_id: 0,
+                gpu_index: self.gpu_index,
+            };
+            dev.pools.keep_until(p, ts);
+        }
+    }
+}
+
+impl Drop for Event {
+    /// `hipEventDestroy`: the record's timestamp cell outlives a pending timestamp packet
+    /// (`Recorded::release`).
+    fn drop(&mut self) {
+        let rec = self.rec.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(r) = rec {
+            r.release(&self.dev, *self.cell.target.get_mut());
+        }
+    }
+}
+
 /// The words of an event's last record, readable without a lock: a sequence lock
 /// (`seq` odd while a writer changes them; a reader retries when it moved). Every
 /// writer takes `seq` (compare-exchange to odd); a writer that changes the timeline
@@ -318,6 +347,7 @@ impl Event {
             let mut rec = lock(&self.rec);
             let c = &self.cell;
             let s = c.write_lock();
+            let old_target = c.target.load(Ordering::Relaxed);
             c.serial.store(point.timeline.serial(), Ordering::Relaxed);
             c.handle.store(point.timeline.handle(), Ordering::Relaxed);
             c.store_point(point.target, point.queue_id);
@@ -327,10 +357,12 @@ impl Event {
                 ts,
             });
             c.write_unlock(s, true);
-            old
+            old.map(|o| (o, old_target))
         };
         // The previous record's signals go back to their pool outside the locks.
-        drop(old);
+        if let Some((o, target)) = old {
+            o.release(&self.dev, target);
+        }
         Ok(())
     }
 

@@ -37,6 +37,15 @@
 //! an event record captures `(timeline, k)` and needs no packet unless it takes a
 //! timestamp; a query is two atomic loads.
 //!
+//! A wait on another stream's point is a packet that names that stream's timeline by
+//! address and reads it whenever the CP gets to it. So the waiter keeps the timeline
+//! until its wait has run: a destroyed event and stream (destroyed while busy, a stream
+//! lives until its work completes, then its timeline's slot goes back to the signal pool,
+//! to be reset to TIMELINE_BASE by the next `Signal::new`) must not leave a queued wait
+//! watching a new stream's counter. The timelines in the waiter's waited-list slots are
+//! kept for the waiter's life (the lock-free event wait takes no reference), the others
+//! until the waiter's timeline passes its waits (`StreamState::holds`).
+//!
 //! # Hardware queues and blocking commands
 //! Streams share a pool of at most `KFDRT_MAX_HW_QUEUES` (default 4) AQL queues per GPU
 //! and priority, assigned round robin, as CLR multiplexes streams. A hardware queue runs
@@ -151,6 +160,13 @@ pub(crate) struct QueuePools {
     pub(crate) null_used: AtomicBool,
     /// Streams destroyed while busy, kept until their work completes.
     pub(crate) graveyard: Mutex<Vec<Arc<StreamInner>>>,
+    /// Signals a queued packet may still write, released by their owner early (a timing
+    /// event's timestamp cell, re-recorded or destroyed before its record's work ran),
+    /// each with the point after that packet: kept until it is reached
+    /// ([`QueuePools::keep_until`]), so the slot goes to no other signal before.
+    kept: Mutex<Vec<(Point, Arc<Signal>)>>,
+    /// `kept` is not empty (`reap` skips its lock otherwise).
+    has_kept: AtomicBool,
     /// Set by the fault watcher once a fault is recorded (read by `poll_faults`).
     faulted: AtomicBool,
     /// Whether the device's fault watcher thread was started.
@@ -167,6 +183,8 @@ impl QueuePools {
             null: Mutex::new(Vec::new()),
             null_used: AtomicBool::new(false),
             graveyard: Mutex::new(Vec::new()),
+            kept: Mutex::new(Vec::new()),
+            has_kept: AtomicBool::new(false),
             faulted: AtomicBool::new(false),
             watcher: AtomicBool::new(false),
         }
@@ -195,10 +213,29 @@ impl QueuePools {
         Ok(qs[*rr].clone())
     }
 
-    /// Drop destroyed streams whose work has completed.
+    /// Drop destroyed streams whose work has completed, and the signals kept for packets
+    /// that have run.
     pub(crate) fn reap(&self) {
         let mut g = lock(&self.graveyard);
         g.retain(|s| !s.idle());
+        drop(g);
+        if self.has_kept.load(Ordering::Acquire) {
+            let mut k = lock(&self.kept);
+            k.retain(|(p, _)| !p.done());
+            self.has_kept.store(!k.is_empty(), Ordering::Release);
+        }
+    }
+
+    /// Keep `sig` until `p` is reached (a packet before `p` may still write it; see
+    /// `kept`); at once when `p` has been.
+    pub(crate) fn keep_until(&self, p: Point, sig: Arc<Signal>) {
+        if p.done() {
+            return;
+        }
+        let mut k = lock(&self.kept);
+        k.retain(|(p, _)| !p.done());
+        k.push((p, sig));
+        self.has_kept.store(true, Ordering::Release);
     }
 }
 
@@ -210,6 +247,15 @@ pub(crate) struct StreamState {
     /// The shared queue the stream left for its dedicated one: kept alive for
     /// [`StreamInner::cur`] readers that loaded it before the move.
     retired: Option<Arc<AqlQueue>>,
+    /// Other timelines this stream's queued waits read that its waited list's slots do
+    /// not keep ([`WaitedList`]), each with the stream's packet count when the waits were
+    /// in the ring: kept until the stream's timeline reaches that count
+    /// ([`Stream::hold_waited`]). A wait packet reads its signal by address whenever the
+    /// CP gets to it, and a dropped signal's slot goes to the next `Signal::new`, reset to
+    /// its new owner's value: a wait still queued would then watch another stream's
+    /// counter (never reaching the threshold: a hang; or reaching it at an unrelated
+    /// moment).
+    holds: Vec<(Arc<Signal>, u64)>,
 }
 
 /// The state behind a [`Stream`] handle.
@@ -274,7 +320,17 @@ const WAITED_SLOTS: usize = 8;
 /// pruned of dropped timelines as before. A slot is filled once (count, then serial with
 /// a release store) by a writer holding the stream's state lock, and never freed or
 /// reused: a writer that read a serial earlier could otherwise raise another timeline's
-/// count. Slots of dropped timelines only cost their place (nothing asks about them).
+/// count.
+///
+/// A slot also keeps its timeline's [`Signal`] alive (`kept`) for the stream's life (a
+/// stream destroyed while busy lives until its work is complete): the wait packets the
+/// lock-free event wait publishes (`Stream::wait_words_fast`, only for a timeline with a
+/// slot) name the signal by address, and a wait still queued when the waited stream and
+/// event are destroyed must read that signal, not the next owner of its slot (reset to
+/// TIMELINE_BASE). So the hot path takes no reference and the CP never reads a recycled
+/// slot; the cost is at most [`WAITED_SLOTS`] signals per stream outliving their streams.
+/// Timelines in `more` are only weakly referenced: their waits are held by the stream's
+/// `StreamState::holds` until the stream is past them.
 struct WaitedList {
     /// (serial, count); serial 0: free (filled in order, so the first free slot ends
     /// the used ones).
@@ -282,6 +338,9 @@ struct WaitedList {
     more: Mutex<Vec<(u64, u64, Weak<Signal>)>>,
     /// `more` holds entries (readers skip its lock otherwise).
     has_more: AtomicBool,
+    /// The timelines of the filled slots, kept alive (see above); touched only when a
+    /// slot is filled.
+    kept: Mutex<Vec<Arc<Signal>>>,
 }
 
 impl WaitedList {
@@ -290,6 +349,7 @@ impl WaitedList {
             slots: std::array::from_fn(|_| (AtomicU64::new(0), AtomicU64::new(0))),
             more: Mutex::new(Vec::new()),
             has_more: AtomicBool::new(false),
+            kept: Mutex::new(Vec::new()),
         }
     }
 
@@ -321,6 +381,11 @@ impl WaitedList {
         }
     }
 
+    /// Whether timeline `serial` has a slot (then the list keeps it alive).
+    fn keeps(&self, serial: u64) -> bool {
+        self.slot(serial).is_some()
+    }
+
     /// Note `target` on `timeline`; the caller holds the stream's state lock (the one
     /// writer that fills slots or touches `more`).
     fn note(&self, timeline: &Arc<Signal>, target: u64) {
@@ -342,6 +407,9 @@ impl WaitedList {
             .iter()
             .find(|(t, _)| t.load(Ordering::Relaxed) == 0)
         {
+            // Kept before the serial is published: a lock-free waiter that finds the
+            // serial relies on the slot keeping its signal.
+            lock(&self.kept).push(timeline.clone());
             c.store(target, Ordering::Relaxed);
             t.store(id, Ordering::Release);
             return;
@@ -986,6 +1054,7 @@ impl Stream {
                 dedicated,
                 overflow: false,
                 retired: None,
+                holds: Vec::new(),
             }),
             sdma: Mutex::new(None),
             wait_kernel: Default::default(),
@@ -1312,6 +1381,7 @@ impl Stream {
             }
             Err(e) => Err(self.publish_failed(e)),
         };
+        self.hold_waited(&mut st, Deps::One(p), qid);
         r
     }
 
@@ -1403,25 +1473,14 @@ impl Stream {
         if !st.dedicated && !matches!(deps, Deps::None) {
             self.place(&mut st, Place::Any, &deps)?;
         }
+        if !matches!(deps, Deps::None) {
+            let qid = st.queue.queue_id();
+            let waits = self.publish_waits(&st.queue, &deps, None);
+            self.hold_waited(&mut st, deps, qid);
+            waits?;
+        }
         let q = &st.queue;
-        let qid = q.queue_id();
         let fault = || s.dev.poll_faults(s.gpu_index);
-        let mut wbuf = CmdBuf::new(s.family);
-        for p in deps
-            .as_slice()
-            .iter()
-            .filter(|p| p.queue_id != qid && !p.done())
-        {
-            if wbuf.is_full() {
-                self.publish(q, &[&wbuf], &fault)?;
-                wbuf = CmdBuf::new(s.family);
-            }
-            crate::callback::note_line_wait(&s.dev, p, qid);
-            wbuf.wait_point(p.timeline.handle(), p.threshold())?;
-        }
-        if !wbuf.is_empty() {
-            self.publish(q, &[&wbuf], &fault)?;
-        }
         let slot = match q.reserve_one(fault) {
             Ok(r) => r,
             Err(e) => return Err(self.publish_failed(e)),
@@ -1465,10 +1524,24 @@ impl Stream {
                 &empty
             }
         };
-        let fault = || s.dev.poll_faults(s.gpu_index);
         if matches!(deps, Deps::None) {
+            let fault = || s.dev.poll_faults(s.gpu_index);
             return self.publish(q, &[cmds], &fault);
         }
+        let r = self.publish_waits(q, &deps, Some(cmds));
+        self.hold_waited(&mut st, deps, qid);
+        r
+    }
+
+    /// Publish a wait on `q` for each point of `deps` outside `q`'s order and not complete
+    /// (several packets when they do not fit one), followed by `cmds` if given (with the
+    /// last waits, in one reservation). Returns the stream's packet count after them.
+    /// The caller holds the state lock and then calls [`Stream::hold_waited`], whatever
+    /// the outcome (a failure may come after some waits were published).
+    fn publish_waits(&self, q: &AqlQueue, deps: &Deps, cmds: Option<&CmdBuf>) -> Result<u64> {
+        let s = &*self.inner;
+        let qid = q.queue_id();
+        let fault = || s.dev.poll_faults(s.gpu_index);
         let waits = deps
             .as_slice()
             .iter()
@@ -1482,7 +1555,43 @@ impl Stream {
             crate::callback::note_line_wait(&s.dev, p, qid);
             wbuf.wait_point(p.timeline.handle(), p.threshold())?;
         }
-        self.publish(q, &[&wbuf, cmds], &fault)
+        match cmds {
+            Some(c) => self.publish(q, &[&wbuf, c], &fault),
+            None if !wbuf.is_empty() => self.publish(q, &[&wbuf], &fault),
+            None => Ok(s.submitted.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Keep the timelines of `deps` that this stream's queue `qid` may have queued waits
+    /// on (every point outside `qid`'s order: a point complete now may still be read by a
+    /// wait published while it was not) until the stream's timeline reaches its packet
+    /// count now, which covers those waits (published under the state lock the caller
+    /// holds); timelines the waited list keeps for the stream's life need no hold. Entries
+    /// the stream is past are dropped first, so the list holds at most the waits in
+    /// flight. See `StreamState::holds` for why.
+    fn hold_waited(&self, st: &mut StreamState, deps: Deps, qid: u32) {
+        let s = &*self.inner;
+        let first_new = st.holds.len();
+        let mut keep = |p: Point| {
+            if p.queue_id != qid && !s.waited.keeps(p.timeline.serial()) {
+                st.holds.push((p.timeline, 0));
+            }
+        };
+        match deps {
+            Deps::None => return,
+            Deps::One(p) => keep(p),
+            Deps::Many(v) => v.into_iter().for_each(keep),
+        }
+        if st.holds.len() == first_new {
+            return;
+        }
+        // Counted under the producer lock after the waits were published (concurrent
+        // lock-free submissions only raise it).
+        let until = s.submitted.load(Ordering::Acquire);
+        let done = (TIMELINE_BASE - s.timeline.load()) as u64;
+        let new = st.holds.split_off(first_new);
+        st.holds.retain(|&(_, n)| n > done);
+        st.holds.extend(new.into_iter().map(|(tl, _)| (tl, until)));
     }
 
     /// Dependencies of the next submission: `extra` and the implicit null-stream ones,
@@ -2090,10 +2199,19 @@ impl Drop for Stream {
         if s.is_null {
             return;
         }
-        if !s.idle() && (!s.failed() || s.soft_failed.load(Ordering::Acquire)) {
-            // Destroy while busy: return at once; keep the stream (its timeline and
-            // dedicated queue) until its work completes.
-            lock(&s.dev.pools.graveyard).push(s.clone());
+        if !s.idle() {
+            if !s.failed() || s.soft_failed.load(Ordering::Acquire) {
+                // Destroy while busy: return at once; keep the stream (its timeline and
+                // dedicated queue) until its work completes.
+                lock(&s.dev.pools.graveyard).push(s.clone());
+            } else {
+                // Failed by a GPU fault: its work may never complete, so the stream is not
+                // kept. But the fault may have been another queue's: a shared queue that
+                // did not fault still runs the stream's packets, each decrementing the
+                // timeline as it completes, so the timeline (not its slot's next owner)
+                // is kept until they have (for the device's life if they never do).
+                s.dev.pools.keep_until(s.point(), s.timeline.clone());
+            }
         }
         s.dev.pools.reap();
     }
@@ -2296,6 +2414,245 @@ mod tests {
         assert!(fresh.iter().all(|t| w.covers(t.serial(), 7)));
         assert!(dropped.iter().all(|&id| !w.covers(id, 0)), "pruned entries");
         assert!(tls.iter().all(|t| w.covers(t.serial(), 100)));
+    }
+
+    /// Word `i` of `mem` (gates and outputs of the timeline-reuse tests).
+    fn word(mem: &crate::memory::Buffer, i: usize) -> &std::sync::atomic::AtomicU32 {
+        mem.atomic_u32(4 * i).unwrap()
+    }
+
+    /// Reap destroyed streams until none is left (their work is complete or about to be).
+    fn reap_all(dev: &Device) {
+        let t = Instant::now();
+        loop {
+            dev.inner.pools.reap();
+            if lock(&dev.inner.pools.graveyard).is_empty() {
+                return;
+            }
+            assert!(
+                t.elapsed().as_secs() < 20,
+                "a destroyed stream never finished"
+            );
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
+    /// One round of the timeline-reuse hazard on `b`: stream `a` (held by gate word `ga`)
+    /// writes 1 to word `out` and records an event; `b` (held by gate word `gb`) waits for
+    /// it, then writes 2 to word `out + 1`. The event and `a` are destroyed while `b`'s
+    /// wait is pending; `a`'s work completes and `a` is reaped; a new stream `c` is
+    /// created (the signal pool hands out the slot freed last first). Then `b` runs: its
+    /// wait must still be on `a`'s (completed) timeline, not on `c`'s counter, which
+    /// starts again at TIMELINE_BASE (a wait on it never passes: `b` would hang).
+    fn destroyed_waited_timeline_round(
+        dev: &Device,
+        b: &Stream,
+        mem: &crate::memory::Buffer,
+        ga: usize,
+        gb: usize,
+        out: usize,
+    ) {
+        let t = std::time::Duration::from_secs(10);
+        let va = |i: usize| mem.va() + 4 * i as u64;
+        let a = dev.create_stream(0).unwrap();
+        a.wait_value32(va(ga), 1, WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        a.write_value32(va(out), 1, WriteValueFlags::DEFAULT)
+            .unwrap();
+        let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
+        ev.record(&a).unwrap();
+        b.wait_value32(va(gb), 1, WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        b.wait_event(&ev, 0).unwrap();
+        b.write_value32(va(out + 1), 2, WriteValueFlags::DEFAULT)
+            .unwrap();
+        let a_slot = a.timeline().handle();
+        let serial = a.timeline().serial();
+        assert!(
+            b.inner.waited.keeps(serial)
+                || lock(&b.inner.state)
+                    .holds
+                    .iter()
+                    .any(|(t, _)| t.serial() == serial),
+            "b keeps a's timeline"
+        );
+        // hipEventDestroy, hipStreamDestroy (busy: returns at once, the work still runs).
+        drop(ev);
+        drop(a);
+        word(mem, ga).store(1, Ordering::Release);
+        reap_all(dev);
+        assert_eq!(word(mem, out).load(Ordering::Acquire), 1, "a's work ran");
+        let c = dev.create_stream(0).unwrap();
+        let reused = c.timeline().handle() == a_slot;
+        assert_eq!(word(mem, out + 1).load(Ordering::Acquire), 0, "b is held");
+        word(mem, gb).store(1, Ordering::Release);
+        let r = b.synchronize_timeout(t);
+        assert!(
+            r.is_ok(),
+            "b's wait on the destroyed stream's completed work never passed ({r:?}); the \
+             new stream's timeline took its signal slot: {reused}"
+        );
+        assert_eq!(
+            word(mem, out + 1).load(Ordering::Acquire),
+            2,
+            "b ran after a"
+        );
+        assert!(
+            !reused,
+            "a's timeline slot was reused while b's wait on it was queued"
+        );
+        c.synchronize_timeout(t).unwrap();
+    }
+
+    /// A queued wait on another stream's timeline keeps that timeline's signal slot from
+    /// being reused until the waiter is past it: the event and the stream destroyed while
+    /// the wait is queued behind a gate, a new stream created before it runs. First for a
+    /// timeline the waiter keeps in its waited list's lock-free slots, then, with those all
+    /// taken, for one in the overflow (held only until the waiter's timeline passes it).
+    #[test]
+    fn a_queued_wait_keeps_a_destroyed_streams_timeline() {
+        let dev = Device::open_for_test("emu:mi300x");
+        let mem = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        let b = dev.create_stream(0).unwrap();
+        destroyed_waited_timeline_round(&dev, &b, &mem, 0, 1, 2);
+        // Fill the rest of b's waited slots (pending records: a complete one is no wait).
+        let held: Vec<Stream> = (1..WAITED_SLOTS)
+            .map(|_| {
+                let x = dev.create_stream(0).unwrap();
+                x.wait_value32(mem.va() + 4 * 10, 1, WaitCompare::Gte, u32::MAX)
+                    .unwrap();
+                let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
+                ev.record(&x).unwrap();
+                b.wait_event(&ev, 0).unwrap();
+                x
+            })
+            .collect();
+        assert!(b
+            .inner
+            .waited
+            .slots
+            .iter()
+            .all(|(t, _)| t.load(Ordering::Acquire) != 0));
+        word(&mem, 10).store(1, Ordering::Release);
+        for x in &held {
+            x.synchronize_timeout(std::time::Duration::from_secs(10))
+                .unwrap();
+        }
+        destroyed_waited_timeline_round(&dev, &b, &mem, 20, 21, 22);
+        destroyed_waited_timeline_round(&dev, &b, &mem, 30, 31, 32);
+        // The overflow rounds' holds: the first one's, which b is past, went when the
+        // second was added.
+        let holds = lock(&b.inner.state).holds.len();
+        assert_eq!(holds, 1, "holds b is past are dropped");
+    }
+
+    /// The legacy null stream's implicit wait on a blocking stream keeps that stream's
+    /// timeline as an event wait does: the null stream's wait on blocking stream `x` is
+    /// queued behind its wait for a gated non-blocking stream `y`; `x` is destroyed, its
+    /// work completes and it is reaped, and a new stream is created before the null stream
+    /// reaches the wait.
+    #[test]
+    fn a_null_stream_implicit_wait_keeps_a_destroyed_streams_timeline() {
+        let dev = Device::open_for_test("emu:mi300x");
+        let mem = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        let t = std::time::Duration::from_secs(10);
+        let va = |i: usize| mem.va() + 4 * i as u64;
+        let n = dev.null_stream(0).unwrap();
+        let x = dev.create_stream(0).unwrap();
+        let y = dev
+            .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+            .unwrap();
+        x.wait_value32(va(0), 1, WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        x.write_value32(va(2), 1, WriteValueFlags::DEFAULT).unwrap();
+        y.wait_value32(va(1), 1, WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
+        ev.record(&y).unwrap();
+        // The null stream's waits: y's record (the explicit one, first), then x's work.
+        n.wait_event(&ev, 0).unwrap();
+        n.write_value32(va(3), 2, WriteValueFlags::DEFAULT).unwrap();
+        let x_slot = x.timeline().handle();
+        drop(x);
+        word(&mem, 0).store(1, Ordering::Release);
+        reap_all(&dev);
+        assert_eq!(word(&mem, 2).load(Ordering::Acquire), 1, "x's work ran");
+        let c = dev
+            .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+            .unwrap();
+        let reused = c.timeline().handle() == x_slot;
+        word(&mem, 1).store(1, Ordering::Release);
+        let r = n.synchronize_timeout(t);
+        assert!(
+            r.is_ok(),
+            "the null stream's wait on the destroyed stream's completed work never passed \
+             ({r:?}); the new stream's timeline took its signal slot: {reused}"
+        );
+        assert_eq!(
+            word(&mem, 3).load(Ordering::Acquire),
+            2,
+            "the null stream ran"
+        );
+        assert!(
+            !reused,
+            "x's timeline slot was reused while a wait on it was queued"
+        );
+    }
+
+    /// A stream failed by a GPU fault elsewhere on its GPU and destroyed while busy is not
+    /// kept (its work may never complete), but its shared queue did not fault and still
+    /// runs its packets, each decrementing the stream's timeline as it completes: the
+    /// timeline's slot must not go to a new stream before they have (the new stream's
+    /// counter would start below TIMELINE_BASE: its points complete early).
+    #[test]
+    #[cfg(feature = "emulator")]
+    fn a_failed_streams_timeline_outlives_its_queued_packets() {
+        let b = Arc::new(kfd_emu::EmuBackend::from_spec("emu:mi300x").unwrap());
+        let dev = Device::with_backend(b.clone()).unwrap();
+        let mem = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        let t = std::time::Duration::from_secs(10);
+        let x = dev.create_stream(0).unwrap();
+        let f = dev.create_stream(0).unwrap();
+        assert_ne!(x.hw_queue_id(), f.hw_queue_id());
+        // 0x1000 is unmapped: f's queue faults (x's does not).
+        f.write_value32(0x1000, 1, WriteValueFlags::DEFAULT)
+            .unwrap();
+        let t0 = Instant::now();
+        while !matches!(f.query(), Err(e) if e.kind() == ErrorKind::LaunchFailure) {
+            assert!(t0.elapsed() < t, "the fault was never seen");
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        // x's work stays queued on its shared queue while the engines are paused.
+        b.pause_engines();
+        x.write_value32(mem.va(), 1, WriteValueFlags::DEFAULT)
+            .unwrap();
+        x.write_value32(mem.va() + 4, 2, WriteValueFlags::DEFAULT)
+            .unwrap();
+        assert!(!x.has_dedicated_queue());
+        let e = x.query().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LaunchFailure, "{e}");
+        let (x_slot, x_queue) = (x.timeline().handle(), x.hw_queue_id());
+        drop(x);
+        let c = dev
+            .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
+            .unwrap();
+        let reused = c.timeline().handle() == x_slot;
+        // A stream behind x's packets on x's queue: once it is done, so are they.
+        let y = (0..8)
+            .map(|_| dev.create_stream(0).unwrap())
+            .find(|y| y.hw_queue_id() == x_queue)
+            .expect("a stream on x's shared queue");
+        y.write_value32(mem.va() + 8, 3, WriteValueFlags::DEFAULT)
+            .unwrap();
+        b.resume_engines();
+        y.synchronize_timeout(t).unwrap();
+        assert_eq!(word(&mem, 1).load(Ordering::Acquire), 2, "x's work ran");
+        assert_eq!(
+            c.timeline().load(),
+            TIMELINE_BASE,
+            "the new stream's timeline is its own (x's slot reused: {reused})"
+        );
+        assert!(!reused);
     }
 
     /// The lock-free event wait keeps the stream's waited list current, as

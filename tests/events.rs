@@ -282,3 +282,40 @@ fn wait_on_a_record_of_a_destroyed_stream() {
         ev.wait_timeout(SYNC).unwrap();
     }
 }
+
+/// A timing event's timestamp cell outlives a record whose timestamp packet is still
+/// queued: the event re-recorded elsewhere, or destroyed, must not hand the cell to the
+/// next event while the packet can still write it (it would overwrite that event's
+/// timestamp with a later one). The next timing records take the cell freed last.
+#[test]
+fn a_queued_timestamp_keeps_its_cell() {
+    let dev = emu("emu:mi300x");
+    let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    for destroy in [false, true] {
+        let g = Gate::new(&dev);
+        g.hold(&a);
+        let e1 = dev.create_event(EventFlags::DEFAULT).unwrap();
+        e1.record(&a).unwrap();
+        if destroy {
+            drop(e1);
+        } else {
+            e1.record(&b).unwrap();
+        }
+        let (e2, e3) = (
+            dev.create_event(EventFlags::DEFAULT).unwrap(),
+            dev.create_event(EventFlags::DEFAULT).unwrap(),
+        );
+        e2.record(&b).unwrap();
+        e3.record(&b).unwrap();
+        b.synchronize_timeout(SYNC).unwrap();
+        let before = Event::elapsed_ms(&e2, &e3).unwrap();
+        assert!(before >= 0.0, "{before}");
+        g.open();
+        a.synchronize_timeout(SYNC).unwrap();
+        assert_eq!(
+            Event::elapsed_ms(&e2, &e3).unwrap(),
+            before,
+            "e2's timestamp stays (destroyed: {destroy})"
+        );
+    }
+}

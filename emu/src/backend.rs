@@ -269,6 +269,23 @@ impl EmuBackend {
         }
     }
 
+    /// Stop executing packets on every engine of every GPU, as a queue eviction does
+    /// ([`crate::engine::GpuEngines::pause`]; doorbells are remembered) until
+    /// [`EmuBackend::resume_engines`]. A test hook: work stays queued, deterministically,
+    /// while the test rearranges the runtime around it.
+    pub fn pause_engines(&self) {
+        for g in &self.emu.gpus {
+            g.engines.pause();
+        }
+    }
+
+    /// Undo [`EmuBackend::pause_engines`].
+    pub fn resume_engines(&self) {
+        for g in &self.emu.gpus {
+            g.engines.resume();
+        }
+    }
+
     /// How many [`Backend::host_signal_written`] notifications the device received.
     pub fn host_signal_notifications(&self) -> u64 {
         self.host_signals.load(Ordering::Relaxed)
