@@ -425,8 +425,11 @@ impl Backend for EmuBackend {
 
     fn host_signal_written(&self, queue_id: u32) {
         self.host_signals.fetch_add(1, Ordering::Relaxed);
-        // Re-poll the queue's barrier dependencies now (the engine wakes as for a doorbell).
-        self.doorbell_written(queue_id);
+        // Re-poll the queue's barrier dependencies now: no doorbell value changed, so the
+        // engine is woken through its counter (it may watch doorbell values only).
+        if let Some(gpu) = self.queue_gpu(queue_id) {
+            gpu.engines.repoll(queue_id);
+        }
     }
 
     unsafe fn release_svm_mapping(

@@ -2048,3 +2048,81 @@ fn aql_pm4_ib_slot_is_released_from_its_fetched_header() {
         "released from the fetched header, not the IB's write"
     );
 }
+
+/// Submits `n` barrier packets one at a time, each waited for, with gaps that cross the
+/// CP's idle spin windows (so it is spinning, parked, or just parking when a doorbell
+/// arrives); returns the CP's doorbell counter before and after the loop.
+fn doorbells_across_parks(gpu: &Gpu, n: usize) -> (u64, u64) {
+    let sigs = gpu.alloc(4096);
+    let mut q = Queue::new(gpu, QueueKind::Aql, 64 * 64, 7, 100);
+    // The queue's first doorbell goes through the counter (the engine learns the cell).
+    q.submit_aql(gpu, &barrier_and(&[], 0));
+    q.wait_idle();
+    let before = gpu.eng.doorbell_counter();
+    let gaps = [0u64, 3, 30, 150, 2_000];
+    for i in 0..n {
+        let done = signal(&sigs, (i % 64) as u64, 1, None);
+        q.submit_aql(gpu, &barrier_and(&[], done));
+        assert!(
+            wait_until(|| sig_value(&sigs, done) == 0),
+            "doorbell {i} was not seen"
+        );
+        std::thread::sleep(Duration::from_micros(gaps[i % gaps.len()]));
+    }
+    q.wait_idle();
+    (before, gpu.eng.doorbell_counter())
+}
+
+/// Where the process can issue expedited memory barriers, the CP watches its queues'
+/// doorbell values: no doorbell after a queue's first one touches the engine's counter,
+/// and none is lost whether the CP is running, spinning or parked when it arrives.
+#[test]
+fn watched_doorbells_wake_the_cp_without_its_counter() {
+    let gpu = Gpu::new();
+    let (before, after) = doorbells_across_parks(&gpu, 100);
+    if gpu.eng.doorbell_watch() {
+        assert_eq!(after, before, "a watched doorbell bumped the counter");
+    } else {
+        // No membarrier here: every doorbell takes the counter.
+        assert!(after >= before + 100, "counter {before} -> {after}");
+    }
+}
+
+/// With the watch off every doorbell bumps the counter, and none is lost either.
+#[test]
+fn unwatched_doorbells_bump_the_counter() {
+    let gpu = Gpu::new();
+    assert!(!gpu.eng.set_doorbell_watch(false));
+    assert!(!gpu.eng.doorbell_watch());
+    let (before, after) = doorbells_across_parks(&gpu, 40);
+    assert!(after >= before + 40, "counter {before} -> {after}");
+}
+
+/// A re-poll request (the host wrote memory a blocked packet waits on; no doorbell value
+/// changed) reaches a CP that watches doorbells: with the periodic re-poll off, only the
+/// request resumes the blocked barrier.
+#[test]
+fn repoll_resumes_a_blocked_barrier_without_a_doorbell() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 100);
+    let dep = signal(&sigs, 0, 1, None);
+    let done = signal(&sigs, 1, 1, None);
+    q.submit_aql(&gpu, &barrier_and(&[dep], done));
+    std::thread::sleep(Duration::from_millis(20));
+    gpu.eng.set_blocked_repoll(false);
+    // The switch itself kicks the engine once: let that re-poll pass first.
+    std::thread::sleep(Duration::from_millis(20));
+    sigs.store_u64(dep + 8, 0).unwrap();
+    // Long enough for the CP to park: nothing re-polls the barrier on its own now.
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        sig_value(&sigs, done),
+        1,
+        "resumed without a re-poll request"
+    );
+    gpu.eng.repoll(q.id);
+    assert!(wait_until(|| sig_value(&sigs, done) == 0));
+    gpu.eng.set_blocked_repoll(true);
+    q.wait_idle();
+}

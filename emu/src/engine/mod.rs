@@ -87,7 +87,7 @@ use memio::MemCache;
 use sched::{EngineShared, QueueShared};
 
 pub use pin::CP_CPU_ENV;
-pub use sched::IDLE_SPIN;
+pub use sched::{DOORBELL_WATCH_ENV, IDLE_SPIN};
 
 /// Queue ids below this have a slot in the lock-free doorbell table (KFD's queue ids are
 /// below `MAX_QUEUES_PER_PROCESS` = 1024).
@@ -392,7 +392,13 @@ impl GpuEngines {
                 } else {
                     format!("kfd-emu-sdma{}-{:x}", i - 1, cfg.gpu_id)
                 };
-                Arc::new(EngineShared::new(name))
+                let e = EngineShared::new(name);
+                // The CP watches its doorbells where the process can (sched.rs docs).
+                if i == 0 {
+                    e.watch
+                        .store(sched::doorbell_watch_available(), Ordering::Relaxed);
+                }
+                Arc::new(e)
             })
             .collect();
         let clock = GpuClock::new(cfg.clock_hz);
@@ -531,9 +537,12 @@ impl GpuEngines {
             .map(|(q, _)| q.cu_mask.lock().unwrap_or_else(|e| e.into_inner()).clone())
     }
 
-    /// A doorbell was written for `queue_id`: wake its engine. Lock-free for ids below
-    /// [`DOORBELL_TABLE`]: two atomic stores, one atomic increment, and an unpark only
-    /// when the engine thread is parked.
+    /// A doorbell was written for `queue_id` (its new value already stored in the
+    /// queue's doorbell): wake its engine. Lock-free for ids below [`DOORBELL_TABLE`]: a
+    /// queue's first doorbell marks it rung and bumps the engine's counter; later ones,
+    /// on an engine that watches its doorbells, only read whether the engine is parked
+    /// (no store, no read-modify-write), else bump the counter; an unpark only when the
+    /// engine thread is parked.
     #[inline]
     pub fn doorbell(&self, queue_id: u32) {
         if let Some(slot) = self.inner.doorbells.get(queue_id as usize) {
@@ -541,14 +550,55 @@ impl GpuEngines {
             // SAFETY: a non-null route points at an engine of `inner.engines`, which lives
             // as long as the table (see `DoorbellSlot`).
             if let Some(eng) = unsafe { e.as_ref() } {
-                if !slot.rung.load(Ordering::Relaxed) {
+                if slot.rung.load(Ordering::Relaxed) {
+                    eng.kick_doorbell();
+                } else {
                     slot.rung.store(true, Ordering::Release);
+                    eng.kick();
                 }
-                eng.kick();
             }
             return;
         }
         self.doorbell_untabled(queue_id);
+    }
+
+    /// Wake `queue_id`'s engine to poll its queues again without a new doorbell value
+    /// (the host wrote memory a blocked packet may wait on): always through the engine's
+    /// counter, which it checks whether or not it watches doorbells.
+    pub fn repoll(&self, queue_id: u32) {
+        if let Some((_, ei)) = self.lookup(queue_id) {
+            if let Some(eng) = self.inner.engines.get(ei) {
+                eng.kick();
+            }
+        }
+    }
+
+    /// Whether the CP watches its queues' doorbell values, so that a doorbell costs the
+    /// submitter no atomic read-modify-write (see the `sched` module: needs
+    /// `membarrier(2)`; off with `KFDRT_EMU_DOORBELL_WATCH=0`).
+    pub fn doorbell_watch(&self) -> bool {
+        self.inner
+            .engines
+            .first()
+            .is_some_and(|e| e.watch.load(Ordering::Relaxed))
+    }
+
+    /// Turn the CP's doorbell watch off (or back on where the process supports it; the
+    /// returned value says whether it is on). For comparisons and tests: call it before
+    /// the first queue is added.
+    pub fn set_doorbell_watch(&self, on: bool) -> bool {
+        let on = on && sched::doorbell_watch_available();
+        if let Some(e) = self.inner.engines.first() {
+            e.watch.store(on, Ordering::SeqCst);
+        }
+        on
+    }
+
+    /// How many times the CP's doorbell counter was bumped (queue list, pause and
+    /// re-poll requests, first doorbells, and every doorbell when it does not watch
+    /// them): introspection for tests and comparisons.
+    pub fn doorbell_counter(&self) -> u64 {
+        self.inner.engines.first().map_or(0, |e| e.doorbell_count())
     }
 
     /// [`GpuEngines::doorbell`] of a queue id past [`DOORBELL_TABLE`] (out of line: the

@@ -165,6 +165,15 @@ impl QueueExec {
     }
 
     /// The doorbell's 64-bit value, once a doorbell was rung.
+    /// The doorbell's value as stored, rung or not (0 without a cell): the engine's
+    /// doorbell watch sums these (`sched::doorbell_state`).
+    #[inline]
+    pub(crate) fn doorbell_raw(&self) -> u64 {
+        // SAFETY: as in `doorbell_value`: an aligned qword of `_doorbell`'s live memory.
+        self.doorbell_cell
+            .map_or(0, |p| unsafe { p.as_ref() }.load(Ordering::Relaxed))
+    }
+
     pub(crate) fn doorbell_value(&self, mem: &MemCache) -> Option<u64> {
         let rung = match mem.inner().doorbells.get(self.shared.id as usize) {
             Some(slot) => slot.rung.load(Ordering::Acquire),

@@ -13,6 +13,22 @@
 //! are `SeqCst`, so at least one side sees the other: either the engine sees the new count
 //! and does not park, or the doorbell sees `parked` and unparks (`Thread::unpark` keeps a
 //! token, so an unpark that lands before `park()` is not lost either).
+//!
+//! The CP watches its queues' doorbells themselves (as a CP sees the doorbell writes, not
+//! an emulator counter) when the process can issue expedited memory barriers
+//! (`membarrier(2)`, [`doorbell_watch_available`]): a doorbell on a queue that was rung
+//! before then only reads `parked` (a plain load, no read-modify-write: a locked
+//! instruction on a line the engine polls costs the submitting thread a cross-core round
+//! trip on every doorbell). The engine's change check is the counter plus the sum of its
+//! queues' doorbell values (each only grows while its queue lives; a queue list change
+//! bumps the list generation, which is checked beside it). Lost wake-ups: the engine
+//! stores `parked`, issues `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` (every running
+//! thread of the process executes a full barrier before it returns), then re-reads the
+//! doorbells; a submitter stores the doorbell, then reads `parked`. If the submitter's read
+//! saw 0, the barrier on its CPU came after that read, so its earlier doorbell store is
+//! visible to the engine's re-read; otherwise it unparks the engine. (The asymmetric
+//! fence of liburcu and folly: the cost sits on the rare side, the park.) Without
+//! membarrier (an old kernel, a seccomp filter) every doorbell takes the counter path.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -195,6 +211,13 @@ pub(crate) struct EngineShared {
     ack: Mutex<u64>,
     ack_cv: Condvar,
     doorbells: AtomicU64,
+    /// The engine watches its queues' doorbell values (see the module docs): a doorbell
+    /// of a queue rung before takes [`EngineShared::kick_doorbell`]'s plain path. Set
+    /// before the engine's first queue is added ([`GpuEngines::set_doorbell_watch`]);
+    /// cleared for good if a park's memory barrier ever fails.
+    ///
+    /// [`GpuEngines::set_doorbell_watch`]: super::GpuEngines::set_doorbell_watch
+    pub(crate) watch: AtomicBool,
     /// Non-zero while the thread is parked or about to park (see the module docs):
     /// [`PARKED_TIMED`] waiting for a blocked queue's next poll, [`PARKED_IDLE`] idle.
     parked: AtomicU8,
@@ -219,6 +242,7 @@ impl EngineShared {
             ack: Mutex::new(0),
             ack_cv: Condvar::new(),
             doorbells: AtomicU64::new(0),
+            watch: AtomicBool::new(false),
             parked: AtomicU8::new(0),
             kicker_cpu: AtomicI32::new(-1),
             paused: AtomicBool::new(false),
@@ -285,15 +309,44 @@ impl EngineShared {
         self.doorbells.fetch_add(1, Ordering::SeqCst);
         let parked = self.parked.load(Ordering::SeqCst);
         if parked != 0 {
-            if let Some(t) = self.thread.get() {
-                if parked == PARKED_IDLE {
-                    // Read by the engine's idle window rule after `park` returns (unpark
-                    // orders the store); a timed park has no window to adapt.
-                    self.kicker_cpu
-                        .store(super::pin::current_cpu(), Ordering::Relaxed);
-                }
-                t.unpark();
+            self.unpark(parked);
+        }
+    }
+
+    /// A doorbell whose value the caller has just stored in a queue's doorbell cell (a
+    /// queue rung before, so the engine knows the cell): when the engine watches its
+    /// doorbells, it sees the store itself and only a parked engine needs waking (see the
+    /// module docs for why the plain load of `parked` cannot miss a park); otherwise
+    /// [`EngineShared::kick`].
+    #[inline]
+    pub(crate) fn kick_doorbell(&self) {
+        if !self.watch.load(Ordering::Relaxed) {
+            return self.kick();
+        }
+        // The doorbell store comes first in program order; the engine's barrier orders it.
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        let parked = self.parked.load(Ordering::Relaxed);
+        if parked != 0 {
+            self.unpark(parked);
+        }
+    }
+
+    /// The doorbell counter (see [`super::GpuEngines::doorbell_counter`]).
+    pub(crate) fn doorbell_count(&self) -> u64 {
+        self.doorbells.load(Ordering::Relaxed)
+    }
+
+    /// Unparks the thread, which stored `parked` (non-zero).
+    #[cold]
+    fn unpark(&self, parked: u8) {
+        if let Some(t) = self.thread.get() {
+            if parked == PARKED_IDLE {
+                // Read by the engine's idle window rule after `park` returns (unpark
+                // orders the store); a timed park has no window to adapt.
+                self.kicker_cpu
+                    .store(super::pin::current_cpu(), Ordering::Relaxed);
             }
+            t.unpark();
         }
     }
 
@@ -411,7 +464,42 @@ struct Slot {
     idle_db: Option<u64>,
 }
 
-/// Parks the thread (until `deadline`, if any) unless a doorbell arrived since `seen_db`.
+/// Whether this process can have its engines watch doorbells: registered once for
+/// `MEMBARRIER_CMD_PRIVATE_EXPEDITED` (Linux 4.14), unless `KFDRT_EMU_DOORBELL_WATCH=0`.
+pub(crate) fn doorbell_watch_available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        use rustix::thread::{membarrier, membarrier_query, MembarrierCommand, MembarrierQuery};
+        std::env::var_os(DOORBELL_WATCH_ENV).is_none_or(|v| v != "0")
+            && membarrier_query().contains(MembarrierQuery::PRIVATE_EXPEDITED)
+            && membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok()
+    })
+}
+
+/// `KFDRT_EMU_DOORBELL_WATCH=0`: every doorbell bumps the engine's counter (for
+/// comparisons; see [`doorbell_watch_available`]).
+pub const DOORBELL_WATCH_ENV: &str = "KFDRT_EMU_DOORBELL_WATCH";
+
+/// The longest an engine parks when its park's memory barrier failed (the watch is then
+/// off for later doorbells; one that read `watch` before may still skip the counter).
+const UNFENCED_PARK: Duration = Duration::from_millis(1);
+
+/// What the engine compares to notice doorbells: its counter, plus the sum of its queues'
+/// doorbell values when it watches them (each only grows while its queue is listed).
+#[inline]
+fn doorbell_state(me: &EngineShared, slots: &[Slot], watch: bool) -> u64 {
+    let mut v = me.doorbells.load(Ordering::Acquire);
+    if watch {
+        for s in slots {
+            v = v.wrapping_add(s.exec.doorbell_raw());
+        }
+    }
+    v
+}
+
+/// Parks the thread (until `deadline`, if any) unless a doorbell arrived since `seen_db`
+/// (the engine's [`doorbell_state`] over `slots`).
+#[allow(clippy::too_many_arguments)]
 fn park(
     me: &EngineShared,
     mem: &mut MemCache,
@@ -419,6 +507,7 @@ fn park(
     index: usize,
     seen_db: u64,
     deadline: Option<Instant>,
+    slots: &[Slot],
 ) {
     if mem.tr.on {
         let t = inner.stamp();
@@ -438,7 +527,17 @@ fn park(
         PARKED_IDLE
     };
     me.parked.store(how, Ordering::SeqCst);
-    if me.doorbells.load(Ordering::SeqCst) == seen_db && !me.shutdown.load(Ordering::Acquire) {
+    let watch = me.watch.load(Ordering::Relaxed);
+    let mut deadline = deadline;
+    if watch {
+        use rustix::thread::{membarrier, MembarrierCommand};
+        if membarrier(MembarrierCommand::PrivateExpedited).is_err() {
+            me.watch.store(false, Ordering::SeqCst);
+            let cap = Instant::now() + UNFENCED_PARK;
+            deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
+        }
+    }
+    if doorbell_state(me, slots, watch) == seen_db && !me.shutdown.load(Ordering::Acquire) {
         match deadline {
             Some(t) => std::thread::park_timeout(t.saturating_duration_since(Instant::now())),
             None => std::thread::park(),
@@ -523,12 +622,14 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         }
         if me.paused.load(Ordering::Acquire) {
             mem.wakes.flush();
-            let db = me.doorbells.load(Ordering::Acquire);
-            park(&me, &mut mem, &inner, index, db, None);
+            let db = doorbell_state(&me, &slots, me.watch.load(Ordering::Relaxed));
+            park(&me, &mut mem, &inner, index, db, None, &slots);
             continue;
         }
 
-        let db = me.doorbells.load(Ordering::Acquire);
+        // Read once per round: `park` may clear it, never set it.
+        let watch = me.watch.load(Ordering::Relaxed);
+        let db = doorbell_state(&me, &slots, watch);
         let kicked = db != seen_db;
         seen_db = db;
 
@@ -586,7 +687,12 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                     wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
                     continue;
                 }
-                let db_before = me.doorbells.load(Ordering::Relaxed);
+                // The counter, plus this queue's own doorbell when the engine watches them.
+                let db_before = me.doorbells.load(Ordering::Relaxed).wrapping_add(if watch {
+                    s.exec.doorbell_raw()
+                } else {
+                    0
+                });
                 if sweeps > 1 && s.idle_db == Some(db_before) {
                     continue;
                 }
@@ -657,7 +763,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         }
         // Not progressing: nothing holds the wake-ups back any longer.
         mem.wakes.flush();
-        if me.doorbells.load(Ordering::Acquire) != seen_db
+        if doorbell_state(&me, &slots, watch) != seen_db
             || me.list_gen.load(Ordering::Acquire) != seen_gen
         {
             continue;
@@ -668,7 +774,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 if t <= now {
                     std::thread::yield_now();
                 } else {
-                    park(&me, &mut mem, &inner, index, seen_db, Some(t));
+                    park(&me, &mut mem, &inner, index, seen_db, Some(t), &slots);
                 }
             }
             None => {
@@ -679,7 +785,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 let mut woke = false;
                 'spin: while t0.elapsed() < idle_spin {
                     for _ in 0..64 {
-                        if me.doorbells.load(Ordering::Relaxed) != seen_db
+                        if doorbell_state(&me, &slots, watch) != seen_db
                             || me.list_gen.load(Ordering::Relaxed) != seen_gen
                             || me.shutdown.load(Ordering::Relaxed)
                         {
@@ -694,7 +800,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 } else {
                     let parked = Instant::now();
                     me.kicker_cpu.store(-1, Ordering::Relaxed);
-                    park(&me, &mut mem, &inner, index, seen_db, None);
+                    park(&me, &mut mem, &inner, index, seen_db, None, &slots);
                     let slept = parked.elapsed();
                     if !pinned {
                         idle_spin = idle_spin_after_wake(
