@@ -476,8 +476,9 @@ pub(crate) fn doorbell_watch_available() -> bool {
     })
 }
 
-/// `KFDRT_EMU_DOORBELL_WATCH=0`: every doorbell bumps the engine's counter (for
-/// comparisons; see [`doorbell_watch_available`]).
+/// `KFDRT_EMU_DOORBELL_WATCH=0`: every doorbell bumps the emulated CP's wake-up counter
+/// (for comparisons; read once per process). By default the CP watches its queues'
+/// doorbell values where `membarrier(2)` allows ([`super::GpuEngines::doorbell_watch`]).
 pub const DOORBELL_WATCH_ENV: &str = "KFDRT_EMU_DOORBELL_WATCH";
 
 /// The longest an engine parks when its park's memory barrier failed (the watch is then
