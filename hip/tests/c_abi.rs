@@ -232,7 +232,7 @@ fn answers_match_clr_5_2_measured() {
         .collect();
     let got: Vec<&str> = out.lines().collect();
     assert_eq!(got, want, "stderr:\n{err}");
-    assert_eq!(want.len(), 165);
+    assert_eq!(want.len(), 167);
 }
 
 /// `tests/c/exit_calls.cpp`: HIP calls from a global object's destructor and from a

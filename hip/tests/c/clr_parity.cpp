@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+#include <atomic>
 #define P(x) printf("%-70s %s\n", #x, hipGetErrorName(x))
 int main() {
   void* p = nullptr; unsigned f = 0; void* dp = nullptr; int stack = 0; hipModule_t mod;
@@ -54,12 +56,19 @@ int main() {
   P(hipEventCreateWithFlags(&ev, hipEventReleaseToDevice | hipEventReleaseToSystem));
   P(hipEventCreateWithFlags(&ev, hipEventReleaseToSystem | hipEventDisableTiming | hipEventBlockingSync));
   P(hipEventRecord(ev, 0));
-  P(hipEventCreate(&ev2));
-  // A recorded start (still pending or not) and a stop never recorded.
+  if (ev) { (void)hipEventSynchronize(ev); (void)hipEventDestroy(ev); }
+  // A recorded start, pending (behind a callback that waits for `gate`) and then complete,
+  // with a stop never recorded.
+  P(hipEventCreate(&ev)); P(hipEventCreate(&ev2));
+  static std::atomic<int> gate{0};
+  hipStream_t gs = nullptr;
+  P(hipStreamCreate(&gs));
+  P(hipStreamAddCallback(gs, [](hipStream_t, hipError_t, void*) { while (!gate.load()) usleep(100); }, nullptr, 0));
   float ms = 0;
-  P(hipEventRecord(ev, 0)); P(hipEventCreate(&ev));
-  P(hipEventRecord(ev, 0)); P(hipEventElapsedTime(&ms, ev, ev2));
+  P(hipEventRecord(ev, gs)); P(hipEventElapsedTime(&ms, ev, ev2));
+  gate = 1;
   P(hipEventSynchronize(ev)); P(hipEventElapsedTime(&ms, ev, ev2));
+  P(hipStreamDestroy(gs));
   P(hipModuleLoad(&mod, "/etc/passwd"));
   char junk[64] = "hello world";
   P(hipModuleLoadData(&mod, junk));
