@@ -214,7 +214,12 @@ fn answers_match_clr_5_2_measured() {
         (10014, "hipSuccess 0"),
     ];
     let attribute = |l: &str| {
-        let n: i32 = l.strip_prefix("attribute ")?.split(' ').next()?.parse().ok()?;
+        let n: i32 = l
+            .strip_prefix("attribute ")?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()?;
         let (_, ours) = attributes.iter().find(|(a, _)| *a == n)?;
         Some(format!("attribute {n} {ours}"))
     };
@@ -250,9 +255,19 @@ fn calls_after_thread_local_destruction_succeed() {
         .env("KFDRT_DEVICE", "emu:mi250x");
     let (ok, out, err) = run(cmd, Duration::from_secs(120));
     assert!(ok, "exit_calls failed:\n{out}{err}");
-    assert_eq!(out, "thread make 0 0 0 0\nglobal make 0 0 0 0\n", "stderr:\n{err}");
+    assert_eq!(
+        out, "thread make 0 0 0 0\nglobal make 0 0 0 0\n",
+        "stderr:\n{err}"
+    );
     let calls = [
-        "record", "sync", "memcpy", "evdestroy", "devsync", "sdestroy", "free", "lasterror",
+        "record",
+        "sync",
+        "memcpy",
+        "evdestroy",
+        "devsync",
+        "sdestroy",
+        "free",
+        "lasterror",
     ];
     let want: Vec<String> = ["thread", "global"]
         .iter()
