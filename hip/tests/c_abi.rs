@@ -243,8 +243,8 @@ fn answers_match_clr_5_2_measured() {
 /// `tests/c/exit_calls.cpp`: HIP calls from a global object's destructor and from a
 /// worker thread's `thread_local` object's destructor, both run after this library's
 /// thread-local state was destroyed, return what CLR 5.2 returned (hipSuccess for each,
-/// measured under `kfdrt emu-run --device emu:mi250x`) and the program exits 0 (it
-/// aborted on a Rust thread-local access panic before).
+/// on the GPU the thread had set; measured under `kfdrt emu-run --device emu:mi250x*2`)
+/// and the program exits 0 (it aborted on a Rust thread-local access panic before).
 #[test]
 fn calls_after_thread_local_destruction_succeed() {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -252,11 +252,11 @@ fn calls_after_thread_local_destruction_succeed() {
     compile("g++", "exit_calls.cpp", &exe, &["-lamdhip64", "-lpthread"]);
     let mut cmd = Command::new(&exe);
     cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
-        .env("KFDRT_DEVICE", "emu:mi250x");
+        .env("KFDRT_DEVICE", "emu:mi250x*2");
     let (ok, out, err) = run(cmd, Duration::from_secs(120));
     assert!(ok, "exit_calls failed:\n{out}{err}");
     assert_eq!(
-        out, "thread make 0 0 0 0\nglobal make 0 0 0 0\n",
+        out, "thread make 0 0 0 0\nsetDevice 0\nglobal make 0 0 0 0\n",
         "stderr:\n{err}"
     );
     let calls = [
@@ -269,14 +269,17 @@ fn calls_after_thread_local_destruction_succeed() {
         "free",
         "lasterror",
     ];
-    let want: Vec<String> = ["thread", "global"]
-        .iter()
-        .flat_map(|who| {
-            calls
-                .iter()
-                .map(move |c| format!("{who} {c} 0"))
-                .chain([format!("{who} done")])
-        })
+    let run = |who: &str| {
+        calls
+            .iter()
+            .map(move |c| format!("{who} {c} 0"))
+            .chain([format!("{who} done")])
+            .collect::<Vec<_>>()
+    };
+    let want: Vec<String> = run("thread")
+        .into_iter()
+        .chain(["device1 getDevice 0 1 malloc 0 attributes 0 device 1 free 0".to_owned()])
+        .chain(run("global"))
         .collect();
     let got: Vec<&str> = err.lines().collect();
     assert_eq!(got, want);
