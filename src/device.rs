@@ -246,6 +246,23 @@ impl Device {
         self.inner.gpu(index)
     }
 
+    /// `hipMemGetInfo`'s free figure: the bytes of GPU `gpu`'s VRAM this process can still
+    /// allocate (KFD `AMDKFD_IOC_AVAILABLE_MEMORY`, what ROCr reports to CLR as
+    /// `HSA_AMD_AGENT_INFO_MEMORY_AVAIL`), at most the VRAM's size.
+    ///
+    /// ```no_run
+    /// # fn main() -> kfdrt::Result<()> {
+    /// let dev = kfdrt::Device::open()?;
+    /// assert!(dev.available_memory(0)? <= dev.gpu(0)?.node.vram_size());
+    /// # Ok(()) }
+    /// ```
+    pub fn available_memory(&self, gpu: usize) -> Result<u64> {
+        let g = self.inner.gpu(gpu)?;
+        let free = kfd::ioctl::available_memory(self.inner.backend.as_ref(), g.gpu_id)
+            .map_err(|e| Error::from_kfd("hipMemGetInfo", e))?;
+        Ok(free.min(g.node.vram_size()))
+    }
+
     /// The KFD interface version (major, minor).
     pub fn kfd_version(&self) -> (u32, u32) {
         self.inner.kfd_version
@@ -474,11 +491,20 @@ impl Device {
     /// `Device::disableP2P` only drops the peer from the list used for new allocations;
     /// kfdrt also unmaps the existing ones, so that disabling is observable and the
     /// GPU's page tables match the access HIP grants.) Work of `gpu` still using that
-    /// memory must have completed. Errors: `InvalidDevice` for an index out of range;
-    /// `PeerAccessNotEnabled` (`hipErrorPeerAccessNotEnabled`) when not enabled.
+    /// memory must have completed. Errors: `InvalidDevice` for an index out of range or a
+    /// pair [`Device::can_access_peer`] refuses (`gpu == peer`); `PeerAccessNotEnabled`
+    /// (`hipErrorPeerAccessNotEnabled`) when not enabled.
     pub fn disable_peer_access(&self, gpu: usize, peer: usize) -> Result<()> {
         let call = "hipDeviceDisablePeerAccess";
-        self.peer_pair(call, gpu, peer)?;
+        // As enabling (and CLR): a pair that cannot have access, such as a GPU and itself,
+        // is InvalidDevice rather than "not enabled".
+        if !self.can_access_peer(gpu, peer)? {
+            return Err(Error::new(
+                ErrorKind::InvalidDevice,
+                call,
+                format!("GPU {gpu} cannot access GPU {peer}'s memory"),
+            ));
+        }
         let core = &self.inner.core;
         let mut st = lock(&core.peers.state);
         if !st.enabled.remove(&(gpu, peer)) {

@@ -448,6 +448,23 @@ impl Event {
         self.dev.host_synchronize([p], None, spin, deadline)
     }
 
+    /// InvalidHandle unless the event was recorded with timing.
+    fn timed_record(&self, call: &'static str) -> Result<()> {
+        match lock(&self.rec).as_ref() {
+            Some(rec) if rec.ts.is_some() => Ok(()),
+            Some(_) => Err(Error::new(
+                ErrorKind::InvalidHandle,
+                call,
+                "event created with hipEventDisableTiming",
+            )),
+            None => Err(Error::new(
+                ErrorKind::InvalidHandle,
+                call,
+                "event was never recorded",
+            )),
+        }
+    }
+
     fn timestamp(&self, call: &'static str) -> Result<u64> {
         let r = lock(&self.rec);
         let Some(rec) = r.as_ref() else {
@@ -475,6 +492,10 @@ impl Event {
     /// GPU timestamps the CP wrote.
     pub fn elapsed_ms(start: &Event, end: &Event) -> Result<f32> {
         let call = "hipEventElapsedTime";
+        // Both records are checked before either's completion (as CLR): an unrecorded or
+        // untimed event is InvalidHandle even while the other is still pending.
+        start.timed_record(call)?;
+        end.timed_record(call)?;
         let a = start.timestamp(call)?;
         let b = end.timestamp(call)?;
         Ok(((b as f64 - a as f64) * 1000.0 / GPU_TIMESTAMP_HZ as f64) as f32)

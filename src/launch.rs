@@ -2387,6 +2387,14 @@ mod tests {
         assert!(k.launch_shape(1, 2048, 0).is_none());
         assert!(k.launch_shape(1, 64, u32::MAX).is_none());
         assert!(k.launch_shape(1 << 30, 64, 0).is_none());
+        // HIP reports a grid of INT32_MAX work-groups in every dimension
+        // (hipDeviceProp_t::maxGridSize, as CLR 5.2): such a grid with one work-item per
+        // group in that dimension has a shape.
+        for d in 0..3 {
+            let mut grid = [1u32; 3];
+            grid[d] = i32::MAX as u32;
+            assert!(k.launch_shape(grid, 1, 0).is_some(), "grid {grid:?}");
+        }
         // A shape of `mixed` given with `reduce` (a required workgroup size): checked
         // again for `reduce`, refused as `launch` refuses it; the stream runs on.
         let r = dev

@@ -30,6 +30,13 @@ fn record_query_synchronize_elapsed() {
         Event::elapsed_ms(&e0, &e1).unwrap_err().kind(),
         ErrorKind::NotReady
     );
+    // A pending start with a stop never recorded: InvalidHandle, as CLR checks both
+    // records before either's completion.
+    let unrecorded = dev.create_event(EventFlags::DEFAULT).unwrap();
+    assert_eq!(
+        Event::elapsed_ms(&e1, &unrecorded).unwrap_err().kind(),
+        ErrorKind::InvalidHandle
+    );
     // e0's timestamp is written before the hold starts; e1's only after the release, so
     // the GPU clock difference is at least the hold (a causal bound, not a race).
     e0.synchronize().unwrap();

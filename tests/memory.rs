@@ -60,6 +60,9 @@ fn every_kind_is_cpu_and_gpu_visible_and_freed_on_drop() {
 fn vram_exhaustion_is_out_of_memory_and_memory_comes_back_after_drop() {
     let dev = emu("emu:rx7900xtx");
     let avail = kfd::ioctl::available_memory(dev.backend().as_ref(), dev.gpus()[0].gpu_id).unwrap();
+    // Device::available_memory (hipMemGetInfo's free figure) is KFD's, within the VRAM.
+    assert_eq!(dev.available_memory(0).unwrap(), avail);
+    assert!(avail <= dev.gpus()[0].node.vram_size());
     let e = dev
         .alloc(MemoryKind::Device, 0, avail as usize + (1 << 30))
         .unwrap_err();
@@ -72,6 +75,7 @@ fn vram_exhaustion_is_out_of_memory_and_memory_comes_back_after_drop() {
     let during =
         kfd::ioctl::available_memory(dev.backend().as_ref(), dev.gpus()[0].gpu_id).unwrap();
     assert!(during <= avail - (64 << 20), "{during} vs {avail}");
+    assert_eq!(dev.available_memory(0).unwrap(), during);
     drop(b);
     let after = kfd::ioctl::available_memory(dev.backend().as_ref(), dev.gpus()[0].gpu_id).unwrap();
     assert_eq!(after, avail);
@@ -218,6 +222,11 @@ fn peer_access_maps_existing_and_later_buffers_and_disable_unmaps() {
     assert_eq!(
         dev.disable_peer_access(1, 0).unwrap_err().kind(),
         ErrorKind::PeerAccessNotEnabled
+    );
+    // A GPU and itself never have peer access: InvalidDevice (as CLR), not "not enabled".
+    assert_eq!(
+        dev.disable_peer_access(1, 1).unwrap_err().kind(),
+        ErrorKind::InvalidDevice
     );
     assert_eq!(before.mapped_gpu_ids(), vec![id0]);
     assert_eq!(after.mapped_gpu_ids(), vec![id0]);

@@ -18,17 +18,7 @@ thread_local! {
     /// [`with_tls`]: a cdylib's `thread_local!` is general-dynamic (a `__tls_get_addr`
     /// call and a lazy-registration check per access), so the hot path reads a pointer to
     /// it from [`Fast`] instead.
-    static TLS: Tls = const {
-        Tls {
-            gpu: Cell::new(0),
-            streams: RefCell::new(Cache::new()),
-            events: RefCell::new(Cache::new()),
-            null: RefCell::new(None),
-            per_thread: RefCell::new(Vec::new()),
-            call_config: RefCell::new(Vec::new()),
-            launch_cache: RefCell::new(crate::kernel::LaunchCache::new()),
-        }
-    };
+    static TLS: Tls = const { Tls::new(0) };
 }
 
 /// The calling thread's HIP state.
@@ -47,6 +37,21 @@ pub(crate) struct Tls {
     pub(crate) call_config: RefCell<Vec<CallConfig>>,
     /// The launch targets used so far ([`crate::kernel::LaunchCache`]).
     pub(crate) launch_cache: RefCell<crate::kernel::LaunchCache>,
+}
+
+impl Tls {
+    /// A thread's state before its first call, on GPU `gpu`.
+    const fn new(gpu: usize) -> Tls {
+        Tls {
+            gpu: Cell::new(gpu),
+            streams: RefCell::new(Cache::new()),
+            events: RefCell::new(Cache::new()),
+            null: RefCell::new(None),
+            per_thread: RefCell::new(Vec::new()),
+            call_config: RefCell::new(Vec::new()),
+            launch_cache: RefCell::new(crate::kernel::LaunchCache::new()),
+        }
+    }
 }
 
 /// A `<<<grid, block, shared, stream>>>` configuration.
@@ -73,6 +78,9 @@ pub(crate) struct Fast {
     hot: Hot,
     /// The thread's warm `<<<>>>` launch target ([`crate::kernel::WarmSlot`]).
     pub(crate) warm: crate::kernel::WarmSlot,
+    /// The current GPU when the thread's [`Tls`] was destroyed, for the state that
+    /// [`link_tls`] makes for calls after that (off the hot path).
+    exit_gpu: usize,
 }
 
 /// The streams of the thread's last `hipStreamQuery` / `hipStreamSynchronize` for
@@ -294,6 +302,7 @@ impl Drop for Tls {
     fn drop(&mut self) {
         // SAFETY: the calling thread's own slot.
         unsafe {
+            (*fast()).exit_gpu = self.gpu.get();
             (*fast()).tls = std::ptr::null();
             (*fast()).hot = Hot::EMPTY;
             (*fast()).idle = Idle::EMPTY;
@@ -320,16 +329,25 @@ pub(crate) fn with_tls<R>(f: impl FnOnce(&Tls) -> R) -> R {
 }
 
 /// Point the calling thread's [`Fast`] slot at its [`Tls`] (first use on the thread).
+///
+/// A call after the thread's `TLS` was destroyed (glibc runs thread-local destructors
+/// before `atexit` handlers and static destructors, and in registration order against a
+/// C++ `thread_local`'s: a global object's destructor calling HIP at exit) gets a new
+/// state, leaked: it lives as long as the thread (whose remaining exit code may call
+/// again), and dropping it would destroy streams the caller may still name. One per
+/// thread: the slot keeps pointing at it.
 #[cold]
 #[inline(never)]
 fn link_tls() -> *const Tls {
-    TLS.with(|t| {
-        let p = t as *const Tls;
-        // SAFETY: the calling thread's own slot; `t` lives until the thread's TLS
-        // destructors run, and `Tls::drop` clears the pointer then.
-        unsafe { (*fast()).tls = p };
-        p
-    })
+    let p = TLS.try_with(|t| t as *const Tls).unwrap_or_else(|_| {
+        // SAFETY: the calling thread's own slot.
+        let gpu = unsafe { (*fast()).exit_gpu };
+        Box::leak(Box::new(Tls::new(gpu))) as *const Tls
+    });
+    // SAFETY: the calling thread's own slot; `TLS` lives until the thread's TLS
+    // destructors run, and `Tls::drop` clears the pointer then; a leaked one lives on.
+    unsafe { (*fast()).tls = p };
+    p
 }
 
 /// Store HIP's last error of the calling thread.
@@ -815,7 +833,10 @@ fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
         }
     }
     copy_name(&mut d.name, &n.name);
-    copy_name(&mut d.gcnArchName, &g.gfx_name());
+    // The target ID with its features, as CLR's `isa.targetId()` ("gfx90a:sramecc+:xnack-").
+    let target = g.target_id().to_string();
+    let target = target.rsplit("--").next().unwrap_or(&target);
+    copy_name(&mut d.gcnArchName, target);
     // gfx_target_version is major*10000 + minor*100 + stepping (KFD topology).
     let v = p.gfx_target_version;
     d.major = (v / 10000) as c_int;
@@ -836,6 +857,11 @@ fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
         .max()
         .unwrap_or(0);
     d.clockRate = p.max_engine_clk_fcompute.unwrap_or(0) as c_int * 1000;
+    // The VRAM bank's clock (MHz, as kHz) and bus width (bits), ROCr's and so CLR's source.
+    if let Some(b) = n.mem_banks.iter().find(|b| b.is_vram()) {
+        d.memoryClockRate = b.mem_clk_max as c_int * 1000;
+        d.memoryBusWidth = b.width as c_int;
+    }
     d.pciDomainID = p.domain as c_int;
     d.pciBusID = (p.location_id >> 8 & 0xff) as c_int;
     d.pciDeviceID = (p.location_id >> 3 & 0x1f) as c_int;
@@ -845,26 +871,44 @@ fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
     d.managedMemory = 1;
     d.canMapHostMemory = 1;
     d.concurrentKernels = 1;
-    // Dispatch limits, as CLR (hip_device.cpp): a work-group of at most 1024 work-items in
-    // any shape (ROCr's HSA_AGENT_INFO_WORKGROUP_MAX_SIZE/_DIM; the CP's
-    // COMPUTE_NUM_THREAD_* fields, firmware-notes/cp-engine.md), a grid of INT32_MAX x
-    // 65535 x 65535 work-groups; constant memory and pitch capped at INT32_MAX.
+    // Managed memory is KFD SVM as CLR's on an HMM-capable device (kfdrt::managed), which
+    // CLR 5.2 reports as concurrent access; the host reaches pageable memory through the
+    // GPU only with XNACK on (CLR's hmmCpuMemoryAccessible_), and never accesses managed
+    // memory directly (hmmDirectHostAccess_, 0 on these dGPUs).
+    d.concurrentManagedAccess = 1;
+    // An APU's node has CPU cores beside its SIMDs (libhsakmt's test).
+    d.integrated = c_int::from(p.cpu_cores_count > 0);
+    d.pageableMemoryAccess = c_int::from(device()?.xnack_enabled());
+    // Every AMD GPU target has these (CLR sets them for all devices, hip_device.cpp):
+    // 32- and 64-bit integer and float-exchange atomics on global and LDS memory, float
+    // atomic add, doubles, wave vote/ballot/shuffle (DPP, ds_bpermute), system-scope
+    // fences and 3-D grids; no funnel shift intrinsic, __syncthreads_* extensions, surface
+    // functions or dynamic parallelism.
+    d.arch = ARCH_ALL_AMD_GPUS;
+    // Dispatch limits, as CLR 5.2 (hip_device.cpp): a work-group of at most 1024
+    // work-items in any shape (ROCr's HSA_AGENT_INFO_WORKGROUP_MAX_SIZE/_DIM; the CP's
+    // COMPUTE_NUM_THREAD_* fields, firmware-notes/cp-engine.md), a grid of INT32_MAX
+    // work-groups in each dimension (kfdrt launches any grid whose work-items fit the AQL
+    // packet's 32-bit grid size per dimension); constant memory and pitch capped at
+    // INT32_MAX.
     d.maxThreadsPerBlock = 1024;
     d.maxThreadsDim = [1024; 3];
-    d.maxGridSize = [c_int::MAX, 65535, 65535];
+    d.maxGridSize = [c_int::MAX; 3];
     d.totalConstMem = d.totalGlobalMem.min(c_int::MAX as usize);
     d.memPitch = d.totalConstMem;
-    // CLR: addressable VGPRs per wave x SIMDs per CU x 64 lanes; gfx90a and gfx94x
-    // address 512 (VGPRs and AGPRs), other wave64 targets 256 (LLVM AMDGPUBaseInfo
-    // getAddressableNumVGPRs).
-    let vgprs = if v == 90010 || (90400..90500).contains(&v) {
-        512
-    } else {
-        256
-    };
-    d.regsPerBlock = (vgprs * p.simd_per_cu * 64) as c_int;
+    // CLR 5.2's availableRegistersPerCU_: 256 VGPRs per lane x SIMDs per CU x 64 lanes
+    // (65536 on gfx90a, measured under `kfdrt emu-run`; 5.2 counts the architected VGPRs,
+    // not gfx90a's AGPRs; it predates gfx942 and gfx1100, which get the same formula).
+    d.regsPerBlock = (256 * p.simd_per_cu * 64) as c_int;
     Ok(d)
 }
+
+/// `hipDeviceArch_t` bits (header 5.2 order, from bit 0): hasGlobalInt32Atomics,
+/// hasGlobalFloatAtomicExch, hasSharedInt32Atomics, hasSharedFloatAtomicExch,
+/// hasFloatAtomicAdd, hasGlobalInt64Atomics, hasSharedInt64Atomics, hasDoubles,
+/// hasWarpVote, hasWarpBallot, hasWarpShuffle, hasFunnelShift (0), hasThreadFenceSystem,
+/// hasSyncThreadsExt (0), hasSurfaceFuncs (0), has3dGrid, hasDynamicParallelism (0).
+const ARCH_ALL_AMD_GPUS: u32 = 0x7ff | 1 << 12 | 1 << 15;
 
 /// `hipGetDeviceProperties`.
 #[no_mangle]
@@ -878,8 +922,10 @@ pub unsafe extern "C" fn hipGetDeviceProperties(
     })())
 }
 
-/// `hipDeviceGetAttribute` for the attributes `hipGetDeviceProperties` fills; others
-/// NotSupported.
+/// `hipDeviceGetAttribute` for the attributes `hipGetDeviceProperties` fills and a few
+/// more this library knows. Attributes CLR 5.2 answers that have no value here (texture
+/// and image limits, HDP registers, the ASIC revision) are NotSupported; any other value,
+/// defined by the header or not, is InvalidValue, as CLR 5.2's `default:`.
 #[no_mangle]
 pub unsafe extern "C" fn hipDeviceGetAttribute(
     v: *mut c_int,
@@ -916,7 +962,48 @@ pub unsafe extern "C" fn hipDeviceGetAttribute(
             hipDeviceAttributeMaxRegistersPerBlock => d.regsPerBlock,
             hipDeviceAttributeTotalConstantMemory => d.totalConstMem as c_int,
             hipDeviceAttributeMaxPitch => d.memPitch as c_int,
-            _ => return Err(hipErrorNotSupported),
+            hipDeviceAttributeEccEnabled => d.ECCEnabled,
+            hipDeviceAttributeComputeMode => d.computeMode,
+            hipDeviceAttributeIntegrated => d.integrated,
+            hipDeviceAttributeIsMultiGpuBoard => d.isMultiGpuBoard,
+            hipDeviceAttributeKernelExecTimeout => d.kernelExecTimeoutEnabled,
+            hipDeviceAttributeMemoryBusWidth => d.memoryBusWidth,
+            hipDeviceAttributeMemoryClockRate => d.memoryClockRate,
+            hipDeviceAttributeMaxSharedMemoryPerMultiprocessor => {
+                d.maxSharedMemoryPerMultiProcessor as c_int
+            }
+            hipDeviceAttributeConcurrentManagedAccess => d.concurrentManagedAccess,
+            hipDeviceAttributeDirectManagedMemAccessFromHost => d.directManagedMemAccessFromHost,
+            hipDeviceAttributePageableMemoryAccess => d.pageableMemoryAccess,
+            hipDeviceAttributePageableMemoryAccessUsesHostPageTables => {
+                d.pageableMemoryAccessUsesHostPageTables
+            }
+            // No cooperative launches here (CLR 5.2: 1): 0 rather than a promise.
+            hipDeviceAttributeCooperativeLaunch
+            | hipDeviceAttributeCooperativeMultiDeviceLaunch
+            | hipDeviceAttributeCooperativeMultiDeviceUnmatchedFunc
+            | hipDeviceAttributeCooperativeMultiDeviceUnmatchedGridDim
+            | hipDeviceAttributeCooperativeMultiDeviceUnmatchedBlockDim
+            | hipDeviceAttributeCooperativeMultiDeviceUnmatchedSharedMem => d.cooperativeLaunch,
+            hipDeviceAttributePhysicalMultiProcessorCount => d.multiProcessorCount,
+            // hipStreamWaitValue32/64 are implemented.
+            hipDeviceAttributeCanUseStreamWaitValue => 1,
+            // No images; fine-grained VRAM is NotSupported (hipExtMallocWithFlags).
+            hipDeviceAttributeImageSupport | hipDeviceAttributeFineGrainSupport => 0,
+            // Memory pools are implemented (CLR 5.2 reports 0: its pools were disabled).
+            hipDeviceAttributeMemoryPoolsSupported => 1,
+            hipDeviceAttributeMaxTexture1DWidth
+            | hipDeviceAttributeMaxTexture2DWidth
+            | hipDeviceAttributeMaxTexture2DHeight
+            | hipDeviceAttributeMaxTexture3DWidth
+            | hipDeviceAttributeMaxTexture3DHeight
+            | hipDeviceAttributeMaxTexture3DDepth
+            | hipDeviceAttributeTextureAlignment
+            | hipDeviceAttributeTexturePitchAlignment
+            | hipDeviceAttributeHdpMemFlushCntl
+            | hipDeviceAttributeHdpRegFlushCntl
+            | hipDeviceAttributeAsicRevision => return Err(hipErrorNotSupported),
+            _ => return Err(hipErrorInvalidValue),
         };
         out(v, x)
     })())
@@ -1311,7 +1398,14 @@ pub unsafe extern "C" fn hipEventCreateWithFlags(e: *mut *mut c_void, flags: c_u
         if e.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let f = arg(EventFlags::from_bits(flags))?;
+        // hipEventReleaseToDevice / hipEventReleaseToSystem (header 5.2): CLR 5.2 takes
+        // either alone and fails both. kfdrt's record releases at system scope, which
+        // satisfies both, so the bit only needs checking.
+        let release = flags & (hipEventReleaseToDevice | hipEventReleaseToSystem);
+        if release == hipEventReleaseToDevice | hipEventReleaseToSystem {
+            return Err(hipErrorInvalidValue);
+        }
+        let f = arg(EventFlags::from_bits(flags & !release))?;
         let ev = if f.contains(EventFlags::INTERPROCESS) {
             // As CUDA: an interprocess event has no timing.
             if !f.contains(EventFlags::DISABLE_TIMING) {
@@ -1811,12 +1905,11 @@ pub unsafe extern "C" fn hipMemGetInfo(free: *mut usize, total: *mut usize) -> h
             return Err(hipErrorInvalidValue);
         }
         let dev = device()?;
-        let g = dev.gpu(current_gpu()).hip()?;
-        let t = g.node.vram_size();
-        let f = kfdrt::kfd::ioctl::available_memory(dev.backend().as_ref(), g.gpu_id)
-            .map_err(|_| hipErrorUnknown)?;
+        let gpu = current_gpu();
+        let t = dev.gpu(gpu).hip()?.node.vram_size();
+        let f = dev.available_memory(gpu).map_err(|_| hipErrorUnknown)?;
         out(total, t as usize)?;
-        out(free, f.min(t) as usize)
+        out(free, f as usize)
     })())
 }
 

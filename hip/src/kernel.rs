@@ -200,6 +200,16 @@ unsafe fn elf_len(p: *const u8) -> Option<usize> {
     Some(end as usize)
 }
 
+/// Whether `bytes` starts as an ELF or an offload bundle (plain or compressed). CLR 5.2
+/// fails anything else with hipErrorInvalidKernelFile (a malformed ELF or bundle:
+/// hipErrorInvalidImage).
+fn is_code_object(bytes: &[u8]) -> bool {
+    use kfdrt::codeobj::bundle::{BUNDLE_MAGIC, COMPRESSED_BUNDLE_MAGIC};
+    bytes.starts_with(b"\x7fELF")
+        || bytes.starts_with(BUNDLE_MAGIC)
+        || bytes.starts_with(COMPRESSED_BUNDLE_MAGIC)
+}
+
 /// The bytes of the code object or bundle at `image`.
 ///
 /// # Safety
@@ -218,7 +228,7 @@ unsafe fn image_bytes<'a>(image: *const c_void) -> Result<&'a [u8], hipError_t> 
         } else if first == &kfdrt::codeobj::bundle::BUNDLE_MAGIC[..4] {
             bundle_len(p)
         } else {
-            None
+            return Err(hipErrorInvalidKernelFile);
         }
     }
     .ok_or(hipErrorInvalidImage)?;
@@ -1076,6 +1086,9 @@ pub unsafe extern "C" fn hipModuleLoad(m: *mut *mut c_void, fname: *const c_char
             .to_string_lossy()
             .into_owned();
         let bytes = std::fs::read(&path).map_err(|_| hipErrorFileNotFound)?;
+        if !is_code_object(&bytes) {
+            return Err(hipErrorInvalidKernelFile);
+        }
         new_module(m, device()?.load_module(crate::api::current_gpu(), &bytes))
     })())
 }

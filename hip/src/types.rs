@@ -72,6 +72,10 @@ pub const hipEventBlockingSync: c_uint = 1;
 pub const hipEventDisableTiming: c_uint = 2;
 /// Event flag `hipEventInterprocess`.
 pub const hipEventInterprocess: c_uint = 4;
+/// Event flag `hipEventReleaseToDevice`.
+pub const hipEventReleaseToDevice: c_uint = 0x4000_0000;
+/// Event flag `hipEventReleaseToSystem`.
+pub const hipEventReleaseToSystem: c_uint = 0x8000_0000;
 /// `hipHostMalloc` flag `hipHostMallocDefault`.
 pub const hipHostMallocDefault: c_uint = 0;
 /// `hipHostMalloc` flag `hipHostMallocPortable`.
@@ -369,5 +373,73 @@ pub const hipDeviceAttributeMaxPitch: hipDeviceAttribute_t = 58;
 pub const hipDeviceAttributeMaxRegistersPerBlock: hipDeviceAttribute_t = 71;
 /// `hipDeviceAttributeTotalConstantMemory`.
 pub const hipDeviceAttributeTotalConstantMemory: hipDeviceAttribute_t = 83;
+/// `hipDeviceAttributeEccEnabled`.
+pub const hipDeviceAttributeEccEnabled: hipDeviceAttribute_t = 0;
+/// `hipDeviceAttributeComputeMode`.
+pub const hipDeviceAttributeComputeMode: hipDeviceAttribute_t = 6;
+/// `hipDeviceAttributeIntegrated`.
+pub const hipDeviceAttributeIntegrated: hipDeviceAttribute_t = 16;
+/// `hipDeviceAttributeIsMultiGpuBoard`.
+pub const hipDeviceAttributeIsMultiGpuBoard: hipDeviceAttribute_t = 17;
+/// `hipDeviceAttributeKernelExecTimeout`.
+pub const hipDeviceAttributeKernelExecTimeout: hipDeviceAttribute_t = 18;
+/// `hipDeviceAttributeMemoryBusWidth`.
+pub const hipDeviceAttributeMemoryBusWidth: hipDeviceAttribute_t = 59;
+/// `hipDeviceAttributeMemoryClockRate`.
+pub const hipDeviceAttributeMemoryClockRate: hipDeviceAttribute_t = 60;
+/// `hipDeviceAttributeMaxSharedMemoryPerMultiprocessor`.
+pub const hipDeviceAttributeMaxSharedMemoryPerMultiprocessor: hipDeviceAttribute_t = 10002;
+/// `hipDeviceAttributeConcurrentManagedAccess`.
+pub const hipDeviceAttributeConcurrentManagedAccess: hipDeviceAttribute_t = 9;
+/// `hipDeviceAttributeDirectManagedMemAccessFromHost`.
+pub const hipDeviceAttributeDirectManagedMemAccessFromHost: hipDeviceAttribute_t = 13;
+/// `hipDeviceAttributePageableMemoryAccess`.
+pub const hipDeviceAttributePageableMemoryAccess: hipDeviceAttribute_t = 65;
+/// `hipDeviceAttributePageableMemoryAccessUsesHostPageTables`.
+pub const hipDeviceAttributePageableMemoryAccessUsesHostPageTables: hipDeviceAttribute_t = 66;
+/// `hipDeviceAttributeCooperativeLaunch`.
+pub const hipDeviceAttributeCooperativeLaunch: hipDeviceAttribute_t = 10;
+/// `hipDeviceAttributeCooperativeMultiDeviceLaunch`.
+pub const hipDeviceAttributeCooperativeMultiDeviceLaunch: hipDeviceAttribute_t = 11;
+/// `hipDeviceAttributeCooperativeMultiDeviceUnmatchedFunc`.
+pub const hipDeviceAttributeCooperativeMultiDeviceUnmatchedFunc: hipDeviceAttribute_t = 10007;
+/// `hipDeviceAttributeCooperativeMultiDeviceUnmatchedGridDim`.
+pub const hipDeviceAttributeCooperativeMultiDeviceUnmatchedGridDim: hipDeviceAttribute_t = 10008;
+/// `hipDeviceAttributeCooperativeMultiDeviceUnmatchedBlockDim`.
+pub const hipDeviceAttributeCooperativeMultiDeviceUnmatchedBlockDim: hipDeviceAttribute_t = 10009;
+/// `hipDeviceAttributeCooperativeMultiDeviceUnmatchedSharedMem`.
+pub const hipDeviceAttributeCooperativeMultiDeviceUnmatchedSharedMem: hipDeviceAttribute_t = 10010;
+/// `hipDeviceAttributePhysicalMultiProcessorCount`.
+pub const hipDeviceAttributePhysicalMultiProcessorCount: hipDeviceAttribute_t = 10015;
+/// `hipDeviceAttributeCanUseStreamWaitValue`.
+pub const hipDeviceAttributeCanUseStreamWaitValue: hipDeviceAttribute_t = 10013;
+/// `hipDeviceAttributeImageSupport`.
+pub const hipDeviceAttributeImageSupport: hipDeviceAttribute_t = 10014;
+/// `hipDeviceAttributeFineGrainSupport`.
+pub const hipDeviceAttributeFineGrainSupport: hipDeviceAttribute_t = 10016;
+/// `hipDeviceAttributeMemoryPoolsSupported`.
+pub const hipDeviceAttributeMemoryPoolsSupported: hipDeviceAttribute_t = 88;
+/// `hipDeviceAttributeMaxTexture1DWidth`.
+pub const hipDeviceAttributeMaxTexture1DWidth: hipDeviceAttribute_t = 39;
+/// `hipDeviceAttributeMaxTexture2DWidth`.
+pub const hipDeviceAttributeMaxTexture2DWidth: hipDeviceAttribute_t = 43;
+/// `hipDeviceAttributeMaxTexture2DHeight`.
+pub const hipDeviceAttributeMaxTexture2DHeight: hipDeviceAttribute_t = 44;
+/// `hipDeviceAttributeMaxTexture3DWidth`.
+pub const hipDeviceAttributeMaxTexture3DWidth: hipDeviceAttribute_t = 49;
+/// `hipDeviceAttributeMaxTexture3DHeight`.
+pub const hipDeviceAttributeMaxTexture3DHeight: hipDeviceAttribute_t = 50;
+/// `hipDeviceAttributeMaxTexture3DDepth`.
+pub const hipDeviceAttributeMaxTexture3DDepth: hipDeviceAttribute_t = 51;
+/// `hipDeviceAttributeTextureAlignment`.
+pub const hipDeviceAttributeTextureAlignment: hipDeviceAttribute_t = 81;
+/// `hipDeviceAttributeTexturePitchAlignment`.
+pub const hipDeviceAttributeTexturePitchAlignment: hipDeviceAttribute_t = 82;
+/// `hipDeviceAttributeHdpMemFlushCntl`.
+pub const hipDeviceAttributeHdpMemFlushCntl: hipDeviceAttribute_t = 10005;
+/// `hipDeviceAttributeHdpRegFlushCntl`.
+pub const hipDeviceAttributeHdpRegFlushCntl: hipDeviceAttribute_t = 10006;
+/// `hipDeviceAttributeAsicRevision`.
+pub const hipDeviceAttributeAsicRevision: hipDeviceAttribute_t = 10012;
 /// `hipDeviceAttributeIsLargeBar`.
 pub const hipDeviceAttributeIsLargeBar: hipDeviceAttribute_t = 10011;

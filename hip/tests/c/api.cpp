@@ -139,10 +139,13 @@ static void devices() {
     int lim = -1;
     CHECK(prop.maxThreadsPerBlock == 1024);
     CHECK(prop.maxThreadsDim[0] == 1024 && prop.maxThreadsDim[1] == 1024 && prop.maxThreadsDim[2] == 1024);
-    CHECK(prop.maxGridSize[0] == 2147483647 && prop.maxGridSize[1] == 65535 && prop.maxGridSize[2] == 65535);
+    CHECK(prop.maxGridSize[0] == 2147483647 && prop.maxGridSize[1] == 2147483647 && prop.maxGridSize[2] == 2147483647);
     CHECK(prop.totalConstMem == 2147483647 && prop.memPitch == 2147483647);
-    // gfx90a / gfx942: 512 addressable VGPRs x 4 SIMDs x 64 lanes.
-    CHECK(prop.regsPerBlock == 512 * 4 * 64);
+    // CLR 5.2: 256 VGPRs x 4 SIMDs x 64 lanes.
+    CHECK(prop.regsPerBlock == 256 * 4 * 64);
+    // The target ID with its features (the emulated GPUs report SRAM ECC).
+    CHECK(strstr(prop.gcnArchName, ":sramecc+:xnack-") != NULL);
+    CHECK(prop.arch.hasGlobalInt32Atomics && prop.arch.hasDoubles && prop.arch.has3dGrid && !prop.arch.hasDynamicParallelism);
     OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxThreadsPerBlock, 0));
     CHECK(lim == 1024);
     OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxBlockDimZ, 0));
@@ -150,7 +153,7 @@ static void devices() {
     OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxGridDimX, 0));
     CHECK(lim == 2147483647);
     OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxGridDimY, 0));
-    CHECK(lim == 65535);
+    CHECK(lim == 2147483647);
     OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeMaxRegistersPerBlock, 0));
     CHECK(lim == prop.regsPerBlock);
     OK(hipDeviceGetAttribute(&lim, hipDeviceAttributeTotalConstantMemory, 0));

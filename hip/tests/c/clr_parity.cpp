@@ -6,9 +6,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+#include <atomic>
 #define P(x) printf("%-70s %s\n", #x, hipGetErrorName(x))
 int main() {
-  void* p = nullptr; unsigned f = 0; void* dp = nullptr; int stack = 0;
+  void* p = nullptr; unsigned f = 0; void* dp = nullptr; int stack = 0; hipModule_t mod;
   P(hipHostMalloc(&p, 4096, 0x8));
   if (p) { P(hipHostGetFlags(&f, p)); printf("flags 0x%x\n", f); (void)hipHostFree(p); p = nullptr; }
   P(hipHostMalloc(&p, 4096, hipHostMallocNumaUser));
@@ -46,6 +48,61 @@ int main() {
   hipMemAllocationProp pr;
   P(hipMemGetAllocationPropertiesFromHandle(&pr, nullptr));
   P(hipMemRetainAllocationHandle(&h, &stack));
+  hipEvent_t ev = nullptr, ev2 = nullptr;
+  P(hipEventCreateWithFlags(&ev, hipEventReleaseToDevice));
+  if (ev) { (void)hipEventDestroy(ev); ev = nullptr; }
+  P(hipEventCreateWithFlags(&ev, hipEventReleaseToSystem));
+  if (ev) { (void)hipEventDestroy(ev); ev = nullptr; }
+  P(hipEventCreateWithFlags(&ev, hipEventReleaseToDevice | hipEventReleaseToSystem));
+  P(hipEventCreateWithFlags(&ev, hipEventReleaseToSystem | hipEventDisableTiming | hipEventBlockingSync));
+  P(hipEventRecord(ev, 0));
+  if (ev) { (void)hipEventSynchronize(ev); (void)hipEventDestroy(ev); }
+  // A recorded start, pending (behind a callback that waits for `gate`) and then complete,
+  // with a stop never recorded.
+  P(hipEventCreate(&ev)); P(hipEventCreate(&ev2));
+  static std::atomic<int> gate{0};
+  hipStream_t gs = nullptr;
+  P(hipStreamCreate(&gs));
+  P(hipStreamAddCallback(gs, [](hipStream_t, hipError_t, void*) { while (!gate.load()) usleep(100); }, nullptr, 0));
+  float ms = 0;
+  P(hipEventRecord(ev, gs)); P(hipEventElapsedTime(&ms, ev, ev2));
+  gate = 1;
+  P(hipEventSynchronize(ev)); P(hipEventElapsedTime(&ms, ev, ev2));
+  P(hipStreamDestroy(gs));
+  P(hipModuleLoad(&mod, "/etc/passwd"));
+  char junk[64] = "hello world";
+  P(hipModuleLoadData(&mod, junk));
+  P(hipDeviceDisablePeerAccess(0));
+  hipDeviceProp_t prop;
+  P(hipGetDeviceProperties(&prop, 0));
+  printf("gcnArchName %s gcnArch %d regsPerBlock %d maxGridSize %d %d %d\n", prop.gcnArchName,
+         prop.gcnArch, prop.regsPerBlock, prop.maxGridSize[0], prop.maxGridSize[1], prop.maxGridSize[2]);
+  printf("memoryClockRate %d memoryBusWidth %d maxSharedMemoryPerMultiProcessor %zu\n",
+         prop.memoryClockRate, prop.memoryBusWidth, prop.maxSharedMemoryPerMultiProcessor);
+  printf("computeMode %d integrated %d ECCEnabled %d isMultiGpuBoard %d concurrentManagedAccess %d "
+         "directManagedMemAccessFromHost %d pageableMemoryAccess %d\n",
+         prop.computeMode, prop.integrated, prop.ECCEnabled, prop.isMultiGpuBoard,
+         prop.concurrentManagedAccess, prop.directManagedMemAccessFromHost, prop.pageableMemoryAccess);
+  const hipDeviceArch_t& a = prop.arch;
+  printf("arch %d%d%d%d%d %d%d %d %d%d%d%d %d%d %d%d%d\n", a.hasGlobalInt32Atomics,
+         a.hasGlobalFloatAtomicExch, a.hasSharedInt32Atomics, a.hasSharedFloatAtomicExch,
+         a.hasFloatAtomicAdd, a.hasGlobalInt64Atomics, a.hasSharedInt64Atomics, a.hasDoubles,
+         a.hasWarpVote, a.hasWarpBallot, a.hasWarpShuffle, a.hasFunnelShift,
+         a.hasThreadFenceSystem, a.hasSyncThreadsExt, a.hasSurfaceFuncs, a.has3dGrid,
+         a.hasDynamicParallelism);
+  // hipDeviceGetAttribute over every value of the header's range and a few outside it.
+  for (int at = -1; at < 90; at++) {
+    int v = -7;
+    hipError_t e = hipDeviceGetAttribute(&v, (hipDeviceAttribute_t)at, 0);
+    printf("attribute %d %s %d\n", at, hipGetErrorName(e), e == hipSuccess ? v : -7);
+  }
+  for (int at = 9999; at < 10018; at++) {
+    // The HDP register attributes write a pointer (8 bytes) through the int pointer.
+    if (at == hipDeviceAttributeHdpMemFlushCntl || at == hipDeviceAttributeHdpRegFlushCntl) continue;
+    int v = -7;
+    hipError_t e = hipDeviceGetAttribute(&v, (hipDeviceAttribute_t)at, 0);
+    printf("attribute %d %s %d\n", at, hipGetErrorName(e), e == hipSuccess ? v : -7);
+  }
   printf("probe end\n");
   return 0;
 }
