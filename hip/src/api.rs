@@ -1135,7 +1135,8 @@ pub extern "C" fn hipStreamWriteValue32(
     value: u32,
     flags: c_uint,
 ) -> hipError_t {
-    ret_stream(s, move |st| {
+    // The thread's hot stream first (no `RefCell`, no cache walk): the enqueue is timed.
+    ret_stream_hot(s, move |_, st| {
         st.write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
     })
@@ -1335,6 +1336,25 @@ pub unsafe extern "C" fn hipEventCreate(e: *mut *mut c_void) -> hipError_t {
 /// `hipEventRecord`.
 #[no_mangle]
 pub extern "C" fn hipEventRecord(e: *mut c_void, s: *mut c_void) -> hipError_t {
+    // The hot path: the thread's hot stream and a cached event (both checked live).
+    if let Some((t, st)) = hot_stream(s) {
+        if let Some(ev) = handles::hit(&t.events, e as usize) {
+            let r = match &**ev {
+                HipEvent::Local(ev) => ev.record(st).hip(),
+                HipEvent::Ipc(ev) => ev.record(st).hip(),
+            };
+            drop(ev);
+            return ret(r);
+        }
+    }
+    event_record_full(e, s)
+}
+
+/// [`hipEventRecord`] when the stream is not the thread's hot one or the event not
+/// cached: the cached lookups, then the stream made hot (a non-unwinding ABI, so the
+/// entry point's call is a tail jump).
+#[inline(never)]
+extern "system" fn event_record_full(e: *mut c_void, s: *mut c_void) -> hipError_t {
     let r = with_tls(|t| {
         handles::with(&t.events, &EVENTS, e as usize, |ev| {
             with_stream_in(t, s, |st| match &**ev {
@@ -1344,6 +1364,7 @@ pub extern "C" fn hipEventRecord(e: *mut c_void, s: *mut c_void) -> hipError_t {
         })
         .unwrap_or(Err(hipErrorInvalidHandle))
     });
+    promote_hot(s);
     ret(r)
 }
 
