@@ -1406,7 +1406,7 @@ impl Stream {
             return launch_refused(self, kernel, sh.grid, sh.block, sh.dynamic_lds, args);
         }
         // The fast path without a closure, so that everything is inlined here.
-        let wait_for = match self.packet_slot_fast()? {
+        let wait_for = match self.packet_slot_fast() {
             Some((mut slot, target)) => {
                 match build_launch(&mut slot, self.timeline(), target, plan, shape, &fill)? {
                     Built::Header(header) => {

@@ -7,8 +7,9 @@
 //!    encoders' words, under PRED_EXEC on a multi-XCC GPU, every per-family choice made
 //!    there) — into a `SmallIb` on the hot path, a `CmdBuf` otherwise;
 //! 2. stream: a ring slot of the stream's queue is reserved (`Stream::reserve_fast`:
-//!    `AqlQueue::reserve_one` -> `ring::UserQueue::reserve_with`, taking the queue's
-//!    producer lock), and the stream checks under the lock that it has not moved;
+//!    `AqlQueue::try_reserve_one` -> `ring::UserQueue::try_reserve`, taking the queue's
+//!    producer lock when it is free and the ring has room; otherwise the slow path,
+//!    which waits), and the stream checks under the lock that it has not moved;
 //! 3. queue (`AqlQueue`/`OneSlot::publish_ib`): the words are copied into the slot's IB
 //!    area, the PM4-IB packet written into the slot with its header last (release store);
 //! 4. ring (`Reservation::publish_locked`): release store of the write pointer, HDP
@@ -1247,30 +1248,28 @@ impl Stream {
     /// The lock-free part of a single-command enqueue: a slot of the stream's current queue,
     /// reserved (its producer lock held) and checked to still be the stream's queue, or
     /// None when the submission must take the slow path (a dependency to collect, a move
-    /// to make or under way, a sticky error).
+    /// to make or under way, a sticky error, the producer lock busy or the ring full: the
+    /// slow path waits for those, so that this one makes no call).
     #[inline(always)]
-    fn reserve_fast(&self, place: Place) -> Result<Option<OneSlot<'_>>> {
+    fn reserve_fast(&self, place: Place) -> Option<OneSlot<'_>> {
         let s = &*self.inner;
         if !(self.no_implicit_deps()
             && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire)))
         {
-            return Ok(None);
+            return None;
         }
         let qp = s.cur.load(Ordering::Acquire);
         // Tagged: a move to a dedicated queue is under way (`make_dedicated`).
         if qp.addr() & 1 != 0 {
-            return Ok(None);
+            return None;
         }
         // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
         let q = unsafe { &*qp };
-        let slot = match q.reserve_one(|| s.dev.poll_faults(s.gpu_index)) {
-            Ok(r) => r,
-            Err(e) => return Err(self.publish_failed(e)),
-        };
+        let slot = q.try_reserve_one()?;
         // Still the stream's queue under its producer lock (a move tags `cur`, then waits
         // for this lock), and no callback hold to emit first (checked under the lock, see
         // `enqueue_callback`): publish. Otherwise drop the slot (nothing published).
-        Ok((s.cur.load(Ordering::Relaxed) == qp && !s.cb.hold_pending()).then_some(slot))
+        (s.cur.load(Ordering::Relaxed) == qp && !s.cb.hold_pending()).then_some(slot)
     }
 
     #[cold]
@@ -1328,7 +1327,7 @@ impl Stream {
         &self,
         build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<u32>>,
     ) -> Result<bool> {
-        match self.reserve_fast(Place::Any)? {
+        match self.reserve_fast(Place::Any) {
             Some(slot) => self.build_and_publish(slot, build),
             None => self.submit_packet_slow(build),
         }
@@ -1358,12 +1357,11 @@ impl Stream {
     /// itself (no closure, so that everything inlines into the launch): the reserved
     /// slot and the packet count it completes at, or None for the slow path.
     #[inline(always)]
-    pub(crate) fn packet_slot_fast(&self) -> Result<Option<(OneSlot<'_>, u64)>> {
+    pub(crate) fn packet_slot_fast(&self) -> Option<(OneSlot<'_>, u64)> {
         let s = &*self.inner;
-        Ok(self
-            .reserve_fast(Place::Any)?
+        self.reserve_fast(Place::Any)
             // Counted only under the producer lock, which the slot holds.
-            .map(|slot| (slot, s.submitted.load(Ordering::Relaxed) + 1)))
+            .map(|slot| (slot, s.submitted.load(Ordering::Relaxed) + 1))
     }
 
     /// The stream's timeline (the completion signal of its packets).
@@ -1654,37 +1652,42 @@ impl Stream {
     /// write-value runs in a PM4-IB packet whose AQL header has system-scope acquire and
     /// release fences.
     pub fn write_value32(&self, addr: u64, value: u32, flags: WriteValueFlags) -> Result<()> {
-        self.write_value(addr, value as u64, flags.bits(), 32)
-    }
-
-    /// `hipStreamWriteValue64` (8-byte aligned address); `flags` as for
-    /// [`Stream::write_value32`] (reserved, ignored).
-    pub fn write_value64(&self, addr: u64, value: u64, flags: WriteValueFlags) -> Result<()> {
-        self.write_value(addr, value, flags.bits(), 64)
-    }
-
-    // Inlined into each width's entry point so `bits` is a constant there.
-    #[inline(always)]
-    fn write_value(&self, addr: u64, value: u64, flags: u32, bits: u32) -> Result<()> {
-        let call = if bits == 32 {
-            "hipStreamWriteValue32"
-        } else {
-            "hipStreamWriteValue64"
-        };
         // Reserved flags are ignored, as HIP documents; see WriteValueFlags.
         let _ = flags;
-        check_addr(call, addr, bits, 0)?;
-        if bits == 32 {
-            // The hot path: WRITE_DATA encoded, then a slot reserved and published.
-            let t = self.inner.family;
-            let ib = SmallIb::write_data32(t, addr, value as u32);
-            if let Some(slot) = self.reserve_fast(Place::Any)? {
+        // The hot path: WRITE_DATA encoded, then a slot reserved and published. It makes
+        // no call but the backend's notification (everything else, the address's error
+        // included, is in `write_value`), so it needs no stack frame.
+        if addr != 0 && addr % 4 == 0 {
+            let ib = SmallIb::write_data32(self.inner.family, addr, value);
+            if let Some(slot) = self.reserve_fast(Place::Any) {
                 let qid = slot.queue_id();
                 let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
                 self.account(qid, 1, published);
                 return Ok(());
             }
-            if let Some(c) = Cmd::write_mem32(t, addr, value as u32) {
+        }
+        self.write_value(addr, value as u64, 32)
+    }
+
+    /// `hipStreamWriteValue64` (8-byte aligned address); `flags` as for
+    /// [`Stream::write_value32`] (reserved, ignored).
+    pub fn write_value64(&self, addr: u64, value: u64, flags: WriteValueFlags) -> Result<()> {
+        let _ = flags;
+        self.write_value(addr, value, 64)
+    }
+
+    /// A write of `bits` (32 or 64) off the 32-bit hot path: the address checked, then the
+    /// single-command slow submission, or a `CmdBuf` where the write is not one command.
+    #[inline(never)]
+    fn write_value(&self, addr: u64, value: u64, bits: u32) -> Result<()> {
+        let call = if bits == 32 {
+            "hipStreamWriteValue32"
+        } else {
+            "hipStreamWriteValue64"
+        };
+        check_addr(call, addr, bits, 0)?;
+        if bits == 32 {
+            if let Some(c) = Cmd::write_mem32(self.inner.family, addr, value as u32) {
                 return self.submit_cmd_slow(&c, Place::Any).map(|_| ());
             }
         }
@@ -1712,7 +1715,7 @@ impl Stream {
         };
         // The hot path: WAIT_REG_MEM encoded, then a slot reserved and published.
         let ib = SmallIb::wait_reg_mem32(function, addr, reference, mask);
-        if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
+        if let Some(slot) = self.reserve_fast(Place::Dedicated) {
             let qid = slot.queue_id();
             let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
             self.account(qid, 1, published);
@@ -1756,7 +1759,7 @@ impl Stream {
             {
                 // The hot path: WAIT_REG_MEM encoded, then a slot reserved and published.
                 let ib = SmallIb::wait_reg_mem32(function, addr, reference as u32, mask as u32);
-                if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
+                if let Some(slot) = self.reserve_fast(Place::Dedicated) {
                     let qid = slot.queue_id();
                     let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
                     self.account(qid, 1, published);
@@ -1872,11 +1875,7 @@ impl Stream {
         // Encoded whole before the slot is reserved.
         let packet =
             crate::cmdbuf::barrier_value_point_packet(w.handle, w.threshold(), s.timeline.handle());
-        let slot = match self.reserve_fast(Place::Dedicated) {
-            Ok(Some(slot)) => slot,
-            Ok(None) => return None,
-            Err(e) => return Some(Err(e)),
-        };
+        let slot = self.reserve_fast(Place::Dedicated)?;
         if slot.queue_id() != qid || !self.note_waited_known(w) {
             // Dropped: nothing published.
             return None;
