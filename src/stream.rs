@@ -1658,8 +1658,10 @@ impl Stream {
         // no call but the backend's notification (everything else, the address's error
         // included, is in `write_value`), so it needs no stack frame.
         if addr != 0 && addr % 4 == 0 {
-            let ib = SmallIb::write_data32(self.inner.family, addr, value);
             if let Some(slot) = self.reserve_fast(Place::Any) {
+                // Encoded under the producer lock (it cannot fail): fewer values live
+                // across the reservation, so the path needs no callee-saved register.
+                let ib = SmallIb::write_data32(self.inner.family, addr, value);
                 let qid = slot.queue_id();
                 let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
                 self.account(qid, 1, published);
