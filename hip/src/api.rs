@@ -430,6 +430,28 @@ pub(crate) fn ret_stream_hot(
     ret_stream_miss(s, f)
 }
 
+/// [`ret`] of a kfdrt result, its error mapped out of line (so that the success path of
+/// the entry point needs no frame of its own for it).
+#[inline(always)]
+pub(crate) fn ret_kfdrt(r: kfdrt::Result<()>) -> hipError_t {
+    match r {
+        Ok(()) => {
+            set_last_error(hipSuccess);
+            hipSuccess
+        }
+        Err(e) => ret_kfdrt_err(e),
+    }
+}
+
+/// [`ret_kfdrt`]'s error.
+#[cold]
+#[inline(never)]
+fn ret_kfdrt_err(e: kfdrt::Error) -> hipError_t {
+    let c = map_err(&e);
+    set_last_error(c);
+    c
+}
+
 /// [`ret_stream_hot`] on a miss: out of line, so that the entry point's own copy of `f`
 /// (its one call site there) is inlined into the hit path.
 #[cold]
@@ -1136,7 +1158,27 @@ pub extern "C" fn hipStreamWriteValue32(
     flags: c_uint,
 ) -> hipError_t {
     // The thread's hot stream first (no `RefCell`, no cache walk): the enqueue is timed.
-    ret_stream_hot(s, move |_, st| {
+    // The miss and the error go out of line, so this path keeps its arguments in
+    // registers.
+    match hot_stream(s) {
+        Some((_, st)) => {
+            ret_kfdrt(st.write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags)))
+        }
+        None => write_value32_miss(s, ptr, value, flags),
+    }
+}
+
+/// [`hipStreamWriteValue32`] on a stream that is not the thread's hot one (a
+/// non-unwinding ABI, so the entry point's call is a tail jump).
+#[cold]
+#[inline(never)]
+extern "system" fn write_value32_miss(
+    s: *mut c_void,
+    ptr: *mut c_void,
+    value: u32,
+    flags: c_uint,
+) -> hipError_t {
+    ret_stream_miss(s, move |_, st| {
         st.write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
     })
@@ -1340,11 +1382,11 @@ pub extern "C" fn hipEventRecord(e: *mut c_void, s: *mut c_void) -> hipError_t {
     if let Some((t, st)) = hot_stream(s) {
         if let Some(ev) = handles::hit(&t.events, e as usize) {
             let r = match &**ev {
-                HipEvent::Local(ev) => ev.record(st).hip(),
-                HipEvent::Ipc(ev) => ev.record(st).hip(),
+                HipEvent::Local(ev) => ev.record(st),
+                HipEvent::Ipc(ev) => ev.record(st),
             };
             drop(ev);
-            return ret(r);
+            return ret_kfdrt(r);
         }
     }
     event_record_full(e, s)
