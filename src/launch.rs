@@ -1407,7 +1407,8 @@ impl Stream {
         }
         // The fast path without a closure, so that everything is inlined here.
         let wait_for = match self.packet_slot_fast() {
-            Some((mut slot, target)) => {
+            Some(mut slot) => {
+                let target = self.slot_target(&slot);
                 match build_launch(&mut slot, self.timeline(), target, plan, shape, &fill)? {
                     Built::Header(header) => {
                         self.publish_built(slot, header);

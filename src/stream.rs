@@ -1357,11 +1357,15 @@ impl Stream {
     /// itself (no closure, so that everything inlines into the launch): the reserved
     /// slot and the packet count it completes at, or None for the slow path.
     #[inline(always)]
-    pub(crate) fn packet_slot_fast(&self) -> Option<(OneSlot<'_>, u64)> {
-        let s = &*self.inner;
+    pub(crate) fn packet_slot_fast(&self) -> Option<OneSlot<'_>> {
         self.reserve_fast(Place::Any)
-            // Counted only under the producer lock, which the slot holds.
-            .map(|slot| (slot, s.submitted.load(Ordering::Relaxed) + 1))
+    }
+
+    /// The packet count the packet of `_slot` (reserved by [`Stream::packet_slot_fast`])
+    /// completes at: counted only under the producer lock, which the slot holds.
+    #[inline(always)]
+    pub(crate) fn slot_target(&self, _slot: &OneSlot<'_>) -> u64 {
+        self.inner.submitted.load(Ordering::Relaxed) + 1
     }
 
     /// The stream's timeline (the completion signal of its packets).
