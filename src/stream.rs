@@ -66,7 +66,7 @@ use std::sync::atomic::{
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use crate::callback::{MARKS_QUERY, MARK_CLOSED, MARK_FAILED, MARK_NULL_WAITS};
+use crate::callback::{MARKS_QUERY, MARK_CLOSED, MARK_FAILED, MARK_HOLD_PENDING, MARK_NULL_WAITS};
 use crate::cmd::{self, WaitCondition};
 use crate::cmdbuf::{Cmd, CmdBuf, MemWait, SmallIb, Target};
 use crate::device::{Device, DeviceInner};
@@ -428,6 +428,10 @@ macro_rules! idle_compares {
 
 /// Every mark ([`Stream::synchronize_is_noop`]: none may be set).
 const MARKS_ANY: u32 = u32::MAX;
+
+/// The marks that send an enqueue to its slow path: a sticky error to return, a callback
+/// hold to emit first.
+const MARKS_SLOW: u32 = MARK_FAILED | MARK_HOLD_PENDING;
 
 impl StreamInner {
     pub(crate) fn point(&self) -> Point {
@@ -1238,9 +1242,16 @@ impl Stream {
     /// stream that is non-blocking, or blocking while no null stream exists).
     #[inline]
     fn no_implicit_deps(&self) -> bool {
+        !self.inner.failed() && self.no_null_deps()
+    }
+
+    /// [`Stream::no_implicit_deps`] without the sticky error: no implicit null-stream
+    /// dependency to collect. The enqueue fast paths read the marks word once for the
+    /// sticky error and the callback hold together ([`MARKS_SLOW`]).
+    #[inline]
+    fn no_null_deps(&self) -> bool {
         let s = &*self.inner;
-        !s.failed()
-            && !s.is_null
+        !s.is_null
             && (s.flags & STREAM_NON_BLOCKING != 0
                 || !s.dev.pools.null_used.load(Ordering::Acquire))
     }
@@ -1253,8 +1264,7 @@ impl Stream {
     #[inline(always)]
     fn reserve_fast(&self, place: Place) -> Option<OneSlot<'_>> {
         let s = &*self.inner;
-        if !(self.no_implicit_deps()
-            && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire)))
+        if !(self.no_null_deps() && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire)))
         {
             return None;
         }
@@ -1267,9 +1277,10 @@ impl Stream {
         let q = unsafe { &*qp };
         let slot = q.try_reserve_one()?;
         // Still the stream's queue under its producer lock (a move tags `cur`, then waits
-        // for this lock), and no callback hold to emit first (checked under the lock, see
-        // `enqueue_callback`): publish. Otherwise drop the slot (nothing published).
-        (s.cur.load(Ordering::Relaxed) == qp && !s.cb.hold_pending()).then_some(slot)
+        // for this lock), no sticky error and no callback hold to emit first (checked
+        // under the lock, see `enqueue_callback`; one load of the marks word): publish.
+        // Otherwise drop the slot (nothing published).
+        (s.cur.load(Ordering::Relaxed) == qp && s.cb.marks() & MARKS_SLOW == 0).then_some(slot)
     }
 
     #[cold]
@@ -1936,7 +1947,7 @@ impl Stream {
     #[inline(always)]
     pub(crate) fn record_fast(&self) -> Option<(u64, u32)> {
         let s = &*self.inner;
-        if !self.no_implicit_deps() || s.cb.hold_pending() {
+        if !self.no_null_deps() || s.cb.marks() & MARKS_SLOW != 0 {
             return None;
         }
         let target = s.submitted.load(Ordering::Acquire);
