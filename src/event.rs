@@ -315,16 +315,19 @@ impl Event {
         // Fast path: no packet to submit (no timestamp) and the event's record already on
         // this stream's timeline: store the new count and queue, nothing else changes.
         if !self.timing() {
+            // A write side another thread holds goes to the slow path (which waits for
+            // it): the fast path makes no call but its tail call, so it needs no frame.
             if let Some((target, queue_id)) = stream.record_fast() {
                 let c = &self.cell;
-                let s = c.write_lock();
-                let same = c.serial.load(Ordering::Relaxed) == stream.inner.timeline.serial();
-                if same {
-                    c.store_point(target, queue_id);
-                }
-                c.write_unlock(s, same);
-                if same {
-                    return Ok(());
+                if let Some(s) = c.try_write_lock() {
+                    let same = c.serial.load(Ordering::Relaxed) == stream.inner.timeline.serial();
+                    if same {
+                        c.store_point(target, queue_id);
+                    }
+                    c.write_unlock(s, same);
+                    if same {
+                        return Ok(());
+                    }
                 }
             }
         }

@@ -1406,8 +1406,9 @@ impl Stream {
             return launch_refused(self, kernel, sh.grid, sh.block, sh.dynamic_lds, args);
         }
         // The fast path without a closure, so that everything is inlined here.
-        let wait_for = match self.packet_slot_fast()? {
-            Some((mut slot, target)) => {
+        let wait_for = match self.packet_slot_fast() {
+            Some(mut slot) => {
+                let target = self.slot_target(&slot);
                 match build_launch(&mut slot, self.timeline(), target, plan, shape, &fill)? {
                     Built::Header(header) => {
                         self.publish_built(slot, header);

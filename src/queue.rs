@@ -289,6 +289,16 @@ impl AqlQueue {
         })
     }
 
+    /// [`AqlQueue::reserve_one`] without waiting ([`crate::ring::UserQueue::try_reserve`]):
+    /// None when the producer lock is held or the ring looks full.
+    #[inline(always)]
+    pub(crate) fn try_reserve_one(&self) -> Option<OneSlot<'_>> {
+        Some(OneSlot {
+            q: self,
+            r: self.uq.try_reserve(1)?,
+        })
+    }
+
     /// Write command `c` into ring slot `idx` (reserved) with its completion signal: the
     /// packet body, then its header with a release store; an IB command's PM4 words go to
     /// the slot's IB area first.

@@ -257,6 +257,26 @@ impl UserQueue {
         self.reserve_with(need, fault)
     }
 
+    /// The fast path of [`UserQueue::reserve_with`] alone: the reservation (producer lock
+    /// taken) when the lock was free and the ring has room by the last read pointer seen;
+    /// otherwise None with nothing held, and the caller takes its slow path, which waits.
+    /// No call on any path, so the enqueue hot paths that use it need no stack frame.
+    #[inline(always)]
+    pub(crate) fn try_reserve(&self, need: u64) -> Option<Reservation<'_>> {
+        let p = &self.producer;
+        let prev = p.word.fetch_or(LOCKED, Ordering::Acquire);
+        if prev & LOCKED != 0 {
+            return None;
+        }
+        // Held from here: dropped on the None path, the reservation unlocks unchanged.
+        let r = Reservation {
+            q: self,
+            wptr: prev,
+        };
+        (need != 0 && prev + need - p.rptr_seen.load(Ordering::Relaxed) <= self.capacity())
+            .then_some(r)
+    }
+
     /// [`UserQueue::reserve`] with the fault check by value: the enqueue hot paths pass a
     /// closure that is only made into a reference on the slow path.
     #[inline(always)]

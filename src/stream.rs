@@ -7,8 +7,9 @@
 //!    encoders' words, under PRED_EXEC on a multi-XCC GPU, every per-family choice made
 //!    there) — into a `SmallIb` on the hot path, a `CmdBuf` otherwise;
 //! 2. stream: a ring slot of the stream's queue is reserved (`Stream::reserve_fast`:
-//!    `AqlQueue::reserve_one` -> `ring::UserQueue::reserve_with`, taking the queue's
-//!    producer lock), and the stream checks under the lock that it has not moved;
+//!    `AqlQueue::try_reserve_one` -> `ring::UserQueue::try_reserve`, taking the queue's
+//!    producer lock when it is free and the ring has room; otherwise the slow path,
+//!    which waits), and the stream checks under the lock that it has not moved;
 //! 3. queue (`AqlQueue`/`OneSlot::publish_ib`): the words are copied into the slot's IB
 //!    area, the PM4-IB packet written into the slot with its header last (release store);
 //! 4. ring (`Reservation::publish_locked`): release store of the write pointer, HDP
@@ -74,7 +75,7 @@ use std::sync::atomic::{
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use crate::callback::{MARKS_QUERY, MARK_CLOSED, MARK_FAILED, MARK_NULL_WAITS};
+use crate::callback::{MARKS_QUERY, MARK_CLOSED, MARK_FAILED, MARK_HOLD_PENDING, MARK_NULL_WAITS};
 use crate::cmd::{self, WaitCondition};
 use crate::cmdbuf::{Cmd, CmdBuf, MemWait, SmallIb, Target};
 use crate::device::{Device, DeviceInner};
@@ -495,6 +496,10 @@ macro_rules! idle_compares {
 
 /// Every mark ([`Stream::synchronize_is_noop`]: none may be set).
 const MARKS_ANY: u32 = u32::MAX;
+
+/// The marks that send an enqueue to its slow path: a sticky error to return, a callback
+/// hold to emit first.
+const MARKS_SLOW: u32 = MARK_FAILED | MARK_HOLD_PENDING;
 
 impl StreamInner {
     pub(crate) fn point(&self) -> Point {
@@ -1306,9 +1311,16 @@ impl Stream {
     /// stream that is non-blocking, or blocking while no null stream exists).
     #[inline]
     fn no_implicit_deps(&self) -> bool {
+        !self.inner.failed() && self.no_null_deps()
+    }
+
+    /// [`Stream::no_implicit_deps`] without the sticky error: no implicit null-stream
+    /// dependency to collect. The enqueue fast paths read the marks word once for the
+    /// sticky error and the callback hold together ([`MARKS_SLOW`]).
+    #[inline]
+    fn no_null_deps(&self) -> bool {
         let s = &*self.inner;
-        !s.failed()
-            && !s.is_null
+        !s.is_null
             && (s.flags & STREAM_NON_BLOCKING != 0
                 || !s.dev.pools.null_used.load(Ordering::Acquire))
     }
@@ -1316,30 +1328,28 @@ impl Stream {
     /// The lock-free part of a single-command enqueue: a slot of the stream's current queue,
     /// reserved (its producer lock held) and checked to still be the stream's queue, or
     /// None when the submission must take the slow path (a dependency to collect, a move
-    /// to make or under way, a sticky error).
+    /// to make or under way, a sticky error, the producer lock busy or the ring full: the
+    /// slow path waits for those, so that this one makes no call).
     #[inline(always)]
-    fn reserve_fast(&self, place: Place) -> Result<Option<OneSlot<'_>>> {
+    fn reserve_fast(&self, place: Place) -> Option<OneSlot<'_>> {
         let s = &*self.inner;
-        if !(self.no_implicit_deps()
-            && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire)))
+        if !(self.no_null_deps() && (place == Place::Any || s.on_dedicated.load(Ordering::Acquire)))
         {
-            return Ok(None);
+            return None;
         }
         let qp = s.cur.load(Ordering::Acquire);
         // Tagged: a move to a dedicated queue is under way (`make_dedicated`).
         if qp.addr() & 1 != 0 {
-            return Ok(None);
+            return None;
         }
         // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
         let q = unsafe { &*qp };
-        let slot = match q.reserve_one(|| s.dev.poll_faults(s.gpu_index)) {
-            Ok(r) => r,
-            Err(e) => return Err(self.publish_failed(e)),
-        };
+        let slot = q.try_reserve_one()?;
         // Still the stream's queue under its producer lock (a move tags `cur`, then waits
-        // for this lock), and no callback hold to emit first (checked under the lock, see
-        // `enqueue_callback`): publish. Otherwise drop the slot (nothing published).
-        Ok((s.cur.load(Ordering::Relaxed) == qp && !s.cb.hold_pending()).then_some(slot))
+        // for this lock), no sticky error and no callback hold to emit first (checked
+        // under the lock, see `enqueue_callback`; one load of the marks word): publish.
+        // Otherwise drop the slot (nothing published).
+        (s.cur.load(Ordering::Relaxed) == qp && s.cb.marks() & MARKS_SLOW == 0).then_some(slot)
     }
 
     #[cold]
@@ -1398,7 +1408,7 @@ impl Stream {
         &self,
         build: impl FnOnce(&mut OneSlot<'_>, &Arc<Signal>, u64) -> Result<Option<u32>>,
     ) -> Result<bool> {
-        match self.reserve_fast(Place::Any)? {
+        match self.reserve_fast(Place::Any) {
             Some(slot) => self.build_and_publish(slot, build),
             None => self.submit_packet_slow(build),
         }
@@ -1428,12 +1438,15 @@ impl Stream {
     /// itself (no closure, so that everything inlines into the launch): the reserved
     /// slot and the packet count it completes at, or None for the slow path.
     #[inline(always)]
-    pub(crate) fn packet_slot_fast(&self) -> Result<Option<(OneSlot<'_>, u64)>> {
-        let s = &*self.inner;
-        Ok(self
-            .reserve_fast(Place::Any)?
-            // Counted only under the producer lock, which the slot holds.
-            .map(|slot| (slot, s.submitted.load(Ordering::Relaxed) + 1)))
+    pub(crate) fn packet_slot_fast(&self) -> Option<OneSlot<'_>> {
+        self.reserve_fast(Place::Any)
+    }
+
+    /// The packet count the packet of `_slot` (reserved by [`Stream::packet_slot_fast`])
+    /// completes at: counted only under the producer lock, which the slot holds.
+    #[inline(always)]
+    pub(crate) fn slot_target(&self, _slot: &OneSlot<'_>) -> u64 {
+        self.inner.submitted.load(Ordering::Relaxed) + 1
     }
 
     /// The stream's timeline (the completion signal of its packets).
@@ -1763,37 +1776,44 @@ impl Stream {
     /// write-value runs in a PM4-IB packet whose AQL header has system-scope acquire and
     /// release fences.
     pub fn write_value32(&self, addr: u64, value: u32, flags: WriteValueFlags) -> Result<()> {
-        self.write_value(addr, value as u64, flags.bits(), 32)
-    }
-
-    /// `hipStreamWriteValue64` (8-byte aligned address); `flags` as for
-    /// [`Stream::write_value32`] (reserved, ignored).
-    pub fn write_value64(&self, addr: u64, value: u64, flags: WriteValueFlags) -> Result<()> {
-        self.write_value(addr, value, flags.bits(), 64)
-    }
-
-    // Inlined into each width's entry point so `bits` is a constant there.
-    #[inline(always)]
-    fn write_value(&self, addr: u64, value: u64, flags: u32, bits: u32) -> Result<()> {
-        let call = if bits == 32 {
-            "hipStreamWriteValue32"
-        } else {
-            "hipStreamWriteValue64"
-        };
         // Reserved flags are ignored, as HIP documents; see WriteValueFlags.
         let _ = flags;
-        check_addr(call, addr, bits, 0)?;
-        if bits == 32 {
-            // The hot path: WRITE_DATA encoded, then a slot reserved and published.
-            let t = self.inner.family;
-            let ib = SmallIb::write_data32(t, addr, value as u32);
-            if let Some(slot) = self.reserve_fast(Place::Any)? {
+        // The hot path: WRITE_DATA encoded, then a slot reserved and published. It makes
+        // no call but the backend's notification (everything else, the address's error
+        // included, is in `write_value`), so it needs no stack frame.
+        if addr != 0 && addr % 4 == 0 {
+            if let Some(slot) = self.reserve_fast(Place::Any) {
+                // Encoded under the producer lock (it cannot fail): fewer values live
+                // across the reservation, so the path needs no callee-saved register.
+                let ib = SmallIb::write_data32(self.inner.family, addr, value);
                 let qid = slot.queue_id();
                 let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
                 self.account(qid, 1, published);
                 return Ok(());
             }
-            if let Some(c) = Cmd::write_mem32(t, addr, value as u32) {
+        }
+        self.write_value(addr, value as u64, 32)
+    }
+
+    /// `hipStreamWriteValue64` (8-byte aligned address); `flags` as for
+    /// [`Stream::write_value32`] (reserved, ignored).
+    pub fn write_value64(&self, addr: u64, value: u64, flags: WriteValueFlags) -> Result<()> {
+        let _ = flags;
+        self.write_value(addr, value, 64)
+    }
+
+    /// A write of `bits` (32 or 64) off the 32-bit hot path: the address checked, then the
+    /// single-command slow submission, or a `CmdBuf` where the write is not one command.
+    #[inline(never)]
+    fn write_value(&self, addr: u64, value: u64, bits: u32) -> Result<()> {
+        let call = if bits == 32 {
+            "hipStreamWriteValue32"
+        } else {
+            "hipStreamWriteValue64"
+        };
+        check_addr(call, addr, bits, 0)?;
+        if bits == 32 {
+            if let Some(c) = Cmd::write_mem32(self.inner.family, addr, value as u32) {
                 return self.submit_cmd_slow(&c, Place::Any).map(|_| ());
             }
         }
@@ -1821,7 +1841,7 @@ impl Stream {
         };
         // The hot path: WAIT_REG_MEM encoded, then a slot reserved and published.
         let ib = SmallIb::wait_reg_mem32(function, addr, reference, mask);
-        if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
+        if let Some(slot) = self.reserve_fast(Place::Dedicated) {
             let qid = slot.queue_id();
             let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
             self.account(qid, 1, published);
@@ -1865,7 +1885,7 @@ impl Stream {
             {
                 // The hot path: WAIT_REG_MEM encoded, then a slot reserved and published.
                 let ib = SmallIb::wait_reg_mem32(function, addr, reference as u32, mask as u32);
-                if let Some(slot) = self.reserve_fast(Place::Dedicated)? {
+                if let Some(slot) = self.reserve_fast(Place::Dedicated) {
                     let qid = slot.queue_id();
                     let published = slot.publish_ib(self.inner.timeline.handle(), &ib);
                     self.account(qid, 1, published);
@@ -1981,11 +2001,7 @@ impl Stream {
         // Encoded whole before the slot is reserved.
         let packet =
             crate::cmdbuf::barrier_value_point_packet(w.handle, w.threshold(), s.timeline.handle());
-        let slot = match self.reserve_fast(Place::Dedicated) {
-            Ok(Some(slot)) => slot,
-            Ok(None) => return None,
-            Err(e) => return Some(Err(e)),
-        };
+        let slot = self.reserve_fast(Place::Dedicated)?;
         if slot.queue_id() != qid || !self.note_waited_known(w) {
             // Dropped: nothing published.
             return None;
@@ -2040,7 +2056,7 @@ impl Stream {
     #[inline(always)]
     pub(crate) fn record_fast(&self) -> Option<(u64, u32)> {
         let s = &*self.inner;
-        if !self.no_implicit_deps() || s.cb.hold_pending() {
+        if !self.no_null_deps() || s.cb.marks() & MARKS_SLOW != 0 {
             return None;
         }
         let target = s.submitted.load(Ordering::Acquire);

@@ -506,3 +506,36 @@ fn wait_value32_and_gte_eq_nor_hold_until_their_condition() {
     s.synchronize().unwrap();
     assert_eq!(out.load(Ordering::Acquire), 4);
 }
+
+/// Writes past a full ring: the stream's queue is held by a wait-value while one thread
+/// enqueues three rings' worth of writes (the lock-free path finds the ring full and the
+/// slow path waits for room); another thread opens the gate. Every write lands, in order.
+#[test]
+fn writes_past_a_full_ring_land_in_order() {
+    let dev = emu("emu:mi300x");
+    let mem = Arc::new(signal_mem(&dev, 4096));
+    let s = dev.create_stream(0).unwrap();
+    s.wait_value32(mem.va(), 1, WaitCompare::Eq, u32::MAX)
+        .unwrap();
+    let gate = {
+        let mem = mem.clone();
+        std::thread::spawn(move || {
+            settle();
+            mem.atomic_u32(0).unwrap().store(1, Ordering::Release);
+        })
+    };
+    // Three rings of 1024 packets (the default ring size).
+    let n = 3 * 1024;
+    for i in 0..n {
+        let cell = 4 + (i % 8) as u64 * 4;
+        s.write_value32(mem.va() + cell, i, WriteValueFlags::DEFAULT)
+            .unwrap();
+    }
+    s.synchronize().unwrap();
+    gate.join().unwrap();
+    for c in 0..8u32 {
+        let last = n - 8 + c;
+        let v = mem.atomic_u32(4 + c as usize * 4).unwrap();
+        assert_eq!(v.load(Ordering::Acquire), last, "cell {c}");
+    }
+}

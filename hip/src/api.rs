@@ -448,6 +448,28 @@ pub(crate) fn ret_stream_hot(
     ret_stream_miss(s, f)
 }
 
+/// [`ret`] of a kfdrt result, its error mapped out of line (so that the success path of
+/// the entry point needs no frame of its own for it).
+#[inline(always)]
+pub(crate) fn ret_kfdrt(r: kfdrt::Result<()>) -> hipError_t {
+    match r {
+        Ok(()) => {
+            set_last_error(hipSuccess);
+            hipSuccess
+        }
+        Err(e) => ret_kfdrt_err(e),
+    }
+}
+
+/// [`ret_kfdrt`]'s error.
+#[cold]
+#[inline(never)]
+fn ret_kfdrt_err(e: kfdrt::Error) -> hipError_t {
+    let c = map_err(&e);
+    set_last_error(c);
+    c
+}
+
 /// [`ret_stream_hot`] on a miss: out of line, so that the entry point's own copy of `f`
 /// (its one call site there) is inlined into the hit path.
 #[cold]
@@ -1222,7 +1244,28 @@ pub extern "C" fn hipStreamWriteValue32(
     value: u32,
     flags: c_uint,
 ) -> hipError_t {
-    ret_stream(s, move |st| {
+    // The thread's hot stream first (no `RefCell`, no cache walk): the enqueue is timed.
+    // The miss and the error go out of line, so this path keeps its arguments in
+    // registers.
+    match hot_stream(s) {
+        Some((_, st)) => {
+            ret_kfdrt(st.write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags)))
+        }
+        None => write_value32_miss(s, ptr, value, flags),
+    }
+}
+
+/// [`hipStreamWriteValue32`] on a stream that is not the thread's hot one (a
+/// non-unwinding ABI, so the entry point's call is a tail jump).
+#[cold]
+#[inline(never)]
+extern "system" fn write_value32_miss(
+    s: *mut c_void,
+    ptr: *mut c_void,
+    value: u32,
+    flags: c_uint,
+) -> hipError_t {
+    ret_stream_miss(s, move |_, st| {
         st.write_value32(ptr as u64, value, WriteValueFlags::from_bits_retain(flags))
             .hip()
     })
@@ -1429,6 +1472,25 @@ pub unsafe extern "C" fn hipEventCreate(e: *mut *mut c_void) -> hipError_t {
 /// `hipEventRecord`.
 #[no_mangle]
 pub extern "C" fn hipEventRecord(e: *mut c_void, s: *mut c_void) -> hipError_t {
+    // The hot path: the thread's hot stream and a cached event (both checked live).
+    if let Some((t, st)) = hot_stream(s) {
+        if let Some(ev) = handles::hit(&t.events, e as usize) {
+            let r = match &**ev {
+                HipEvent::Local(ev) => ev.record(st),
+                HipEvent::Ipc(ev) => ev.record(st),
+            };
+            drop(ev);
+            return ret_kfdrt(r);
+        }
+    }
+    event_record_full(e, s)
+}
+
+/// [`hipEventRecord`] when the stream is not the thread's hot one or the event not
+/// cached: the cached lookups, then the stream made hot (a non-unwinding ABI, so the
+/// entry point's call is a tail jump).
+#[inline(never)]
+extern "system" fn event_record_full(e: *mut c_void, s: *mut c_void) -> hipError_t {
     let r = with_tls(|t| {
         handles::with(&t.events, &EVENTS, e as usize, |ev| {
             with_stream_in(t, s, |st| match &**ev {
@@ -1438,6 +1500,7 @@ pub extern "C" fn hipEventRecord(e: *mut c_void, s: *mut c_void) -> hipError_t {
         })
         .unwrap_or(Err(hipErrorInvalidHandle))
     });
+    promote_hot(s);
     ret(r)
 }
 

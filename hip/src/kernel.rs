@@ -1008,10 +1008,11 @@ pub unsafe extern "C" fn hipLaunchKernel(
 }
 
 /// [`hipLaunchKernel`] on a stream that is not the thread's hot one (out of line, so
-/// that the warm path keeps its arguments in registers).
+/// that the warm path keeps its arguments in registers; the entry point's signature and
+/// a non-unwinding ABI, so that its call is a tail jump).
 #[cold]
 #[inline(never)]
-fn launch_miss(
+extern "system" fn launch_miss(
     f: *const c_void,
     grid: dim3,
     block: dim3,

@@ -248,6 +248,61 @@ static void sticky_error() {
     CHECK(hipGetLastError() == hipSuccess);
 }
 
+// hipStreamWriteValue32 and hipEventRecord on the thread's hot stream (the one its last
+// query / synchronize answered) keep the full path's rules: the last error stored on
+// success too, an event or stream destroyed (here or on another thread) after both were
+// cached is an invalid handle, never a crash; the null stream likewise.
+static void enqueues_on_the_hot_stream() {
+    unsigned* flag;
+    OK(hipHostMalloc((void**)&flag, 64, 0));
+    hipStream_t s;
+    OK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+    hipEvent_t e, f;
+    OK(hipEventCreateWithFlags(&e, hipEventDisableTiming));
+    OK(hipEventCreateWithFlags(&f, hipEventDisableTiming));
+    for (hipStream_t st : {s, (hipStream_t) nullptr}) {
+        idle_twice(st);
+        CHECK(hipStreamQuery((hipStream_t)(uintptr_t)0xdead0) == hipErrorInvalidHandle);
+        idle_twice(st);
+        CHECK(hipStreamQuery((hipStream_t)(uintptr_t)0xdead0) == hipErrorInvalidHandle);
+        OK(hipStreamWriteValue32(st, flag, 3, 0));
+        CHECK(hipPeekAtLastError() == hipSuccess);
+        CHECK(hipStreamQuery((hipStream_t)(uintptr_t)0xdead0) == hipErrorInvalidHandle);
+        OK(hipEventRecord(e, st));
+        OK(hipEventRecord(e, st));
+        CHECK(hipPeekAtLastError() == hipSuccess);
+        OK(hipStreamSynchronize(st));
+        CHECK(__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 3);
+        OK(hipEventQuery(e));
+        __atomic_store_n(flag, 0, __ATOMIC_RELEASE);
+        CHECK(hipEventRecord((hipEvent_t)(uintptr_t)0xdead0, st) == hipErrorInvalidHandle);
+        CHECK(hipGetLastError() == hipErrorInvalidHandle);
+        CHECK(hipEventRecord((hipEvent_t)st, st) == hipErrorInvalidHandle);
+    }
+    // Destroyed after both were cached: the event on another thread, then on this one.
+    OK(hipEventRecord(f, s));
+    std::thread([f] { CHECK(hipEventDestroy(f) == hipSuccess); }).join();
+    CHECK(hipEventRecord(f, s) == hipErrorInvalidHandle);
+    CHECK(hipPeekAtLastError() == hipErrorInvalidHandle);
+    OK(hipEventRecord(e, s));
+    OK(hipEventDestroy(e));
+    CHECK(hipEventRecord(e, s) == hipErrorInvalidHandle);
+    CHECK(hipEventRecord(e, nullptr) == hipErrorInvalidHandle);
+    // The stream destroyed on another thread while hot.
+    OK(hipEventCreateWithFlags(&e, hipEventDisableTiming));
+    idle_twice(s);
+    OK(hipStreamWriteValue32(s, flag, 1, 0));
+    OK(hipEventRecord(e, s));
+    std::thread([s] { CHECK(hipStreamDestroy(s) == hipSuccess); }).join();
+    CHECK(hipStreamWriteValue32(s, flag, 2, 0) == hipErrorInvalidHandle);
+    CHECK(hipGetLastError() == hipErrorInvalidHandle);
+    CHECK(hipEventRecord(e, s) == hipErrorInvalidHandle);
+    CHECK(hipGetLastError() == hipErrorInvalidHandle);
+    CHECK(__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 1);
+    OK(hipEventDestroy(e));
+    OK(hipHostFree(flag));
+}
+
 // hipDeviceReset on another thread destroys the device's streams: a stream this thread
 // had cached idle is an invalid handle afterwards (its idle predicates were closed), and a
 // stream created after the reset is cached and answered as usual.
@@ -299,6 +354,7 @@ int main() {
     null_stream_and_blocking_streams();
     null_stream_follows_the_current_device();
     pool_release_on_an_idle_stream();
+    enqueues_on_the_hot_stream();
     device_reset_on_another_thread();
     sticky_error();
     printf("idle checks passed: %d\n", checks.load());
