@@ -218,6 +218,10 @@ pub(crate) struct EngineShared {
     ///
     /// [`GpuEngines::set_doorbell_watch`]: super::GpuEngines::set_doorbell_watch
     pub(crate) watch: AtomicBool,
+    /// A park's memory barrier failed (it should not, once registered; see
+    /// [`UNFENCED_PARK`]): the engine keeps reading its doorbell values for submitters that
+    /// read `watch` before it was cleared, and caps every park.
+    unfenced: AtomicBool,
     /// Non-zero while the thread is parked or about to park (see the module docs):
     /// [`PARKED_TIMED`] waiting for a blocked queue's next poll, [`PARKED_IDLE`] idle.
     parked: AtomicU8,
@@ -243,6 +247,7 @@ impl EngineShared {
             ack_cv: Condvar::new(),
             doorbells: AtomicU64::new(0),
             watch: AtomicBool::new(false),
+            unfenced: AtomicBool::new(false),
             parked: AtomicU8::new(0),
             kicker_cpu: AtomicI32::new(-1),
             paused: AtomicBool::new(false),
@@ -481,9 +486,19 @@ pub(crate) fn doorbell_watch_available() -> bool {
 /// doorbell values where `membarrier(2)` allows ([`super::GpuEngines::doorbell_watch`]).
 pub const DOORBELL_WATCH_ENV: &str = "KFDRT_EMU_DOORBELL_WATCH";
 
-/// The longest an engine parks when its park's memory barrier failed (the watch is then
-/// off for later doorbells; one that read `watch` before may still skip the counter).
+/// The longest an engine parks once a park's memory barrier failed: the watch is then off
+/// for later doorbells, but one that read `watch` before may still skip the counter, and
+/// without the barrier its store may be missed by the check before a park.
 const UNFENCED_PARK: Duration = Duration::from_millis(1);
+
+impl EngineShared {
+    /// Whether the engine's doorbell check reads its queues' doorbell values (it watches
+    /// them, or did until a barrier failed).
+    #[inline]
+    fn reads_doorbells(&self) -> bool {
+        self.watch.load(Ordering::Relaxed) || self.unfenced.load(Ordering::Relaxed)
+    }
+}
 
 /// What the engine compares to notice doorbells: its counter, plus the sum of its queues'
 /// doorbell values when it watches them (each only grows while its queue is listed).
@@ -528,17 +543,20 @@ fn park(
         PARKED_IDLE
     };
     me.parked.store(how, Ordering::SeqCst);
-    let watch = me.watch.load(Ordering::Relaxed);
+    let reads = me.reads_doorbells();
     let mut deadline = deadline;
-    if watch {
+    if me.watch.load(Ordering::Relaxed) {
         use rustix::thread::{membarrier, MembarrierCommand};
         if membarrier(MembarrierCommand::PrivateExpedited).is_err() {
+            me.unfenced.store(true, Ordering::SeqCst);
             me.watch.store(false, Ordering::SeqCst);
-            let cap = Instant::now() + UNFENCED_PARK;
-            deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
         }
     }
-    if doorbell_state(me, slots, watch) == seen_db && !me.shutdown.load(Ordering::Acquire) {
+    if me.unfenced.load(Ordering::Relaxed) {
+        let cap = Instant::now() + UNFENCED_PARK;
+        deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
+    }
+    if doorbell_state(me, slots, reads) == seen_db && !me.shutdown.load(Ordering::Acquire) {
         match deadline {
             Some(t) => std::thread::park_timeout(t.saturating_duration_since(Instant::now())),
             None => std::thread::park(),
@@ -623,13 +641,14 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         }
         if me.paused.load(Ordering::Acquire) {
             mem.wakes.flush();
-            let db = doorbell_state(&me, &slots, me.watch.load(Ordering::Relaxed));
+            let db = doorbell_state(&me, &slots, me.reads_doorbells());
             park(&me, &mut mem, &inner, index, db, None, &slots);
             continue;
         }
 
-        // Read once per round: `park` may clear it, never set it.
-        let watch = me.watch.load(Ordering::Relaxed);
+        // Read once per round (`park` may switch the watch off; the engine reads the
+        // doorbell values from then on all the same).
+        let watch = me.reads_doorbells();
         let db = doorbell_state(&me, &slots, watch);
         let kicked = db != seen_db;
         seen_db = db;
