@@ -67,6 +67,9 @@ pub(crate) struct DeviceCore {
     pub(crate) peers: Peers,
     /// Address ranges of the live buffer objects (length checks of copies and fills).
     pub(crate) extents: Extents,
+    /// The live USERPTR buffer objects by first page: registrations whose pages lie in
+    /// one of them share it ([`crate::memory`]'s `Buffer::userptr`).
+    pub(crate) userptrs: Mutex<BTreeMap<u64, UserptrBo>>,
     /// SVM context-save areas of destroyed queues, for reuse: (gpu index, address,
     /// length). Unmapped when the device goes.
     pub(crate) cwsr_free: Mutex<Vec<(usize, u64, usize)>>,
@@ -153,33 +156,54 @@ unsafe impl Send for DoorbellPage {}
 // SAFETY: as above.
 unsafe impl Sync for DoorbellPage {}
 
-/// The address ranges `[va, va+size)` of a device's live buffer objects, keyed by
-/// `(va, handle)` (a range registered twice as USERPTR appears twice).
+/// What one live buffer object holds, in [`Extents`]: the length asked for (not the
+/// page-rounded one), its kind and its GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Extent {
+    pub(crate) len: u64,
+    pub(crate) kind: crate::memory::AllocationKind,
+    pub(crate) gpu: usize,
+}
+
+/// The address ranges of a device's live buffer objects as their callers asked for them
+/// (`[base, base+len)`: `hipMalloc(100)` is 100 bytes though its BO is a page; a
+/// registration is the caller's pointer and length, not the pages around them), keyed by
+/// `(base, handle)` (a range registered twice as USERPTR appears twice).
 #[derive(Default)]
-pub(crate) struct Extents(std::sync::RwLock<std::collections::BTreeMap<(u64, u64), u64>>);
+pub(crate) struct Extents(std::sync::RwLock<std::collections::BTreeMap<(u64, u64), Extent>>);
 
 impl Extents {
-    pub(crate) fn insert(&self, va: u64, handle: u64, size: u64) {
+    pub(crate) fn insert(&self, base: u64, handle: u64, e: Extent) {
         self.0
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert((va, handle), size);
+            .insert((base, handle), e);
     }
-    pub(crate) fn remove(&self, va: u64, handle: u64) {
+    pub(crate) fn remove(&self, base: u64, handle: u64) {
         self.0
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&(va, handle));
+            .remove(&(base, handle));
     }
-    /// `(start, len)` of the buffer object containing `addr`.
-    pub(crate) fn containing(&self, addr: u64) -> Option<(u64, u64)> {
+    /// The base and entry of the buffer object containing `addr`. Ranges may overlap
+    /// (registrations of overlapping host ranges): the nearest base at or below `addr`
+    /// whose range holds it, among the few closest.
+    pub(crate) fn containing(&self, addr: u64) -> Option<(u64, Extent)> {
         let m = self.0.read().unwrap_or_else(|e| e.into_inner());
         m.range(..=(addr, u64::MAX))
             .rev()
             .take(4)
-            .find(|(&(va, _), &len)| addr - va < len)
-            .map(|(&(va, _), &len)| (va, len))
+            .find(|(&(va, _), e)| addr - va < e.len)
+            .map(|(&(va, _), &e)| (va, e))
     }
+}
+
+/// One USERPTR buffer object and how many registrations ([`crate::Buffer`]s) use it.
+pub(crate) struct UserptrBo {
+    pub(crate) size: usize,
+    pub(crate) handle: u64,
+    pub(crate) refs: usize,
+    pub(crate) mapped_on: Arc<Mutex<Vec<u32>>>,
 }
 
 /// Peer access (`hipDeviceEnablePeerAccess`) and the device buffers it governs.
@@ -293,4 +317,45 @@ pub(crate) fn release_import(
         )
     };
     let _ = kfd::ioctl::free_memory_of_gpu(b, handle);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Extent, Extents};
+    use crate::memory::{AllocationKind, MemoryKind};
+
+    fn ext(len: u64) -> Extent {
+        Extent {
+            len,
+            kind: AllocationKind::Buffer(MemoryKind::Userptr),
+            gpu: 0,
+        }
+    }
+
+    #[test]
+    fn containing_uses_the_requested_length_and_finds_overlapping_ranges() {
+        let x = Extents::default();
+        x.insert(0x1000, 1, ext(100));
+        assert_eq!(
+            x.containing(0x1000).map(|(b, e)| (b, e.len)),
+            Some((0x1000, 100))
+        );
+        assert_eq!(x.containing(0x1063).map(|(b, _)| b), Some(0x1000));
+        assert_eq!(x.containing(0x1064), None, "past the 100 bytes asked for");
+        assert_eq!(x.containing(0xfff), None);
+        // A registration inside another (shared BO), then one starting at the same base.
+        x.insert(0x1000, 2, ext(0x3000));
+        x.insert(0x2008, 3, ext(8));
+        assert_eq!(x.containing(0x2008).map(|(b, _)| b), Some(0x2008));
+        assert_eq!(
+            x.containing(0x2010).map(|(b, e)| (b, e.len)),
+            Some((0x1000, 0x3000))
+        );
+        x.remove(0x1000, 2);
+        assert_eq!(x.containing(0x2010), None);
+        assert_eq!(x.containing(0x1010).map(|(_, e)| e.len), Some(100));
+        x.remove(0x1000, 1);
+        x.remove(0x2008, 3);
+        assert_eq!(x.containing(0x1010), None);
+    }
 }

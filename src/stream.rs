@@ -1644,8 +1644,11 @@ impl Stream {
         Ok(())
     }
 
-    /// `hipStreamWriteValue32`: after earlier work, write `value` to `addr` (a GPU-mapped
-    /// address, 4-byte aligned).
+    /// `hipStreamWriteValue32`: after earlier work, write `value` to `addr` (4-byte
+    /// aligned, in an allocation of the device: [`crate::Device::allocation_at`], which
+    /// includes pinned and registered host memory; any other address is InvalidValue at
+    /// once and the stream stays usable, as CLR's `ihipStreamOperation` refuses an address
+    /// with no memory object; under XNACK any address is left to the GPU).
     ///
     /// `flags` is reserved and ignored, as HIP documents it ("reserved, ignored for now,
     /// will be used in future releases"). The one bit CUDA defines,
@@ -1674,6 +1677,7 @@ impl Stream {
         // Reserved flags are ignored, as HIP documents; see WriteValueFlags.
         let _ = flags;
         check_addr(call, addr, bits, 0)?;
+        self.inner.dev.check_gpu_addr(call, addr)?;
         if bits == 32 {
             // The hot path: WRITE_DATA encoded, then a slot reserved and published.
             let t = self.inner.family;
@@ -1698,9 +1702,12 @@ impl Stream {
     /// `flags`; see [`WaitCompare`] for the exact tests) holds for the 32-bit value at
     /// `addr` under `mask` (HIP's default mask is `u32::MAX`). The wait runs in the CP
     /// (WAIT_REG_MEM); the stream moves to a dedicated queue so the wait never stalls
-    /// another stream.
+    /// another stream. `addr` is checked as for [`Stream::write_value32`].
     pub fn wait_value32(&self, addr: u64, value: u32, cmp: WaitCompare, mask: u32) -> Result<()> {
         check_addr("hipStreamWaitValue32", addr, 32, 0)?;
+        self.inner
+            .dev
+            .check_gpu_addr("hipStreamWaitValue32", addr)?;
         // The condition decoded from the typed comparison (no unknown flags to reject),
         // as `cmd::wait_condition` does for 32 bits.
         let (function, reference, mask) = match cmp {
@@ -1742,6 +1749,7 @@ impl Stream {
             "hipStreamWaitValue64"
         };
         check_addr(call, addr, bits, 0)?;
+        self.inner.dev.check_gpu_addr(call, addr)?;
         let c = cmd::wait_condition(flags, value, mask, bits)
             .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e))?;
         if c == WaitCondition::AlwaysTrue {
