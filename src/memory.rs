@@ -51,7 +51,8 @@ pub enum AllocationKind {
     /// also the chunks of stream-ordered pools) or a registration
     /// ([`crate::Device::register_host_memory`], [`MemoryKind::Userptr`]).
     Buffer(MemoryKind),
-    /// Another process's buffer opened here ([`crate::Device::ipc_open`]).
+    /// Another process's buffer opened here ([`crate::Device::ipc_open`]), or the backing
+    /// of an imported memory pool ([`crate::Device::import_mem_pool`]).
     IpcImport,
     /// Managed memory ([`crate::Device::malloc_managed`]).
     Managed,
