@@ -1676,7 +1676,8 @@ fn check_memcpy_kind(
 
 /// `hipMemcpy`: ordered on the current GPU's null stream, then waited for; a pageable
 /// host side is staged through pinned memory (kfdrt `Device::memcpy_staged`). The kind is
-/// checked as CLR 5.2 does ([`check_memcpy_kind`]).
+/// checked as CLR 5.2 does (`check_memcpy_kind`: two non-allocations need HostToHost or
+/// Default).
 #[no_mangle]
 pub unsafe extern "C" fn hipMemcpy(
     dst: *mut c_void,
