@@ -441,6 +441,7 @@ impl DeviceInner {
     /// InvalidValue past its end). An address in no allocation is InvalidValue too (CLR:
     /// `getMemoryObject` finds nothing), unless the process runs with XNACK on, where the
     /// GPU can fault in any host page (HMM) and the address is left to it.
+    #[inline(never)]
     pub(crate) fn check_gpu_range(&self, call: &'static str, addr: u64, len: u64) -> Result<()> {
         match self.allocation_at(addr) {
             Some(a) if len <= a.room_at(addr) => Ok(()),
@@ -469,8 +470,11 @@ impl DeviceInner {
     /// with no length, since CLR's `ihipStreamOperation` checks no size (measured: an
     /// 8-byte write at byte 96 of `hipMalloc(100)` succeeds). The aligned 4 or 8 bytes stay
     /// inside the allocation's page-rounded buffer object.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn check_gpu_addr(&self, call: &'static str, addr: u64) -> Result<()> {
+        if self.extents.cached_holds(addr) {
+            return Ok(());
+        }
         self.check_gpu_range(call, addr, 1)
     }
 }
