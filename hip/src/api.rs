@@ -1710,7 +1710,8 @@ pub unsafe extern "C" fn hipMemcpyAsync(
     })())
 }
 
-/// `hipMemset`.
+/// `hipMemset` (kfdrt `Stream::memset`: an address in no allocation, or a size past the
+/// size allocated, is InvalidValue, as CLR; a size of 0 succeeds).
 #[no_mangle]
 pub extern "C" fn hipMemset(dst: *mut c_void, value: c_int, size: usize) -> hipError_t {
     ret((|| {
