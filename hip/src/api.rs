@@ -1992,14 +1992,10 @@ pub extern "C" fn hipIpcCloseMemHandle(ptr: *mut c_void) -> hipError_t {
         }
         // Work on the null stream may still use the memory (CLR finishes it too).
         with_stream(std::ptr::null_mut(), |st| st.synchronize().hip())?;
-        let a = ptr as u64;
+        let base = allocation_at(ptr as u64)?
+            .ok_or(hipErrorInvalidHandle)?
+            .base;
         let mut open = lock(&IPC_OPEN);
-        let base = open
-            .range(..=a)
-            .next_back()
-            .filter(|(_, (m, _, _))| a < m.base() + m.len() as u64)
-            .map(|(b, _)| *b)
-            .ok_or(hipErrorInvalidHandle)?;
         let e = open.get_mut(&base).ok_or(hipErrorInvalidHandle)?;
         e.2 -= 1;
         if e.2 == 0 {
