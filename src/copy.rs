@@ -3,9 +3,9 @@
 //! on the command processor's DMA engine (CP DMA:
 //! PM4 `DMA_DATA` in the stream's own AQL queue). Running in the stream's queue keeps
 //! them in order with the stream's other work at no synchronisation cost, and they
-//! complete on the stream timeline like every other command. Any GPU-mapped address
-//! works: VRAM of this or another GPU of the device, host-pinned, signal or registered
-//! memory.
+//! complete on the stream timeline like every other command. Any allocation of the
+//! device works: VRAM of this or another GPU of the device, host-pinned, signal or
+//! registered memory; other addresses are refused (see `check`).
 //!
 //! Each `DMA_DATA` moves at most [`crate::cmdbuf::Target::dma_max_bytes`] bytes (32 MiB, or
 //! 32736 on gfx11+ whose CP DMA takes at most 32767 bytes a packet); one AQL PM4-IB
@@ -23,10 +23,12 @@ use crate::stream::Stream;
 /// inside the 26-bit BYTE_COUNT field); see [`crate::cmdbuf::Target::dma_max_bytes`].
 pub const CHUNK: u64 = 1 << 25;
 
-/// Null and overflow checks, and HIP's length rule: a range that starts in an
-/// allocation of this device (a buffer object, a managed allocation, a VMM reservation)
-/// must end inside it (InvalidValue otherwise, as `hipMemcpy` / `hipMemset` report). An
-/// address in no allocation kfdrt knows (XNACK pageable memory) is left to the GPU.
+/// Null and overflow checks, and HIP's rules for the memory: each range must lie in one
+/// allocation of this device (a buffer object, IPC import, managed allocation or VMM
+/// mapping) and end inside the length it was allocated with (InvalidValue otherwise, as
+/// `hipMemcpy` / `hipMemset` report; see `DeviceInner::check_gpu_range`, which leaves
+/// unknown addresses to the GPU only under XNACK). A length of 0 is checked by the callers
+/// first: it does nothing and succeeds whatever the addresses (CLR checks the size first).
 fn check(s: &Stream, call: &'static str, addrs: &[u64], len: u64) -> Result<()> {
     for &a in addrs {
         if a == 0 {
@@ -39,26 +41,7 @@ fn check(s: &Stream, call: &'static str, addrs: &[u64], len: u64) -> Result<()> 
                 format!("{a:#x}+{len:#x} overflows"),
             ));
         }
-        let dev = &s.inner.dev;
-        let ext = dev
-            .extents
-            .containing(a)
-            .or_else(|| dev.managed.extent_of(a))
-            .or_else(|| dev.vmm.extent_of(a));
-        if let Some((start, size)) = ext {
-            let room = start + size - a;
-            if len > room {
-                return Err(Error::new(
-                    ErrorKind::InvalidValue,
-                    call,
-                    format!(
-                        "{len:#x} bytes at {a:#x} run past the end of the allocation \
-                         [{start:#x}, {:#x}) ({room:#x} bytes left)",
-                        start + size
-                    ),
-                ));
-            }
-        }
+        s.inner.dev.check_gpu_range(call, a, len)?;
     }
     Ok(())
 }
@@ -96,14 +79,17 @@ impl Stream {
         Ok(())
     }
 
-    /// `hipMemcpyAsync`: copy `len` bytes from `src` to `dst` (GPU-mapped addresses of this
-    /// device, any alignment) after the stream's earlier work. Overlapping ranges are
+    /// `hipMemcpyAsync`: copy `len` bytes from `src` to `dst` (any alignment) after the
+    /// stream's earlier work. Both ranges must lie in allocations of this device
+    /// ([`Device::allocation_at`]) within the lengths asked for; anything else is
+    /// InvalidValue, as CLR's `hipMemcpyAsync` answers (pageable host memory goes through
+    /// [`Stream::memcpy_staged`]). A length of 0 succeeds. Overlapping ranges are
     /// undefined, as in HIP.
     pub fn memcpy(&self, dst: u64, src: u64, len: u64) -> Result<()> {
-        check(self, "hipMemcpyAsync", &[dst, src], len)?;
         if len == 0 {
             return Ok(());
         }
+        check(self, "hipMemcpyAsync", &[dst, src], len)?;
         // A copy between GPUs works without peer access, as in HIP: the buffers are mapped
         // on this stream's GPU for its copy engines (memory::Peers::map_for_copy).
         let core = &self.inner.dev.core;
@@ -127,11 +113,16 @@ impl Stream {
     }
 
     /// `hipMemsetD32Async`: fill `count` dwords at `dst` (4-byte aligned) with `value`.
+    /// The range is checked as for [`Stream::memcpy`] (CLR's `ihipMemset_validate`); a
+    /// count of 0 succeeds whatever `dst`.
     pub fn memset_d32(&self, dst: u64, value: u32, count: u64) -> Result<()> {
         let call = "hipMemsetD32Async";
         let len = count
             .checked_mul(4)
             .ok_or_else(|| Error::new(ErrorKind::InvalidValue, call, "count overflows"))?;
+        if len == 0 {
+            return Ok(());
+        }
         check(self, call, &[dst], len)?;
         if dst % 4 != 0 {
             return Err(Error::new(
@@ -139,9 +130,6 @@ impl Stream {
                 call,
                 format!("dst {dst:#x} is not 4-byte aligned"),
             ));
-        }
-        if len == 0 {
-            return Ok(());
         }
         let chunk = self.inner.family.dma_max_bytes() as u64;
         let cmd_at = |i: u64| {
@@ -155,15 +143,17 @@ impl Stream {
         self.submit_dma(len.div_ceil(chunk), cmd_at)
     }
 
-    /// `hipMemsetAsync`: set `len` bytes at `dst` to `byte`, any alignment. The aligned
+    /// `hipMemsetAsync`: set `len` bytes at `dst` to `byte`, any alignment; `dst` checked
+    /// as for [`Stream::memcpy`] (so `hipMemset` of the stack is InvalidValue, as in
+    /// CLR), and a length of 0 succeeds whatever `dst`. The aligned
     /// middle is a CP DMA fill; unaligned head and tail bytes are copied from the pattern
     /// held in the packet's own indirect-buffer slot.
     pub fn memset(&self, dst: u64, byte: u8, len: u64) -> Result<()> {
         let call = "hipMemsetAsync";
-        check(self, call, &[dst], len)?;
         if len == 0 {
             return Ok(());
         }
+        check(self, call, &[dst], len)?;
         let pattern = u32::from_ne_bytes([byte; 4]);
         let head = ((4 - dst % 4) % 4).min(len);
         let body = (len - head) / 4 * 4;

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::abi::ProcessDeviceApertures;
@@ -67,6 +68,9 @@ pub(crate) struct DeviceCore {
     pub(crate) peers: Peers,
     /// Address ranges of the live buffer objects (length checks of copies and fills).
     pub(crate) extents: Extents,
+    /// The live USERPTR buffer objects by first page: registrations whose pages lie in
+    /// one of them share it ([`crate::memory`]'s `Buffer::userptr`).
+    pub(crate) userptrs: Mutex<BTreeMap<u64, UserptrBo>>,
     /// SVM context-save areas of destroyed queues, for reuse: (gpu index, address,
     /// length). Unmapped when the device goes.
     pub(crate) cwsr_free: Mutex<Vec<(usize, u64, usize)>>,
@@ -153,33 +157,158 @@ unsafe impl Send for DoorbellPage {}
 // SAFETY: as above.
 unsafe impl Sync for DoorbellPage {}
 
-/// The address ranges `[va, va+size)` of a device's live buffer objects, keyed by
-/// `(va, handle)` (a range registered twice as USERPTR appears twice).
+/// What one live buffer object holds, in [`Extents`]: the length asked for (not the
+/// page-rounded one), its kind and its GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Extent {
+    pub(crate) len: u64,
+    pub(crate) kind: crate::memory::AllocationKind,
+    pub(crate) gpu: usize,
+}
+
+/// The address ranges of a device's live buffer objects as their callers asked for them
+/// (`[base, base+len)`: `hipMalloc(100)` is 100 bytes though its BO is a page; a
+/// registration is the caller's pointer and length, not the pages around them), keyed by
+/// `(base, handle)` (a range registered twice as USERPTR appears twice).
+///
+/// The last range found is kept in a sequence-locked cell: the stream memory operations
+/// look up their address at every call (`hipStreamWriteValue32` on one flag word), and a
+/// hit there is a few loads instead of the lock and the tree walk. Every insert and
+/// removal clears the cell (under the write lock), so a hit is never a freed range.
 #[derive(Default)]
-pub(crate) struct Extents(std::sync::RwLock<std::collections::BTreeMap<(u64, u64), u64>>);
+pub(crate) struct Extents {
+    map: std::sync::RwLock<std::collections::BTreeMap<(u64, u64), Extent>>,
+    /// Even: `hit` is consistent; odd: a writer is changing it.
+    seq: AtomicU64,
+    /// Base, length (0: empty) and packed kind and GPU ([`pack`]) of the last range found.
+    hit: [AtomicU64; 3],
+}
+
+/// An [`Extent`]'s kind and GPU in one word (the cell of [`Extents`]).
+fn pack(e: &Extent) -> u64 {
+    use crate::memory::{AllocationKind as A, MemoryKind as M};
+    let code = match e.kind {
+        A::Buffer(M::Device) => 0,
+        A::Buffer(M::HostPinned) => 1,
+        A::Buffer(M::Signal) => 2,
+        A::Buffer(M::Userptr) => 3,
+        A::IpcImport => 4,
+        A::Managed => 5,
+        A::Vmm => 6,
+    };
+    code | (e.gpu as u64) << 8
+}
+
+/// [`pack`] undone, with the length.
+fn unpack(len: u64, w: u64) -> Extent {
+    use crate::memory::{AllocationKind as A, MemoryKind as M};
+    let kind = match w & 0xff {
+        0 => A::Buffer(M::Device),
+        1 => A::Buffer(M::HostPinned),
+        2 => A::Buffer(M::Signal),
+        3 => A::Buffer(M::Userptr),
+        4 => A::IpcImport,
+        5 => A::Managed,
+        _ => A::Vmm,
+    };
+    Extent {
+        len,
+        kind,
+        gpu: (w >> 8) as usize,
+    }
+}
 
 impl Extents {
-    pub(crate) fn insert(&self, va: u64, handle: u64, size: u64) {
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((va, handle), size);
+    fn write(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, std::collections::BTreeMap<(u64, u64), Extent>> {
+        let m = self.map.write().unwrap_or_else(|e| e.into_inner());
+        // No reader of the map now and no publisher (they hold the read lock): clear the
+        // cell. The odd value first, so a concurrent cell reader rejects what it read.
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s | 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.hit[1].store(0, Ordering::Relaxed);
+        self.seq.store((s | 1) + 1, Ordering::Release);
+        m
     }
-    pub(crate) fn remove(&self, va: u64, handle: u64) {
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&(va, handle));
+    pub(crate) fn insert(&self, base: u64, handle: u64, e: Extent) {
+        self.write().insert((base, handle), e);
     }
-    /// `(start, len)` of the buffer object containing `addr`.
-    pub(crate) fn containing(&self, addr: u64) -> Option<(u64, u64)> {
-        let m = self.0.read().unwrap_or_else(|e| e.into_inner());
-        m.range(..=(addr, u64::MAX))
+    pub(crate) fn remove(&self, base: u64, handle: u64) {
+        self.write().remove(&(base, handle));
+    }
+    /// The base and entry of the buffer object containing `addr`. Ranges may overlap
+    /// (registrations of overlapping host ranges): the nearest base at or below `addr`
+    /// whose range holds it, among the few closest.
+    #[inline]
+    pub(crate) fn containing(&self, addr: u64) -> Option<(u64, Extent)> {
+        // The cell (a sequence lock's read side).
+        let s1 = self.seq.load(Ordering::Acquire);
+        let base = self.hit[0].load(Ordering::Relaxed);
+        let len = self.hit[1].load(Ordering::Relaxed);
+        let w = self.hit[2].load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if s1 & 1 == 0 && self.seq.load(Ordering::Relaxed) == s1 && addr.wrapping_sub(base) < len {
+            return Some((base, unpack(len, w)));
+        }
+        self.containing_slow(addr)
+    }
+
+    /// Whether the last range found (the cell) holds `addr`: the hot path of the stream
+    /// memory operations' check, a few loads. False says nothing (ask [`Self::containing`]).
+    #[inline(always)]
+    pub(crate) fn cached_holds(&self, addr: u64) -> bool {
+        let s1 = self.seq.load(Ordering::Acquire);
+        let base = self.hit[0].load(Ordering::Relaxed);
+        let len = self.hit[1].load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        s1 & 1 == 0 && self.seq.load(Ordering::Relaxed) == s1 && addr.wrapping_sub(base) < len
+    }
+
+    #[inline(never)]
+    fn containing_slow(&self, addr: u64) -> Option<(u64, Extent)> {
+        let m = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let (key, e) = m
+            .range(..=(addr, u64::MAX))
             .rev()
             .take(4)
-            .find(|(&(va, _), &len)| addr - va < len)
-            .map(|(&(va, _), &len)| (va, len))
+            .find(|(&(va, _), e)| addr - va < e.len)
+            .map(|(&k, &e)| (k, e))?;
+        let base = key.0;
+        // Publish it, unless another publisher is at it (the map cannot change while the
+        // read lock is held, so what is published is live), or a range starts inside it (a
+        // registration inside this one): the lookup answers the nearest base, which
+        // for some addresses of this range is that other one.
+        use std::ops::Bound::{Excluded, Unbounded};
+        let alone = m
+            .range((Excluded(key), Unbounded))
+            .next()
+            .is_none_or(|(&(next, _), _)| next >= base + e.len);
+        let s = self.seq.load(Ordering::Relaxed);
+        if alone
+            && s & 1 == 0
+            && self
+                .seq
+                .compare_exchange(s, s + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            fence(Ordering::Release);
+            self.hit[0].store(base, Ordering::Relaxed);
+            self.hit[1].store(e.len, Ordering::Relaxed);
+            self.hit[2].store(pack(&e), Ordering::Relaxed);
+            self.seq.store(s + 2, Ordering::Release);
+        }
+        Some((base, e))
     }
+}
+
+/// One USERPTR buffer object and how many registrations ([`crate::Buffer`]s) use it.
+pub(crate) struct UserptrBo {
+    pub(crate) size: usize,
+    pub(crate) handle: u64,
+    pub(crate) refs: usize,
+    pub(crate) mapped_on: Arc<Mutex<Vec<u32>>>,
 }
 
 /// Peer access (`hipDeviceEnablePeerAccess`) and the device buffers it governs.
@@ -293,4 +422,49 @@ pub(crate) fn release_import(
         )
     };
     let _ = kfd::ioctl::free_memory_of_gpu(b, handle);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Extent, Extents};
+    use crate::memory::{AllocationKind, MemoryKind};
+
+    fn ext(len: u64) -> Extent {
+        Extent {
+            len,
+            kind: AllocationKind::Buffer(MemoryKind::Userptr),
+            gpu: 0,
+        }
+    }
+
+    #[test]
+    fn containing_uses_the_requested_length_and_finds_overlapping_ranges() {
+        let x = Extents::default();
+        x.insert(0x1000, 1, ext(100));
+        assert_eq!(
+            x.containing(0x1000).map(|(b, e)| (b, e.len)),
+            Some((0x1000, 100))
+        );
+        assert_eq!(x.containing(0x1063).map(|(b, _)| b), Some(0x1000));
+        assert_eq!(x.containing(0x1064), None, "past the 100 bytes asked for");
+        assert_eq!(x.containing(0xfff), None);
+        // A registration inside another (shared BO), then one starting at the same base.
+        x.insert(0x1000, 2, ext(0x3000));
+        x.insert(0x2008, 3, ext(8));
+        // The outer range found first (and not cached: a range starts inside it), then
+        // an address of the inner one: still the inner one.
+        assert_eq!(x.containing(0x1f00).map(|(b, _)| b), Some(0x1000));
+        assert_eq!(x.containing(0x2008).map(|(b, _)| b), Some(0x2008));
+        assert_eq!(x.containing(0x200c).map(|(b, _)| b), Some(0x2008));
+        assert_eq!(
+            x.containing(0x2010).map(|(b, e)| (b, e.len)),
+            Some((0x1000, 0x3000))
+        );
+        x.remove(0x1000, 2);
+        assert_eq!(x.containing(0x2010), None);
+        assert_eq!(x.containing(0x1010).map(|(_, e)| e.len), Some(100));
+        x.remove(0x1000, 1);
+        x.remove(0x2008, 3);
+        assert_eq!(x.containing(0x1010), None);
+    }
 }

@@ -13,7 +13,7 @@ use crate::sync::lock;
 pub(crate) use crate::devcore::DeviceCore;
 pub use crate::devcore::Gpu;
 use crate::devcore::{map_handle, unmap_handle, PeerBuf};
-use crate::memory::{Buffer, MemoryKind};
+use crate::memory::{Allocation, AllocationKind, Buffer, MemoryKind};
 
 /// Lowest KFD minor version kfdrt runs on: 1.5 brings SVM and the queue/memory ioctls
 /// of this ABI (older kernels are missing too much to emulate HIP's semantics).
@@ -212,6 +212,7 @@ impl Device {
                 .map(|g| crate::hdp::Hdp::open(backend.as_ref(), g.gpu_id))
                 .collect(),
             extents: crate::devcore::Extents::default(),
+            userptrs: Mutex::default(),
             cwsr_free: Mutex::new(Vec::new()),
             backend,
             kfd_version: (v.major_version, v.minor_version),
@@ -394,6 +395,111 @@ impl Device {
     /// returned [`Buffer`] is dropped; the GPUs may read and write it meanwhile.
     pub unsafe fn register_host_memory(&self, ptr: *mut u8, len: usize) -> Result<Buffer> {
         Buffer::userptr(&self.inner.core, ptr as u64, len)
+    }
+
+    /// The allocation of this device that holds `addr`, as its creator asked for it (see
+    /// [`Allocation`]): a buffer object (`hipMalloc`, `hipHostMalloc`, signal memory,
+    /// stream-ordered pool chunks, `hipHostRegister`ed memory), another process's buffer
+    /// opened here (IPC), managed memory, or a VMM mapping. None for any other address:
+    /// plain host memory (stack, `malloc`), freed memory, a VMM reservation where
+    /// nothing is mapped, a registration's page outside the caller's range. What CLR's
+    /// `getMemoryObject` answers: `hipPointerGetAttributes`, `hipHostGetDevicePointer`,
+    /// `hipIpcGetMemHandle`, and the checks of copies, fills and stream memory operations
+    /// ([`crate::Stream::memcpy`], [`crate::Stream::write_value32`]) use it.
+    ///
+    /// ```
+    /// use kfdrt::{AllocationKind, Device, MemoryKind};
+    /// let dev = Device::open()?;
+    /// let b = dev.alloc(MemoryKind::Device, 0, 100)?;
+    /// let a = dev.allocation_at(b.va() + 10).unwrap();
+    /// assert_eq!((a.base, a.len), (b.va(), 100));
+    /// assert_eq!(a.kind, AllocationKind::Buffer(MemoryKind::Device));
+    /// assert_eq!(dev.allocation_at(b.va() + 100), None); // past the 100 bytes asked for
+    /// let x = 0u32;
+    /// assert_eq!(dev.allocation_at(&x as *const u32 as u64), None);
+    /// # Ok::<(), kfdrt::Error>(())
+    /// ```
+    pub fn allocation_at(&self, addr: u64) -> Option<Allocation> {
+        self.inner.allocation_at(addr)
+    }
+}
+
+impl DeviceInner {
+    /// [`Device::allocation_at`].
+    pub(crate) fn allocation_at(&self, addr: u64) -> Option<Allocation> {
+        if let Some((base, e)) = self.extents.containing(addr) {
+            return Some(Allocation {
+                base,
+                len: e.len,
+                kind: e.kind,
+                gpu: e.gpu,
+            });
+        }
+        if let Some((base, len)) = self.managed.extent_of(addr) {
+            return Some(Allocation {
+                base,
+                len,
+                kind: AllocationKind::Managed,
+                gpu: 0,
+            });
+        }
+        let (base, len, gpu) = self.vmm.mapped_extent(addr)?;
+        Some(Allocation {
+            base,
+            len,
+            kind: AllocationKind::Vmm,
+            gpu,
+        })
+    }
+
+    /// The checks of a GPU access of `len` bytes at `addr` by a copy, fill or stream
+    /// memory operation, as CLR makes them (`ihipMemcpy_validate`, `ihipMemset_validate`,
+    /// `ihipStreamOperation`): the range must lie in one allocation ([`Device::allocation_at`],
+    /// InvalidValue past its end). An address in no allocation is InvalidValue too (CLR:
+    /// `getMemoryObject` finds nothing), unless the process runs with XNACK on, where the
+    /// GPU can fault in any host page (HMM) and the address is left to it.
+    #[inline(never)]
+    pub(crate) fn check_gpu_range(&self, call: &'static str, addr: u64, len: u64) -> Result<()> {
+        match self.allocation_at(addr) {
+            Some(a) if len <= a.room_at(addr) => Ok(()),
+            Some(a) => Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!(
+                    "{len:#x} bytes at {addr:#x} run past the end of the allocation \
+                     [{:#x}, {:#x}) ({:#x} bytes left)",
+                    a.base,
+                    a.base + a.len,
+                    a.room_at(addr)
+                ),
+            )),
+            None if self.xnack_enabled() => Ok(()),
+            None => Err(Error::new(
+                ErrorKind::InvalidValue,
+                call,
+                format!("{addr:#x} is in no allocation of this device (nor registered)"),
+            )),
+        }
+    }
+
+    /// [`DeviceInner::check_gpu_addr`]'s fast answer: `addr` is in the registry's last
+    /// range found (then it passes); false means "look it up", not "refuse".
+    #[inline(always)]
+    pub(crate) fn gpu_addr_cached(&self, addr: u64) -> bool {
+        self.extents.cached_holds(addr)
+    }
+
+    /// The check of a stream memory operation's address (`hipStreamWriteValue*`,
+    /// `hipStreamWaitValue*`): inside an allocation, as [`DeviceInner::check_gpu_range`]
+    /// with no length, since CLR's `ihipStreamOperation` checks no size (measured: an
+    /// 8-byte write at byte 96 of `hipMalloc(100)` succeeds). The aligned 4 or 8 bytes stay
+    /// inside the allocation's page-rounded buffer object.
+    #[inline(always)]
+    pub(crate) fn check_gpu_addr(&self, call: &'static str, addr: u64) -> Result<()> {
+        if self.gpu_addr_cached(addr) {
+            return Ok(());
+        }
+        self.check_gpu_range(call, addr, 1)
     }
 }
 

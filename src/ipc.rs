@@ -251,7 +251,12 @@ impl Device {
         kfd::ioctl::map_memory_to_gpu(b, handle, &[gpu_id], &mut n)
             .map_err(|e| Error::from_kfd(call, e))?;
         m.gpu_id = gpu_id;
-        core.extents.insert(m.base(), handle, size);
+        let extent = crate::devcore::Extent {
+            len: size,
+            kind: crate::memory::AllocationKind::IpcImport,
+            gpu,
+        };
+        core.extents.insert(m.base(), handle, extent);
         Ok(m)
     }
 }

@@ -225,7 +225,7 @@ pub use event::{Event, GPU_TIMESTAMP_HZ};
 pub use ipc::{IpcEvent, IpcExport, IpcMapping, IpcMemHandle};
 pub use launch::{Dim3, KernelArgs, LaunchShape};
 pub use managed::{Attachment, CoherencyMode, ManagedMemory, MemRangeAttribute, MemoryAdvise};
-pub use memory::{Buffer, MemoryKind};
+pub use memory::{Allocation, AllocationKind, Buffer, MemoryKind};
 pub use mempool::{MemPool, PoolAlloc, PoolAttr, PoolProps, PtrExportData};
 pub use module::{Kernel, KernelAttributes, Module};
 pub use stream::Stream;

@@ -44,6 +44,47 @@ pub enum MemoryKind {
     Userptr,
 }
 
+/// What holds an address of the device: the answer of [`crate::Device::allocation_at`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocationKind {
+    /// A buffer object of this process: [`crate::Device::alloc`] (any [`MemoryKind`],
+    /// also the chunks of stream-ordered pools) or a registration
+    /// ([`crate::Device::register_host_memory`], [`MemoryKind::Userptr`]).
+    Buffer(MemoryKind),
+    /// Another process's buffer opened here ([`crate::Device::ipc_open`]), or the backing
+    /// of an imported memory pool ([`crate::Device::import_mem_pool`]).
+    IpcImport,
+    /// Managed memory ([`crate::Device::malloc_managed`]).
+    Managed,
+    /// A mapping inside a virtual address reservation ([`crate::Device::mem_map`]).
+    Vmm,
+}
+
+/// One allocation of a device, as its creator asked for it: `len` bytes from `base`
+/// (the page rounding KFD needs is not part of it). What CLR's `getMemoryObject` finds
+/// for an address, and what its size checks compare against (`hipMemcpy`, `hipMemset`,
+/// the stream memory operations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// First address (GPU VA == CPU VA).
+    pub base: u64,
+    /// Bytes from `base`: the size asked for (`hipMalloc(100)` is 100 bytes long). For a
+    /// VMM mapping, the whole address reservation holding it (as CLR checks the sizes of
+    /// VMM memory against its VA range).
+    pub len: u64,
+    /// What it is.
+    pub kind: AllocationKind,
+    /// The GPU it belongs to (the owner of device memory; the allocating GPU otherwise).
+    pub gpu: usize,
+}
+
+impl Allocation {
+    /// Bytes from `addr` (inside the allocation) to its end.
+    pub fn room_at(&self, addr: u64) -> u64 {
+        (self.base + self.len).saturating_sub(addr)
+    }
+}
+
 impl MemoryKind {
     fn flags(self, host_visible_vram: bool) -> AllocFlags {
         let common = AllocFlags::WRITABLE | AllocFlags::EXECUTABLE | AllocFlags::NO_SUBSTITUTE;
@@ -84,8 +125,16 @@ impl MemoryKind {
 /// ```
 pub struct Buffer {
     dev: Arc<DeviceCore>,
+    /// The BO's first address and page-rounded size.
     va: u64,
     size: usize,
+    /// The range asked for: `va` and the size before rounding for allocations; the
+    /// caller's pointer and length for registered memory (inside `va..va+size`).
+    base: u64,
+    requested: usize,
+    /// The second half of the buffer's key in the extents registry: the handle, or for
+    /// registered memory (which may share its BO) a serial of its own.
+    key: u64,
     handle: u64,
     kind: MemoryKind,
     gpu_index: usize,
@@ -146,6 +195,7 @@ impl Buffer {
             return Err(Error::new(ErrorKind::InvalidValue, call, "size is 0"));
         }
         let gpu = dev.gpu(gpu_index)?;
+        let requested = size;
         let size = size.checked_next_multiple_of(PAGE).ok_or_else(|| {
             Error::new(
                 ErrorKind::OutOfMemory,
@@ -174,12 +224,19 @@ impl Buffer {
         };
         kfd::ioctl::alloc_memory_of_gpu(dev.backend.as_ref(), &mut args)
             .map_err(|e| Error::from_kfd(call, e))?;
-        dev.extents
-            .insert(reservation.addr(), args.handle, size as u64);
+        let extent = crate::devcore::Extent {
+            len: requested as u64,
+            kind: AllocationKind::Buffer(kind),
+            gpu: gpu_index,
+        };
+        dev.extents.insert(reservation.addr(), args.handle, extent);
         let mut buf = Buffer {
             dev: dev.clone(),
             va: reservation.addr(),
             size,
+            base: reservation.addr(),
+            requested,
+            key: args.handle,
             handle: args.handle,
             kind,
             gpu_index,
@@ -307,31 +364,71 @@ impl Buffer {
         lock(&self.mapped_on).clone()
     }
 
+    /// USERPTR registration of `[addr, addr+len)`: the BO covers the whole pages holding
+    /// it ([`page_span`]); the buffer's [`Buffer::base`] / [`Buffer::requested_len`] are
+    /// the caller's range. Pages inside a live registration's BO share that BO (counted;
+    /// freed with its last registration): KFD maps a USERPTR BO at its CPU address, where
+    /// a second BO over the same pages would overlap the first. A range that only partly
+    /// overlaps a registration fails in KFD (InvalidValue).
     pub(crate) fn userptr(dev: &Arc<DeviceCore>, addr: u64, len: usize) -> Result<Buffer> {
         let call = "Device::register_host_memory";
-        if addr == 0 || addr % PAGE as u64 != 0 || len == 0 || len % PAGE != 0 {
+        let Some((va, size)) = page_span(addr, len) else {
             return Err(Error::new(
                 ErrorKind::InvalidValue,
                 call,
-                format!("ptr={addr:#x} len={len:#x}: both must be non-zero and page-aligned"),
+                format!("ptr={addr:#x} len={len:#x}: both must be non-zero, without overflow"),
             ));
+        };
+        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 63);
+        let key = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let extent = crate::devcore::Extent {
+            len: len as u64,
+            kind: AllocationKind::Buffer(MemoryKind::Userptr),
+            gpu: 0,
+        };
+        let mut bos = lock(&dev.userptrs);
+        let inside = bos
+            .range_mut(..=va)
+            .next_back()
+            .filter(|(&bva, bo)| va + size as u64 <= bva + bo.size as u64);
+        if let Some((&bva, bo)) = inside {
+            bo.refs += 1;
+            dev.extents.insert(addr, key, extent);
+            return Ok(Buffer {
+                dev: dev.clone(),
+                va: bva,
+                size: bo.size,
+                base: addr,
+                requested: len,
+                key,
+                handle: bo.handle,
+                kind: MemoryKind::Userptr,
+                gpu_index: 0,
+                mapped_on: bo.mapped_on.clone(),
+                peer_managed: false,
+                cpu_mapped: false,
+                reservation: None,
+                retired: false,
+            });
         }
         let gpu = dev.gpu(0)?;
         let mut args = AllocMemoryOfGpuArgs {
-            va_addr: addr,
-            size: len as u64,
-            mmap_offset: addr,
+            va_addr: va,
+            size: size as u64,
+            mmap_offset: va,
             gpu_id: gpu.gpu_id,
             flags: MemoryKind::Userptr.flags(false).bits(),
             ..Default::default()
         };
         kfd::ioctl::alloc_memory_of_gpu(dev.backend.as_ref(), &mut args)
             .map_err(|e| Error::from_kfd(call, e))?;
-        dev.extents.insert(addr, args.handle, len as u64);
         let mut buf = Buffer {
             dev: dev.clone(),
-            va: addr,
-            size: len,
+            va,
+            size,
+            base: addr,
+            requested: len,
+            key,
             handle: args.handle,
             kind: MemoryKind::Userptr,
             gpu_index: 0,
@@ -341,7 +438,21 @@ impl Buffer {
             reservation: None,
             retired: false,
         };
-        buf.map_all()?;
+        if let Err(e) = buf.map_all() {
+            // Unlocked before `buf`'s drop, which takes the lock.
+            drop(bos);
+            return Err(e);
+        }
+        bos.insert(
+            va,
+            crate::devcore::UserptrBo {
+                size,
+                handle: args.handle,
+                refs: 1,
+                mapped_on: buf.mapped_on.clone(),
+            },
+        );
+        dev.extents.insert(addr, key, extent);
         Ok(buf)
     }
 
@@ -356,13 +467,24 @@ impl Buffer {
         Ok(())
     }
 
-    /// GPU and CPU virtual address.
+    /// GPU and CPU virtual address of the buffer object (page-aligned; for registered
+    /// memory, the start of the first page of the caller's range).
     pub fn va(&self) -> u64 {
         self.va
     }
-    /// Size in bytes (rounded up to pages).
+    /// Size in bytes of the buffer object from [`Buffer::va`] (rounded up to pages).
     pub fn len(&self) -> usize {
         self.size
+    }
+    /// The address asked for: [`Buffer::va`] for an allocation, the caller's pointer for
+    /// registered memory (`hipHostRegister`'s pointer, which need not be page-aligned).
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+    /// The bytes asked for from [`Buffer::base`] (`hipMalloc(100)`: 100), the length the
+    /// copies and fills of [`crate::Stream`] are checked against, as CLR checks them.
+    pub fn requested_len(&self) -> usize {
+        self.requested
     }
     /// Never true: buffers have a non-zero size.
     pub fn is_empty(&self) -> bool {
@@ -489,6 +611,18 @@ impl Buffer {
         if std::mem::replace(&mut self.retired, true) {
             return;
         }
+        self.dev.extents.remove(self.base, self.key);
+        if self.kind == MemoryKind::Userptr {
+            // The BO goes with its last registration.
+            let mut bos = lock(&self.dev.userptrs);
+            if let Some(bo) = bos.get_mut(&self.va).filter(|b| b.handle == self.handle) {
+                bo.refs -= 1;
+                if bo.refs > 0 {
+                    return;
+                }
+                bos.remove(&self.va);
+            }
+        }
         let b = self.dev.backend.as_ref();
         // Leave the peer registry first, so peer-access changes no longer touch the BO.
         let _peers = self.peer_managed.then(|| {
@@ -517,12 +651,43 @@ impl Buffer {
             }
         }
         let _ = kfd::ioctl::free_memory_of_gpu(b, self.handle);
-        self.dev.extents.remove(self.va, self.handle);
     }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
         self.retire();
+    }
+}
+
+/// The whole pages holding `[addr, addr+len)`: (first page, bytes), or None for a null
+/// address, a zero length or a range past the end of the address space. libhsakmt
+/// registers host memory the same way (`hsaKmtRegisterMemory*` aligns the start down and
+/// the size up to pages), so `hipHostRegister` takes any pointer and length.
+pub(crate) fn page_span(addr: u64, len: usize) -> Option<(u64, usize)> {
+    if addr == 0 || len == 0 {
+        return None;
+    }
+    let start = addr & !(PAGE as u64 - 1);
+    let end = addr
+        .checked_add(len as u64)?
+        .checked_next_multiple_of(PAGE as u64)?;
+    Some((start, usize::try_from(end - start).ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_span;
+
+    #[test]
+    fn page_span_rounds_out_to_whole_pages() {
+        assert_eq!(page_span(0x1000, 0x1000), Some((0x1000, 0x1000)));
+        assert_eq!(page_span(0x1008, 4000), Some((0x1000, 0x1000)));
+        assert_eq!(page_span(0x1008, 4089), Some((0x1000, 0x2000)));
+        assert_eq!(page_span(0x1000, 100), Some((0x1000, 0x1000)));
+        assert_eq!(page_span(0x1fff, 2), Some((0x1000, 0x2000)));
+        assert_eq!(page_span(0, 10), None);
+        assert_eq!(page_span(0x1000, 0), None);
+        assert_eq!(page_span(u64::MAX - 10, 100), None);
     }
 }

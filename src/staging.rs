@@ -92,12 +92,10 @@ impl Drop for Staging {
 }
 
 impl Stream {
-    /// Whether `addr` is host memory the device has no mapping for.
+    /// Whether `addr` is host memory the device has no mapping for: in no allocation of
+    /// the device ([`Device::allocation_at`]).
     pub fn is_pageable(&self, addr: u64) -> bool {
-        let dev = &self.inner.dev;
-        dev.extents.containing(addr).is_none()
-            && dev.managed.extent_of(addr).is_none()
-            && dev.vmm.extent_of(addr).is_none()
+        self.inner.dev.allocation_at(addr).is_none()
     }
 
     /// Waits for the stream's work submitted so far.
@@ -148,6 +146,9 @@ impl Stream {
                 Ok(())
             }
             (true, false) => {
+                // The device side first: nothing is read from the host beyond what the
+                // destination can take.
+                self.inner.dev.check_gpu_range(call, dst, len)?;
                 let st = Staging::take(self)?;
                 let mut last = [None, None];
                 let mut off = 0usize;
@@ -181,6 +182,7 @@ impl Stream {
                 self.wait_submitted()
             }
             (false, true) => {
+                self.inner.dev.check_gpu_range(call, src, len)?;
                 let st = Staging::take(self)?;
                 let chunks = n.div_ceil(STAGING_CHUNK);
                 let range = |k: usize| {

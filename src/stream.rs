@@ -1766,8 +1766,11 @@ impl Stream {
         Ok(())
     }
 
-    /// `hipStreamWriteValue32`: after earlier work, write `value` to `addr` (a GPU-mapped
-    /// address, 4-byte aligned).
+    /// `hipStreamWriteValue32`: after earlier work, write `value` to `addr` (4-byte
+    /// aligned, in an allocation of the device: [`crate::Device::allocation_at`], which
+    /// includes pinned and registered host memory; any other address is InvalidValue at
+    /// once and the stream stays usable, as CLR's `ihipStreamOperation` refuses an address
+    /// with no memory object; under XNACK any address is left to the GPU).
     ///
     /// `flags` is reserved and ignored, as HIP documents it ("reserved, ignored for now,
     /// will be used in future releases"). The one bit CUDA defines,
@@ -1778,10 +1781,10 @@ impl Stream {
     pub fn write_value32(&self, addr: u64, value: u32, flags: WriteValueFlags) -> Result<()> {
         // Reserved flags are ignored, as HIP documents; see WriteValueFlags.
         let _ = flags;
-        // The hot path: WRITE_DATA encoded, then a slot reserved and published. It makes
-        // no call but the backend's notification (everything else, the address's error
-        // included, is in `write_value`), so it needs no stack frame.
-        if addr != 0 && addr % 4 == 0 {
+        // The hot path: the address's allocation check (a few loads when it hits the
+        // registry's last range), WRITE_DATA encoded, then a slot reserved and published.
+        // Everything else (the address's errors included) is in `write_value`.
+        if addr != 0 && addr % 4 == 0 && self.inner.dev.gpu_addr_cached(addr) {
             if let Some(slot) = self.reserve_fast(Place::Any) {
                 // Encoded under the producer lock (it cannot fail): fewer values live
                 // across the reservation, so the path needs no callee-saved register.
@@ -1812,6 +1815,7 @@ impl Stream {
             "hipStreamWriteValue64"
         };
         check_addr(call, addr, bits, 0)?;
+        self.inner.dev.check_gpu_addr(call, addr)?;
         if bits == 32 {
             if let Some(c) = Cmd::write_mem32(self.inner.family, addr, value as u32) {
                 return self.submit_cmd_slow(&c, Place::Any).map(|_| ());
@@ -1827,9 +1831,12 @@ impl Stream {
     /// `flags`; see [`WaitCompare`] for the exact tests) holds for the 32-bit value at
     /// `addr` under `mask` (HIP's default mask is `u32::MAX`). The wait runs in the CP
     /// (WAIT_REG_MEM); the stream moves to a dedicated queue so the wait never stalls
-    /// another stream.
+    /// another stream. `addr` is checked as for [`Stream::write_value32`].
     pub fn wait_value32(&self, addr: u64, value: u32, cmp: WaitCompare, mask: u32) -> Result<()> {
         check_addr("hipStreamWaitValue32", addr, 32, 0)?;
+        self.inner
+            .dev
+            .check_gpu_addr("hipStreamWaitValue32", addr)?;
         // The condition decoded from the typed comparison (no unknown flags to reject),
         // as `cmd::wait_condition` does for 32 bits.
         let (function, reference, mask) = match cmp {
@@ -1871,6 +1878,7 @@ impl Stream {
             "hipStreamWaitValue64"
         };
         check_addr(call, addr, bits, 0)?;
+        self.inner.dev.check_gpu_addr(call, addr)?;
         let c = cmd::wait_condition(flags, value, mask, bits)
             .map_err(|e| Error::new(e.kind(), call, e.to_string()).with_source(e))?;
         if c == WaitCondition::AlwaysTrue {

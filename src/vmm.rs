@@ -271,9 +271,14 @@ impl Registry {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         crate::sync::lock(&self.st)
     }
-    /// `(start, len)` of the address reservation containing `addr`.
-    pub(crate) fn extent_of(&self, addr: u64) -> Option<(u64, u64)> {
-        crate::va::range_containing(&self.lock().reservations, addr, |r| r.len as u64)
+    /// When a mapping covers `addr`: the start and size asked for of the reservation
+    /// holding it, and the GPU of the physical memory mapped there.
+    pub(crate) fn mapped_extent(&self, addr: u64) -> Option<(u64, u64, usize)> {
+        let st = self.lock();
+        let (_, m) = st.mapping_at(addr)?;
+        let gpu = st.allocs.get(&m.handle).map_or(0, |a| a.gpu_index);
+        let (start, len) = crate::va::range_containing(&st.reservations, addr, |r| r.size as u64)?;
+        Some((start, len, gpu))
     }
 }
 

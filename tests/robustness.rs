@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{emu, signal_mem, wait_until};
+use common::{emu, signal_mem, vram_gpu0_cannot_reach, wait_until};
 use kfdrt::{ErrorKind, EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 
 /// Defect 1: X waited on an event of Y; Y and the event are gone, Z reuses Y's timeline
@@ -144,12 +144,13 @@ fn huge_lengths_are_invalid_value_not_hangs() {
 /// unmapped memory fills the ring behind a faulted packet and must end in an error.
 #[test]
 fn ring_full_behind_a_fault_returns_an_error() {
-    let dev = emu("emu:mi210");
+    let dev = emu("emu:mi210*2");
     let s = dev.create_stream(0).unwrap();
+    let far = vram_gpu0_cannot_reach(&dev);
     let mut r = Ok(());
-    // 0x1000 is unmapped: the first packet faults; keep submitting past the ring size.
+    // Not mapped on GPU 0: the first packet faults; keep submitting past the ring size.
     for _ in 0..4096 {
-        r = s.write_value32(0x1000, 1, WriteValueFlags::DEFAULT);
+        r = s.write_value32(far.va(), 1, WriteValueFlags::DEFAULT);
         if r.is_err() {
             break;
         }
@@ -161,9 +162,10 @@ fn ring_full_behind_a_fault_returns_an_error() {
 /// Defect 4: query reports the fault (without anyone synchronizing).
 #[test]
 fn query_reports_a_gpu_fault() {
-    let dev = emu("emu:mi210");
+    let dev = emu("emu:mi210*2");
     let s = dev.create_stream(0).unwrap();
-    s.write_value32(0x1000, 1, WriteValueFlags::DEFAULT)
+    let far = vram_gpu0_cannot_reach(&dev);
+    s.write_value32(far.va(), 1, WriteValueFlags::DEFAULT)
         .unwrap();
     wait_until(
         "query to report the fault",

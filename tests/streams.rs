@@ -5,7 +5,7 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use common::{emu, settle, signal_mem, wait_until};
+use common::{emu, settle, signal_mem, vram_gpu0_cannot_reach, wait_until};
 use kfdrt::{ErrorKind, StreamFlags, WaitCompare, WriteValueFlags};
 
 #[test]
@@ -357,14 +357,15 @@ fn destroy_while_busy_returns_at_once_and_work_completes() {
 
 #[test]
 fn queue_fault_gives_a_sticky_error_instead_of_a_hang() {
-    let dev = emu("emu:mi210");
+    let dev = emu("emu:mi210*2");
     let mem = signal_mem(&dev, 4096);
+    let far = vram_gpu0_cannot_reach(&dev);
     let bad = dev.create_stream(0).unwrap();
     let good = dev
         .create_stream_with_flags(0, StreamFlags::NON_BLOCKING)
         .unwrap();
-    // 0x1000 is not mapped for the GPU: the CP faults on the WRITE_DATA.
-    bad.write_value32(0x1000, 1, WriteValueFlags::DEFAULT)
+    // Not mapped on GPU 0: the CP faults on the WRITE_DATA.
+    bad.write_value32(far.va(), 1, WriteValueFlags::DEFAULT)
         .unwrap();
     let e = bad.synchronize().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LaunchFailure, "{e}");

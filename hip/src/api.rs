@@ -4,7 +4,7 @@ use crate::error::*;
 use crate::handles::{self, Cache, Registry};
 use crate::types::*;
 use kfdrt::stream::{IdleProbe, IdleSlot};
-use kfdrt::{Buffer, Device, ErrorKind, Event, MemoryKind, Stream};
+use kfdrt::{AllocationKind, Buffer, Device, ErrorKind, Event, MemoryKind, Stream};
 use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -1401,8 +1401,11 @@ pub unsafe extern "C" fn hipMemcpy_spt(
     dst: *mut c_void,
     src: *const c_void,
     size: usize,
-    _kind: hipMemcpyKind,
+    kind: hipMemcpyKind,
 ) -> hipError_t {
+    if let Err(e) = check_memcpy_kind(dst, src, size, kind) {
+        return ret(Err(e));
+    }
     ret_stream(HIP_STREAM_PER_THREAD as *mut c_void, |st| {
         // SAFETY: as hipMemcpy.
         unsafe { st.memcpy_staged(dst as u64, src as u64, size as u64) }.hip()?;
@@ -1659,19 +1662,18 @@ pub unsafe extern "C" fn hipHostMalloc(
     })
 }
 
-/// The buffer of this library's allocators that holds `a`: its base and kind.
-fn buffer_at(a: u64) -> Option<(u64, MemoryKind)> {
-    let m = buffers();
-    m.range(..=a)
-        .next_back()
-        .filter(|(va, b)| a < *va + b.len() as u64)
-        .map(|(va, b)| (*va, b.kind()))
+/// The allocation that holds `a`: kfdrt's `Device::allocation_at`, the one lookup of
+/// every entry point here (CLR's `getMemoryObject`). Its `base` is the key of this
+/// library's maps (`BUFFERS`, `HOST_FLAGS`, `IPC_EXPORTS`) for the memory they hold.
+fn allocation_at(a: u64) -> Result<Option<kfdrt::Allocation>, hipError_t> {
+    Ok(device()?.allocation_at(a))
 }
 
 /// `hipHostGetDevicePointer`: the GPU address of host memory this library allocated or
-/// registered (or of any of its buffers, as CLR): the same address, since kfdrt maps
-/// every buffer at its CPU address. `flags` has no defined value and is ignored, as by
-/// CLR 5.2 (measured); unknown memory is InvalidValue.
+/// registered (or of any allocation, as CLR): the same address, since kfdrt maps every
+/// buffer at its CPU address (a registration's pages at theirs, so the caller's pointer
+/// plus offset). `flags` has no defined value and is ignored, as by CLR 5.2 (measured);
+/// unknown memory is InvalidValue.
 #[no_mangle]
 pub unsafe extern "C" fn hipHostGetDevicePointer(
     dev: *mut *mut c_void,
@@ -1682,7 +1684,7 @@ pub unsafe extern "C" fn hipHostGetDevicePointer(
         if dev.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        buffer_at(host as u64).ok_or(hipErrorInvalidValue)?;
+        allocation_at(host as u64)?.ok_or(hipErrorInvalidValue)?;
         out(dev, host)
     })())
 }
@@ -1697,9 +1699,14 @@ pub unsafe extern "C" fn hipHostGetFlags(f: *mut c_uint, host: *mut c_void) -> h
         if f.is_null() || host.is_null() {
             return Err(hipErrorInvalidValue);
         }
-        let flags = match buffer_at(host as u64) {
-            Some((va, MemoryKind::HostPinned | MemoryKind::Userptr)) => {
-                lock(&HOST_FLAGS).get(&va).copied()
+        let flags = match allocation_at(host as u64)? {
+            Some(a)
+                if matches!(
+                    a.kind,
+                    AllocationKind::Buffer(MemoryKind::HostPinned | MemoryKind::Userptr)
+                ) =>
+            {
+                lock(&HOST_FLAGS).get(&a.base).copied()
             }
             _ => None,
         };
@@ -1715,7 +1722,13 @@ pub extern "C" fn hipHostFree(p: *mut c_void) -> hipError_t {
 }
 
 /// `hipHostRegister`: KFD USERPTR registration, mapped on every GPU (so `Portable` and
-/// `Mapped` hold by construction); `hipHostRegisterIoMemory` is not modelled.
+/// `Mapped` hold by construction); `hipHostRegisterIoMemory` is not modelled. Any pointer
+/// and size: kfdrt registers the whole pages holding the range, as libhsakmt does, and
+/// the registration is known by the caller's pointer (for `hipHostUnregister`) and covers
+/// the caller's bytes (`hipPointerGetAttributes`, copies). As CLR 5.2 (measured): a
+/// pointer registered already succeeds and changes nothing (one `hipHostUnregister`
+/// ends it); a range inside or overlapping another registration is registered on its
+/// own (KFD allows overlapping USERPTR objects).
 #[no_mangle]
 pub unsafe extern "C" fn hipHostRegister(p: *mut c_void, size: usize, flags: c_uint) -> hipError_t {
     ret((|| {
@@ -1727,7 +1740,7 @@ pub unsafe extern "C" fn hipHostRegister(p: *mut c_void, size: usize, flags: c_u
         }
         let mut m = buffers();
         if m.contains_key(&(p as u64)) {
-            return Err(hipErrorHostMemoryAlreadyRegistered);
+            return Ok(());
         }
         // SAFETY: the caller registers `size` bytes of its own memory at `p` and keeps it
         // allocated until hipHostUnregister (HIP's contract).
@@ -1744,8 +1757,9 @@ pub extern "C" fn hipHostUnregister(p: *mut c_void) -> hipError_t {
     ret(free(p, &[MemoryKind::Userptr]).map_err(|_| hipErrorHostMemoryNotRegistered))
 }
 
-/// `hipPointerGetAttributes` for memory from this library's allocators, as CLR 5.2 fills
-/// it: device memory (`hipMalloc`, signal memory, `hipMallocAsync` pools) is
+/// `hipPointerGetAttributes` for the allocation holding `ptr` (kfdrt
+/// `Device::allocation_at`), as CLR 5.2 fills it: device memory (`hipMalloc`, signal
+/// memory, `hipMallocAsync` pools, IPC-opened buffers, VMM mappings) is
 /// `hipMemoryTypeDevice` with no host pointer; pinned, registered and managed memory are
 /// `hipMemoryTypeHost` with both pointers; managed memory sets `isManaged`; pinned memory
 /// gives its `hipHostMalloc` / `hipHostRegister` flags in `allocationFlags`. Any other
@@ -1766,53 +1780,70 @@ pub unsafe extern "C" fn hipPointerGetAttributes(
             isManaged: 0,
             allocationFlags: 0,
         };
-        let found = {
-            let m = buffers();
-            m.range(..=a)
-                .next_back()
-                .filter(|(va, b)| a < *va + b.len() as u64)
-                .map(|(va, b)| (*va, b.kind(), b.gpu_index()))
+        let Some(at) = allocation_at(a)? else {
+            return Err(hipErrorInvalidValue);
         };
-        let r = if let Some((base, kind, gpu)) = found {
-            match kind {
-                MemoryKind::Device | MemoryKind::Signal => device_memory(gpu),
-                _ => hipPointerAttribute_t {
+        let r = match at.kind {
+            AllocationKind::Buffer(MemoryKind::HostPinned | MemoryKind::Userptr) => {
+                hipPointerAttribute_t {
                     memoryType: hipMemoryTypeHost,
-                    device: gpu as c_int,
+                    device: at.gpu as c_int,
                     devicePointer: p,
                     hostPointer: p,
                     isManaged: 0,
-                    allocationFlags: lock(&HOST_FLAGS).get(&base).copied().unwrap_or(0),
-                },
+                    allocationFlags: lock(&HOST_FLAGS).get(&at.base).copied().unwrap_or(0),
+                }
             }
-        } else if let Some(dev) = crate::managed::device_of(a) {
-            hipPointerAttribute_t {
+            AllocationKind::Managed => hipPointerAttribute_t {
                 memoryType: hipMemoryTypeHost,
-                device: dev,
+                device: crate::managed::device_of(a).unwrap_or(0),
                 devicePointer: p,
                 hostPointer: p,
                 isManaged: 1,
                 allocationFlags: 0,
-            }
-        } else if let Some(gpu) = device()?.pool_memory_gpu(a) {
-            device_memory(gpu)
-        } else {
-            return Err(hipErrorInvalidValue);
+            },
+            // Device memory, signal memory, pool chunks, IPC imports, VMM mappings.
+            _ => device_memory(at.gpu),
         };
         out(attr, r)
     })())
 }
 
+/// CLR 5.2's one check of a copy's `hipMemcpyKind` (`IsHtoHMemcpyValid`): when neither
+/// side is in an allocation of the device (two pageable host ranges, or an address that is
+/// no memory at all) the kind must be `hipMemcpyHostToHost` or `hipMemcpyDefault`, else
+/// InvalidValue; then the copy is the host's. Every other combination is decided by what
+/// the pointers are, whatever the kind says (kfdrt checks each allocation's range), and
+/// CLR 5.2 accepts a kind out of range too (measured). A copy of 0 bytes is not checked.
+fn check_memcpy_kind(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: hipMemcpyKind,
+) -> Result<(), hipError_t> {
+    if size == 0 || dst.is_null() || src.is_null() {
+        return Ok(());
+    }
+    let host_kind = kind == hipMemcpyHostToHost || kind == hipMemcpyDefault;
+    if !host_kind && allocation_at(dst as u64)?.is_none() && allocation_at(src as u64)?.is_none() {
+        return Err(hipErrorInvalidValue);
+    }
+    Ok(())
+}
+
 /// `hipMemcpy`: ordered on the current GPU's null stream, then waited for; a pageable
-/// host side is staged through pinned memory (kfdrt `Device::memcpy_staged`).
+/// host side is staged through pinned memory (kfdrt `Device::memcpy_staged`). The kind is
+/// checked as CLR 5.2 does (`check_memcpy_kind`: two non-allocations need HostToHost or
+/// Default).
 #[no_mangle]
 pub unsafe extern "C" fn hipMemcpy(
     dst: *mut c_void,
     src: *const c_void,
     size: usize,
-    _kind: hipMemcpyKind,
+    kind: hipMemcpyKind,
 ) -> hipError_t {
     ret((|| {
+        check_memcpy_kind(dst, src, size, kind)?;
         // SAFETY: HIP's contract: host pointers passed to hipMemcpy are valid for `size`
         // bytes and not used concurrently.
         unsafe { device()?.memcpy_staged(current_gpu(), dst as u64, src as u64, size as u64) }.hip()
@@ -1820,22 +1851,24 @@ pub unsafe extern "C" fn hipMemcpy(
 }
 
 /// `hipMemcpyAsync`: asynchronous between GPU-mapped memory; synchronous (staged) when a
-/// host side is pageable, as in HIP.
+/// host side is pageable, as in HIP. The kind is checked as by `hipMemcpy`.
 #[no_mangle]
 pub unsafe extern "C" fn hipMemcpyAsync(
     dst: *mut c_void,
     src: *const c_void,
     size: usize,
-    _kind: hipMemcpyKind,
+    kind: hipMemcpyKind,
     s: *mut c_void,
 ) -> hipError_t {
     ret((|| {
+        check_memcpy_kind(dst, src, size, kind)?;
         // SAFETY: as hipMemcpy; a pageable side makes the copy synchronous, as in HIP.
         unsafe { stream(s)?.memcpy_staged(dst as u64, src as u64, size as u64) }.hip()
     })())
 }
 
-/// `hipMemset`.
+/// `hipMemset` (kfdrt `Stream::memset`: an address in no allocation, or a size past the
+/// size allocated, is InvalidValue, as CLR; a size of 0 succeeds).
 #[no_mangle]
 pub extern "C" fn hipMemset(dst: *mut c_void, value: c_int, size: usize) -> hipError_t {
     ret((|| {
@@ -2043,14 +2076,11 @@ pub unsafe extern "C" fn hipIpcGetMemHandle(
             return Err(hipErrorInvalidValue);
         }
         let a = ptr as u64;
+        let base = allocation_at(a)?.ok_or(hipErrorInvalidDevicePointer)?.base;
         let m = buffers();
-        let (va, b) = m
-            .range(..=a)
-            .next_back()
-            .filter(|(va, b)| a < *va + b.len() as u64)
-            .ok_or(hipErrorInvalidDevicePointer)?;
+        let b = m.get(&base).ok_or(hipErrorInvalidDevicePointer)?;
         let mut ex = lock(&IPC_EXPORTS);
-        let e = match ex.entry(*va) {
+        let e = match ex.entry(base) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert(device()?.ipc_export(b).hip()?)
@@ -2118,14 +2148,10 @@ pub extern "C" fn hipIpcCloseMemHandle(ptr: *mut c_void) -> hipError_t {
         }
         // Work on the null stream may still use the memory (CLR finishes it too).
         with_stream(std::ptr::null_mut(), |st| st.synchronize().hip())?;
-        let a = ptr as u64;
+        let base = allocation_at(ptr as u64)?
+            .ok_or(hipErrorInvalidHandle)?
+            .base;
         let mut open = lock(&IPC_OPEN);
-        let base = open
-            .range(..=a)
-            .next_back()
-            .filter(|(_, (m, _, _))| a < m.base() + m.len() as u64)
-            .map(|(b, _)| *b)
-            .ok_or(hipErrorInvalidHandle)?;
         let e = open.get_mut(&base).ok_or(hipErrorInvalidHandle)?;
         e.2 -= 1;
         if e.2 == 0 {

@@ -133,6 +133,24 @@ fn per_thread_default_stream_through_the_spt_entry_points() {
     assert!(err.is_empty(), "stderr not empty:\n{err}");
 }
 
+/// `tests/c/memcheck.cpp`: fills, copies and stream memory operations refuse addresses in
+/// no allocation (the stream stays usable), check sizes against the size asked for and
+/// hipMemcpy's kind as CLR 5.2 does; hipHostRegister takes any pointer and size. The
+/// program passes on Debian's CLR 5.2 under `kfdrt emu-run` too.
+#[test]
+fn memory_checks_of_copies_fills_and_stream_memory_operations() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-memcheck");
+    compile("g++", "memcheck.cpp", &exe, &["-lamdhip64"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu:mi250x");
+    let (ok, out, err) = run(cmd, Duration::from_secs(180));
+    assert!(ok, "memcheck program failed:\n{out}{err}");
+    assert!(out.contains("memcheck checks passed: "), "{out}");
+    assert!(err.is_empty(), "stderr not empty:\n{err}");
+}
+
 #[test]
 fn vmm_shareable_handles_in_process_and_across_fork() {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));

@@ -201,6 +201,14 @@ impl ImportedBacking {
         kfd::ioctl::map_memory_to_gpu(b, handle, &[gpu_id], &mut n)
             .map_err(|e| Error::from_kfd(call, e))?;
         me.gpu_id = gpu_id;
+        // An allocation of this device from now on (`Device::allocation_at`): the imported
+        // pointers lie in it.
+        let extent = crate::devcore::Extent {
+            len: size as u64,
+            kind: crate::memory::AllocationKind::IpcImport,
+            gpu,
+        };
+        core.extents.insert(me.va(), handle, extent);
         if me.cell(0).load(Ordering::Acquire) != LEDGER_MAGIC {
             return Err(Error::new(
                 ErrorKind::InvalidValue,
@@ -262,6 +270,9 @@ impl ImportedBacking {
 
 impl Drop for ImportedBacking {
     fn drop(&mut self) {
+        if self.gpu_id != 0 {
+            self.core.extents.remove(self.va(), self.handle);
+        }
         crate::devcore::release_import(
             self.core.backend.as_ref(),
             &self.reservation,

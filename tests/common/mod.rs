@@ -66,6 +66,14 @@ pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
 }
 
 /// A signal-memory buffer for stream memory ops.
+/// A target whose CP access from GPU 0 faults: VRAM of GPU 1 (the device needs two GPUs),
+/// which GPU 0 has no peer access to. An allocation, so the runtime passes the access on
+/// (an address in no allocation is refused before the GPU sees it).
+pub fn vram_gpu0_cannot_reach(dev: &Device) -> Buffer {
+    dev.alloc(MemoryKind::Device, 1, 4096)
+        .expect("alloc on GPU 1")
+}
+
 pub fn signal_mem(dev: &Device, bytes: usize) -> Buffer {
     dev.alloc(MemoryKind::Signal, 0, bytes)
         .expect("alloc signal memory")

@@ -411,7 +411,7 @@ static void host_register() {
     for (size_t i = 0; i < n; i++) a[i] = (unsigned char)(i ^ 0x5c), b[i] = 0;
     OK(hipHostRegister(a, n, hipHostRegisterDefault));
     OK(hipHostRegister(b, n, hipHostRegisterMapped));
-    CHECK(hipHostRegister(a, n, 0) == hipErrorHostMemoryAlreadyRegistered);
+    OK(hipHostRegister(a, n, 0));  // registered already: nothing changes (CLR 5.2, measured)
     CHECK(hipHostRegister(a, n, hipHostRegisterIoMemory) == hipErrorNotSupported);
     OK(hipMalloc((void **)&d, n));
     OK(hipMemcpy(d, a, n, hipMemcpyHostToDevice));

@@ -225,14 +225,23 @@ static void null_stream_follows_the_current_device() {
     OK(hipHostFree(flag));
 }
 
-// A stream cached idle that then faults on the GPU (a write to an address no GPU maps)
-// reports the sticky error from every later query and synchronize. Last: the fault is
-// the GPU's, other work on it is left alone.
+// A stream cached idle that then faults on the GPU (a write to GPU 0's memory from GPU 1,
+// which has no peer access: an allocation, so accepted, but not mapped on GPU 1; an
+// address in no allocation is refused before the GPU sees it) reports the sticky error
+// from every later query and synchronize. Last: the fault is the GPU's, other work on it
+// is left alone.
 static void sticky_error() {
+    void* d0 = nullptr;
+    OK(hipSetDevice(0));
+    OK(hipMalloc(&d0, 64));
+    OK(hipSetDevice(1));
     hipStream_t s;
     OK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
     idle_twice(s);
-    OK(hipStreamWriteValue32(s, (void*)(uintptr_t)0x1000, 1, 0));
+    CHECK(hipStreamWriteValue32(s, (void*)(uintptr_t)0x1000, 1, 0) == hipErrorInvalidValue);
+    CHECK(hipGetLastError() == hipErrorInvalidValue);
+    idle_twice(s);
+    OK(hipStreamWriteValue32(s, d0, 1, 0));
     hipError_t e = hipErrorNotReady;
     for (int i = 0; i < 10000 && e == hipErrorNotReady; i++) {
         e = hipStreamQuery(s);
