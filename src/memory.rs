@@ -612,8 +612,10 @@ impl Buffer {
             return;
         }
         self.dev.extents.remove(self.base, self.key);
-        if self.kind == MemoryKind::Userptr {
-            // The BO goes with its last registration.
+        // A registration's BO goes with its last registration, and the registry stays
+        // locked until the BO is freed: a registration of the same pages made meanwhile
+        // would otherwise find no BO and map a second one over this one's range (refused).
+        let _userptrs = if self.kind == MemoryKind::Userptr {
             let mut bos = lock(&self.dev.userptrs);
             if let Some(bo) = bos.get_mut(&self.va).filter(|b| b.handle == self.handle) {
                 bo.refs -= 1;
@@ -622,7 +624,10 @@ impl Buffer {
                 }
                 bos.remove(&self.va);
             }
-        }
+            Some(bos)
+        } else {
+            None
+        };
         let b = self.dev.backend.as_ref();
         // Leave the peer registry first, so peer-access changes no longer touch the BO.
         let _peers = self.peer_managed.then(|| {

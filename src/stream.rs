@@ -2233,8 +2233,19 @@ impl Drop for Stream {
                 // kept. But the fault may have been another queue's: a shared queue that
                 // did not fault still runs the stream's packets, each decrementing the
                 // timeline as it completes, so the timeline (not its slot's next owner)
-                // is kept until they have (for the device's life if they never do).
-                s.dev.pools.keep_until(s.point(), s.timeline.clone());
+                // is kept until they have (for the device's life if they never do); so are
+                // the other timelines its queued waits read (`holds`, the waited list's).
+                let p = s.point();
+                s.dev.pools.keep_until(p.clone(), s.timeline.clone());
+                let held: Vec<Arc<Signal>> = lock(&s.state)
+                    .holds
+                    .drain(..)
+                    .map(|(sig, _)| sig)
+                    .chain(lock(&s.waited.kept).drain(..))
+                    .collect();
+                for sig in held {
+                    s.dev.pools.keep_until(p.clone(), sig);
+                }
             }
         }
         s.dev.pools.reap();
@@ -2631,15 +2642,18 @@ mod tests {
     #[test]
     #[cfg(feature = "emulator")]
     fn a_failed_streams_timeline_outlives_its_queued_packets() {
-        let b = Arc::new(kfd_emu::EmuBackend::from_spec("emu:mi300x").unwrap());
+        let b = Arc::new(kfd_emu::EmuBackend::from_spec("emu:mi210*2").unwrap());
         let dev = Device::with_backend(b.clone()).unwrap();
         let mem = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        // GPU 1's VRAM, not mapped on GPU 0 (no peer access): a write to it from GPU 0
+        // faults on the GPU (an address in no allocation is refused before it).
+        let far = dev.alloc(MemoryKind::Device, 1, 4096).unwrap();
         let t = std::time::Duration::from_secs(10);
         let x = dev.create_stream(0).unwrap();
         let f = dev.create_stream(0).unwrap();
         assert_ne!(x.hw_queue_id(), f.hw_queue_id());
-        // 0x1000 is unmapped: f's queue faults (x's does not).
-        f.write_value32(0x1000, 1, WriteValueFlags::DEFAULT)
+        // f's queue faults (x's does not).
+        f.write_value32(far.va(), 1, WriteValueFlags::DEFAULT)
             .unwrap();
         let t0 = Instant::now();
         while !matches!(f.query(), Err(e) if e.kind() == ErrorKind::LaunchFailure) {

@@ -106,6 +106,14 @@ impl Gpu {
         self.mem.add_region(va, len)
     }
 
+    /// [`Gpu::alloc`] of a region starting 4 bytes past its 2 MiB-aligned address.
+    fn alloc_misaligned(&self, len: usize) -> MemWindow {
+        let mut n = self.next_va.lock().unwrap();
+        let va = *n + 4;
+        *n += (len as u64 + 4).div_ceil(2 << 20) * (2 << 20) + (2 << 20);
+        self.mem.add_region(va, len)
+    }
+
     fn status(&self, q: &Queue) -> QueueStatus {
         self.eng.queue_status(q.id).unwrap()
     }
@@ -149,9 +157,28 @@ impl Queue {
         percentage: u32,
         with_eop: bool,
     ) -> Queue {
+        Queue::with_doorbell(gpu, kind, ring_size, priority, percentage, with_eop, 8)
+    }
+
+    /// [`Queue::create`] with a doorbell window of `db_len` bytes at an 8-aligned address,
+    /// or (`db_len` 4) of 4 bytes at an address 4 past one: a window the engine cannot
+    /// read a 64-bit doorbell value from.
+    fn with_doorbell(
+        gpu: &Gpu,
+        kind: QueueKind,
+        ring_size: usize,
+        priority: u32,
+        percentage: u32,
+        with_eop: bool,
+        db_len: usize,
+    ) -> Queue {
         let ring = gpu.alloc(ring_size);
         let ptrs = gpu.alloc(256);
-        let db = gpu.alloc(8);
+        let db = if db_len < 8 {
+            gpu.alloc_misaligned(db_len)
+        } else {
+            gpu.alloc(db_len)
+        };
         let (rptr_va, wptr_va) = match kind {
             QueueKind::Aql => (ptrs.va() + 128, ptrs.va() + 56),
             _ => (ptrs.va(), ptrs.va() + 8),
@@ -195,7 +222,11 @@ impl Queue {
     }
 
     fn ring_doorbell(&self, gpu: &Gpu, value: u64) {
-        self.db.store_u64(self.db.va(), value).unwrap();
+        if self.db.va() % 8 == 0 {
+            self.db.store_u64(self.db.va(), value).unwrap();
+        } else {
+            self.db.store_u32(self.db.va(), value as u32).unwrap();
+        }
         gpu.eng.doorbell(self.id);
     }
 
@@ -2052,9 +2083,9 @@ fn aql_pm4_ib_slot_is_released_from_its_fetched_header() {
 /// Submits `n` barrier packets one at a time, each waited for, with gaps that cross the
 /// CP's idle spin windows (so it is spinning, parked, or just parking when a doorbell
 /// arrives); returns the CP's doorbell counter before and after the loop.
-fn doorbells_across_parks(gpu: &Gpu, n: usize) -> (u64, u64) {
+fn doorbells_across_parks(gpu: &Gpu, n: usize, db_len: usize) -> (u64, u64) {
     let sigs = gpu.alloc(4096);
-    let mut q = Queue::new(gpu, QueueKind::Aql, 64 * 64, 7, 100);
+    let mut q = Queue::with_doorbell(gpu, QueueKind::Aql, 64 * 64, 7, 100, true, db_len);
     // The queue's first doorbell goes through the counter (the engine learns the cell).
     q.submit_aql(gpu, &barrier_and(&[], 0));
     q.wait_idle();
@@ -2079,7 +2110,7 @@ fn doorbells_across_parks(gpu: &Gpu, n: usize) -> (u64, u64) {
 #[test]
 fn watched_doorbells_wake_the_cp_without_its_counter() {
     let gpu = Gpu::new();
-    let (before, after) = doorbells_across_parks(&gpu, 100);
+    let (before, after) = doorbells_across_parks(&gpu, 100, 8);
     if gpu.eng.doorbell_watch() {
         assert_eq!(after, before, "a watched doorbell bumped the counter");
     } else {
@@ -2094,7 +2125,7 @@ fn unwatched_doorbells_bump_the_counter() {
     let gpu = Gpu::new();
     assert!(!gpu.eng.set_doorbell_watch(false));
     assert!(!gpu.eng.doorbell_watch());
-    let (before, after) = doorbells_across_parks(&gpu, 40);
+    let (before, after) = doorbells_across_parks(&gpu, 40, 8);
     assert!(after >= before + 40, "counter {before} -> {after}");
 }
 
@@ -2125,4 +2156,14 @@ fn repoll_resumes_a_blocked_barrier_without_a_doorbell() {
     assert!(wait_until(|| sig_value(&sigs, done) == 0));
     gpu.eng.set_blocked_repoll(true);
     q.wait_idle();
+}
+
+/// A queue whose doorbell window holds no readable 64-bit value (4 bytes here) is not
+/// watched: its doorbells bump the counter even on a CP that watches doorbells, and none
+/// is lost.
+#[test]
+fn doorbells_the_cp_cannot_read_bump_the_counter() {
+    let gpu = Gpu::new();
+    let (before, after) = doorbells_across_parks(&gpu, 40, 4);
+    assert!(after >= before + 40, "counter {before} -> {after}");
 }

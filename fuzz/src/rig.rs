@@ -351,6 +351,10 @@ impl Rig {
         let _ = self.engines.trace().take();
         let t_db = kfd_emu::trace::host_ns();
         self.engines.doorbell(QID);
+        // The doorbell's value is unchanged after a host write: a CP watching doorbell
+        // values would not re-poll the blocked queue for it; the host's write is a re-poll
+        // request (`Backend::host_signal_written` in the emulated KFD).
+        self.engines.repoll(QID);
         let start = Instant::now();
         let mut packets = 0u64;
         let mut spins = 0u32;

@@ -1727,8 +1727,9 @@ pub extern "C" fn hipHostFree(p: *mut c_void) -> hipError_t {
 /// the registration is known by the caller's pointer (for `hipHostUnregister`) and covers
 /// the caller's bytes (`hipPointerGetAttributes`, copies). As CLR 5.2 (measured): a
 /// pointer registered already succeeds and changes nothing (one `hipHostUnregister`
-/// ends it); a range inside or overlapping another registration is registered on its
-/// own (KFD allows overlapping USERPTR objects).
+/// ends it); a range inside another registration shares its pages' registration. A range
+/// enclosing or partly overlapping one is InvalidValue (CLR 5.2 accepts it; kfdrt maps
+/// registered memory at its CPU address, and KFD refuses overlapping GPU mappings).
 #[no_mangle]
 pub unsafe extern "C" fn hipHostRegister(p: *mut c_void, size: usize, flags: c_uint) -> hipError_t {
     ret((|| {

@@ -100,6 +100,9 @@ pub const DOORBELL_TABLE: usize = 1024;
 pub(crate) struct DoorbellSlot {
     engine: AtomicPtr<EngineShared>,
     pub(crate) rung: AtomicBool,
+    /// The engine can read the queue's doorbell value (its window holds an aligned
+    /// qword): only then may a doorbell skip the engine's counter.
+    watchable: AtomicBool,
 }
 
 /// What kind of ring a queue is.
@@ -406,6 +409,7 @@ impl GpuEngines {
             .map(|_| DoorbellSlot {
                 engine: AtomicPtr::new(std::ptr::null_mut()),
                 rung: AtomicBool::new(false),
+                watchable: AtomicBool::new(false),
             })
             .collect();
         GpuEngines {
@@ -453,6 +457,7 @@ impl GpuEngines {
     pub fn add_queue(&self, desc: QueueDesc) {
         let id = desc.queue_id;
         let engine = self.engine_index(desc.kind);
+        let watchable = queue::doorbell_cell(&desc.doorbell).is_some();
         let q = Arc::new(QueueShared::new(desc));
         let Some(ei) = engine else {
             q.set_fault(
@@ -477,6 +482,7 @@ impl GpuEngines {
         };
         if let Some(slot) = self.inner.doorbells.get(id as usize) {
             slot.rung.store(false, Ordering::SeqCst);
+            slot.watchable.store(watchable, Ordering::Relaxed);
             slot.engine
                 .store(Arc::as_ptr(eng).cast_mut(), Ordering::Release);
         }
@@ -542,7 +548,9 @@ impl GpuEngines {
     /// queue's first doorbell marks it rung and bumps the engine's counter; later ones,
     /// on an engine that watches its doorbells, only read whether the engine is parked
     /// (no store, no read-modify-write), else bump the counter; an unpark only when the
-    /// engine thread is parked.
+    /// engine thread is parked. A watching engine notices a doorbell by its value: one
+    /// that repeats the queue's current value re-polls nothing (use
+    /// [`GpuEngines::repoll`] to have blocked queues polled again).
     #[inline]
     pub fn doorbell(&self, queue_id: u32) {
         if let Some(slot) = self.inner.doorbells.get(queue_id as usize) {
@@ -550,7 +558,7 @@ impl GpuEngines {
             // SAFETY: a non-null route points at an engine of `inner.engines`, which lives
             // as long as the table (see `DoorbellSlot`).
             if let Some(eng) = unsafe { e.as_ref() } {
-                if slot.rung.load(Ordering::Relaxed) {
+                if slot.rung.load(Ordering::Relaxed) && slot.watchable.load(Ordering::Relaxed) {
                     eng.kick_doorbell();
                 } else {
                     slot.rung.store(true, Ordering::Release);
@@ -583,15 +591,19 @@ impl GpuEngines {
             .is_some_and(|e| e.watch.load(Ordering::Relaxed))
     }
 
-    /// Turn the CP's doorbell watch off (or back on where the process supports it; the
-    /// returned value says whether it is on). For comparisons and tests: call it before
-    /// the first queue is added.
+    /// Turn the CP's doorbell watch off (or back on where the process supports it) before
+    /// the CP's first queue is added; returns whether it is on. Once the CP runs the call
+    /// changes nothing (a submitter that read the old setting could otherwise ring
+    /// unnoticed). For comparisons and tests.
     pub fn set_doorbell_watch(&self, on: bool) -> bool {
-        let on = on && sched::doorbell_watch_available();
-        if let Some(e) = self.inner.engines.first() {
-            e.watch.store(on, Ordering::SeqCst);
+        let Some(e) = self.inner.engines.first() else {
+            return false;
+        };
+        if !e.started() {
+            e.watch
+                .store(on && sched::doorbell_watch_available(), Ordering::SeqCst);
         }
-        on
+        e.watch.load(Ordering::SeqCst)
     }
 
     /// How many times the CP's doorbell counter was bumped (queue list, pause and
@@ -697,7 +709,8 @@ impl GpuEngines {
 
     /// Whether blocked queues are re-polled on the engines' own timer (the default).
     /// A test hook: with `false`, a blocked queue is polled again only when a doorbell
-    /// (or `Backend::host_signal_written`) reaches its engine, so a test can show that a
+    /// with a new value, a [`GpuEngines::repoll`] (`Backend::host_signal_written`) or a
+    /// queue-list change reaches its engine, so a test can show that a
     /// wait resumed because the host notified the device, not because of the periodic
     /// re-poll. A wait whose condition nobody notifies then never resumes.
     pub fn set_blocked_repoll(&self, on: bool) {

@@ -81,6 +81,15 @@ pub(crate) struct QueueExec {
 pub(crate) type TracedIb = ((u64, u64), &'static str, String, Box<[u32]>);
 
 /// Records a finished packet (tracing is on): from `start` (or now) to now.
+/// The 64-bit cell of a queue's doorbell window: None when the window does not start
+/// 8-aligned or holds fewer than 8 bytes (then the engine cannot read the value).
+pub(crate) fn doorbell_cell(w: &MemWindow) -> Option<NonNull<AtomicU64>> {
+    (w.va() % 8 == 0)
+        .then(|| w.host_ptr(w.va(), 8, false).ok())
+        .flatten()
+        .and_then(|p| NonNull::new(p.cast::<AtomicU64>()))
+}
+
 pub(crate) fn trace_packet(
     mem: &mut MemCache,
     inner: &Inner,
@@ -132,10 +141,7 @@ impl QueueExec {
             ring_size: d.ring_size as u64,
             rptr_va: d.rptr_va,
             wptr_va: d.wptr_va,
-            doorbell_cell: (d.doorbell.va() % 8 == 0)
-                .then(|| d.doorbell.host_ptr(d.doorbell.va(), 8, false).ok())
-                .flatten()
-                .and_then(|p| NonNull::new(p.cast::<AtomicU64>())),
+            doorbell_cell: doorbell_cell(&d.doorbell),
             _doorbell: d.doorbell,
             rptr,
             pm4: Pm4State::for_queue(_inner, d.eop_va, d.queue_id),
@@ -164,7 +170,6 @@ impl QueueExec {
         self.dispatch.is_some() || self.pm4.inflight.is_some()
     }
 
-    /// The doorbell's 64-bit value, once a doorbell was rung.
     /// The doorbell's value as stored, rung or not (0 without a cell): the engine's
     /// doorbell watch sums these (`sched::doorbell_state`).
     #[inline]
@@ -174,6 +179,7 @@ impl QueueExec {
             .map_or(0, |p| unsafe { p.as_ref() }.load(Ordering::Relaxed))
     }
 
+    /// The doorbell's 64-bit value, once a doorbell was rung.
     pub(crate) fn doorbell_value(&self, mem: &MemCache) -> Option<u64> {
         let rung = match mem.inner().doorbells.get(self.shared.id as usize) {
             Some(slot) => slot.rung.load(Ordering::Acquire),

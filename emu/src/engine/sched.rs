@@ -8,11 +8,12 @@
 //! go of a queue without ever waiting for a blocked packet to finish.
 //!
 //! Doorbells bump a counter and unpark the thread only when it is parked. Lost wake-ups:
-//! the engine stores `parked` (non-zero), then re-reads the doorbell counter before
-//! `park()`; a doorbell increments the counter, then reads `parked`. All four operations
-//! are `SeqCst`, so at least one side sees the other: either the engine sees the new count
-//! and does not park, or the doorbell sees `parked` and unparks (`Thread::unpark` keeps a
-//! token, so an unpark that lands before `park()` is not lost either).
+//! the engine stores `parked` (non-zero), issues a `SeqCst` fence, then re-reads the
+//! doorbell counter before `park()`; a doorbell increments the counter, then reads
+//! `parked`, both `SeqCst`. So at least one side sees the other: either the engine sees the
+//! new count and does not park, or the doorbell sees `parked` and unparks
+//! (`Thread::unpark` keeps a token, so an unpark that lands before `park()` is not lost
+//! either).
 //!
 //! The CP watches its queues' doorbells themselves (as a CP sees the doorbell writes, not
 //! an emulator counter) when the process can issue expedited memory barriers
@@ -336,6 +337,11 @@ impl EngineShared {
         }
     }
 
+    /// Whether the engine's thread was started (its first queue was added).
+    pub(crate) fn started(&self) -> bool {
+        self.thread.get().is_some()
+    }
+
     /// The doorbell counter (see [`super::GpuEngines::doorbell_counter`]).
     pub(crate) fn doorbell_count(&self) -> u64 {
         self.doorbells.load(Ordering::Relaxed)
@@ -543,6 +549,9 @@ fn park(
         PARKED_IDLE
     };
     me.parked.store(how, Ordering::SeqCst);
+    // Orders the store before the counter's re-read below (an Acquire load alone may pass
+    // it on some targets): the counter side of the module docs' argument.
+    std::sync::atomic::fence(Ordering::SeqCst);
     let reads = me.reads_doorbells();
     let mut deadline = deadline;
     if me.watch.load(Ordering::Relaxed) {
