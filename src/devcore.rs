@@ -162,7 +162,7 @@ unsafe impl Sync for DoorbellPage {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Extent {
     pub(crate) len: u64,
-    pub(crate) kind: crate::memory::AllocationKind,
+    pub(crate) kind: crate::types::AllocationKind,
     pub(crate) gpu: usize,
 }
 
@@ -186,7 +186,7 @@ pub(crate) struct Extents {
 
 /// An [`Extent`]'s kind and GPU in one word (the cell of [`Extents`]).
 fn pack(e: &Extent) -> u64 {
-    use crate::memory::{AllocationKind as A, MemoryKind as M};
+    use crate::types::{AllocationKind as A, MemoryKind as M};
     let code = match e.kind {
         A::Buffer(M::Device) => 0,
         A::Buffer(M::HostPinned) => 1,
@@ -201,7 +201,7 @@ fn pack(e: &Extent) -> u64 {
 
 /// [`pack`] undone, with the length.
 fn unpack(len: u64, w: u64) -> Extent {
-    use crate::memory::{AllocationKind as A, MemoryKind as M};
+    use crate::types::{AllocationKind as A, MemoryKind as M};
     let kind = match w & 0xff {
         0 => A::Buffer(M::Device),
         1 => A::Buffer(M::HostPinned),
@@ -427,7 +427,7 @@ pub(crate) fn release_import(
 #[cfg(test)]
 mod tests {
     use super::{Extent, Extents};
-    use crate::memory::{AllocationKind, MemoryKind};
+    use crate::types::{AllocationKind, MemoryKind};
 
     fn ext(len: u64) -> Extent {
         Extent {

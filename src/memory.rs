@@ -18,65 +18,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::sync::lock;
 use crate::va::{VaReservation, HUGE, PAGE};
 
-/// What a buffer is made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemoryKind {
-    /// VRAM of one GPU (`hipMalloc`).
-    ///
-    /// GPU-mapped on its own GPU; on GPU `g` also once `g` has peer access to the owner
-    /// ([`crate::Device::enable_peer_access`], `hipDeviceEnablePeerAccess`): CLR maps a
-    /// device allocation on the devices in the owner's peer list at allocation
-    /// (`rocclr/device/rocm/rocdevice.cpp` `Device::deviceAllowAccess`) and maps the
-    /// existing ones when a peer is added (`Device::enableP2P`, `MemObjMap::UpdateAccess`).
-    ///
-    /// CPU-visible (`KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC` and a CPU mapping) exactly when the
-    /// GPU's VRAM heap is large-BAR (`HEAP_TYPE_FB_PUBLIC` in the topology), as ROCr gives
-    /// every `hipMalloc`: `amd_memory_region.cc` sets `HostAccess` for local memory unless
-    /// the heap is `HSA_HEAPTYPE_FRAME_BUFFER_PRIVATE`. On a small-BAR board the buffer is
-    /// GPU-only and `read`/`write` fail with `InvalidValue`.
-    Device,
-    /// System memory pinned for the GPUs (GTT), CPU-mapped.
-    HostPinned,
-    /// Fine-grained, uncached system memory for signals and stream memory ops (what
-    /// `hipMallocSignalMemory` / `hipExtMallocWithFlags(hipMallocSignalMemory)` give).
-    Signal,
-    /// Existing host memory registered with KFD (USERPTR).
-    Userptr,
-}
-
-/// What holds an address of the device: the answer of [`crate::Device::allocation_at`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllocationKind {
-    /// A buffer object of this process: [`crate::Device::alloc`] (any [`MemoryKind`],
-    /// also the chunks of stream-ordered pools) or a registration
-    /// ([`crate::Device::register_host_memory`], [`MemoryKind::Userptr`]).
-    Buffer(MemoryKind),
-    /// Another process's buffer opened here ([`crate::Device::ipc_open`]), or the backing
-    /// of an imported memory pool ([`crate::Device::import_mem_pool`]).
-    IpcImport,
-    /// Managed memory ([`crate::Device::malloc_managed`]).
-    Managed,
-    /// A mapping inside a virtual address reservation ([`crate::Device::mem_map`]).
-    Vmm,
-}
-
-/// One allocation of a device, as its creator asked for it: `len` bytes from `base`
-/// (the page rounding KFD needs is not part of it). What CLR's `getMemoryObject` finds
-/// for an address, and what its size checks compare against (`hipMemcpy`, `hipMemset`,
-/// the stream memory operations).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Allocation {
-    /// First address (GPU VA == CPU VA).
-    pub base: u64,
-    /// Bytes from `base`: the size asked for (`hipMalloc(100)` is 100 bytes long). For a
-    /// VMM mapping, the whole address reservation holding it (as CLR checks the sizes of
-    /// VMM memory against its VA range).
-    pub len: u64,
-    /// What it is.
-    pub kind: AllocationKind,
-    /// The GPU it belongs to (the owner of device memory; the allocating GPU otherwise).
-    pub gpu: usize,
-}
+// Defined with the foundations (`crate::types`) so that `devcore`'s extents can name them.
+pub use crate::types::{Allocation, AllocationKind, MemoryKind};
 
 impl Allocation {
     /// Bytes from `addr` (inside the allocation) to its end.
