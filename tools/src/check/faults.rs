@@ -7,21 +7,40 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kfd::abi::{self, CreateEventArgs, EventData};
-use kfdrt::{Device, ErrorKind, MemoryKind, WriteValueFlags};
+use kfdrt::{Device, ErrorKind, MemoryKind, Stream, WaitCompare, WriteValueFlags};
 use pm4::sdma::{CopyLinear, SdmaPacket};
 
 use super::raw::{RawSdma, Scratch};
 use super::{ensure, pass_with, Check, CheckResult, Ctx, OrFail, Outcome};
 
-/// An address no GPU maps (the first pages are never GPU-mapped).
+/// An address no GPU maps (the first pages are never GPU-mapped): the raw SDMA check's
+/// source. (A stream refuses it at enqueue: it is in no allocation.)
 const UNMAPPED: u64 = 0x1000;
+
+/// Queue a stream write that faults on the GPU: the stream waits on a gate while the
+/// write's buffer is freed, then the gate opens (the address passed the enqueue's check,
+/// which refuses addresses in no allocation; when the write runs, nothing maps it).
+/// Returns the gate, which must live until the stream is done with it.
+fn queue_faulting_write(dev: &Device, s: &Stream) -> Result<Scratch, String> {
+    let gate = Scratch::new(dev, MemoryKind::Signal, 0, 4096)?;
+    let victim = dev
+        .alloc(MemoryKind::Signal, 0, 4096)
+        .or_fail("the write's buffer")?;
+    s.wait_value32(gate.va(0), 1, WaitCompare::Eq, u32::MAX)
+        .or_fail("wait_value32")?;
+    s.write_value32(victim.va(), 1, WriteValueFlags::DEFAULT)
+        .or_fail("write_value32")?;
+    drop(victim);
+    gate.u32(0).store(1, Ordering::Release);
+    Ok(gate)
+}
 
 /// The fault checks.
 pub fn checks() -> Vec<Check> {
     vec![
         Check {
             name: "faults.stream_fault_sticky",
-            what: "a stream write to an unmapped address gives a sticky LaunchFailure (sync, query, later calls) without hanging",
+            what: "a stream write that faults on the GPU (its buffer freed before it ran) gives a sticky LaunchFailure (sync, query, later calls) without hanging",
             run: stream_fault_sticky,
         },
         Check {
@@ -59,11 +78,10 @@ fn stream_fault_sticky(ctx: &Ctx) -> CheckResult {
     let dev = super::require!(fault_device(ctx));
     let m = Scratch::new(&dev, MemoryKind::Signal, 0, 4096)?;
     let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.write_value32(UNMAPPED, 1, WriteValueFlags::DEFAULT)
-        .or_fail("write_value32")?;
+    let _gate = queue_faulting_write(&dev, &s)?;
     let t = Instant::now();
     let e = match s.synchronize() {
-        Ok(()) => return Err("synchronize succeeded after a write to an unmapped address".into()),
+        Ok(()) => return Err("synchronize succeeded after a write to freed memory".into()),
         Err(e) => e,
     };
     let dt = t.elapsed();
@@ -100,8 +118,7 @@ fn stream_fault_sticky(ctx: &Ctx) -> CheckResult {
 fn callback_gets_error(ctx: &Ctx) -> CheckResult {
     let dev = super::require!(fault_device(ctx));
     let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.write_value32(UNMAPPED, 1, WriteValueFlags::DEFAULT)
-        .or_fail("write_value32")?;
+    let _gate = queue_faulting_write(&dev, &s)?;
     let log = Arc::new(Mutex::new(Vec::new()));
     let l = log.clone();
     s.add_callback(
@@ -179,8 +196,7 @@ fn sdma_memory_exception(ctx: &Ctx) -> CheckResult {
 fn injected(ctx: &Ctx) -> CheckResult {
     let dev = super::require!(fault_device(ctx));
     let s = dev.create_stream(0).or_fail("create_stream")?;
-    s.write_value32(UNMAPPED, 1, WriteValueFlags::DEFAULT)
-        .or_fail("write_value32")?;
+    let _gate = queue_faulting_write(&dev, &s)?;
     s.synchronize()
         .or_fail("injected fault (expected a fault-free run, by design of --inject-fault)")?;
     Err("the injected queue fault was not reported: the device missed a fault".into())
