@@ -1584,27 +1584,27 @@ impl Stream {
     /// flight. See `StreamState::holds` for why.
     fn hold_waited(&self, st: &mut StreamState, deps: Deps, qid: u32) {
         let s = &*self.inner;
-        let first_new = st.holds.len();
+        // Read at the first wait to hold: the stream's packet count (counted under the
+        // producer lock after the waits were published; concurrent lock-free submissions
+        // only raise it), after dropping the entries the stream is past.
+        let mut until = None;
         let mut keep = |p: Point| {
-            if p.queue_id != qid && !s.waited.keeps(p.timeline.serial()) {
-                st.holds.push((p.timeline, 0));
+            if p.queue_id == qid || s.waited.keeps(p.timeline.serial()) {
+                return;
             }
+            let n = *until.get_or_insert_with(|| {
+                let n = s.submitted.load(Ordering::Acquire);
+                let done = (TIMELINE_BASE - s.timeline.load()) as u64;
+                st.holds.retain(|&(_, m)| m > done);
+                n
+            });
+            st.holds.push((p.timeline, n));
         };
         match deps {
-            Deps::None => return,
+            Deps::None => {}
             Deps::One(p) => keep(p),
             Deps::Many(v) => v.into_iter().for_each(keep),
         }
-        if st.holds.len() == first_new {
-            return;
-        }
-        // Counted under the producer lock after the waits were published (concurrent
-        // lock-free submissions only raise it).
-        let until = s.submitted.load(Ordering::Acquire);
-        let done = (TIMELINE_BASE - s.timeline.load()) as u64;
-        let new = st.holds.split_off(first_new);
-        st.holds.retain(|&(_, n)| n > done);
-        st.holds.extend(new.into_iter().map(|(tl, _)| (tl, until)));
     }
 
     /// Dependencies of the next submission: `extra` and the implicit null-stream ones,
