@@ -49,6 +49,9 @@ pub const KERNARG_RING_BYTES: usize = 1 << 20;
 /// cache line keeps segments apart).
 pub const KERNARG_SEGMENT_ALIGN: u64 = 64;
 
+/// At most this many kernarg bytes are taken by one [`KernargRing::warm_next`].
+const WARM_MAX_KERNARG_BYTES: u64 = 16 << 10;
+
 /// Grid or block dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Dim3 {
@@ -792,6 +795,13 @@ pub(crate) struct KernargRing {
     zero: Buffer,
     /// Bytes handed out so far (monotonic; the ring offset is `head % len`).
     head: u64,
+    /// The ring offset the next rewind starts at: 0 and half the ring in turn, so that a
+    /// rewind never lands on the lines the batch before it used (the ones the shader
+    /// cores read last), and [`KernargRing::warm_next`] can take the next batch's lines
+    /// while that batch may still run.
+    rewind_base: u64,
+    /// `head` at the last [`KernargRing::warm_next`].
+    warm_head: u64,
     /// A reservation ending at or before this position needs no look at `inflight`:
     /// the oldest in-flight segment's start + the ring's length (no segment in flight:
     /// `u64::MAX`; the record full: 0). Never above the true bound (it only rises when
@@ -840,6 +850,8 @@ impl KernargRing {
             mask,
             head: 0,
             free_until: u64::MAX,
+            rewind_base: 0,
+            warm_head: 0,
             // Every segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap, so at
             // most this many are ever in flight: `push_back` never reallocates.
             inflight: Inflight::new(KERNARG_RING_BYTES / KERNARG_SEGMENT_ALIGN as usize),
@@ -871,7 +883,7 @@ impl KernargRing {
         // completed, start again at the ring's beginning, so that a launch loop which
         // synchronizes now and then reuses the same few pages and cache lines (mapped,
         // cached) instead of walking the whole ring.
-        if drained && start & mask != 0 {
+        if drained && start & mask != self.rewind_base {
             start = self.rewound(start);
         }
         let end = start + len;
@@ -949,7 +961,32 @@ impl KernargRing {
             self.inflight.pop_front();
         }
         self.free_until = u64::MAX;
-        (start + self.mask) & !self.mask
+        let (base, cap) = (self.rewind_base, self.mask + 1);
+        self.rewind_base = if base == 0 { cap / 2 } else { 0 };
+        // The first position at or after `start` at ring offset `base`.
+        let mut at = (start & !self.mask) + base;
+        if at < start {
+            at += cap;
+        }
+        // The bytes handed out from here on are what the next `warm_next` takes.
+        self.warm_head = at;
+        at
+    }
+
+    /// Part of [`crate::queue::AqlQueue::warm_next`] (the producer lock held): own the
+    /// lines of the segments the next launches take after a drained synchronize (from
+    /// [`KernargRing::rewind_base`]): as many bytes as were handed out since the last
+    /// call, at most [`WARM_MAX_KERNARG_BYTES`]. Launches that were not followed by a
+    /// rewind would have written elsewhere; the stores leave memory unchanged either way.
+    pub(crate) fn warm_next(&mut self) {
+        let span = (self.head - self.warm_head).min(WARM_MAX_KERNARG_BYTES);
+        self.warm_head = self.head;
+        let base = self.rewind_base as usize;
+        for off in (base..base + span as usize).step_by(64) {
+            // SAFETY: `base + span <= len / 2 + len / 4`: inside the CPU-mapped ring,
+            // written by CPUs only under the producer lock the caller holds.
+            unsafe { crate::queue::own_line(self.cpu.add(off)) };
+        }
     }
 
     /// The segment at `start` (from [`KernargRing::try_reserve`]) is in use until

@@ -12,7 +12,7 @@
 //! its slot was reserved (the single-command enqueue hot path: write-value, wait-value,
 //! a timeline wait).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kfd::abi;
@@ -54,6 +54,26 @@ pub struct AqlQueue {
     /// launch checks whether the kernarg ring is drained and can start again at its
     /// beginning (a hint, read without the producer lock).
     pub(crate) kernargs_drained: std::sync::atomic::AtomicBool,
+    /// [`AqlQueue::warm_next`]'s marks, written under the producer lock: the slot index
+    /// its lines were taken up to, and the write pointer at its last call.
+    warm_to: AtomicU64,
+    warm_wptr: AtomicU64,
+}
+
+/// At most this many slots' lines are taken by one [`AqlQueue::warm_next`].
+const WARM_MAX_SLOTS: u64 = 64;
+
+/// Stores to one dword of the line at `p` the value it holds: the line comes into this
+/// CPU's cache owned (for writing) without changing memory. The caller holds the lock
+/// that serialises every CPU writer of the line.
+///
+/// # Safety
+/// `p` is 4-aligned, inside live CPU-mapped memory.
+#[inline]
+pub(crate) unsafe fn own_line(p: *mut u8) {
+    // SAFETY: the caller's contract; shared memory is accessed atomically.
+    let a = unsafe { AtomicU32::from_ptr(p.cast()) };
+    a.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
 }
 
 impl std::fmt::Debug for AqlQueue {
@@ -184,6 +204,8 @@ impl AqlQueue {
             scratch: Mutex::new(Default::default()),
             kernargs: KernargCell(std::cell::UnsafeCell::new(None)),
             kernargs_drained: std::sync::atomic::AtomicBool::new(false),
+            warm_to: AtomicU64::new(0),
+            warm_wptr: AtomicU64::new(0),
         })
     }
 
@@ -416,6 +438,48 @@ impl AqlQueue {
         let _held = self.uq.lock_producer();
         // SAFETY: the producer lock is held until `_held` drops (see `KernargCell`).
         f(unsafe { &mut *self.kernargs.0.get() })
+    }
+
+    /// Before the host waits for the queue (`Stream::synchronize`): bring the cache lines
+    /// the next packets will be written to — the free ring slots after the write pointer,
+    /// their IB areas and the kernarg ring's next segments
+    /// ([`crate::launch::KernargRing::warm_next`]) — into this CPU's cache, owned, by
+    /// storing back the values they hold. As many slots as were published since the last
+    /// call (at least 1, at most [`WARM_MAX_SLOTS`]): a program that enqueues batches and
+    /// synchronizes gets its next batch's lines ready. Why: the last lap's packets were
+    /// read by the packet processor; where that is another CPU core (the emulated CP) its
+    /// copies must be invalidated before each store of the next lap completes, a
+    /// cross-core round trip the enqueue's locked instruction waits for; done here, it
+    /// overlaps the wait. On a GPU the lines were read over PCIe and this is a few
+    /// cache-hitting stores. Skipped when another thread holds the producer lock (it is
+    /// enqueueing: the lines are being written anyway) or the ring is full.
+    pub(crate) fn warm_next(&self) {
+        let Some(mut slot) = self.try_reserve_one() else {
+            return;
+        };
+        let w = slot.r.wptr();
+        // Guarded by the producer lock the slot holds (relaxed atomics for `Sync`).
+        let span = w
+            .saturating_sub(self.warm_wptr.swap(w, Ordering::Relaxed))
+            .clamp(1, WARM_MAX_SLOTS);
+        let from = self.warm_to.load(Ordering::Relaxed).max(w);
+        let to = (w + span).min(self.uq.rptr().saturating_add(self.uq.capacity()));
+        let mask = u64::from(self.slots) - 1;
+        for idx in from..to {
+            let slot_i = (idx & mask) as usize;
+            // SAFETY: `slot_i < slots`: a slot of the ring and its IB area (CPU-mapped,
+            // owned by the queue); free slots, and every CPU write to them is made under
+            // the producer lock held here.
+            unsafe {
+                own_line(self.uq.ring_base().add(slot_i * PACKET_DWORDS).cast());
+                own_line(self.ib.as_ptr().add(slot_i * IB_BYTES_PER_SLOT));
+            }
+        }
+        self.warm_to.store(to.max(from), Ordering::Relaxed);
+        if let Some(ring) = slot.kernargs() {
+            ring.warm_next();
+        }
+        // Dropped unpublished: the lock is released, nothing is published.
     }
 
     /// The 16 dwords of ring packet `index` as they are now (inspection).

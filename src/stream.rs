@@ -1276,6 +1276,7 @@ impl Stream {
         let dev = &s.dev;
         self.flush_hold()?;
         let own = (!s.idle()).then(|| s.point());
+        let busy = own.is_some();
         let others = if s.is_null {
             dev.blocking_streams(s.gpu_index)
         } else {
@@ -1288,6 +1289,14 @@ impl Stream {
                 .flatten(),
         );
         dev.host_synchronize(points, Some(s), dev.wait_spin(), deadline)?;
+        if busy {
+            // The work done: the next batch's lines (`AqlQueue::warm_next`).
+            let qp = s.cur.load(Ordering::Acquire).map_addr(|a| a & !1);
+            // SAFETY: a queue `cur` pointed to lives as long as the stream (see `cur`).
+            if let Some(q) = unsafe { qp.as_ref() } {
+                q.warm_next();
+            }
+        }
         match s.sticky_error() {
             Some(e) => Err(e),
             None => {

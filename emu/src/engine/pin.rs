@@ -141,6 +141,29 @@ pub(crate) fn pin_engine_thread() -> Option<usize> {
     }
 }
 
+/// An unpinned CP thread that woke from an idle park on `woke_on`, the CPU of the thread
+/// whose doorbell woke it (`kicker`): moves to another CPU it may run on, and keeps every
+/// allowed CPU allowed. Linux tends to wake a futex waiter next to its waker; left there,
+/// the engine preempts the submitter at each doorbell that wakes it, and both crawl while
+/// another CPU idles (a GPU's CP never shares the host's core). Returns whether it moved.
+/// No-op with one allowed CPU, an unknown CPU, or a failed call (the engine just stays).
+pub(crate) fn step_aside(kicker: i32, woke_on: i32) -> bool {
+    if kicker < 0 || kicker != woke_on {
+        return false;
+    }
+    let Ok(allowed) = allowed_cpus() else {
+        return false;
+    };
+    let others: Vec<usize> = allowed
+        .iter()
+        .copied()
+        .filter(|&c| c as i32 != woke_on)
+        .collect();
+    // Two calls: the first migrates the thread off `woke_on`, the second lets the
+    // scheduler use every CPU again without moving it back.
+    !others.is_empty() && set_allowed(&others).is_ok() && set_allowed(&allowed).is_ok()
+}
+
 /// Called first by the threads an engine thread may start (dispatch pool, shader
 /// workers): undoes the engine's pin they inherited, so only the engines are pinned. No-op
 /// when no engine pinned itself.

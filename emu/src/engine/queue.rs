@@ -166,6 +166,10 @@ impl QueueExec {
 
     /// Whether the queue waits for a dispatch running on the shader core (AQL
     /// KERNEL_DISPATCH or PM4 DISPATCH_DIRECT): its end kicks the CP.
+    pub(crate) fn waits_in_packet(&self) -> bool {
+        self.kind == QueueKind::Aql && (self.aql_inflight.is_some() || self.dispatch.is_some())
+    }
+
     pub(crate) fn dispatching(&self) -> bool {
         self.dispatch.is_some() || self.pm4.inflight.is_some()
     }

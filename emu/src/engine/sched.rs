@@ -70,6 +70,14 @@ const IDLE_SPIN_APART: Duration = Duration::from_micros(100);
 /// Sweeps over the queues one scheduler pass makes while they progress (see
 /// `engine_main`): bounds the time between two looks at the queue list and doorbells.
 const MAX_SWEEPS: u32 = 64;
+/// While the engine has other work (a queue to run, a blocked one to re-poll), a queue
+/// whose ring it found empty is looked at again — its doorbell value read, its write
+/// index polled — this long after, unless the engine's counter moved. Doorbells of one
+/// process share cache lines (KFD hands out consecutive 8-byte doorbells), so reading an
+/// idle queue's doorbell on every round pulls in the line the submitter is writing its
+/// busy queue's doorbell to, and each of its enqueues then waits for that copy to be
+/// invalidated. The engine's idle spin and its parks read every doorbell.
+const DORMANT_SAMPLE: Duration = Duration::from_micros(1);
 /// Blocked queues are re-polled at once (yielding in between) for this long...
 const SPIN: Duration = Duration::from_micros(50);
 /// ...then with a backoff starting here...
@@ -473,6 +481,26 @@ struct Slot {
     /// index moved without one is seen at the next pass's first sweep, which polls every
     /// queue as before (an idle engine sees such a write only after a doorbell anyway).
     idle_db: Option<u64>,
+    /// With `idle_db`: when the queue is next looked at without a doorbell seen
+    /// ([`DORMANT_SAMPLE`] after the run that found its ring empty).
+    sample_at: Instant,
+    /// The queue blocked inside a packet it fetched (an indirect buffer's wait, a running
+    /// dispatch): packets behind it cannot run until it moves, so the engine does not
+    /// read its doorbell meanwhile (the producer's later doorbells stay in its core's
+    /// cache); its re-polls follow the blocked schedule, and a run that moves it reads
+    /// the write index afresh.
+    quiet: bool,
+    /// The queue's doorbell value as last read, used in the engine's doorbell state while
+    /// the value is not read (`quiet`, or idle before `sample_at`).
+    cell_seen: u64,
+}
+
+impl Slot {
+    /// Whether the engine reads the queue's doorbell value at `now` outside its idle spin
+    /// and parks (see [`Slot::quiet`] and [`DORMANT_SAMPLE`]).
+    fn sampled_at(&self, now: Instant) -> bool {
+        !self.quiet && (self.idle_db.is_none() || now >= self.sample_at)
+    }
 }
 
 /// Whether this process can have its engines watch doorbells: registered once for
@@ -507,13 +535,18 @@ impl EngineShared {
 }
 
 /// What the engine compares to notice doorbells: its counter, plus the sum of its queues'
-/// doorbell values when it watches them (each only grows while its queue is listed).
+/// doorbell values when it watches them (each only grows while its queue is listed). The
+/// values are read afresh where [`Slot::sampled_at`] `now` says so (every one but the
+/// quiet queues' with `now` None: the idle spin and parks), the others as last read.
 #[inline]
-fn doorbell_state(me: &EngineShared, slots: &[Slot], watch: bool) -> u64 {
+fn doorbell_state(me: &EngineShared, slots: &mut [Slot], watch: bool, now: Option<Instant>) -> u64 {
     let mut v = me.doorbells.load(Ordering::Acquire);
     if watch {
         for s in slots {
-            v = v.wrapping_add(s.exec.doorbell_raw());
+            if now.map_or(!s.quiet, |t| s.sampled_at(t)) {
+                s.cell_seen = s.exec.doorbell_raw();
+            }
+            v = v.wrapping_add(s.cell_seen);
         }
     }
     v
@@ -529,7 +562,7 @@ fn park(
     index: usize,
     seen_db: u64,
     deadline: Option<Instant>,
-    slots: &[Slot],
+    slots: &mut [Slot],
 ) {
     if mem.tr.on {
         let t = inner.stamp();
@@ -565,7 +598,7 @@ fn park(
         let cap = Instant::now() + UNFENCED_PARK;
         deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
     }
-    if doorbell_state(me, slots, reads) == seen_db && !me.shutdown.load(Ordering::Acquire) {
+    if doorbell_state(me, slots, reads, None) == seen_db && !me.shutdown.load(Ordering::Acquire) {
         match deadline {
             Some(t) => std::thread::park_timeout(t.saturating_duration_since(Instant::now())),
             None => std::thread::park(),
@@ -639,6 +672,9 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                         next_poll: Instant::now(),
                         delay: Duration::ZERO,
                         idle_db: None,
+                        sample_at: Instant::now(),
+                        quiet: false,
+                        cell_seen: 0,
                     });
                 }
             }
@@ -650,15 +686,16 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         }
         if me.paused.load(Ordering::Acquire) {
             mem.wakes.flush();
-            let db = doorbell_state(&me, &slots, me.reads_doorbells());
-            park(&me, &mut mem, &inner, index, db, None, &slots);
+            let db = doorbell_state(&me, &mut slots, me.reads_doorbells(), None);
+            park(&me, &mut mem, &inner, index, db, None, &mut slots);
             continue;
         }
 
         // Read once per round (`park` may switch the watch off; the engine reads the
         // doorbell values from then on all the same).
         let watch = me.reads_doorbells();
-        let db = doorbell_state(&me, &slots, watch);
+        let now = Instant::now();
+        let db = doorbell_state(&me, &mut slots, watch, Some(now));
         let kicked = db != seen_db;
         seen_db = db;
 
@@ -680,7 +717,6 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         }
         rr = rr.wrapping_add(1);
 
-        let now = Instant::now();
         // The end of an immediate re-poll window opened in this round (one addition per
         // round, not one per blocked run).
         let spin_end = now + SPIN;
@@ -716,15 +752,22 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                     wake_at = Some(wake_at.map_or(s.next_poll, |w| w.min(s.next_poll)));
                     continue;
                 }
+                let counter = me.doorbells.load(Ordering::Relaxed);
+                if let Some(v) = s.idle_db {
+                    // Found empty last time: skipped while no doorbell was seen since, on
+                    // the first sweep too until its sample time.
+                    let seen = counter.wrapping_add(if watch { s.cell_seen } else { 0 });
+                    if seen == v && (sweeps > 1 || now < s.sample_at) {
+                        continue;
+                    }
+                }
                 // The counter, plus this queue's own doorbell when the engine watches them.
-                let db_before = me.doorbells.load(Ordering::Relaxed).wrapping_add(if watch {
-                    s.exec.doorbell_raw()
+                let db_before = counter.wrapping_add(if watch && !s.quiet {
+                    s.cell_seen = s.exec.doorbell_raw();
+                    s.cell_seen
                 } else {
                     0
                 });
-                if sweeps > 1 && s.idle_db == Some(db_before) {
-                    continue;
-                }
                 let quantum = (BASE_QUANTUM * pct / 100).max(1);
                 if mem.tr.on {
                     mem.tr.queue = Some((sh.id, s.exec.kind));
@@ -732,6 +775,8 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 let out = s.exec.run(&mut mem, &inner, quantum);
                 s.idle_db = (out.state == RunState::Idle && s.exec.kind == super::QueueKind::Aql)
                     .then_some(db_before);
+                s.sample_at = now + DORMANT_SAMPLE;
+                s.quiet = out.state == RunState::Blocked && s.exec.waits_in_packet();
                 // A round runs up to MAX_SWEEPS sweeps of quanta: the batch bound is kept
                 // per quantum, not per round.
                 mem.wakes.flush_due();
@@ -792,7 +837,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
         }
         // Not progressing: nothing holds the wake-ups back any longer.
         mem.wakes.flush();
-        if doorbell_state(&me, &slots, watch) != seen_db
+        if doorbell_state(&me, &mut slots, watch, Some(now)) != seen_db
             || me.list_gen.load(Ordering::Acquire) != seen_gen
         {
             continue;
@@ -803,7 +848,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 if t <= now {
                     std::thread::yield_now();
                 } else {
-                    park(&me, &mut mem, &inner, index, seen_db, Some(t), &slots);
+                    park(&me, &mut mem, &inner, index, seen_db, Some(t), &mut slots);
                 }
             }
             None => {
@@ -814,7 +859,7 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 let mut woke = false;
                 'spin: while t0.elapsed() < idle_spin {
                     for _ in 0..64 {
-                        if doorbell_state(&me, &slots, watch) != seen_db
+                        if doorbell_state(&me, &mut slots, watch, None) != seen_db
                             || me.list_gen.load(Ordering::Relaxed) != seen_gen
                             || me.shutdown.load(Ordering::Relaxed)
                         {
@@ -829,18 +874,18 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                 } else {
                     let parked = Instant::now();
                     me.kicker_cpu.store(-1, Ordering::Relaxed);
-                    park(&me, &mut mem, &inner, index, seen_db, None, &slots);
+                    park(&me, &mut mem, &inner, index, seen_db, None, &mut slots);
                     let slept = parked.elapsed();
                     if !pinned {
-                        idle_spin = idle_spin_after_wake(
-                            idle_spin,
-                            slept,
-                            Waker {
-                                cpu: me.kicker_cpu.load(Ordering::Relaxed),
-                                woke_on: super::pin::current_cpu(),
-                                apart_allowed: !is_sdma,
-                            },
-                        );
+                        let w = Waker {
+                            cpu: me.kicker_cpu.load(Ordering::Relaxed),
+                            woke_on: super::pin::current_cpu(),
+                            apart_allowed: !is_sdma,
+                        };
+                        idle_spin = idle_spin_after_wake(idle_spin, slept, w);
+                        if !is_sdma {
+                            super::pin::step_aside(w.cpu, w.woke_on);
+                        }
                     }
                 }
             }
