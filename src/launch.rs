@@ -979,7 +979,8 @@ impl KernargRing {
     /// call, at most [`WARM_MAX_KERNARG_BYTES`]. Launches that were not followed by a
     /// rewind would have written elsewhere; the stores leave memory unchanged either way.
     pub(crate) fn warm_next(&mut self) {
-        let span = (self.head - self.warm_head).min(WARM_MAX_KERNARG_BYTES);
+        // A launch that failed after its reservation leaves `head` behind a rewind.
+        let span = self.head.saturating_sub(self.warm_head).min(WARM_MAX_KERNARG_BYTES);
         self.warm_head = self.head;
         let base = self.rewind_base as usize;
         for off in (base..base + span as usize).step_by(64) {
