@@ -980,7 +980,10 @@ impl KernargRing {
     /// rewind would have written elsewhere; the stores leave memory unchanged either way.
     pub(crate) fn warm_next(&mut self) {
         // A launch that failed after its reservation leaves `head` behind a rewind.
-        let span = self.head.saturating_sub(self.warm_head).min(WARM_MAX_KERNARG_BYTES);
+        let span = self
+            .head
+            .saturating_sub(self.warm_head)
+            .min(WARM_MAX_KERNARG_BYTES);
         self.warm_head = self.head;
         let base = self.rewind_base as usize;
         for off in (base..base + span as usize).step_by(64) {
@@ -2493,6 +2496,57 @@ mod tests {
     /// The kernarg ring starts again at its beginning at the first launch after a
     /// synchronize when every segment handed out has completed; with a launch still
     /// running it goes on after that launch's segment.
+    /// A synchronize takes the next batch's lines without changing a byte: the ring, the IB
+    /// areas and the kernarg ring read the same after `warm_next`, which covers as many
+    /// slots after the write pointer as were published since its last call.
+    #[test]
+    fn warm_next_takes_the_next_batchs_lines_without_changing_memory() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/vadd.cl");
+        let k = m.kernel("vadd").unwrap();
+        let s = dev.create_stream(0).unwrap();
+        let idle = vadd_args(&k, 0);
+        for _ in 0..5 {
+            s.launch(&k, 1, 64, 0, &idle).unwrap();
+        }
+        s.synchronize().unwrap();
+        let q = s.current_queue();
+        let (w, to) = q.warm_marks();
+        assert!(w >= 5, "write pointer {w}");
+        // The first call: everything published so far (at most WARM_MAX_SLOTS).
+        assert_eq!(to, w + w.min(64), "slots taken after {w}");
+        let kernargs = || {
+            q.with_kernargs(|r| {
+                let r = r.as_ref().unwrap();
+                let mut v = vec![0u8; r.buf.len()];
+                r.buf.read(0, &mut v).unwrap();
+                v
+            })
+        };
+        // Nothing published since: one slot at most, already taken.
+        q.warm_next();
+        assert_eq!(q.warm_marks(), (w, to));
+        // Ten more, completed without a synchronize (no warm_next on the way).
+        for _ in 0..10 {
+            s.launch(&k, 1, 64, 0, &idle).unwrap();
+        }
+        while s.query().is_err() {
+            std::thread::yield_now();
+        }
+        let (ring, ka) = (q.ring_and_ib_bytes(), kernargs());
+        q.warm_next();
+        assert_eq!(
+            q.warm_marks(),
+            (w + 10, w + 20),
+            "ten slots taken after the write pointer"
+        );
+        assert!(
+            q.ring_and_ib_bytes() == ring,
+            "warm_next changed the ring or IBs"
+        );
+        assert!(kernargs() == ka, "warm_next changed the kernarg ring");
+    }
+
     #[test]
     fn kernarg_ring_rewinds_when_drained() {
         let dev = open("emu:mi300x");
@@ -2544,6 +2598,11 @@ mod tests {
         sa.arg(&u32::MAX).unwrap();
         a.launch(&spin, 1, 64, 0, &sa).unwrap();
         let held = offset(a);
+        assert_eq!(
+            held,
+            KERNARG_RING_BYTES as u64 / 2,
+            "the second rewind takes the ring's other half, not the lines just read"
+        );
         a.current_queue()
             .kernargs_drained
             .store(true, Ordering::Relaxed);

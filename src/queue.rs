@@ -440,7 +440,7 @@ impl AqlQueue {
         f(unsafe { &mut *self.kernargs.0.get() })
     }
 
-    /// Before the host waits for the queue (`Stream::synchronize`): bring the cache lines
+    /// After the host waited for the queue (`Stream::synchronize`): bring the cache lines
     /// the next packets will be written to — the free ring slots after the write pointer,
     /// their IB areas and the kernarg ring's next segments
     /// ([`crate::launch::KernargRing::warm_next`]) — into this CPU's cache, owned, by
@@ -449,9 +449,11 @@ impl AqlQueue {
     /// synchronizes gets its next batch's lines ready. Why: the last lap's packets were
     /// read by the packet processor; where that is another CPU core (the emulated CP) its
     /// copies must be invalidated before each store of the next lap completes, a
-    /// cross-core round trip the enqueue's locked instruction waits for; done here, it
-    /// overlaps the wait. On a GPU the lines were read over PCIe and this is a few
-    /// cache-hitting stores. Skipped when another thread holds the producer lock (it is
+    /// cross-core round trip the enqueue's locked instruction waits for; done here, it is
+    /// paid once per synchronize instead of on the enqueue path. After the wait, not
+    /// during it: the processor's reads of the batch (and its core's prefetches of the
+    /// lines after them) would take the lines back. On a GPU the lines were read over
+    /// PCIe and this is a few cache-hitting stores. Skipped when another thread holds the producer lock (it is
     /// enqueueing: the lines are being written anyway) or the ring is full.
     pub(crate) fn warm_next(&self) {
         let Some(mut slot) = self.try_reserve_one() else {
@@ -480,6 +482,23 @@ impl AqlQueue {
             ring.warm_next();
         }
         // Dropped unpublished: the lock is released, nothing is published.
+    }
+
+    /// The write pointer and [`AqlQueue::warm_next`]'s slot mark (inspection).
+    #[cfg(test)]
+    pub(crate) fn warm_marks(&self) -> (u64, u64) {
+        let _held = self.uq.lock_producer();
+        (self.uq.wptr(), self.warm_to.load(Ordering::Relaxed))
+    }
+
+    /// The ring's and the IB areas' bytes (inspection).
+    #[cfg(test)]
+    pub(crate) fn ring_and_ib_bytes(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.uq.ring().len() + self.ib.len()];
+        let (r, i) = v.split_at_mut(self.uq.ring().len());
+        self.uq.ring().read(0, r).unwrap();
+        self.ib.read(0, i).unwrap();
+        v
     }
 
     /// The 16 dwords of ring packet `index` as they are now (inspection).

@@ -2158,6 +2158,64 @@ fn repoll_resumes_a_blocked_barrier_without_a_doorbell() {
     q.wait_idle();
 }
 
+/// The CP leaves unread the doorbell of a queue blocked inside a packet it fetched (a
+/// PM4-IB's WAIT_REG_MEM) and, while it has other work, samples idle queues' doorbells
+/// only every microsecond: no packet is lost either way. Packets queued behind the wait
+/// with their doorbells run once the host releases the wait (a plain memory write, no
+/// doorbell), and an idle queue rung meanwhile, again and again, runs each packet while
+/// the wait still blocks.
+#[test]
+fn doorbells_of_blocked_and_idle_queues_are_not_lost() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let data = gpu.alloc(4096);
+    let ib = gpu.alloc(4096);
+    let mut blocked = Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 100);
+    let mut idle = Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 100);
+    let gate = data.va();
+    let words = wait_mem(gate, CompareFn::Equal, 1);
+    for (i, w) in words.iter().enumerate() {
+        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
+    }
+    let waited = signal(&sigs, 0, 1, None);
+    blocked.submit_aql(
+        &gpu,
+        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
+            control: PacketControl::SYSTEM_BARRIER,
+            ib: IndirectBuffer::new(ib.va(), words.len() as u32),
+            completion_signal: waited,
+        }),
+    );
+    // Behind the wait: each with a doorbell the CP does not need to read.
+    let behind: Vec<u64> = (0..20).map(|i| signal(&sigs, 1 + i, 1, None)).collect();
+    for &sig in &behind {
+        blocked.submit_aql(&gpu, &barrier_and(&[], sig));
+    }
+    // The idle queue, rung while the wait blocks: each packet runs on its own.
+    for i in 0..20 {
+        let sig = signal(&sigs, 40 + i, 1, None);
+        idle.submit_aql(&gpu, &barrier_and(&[], sig));
+        assert!(
+            wait_until(|| sig_value(&sigs, sig) == 0),
+            "idle queue's packet {i} did not run while the other queue blocked"
+        );
+    }
+    assert_eq!(
+        blocked.rptr(),
+        0,
+        "the wait passed before its memory was written"
+    );
+    assert_eq!(sig_value(&sigs, waited), 1);
+    assert!(behind.iter().all(|&s| sig_value(&sigs, s) == 1));
+    data.store_u32(gate, 1).unwrap();
+    blocked.wait_idle();
+    assert_eq!(sig_value(&sigs, waited), 0);
+    for (i, &s) in behind.iter().enumerate() {
+        assert_eq!(sig_value(&sigs, s), 0, "packet {i} behind the wait");
+    }
+    idle.wait_idle();
+}
+
 /// A queue whose doorbell window holds no readable 64-bit value (4 bytes here) is not
 /// watched: its doorbells bump the counter even on a CP that watches doorbells, and none
 /// is lost.

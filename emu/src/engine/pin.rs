@@ -145,23 +145,28 @@ pub(crate) fn pin_engine_thread() -> Option<usize> {
 /// whose doorbell woke it (`kicker`): moves to another CPU it may run on, and keeps every
 /// allowed CPU allowed. Linux tends to wake a futex waiter next to its waker; left there,
 /// the engine preempts the submitter at each doorbell that wakes it, and both crawl while
-/// another CPU idles (a GPU's CP never shares the host's core). Returns whether it moved.
+/// another CPU idles (a GPU's CP never shares the host's core). Returns the CPU it moved
+/// to (read while `woke_on` was excluded).
 /// No-op with one allowed CPU, an unknown CPU, or a failed call (the engine just stays).
-pub(crate) fn step_aside(kicker: i32, woke_on: i32) -> bool {
+pub(crate) fn step_aside(kicker: i32, woke_on: i32) -> Option<i32> {
     if kicker < 0 || kicker != woke_on {
-        return false;
+        return None;
     }
-    let Ok(allowed) = allowed_cpus() else {
-        return false;
-    };
+    let allowed = allowed_cpus().ok()?;
     let others: Vec<usize> = allowed
         .iter()
         .copied()
         .filter(|&c| c as i32 != woke_on)
         .collect();
+    if others.is_empty() {
+        return None;
+    }
     // Two calls: the first migrates the thread off `woke_on`, the second lets the
     // scheduler use every CPU again without moving it back.
-    !others.is_empty() && set_allowed(&others).is_ok() && set_allowed(&allowed).is_ok()
+    set_allowed(&others).ok()?;
+    let moved_to = current_cpu();
+    set_allowed(&allowed).ok()?;
+    Some(moved_to)
 }
 
 /// Called first by the threads an engine thread may start (dispatch pool, shader
@@ -178,6 +183,37 @@ pub(crate) fn unpin_worker_thread() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stepping aside moves the thread off its CPU when it may run elsewhere, and leaves
+    /// every CPU it could use allowed; a waker on another CPU, or an unknown one, moves
+    /// nothing.
+    #[test]
+    fn step_aside_leaves_the_kickers_cpu_and_keeps_the_allowed_set() {
+        std::thread::spawn(|| {
+            let allowed = allowed_cpus().unwrap();
+            let on = current_cpu();
+            assert_eq!(step_aside(-1, on), None, "unknown kicker");
+            assert_eq!(step_aside(on + 1, on), None, "kicker on another CPU");
+            if allowed.len() < 2 {
+                // One CPU: nowhere to go.
+                assert_eq!(step_aside(on, on), None);
+                return;
+            }
+            let to = step_aside(on, on).expect("moved");
+            assert_ne!(to, on, "still on the kicker's CPU");
+            assert!(
+                allowed.contains(&(to as usize)),
+                "moved to {to}, not allowed"
+            );
+            assert_eq!(allowed_cpus().unwrap(), allowed, "allowed CPUs changed");
+            // Pinned to one CPU: nowhere to go, and the pin stays.
+            set_allowed(&[allowed[0]]).unwrap();
+            assert_eq!(step_aside(allowed[0] as i32, allowed[0] as i32), None);
+            assert_eq!(allowed_cpus().unwrap(), vec![allowed[0]]);
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn parse_reads_auto_numbers_and_unset() {
