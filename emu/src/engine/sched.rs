@@ -499,8 +499,14 @@ impl Slot {
     /// Whether the engine reads the queue's doorbell value at `now` outside its idle spin
     /// and parks (see [`Slot::quiet`] and [`DORMANT_SAMPLE`]).
     fn sampled_at(&self, now: Instant) -> bool {
-        !self.quiet && (self.idle_db.is_none() || now >= self.sample_at)
+        reads_doorbell(self.quiet, self.idle_db.is_some(), now, self.sample_at)
     }
+}
+
+/// [`Slot::sampled_at`]'s rule: never while the queue blocks inside a packet (`quiet`),
+/// while it is idle only from `sample_at` on, always otherwise.
+fn reads_doorbell(quiet: bool, idle: bool, now: Instant, sample_at: Instant) -> bool {
+    !quiet && (!idle || now >= sample_at)
 }
 
 /// Whether this process can have its engines watch doorbells: registered once for
@@ -960,6 +966,20 @@ fn trace_run(mem: &mut MemCache, inner: &Inner, s: &mut Slot, executed: u32, sta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn doorbells_are_read_unless_blocked_in_a_packet_or_idle_before_their_sample() {
+        let t = Instant::now();
+        let later = t + DORMANT_SAMPLE;
+        // Running (neither quiet nor idle): every round.
+        assert!(reads_doorbell(false, false, t, later));
+        // Blocked inside a packet: never, whatever the time.
+        assert!(!reads_doorbell(true, false, later, t));
+        assert!(!reads_doorbell(true, true, later, t));
+        // Idle: from its sample time on.
+        assert!(!reads_doorbell(false, true, t, later));
+        assert!(reads_doorbell(false, true, later, later));
+    }
 
     fn cp(cpu: i32, woke_on: i32) -> Waker {
         Waker {
