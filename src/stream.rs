@@ -161,11 +161,12 @@ pub(crate) struct QueuePools {
     pub(crate) null_used: AtomicBool,
     /// Streams destroyed while busy, kept until their work completes.
     pub(crate) graveyard: Mutex<Vec<Arc<StreamInner>>>,
-    /// Signals a queued packet may still write, released by their owner early (a timing
-    /// event's timestamp cell, re-recorded or destroyed before its record's work ran),
-    /// each with the point after that packet: kept until it is reached
-    /// ([`QueuePools::keep_until`]), so the slot goes to no other signal before.
-    kept: Mutex<Vec<(Point, Arc<Signal>)>>,
+    /// Memory a queued packet may still read or write, released by its owner early (a
+    /// timing event's timestamp cell, re-recorded or destroyed before its record's work
+    /// ran; an interprocess event's block, `crate::ipc`), each with the point after that
+    /// packet: kept until it is reached ([`QueuePools::keep_until`]), so it goes to no
+    /// other owner before.
+    kept: Mutex<Vec<(Point, Kept)>>,
     /// `kept` is not empty (`reap` skips its lock otherwise).
     has_kept: AtomicBool,
     /// Set by the fault watcher once a fault is recorded (read by `poll_faults`).
@@ -214,7 +215,7 @@ impl QueuePools {
         Ok(qs[*rr].clone())
     }
 
-    /// Drop destroyed streams whose work has completed, and the signals kept for packets
+    /// Drop destroyed streams whose work has completed, and the memory kept for packets
     /// that have run.
     pub(crate) fn reap(&self) {
         let mut g = lock(&self.graveyard);
@@ -222,23 +223,46 @@ impl QueuePools {
         drop(g);
         if self.has_kept.load(Ordering::Acquire) {
             let mut k = lock(&self.kept);
-            k.retain(|(p, _)| !p.done());
+            let done: Vec<(Point, Kept)> = k.extract_if(.., |(p, _)| p.done()).collect();
             self.has_kept.store(!k.is_empty(), Ordering::Release);
+            drop(k);
+            // Freed outside the lock: a block's free is system calls.
+            drop(done);
         }
     }
 
-    /// Keep `sig` until `p` is reached (a packet before `p` may still write it; see
-    /// `kept`); at once when `p` has been.
-    pub(crate) fn keep_until(&self, p: Point, sig: Arc<Signal>) {
+    /// Keep `mem` until `p` is reached (a packet before `p` may still use it; see `kept`);
+    /// at once when `p` has been.
+    pub(crate) fn keep_until(&self, p: Point, mem: Kept) {
         if p.done() {
             return;
         }
         let mut k = lock(&self.kept);
-        k.retain(|(p, _)| !p.done());
-        k.push((p, sig));
+        let done: Vec<(Point, Kept)> = k.extract_if(.., |(p, _)| p.done()).collect();
+        k.push((p, mem));
         self.has_kept.store(true, Ordering::Release);
+        drop(k);
+        drop(done);
+    }
+
+    /// The furthest point not yet reached that `kept` holds on timeline `serial`: where a
+    /// stream destroyed after a GPU fault (which keeps its timeline there until its last
+    /// point, see `Drop for Stream`) may still run packets. None when nothing is pending.
+    pub(crate) fn kept_point(&self, serial: u64) -> Option<Point> {
+        if !self.has_kept.load(Ordering::Acquire) {
+            return None;
+        }
+        lock(&self.kept)
+            .iter()
+            .filter(|(p, _)| p.timeline.serial() == serial && !p.done())
+            .max_by_key(|(p, _)| p.target)
+            .map(|(p, _)| p.clone())
     }
 }
+
+/// Something [`QueuePools::keep_until`] keeps alive: a signal, or another owner of memory
+/// queued packets name (dropped when the point is reached).
+pub(crate) type Kept = Arc<dyn Send + Sync>;
 
 pub(crate) struct StreamState {
     queue: Arc<AqlQueue>,
