@@ -315,7 +315,9 @@ struct EventUsers {
 /// recording stream's CP writes (`hipStreamWriteValue64`). Like a HIP event it tracks its
 /// latest record: [`IpcEvent::query`] and the waits test that record's completion word,
 /// in whichever process records or waits. Made by [`Device::create_ipc_event`], shared
-/// with [`IpcEvent::handle`] and [`Device::ipc_open_event`].
+/// with [`IpcEvent::handle`] and [`Device::ipc_open_event`]. Dropped (`hipEventDestroy`)
+/// while records or waits of this process on it are queued, its memory stays allocated
+/// and mapped until they have run.
 pub struct IpcEvent {
     dev: Arc<DeviceInner>,
     /// Shared with the device's kept memory once dropped with packets pending.
@@ -543,7 +545,7 @@ impl EventUsers {
 
 impl Drop for IpcEvent {
     /// `hipEventDestroy`: the block outlives the packets that name it (see
-    /// [`EventUsers`]); freed here when none is pending.
+    /// `EventUsers`); freed here when none is pending.
     fn drop(&mut self) {
         let all = std::mem::take(self.users.all.get_mut().unwrap_or_else(|e| e.into_inner()));
         // Every record and wait on the event returned before its drop: each user's count
@@ -607,6 +609,48 @@ mod tests {
             None,
             "nothing pending: freed at once"
         );
+    }
+
+    /// A stream failed by a GPU fault elsewhere and destroyed with a record still queued
+    /// on its shared queue is gone (not kept: its work may never complete), but its queue
+    /// still runs the record's write: the event dropped then keeps its block until the
+    /// point the device keeps that stream's timeline for.
+    #[test]
+    #[cfg(feature = "emulator")]
+    fn a_failed_and_destroyed_recorder_still_keeps_the_block() {
+        let emu = Arc::new(kfd_emu::EmuBackend::from_spec("emu:mi210*2").unwrap());
+        let dev = Device::with_backend(emu.clone()).unwrap();
+        // GPU 1's VRAM, not mapped on GPU 0: a write to it from GPU 0 faults on the GPU.
+        let far = dev.alloc(MemoryKind::Device, 1, 4096).unwrap();
+        let (x, f) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+        assert_ne!(x.hw_queue_id(), f.hw_queue_id());
+        f.write_value32(far.va(), 1, crate::WriteValueFlags::DEFAULT)
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while !matches!(f.query(), Err(e) if e.kind() == ErrorKind::LaunchFailure) {
+            assert!(t0.elapsed() < SYNC, "the fault was never seen");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // The record stays queued on x's (shared, not faulted) queue while paused.
+        emu.pause_engines();
+        let ev = dev.create_ipc_event(0).unwrap();
+        ev.record(&x).unwrap();
+        assert!(!x.has_dedicated_queue());
+        assert_eq!(x.query().unwrap_err().kind(), ErrorKind::LaunchFailure);
+        let va = ev.va;
+        drop(x);
+        drop(ev);
+        assert!(
+            dev.allocation_at(va).is_some(),
+            "kept while the failed stream's record is queued"
+        );
+        emu.resume_engines();
+        let t0 = std::time::Instant::now();
+        while dev.allocation_at(va).is_some() {
+            assert!(t0.elapsed() < SYNC, "the block was never freed");
+            dev.inner.pools.reap();
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 
     /// Streams beyond the lock-free slots are tracked too, gone streams are pruned, and
