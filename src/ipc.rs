@@ -21,14 +21,16 @@
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use rustix::fs::{Mode, OFlags};
 use rustix::mm::{MapFlags, ProtFlags};
 
-use crate::device::{Device, DeviceCore};
+use crate::device::{Device, DeviceCore, DeviceInner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::Buffer;
+use crate::stream::StreamInner;
+use crate::sync::lock;
 use crate::va::{VaReservation, HUGE};
 
 /// First word of every handle ("KFDRTIPM").
@@ -290,15 +292,38 @@ enum EventMemory {
     Opened { _mapping: IpcMapping },
 }
 
+/// Streams whose slots of [`EventUsers::slots`] are looked up without a lock.
+const USER_SLOTS: usize = 4;
+
+/// The streams of this process that queued a packet naming an [`IpcEvent`]'s block (a
+/// record's write, a wait): when the event is dropped, the block is kept (allocated and
+/// mapped) until each one's timeline reaches its packet count then, since those packets
+/// read or write the block by address whenever the CP gets to them (freed, the next
+/// allocation at that address would take the write, or satisfy the wait).
+struct EventUsers {
+    /// Timeline serials of up to [`USER_SLOTS`] streams in `all` (0: free): a record or
+    /// wait on one of them takes no lock. A slot's serial stays while its stream lives
+    /// (its entry is pruned only once the stream is gone, and a serial is never reused).
+    slots: [AtomicU64; USER_SLOTS],
+    /// Each user: its timeline's serial and the stream (weakly: the event must not keep
+    /// streams alive; a stream destroyed while busy lives on until its work completes).
+    all: Mutex<Vec<(u64, Weak<StreamInner>)>>,
+}
+
 /// An interprocess event (`hipEventInterprocess`, timing disabled): a block of shared
 /// memory holding how many records were issued and, per record, a completion word the
 /// recording stream's CP writes (`hipStreamWriteValue64`). Like a HIP event it tracks its
 /// latest record: [`IpcEvent::query`] and the waits test that record's completion word,
 /// in whichever process records or waits. Made by [`Device::create_ipc_event`], shared
-/// with [`IpcEvent::handle`] and [`Device::ipc_open_event`].
+/// with [`IpcEvent::handle`] and [`Device::ipc_open_event`]. Dropped (`hipEventDestroy`)
+/// while records or waits of this process on it are queued, its memory stays allocated
+/// and mapped until they have run.
 pub struct IpcEvent {
-    mem: EventMemory,
+    dev: Arc<DeviceInner>,
+    /// Shared with the device's kept memory once dropped with packets pending.
+    mem: Arc<EventMemory>,
     va: u64,
+    users: EventUsers,
 }
 
 impl std::fmt::Debug for IpcEvent {
@@ -332,8 +357,58 @@ impl IpcEvent {
         self.issued().load(Ordering::Acquire)
     }
 
+    /// Note `stream` as a user of the block (see [`EventUsers`]) before it queues a
+    /// packet naming it; InvalidHandle for a stream of another device.
+    #[inline]
+    fn note_user(&self, stream: &crate::Stream, call: &'static str) -> Result<()> {
+        let s = &stream.inner;
+        if !Arc::ptr_eq(&self.dev, &s.dev) {
+            return Err(Error::new(
+                ErrorKind::InvalidHandle,
+                call,
+                "event and stream belong to different devices",
+            ));
+        }
+        let id = s.timeline.serial();
+        if self
+            .users
+            .slots
+            .iter()
+            .any(|t| t.load(Ordering::Acquire) == id)
+        {
+            return Ok(());
+        }
+        self.note_user_slow(s, id);
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn note_user_slow(&self, s: &Arc<StreamInner>, id: u64) {
+        let mut all = lock(&self.users.all);
+        if all.iter().any(|&(t, _)| t == id) {
+            return;
+        }
+        if all.len() >= 2 * USER_SLOTS {
+            // A gone stream's packets have completed, unless a fault failed it.
+            all.retain(|(t, w)| w.strong_count() > 0 || self.dev.pools.kept_point(*t).is_some());
+        }
+        all.push((id, Arc::downgrade(s)));
+        // A free slot, or one whose stream's entry was pruned (no live stream has its
+        // serial). The entry is in `all` before the serial is published.
+        let free = self.users.slots.iter().find(|t| {
+            let v = t.load(Ordering::Relaxed);
+            v == 0 || !all.iter().any(|&(u, _)| u == v)
+        });
+        if let Some(t) = free {
+            t.store(id, Ordering::Release);
+        }
+    }
+
     /// `hipEventRecord`: a new record behind `stream`'s work; the event now tracks it.
+    /// InvalidHandle for a stream of another device.
     pub fn record(&self, stream: &crate::Stream) -> Result<()> {
+        self.note_user(stream, "hipEventRecord")?;
         // The slot holds an older record's number (< n) until this write lands.
         let n = self.issued().fetch_add(1, Ordering::AcqRel) + 1;
         stream.write_value64(self.slot_addr(n), n, crate::WriteValueFlags::DEFAULT)
@@ -384,7 +459,9 @@ impl IpcEvent {
 
     /// `hipStreamWaitEvent`: later work on `stream` waits (in the CP) for the latest
     /// record at the time of the call; nothing when the event was never recorded.
+    /// InvalidHandle for a stream of another device.
     pub fn stream_wait(&self, stream: &crate::Stream) -> Result<()> {
+        self.note_user(stream, "hipStreamWaitEvent")?;
         let n = self.latest();
         if n == 0 {
             return Ok(());
@@ -396,7 +473,7 @@ impl IpcEvent {
     /// `hipIpcGetEventHandle`: the handle another process opens with
     /// [`Device::ipc_open_event`].
     pub fn handle(&self) -> Result<IpcMemHandle> {
-        match &self.mem {
+        match &*self.mem {
             EventMemory::Own { export, .. } => export.handle(self.va),
             EventMemory::Opened { .. } => Err(Error::new(
                 ErrorKind::InvalidValue,
@@ -416,11 +493,13 @@ impl Device {
         let ex = self.ipc_export(&buf)?;
         let va = buf.va();
         let e = IpcEvent {
-            mem: EventMemory::Own {
+            dev: self.inner.clone(),
+            mem: Arc::new(EventMemory::Own {
                 _buf: buf,
                 export: ex,
-            },
+            }),
             va,
+            users: EventUsers::new(),
         };
         e.word(0).store(EVENT_MAGIC, Ordering::Release);
         Ok(e)
@@ -439,8 +518,10 @@ impl Device {
             ));
         }
         let e = IpcEvent {
+            dev: self.inner.clone(),
             va: m.ptr(),
-            mem: EventMemory::Opened { _mapping: m },
+            mem: Arc::new(EventMemory::Opened { _mapping: m }),
+            users: EventUsers::new(),
         };
         if e.word(0).load(Ordering::Acquire) != EVENT_MAGIC {
             return Err(Error::new(
@@ -450,5 +531,158 @@ impl Device {
             ));
         }
         Ok(e)
+    }
+}
+
+impl EventUsers {
+    fn new() -> Self {
+        EventUsers {
+            slots: std::array::from_fn(|_| AtomicU64::new(0)),
+            all: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Drop for IpcEvent {
+    /// `hipEventDestroy`: the block outlives the packets that name it (see
+    /// `EventUsers`); freed here when none is pending.
+    fn drop(&mut self) {
+        let all = std::mem::take(self.users.all.get_mut().unwrap_or_else(|e| e.into_inner()));
+        // Every record and wait on the event returned before its drop: each user's count
+        // now covers its packets that name the block.
+        let pending = all.into_iter().filter_map(|(id, w)| match w.upgrade() {
+            Some(s) => Some(s.point()),
+            None => self.dev.pools.kept_point(id),
+        });
+        for p in pending {
+            self.dev.pools.keep_until(p, self.mem.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MemoryKind, WaitCompare};
+    use std::time::Duration;
+
+    const SYNC: Duration = Duration::from_secs(20);
+
+    /// A closed gate and a stream held behind it.
+    fn gated(dev: &Device) -> (Buffer, crate::Stream) {
+        let gate = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.wait_value32(gate.va(), 1, WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        (gate, s)
+    }
+
+    fn open(gate: &Buffer) {
+        gate.atomic_u32(0).unwrap().store(1, Ordering::Release);
+    }
+
+    /// A dropped event's block stays allocated while a record's write naming it is queued,
+    /// and is freed once that has run; with nothing pending it goes at once.
+    #[test]
+    fn a_dropped_event_frees_its_block_once_its_packets_ran() {
+        let dev = Device::open_for_test("emu:mi210");
+        let (gate, a) = gated(&dev);
+        let ev = dev.create_ipc_event(0).unwrap();
+        let va = ev.va;
+        ev.record(&a).unwrap();
+        drop(ev);
+        assert!(
+            dev.allocation_at(va).is_some(),
+            "kept while the record's write is queued"
+        );
+        open(&gate);
+        a.synchronize_timeout(SYNC).unwrap();
+        dev.inner.pools.reap();
+        assert_eq!(dev.allocation_at(va), None, "freed once the write ran");
+        let ev = dev.create_ipc_event(0).unwrap();
+        let va = ev.va;
+        ev.record(&a).unwrap();
+        a.synchronize_timeout(SYNC).unwrap();
+        drop(ev);
+        assert_eq!(
+            dev.allocation_at(va),
+            None,
+            "nothing pending: freed at once"
+        );
+    }
+
+    /// A stream failed by a GPU fault elsewhere and destroyed with a record still queued
+    /// on its shared queue is gone (not kept: its work may never complete), but its queue
+    /// still runs the record's write: the event dropped then keeps its block until the
+    /// point the device keeps that stream's timeline for.
+    #[test]
+    #[cfg(feature = "emulator")]
+    fn a_failed_and_destroyed_recorder_still_keeps_the_block() {
+        let emu = Arc::new(kfd_emu::EmuBackend::from_spec("emu:mi210*2").unwrap());
+        let dev = Device::with_backend(emu.clone()).unwrap();
+        // GPU 1's VRAM, not mapped on GPU 0: a write to it from GPU 0 faults on the GPU.
+        let far = dev.alloc(MemoryKind::Device, 1, 4096).unwrap();
+        let (x, f) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+        assert_ne!(x.hw_queue_id(), f.hw_queue_id());
+        f.write_value32(far.va(), 1, crate::WriteValueFlags::DEFAULT)
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while !matches!(f.query(), Err(e) if e.kind() == ErrorKind::LaunchFailure) {
+            assert!(t0.elapsed() < SYNC, "the fault was never seen");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // The record stays queued on x's (shared, not faulted) queue while paused.
+        emu.pause_engines();
+        let ev = dev.create_ipc_event(0).unwrap();
+        ev.record(&x).unwrap();
+        assert!(!x.has_dedicated_queue());
+        assert_eq!(x.query().unwrap_err().kind(), ErrorKind::LaunchFailure);
+        let va = ev.va;
+        drop(x);
+        drop(ev);
+        assert!(
+            dev.allocation_at(va).is_some(),
+            "kept while the failed stream's record is queued"
+        );
+        emu.resume_engines();
+        let t0 = std::time::Instant::now();
+        while dev.allocation_at(va).is_some() {
+            assert!(t0.elapsed() < SYNC, "the block was never freed");
+            dev.inner.pools.reap();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Streams beyond the lock-free slots are tracked too, gone streams are pruned, and
+    /// a slot of a pruned stream goes to a new one: after many short-lived streams
+    /// recorded the event, a gated stream's queued record still keeps the block.
+    #[test]
+    fn users_past_the_slots_and_after_gone_streams_are_tracked() {
+        let dev = Device::open_for_test("emu:mi210");
+        let ev = dev.create_ipc_event(0).unwrap();
+        for _ in 0..4 * USER_SLOTS {
+            let s = dev.create_stream(0).unwrap();
+            ev.record(&s).unwrap();
+            s.synchronize_timeout(SYNC).unwrap();
+        }
+        let (gate, a) = gated(&dev);
+        ev.record(&a).unwrap();
+        let n = lock(&ev.users.all).len();
+        assert!(n <= 2 * USER_SLOTS + 1, "gone streams pruned: {n} entries");
+        let id = a.inner.timeline.serial();
+        assert!(
+            ev.users
+                .slots
+                .iter()
+                .any(|t| t.load(Ordering::Relaxed) == id),
+            "a pruned stream's slot was reused"
+        );
+        let va = ev.va;
+        drop(ev);
+        assert!(dev.allocation_at(va).is_some(), "kept for the gated record");
+        open(&gate);
+        a.synchronize_timeout(SYNC).unwrap();
+        dev.inner.pools.reap();
+        assert_eq!(dev.allocation_at(va), None);
     }
 }

@@ -161,11 +161,12 @@ pub(crate) struct QueuePools {
     pub(crate) null_used: AtomicBool,
     /// Streams destroyed while busy, kept until their work completes.
     pub(crate) graveyard: Mutex<Vec<Arc<StreamInner>>>,
-    /// Signals a queued packet may still write, released by their owner early (a timing
-    /// event's timestamp cell, re-recorded or destroyed before its record's work ran),
-    /// each with the point after that packet: kept until it is reached
-    /// ([`QueuePools::keep_until`]), so the slot goes to no other signal before.
-    kept: Mutex<Vec<(Point, Arc<Signal>)>>,
+    /// Memory a queued packet may still read or write, released by its owner early (a
+    /// timing event's timestamp cell, re-recorded or destroyed before its record's work
+    /// ran; an interprocess event's block, `crate::ipc`), each with the point after that
+    /// packet: kept until it is reached ([`QueuePools::keep_until`]), so it goes to no
+    /// other owner before.
+    kept: Mutex<Vec<(Point, Kept)>>,
     /// `kept` is not empty (`reap` skips its lock otherwise).
     has_kept: AtomicBool,
     /// Set by the fault watcher once a fault is recorded (read by `poll_faults`).
@@ -214,7 +215,7 @@ impl QueuePools {
         Ok(qs[*rr].clone())
     }
 
-    /// Drop destroyed streams whose work has completed, and the signals kept for packets
+    /// Drop destroyed streams whose work has completed, and the memory kept for packets
     /// that have run.
     pub(crate) fn reap(&self) {
         let mut g = lock(&self.graveyard);
@@ -222,23 +223,61 @@ impl QueuePools {
         drop(g);
         if self.has_kept.load(Ordering::Acquire) {
             let mut k = lock(&self.kept);
-            k.retain(|(p, _)| !p.done());
+            let done = take_done(&mut k);
             self.has_kept.store(!k.is_empty(), Ordering::Release);
+            drop(k);
+            // Freed outside the lock: a block's free is system calls.
+            drop(done);
         }
     }
 
-    /// Keep `sig` until `p` is reached (a packet before `p` may still write it; see
-    /// `kept`); at once when `p` has been.
-    pub(crate) fn keep_until(&self, p: Point, sig: Arc<Signal>) {
+    /// Keep `mem` until `p` is reached (a packet before `p` may still use it; see `kept`);
+    /// at once when `p` has been.
+    pub(crate) fn keep_until(&self, p: Point, mem: Kept) {
         if p.done() {
             return;
         }
         let mut k = lock(&self.kept);
-        k.retain(|(p, _)| !p.done());
-        k.push((p, sig));
+        let done = take_done(&mut k);
+        k.push((p, mem));
         self.has_kept.store(true, Ordering::Release);
+        drop(k);
+        drop(done);
+    }
+
+    /// The furthest point not yet reached that `kept` holds on timeline `serial`: where a
+    /// stream destroyed after a GPU fault (which keeps its timeline there until its last
+    /// point, see `Drop for Stream`) may still run packets. None when nothing is pending.
+    pub(crate) fn kept_point(&self, serial: u64) -> Option<Point> {
+        if !self.has_kept.load(Ordering::Acquire) {
+            return None;
+        }
+        lock(&self.kept)
+            .iter()
+            .filter(|(p, _)| p.timeline.serial() == serial && !p.done())
+            .max_by_key(|(p, _)| p.target)
+            .map(|(p, _)| p.clone())
     }
 }
+
+/// The entries of `kept` whose point has been reached, taken out (for the caller to drop
+/// after it unlocks `kept`).
+fn take_done(k: &mut Vec<(Point, Kept)>) -> Vec<(Point, Kept)> {
+    let mut done = Vec::new();
+    let mut i = 0;
+    while i < k.len() {
+        if k[i].0.done() {
+            done.push(k.swap_remove(i));
+        } else {
+            i += 1;
+        }
+    }
+    done
+}
+
+/// Something [`QueuePools::keep_until`] keeps alive: a signal, or another owner of memory
+/// queued packets name (dropped when the point is reached).
+pub(crate) type Kept = Arc<dyn Send + Sync>;
 
 pub(crate) struct StreamState {
     queue: Arc<AqlQueue>,
@@ -2700,6 +2739,116 @@ mod tests {
             "the new stream's timeline is its own (x's slot reused: {reused})"
         );
         assert!(!reused);
+    }
+
+    /// A stream failed by a GPU fault elsewhere on its GPU and destroyed while a wait on
+    /// another stream's timeline is still queued on its shared queue (KFD's queue limit
+    /// reached: no dedicated queue for its waits) keeps that timeline until its own
+    /// timeline passes the wait, like its own: the waited stream destroyed and reaped
+    /// meanwhile, the slot must not go to a new signal (reset to TIMELINE_BASE, a wait on
+    /// it never passes). With `overflow`, the waited list's slots are taken first, so the
+    /// timeline is in the stream's `holds` rather than a slot.
+    fn failed_waiter_round(overflow: bool) {
+        let dev = Device::open_for_test("emu:mi210*2");
+        let mem = dev.alloc(MemoryKind::Signal, 0, 4096).unwrap();
+        // GPU 1's VRAM, not mapped on GPU 0: a write to it from GPU 0 faults on the GPU.
+        let far = dev.alloc(MemoryKind::Device, 1, 4096).unwrap();
+        let t = std::time::Duration::from_secs(10);
+        let va = |i: usize| mem.va() + 4 * i as u64;
+        // a: held by word 0, then writes word 2 and records ev (on a dedicated queue).
+        let a = dev.create_stream(0).unwrap();
+        a.wait_value32(va(0), 1, WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        a.write_value32(va(2), 1, WriteValueFlags::DEFAULT).unwrap();
+        let ev = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
+        ev.record(&a).unwrap();
+        // Pending records (held by word 10) to fill x's waited slots with.
+        let fill: Vec<(Stream, crate::Event)> = (0..if overflow { WAITED_SLOTS } else { 0 })
+            .map(|_| {
+                let y = dev.create_stream(0).unwrap();
+                y.wait_value32(va(10), 1, WaitCompare::Gte, u32::MAX)
+                    .unwrap();
+                let e = dev.create_event(EventFlags::DISABLE_TIMING).unwrap();
+                e.record(&y).unwrap();
+                (y, e)
+            })
+            .collect();
+        let x = dev.create_stream(0).unwrap();
+        let f = dev.create_stream(0).unwrap();
+        assert!(!Arc::ptr_eq(
+            &lock(&x.inner.state).queue,
+            &lock(&f.inner.state).queue
+        ));
+        // GPU 0's queues up to KFD's limit: x's waits stay on its shared queue.
+        let mut queues = Vec::new();
+        loop {
+            match AqlQueue::new(&dev.inner, 0, kfd_priority(0), 64) {
+                Ok(q) => queues.push(q),
+                Err(e) => {
+                    assert_eq!(e.kind(), ErrorKind::OutOfMemory, "{e}");
+                    break;
+                }
+            }
+            assert!(queues.len() < 1000, "no queue limit");
+        }
+        x.wait_value32(va(1), 1, WaitCompare::Gte, u32::MAX)
+            .unwrap();
+        for (_, e) in &fill {
+            x.wait_event(e, 0).unwrap();
+        }
+        x.wait_event(&ev, 0).unwrap();
+        x.write_value32(va(3), 2, WriteValueFlags::DEFAULT).unwrap();
+        assert!(!x.has_dedicated_queue(), "x stays on its shared queue");
+        let serial = a.timeline().serial();
+        let held = lock(&x.inner.state)
+            .holds
+            .iter()
+            .any(|(t, _)| t.serial() == serial);
+        assert_eq!(x.inner.waited.keeps(serial), !overflow, "in a slot");
+        assert_eq!(held, overflow, "in holds");
+        // f's queue faults, x's does not; x sees the fault (busy) and fails.
+        f.write_value32(far.va(), 1, WriteValueFlags::DEFAULT)
+            .unwrap();
+        let t0 = Instant::now();
+        while !matches!(x.query(), Err(e) if e.kind() == ErrorKind::LaunchFailure) {
+            assert!(t0.elapsed() < t, "the fault was never seen");
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let a_slot = a.timeline().handle();
+        drop(ev);
+        drop(a);
+        word(&mem, 0).store(1, Ordering::Release);
+        word(&mem, 10).store(1, Ordering::Release);
+        reap_all(&dev);
+        assert_eq!(word(&mem, 2).load(Ordering::Acquire), 1, "a's work ran");
+        drop(fill);
+        reap_all(&dev);
+        drop(x);
+        // The signal pool hands out the slot freed last first.
+        let c = Signal::new(&dev.inner.signals, TIMELINE_BASE).unwrap();
+        let reused = c.handle() == a_slot;
+        word(&mem, 1).store(1, Ordering::Release);
+        let t0 = Instant::now();
+        while word(&mem, 3).load(Ordering::Acquire) != 2 {
+            assert!(
+                t0.elapsed() < t,
+                "x's wait on a's completed work never passed (overflow: {overflow}); a \
+                 new signal took a's timeline slot: {reused}"
+            );
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        assert!(
+            !reused,
+            "a's slot was reused while x's wait on it was queued"
+        );
+    }
+
+    /// [`failed_waiter_round`] for a timeline in a slot, then for one in `holds` (one
+    /// device at a time: each fills its GPU's queues).
+    #[test]
+    fn a_failed_streams_queued_wait_keeps_the_waited_timeline() {
+        failed_waiter_round(false);
+        failed_waiter_round(true);
     }
 
     /// The lock-free event wait keeps the stream's waited list current, as

@@ -218,3 +218,58 @@ fn ipc_event_records_waits_and_queries_through_its_handle() {
         ErrorKind::InvalidValue
     );
 }
+
+/// An interprocess event destroyed (the creator's, or an opener's) while a record's write
+/// and a stream's wait on it are still queued behind a gate: its block stays allocated and
+/// mapped until they have run. Freed early, the buffers allocated next could take its
+/// address: the wait would read their bytes (all ones: satisfied early) and the record's
+/// write would land in them, or the packets would fault on the unmapped address.
+#[test]
+fn a_destroyed_ipc_event_outlives_its_queued_record_and_wait() {
+    let dev = common::emu("emu:mi210");
+    let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    let out = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    let sync = std::time::Duration::from_secs(20);
+    for (i, opened) in [false, true].into_iter().enumerate() {
+        let gate = common::Gate::new(&dev);
+        gate.hold(&a);
+        let created = dev.create_ipc_event(0).unwrap();
+        let (ev, creator) = if opened {
+            let h = created.handle().unwrap();
+            (dev.ipc_open_event(0, &h).unwrap(), Some(created))
+        } else {
+            (created, None)
+        };
+        ev.record(&a).unwrap();
+        ev.stream_wait(&b).unwrap();
+        let word = out.va() + 4 * i as u64;
+        b.write_value32(word, 7, WriteValueFlags::DEFAULT).unwrap();
+        drop(ev);
+        drop(creator);
+        let ones = vec![0xffu8; 4096];
+        let fillers: Vec<_> = (0..8)
+            .map(|_| {
+                let f = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+                f.write(0, &ones).unwrap();
+                f
+            })
+            .collect();
+        assert_eq!(
+            cell(word).load(Ordering::Acquire),
+            0,
+            "b still waits for the record (opened: {opened})"
+        );
+        gate.open();
+        a.synchronize_timeout(sync).unwrap();
+        b.synchronize_timeout(sync).unwrap();
+        assert_eq!(cell(word).load(Ordering::Acquire), 7);
+        for f in &fillers {
+            let mut back = vec![0u8; 4096];
+            f.read(0, &mut back).unwrap();
+            assert!(
+                back == ones,
+                "a buffer allocated after the drop was written (opened: {opened})"
+            );
+        }
+    }
+}
