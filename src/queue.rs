@@ -52,7 +52,7 @@ pub struct AqlQueue {
     kernargs: KernargCell,
     /// Set when a stream on the queue saw all its work complete (a synchronize): the next
     /// launch checks whether the kernarg ring is drained and can start again at its
-    /// beginning (a hint, read without the producer lock).
+    /// beginning or middle (a hint, read without the producer lock).
     pub(crate) kernargs_drained: std::sync::atomic::AtomicBool,
     /// [`AqlQueue::warm_next`]'s marks, written under the producer lock: the slot index
     /// its lines were taken up to, and the write pointer at its last call.

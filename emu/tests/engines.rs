@@ -2216,6 +2216,50 @@ fn doorbells_of_blocked_and_idle_queues_are_not_lost() {
     idle.wait_idle();
 }
 
+/// A doorbell on a queue blocked inside a packet re-polls it: with the periodic re-poll
+/// off, a host that stores the value a PM4-IB's WAIT_REG_MEM waits for and then publishes
+/// another packet on that queue (ringing its doorbell) resumes the wait. (The engine reads
+/// a blocked queue's doorbell only now and then while busy; it must still see this one.)
+#[test]
+fn a_doorbell_on_a_queue_blocked_in_a_packet_re_polls_it() {
+    let gpu = Gpu::new();
+    let sigs = gpu.alloc(4096);
+    let data = gpu.alloc(4096);
+    let ib = gpu.alloc(4096);
+    let mut q = Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 100);
+    let gate = data.va();
+    let words = wait_mem(gate, CompareFn::Equal, 1);
+    for (i, w) in words.iter().enumerate() {
+        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
+    }
+    let waited = signal(&sigs, 0, 1, None);
+    q.submit_aql(
+        &gpu,
+        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
+            control: PacketControl::SYSTEM_BARRIER,
+            ib: IndirectBuffer::new(ib.va(), words.len() as u32),
+            completion_signal: waited,
+        }),
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    gpu.eng.set_blocked_repoll(false);
+    // The switch itself kicks the engine once: let that re-poll pass first.
+    std::thread::sleep(Duration::from_millis(20));
+    data.store_u32(gate, 1).unwrap();
+    // Long enough for the CP to park: nothing re-polls the wait on its own now.
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(sig_value(&sigs, waited), 1, "resumed without a doorbell");
+    let after = signal(&sigs, 1, 1, None);
+    q.submit_aql(&gpu, &barrier_and(&[], after));
+    assert!(
+        wait_until(|| sig_value(&sigs, after) == 0),
+        "the doorbell on the blocked queue did not re-poll its wait"
+    );
+    assert_eq!(sig_value(&sigs, waited), 0);
+    gpu.eng.set_blocked_repoll(true);
+    q.wait_idle();
+}
+
 /// A queue whose doorbell window holds no readable 64-bit value (4 bytes here) is not
 /// watched: its doorbells bump the counter even on a CP that watches doorbells, and none
 /// is lost.

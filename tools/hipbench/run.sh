@@ -21,6 +21,12 @@ timeout 900 target/release/kfdrt emu-run --device $device -- "$out/hipbench" "$i
 grep -q "^library .*$out/lib/libamdhip64.so.5" "$out/kfdrt.txt" || { echo "kfdrt run did not load kfdrt's library" >&2; exit 1; }
 grep -q "^library /.*/libamdhip64.so.5" "$out/clr.txt" && ! grep -q "$out/lib" "$out/clr.txt" || { echo "CLR run did not load Debian's library" >&2; exit 1; }
 
+# The floor of the idle query/synchronize rows: an empty function in a shared library,
+# called through the PLT in the same loop shape (floor.c, floor.cpp).
+gcc -O2 -fPIC -shared tools/hipbench/floor.c -o "$out/libfloor.so"
+g++ -O2 tools/hipbench/floor.cpp -o "$out/floor" -L"$out" -lfloor
+LD_LIBRARY_PATH="$PWD/$out" "$out/floor" > "$out/floor.txt"
+
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 echo "machine: $(uname -n), $cpu, $(nproc) CPUs; device $device (kfd-emu); $iters iterations, medians"
 echo "kfdrt: $(grep '^library' "$out/kfdrt.txt" | cut -d' ' -f2)   CLR: $(grep '^library' "$out/clr.txt" | cut -d' ' -f2)"
@@ -28,3 +34,8 @@ printf '%-28s %12s %12s %10s\n' operation "kfdrt ns" "CLR ns" "CLR/kfdrt"
 join <(grep '^op ' "$out/kfdrt.txt" | awk '{print $2, $3}' | sort) \
      <(grep '^op ' "$out/clr.txt" | awk '{print $2, $3}' | sort) |
   awk '{ r = ($2 > 0) ? $3 / $2 : 0; printf "%-28s %12.1f %12.1f %9.1fx\n", $1, $2, $3, r }'
+floor=$(awk '$2 == "floor_empty" {print $3}' "$out/floor.txt")
+clrq=$(awk '$2 == "streamQuery_idle" {print $3}' "$out/clr.txt")
+clrs=$(awk '$2 == "streamSynchronize_idle" {print $3}' "$out/clr.txt")
+[ -n "$floor" ] && [ -n "$clrq" ] && [ -n "$clrs" ] &&
+  awk -v f="$floor" -v q="$clrq" -v s="$clrs" 'BEGIN { printf "%-28s %12.1f %12s %10s   (an empty function called the same way; CLR idle query %.1fx it, synchronize %.1fx)\n", "call_floor", f, "-", "-", q / f, s / f }'

@@ -148,6 +148,8 @@ pub(crate) fn pin_engine_thread() -> Option<usize> {
 /// another CPU idles (a GPU's CP never shares the host's core). Returns the CPU it moved
 /// to (read while `woke_on` was excluded).
 /// No-op with one allowed CPU, an unknown CPU, or a failed call (the engine just stays).
+/// The set written back is the one `sched_getaffinity` reports (the requested CPUs that
+/// are online): a CPU brought online later is not added for the CP thread.
 pub(crate) fn step_aside(kicker: i32, woke_on: i32) -> Option<i32> {
     if kicker < 0 || kicker != woke_on {
         return None;
@@ -165,7 +167,14 @@ pub(crate) fn step_aside(kicker: i32, woke_on: i32) -> Option<i32> {
     // scheduler use every CPU again without moving it back.
     set_allowed(&others).ok()?;
     let moved_to = current_cpu();
-    set_allowed(&allowed).ok()?;
+    if let Err(e) = set_allowed(&allowed) {
+        // Left on `others` (and threads it starts would inherit that): say so once.
+        warn_once(&format!(
+            "the CP could not be allowed its CPUs {allowed:?} again after moving off CPU \
+             {woke_on}: {e}"
+        ));
+        return None;
+    }
     Some(moved_to)
 }
 
@@ -193,6 +202,11 @@ mod tests {
             let allowed = allowed_cpus().unwrap();
             let on = current_cpu();
             assert_eq!(step_aside(-1, on), None, "unknown kicker");
+            if on < 0 {
+                // sched_getcpu unsupported: the CPU is unknown, nothing moves.
+                assert_eq!(step_aside(on, on), None);
+                return;
+            }
             assert_eq!(step_aside(on + 1, on), None, "kicker on another CPU");
             if allowed.len() < 2 {
                 // One CPU: nowhere to go.

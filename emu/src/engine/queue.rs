@@ -164,12 +164,15 @@ impl QueueExec {
         &self.shared
     }
 
-    /// Whether the queue waits for a dispatch running on the shader core (AQL
-    /// KERNEL_DISPATCH or PM4 DISPATCH_DIRECT): its end kicks the CP.
+    /// AQL: whether the queue's current packet is one it fetched and is still running (a
+    /// PM4-IB's indirect buffer, a dispatch on the shader core): a run that blocks then
+    /// blocks inside that packet, with every later packet behind it.
     pub(crate) fn waits_in_packet(&self) -> bool {
         self.kind == QueueKind::Aql && (self.aql_inflight.is_some() || self.dispatch.is_some())
     }
 
+    /// Whether the queue waits for a dispatch running on the shader core (AQL
+    /// KERNEL_DISPATCH or PM4 DISPATCH_DIRECT): its end kicks the CP.
     pub(crate) fn dispatching(&self) -> bool {
         self.dispatch.is_some() || self.pm4.inflight.is_some()
     }

@@ -30,6 +30,9 @@
 //! visible to the engine's re-read; otherwise it unparks the engine. (The asymmetric
 //! fence of liburcu and folly: the cost sits on the rare side, the park.) Without
 //! membarrier (an old kernel, a seccomp filter) every doorbell takes the counter path.
+//! Between parks the engine reads the doorbells of queues it found empty or blocked inside
+//! a packet only every [`DORMANT_SAMPLE`] (they share cache lines with the busy queues'
+//! doorbells); the re-read before a park, like the idle spin, reads every doorbell.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -70,13 +73,15 @@ const IDLE_SPIN_APART: Duration = Duration::from_micros(100);
 /// Sweeps over the queues one scheduler pass makes while they progress (see
 /// `engine_main`): bounds the time between two looks at the queue list and doorbells.
 const MAX_SWEEPS: u32 = 64;
-/// While the engine has other work (a queue to run, a blocked one to re-poll), a queue
-/// whose ring it found empty is looked at again — its doorbell value read, its write
-/// index polled — this long after, unless the engine's counter moved. Doorbells of one
-/// process share cache lines (KFD hands out consecutive 8-byte doorbells), so reading an
-/// idle queue's doorbell on every round pulls in the line the submitter is writing its
-/// busy queue's doorbell to, and each of its enqueues then waits for that copy to be
-/// invalidated. The engine's idle spin and its parks read every doorbell.
+/// While the engine has other work (a queue to run, a blocked one to re-poll), the
+/// doorbell of a queue it found empty, or of one blocked inside a packet it fetched, is
+/// read this long after the queue's last run, not on every round (an empty queue is then
+/// polled too, unless the engine's counter moved first). Doorbells of one process share
+/// cache lines (KFD hands out consecutive 8-byte doorbells), so reading such a queue's
+/// doorbell on every round pulls in the line the submitter is writing a busy queue's
+/// doorbell to, and each of its enqueues then waits for that copy to be invalidated. A
+/// doorbell seen on a blocked queue re-polls the engine's blocked queues, as any doorbell
+/// does, within this time. The engine's idle spin and its parks read every doorbell.
 const DORMANT_SAMPLE: Duration = Duration::from_micros(1);
 /// Blocked queues are re-polled at once (yielding in between) for this long...
 const SPIN: Duration = Duration::from_micros(50);
@@ -476,22 +481,22 @@ struct Slot {
     next_poll: Instant,
     delay: Duration,
     /// AQL: the engine's doorbell count read before a run that found the ring empty
-    /// (`None` after any other outcome). A later sweep of the same pass skips the queue
-    /// while the count is unchanged: a producer publishes with a doorbell, and a write
-    /// index moved without one is seen at the next pass's first sweep, which polls every
-    /// queue as before (an idle engine sees such a write only after a doorbell anyway).
+    /// (`None` after any other outcome). Later sweeps skip the queue while the count (as
+    /// last read) is unchanged: a producer publishes with a doorbell, and a write index
+    /// moved without one is seen when the queue is polled at its `sample_at` (an idle
+    /// engine sees such a write only after a doorbell anyway).
     idle_db: Option<u64>,
-    /// With `idle_db`: when the queue is next looked at without a doorbell seen
-    /// ([`DORMANT_SAMPLE`] after the run that found its ring empty).
+    /// [`DORMANT_SAMPLE`] after the queue's last run: from then on an empty or quiet
+    /// queue's doorbell is read again, and an empty queue polled.
     sample_at: Instant,
     /// The queue blocked inside a packet it fetched (an indirect buffer's wait, a running
-    /// dispatch): packets behind it cannot run until it moves, so the engine does not
-    /// read its doorbell meanwhile (the producer's later doorbells stay in its core's
-    /// cache); its re-polls follow the blocked schedule, and a run that moves it reads
-    /// the write index afresh.
+    /// dispatch): packets behind it cannot run until it moves, so the engine reads its
+    /// doorbell only at `sample_at` (the producer's later doorbells stay in its core's
+    /// cache meanwhile); its re-polls follow the blocked schedule, and a run that moves it
+    /// reads the write index afresh.
     quiet: bool,
     /// The queue's doorbell value as last read, used in the engine's doorbell state while
-    /// the value is not read (`quiet`, or idle before `sample_at`).
+    /// the value is not read (quiet or idle, before `sample_at`).
     cell_seen: u64,
 }
 
@@ -503,10 +508,10 @@ impl Slot {
     }
 }
 
-/// [`Slot::sampled_at`]'s rule: never while the queue blocks inside a packet (`quiet`),
-/// while it is idle only from `sample_at` on, always otherwise.
+/// [`Slot::sampled_at`]'s rule: while the queue blocks inside a packet (`quiet`) or is
+/// idle, only from `sample_at` on; always otherwise.
 fn reads_doorbell(quiet: bool, idle: bool, now: Instant, sample_at: Instant) -> bool {
-    !quiet && (!idle || now >= sample_at)
+    !(quiet || idle) || now >= sample_at
 }
 
 /// Whether this process can have its engines watch doorbells: registered once for
@@ -542,14 +547,14 @@ impl EngineShared {
 
 /// What the engine compares to notice doorbells: its counter, plus the sum of its queues'
 /// doorbell values when it watches them (each only grows while its queue is listed). The
-/// values are read afresh where [`Slot::sampled_at`] `now` says so (every one but the
-/// quiet queues' with `now` None: the idle spin and parks), the others as last read.
+/// values are read afresh where [`Slot::sampled_at`] `now` says so (every one with `now`
+/// None: the idle spin and parks), the others as last read.
 #[inline]
 fn doorbell_state(me: &EngineShared, slots: &mut [Slot], watch: bool, now: Option<Instant>) -> u64 {
     let mut v = me.doorbells.load(Ordering::Acquire);
     if watch {
         for s in slots {
-            if now.map_or(!s.quiet, |t| s.sampled_at(t)) {
+            if now.is_none_or(|t| s.sampled_at(t)) {
                 s.cell_seen = s.exec.doorbell_raw();
             }
             v = v.wrapping_add(s.cell_seen);
@@ -768,11 +773,15 @@ fn engine_main(me: Arc<EngineShared>, inner: Arc<Inner>, index: usize) {
                     }
                 }
                 // The counter, plus this queue's own doorbell when the engine watches them.
-                let db_before = counter.wrapping_add(if watch && !s.quiet {
-                    s.cell_seen = s.exec.doorbell_raw();
+                // A quiet queue's as last read (re-read on every re-poll, it would pull the
+                // line in each round); a stale value costs one more poll, never a doorbell.
+                let db_before = counter.wrapping_add(if !watch {
+                    0
+                } else if s.quiet {
                     s.cell_seen
                 } else {
-                    0
+                    s.cell_seen = s.exec.doorbell_raw();
+                    s.cell_seen
                 });
                 let quantum = (BASE_QUANTUM * pct / 100).max(1);
                 if mem.tr.on {
@@ -968,15 +977,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn doorbells_are_read_unless_blocked_in_a_packet_or_idle_before_their_sample() {
+    fn doorbells_of_blocked_and_idle_queues_are_read_from_their_sample_time() {
         let t = Instant::now();
         let later = t + DORMANT_SAMPLE;
         // Running (neither quiet nor idle): every round.
         assert!(reads_doorbell(false, false, t, later));
-        // Blocked inside a packet: never, whatever the time.
-        assert!(!reads_doorbell(true, false, later, t));
-        assert!(!reads_doorbell(true, true, later, t));
-        // Idle: from its sample time on.
+        // Blocked inside a packet, or idle: from the sample time on.
+        assert!(!reads_doorbell(true, false, t, later));
+        assert!(reads_doorbell(true, false, later, later));
         assert!(!reads_doorbell(false, true, t, later));
         assert!(reads_doorbell(false, true, later, later));
     }
