@@ -82,7 +82,7 @@ const MAX_SWEEPS: u32 = 64;
 /// doorbell to, and each of its enqueues then waits for that copy to be invalidated. A
 /// doorbell seen on a blocked queue re-polls the engine's blocked queues, as any doorbell
 /// does, within this time. The engine's idle spin and its parks read every doorbell.
-const DORMANT_SAMPLE: Duration = Duration::from_micros(1);
+const DORMANT_SAMPLE: Duration = Duration::from_nanos(250);
 /// Blocked queues are re-polled at once (yielding in between) for this long...
 const SPIN: Duration = Duration::from_micros(50);
 /// ...then with a backoff starting here...
