@@ -670,6 +670,31 @@ unsafe fn write_packet(p: *mut u32, body: &[u32; 14], ka_va: u64) -> u32 {
     body[0]
 }
 
+/// [`write_packet`] for a launch whose packet body was not built before (the unshaped
+/// launches): dwords 1..13 of the plan's template, then the launch's workgroup and grid
+/// sizes, LDS and kernarg address over them, straight into the slot. Returns dword 0.
+///
+/// # Safety
+/// As [`write_packet`].
+#[inline(always)]
+unsafe fn write_packet_planned(p: *mut u32, plan: &LaunchPlan, shape: &Shape, ka_va: u64) -> u32 {
+    let t = &plan.packet;
+    let (b, n) = (shape.block, shape.items);
+    // SAFETY: per the contract; the same dwords as `packet_body` gives `write_packet`.
+    unsafe {
+        core::ptr::copy_nonoverlapping(t.as_ptr().add(1), p.add(1), 13);
+        // Workgroup sizes (u16 each) and reserved0; grid sizes; group segment size.
+        let wg = u64::from((b[0] & 0xffff) | b[1] << 16) | u64::from(b[2] & 0xffff) << 32;
+        (p.add(1) as *mut u64).write_unaligned(wg);
+        (p.add(3) as *mut u64).write_unaligned(u64::from(n[0]) | u64::from(n[1]) << 32);
+        p.add(5).write(n[2]);
+        // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
+        p.add(7).write(plan.group_fixed + shape.dynamic_lds);
+        (p.add(10) as *mut u64).write_unaligned(ka_va);
+    }
+    (t[0] & 0xffff) | u32::from(shape.dims) << 16
+}
+
 /// The copy plan of [`Stream::launch_params`] for kernel `k`: the explicit arguments'
 /// (offset, size), the template runs they leave uncovered, and why the arguments cannot
 /// be passed as raw bytes (the refusals of [`KernelArgs::arg_bytes`]).
@@ -1364,7 +1389,7 @@ impl Stream {
         if plan.params_refuse.is_some() || (params.is_null() && !plan.params.is_empty()) {
             return params_refused(self, kernel, sh.grid, sh.block, sh.dynamic_lds, params);
         }
-        self.launch_shaped(kernel, sh, None, |seg| {
+        self.launch_shaped(kernel, sh, Some(&shape.body), None, |seg| {
             // SAFETY: as in `launch_params`.
             unsafe { fill_params(kernel, &kernel.plan, seg, params) }
         })
@@ -1385,17 +1410,19 @@ impl Stream {
         let Some(shape) = Shape::of(&kernel.plan, grid, block, dynamic_lds) else {
             return launch_refused(self, kernel, grid, block, dynamic_lds, args);
         };
-        self.launch_shaped(kernel, &shape, args, fill)
+        self.launch_shaped(kernel, &shape, None, args, fill)
     }
 
-    /// The launch in a checked `shape`: the packet, with `fill` writing the kernarg
-    /// segment (explicit arguments and the launch-independent hidden ones) into the ring.
-    /// `args` only names the arguments in the refusal's message.
+    /// The launch in a checked `shape`: the packet (`body` when it was built before, see
+    /// [`write_body`]), with `fill` writing the kernarg segment (explicit arguments and the
+    /// launch-independent hidden ones) into the ring. `args` only names the arguments in
+    /// the refusal's message.
     #[inline(always)]
     fn launch_shaped(
         &self,
         kernel: &Kernel,
         shape: &Shape,
+        body: Option<&[u32; 14]>,
         args: Option<&KernelArgs>,
         fill: impl Fn(*mut u8) -> Result<()>,
     ) -> Result<()> {
@@ -1409,7 +1436,7 @@ impl Stream {
         let wait_for = match self.packet_slot_fast() {
             Some(mut slot) => {
                 let target = self.slot_target(&slot);
-                match build_launch(&mut slot, self.timeline(), target, plan, shape, &fill)? {
+                match build_launch(&mut slot, self.timeline(), target, plan, shape, body, &fill)? {
                     Built::Header(header) => {
                         self.publish_built(slot, header);
                         return Ok(());
@@ -1419,7 +1446,7 @@ impl Stream {
             }
             None => None,
         };
-        self.launch_slow(plan, *shape, &fill, wait_for)
+        self.launch_slow(plan, *shape, body, &fill, wait_for)
     }
 
     /// The launch off its fast path: the stream's slow submission (dependencies to
@@ -1432,6 +1459,7 @@ impl Stream {
         &self,
         plan: &LaunchPlan,
         shape: Shape,
+        body: Option<&[u32; 14]>,
         fill: &impl Fn(*mut u8) -> Result<()>,
         mut wait_for: Option<Point>,
     ) -> Result<()> {
@@ -1439,7 +1467,7 @@ impl Stream {
         let attempt = |wait_for: &mut Option<Point>, slow: bool| {
             let build = |slot: &mut OneSlot<'_>, timeline: &Arc<Signal>, target: u64| {
                 Ok(
-                    match build_launch(slot, timeline, target, plan, &shape, fill)? {
+                    match build_launch(slot, timeline, target, plan, &shape, body, fill)? {
                         Built::Header(h) => Some(h),
                         Built::Full(p) => {
                             *wait_for = Some(p);
@@ -1579,6 +1607,7 @@ fn build_launch(
     target: u64,
     plan: &LaunchPlan,
     shape: &Shape,
+    body: Option<&[u32; 14]>,
     fill: &impl Fn(*mut u8) -> Result<()>,
 ) -> Result<Built> {
     let q = slot.queue();
@@ -1592,7 +1621,7 @@ fn build_launch(
         let ka_va = ring.zero.va();
         // SAFETY: `p` is the reserved slot (read by no one before its header).
         return Ok(Built::Header(unsafe {
-            write_packet(p, &shape.body, ka_va)
+            write_body(p, plan, shape, body, ka_va)
         }));
     }
     // The hint is cleared by the launch that acts on it (under the producer lock).
@@ -1631,8 +1660,30 @@ fn build_launch(
     ring.commit(start, plan.ka_len, timeline, target);
     // SAFETY: `p` is the reserved slot (read by no one before its header).
     Ok(Built::Header(unsafe {
-        write_packet(p, &shape.body, ka_va)
+        write_body(p, plan, shape, body, ka_va)
     }))
+}
+
+/// The packet of a launch in `shape` into the slot at `p`: `body` when the shape's body
+/// was built before ([`LaunchShape`]), else from the plan's template.
+///
+/// # Safety
+/// As [`write_packet`].
+#[inline(always)]
+unsafe fn write_body(
+    p: *mut u32,
+    plan: &LaunchPlan,
+    shape: &Shape,
+    body: Option<&[u32; 14]>,
+    ka_va: u64,
+) -> u32 {
+    // SAFETY: per the contract.
+    unsafe {
+        match body {
+            Some(b) => write_packet(p, b, ka_va),
+            None => write_packet_planned(p, plan, shape, ka_va),
+        }
+    }
 }
 
 /// The queue's kernarg ring at its first launch (kept off the launch path).
@@ -1650,8 +1701,8 @@ struct Shape {
     threads: u64,
     dims: u16,
     dynamic_lds: u32,
-    /// The dispatch packet ([`LaunchPlan::packet_body`]).
-    body: [u32; 14],
+    /// Work-items per dimension (grid times block; each fits in 32 bits).
+    items: [u32; 3],
 }
 
 impl Shape {
@@ -1681,13 +1732,7 @@ impl Shape {
             threads,
             dims,
             dynamic_lds,
-            // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
-            body: plan.packet_body(
-                dims,
-                block,
-                [x as u32, y as u32, z as u32],
-                plan.group_fixed + dynamic_lds,
-            ),
+            items: [x as u32, y as u32, z as u32],
         })
     }
 }
@@ -1702,6 +1747,8 @@ pub struct LaunchShape {
     /// The plan of the kernel the shape was checked for (held: compared by address).
     plan: Arc<LaunchPlan>,
     shape: Shape,
+    /// The launch's dispatch packet ([`LaunchPlan::packet_body`]).
+    body: [u32; 14],
 }
 
 impl std::fmt::Debug for LaunchShape {
@@ -1742,9 +1789,17 @@ impl crate::Kernel {
             block.into().arr(),
             dynamic_lds,
         )?;
+        let body = self.plan.packet_body(
+            shape.dims,
+            shape.block,
+            shape.items,
+            // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
+            self.plan.group_fixed + shape.dynamic_lds,
+        );
         Some(LaunchShape {
             plan: self.plan.clone(),
             shape,
+            body,
         })
     }
 }
@@ -2713,6 +2768,49 @@ mod tests {
                 want,
                 "grid {grid:?} block {block:?}"
             );
+        }
+    }
+
+    /// The two ways a launch writes its packet into the ring slot (a [`LaunchShape`]'s
+    /// body built before; the plan's template patched in place, for unshaped launches)
+    /// write the encoder's packet, header dword included, over a slot holding garbage.
+    #[test]
+    fn both_packet_writers_write_the_encoders_packet() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/private_array.cl");
+        let k = m.kernel("private_array").unwrap();
+        let kd = k.descriptor();
+        for (grid, block, dyn_lds) in [
+            ([1, 1, 1], [64, 1, 1], 0),
+            ([7, 1, 1], [256, 1, 1], 128),
+            ([3, 5, 1], [16, 4, 1], 0),
+            ([2, 1, 9], [1, 1, 8], 4096),
+            ([1, 1, 1], [1, 1, 2], 0),
+        ] {
+            let items = [grid[0] * block[0], grid[1] * block[1], grid[2] * block[2]];
+            let ka = 0x7f12_3456_7840;
+            let mut want = AqlPacket::KernelDispatch(KernelDispatch::new(
+                PacketControl::SYSTEM_BARRIER,
+                [block[0] as u16, block[1] as u16, block[2] as u16],
+                items,
+                kd.private_segment_fixed_size,
+                kd.group_segment_fixed_size + dyn_lds,
+                k.kernel_object(),
+                ka,
+                0,
+            ))
+            .encode();
+            let shape = Shape::of(&k.plan, grid, block, dyn_lds).expect("a valid shape");
+            let ready = k.launch_shape(grid, block, dyn_lds).expect("a valid shape");
+            for body in [None, Some(&ready.body)] {
+                // The completion signal (dwords 14..15) is the queue's to write.
+                let mut slot = [0xdead_beef_u32; 16];
+                // SAFETY: 16 writable dwords.
+                slot[0] = unsafe { write_body(slot.as_mut_ptr(), &k.plan, &shape, body, ka) };
+                want[14..].copy_from_slice(&slot[14..]);
+                let how = if body.is_some() { "shaped" } else { "planned" };
+                assert_eq!(slot, want, "{how}: grid {grid:?} block {block:?}");
+            }
         }
     }
 
