@@ -896,14 +896,27 @@ impl KernargRing {
         // completed, start again at the ring's beginning, so that a launch loop which
         // synchronizes now and then reuses the same few pages and cache lines (mapped,
         // cached) instead of walking the whole ring.
-        if drained && start & mask != 0 {
-            start = self.rewound(start);
+        if drained {
+            start = self.drained_start(start);
         }
         let end = start + len;
         if end <= self.free_until {
             return Ok((start, start & mask));
         }
         self.reserve_in_the_way(start, end)
+    }
+
+    /// The start of a reservation after a synchronize on the queue (see
+    /// [`KernargRing::try_reserve`]): [`KernargRing::rewound`] unless `start` is a lap's
+    /// beginning already (off the launch path).
+    #[cold]
+    #[inline(never)]
+    fn drained_start(&mut self, start: u64) -> u64 {
+        if start & self.mask != 0 {
+            self.rewound(start)
+        } else {
+            start
+        }
     }
 
     /// [`KernargRing::try_reserve`] when the oldest in-flight segment may be in the way:
@@ -989,8 +1002,11 @@ impl KernargRing {
         };
         self.inflight
             .push_back((start, start + len, tl as u32, target));
-        // The first segment in flight, or the record full: the bound changes.
-        if self.free_until == u64::MAX || self.inflight.len() >= self.inflight.capacity() {
+        // The first segment in flight: the bound changes. A record this push fills needs no
+        // check: each segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap and the
+        // record holds a lap's worth, so the next reservation ends past `free_until` (the
+        // oldest start + a lap) and retires first (`retire_in_the_way`).
+        if self.free_until == u64::MAX {
             self.refresh_free();
         }
     }
@@ -1076,6 +1092,10 @@ impl Inflight {
     /// Appends `e`; the caller checked there is room (`len() < capacity()`).
     #[inline(always)]
     fn push_back(&mut self, e: (u64, u64, u32, u64)) {
+        debug_assert!(
+            self.len() < self.capacity(),
+            "a push into a full in-flight record"
+        );
         let mask = self.buf.len() - 1;
         self.buf[self.head & mask] = e;
         self.head += 1;
@@ -1336,7 +1356,8 @@ impl Stream {
         if plan.params_refuse.is_some() || (params.is_null() && !plan.params.is_empty()) {
             return params_refused(self, kernel, grid, block, dynamic_lds, params);
         }
-        self.launch_with(kernel, grid, block, dynamic_lds, None, |seg| {
+        // `move`: the closure holds `params` itself, not a reference to a stack copy.
+        self.launch_with(kernel, grid, block, dynamic_lds, None, move |seg| {
             // SAFETY: per the contract.
             unsafe { fill_params(kernel, plan, seg, params) }
         })
@@ -1389,9 +1410,9 @@ impl Stream {
         if plan.params_refuse.is_some() || (params.is_null() && !plan.params.is_empty()) {
             return params_refused(self, kernel, sh.grid, sh.block, sh.dynamic_lds, params);
         }
-        self.launch_shaped(kernel, sh, Some(&shape.body), None, |seg| {
+        self.launch_shaped(kernel, sh, Some(&shape.body), None, move |seg| {
             // SAFETY: as in `launch_params`.
-            unsafe { fill_params(kernel, &kernel.plan, seg, params) }
+            unsafe { fill_params(kernel, plan, seg, params) }
         })
     }
 
@@ -1436,9 +1457,21 @@ impl Stream {
         let wait_for = match self.packet_slot_fast() {
             Some(mut slot) => {
                 let target = self.slot_target(&slot);
-                match build_launch(&mut slot, self.timeline(), target, plan, shape, body, &fill)? {
+                // Once: the ring writes between here and the publish may alias the queue's
+                // fields as far as the compiler knows.
+                let p = slot.packet_ptr();
+                match build_launch(
+                    &mut slot,
+                    p,
+                    self.timeline(),
+                    target,
+                    plan,
+                    shape,
+                    body,
+                    &fill,
+                )? {
                     Built::Header(header) => {
-                        self.publish_built(slot, header);
+                        self.publish_built(slot, p, header);
                         return Ok(());
                     }
                     Built::Full(p) => Some(p),
@@ -1466,8 +1499,9 @@ impl Stream {
         let s = &*self.inner;
         let attempt = |wait_for: &mut Option<Point>, slow: bool| {
             let build = |slot: &mut OneSlot<'_>, timeline: &Arc<Signal>, target: u64| {
+                let p = slot.packet_ptr();
                 Ok(
-                    match build_launch(slot, timeline, target, plan, &shape, body, fill)? {
+                    match build_launch(slot, p, timeline, target, plan, &shape, body, fill)? {
                         Built::Header(h) => Some(h),
                         Built::Full(p) => {
                             *wait_for = Some(p);
@@ -1601,8 +1635,10 @@ fn params_refused(
 /// the arguments into it and the packet's dwords 1..14 go straight into the slot.
 /// The header dword to publish, or the point to wait for when the ring is full.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn build_launch(
     slot: &mut OneSlot<'_>,
+    p: *mut u32,
     timeline: &Arc<Signal>,
     target: u64,
     plan: &LaunchPlan,
@@ -1611,7 +1647,6 @@ fn build_launch(
     fill: &impl Fn(*mut u8) -> Result<()>,
 ) -> Result<Built> {
     let q = slot.queue();
-    let p = slot.packet_ptr();
     // The queue's kernarg ring, under the producer lock the slot holds.
     let ring = match slot.kernargs() {
         Some(r) => r,
@@ -2029,6 +2064,43 @@ mod tests {
                 "entry at {start}"
             );
         }
+    }
+
+    /// A lap of the smallest segments (one byte, taking KERNARG_SEGMENT_ALIGN each) fills
+    /// the in-flight record exactly as it fills the ring: the reservation after it waits
+    /// for the oldest segment (`commit` does not watch for a full record), and once that
+    /// completed, retires it and takes its place; no push ever lands in a full record.
+    #[test]
+    fn a_lap_of_the_smallest_segments_fills_the_record_then_waits() {
+        use crate::stream::TIMELINE_BASE;
+        let dev = open("emu:mi300x");
+        let q = AqlQueue::new(&dev.inner, 0, 7, 64).unwrap();
+        let mut ring = KernargRing::new(&q).unwrap();
+        // No packet of this timeline has completed.
+        let tl = Arc::new(Signal::new(&dev.inner.signals, TIMELINE_BASE).unwrap());
+        let lap = ring.inflight.capacity() as u64;
+        assert_eq!(lap * KERNARG_SEGMENT_ALIGN, ring.mask + 1);
+        for i in 0..lap {
+            let Ok((start, _)) = ring.try_reserve(1, KERNARG_SEGMENT_ALIGN, false) else {
+                panic!("segment {i} of a lap waits");
+            };
+            assert_eq!(start, i * KERNARG_SEGMENT_ALIGN);
+            ring.commit(start, 1, &tl, i + 1);
+        }
+        assert_eq!(ring.inflight.len(), ring.inflight.capacity());
+        let Err(p) = ring.try_reserve(1, KERNARG_SEGMENT_ALIGN, false) else {
+            panic!("a reservation past a full record does not wait");
+        };
+        assert_eq!(p.target, 1);
+        assert_eq!(ring.inflight.len(), ring.inflight.capacity());
+        // The oldest launch completes: its segment retires and the next lap starts there.
+        tl.store(TIMELINE_BASE - 1);
+        let r = ring.try_reserve(1, KERNARG_SEGMENT_ALIGN, false);
+        assert_eq!(r.ok(), Some((lap * KERNARG_SEGMENT_ALIGN, 0)));
+        assert_eq!(ring.inflight.len(), ring.inflight.capacity() - 1);
+        ring.commit(lap * KERNARG_SEGMENT_ALIGN, 1, &tl, lap + 1);
+        assert_eq!(ring.inflight.len(), ring.inflight.capacity());
+        assert!(ring.try_reserve(1, KERNARG_SEGMENT_ALIGN, false).is_err());
     }
 
     /// Streams on one shared hardware queue take their kernarg segments from that

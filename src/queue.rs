@@ -480,10 +480,23 @@ impl<'a> OneSlot<'a> {
     /// store. The producer lock is held until the returned [`Published`] is dropped.
     #[inline(always)]
     pub(crate) fn publish_header(self, header: u32, completion: u64) -> Published<'a> {
+        let p = self.packet_ptr();
+        self.publish_header_at(p, header, completion)
+    }
+
+    /// [`OneSlot::publish_header`] with the slot's [`OneSlot::packet_ptr`] `p` at hand
+    /// (not computed again after the packet's writes).
+    #[inline(always)]
+    pub(crate) fn publish_header_at(
+        self,
+        p: *mut u32,
+        header: u32,
+        completion: u64,
+    ) -> Published<'a> {
+        debug_assert_eq!(p, self.packet_ptr());
         let idx = self.r.wptr();
         let at = COMPLETION_SIGNAL_OFFSET / 4;
-        let p = self.packet_ptr();
-        // SAFETY: the reserved slot (see `packet_ptr`); the header is published last.
+        // SAFETY: the reserved slot (`p` is its `packet_ptr`); the header is published last.
         unsafe {
             (p.add(at) as *mut u64).write_unaligned(completion);
             AtomicU32::from_ptr(p).store(header, Ordering::Release);
