@@ -2103,6 +2103,26 @@ mod tests {
         assert!(ring.try_reserve(1, KERNARG_SEGMENT_ALIGN, false).is_err());
     }
 
+    /// A launch on a failed stream reserves its queue's slot before it sees the sticky
+    /// error (one load of the stream's marks, under the producer lock), then gives the
+    /// slot back unpublished: the producer lock is free again and nothing was published.
+    #[test]
+    fn a_failed_streams_launch_gives_its_slot_back() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/empty.cl");
+        let k = m.kernel("empty").unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.launch(&k, 1, 64, 0, &k.args()).unwrap();
+        s.synchronize().unwrap();
+        let q = s.current_queue();
+        let next = q.next_index();
+        s.inner.fail("failed by the test".into());
+        let e = s.launch(&k, 1, 64, 0, &k.args()).unwrap_err();
+        assert!(e.to_string().contains("failed by the test"), "{e}");
+        assert_eq!(q.next_index(), next, "nothing published");
+        assert!(q.try_reserve_one().is_some(), "the producer lock is free");
+    }
+
     /// Streams on one shared hardware queue take their kernarg segments from that
     /// queue's one ring: consecutive, distinct segments, each holding its own arguments.
     #[test]
