@@ -673,6 +673,31 @@ unsafe fn write_packet(p: *mut u32, body: &[u32; 14], ka_va: u64) -> u32 {
     body[0]
 }
 
+/// [`write_packet`] for a launch whose packet body was not built before (the unshaped
+/// launches): dwords 1..13 of the plan's template, then the launch's workgroup and grid
+/// sizes, LDS and kernarg address over them, straight into the slot. Returns dword 0.
+///
+/// # Safety
+/// As [`write_packet`].
+#[inline(always)]
+unsafe fn write_packet_planned(p: *mut u32, plan: &LaunchPlan, shape: &Shape, ka_va: u64) -> u32 {
+    let t = &plan.packet;
+    let (b, n) = (shape.block, shape.items);
+    // SAFETY: per the contract; the same dwords as `packet_body` gives `write_packet`.
+    unsafe {
+        core::ptr::copy_nonoverlapping(t.as_ptr().add(1), p.add(1), 13);
+        // Workgroup sizes (u16 each) and reserved0; grid sizes; group segment size.
+        let wg = u64::from((b[0] & 0xffff) | b[1] << 16) | u64::from(b[2] & 0xffff) << 32;
+        (p.add(1) as *mut u64).write_unaligned(wg);
+        (p.add(3) as *mut u64).write_unaligned(u64::from(n[0]) | u64::from(n[1]) << 32);
+        p.add(5).write(n[2]);
+        // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
+        p.add(7).write(plan.group_fixed + shape.dynamic_lds);
+        (p.add(10) as *mut u64).write_unaligned(ka_va);
+    }
+    (t[0] & 0xffff) | u32::from(shape.dims) << 16
+}
+
 /// The copy plan of [`Stream::launch_params`] for kernel `k`: the explicit arguments'
 /// (offset, size), the template runs they leave uncovered, and why the arguments cannot
 /// be passed as raw bytes (the refusals of [`KernelArgs::arg_bytes`]).
@@ -883,14 +908,27 @@ impl KernargRing {
         // completed, start again at the ring's beginning or middle (`rewind_base`), so that
         // a launch loop which synchronizes now and then reuses the same few pages and cache
         // lines (mapped, cached) instead of walking the whole ring.
-        if drained && start & mask != self.rewind_base {
-            start = self.rewound(start);
+        if drained {
+            start = self.drained_start(start);
         }
         let end = start + len;
         if end <= self.free_until {
             return Ok((start, start & mask));
         }
         self.reserve_in_the_way(start, end)
+    }
+
+    /// The start of a reservation after a synchronize on the queue (see
+    /// [`KernargRing::try_reserve`]): [`KernargRing::rewound`] unless `start` is at the
+    /// rewind's base already (off the launch path).
+    #[cold]
+    #[inline(never)]
+    fn drained_start(&mut self, start: u64) -> u64 {
+        if start & self.mask != self.rewind_base {
+            self.rewound(start)
+        } else {
+            start
+        }
     }
 
     /// [`KernargRing::try_reserve`] when the oldest in-flight segment may be in the way:
@@ -1006,8 +1044,11 @@ impl KernargRing {
         };
         self.inflight
             .push_back((start, start + len, tl as u32, target));
-        // The first segment in flight, or the record full: the bound changes.
-        if self.free_until == u64::MAX || self.inflight.len() >= self.inflight.capacity() {
+        // The first segment in flight: the bound changes. A record this push fills needs no
+        // check: each segment takes at least KERNARG_SEGMENT_ALIGN bytes of a lap and the
+        // record holds a lap's worth, so the next reservation ends past `free_until` (the
+        // oldest start + a lap) and retires first (`retire_in_the_way`).
+        if self.free_until == u64::MAX {
             self.refresh_free();
         }
     }
@@ -1093,6 +1134,10 @@ impl Inflight {
     /// Appends `e`; the caller checked there is room (`len() < capacity()`).
     #[inline(always)]
     fn push_back(&mut self, e: (u64, u64, u32, u64)) {
+        debug_assert!(
+            self.len() < self.capacity(),
+            "a push into a full in-flight record"
+        );
         let mask = self.buf.len() - 1;
         self.buf[self.head & mask] = e;
         self.head += 1;
@@ -1353,7 +1398,8 @@ impl Stream {
         if plan.params_refuse.is_some() || (params.is_null() && !plan.params.is_empty()) {
             return params_refused(self, kernel, grid, block, dynamic_lds, params);
         }
-        self.launch_with(kernel, grid, block, dynamic_lds, None, |seg| {
+        // `move`: the closure holds `params` itself, not a reference to a stack copy.
+        self.launch_with(kernel, grid, block, dynamic_lds, None, move |seg| {
             // SAFETY: per the contract.
             unsafe { fill_params(kernel, plan, seg, params) }
         })
@@ -1406,9 +1452,9 @@ impl Stream {
         if plan.params_refuse.is_some() || (params.is_null() && !plan.params.is_empty()) {
             return params_refused(self, kernel, sh.grid, sh.block, sh.dynamic_lds, params);
         }
-        self.launch_shaped(kernel, sh, None, |seg| {
+        self.launch_shaped(kernel, sh, Some(&shape.body), None, move |seg| {
             // SAFETY: as in `launch_params`.
-            unsafe { fill_params(kernel, &kernel.plan, seg, params) }
+            unsafe { fill_params(kernel, plan, seg, params) }
         })
     }
 
@@ -1427,17 +1473,19 @@ impl Stream {
         let Some(shape) = Shape::of(&kernel.plan, grid, block, dynamic_lds) else {
             return launch_refused(self, kernel, grid, block, dynamic_lds, args);
         };
-        self.launch_shaped(kernel, &shape, args, fill)
+        self.launch_shaped(kernel, &shape, None, args, fill)
     }
 
-    /// The launch in a checked `shape`: the packet, with `fill` writing the kernarg
-    /// segment (explicit arguments and the launch-independent hidden ones) into the ring.
-    /// `args` only names the arguments in the refusal's message.
+    /// The launch in a checked `shape`: the packet (`body` when it was built before, see
+    /// [`write_body`]), with `fill` writing the kernarg segment (explicit arguments and the
+    /// launch-independent hidden ones) into the ring. `args` only names the arguments in
+    /// the refusal's message.
     #[inline(always)]
     fn launch_shaped(
         &self,
         kernel: &Kernel,
         shape: &Shape,
+        body: Option<&[u32; 14]>,
         args: Option<&KernelArgs>,
         fill: impl Fn(*mut u8) -> Result<()>,
     ) -> Result<()> {
@@ -1451,9 +1499,21 @@ impl Stream {
         let wait_for = match self.packet_slot_fast() {
             Some(mut slot) => {
                 let target = self.slot_target(&slot);
-                match build_launch(&mut slot, self.timeline(), target, plan, shape, &fill)? {
+                // Once: the ring writes between here and the publish may alias the queue's
+                // fields as far as the compiler knows.
+                let p = slot.packet_ptr();
+                match build_launch(
+                    &mut slot,
+                    p,
+                    self.timeline(),
+                    target,
+                    plan,
+                    shape,
+                    body,
+                    &fill,
+                )? {
                     Built::Header(header) => {
-                        self.publish_built(slot, header);
+                        self.publish_built(slot, p, header);
                         return Ok(());
                     }
                     Built::Full(p) => Some(p),
@@ -1461,7 +1521,7 @@ impl Stream {
             }
             None => None,
         };
-        self.launch_slow(plan, *shape, &fill, wait_for)
+        self.launch_slow(plan, *shape, body, &fill, wait_for)
     }
 
     /// The launch off its fast path: the stream's slow submission (dependencies to
@@ -1474,14 +1534,16 @@ impl Stream {
         &self,
         plan: &LaunchPlan,
         shape: Shape,
+        body: Option<&[u32; 14]>,
         fill: &impl Fn(*mut u8) -> Result<()>,
         mut wait_for: Option<Point>,
     ) -> Result<()> {
         let s = &*self.inner;
         let attempt = |wait_for: &mut Option<Point>, slow: bool| {
             let build = |slot: &mut OneSlot<'_>, timeline: &Arc<Signal>, target: u64| {
+                let p = slot.packet_ptr();
                 Ok(
-                    match build_launch(slot, timeline, target, plan, &shape, fill)? {
+                    match build_launch(slot, p, timeline, target, plan, &shape, body, fill)? {
                         Built::Header(h) => Some(h),
                         Built::Full(p) => {
                             *wait_for = Some(p);
@@ -1615,16 +1677,18 @@ fn params_refused(
 /// the arguments into it and the packet's dwords 1..14 go straight into the slot.
 /// The header dword to publish, or the point to wait for when the ring is full.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn build_launch(
     slot: &mut OneSlot<'_>,
+    p: *mut u32,
     timeline: &Arc<Signal>,
     target: u64,
     plan: &LaunchPlan,
     shape: &Shape,
+    body: Option<&[u32; 14]>,
     fill: &impl Fn(*mut u8) -> Result<()>,
 ) -> Result<Built> {
     let q = slot.queue();
-    let p = slot.packet_ptr();
     // The queue's kernarg ring, under the producer lock the slot holds.
     let ring = match slot.kernargs() {
         Some(r) => r,
@@ -1634,7 +1698,7 @@ fn build_launch(
         let ka_va = ring.zero.va();
         // SAFETY: `p` is the reserved slot (read by no one before its header).
         return Ok(Built::Header(unsafe {
-            write_packet(p, &shape.body, ka_va)
+            write_body(p, plan, shape, body, ka_va)
         }));
     }
     // The hint is cleared by the launch that acts on it (under the producer lock).
@@ -1673,8 +1737,30 @@ fn build_launch(
     ring.commit(start, plan.ka_len, timeline, target);
     // SAFETY: `p` is the reserved slot (read by no one before its header).
     Ok(Built::Header(unsafe {
-        write_packet(p, &shape.body, ka_va)
+        write_body(p, plan, shape, body, ka_va)
     }))
+}
+
+/// The packet of a launch in `shape` into the slot at `p`: `body` when the shape's body
+/// was built before ([`LaunchShape`]), else from the plan's template.
+///
+/// # Safety
+/// As [`write_packet`].
+#[inline(always)]
+unsafe fn write_body(
+    p: *mut u32,
+    plan: &LaunchPlan,
+    shape: &Shape,
+    body: Option<&[u32; 14]>,
+    ka_va: u64,
+) -> u32 {
+    // SAFETY: per the contract.
+    unsafe {
+        match body {
+            Some(b) => write_packet(p, b, ka_va),
+            None => write_packet_planned(p, plan, shape, ka_va),
+        }
+    }
 }
 
 /// The queue's kernarg ring at its first launch (kept off the launch path).
@@ -1692,8 +1778,8 @@ struct Shape {
     threads: u64,
     dims: u16,
     dynamic_lds: u32,
-    /// The dispatch packet ([`LaunchPlan::packet_body`]).
-    body: [u32; 14],
+    /// Work-items per dimension (grid times block; each fits in 32 bits).
+    items: [u32; 3],
 }
 
 impl Shape {
@@ -1723,13 +1809,7 @@ impl Shape {
             threads,
             dims,
             dynamic_lds,
-            // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
-            body: plan.packet_body(
-                dims,
-                block,
-                [x as u32, y as u32, z as u32],
-                plan.group_fixed + dynamic_lds,
-            ),
+            items: [x as u32, y as u32, z as u32],
         })
     }
 }
@@ -1744,6 +1824,8 @@ pub struct LaunchShape {
     /// The plan of the kernel the shape was checked for (held: compared by address).
     plan: Arc<LaunchPlan>,
     shape: Shape,
+    /// The launch's dispatch packet ([`LaunchPlan::packet_body`]).
+    body: [u32; 14],
 }
 
 impl std::fmt::Debug for LaunchShape {
@@ -1784,9 +1866,17 @@ impl crate::Kernel {
             block.into().arr(),
             dynamic_lds,
         )?;
+        let body = self.plan.packet_body(
+            shape.dims,
+            shape.block,
+            shape.items,
+            // Fits in u32: dynamic_lds <= lds_limit - group_fixed.
+            self.plan.group_fixed + shape.dynamic_lds,
+        );
         Some(LaunchShape {
             plan: self.plan.clone(),
             shape,
+            body,
         })
     }
 }
@@ -2016,6 +2106,63 @@ mod tests {
                 "entry at {start}"
             );
         }
+    }
+
+    /// A lap of the smallest segments (one byte, taking KERNARG_SEGMENT_ALIGN each) fills
+    /// the in-flight record exactly as it fills the ring: the reservation after it waits
+    /// for the oldest segment (`commit` does not watch for a full record), and once that
+    /// completed, retires it and takes its place; no push ever lands in a full record.
+    #[test]
+    fn a_lap_of_the_smallest_segments_fills_the_record_then_waits() {
+        use crate::stream::TIMELINE_BASE;
+        let dev = open("emu:mi300x");
+        let q = AqlQueue::new(&dev.inner, 0, 7, 64).unwrap();
+        let mut ring = KernargRing::new(&q).unwrap();
+        // No packet of this timeline has completed.
+        let tl = Arc::new(Signal::new(&dev.inner.signals, TIMELINE_BASE).unwrap());
+        let lap = ring.inflight.capacity() as u64;
+        assert_eq!(lap * KERNARG_SEGMENT_ALIGN, ring.mask + 1);
+        for i in 0..lap {
+            let Ok((start, _)) = ring.try_reserve(1, KERNARG_SEGMENT_ALIGN, false) else {
+                panic!("segment {i} of a lap waits");
+            };
+            assert_eq!(start, i * KERNARG_SEGMENT_ALIGN);
+            ring.commit(start, 1, &tl, i + 1);
+        }
+        assert_eq!(ring.inflight.len(), ring.inflight.capacity());
+        let Err(p) = ring.try_reserve(1, KERNARG_SEGMENT_ALIGN, false) else {
+            panic!("a reservation past a full record does not wait");
+        };
+        assert_eq!(p.target, 1);
+        assert_eq!(ring.inflight.len(), ring.inflight.capacity());
+        // The oldest launch completes: its segment retires and the next lap starts there.
+        tl.store(TIMELINE_BASE - 1);
+        let r = ring.try_reserve(1, KERNARG_SEGMENT_ALIGN, false);
+        assert_eq!(r.ok(), Some((lap * KERNARG_SEGMENT_ALIGN, 0)));
+        assert_eq!(ring.inflight.len(), ring.inflight.capacity() - 1);
+        ring.commit(lap * KERNARG_SEGMENT_ALIGN, 1, &tl, lap + 1);
+        assert_eq!(ring.inflight.len(), ring.inflight.capacity());
+        assert!(ring.try_reserve(1, KERNARG_SEGMENT_ALIGN, false).is_err());
+    }
+
+    /// A launch on a failed stream reserves its queue's slot before it sees the sticky
+    /// error (one load of the stream's marks, under the producer lock), then gives the
+    /// slot back unpublished: the producer lock is free again and nothing was published.
+    #[test]
+    fn a_failed_streams_launch_gives_its_slot_back() {
+        let dev = open("emu:mi300x");
+        let m = load(&dev, "cl/empty.cl");
+        let k = m.kernel("empty").unwrap();
+        let s = dev.create_stream(0).unwrap();
+        s.launch(&k, 1, 64, 0, &k.args()).unwrap();
+        s.synchronize().unwrap();
+        let q = s.current_queue();
+        let next = q.next_index();
+        s.inner.fail("failed by the test".into());
+        let e = s.launch(&k, 1, 64, 0, &k.args()).unwrap_err();
+        assert!(e.to_string().contains("failed by the test"), "{e}");
+        assert_eq!(q.next_index(), next, "nothing published");
+        assert!(q.try_reserve_one().is_some(), "the producer lock is free");
     }
 
     /// Streams on one shared hardware queue take their kernarg segments from that
@@ -2779,7 +2926,10 @@ mod tests {
     }
 
     /// The per-kernel packet template patched for a launch is the packet the pm4
-    /// encoder makes for that launch, for every dimensionality.
+    /// encoder makes for that launch, for every dimensionality; so is what each of the two
+    /// ways a launch writes its packet into the ring slot (a [`LaunchShape`]'s body built
+    /// before; the plan's template patched in place, for unshaped launches) leaves in a
+    /// slot holding garbage, header dword included.
     #[test]
     fn dispatch_packet_template_matches_the_encoder() {
         let dev = open("emu:mi300x");
@@ -2812,6 +2962,21 @@ mod tests {
                 want,
                 "grid {grid:?} block {block:?}"
             );
+            let shape = Shape::of(&k.plan, grid, block, dyn_lds).expect("a valid shape");
+            let ready = k.launch_shape(grid, block, dyn_lds).expect("a valid shape");
+            for body in [None, Some(&ready.body)] {
+                // The completion signal (dwords 14..15) is the queue's to write.
+                let mut slot = [0xdead_beef_u32; 16];
+                // SAFETY: 16 writable dwords.
+                slot[0] = unsafe { write_body(slot.as_mut_ptr(), &k.plan, &shape, body, ka) };
+                let how = if body.is_some() { "shaped" } else { "planned" };
+                assert_eq!(
+                    slot[..14],
+                    want[..14],
+                    "{how}: grid {grid:?} block {block:?}"
+                );
+                assert_eq!(slot[14..], [0xdead_beef; 2], "{how}: the completion signal");
+            }
         }
     }
 

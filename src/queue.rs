@@ -307,7 +307,7 @@ impl AqlQueue {
     pub(crate) fn reserve_one(&self, fault: impl Fn() -> Option<String>) -> Result<OneSlot<'_>> {
         Ok(OneSlot {
             q: self,
-            r: self.uq.reserve_with(1, fault)?,
+            wptr: self.uq.reserve_with(1, fault)?.into_wptr(),
         })
     }
 
@@ -317,7 +317,7 @@ impl AqlQueue {
     pub(crate) fn try_reserve_one(&self) -> Option<OneSlot<'_>> {
         Some(OneSlot {
             q: self,
-            r: self.uq.try_reserve(1)?,
+            wptr: self.uq.try_reserve(1)?.into_wptr(),
         })
     }
 
@@ -459,7 +459,7 @@ impl AqlQueue {
         let Some(mut slot) = self.try_reserve_one() else {
             return;
         };
-        let w = slot.r.wptr();
+        let w = slot.wptr;
         // Guarded by the producer lock the slot holds (relaxed atomics for `Sync`).
         let span = w
             .saturating_sub(self.warm_wptr.swap(w, Ordering::Relaxed))
@@ -520,13 +520,30 @@ impl AqlQueue {
 }
 
 /// One reserved ring slot of an [`AqlQueue`] (its producer lock held): publish a
-/// command into it, or drop it to publish nothing.
+/// command into it, or drop it to publish nothing. Two words (the queue and the
+/// reservation's write pointer, see [`crate::ring::Reservation::into_wptr`]), so that
+/// the launch path keeps it in registers.
 pub(crate) struct OneSlot<'a> {
     q: &'a AqlQueue,
-    r: crate::ring::Reservation<'a>,
+    wptr: u64,
+}
+
+impl Drop for OneSlot<'_> {
+    fn drop(&mut self) {
+        // Not published: the reservation unlocks unchanged.
+        drop(self.q.uq.resume(self.wptr));
+    }
 }
 
 impl<'a> OneSlot<'a> {
+    /// The reservation again, for a publish (the slot's own drop is skipped).
+    #[inline(always)]
+    fn into_reservation(self) -> crate::ring::Reservation<'a> {
+        let (q, wptr) = (self.q, self.wptr);
+        std::mem::forget(self);
+        q.uq.resume(wptr)
+    }
+
     /// The queue the slot is in.
     #[inline(always)]
     pub(crate) fn queue(&self) -> &'a AqlQueue {
@@ -553,7 +570,7 @@ impl<'a> OneSlot<'a> {
     #[inline(always)]
     pub(crate) fn packet_ptr(&self) -> *mut u32 {
         let q = self.q;
-        let slot = (self.r.wptr() & (u64::from(q.slots) - 1)) as usize;
+        let slot = (self.wptr & (u64::from(q.slots) - 1)) as usize;
         // SAFETY: `slot < slots`: the reserved slot inside the ring.
         unsafe { q.uq.ring_base().add(slot * PACKET_DWORDS) }
     }
@@ -563,15 +580,28 @@ impl<'a> OneSlot<'a> {
     /// store. The producer lock is held until the returned [`Published`] is dropped.
     #[inline(always)]
     pub(crate) fn publish_header(self, header: u32, completion: u64) -> Published<'a> {
-        let idx = self.r.wptr();
-        let at = COMPLETION_SIGNAL_OFFSET / 4;
         let p = self.packet_ptr();
-        // SAFETY: the reserved slot (see `packet_ptr`); the header is published last.
+        self.publish_header_at(p, header, completion)
+    }
+
+    /// [`OneSlot::publish_header`] with the slot's [`OneSlot::packet_ptr`] `p` at hand
+    /// (not computed again after the packet's writes).
+    #[inline(always)]
+    pub(crate) fn publish_header_at(
+        self,
+        p: *mut u32,
+        header: u32,
+        completion: u64,
+    ) -> Published<'a> {
+        debug_assert_eq!(p, self.packet_ptr());
+        let idx = self.wptr;
+        let at = COMPLETION_SIGNAL_OFFSET / 4;
+        // SAFETY: the reserved slot (`p` is its `packet_ptr`); the header is published last.
         unsafe {
             (p.add(at) as *mut u64).write_unaligned(completion);
             AtomicU32::from_ptr(p).store(header, Ordering::Release);
         }
-        self.r.publish_locked(idx + 1)
+        self.into_reservation().publish_locked(idx + 1)
     }
 
     /// Publish the packet `words` (encoded, completion signal and header included) into
@@ -579,11 +609,11 @@ impl<'a> OneSlot<'a> {
     /// held until the returned [`Published`] is dropped.
     #[inline(always)]
     pub(crate) fn publish_packet(self, words: &[u32; PACKET_DWORDS]) -> Published<'a> {
-        let idx = self.r.wptr();
+        let idx = self.wptr;
         // SAFETY: the reserved slot (see `packet_ptr`): nothing reads dwords 1..16 before
         // the header's release store.
         unsafe { store_packet(self.packet_ptr(), words) };
-        self.r.publish_locked(idx + 1)
+        self.into_reservation().publish_locked(idx + 1)
     }
 
     /// Publish the PM4 command `ib` (encoded) in a PM4-IB packet completing on
@@ -593,7 +623,7 @@ impl<'a> OneSlot<'a> {
     #[inline(always)]
     pub(crate) fn publish_ib(self, completion: u64, ib: &SmallIb) -> Published<'a> {
         let q = self.q;
-        let idx = self.r.wptr();
+        let idx = self.wptr;
         let slot = (idx & (u64::from(q.slots) - 1)) as usize;
         let ib_va = q.ib.va() + (slot * IB_BYTES_PER_SLOT) as u64;
         // SAFETY: the slot's IB area: IB_DWORDS >= SMALL_IB_DWORDS 4-aligned dwords of
@@ -608,16 +638,16 @@ impl<'a> OneSlot<'a> {
             let p = q.uq.ring_base().add(slot * PACKET_DWORDS);
             q.store_ib_packet(p, ib_va, ib.dwords, completion);
         }
-        self.r.publish_locked(idx + 1)
+        self.into_reservation().publish_locked(idx + 1)
     }
 
     /// Write `cmd` completing on `completion` into the slot and publish it. The producer
     /// lock is held until the returned [`Published`] is dropped.
     #[inline(always)]
     pub(crate) fn publish(self, cmd: &Cmd, completion: u64) -> Published<'a> {
-        let idx = self.r.wptr();
+        let idx = self.wptr;
         self.q.write_cmd(idx, cmd, completion);
-        self.r.publish_locked(idx + 1)
+        self.into_reservation().publish_locked(idx + 1)
     }
 }
 

@@ -277,6 +277,13 @@ impl UserQueue {
             .then_some(r)
     }
 
+    /// The reservation at `wptr` from [`Reservation::into_wptr`] on this queue, whose
+    /// producer lock the caller still holds.
+    #[inline(always)]
+    pub(crate) fn resume(&self, wptr: u64) -> Reservation<'_> {
+        Reservation { q: self, wptr }
+    }
+
     /// [`UserQueue::reserve`] with the fault check by value: the enqueue hot paths pass a
     /// closure that is only made into a reference on the slow path.
     #[inline(always)]
@@ -410,6 +417,16 @@ impl<'a> Reservation<'a> {
     #[inline]
     pub fn wptr(&self) -> u64 {
         self.wptr
+    }
+
+    /// The reservation reduced to its write pointer, the producer lock still held:
+    /// [`UserQueue::resume`] makes it whole again. A holder that keeps its queue anyway
+    /// (the AQL queue's one-slot reservation) carries one word instead of two.
+    #[inline(always)]
+    pub(crate) fn into_wptr(self) -> u64 {
+        let w = self.wptr;
+        std::mem::forget(self);
+        w
     }
 
     /// Publish everything up to `new_wptr`: release-store the write pointer, flush the

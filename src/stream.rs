@@ -1503,12 +1503,12 @@ impl Stream {
         &self.inner.timeline
     }
 
-    /// Publish the packet built in `slot` (from [`Stream::packet_slot_fast`]) with
-    /// dword 0 `header` and count it.
+    /// Publish the packet built in `slot` (from [`Stream::packet_slot_fast`]) at `p`
+    /// (its [`OneSlot::packet_ptr`]) with dword 0 `header` and count it.
     #[inline(always)]
-    pub(crate) fn publish_built(&self, slot: OneSlot<'_>, header: u32) {
+    pub(crate) fn publish_built(&self, slot: OneSlot<'_>, p: *mut u32, header: u32) {
         let qid = slot.queue_id();
-        let published = slot.publish_header(header, self.inner.timeline.handle());
+        let published = slot.publish_header_at(p, header, self.inner.timeline.handle());
         self.account(qid, 1, published);
     }
 
