@@ -221,6 +221,13 @@ impl QueuePools {
         let mut g = lock(&self.graveyard);
         g.retain(|s| !s.idle());
         drop(g);
+        self.reap_kept();
+    }
+
+    /// The `kept` part of [`QueuePools::reap`] (one load when nothing is kept): also after
+    /// a busy synchronize, so memory kept for a destroyed event or stream is freed in a
+    /// program whose streams live on.
+    pub(crate) fn reap_kept(&self) {
         if self.has_kept.load(Ordering::Acquire) {
             let mut k = lock(&self.kept);
             let done = take_done(&mut k);
@@ -249,9 +256,9 @@ impl QueuePools {
     /// stream destroyed after a GPU fault (which keeps its timeline there until its last
     /// point, see `Drop for Stream`) may still run packets. None when nothing is pending.
     pub(crate) fn kept_point(&self, serial: u64) -> Option<Point> {
-        if !self.has_kept.load(Ordering::Acquire) {
-            return None;
-        }
+        // Always under the lock, no `has_kept` shortcut: the caller learnt that the stream
+        // is gone from a failed `Weak::upgrade`, which orders nothing after the dropping
+        // thread's `keep_until` (a stale `false` here would free memory a packet names).
         lock(&self.kept)
             .iter()
             .filter(|(p, _)| p.timeline.serial() == serial && !p.done())
@@ -1340,6 +1347,7 @@ impl Stream {
             Some(e) => Err(e),
             None => {
                 self.kernargs_drained(s.cur.load(Ordering::Acquire));
+                dev.pools.reap_kept();
                 Ok(())
             }
         }
@@ -2268,9 +2276,10 @@ fn bad_addr(call: &'static str, addr: u64, bits: u32, flags: u32) -> Result<()> 
 impl Drop for Stream {
     fn drop(&mut self) {
         let s = &self.inner;
-        if s.is_null {
-            return;
-        }
+        // The null stream too: the device holds it weakly (`pools.null`), so the last
+        // handle dropped while it is busy would free its timeline, and the memory its
+        // queued packets name, under those packets. Kept, `Device::null_stream` hands the
+        // same stream (and its ordering) out again until its work completes.
         if !s.idle() {
             if !s.failed() || s.soft_failed.load(Ordering::Acquire) {
                 // Destroy while busy: return at once; keep the stream (its timeline and

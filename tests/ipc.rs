@@ -224,6 +224,55 @@ fn ipc_event_records_waits_and_queries_through_its_handle() {
 /// mapped until they have run. Freed early, the buffers allocated next could take its
 /// address: the wait would read their bytes (all ones: satisfied early) and the record's
 /// write would land in them, or the packets would fault on the unmapped address.
+/// The same with the record on the null stream whose last handle is dropped while its
+/// work is queued: the device keeps the busy null stream (it holds null streams only
+/// weakly), so the event's block stays with it until the record ran, and the next
+/// `null_stream` handle is that same stream.
+#[test]
+fn a_dropped_busy_null_stream_keeps_the_event_block_its_record_names() {
+    let dev = common::emu("emu:mi210");
+    let b = dev.create_stream(0).unwrap();
+    let out = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+    let null = dev.null_stream(0).unwrap();
+    let gate = common::Gate::new(&dev);
+    gate.hold(&null);
+    let ev = dev.create_ipc_event(0).unwrap();
+    ev.record(&null).unwrap();
+    ev.stream_wait(&b).unwrap();
+    b.write_value32(out.va(), 7, WriteValueFlags::DEFAULT)
+        .unwrap();
+    drop(null);
+    drop(ev);
+    let ones = vec![0xffu8; 4096];
+    let fillers: Vec<_> = (0..8)
+        .map(|_| {
+            let f = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+            f.write(0, &ones).unwrap();
+            f
+        })
+        .collect();
+    assert_eq!(cell(out.va()).load(Ordering::Acquire), 0, "b still waits");
+    // The busy null stream is still the device's: a new handle is not idle.
+    let again = dev.null_stream(0).unwrap();
+    assert!(
+        again.query().is_err(),
+        "a fresh null stream replaced the busy one"
+    );
+    gate.open();
+    let sync = std::time::Duration::from_secs(20);
+    again.synchronize_timeout(sync).unwrap();
+    b.synchronize_timeout(sync).unwrap();
+    assert_eq!(cell(out.va()).load(Ordering::Acquire), 7);
+    for f in &fillers {
+        let mut back = vec![0u8; 4096];
+        f.read(0, &mut back).unwrap();
+        assert!(
+            back == ones,
+            "a buffer allocated after the drop was written"
+        );
+    }
+}
+
 #[test]
 fn a_destroyed_ipc_event_outlives_its_queued_record_and_wait() {
     let dev = common::emu("emu:mi210");
