@@ -453,8 +453,9 @@ impl AqlQueue {
     /// paid once per synchronize instead of on the enqueue path. After the wait, not
     /// during it: the processor's reads of the batch (and its core's prefetches of the
     /// lines after them) would take the lines back. On a GPU the lines were read over
-    /// PCIe and this is a few cache-hitting stores. Skipped when another thread holds the producer lock (it is
-    /// enqueueing: the lines are being written anyway) or the ring is full.
+    /// PCIe and this is a few cache-hitting stores. Skipped when another thread holds the
+    /// producer lock (it is enqueueing: the lines are being written anyway) or the ring is
+    /// full.
     pub(crate) fn warm_next(&self) {
         let Some(mut slot) = self.try_reserve_one() else {
             return;

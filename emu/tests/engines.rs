@@ -2158,9 +2158,9 @@ fn repoll_resumes_a_blocked_barrier_without_a_doorbell() {
     q.wait_idle();
 }
 
-/// The CP leaves unread the doorbell of a queue blocked inside a packet it fetched (a
-/// PM4-IB's WAIT_REG_MEM) and, while it has other work, samples idle queues' doorbells
-/// only every 250 ns: no packet is lost either way. Packets queued behind the wait
+/// While it has other work, the CP reads the doorbells of a queue blocked inside a packet
+/// it fetched (a PM4-IB's WAIT_REG_MEM) and of idle queues only every 250 ns: no packet
+/// is lost either way. Packets queued behind the wait
 /// with their doorbells run once the host releases the wait (a plain memory write, no
 /// doorbell), and an idle queue rung meanwhile, again and again, runs each packet while
 /// the wait still blocks.
