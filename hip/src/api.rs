@@ -8,7 +8,7 @@ use kfdrt::{AllocationKind, Buffer, Device, ErrorKind, Event, MemoryKind, Stream
 use kfdrt::{EventFlags, StreamFlags, WaitCompare, WriteValueFlags};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_uchar, c_uint, c_ushort, c_void};
 use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -931,6 +931,67 @@ fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
 /// hasWarpVote, hasWarpBallot, hasWarpShuffle, hasFunnelShift (0), hasThreadFenceSystem,
 /// hasSyncThreadsExt (0), hasSurfaceFuncs (0), has3dGrid, hasDynamicParallelism (0).
 const ARCH_ALL_AMD_GPUS: u32 = 0x7ff | 1 << 12 | 1 << 15;
+
+/// `hipInit`: the device is opened on first use, so this only opens it; `flags` must be 0
+/// (InvalidValue otherwise, as CUDA's `cuInit` documents; CLR 5.2 ignores them, measured).
+#[no_mangle]
+pub extern "C" fn hipInit(flags: c_uint) -> hipError_t {
+    ret((|| {
+        if flags != 0 {
+            return Err(hipErrorInvalidValue);
+        }
+        device().map(|_| ())
+    })())
+}
+
+/// `hipDeviceGetName`: `hipGetDeviceProperties`' name with its NUL; a buffer too short
+/// for both (`len` <= its length), or a null one, is InvalidValue and stays untouched, as
+/// CLR 5.2 answers (measured under `kfdrt emu-run`).
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetName(name: *mut c_char, len: c_int, dev: c_int) -> hipError_t {
+    ret((|| {
+        let gpu = usize::try_from(dev).map_err(|_| hipErrorInvalidDevice)?;
+        let d = properties(gpu)?;
+        let len = usize::try_from(len).map_err(|_| hipErrorInvalidValue)?;
+        let n = d.name.iter().position(|&c| c == 0).unwrap_or(d.name.len());
+        if name.is_null() || len <= n {
+            return Err(hipErrorInvalidValue);
+        }
+        // SAFETY: the caller's buffer holds `len` bytes (HIP's contract); `n < len`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(d.name.as_ptr(), name, n);
+            name.add(n).write(0);
+        }
+        Ok(())
+    })())
+}
+
+/// `hipDeviceTotalMem`: `totalGlobalMem` of `hipGetDeviceProperties`.
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceTotalMem(bytes: *mut usize, dev: c_int) -> hipError_t {
+    ret((|| {
+        let gpu = usize::try_from(dev).map_err(|_| hipErrorInvalidDevice)?;
+        out(bytes, properties(gpu)?.totalGlobalMem)
+    })())
+}
+
+/// `hipDeviceComputeCapability`: `major` and `minor` of `hipGetDeviceProperties`.
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceComputeCapability(
+    major: *mut c_int,
+    minor: *mut c_int,
+    dev: c_int,
+) -> hipError_t {
+    ret((|| {
+        let gpu = usize::try_from(dev).map_err(|_| hipErrorInvalidDevice)?;
+        let d = properties(gpu)?;
+        if major.is_null() || minor.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        out(major, d.major)?;
+        out(minor, d.minor)
+    })())
+}
 
 /// `hipGetDeviceProperties`.
 #[no_mangle]
@@ -1906,6 +1967,171 @@ pub extern "C" fn hipMemsetD32Async(
         stream(s)?
             .memset_d32(dst as u64, value as u32, count as u64)
             .hip()
+    })())
+}
+
+/// `hipMemcpyWithStream`: a copy ordered on stream `s`, then a wait for that stream (as
+/// CLR documents it: synchronous with respect to the host).
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyWithStream(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: hipMemcpyKind,
+    s: *mut c_void,
+) -> hipError_t {
+    // SAFETY: the caller's contract is hipMemcpyAsync's.
+    match unsafe { hipMemcpyAsync(dst, src, size, kind, s) } {
+        e if e != hipSuccess => e,
+        _ => hipStreamSynchronize(s),
+    }
+}
+
+/// `hipMemcpyHtoD`: `hipMemcpy` with `hipMemcpyHostToDevice`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyHtoD(
+    dst: *mut c_void,
+    src: *mut c_void,
+    size: usize,
+) -> hipError_t {
+    // SAFETY: the caller's contract is hipMemcpy's.
+    unsafe { hipMemcpy(dst, src, size, hipMemcpyHostToDevice) }
+}
+
+/// `hipMemcpyDtoH`: `hipMemcpy` with `hipMemcpyDeviceToHost`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyDtoH(
+    dst: *mut c_void,
+    src: *mut c_void,
+    size: usize,
+) -> hipError_t {
+    // SAFETY: the caller's contract is hipMemcpy's.
+    unsafe { hipMemcpy(dst, src, size, hipMemcpyDeviceToHost) }
+}
+
+/// `hipMemcpyDtoD`: `hipMemcpy` with `hipMemcpyDeviceToDevice`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyDtoD(
+    dst: *mut c_void,
+    src: *mut c_void,
+    size: usize,
+) -> hipError_t {
+    // SAFETY: the caller's contract is hipMemcpy's.
+    unsafe { hipMemcpy(dst, src, size, hipMemcpyDeviceToDevice) }
+}
+
+/// `hipMemcpyHtoDAsync`: `hipMemcpyAsync` with `hipMemcpyHostToDevice`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyHtoDAsync(
+    dst: *mut c_void,
+    src: *mut c_void,
+    size: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    // SAFETY: the caller's contract is hipMemcpyAsync's.
+    unsafe { hipMemcpyAsync(dst, src, size, hipMemcpyHostToDevice, s) }
+}
+
+/// `hipMemcpyDtoHAsync`: `hipMemcpyAsync` with `hipMemcpyDeviceToHost`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyDtoHAsync(
+    dst: *mut c_void,
+    src: *mut c_void,
+    size: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    // SAFETY: the caller's contract is hipMemcpyAsync's.
+    unsafe { hipMemcpyAsync(dst, src, size, hipMemcpyDeviceToHost, s) }
+}
+
+/// `hipMemcpyDtoDAsync`: `hipMemcpyAsync` with `hipMemcpyDeviceToDevice`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyDtoDAsync(
+    dst: *mut c_void,
+    src: *mut c_void,
+    size: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    // SAFETY: the caller's contract is hipMemcpyAsync's.
+    unsafe { hipMemcpyAsync(dst, src, size, hipMemcpyDeviceToDevice, s) }
+}
+
+/// `hipMemsetD8Async`: `count` bytes, as `hipMemsetAsync`.
+#[no_mangle]
+pub extern "C" fn hipMemsetD8Async(
+    dst: *mut c_void,
+    value: c_uchar,
+    count: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    hipMemsetAsync(dst, c_int::from(value), count, s)
+}
+
+/// `hipMemsetD8`: `count` bytes, as `hipMemset`.
+#[no_mangle]
+pub extern "C" fn hipMemsetD8(dst: *mut c_void, value: c_uchar, count: usize) -> hipError_t {
+    hipMemset(dst, c_int::from(value), count)
+}
+
+/// `hipMemsetD16Async`: `count` 16-bit elements, as the fills the runtime has: a byte fill
+/// when both bytes of `value` are equal, else a 32-bit fill of `value` twice, which needs
+/// `dst` 4-byte aligned and `count` even; any other shape (CUDA asks only 2-byte
+/// alignment) is NotSupported, not done.
+#[no_mangle]
+pub extern "C" fn hipMemsetD16Async(
+    dst: *mut c_void,
+    value: c_ushort,
+    count: usize,
+    s: *mut c_void,
+) -> hipError_t {
+    let [lo, hi] = value.to_ne_bytes();
+    let Some(len) = count.checked_mul(2) else {
+        return ret(Err(hipErrorInvalidValue));
+    };
+    if lo == hi {
+        hipMemsetAsync(dst, c_int::from(lo), len, s)
+    } else if dst as usize % 4 == 0 && count % 2 == 0 {
+        let pattern = u32::from(value) * 0x1_0001;
+        hipMemsetD32Async(dst, pattern as c_int, count / 2, s)
+    } else {
+        ret(Err(hipErrorNotSupported))
+    }
+}
+
+/// `hipMemsetD16`: `hipMemsetD16Async` on the null stream, then a wait for it.
+#[no_mangle]
+pub extern "C" fn hipMemsetD16(dst: *mut c_void, value: c_ushort, count: usize) -> hipError_t {
+    match hipMemsetD16Async(dst, value, count, std::ptr::null_mut()) {
+        e if e != hipSuccess => e,
+        _ => hipStreamSynchronize(std::ptr::null_mut()),
+    }
+}
+
+/// `hipMemsetD32`: `hipMemsetD32Async` on the null stream, then a wait for it.
+#[no_mangle]
+pub extern "C" fn hipMemsetD32(dst: *mut c_void, value: c_int, count: usize) -> hipError_t {
+    match hipMemsetD32Async(dst, value, count, std::ptr::null_mut()) {
+        e if e != hipSuccess => e,
+        _ => hipStreamSynchronize(std::ptr::null_mut()),
+    }
+}
+
+/// `hipMemGetAddressRange`: base and size of the allocation holding `ptr` (kfdrt
+/// `Device::allocation_at`, the size as asked for); any other address is
+/// InvalidDevicePointer, as CLR 5.2's `getMemoryObject` miss.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemGetAddressRange(
+    base: *mut *mut c_void,
+    size: *mut usize,
+    ptr: *mut c_void,
+) -> hipError_t {
+    ret((|| {
+        let at = allocation_at(ptr as u64)?.ok_or(hipErrorInvalidDevicePointer)?;
+        if base.is_null() || size.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
+        out(base, at.base as *mut c_void)?;
+        out(size, at.len as usize)
     })())
 }
 

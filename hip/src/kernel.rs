@@ -1111,6 +1111,20 @@ pub unsafe extern "C" fn hipModuleLoadData(
     })())
 }
 
+/// `hipModuleLoadDataEx`: `hipModuleLoadData`; the JIT options are ignored, as CLR 5.2
+/// ignores them (a code object needs no JIT).
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleLoadDataEx(
+    m: *mut *mut c_void,
+    image: *const c_void,
+    _num_options: c_uint,
+    _options: *mut c_void,
+    _values: *mut *mut c_void,
+) -> hipError_t {
+    // SAFETY: the caller's contract is hipModuleLoadData's.
+    unsafe { hipModuleLoadData(m, image) }
+}
+
 /// `hipModuleUnload`: waits for every stream (work using the module completes), then the
 /// module and the functions taken from it become invalid.
 #[no_mangle]

@@ -151,6 +151,23 @@ fn memory_checks_of_copies_fills_and_stream_memory_operations() {
     assert!(err.is_empty(), "stderr not empty:\n{err}");
 }
 
+/// `tests/c/driver_api.cpp`: hipMemcpyHtoD/DtoH/DtoD (and Async), hipMemcpyWithStream,
+/// hipMemsetD8/D16/D32, hipMemGetAddressRange, hipInit, hipDeviceGetName/TotalMem/
+/// ComputeCapability and hipModuleLoadDataEx are exported and do the wrapped call's work.
+#[test]
+fn driver_style_copies_fills_and_device_queries() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-driver-api");
+    compile("g++", "driver_api.cpp", &exe, &["-lamdhip64"]);
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir(tmp))
+        .env("KFDRT_DEVICE", "emu:mi250x");
+    let (ok, out, err) = run(cmd, Duration::from_secs(180));
+    assert!(ok, "driver_api program failed:\n{out}{err}");
+    assert!(out.contains("driver_api checks passed: "), "{out}");
+    assert!(err.is_empty(), "stderr not empty:\n{err}");
+}
+
 #[test]
 fn vmm_shareable_handles_in_process_and_across_fork() {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -338,6 +355,8 @@ fn exports_carry_debian_version_nodes() {
         ("hipMalloc", "hip_4.2"),
         ("hipMallocAsync", "hip_5.1"),
         ("hipStreamWaitValue32", "hip_4.4"),
+        ("hipMemcpyHtoD", "hip_4.2"),
+        ("hipModuleLoadDataEx", "hip_4.2"),
     ] {
         assert!(syms.contains(&format!("{name}@@{node}")), "{name}@@{node}");
     }
