@@ -913,8 +913,8 @@ fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
     // work-groups in each dimension (kfdrt launches any grid whose work-items fit the AQL
     // packet's 32-bit grid size per dimension); constant memory and pitch capped at
     // INT32_MAX.
-    d.maxThreadsPerBlock = 1024;
-    d.maxThreadsDim = [1024; 3];
+    d.maxThreadsPerBlock = MAX_THREADS_PER_BLOCK;
+    d.maxThreadsDim = [MAX_THREADS_PER_BLOCK; 3];
     d.maxGridSize = [c_int::MAX; 3];
     d.totalConstMem = d.totalGlobalMem.min(c_int::MAX as usize);
     d.memPitch = d.totalConstMem;
@@ -924,6 +924,10 @@ fn properties(gpu: usize) -> Result<hipDeviceProp_t, hipError_t> {
     d.regsPerBlock = (256 * p.simd_per_cu * 64) as c_int;
     Ok(d)
 }
+
+/// The work-items of a work-group, at most, on every device (`maxThreadsPerBlock`); a
+/// launch of a larger block is InvalidConfiguration.
+pub(crate) const MAX_THREADS_PER_BLOCK: c_int = 1024;
 
 /// `hipDeviceArch_t` bits (header 5.2 order, from bit 0): hasGlobalInt32Atomics,
 /// hasGlobalFloatAtomicExch, hasSharedInt32Atomics, hasSharedFloatAtomicExch,

@@ -999,7 +999,7 @@ pub unsafe extern "C" fn hipLaunchKernel(
         // SAFETY: HIP's contract for `args`.
         let e = unsafe { launch_on(fp, f, st, grid, block, args, shared) }
             .err()
-            .unwrap_or(hipSuccess);
+            .map_or(hipSuccess, |e| config_error(block, e));
         // SAFETY: the calling thread's own slot.
         unsafe { (*fp).last_error = e };
         return e;
@@ -1023,7 +1023,22 @@ extern "system" fn launch_miss(
     crate::api::ret_stream_miss(s, move |_, st| {
         // SAFETY: HIP's contract for `args`.
         unsafe { launch_on(crate::api::fast(), f, st, grid, block, args, shared) }
+            .map_err(|e| config_error(block, e))
     })
+}
+
+/// The error of a refused launch as HIP names it: a block of more work-items than the
+/// device's maximum is InvalidConfiguration (CLR 5.2 and CUDA), where kfdrt says
+/// InvalidValue; any other refusal is kept. Only reached on the error path, so the warm
+/// launch pays nothing for it.
+#[cold]
+#[inline(never)]
+fn config_error(block: dim3, e: hipError_t) -> hipError_t {
+    let threads = u64::from(block.x) * u64::from(block.y) * u64::from(block.z);
+    if e == hipErrorInvalidValue && threads > crate::api::MAX_THREADS_PER_BLOCK as u64 {
+        return hipErrorInvalidConfiguration;
+    }
+    e
 }
 
 /// `hipFuncAttributes` of a kernel on GPU `gpu`.
@@ -1208,6 +1223,7 @@ pub unsafe extern "C" fn hipModuleLaunchKernel(
             }
             (false, false) => Err(hipErrorInvalidValue),
         }
+        .map_err(|e| config_error(block, e))
     })())
 }
 

@@ -109,6 +109,12 @@ fn arguments_of_mixed_sizes_and_alignments_and_a_null_argument_pointer() {
         [
             "mixed bad=0",
             "null arg hipErrorInvalidValue last hipErrorInvalidValue then bad=0",
+            "block 2048x1x1 <<<>>> hipErrorInvalidConfiguration launch hipErrorInvalidConfiguration last hipErrorInvalidConfiguration out[0]=0",
+            "block 1025x1x1 <<<>>> hipErrorInvalidConfiguration launch hipErrorInvalidConfiguration last hipErrorInvalidConfiguration out[0]=0",
+            "block 1x1x2048 <<<>>> hipErrorInvalidConfiguration launch hipErrorInvalidConfiguration last hipErrorInvalidConfiguration out[0]=0",
+            "block 64x32x1 <<<>>> hipErrorInvalidConfiguration launch hipErrorInvalidConfiguration last hipErrorInvalidConfiguration out[0]=0",
+            "block 0 hipErrorInvalidValue",
+            "after bad=0",
         ]
     );
 }
@@ -186,6 +192,7 @@ fn module_api_on_a_genco_code_object() {
             "extra y[0]=1 y[1]=6 y[299]=1496",
             "loaddata y[1]=7",
             "stale hipErrorInvalidHandle then y[1]=8",
+            "block 1x1x2048 hipErrorInvalidConfiguration last hipErrorInvalidConfiguration",
         ]
     );
 }

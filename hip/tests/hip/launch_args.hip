@@ -3,7 +3,8 @@
 // argument's bytes from the stub's argument array into the kernarg segment by a plan made
 // from the metadata. Two launches with different values, each checked value by value, with
 // the block size the kernel sees (hipcc 5.2: code object v4, from the dispatch packet); then a null entry in hipLaunchKernel's argument array (hipErrorInvalidValue, nothing
-// launched) and a launch after it.
+// launched) and a launch after it; blocks above the device's 1024 work-items
+// (hipErrorInvalidConfiguration).
 #include "check.h"
 
 #include <cstring>
@@ -99,5 +100,27 @@ int main() {
   HIP_CHECK(hipMemcpy(h, out, sizeof h, hipMemcpyDeviceToHost));
   std::printf("null arg %s last %s then bad=%d\n", hipGetErrorName(e), hipGetErrorName(le),
               check(h, 0, 8, 4, p));
+
+  // A block of more work-items than the device's 1024: InvalidConfiguration, returned and
+  // the last error, through <<<>>> and hipLaunchKernel; nothing runs, the next launch does.
+  // A zero block stays InvalidValue.
+  args[5] = &p;
+  const dim3 blocks[] = {dim3(2048), dim3(1025), dim3(1, 1, 2048), dim3(64, 32)};
+  for (const dim3& b : blocks) {
+    HIP_CHECK(hipMemset(out, 0, 16 * sizeof(int)));
+    mixed<<<dim3(1), b>>>(out, c, s, o, i, p, l, f, t, last);
+    hipError_t chevron = hipGetLastError();
+    e = hipLaunchKernel((const void*)mixed, dim3(1), b, args, 0, nullptr);
+    le = hipGetLastError();
+    HIP_CHECK(hipMemcpy(h, out, sizeof h, hipMemcpyDeviceToHost));
+    std::printf("block %ux%ux%u <<<>>> %s launch %s last %s out[0]=%d\n", b.x, b.y, b.z,
+                hipGetErrorName(chevron), hipGetErrorName(e), hipGetErrorName(le), h[0]);
+  }
+  e = hipLaunchKernel((const void*)mixed, dim3(1), dim3(0), args, 0, nullptr);
+  std::printf("block 0 %s\n", hipGetErrorName(e));
+  mixed<<<dim3(1), dim3(8, 4)>>>(out, c, s, o, i, p, l, f, t, last);
+  HIP_CHECK(hipGetLastError());
+  HIP_CHECK(hipMemcpy(h, out, sizeof h, hipMemcpyDeviceToHost));
+  std::printf("after bad=%d\n", check(h, 0, 8, 4, p));
   return 0;
 }

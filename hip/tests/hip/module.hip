@@ -64,6 +64,11 @@ int main(int argc, char** argv) {
   HIP_CHECK(hipModuleLaunchKernel(f, (n + 63) / 64, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr));
   HIP_CHECK(hipDeviceSynchronize());
   std::printf("stale %s then y[1]=%d\n", hipGetErrorName(stale), y[1]);
+  // A block above the device's 1024 work-items: InvalidConfiguration, also the last error.
+  hipError_t big =
+      hipModuleLaunchKernel(f, 1, 1, 1, 1, 1, 2048, 0, nullptr, params, nullptr);
+  std::printf("block 1x1x2048 %s last %s\n", hipGetErrorName(big),
+              hipGetErrorName(hipGetLastError()));
   HIP_CHECK(hipModuleUnload(m));
   EXPECT(hipModuleUnload(m) != hipSuccess);
   HIP_CHECK(hipHostFree(x));
