@@ -1829,13 +1829,14 @@ pub extern "C" fn hipHostUnregister(p: *mut c_void) -> hipError_t {
 /// `hipMemoryTypeDevice` with no host pointer; pinned, registered and managed memory are
 /// `hipMemoryTypeHost` with both pointers; managed memory sets `isManaged`; pinned memory
 /// gives its `hipHostMalloc` / `hipHostRegister` flags in `allocationFlags`. Any other
-/// address is InvalidValue.
+/// address is InvalidValue, with `*attr` zeroed as CLR 5.2 leaves it (programs that
+/// ignore the code read `memoryType` 0, not stale values).
 #[no_mangle]
 pub unsafe extern "C" fn hipPointerGetAttributes(
     attr: *mut hipPointerAttribute_t,
     ptr: *const c_void,
 ) -> hipError_t {
-    ret((|| {
+    let r = (|| {
         let a = ptr as u64;
         let p = ptr as *mut c_void;
         let device_memory = |gpu: usize| hipPointerAttribute_t {
@@ -1872,7 +1873,13 @@ pub unsafe extern "C" fn hipPointerGetAttributes(
             _ => device_memory(at.gpu),
         };
         out(attr, r)
-    })())
+    })();
+    if r.is_err() && !attr.is_null() {
+        // SAFETY: non-null out-pointer per the HIP contract; all-zero is a valid
+        // hipPointerAttribute_t (integers and raw pointers).
+        unsafe { attr.write(std::mem::zeroed()) };
+    }
+    ret(r)
 }
 
 /// CLR 5.2's one check of a copy's `hipMemcpyKind` (`IsHtoHMemcpyValid`): when neither

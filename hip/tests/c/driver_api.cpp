@@ -145,6 +145,28 @@ static void device_queries(hipStream_t) {
     CHECK(hipGetLastError() == hipErrorInvalidValue);
 }
 
+// A failed hipPointerGetAttributes zeroes the struct (CLR 5.2), so a program that ignores
+// the code reads memoryType 0, not what the struct held before.
+static void failed_queries(hipStream_t) {
+    int x = 0;
+    hipPointerAttribute_t a;
+    memset(&a, 0x5b, sizeof a);
+    CHECK(hipPointerGetAttributes(&a, &x) == hipErrorInvalidValue);
+    CHECK(hipPeekAtLastError() == hipErrorInvalidValue);
+    hipPointerAttribute_t zero;
+    memset(&zero, 0, sizeof zero);
+    CHECK(memcmp(&a, &zero, sizeof a) == 0);
+    void* d = nullptr;
+    OK(hipMalloc(&d, 64));
+    memset(&a, 0x5b, sizeof a);
+    OK(hipPointerGetAttributes(&a, d));
+    CHECK(a.memoryType == hipMemoryTypeDevice && a.devicePointer == d && a.hostPointer == nullptr);
+    OK(hipFree(d));
+    memset(&a, 0x5b, sizeof a);
+    CHECK(hipPointerGetAttributes(&a, d) == hipErrorInvalidValue);
+    CHECK(a.memoryType == 0 && a.devicePointer == nullptr);
+}
+
 int main(int argc, char** argv) {
     hipStream_t s;
     OK(hipStreamCreate(&s));
@@ -156,6 +178,7 @@ int main(int argc, char** argv) {
         {"fills", fills},
         {"address_range", address_range},
         {"device_queries", device_queries},
+        {"failed_queries", failed_queries},
     };
     for (auto& t : sections)
         if (argc < 2 || strcmp(argv[1], t.name) == 0) t.f(s);
