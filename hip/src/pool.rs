@@ -20,6 +20,15 @@ fn pool(p: *mut c_void) -> Result<Arc<MemPool>, hipError_t> {
     POOLS.get(p as usize).ok_or(hipErrorInvalidHandle)
 }
 
+/// The pool argument of the attribute and trim calls: a null pool is InvalidValue (the
+/// header's documented code and CLR 5.2's), a stale or foreign one InvalidHandle.
+fn pool_arg(p: *mut c_void) -> Result<Arc<MemPool>, hipError_t> {
+    if p.is_null() {
+        return Err(hipErrorInvalidValue);
+    }
+    pool(p)
+}
+
 fn location(l: &hipMemLocation) -> Result<Location, hipError_t> {
     match (l.type_, usize::try_from(l.id)) {
         (hipMemLocationTypeDevice, Ok(id)) => Ok(Location::Gpu(id)),
@@ -93,6 +102,9 @@ pub unsafe extern "C" fn hipMemPoolSetAttribute(
     value: *mut c_void,
 ) -> hipError_t {
     ret((|| {
+        if p.is_null() {
+            return Err(hipErrorInvalidValue);
+        }
         let (a, is_int) = attr(a)?;
         if value.is_null() {
             return Err(hipErrorInvalidValue);
@@ -105,7 +117,7 @@ pub unsafe extern "C" fn hipMemPoolSetAttribute(
                 *(value as *const u64)
             }
         };
-        pool(p)?.set_attribute(a, v).hip()
+        pool_arg(p)?.set_attribute(a, v).hip()
     })())
 }
 
@@ -118,7 +130,7 @@ pub unsafe extern "C" fn hipMemPoolGetAttribute(
 ) -> hipError_t {
     ret((|| {
         let (a, is_int) = attr(a)?;
-        let v = pool(p)?.attribute(a).hip()?;
+        let v = pool_arg(p)?.attribute(a).hip()?;
         if is_int {
             out(value as *mut c_int, v as c_int)
         } else {
@@ -130,7 +142,7 @@ pub unsafe extern "C" fn hipMemPoolGetAttribute(
 /// `hipMemPoolTrimTo`.
 #[no_mangle]
 pub extern "C" fn hipMemPoolTrimTo(p: *mut c_void, min_bytes: usize) -> hipError_t {
-    ret((|| pool(p)?.trim_to(min_bytes).hip())())
+    ret((|| pool_arg(p)?.trim_to(min_bytes).hip())())
 }
 
 fn access_flags(f: hipMemAccessFlags) -> Result<AccessFlags, hipError_t> {

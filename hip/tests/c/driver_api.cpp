@@ -165,6 +165,29 @@ static void failed_queries(hipStream_t) {
     memset(&a, 0x5b, sizeof a);
     CHECK(hipPointerGetAttributes(&a, d) == hipErrorInvalidValue);
     CHECK(a.memoryType == 0 && a.devicePointer == nullptr);
+    // A null pool is InvalidValue (the header's documented code, CLR 5.2's, measured); a
+    // destroyed one stays InvalidHandle (kfdrt's check: CLR 5.2 does not answer so).
+    uint64_t v = 0;
+    int reuse = 1;
+    CHECK(hipMemPoolGetAttribute(nullptr, hipMemPoolAttrReleaseThreshold, &v) ==
+          hipErrorInvalidValue);
+    CHECK(hipPeekAtLastError() == hipErrorInvalidValue);
+    CHECK(hipMemPoolSetAttribute(nullptr, hipMemPoolAttrReleaseThreshold, &v) ==
+          hipErrorInvalidValue);
+    CHECK(hipMemPoolSetAttribute(nullptr, hipMemPoolReuseAllowOpportunistic, &reuse) ==
+          hipErrorInvalidValue);
+    CHECK(hipMemPoolTrimTo(nullptr, 0) == hipErrorInvalidValue);
+    hipMemPool_t pool = nullptr;
+    hipMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = hipMemAllocationTypePinned;
+    props.location.type = hipMemLocationTypeDevice;
+    props.location.id = 0;
+    OK(hipMemPoolCreate(&pool, &props));
+    OK(hipMemPoolGetAttribute(pool, hipMemPoolAttrReleaseThreshold, &v));
+    OK(hipMemPoolTrimTo(pool, 0));
+    OK(hipMemPoolDestroy(pool));
+    CHECK(hipMemPoolTrimTo(pool, 0) == hipErrorInvalidHandle);
 }
 
 int main(int argc, char** argv) {
