@@ -208,7 +208,7 @@ fn warm_launches_follow_kernels_and_streams_and_see_destroyed_unregistered_and_r
         lines(&out),
         [
             "alternating p[0]=410 p[63]=410",
-            "shapes big hipErrorInvalidValue p[0]=411 p[63]=410",
+            "shapes big hipErrorInvalidConfiguration p[0]=411 p[63]=410",
             "destroyed hipErrorInvalidHandle last hipErrorInvalidHandle then p[0]=414",
             "registered y[1]=5 y[63]=315",
             "unregistered hipErrorInvalidDeviceFunction last hipErrorInvalidDeviceFunction y[1]=5 then p[0]=415",

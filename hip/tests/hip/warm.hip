@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
   HIP_CHECK(hipGetLastError());
   std::printf("alternating p[0]=%d p[63]=%d\n", p[0], p[63]);
 
-  // The warm kernel in other shapes: one kfdrt refuses (a block over the kernel's
-  // maximum), then a smaller block, then the first shape again.
+  // The warm kernel in other shapes: one kfdrt refuses (a block over the device's
+  // maximum: InvalidConfiguration), then a smaller block, then the first shape again.
   add_one<<<1, 2048, 0, s1>>>(p);
   hipError_t big = hipGetLastError();
   add_one<<<1, 32, 0, s1>>>(p);
