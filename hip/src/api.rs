@@ -2101,7 +2101,8 @@ pub extern "C" fn hipMemsetD16Async(
     };
     if lo == hi {
         hipMemsetAsync(dst, c_int::from(lo), len, s)
-    } else if dst as usize % 4 == 0 && count % 2 == 0 {
+    } else if (dst as usize % 4 == 0 && count % 2 == 0) || count == 0 {
+        // (A count of 0 succeeds whatever `dst`, as the other fills.)
         let pattern = u32::from(value) * 0x1_0001;
         hipMemsetD32Async(dst, pattern as c_int, count / 2, s)
     } else {

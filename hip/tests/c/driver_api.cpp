@@ -67,6 +67,7 @@ static void fills(hipStream_t s) {
     CHECK(hipMemsetD16(d + 2, 0x1234, 2) == hipErrorNotSupported);
     CHECK(hipMemsetD16Async(d, 0x1234, 3, s) == hipErrorNotSupported);
     CHECK(hipGetLastError() == hipErrorNotSupported);
+    OK(hipMemsetD16(d + 2, 0x1234, 0));
     OK(hipMemcpy(w, d, 8, hipMemcpyDeviceToHost));
     CHECK(w[0] == 0x1234 && w[1] == 0x7777 && w[3] == 0x7777);
     // D32: counts are dwords; past the allocation is InvalidValue.
