@@ -25,6 +25,7 @@ pub mod layout;
 pub mod managed;
 pub mod pool;
 pub mod types;
+pub mod unsupported;
 pub mod vmm;
 
 include!(concat!(env!("OUT_DIR"), "/symver.rs"));

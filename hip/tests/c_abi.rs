@@ -367,3 +367,37 @@ fn exports_carry_debian_version_nodes() {
         .expect("readelf");
     assert!(String::from_utf8_lossy(&o.stdout).contains("[libamdhip64.so.5]"));
 }
+
+/// Every function exported as not implemented (`amdhip64::unsupported`) is in the library
+/// under its Debian version node, returns hipErrorNotSupported and leaves it as the
+/// thread's last error: a program referencing one loads and gets a clear error.
+#[test]
+fn unimplemented_functions_are_exported_and_not_supported() {
+    let names = amdhip64::unsupported::NOT_SUPPORTED;
+    assert!(names.len() > 50, "{} names", names.len());
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("hip-not-supported");
+    compile("gcc", "not_supported.c", &exe, &["-ldl"]);
+    let mut cmd = Command::new(&exe);
+    cmd.arg(our_lib()).args(names).env("KFDRT_DEVICE", "emu");
+    let (ok, out, err) = run(cmd, Duration::from_secs(120));
+    assert!(ok, "not-supported check failed:\n{out}{err}");
+    assert!(
+        out.contains(&format!("{} functions, 0 bad", names.len())),
+        "{out}"
+    );
+    // Each is in Debian's table, with the node readelf shows for it (checked for every
+    // versioned export by `exports_carry_debian_version_nodes`).
+    let table = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("abi/libamdhip64.so.5.symbols"),
+    )
+    .expect("symbol table");
+    for n in names {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(n)),
+            "{n} is not a Debian HIP 5.2 function"
+        );
+    }
+}
