@@ -37,6 +37,28 @@ fn pattern(i: usize) -> u8 {
     (i * 7 + 3) as u8
 }
 
+/// Eight pinned buffers filled with 0xff, allocated after an event's drop: a block freed
+/// too early would be reused by one of them, and a queued write would land in it.
+fn fillers(dev: &kfdrt::Device) -> Vec<kfdrt::Buffer> {
+    let ones = vec![0xffu8; 4096];
+    (0..8)
+        .map(|_| {
+            let f = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
+            f.write(0, &ones).unwrap();
+            f
+        })
+        .collect()
+}
+
+/// Every filler still holds 0xff only.
+fn assert_untouched(fillers: &[kfdrt::Buffer], why: &str) {
+    for f in fillers {
+        let mut back = vec![0u8; 4096];
+        f.read(0, &mut back).unwrap();
+        assert!(back.iter().all(|&b| b == 0xff), "{why}");
+    }
+}
+
 /// Child mode: the handles arrive on stdin (one line: base, inner, freed).
 fn child() {
     let mut line = String::new();
@@ -243,14 +265,7 @@ fn a_dropped_busy_null_stream_keeps_the_event_block_its_record_names() {
         .unwrap();
     drop(null);
     drop(ev);
-    let ones = vec![0xffu8; 4096];
-    let fillers: Vec<_> = (0..8)
-        .map(|_| {
-            let f = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
-            f.write(0, &ones).unwrap();
-            f
-        })
-        .collect();
+    let fillers = fillers(&dev);
     assert_eq!(cell(out.va()).load(Ordering::Acquire), 0, "b still waits");
     // The busy null stream is still the device's: a new handle is not idle.
     let again = dev.null_stream(0).unwrap();
@@ -263,14 +278,7 @@ fn a_dropped_busy_null_stream_keeps_the_event_block_its_record_names() {
     again.synchronize_timeout(sync).unwrap();
     b.synchronize_timeout(sync).unwrap();
     assert_eq!(cell(out.va()).load(Ordering::Acquire), 7);
-    for f in &fillers {
-        let mut back = vec![0u8; 4096];
-        f.read(0, &mut back).unwrap();
-        assert!(
-            back == ones,
-            "a buffer allocated after the drop was written"
-        );
-    }
+    assert_untouched(&fillers, "a buffer allocated after the drop was written");
 }
 
 #[test]
@@ -295,14 +303,7 @@ fn a_destroyed_ipc_event_outlives_its_queued_record_and_wait() {
         b.write_value32(word, 7, WriteValueFlags::DEFAULT).unwrap();
         drop(ev);
         drop(creator);
-        let ones = vec![0xffu8; 4096];
-        let fillers: Vec<_> = (0..8)
-            .map(|_| {
-                let f = dev.alloc(MemoryKind::HostPinned, 0, 4096).unwrap();
-                f.write(0, &ones).unwrap();
-                f
-            })
-            .collect();
+        let fillers = fillers(&dev);
         assert_eq!(
             cell(word).load(Ordering::Acquire),
             0,
@@ -312,13 +313,9 @@ fn a_destroyed_ipc_event_outlives_its_queued_record_and_wait() {
         a.synchronize_timeout(sync).unwrap();
         b.synchronize_timeout(sync).unwrap();
         assert_eq!(cell(word).load(Ordering::Acquire), 7);
-        for f in &fillers {
-            let mut back = vec![0u8; 4096];
-            f.read(0, &mut back).unwrap();
-            assert!(
-                back == ones,
-                "a buffer allocated after the drop was written (opened: {opened})"
-            );
-        }
+        assert_untouched(
+            &fillers,
+            &format!("a buffer allocated after the drop was written (opened: {opened})"),
+        );
     }
 }

@@ -2158,6 +2158,24 @@ fn repoll_resumes_a_blocked_barrier_without_a_doorbell() {
     q.wait_idle();
 }
 
+/// Publishes on `q` a PM4-IB packet completing on `completion` whose indirect buffer (in
+/// `ib`) is one WAIT_REG_MEM for the dword at `gate` to equal 1: the queue then blocks
+/// inside that packet until the host stores 1 there.
+fn submit_gated_ib(gpu: &Gpu, q: &mut Queue, ib: &MemWindow, gate: u64, completion: u64) {
+    let words = wait_mem(gate, CompareFn::Equal, 1);
+    for (i, w) in words.iter().enumerate() {
+        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
+    }
+    q.submit_aql(
+        gpu,
+        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
+            control: PacketControl::SYSTEM_BARRIER,
+            ib: IndirectBuffer::new(ib.va(), words.len() as u32),
+            completion_signal: completion,
+        }),
+    );
+}
+
 /// While it has other work, the CP reads the doorbells of a queue blocked inside a packet
 /// it fetched (a PM4-IB's WAIT_REG_MEM) and of idle queues only every 250 ns: no packet
 /// is lost either way. Packets queued behind the wait
@@ -2173,19 +2191,8 @@ fn doorbells_of_blocked_and_idle_queues_are_not_lost() {
     let mut blocked = Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 100);
     let mut idle = Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 100);
     let gate = data.va();
-    let words = wait_mem(gate, CompareFn::Equal, 1);
-    for (i, w) in words.iter().enumerate() {
-        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
-    }
     let waited = signal(&sigs, 0, 1, None);
-    blocked.submit_aql(
-        &gpu,
-        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
-            control: PacketControl::SYSTEM_BARRIER,
-            ib: IndirectBuffer::new(ib.va(), words.len() as u32),
-            completion_signal: waited,
-        }),
-    );
+    submit_gated_ib(&gpu, &mut blocked, &ib, gate, waited);
     // Behind the wait: each with a doorbell the CP does not need to read.
     let behind: Vec<u64> = (0..20).map(|i| signal(&sigs, 1 + i, 1, None)).collect();
     for &sig in &behind {
@@ -2228,19 +2235,8 @@ fn a_doorbell_on_a_queue_blocked_in_a_packet_re_polls_it() {
     let ib = gpu.alloc(4096);
     let mut q = Queue::new(&gpu, QueueKind::Aql, 64 * 64, 7, 100);
     let gate = data.va();
-    let words = wait_mem(gate, CompareFn::Equal, 1);
-    for (i, w) in words.iter().enumerate() {
-        ib.store_u32(ib.va() + 4 * i as u64, *w).unwrap();
-    }
     let waited = signal(&sigs, 0, 1, None);
-    q.submit_aql(
-        &gpu,
-        &AqlPacket::VendorPm4Ib(VendorPm4Ib {
-            control: PacketControl::SYSTEM_BARRIER,
-            ib: IndirectBuffer::new(ib.va(), words.len() as u32),
-            completion_signal: waited,
-        }),
-    );
+    submit_gated_ib(&gpu, &mut q, &ib, gate, waited);
     std::thread::sleep(Duration::from_millis(20));
     gpu.eng.set_blocked_repoll(false);
     // The switch itself kicks the engine once: let that re-poll pass first.
